@@ -1,0 +1,84 @@
+"""Names, keys and defaults shared by every layer.
+
+Kept in one place so that the pure core, the adapters and the tests agree on
+the spelling of a label or a resource key. Nothing here does anything.
+"""
+
+from __future__ import annotations
+
+#: Vendors raybridge knows, mapped to their Kubernetes extended-resource key.
+GPU_RESOURCE_KEYS: dict[str, str] = {
+    "amd": "amd.com/gpu",
+    "nvidia": "nvidia.com/gpu",
+}
+VENDORS: tuple[str, ...] = tuple(GPU_RESOURCE_KEYS)
+
+#: The seed's default vendor on a cluster that has both.
+DEFAULT_VENDOR_ON_MIXED_CLUSTER = "amd"
+
+#: Node labels read for the GPU model and memory, in order of preference.
+GPU_PRODUCT_LABELS: dict[str, tuple[str, ...]] = {
+    "nvidia": (
+        "nvidia.com/gpu.product",
+        "cloud.google.com/gke-accelerator",
+        "karpenter.k8s.aws/instance-gpu-name",
+        "gpu.nvidia.com/class",
+    ),
+    "amd": (
+        "amd.com/gpu.product-name",
+        "beta.amd.com/gpu.product-name",
+        "amd.com/gpu.device-id",
+        "beta.amd.com/gpu.device-id",
+    ),
+}
+#: Labels holding GPU memory; GFD uses MiB, the ROCm labeller e.g. "192G".
+GPU_MEMORY_LABELS: dict[str, tuple[str, ...]] = {
+    "nvidia": ("nvidia.com/gpu.memory", "karpenter.k8s.aws/instance-gpu-memory"),
+    "amd": ("amd.com/gpu.vram", "beta.amd.com/gpu.vram"),
+}
+
+# --- Kueue / KAI / raybridge labels -------------------------------------------
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+KAI_QUEUE_LABEL = "kai.scheduler/queue"
+KAI_SCHEDULER_NAME = "kai-scheduler"
+KAI_GPU_FRACTION_ANNOTATION = "gpu-fraction"
+
+#: Every object raybridge creates carries this label, so `list` can find them.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "raybridge"
+#: The name of the raybridge job an object belongs to.
+JOB_NAME_LABEL = "raybridge.io/job-name"
+
+# --- KubeRay --------------------------------------------------------------------
+RAY_API_GROUP = "ray.io"
+RAY_API_VERSION = "v1"
+RAYJOB_NAME_MAX = 47
+RAYCLUSTER_NAME_MAX = 53
+K8S_NAME_MAX = 63
+DASHBOARD_PORT = 8265
+WORKER_GROUP_NAME = "workers"
+
+# --- Defaults -------------------------------------------------------------------
+RAY_VERSION = "2.55.1"
+DEFAULT_IMAGES: dict[str | None, str] = {
+    "nvidia": f"rayproject/ray:{RAY_VERSION}-py311-gpu",
+    "amd": "rocm/ray:latest",
+    None: f"rayproject/ray:{RAY_VERSION}-py311",
+}
+DEFAULT_CPUS_PER_GPU = 4
+DEFAULT_MEMORY_PER_GPU = "16Gi"
+#: Worker resources when a worker holds no whole GPU.
+DEFAULT_WORKER_CPU = "2"
+DEFAULT_WORKER_MEMORY = "4Gi"
+DEFAULT_HEAD_CPU = "2"
+DEFAULT_HEAD_MEMORY = "8Gi"
+DEFAULT_NAMESPACE = "default"
+
+# --- Exit statuses ---------------------------------------------------------------
+EXIT_OK = 0
+EXIT_JOB_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_INFRA = 3
+EXIT_INTERRUPTED = 130

@@ -1,0 +1,78 @@
+"""Kubernetes resource quantities as plain numbers.
+
+The pure core needs to compare "16Gi" with "17179869184" and add CPU requests
+without importing the kubernetes client; this is the small, exact parser for
+that. It does not format quantities back except for the few shapes the
+manifests need.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+_SUFFIXES: dict[str, Decimal] = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|([eE][+-]?\d+))?$")
+
+
+def parse_quantity(value: str | int | float) -> Decimal:
+    """Return the quantity as a Decimal in base units; ValueError if malformed."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a quantity: {value!r}")
+    if isinstance(value, (int, float)):
+        return Decimal(str(value))
+    text = str(value).strip()
+    match = _QUANTITY.match(text)
+    if not match:
+        raise ValueError(f"not a Kubernetes quantity: {value!r}")
+    number, suffix, exponent = match.groups()
+    try:
+        base = Decimal(number)
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only numbers
+        raise ValueError(f"not a Kubernetes quantity: {value!r}") from exc
+    if exponent:
+        return base * (Decimal(10) ** int(exponent[1:]))
+    return base * _SUFFIXES[suffix or ""]
+
+
+def is_quantity(value: object) -> bool:
+    try:
+        parse_quantity(value)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def format_cpu(cores: Decimal | float | int) -> str:
+    """Whole cores as "4", fractions as millicores "1500m"."""
+    cores = Decimal(str(cores))
+    if cores == cores.to_integral_value():
+        return str(int(cores))
+    return f"{int((cores * 1000).to_integral_value())}m"
+
+
+def format_memory(num_bytes: Decimal | int) -> str:
+    """Bytes in the largest binary unit that divides them exactly."""
+    num_bytes = Decimal(num_bytes).to_integral_value()
+    for unit in ("Ti", "Gi", "Mi", "Ki"):
+        size = _SUFFIXES[unit]
+        if num_bytes % size == 0 and num_bytes >= size:
+            return f"{int(num_bytes / size)}{unit}"
+    return str(int(num_bytes))

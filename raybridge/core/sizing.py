@@ -1,0 +1,311 @@
+"""Worker-group sizing: how many replicas, how many GPUs each.
+
+The Kaiwo contract (seed 000) made pure, plus the warnings Kaiwo leaves out:
+whenever fewer GPUs are allocated than asked for, or a pod shape can never be
+scheduled, the decision says so with the numbers.
+
+Input is a request and an `Inventory`; output is a `SizingDecision`. No I/O,
+no cluster access: `plan` prints exactly what `render` and `submit` use.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from raybridge.core.consts import DEFAULT_VENDOR_ON_MIXED_CLUSTER, GPU_RESOURCE_KEYS
+from raybridge.core.inventory import Inventory, VendorCapacity
+from raybridge.errors import BadInput
+
+Number = int | float
+
+
+@dataclass(frozen=True)
+class SizingRequest:
+    """What the user asked for; None means "not set"."""
+
+    gpus: int = 0
+    replicas: Optional[int] = None
+    gpus_per_replica: Optional[float] = None
+    gpu_vendor: Optional[str] = None
+    ray: bool = True
+    kind: str = "RayJob"
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> "SizingRequest":
+        return cls(
+            gpus=spec.gpus,
+            replicas=spec.replicas,
+            gpus_per_replica=spec.gpus_per_replica,
+            gpu_vendor=spec.gpu_vendor,
+            ray=spec.ray,
+            kind=spec.resolved_kind,
+        )
+
+    @property
+    def wants_gpus(self) -> bool:
+        return self.gpus > 0 or bool(self.gpus_per_replica)
+
+
+@dataclass(frozen=True)
+class SizingDecision:
+    gpu_vendor: Optional[str]
+    resource_key: Optional[str]
+    replicas: int
+    gpus_per_replica: Number
+    requested_gpus: Number
+    calculated: bool
+    cluster_gpus: int
+    min_gpus_per_node: int
+    max_gpus_per_node: int
+    kind: str = "RayJob"
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total_gpus(self) -> Number:
+        return _clean(self.replicas * self.gpus_per_replica)
+
+    @property
+    def fractional(self) -> bool:
+        return 0 < self.gpus_per_replica < 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "gpuVendor": self.gpu_vendor,
+            "resourceKey": self.resource_key,
+            "replicas": self.replicas,
+            "gpusPerReplica": _clean(self.gpus_per_replica),
+            "totalGpus": self.total_gpus,
+            "requestedGpus": _clean(self.requested_gpus),
+            "calculated": self.calculated,
+            "fractional": self.fractional,
+            "clusterGpus": self.cluster_gpus,
+            "minGpusPerNode": self.min_gpus_per_node,
+            "maxGpusPerNode": self.max_gpus_per_node,
+            "warnings": list(self.warnings),
+            "notes": list(self.notes),
+        }
+
+
+def _clean(value: Number) -> Number:
+    """1.0 -> 1, 0.5 stays 0.5: JSON shows whole GPUs as integers."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return round(value, 6) if isinstance(value, float) else value
+
+
+# --- vendor ---------------------------------------------------------------------------------
+
+
+def choose_vendor(request: SizingRequest, inventory: Inventory) -> tuple[Optional[str], list[str]]:
+    """The vendor to size for, and notes on the choice. BadInput when the asked vendor is absent."""
+    present = inventory.vendors(eligible_only=False)
+    notes: list[str] = []
+    if request.gpu_vendor:
+        if request.wants_gpus and request.gpu_vendor not in present:
+            have = ", ".join(f"{v} ({n} GPUs)" for v, n in present.items()) or "none"
+            raise BadInput(f"gpuVendor: no {request.gpu_vendor} GPUs in the {inventory.source} inventory; vendors present: {have}")
+        return request.gpu_vendor, notes
+    if not present:
+        return None, notes
+    if len(present) == 1:
+        vendor = next(iter(present))
+        notes.append(f"gpuVendor not set: using {vendor}, the only vendor present")
+        return vendor, notes
+    vendor = DEFAULT_VENDOR_ON_MIXED_CLUSTER
+    others = ", ".join(f"{v} ({n} GPUs)" for v, n in present.items())
+    notes.append(f"gpuVendor not set on a mixed cluster ({others}): using {vendor}, the default; set gpuVendor to choose")
+    return vendor, notes
+
+
+def _no_capacity(vendor: str, inventory: Inventory) -> BadInput:
+    blocked = inventory.ineligible(vendor)
+    detail = "; ".join(f"{n.name}: {', '.join(n.reasons)}" for n in blocked[:5])
+    more = f" (and {len(blocked) - 5} more)" if len(blocked) > 5 else ""
+    return BadInput(f"no schedulable {vendor} GPUs: every node that has them is unusable ({detail}{more})")
+
+
+# --- the even-split advice --------------------------------------------------------------------
+
+
+def even_splits(total: int, per_node: int, cap: int) -> list[str]:
+    """Splits that allocate exactly, near `total`, with at most `per_node` GPUs per replica."""
+    options: list[str] = []
+    for g in range(min(per_node, total), 0, -1):
+        if total % g == 0:
+            options.append(f"{total // g} x {g} = {total}")
+        if len(options) == 2:
+            break
+    if per_node > 0:
+        lower = (total // per_node) * per_node
+        upper = lower + per_node
+        if 0 < lower < total:
+            options.append(f"{lower // per_node} x {per_node} = {lower}")
+        if upper <= cap and upper != total:
+            options.append(f"{upper // per_node} x {per_node} = {upper}")
+    return options
+
+
+# --- Ray worker groups ------------------------------------------------------------------------
+
+
+def size_worker_group(request: SizingRequest, capacity: VendorCapacity) -> SizingDecision:
+    """Seed 000's rules for a Ray worker group, against one vendor's capacity."""
+    c, m = capacity.total, capacity.min_per_node
+    key = GPU_RESOURCE_KEYS[capacity.vendor]
+    replicas_in = request.replicas or 0
+    per_in = request.gpus_per_replica or 0
+    warnings: list[str] = []
+    common = dict(
+        gpu_vendor=capacity.vendor,
+        resource_key=key,
+        cluster_gpus=c,
+        min_gpus_per_node=m,
+        max_gpus_per_node=capacity.max_per_node,
+        kind=request.kind,
+    )
+
+    if replicas_in > 0 and per_in > 0 and replicas_in * per_in <= c:
+        if request.gpus > 0 and request.gpus != replicas_in * per_in:
+            warnings.append(
+                f"gpus={request.gpus} is ignored: replicas={replicas_in} and gpusPerReplica={_clean(per_in)} "
+                f"are both set and fit ({_clean(replicas_in * per_in)} GPUs)"
+            )
+        if per_in > capacity.max_per_node:
+            warnings.append(
+                f"gpusPerReplica={_clean(per_in)} exceeds every node's GPUs (largest node has {capacity.max_per_node}): "
+                "these workers can never be scheduled"
+            )
+        return SizingDecision(
+            replicas=replicas_in,
+            gpus_per_replica=_clean(per_in),
+            requested_gpus=_clean(replicas_in * per_in),
+            calculated=False,
+            warnings=tuple(warnings),
+            **common,
+        )
+
+    requested: Number = request.gpus if request.gpus > 0 else _clean(replicas_in * per_in)
+    if requested <= 0:
+        if per_in > 0:
+            warnings.append(
+                f"gpusPerReplica={_clean(per_in)} without replicas or gpus allocates no GPUs; "
+                f"set replicas (e.g. --replicas 1) or gpus"
+            )
+        return SizingDecision(replicas=1, gpus_per_replica=0, requested_gpus=0, calculated=False, warnings=tuple(warnings), **common)
+
+    if replicas_in > 0 and per_in > 0:
+        warnings.append(
+            f"replicas={replicas_in} x gpusPerReplica={_clean(per_in)} = {_clean(replicas_in * per_in)} GPUs exceeds "
+            f"the {c} {capacity.vendor} GPUs in the cluster: sizing from "
+            + (f"gpus={request.gpus}" if request.gpus > 0 else "the cluster's capacity")
+        )
+    elif request.gpus > 0 and (replicas_in > 0 or per_in > 0):
+        ignored = " and ".join(
+            f"{n}={_clean(v)}" for n, v in (("replicas", replicas_in), ("gpusPerReplica", per_in)) if v > 0
+        )
+        warnings.append(f"{ignored} ignored: sizing from gpus={request.gpus} and the smallest node ({m} GPUs)")
+
+    total = requested
+    if total > c:
+        warnings.append(f"requested {_clean(total)} {capacity.vendor} GPUs but the cluster has {c}: capped at {c}")
+        total = c
+    whole_total = math.floor(total)
+    if whole_total < total:
+        warnings.append(f"{_clean(total)} GPUs is not a whole number: sizing for {whole_total}")
+    if whole_total <= 0:
+        return SizingDecision(replicas=1, gpus_per_replica=0, requested_gpus=requested, calculated=True, warnings=tuple(warnings), **common)
+    replicas = math.ceil(whole_total / m)
+    per = whole_total // replicas
+    allocated = replicas * per
+    if allocated < requested:
+        lost = _clean(requested - allocated)
+        advice = even_splits(int(whole_total), m, c)
+        warnings.append(
+            f"allocating {replicas} x {per} = {allocated} GPUs, {lost} fewer than the {_clean(requested)} requested"
+            + (f"; even splits: {'; '.join(advice)}" if advice else "")
+        )
+    return SizingDecision(
+        replicas=replicas,
+        gpus_per_replica=per,
+        requested_gpus=requested,
+        calculated=True,
+        warnings=tuple(warnings),
+        **common,
+    )
+
+
+# --- plain (non-Ray) workloads -------------------------------------------------------------
+
+
+def size_plain_workload(request: SizingRequest, capacity: Optional[VendorCapacity]) -> SizingDecision:
+    """Seed 000's non-Ray rules: a job is one pod; a service keeps its replicas."""
+    per: Number = request.gpus_per_replica if request.gpus_per_replica else request.gpus
+    warnings: list[str] = []
+    if request.kind == "job":
+        replicas = 1
+        if request.replicas and request.replicas != 1:
+            warnings.append(f"replicas={request.replicas} is ignored: a job runs one pod")
+    else:
+        replicas = request.replicas if request.replicas else 1
+    if request.gpus_per_replica and request.gpus and request.kind == "service":
+        if request.gpus != replicas * request.gpus_per_replica:
+            warnings.append(f"gpus={request.gpus} is ignored: gpusPerReplica={_clean(request.gpus_per_replica)} sets each pod's GPUs")
+    elif request.gpus_per_replica and request.gpus and request.gpus != request.gpus_per_replica:
+        warnings.append(f"gpus={request.gpus} is ignored: gpusPerReplica={_clean(request.gpus_per_replica)} takes precedence")
+    cluster = capacity.total if capacity else 0
+    biggest = capacity.max_per_node if capacity else 0
+    if capacity and per >= 1 and per > biggest:
+        warnings.append(f"{_clean(per)} GPUs per pod exceeds every node's GPUs (largest node has {biggest}): the pod can never be scheduled")
+    if capacity and per > 0 and replicas * per > cluster:
+        warnings.append(f"{replicas} x {_clean(per)} = {_clean(replicas * per)} GPUs exceeds the {cluster} in the cluster: some pods will stay pending")
+    return SizingDecision(
+        gpu_vendor=capacity.vendor if capacity else None,
+        resource_key=GPU_RESOURCE_KEYS[capacity.vendor] if capacity else None,
+        replicas=replicas,
+        gpus_per_replica=_clean(per),
+        requested_gpus=_clean(replicas * per),
+        calculated=False,
+        cluster_gpus=cluster,
+        min_gpus_per_node=capacity.min_per_node if capacity else 0,
+        max_gpus_per_node=biggest,
+        kind=request.kind,
+        warnings=tuple(warnings),
+    )
+
+
+# --- the one entry point ---------------------------------------------------------------------
+
+
+def size_workload(request: SizingRequest, inventory: Inventory) -> SizingDecision:
+    """Choose the vendor, check there is capacity, and size by the workload's kind."""
+    vendor, notes = choose_vendor(request, inventory)
+    capacity = inventory.capacity(vendor) if vendor else None
+    if request.wants_gpus:
+        if vendor is None:
+            raise BadInput(f"GPUs requested but the {inventory.source} inventory has no GPUs of any vendor")
+        if capacity is None or capacity.total == 0:
+            raise _no_capacity(vendor, inventory)
+    if not request.ray:
+        decision = size_plain_workload(request, capacity)
+    elif capacity is None or capacity.total == 0:
+        decision = SizingDecision(
+            gpu_vendor=vendor,
+            resource_key=GPU_RESOURCE_KEYS.get(vendor) if vendor else None,
+            replicas=1,
+            gpus_per_replica=0,
+            requested_gpus=0,
+            calculated=False,
+            cluster_gpus=0,
+            min_gpus_per_node=0,
+            max_gpus_per_node=0,
+            kind=request.kind,
+        )
+    else:
+        decision = size_worker_group(request, capacity)
+    if notes or inventory.notes:
+        decision = SizingDecision(**{**decision.__dict__, "notes": tuple(inventory.notes) + tuple(notes) + decision.notes})
+    return decision

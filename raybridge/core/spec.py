@@ -1,0 +1,277 @@
+"""The job spec: one Ray (or plain Kubernetes) workload, validated.
+
+A spec comes from a YAML file, from command-line flags, or from Python; flags
+win over the file. Validation collects every problem at once and raises
+`BadInput` with one sentence per bad field, so the user fixes them in one go.
+
+This module does not look at the cluster: sizing against real capacity is
+`raybridge.core.sizing`, and turning a spec into objects is
+`raybridge.core.manifests`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from raybridge.core.consts import (
+    DEFAULT_CPUS_PER_GPU,
+    DEFAULT_MEMORY_PER_GPU,
+    K8S_NAME_MAX,
+    RAYCLUSTER_NAME_MAX,
+    RAYJOB_NAME_MAX,
+    VENDORS,
+)
+from raybridge.core.quantity import is_quantity
+from raybridge.errors import BadInput
+
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+#: What `kind` may say, by whether the workload runs Ray.
+RAY_KINDS = ("RayJob", "RayCluster")
+PLAIN_KINDS = ("job", "service")
+_KIND_SPELLINGS = {k.lower(): k for k in RAY_KINDS + PLAIN_KINDS}
+NAME_LIMITS = {"RayJob": RAYJOB_NAME_MAX, "RayCluster": RAYCLUSTER_NAME_MAX, "job": K8S_NAME_MAX, "service": K8S_NAME_MAX}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel, frozen=True)
+
+
+class PodResources(_Model):
+    """CPU and memory for one pod (the head, or a worker overriding the per-GPU defaults)."""
+
+    cpu: Optional[str] = None
+    memory: Optional[str] = None
+
+    @field_validator("cpu", "memory", mode="before")
+    @classmethod
+    def _quantity(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not is_quantity(value):
+            raise ValueError(f"is not a Kubernetes quantity (got {value!r})")
+        return str(value)
+
+
+class Toleration(_Model):
+    key: Optional[str] = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: Optional[str] = None
+    effect: Optional[Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]] = None
+    toleration_seconds: Optional[int] = None
+
+    def tolerates(self, taint: dict[str, Any]) -> bool:
+        """Kubernetes' matching rule for one taint."""
+        if self.effect and self.effect != taint.get("effect"):
+            return False
+        if self.key is None:  # empty key with Exists matches every taint
+            return self.operator == "Exists"
+        if self.key != taint.get("key"):
+            return False
+        if self.operator == "Exists":
+            return True
+        return (self.value or "") == (taint.get("value") or "")
+
+
+class JobSpec(_Model):
+    """One workload. Counts left unset are None; sizing decides what they become."""
+
+    ray: bool = True
+    kind: Optional[str] = None
+    name: Optional[str] = None
+    namespace: Optional[str] = None
+    entrypoint: Optional[str] = None
+    working_dir: Optional[str] = None
+    runtime_env: Optional[dict[str, Any]] = None
+    image: Optional[str] = None
+    gpus: int = Field(default=0, ge=0)
+    replicas: Optional[int] = Field(default=None, ge=0)
+    gpus_per_replica: Optional[float] = Field(default=None, ge=0)
+    gpu_vendor: Optional[Literal["amd", "nvidia"]] = None
+    queue: Optional[str] = None
+    priority_class: Optional[str] = None
+    cpus_per_gpu: float = Field(default=DEFAULT_CPUS_PER_GPU, gt=0)
+    memory_per_gpu: str = DEFAULT_MEMORY_PER_GPU
+    head: PodResources = PodResources()
+    worker: PodResources = PodResources()
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("gpu_vendor", mode="before")
+    @classmethod
+    def _vendor(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.lower() in VENDORS:
+            return value.lower()
+        if value in (None, ""):
+            return None
+        raise ValueError(f"must be one of {', '.join(VENDORS)} (got {value!r})")
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind(cls, value: Any) -> Any:
+        if value in (None, ""):
+            return None
+        if isinstance(value, str) and value.lower() in _KIND_SPELLINGS:
+            return _KIND_SPELLINGS[value.lower()]
+        raise ValueError(f"must be one of {', '.join(RAY_KINDS + PLAIN_KINDS)} (got {value!r})")
+
+    @field_validator("gpus_per_replica")
+    @classmethod
+    def _whole_or_fraction(cls, value: Optional[float]) -> Optional[float]:
+        if value is not None and value >= 1 and value != int(value):
+            raise ValueError(f"must be a whole number, or a fraction below 1 for GPU sharing (got {value})")
+        return value
+
+    @field_validator("memory_per_gpu", mode="before")
+    @classmethod
+    def _memory(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not is_quantity(value):
+            raise ValueError(f"is not a Kubernetes quantity (got {value!r})")
+        return str(value)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: Optional[str], info: ValidationInfo) -> Optional[str]:
+        if value is None:
+            return None
+        if not DNS1035.match(value):
+            raise ValueError(
+                "must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter "
+                f"and ending with a letter or digit (got {value!r})"
+            )
+        kind = info.data.get("kind") or ("RayJob" if info.data.get("ray", True) else "job")
+        limit = NAME_LIMITS.get(kind, K8S_NAME_MAX)
+        if len(value) > limit:
+            raise ValueError(f"at most {limit} characters for a {kind} (got {len(value)}: {value!r})")
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and (not DNS1123.match(value) or len(value) > K8S_NAME_MAX):
+            raise ValueError(f"must be a DNS-1123 label of at most {K8S_NAME_MAX} characters (got {value!r})")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "JobSpec":
+        problems: list[str] = []
+        if self.kind is not None:
+            if self.ray and self.kind not in RAY_KINDS:
+                problems.append(f"kind: {self.kind!r} is a non-Ray kind; set ray: false (--no-ray) or use {' or '.join(RAY_KINDS)}")
+            if not self.ray and self.kind not in PLAIN_KINDS:
+                problems.append(f"kind: {self.kind!r} needs Ray; with ray: false use {' or '.join(PLAIN_KINDS)}")
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    @property
+    def resolved_kind(self) -> str:
+        if self.kind:
+            return self.kind
+        return "RayJob" if self.ray else "job"
+
+    @property
+    def is_fractional(self) -> bool:
+        return self.gpus_per_replica is not None and 0 < self.gpus_per_replica < 1
+
+    def with_overrides(self, **overrides: Any) -> "JobSpec":
+        """A new spec with these fields replaced (None values are ignored)."""
+        data = self.model_dump(by_alias=True, exclude_unset=True)
+        data.update({to_camel(k): v for k, v in overrides.items() if v is not None})
+        return build_spec(data)
+
+
+# --- building and error reporting ----------------------------------------------------------
+
+_FIELD_ALIASES = sorted({to_camel(n) for n in JobSpec.model_fields} | set(JobSpec.model_fields))
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    parts = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts) or "spec"
+
+
+def _describe(error: dict[str, Any]) -> list[str]:
+    loc = tuple(error.get("loc", ()))
+    path = _field_path(loc)
+    kind = error.get("type", "")
+    if kind == "extra_forbidden":
+        field = str(loc[-1]) if loc else "?"
+        close = difflib.get_close_matches(field, _FIELD_ALIASES, n=1) if len(loc) == 1 else []
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return [f"{path}: unknown field{hint}"]
+    message = str(error.get("msg", "invalid"))
+    if kind in ("value_error", "assertion_error"):
+        message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        if not loc:  # a model-level check: its lines already name their fields
+            return message.split("\n")
+        return [f"{path}: {line}" for line in message.split("\n")]
+    got = error.get("input")
+    shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
+    return [f"{path}: {message[0].lower() + message[1:]}{shown}"]
+
+
+def build_spec(data: dict[str, Any]) -> JobSpec:
+    """Validate a mapping (camelCase or snake_case keys) into a JobSpec, or raise BadInput."""
+    if not isinstance(data, dict):
+        raise BadInput(f"the spec must be a mapping of fields, not {type(data).__name__}")
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError as exc:
+        problems: list[str] = []
+        for error in exc.errors():
+            problems.extend(_describe(error))
+        raise BadInput(*problems) from None
+
+
+def load_spec(path: Optional[str | Path], overrides: Optional[dict[str, Any]] = None) -> JobSpec:
+    """Read a YAML spec (or none), apply non-None overrides, validate once."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        file = Path(path)
+        try:
+            text = file.read_text()
+        except FileNotFoundError:
+            raise BadInput(f"spec file {str(path)!r} does not exist") from None
+        except OSError as exc:
+            raise BadInput(f"spec file {str(path)!r} cannot be read: {exc.strerror}") from None
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise BadInput(f"spec file {str(path)!r} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise BadInput(f"spec file {str(path)!r} must hold a mapping of fields, not {type(loaded).__name__}")
+        if "spec" in loaded and isinstance(loaded.get("spec"), dict) and "apiVersion" in loaded:
+            raise BadInput(f"spec file {str(path)!r} looks like a Kubernetes object; raybridge wants the plain job spec (see examples/)")
+        data = dict(loaded)
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            data[to_camel(key)] = value
+            data.pop(key, None) if key != to_camel(key) else None
+    return build_spec(data)
