@@ -1,0 +1,87 @@
+"""Inventory from Node and Pod JSON: vendors, models, memory, eligibility, free GPUs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from raybridge.core.inventory import inventory_from_nodes, items_of, pod_gpu_requests
+from raybridge.core.spec import Toleration
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "cluster"
+
+
+def load(name: str, kind: str) -> list[dict]:
+    return items_of(json.loads((EXAMPLES / name).read_text()), kind)
+
+
+@pytest.fixture(scope="module")
+def inventory():
+    return inventory_from_nodes(load("nodes.json", "Node"), load("pods.json", "Pod"))
+
+
+def by_name(inventory, name):
+    return next(n for n in inventory.nodes if n.name == name)
+
+
+# (node, vendor, gpus, model, memory MiB, eligible, reason fragment, free)
+NODE_ROWS = [
+    ("mi300x-0", "amd", 8, "AMD_Instinct_MI300X_OAM", 192 * 1024, True, None, 2),
+    ("mi300x-1", "amd", 8, "AMD_Instinct_MI300X_OAM", 192 * 1024, True, None, 8),  # the pod there Succeeded
+    ("mi300x-2", "amd", 8, "AMD_Instinct_MI300X_OAM", 192 * 1024, True, None, 8),  # its own GPU taint is tolerated
+    ("h100-0", "nvidia", 8, "NVIDIA-H100-80GB-HBM3", 81559, True, None, 5),  # Pending pods bound to a node count
+    ("h100-1", "nvidia", 8, "NVIDIA-H100-80GB-HBM3", 81559, False, "cordoned", 8),
+    ("h100-2", "nvidia", 4, "NVIDIA-H100-80GB-HBM3", 81559, False, "taint maintenance=true:NoExecute", 4),
+    ("cpu-0", None, 0, None, None, True, None, None),
+]
+
+
+@pytest.mark.parametrize("name,vendor,gpus,model,memory,eligible,reason,free", NODE_ROWS, ids=[r[0] for r in NODE_ROWS])
+def test_nodes(inventory, name, vendor, gpus, model, memory, eligible, reason, free):
+    node = by_name(inventory, name)
+    assert (node.vendor, node.gpus, node.model, node.memory_mib, node.eligible, node.free) == (vendor, gpus, model, memory, eligible, free)
+    if reason:
+        assert any(reason in r for r in node.reasons)
+
+
+def test_capacity_counts_only_eligible_nodes(inventory):
+    amd, nvidia = inventory.capacity("amd"), inventory.capacity("nvidia")
+    assert (amd.total, amd.min_per_node, amd.nodes) == (24, 8, 3)
+    assert (nvidia.total, nvidia.min_per_node, nvidia.nodes) == (8, 8, 1)
+    assert inventory.vendors(eligible_only=False) == {"amd": 24, "nvidia": 20}
+
+
+def test_not_ready_node_is_ineligible():
+    node = {"metadata": {"name": "x"}, "status": {"allocatable": {"nvidia.com/gpu": "4"}, "conditions": [{"type": "Ready", "status": "Unknown"}]}}
+    inv = inventory_from_nodes([node])
+    assert inv.nodes[0].reasons == ("not Ready",)
+
+
+@pytest.mark.parametrize(
+    "toleration,tolerated",
+    [
+        (dict(key="maintenance", operator="Equal", value="true", effect="NoExecute"), True),
+        (dict(key="maintenance", operator="Exists"), True),
+        (dict(operator="Exists"), True),
+        (dict(key="maintenance", operator="Equal", value="false"), False),
+        (dict(key="maintenance", operator="Exists", effect="NoSchedule"), False),
+    ],
+)
+def test_tolerations_make_tainted_nodes_count(toleration, tolerated):
+    inv = inventory_from_nodes(load("nodes.json", "Node"), tolerations=[Toleration(**toleration)])
+    assert by_name(inv, "h100-2").eligible is tolerated
+
+
+def test_pod_requests_take_init_containers_into_account():
+    pod = {"spec": {"containers": [{"resources": {"limits": {"amd.com/gpu": "2"}}}, {"resources": {"requests": {"amd.com/gpu": "1"}}}],
+                    "initContainers": [{"resources": {"requests": {"amd.com/gpu": "4"}}}]}}
+    assert pod_gpu_requests(pod) == {"amd.com/gpu": 4}
+
+
+def test_items_of_rejects_the_wrong_kind():
+    with pytest.raises(ValueError, match="expected Node objects, found Pod"):
+        items_of({"items": [{"kind": "Pod"}]}, "Node")
+    with pytest.raises(ValueError, match="kubectl get nodes -o json"):
+        items_of({"hello": 1}, "Node")
