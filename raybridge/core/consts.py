@@ -82,3 +82,13 @@ EXIT_JOB_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INFRA = 3
 EXIT_INTERRUPTED = 130
+
+# --- Manifests ---------------------------------------------------------------------
+#: A RayJob that has not started running after this long fails and frees its
+#: Kueue quota, so a client that died while waiting cannot hold quota forever.
+PRE_RUNNING_DEADLINE_SECONDS = 1800
+#: KubeRay's default head ports (utils/constant.go), by port name.
+GCS_PORT = 6379
+CLIENT_PORT = 10001
+#: The KAI queue used for GPU sharing when the spec names no queue.
+KAI_DEFAULT_QUEUE = "default-queue"

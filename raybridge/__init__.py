@@ -1,0 +1,47 @@
+"""raybridge: run Ray jobs on Kubernetes GPU clusters, AMD and NVIDIA alike.
+
+The public surface, one call away from a notebook or a Ray driver::
+
+    import raybridge
+    spec = raybridge.load_spec("examples/hello.yaml")
+    handle = raybridge.submit(spec)          # local Ray, or KubeRay + Kueue
+    handle.wait(); print(handle.logs())
+
+Names are imported lazily so that `import raybridge` (and `--help`) stays
+fast and never pulls in ray or kubernetes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "JobSpec": "raybridge.core.spec",
+    "load_spec": "raybridge.core.spec",
+    "build_spec": "raybridge.core.spec",
+    "SizingDecision": "raybridge.core.sizing",
+    "Inventory": "raybridge.core.inventory",
+    "discover_inventory": "raybridge.discovery",
+    "plan_job": "raybridge.planning",
+    "render_job": "raybridge.planning",
+    "submit": "raybridge.launch",
+    "JobHandle": "raybridge.launch",
+    "RaybridgeError": "raybridge.errors",
+    "BadInput": "raybridge.errors",
+    "InfraError": "raybridge.errors",
+    "ClusterUnreachable": "raybridge.errors",
+    "JobFailed": "raybridge.errors",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'raybridge' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
