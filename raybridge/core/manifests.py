@@ -1,0 +1,475 @@
+"""Kubernetes objects for one workload: a validated `JobSpec` plus a `SizingDecision` in, plain dicts out.
+
+Why this module exists: `plan`, `render` and `submit` must show and create
+exactly the same objects, and the rules that make those objects acceptable to
+KubeRay, Kueue and KAI (fixed worker-group size, GPU key in requests *and*
+limits, no `backoffLimit` in InteractiveMode, a pre-running deadline, the
+queue labels) belong in one place that can be tested without a cluster.
+
+What it deliberately does not do:
+
+- no I/O and no cluster access; it does not import `kubernetes` or `ray`.
+  Objects are plain dicts in the order a person reads them (apiVersion, kind,
+  metadata, spec), ready for `to_yaml` or a dynamic client.
+- no sizing: replicas and GPUs per replica come from the decision as they are.
+- no upload of a local `working_dir`: the Ray Job API does that at submit time,
+  so a local path never appears in `runtimeEnvYAML`.
+- no autoscaling: Kueue admits a fixed shape, so min = max = replicas.
+- no Kueue labels on GPU-sharing (fractional) workloads: KAI queues those.
+- no defaulting of what the API server or operators fill in themselves
+  (restart policies of Ray pods, service types, suspend, Ray's start command).
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any, Callable, Mapping, Optional
+
+import yaml
+
+from raybridge.core.consts import (
+    CLIENT_PORT,
+    DASHBOARD_PORT,
+    DEFAULT_HEAD_CPU,
+    DEFAULT_HEAD_MEMORY,
+    DEFAULT_IMAGES,
+    DEFAULT_WORKER_CPU,
+    DEFAULT_WORKER_MEMORY,
+    GCS_PORT,
+    JOB_NAME_LABEL,
+    K8S_NAME_MAX,
+    KAI_DEFAULT_QUEUE,
+    KAI_GPU_FRACTION_ANNOTATION,
+    KAI_QUEUE_LABEL,
+    KAI_SCHEDULER_NAME,
+    KUEUE_PRIORITY_LABEL,
+    KUEUE_QUEUE_LABEL,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    PRE_RUNNING_DEADLINE_SECONDS,
+    RAY_API_GROUP,
+    RAY_API_VERSION,
+    WORKER_GROUP_NAME,
+)
+from raybridge.core.quantity import format_cpu, format_memory, parse_quantity
+from raybridge.core.sizing import Number, SizingDecision
+from raybridge.core.spec import DNS1035, DNS1123, NAME_LIMITS, JobSpec
+from raybridge.errors import BadInput
+
+Manifest = dict[str, Any]
+
+RAY_API = f"{RAY_API_GROUP}/{RAY_API_VERSION}"
+SUBMISSION_MODE = "InteractiveMode"
+HEAD_CONTAINER = "ray-head"
+WORKER_CONTAINER = "ray-worker"
+MAIN_CONTAINER = "main"
+#: KubeRay's port names for the head (utils/constant.go).
+HEAD_PORTS: tuple[tuple[str, int], ...] = (
+    ("gcs-server", GCS_PORT),
+    ("dashboard", DASHBOARD_PORT),
+    ("client", CLIENT_PORT),
+)
+#: Set on every container from the decision; the spec's `env` may not override them.
+ENV_NUM_GPUS = "NUM_GPUS"
+ENV_NUM_REPLICAS = "NUM_REPLICAS"
+ENV_NUM_GPUS_PER_REPLICA = "NUM_GPUS_PER_REPLICA"
+RESERVED_ENV = (ENV_NUM_GPUS, ENV_NUM_REPLICAS, ENV_NUM_GPUS_PER_REPLICA)
+
+_LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+# --- entry point ---------------------------------------------------------------------------
+
+
+def render_manifests(
+    spec: JobSpec,
+    decision: SizingDecision,
+    *,
+    name: str,
+    namespace: str,
+    job_id: Optional[str] = None,
+) -> list[Manifest]:
+    """The objects to create for this workload, chosen by `spec.resolved_kind`."""
+    kind = spec.resolved_kind
+    if kind == "RayJob":
+        return [render_rayjob(spec, decision, name=name, namespace=namespace, job_id=job_id)]
+    renderers: dict[str, Callable[..., Manifest]] = {
+        "RayCluster": render_raycluster,
+        "job": render_batch_job,
+        "service": render_deployment,
+    }
+    if kind not in renderers:
+        raise BadInput(f"kind: cannot render {kind!r}")
+    return [renderers[kind](spec, decision, name=name, namespace=namespace)]
+
+
+def render_rayjob(
+    spec: JobSpec,
+    decision: SizingDecision,
+    *,
+    name: str,
+    namespace: str,
+    job_id: Optional[str] = None,
+) -> Manifest:
+    """A RayJob in InteractiveMode: KubeRay makes the cluster, raybridge submits through the Job API."""
+    check_identity("RayJob", name, namespace)
+    body: dict[str, Any] = {}
+    if spec.entrypoint:
+        body["entrypoint"] = spec.entrypoint
+    env_yaml = runtime_env_yaml(spec)
+    if env_yaml is not None:
+        body["runtimeEnvYAML"] = env_yaml
+    if job_id:
+        body["jobId"] = job_id
+    # No backoffLimit: KubeRay rejects a value above 0 in InteractiveMode.
+    body["submissionMode"] = SUBMISSION_MODE
+    body["shutdownAfterJobFinishes"] = True
+    body["preRunningDeadlineSeconds"] = PRE_RUNNING_DEADLINE_SECONDS
+    body["rayClusterSpec"] = ray_cluster_spec(spec, decision, name=name)
+    return _object(RAY_API, "RayJob", name, namespace, object_labels(spec, decision, name=name), body)
+
+
+def render_raycluster(spec: JobSpec, decision: SizingDecision, *, name: str, namespace: str) -> Manifest:
+    """A standalone RayCluster; it holds its quota until deleted."""
+    check_identity("RayCluster", name, namespace)
+    body = ray_cluster_spec(spec, decision, name=name)
+    return _object(RAY_API, "RayCluster", name, namespace, object_labels(spec, decision, name=name), body)
+
+
+def render_batch_job(spec: JobSpec, decision: SizingDecision, *, name: str, namespace: str) -> Manifest:
+    """A batch/v1 Job of exactly one pod that is never retried."""
+    check_identity("job", name, namespace)
+    template = pod_template(
+        spec,
+        decision,
+        name=name,
+        containers=[plain_container(spec, decision)],
+        gpu_pod=_has_gpus(decision),
+        restart_policy="Never",
+    )
+    body = {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": template}
+    return _object("batch/v1", "Job", name, namespace, object_labels(spec, decision, name=name), body)
+
+
+def render_deployment(spec: JobSpec, decision: SizingDecision, *, name: str, namespace: str) -> Manifest:
+    """An apps/v1 Deployment of `decision.replicas` pods, each with `decision.gpus_per_replica` GPUs."""
+    check_identity("service", name, namespace)
+    template = pod_template(
+        spec,
+        decision,
+        name=name,
+        containers=[plain_container(spec, decision)],
+        gpu_pod=_has_gpus(decision),
+        extra_labels=queue_labels(spec, decision),
+    )
+    body = {
+        "replicas": decision.replicas,
+        "selector": {"matchLabels": selector_labels(name)},
+        "template": template,
+    }
+    return _object("apps/v1", "Deployment", name, namespace, object_labels(spec, decision, name=name), body)
+
+
+def to_yaml(objects: list[Manifest]) -> str:
+    """Multi-document YAML for `kubectl apply -f -`, keys in the order they were built."""
+    return yaml.dump_all(objects, Dumper=_ManifestDumper, sort_keys=False, explicit_start=True)
+
+
+# --- the Ray cluster ------------------------------------------------------------------------
+
+
+def ray_cluster_spec(spec: JobSpec, decision: SizingDecision, *, name: str) -> dict[str, Any]:
+    """RayCluster `spec` (also a RayJob's `rayClusterSpec`): one head, one fixed-size worker group.
+
+    `enableInTreeAutoscaling` is left out (false): Kueue admits a fixed shape.
+    """
+    return {
+        "headGroupSpec": head_group(spec, decision, name=name),
+        "workerGroupSpecs": [worker_group(spec, decision, name=name)],
+    }
+
+
+def head_group(spec: JobSpec, decision: SizingDecision, *, name: str) -> dict[str, Any]:
+    """The head: no GPUs, the dashboard reachable from outside the pod, KubeRay's ports."""
+    cpu, memory = head_cpu_memory(spec)
+    container = {
+        "name": HEAD_CONTAINER,
+        "image": image_for(spec, decision),
+        "ports": [{"containerPort": port, "name": port_name} for port_name, port in HEAD_PORTS],
+        "env": container_env(spec, decision),
+        "resources": pod_resources(cpu, memory),
+    }
+    return {
+        "rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"},
+        "template": pod_template(spec, decision, name=name, containers=[container], gpu_pod=False),
+    }
+
+
+def worker_group(spec: JobSpec, decision: SizingDecision, *, name: str) -> dict[str, Any]:
+    """The one worker group, sized by the decision, with replicas = minReplicas = maxReplicas."""
+    cpu, memory = worker_cpu_memory(spec, decision)
+    container = {
+        "name": WORKER_CONTAINER,
+        "image": image_for(spec, decision),
+        "env": container_env(spec, decision),
+        "resources": pod_resources(cpu, memory, gpu_resources(decision)),
+    }
+    replicas = decision.replicas
+    return {
+        "groupName": WORKER_GROUP_NAME,
+        "replicas": replicas,
+        "minReplicas": replicas,
+        "maxReplicas": replicas,
+        "rayStartParams": {"num-gpus": ray_num_gpus(decision)},
+        "template": pod_template(spec, decision, name=name, containers=[container], gpu_pod=_has_gpus(decision)),
+    }
+
+
+def ray_num_gpus(decision: SizingDecision) -> str:
+    """Ray's `num-gpus` for a worker: the whole GPUs it holds, or 1 for a shared (fractional) GPU."""
+    if decision.fractional:
+        return "1"
+    return str(int(decision.gpus_per_replica))
+
+
+def runtime_env(spec: JobSpec) -> Optional[dict[str, Any]]:
+    """The runtime env the cluster can use by itself: local paths are left for the Job API to upload.
+
+    The spec's `working_dir` field overrides `runtime_env.working_dir`. A
+    `working_dir` or `py_modules` entry that is a local path is dropped; URIs
+    (`s3://`, `gs://`, `https://`, ...) are kept. None when nothing is left.
+    """
+    env = dict(spec.runtime_env or {})
+    if spec.working_dir:
+        env["working_dir"] = spec.working_dir
+    if "working_dir" in env and not _is_uri(env["working_dir"]):
+        del env["working_dir"]
+    if isinstance(env.get("py_modules"), list):
+        remote = [m for m in env["py_modules"] if _is_uri(m)]
+        if remote:
+            env["py_modules"] = remote
+        else:
+            del env["py_modules"]
+    return env or None
+
+
+def runtime_env_yaml(spec: JobSpec) -> Optional[str]:
+    """`runtime_env` as the YAML string KubeRay's `runtimeEnvYAML` holds."""
+    env = runtime_env(spec)
+    if env is None:
+        return None
+    return yaml.safe_dump(env, sort_keys=False, default_flow_style=False)
+
+
+# --- containers and pods -------------------------------------------------------------------
+
+
+def plain_container(spec: JobSpec, decision: SizingDecision) -> dict[str, Any]:
+    """The one container of a non-Ray Job or Deployment pod."""
+    cpu, memory = worker_cpu_memory(spec, decision)
+    container: dict[str, Any] = {"name": MAIN_CONTAINER, "image": image_for(spec, decision)}
+    if spec.entrypoint:
+        container["command"] = ["/bin/sh", "-c", spec.entrypoint]
+    container["env"] = container_env(spec, decision)
+    container["resources"] = pod_resources(cpu, memory, gpu_resources(decision))
+    return container
+
+
+def pod_template(
+    spec: JobSpec,
+    decision: SizingDecision,
+    *,
+    name: str,
+    containers: list[dict[str, Any]],
+    gpu_pod: bool,
+    extra_labels: Optional[Mapping[str, str]] = None,
+    restart_policy: Optional[str] = None,
+) -> dict[str, Any]:
+    """A pod template with raybridge's labels, KAI sharing fields, node selector and tolerations."""
+    labels = selector_labels(name)
+    if decision.fractional:
+        labels[KAI_QUEUE_LABEL] = kai_queue(spec)
+    labels.update(extra_labels or {})
+    metadata: dict[str, Any] = {"labels": labels}
+    if decision.fractional and gpu_pod:
+        metadata["annotations"] = {KAI_GPU_FRACTION_ANNOTATION: format_number(decision.gpus_per_replica)}
+    pod: dict[str, Any] = {}
+    if restart_policy:
+        pod["restartPolicy"] = restart_policy
+    if decision.fractional:
+        pod["schedulerName"] = KAI_SCHEDULER_NAME
+    pod["containers"] = containers
+    if spec.node_selector:
+        pod["nodeSelector"] = dict(spec.node_selector)
+    tolerations = pod_tolerations(spec, decision, gpu_pod=gpu_pod)
+    if tolerations:
+        pod["tolerations"] = tolerations
+    return {"metadata": metadata, "spec": pod}
+
+
+def pod_tolerations(spec: JobSpec, decision: SizingDecision, *, gpu_pod: bool) -> list[dict[str, Any]]:
+    """The spec's tolerations, after the vendor's GPU taint toleration on a GPU pod."""
+    found: list[dict[str, Any]] = []
+    if gpu_pod and decision.resource_key:
+        found.append({"key": decision.resource_key, "operator": "Exists", "effect": "NoSchedule"})
+    for toleration in spec.tolerations:
+        item = toleration.model_dump(by_alias=True, exclude_none=True)
+        if item not in found:
+            found.append(item)
+    return found
+
+
+def container_env(spec: JobSpec, decision: SizingDecision) -> list[dict[str, str]]:
+    """What was allocated (not what was asked for), then the spec's `env`."""
+    clash = [key for key in RESERVED_ENV if key in spec.env]
+    if clash:
+        raise BadInput(
+            *(f"env.{key}: set by raybridge to the GPUs actually allocated; use another name" for key in clash)
+        )
+    values = {
+        ENV_NUM_GPUS: format_number(decision.total_gpus),
+        ENV_NUM_REPLICAS: str(decision.replicas),
+        ENV_NUM_GPUS_PER_REPLICA: format_number(decision.gpus_per_replica),
+    }
+    values.update(spec.env)
+    return [{"name": key, "value": value} for key, value in values.items()]
+
+
+def gpu_resources(decision: SizingDecision) -> dict[str, int]:
+    """The whole-GPU extended resource per pod; empty without GPUs or when sharing a GPU through KAI."""
+    if not _has_gpus(decision) or decision.fractional:
+        return {}
+    if not decision.resource_key:
+        raise ValueError(f"decision allocates {decision.gpus_per_replica} GPUs per replica but names no resource key")
+    return {decision.resource_key: int(decision.gpus_per_replica)}
+
+
+def pod_resources(cpu: str, memory: str, extended: Optional[Mapping[str, int]] = None) -> dict[str, Any]:
+    """Requests equal to limits: the pod gets exactly what Kueue counted."""
+    amounts: dict[str, Any] = {"cpu": cpu, "memory": memory, **(extended or {})}
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def head_cpu_memory(spec: JobSpec) -> tuple[str, str]:
+    return spec.head.cpu or DEFAULT_HEAD_CPU, spec.head.memory or DEFAULT_HEAD_MEMORY
+
+
+def worker_cpu_memory(spec: JobSpec, decision: SizingDecision) -> tuple[str, str]:
+    """Per-GPU CPU and memory times the GPUs per replica (defaults without GPUs); `spec.worker` wins."""
+    gpus = decision.gpus_per_replica
+    if gpus > 0:
+        factor = Decimal(str(gpus))
+        cpu = format_cpu(Decimal(str(spec.cpus_per_gpu)) * factor)
+        memory = format_memory(parse_quantity(spec.memory_per_gpu) * factor)
+    else:
+        cpu, memory = DEFAULT_WORKER_CPU, DEFAULT_WORKER_MEMORY
+    return spec.worker.cpu or cpu, spec.worker.memory or memory
+
+
+def image_for(spec: JobSpec, decision: SizingDecision) -> str:
+    """The spec's image, else the vendor's default (the CPU image when no GPUs are allocated)."""
+    if spec.image:
+        return spec.image
+    vendor = decision.gpu_vendor if _has_gpus(decision) else None
+    return DEFAULT_IMAGES.get(vendor, DEFAULT_IMAGES[None])
+
+
+# --- labels and names ------------------------------------------------------------------------
+
+
+def selector_labels(name: str) -> dict[str, str]:
+    """The labels that find every object and pod of one raybridge job."""
+    return {MANAGED_BY_LABEL: MANAGED_BY_VALUE, JOB_NAME_LABEL: name}
+
+
+def queue_labels(spec: JobSpec, decision: SizingDecision) -> dict[str, str]:
+    """Kueue's queue and priority labels, or KAI's queue label when a GPU is shared."""
+    if decision.fractional:
+        return {KAI_QUEUE_LABEL: kai_queue(spec)}
+    labels: dict[str, str] = {}
+    if spec.queue:
+        labels[KUEUE_QUEUE_LABEL] = _label_value("queue", spec.queue)
+    if spec.priority_class:
+        labels[KUEUE_PRIORITY_LABEL] = _label_value("priorityClass", spec.priority_class)
+    return labels
+
+
+def object_labels(spec: JobSpec, decision: SizingDecision, *, name: str) -> dict[str, str]:
+    return {**selector_labels(name), **queue_labels(spec, decision)}
+
+
+def kai_queue(spec: JobSpec) -> str:
+    return _label_value("queue", spec.queue or KAI_DEFAULT_QUEUE)
+
+
+def check_identity(kind: str, name: str, namespace: str) -> None:
+    """BadInput unless `name` is a DNS-1035 label within the kind's limit and `namespace` a DNS-1123 label."""
+    problems: list[str] = []
+    limit = NAME_LIMITS.get(kind, K8S_NAME_MAX)
+    if not DNS1035.match(name or ""):
+        problems.append(
+            "name: must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter "
+            f"and ending with a letter or digit (got {name!r})"
+        )
+    if len(name or "") > limit:
+        problems.append(f"name: at most {limit} characters for a {kind} (got {len(name)}: {name!r})")
+    if not DNS1123.match(namespace or "") or len(namespace or "") > K8S_NAME_MAX:
+        problems.append(f"namespace: must be a DNS-1123 label of at most {K8S_NAME_MAX} characters (got {namespace!r})")
+    if problems:
+        raise BadInput(*problems)
+
+
+def format_number(value: Number) -> str:
+    """2.0 -> "2", 0.5 -> "0.5": how GPU counts appear in env values and annotations."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, float):
+        return format(Decimal(repr(round(value, 6))).normalize(), "f")
+    return str(value)
+
+
+# --- private ---------------------------------------------------------------------------------
+
+
+def _object(api_version: str, kind: str, name: str, namespace: str, labels: dict[str, str], spec: dict[str, Any]) -> Manifest:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": spec,
+    }
+
+
+def _has_gpus(decision: SizingDecision) -> bool:
+    return decision.gpus_per_replica > 0
+
+
+def _is_uri(value: Any) -> bool:
+    return isinstance(value, str) and bool(_URI.match(value))
+
+
+def _label_value(field: str, value: str) -> str:
+    if len(value) > K8S_NAME_MAX or not _LABEL_VALUE.match(value):
+        raise BadInput(
+            f"{field}: {value!r} cannot be a label value: at most {K8S_NAME_MAX} letters, digits, "
+            "'-', '_' or '.', starting and ending with a letter or digit"
+        )
+    return value
+
+
+class _ManifestDumper(yaml.SafeDumper):
+    """SafeDumper that writes multi-line strings as blocks and never emits anchors."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    if "\n" in data:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+    return dumper.represent_str(data)
+
+
+_ManifestDumper.add_representer(str, _represent_str)
