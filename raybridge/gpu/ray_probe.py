@@ -1,0 +1,197 @@
+"""Every node's GPUs in a running Ray cluster, asked on the node itself.
+
+Ray's own resource view says how many "GPU"s a node offers, not which vendor,
+model or memory they are, and not what the machine has beyond what Ray was
+told. So this runs one small task pinned to each alive node (hard node
+affinity, zero CPUs and GPUs so it runs even on a busy node) that scans the
+vendor libraries there, and turns the answers into one `Inventory` (source
+"ray").
+
+The task ships `raybridge.gpu.scan` by value, so the nodes need neither
+raybridge nor anything beyond the Python standard library and whatever vendor
+library they already have. A node that does not answer in time, or whose task
+fails, is reported with a reason (not eligible, no GPUs counted), never as an
+error.
+
+Deliberately not here: starting a Ray cluster (with no address and no
+connection it connects to an existing one, "auto", or fails), shutting down a
+connection it did not open, counting GPUs in use, and importing ray before it
+is called.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional, Sequence
+
+from raybridge.core.inventory import Inventory, NodeGpus
+from raybridge.errors import InfraError
+from raybridge.gpu.local import records_from_scan
+
+#: How many node names a grouped note spells out before it just counts.
+_NAMES_IN_NOTE = 3
+
+
+# --- connecting -------------------------------------------------------------------------
+
+
+@contextmanager
+def _ray_connection(ray: Any, address: Optional[str]) -> Iterator[None]:
+    """Reuse the process's Ray connection, or open one for the duration and close it after."""
+    if ray.is_initialized():
+        yield
+        return
+    target = address or "auto"
+    try:
+        ray.init(address=target, logging_level="ERROR", log_to_driver=False)
+    except Exception as exc:
+        raise InfraError(f"cannot connect to the Ray cluster at {target!r}: {_first_line(exc)}") from exc
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@contextmanager
+def _scan_module_by_value() -> Iterator[None]:
+    """While inside, Ray pickles `raybridge.gpu.scan` functions by value, not by import."""
+    from ray import cloudpickle
+
+    from raybridge.gpu import scan
+
+    already = scan.__name__ in cloudpickle.list_registry_pickle_by_value()
+    if not already:
+        cloudpickle.register_pickle_by_value(scan)
+    try:
+        yield
+    finally:
+        if not already:
+            cloudpickle.unregister_pickle_by_value(scan)
+
+
+# --- naming -----------------------------------------------------------------------------
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def node_names(nodes: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Ray node id -> display name: the hostname (the pod name under KubeRay), else the IP,
+    else the id; with the id's first 8 digits added where several nodes share a name."""
+    base = {
+        n["NodeID"]: n.get("NodeManagerHostname") or n.get("NodeManagerAddress") or n["NodeID"] for n in nodes
+    }
+    taken: dict[str, int] = defaultdict(int)
+    for name in base.values():
+        taken[name] += 1
+    return {nid: (f"{name} ({nid[:8]})" if taken[name] > 1 else name) for nid, name in base.items()}
+
+
+def _group_notes(notes_by_node: dict[str, list[str]], total: int) -> list[str]:
+    """One line per distinct note, saying which nodes it applies to."""
+    nodes_by_note: dict[str, list[str]] = defaultdict(list)
+    for node, notes in notes_by_node.items():
+        for note in dict.fromkeys(notes):
+            nodes_by_note[note].append(node)
+    lines = []
+    for note, nodes in nodes_by_note.items():
+        if len(nodes) == 1:
+            lines.append(f"{nodes[0]}: {note}")
+        elif len(nodes) == total:
+            lines.append(f"{note} (all {total} nodes)")
+        else:
+            shown = ", ".join(nodes[:_NAMES_IN_NOTE]) + (", ..." if len(nodes) > _NAMES_IN_NOTE else "")
+            lines.append(f"{note} ({len(nodes)} nodes: {shown})")
+    return lines
+
+
+# --- probing ----------------------------------------------------------------------------
+
+
+def _unanswered(name: str, reason: str, ray_gpus: float) -> NodeGpus:
+    if ray_gpus:
+        reason += f"; Ray reports {ray_gpus:g} GPU(s) there"
+    return NodeGpus(name=name, vendor=None, gpus=0, eligible=False, reasons=(reason,))
+
+
+def _submit(ray: Any, node_ids: Sequence[str]) -> dict[Any, str]:
+    """One scan task per node, pinned there; ObjectRef -> node id."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from raybridge.gpu.scan import scan_node
+
+    task = ray.remote(num_cpus=0, num_gpus=0, max_retries=0)(scan_node)
+    with _scan_module_by_value():
+        return {
+            task.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=nid, soft=False),
+                name="raybridge-gpu-scan",
+            ).remote(): nid
+            for nid in node_ids
+        }
+
+
+def _cancel(ray: Any, refs: Sequence[Any]) -> None:
+    for ref in refs:
+        try:
+            ray.cancel(ref, force=True)
+        except Exception:
+            pass
+
+
+def _collect(ray: Any, refs: dict[Any, str], timeout: float) -> tuple[dict[str, Any], dict[str, str]]:
+    """Scans by node id, and failure reasons by node id for the rest."""
+    ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=max(timeout, 0))
+    scans: dict[str, Any] = {}
+    failures: dict[str, str] = {}
+    for ref in ready:
+        try:
+            scans[refs[ref]] = ray.get(ref)
+        except Exception as exc:
+            failures[refs[ref]] = f"GPU probe failed: {_first_line(exc)}"
+    _cancel(ray, pending)
+    for ref in pending:
+        failures[refs[ref]] = f"did not answer the GPU probe within {timeout:g}s"
+    return scans, failures
+
+
+def _probe_nodes(ray: Any, timeout: float) -> Inventory:
+    everything = ray.nodes()
+    alive = [n for n in everything if n.get("Alive")]
+    dead = len(everything) - len(alive)
+    extra = [f"{dead} dead Ray node(s) not probed"] if dead else []
+    if not alive:
+        return Inventory(nodes=(), source="ray", notes=("no alive Ray nodes",) + tuple(extra))
+    names = node_names(alive)
+    scans, failures = _collect(ray, _submit(ray, [n["NodeID"] for n in alive]), timeout)
+    records: list[NodeGpus] = []
+    notes_by_node: dict[str, list[str]] = {}
+    for node in alive:
+        nid, name = node["NodeID"], names[node["NodeID"]]
+        if nid in scans:
+            found = records_from_scan(scans[nid], name)
+            records.extend(found.records)
+            notes_by_node[name] = list(found.notes)
+        else:
+            ray_gpus = float((node.get("Resources") or {}).get("GPU") or 0)
+            records.append(_unanswered(name, failures[nid], ray_gpus))
+            notes_by_node[name] = [failures[nid]]
+    notes = _group_notes(notes_by_node, len(alive)) + extra
+    return Inventory(nodes=tuple(records), source="ray", notes=tuple(notes))
+
+
+def probe_ray_cluster(address: Optional[str] = None, timeout: float = 60) -> Inventory:
+    """GPUs of every alive node of the Ray cluster this process is connected to, or at `address`.
+
+    With no connection yet, connects to `address` (None means "auto": the
+    cluster in RAY_ADDRESS or one running on this machine; none is started)
+    and disconnects afterwards; an existing connection is reused and left
+    open. Raises `InfraError` only when it cannot connect.
+    """
+    import ray
+
+    with _ray_connection(ray, address):
+        return _probe_nodes(ray, timeout)
