@@ -21,6 +21,7 @@ is called.
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional, Sequence
@@ -44,7 +45,10 @@ def _ray_connection(ray: Any, address: Optional[str]) -> Iterator[None]:
         return
     target = address or "auto"
     try:
-        ray.init(address=target, logging_level="ERROR", log_to_driver=False)
+        with warnings.catch_warnings():
+            # Ray 2.x warns on every connect about a future CUDA_VISIBLE_DEVICES change.
+            warnings.simplefilter("ignore", FutureWarning)
+            ray.init(address=target, logging_level="ERROR", log_to_driver=False)
     except Exception as exc:
         raise InfraError(f"cannot connect to the Ray cluster at {target!r}: {_first_line(exc)}") from exc
     try:
