@@ -144,7 +144,7 @@ def _spec_from_args(args: argparse.Namespace, entrypoint: Optional[str]) -> Any:
         "name": args.name,
         "namespace": getattr(args, "namespace", None),
         "entrypoint": entrypoint or args.entrypoint,
-        "working_dir": args.working_dir,
+        "working_dir": os.path.abspath(args.working_dir) if args.working_dir and "://" not in args.working_dir else args.working_dir,
         "image": args.image,
         "gpus": args.gpus,
         "replicas": args.replicas,

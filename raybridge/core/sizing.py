@@ -277,6 +277,24 @@ def size_plain_workload(request: SizingRequest, capacity: Optional[VendorCapacit
     )
 
 
+def unsized_decision(request: SizingRequest) -> SizingDecision:
+    """The request as given, for a Ray cluster that places work itself (no inventory)."""
+    per: Number = request.gpus_per_replica or request.gpus
+    return SizingDecision(
+        gpu_vendor=request.gpu_vendor,
+        resource_key=GPU_RESOURCE_KEYS.get(request.gpu_vendor) if request.gpu_vendor else None,
+        replicas=1 if not request.gpus_per_replica else (request.replicas or 1),
+        gpus_per_replica=_clean(per),
+        requested_gpus=_clean(request.gpus or (request.replicas or 1) * (request.gpus_per_replica or 0)),
+        calculated=False,
+        cluster_gpus=0,
+        min_gpus_per_node=0,
+        max_gpus_per_node=0,
+        kind=request.kind,
+        notes=("sized by the Ray cluster at the given address, not by raybridge",),
+    )
+
+
 # --- the one entry point ---------------------------------------------------------------------
 
 

@@ -270,6 +270,11 @@ def load_spec(path: Optional[str | Path], overrides: Optional[dict[str, Any]] = 
         if "spec" in loaded and isinstance(loaded.get("spec"), dict) and "apiVersion" in loaded:
             raise BadInput(f"spec file {str(path)!r} looks like a Kubernetes object; raybridge wants the plain job spec (see examples/)")
         data = dict(loaded)
+        working_dir = data.get("workingDir", data.get("working_dir"))
+        if isinstance(working_dir, str) and "://" not in working_dir and not Path(working_dir).expanduser().is_absolute():
+            # A relative workingDir in a file means relative to that file, wherever it is run from.
+            data.pop("working_dir", None)
+            data["workingDir"] = str((file.resolve().parent / working_dir).resolve())
     for key, value in (overrides or {}).items():
         if value is not None:
             data[to_camel(key)] = value
