@@ -15,3 +15,4 @@ def square(x: int) -> int:
 total = sum(ray.get([square.remote(i) for i in range(10)]))
 print(f"sum of squares: {total}")
 print(f"allocated: NUM_GPUS={os.environ.get('NUM_GPUS')} NUM_REPLICAS={os.environ.get('NUM_REPLICAS')}")
+ray.shutdown()
