@@ -165,9 +165,9 @@ def test_nvidia_counts_models_and_memory(names: list[Any], model: Optional[str])
 @pytest.mark.parametrize(
     "error, note",
     [
-        pytest.param(FakeLibraryNotFound("NVML Shared Library Not Found"), "nvidia: NVML library not found", id="no-lib"),
+        pytest.param(FakeLibraryNotFound("Not Found"), "nvidia: NVML library not found", id="no-lib"),
         pytest.param(FakeDriverNotLoaded("Driver Not Loaded"), "nvidia: NVIDIA driver not loaded", id="no-driver"),
-        pytest.param(FakeNVMLError("Unknown Error"), "nvidia: nvmlInit failed: FakeNVMLError: Unknown Error", id="other"),
+        pytest.param(FakeNVMLError("Unknown"), "nvidia: nvmlInit failed: FakeNVMLError: Unknown", id="other"),
     ],
 )
 def test_nvml_init_failure_is_no_gpus_with_a_note(error: Exception, note: str) -> None:
