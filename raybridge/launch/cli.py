@@ -74,6 +74,8 @@ def run_submit(args: argparse.Namespace, spec: JobSpec) -> int:
     machine = args.output in ("json", "yaml")
     log_stream = sys.stderr if machine else sys.stdout
     try:
+        if spec.resolved_kind == "RayCluster" and spec.ray:
+            return _create_cluster(spec, options, args.output)
         handle = submit(spec, options)
         if args.no_wait:
             if handle.backend == "local" and handle._cleanup is not None:
@@ -95,6 +97,25 @@ def run_submit(args: argparse.Namespace, spec: JobSpec) -> int:
         signal.signal(signal.SIGTERM, previous)
         if handle is not None:
             handle.close()
+
+
+def _create_cluster(spec: JobSpec, options: SubmitOptions, output: str) -> int:
+    backend, why = choose_backend(options)
+    if backend != "kubernetes":
+        from raybridge.errors import BadInput
+
+        raise BadInput("kind RayCluster needs the kubernetes backend; locally, start one with `ray start --head`")
+    options.progress(f"backend: kubernetes ({why})")
+    from raybridge.launch.kube_run import create_cluster
+
+    info = create_cluster(spec, options)
+    if output in ("json", "yaml"):
+        dump(info, output)
+    else:
+        progress(f"RayCluster {info['namespace']}/{info['name']} is {info['state']}; reach it with:")
+        for line in info["reach"]:
+            print(f"  {line}")
+    return EXIT_OK
 
 
 def _report(handle: JobHandle, status: str, output: str) -> None:

@@ -1,0 +1,105 @@
+"""A local TCP port that forwards to a pod's port through the Kubernetes API.
+
+What `kubectl port-forward pod/x 8265` does, with the official client: a
+listener on 127.0.0.1, and for each accepted connection a new port-forward
+stream (`kubernetes.stream.portforward`), bytes pumped both ways. Used to
+reach the Ray dashboard of a KubeRay head from outside the cluster.
+
+It does not pick the pod (the launcher does) and never listens beyond loopback.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+from typing import Any, Optional
+
+from raybridge.kube.client import Kube
+
+
+class PortForward:
+    def __init__(self, kube: Kube, namespace: str, pod: str, remote_port: int) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.pod = pod
+        self.remote_port = remote_port
+        self._listener: Optional[socket.socket] = None
+        self._closed = threading.Event()
+        self.local_port: Optional[int] = None
+
+    def start(self) -> int:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        self._listener = listener
+        self.local_port = int(listener.getsockname()[1])
+        threading.Thread(target=self._accept, name="raybridge-port-forward", daemon=True).start()
+        return self.local_port
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _open_stream(self) -> Any:
+        from kubernetes import client
+        from kubernetes.stream import portforward
+
+        core = client.CoreV1Api(self.kube.api_client)
+        return portforward(core.connect_get_namespaced_pod_portforward, self.pod, self.namespace, ports=str(self.remote_port))
+
+    def _serve(self, conn: socket.socket) -> None:
+        forward = None
+        try:
+            forward = self._open_stream()
+            remote = forward.socket(self.remote_port)
+            remote.setblocking(True)
+            _pump(conn, remote, self._closed)
+        except Exception:
+            pass
+        finally:
+            conn.close()
+            if forward is not None:
+                try:
+                    forward.close()
+                except Exception:
+                    pass
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._listener is not None:
+            try:
+                self._listener.close()
+            except OSError:
+                pass
+
+    def __enter__(self) -> "PortForward":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _pump(a: socket.socket, b: Any, closed: threading.Event) -> None:
+    """Copy bytes both ways until either side closes."""
+    while not closed.is_set():
+        readable, _, _ = select.select([a, b], [], [], 0.5)
+        for source in readable:
+            target = b if source is a else a
+            try:
+                data = source.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            try:
+                target.sendall(data)
+            except OSError:
+                return
