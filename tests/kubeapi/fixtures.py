@@ -1,0 +1,413 @@
+"""Plain helpers that set up cluster state for tests against the in-process API server.
+
+Why this module exists: tests of raybridge against `tests/kubeapi/server.py`
+and the simulated controllers keep needing the same objects (a ClusterQueue
+with a GPU quota, a LocalQueue, GPU nodes labelled as NVIDIA GFD or the ROCm
+node labeller label them, a RayJob shaped like raybridge's) and a real local
+Ray head for the dashboard. These are plain functions; callers wrap them in
+pytest fixtures as they need.
+
+What it deliberately does not do: no pytest fixtures or decorators, no
+teardown of the objects it creates (the server is thrown away with the test),
+no pods on the nodes (tests add their own when they need used capacity).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar
+
+T = TypeVar("T")
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+RAY_API = "ray.io/v1"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+RAY_IMAGE = "rayproject/ray:2.55.1"
+
+
+# --------------------------------------------------------------------------
+# Kueue queues
+# --------------------------------------------------------------------------
+
+
+def make_resource_flavor(server: Any, name: str = "default-flavor", node_labels: Optional[Mapping[str, str]] = None) -> dict:
+    """A ResourceFlavor, created unless one of that name exists."""
+    existing = server.get_object(KUEUE_API, "ResourceFlavor", name)
+    if existing is not None:
+        return existing
+    spec: dict[str, Any] = {}
+    if node_labels:
+        spec["nodeLabels"] = dict(node_labels)
+    return server.create_object({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec})
+
+
+def make_cluster_queue(
+    server: Any,
+    name: str = "cq",
+    gpus: int = 8,
+    vendor_key: str = "nvidia.com/gpu",
+    cpu: str = "64",
+    memory: str = "512Gi",
+    flavor: str = "default-flavor",
+    *,
+    node_labels: Optional[Mapping[str, str]] = None,
+    queueing_strategy: Optional[str] = None,
+) -> dict:
+    """A ClusterQueue with one resource group (cpu, memory and the GPU key) in one flavor.
+
+    The flavor is created too (with `node_labels`, if given). `gpus=0` leaves the
+    GPU key out of the queue.
+    """
+    make_resource_flavor(server, flavor, node_labels)
+    covered = ["cpu", "memory"]
+    resources = [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": memory}]
+    if gpus and vendor_key:
+        covered.append(vendor_key)
+        resources.append({"name": vendor_key, "nominalQuota": str(gpus)})
+    spec: dict[str, Any] = {
+        "namespaceSelector": {},
+        "resourceGroups": [{"coveredResources": covered, "flavors": [{"name": flavor, "resources": resources}]}],
+    }
+    if queueing_strategy:
+        spec["queueingStrategy"] = queueing_strategy
+    return server.create_object({"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec})
+
+
+def make_local_queue(server: Any, name: str = "lq", namespace: str = "default", cluster_queue: str = "cq") -> dict:
+    return server.create_object(
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterQueue": cluster_queue},
+        }
+    )
+
+
+def make_priority_class(server: Any, name: str, value: int) -> dict:
+    return server.create_object(
+        {"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass", "metadata": {"name": name}, "value": value}
+    )
+
+
+# --------------------------------------------------------------------------
+# Nodes
+# --------------------------------------------------------------------------
+
+_VENDOR_KEYS = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
+
+
+def gpu_node_labels(name: str, vendor: str, gpus: int, product: str, memory_mib: int) -> dict[str, str]:
+    """Labels as NVIDIA GPU Feature Discovery or the ROCm node labeller write them."""
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+    if vendor == "nvidia":
+        labels.update(
+            {
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": product,
+                "nvidia.com/gpu.count": str(gpus),
+                "nvidia.com/gpu.memory": str(memory_mib),
+            }
+        )
+    elif vendor == "amd":
+        vram = f"{round(memory_mib / 1024)}G"
+        labels.update(
+            {
+                "amd.com/gpu.product-name": product,
+                "amd.com/gpu.vram": vram,
+                "beta.amd.com/gpu.product-name": product,
+                "beta.amd.com/gpu.vram": vram,
+            }
+        )
+    else:
+        raise ValueError(f"unknown GPU vendor {vendor!r}; expected one of {sorted(_VENDOR_KEYS)}")
+    return labels
+
+
+def make_gpu_node(
+    server: Any,
+    name: str,
+    vendor: str = "nvidia",
+    gpus: int = 8,
+    product: str = "NVIDIA-H100-80GB-HBM3",
+    memory_mib: int = 81559,
+    ready: bool = True,
+    unschedulable: bool = False,
+    taints: Iterable[Mapping[str, str]] = (),
+    *,
+    cpu: str = "128",
+    memory: str = "1024Gi",
+) -> dict:
+    """A Node with `gpus` of the vendor's extended resource in capacity and allocatable."""
+    capacity = {"cpu": cpu, "memory": memory, "pods": "110", _VENDOR_KEYS.get(vendor, "nvidia.com/gpu"): str(gpus)}
+    spec: dict[str, Any] = {}
+    if unschedulable:
+        spec["unschedulable"] = True
+    if taints:
+        spec["taints"] = [dict(t) for t in taints]
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {
+        "capacity": dict(capacity),
+        "allocatable": dict(capacity),
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True" if ready else "False",
+                "reason": "KubeletReady" if ready else "KubeletNotReady",
+                "message": "kubelet is posting ready status" if ready else "container runtime is down",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        ],
+        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
+        "nodeInfo": _node_info(),
+    }
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": gpu_node_labels(name, vendor, gpus, product, memory_mib)},
+        "spec": spec,
+        "status": status,
+    }
+    created = server.create_object(node)
+    if (created.get("status") or {}).get("capacity") != capacity:
+        server.update_status({**created, "status": status})
+        created = server.get_object("v1", "Node", name) or created
+    return created
+
+
+def _node_info() -> dict[str, str]:
+    return {
+        "architecture": "amd64",
+        "bootID": "",
+        "containerRuntimeVersion": "containerd://1.7.0",
+        "kernelVersion": "6.8.0",
+        "kubeProxyVersion": "",
+        "kubeletVersion": "v1.33.0",
+        "machineID": "",
+        "operatingSystem": "linux",
+        "osImage": "Ubuntu 24.04 LTS",
+        "systemUUID": "",
+    }
+
+
+# --------------------------------------------------------------------------
+# Ray objects shaped like raybridge's
+# --------------------------------------------------------------------------
+
+
+def _pod_template(cpu: str, memory: str, gpus: int, vendor_key: str, container: str) -> dict:
+    amounts: dict[str, Any] = {"cpu": cpu, "memory": memory}
+    if gpus:
+        amounts[vendor_key] = str(gpus)
+    return {
+        "spec": {
+            "containers": [
+                {"name": container, "image": RAY_IMAGE, "resources": {"requests": dict(amounts), "limits": dict(amounts)}}
+            ]
+        }
+    }
+
+
+def ray_cluster_spec(
+    *, workers: int = 1, gpus_per_worker: int = 0, vendor_key: str = "nvidia.com/gpu", group: str = "workers"
+) -> dict:
+    """A RayCluster spec: a small head and one fixed-size worker group."""
+    spec: dict[str, Any] = {
+        "rayVersion": "2.55.1",
+        "headGroupSpec": {
+            "rayStartParams": {"dashboard-host": "0.0.0.0"},
+            "template": _pod_template("1", "2Gi", 0, vendor_key, "ray-head"),
+        },
+        "workerGroupSpecs": [],
+    }
+    if workers:
+        worker_params = {"num-gpus": str(gpus_per_worker)} if gpus_per_worker else {}
+        spec["workerGroupSpecs"].append(
+            {
+                "groupName": group,
+                "replicas": workers,
+                "minReplicas": workers,
+                "maxReplicas": workers,
+                "rayStartParams": worker_params,
+                "template": _pod_template("4", "16Gi", gpus_per_worker, vendor_key, "ray-worker"),
+            }
+        )
+    return spec
+
+
+def rayjob_manifest(
+    name: str,
+    *,
+    namespace: str = "default",
+    queue: Optional[str] = "lq",
+    workers: int = 1,
+    gpus_per_worker: int = 0,
+    vendor_key: str = "nvidia.com/gpu",
+    submission_mode: str = "InteractiveMode",
+    entrypoint: str = "python -c 'print(42)'",
+    **spec_overrides: Any,
+) -> dict:
+    """A RayJob as raybridge submits it (InteractiveMode, shutdownAfterJobFinishes, queue label)."""
+    labels = {QUEUE_LABEL: queue} if queue else {}
+    spec: dict[str, Any] = {
+        "entrypoint": entrypoint,
+        "submissionMode": submission_mode,
+        "shutdownAfterJobFinishes": True,
+        "rayClusterSpec": ray_cluster_spec(workers=workers, gpus_per_worker=gpus_per_worker, vendor_key=vendor_key),
+    }
+    spec.update(spec_overrides)
+    return {"apiVersion": RAY_API, "kind": "RayJob", "metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": spec}
+
+
+def raycluster_manifest(
+    name: str,
+    *,
+    namespace: str = "default",
+    queue: Optional[str] = "lq",
+    workers: int = 1,
+    gpus_per_worker: int = 0,
+    vendor_key: str = "nvidia.com/gpu",
+) -> dict:
+    labels = {QUEUE_LABEL: queue} if queue else {}
+    return {
+        "apiVersion": RAY_API,
+        "kind": "RayCluster",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": ray_cluster_spec(workers=workers, gpus_per_worker=gpus_per_worker, vendor_key=vendor_key),
+    }
+
+
+# --------------------------------------------------------------------------
+# Waiting
+# --------------------------------------------------------------------------
+
+
+def wait_for(probe: Callable[[], Optional[T]], timeout: float = 10.0, interval: float = 0.05, what: str = "condition") -> T:
+    """Call `probe` until it returns something truthy; return that, or raise TimeoutError with the last value."""
+    deadline = time.monotonic() + timeout
+    last: Optional[T] = None
+    while True:
+        last = probe()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+        time.sleep(interval)
+
+
+# --------------------------------------------------------------------------
+# A real Ray head on loopback
+# --------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A free loopback port chosen by the kernel (its ephemeral range, outside 10002-19999)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RayHead:
+    """`ray start --head --block` in its own session, every port chosen free, workers on OS-chosen ports.
+
+    `stop()` ends the whole process group it started (and only that), then
+    removes its temporary directory. Usable as a context manager.
+    """
+
+    def __init__(self, num_cpus: int = 2, startup_timeout: float = 90.0) -> None:
+        self.num_cpus = num_cpus
+        self.startup_timeout = startup_timeout
+        self.dashboard_port = 0
+        self.session_id = 0  # the process group and session of `ray start`
+        self._process: Optional[subprocess.Popen] = None
+        self._temp_dir: Optional[str] = None
+
+    @property
+    def dashboard_address(self) -> str:
+        return f"127.0.0.1:{self.dashboard_port}"
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://{self.dashboard_address}"
+
+    def start(self) -> "RayHead":
+        ray = Path(sys.executable).with_name("ray")
+        self._temp_dir = tempfile.mkdtemp(prefix="rbray-", dir="/tmp")  # short: Ray puts unix sockets here
+        self.dashboard_port = free_port()
+        ports = {
+            "port": free_port(),
+            "ray-client-server-port": free_port(),
+            "dashboard-agent-listen-port": free_port(),
+            "dashboard-agent-grpc-port": free_port(),
+            "runtime-env-agent-port": free_port(),
+            "metrics-export-port": free_port(),
+            "node-manager-port": free_port(),
+            "object-manager-port": free_port(),
+        }
+        command = [
+            str(ray), "start", "--head", "--block", "--disable-usage-stats",
+            "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1", "--include-dashboard=true",
+            f"--dashboard-port={self.dashboard_port}", f"--num-cpus={self.num_cpus}", "--num-gpus=0",
+            "--min-worker-port=0", "--max-worker-port=0", f"--temp-dir={self._temp_dir}",
+        ] + [f"--{flag}={port}" for flag, port in ports.items()]
+        log_file = open(os.path.join(self._temp_dir, "ray-start.log"), "w")
+        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+        self._process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        log_file.close()
+        self.session_id = self._process.pid
+        try:
+            wait_for(self._dashboard_up, timeout=self.startup_timeout, interval=0.3, what="the Ray dashboard")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _dashboard_up(self) -> bool:
+        if self._process is not None and self._process.poll() is not None:
+            raise RuntimeError(f"ray start exited with {self._process.returncode}; see {self._temp_dir}/ray-start.log")
+        try:
+            with urllib.request.urlopen(f"{self.dashboard_url}/api/version", timeout=1) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+                try:
+                    os.killpg(process.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    process.wait(timeout=wait)
+                except subprocess.TimeoutExpired:
+                    continue
+                if not self.leftover_pids(process.pid):
+                    break
+                time.sleep(1)
+        if self._temp_dir:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
+
+    @staticmethod
+    def leftover_pids(session_id: int) -> list[int]:
+        """Processes still in the session that `ray start` led."""
+        out = subprocess.run(["ps", "-o", "pid=", "-s", str(session_id)], capture_output=True, text=True).stdout
+        return [int(pid) for pid in out.split()]
+
+    def __enter__(self) -> "RayHead":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
