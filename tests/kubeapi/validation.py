@@ -1,0 +1,337 @@
+"""Object validation the API server does itself: names, ObjectMeta, CRD schemas.
+
+Names follow apimachinery's rules (DNS-1123 subdomain by default, DNS-1123
+label for namespaces, DNS-1035 label for services) with the same messages.
+ObjectMeta checks cover labels, annotations, finalizers and ownerReferences.
+Custom resources are checked against their CRD's structural schema (through
+`tests.schemas.validator`, the same validator `schema_errors` uses), defaulted
+from the schema's `default:` values, and have `null` dropped from
+non-nullable fields, the way kube-apiserver treats them. Unknown fields follow
+the request's `fieldValidation` (Strict: 400 "strict decoding error"; Warn:
+dropped with a warning; Ignore: dropped).
+
+What this does not do: CEL rules (`x-kubernetes-validations`), list-map
+uniqueness and formats are not checked; built-in kinds have no schema here, so
+their unknown fields are neither rejected nor dropped.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any, Iterable
+
+import jsonschema
+
+from tests import schemas
+
+from .errors import FieldError, bad_request, forbidden, go_quote, invalid_value, not_supported, required_value
+from .selectors import label_key_problems, label_value_problems
+
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+_SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+_LABEL_MESSAGE = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
+    "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+_DNS1035_MESSAGE = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
+    "character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for "
+    "validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+)
+
+NAME_RULES: dict[str, tuple[re.Pattern[str], int, str]] = {
+    "subdomain": (DNS1123_SUBDOMAIN, 253, _SUBDOMAIN_MESSAGE),
+    "label": (DNS1123_LABEL, 63, _LABEL_MESSAGE),
+    "dns1035": (DNS1035_LABEL, 63, _DNS1035_MESSAGE),
+}
+
+OBJECT_META_FIELDS = frozenset(
+    {
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    }
+)
+
+
+def name_problems(name: str, rule: str, *, prefix: bool = False) -> list[str]:
+    """Why `name` breaks `rule` ("subdomain", "label", "dns1035"); `prefix` checks a generateName."""
+    pattern, limit, message = NAME_RULES[rule]
+    problems: list[str] = []
+    if len(name) > limit:
+        problems.append(f"must be no more than {limit} characters")
+    candidate = name[:-1] + "a" if prefix and name.endswith("-") else name
+    if not pattern.match(candidate):
+        problems.append(message)
+    return problems
+
+
+def validate_name(path: str, name: str, rule: str, *, prefix: bool = False) -> list[FieldError]:
+    problems = name_problems(name, rule, prefix=prefix)
+    return [invalid_value(path, name, "; ".join(problems))] if problems else []
+
+
+def validate_labels(path: str, labels: Any) -> list[FieldError]:
+    if labels is None:
+        return []
+    if not isinstance(labels, dict):
+        return [invalid_value(path, json.dumps(labels), "must be a map of strings")]
+    errors: list[FieldError] = []
+    for key, value in labels.items():
+        problems = label_key_problems(key)
+        if problems:
+            errors.append(invalid_value(path, key, "; ".join(problems)))
+        if not isinstance(value, str):
+            errors.append(invalid_value(f"{path}[{key}]", value, "must be a string"))
+            continue
+        problems = label_value_problems(value)
+        if problems:
+            errors.append(invalid_value(path, value, "; ".join(problems)))
+    return errors
+
+
+def validate_object_meta(meta: dict[str, Any], *, name_rule: str, namespaced: bool) -> list[FieldError]:
+    """ValidateObjectMeta: name/generateName, labels, annotations, finalizers, ownerReferences."""
+    errors: list[FieldError] = []
+    name = meta.get("name")
+    generate_name = meta.get("generateName")
+    if not name and not generate_name:
+        errors.append(required_value("metadata.name", "name or generateName is required"))
+    if generate_name and not name:
+        errors += validate_name("metadata.generateName", generate_name, name_rule, prefix=True)
+    if name:
+        errors += validate_name("metadata.name", name, name_rule)
+    if not namespaced and meta.get("namespace"):
+        errors.append(forbidden("metadata.namespace", "not allowed on this type"))
+    errors += validate_labels("metadata.labels", meta.get("labels"))
+    annotations = meta.get("annotations") or {}
+    if not isinstance(annotations, dict):
+        errors.append(invalid_value("metadata.annotations", json.dumps(annotations), "must be a map of strings"))
+    else:
+        for key, value in annotations.items():
+            problems = label_key_problems(key.lower())
+            if problems:
+                errors.append(invalid_value("metadata.annotations", key, "; ".join(problems)))
+            if not isinstance(value, str):
+                errors.append(invalid_value(f"metadata.annotations[{key}]", value, "must be a string"))
+        if sum(len(k) + len(str(v)) for k, v in annotations.items()) > 256 * 1024:
+            errors.append(FieldError("metadata.annotations", "FieldValueTooLong", "Too long: must have at most 262144 bytes"))
+    for index, finalizer in enumerate(meta.get("finalizers") or []):
+        problems = label_key_problems(finalizer) if isinstance(finalizer, str) else ["must be a string"]
+        if problems:
+            errors.append(invalid_value(f"metadata.finalizers[{index}]", finalizer, "; ".join(problems)))
+    controllers = 0
+    for index, reference in enumerate(meta.get("ownerReferences") or []):
+        base = f"metadata.ownerReferences[{index}]"
+        for required in ("apiVersion", "kind", "name", "uid"):
+            if not reference.get(required):
+                errors.append(invalid_value(f"{base}.{required}", reference.get(required, ""), f"{required} must not be empty"))
+        if reference.get("controller"):
+            controllers += 1
+    if controllers > 1:
+        errors.append(
+            invalid_value(
+                "metadata.ownerReferences",
+                "[...]",
+                "Only one reference can have Controller set to true",
+            )
+        )
+    return errors
+
+
+def validate_immutable_meta(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    for field in ("name", "namespace"):
+        if (new.get(field) or "") != (old.get(field) or ""):
+            errors.append(invalid_value(f"metadata.{field}", new.get(field, ""), "field is immutable"))
+    new_finalizers = set(new.get("finalizers") or [])
+    if old.get("deletionTimestamp") and not new_finalizers <= set(old.get("finalizers") or []):
+        errors.append(forbidden("metadata.finalizers", "no new finalizers can be added if the object is being deleted"))
+    return errors
+
+
+# --- custom resources --------------------------------------------------------
+
+
+def served_schema(crd: dict[str, Any], version: str) -> dict[str, Any]:
+    for served in crd["spec"]["versions"]:
+        if served["name"] == version:
+            return served.get("schema", {}).get("openAPIV3Schema", {})
+    raise KeyError(version)
+
+
+def _path(parts: Iterable[Any]) -> str:
+    text = ""
+    for part in parts:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + str(part)
+    return text
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "null"
+
+
+def _unknown_keys(error: jsonschema.ValidationError) -> list[str]:
+    properties = error.schema.get("properties") or {}
+    patterns = error.schema.get("patternProperties") or {}
+    return [
+        key
+        for key in error.instance
+        if key not in properties and not any(re.search(p, key) for p in patterns)
+    ]
+
+
+def _describe(error: jsonschema.ValidationError) -> FieldError:
+    """One jsonschema error in kube-openapi's words."""
+    path = _path(error.absolute_path)
+    value = error.instance
+    kind = error.validator
+    if kind == "required":
+        missing = re.match(r"'(.+)' is a required property", error.message)
+        field = _path([*error.absolute_path, missing.group(1) if missing else "?"])
+        return required_value(field)
+    if kind == "type":
+        expected = error.validator_value if isinstance(error.validator_value, str) else "/".join(error.validator_value)
+        actual = _json_type(value)
+        return invalid_value(path, actual, f"{path} in body must be of type {expected}: {go_quote(actual)}")
+    if kind == "enum":
+        return not_supported(path, value, list(error.validator_value))
+    if kind == "pattern":
+        return invalid_value(path, value, f"{path} in body should match '{error.validator_value}'")
+    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        words = {
+            "minimum": "greater than or equal to",
+            "maximum": "less than or equal to",
+            "exclusiveMinimum": "greater than",
+            "exclusiveMaximum": "less than",
+        }[kind]
+        return invalid_value(path, value, f"{path} in body should be {words} {error.validator_value}")
+    if kind == "minLength":
+        return invalid_value(path, value, f"{path} in body should be at least {error.validator_value} chars long")
+    if kind == "maxLength":
+        return FieldError(path, "FieldValueTooLong", f"Too long: may not be more than {error.validator_value} bytes")
+    if kind == "minItems":
+        return invalid_value(path, len(value), f"{path} in body should have at least {error.validator_value} items")
+    if kind == "maxItems":
+        return FieldError(path, "FieldValueTooMany", f"Too many: {len(value)}: must have at most {error.validator_value} items")
+    shown = value if isinstance(value, (str, int, float, bool)) or value is None else json.dumps(value, sort_keys=True)
+    return invalid_value(path, shown, error.message)
+
+
+def _delete_path(obj: Any, parts: list[Any], key: str) -> None:
+    current = obj
+    for part in parts:
+        current = current[part]
+    current.pop(key, None)
+
+
+def handle_unknown_fields(obj: dict[str, Any], field_validation: str) -> list[str]:
+    """Unknown fields of a custom object, per `fieldValidation`.
+
+    Strict raises a 400 "strict decoding error" like the real server; Warn and
+    Ignore drop the fields in place (Warn returns the warning texts).
+    """
+    kind = obj.get("kind", "")
+    version = str(obj.get("apiVersion", "")).rpartition("/")[2]
+    checker = schemas.validator(obj.get("apiVersion", ""), kind)
+    unknown: list[tuple[list[Any], str]] = []
+    for error in checker.iter_errors(obj):
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            unknown += [(list(error.absolute_path), key) for key in _unknown_keys(error)]
+    unknown += [(["metadata"], key) for key in (obj.get("metadata") or {}) if key not in OBJECT_META_FIELDS]
+    if not unknown:
+        return []
+    names = [f'unknown field "{_path([*parts, key])}"' for parts, key in unknown]
+    if field_validation == "Strict":
+        raise bad_request(
+            f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: ' + ", ".join(names)
+        )
+    for parts, key in sorted(unknown, key=lambda u: -len(u[0])):
+        _delete_path(obj, parts, key)
+    return names if field_validation == "Warn" else []
+
+
+def schema_field_errors(obj: dict[str, Any]) -> list[FieldError]:
+    """What `tests.schemas.schema_errors(obj)` reports, as field errors in kube-openapi's words."""
+    checker = schemas.validator(obj.get("apiVersion", ""), obj.get("kind", ""))
+    errors = sorted(checker.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path])
+    return [_describe(e) for e in errors]
+
+
+def apply_schema_defaults(obj: dict[str, Any], schema: dict[str, Any]) -> None:
+    """Structural defaulting and null pruning, in place (metadata is left alone)."""
+    properties = schema.get("properties") or {}
+    for key, sub in properties.items():
+        if key in ("metadata", "apiVersion", "kind"):
+            continue
+        _default_node(obj, key, sub)
+
+
+def _default_node(parent: dict[str, Any], key: str, schema: dict[str, Any]) -> None:
+    if key not in parent:
+        if "default" in schema:
+            parent[key] = copy.deepcopy(schema["default"])
+        else:
+            return
+    value = parent[key]
+    if value is None:
+        if not schema.get("nullable"):
+            del parent[key]
+        return
+    _default_value(value, schema)
+
+
+def _default_value(value: Any, schema: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        if properties:
+            for key, sub in properties.items():
+                _default_node(value, key, sub)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key in list(value):
+                if not properties or key not in properties:
+                    _default_node(value, key, extra)
+    elif isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for item in value:
+                if item is not None:
+                    _default_value(item, items)
