@@ -3,8 +3,8 @@
 Run as `python -m raybridge.launch.head_supervisor -- ray start --head ...`
 in a new session (its own process group). It starts the head as its child,
 then blocks on stdin; when stdin closes (raybridge exited, crashed or was
-killed with SIGKILL) it terminates the whole process group: the head, the
-raylet, the dashboard and every worker. That is what makes "no Ray process
+killed with SIGKILL) it terminates the whole process group and every descendant: the head,
+the raylet, the dashboard, every worker and the job's entrypoint. That is what makes "no Ray process
 left behind" hold even when raybridge cannot run its own clean-up.
 
 It does not talk to Ray; it only starts and kills processes.
@@ -19,37 +19,70 @@ import sys
 import time
 
 
-def _kill_group(grace: float = 10.0) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    pgid = os.getpgid(0)
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if not _others_alive(pgid):
-            return
-        time.sleep(0.2)
-    try:
-        os.killpg(pgid, signal.SIGKILL)  # ends this process too
-    except ProcessLookupError:
-        pass
-
-
-def _others_alive(pgid: int) -> bool:
-    me = os.getpid()
+def _processes() -> dict[int, tuple[int, int, str]]:
+    """pid -> (parent pid, process group, state) for every process."""
+    table: dict[int, tuple[int, int, str]] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
+        if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            return True
-    return False
+        table[int(entry)] = (int(fields[1]), int(fields[2]), fields[0])
+    return table
+
+
+def _family(root: int, pgid: int) -> set[int]:
+    """The process group plus every descendant of `root`, wherever they moved.
+
+    Ray runs a job's entrypoint in a session of its own, so the process group
+    alone misses it; the parent links still lead there.
+    """
+    table = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found = {pid for pid, (_, group, _) in table.items() if group == pgid}
+    stack = [root, *found]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    found.discard(root)
+    return {pid for pid in found if table.get(pid, (0, 0, "Z"))[2] not in ("Z", "X")}
+
+
+def _signal_all(pids: set[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _kill_family(grace: float = 10.0) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    me, pgid = os.getpid(), os.getpgid(0)
+    family = _family(me, pgid)  # snapshot before anything dies and gets re-parented
+    _signal_all(family, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        alive = {pid for pid in family if _alive(pid)}
+        if not alive:
+            return
+        time.sleep(0.2)
+    _signal_all(family | _family(me, pgid), signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
 
 
 def main(argv: list[str]) -> int:
@@ -65,7 +98,7 @@ def main(argv: list[str]) -> int:
     except (OSError, KeyboardInterrupt):
         pass
     finally:
-        _kill_group()
+        _kill_family()
         child.poll()
     return 0
 
