@@ -213,7 +213,9 @@ class Store:
         return out
 
     def _record(self, kind: str, resource: ResourceType, obj: dict[str, Any], previous: dict[str, Any] | None) -> None:
-        self._history.append(StoredEvent(self._revision, kind, resource, copy.deepcopy(obj), previous))
+        # Stored objects are never changed in place (every write stores a new dict),
+        # so the history can share them with the buckets.
+        self._history.append(StoredEvent(self._revision, kind, resource, obj, previous))
         while len(self._history) > self._history_limit:
             self._history_floor = self._history.popleft().resource_version
         self.changed.notify_all()

@@ -1,0 +1,33 @@
+"""pytest fixtures for tests that talk to the in-process Kubernetes API server.
+
+Why: most tests under tests/kubeapi want a fresh, started `KubeApiServer` and
+an official-client `ApiClient` bound to it, torn down afterwards.
+What this deliberately does not do: no cluster state (namespaces beyond the
+server's defaults, nodes, queues); tests and tests/kubeapi/fixtures.py add that.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import kubernetes.client
+import pytest
+
+from tests.kubeapi.server import KubeApiServer
+
+
+@pytest.fixture
+def kube_server() -> Iterator[KubeApiServer]:
+    """A started server with every CRD from ../shared/crds; stopped after the test."""
+    with KubeApiServer() as server:
+        yield server
+
+
+@pytest.fixture
+def kube_api(kube_server: KubeApiServer) -> Iterator[kubernetes.client.ApiClient]:
+    """An official-client ApiClient for `kube_server`."""
+    api = kube_server.api_client()
+    try:
+        yield api
+    finally:
+        api.close()

@@ -1,0 +1,1044 @@
+"""Tests of the in-process Kubernetes API server, through the official client.
+
+Why: the rest of the suite trusts `tests/kubeapi/server.py` to behave like
+kube-apiserver; these tests pin each behaviour it claims (status codes,
+Status bodies, resourceVersion/generation, subresources, patches,
+finalizers, garbage collection, watch, logs, port-forward, extension points)
+using `kubernetes.client` the way application code does.
+What they deliberately do not do: compare against a real cluster (the opt-in
+e2e suite does that) or test the simulated controllers (test_controllers.py).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+from kubernetes import client, config, dynamic, watch
+from kubernetes.client.exceptions import ApiException
+from kubernetes.stream import portforward
+
+from tests import schemas
+from tests.kubeapi.errors import AdmissionDenied, ApiError
+from tests.kubeapi.server import KubeApiServer
+
+RAY = ("ray.io", "v1")
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+
+
+# --- helpers --------------------------------------------------------------------
+
+
+def status_body(error: ApiException) -> dict[str, Any]:
+    return json.loads(error.body)
+
+
+def pod_manifest(name: str, labels: dict[str, str] | None = None, node: str | None = None,
+                 containers: tuple[str, ...] = ("main",)) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": c, "image": "busybox:1.36"} for c in containers]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+
+
+def rayjob_manifest(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": name},
+        "spec": {"entrypoint": "python main.py", **spec},
+    }
+
+
+def configmap_manifest(name: str, owner: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, **meta}
+    if owner is not None:
+        metadata["ownerReferences"] = [owner_reference(owner)]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {"k": "v"}}
+
+
+def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+    }
+
+
+def expect_api_error(call: Callable[[], Any]) -> tuple[int, dict[str, Any]]:
+    with pytest.raises(ApiException) as caught:
+        call()
+    return caught.value.status, status_body(caught.value)
+
+
+# --- discovery and configuration --------------------------------------------
+
+
+def test_discovery_lists_builtin_groups_and_every_crd_group(kube_api: client.ApiClient) -> None:
+    assert client.CoreApi(kube_api).get_api_versions().versions == ["v1"]
+    groups = {g.name: g for g in client.ApisApi(kube_api).get_api_versions().groups}
+    assert {"apps", "batch", "coordination.k8s.io", "scheduling.k8s.io", "ray.io", "kueue.x-k8s.io"} <= set(groups)
+    assert groups["ray.io"].preferred_version.version == "v1"
+    assert groups["kueue.x-k8s.io"].preferred_version.version == "v1beta2"
+    assert {v.version for v in groups["ray.io"].versions} == {"v1", "v1alpha1"}
+
+    core = {r.name: r for r in client.CoreV1Api(kube_api).get_api_resources().resources}
+    assert core["pods"].namespaced and not core["nodes"].namespaced
+    assert {"pods/status", "pods/log", "pods/portforward"} <= set(core)
+    ray = {r.name: r for r in client.CustomObjectsApi(kube_api).get_api_resources("ray.io", "v1").resources}
+    assert ray["rayjobs"].kind == "RayJob" and ray["rayjobs"].namespaced
+    assert "rayjobs/status" in ray
+    kueue = {r.name: r for r in client.CustomObjectsApi(kube_api).get_api_resources(*KUEUE).resources}
+    assert kueue["clusterqueues"].namespaced is False
+    assert "resourceflavors/status" not in kueue  # the CRD has no status subresource
+
+
+def test_dynamic_client_finds_kinds_through_discovery(kube_api: client.ApiClient) -> None:
+    resources = dynamic.DynamicClient(kube_api).resources
+    assert resources.get(api_version="ray.io/v1", kind="RayJob").name == "rayjobs"
+    assert resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="LocalQueue").namespaced is True
+    assert resources.get(api_version="scheduling.k8s.io/v1", kind="PriorityClass").namespaced is False
+
+
+def test_kubeconfig_is_accepted_by_load_kube_config(kube_server: KubeApiServer, tmp_path: Path) -> None:
+    path = kube_server.write_kubeconfig(tmp_path / "kubeconfig", namespace="team-a", context="ctx")
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(path), client_configuration=configuration)
+    assert configuration.host == kube_server.url
+    _, active = config.list_kube_config_contexts(config_file=str(path))
+    assert active["name"] == "ctx" and active["context"]["namespace"] == "team-a"
+    with client.ApiClient(configuration) as api:
+        names = {n.metadata.name for n in client.CoreV1Api(api).list_namespace().items}
+    assert {"default", "kube-system", "kube-public"} <= names
+
+
+# --- CRUD on every kind of resource ------------------------------------------
+
+
+@dataclass(frozen=True)
+class CrudCase:
+    """One kind, driven through its own official-client API class."""
+
+    label: str
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    body: dict[str, Any]
+    change: dict[str, Any]  # top-level fields replaced in the PUT
+    changed: Callable[[dict[str, Any]], Any]  # reads back what the change set
+    expected: Any
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    def call(self, api: client.ApiClient, verb: str, name: str, body: dict[str, Any] | None = None) -> Any:
+        args: list[Any] = []
+        if self.group in ("ray.io", "kueue.x-k8s.io"):
+            custom = client.CustomObjectsApi(api)
+            group, version = self.api_version.split("/")
+            scope = "namespaced" if self.namespaced else "cluster"
+            method = getattr(custom, f"{ {'read': 'get'}.get(verb, verb)}_{scope}_custom_object")
+            args = [group, version] + (["default"] if self.namespaced else []) + [self.plural]
+            args += [name] if verb != "create" else []
+            args += [body] if body is not None else []
+            return method(*args)
+        family = {
+            "": client.CoreV1Api,
+            "apps": client.AppsV1Api,
+            "batch": client.BatchV1Api,
+            "coordination.k8s.io": client.CoordinationV1Api,
+            "scheduling.k8s.io": client.SchedulingV1Api,
+        }[self.group](api)
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in self.kind).lstrip("_")
+        method = getattr(family, f"{verb}_{'namespaced_' if self.namespaced else ''}{snake}")
+        args = ([] if verb == "create" else [name]) + (["default"] if self.namespaced else [])
+        args += [body] if body is not None else []
+        return api.sanitize_for_serialization(method(*args))
+
+
+_POD_TEMPLATE = {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}
+CRUD_CASES = [
+    CrudCase("configmap", "v1", "ConfigMap", "configmaps", True, {"data": {"a": "1"}}, {"data": {"a": "2"}},
+             lambda o: o["data"]["a"], "2"),
+    CrudCase("secret", "v1", "Secret", "secrets", True, {"stringData": {"token": "s3cret"}},
+             {"data": {"token": "Yg=="}}, lambda o: o["data"], {"token": "Yg=="}),
+    CrudCase("service", "v1", "Service", "services", True, {"spec": {"ports": [{"port": 8265}]}},
+             {"spec": {"ports": [{"port": 8266}]}}, lambda o: (o["spec"]["ports"][0]["port"], bool(o["spec"]["clusterIP"])),
+             (8266, True)),
+    CrudCase("node", "v1", "Node", "nodes", False, {"metadata": {"labels": {"zone": "a"}}},
+             {"spec": {"unschedulable": True}}, lambda o: o["spec"]["unschedulable"], True),
+    CrudCase("deployment", "apps/v1", "Deployment", "deployments", True,
+             {"spec": {"selector": {"matchLabels": {"app": "x"}}, "template": _POD_TEMPLATE}},
+             {"spec": {"replicas": 3, "selector": {"matchLabels": {"app": "x"}}, "template": _POD_TEMPLATE}},
+             lambda o: (o["spec"]["replicas"], o["metadata"]["generation"]), (3, 2)),
+    CrudCase("job", "batch/v1", "Job", "jobs", True,
+             {"spec": {"template": {"spec": {"restartPolicy": "Never",
+                                             "containers": [{"name": "c", "image": "busybox:1"}]}}}},
+             {"metadata": {"name": "thing", "labels": {"changed": "yes"}}}, lambda o: o["metadata"]["labels"],
+             {"changed": "yes"}),
+    CrudCase("lease", "coordination.k8s.io/v1", "Lease", "leases", True, {"spec": {"holderIdentity": "a"}},
+             {"spec": {"holderIdentity": "b"}}, lambda o: o["spec"]["holderIdentity"], "b"),
+    CrudCase("priorityclass", "scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False, {"value": 1000},
+             {"description": "changed"}, lambda o: (o["description"], o["value"]), ("changed", 1000)),
+    CrudCase("rayjob", "ray.io/v1", "RayJob", "rayjobs", True, {"spec": {"entrypoint": "python a.py"}},
+             {"spec": {"entrypoint": "python b.py"}}, lambda o: o["spec"]["entrypoint"], "python b.py"),
+    CrudCase("localqueue", "kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues", True,
+             {"spec": {"clusterQueue": "cq"}}, {"spec": {"clusterQueue": "other"}},
+             lambda o: o["spec"]["clusterQueue"], "other"),
+    CrudCase("resourceflavor", "kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", False,
+             {"spec": {"nodeLabels": {"gpu": "mi300x"}}}, {"spec": {"nodeLabels": {"gpu": "h100"}}},
+             lambda o: o["spec"]["nodeLabels"], {"gpu": "h100"}),
+]
+
+
+@pytest.mark.parametrize("case", CRUD_CASES, ids=lambda c: c.label)
+def test_create_get_replace_delete(kube_api: client.ApiClient, case: CrudCase) -> None:
+    manifest = {"apiVersion": case.api_version, "kind": case.kind, "metadata": {"name": "thing"}}
+    for key, value in case.body.items():
+        manifest[key] = {**manifest.get(key, {}), **value} if key == "metadata" else value
+
+    created = case.call(kube_api, "create", "thing", manifest)
+    meta = created["metadata"]
+    assert meta["name"] == "thing" and meta["uid"] and meta["creationTimestamp"]
+    assert int(meta["resourceVersion"]) > 0
+    assert meta.get("namespace") == ("default" if case.namespaced else None)
+
+    fetched = case.call(kube_api, "read", "thing")
+    assert fetched["metadata"]["uid"] == meta["uid"]
+    assert fetched["metadata"]["resourceVersion"] == meta["resourceVersion"]
+
+    changed = {**fetched, **case.change}
+    if "metadata" in case.change:
+        changed["metadata"] = {**fetched["metadata"], **case.change["metadata"]}
+    replaced = case.call(kube_api, "replace", "thing", changed)
+    assert int(replaced["metadata"]["resourceVersion"]) > int(meta["resourceVersion"])
+    assert case.changed(replaced) == case.expected
+    assert case.changed(case.call(kube_api, "read", "thing")) == case.expected
+
+    case.call(kube_api, "delete", "thing")
+    code, body = expect_api_error(lambda: case.call(kube_api, "read", "thing"))
+    qualified = f"{case.plural}.{case.group}" if case.group else case.plural
+    assert code == 404
+    assert body["reason"] == "NotFound" and body["message"] == f'{qualified} "thing" not found'
+    assert body["details"]["name"] == "thing" and body["details"]["kind"] == case.plural
+
+
+def test_delete_returns_the_object_for_pods_and_a_status_for_the_rest(kube_api: client.ApiClient) -> None:
+    core, custom = client.CoreV1Api(kube_api), client.CustomObjectsApi(kube_api)
+    core.create_namespaced_pod("default", pod_manifest("p"))
+    deleted_pod = core.delete_namespaced_pod("p", "default")
+    assert isinstance(deleted_pod, client.V1Pod) and deleted_pod.metadata.name == "p"
+
+    created = custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", rayjob_manifest("j"))
+    answer = custom.delete_namespaced_custom_object(*RAY, "default", "rayjobs", "j")
+    assert answer == {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+        "details": {"name": "j", "group": "ray.io", "kind": "rayjobs", "uid": created["metadata"]["uid"]},
+    }
+
+
+def test_objects_are_served_under_every_version_of_their_group(kube_api: client.ApiClient) -> None:
+    custom = client.CustomObjectsApi(kube_api)
+    created = custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", rayjob_manifest("j"))
+    old = custom.get_namespaced_custom_object("ray.io", "v1alpha1", "default", "rayjobs", "j")
+    assert old["apiVersion"] == "ray.io/v1alpha1"
+    assert old["metadata"]["uid"] == created["metadata"]["uid"]
+    listed = custom.list_namespaced_custom_object("ray.io", "v1alpha1", "default", "rayjobs")
+    assert listed["kind"] == "RayJobList" and [i["apiVersion"] for i in listed["items"]] == ["ray.io/v1alpha1"]
+
+
+def test_crd_defaults_are_applied_like_the_real_server(kube_api: client.ApiClient) -> None:
+    created = client.CustomObjectsApi(kube_api).create_namespaced_custom_object(
+        *RAY, "default", "rayjobs", rayjob_manifest("j", suspend=None)
+    )
+    assert created["spec"]["submissionMode"] == "K8sJobMode"  # `default:` in the RayJob CRD
+    assert created["spec"]["backoffLimit"] == 0
+    assert "suspend" not in created["spec"]  # null in a non-nullable field is dropped
+
+
+# --- names, conflicts, validation -----------------------------------------------
+
+
+def test_generate_name_appends_five_random_characters(kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    names = {
+        core.create_namespaced_config_map("default", {"metadata": {"generateName": "cfg-"}}).metadata.name
+        for _ in range(3)
+    }
+    assert len(names) == 3
+    assert all(n.startswith("cfg-") and len(n) == len("cfg-") + 5 for n in names)
+
+
+def test_create_twice_is_409_already_exists(kube_api: client.ApiClient) -> None:
+    custom = client.CustomObjectsApi(kube_api)
+    custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", rayjob_manifest("twice"))
+    code, body = expect_api_error(
+        lambda: custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", rayjob_manifest("twice"))
+    )
+    assert code == 409
+    assert body["reason"] == "AlreadyExists"
+    assert body["message"] == 'rayjobs.ray.io "twice" already exists'
+    assert body["details"] == {"name": "twice", "group": "ray.io", "kind": "rayjobs"}
+
+
+def test_replace_with_a_stale_resource_version_is_409_conflict(kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    first = core.create_namespaced_config_map("default", configmap_manifest("cm"))
+    core.patch_namespaced_config_map("cm", "default", {"data": {"k": "newer"}})
+    stale = kube_api.sanitize_for_serialization(first)
+    code, body = expect_api_error(lambda: core.replace_namespaced_config_map("cm", "default", stale))
+    assert code == 409 and body["reason"] == "Conflict"
+    assert body["message"] == (
+        'Operation cannot be fulfilled on configmaps "cm": the object has been modified; '
+        "please apply your changes to the latest version and try again"
+    )
+    del stale["metadata"]["resourceVersion"]  # an unconditional update goes through
+    assert core.replace_namespaced_config_map("cm", "default", stale).data == {"k": "v"}
+
+
+INVALID_CASES = [
+    pytest.param(
+        lambda api: client.CoreV1Api(api).create_namespaced_pod("default", pod_manifest("Bad_Name")),
+        "metadata.name", "a lowercase RFC 1123 subdomain must consist of", id="pod name is a DNS-1123 subdomain"),
+    pytest.param(
+        lambda api: client.CoreV1Api(api).create_namespaced_service(
+            "default", {"metadata": {"name": "1svc"}, "spec": {"ports": [{"port": 80}]}}),
+        "metadata.name", "a DNS-1035 label must consist of", id="service name is a DNS-1035 label"),
+    pytest.param(
+        lambda api: client.CoreV1Api(api).create_namespace({"metadata": {"name": "a.b"}}),
+        "metadata.name", "a lowercase RFC 1123 label must consist of", id="namespace name is a DNS-1123 label"),
+    pytest.param(
+        lambda api: client.CoreV1Api(api).create_namespaced_config_map(
+            "default", {"metadata": {"name": "cm", "labels": {"app": "has space"}}}),
+        "metadata.labels", "a valid label must be an empty string or consist of", id="label values are checked"),
+    pytest.param(
+        lambda api: client.BatchV1Api(api).create_namespaced_job("default", {
+            "metadata": {"name": "j"},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}),
+        "spec.template.spec.restartPolicy", 'Unsupported value: "Always"', id="job pods must not restart Always"),
+    pytest.param(
+        lambda api: client.CustomObjectsApi(api).create_namespaced_custom_object(
+            *RAY, "default", "rayjobs", rayjob_manifest("j", shutdownAfterJobFinishes="yes")),
+        "spec.shutdownAfterJobFinishes", "in body must be of type boolean", id="rayjob field of the wrong type"),
+    pytest.param(
+        lambda api: client.CustomObjectsApi(api).create_cluster_custom_object(
+            *KUEUE, "clusterqueues",
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+             "spec": {"queueingStrategy": "Random", "resourceGroups": [{"coveredResources": ["cpu"]}]}}),
+        "spec.queueingStrategy", 'Unsupported value: "Random": supported values: "StrictFIFO", "BestEffortFIFO"',
+        id="clusterqueue enum and required fields"),
+]
+
+
+@pytest.mark.parametrize(("create", "field", "expected"), INVALID_CASES)
+def test_invalid_objects_are_422_with_field_causes(
+    kube_api: client.ApiClient, create: Callable[[client.ApiClient], Any], field: str, expected: str
+) -> None:
+    code, body = expect_api_error(lambda: create(kube_api))
+    assert code == 422
+    assert body["reason"] == "Invalid" and " is invalid: " in body["message"]
+    causes = body["details"]["causes"]
+    assert any(c["field"] == field and expected in c["message"] for c in causes), causes
+    assert expected in body["message"]
+
+
+def test_schema_violations_match_tests_schemas(kube_api: client.ApiClient) -> None:
+    manifest = rayjob_manifest("typed", backoffLimit="three")
+    assert schemas.schema_errors(manifest)  # the same validator decides
+    code, body = expect_api_error(lambda: client.CustomObjectsApi(kube_api).create_namespaced_custom_object(
+        *RAY, "default", "rayjobs", manifest))
+    assert code == 422
+    assert body["message"] == (
+        'RayJob.ray.io "typed" is invalid: spec.backoffLimit: Invalid value: "string": '
+        'spec.backoffLimit in body must be of type integer: "string"'
+    )
+    assert body["details"]["kind"] == "RayJob" and body["details"]["group"] == "ray.io"
+
+
+@pytest.mark.parametrize(
+    ("field_validation", "expected_code", "kept"),
+    [
+        (None, 400, None),  # the server's default here is Strict
+        ("Strict", 400, None),
+        ("Warn", 201, False),
+        ("Ignore", 201, False),
+    ],
+)
+def test_unknown_fields_follow_field_validation(
+    kube_api: client.ApiClient, field_validation: str | None, expected_code: int, kept: bool | None
+) -> None:
+    manifest = rayjob_manifest("unknown", entrypointTypo="python x.py")
+    assert schemas.schema_errors(manifest)
+    custom = client.CustomObjectsApi(kube_api)
+    kwargs = {"field_validation": field_validation} if field_validation else {}
+    if expected_code == 400:
+        code, body = expect_api_error(
+            lambda: custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", manifest, **kwargs))
+        assert code == 400 and body["reason"] == "BadRequest"
+        assert body["message"] == (
+            'RayJob in version "v1" cannot be handled as a RayJob: strict decoding error: '
+            'unknown field "spec.entrypointTypo"'
+        )
+        return
+    data, status, headers = custom.create_namespaced_custom_object_with_http_info(
+        *RAY, "default", "rayjobs", manifest, **kwargs)
+    assert status == expected_code
+    assert ("entrypointTypo" in data["spec"]) is kept
+    warning = headers.get("Warning")
+    assert (warning == '299 - "unknown field \\"spec.entrypointTypo\\""') is (field_validation == "Warn")
+
+
+def test_create_in_a_missing_namespace_is_404(kube_api: client.ApiClient) -> None:
+    code, body = expect_api_error(
+        lambda: client.CoreV1Api(kube_api).create_namespaced_config_map("nowhere", configmap_manifest("cm")))
+    assert code == 404
+    assert body["message"] == 'namespaces "nowhere" not found'
+    assert body["details"] == {"name": "nowhere", "kind": "namespaces"}
+
+
+# --- list and selectors -------------------------------------------------------
+
+
+@pytest.fixture
+def labelled_pods(kube_server: KubeApiServer) -> KubeApiServer:
+    kube_server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+    rows = [
+        ("a", "default", {"app": "ray", "tier": "head"}, "node-1", "Running"),
+        ("b", "default", {"app": "ray", "tier": "worker"}, "node-1", "Pending"),
+        ("c", "default", {"app": "web"}, "node-2", "Running"),
+        ("d", "other", {"app": "ray", "tier": "worker", "gpu": "true"}, "node-2", "Running"),
+    ]
+    for name, namespace, labels, node, phase in rows:
+        manifest = pod_manifest(name, labels, node)
+        manifest["metadata"]["namespace"] = namespace
+        manifest["status"] = {"phase": phase}
+        kube_server.create_object(manifest)
+    return kube_server
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("app=ray", {"a", "b", "d"}),
+        ("app==ray", {"a", "b", "d"}),
+        ("app!=ray", {"c"}),
+        ("tier in (head, worker)", {"a", "b", "d"}),
+        ("tier notin (worker)", {"a", "c"}),
+        ("gpu", {"d"}),
+        ("!tier", {"c"}),
+        ("app=ray,tier=worker", {"b", "d"}),
+        ("app=ray,!gpu", {"a", "b"}),
+    ],
+)
+def test_label_selectors_across_all_namespaces(
+    labelled_pods: KubeApiServer, kube_api: client.ApiClient, selector: str, expected: set[str]
+) -> None:
+    listed = client.CoreV1Api(kube_api).list_pod_for_all_namespaces(label_selector=selector)
+    assert {p.metadata.name for p in listed.items} == expected
+    assert int(listed.metadata.resource_version) > 0
+
+
+@pytest.mark.parametrize(
+    ("selector", "namespace", "expected"),
+    [
+        ("metadata.name=a", None, {"a"}),
+        ("metadata.namespace=other", None, {"d"}),
+        ("spec.nodeName=node-1", None, {"a", "b"}),
+        ("status.phase=Running", "default", {"a", "c"}),
+        ("status.phase!=Running", None, {"b"}),
+        ("spec.nodeName=node-2,status.phase=Running", None, {"c", "d"}),
+    ],
+)
+def test_field_selectors(
+    labelled_pods: KubeApiServer, kube_api: client.ApiClient, selector: str, namespace: str | None, expected: set[str]
+) -> None:
+    core = client.CoreV1Api(kube_api)
+    if namespace:
+        listed = core.list_namespaced_pod(namespace, field_selector=selector)
+    else:
+        listed = core.list_pod_for_all_namespaces(field_selector=selector)
+    assert {p.metadata.name for p in listed.items} == expected
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda api: client.CoreV1Api(api).list_namespaced_pod("default", field_selector="spec.foo=x"),
+         "field label not supported: spec.foo"),
+        (lambda api: client.CustomObjectsApi(api).list_namespaced_custom_object(
+            *RAY, "default", "rayjobs", field_selector="spec.entrypoint=x"),
+         '"spec.entrypoint" is not a known field selector: only "metadata.name", "metadata.namespace"'),
+        (lambda api: client.CoreV1Api(api).list_namespaced_pod("default", label_selector="app in (a"),
+         "unable to parse requirement"),
+    ],
+)
+def test_bad_selectors_are_400(kube_api: client.ApiClient, call: Callable[[client.ApiClient], Any], message: str) -> None:
+    code, body = expect_api_error(lambda: call(kube_api))
+    assert code == 400 and body["reason"] == "BadRequest" and message in body["message"]
+
+
+def test_typed_lists_drop_item_kinds_and_crd_lists_keep_them(labelled_pods: KubeApiServer, kube_api: client.ApiClient) -> None:
+    response = client.CoreV1Api(kube_api).list_namespaced_pod("default", _preload_content=False)
+    raw = json.loads(response.read())
+    assert raw["kind"] == "PodList" and raw["apiVersion"] == "v1"
+    assert all("kind" not in item for item in raw["items"])
+    custom = client.CustomObjectsApi(kube_api)
+    custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", rayjob_manifest("j"))
+    items = custom.list_namespaced_custom_object(*RAY, "default", "rayjobs")["items"]
+    assert items[0]["kind"] == "RayJob"
+
+
+# --- status subresource, generation --------------------------------------------
+
+
+def test_status_subresource_is_separate_from_the_main_resource(kube_api: client.ApiClient) -> None:
+    custom = client.CustomObjectsApi(kube_api)
+    manifest = rayjob_manifest("j")
+    manifest["status"] = {"jobStatus": "RUNNING"}
+    created = custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", manifest)
+    assert "status" not in created  # create drops status
+
+    with_status = custom.patch_namespaced_custom_object_status(
+        *RAY, "default", "rayjobs", "j", {"status": {"jobStatus": "PENDING"}, "spec": {"entrypoint": "ignored"}})
+    assert with_status["status"]["jobStatus"] == "PENDING"
+    assert with_status["spec"]["entrypoint"] == "python main.py"  # /status changes only status
+
+    main = custom.patch_namespaced_custom_object(
+        *RAY, "default", "rayjobs", "j", {"status": {"jobStatus": "FAILED"}, "spec": {"suspend": True}})
+    assert main["status"]["jobStatus"] == "PENDING"  # the main resource ignores status
+    assert main["spec"]["suspend"] is True
+
+    core = client.CoreV1Api(kube_api)
+    core.create_namespaced_pod("default", pod_manifest("p"))
+    pod = core.patch_namespaced_pod_status("p", "default", {"status": {"phase": "Running", "podIP": "10.0.0.9"}})
+    assert (pod.status.phase, pod.status.pod_ip) == ("Running", "10.0.0.9")
+    pod = core.patch_namespaced_pod("p", "default", {"status": {"phase": "Failed"}, "metadata": {"labels": {"x": "y"}}})
+    assert pod.status.phase == "Running" and pod.metadata.labels == {"x": "y"}
+
+
+@pytest.mark.parametrize(
+    ("label", "patch", "status", "bumps"),
+    [
+        ("spec change", {"spec": {"suspend": True}}, False, True),
+        ("label change", {"metadata": {"labels": {"a": "b"}}}, False, False),
+        ("annotation change", {"metadata": {"annotations": {"a": "b"}}}, False, False),
+        ("status change", {"status": {"jobStatus": "RUNNING"}}, True, False),
+        ("no change", {"spec": {"entrypoint": "python main.py"}}, False, False),
+    ],
+)
+def test_generation_moves_only_with_spec(
+    kube_api: client.ApiClient, label: str, patch: dict[str, Any], status: bool, bumps: bool
+) -> None:
+    custom = client.CustomObjectsApi(kube_api)
+    created = custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", rayjob_manifest("j"))
+    assert created["metadata"]["generation"] == 1
+    method = custom.patch_namespaced_custom_object_status if status else custom.patch_namespaced_custom_object
+    patched = method(*RAY, "default", "rayjobs", "j", patch)
+    assert patched["metadata"]["generation"] == (2 if bumps else 1), label
+    unchanged = label == "no change"
+    assert (patched["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]) is unchanged
+
+
+# --- patches ------------------------------------------------------------------
+
+
+def test_custom_objects_take_merge_and_json_patch(kube_api: client.ApiClient) -> None:
+    custom = client.CustomObjectsApi(kube_api)
+    custom.create_namespaced_custom_object(
+        *RAY, "default", "rayjobs", rayjob_manifest("j", metadata={"k": "v"}))
+    merged = custom.patch_namespaced_custom_object(  # a dict goes out as merge-patch
+        *RAY, "default", "rayjobs", "j", {"metadata": {"labels": {"q": "1"}}, "spec": {"metadata": None}})
+    assert merged["metadata"]["labels"] == {"q": "1"} and "metadata" not in merged["spec"]
+    patched = custom.patch_namespaced_custom_object(
+        *RAY, "default", "rayjobs", "j",
+        [{"op": "test", "path": "/spec/entrypoint", "value": "python main.py"},
+         {"op": "replace", "path": "/spec/entrypoint", "value": "python other.py"},
+         {"op": "add", "path": "/metadata/labels/r", "value": "2"}],
+        _content_type="application/json-patch+json")
+    assert patched["spec"]["entrypoint"] == "python other.py"
+    assert patched["metadata"]["labels"] == {"q": "1", "r": "2"}
+
+    code, body = expect_api_error(lambda: custom.patch_namespaced_custom_object(
+        *RAY, "default", "rayjobs", "j", [{"op": "test", "path": "/spec/entrypoint", "value": "nope"}],
+        _content_type="application/json-patch+json"))
+    assert code == 422 and body["reason"] == "Invalid"
+
+
+def test_strategic_merge_patch_is_415_for_custom_objects(kube_api: client.ApiClient) -> None:
+    custom = client.CustomObjectsApi(kube_api)
+    custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", rayjob_manifest("j"))
+    code, body = expect_api_error(lambda: custom.patch_namespaced_custom_object(
+        *RAY, "default", "rayjobs", "j", {"spec": {"suspend": True}},
+        _content_type="application/strategic-merge-patch+json"))
+    assert code == 415 and body["reason"] == "UnsupportedMediaType"
+    assert body["message"].startswith("the body of the request was in an unknown format - accepted media types include:")
+
+
+def test_strategic_merge_patch_merges_containers_by_name_on_built_in_kinds(kube_api: client.ApiClient) -> None:
+    apps = client.AppsV1Api(kube_api)
+    apps.create_namespaced_deployment("default", {
+        "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}},
+                 "template": {"metadata": {"labels": {"app": "d"}},
+                              "spec": {"containers": [{"name": "a", "image": "a:1"}, {"name": "b", "image": "b:1"}]}}},
+    })
+    # A dict body with the typed API goes out as strategic-merge-patch.
+    patched = apps.patch_namespaced_deployment(
+        "d", "default", {"spec": {"template": {"spec": {"containers": [{"name": "b", "image": "b:2"}]}}}})
+    images = {c.name: c.image for c in patched.spec.template.spec.containers}
+    assert images == {"a": "a:1", "b": "b:2"}
+    assert patched.metadata.generation == 2
+
+
+# --- finalizers and garbage collection -------------------------------------------
+
+
+def test_finalizers_hold_the_object_until_removed(kube_api: client.ApiClient, kube_server: KubeApiServer) -> None:
+    core = client.CoreV1Api(kube_api)
+    core.create_namespaced_config_map("default", configmap_manifest("held", finalizers=["example.com/hold"]))
+    answer = core.delete_namespaced_config_map("held", "default")
+    assert answer["kind"] == "ConfigMap" and answer["metadata"]["deletionTimestamp"]  # the object, not a Status
+    pending = core.read_namespaced_config_map("held", "default")
+    assert pending.metadata.deletion_timestamp is not None
+    assert core.delete_namespaced_config_map("held", "default")  # deleting again is fine
+    code, body = expect_api_error(lambda: core.patch_namespaced_config_map(
+        "held", "default", {"metadata": {"finalizers": ["example.com/hold", "example.com/new"]}}))
+    assert code == 422 and "no new finalizers can be added" in body["message"]
+    core.patch_namespaced_config_map("held", "default", {"metadata": {"finalizers": None}})
+    assert kube_server.get_object("v1", "ConfigMap", "held", "default") is None
+
+
+@pytest.mark.parametrize(
+    ("policy", "owner_left", "dependents_left", "references_left"),
+    [
+        (None, False, False, None),  # Background is the default for most kinds
+        ("Background", False, False, None),
+        ("Foreground", False, False, None),
+        ("Orphan", False, True, False),
+    ],
+)
+def test_garbage_collection_follows_propagation_policy(
+    kube_server: KubeApiServer, kube_api: client.ApiClient,
+    policy: str | None, owner_left: bool, dependents_left: bool, references_left: bool | None,
+) -> None:
+    owner = kube_server.create_object(rayjob_manifest("owner"))
+    cluster = kube_server.create_object({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": "owner-abcde", "ownerReferences": [owner_reference(owner)]},
+        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+            {"name": "ray-head", "image": "rayproject/ray:2.55.0"}]}}}},
+    })
+    pod = pod_manifest("owner-abcde-head")
+    pod["metadata"]["ownerReferences"] = [owner_reference(cluster)]
+    kube_server.create_object(pod)
+
+    kwargs = {"propagation_policy": policy} if policy else {}
+    client.CustomObjectsApi(kube_api).delete_namespaced_custom_object(*RAY, "default", "rayjobs", "owner", **kwargs)
+
+    assert (kube_server.get_object("ray.io/v1", "RayJob", "owner", "default") is not None) is owner_left
+    remaining_cluster = kube_server.get_object("ray.io/v1", "RayCluster", "owner-abcde", "default")
+    remaining_pod = kube_server.get_object("v1", "Pod", "owner-abcde-head", "default")
+    assert (remaining_cluster is not None) is dependents_left
+    assert (remaining_pod is not None) is dependents_left  # the grandchild follows its own owner
+    if references_left is not None:
+        assert remaining_cluster is not None
+        assert ("ownerReferences" in remaining_cluster["metadata"]) is references_left
+
+
+def test_foreground_deletion_waits_for_dependents_with_finalizers(kube_server: KubeApiServer) -> None:
+    owner = kube_server.create_object(configmap_manifest("owner"))
+    kube_server.create_object(configmap_manifest("child", owner=owner, finalizers=["example.com/hold"]))
+    kube_server.delete_object("v1", "ConfigMap", "owner", "default", propagation_policy="Foreground")
+    waiting = kube_server.get_object("v1", "ConfigMap", "owner", "default")
+    assert waiting is not None and "foregroundDeletion" in waiting["metadata"]["finalizers"]
+    assert kube_server.get_object("v1", "ConfigMap", "child", "default")["metadata"]["deletionTimestamp"]
+    kube_server.patch_object("v1", "ConfigMap", "child", {"metadata": {"finalizers": None}}, "default")
+    assert kube_server.get_object("v1", "ConfigMap", "child", "default") is None
+    assert kube_server.get_object("v1", "ConfigMap", "owner", "default") is None
+
+
+def test_jobs_orphan_their_pods_by_default_like_batch_v1(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
+    job = kube_server.create_object({
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "submitter"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1"}]}}},
+    })
+    assert job["spec"]["selector"]["matchLabels"] == {"batch.kubernetes.io/controller-uid": job["metadata"]["uid"]}
+    pod = pod_manifest("submitter-x")
+    pod["metadata"]["ownerReferences"] = [owner_reference(job)]
+    kube_server.create_object(pod)
+    client.BatchV1Api(kube_api).delete_namespaced_job("submitter", "default")
+    orphan = kube_server.get_object("v1", "Pod", "submitter-x", "default")
+    assert orphan is not None and "ownerReferences" not in orphan["metadata"]
+
+
+def test_deleting_a_namespace_deletes_its_content(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    core.create_namespace({"metadata": {"name": "team"}})
+    core.create_namespaced_config_map("team", configmap_manifest("cm"))
+    terminating = core.delete_namespace("team")
+    assert terminating["status"]["phase"] == "Terminating"
+    assert kube_server.list_objects("v1", "ConfigMap", "team") == []
+    assert kube_server.get_object("v1", "Namespace", "team") is None
+
+
+# --- watch ------------------------------------------------------------------------
+
+
+def _watch_in_thread(func: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple["queue.Queue[Any]", threading.Thread]:
+    events: queue.Queue[Any] = queue.Queue()
+
+    def run() -> None:
+        try:
+            for event in watch.Watch().stream(func, *args, **kwargs):
+                events.put((event["type"], event["raw_object"]))
+        except Exception as error:  # surfaced to the test through the queue
+            events.put(("EXCEPTION", error))
+        events.put(("END", None))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return events, thread
+
+
+def test_watch_replays_changes_after_a_resource_version_and_ends_at_the_timeout(kube_api: client.ApiClient) -> None:
+    custom = client.CustomObjectsApi(kube_api)
+    start = custom.list_namespaced_custom_object(*RAY, "default", "rayjobs")["metadata"]["resourceVersion"]
+    custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", rayjob_manifest("j"))
+    custom.patch_namespaced_custom_object(*RAY, "default", "rayjobs", "j", {"spec": {"suspend": True}})
+    custom.delete_namespaced_custom_object(*RAY, "default", "rayjobs", "j")
+
+    began = time.monotonic()
+    seen = [
+        (e["type"], e["raw_object"]["metadata"]["name"], e["raw_object"]["metadata"]["resourceVersion"])
+        for e in watch.Watch().stream(custom.list_namespaced_custom_object, *RAY, "default", "rayjobs",
+                                      resource_version=start, timeout_seconds=1)
+    ]
+    elapsed = time.monotonic() - began
+    assert [(kind, name) for kind, name, _ in seen] == [("ADDED", "j"), ("MODIFIED", "j"), ("DELETED", "j")]
+    versions = [int(rv) for _, _, rv in seen]
+    assert versions == sorted(versions) and len(set(versions)) == 3
+    assert 0.9 <= elapsed < 3
+
+
+def test_watch_without_resource_version_starts_with_the_current_objects(kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    core.create_namespaced_config_map("default", configmap_manifest("existing"))
+    events, _ = _watch_in_thread(core.list_namespaced_config_map, "default", timeout_seconds=2)
+    assert events.get(timeout=2)[0] == "ADDED"
+    core.create_namespaced_config_map("default", configmap_manifest("live"))
+    kind, obj = events.get(timeout=2)
+    assert (kind, obj["metadata"]["name"]) == ("ADDED", "live")
+    assert obj["kind"] == "ConfigMap" and obj["apiVersion"] == "v1"
+
+
+def test_watch_honours_selectors_and_reports_objects_leaving_them(kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    start = core.list_namespaced_config_map("default").metadata.resource_version
+    core.create_namespaced_config_map("default", configmap_manifest("in", labels={"team": "a"}))
+    core.create_namespaced_config_map("default", configmap_manifest("out", labels={"team": "b"}))
+    core.patch_namespaced_config_map("in", "default", {"metadata": {"labels": {"team": "b"}}})
+    core.patch_namespaced_config_map("out", "default", {"metadata": {"labels": {"team": "a"}}})
+    seen = [
+        (e["type"], e["raw_object"]["metadata"]["name"])
+        for e in watch.Watch().stream(core.list_namespaced_config_map, "default", label_selector="team=a",
+                                      resource_version=start, timeout_seconds=1)
+    ]
+    assert seen == [("ADDED", "in"), ("DELETED", "in"), ("ADDED", "out")]
+    by_name = [
+        e["raw_object"]["metadata"]["name"]
+        for e in watch.Watch().stream(core.list_namespaced_config_map, "default", field_selector="metadata.name=out",
+                                      resource_version=start, timeout_seconds=1)
+    ]
+    assert by_name == ["out", "out"]
+
+
+def test_watch_from_a_compacted_resource_version_gets_410_expired(kube_api: client.ApiClient, kube_server: KubeApiServer) -> None:
+    core = client.CoreV1Api(kube_api)
+    old = core.list_namespaced_config_map("default").metadata.resource_version
+    core.create_namespaced_config_map("default", configmap_manifest("cm"))
+    kube_server.compact()
+    current = core.list_namespaced_config_map("default").metadata.resource_version
+
+    response = core.list_namespaced_config_map("default", watch=True, resource_version=old, _preload_content=False)
+    assert response.status == 200
+    lines = [json.loads(line) for line in response.read().decode().splitlines() if line]
+    assert lines == [{"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": f"too old resource version: {old} ({current})", "reason": "Expired", "code": 410}}]
+
+    with pytest.raises(ApiException) as caught:
+        list(watch.Watch().stream(core.list_namespaced_config_map, "default", resource_version=old, timeout_seconds=1))
+    assert caught.value.status == 410
+    # From the current version on, watching works again.
+    assert list(watch.Watch().stream(core.list_namespaced_config_map, "default", resource_version=current,
+                                     timeout_seconds=1)) == []
+
+
+def test_a_bounded_history_expires_old_versions_by_itself() -> None:
+    with KubeApiServer(history_limit=3) as server:
+        with server.api_client() as api:
+            core = client.CoreV1Api(api)
+            start = core.list_namespaced_config_map("default").metadata.resource_version
+            for index in range(5):
+                core.create_namespaced_config_map("default", configmap_manifest(f"cm-{index}"))
+            with pytest.raises(ApiException) as caught:
+                list(watch.Watch().stream(core.list_namespaced_config_map, "default", resource_version=start,
+                                          timeout_seconds=1))
+    assert caught.value.status == 410 and "too old resource version" in caught.value.reason
+
+
+def test_stop_ends_open_watches_promptly(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    core.create_namespaced_config_map("default", configmap_manifest("cm"))
+    events, thread = _watch_in_thread(core.list_namespaced_config_map, "default", timeout_seconds=60)
+    assert events.get(timeout=2)[0] == "ADDED"  # the stream is open
+    began = time.monotonic()
+    kube_server.stop()
+    thread.join(timeout=5)
+    assert not thread.is_alive() and time.monotonic() - began < 3
+
+
+# --- pod logs and port-forward ----------------------------------------------------
+
+
+def test_pod_log_reads_the_text_the_test_set(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    core.create_namespaced_pod("default", pod_manifest("p"))
+    kube_server.set_pod_log("default", "p", "one\ntwo\nthree\n")
+    assert core.read_namespaced_pod_log("p", "default") == "one\ntwo\nthree\n"
+    assert core.read_namespaced_pod_log("p", "default", tail_lines=1) == "three\n"
+    code, body = expect_api_error(lambda: core.read_namespaced_pod_log("missing", "default"))
+    assert code == 404 and body["message"] == 'pods "missing" not found'
+
+
+def test_pod_log_needs_a_container_name_when_the_pod_has_several(kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    core.create_namespaced_pod("default", pod_manifest("p", containers=("ray-head", "sidecar")))
+    code, body = expect_api_error(lambda: core.read_namespaced_pod_log("p", "default"))
+    assert code == 400
+    assert body["message"] == "a container name must be specified for pod p, choose one of: [ray-head sidecar]"
+    assert core.read_namespaced_pod_log("p", "default", container="ray-head") == ""
+
+
+def test_pod_log_follow_streams_until_the_log_is_closed(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    core.create_namespaced_pod("default", pod_manifest("p"))
+    kube_server.set_pod_log("default", "p", "first\n")
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def follow() -> None:
+        for line in watch.Watch().stream(core.read_namespaced_pod_log, "p", "default"):
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=follow, daemon=True).start()
+    assert lines.get(timeout=2) == "first"
+    kube_server.append_pod_log("default", "p", "second\n")
+    assert lines.get(timeout=2) == "second"
+    kube_server.close_pod_log("default", "p")
+    assert lines.get(timeout=2) is None
+
+
+def test_pod_log_follow_ends_when_the_pod_is_deleted(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    core.create_namespaced_pod("default", pod_manifest("p"))
+    response = core.read_namespaced_pod_log("p", "default", follow=True, _preload_content=False)
+    core.delete_namespaced_pod("p", "default")
+    began = time.monotonic()
+    assert response.read() == b""
+    assert time.monotonic() - began < 3
+
+
+@pytest.fixture
+def echo_server() -> Iterator[int]:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def serve(connection: socket.socket) -> None:
+        with connection:
+            while data := connection.recv(65536):
+                connection.sendall(data)
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        listener.close()
+
+
+def _round_trip(sock: Any, payload: bytes) -> bytes:
+    sock.sendall(payload)
+    received = b""
+    while len(received) < len(payload):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        received += chunk
+    return received
+
+
+def test_port_forward_round_trip_to_the_resolved_target(
+    kube_server: KubeApiServer, kube_api: client.ApiClient, echo_server: int
+) -> None:
+    core = client.CoreV1Api(kube_api)
+    core.create_namespaced_pod("default", pod_manifest("head"))
+    asked: list[tuple[str, str, int]] = []
+
+    def resolve(namespace: str, pod: str, port: int) -> tuple[str, int]:
+        asked.append((namespace, pod, port))
+        return "127.0.0.1", echo_server
+
+    kube_server.set_port_forward_target(resolve)
+    forward = portforward(core.connect_get_namespaced_pod_portforward, "head", "default", ports="8265")
+    sock = forward.socket(8265)
+    payload = b"hello over v4.channel.k8s.io " * 5000  # several frames each way
+    assert _round_trip(sock, payload) == payload
+    assert forward.error(8265) is None
+    sock.close()
+    assert asked == [("default", "head", 8265)]
+
+
+def test_port_forward_defaults_to_the_pod_ip_and_same_port(
+    kube_server: KubeApiServer, kube_api: client.ApiClient, echo_server: int
+) -> None:
+    manifest = pod_manifest("head")
+    manifest["status"] = {"podIP": "127.0.0.1", "phase": "Running"}
+    kube_server.create_object(manifest)
+    core = client.CoreV1Api(kube_api)
+    forward = portforward(core.connect_get_namespaced_pod_portforward, "head", "default", ports=str(echo_server))
+    sock = forward.socket(echo_server)
+    assert _round_trip(sock, b"ping") == b"ping"
+    sock.close()
+
+
+def test_port_forward_to_a_missing_pod_fails_the_handshake_with_404(kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    with pytest.raises(ApiException) as caught:
+        portforward(core.connect_get_namespaced_pod_portforward, "missing", "default", ports="8265")
+    assert "404" in str(caught.value.reason)
+
+
+def test_port_forward_reports_an_unreachable_target_on_the_error_channel(
+    kube_server: KubeApiServer, kube_api: client.ApiClient
+) -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there any more
+    kube_server.set_port_forward_target(lambda namespace, pod, requested: ("127.0.0.1", port))
+    core = client.CoreV1Api(kube_api)
+    core.create_namespaced_pod("default", pod_manifest("head"))
+    forward = portforward(core.connect_get_namespaced_pod_portforward, "head", "default", ports="8265")
+    sock = forward.socket(8265)
+    sock.settimeout(3)
+    assert sock.recv(10) == b""
+    assert "error forwarding port 8265 to pod head" in (forward.error(8265) or "")
+
+
+# --- extension points -------------------------------------------------------------
+
+
+def test_mutating_hook_changes_objects_before_validation_and_may_deny(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
+    calls: list[str] = []
+
+    def kueue_like(obj: dict[str, Any], operation: str) -> None:
+        calls.append(operation)
+        if obj["metadata"].get("labels", {}).get("kueue.x-k8s.io/queue-name") and operation == "CREATE":
+            obj["spec"]["suspend"] = True
+        if obj["spec"].get("entrypoint") == "forbidden":
+            raise AdmissionDenied("vrayjob.kb.io", "entrypoint is not allowed")
+
+    kube_server.add_mutating_hook("ray.io", "RayJob", kueue_like)
+    custom = client.CustomObjectsApi(kube_api)
+    queued = rayjob_manifest("queued")
+    queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
+    assert custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", queued)["spec"]["suspend"] is True
+    plain = custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", rayjob_manifest("plain"))
+    assert "suspend" not in plain["spec"]
+    custom.patch_namespaced_custom_object(*RAY, "default", "rayjobs", "plain", {"spec": {"suspend": False}})
+    assert calls == ["CREATE", "CREATE", "UPDATE"]
+
+    code, body = expect_api_error(lambda: custom.create_namespaced_custom_object(
+        *RAY, "default", "rayjobs", rayjob_manifest("denied", entrypoint="forbidden")))
+    assert code == 403 and body["reason"] == "Forbidden"
+    assert body["message"] == 'admission webhook "vrayjob.kb.io" denied the request: entrypoint is not allowed'
+
+
+def test_custom_handler_answers_an_aggregated_api_path(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
+    def pending(match: Any, query: dict[str, list[str]], body: bytes | None) -> tuple[int, dict[str, Any]]:
+        return 200, {"kind": "PendingWorkloadsSummary", "items": [{"metadata": {"name": match["cq"]}}],
+                     "limit": query.get("limit", ["?"])[0]}
+
+    kube_server.add_handler(
+        "GET", r"/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/(?P<cq>[^/]+)/pendingworkloads", pending)
+    method, url, headers, _, _ = kube_api.param_serialize(
+        "GET", "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/{name}/pendingworkloads",
+        path_params={"name": "gpu-cq"}, query_params=[("limit", "10")],
+        header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+    response = kube_api.call_api(method, url, headers)
+    response.read()
+    assert response.status == 200
+    assert json.loads(response.data) == {
+        "kind": "PendingWorkloadsSummary", "items": [{"metadata": {"name": "gpu-cq"}}], "limit": "10"}
+
+
+def test_fail_next_fails_matching_requests_the_given_number_of_times(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    kube_server.fail_next("GET", r"/api/v1/namespaces/default/configmaps", code=500, times=2)
+    for _ in range(2):
+        code, body = expect_api_error(lambda: core.list_namespaced_config_map("default"))
+        assert code == 500 and body["reason"] == "InternalError" and body["code"] == 500
+    assert core.list_namespaced_config_map("default").items == []
+    assert core.list_namespaced_pod("default").items == []  # other paths were never affected
+
+    kube_server.fail_next("POST", r"/apis/ray\.io/v1/namespaces/[^/]+/rayjobs", code=429, reason="TooManyRequests")
+    with pytest.raises(ApiException) as caught:
+        client.CustomObjectsApi(kube_api).create_namespaced_custom_object(*RAY, "default", "rayjobs", rayjob_manifest("j"))
+    assert caught.value.status == 429 and caught.value.headers["Retry-After"] == "1"
+    assert kube_server.get_object("ray.io/v1", "RayJob", "j", "default") is None
+    assert ("POST", "/apis/ray.io/v1/namespaces/default/rayjobs") in kube_server.request_log
+
+
+# --- direct store access --------------------------------------------------------
+
+
+def test_direct_access_goes_through_the_same_logic(kube_server: KubeApiServer) -> None:
+    node = kube_server.create_object({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+                                      "status": {"capacity": {"amd.com/gpu": "8"}}})
+    assert node["status"]["capacity"] == {"amd.com/gpu": "8"}  # nodes keep status on create
+    pod = kube_server.create_object({**pod_manifest("p"), "status": {"phase": "Running"}})
+    assert pod["status"]["phase"] == "Running"  # written through /status after the create
+    assert pod["spec"]["restartPolicy"] == "Always"  # defaults apply
+    updated = kube_server.update_status({**pod, "status": {"phase": "Succeeded"}})
+    assert updated["status"]["phase"] == "Succeeded"
+    with pytest.raises(ApiError) as conflict:
+        kube_server.update_status({**pod, "status": {"phase": "Failed"}})  # pod's resourceVersion is stale
+    assert conflict.value.code == 409
+    assert [p["metadata"]["name"] for p in kube_server.list_objects("v1", "Pod", "default")] == ["p"]
+    assert kube_server.list_objects("v1", "Pod", "default", label_selector="app=none") == []
+    with pytest.raises(ApiError) as invalid:
+        kube_server.create_object(rayjob_manifest("bad", backoffLimit="x"))
+    assert invalid.value.code == 422
+    kube_server.delete_object("v1", "Pod", "p", "default")
+    assert kube_server.get_object("v1", "Pod", "p", "default") is None
