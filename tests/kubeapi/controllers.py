@@ -718,6 +718,15 @@ class _Api:
 # --------------------------------------------------------------------------
 
 
+def _ident(item: Any) -> str:
+    """namespace/name of the first object in `item` (an object or a tuple holding one)."""
+    for candidate in item if isinstance(item, tuple) else (item,):
+        if isinstance(candidate, dict) and "metadata" in candidate:
+            meta = candidate["metadata"]
+            return f"{meta.get('namespace', '')}/{meta.get('name', '')}".lstrip("/")
+    return repr(item)[:80]
+
+
 class _PollingController:
     """A daemon thread running `_reconcile()` every `interval` seconds until `stop()`."""
 
@@ -793,9 +802,13 @@ class _PollingController:
         for item in items:
             try:
                 fn(item)
+            except ApiException as exc:
+                if exc.status in (404, 409):  # gone or changed during the pass; the next pass sees why
+                    log.debug("fake %s: %s %s: %s", self.name, what, _ident(item), exc.reason)
+                else:
+                    self._note_error(f"{what} {_ident(item)}: {exc.status} {exc.reason}: {exc.body}")
             except Exception as exc:
-                ident = item.get("metadata", {}).get("name") if isinstance(item, dict) else item
-                self._note_error(f"{what} {ident}: {exc!r}")
+                self._note_error(f"{what} {_ident(item)}: {exc!r}")
 
     def _register(self) -> None:  # webhooks, aggregated APIs
         pass
@@ -1063,10 +1076,7 @@ class FakeKueue(_PollingController):
             conds = set_condition(conds, "Admitted", False, "NoReservation", "The workload has no reservation")
             evicted_reason = (find_condition(wl, "Evicted") or {}).get("reason", "Evicted")
             held = key in self._held
-            status["conditions"] = set_condition(
-                conds, "Requeued", not held, evicted_reason,
-                message if held else f"Requeued after eviction: {message}",
-            )
+            status["conditions"] = set_condition(conds, "Requeued", not held, evicted_reason, message)
         else:
             return
         workloads[job["metadata"]["uid"]] = self._api.patch_status(KUEUE_GROUP, KUEUE_VERSION, "workloads", wl, status)
@@ -1438,6 +1448,7 @@ class FakeKubeRay(_PollingController):
         self._url_mode = dashboard_url_mode
         self._ready_delay = ready_delay
         self._first_seen: dict[str, float] = {}  # RayCluster uid -> monotonic time
+        self._ray_jobs: dict[str, str] = {}  # RayJob uid -> Ray job id it is running
 
     def _register(self) -> None:
         self._server.set_port_forward_target(self._port_forward_target)
@@ -1463,7 +1474,12 @@ class FakeKubeRay(_PollingController):
                 del self._first_seen[uid]
         self._each(clusters, self._reconcile_cluster, "raycluster")
         by_key = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in self._api.list(RAY_GROUP, RAY_VERSION, "rayclusters")}
-        self._each(self._api.list(RAY_GROUP, RAY_VERSION, "rayjobs"), lambda job: self._reconcile_rayjob(job, by_key), "rayjob")
+        rayjobs = self._api.list(RAY_GROUP, RAY_VERSION, "rayjobs")
+        self._each(rayjobs, lambda job: self._reconcile_rayjob(job, by_key), "rayjob")
+        # A deleted RayJob takes its cluster (and so its Ray job) with it; KubeRay's finalizer stops the job.
+        live_jobs = {job["metadata"]["uid"] for job in rayjobs}
+        for uid in [uid for uid in self._ray_jobs if uid not in live_jobs]:
+            self._stop_ray_job(self._ray_jobs.pop(uid))
 
     # RayCluster -----------------------------------------------------------
     def _reconcile_cluster(self, cluster: Obj) -> None:
@@ -1498,7 +1514,7 @@ class FakeKubeRay(_PollingController):
             self._write_cluster_status(cluster, status)
             return
         head_pod = self._ensure_pods(cluster, pods)
-        self._ensure_head_service(cluster)
+        service = self._ensure_head_service(cluster)
         spec = cluster.get("spec") or {}
         desired = sum(int(g.get("replicas", 0)) * int(g.get("numOfHosts", 1) or 1) for g in spec.get("workerGroupSpecs") or [])
         totals: dict[str, Decimal] = {}
@@ -1517,7 +1533,12 @@ class FakeKubeRay(_PollingController):
         status.update(
             state="ready",
             conditions=conds,
-            head={"podIP": "127.0.0.1", "podName": head_pod, "serviceName": head_service_name(cluster), "serviceIP": "127.0.0.1"},
+            head={
+                "podIP": "127.0.0.1",
+                "podName": head_pod,
+                "serviceName": head_service_name(cluster),
+                "serviceIP": (service.get("spec") or {}).get("clusterIP") or "",
+            },
             endpoints={port_name: str(port) for port_name, port in HEAD_SERVICE_PORTS},
             desiredWorkerReplicas=desired,
             readyWorkerReplicas=desired,
@@ -1601,12 +1622,13 @@ class FakeKubeRay(_PollingController):
         )
         return pod_name
 
-    def _ensure_head_service(self, cluster: Obj) -> None:
+    def _ensure_head_service(self, cluster: Obj) -> Obj:
         namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
         service_name = head_service_name(cluster)
-        if self._api.get_service(namespace, service_name) is not None:
-            return
-        self._api.create_service(
+        existing = self._api.get_service(namespace, service_name)
+        if existing is not None:
+            return existing
+        return self._api.create_service(
             {
                 "apiVersion": "v1",
                 "kind": "Service",
@@ -1680,12 +1702,14 @@ class FakeKubeRay(_PollingController):
             elif not self._deadline_exceeded(spec, status):
                 cluster = cluster or self._create_cluster_for(job, status["rayClusterName"])
                 self._ensure_rayjob_service(job, cluster)
+                self._ray_jobs[meta["uid"]] = status["jobId"]
                 if not self._poll_ray_job(job, cluster, status):
                     return
         elif deployment in ("Suspending", "Retrying"):
             if cluster is not None:
                 if status.get("jobId"):
                     self._stop_ray_job(status["jobId"])  # the cluster takes the job with it
+                self._ray_jobs.pop(meta["uid"], None)
                 self._api.delete(RAY_GROUP, RAY_VERSION, "rayclusters", cluster_name, namespace)
                 return
             for key in ("rayClusterStatus", "rayClusterName", "dashboardURL", "jobId", "message", "reason", "rayJobInfo"):
@@ -1697,6 +1721,7 @@ class FakeKubeRay(_PollingController):
                 return
             status.update(jobStatus="", jobDeploymentStatus="")
         elif deployment in ("Complete", "Failed"):
+            self._ray_jobs.pop(meta["uid"], None)
             if spec.get("shutdownAfterJobFinishes") and cluster is not None and not spec.get("clusterSelector"):
                 ttl = int(spec.get("ttlSecondsAfterFinished") or 0)
                 if _seconds_since(status.get("endTime")) >= ttl:

@@ -14,7 +14,6 @@ tests are skipped while `tests/kubeapi/server.py` does not exist.
 from __future__ import annotations
 
 import json
-import urllib.request
 import uuid
 from decimal import Decimal
 from typing import Any, Iterator, Optional
@@ -257,9 +256,11 @@ def _suspend(server: Any, kind: str, name: str) -> Optional[bool]:
 
 
 def _visibility(server: Any, path: str) -> dict:
-    """GET on the aggregated visibility API, as a client with plain REST would."""
-    with urllib.request.urlopen(server.url + path, timeout=5) as response:
-        return json.loads(response.read())
+    """GET on the aggregated visibility API through the official client's plain REST call."""
+    response = server.api_client().call_api("GET", server.url + path, header_params={"Accept": "application/json"})
+    response.read()
+    assert response.status == 200, response.data
+    return json.loads(response.data)
 
 
 def test_kueue_suspends_on_create_and_admits_within_quota(server: Any, kueue: ctl.FakeKueue) -> None:
@@ -505,6 +506,30 @@ def test_kuberay_runs_an_interactive_rayjob_through_its_lifecycle(
     wait_for(lambda: ctl.condition_is_true(_workload_of(server, "RayJob", "hello") or {}, "Finished"), what="Workload Finished")
 
 
+def test_kuberay_gives_the_cluster_back_when_kueue_evicts_a_running_job(
+    server: Any, kueue: ctl.FakeKueue, kuberay: ctl.FakeKubeRay, ray_head: RayHead
+) -> None:
+    from ray.job_submission import JobSubmissionClient
+
+    make_cluster_queue(server, gpus=4)
+    make_local_queue(server)
+    server.create_object(rayjob_manifest("long", workers=1, gpus_per_worker=4))
+    recorder = _StateRecorder(server, "long")
+    cluster_name = recorder.wait_state("Waiting")["status"]["rayClusterName"]
+    submission_id = _submit(ray_head, "python -c 'import time; time.sleep(120)'")
+    _patch_job_id(server, "long", submission_id)
+    recorder.wait_state("Running")
+
+    kueue.evict("default", _workload_of(server, "RayJob", "long")["metadata"]["name"])
+    suspended = recorder.wait_state("Suspended")
+    assert recorder.seen[-3:] == ["Running", "Suspending", "Suspended"]
+    assert "rayClusterName" not in suspended["status"] and suspended["status"]["jobStatus"] == ""
+    assert server.get_object(RAY_API, "RayCluster", cluster_name, "default") is None
+    wait_for(lambda: not (_workload_of(server, "RayJob", "long") or {}).get("status", {}).get("admission"), what="quota back")
+    jobs = JobSubmissionClient(ray_head.dashboard_url)
+    wait_for(lambda: jobs.get_job_status(submission_id).value == "STOPPED", timeout=20, what="the Ray job stopped")
+
+
 def test_kuberay_marks_a_failing_entrypoint_failed(server: Any, kuberay: ctl.FakeKubeRay, ray_head: RayHead) -> None:
     server.create_object(rayjob_manifest("broken", queue=None))
     recorder = _StateRecorder(server, "broken")
@@ -531,20 +556,21 @@ def test_kuberay_validation_and_service_mode(server: Any, ray_head: RayHead) -> 
         assert f"{host}:{port}" == ray_head.dashboard_address
 
 
+def _cluster_in_state(server: Any, name: str, state: str) -> Optional[dict]:
+    cluster = server.get_object(RAY_API, "RayCluster", name, "default") or {}
+    return cluster if (cluster.get("status") or {}).get("state") == state else None
+
+
 def test_kuberay_standalone_raycluster_follows_suspend(server: Any, kuberay: ctl.FakeKubeRay) -> None:
     server.create_object(raycluster_manifest("solo", queue=None, workers=2))
-    ready = wait_for(lambda: (c := server.get_object(RAY_API, "RayCluster", "solo", "default"))["status"].get("state") == "ready" and c,
-                     what="solo ready")
+    ready = wait_for(lambda: _cluster_in_state(server, "solo", "ready"), what="solo ready")
     assert ready["status"]["head"]["serviceName"] == "solo-head-svc"
     assert len(server.list_objects("v1", "Pod", "default", label_selector="ray.io/cluster=solo")) == 3
-    cluster = server.get_object(RAY_API, "RayCluster", "solo", "default")
-    cluster["spec"]["suspend"] = True
     from kubernetes import client
 
     client.CustomObjectsApi(server.api_client()).patch_namespaced_custom_object(
         "ray.io", "v1", "default", "rayclusters", "solo", {"spec": {"suspend": True}}
     )
-    suspended = wait_for(lambda: ctl.condition_is_true(server.get_object(RAY_API, "RayCluster", "solo", "default"), "RayClusterSuspended")
-                         and server.get_object(RAY_API, "RayCluster", "solo", "default"), what="solo suspended")
-    assert suspended["status"]["state"] == "suspended"
+    suspended = wait_for(lambda: _cluster_in_state(server, "solo", "suspended"), what="solo suspended")
+    assert ctl.condition_is_true(suspended, "RayClusterSuspended")
     assert server.list_objects("v1", "Pod", "default", label_selector="ray.io/cluster=solo") == []
