@@ -5,9 +5,8 @@ a failure; the HTTP layer turns it into a `Status` body with the same code,
 reason, message and details that k8s.io/apimachinery/pkg/api/errors builds, so
 that client code under test sees what it would see against a real cluster.
 
-What this does not do: it has no notion of the many rarely used reasons
-(`Gone` for watches is built by the watch code with `expired`, everything else
-that the test server never produces is absent).
+What this does not do: only the reasons the test server can produce are
+here; there is no retry or backoff logic (that belongs to clients).
 """
 
 from __future__ import annotations

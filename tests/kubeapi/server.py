@@ -187,8 +187,10 @@ class KubeApiServer:
     def add_mutating_hook(self, group: str, kind: str, fn: MutatingHook) -> None:
         """`fn(obj, "CREATE"|"UPDATE")` mutates writes of group/kind in place before validation.
 
-        It runs with the store lock held: use the direct methods of this
-        object inside it, not HTTP. Raise `AdmissionDenied` to reject.
+        Called for creates, updates and patches of the main resource (not for
+        /status writes or deletes), after defaulting, like a mutating webhook.
+        It runs with the store lock held: use the direct methods of this object
+        inside it, not HTTP. Raise `AdmissionDenied` to reject the request.
         """
         self.store.add_hook(group, kind, fn)
 
@@ -201,7 +203,7 @@ class KubeApiServer:
         self, method: str, path_regex: str, code: int = 500, times: int = 1, reason: str = "InternalError",
         message: str | None = None,
     ) -> None:
-        """Make the next `times` requests matching method and whole path fail with this Status."""
+        """Make the next `times` requests whose method (or "*") and whole decoded path match fail with this Status."""
         if message is None:
             message = "Internal error occurred: injected failure" if reason == "InternalError" else "injected failure"
         with self._config_lock:
@@ -453,7 +455,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
 
     def _send_error(self, error: ApiError) -> None:
         self._send_json(error.code, error.status(), error.headers)

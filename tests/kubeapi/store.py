@@ -524,7 +524,8 @@ class Store:
         comparable_old = self.render(resource, old, version)
         if result == comparable_old or dry_run:
             return comparable_old if result == comparable_old else result
-        if old_meta.get("deletionTimestamp") and not meta.get("finalizers"):
+        is_namespace = resource.group == "" and resource.kind == "Namespace"  # finished by _finish_namespace
+        if old_meta.get("deletionTimestamp") and not meta.get("finalizers") and not is_namespace:
             self._remove(resource, obj)
             self._sweep()
             return result

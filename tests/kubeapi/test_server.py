@@ -398,6 +398,122 @@ def test_unknown_fields_follow_field_validation(
     assert (warning == '299 - "unknown field \\"spec.entrypointTypo\\""') is (field_validation == "Warn")
 
 
+def _job(name: str, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {**spec, "template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1"}]}}}}
+
+
+IMMUTABLE_CASES = [
+    pytest.param(
+        lambda api: client.CoreV1Api(api).create_namespaced_pod("default", pod_manifest("p")),
+        lambda api: client.CoreV1Api(api).patch_namespaced_pod("p", "default", {"spec": {"nodeSelector": {"a": "b"}}}),
+        "spec", "Forbidden: pod updates may not change fields other than", id="pod spec"),
+    pytest.param(
+        lambda api: client.CoreV1Api(api).create_namespaced_pod("default", pod_manifest("p")),
+        lambda api: client.CoreV1Api(api).patch_namespaced_pod(
+            "p", "default", {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}}),
+        None, None, id="pod image may change"),
+    pytest.param(
+        lambda api: client.BatchV1Api(api).create_namespaced_job("default", _job("j")),
+        lambda api: client.BatchV1Api(api).patch_namespaced_job(
+            "j", "default", {"spec": {"template": {"spec": {"nodeSelector": {"gpu": "yes"}}}}}),
+        "spec.template", "field is immutable", id="job template"),
+    pytest.param(
+        lambda api: client.BatchV1Api(api).create_namespaced_job("default", _job("j", suspend=True)),
+        lambda api: client.BatchV1Api(api).patch_namespaced_job(
+            "j", "default", {"spec": {"template": {"spec": {"nodeSelector": {"gpu": "yes"}}}}}),
+        None, None, id="suspended job may change scheduling directives"),
+    pytest.param(
+        lambda api: client.CoreV1Api(api).create_namespaced_config_map(
+            "default", {"metadata": {"name": "cm"}, "data": {"k": "v"}, "immutable": True}),
+        lambda api: client.CoreV1Api(api).patch_namespaced_config_map("cm", "default", {"data": {"k": "w"}}),
+        "data", "field is immutable when `immutable` is set", id="immutable configmap"),
+    pytest.param(
+        lambda api: client.CoreV1Api(api).create_namespaced_service(
+            "default", {"metadata": {"name": "svc"}, "spec": {"ports": [{"port": 80}]}}),
+        lambda api: client.CoreV1Api(api).patch_namespaced_service(
+            "svc", "default", {"spec": {"clusterIP": "10.96.200.200"}}),
+        "spec.clusterIPs[0]", "may not change once set", id="service clusterIP"),
+    pytest.param(
+        lambda api: client.SchedulingV1Api(api).create_priority_class({"metadata": {"name": "pc"}, "value": 10}),
+        lambda api: client.SchedulingV1Api(api).patch_priority_class("pc", {"value": 20}),
+        "value", "may not be changed in an update", id="priority class value"),
+]
+
+
+@pytest.mark.parametrize(("create", "update", "field", "expected"), IMMUTABLE_CASES)
+def test_updates_respect_immutable_fields(
+    kube_api: client.ApiClient, create: Callable[[client.ApiClient], Any], update: Callable[[client.ApiClient], Any],
+    field: str | None, expected: str | None,
+) -> None:
+    create(kube_api)
+    if field is None:
+        update(kube_api)
+        return
+    code, body = expect_api_error(lambda: update(kube_api))
+    assert code == 422 and body["reason"] == "Invalid"
+    assert any(c["field"] == field and expected in c["message"] for c in body["details"]["causes"]), body
+
+
+def test_pod_admission_resolves_priority_classes(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    missing = pod_manifest("p")
+    missing["spec"]["priorityClassName"] = "urgent"
+    code, body = expect_api_error(lambda: core.create_namespaced_pod("default", missing))
+    assert code == 403 and body["reason"] == "Forbidden"
+    assert body["message"] == 'pods "p" is forbidden: no PriorityClass with name urgent was found'
+    kube_server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                               "metadata": {"name": "urgent"}, "value": 1000})
+    created = core.create_namespaced_pod("default", missing)
+    assert created.spec.priority == 1000 and created.spec.service_account_name == "default"
+
+
+def test_secret_string_data_is_stored_base64_encoded(kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    created = core.create_namespaced_secret("default", {"metadata": {"name": "s"}, "stringData": {"token": "abc"}})
+    assert created.data == {"token": "YWJj"} and created.string_data is None and created.type == "Opaque"
+    code, body = expect_api_error(lambda: core.create_namespaced_secret(
+        "default", {"metadata": {"name": "t"}, "data": {"token": "not base64!"}}))
+    assert code == 400 and "illegal base64 data" in body["message"]
+
+
+def test_put_creates_leases_but_not_config_maps(kube_api: client.ApiClient) -> None:
+    coordination, core = client.CoordinationV1Api(kube_api), client.CoreV1Api(kube_api)
+    _, status, _ = coordination.replace_namespaced_lease_with_http_info(
+        "leader", "default", {"metadata": {"name": "leader"}, "spec": {"holderIdentity": "me"}})
+    assert status == 201
+    code, _ = expect_api_error(lambda: core.replace_namespaced_config_map("cm", "default", configmap_manifest("cm")))
+    assert code == 404
+
+
+def test_dry_run_validates_without_storing(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
+    custom = client.CustomObjectsApi(kube_api)
+    answer = custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", rayjob_manifest("dry"), dry_run="All")
+    assert answer["metadata"]["name"] == "dry" and answer["spec"]["submissionMode"] == "K8sJobMode"
+    assert kube_server.get_object("ray.io/v1", "RayJob", "dry", "default") is None
+    code, _ = expect_api_error(lambda: custom.create_namespaced_custom_object(
+        *RAY, "default", "rayjobs", rayjob_manifest("dry", backoffLimit="x"), dry_run="All"))
+    assert code == 422
+
+
+def test_crds_are_served_read_only_and_can_be_left_out(kube_api: client.ApiClient) -> None:
+    extensions = client.ApiextensionsV1Api(kube_api)
+    response = extensions.read_custom_resource_definition("localqueues.kueue.x-k8s.io", _preload_content=False)
+    crd = json.loads(response.read())
+    assert crd["spec"]["names"]["kind"] == "LocalQueue"
+    assert {c["type"]: c["status"] for c in crd["status"]["conditions"]}["Established"] == "True"
+    code, body = expect_api_error(lambda: extensions.delete_custom_resource_definition("localqueues.kueue.x-k8s.io"))
+    assert code == 405 and body["reason"] == "MethodNotAllowed"
+
+    only_ray = [c for (group, _), c in schemas.crds().items() if group == "ray.io"]
+    with KubeApiServer(crds=only_ray) as bare, bare.api_client() as api:
+        groups = {g.name for g in client.ApisApi(api).get_api_versions().groups}
+        assert "ray.io" in groups and "kueue.x-k8s.io" not in groups
+        code, _ = expect_api_error(lambda: client.CustomObjectsApi(api).list_cluster_custom_object(
+            *KUEUE, "clusterqueues"))
+        assert code == 404
+
+
 def test_create_in_a_missing_namespace_is_404(kube_api: client.ApiClient) -> None:
     code, body = expect_api_error(
         lambda: client.CoreV1Api(kube_api).create_namespaced_config_map("nowhere", configmap_manifest("cm")))
@@ -691,6 +807,21 @@ def test_deleting_a_namespace_deletes_its_content(kube_server: KubeApiServer, ku
     assert kube_server.get_object("v1", "Namespace", "team") is None
 
 
+def test_a_terminating_namespace_refuses_new_content(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    core.create_namespace({"metadata": {"name": "team"}})
+    core.create_namespaced_config_map("team", configmap_manifest("held", finalizers=["example.com/hold"]))
+    core.delete_namespace("team")
+    assert core.read_namespace("team").status.phase == "Terminating"
+    code, body = expect_api_error(lambda: core.create_namespaced_config_map("team", configmap_manifest("new")))
+    assert code == 403
+    assert body["message"] == (
+        'configmaps "new" is forbidden: unable to create new content in namespace team because it is being terminated')
+    assert body["details"]["causes"][0]["reason"] == "NamespaceTerminating"
+    core.patch_namespaced_config_map("held", "team", {"metadata": {"finalizers": None}})
+    assert kube_server.get_object("v1", "Namespace", "team") is None
+
+
 # --- watch ------------------------------------------------------------------------
 
 
@@ -797,15 +928,29 @@ def test_a_bounded_history_expires_old_versions_by_itself() -> None:
     assert caught.value.status == 410 and "too old resource version" in caught.value.reason
 
 
-def test_stop_ends_open_watches_promptly(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
+def test_stop_ends_open_watches_log_streams_and_port_forwards_promptly(
+    kube_server: KubeApiServer, kube_api: client.ApiClient, echo_server: int
+) -> None:
     core = client.CoreV1Api(kube_api)
     core.create_namespaced_config_map("default", configmap_manifest("cm"))
-    events, thread = _watch_in_thread(core.list_namespaced_config_map, "default", timeout_seconds=60)
+    events, watcher = _watch_in_thread(core.list_namespaced_config_map, "default", timeout_seconds=60)
     assert events.get(timeout=2)[0] == "ADDED"  # the stream is open
+    core.create_namespaced_pod("default", pod_manifest("p"))
+    kube_server.set_pod_log("default", "p", "line\n")
+    log = core.read_namespaced_pod_log("p", "default", follow=True, _preload_content=False)
+    kube_server.set_port_forward_target(lambda namespace, pod, port: ("127.0.0.1", echo_server))
+    forward = portforward(core.connect_get_namespaced_pod_portforward, "p", "default", ports="8265")
+    forwarded = forward.socket(8265)
+    assert _round_trip(forwarded, b"up") == b"up"
+
     began = time.monotonic()
     kube_server.stop()
-    thread.join(timeout=5)
-    assert not thread.is_alive() and time.monotonic() - began < 3
+    watcher.join(timeout=5)
+    assert not watcher.is_alive()
+    assert log.read() == b"line\n"  # the follow stream ended
+    forwarded.settimeout(5)
+    assert forwarded.recv(10) == b""  # the forwarded connection was closed
+    assert time.monotonic() - began < 3
 
 
 # --- pod logs and port-forward ----------------------------------------------------
