@@ -337,16 +337,17 @@ def container_env(spec: JobSpec, decision: SizingDecision) -> list[dict[str, str
     return [{"name": key, "value": value} for key, value in values.items()]
 
 
-def gpu_resources(decision: SizingDecision) -> dict[str, int]:
+def gpu_resources(decision: SizingDecision) -> dict[str, str]:
     """The whole-GPU extended resource per pod; empty without GPUs or when sharing a GPU through KAI."""
     if not _has_gpus(decision) or decision.fractional:
         return {}
     if not decision.resource_key:
         raise ValueError(f"decision allocates {decision.gpus_per_replica} GPUs per replica but names no resource key")
-    return {decision.resource_key: int(decision.gpus_per_replica)}
+    # Quantities in their canonical string form, as the API server returns them.
+    return {decision.resource_key: str(int(decision.gpus_per_replica))}
 
 
-def pod_resources(cpu: str, memory: str, extended: Optional[Mapping[str, int]] = None) -> dict[str, Any]:
+def pod_resources(cpu: str, memory: str, extended: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
     """Requests equal to limits: the pod gets exactly what Kueue counted."""
     amounts: dict[str, Any] = {"cpu": cpu, "memory": memory, **(extended or {})}
     return {"requests": dict(amounts), "limits": dict(amounts)}

@@ -145,7 +145,7 @@ def test_render_is_valid_multi_document_yaml():
     worker = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
     assert worker["replicas"] == worker["minReplicas"] == worker["maxReplicas"] == 1
     limits = worker["template"]["spec"]["containers"][0]["resources"]["limits"]
-    assert limits["amd.com/gpu"] == 8
+    assert limits["amd.com/gpu"] == "8"
 
 
 @pytest.mark.parametrize(

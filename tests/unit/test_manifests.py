@@ -224,7 +224,7 @@ def test_worker_resources_requests_equal_limits_with_the_gpu_key(row: Row) -> No
     resources = container["resources"]
     assert resources["requests"] == resources["limits"]
     gpu_keys = {k: v for k, v in resources["limits"].items() if k.endswith("/gpu")}
-    assert gpu_keys == (dict([row.gpu]) if row.gpu else {})
+    assert gpu_keys == ({row.gpu[0]: str(row.gpu[1])} if row.gpu else {})
     assert (resources["limits"]["cpu"], resources["limits"]["memory"]) == (row.cpu, row.memory)
 
 
@@ -472,7 +472,7 @@ def test_core_pod_shape(row: PlainRow) -> None:
     (container,) = pod["containers"]
     resources = container["resources"]
     assert resources["requests"] == resources["limits"]
-    assert {k: v for k, v in resources["limits"].items() if k.endswith("/gpu")} == (dict([row.gpu]) if row.gpu else {})
+    assert {k: v for k, v in resources["limits"].items() if k.endswith("/gpu")} == ({row.gpu[0]: str(row.gpu[1])} if row.gpu else {})
     assert (resources["limits"]["cpu"], resources["limits"]["memory"]) == (row.cpu, row.memory)
     assert container["env"][:3] == [
         {"name": "NUM_GPUS", "value": row.env[0]},

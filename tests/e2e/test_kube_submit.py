@@ -1,0 +1,227 @@
+"""`submit --backend kubernetes` end to end: the real kubernetes client against the test
+API server, simulated Kueue and KubeRay, and a REAL local Ray head behind the dashboardURL.
+
+Every test checks what a user sees (exit status, output) and that nothing is left
+holding quota (no RayJob, RayCluster or Workload remains unless asked for).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from urllib.parse import urlparse
+
+import pytest
+
+from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
+from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
+from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue
+from tests.kubeapi.server import KubeApiServer
+
+RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
+
+
+@pytest.fixture(scope="module")
+def cluster(ray_head, tmp_path_factory):
+    server = KubeApiServer().start()
+    kubeconfig = server.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+    for i in range(2):
+        make_gpu_node(server, f"gpu-{i}", vendor="nvidia", gpus=8)
+    dashboard = urlparse(ray_head.dashboard_url).netloc
+    kueue = FakeKueue(server).start()
+    kuberay = FakeKubeRay(server, dashboard_address=dashboard).start()
+    yield server, str(kubeconfig), kueue, kuberay
+    kuberay.stop()
+    kueue.stop()
+    server.stop()
+
+
+@pytest.fixture
+def queue(cluster):
+    """A fresh LocalQueue -> ClusterQueue with 8 GPUs, in a fresh namespace."""
+    server = cluster[0]
+    suffix = uuid.uuid4().hex[:6]
+    namespace = f"team-{suffix}"
+    server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    make_cluster_queue(server, f"cq-{suffix}", gpus=8)
+    make_local_queue(server, f"lq-{suffix}", namespace, f"cq-{suffix}")
+    return namespace, f"lq-{suffix}", f"cq-{suffix}"
+
+
+def kube_cli(cluster, *args, timeout=180):
+    return run_cli(*args, env=cli_env(KUBECONFIG=cluster[1]), timeout=timeout)
+
+
+def leftovers(server, namespace):
+    return {kind: [o["metadata"]["name"] for o in server.list_objects(api, kind, namespace)]
+            for api, kind in ((RAY, "RayJob"), (RAY, "RayCluster"), (KUEUE, "Workload"))
+            if server.list_objects(api, kind, namespace)}  # fmt: skip
+
+
+def test_submit_runs_through_kueue_and_kuberay_and_cleans_up(cluster, queue):
+    server = cluster[0]
+    namespace, lq, _ = queue
+    out = kube_cli(cluster, "submit", str(EXAMPLES / "hello.yaml"), "-n", namespace, "--queue", lq, "--gpus", "8")
+    assert out.returncode == 0, out.stderr
+    assert "backend: kubernetes (a kubeconfig" in out.stderr
+    assert f"created RayJob {namespace}/hello in queue {lq}" in out.stderr
+    assert "is ready" in out.stderr and "submitted hello-" in out.stderr
+    assert "sum of squares: 285" in out.stdout
+    assert "NUM_GPUS=8 NUM_REPLICAS=1" in out.stdout  # the allocation reached the job
+    assert f"deleted RayJob {namespace}/hello" in out.stderr
+    assert leftovers(server, namespace) == {}
+
+
+def test_failing_job_exits_1_and_cleans_up(cluster, queue):
+    namespace, lq, _ = queue
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "fails", "--", "python", "-c", "import sys; print('bad'); sys.exit(4)")
+    assert out.returncode == 1, out.stderr
+    assert "bad" in out.stdout and "failed" in out.stderr
+    assert leftovers(cluster[0], namespace) == {}
+
+
+def test_not_admitted_within_timeout_exits_3_and_frees_the_queue(cluster, queue):
+    namespace, lq, _ = queue
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "too-big", "--replicas", "2", "--gpus-per-replica", "8", "--timeout", "4", "--", "python", "-c", "1")
+    assert out.returncode == 3, out.stderr
+    assert "queued in " + lq in out.stderr and "insufficient" in out.stderr
+    assert "was not admitted within 4s" in out.stderr
+    assert leftovers(cluster[0], namespace) == {}
+
+
+def test_missing_local_queue_is_explained(cluster, queue):
+    namespace, _, _ = queue
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", "no-such-queue", "--name", "orphan", "--timeout", "3", "--", "python", "-c", "1")
+    assert out.returncode == 3
+    assert "no-such-queue" in out.stderr and "doesn't exist" in out.stderr
+    assert leftovers(cluster[0], namespace) == {}
+
+
+def test_status_explains_a_pending_job_and_ctrl_c_cleans_up(cluster, queue):
+    server = cluster[0]
+    namespace, lq, cq = queue
+    # Hold the queue's whole quota with a first, long-running job.
+    first = subprocess.Popen(
+        [sys.executable, "-m", "raybridge", "submit", "-n", namespace, "--queue", lq, "--name", "holder", "--gpus", "8", "--", "python", "-c", "import time; print('holding', flush=True); time.sleep(300)"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(KUBECONFIG=cluster[1]), cwd=str(ROOT),
+    )  # fmt: skip
+    second = None
+    try:
+        assert "holding" in first.stdout.readline()
+        second = subprocess.Popen(
+            [sys.executable, "-m", "raybridge", "submit", "-n", namespace, "--queue", lq, "--name", "waiter", "--gpus", "8", "--", "python", "-c", "1"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(KUBECONFIG=cluster[1]), cwd=str(ROOT),
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        report = None
+        while time.monotonic() < deadline:
+            status = kube_cli(cluster, "status", "waiter", "-n", namespace, "-o", "json")
+            if status.returncode == 0 and json.loads(status.stdout)["queueState"] == "pending":
+                report = json.loads(status.stdout)
+                break
+            time.sleep(0.5)
+        assert report is not None, "the second job never showed as pending"
+        text = "\n".join(report["explanation"])
+        assert f"LocalQueue {lq} -> ClusterQueue {cq}" in text
+        assert "QuotaReserved=False" in text
+        assert "nvidia.com/gpu: 8 of 8 quota (8 in use)" in text
+        table = kube_cli(cluster, "status", "waiter", "-n", namespace)
+        assert "QuotaReserved=False" in table.stdout
+        listed = json.loads(kube_cli(cluster, "list", "-n", namespace, "-o", "json").stdout)
+        assert {r["name"] for r in listed} == {"holder", "waiter"}
+        second.send_signal(signal.SIGINT)
+        assert second.wait(timeout=30) == 130
+        assert server.get_object(RAY, "RayJob", "waiter", namespace) is None
+        first.send_signal(signal.SIGINT)
+        assert first.wait(timeout=60) == 130
+        assert "interrupted: stopping the job" in first.stderr.read()
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                proc.kill()
+    assert leftovers(server, namespace) == {}
+
+
+def test_dashboard_through_port_forward(cluster, queue, ray_head):
+    """dashboardURL is the in-cluster service name (unreachable here): raybridge port-forwards."""
+    server, kubeconfig = cluster[0], cluster[1]
+    namespace, lq, _ = queue
+    cluster[3].stop()
+    service_mode = FakeKubeRay(server, dashboard_address=urlparse(ray_head.dashboard_url).netloc, dashboard_url_mode="service").start()
+    try:
+        out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "pf", "--", "python", "-c", "print('through the tunnel')")
+    finally:
+        service_mode.stop()
+        cluster[3].start()
+    assert out.returncode == 0, out.stderr
+    assert "port-forwarding 127.0.0.1:" in out.stderr
+    assert "through the tunnel" in out.stdout
+    assert leftovers(server, namespace) == {}
+
+
+def test_api_failure_after_submission_stops_the_job_and_deletes_everything(cluster, queue):
+    server = cluster[0]
+    namespace, lq, _ = queue
+    server.fail_next("PATCH", rf"/apis/ray.io/v1/namespaces/{namespace}/rayjobs/broken$", code=500)
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "broken", "--", "python", "-c", "import time; time.sleep(120)")
+    assert out.returncode == 3, out.stderr
+    assert "updating RayJob" in out.stderr and "Traceback" not in out.stderr
+    assert leftovers(server, namespace) == {}
+
+
+def test_existing_name_is_bad_input_and_the_existing_job_is_untouched(cluster, queue):
+    server = cluster[0]
+    namespace, lq, _ = queue
+    keep = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "taken", "--no-wait", "--", "python", "-c", "print('first')")
+    assert keep.returncode == 0, keep.stderr
+    again = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "taken", "--", "python", "-c", "1")
+    assert again.returncode == 2
+    assert "already exists" in again.stderr
+    assert server.get_object(RAY, "RayJob", "taken", namespace) is not None
+    deleted = kube_cli(cluster, "delete", "taken", "-n", namespace)
+    assert deleted.returncode == 0, deleted.stderr
+    assert leftovers(server, namespace) == {}
+
+
+def test_no_wait_then_logs_follow_then_delete(cluster, queue):
+    namespace, lq, _ = queue
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "later", "--no-wait", "--keep", "-o", "json", "--", "python", "-c", "import time; time.sleep(2); print('done later')")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["status"] == "SUBMITTED"
+    logs = kube_cli(cluster, "logs", "later", "-n", namespace, "--follow")
+    assert logs.returncode == 0, logs.stderr
+    assert "done later" in logs.stdout
+    assert kube_cli(cluster, "delete", "later", "-n", namespace).returncode == 0
+    assert leftovers(cluster[0], namespace) == {}
+
+
+def test_raycluster_kind_is_created_and_explained(cluster, queue):
+    server = cluster[0]
+    namespace, lq, _ = queue
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "interactive", "--kind", "RayCluster", "--gpus", "8")
+    assert out.returncode == 0, out.stderr
+    assert "port-forward svc/interactive-head-svc 8265:8265" in out.stdout
+    assert server.get_object(RAY, "RayCluster", "interactive", namespace) is not None
+    status = kube_cli(cluster, "status", "interactive", "-n", namespace)
+    assert "RayCluster" in status.stdout and "admitted" in status.stdout
+    assert kube_cli(cluster, "delete", "interactive", "-n", namespace).returncode == 0
+    assert leftovers(server, namespace) == {}
+
+
+def test_status_of_unknown_name_is_bad_input(cluster, queue):
+    out = kube_cli(cluster, "status", "nope", "-n", queue[0])
+    assert out.returncode == 2 and "no RayJob or RayCluster named 'nope'" in out.stderr
+
+
+def test_dry_run_creates_nothing(cluster, queue):
+    namespace, lq, _ = queue
+    out = kube_cli(cluster, "submit", str(EXAMPLES / "hello.yaml"), "-n", namespace, "--queue", lq, "--gpus", "4", "--dry-run", "-o", "json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["backend"] == "kubernetes" and result["objects"][0]["kind"] == "RayJob"
+    assert result["plan"]["gpusPerReplica"] == 4
+    assert leftovers(cluster[0], namespace) == {}
