@@ -900,7 +900,8 @@ def test_watch_from_a_compacted_resource_version_gets_410_expired(kube_api: clie
     kube_server.compact()
     current = core.list_namespaced_config_map("default").metadata.resource_version
 
-    response = core.list_namespaced_config_map("default", watch=True, resource_version=old, _preload_content=False)
+    response = core.list_namespaced_config_map("default", watch=True, resource_version=old, timeout_seconds=1,
+                                                _preload_content=False)
     assert response.status == 200
     lines = [json.loads(line) for line in response.read().decode().splitlines() if line]
     assert lines == [{"type": "ERROR", "object": {
