@@ -37,6 +37,9 @@ from .resources import ResourceType
 from .selectors import from_label_selector_object
 from .validation import (
     apply_schema_defaults,
+    builtin_field_errors,
+    decode_builtin,
+    drop_nulls,
     handle_unknown_fields,
     schema_field_errors,
     served_schema,
@@ -64,9 +67,11 @@ class Strategy:
         self.resource = resource
 
     def decode(self, obj: dict[str, Any], field_validation: str) -> list[str]:
-        """Turn a request body into an object (400 for what cannot be decoded); returns warnings."""
-        del obj, field_validation
-        return []
+        """Turn a request body into an object in place (400 for what cannot be decoded); returns warnings."""
+        cleaned = drop_nulls(obj)
+        obj.clear()
+        obj.update(cleaned)
+        return decode_builtin(obj, field_validation)
 
     def default(self, obj: dict[str, Any]) -> None:
         """Defaulting, applied to every write."""
@@ -82,8 +87,16 @@ class Strategy:
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
         return []
 
+    def schema_errors(self, obj: dict[str, Any]) -> list[FieldError]:
+        """Violations of the kind's OpenAPI schema (required fields, enums, ...)."""
+        return builtin_field_errors(obj)
+
     def after_hooks(self, obj: dict[str, Any]) -> None:
-        """Re-normalise what mutating hooks returned."""
+        """Re-normalise what mutating hooks returned (unknown fields a webhook adds are dropped)."""
+        cleaned = drop_nulls(obj)
+        obj.clear()
+        obj.update(cleaned)
+        decode_builtin(obj, "Ignore")
         self.default(obj)
 
     def status_update(self, body: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
@@ -335,6 +348,7 @@ class NamespaceStrategy(Strategy):
 
 class SecretStrategy(Strategy):
     def decode(self, obj: dict[str, Any], field_validation: str) -> list[str]:
+        warnings = super().decode(obj, field_validation)
         for key, value in (obj.get("data") or {}).items():
             try:
                 base64.b64decode(str(value), validate=True)
@@ -347,7 +361,7 @@ class SecretStrategy(Strategy):
             data = obj.setdefault("data", {})
             for key, value in string_data.items():
                 data[key] = base64.b64encode(str(value).encode()).decode()
-        return []
+        return warnings
 
     def default(self, obj: dict[str, Any]) -> None:
         obj.setdefault("type", "Opaque")
@@ -545,6 +559,9 @@ class CustomResourceStrategy(Strategy):
         self.default(obj)
 
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+        return []
+
+    def schema_errors(self, obj: dict[str, Any]) -> list[FieldError]:
         return schema_field_errors(obj)
 
     def status_update(self, body: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:

@@ -48,6 +48,7 @@ from .errors import AdmissionDenied, ApiError, bad_request, method_not_allowed, 
 from .resources import BUILTIN_TYPES, ResourceRegistry, ResourceType, from_crd
 from .selectors import parse_field_selector, parse_label_selector
 from .store import INITIAL_NAMESPACES, DeleteOptions, MutatingHook, Store, WatchFilter, now_rfc3339
+from .validation import K8S_SCHEMA_VERSION
 from .websocket import WebSocketConnection, accept_key, choose_protocol
 
 __all__ = ["KubeApiServer", "AdmissionDenied", "ApiError"]
@@ -529,7 +530,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 self._send_text(200, "ok")
                 return
             if path == "/version":
-                self._send_json(200, {"major": "1", "minor": "34", "gitVersion": "v1.34.0", "platform": "linux/amd64"})
+                major, minor, _ = K8S_SCHEMA_VERSION.split(".", 2)
+                self._send_json(200, {"major": major, "minor": minor, "gitVersion": f"v{K8S_SCHEMA_VERSION}",
+                                      "platform": "linux/amd64"})
                 return
             if segments == ["api"]:
                 host, port = self.server.server_address[:2]

@@ -296,8 +296,10 @@ class Store:
         errors = validate_object_meta(meta, name_rule=resource.name_rule, namespaced=resource.namespaced)
         if old is not None:
             errors += validate_immutable_meta(meta, old["metadata"])
-        if not status_only or resource.is_custom:
-            errors += self._strategy(resource).validate(obj, old)
+        strategy = self._strategy(resource)
+        errors += [e for e in strategy.schema_errors(obj) if e not in errors]
+        if not status_only:
+            errors += [e for e in strategy.validate(obj, old) if e not in errors]
         if errors:
             raise invalid(resource.group, resource.kind, meta.get("name") or meta.get("generateName", ""), errors)
 

@@ -10,19 +10,29 @@ non-nullable fields, the way kube-apiserver treats them. Unknown fields follow
 the request's `fieldValidation` (Strict: 400 "strict decoding error"; Warn:
 dropped with a warning; Ignore: dropped).
 
+Built-in kinds are checked against Kubernetes' own OpenAPI schemas (the
+strict JSON Schemas bundled by the `kubernetes-validate` package, latest
+release it knows): unknown fields as above, a value of the wrong JSON type is
+a 400 decoding error (as decoding into the Go struct fails on a real server),
+and missing required fields are 422.
+
 What this does not do: CEL rules (`x-kubernetes-validations`), list-map
-uniqueness and formats are not checked; built-in kinds have no schema here, so
-their unknown fields are neither rejected nor dropped.
+uniqueness and formats are not checked; of the Go validation of built-in
+kinds only the parts in kinds.py exist.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import importlib.resources
 import json
 import re
 from typing import Any, Iterable
 
 import jsonschema
+import kubernetes_validate
+from referencing import Registry, Resource
 
 from tests import schemas
 
@@ -262,20 +272,78 @@ def _delete_path(obj: Any, parts: list[Any], key: str) -> None:
     current.pop(key, None)
 
 
-def handle_unknown_fields(obj: dict[str, Any], field_validation: str) -> list[str]:
-    """Unknown fields of a custom object, per `fieldValidation`.
+# --- built-in kinds: Kubernetes' OpenAPI schemas ------------------------------
 
-    Strict raises a 400 "strict decoding error" like the real server; Warn and
-    Ignore drop the fields in place (Warn returns the warning texts).
-    """
+K8S_SCHEMA_VERSION = kubernetes_validate.latest_version()
+
+
+@functools.lru_cache(maxsize=None)
+def _k8s_schemas() -> tuple[Any, Registry]:
+    base = importlib.resources.files("kubernetes_validate").joinpath(
+        "kubernetes-json-schema", f"v{K8S_SCHEMA_VERSION}-local-strict"
+    )
+    definitions = json.loads(base.joinpath("_definitions.json").read_text())
+    return base, Resource.from_contents(definitions) @ Registry()
+
+
+@functools.lru_cache(maxsize=None)
+def builtin_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
+    """The strict schema of a built-in kind (None when the package has none)."""
+    base, registry = _k8s_schemas()
+    stem = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    path = base.joinpath(f"{kind.lower()}-{stem}.json")
+    if not path.is_file():
+        return None
+    schema = json.loads(path.read_text())
+    return jsonschema.Draft202012Validator(schema, registry=Resource.from_contents(schema) @ registry)
+
+
+def drop_nulls(value: Any) -> Any:
+    """What decoding JSON into Go structs does to `null`: the field stays unset."""
+    if isinstance(value, dict):
+        return {k: drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [drop_nulls(v) for v in value]
+    return value
+
+
+def decode_builtin(obj: dict[str, Any], field_validation: str) -> list[str]:
+    """Decode-time checks of a built-in object, in place: wrong JSON types are 400, unknown fields per mode."""
+    checker = builtin_validator(obj.get("apiVersion", ""), obj.get("kind", ""))
+    if checker is None:
+        return []
     kind = obj.get("kind", "")
     version = str(obj.get("apiVersion", "")).rpartition("/")[2]
-    checker = schemas.validator(obj.get("apiVersion", ""), kind)
+    errors = list(checker.iter_errors(obj))
+    wrong_types = [e for e in errors if e.validator in ("type", "oneOf")]
+    if wrong_types:
+        error = min(wrong_types, key=lambda e: len(e.absolute_path))
+        expected = error.validator_value if error.validator == "type" else "int-or-string"
+        if isinstance(expected, list):
+            expected = next((t for t in expected if t != "null"), "")
+        raise bad_request(
+            f'{kind} in version "{version}" cannot be handled as a {kind}: json: cannot unmarshal '
+            f"{_json_type(error.instance)} into Go struct field .{_path(error.absolute_path)} of type {expected}"
+        )
+    return _handle_unknown(obj, errors, field_validation, kind, version)
+
+
+def builtin_field_errors(obj: dict[str, Any]) -> list[FieldError]:
+    """Schema violations of a built-in object other than types and unknown fields (required, enum, ...)."""
+    checker = builtin_validator(obj.get("apiVersion", ""), obj.get("kind", ""))
+    if checker is None:
+        return []
+    errors = [e for e in checker.iter_errors(obj) if e.validator not in ("type", "oneOf", "additionalProperties")]
+    return [_describe(e) for e in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])]
+
+
+def _handle_unknown(
+    obj: dict[str, Any], errors: list[jsonschema.ValidationError], field_validation: str, kind: str, version: str
+) -> list[str]:
     unknown: list[tuple[list[Any], str]] = []
-    for error in checker.iter_errors(obj):
+    for error in errors:
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
             unknown += [(list(error.absolute_path), key) for key in _unknown_keys(error)]
-    unknown += [(["metadata"], key) for key in (obj.get("metadata") or {}) if key not in OBJECT_META_FIELDS]
     if not unknown:
         return []
     names = [f'unknown field "{_path([*parts, key])}"' for parts, key in unknown]
@@ -286,6 +354,28 @@ def handle_unknown_fields(obj: dict[str, Any], field_validation: str) -> list[st
     for parts, key in sorted(unknown, key=lambda u: -len(u[0])):
         _delete_path(obj, parts, key)
     return names if field_validation == "Warn" else []
+
+
+def handle_unknown_fields(obj: dict[str, Any], field_validation: str) -> list[str]:
+    """Unknown fields of a custom object, per `fieldValidation`.
+
+    Strict raises a 400 "strict decoding error" like the real server; Warn and
+    Ignore drop the fields in place (Warn returns the warning texts).
+    """
+    kind = obj.get("kind", "")
+    version = str(obj.get("apiVersion", "")).rpartition("/")[2]
+    checker = schemas.validator(obj.get("apiVersion", ""), kind)
+    errors = list(checker.iter_errors(obj))
+    meta = obj.get("metadata") or {}
+    if any(key not in OBJECT_META_FIELDS for key in meta):
+        # The CRD schema leaves metadata open; ObjectMeta itself is strict.
+        meta_checker = builtin_validator("v1", "ConfigMap")
+        assert meta_checker is not None
+        errors += [
+            e for e in meta_checker.iter_errors({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
+            if e.validator == "additionalProperties"
+        ]
+    return _handle_unknown(obj, errors, field_validation, kind, version)
 
 
 def schema_field_errors(obj: dict[str, Any]) -> list[FieldError]:
