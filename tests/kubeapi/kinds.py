@@ -574,9 +574,12 @@ class CustomResourceStrategy(Strategy):
         return new
 
     def generation_changed(self, new: dict[str, Any], old: dict[str, Any]) -> bool:
-        ignored = {"metadata", "status"} if self.resource.has_status else {"metadata"}
-        strip = lambda o: {k: v for k, v in o.items() if k not in ignored and k not in ("apiVersion", "kind")}  # noqa: E731
-        return strip(new) != strip(old)
+        ignored = {"metadata", "apiVersion", "kind"} | ({"status"} if self.resource.has_status else set())
+
+        def content(obj: dict[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in obj.items() if k not in ignored}
+
+        return content(new) != content(old)
 
 
 _STRATEGIES: dict[tuple[str, str], type[Strategy]] = {

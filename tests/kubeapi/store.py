@@ -461,11 +461,14 @@ class Store:
             key = (namespace or "" if resource.namespaced else "", name)
             old = self._bucket(resource).get(key)
             if old is None:
-                if resource.allow_create_on_update and subresource is None:
-                    created, warnings = self.create(resource, version, namespace, obj, dry_run=dry_run,
-                                                    field_validation=field_validation)
-                    return created, warnings, True
-                raise _not_found(resource, name)
+                if not resource.allow_create_on_update or subresource is not None:
+                    raise _not_found(resource, name)
+                if meta.get("resourceVersion"):
+                    # A precondition on an object that does not exist cannot hold.
+                    raise conflict(resource.group, resource.plural, name, STALE_OBJECT)
+                created, warnings = self.create(resource, version, namespace, obj, dry_run=dry_run,
+                                                field_validation=field_validation)
+                return created, warnings, True
             warnings = self._strategy(resource).decode(obj, field_validation)
             result = self._update(resource, version, obj, old, subresource=subresource, dry_run=dry_run)
             return result, warnings, False
