@@ -10,7 +10,7 @@ official `kubernetes` client against objects that look like the real ones.
 How they work: each runs one daemon thread that lists the objects it cares
 about every `interval` seconds and reconciles them, talking to the server only
 through the official client (`CustomObjectsApi`, `CoreV1Api`). The parts that a
-real cluster runs as webhooks or aggregated APIs (Kueue's mutating webhook and
+real cluster runs as webhooks or aggregated APIs (Kueue's webhooks and
 visibility API, the kubelet side of a port-forward) are registered on the
 server with `add_mutating_hook`, `add_handler` and `set_port_forward_target`.
 Errors are logged and retried on the next pass; a pass never kills the thread.
@@ -20,20 +20,27 @@ transitions, reasons and messages.
 
 What they deliberately do not do:
 
-- FakeKueue: no cohorts, borrowing, lending, preemption, fair sharing,
-  admission checks, topology-aware scheduling, namespaceSelector or stopPolicy;
-  no Kueue validating webhook; no elastic workload slices. Only cpu, memory,
-  nvidia.com/gpu, amd.com/gpu and resources a ClusterQueue covers are counted;
-  other requests (ephemeral-storage, ...) are ignored instead of making the
-  workload inadmissible. Flavor eligibility checks `nodeSelector` only (not
-  node affinity or taints). An evicted workload is held (`Requeued=False`)
-  until `requeue()` unless `evict(..., requeue=True)`, so that tests can look
-  at the evicted state; real Kueue requeues a preempted workload at once.
+- FakeKueue: no cohorts, borrowing, lending, preemption (only the `evict()`
+  knob), fair sharing, admission checks, topology-aware scheduling,
+  namespaceSelector, stopPolicy, deactivation of an admitted Workload, or
+  elastic workload slices. Of Kueue's validating webhook only the RayJob and
+  RayCluster create checks are there. Only cpu, memory, nvidia.com/gpu,
+  amd.com/gpu and resources a ClusterQueue covers are counted; other requests
+  (ephemeral-storage, ...) are ignored instead of making the workload
+  inadmissible. Flavor eligibility checks `nodeSelector` only (not node
+  affinity or taints). Queue order ties within one creation second are broken
+  by the order this controller first saw the Workloads. An evicted workload is
+  held (`Requeued=False`) until `requeue()` unless `evict(..., requeue=True)`,
+  so that tests can look at the evicted state; real Kueue requeues a preempted
+  workload at once.
 - FakeKubeRay: no real pods or processes; all Ray pods report `podIP`
-  127.0.0.1 and every Ray job runs on the one real Ray head the test started.
-  No autoscaling, no submitter Kubernetes Job (K8sJobMode is submitted over
-  HTTP like HTTPMode), no finalizer on RayJobs, no RayService, no
-  deletionStrategy, no cron schedules, no auth tokens, no GCS fault tolerance.
+  127.0.0.1 and every Ray job runs on the one real Ray head the test started,
+  so the fake stops a Ray job where the real cluster would have died with it
+  (suspension, deletion). No autoscaling, no submitter Kubernetes Job
+  (K8sJobMode is submitted over HTTP like HTTPMode), no finalizer on RayJobs,
+  no RayService, no deletionStrategy, no cron schedules, no auth tokens, no
+  GCS fault tolerance. Like the real operator it ignores `suspend` while a
+  RayJob is `Waiting` for its job id.
 - Hooks and handlers stay registered after `stop()` (the server cannot
   unregister them); stopping only ends reconciliation.
 """
@@ -142,7 +149,9 @@ def set_condition(
     return out
 
 
-_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+_QUANTITY = re.compile(
+    r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$"
+)
 _BINARY_SUFFIXES = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
@@ -282,10 +291,14 @@ def kueue_create_errors(kind: str, obj: Mapping[str, Any]) -> list[str]:
         if spec.get("clusterSelector") and not spec.get("rayClusterSpec"):
             return []  # not managed
         if not spec.get("rayClusterSpec"):
-            return ["spec.rayClusterSpec: Required value: rayClusterSpec is required for Kueue-managed jobs that don't use clusterSelector"]
+            return [
+                "spec.rayClusterSpec: Required value: "
+                "rayClusterSpec is required for Kueue-managed jobs that don't use clusterSelector"
+            ]
         if not spec.get("shutdownAfterJobFinishes"):
             errors.append(
-                "spec.shutdownAfterJobFinishes: Invalid value: false: a kueue managed job should delete the cluster after finishing"
+                "spec.shutdownAfterJobFinishes: Invalid value: false: "
+                "a kueue managed job should delete the cluster after finishing"
             )
         if spec.get("clusterSelector"):
             errors.append(
@@ -295,7 +308,8 @@ def kueue_create_errors(kind: str, obj: Mapping[str, Any]) -> list[str]:
     cluster = ray_cluster_spec_of(kind, obj)
     if cluster.get("enableInTreeAutoscaling"):
         errors.append(
-            "spec.rayClusterSpec.enableInTreeAutoscaling: Invalid value: true: a kueue managed job should not use autoscaling"
+            "spec.rayClusterSpec.enableInTreeAutoscaling: Invalid value: true: "
+            "a kueue managed job should not use autoscaling"
         )
     groups = cluster.get("workerGroupSpecs") or []
     if len(groups) > MAX_POD_SETS - 1:
@@ -348,10 +362,18 @@ def default_submitter_template(cluster_spec: Mapping[str, Any]) -> Obj:
 def ray_podsets(kind: str, job: Mapping[str, Any]) -> list[Obj]:
     """Workload podSets for a RayJob/RayCluster: head, one per worker group, submitter in K8sJobMode."""
     cluster = ray_cluster_spec_of(kind, job)
-    podsets = [{"name": "head", "count": 1, "template": _podset_template((cluster.get("headGroupSpec") or {}).get("template") or {})}]
+    podsets = [
+        {
+            "name": "head",
+            "count": 1,
+            "template": _podset_template((cluster.get("headGroupSpec") or {}).get("template") or {}),
+        }
+    ]
     for group in cluster.get("workerGroupSpecs") or []:
         count = int(group.get("replicas", 0)) * int(group.get("numOfHosts", 1) or 1)
-        podsets.append({"name": group["groupName"], "count": count, "template": _podset_template(group.get("template") or {})})
+        podsets.append(
+            {"name": group["groupName"], "count": count, "template": _podset_template(group.get("template") or {})}
+        )
     spec = job.get("spec") or {}
     if kind == "RayJob" and spec.get("submissionMode", "K8sJobMode") == "K8sJobMode":
         template = spec.get("submitterPodTemplate")
@@ -655,8 +677,13 @@ class _Api:
         try:
             if namespace:
                 self.custom.delete_namespaced_custom_object(
-                    group, version, namespace, plural, name,
-                    propagation_policy="Background", _request_timeout=REQUEST_TIMEOUT,
+                    group,
+                    version,
+                    namespace,
+                    plural,
+                    name,
+                    propagation_policy="Background",
+                    _request_timeout=REQUEST_TIMEOUT,
                 )
             else:
                 self.custom.delete_cluster_custom_object(
@@ -671,7 +698,9 @@ class _Api:
         return self.api_client.sanitize_for_serialization(model)
 
     def list_pods(self, namespace: str, label_selector: str) -> list[Obj]:
-        result = self.core.list_namespaced_pod(namespace, label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT)
+        result = self.core.list_namespaced_pod(
+            namespace, label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT
+        )
         return [self._plain(p) for p in result.items or []]
 
     def create_pod(self, pod: Obj) -> Obj:
@@ -682,8 +711,11 @@ class _Api:
 
     def patch_pod_status(self, namespace: str, name: str, status: Obj) -> None:
         self.core.patch_namespaced_pod_status(
-            name, namespace, {"status": status},
-            _content_type="application/merge-patch+json", _request_timeout=REQUEST_TIMEOUT,
+            name,
+            namespace,
+            {"status": status},
+            _content_type="application/merge-patch+json",
+            _request_timeout=REQUEST_TIMEOUT,
         )
 
     def delete_pod(self, namespace: str, name: str) -> None:
@@ -1004,16 +1036,24 @@ class FakeKueue(_PollingController):
         self._each(missing, lambda item: self._create_workload(item[0], item[1], workloads), "creating workload for")
         live = {wl["metadata"]["uid"] for wl in workloads.values()}
         self._arrival = {uid: n for uid, n in self._arrival.items() if uid in live}
-        self._each(list(workloads.items()), lambda item: self._sync_workload(item[1], *jobs[item[0]], workloads), "syncing workload")
+        self._each(
+            list(workloads.items()),
+            lambda item: self._sync_workload(item[1], *jobs[item[0]], workloads),
+            "syncing workload",
+        )
         self._schedule(workloads, jobs, cluster_queues, local_queues, flavor_labels)
-        self._each(list(workloads.items()), lambda item: self._sync_job(item[1], *jobs[item[0]]), "syncing job of workload")
+        self._each(
+            list(workloads.items()), lambda item: self._sync_job(item[1], *jobs[item[0]]), "syncing job of workload"
+        )
         self._update_queue_statuses(workloads.values(), cluster_queues, local_queues)
 
     def _owner_job(self, wl: Obj) -> Optional[tuple[str, Obj]]:
         owner = controller_owner(wl)
         if not owner or owner.get("kind") not in _RAY_PLURALS:
             return None
-        job = self._api.get(RAY_GROUP, RAY_VERSION, _RAY_PLURALS[owner["kind"]], owner["name"], wl["metadata"]["namespace"])
+        job = self._api.get(
+            RAY_GROUP, RAY_VERSION, _RAY_PLURALS[owner["kind"]], owner["name"], wl["metadata"]["namespace"]
+        )
         return (owner["kind"], job) if job else None
 
     def _priority(self, job: Obj) -> tuple[int, Optional[Obj]]:
@@ -1039,7 +1079,10 @@ class FakeKueue(_PollingController):
                 "name": workload_name(kind, meta["name"], meta["uid"]),
                 "namespace": meta["namespace"],
                 "labels": {JOB_UID_LABEL: meta["uid"]},
-                "annotations": {JOB_OWNER_GVK_ANNOTATION: f"{RAY_API}, Kind={kind}", JOB_OWNER_NAME_ANNOTATION: meta["name"]},
+                "annotations": {
+                    JOB_OWNER_GVK_ANNOTATION: f"{RAY_API}, Kind={kind}",
+                    JOB_OWNER_NAME_ANNOTATION: meta["name"],
+                },
                 "ownerReferences": [owner_reference(job)],
             },
             "spec": spec,
@@ -1062,7 +1105,10 @@ class FakeKueue(_PollingController):
         if finished is not None:
             success, message = finished
             status["conditions"] = set_condition(
-                conds, "Finished", True, "Succeeded" if success else "Failed",
+                conds,
+                "Finished",
+                True,
+                "Succeeded" if success else "Failed",
                 message or ("Job finished successfully" if success else "Job failed"),
             )
         elif status.get("admission") and condition_is_true(wl, "Evicted"):
@@ -1108,11 +1154,15 @@ class FakeKueue(_PollingController):
             lq_name = (wl.get("spec") or {}).get("queueName", "")
             lq = local_queues.get((wl["metadata"]["namespace"], lq_name))
             if lq is None:
-                self._set_pending(uid, workloads, "Inadmissible", f"LocalQueue {lq_name} doesn't exist", granular="Misconfigured")
+                self._set_pending(
+                    uid, workloads, "Inadmissible", f"LocalQueue {lq_name} doesn't exist", granular="Misconfigured"
+                )
                 continue
             cq_name = (lq.get("spec") or {}).get("clusterQueue", "")
             if cq_name not in cluster_queues:
-                self._set_pending(uid, workloads, "Inadmissible", f"ClusterQueue {cq_name} doesn't exist", granular="Misconfigured")
+                self._set_pending(
+                    uid, workloads, "Inadmissible", f"ClusterQueue {cq_name} doesn't exist", granular="Misconfigured"
+                )
                 continue
             pending[cq_name].append((uid, wl))
 
@@ -1153,11 +1203,18 @@ class FakeKueue(_PollingController):
         wl = workloads[uid]
         reason = granular if self._granular and granular else reason
         current = find_condition(wl, "QuotaReserved")
-        if current and current.get("status") == "False" and current.get("reason") == reason and current.get("message") == message:
+        if (
+            current
+            and current.get("status") == "False"
+            and current.get("reason") == reason
+            and current.get("message") == message
+        ):
             return
         status = copy.deepcopy(wl.get("status") or {})
         conds = set_condition(status.get("conditions") or [], "QuotaReserved", False, reason, message)
-        status["conditions"] = set_condition(conds, "Admitted", False, "NoReservation", "The workload has no reservation")
+        status["conditions"] = set_condition(
+            conds, "Admitted", False, "NoReservation", "The workload has no reservation"
+        )
         workloads[uid] = self._api.patch_status(KUEUE_GROUP, KUEUE_VERSION, "workloads", wl, status)
 
     def _admit(self, uid: str, workloads: dict[str, Obj], cq_name: str, fit: FlavorFit) -> None:
@@ -1165,12 +1222,21 @@ class FakeKueue(_PollingController):
         status = copy.deepcopy(wl.get("status") or {})
         now = now_rfc3339()
         status["admission"] = {"clusterQueue": cq_name, "podSetAssignments": fit.pod_set_assignments}
-        conds = set_condition(status.get("conditions") or [], "QuotaReserved", True, "QuotaReserved", f"Quota reserved in ClusterQueue {cq_name}", now)
+        conds = set_condition(
+            status.get("conditions") or [],
+            "QuotaReserved",
+            True,
+            "QuotaReserved",
+            f"Quota reserved in ClusterQueue {cq_name}",
+            now,
+        )
         conds = set_condition(conds, "Admitted", True, "Admitted", "The workload is admitted", now)
         for previous in ("Evicted", "Preempted"):
             cond = find_condition(wl, previous)
             if cond and cond.get("status") == "True":
-                conds = set_condition(conds, previous, False, "QuotaReserved", f"Previously: {cond.get('message', '')}", now)
+                conds = set_condition(
+                    conds, previous, False, "QuotaReserved", f"Previously: {cond.get('message', '')}", now
+                )
         status["conditions"] = conds
         workloads[uid] = self._api.patch_status(KUEUE_GROUP, KUEUE_VERSION, "workloads", wl, status)
 
@@ -1225,7 +1291,9 @@ class FakeKueue(_PollingController):
             if name not in node_selectors:
                 continue
             spec = template.setdefault("spec", {})
-            selector = dict(node_selectors[name]) if replace else {**(spec.get("nodeSelector") or {}), **node_selectors[name]}
+            selector = (
+                dict(node_selectors[name]) if replace else {**(spec.get("nodeSelector") or {}), **node_selectors[name]}
+            )
             if selector:
                 spec["nodeSelector"] = selector
             else:
@@ -1264,10 +1332,18 @@ class FakeKueue(_PollingController):
                     counter["pending"] += 1
 
         for name, cq in cluster_queues.items():
-            self._each([cq], lambda obj: self._write_queue_status("clusterqueues", obj, bucket(("cq", name)), cq), "status of clusterqueue")
+            self._each(
+                [cq],
+                lambda obj: self._write_queue_status("clusterqueues", obj, bucket(("cq", name)), cq),
+                "status of clusterqueue",
+            )
         for key, lq in local_queues.items():
             cq = cluster_queues.get((lq.get("spec") or {}).get("clusterQueue", ""))
-            self._each([lq], lambda obj: self._write_queue_status("localqueues", obj, bucket(("lq",) + key), cq), "status of localqueue")
+            self._each(
+                [lq],
+                lambda obj: self._write_queue_status("localqueues", obj, bucket(("lq",) + key), cq),
+                "status of localqueue",
+            )
 
     def _write_queue_status(self, plural: str, queue: Obj, counter: dict[str, Any], cq: Optional[Obj]) -> None:
         flavors = []
@@ -1295,8 +1371,12 @@ class FakeKueue(_PollingController):
         elif cq is not None:
             active = set_condition(conds, "Active", True, "Ready", "Can submit new workloads to localQueue")
         else:
-            active = set_condition(conds, "Active", False, "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
-        if [(c["type"], c["status"], c["reason"]) for c in active] != [(c.get("type"), c.get("status"), c.get("reason")) for c in conds]:
+            active = set_condition(
+                conds, "Active", False, "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue"
+            )
+        if [(c["type"], c["status"], c["reason"]) for c in active] != [
+            (c.get("type"), c.get("status"), c.get("reason")) for c in conds
+        ]:
             status["conditions"] = active
         self._api.patch_status(KUEUE_GROUP, KUEUE_VERSION, plural, queue, status)
 
@@ -1384,7 +1464,10 @@ class _DashboardClient:
             body["runtime_env"] = yaml.safe_load(spec["runtimeEnvYAML"])
         if spec.get("metadata"):
             body["metadata"] = spec["metadata"]
-        for field_name, key in (("entrypointNumCpus", "entrypoint_num_cpus"), ("entrypointNumGpus", "entrypoint_num_gpus")):
+        for field_name, key in (
+            ("entrypointNumCpus", "entrypoint_num_cpus"),
+            ("entrypointNumGpus", "entrypoint_num_gpus"),
+        ):
             if spec.get(field_name) is not None:
                 body[key] = spec[field_name]
         if spec.get("entrypointResources"):
@@ -1400,7 +1483,10 @@ class _DashboardClient:
 
     def _post(self, path: str, body: Obj) -> None:
         request = urllib.request.Request(
-            self.base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
+            self.base + path,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
         )
         with urllib.request.urlopen(request, timeout=10) as response:
             response.read()
@@ -1455,7 +1541,9 @@ class FakeKubeRay(_PollingController):
 
     def _port_forward_target(self, namespace: str, pod_name: str, port: int) -> tuple[str, int]:
         if int(port) != DASHBOARD_PORT:
-            raise ConnectionRefusedError(f"only the dashboard port {DASHBOARD_PORT} of a Ray head is simulated, not {port}")
+            raise ConnectionRefusedError(
+                f"only the dashboard port {DASHBOARD_PORT} of a Ray head is simulated, not {port}"
+            )
         host, _, dash_port = self._dashboard_address.rpartition(":")
         return host, int(dash_port)
 
@@ -1473,7 +1561,10 @@ class FakeKubeRay(_PollingController):
             if uid not in live:
                 del self._first_seen[uid]
         self._each(clusters, self._reconcile_cluster, "raycluster")
-        by_key = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in self._api.list(RAY_GROUP, RAY_VERSION, "rayclusters")}
+        by_key = {
+            (c["metadata"]["namespace"], c["metadata"]["name"]): c
+            for c in self._api.list(RAY_GROUP, RAY_VERSION, "rayclusters")
+        }
         rayjobs = self._api.list(RAY_GROUP, RAY_VERSION, "rayjobs")
         self._each(rayjobs, lambda job: self._reconcile_rayjob(job, by_key), "rayjob")
         # A deleted RayJob takes its cluster (and so its Ray job) with it; KubeRay's finalizer stops the job.
@@ -1508,7 +1599,13 @@ class FakeKubeRay(_PollingController):
             conds = set_condition(conds, "RayClusterSuspended", False, "RayClusterSuspended", "")
         if time.monotonic() - self._first_seen[meta["uid"]] < self._ready_delay:
             conds = set_condition(conds, "HeadPodReady", False, "HeadPodNotFound", "Head Pod not found")
-            conds = set_condition(conds, "RayClusterProvisioned", False, "RayClusterPodsProvisioning", "RayCluster Pods are being provisioned for first time")
+            conds = set_condition(
+                conds,
+                "RayClusterProvisioned",
+                False,
+                "RayClusterPodsProvisioning",
+                "RayCluster Pods are being provisioned for first time",
+            )
             status["conditions"] = conds
             status.pop("state", None)
             self._write_cluster_status(cluster, status)
@@ -1516,7 +1613,9 @@ class FakeKubeRay(_PollingController):
         head_pod = self._ensure_pods(cluster, pods)
         service = self._ensure_head_service(cluster)
         spec = cluster.get("spec") or {}
-        desired = sum(int(g.get("replicas", 0)) * int(g.get("numOfHosts", 1) or 1) for g in spec.get("workerGroupSpecs") or [])
+        desired = sum(
+            int(g.get("replicas", 0)) * int(g.get("numOfHosts", 1) or 1) for g in spec.get("workerGroupSpecs") or []
+        )
         totals: dict[str, Decimal] = {}
         templates = [((spec.get("headGroupSpec") or {}).get("template") or {}, 1)] + [
             (g.get("template") or {}, int(g.get("replicas", 0)) * int(g.get("numOfHosts", 1) or 1))
@@ -1526,7 +1625,13 @@ class FakeKubeRay(_PollingController):
             for resource, amount in pod_requests(template.get("spec") or {}).items():
                 totals[resource] = totals.get(resource, Decimal(0)) + amount * count
         conds = set_condition(conds, "HeadPodReady", True, "HeadPodRunningAndReady", "")
-        conds = set_condition(conds, "RayClusterProvisioned", True, "AllPodRunningAndReadyFirstTime", "All Ray Pods are ready for the first time")
+        conds = set_condition(
+            conds,
+            "RayClusterProvisioned",
+            True,
+            "AllPodRunningAndReadyFirstTime",
+            "All Ray Pods are ready for the first time",
+        )
         transitions = dict(status.get("stateTransitionTimes") or {})
         if status.get("state") != "ready":
             transitions["ready"] = now_rfc3339()
@@ -1569,7 +1674,13 @@ class FakeKubeRay(_PollingController):
             group = (pod["metadata"].get("labels") or {}).get("ray.io/group", "")
             existing.setdefault(group, []).append(pod["metadata"]["name"])
         heads = existing.get("headgroup") or [
-            self._create_pod(cluster, (spec.get("headGroupSpec") or {}).get("template") or {}, "head", "headgroup", f"{name}-head-{random_suffix()}")
+            self._create_pod(
+                cluster,
+                (spec.get("headGroupSpec") or {}).get("template") or {},
+                "head",
+                "headgroup",
+                f"{name}-head-{random_suffix()}",
+            )
         ]
         for group in spec.get("workerGroupSpecs") or []:
             wanted = int(group.get("replicas", 0)) * int(group.get("numOfHosts", 1) or 1)
@@ -1580,7 +1691,10 @@ class FakeKubeRay(_PollingController):
 
     def _create_pod(self, cluster: Obj, template: Obj, node_type: str, group: str, pod_name: str) -> str:
         template_meta = template.get("metadata") or {}
-        labels = {**(template_meta.get("labels") or {}), **_ray_node_labels(cluster["metadata"]["name"], node_type, group)}
+        labels = {
+            **(template_meta.get("labels") or {}),
+            **_ray_node_labels(cluster["metadata"]["name"], node_type, group),
+        }
         pod_meta: Obj = {
             "name": pod_name,
             "namespace": cluster["metadata"]["namespace"],
@@ -1589,7 +1703,12 @@ class FakeKubeRay(_PollingController):
         }
         if template_meta.get("annotations"):
             pod_meta["annotations"] = dict(template_meta["annotations"])
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": copy.deepcopy(template.get("spec") or {})}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": pod_meta,
+            "spec": copy.deepcopy(template.get("spec") or {}),
+        }
         created = self._api.create_pod(pod)
         now = now_rfc3339()
         containers = (created.get("spec") or {}).get("containers") or []
@@ -1652,7 +1771,10 @@ class FakeKubeRay(_PollingController):
     # RayJob ---------------------------------------------------------------
     def _reconcile_rayjob(self, job: Obj, clusters: dict[tuple[str, str], Obj]) -> None:
         meta = job["metadata"]
-        if meta.get("deletionTimestamp") or (job.get("spec") or {}).get("managedBy") not in (None, "ray.io/kuberay-operator"):
+        if meta.get("deletionTimestamp") or (job.get("spec") or {}).get("managedBy") not in (
+            None,
+            "ray.io/kuberay-operator",
+        ):
             return
         old = job.get("status") or {}
         status = copy.deepcopy(old)
@@ -1712,7 +1834,15 @@ class FakeKubeRay(_PollingController):
                 self._ray_jobs.pop(meta["uid"], None)
                 self._api.delete(RAY_GROUP, RAY_VERSION, "rayclusters", cluster_name, namespace)
                 return
-            for key in ("rayClusterStatus", "rayClusterName", "dashboardURL", "jobId", "message", "reason", "rayJobInfo"):
+            for key in (
+                "rayClusterStatus",
+                "rayClusterName",
+                "dashboardURL",
+                "jobId",
+                "message",
+                "reason",
+                "rayJobInfo",
+            ):
                 status.pop(key, None)
             status["jobStatus"] = ""
             status["jobDeploymentStatus"] = "Suspended" if deployment == "Suspending" else ""
@@ -1740,15 +1870,25 @@ class FakeKubeRay(_PollingController):
             status.update(
                 jobDeploymentStatus="Failed",
                 reason="DeadlineExceeded",
-                message=f"The RayJob has passed the activeDeadlineSeconds. StartTime: {status.get('startTime')}. ActiveDeadlineSeconds: {active}",
+                message=(
+                    f"The RayJob has passed the activeDeadlineSeconds. "
+                    f"StartTime: {status.get('startTime')}. ActiveDeadlineSeconds: {active}"
+                ),
             )
             return True
         pre_running = spec.get("preRunningDeadlineSeconds")
-        if pre_running is not None and status.get("jobDeploymentStatus") in ("Initializing", "Waiting") and elapsed >= int(pre_running):
+        if (
+            pre_running  # zero disables it
+            and status.get("jobDeploymentStatus") in ("Initializing", "Waiting")
+            and elapsed >= int(pre_running)
+        ):
             status.update(
                 jobDeploymentStatus="Failed",
                 reason="PreRunningDeadlineExceeded",
-                message=f"The RayJob has passed the preRunningDeadlineSeconds. StartTime: {status.get('startTime')}. PreRunningDeadlineSeconds: {pre_running}",
+                message=(
+                    f"The RayJob has passed the preRunningDeadlineSeconds. "
+                    f"StartTime: {status.get('startTime')}. PreRunningDeadlineSeconds: {pre_running}"
+                ),
             )
             return True
         return False
@@ -1780,7 +1920,9 @@ class FakeKubeRay(_PollingController):
         info_times = {}
         for key, field_name in (("start_time", "startTime"), ("end_time", "endTime")):
             if info.get(key):
-                info_times[field_name] = datetime.fromtimestamp(int(info[key]) / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                info_times[field_name] = datetime.fromtimestamp(int(info[key]) / 1000, timezone.utc).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"
+                )
         if info_times:
             status["rayJobInfo"] = info_times
         return True
@@ -1810,7 +1952,10 @@ class FakeKubeRay(_PollingController):
 
     def _write_rayjob_status(self, job: Obj, old: Obj, status: Obj) -> None:
         """updateRayJobStatus: write only when jobStatus or jobDeploymentStatus changed."""
-        if (old.get("jobStatus"), old.get("jobDeploymentStatus")) == (status.get("jobStatus"), status.get("jobDeploymentStatus")):
+        if (old.get("jobStatus"), old.get("jobDeploymentStatus")) == (
+            status.get("jobStatus"),
+            status.get("jobDeploymentStatus"),
+        ):
             return
         if status.get("jobDeploymentStatus") in ("Complete", "Failed"):
             status["endTime"] = now_rfc3339()
@@ -1855,7 +2000,11 @@ class FakeKubeRay(_PollingController):
                 {
                     "apiVersion": "v1",
                     "kind": "Service",
-                    "metadata": {"name": service_name, "namespace": namespace, "ownerReferences": [owner_reference(job)]},
+                    "metadata": {
+                        "name": service_name,
+                        "namespace": namespace,
+                        "ownerReferences": [owner_reference(job)],
+                    },
                     "spec": {
                         "type": "ClusterIP",
                         "selector": selector,

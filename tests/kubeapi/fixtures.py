@@ -39,7 +39,9 @@ RAY_IMAGE = "rayproject/ray:2.55.1"
 # --------------------------------------------------------------------------
 
 
-def make_resource_flavor(server: Any, name: str = "default-flavor", node_labels: Optional[Mapping[str, str]] = None) -> dict:
+def make_resource_flavor(
+    server: Any, name: str = "default-flavor", node_labels: Optional[Mapping[str, str]] = None
+) -> dict:
     """A ResourceFlavor, created unless one of that name exists."""
     existing = server.get_object(KUEUE_API, "ResourceFlavor", name)
     if existing is not None:
@@ -47,7 +49,9 @@ def make_resource_flavor(server: Any, name: str = "default-flavor", node_labels:
     spec: dict[str, Any] = {}
     if node_labels:
         spec["nodeLabels"] = dict(node_labels)
-    return server.create_object({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec})
+    return server.create_object(
+        {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
+    )
 
 
 def make_cluster_queue(
@@ -79,7 +83,9 @@ def make_cluster_queue(
     }
     if queueing_strategy:
         spec["queueingStrategy"] = queueing_strategy
-    return server.create_object({"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec})
+    return server.create_object(
+        {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+    )
 
 
 def make_local_queue(server: Any, name: str = "lq", namespace: str = "default", cluster_queue: str = "cq") -> dict:
@@ -212,7 +218,11 @@ def _pod_template(cpu: str, memory: str, gpus: int, vendor_key: str, container: 
     return {
         "spec": {
             "containers": [
-                {"name": container, "image": RAY_IMAGE, "resources": {"requests": dict(amounts), "limits": dict(amounts)}}
+                {
+                    "name": container,
+                    "image": RAY_IMAGE,
+                    "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+                }
             ]
         }
     }
@@ -266,7 +276,12 @@ def rayjob_manifest(
         "rayClusterSpec": ray_cluster_spec(workers=workers, gpus_per_worker=gpus_per_worker, vendor_key=vendor_key),
     }
     spec.update(spec_overrides)
-    return {"apiVersion": RAY_API, "kind": "RayJob", "metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": spec}
+    return {
+        "apiVersion": RAY_API,
+        "kind": "RayJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": spec,
+    }
 
 
 def raycluster_manifest(
@@ -292,7 +307,9 @@ def raycluster_manifest(
 # --------------------------------------------------------------------------
 
 
-def wait_for(probe: Callable[[], Optional[T]], timeout: float = 10.0, interval: float = 0.05, what: str = "condition") -> T:
+def wait_for(
+    probe: Callable[[], Optional[T]], timeout: float = 10.0, interval: float = 0.05, what: str = "condition"
+) -> T:
     """Call `probe` until it returns something truthy; return that, or raise TimeoutError with the last value."""
     deadline = time.monotonic() + timeout
     last: Optional[T] = None
@@ -355,14 +372,26 @@ class RayHead:
             "object-manager-port": free_port(),
         }
         command = [
-            str(ray), "start", "--head", "--block", "--disable-usage-stats",
-            "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1", "--include-dashboard=true",
-            f"--dashboard-port={self.dashboard_port}", f"--num-cpus={self.num_cpus}", "--num-gpus=0",
-            "--min-worker-port=0", "--max-worker-port=0", f"--temp-dir={self._temp_dir}",
+            str(ray),
+            "start",
+            "--head",
+            "--block",
+            "--disable-usage-stats",
+            "--node-ip-address=127.0.0.1",
+            "--dashboard-host=127.0.0.1",
+            "--include-dashboard=true",
+            f"--dashboard-port={self.dashboard_port}",
+            f"--num-cpus={self.num_cpus}",
+            "--num-gpus=0",
+            "--min-worker-port=0",
+            "--max-worker-port=0",
+            f"--temp-dir={self._temp_dir}",
         ] + [f"--{flag}={port}" for flag, port in ports.items()]
         log_file = open(os.path.join(self._temp_dir, "ray-start.log"), "w")
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
-        self._process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        self._process = subprocess.Popen(
+            command, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
         log_file.close()
         self.session_id = self._process.pid
         try:

@@ -119,11 +119,18 @@ def test_assign_flavors_admits_within_quota_with_kueue_shaped_assignments() -> N
     fit = ctl.assign_flavors(_cq(), ctl.ray_podsets("RayJob", _job(workers=2, gpus_per_worker=4)), used={})
     assert fit.fits
     assert fit.pod_set_assignments == [
-        {"name": "head", "flavors": {"cpu": "default-flavor", "memory": "default-flavor"},
-         "resourceUsage": {"cpu": "1", "memory": "2Gi"}, "count": 1},
-        {"name": "workers",
-         "flavors": {"cpu": "default-flavor", "memory": "default-flavor", "nvidia.com/gpu": "default-flavor"},
-         "resourceUsage": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "8"}, "count": 2},
+        {
+            "name": "head",
+            "flavors": {"cpu": "default-flavor", "memory": "default-flavor"},
+            "resourceUsage": {"cpu": "1", "memory": "2Gi"},
+            "count": 1,
+        },
+        {
+            "name": "workers",
+            "flavors": {"cpu": "default-flavor", "memory": "default-flavor", "nvidia.com/gpu": "default-flavor"},
+            "resourceUsage": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "8"},
+            "count": 2,
+        },
     ]
     assert fit.usage[("default-flavor", "nvidia.com/gpu")] == 8
 
@@ -186,7 +193,8 @@ def test_kueue_webhook_errors_for_managed_rayjobs() -> None:
     assert ctl.kueue_create_errors("RayJob", _job()) == []
     assert ctl.kueue_create_errors("RayJob", _job(queue=None, shutdownAfterJobFinishes=False)) == []
     assert ctl.kueue_create_errors("RayJob", _job(shutdownAfterJobFinishes=False)) == [
-        "spec.shutdownAfterJobFinishes: Invalid value: false: a kueue managed job should delete the cluster after finishing"
+        "spec.shutdownAfterJobFinishes: Invalid value: false: "
+        "a kueue managed job should delete the cluster after finishing"
     ]
 
 
@@ -198,11 +206,20 @@ def test_merge_patch_for_removes_keys_and_replaces_lists() -> None:
 
 def test_pending_summary_positions_in_cluster_and_local_queue() -> None:
     def item(name: str, lq: str) -> dict:
-        return {"name": name, "namespace": "ns", "creationTimestamp": None, "ownerReferences": [], "priority": 0, "localQueueName": lq}
+        return {
+            "name": name,
+            "namespace": "ns",
+            "creationTimestamp": None,
+            "ownerReferences": [],
+            "priority": 0,
+            "localQueueName": lq,
+        }
 
     ordered = [item("w1", "a"), item("w2", "b"), item("w3", "a")]
     summary = ctl._pending_summary("v1beta2", ordered, {}, lambda wl: wl["localQueueName"] == "a")
-    assert [(i["metadata"]["name"], i["positionInClusterQueue"], i["positionInLocalQueue"]) for i in summary["items"]] == [
+    assert [
+        (i["metadata"]["name"], i["positionInClusterQueue"], i["positionInLocalQueue"]) for i in summary["items"]
+    ] == [
         ("w1", 0, 0),
         ("w3", 2, 1),
     ]
@@ -233,7 +250,9 @@ def _workload_of(server: Any, kind: str, name: str, namespace: str = "default") 
     job = server.get_object(RAY_API, kind, name, namespace)
     if job is None:
         return None
-    found = server.list_objects(KUEUE_API, "Workload", namespace, label_selector=f"kueue.x-k8s.io/job-uid={job['metadata']['uid']}")
+    found = server.list_objects(
+        KUEUE_API, "Workload", namespace, label_selector=f"kueue.x-k8s.io/job-uid={job['metadata']['uid']}"
+    )
     return found[0] if found else None
 
 
@@ -266,8 +285,8 @@ def _visibility(server: Any, path: str) -> dict:
 def test_kueue_suspends_on_create_and_admits_within_quota(server: Any, kueue: ctl.FakeKueue) -> None:
     make_cluster_queue(server, gpus=8)
     make_local_queue(server)
-    server.create_object(rayjob_manifest("a", workers=1, gpus_per_worker=4))
-    assert _suspend(server, "RayJob", "a") is not None  # the webhook ran at create
+    created = server.create_object(rayjob_manifest("a", workers=1, gpus_per_worker=4))
+    assert created["spec"]["suspend"] is True  # Kueue's webhook ran at create
 
     wl = wait_for(lambda: _admitted(server, "RayJob", "a"), what="admission of a")
     assert wl["metadata"]["name"].startswith("rayjob-a-")
@@ -298,11 +317,16 @@ def test_kueue_keeps_over_quota_pending_in_fifo_order_with_visibility(server: An
     summary = _visibility(server, "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/cq/pendingworkloads")
     items = [(i["metadata"]["ownerReferences"][0]["name"], i["positionInClusterQueue"]) for i in summary["items"]]
     assert items == [("c", 0), ("d", 1)]
-    in_lq = _visibility(server, "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/default/localqueues/lq/pendingworkloads")
+    in_lq = _visibility(
+        server, "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/default/localqueues/lq/pendingworkloads"
+    )
     assert [(i["localQueueName"], i["positionInLocalQueue"]) for i in in_lq["items"]] == [("lq", 0), ("lq", 1)]
 
     lq = wait_for(
-        lambda: (server.get_object(KUEUE_API, "LocalQueue", "lq", "default") or {}).get("status", {}).get("pendingWorkloads") == 2
+        lambda: (server.get_object(KUEUE_API, "LocalQueue", "lq", "default") or {})
+        .get("status", {})
+        .get("pendingWorkloads")
+        == 2
         and server.get_object(KUEUE_API, "LocalQueue", "lq", "default"),
         what="LocalQueue counters",
     )
@@ -320,9 +344,15 @@ def test_kueue_releases_quota_when_a_job_finishes_or_is_deleted(server: Any, kue
 
     # As KubeRay reports a finished job: Kueue marks the Workload Finished and frees its quota.
     first = server.get_object(RAY_API, "RayJob", "first", "default")
-    first["status"] = {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "message": "Job finished successfully."}
+    first["status"] = {
+        "jobDeploymentStatus": "Complete",
+        "jobStatus": "SUCCEEDED",
+        "message": "Job finished successfully.",
+    }
     server.update_status(first)
-    finished = wait_for(lambda: _condition(_workload_of(server, "RayJob", "first"), "Finished"), what="Finished condition")
+    finished = wait_for(
+        lambda: _condition(_workload_of(server, "RayJob", "first"), "Finished"), what="Finished condition"
+    )
     assert (finished["status"], finished["reason"]) == ("True", "Succeeded")
     wait_for(lambda: _admitted(server, "RayJob", "second"), what="second admitted after first finished")
 
@@ -369,7 +399,10 @@ def test_kueue_eviction_suspends_and_releases_until_requeued(server: Any, kueue:
     job = server.get_object(RAY_API, "RayJob", "victim", "default")
     job["status"] = {"jobDeploymentStatus": "Suspended", "jobStatus": ""}
     server.update_status(job)
-    wait_for(lambda: not (_workload_of(server, "RayJob", "victim") or {}).get("status", {}).get("admission"), what="admission cleared")
+    wait_for(
+        lambda: not (_workload_of(server, "RayJob", "victim") or {}).get("status", {}).get("admission"),
+        what="admission cleared",
+    )
     requeued = _condition(_workload_of(server, "RayJob", "victim"), "Requeued")
     assert requeued["status"] == "False"
 
@@ -404,13 +437,22 @@ def test_kueue_priority_orders_the_queue(server: Any, kueue: ctl.FakeKueue) -> N
     wait_for(lambda: _pending_reason(server, "RayJob", "urgent"), what="urgent pending")
     kueue.wait_passes(2)
     summary = _visibility(server, "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/cq/pendingworkloads")
-    assert [(i["metadata"]["ownerReferences"][0]["name"], i["priority"]) for i in summary["items"]] == [("urgent", 1000), ("low", 0)]
+    assert [(i["metadata"]["ownerReferences"][0]["name"], i["priority"]) for i in summary["items"]] == [
+        ("urgent", 1000),
+        ("low", 0),
+    ]
 
 
 def test_gpu_node_fixture_labels_nodes_like_gfd_and_rocm(server: Any) -> None:
     nvidia = make_gpu_node(server, "h100-0")
-    amd = make_gpu_node(server, "mi300x-0", vendor="amd", product="AMD_Instinct_MI300X_OAM", memory_mib=196608,
-                        taints=[{"key": "amd.com/gpu", "value": "present", "effect": "NoSchedule"}])
+    amd = make_gpu_node(
+        server,
+        "mi300x-0",
+        vendor="amd",
+        product="AMD_Instinct_MI300X_OAM",
+        memory_mib=196608,
+        taints=[{"key": "amd.com/gpu", "value": "present", "effect": "NoSchedule"}],
+    )
     assert nvidia["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert nvidia["status"]["allocatable"]["nvidia.com/gpu"] == "8"
     assert amd["metadata"]["labels"]["amd.com/gpu.vram"] == "192G"
@@ -454,8 +496,12 @@ class _StateRecorder:
         return job
 
     def wait_state(self, state: str, timeout: float = 30.0) -> dict:
-        return wait_for(lambda: (job := self.poll()).get("status", {}).get("jobDeploymentStatus") == state and job,
-                        timeout=timeout, interval=0.02, what=f"{self.name} {state} (seen {self.seen})")
+        return wait_for(
+            lambda: (job := self.poll()).get("status", {}).get("jobDeploymentStatus") == state and job,
+            timeout=timeout,
+            interval=0.02,
+            what=f"{self.name} {state} (seen {self.seen})",
+        )
 
 
 def _submit(ray_head: RayHead, entrypoint: str) -> str:
@@ -490,7 +536,9 @@ def test_kuberay_runs_an_interactive_rayjob_through_its_lifecycle(
     assert cluster["metadata"]["labels"]["ray.io/originated-from-crd"] == "RayJob"
     assert cluster["metadata"]["ownerReferences"][0]["name"] == "hello"
     assert cluster["status"]["state"] == "ready"
-    head = server.list_objects("v1", "Pod", "default", label_selector=f"ray.io/cluster={cluster_name},ray.io/node-type=head")
+    head = server.list_objects(
+        "v1", "Pod", "default", label_selector=f"ray.io/cluster={cluster_name},ray.io/node-type=head"
+    )
     assert len(head) == 1 and head[0]["status"]["podIP"] == "127.0.0.1"
     assert server.get_object("v1", "Service", f"{cluster_name}-head-svc", "default") is not None
 
@@ -503,7 +551,10 @@ def test_kuberay_runs_an_interactive_rayjob_through_its_lifecycle(
     assert done["status"]["endTime"] and done["status"]["startTime"]
     wait_for(lambda: server.get_object(RAY_API, "RayCluster", cluster_name, "default") is None, what="cluster deleted")
     assert server.list_objects("v1", "Pod", "default", label_selector=f"ray.io/cluster={cluster_name}") == []
-    wait_for(lambda: ctl.condition_is_true(_workload_of(server, "RayJob", "hello") or {}, "Finished"), what="Workload Finished")
+    wait_for(
+        lambda: ctl.condition_is_true(_workload_of(server, "RayJob", "hello") or {}, "Finished"),
+        what="Workload Finished",
+    )
 
 
 def test_kuberay_gives_the_cluster_back_when_kueue_evicts_a_running_job(
@@ -525,7 +576,9 @@ def test_kuberay_gives_the_cluster_back_when_kueue_evicts_a_running_job(
     assert recorder.seen[-3:] == ["Running", "Suspending", "Suspended"]
     assert "rayClusterName" not in suspended["status"] and suspended["status"]["jobStatus"] == ""
     assert server.get_object(RAY_API, "RayCluster", cluster_name, "default") is None
-    wait_for(lambda: not (_workload_of(server, "RayJob", "long") or {}).get("status", {}).get("admission"), what="quota back")
+    wait_for(
+        lambda: not (_workload_of(server, "RayJob", "long") or {}).get("status", {}).get("admission"), what="quota back"
+    )
     jobs = JobSubmissionClient(ray_head.dashboard_url)
     wait_for(lambda: jobs.get_job_status(submission_id).value == "STOPPED", timeout=20, what="the Ray job stopped")
 
@@ -546,7 +599,10 @@ def test_kuberay_validation_and_service_mode(server: Any, ray_head: RayHead) -> 
         server.create_object(rayjob_manifest("retrying", queue=None, backoffLimit=2))
         invalid = _StateRecorder(server, "retrying").wait_state("ValidationFailed")
         assert invalid["status"]["reason"] == "ValidationFailed"
-        assert invalid["status"]["message"] == "The RayJob spec is invalid: BackoffLimit is incompatible with InteractiveMode"
+        assert (
+            invalid["status"]["message"]
+            == "The RayJob spec is invalid: BackoffLimit is incompatible with InteractiveMode"
+        )
 
         server.create_object(rayjob_manifest("svc", queue=None))
         waiting = _StateRecorder(server, "svc").wait_state("Waiting")
