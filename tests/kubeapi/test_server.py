@@ -755,6 +755,52 @@ def test_strategic_merge_patch_merges_containers_by_name_on_built_in_kinds(kube_
     assert patched.metadata.generation == 2
 
 
+JSON_PATCH_CASES = [
+    pytest.param([{"op": "add", "path": "/metadata/labels", "value": {"a": "1"}}],
+                 lambda o: o["metadata"]["labels"], {"a": "1"}, id="add"),
+    pytest.param([{"op": "remove", "path": "/spec/entrypoint"}], lambda o: "entrypoint" in o["spec"], False,
+                 id="remove"),
+    pytest.param([{"op": "move", "from": "/spec/entrypoint", "path": "/spec/jobId"}],
+                 lambda o: (o["spec"].get("entrypoint"), o["spec"]["jobId"]), (None, "python main.py"), id="move"),
+    pytest.param([{"op": "copy", "from": "/spec/entrypoint", "path": "/spec/jobId"}],
+                 lambda o: o["spec"]["jobId"], "python main.py", id="copy"),
+    pytest.param([{"op": "add", "path": "/spec/entrypointResources", "value": "{}"},
+                  {"op": "replace", "path": "/spec/entrypointResources", "value": '{"x": 1}'}],
+                 lambda o: o["spec"]["entrypointResources"], '{"x": 1}', id="add then replace"),
+]
+
+
+@pytest.mark.parametrize(("operations", "read", "expected"), JSON_PATCH_CASES)
+def test_json_patch_operations_on_custom_objects(
+    kube_api: client.ApiClient, operations: list[dict[str, Any]], read: Callable[[dict[str, Any]], Any], expected: Any
+) -> None:
+    custom = client.CustomObjectsApi(kube_api)
+    custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", rayjob_manifest("j"))
+    patched = custom.patch_namespaced_custom_object(
+        *RAY, "default", "rayjobs", "j", operations, _content_type="application/json-patch+json")
+    assert read(patched) == expected
+
+
+def test_strategic_merge_patch_directives(kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    core.create_namespaced_config_map("default", configmap_manifest("cm", finalizers=["a.io/x"]))
+    patched = core.patch_namespaced_config_map("cm", "default", {"metadata": {"finalizers": ["b.io/y"]}})
+    assert patched.metadata.finalizers == ["a.io/x", "b.io/y"]  # finalizers merge as a set
+    patched = core.patch_namespaced_config_map(
+        "cm", "default", {"metadata": {"$deleteFromPrimitiveList/finalizers": ["a.io/x"]}})
+    assert patched.metadata.finalizers == ["b.io/y"]
+    apps = client.AppsV1Api(kube_api)
+    apps.create_namespaced_deployment("default", {
+        "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}},
+                 "template": {"metadata": {"labels": {"app": "d"}},
+                              "spec": {"containers": [{"name": "a", "image": "a:1"}, {"name": "b", "image": "b:1"}]}}},
+    })
+    patched_deployment = apps.patch_namespaced_deployment(
+        "d", "default", {"spec": {"template": {"spec": {"containers": [{"name": "a", "$patch": "delete"}]}}}})
+    assert [c.name for c in patched_deployment.spec.template.spec.containers] == ["b"]
+
+
 # --- finalizers and garbage collection -------------------------------------------
 
 
@@ -1139,6 +1185,35 @@ def test_port_forward_reports_an_unreachable_target_on_the_error_channel(
     sock.settimeout(3)
     assert sock.recv(10) == b""
     assert "error forwarding port 8265 to pod head" in (forward.error(8265) or "")
+
+
+def test_websocket_server_side_of_rfc_6455() -> None:
+    from tests.kubeapi.websocket import OP_BINARY, OP_CLOSE, OP_PONG, WebSocketConnection, accept_key
+
+    assert accept_key("dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="  # RFC 6455, section 1.3
+
+    def masked(opcode: int, payload: bytes, fin: bool = True) -> bytes:
+        mask = b"\x01\x02\x03\x04"
+        body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        return bytes([(0x80 if fin else 0) | opcode, 0x80 | len(payload)]) + mask + body
+
+    server_side, client_side = socket.socketpair()
+    with server_side, client_side:
+        ws = WebSocketConnection(server_side.makefile("rb"), server_side)
+        client_side.sendall(masked(0x9, b"hi") + masked(OP_BINARY, b"\x00ab", fin=False) + masked(0x0, b"cd"))
+        assert ws.receive() == (OP_BINARY, b"\x00abcd")  # fragments joined, ping answered on the way
+        assert client_side.recv(4) == bytes([0x80 | OP_PONG, 2]) + b"hi"
+        client_side.sendall(masked(OP_CLOSE, b"\x03\xe8"))
+        assert ws.receive() is None
+        assert client_side.recv(4) == bytes([0x80 | OP_CLOSE, 2]) + b"\x03\xe8"
+
+    server_side, client_side = socket.socketpair()
+    with server_side, client_side:
+        ws = WebSocketConnection(server_side.makefile("rb"), server_side)
+        client_side.sendall(bytes([0x80 | OP_BINARY, 1]) + b"x")  # unmasked: a protocol error
+        assert ws.receive() is None
+        frame = client_side.recv(64)
+        assert frame[0] == 0x80 | OP_CLOSE and frame[2:4] == b"\x03\xea"  # close 1002, protocol error
 
 
 # --- extension points -------------------------------------------------------------
