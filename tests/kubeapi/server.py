@@ -273,7 +273,8 @@ class KubeApiServer:
         return [dict(item, apiVersion=api_version, kind=kind) for item in items]
 
     def replace_object(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """PUT the object (status changes are ignored where there is a status subresource)."""
+        """PUT the object (status changes are ignored where there is a status subresource;
+        custom resources need metadata.resourceVersion)."""
         resource = self._resource(obj.get("apiVersion", ""), obj.get("kind", ""))
         meta = obj.get("metadata") or {}
         namespace = meta.get("namespace") or "default" if resource.namespaced else None
@@ -281,7 +282,11 @@ class KubeApiServer:
         return result
 
     def update_status(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """PUT .../status with obj's status (metadata.resourceVersion, when given, must be current)."""
+        """PUT .../status with obj's status.
+
+        metadata.resourceVersion, when given, must be current; custom resources
+        require it, as their PUTs are never unconditional on a real server.
+        """
         resource = self._resource(obj.get("apiVersion", ""), obj.get("kind", ""))
         if not resource.has_status:
             raise LookupError(f"{resource.qualified_kind} has no status subresource")

@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterator
 from .errors import (
     AdmissionDenied,
     ApiError,
+    FieldError,
     STALE_OBJECT,
     bad_request,
     conflict,
@@ -469,6 +470,11 @@ class Store:
                 created, warnings = self.create(resource, version, namespace, obj, dry_run=dry_run,
                                                 field_validation=field_validation)
                 return created, warnings, True
+            if resource.is_custom and not meta.get("resourceVersion"):
+                # Custom resources do not allow unconditional updates (AllowUnconditionalUpdate is false).
+                raise invalid(resource.group, resource.plural, name, [
+                    FieldError("metadata.resourceVersion", "FieldValueInvalid",
+                               "Invalid value: 0x0: must be specified for an update")])
             warnings = self._strategy(resource).decode(obj, field_validation)
             result = self._update(resource, version, obj, old, subresource=subresource, dry_run=dry_run)
             return result, warnings, False

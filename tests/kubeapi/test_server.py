@@ -306,6 +306,17 @@ def test_replace_with_a_stale_resource_version_is_409_conflict(kube_api: client.
     assert core.replace_namespaced_config_map("cm", "default", stale).data == {"k": "v"}
 
 
+def test_custom_resources_refuse_unconditional_updates(kube_api: client.ApiClient) -> None:
+    custom = client.CustomObjectsApi(kube_api)
+    created = custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", rayjob_manifest("j"))
+    del created["metadata"]["resourceVersion"]
+    code, body = expect_api_error(
+        lambda: custom.replace_namespaced_custom_object(*RAY, "default", "rayjobs", "j", created))
+    assert code == 422
+    assert body["message"] == (
+        'rayjobs.ray.io "j" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update')
+
+
 INVALID_CASES = [
     pytest.param(
         lambda api: client.CoreV1Api(api).create_namespaced_pod("default", pod_manifest("Bad_Name")),
