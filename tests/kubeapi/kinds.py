@@ -8,10 +8,13 @@ on create, admission that needs other objects (pod priority, service account
 name), kind-specific validation and immutability, what a /status write may
 change, and when `metadata.generation` moves.
 
-What this does not do: it is not a full port. Built-in kinds are not checked
-against an OpenAPI schema; only the validation rules listed in each strategy
-exist; no controllers run (no Deployment rollout, no Job pods, no endpoints),
-apart from the namespace and garbage-collection behaviour in the store.
+Every built-in kind is also checked against Kubernetes' OpenAPI schema
+(validation.py); custom resources against their CRD's schema.
+
+What this does not do: it is not a full port of the Go validation; only the
+rules written in each strategy exist. No controllers run (no Deployment
+rollout, no Job pods, no endpoints), apart from the namespace and
+garbage-collection behaviour in the store.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ and on every CRD in `tests.schemas.crds()`, status subresources, pod logs and
 pod port-forwarding over WebSocket. What it accepts, a real API server would
 accept too, with the same status codes and `Status` bodies (see store.py for
 the semantics, kinds.py for per-kind behaviour, validation.py for schemas).
+One deliberate difference in defaults: a request without `fieldValidation`
+is treated as Strict (unknown fields are a 400), where a real server warns
+and drops them; pass `fieldValidation=Warn` to get the real default.
 
 Tests drive it two ways: through HTTP with `kubernetes.client` (via
 `api_client()` or `write_kubeconfig()`), and directly through

@@ -10,9 +10,11 @@ bumps it once and is kept in a bounded event history that watches replay.
 
 The garbage collector and the namespace controller are simulated
 synchronously at the end of every write: dependents whose owners
-(`ownerReferences[].uid`) are gone are deleted, Foreground deletion waits for
-dependents, Orphan strips the owner references, and a deleted namespace takes
-its content with it before it disappears.
+(`ownerReferences[].uid`) are all gone are deleted (also when an owner never
+existed, as the real collector does), references to some gone owners are
+removed, Foreground deletion waits for dependents, Orphan strips the owner
+references, and a deleted namespace takes its content with it before it
+disappears.
 
 What this does not do: no kubelet (pods are deleted at once, graceful
 termination is not simulated), no other controllers, no server-side apply,
