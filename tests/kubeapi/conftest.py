@@ -18,9 +18,14 @@ from tests.kubeapi.server import KubeApiServer
 
 @pytest.fixture
 def kube_server() -> Iterator[KubeApiServer]:
-    """A started server with every CRD from ../shared/crds; stopped after the test."""
+    """A started server with every CRD from ../shared/crds; stopped after the test.
+
+    A test fails if the server hit an internal error (an unexpected exception
+    answered as 500) while it ran.
+    """
     with KubeApiServer() as server:
         yield server
+    assert server.internal_errors == [], "\n".join(server.internal_errors)
 
 
 @pytest.fixture
