@@ -65,3 +65,16 @@ def wait_until_gone(marker: str, timeout: float = 30.0) -> list[str]:
         time.sleep(0.5)
         left = processes_using(marker)
     return left
+
+
+def wait_for_output(proc: "subprocess.Popen[str]", text: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    seen = ""
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        seen += line
+        if text in line:
+            return
+        if proc.poll() is not None:
+            break
+    raise AssertionError(f"never saw {text!r}: {seen} {proc.stderr.read() if proc.stderr else ''}")

@@ -179,3 +179,26 @@ def _items(response: Any) -> list[dict[str, Any]]:
 
     data = json.loads(response.data)
     return list(data.get("items") or [])
+
+
+def raw_get(kube: Kube, path: str, timeout: float = 5.0) -> dict[str, Any]:
+    """GET a path the typed APIs do not cover (aggregated APIs); ApiException on HTTP errors."""
+    import json
+
+    api = kube.api_client
+    if hasattr(api, "param_serialize"):  # kubernetes >= 33 (the pydantic-generated client)
+        method, url, headers, _, _ = api.param_serialize(
+            method="GET", resource_path=path, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
+        )
+        response = api.call_api(method, url, header_params=headers, _request_timeout=timeout)
+        response.read()
+        if not 200 <= response.status < 300:
+            from kubernetes.client.exceptions import ApiException
+
+            raise ApiException(status=response.status, reason=response.reason, body=response.data)
+        return json.loads(response.data)
+    response = api.call_api(
+        path, "GET", header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+        _preload_content=False, _return_http_data_only=True, _request_timeout=timeout,
+    )  # fmt: skip
+    return json.loads(response.data)

@@ -13,7 +13,7 @@ import json
 from typing import Any, Optional
 
 from raybridge.core.consts import KUEUE_JOB_UID_LABEL
-from raybridge.kube.client import Kube
+from raybridge.kube.client import Kube, raw_get
 
 GROUP = "kueue.x-k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")
@@ -70,11 +70,7 @@ def pending_position(kube: Kube, namespace: str, local_queue: str, workload_name
     for version in ("v1beta2", "v1beta1"):
         path = f"/apis/{VISIBILITY}/{version}/namespaces/{namespace}/localqueues/{local_queue}/pendingworkloads"
         try:
-            response = kube.api_client.call_api(
-                path, "GET", auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
-                header_params={"Accept": "application/json"}, _request_timeout=5,
-            )  # fmt: skip
-            data = json.loads(response.data)
+            data = raw_get(kube, path)
         except ApiException:
             continue
         except (OSError, ValueError):

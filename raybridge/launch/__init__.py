@@ -14,13 +14,14 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from raybridge.core.sizing import SizingDecision
 from raybridge.core.spec import JobSpec
-from raybridge.errors import BadInput
+from raybridge.errors import BadInput, InfraError
 from raybridge.ray_jobs import TERMINAL, RayJobs
 
 DEFAULT_TIMEOUT = 1800.0
@@ -101,6 +102,7 @@ class JobHandle:
         namespace: Optional[str] = None,
         cleanup: Optional[Callable[[], None]] = None,
         keep: bool = False,
+        status_fallback: Optional[Callable[[], Optional[str]]] = None,
     ) -> None:
         self.backend = backend
         self.name = name
@@ -110,6 +112,7 @@ class JobHandle:
         self.decision = decision
         self.keep = keep
         self._cleanup = cleanup
+        self._status_fallback = status_fallback
         self.final_status: Optional[str] = None
 
     @property
@@ -120,10 +123,28 @@ class JobHandle:
         return self.jobs.status(self.submission_id)
 
     def wait(self, timeout: Optional[float] = None) -> str:
-        status = self.jobs.wait(self.submission_id, timeout=timeout)
+        try:
+            status = self.jobs.wait(self.submission_id, timeout=timeout)
+        except InfraError:
+            # KubeRay deletes the cluster (and its dashboard) as soon as the job ends;
+            # the RayJob's status still says how it ended.
+            if self._status_fallback is None:
+                raise
+            status = self._wait_fallback(timeout)
         if status in TERMINAL:
             self.final_status = status
         return status
+
+    def _wait_fallback(self, timeout: Optional[float], poll: float = 0.5) -> str:
+        assert self._status_fallback is not None
+        deadline = time.monotonic() + (timeout if timeout is not None else 120.0)
+        while True:
+            status = self._status_fallback()
+            if status in TERMINAL:
+                return str(status)
+            if time.monotonic() > deadline:
+                raise InfraError(f"lost the Ray dashboard and the RayJob never reported an end (last: {status or 'unknown'})")
+            time.sleep(poll)
 
     def logs(self) -> str:
         return self.jobs.logs(self.submission_id)

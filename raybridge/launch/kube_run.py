@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
 from raybridge.core.pending import progress_line, workload_state
 from raybridge.core.spec import JobSpec
-from raybridge.errors import BadInput, InfraError
+from raybridge.errors import BadInput, ClusterUnreachable, InfraError
 from raybridge.kube.client import Kube, connect
 from raybridge.kube.kueue import find_workload, pending_position
 from raybridge.kube.rayapi import RayObjects
@@ -34,6 +34,7 @@ from raybridge.planning import plan_job, render_job, unique_name
 from raybridge.ray_jobs import RayJobs
 
 POLL_SECONDS = 1.0
+MAX_API_FAILURES = 5
 HEARTBEAT_SECONDS = 30.0
 
 
@@ -121,13 +122,35 @@ def _delete_and_wait(rays: RayObjects, kind: str, name: str, namespace: str, pro
     progress(f"deletion of {kind} {namespace}/{name} requested")
 
 
+def _observe(kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, queued: bool) -> tuple[dict[str, Any], Optional[dict[str, Any]], Optional[dict[str, Any]]]:
+    """The object, its Kueue Workload and its queue position, as they are now."""
+    obj = rays.get(kind, name, namespace)
+    if obj is None:
+        raise InfraError(f"{kind} {namespace}/{name} disappeared while waiting (deleted by someone else?)")
+    workload = find_workload(kube, namespace, obj) if queued else None
+    position = None
+    if workload is not None and workload_state(workload) == "pending":
+        position = pending_position(kube, namespace, workload["spec"].get("queueName", ""), workload["metadata"]["name"])
+    return obj, workload, position
+
+
 def wait_for_ready(
     kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, waiter: Waiter, queued: bool
 ) -> dict[str, Any]:
     """Wait through Kueue admission and cluster start-up; return the ready object."""
     admitted = False
+    failures = 0
     while True:
-        obj = rays.get(kind, name, namespace)
+        try:
+            obj, workload, position = _observe(kube, rays, kind, name, namespace, queued)
+            failures = 0
+        except ClusterUnreachable as exc:
+            failures += 1  # a long wait rides out API hiccups; a dead API server still ends it
+            if failures > MAX_API_FAILURES or waiter.expired():
+                raise
+            waiter.say(f"API error, retrying: {exc}")
+            waiter.sleep()
+            continue
         if obj is None:
             raise InfraError(f"{kind} {namespace}/{name} disappeared while waiting (deleted by someone else?)")
         status = obj.get("status") or {}
@@ -136,12 +159,8 @@ def wait_for_ready(
             raise BadInput(f"KubeRay rejected the {kind}: {status.get('reason', '')} {status.get('message', '')}".strip())
         if deployment in ("Failed", "Complete"):
             raise InfraError(f"the {kind} ended before the job was submitted: {deployment} ({status.get('reason', '')}: {status.get('message', '')})")
-        workload = find_workload(kube, namespace, obj) if queued else None
         if workload_state(workload) == "admitted":
             admitted = True
-        position = None
-        if workload is not None and workload_state(workload) == "pending":
-            position = pending_position(kube, namespace, workload["spec"].get("queueName", ""), workload["metadata"]["name"])
         ready = (deployment == "Waiting" and status.get("dashboardURL")) if kind == "RayJob" else status.get("state") == "ready"
         if ready:
             waiter.say(f"Ray cluster {status.get('rayClusterName') or name} is ready")
@@ -234,6 +253,7 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
         decision=decision,
         cleanup=cleanup,
         keep=options.keep,
+        status_fallback=lambda: ((rays.get("RayJob", name, namespace) or {}).get("status") or {}).get("jobStatus"),
     )
 
 

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
+from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli, wait_for_output
 from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
 from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue
 from tests.kubeapi.server import KubeApiServer
@@ -111,7 +111,7 @@ def test_status_explains_a_pending_job_and_ctrl_c_cleans_up(cluster, queue):
     )  # fmt: skip
     second = None
     try:
-        assert "holding" in first.stdout.readline()
+        wait_for_output(first, "holding")
         second = subprocess.Popen(
             [sys.executable, "-m", "raybridge", "submit", "-n", namespace, "--queue", lq, "--name", "waiter", "--gpus", "8", "--", "python", "-c", "1"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(KUBECONFIG=cluster[1]), cwd=str(ROOT),
@@ -163,13 +163,24 @@ def test_dashboard_through_port_forward(cluster, queue, ray_head):
     assert leftovers(server, namespace) == {}
 
 
-def test_api_failure_after_submission_stops_the_job_and_deletes_everything(cluster, queue):
+def test_transient_api_errors_while_waiting_are_ridden_out(cluster, queue):
     server = cluster[0]
     namespace, lq, _ = queue
-    server.fail_next("PATCH", rf"/apis/ray.io/v1/namespaces/{namespace}/rayjobs/broken$", code=500)
-    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "broken", "--", "python", "-c", "import time; time.sleep(120)")
+    server.fail_next("GET", rf"/apis/ray.io/v1/namespaces/{namespace}/rayjobs/hiccup$", code=500, times=2)
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "hiccup", "--", "python", "-c", "print('made it')")
+    assert out.returncode == 0, out.stderr
+    assert "API error, retrying" in out.stderr and "made it" in out.stdout
+    assert leftovers(server, namespace) == {}
+
+
+def test_failure_after_admission_deletes_everything(cluster, queue):
+    """The dashboard cannot be reached: exit 3, and the admitted RayJob does not keep the quota."""
+    server = cluster[0]
+    namespace, lq, _ = queue
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "unreachable", "--dashboard-address", "127.0.0.1:9", "--", "python", "-c", "1")
     assert out.returncode == 3, out.stderr
-    assert "updating RayJob" in out.stderr and "Traceback" not in out.stderr
+    assert "cannot reach the Ray Job API" in out.stderr and "Traceback" not in out.stderr
+    assert "deleted RayJob" in out.stderr
     assert leftovers(server, namespace) == {}
 
 

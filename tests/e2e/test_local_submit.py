@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.helpers import EXAMPLES, ROOT, cli_env, processes_using, run_cli, short_tmpdir, wait_until_gone
+from tests.helpers import ROOT, cli_env, processes_using, run_cli, short_tmpdir, wait_for_output, wait_until_gone
 
 
 def test_main_command_runs_the_example_on_a_private_head():
@@ -70,25 +70,12 @@ def _start_long_job(tmp: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-def _wait_for_output(proc: subprocess.Popen[str], text: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    seen = ""
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()  # type: ignore[union-attr]
-        seen += line
-        if text in line:
-            return
-        if proc.poll() is not None:
-            break
-    raise AssertionError(f"never saw {text!r}: {seen} {proc.stderr.read() if proc.stderr else ''}")
-
-
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 130)], ids=["ctrl-c", "sigterm"])
 def test_interrupt_stops_the_job_and_the_head(sig, code):
     tmp = short_tmpdir()
     proc = _start_long_job(tmp)
     try:
-        _wait_for_output(proc, "started")
+        wait_for_output(proc, "started")
         proc.send_signal(sig)
         assert proc.wait(timeout=60) == code
         assert "interrupted: stopping the job" in proc.stderr.read()  # type: ignore[union-attr]
@@ -102,7 +89,7 @@ def test_sigkill_of_raybridge_still_takes_the_head_down():
     tmp = short_tmpdir()
     proc = _start_long_job(tmp)
     try:
-        _wait_for_output(proc, "started")
+        wait_for_output(proc, "started")
         assert processes_using(tmp), "the head should be running"
         proc.kill()
         proc.wait(timeout=10)
