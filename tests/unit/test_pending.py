@@ -1,0 +1,75 @@
+"""Plain-words explanations of where a job stands in Kueue and KubeRay."""
+
+from __future__ import annotations
+
+import pytest
+
+from raybridge.core.pending import explain, podset_requests, progress_line, quota, workload_state
+
+
+def cond(kind, status, reason="", message=""):
+    return {"type": kind, "status": status, "reason": reason, "message": message}
+
+
+def workload(*conditions, checks=(), queue="lq"):
+    return {
+        "metadata": {"name": "rayjob-train-1a2b3"},
+        "spec": {
+            "queueName": queue,
+            "podSets": [
+                {"name": "head", "count": 1, "template": {"spec": {"containers": [{"resources": {"requests": {"cpu": "2", "memory": "8Gi"}}}]}}},
+                {"name": "workers", "count": 2, "template": {"spec": {"containers": [{"resources": {"limits": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4"}}}]}}},
+            ],
+        },
+        "status": {"conditions": list(conditions), "admissionChecks": list(checks)},
+    }
+
+
+RAYJOB = {"kind": "RayJob", "metadata": {"name": "train", "namespace": "ml", "labels": {"kueue.x-k8s.io/queue-name": "lq"}}, "status": {"jobDeploymentStatus": "Suspended"}}
+PENDING = workload(cond("QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set workers: insufficient unused quota for nvidia.com/gpu in flavor f, 4 more needed"))
+ADMITTED = workload(cond("QuotaReserved", "True", "QuotaReserved"), cond("Admitted", "True", "Admitted"))
+EVICTED = workload(cond("Evicted", "True", "Preempted", "preempted by a higher priority workload"))
+WAITING_CHECK = workload(cond("QuotaReserved", "True"), checks=[{"name": "dws-prov", "state": "Pending", "message": "waiting for capacity"}])
+
+# (case, workload, position, expected state, progress fragments)
+ROWS = [
+    ("no workload yet", None, None, "none", ["no Workload yet"]),
+    ("pending with reason and position", PENDING, {"positionInLocalQueue": 1, "positionInClusterQueue": 3}, "pending", ["queued in lq", "insufficient unused quota", "#2 in its LocalQueue", "#4 in the ClusterQueue"]),
+    ("quota reserved, check pending", WAITING_CHECK, None, "pending", ["quota reserved, waiting for admission checks", "dws-prov: Pending (waiting for capacity)"]),
+    ("evicted", EVICTED, None, "evicted", ["evicted from lq", "Preempted: preempted by a higher priority workload"]),
+    ("admitted", ADMITTED, None, "admitted", ["admitted by lq"]),
+]
+
+
+@pytest.mark.parametrize("case,wl,position,state,fragments", ROWS, ids=[r[0] for r in ROWS])
+def test_progress_line(case, wl, position, state, fragments):
+    rayjob = RAYJOB if state != "admitted" else {**RAYJOB, "status": {"jobDeploymentStatus": "Initializing"}}
+    assert workload_state(wl) == state
+    line = progress_line(rayjob, wl, position)
+    for fragment in fragments:
+        assert fragment in line
+
+
+def test_requests_add_up_over_pod_sets():
+    asks = podset_requests(PENDING)
+    assert (asks["nvidia.com/gpu"], asks["cpu"], asks["memory"]) == (8, 34, (8 + 128) * 2**30)
+
+
+def test_explain_compares_asks_with_quota():
+    cq = {"spec": {"resourceGroups": [{"flavors": [{"name": "f", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"}, {"name": "cpu", "nominalQuota": "64"}]}]}]},
+          "status": {"flavorsUsage": [{"name": "f", "resources": [{"name": "nvidia.com/gpu", "total": "4"}]}]}}
+    assert quota(cq)["nvidia.com/gpu"] == (4, 4)
+    text = "\n".join(explain(RAYJOB, PENDING, {"positionInLocalQueue": 0}, cq, "cq"))
+    assert "LocalQueue lq -> ClusterQueue cq" in text
+    assert "QuotaReserved=False (Pending: couldn't assign flavors" in text
+    assert "nvidia.com/gpu: 8 of 4 quota (4 in use) -- more than the whole quota" in text
+    assert "position: #1 in its LocalQueue" in text
+
+
+def test_explain_without_kueue():
+    plain = {**RAYJOB, "metadata": {"name": "x", "namespace": "ml", "labels": {}}}
+    assert "Kueue does not manage it" in "\n".join(explain(plain, None, None, None))
+
+
+def test_explain_when_quota_is_not_readable():
+    assert "ClusterQueue quota not readable" in "\n".join(explain(RAYJOB, PENDING, None, None))
