@@ -659,12 +659,13 @@ class _Api:
         )
 
     def patch_status(self, group: str, version: str, plural: str, obj: Obj, new_status: Obj) -> Obj:
-        """Merge-patch status from what `obj` has to `new_status`; returns the updated object."""
+        """Merge-patch status from what `obj` has to `new_status`, failing with 409 if `obj` is stale."""
         patch = merge_patch_for(obj.get("status") or {}, new_status)
         if not patch:
             return obj
         meta = obj["metadata"]
-        body = {"status": patch}
+        # The resourceVersion makes it a conditional write, as a controller's Status().Update() is.
+        body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": patch}
         if meta.get("namespace"):
             return self.custom.patch_namespaced_custom_object_status(
                 group, version, meta["namespace"], plural, meta["name"], body, _request_timeout=REQUEST_TIMEOUT
@@ -776,14 +777,19 @@ class _PollingController:
         self._last_error: Optional[str] = None
 
     def start(self) -> "_PollingController":
-        if self._thread is not None:
+        """Start reconciling (again, after `stop()`); idempotent while running."""
+        if self._thread is not None and self._thread.is_alive():
             return self
+        if self._thread is not None:  # restarted: a stopped controller closed its client
+            self._api = _Api(self._server.api_client())
+        self._stopping.clear()
         self._register()
         self._thread = threading.Thread(target=self._run, name=f"fake-{self.name}", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop reconciling; returns once the current pass has ended (a few seconds at most)."""
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(timeout=REQUEST_TIMEOUT + 1)
@@ -842,8 +848,8 @@ class _PollingController:
             except Exception as exc:
                 self._note_error(f"{what} {_ident(item)}: {exc!r}")
 
-    def _register(self) -> None:  # webhooks, aggregated APIs
-        pass
+    def _register(self) -> None:
+        """Register webhooks and aggregated APIs; called by every `start()`."""
 
     def _reconcile(self) -> None:
         raise NotImplementedError
@@ -889,12 +895,16 @@ class FakeKueue(_PollingController):
         self._default_queue = namespace_default_queue
         self._granular = granular_reasons
         self._view = _QueueView()
+        self._registered = False
         self._held: set[tuple[str, str]] = set()  # evicted workloads waiting for requeue()
         self._arrival: dict[str, int] = {}  # Workload uid -> order first seen; breaks timestamp ties
         self._arrivals = itertools.count()
 
     # ---- webhook and visibility API -------------------------------------
     def _register(self) -> None:
+        if self._registered:
+            return
+        self._registered = True
         for kind in ("RayJob", "RayCluster"):
             self._server.add_mutating_hook(RAY_GROUP, kind, self._make_webhook(kind))
         prefix = r"^/apis/visibility\.kueue\.x-k8s\.io/(v1beta1|v1beta2)"
@@ -1537,6 +1547,7 @@ class FakeKubeRay(_PollingController):
         self._ray_jobs: dict[str, str] = {}  # RayJob uid -> Ray job id it is running
 
     def _register(self) -> None:
+        # Set on every start: another FakeKubeRay on the same server may have taken it over meanwhile.
         self._server.set_port_forward_target(self._port_forward_target)
 
     def _port_forward_target(self, namespace: str, pod_name: str, port: int) -> tuple[str, int]:

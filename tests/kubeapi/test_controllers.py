@@ -612,6 +612,33 @@ def test_kuberay_validation_and_service_mode(server: Any, ray_head: RayHead) -> 
         assert f"{host}:{port}" == ray_head.dashboard_address
 
 
+def test_controllers_can_be_stopped_and_started_again(server: Any, kueue: ctl.FakeKueue, ray_head: RayHead) -> None:
+    first = ctl.FakeKubeRay(server, dashboard_address=ray_head.dashboard_address)
+    other = ctl.FakeKubeRay(server, dashboard_address="127.0.0.1:1", dashboard_url_mode="service")
+    first.start()
+    first.stop()
+    other.start()  # takes the port-forward target over while `first` is stopped
+    other.stop()
+    first.start()
+    kueue.stop()
+    kueue.start()
+    try:
+        make_cluster_queue(server)
+        make_local_queue(server)
+        server.create_object(rayjob_manifest("again"))
+        waiting = _StateRecorder(server, "again").wait_state("Waiting")
+        assert waiting["status"]["dashboardURL"] == ray_head.dashboard_address
+        assert first._port_forward_target("default", "any-head", 8265) == tuple(
+            ray_head.dashboard_address.split(":")[:1]
+        ) + (ray_head.dashboard_port,)
+        assert (
+            _visibility(server, "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/cq/pendingworkloads")["items"]
+            == []
+        )
+    finally:
+        first.stop()
+
+
 def _cluster_in_state(server: Any, name: str, state: str) -> Optional[dict]:
     cluster = server.get_object(RAY_API, "RayCluster", name, "default") or {}
     return cluster if (cluster.get("status") or {}).get("state") == state else None
