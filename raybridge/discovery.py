@@ -9,21 +9,15 @@ node), and returns one `Inventory`. The parsing itself is pure
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from raybridge.core.inventory import Inventory, inventory_from_nodes, items_of
 from raybridge.errors import BadInput
+from raybridge.files import read_user_file
 
 
 def _read_json_or_yaml(path: str, what: str) -> Any:
-    file = Path(path)
-    try:
-        text = file.read_text()
-    except FileNotFoundError:
-        raise BadInput(f"{what} file {path!r} does not exist") from None
-    except OSError as exc:
-        raise BadInput(f"{what} file {path!r} cannot be read: {exc.strerror}") from None
+    text = read_user_file(path, what)
     try:
         return json.loads(text)
     except ValueError:

@@ -38,6 +38,7 @@ from raybridge.core.consts import (
 )
 from raybridge.core.quantity import is_quantity
 from raybridge.errors import BadInput
+from raybridge.files import read_user_file
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -251,12 +252,7 @@ def load_spec(path: Optional[str | Path], overrides: Optional[dict[str, Any]] = 
     data: dict[str, Any] = {}
     if path is not None:
         file = Path(path)
-        try:
-            text = file.read_text()
-        except FileNotFoundError:
-            raise BadInput(f"spec file {str(path)!r} does not exist") from None
-        except OSError as exc:
-            raise BadInput(f"spec file {str(path)!r} cannot be read: {exc.strerror}") from None
+        text = read_user_file(file, "spec")
         try:
             loaded = yaml.safe_load(text)
         except yaml.YAMLError as exc:
