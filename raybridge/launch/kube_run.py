@@ -253,8 +253,21 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
         decision=decision,
         cleanup=cleanup,
         keep=options.keep,
-        status_fallback=lambda: ((rays.get("RayJob", name, namespace) or {}).get("status") or {}).get("jobStatus"),
+        status_fallback=lambda: _ended_status(rays, name, namespace),
     )
+
+
+def _ended_status(rays: RayObjects, name: str, namespace: str) -> Optional[str]:
+    """How the RayJob says its Ray job ended, once its cluster (and dashboard) is gone."""
+    obj = rays.get("RayJob", name, namespace) or {}
+    status = obj.get("status") or {}
+    if status.get("jobStatus") in ("SUCCEEDED", "FAILED", "STOPPED"):
+        return str(status["jobStatus"])
+    if status.get("jobDeploymentStatus") in ("Suspending", "Suspended"):
+        raise InfraError(f"RayJob {namespace}/{name} was suspended while running (evicted or preempted by Kueue); its Ray cluster is gone")
+    if not obj:
+        raise InfraError(f"RayJob {namespace}/{name} was deleted while running")
+    return status.get("jobStatus")
 
 
 def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:
