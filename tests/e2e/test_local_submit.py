@@ -96,3 +96,28 @@ def test_sigkill_of_raybridge_still_takes_the_head_down():
     finally:
         proc.kill()
     assert wait_until_gone(tmp, timeout=40) == []
+
+
+def test_python_api_submit_wait_logs(ray_head):
+    import raybridge
+
+    spec = raybridge.build_spec({"name": "api", "entrypoint": "python -c \"print('from the api')\""})
+    with raybridge.submit(spec, backend="local", address=ray_head.dashboard_url, progress=lambda message: None) as job:
+        assert job.wait(timeout=120) == "SUCCEEDED"
+        assert "from the api" in job.logs()
+        assert job.submission_id.startswith("api-")
+
+
+def test_python_api_stop(ray_head):
+    import raybridge
+
+    spec = raybridge.build_spec({"entrypoint": "python -c \"import time; time.sleep(300)\""})
+    job = raybridge.submit(spec, backend="local", address=ray_head.dashboard_url, progress=lambda message: None)
+    try:
+        deadline = time.monotonic() + 60
+        while job.status() == "PENDING" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        job.stop()
+        assert job.wait(timeout=60) == "STOPPED"
+    finally:
+        job.close()
