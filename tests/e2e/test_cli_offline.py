@@ -178,3 +178,11 @@ def test_render_entrypoint_after_double_dash():
     out = run_cli("render", "--nodes", NODES, "--", "python", "train.py", "--lr", "0.1")
     assert out.returncode == 0, out.stderr
     assert yaml.safe_load(out.stdout)["spec"]["entrypoint"] == "python train.py --lr 0.1"
+
+
+def test_discover_probes_every_node_of_a_ray_cluster(ray_head):
+    out = run_cli("discover", "--ray-address", ray_head.gcs_address, "-o", "json", timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["source"] == "ray" and len(data["nodes"]) == 1
+    assert data["nodes"][0]["gpus"] == 0

@@ -236,3 +236,22 @@ def test_dry_run_creates_nothing(cluster, queue):
     assert result["backend"] == "kubernetes" and result["objects"][0]["kind"] == "RayJob"
     assert result["plan"]["gpusPerReplica"] == 4
     assert leftovers(cluster[0], namespace) == {}
+
+
+def test_stop_a_running_job(cluster, queue):
+    server = cluster[0]
+    namespace, lq, _ = queue
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "long", "--no-wait", "--", "python", "-c", "import time; time.sleep(300)")
+    assert out.returncode == 0, out.stderr
+    stopped = kube_cli(cluster, "stop", "long", "-n", namespace)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "Ray job long-" in stopped.stderr
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        rayjob = server.get_object(RAY, "RayJob", "long", namespace) or {}
+        if (rayjob.get("status") or {}).get("jobStatus") == "STOPPED":
+            break
+        time.sleep(0.5)
+    assert (rayjob.get("status") or {}).get("jobStatus") == "STOPPED"
+    assert kube_cli(cluster, "delete", "long", "-n", namespace).returncode == 0
+    assert leftovers(server, namespace) == {}
