@@ -411,20 +411,24 @@ class RayHead:
             return False
 
     def stop(self) -> None:
+        """SIGTERM the process group of `ray start`, SIGKILL what is left after 5 s; wait until it is gone."""
         process, self._process = self._process, None
         if process is not None:
-            for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+            for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 10.0)):
                 try:
                     os.killpg(process.pid, sig)
                 except ProcessLookupError:
                     break
-                try:
-                    process.wait(timeout=wait)
-                except subprocess.TimeoutExpired:
+                deadline = time.monotonic() + grace
+                while time.monotonic() < deadline:
+                    process.poll()  # reap `ray start` itself so it does not linger as a zombie
+                    if not self.leftover_pids(process.pid):
+                        break
+                    time.sleep(0.2)
+                else:
                     continue
-                if not self.leftover_pids(process.pid):
-                    break
-                time.sleep(1)
+                break
+            process.poll()
         if self._temp_dir:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None

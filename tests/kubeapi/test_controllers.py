@@ -628,9 +628,8 @@ def test_controllers_can_be_stopped_and_started_again(server: Any, kueue: ctl.Fa
         server.create_object(rayjob_manifest("again"))
         waiting = _StateRecorder(server, "again").wait_state("Waiting")
         assert waiting["status"]["dashboardURL"] == ray_head.dashboard_address
-        assert first._port_forward_target("default", "any-head", 8265) == tuple(
-            ray_head.dashboard_address.split(":")[:1]
-        ) + (ray_head.dashboard_port,)
+        host, port = first._port_forward_target("default", "any-head", 8265)
+        assert f"{host}:{port}" == ray_head.dashboard_address
         assert (
             _visibility(server, "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/cq/pendingworkloads")["items"]
             == []
