@@ -28,13 +28,34 @@ class RayJobs:
         except Exception as exc:  # ConnectionError, RuntimeError, ValueError from the client
             raise InfraError(f"cannot reach the Ray Job API at {address}: {_first_line(exc)}") from None
 
-    def submit(self, entrypoint: str, submission_id: Optional[str], runtime_env: Optional[dict[str, Any]], metadata: Optional[dict[str, str]] = None) -> str:
-        try:
-            return self.client.submit_job(
-                entrypoint=entrypoint, submission_id=submission_id, runtime_env=runtime_env or None, metadata=metadata
-            )
-        except Exception as exc:
-            raise InfraError(f"submitting to the Ray Job API at {self.address} failed: {_first_line(exc)}") from None
+    def submit(
+        self,
+        entrypoint: str,
+        submission_id: str,
+        runtime_env: Optional[dict[str, Any]],
+        metadata: Optional[dict[str, str]] = None,
+        retry_for: float = 0.0,
+    ) -> str:
+        """Submit once; with `retry_for`, keep trying server errors that long.
+
+        A head that has just started can answer 500 until its job agent has
+        registered. The submission id is fixed, so a retry never runs the job twice.
+        """
+        deadline = time.monotonic() + retry_for
+        failed_before = False
+        while True:
+            try:
+                return self.client.submit_job(
+                    entrypoint=entrypoint, submission_id=submission_id, runtime_env=runtime_env or None, metadata=metadata
+                )
+            except Exception as exc:
+                text = str(exc)
+                if failed_before and "already exists" in text:
+                    return submission_id  # an earlier attempt got through after all
+                if "status code 5" not in text or time.monotonic() > deadline:
+                    raise InfraError(f"submitting to the Ray Job API at {self.address} failed: {_first_line(exc)}") from None
+                failed_before = True
+                time.sleep(1.0)
 
     def status(self, submission_id: str) -> str:
         try:
@@ -83,5 +104,10 @@ class RayJobs:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    """The telling line of an error: the exception line of a server-side traceback, else the first."""
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    if "Traceback (most recent call last)" in lines[0]:
+        return f"{lines[0].split('Traceback')[0].strip()} {lines[-1].strip()}".strip()
+    return lines[0]

@@ -62,7 +62,7 @@ def submit_local(spec: JobSpec, options: SubmitOptions) -> JobHandle:
         jobs = RayJobs(dashboard)
         submission_id = options.submission_id or new_submission_id(name)
         runtime_env = runtime_env_for(spec, decision)
-        jobs.submit(spec.entrypoint, submission_id, runtime_env, metadata={"raybridge.io/job-name": name})
+        jobs.submit(spec.entrypoint, submission_id, runtime_env, metadata={"raybridge.io/job-name": name}, retry_for=60.0 if head else 0.0)
         options.progress(f"submitted {submission_id} to {jobs.address}")
     except BaseException:
         if head is not None:
