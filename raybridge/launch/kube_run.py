@@ -238,7 +238,7 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
         dashboard, forward = connect_dashboard(kube, namespace, status.get("rayClusterName", ""), status.get("dashboardURL"), options.dashboard_address, options.progress)
         jobs = RayJobs(dashboard)
         submission_id = options.submission_id or new_submission_id(name)
-        jobs.submit(spec.entrypoint, submission_id, runtime_env, metadata={"raybridge.io/job-name": name})
+        jobs.submit(spec.entrypoint, submission_id, runtime_env, metadata={"raybridge.io/job-name": name}, retry_for=60.0)
         rays.patch("RayJob", name, namespace, {"spec": {"jobId": submission_id}})
         options.progress(f"submitted {submission_id} to {dashboard}")
     except BaseException:
