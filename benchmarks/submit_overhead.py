@@ -23,14 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from raybridge.launch.local import PrivateRayHead  # noqa: E402
 
-ENTRYPOINT = ["python", "-c", "print('ok')"]
+ENTRYPOINT = ["python", "--version"]  # needs no shell quoting: `ray job submit` joins argv unquoted
 
 
 def timed(command: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - start
-    if result.returncode != 0 or "ok" not in result.stdout:
+    if result.returncode != 0 or "Python" not in result.stdout:
         raise SystemExit(f"{' '.join(command)} failed ({result.returncode}): {result.stderr[-500:]}")
     return elapsed
 
