@@ -209,7 +209,8 @@ def cmd_discover(args: argparse.Namespace, entrypoint: Optional[str]) -> int:
     table(f"GPU inventory ({inventory.source})", ("NODE", "VENDOR", "GPUS", "FREE", "MODEL", "MEMORY/GPU", "SCHEDULABLE"), rows)
     for vendor, total in inventory.vendors(eligible_only=False).items():
         cap = inventory.capacity(vendor)
-        print(f"{vendor}: {cap.total} schedulable GPUs on {cap.nodes} nodes (smallest node {cap.min_per_node}, largest {cap.max_per_node}); {total} in all")
+        nodes = f"{cap.nodes} node{'s' if cap.nodes != 1 else ''}"
+        print(f"{vendor}: {cap.total} schedulable GPUs on {nodes} (smallest node {cap.min_per_node}, largest {cap.max_per_node}); {total} in all")
     for text in inventory.notes:
         note(text)
     return EXIT_OK
@@ -221,8 +222,7 @@ def cmd_plan(args: argparse.Namespace, entrypoint: Optional[str]) -> int:
 
     spec = _spec_from_args(args, entrypoint)
     decision = plan_job(spec, _inventory(args, spec))
-    data = {**decision.to_dict(), "inventorySource": None}
-    data.pop("inventorySource")
+    data = decision.to_dict()
     if args.output == "table":
         rows = [(k, v) for k, v in data.items() if k not in ("warnings", "notes")]
         table("Sizing decision", ("FIELD", "VALUE"), rows)

@@ -157,6 +157,15 @@ class JobHandle:
     def stop(self) -> None:
         self.jobs.stop(self.submission_id)
 
+    @property
+    def owns_private_head(self) -> bool:
+        """True when closing this handle ends the Ray head the job runs on."""
+        return self.backend == "local" and self._cleanup is not None
+
+    def detach(self) -> None:
+        """Leave everything running: `close()` will remove nothing."""
+        self._cleanup = None
+
     def close(self) -> None:
         """Remove what this run created (the private head; the RayJob unless kept)."""
         cleanup, self._cleanup = self._cleanup, None

@@ -78,11 +78,11 @@ def run_submit(args: argparse.Namespace, spec: JobSpec) -> int:
             return _create_cluster(spec, options, args.output)
         handle = submit(spec, options)
         if args.no_wait:
-            if handle.backend == "local" and handle._cleanup is not None:
+            if handle.owns_private_head:
                 progress("--no-wait with a private local head: the head ends with this command, so waiting anyway")
             else:
                 _report(handle, "SUBMITTED", args.output)
-                handle._cleanup = None  # leave everything running
+                handle.detach()
                 return EXIT_OK
         progress(f"streaming logs of {handle.submission_id} (Ctrl-C stops the job and cleans up)")
         status = handle.stream_logs(lambda chunk: (log_stream.write(chunk), log_stream.flush()))
