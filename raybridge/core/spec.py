@@ -42,6 +42,9 @@ from raybridge.files import read_user_file
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+#: Environment variables raybridge sets on every Ray container.
+RESERVED_ENV = frozenset({"NUM_GPUS", "NUM_REPLICAS", "NUM_GPUS_PER_REPLICA"})
 
 #: What `kind` may say, by whether the workload runs Ray.
 RAY_KINDS = ("RayJob", "RayCluster")
@@ -161,6 +164,21 @@ class JobSpec(_Model):
         limit = NAME_LIMITS.get(kind, K8S_NAME_MAX)
         if len(value) > limit:
             raise ValueError(f"at most {limit} characters for a {kind} (got {len(value)}: {value!r})")
+        return value
+
+    @field_validator("queue", "priority_class")
+    @classmethod
+    def _label_value(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and (len(value) > 63 or not LABEL_VALUE.match(value)):
+            raise ValueError(f"must be a valid label value: at most 63 letters, digits, '-', '_' or '.' (got {value!r})")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        reserved = sorted(set(value) & RESERVED_ENV)
+        if reserved:
+            raise ValueError(f"{', '.join(reserved)} {'is' if len(reserved) == 1 else 'are'} set by raybridge to what was allocated")
         return value
 
     @field_validator("namespace")

@@ -20,6 +20,8 @@ BAD = [
     ("bad memory", {"memoryPerGpu": "lots"}, ["memoryPerGpu: is not a Kubernetes quantity"]),
     ("bad kind", {"kind": "Pod"}, ["kind: must be one of"]),
     ("plain kind with ray", {"kind": "job"}, ["set ray: false"]),
+    ("queue that is no label value", {"queue": "team a"}, ["queue: must be a valid label value"]),
+    ("reserved env", {"env": {"NUM_GPUS": "3"}}, ["env: NUM_GPUS is set by raybridge"]),
     ("several at once", {"gpus": -1, "gpuVendor": "x", "name": "A"}, ["gpus:", "gpuVendor:", "name:"]),
 ]
 
