@@ -267,8 +267,8 @@ def test_env_reports_allocated_not_requested() -> None:
 @pytest.mark.parametrize("key", ["NUM_GPUS", "NUM_REPLICAS", "NUM_GPUS_PER_REPLICA"])
 def test_spec_env_may_not_override_the_allocated_counts(key: str) -> None:
     row = RAY_ROWS[1]
-    spec, decision = decide(Row(**{**row.__dict__, "spec": {**row.spec, "env": {key: "99"}}}))
-    with pytest.raises(BadInput, match=key):
+    with pytest.raises(BadInput, match=key):  # refused as early as the spec, before sizing or rendering
+        spec, decision = decide(Row(**{**row.__dict__, "spec": {**row.spec, "env": {key: "99"}}}))
         render_rayjob(spec, decision, name=NAME, namespace=NS)
 
 
