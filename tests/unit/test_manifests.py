@@ -330,8 +330,8 @@ def test_a_spec_toleration_equal_to_the_gpu_one_is_not_repeated() -> None:
 
 @pytest.mark.parametrize("field_name, value", [("queue", "Team A"), ("priorityClass", "x" * 64), ("queue", "-lead")])
 def test_a_queue_that_cannot_be_a_label_value_is_bad_input(field_name: str, value: str) -> None:
-    spec, decision = decide(Row(**{**RAY_ROWS[1].__dict__, "spec": {**RAY_ROWS[1].spec, field_name: value}}))
-    with pytest.raises(BadInput, match=field_name):
+    with pytest.raises(BadInput, match=field_name):  # refused as early as the spec
+        spec, decision = decide(Row(**{**RAY_ROWS[1].__dict__, "spec": {**RAY_ROWS[1].spec, field_name: value}}))
         render_rayjob(spec, decision, name=NAME, namespace=NS)
 
 
