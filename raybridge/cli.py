@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Any, Callable, Optional, Sequence
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+from raybridge.core.consts import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 
 
 class _Parser(argparse.ArgumentParser):
@@ -110,11 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     _output_arg(p, "table", ("table", "json", "yaml"))
     p.set_defaults(handler=cmd_submit)
 
-    for name, helptext, handler in (
-        ("status", "status of a job raybridge created, with why it is pending", "cmd_status"),
-        ("logs", "the Ray job's logs", "cmd_logs"),
-        ("stop", "stop the Ray job (the objects stay until delete)", "cmd_stop"),
-        ("delete", "delete the RayJob/RayCluster and everything it owns", "cmd_delete"),
+    for name, helptext in (
+        ("status", "status of a job raybridge created, with why it is pending"),
+        ("logs", "the Ray job's logs"),
+        ("stop", "stop the Ray job (the objects stay until delete)"),
+        ("delete", "delete the RayJob/RayCluster and everything it owns"),
     ):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("name", metavar="NAME")
@@ -124,13 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
         if name == "status":
             _output_arg(p, "table")
-        p.set_defaults(handler=globals()[handler])
+        p.set_defaults(handler=_lifecycle(f"run_{name}"))
 
     p = sub.add_parser("list", help="jobs and clusters raybridge created")
     _cluster_args(p)
     p.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     _output_arg(p, "table")
-    p.set_defaults(handler=cmd_list)
+    p.set_defaults(handler=_lifecycle("run_list"))
     return parser
 
 
@@ -256,34 +256,15 @@ def cmd_submit(args: argparse.Namespace, entrypoint: Optional[str]) -> int:
     return run_submit(args, spec)
 
 
-def cmd_status(args: argparse.Namespace, entrypoint: Optional[str]) -> int:
-    from raybridge.launch.cli import run_status
+def _lifecycle(function: str) -> Callable[[argparse.Namespace, Optional[str]], int]:
+    """A handler that imports `raybridge.launch.cli` (and so ray) only when the command runs."""
 
-    return run_status(args)
+    def handler(args: argparse.Namespace, entrypoint: Optional[str]) -> int:
+        import importlib
 
+        return int(getattr(importlib.import_module("raybridge.launch.cli"), function)(args))
 
-def cmd_logs(args: argparse.Namespace, entrypoint: Optional[str]) -> int:
-    from raybridge.launch.cli import run_logs
-
-    return run_logs(args)
-
-
-def cmd_stop(args: argparse.Namespace, entrypoint: Optional[str]) -> int:
-    from raybridge.launch.cli import run_stop
-
-    return run_stop(args)
-
-
-def cmd_delete(args: argparse.Namespace, entrypoint: Optional[str]) -> int:
-    from raybridge.launch.cli import run_delete
-
-    return run_delete(args)
-
-
-def cmd_list(args: argparse.Namespace, entrypoint: Optional[str]) -> int:
-    from raybridge.launch.cli import run_list
-
-    return run_list(args)
+    return handler
 
 
 # --- entry point ------------------------------------------------------------------------------
@@ -335,7 +316,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if os.environ.get("RAYBRIDGE_DEBUG"):
             raise
         sys.stderr.write(f"error: internal error: {type(exc).__name__}: {exc} (set RAYBRIDGE_DEBUG=1 for the traceback)\n")
-        return EXIT_FAILED
+        return EXIT_JOB_FAILED
 
 
 if __name__ == "__main__":  # pragma: no cover

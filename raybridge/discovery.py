@@ -46,6 +46,7 @@ def discover_inventory(
     context: Optional[str] = None,
     tolerations: Sequence[Any] = (),
     local_fallback: bool = True,
+    kube: Any = None,
 ) -> Inventory:
     """The inventory from the first source that applies."""
     if nodes_file:
@@ -60,10 +61,10 @@ def discover_inventory(
         return probe_ray_cluster(None if ray_address == "auto" else ray_address)
     from raybridge.kube.client import cluster_configured
 
-    if cluster_configured(kubeconfig) or not local_fallback:
+    if kube is not None or cluster_configured(kubeconfig) or not local_fallback:
         from raybridge.kube.client import connect, list_nodes, list_pods_all_namespaces
 
-        kube = connect(kubeconfig, context)
+        kube = kube or connect(kubeconfig, context)
         nodes = list_nodes(kube)
         pods = list_pods_all_namespaces(kube)
         inventory = inventory_from_nodes(nodes, pods, tolerations=tolerations, source="kubernetes")

@@ -149,10 +149,6 @@ def _short(exc: BaseException) -> str:
     return text if len(text) < 200 else text[:200] + "..."
 
 
-def is_api_status(exc: BaseException, *codes: int) -> bool:
-    return getattr(exc, "status", None) in codes
-
-
 def list_nodes(kube: Kube) -> list[dict[str, Any]]:
     result = api_call("listing nodes", kube.core().list_node, _preload_content=False)
     return _items(result)

@@ -22,14 +22,10 @@ from typing import Any, Callable, Optional
 from raybridge.core.sizing import SizingDecision
 from raybridge.core.spec import JobSpec
 from raybridge.errors import BadInput, InfraError
+from raybridge.output import progress
 from raybridge.ray_jobs import TERMINAL, RayJobs
 
 DEFAULT_TIMEOUT = 1800.0
-
-
-def _stderr_progress(message: str) -> None:
-    sys.stderr.write(f"{message}\n")
-    sys.stderr.flush()
 
 
 @dataclass
@@ -45,7 +41,7 @@ class SubmitOptions:
     timeout: float = DEFAULT_TIMEOUT
     keep: bool = False
     submission_id: Optional[str] = None
-    progress: Callable[[str], None] = field(default=_stderr_progress)
+    progress: Callable[[str], None] = field(default=progress)
 
 
 def choose_backend(options: SubmitOptions) -> tuple[str, str]:

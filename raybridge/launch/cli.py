@@ -13,11 +13,11 @@ import signal
 import sys
 from typing import Any, Optional
 
+from raybridge.core.consts import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 from raybridge.core.spec import JobSpec
 from raybridge.launch import DEFAULT_TIMEOUT, JobHandle, SubmitOptions, choose_backend, submit
 from raybridge.output import dump, progress
 
-EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -87,7 +87,7 @@ def run_submit(args: argparse.Namespace, spec: JobSpec) -> int:
         progress(f"streaming logs of {handle.submission_id} (Ctrl-C stops the job and cleans up)")
         status = handle.stream_logs(lambda chunk: (log_stream.write(chunk), log_stream.flush()))
         _report(handle, status, args.output)
-        return EXIT_OK if status == "SUCCEEDED" else EXIT_FAILED
+        return EXIT_OK if status == "SUCCEEDED" else EXIT_JOB_FAILED
     except KeyboardInterrupt:
         progress("interrupted: stopping the job and cleaning up")
         if handle is not None:

@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
 from raybridge.core.pending import progress_line, workload_state
 from raybridge.core.spec import JobSpec
+from raybridge.discovery import discover_inventory
 from raybridge.errors import BadInput, ClusterUnreachable, InfraError
 from raybridge.kube.client import Kube, connect
 from raybridge.kube.kueue import find_workload, pending_position
@@ -66,21 +67,11 @@ class Waiter:
         time.sleep(self.poll)
 
 
-def _inventory(spec: JobSpec, options: SubmitOptions, kube: Kube) -> Any:
-    from raybridge.core.inventory import inventory_from_nodes
-    from raybridge.discovery import load_objects
-    from raybridge.kube.client import list_nodes, list_pods_all_namespaces
-
-    if options.nodes_file:
-        pods = load_objects(options.pods_file, "Pod") if options.pods_file else None
-        return inventory_from_nodes(load_objects(options.nodes_file, "Node"), pods, spec.tolerations, source="file")
-    return inventory_from_nodes(list_nodes(kube), list_pods_all_namespaces(kube), spec.tolerations, source="kubernetes")
-
-
 def _prepare(spec: JobSpec, options: SubmitOptions) -> tuple[Kube, str, str, Any, list[dict[str, Any]]]:
     kube = connect(options.kubeconfig, options.context, spec.namespace or options.namespace)
     namespace = spec.namespace or kube.namespace
-    decision = plan_job(spec, _inventory(spec, options, kube))
+    inventory = discover_inventory(nodes_file=options.nodes_file, pods_file=options.pods_file, tolerations=spec.tolerations, kube=kube)
+    decision = plan_job(spec, inventory)
     for text in decision.notes:
         options.progress(f"note: {text}")
     for text in decision.warnings:

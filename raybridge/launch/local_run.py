@@ -51,7 +51,8 @@ def submit_local(spec: JobSpec, options: SubmitOptions) -> JobHandle:
             raise BadInput(f"the spec asks for {asked} GPUs but this machine has {_found(inventory)}: {exc.problems[0]}") from None
         if decision.total_gpus > decision.cluster_gpus:
             raise BadInput(f"the spec asks for {decision.total_gpus} GPUs but this machine has {_found(inventory)}")
-        runtime_env_for(spec, decision)  # bad workingDir is bad input: refuse before starting anything
+    runtime_env = runtime_env_for(spec, decision)  # a bad workingDir is refused before anything starts
+    if not address:
         head = PrivateRayHead(num_gpus=decision.cluster_gpus or 0)
         try:
             dashboard = head.start(options.progress)
@@ -61,7 +62,6 @@ def submit_local(spec: JobSpec, options: SubmitOptions) -> JobHandle:
     try:
         jobs = RayJobs(dashboard)
         submission_id = options.submission_id or new_submission_id(name)
-        runtime_env = runtime_env_for(spec, decision)
         jobs.submit(spec.entrypoint, submission_id, runtime_env, metadata={"raybridge.io/job-name": name}, retry_for=60.0 if head else 0.0)
         options.progress(f"submitted {submission_id} to {jobs.address}")
     except BaseException:
