@@ -18,7 +18,10 @@ from tests.kubeapi.server import KubeApiServer
 
 @pytest.fixture
 def kube_server() -> Iterator[KubeApiServer]:
-    """A started server with every CRD from ../shared/crds; stopped after the test.
+    """A started server with the newest KubeRay and Kueue CRDs; stopped after the test.
+
+    For another release use the `release_server` fixture (tests/conftest.py) or
+    `KubeApiServer(release=...)`.
 
     A test fails if the server hit an internal error (an unexpected exception
     answered as 500) while it ran.

@@ -70,6 +70,7 @@ class ApiError(Exception):
     message: str
     details: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    list_meta: dict[str, Any] = field(default_factory=dict)  # Status.metadata (a continue token for 410s)
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -78,7 +79,7 @@ class ApiError(Exception):
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.list_meta),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,

@@ -26,6 +26,7 @@ import re
 from fractions import Fraction
 from typing import Any, Protocol
 
+from . import cel
 from .errors import (
     ApiError,
     FieldError,
@@ -44,6 +45,7 @@ from .validation import (
     decode_builtin,
     drop_nulls,
     handle_unknown_fields,
+    list_type_errors,
     schema_field_errors,
     served_schema,
     validate_labels,
@@ -93,6 +95,12 @@ class Strategy:
     def schema_errors(self, obj: dict[str, Any]) -> list[FieldError]:
         """Violations of the kind's OpenAPI schema (required fields, enums, ...)."""
         return builtin_field_errors(obj)
+
+    def rule_errors(
+        self, obj: dict[str, Any], old: dict[str, Any] | None, prior: list[FieldError]
+    ) -> tuple[list[FieldError], list[str]]:
+        """CEL rule (`x-kubernetes-validations`) errors and ratcheting warnings; none for built-in kinds."""
+        return [], []
 
     def after_hooks(self, obj: dict[str, Any]) -> None:
         """Re-normalise what mutating hooks returned (unknown fields a webhook adds are dropped)."""
@@ -546,11 +554,52 @@ class PriorityClassStrategy(Strategy):
         return False
 
 
+# Schema errors that stop CEL rules from running (hasBlockingErr in the customresource strategy).
+_BLOCKING = frozenset({"FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong", "FieldValueTooMany",
+                       "FieldValueTypeInvalid"})
+_NOT_CHECKED = FieldError(
+    cel.ROOT, "FieldValueInvalid",
+    'Invalid value: "null": some validation rules were not checked because the object was invalid; '
+    "correct the existing errors to complete validation",
+)
+
+
+class RoleBindingStrategy(Strategy):
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+        if old is not None and obj.get("roleRef") != old.get("roleRef"):
+            return [invalid_value("roleRef", "rbac.RoleRef{...}", "cannot change roleRef")]
+        return []
+
+
 class CustomResourceStrategy(Strategy):
-    """Custom resources: schema pruning, defaulting, validation; status and generation from the CRD."""
+    """Custom resources: schema pruning, defaulting, validation (CEL rules included); status and generation from the CRD."""
+
+    def __init__(self, resource: ResourceType) -> None:
+        super().__init__(resource)
+        assert resource.crd is not None
+        self.rules = cel.compile_crd(resource.crd)  # UnsupportedRule: the server does not start
+
+    def rule_errors(
+        self, obj: dict[str, Any], old: dict[str, Any] | None, prior: list[FieldError]
+    ) -> tuple[list[FieldError], list[str]]:
+        version = str(obj.get("apiVersion", "")).rpartition("/")[2]
+        assert self.resource.crd is not None
+        schema = served_schema(self.resource.crd, version)
+        duplicates = list_type_errors(obj, schema)
+        if old is not None and list_type_errors(old, schema):
+            duplicates = []  # ratcheted: an object that already broke the rule may keep doing so
+        prior = prior + duplicates
+        tree = self.rules.get(version)
+        if tree is None or not tree.has_rules_below:
+            return duplicates, []
+        if any(e.reason in _BLOCKING for e in prior):
+            return duplicates + [_NOT_CHECKED], []
+        results = cel.validate(tree, obj, old)
+        return duplicates + results.errors, results.warnings
 
     def decode(self, obj: dict[str, Any], field_validation: str) -> list[str]:
-        return handle_unknown_fields(obj, field_validation)
+        assert self.resource.crd is not None
+        return handle_unknown_fields(obj, field_validation, self.resource.crd)
 
     def default(self, obj: dict[str, Any]) -> None:
         version = str(obj.get("apiVersion", "")).rpartition("/")[2]
@@ -558,14 +607,16 @@ class CustomResourceStrategy(Strategy):
         apply_schema_defaults(obj, served_schema(self.resource.crd, version))
 
     def after_hooks(self, obj: dict[str, Any]) -> None:
-        handle_unknown_fields(obj, "Ignore")
+        assert self.resource.crd is not None
+        handle_unknown_fields(obj, "Ignore", self.resource.crd)
         self.default(obj)
 
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
         return []
 
     def schema_errors(self, obj: dict[str, Any]) -> list[FieldError]:
-        return schema_field_errors(obj)
+        assert self.resource.crd is not None
+        return schema_field_errors(obj, self.resource.crd)
 
     def status_update(self, body: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
         new = copy.deepcopy(old)
@@ -594,6 +645,8 @@ _STRATEGIES: dict[tuple[str, str], type[Strategy]] = {
     ("apps", "Deployment"): DeploymentStrategy,
     ("batch", "Job"): JobStrategy,
     ("scheduling.k8s.io", "PriorityClass"): PriorityClassStrategy,
+    ("rbac.authorization.k8s.io", "RoleBinding"): RoleBindingStrategy,
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"): RoleBindingStrategy,
 }
 
 

@@ -12,7 +12,7 @@
 What this does not do: the strategic merge keys come from a table keyed by
 field name (built from the Go struct tags of core/apps/batch), not from an
 OpenAPI document; `$setElementOrder` is accepted and ignored. Server-side apply
-is not implemented at all.
+lives in ssa.py (it uses the same merge-key table for built-in kinds).
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ _SET_ORDER = "$setElementOrder/"
 _DELETE_FROM = "$deleteFromPrimitiveList/"
 
 
-def _merge_key(field: str, items: list[Any]) -> str | None:
+def merge_key_for(field: str, items: list[Any]) -> str | None:
     if field == "ports":
         # Container ports merge by containerPort, Service ports by port.
         sample = next((i for i in items if isinstance(i, dict)), {})
@@ -244,7 +244,7 @@ def _smp_list(field: str, original: list[Any], patch: list[Any]) -> list[Any]:
             if item not in merged:
                 merged.append(item)
         return merged
-    key = _merge_key(field, patch + original)
+    key = merge_key_for(field, patch + original)
     if key is None or not all(isinstance(i, dict) for i in patch):
         return [copy.deepcopy(i) for i in patch]
     merged = copy.deepcopy(original)

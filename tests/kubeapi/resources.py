@@ -43,6 +43,7 @@ class ResourceType:
     tracks_generation: bool = False
     orphan_by_default: bool = False
     read_only: bool = False
+    create_only: bool = False  # reviews: POST only, nothing stored
     crd: dict[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
     # (subresource name, kind, verbs) beyond "status", for discovery.
     extra_subresources: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
@@ -118,7 +119,8 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _core("Event", "events", True, False, short_names=("ev",), field_labels=_EVENT_FIELDS, allow_create_on_update=True),
     _core("ConfigMap", "configmaps", True, False, short_names=("cm",)),
     _core("Secret", "secrets", True, False, field_labels=frozenset({"type"})),
-    _core("ServiceAccount", "serviceaccounts", True, False, short_names=("sa",), returns_deleted_object=True),
+    _core("ServiceAccount", "serviceaccounts", True, False, short_names=("sa",), returns_deleted_object=True,
+          extra_subresources=(("token", "TokenRequest", ("create",)),)),
     ResourceType("apps", ("v1",), "v1", "Deployment", "deployments", "deployment", True, True,
                  short_names=("deploy",), categories=("all",), tracks_generation=True),
     ResourceType("batch", ("v1",), "v1", "Job", "jobs", "job", True, True, categories=("all",),
@@ -127,6 +129,15 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
                  allow_create_on_update=True),
     ResourceType("scheduling.k8s.io", ("v1",), "v1", "PriorityClass", "priorityclasses", "priorityclass", False,
                  False, short_names=("pc",)),
+    ResourceType("rbac.authorization.k8s.io", ("v1",), "v1", "Role", "roles", "role", True, False, name_rule="path"),
+    ResourceType("rbac.authorization.k8s.io", ("v1",), "v1", "RoleBinding", "rolebindings", "rolebinding", True, False,
+                 name_rule="path"),
+    ResourceType("rbac.authorization.k8s.io", ("v1",), "v1", "ClusterRole", "clusterroles", "clusterrole", False,
+                 False, name_rule="path"),
+    ResourceType("rbac.authorization.k8s.io", ("v1",), "v1", "ClusterRoleBinding", "clusterrolebindings",
+                 "clusterrolebinding", False, False, name_rule="path"),
+    ResourceType("authorization.k8s.io", ("v1",), "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews",
+                 "selfsubjectaccessreview", False, False, create_only=True),
     ResourceType("apiextensions.k8s.io", ("v1",), "v1", "CustomResourceDefinition", "customresourcedefinitions",
                  "customresourcedefinition", False, True, short_names=("crd", "crds"), read_only=True),
 )
@@ -242,7 +253,7 @@ class ResourceRegistry:
                 "singularName": resource.singular,
                 "namespaced": resource.namespaced,
                 "kind": resource.kind,
-                "verbs": list(READ_VERBS if resource.read_only else ALL_VERBS),
+                "verbs": ["create"] if resource.create_only else list(READ_VERBS if resource.read_only else ALL_VERBS),
             }
             if resource.short_names:
                 entry["shortNames"] = list(resource.short_names)

@@ -243,6 +243,10 @@ class FieldSelector:
     def matches(self, fields: Callable[[str], str]) -> bool:
         return all((fields(t.field) == t.value) != t.negated for t in self.terms)
 
+    @property
+    def empty(self) -> bool:
+        return not self.terms
+
     def exact_value(self, field_label: str) -> str | None:
         for term in self.terms:
             if term.field == field_label and not term.negated:

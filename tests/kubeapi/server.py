@@ -1,29 +1,36 @@
-"""A small Kubernetes API server for tests, spoken to by the official client.
+"""A Kubernetes API server for tests, spoken to by the official client.
 
 `KubeApiServer` serves the Kubernetes REST API over plain HTTP on 127.0.0.1
 (a kernel-chosen port): discovery, CRUD/list/watch/patch/delete on built-in
-kinds (core/v1, apps/v1 Deployments, batch/v1 Jobs, Leases, PriorityClasses)
-and on every CRD in `tests.schemas.crds()`, status subresources, pod logs and
-pod port-forwarding over WebSocket. What it accepts, a real API server would
-accept too, with the same status codes and `Status` bodies (see store.py for
-the semantics, kinds.py for per-kind behaviour, validation.py for schemas).
-One deliberate difference in defaults: a request without `fieldValidation`
-is treated as Strict (unknown fields are a 400), where a real server warns
-and drops them; pass `fieldValidation=Warn` to get the real default.
+kinds (core/v1, apps/v1 Deployments, batch/v1 Jobs, Leases, PriorityClasses,
+RBAC) and on the CRDs of one KubeRay and one Kueue release
+(`release=`/`kuberay=`/`kueue=`, see tests/schemas.py), serving exactly the
+versions those CRDs mark served and converting Kueue objects between them
+(conversion.py). Status subresources, pod logs, pod port-forwarding over
+WebSocket (a pod that is not Running fails as on a real cluster),
+TokenRequest and SelfSubjectAccessReview. What it accepts, a real API server
+of that release accepts too, with the same status codes and `Status` bodies:
+see store.py (write pipeline, paging, garbage collection), kinds.py (per-kind
+behaviour), validation.py (schemas), cel.py (CRD CEL rules), ssa.py
+(server-side apply and managedFields), auth.py (tokens and RBAC). Field
+validation defaults to Warn as on a real server (unknown fields dropped with
+a `Warning` header); Strict and Ignore when the request asks.
 
 Tests drive it two ways: through HTTP with `kubernetes.client` (via
-`api_client()` or `write_kubeconfig()`), and directly through
-`create_object`/`get_object`/`list_objects`/`update_status`/`delete_object`,
-which take the same path through the store (defaults, hooks, garbage
-collection, watch events) without HTTP. Extension points simulate webhooks
-(`add_mutating_hook`), aggregated APIs (`add_handler`) and failures
-(`fail_next`).
+`api_client(token)` or `write_kubeconfig(path, token=...)`; the default token
+is the admin's, `service_account_token(ns, name)` mints a ServiceAccount's),
+and directly through `create_object`/`get_object`/`list_objects`/
+`update_status`/`delete_object`, which take the same path through the store
+(defaults, hooks, validation, watch events; no authorization) without HTTP.
+Extension points simulate webhooks (`add_mutating_hook`), aggregated APIs
+(`add_handler`) and faults (`fail_next`: delays, dropped connections, error
+statuses, bodies that are not JSON, broken watches).
 
-What this does not do: no TLS, no authentication or authorization (any
-bearer token is accepted), no protobuf or CBOR, no server-side apply, no
-exec/attach, no SPDY (port-forward is WebSocket only), no kubelet or
-controllers beyond the garbage collector and namespace cleanup. It never
-listens on anything but loopback.
+What this does not do: no TLS, no protobuf or CBOR, no exec/attach, no SPDY
+(port-forward is WebSocket only), no kubelet or controllers beyond the
+garbage collector, the namespace controller and the ServiceAccount
+controller's `default` account. It never listens on anything but loopback.
+tests/kubeapi/README.md lists where it still differs from a real server.
 """
 
 from __future__ import annotations
@@ -47,14 +54,15 @@ import yaml
 
 from tests import schemas
 
-from .errors import AdmissionDenied, ApiError, bad_request, method_not_allowed, unknown_path
+from .auth import ANONYMOUS, RBAC_GROUP, Attributes, Identity, Tokens, attributes, authorize, bootstrap_objects, forbidden
+from .errors import AdmissionDenied, ApiError, FieldError, bad_request, invalid, method_not_allowed, unknown_path
 from .resources import BUILTIN_TYPES, ResourceRegistry, ResourceType, from_crd
 from .selectors import parse_field_selector, parse_label_selector
 from .store import INITIAL_NAMESPACES, DeleteOptions, MutatingHook, Store, WatchFilter, now_rfc3339
 from .validation import K8S_SCHEMA_VERSION
 from .websocket import WebSocketConnection, accept_key, choose_protocol
 
-__all__ = ["KubeApiServer", "AdmissionDenied", "ApiError"]
+__all__ = ["KubeApiServer", "AdmissionDenied", "ApiError", "Fault", "HTML_ERROR_PAGE"]
 
 HandlerResult = tuple[int, "dict[str, Any] | str"]
 Handler = Callable[["re.Match[str]", dict[str, list[str]], "bytes | None"], HandlerResult]
@@ -68,13 +76,53 @@ _TRUE = ("1", "t", "T", "true", "TRUE", "True")
 
 
 @dataclass
-class _Failure:
+class Fault:
+    """One injected fault (see `KubeApiServer.fail_next`); `clear()` stops it, `hits` counts its uses."""
+
     method: str
     pattern: re.Pattern[str]
-    code: int
+    code: int | None
     reason: str
     message: str
-    remaining: int
+    remaining: int | None  # None: every matching request until cleared
+    delay: float = 0.0
+    drop: bool = False
+    body: bytes | None = None
+    content_type: str = "text/html"
+    retry_after: int | None = None
+    after_events: int | None = None
+    hits: int = 0
+
+    def clear(self) -> None:
+        self.remaining = 0
+
+    def error(self) -> ApiError:
+        assert self.code is not None
+        headers, details = {}, None
+        if self.retry_after is not None:
+            headers = {"Retry-After": str(self.retry_after)}
+            details = {"retryAfterSeconds": self.retry_after}
+        return ApiError(self.code, self.reason, self.message, details, headers)
+
+
+# Default Status reason and message per injected code, as kube-apiserver words them.
+_FAULT_DEFAULTS = {
+    400: ("BadRequest", "injected failure"),
+    403: ("Forbidden", "injected failure"),
+    404: ("NotFound", "the server could not find the requested resource"),
+    409: ("Conflict", "Operation cannot be fulfilled: the object has been modified; please apply your changes to "
+                      "the latest version and try again"),
+    410: ("Expired", "too old resource version: 1 (2)"),
+    429: ("TooManyRequests", "Too many requests, please try again later."),
+    500: ("InternalError", "Internal error occurred: injected failure"),
+    503: ("ServiceUnavailable", "the server is currently unable to handle the request"),
+    504: ("Timeout", "the server was unable to return a response in the time allotted, but may still be processing "
+                     "the request"),
+}
+HTML_ERROR_PAGE = (
+    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>"
+    b"\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+)
 
 
 @dataclass
@@ -94,23 +142,35 @@ class KubeApiServer:
         self,
         *,
         crds: Iterable[dict[str, Any]] | None = None,
+        release: str | None = None,
+        kuberay: str | None = None,
+        kueue: str | None = None,
         history_limit: int = 2000,
-        default_field_validation: str = "Strict",
+        default_field_validation: str = "Warn",
     ) -> None:
-        """`crds`: the CRDs to serve (default: all of `tests.schemas.crds()`).
+        """Which CRDs to serve: `crds` as given, or those of a release combination.
+
+        `release` is one id of `tests.schemas.RELEASES` (the other project at
+        its newest); `kuberay`/`kueue` name each project's release (newest by
+        default). Only the versions each CRD marks `served` are served.
 
         `default_field_validation` is what a request without `fieldValidation`
-        gets. Real servers default to Warn (drop unknown fields, add a warning);
-        this one defaults to Strict so that a typo in a manifest fails the test.
+        gets: Warn, as on a real server (unknown fields dropped with a warning).
         """
-        chosen = list(schemas.crds().values()) if crds is None else list(crds)
+        if release is not None:
+            if kuberay is not None or kueue is not None:
+                raise ValueError("pass either release or kuberay/kueue, not both")
+            kuberay, kueue = schemas.release_pair(release)
+        self.kuberay = kuberay or schemas.KUBERAY_NEWEST
+        self.kueue = kueue or schemas.KUEUE_NEWEST
+        chosen = list(schemas.crds(self.kuberay, self.kueue).values()) if crds is None else list(crds)
         self.registry = ResourceRegistry([*BUILTIN_TYPES, *(from_crd(c) for c in chosen)])
         self.store = Store(self.registry, history_limit)
         self.default_field_validation = default_field_validation
         self.request_log: list[tuple[str, str]] = []
         self.internal_errors: list[str] = []
         self._handlers: list[tuple[str, re.Pattern[str], Handler]] = []
-        self._failures: list[_Failure] = []
+        self._failures: list[Fault] = []
         self._port_forward_target: PortForwardTarget = self._pod_ip_target
         self._config_lock = threading.Lock()
         self._httpd: _HttpServer | None = None
@@ -118,8 +178,15 @@ class KubeApiServer:
         self._stopping = threading.Event()
         self._sockets: set[socket.socket] = set()
         self._sockets_lock = threading.Lock()
+        self.tokens = Tokens(TOKEN)
+        # Requests without credentials to paths served by `add_handler` skip authorization.
+        # Not what a real server does (it would answer 403); kept True only until the test
+        # helpers that call such handlers without a token send one. Set False for the real behaviour.
+        self.anonymous_handler_calls_as_admin = True
         for namespace in INITIAL_NAMESPACES:
             self.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        for obj in bootstrap_objects():
+            self.create_object(obj)
         for crd in chosen:
             self._seed_crd(crd)
 
@@ -166,25 +233,43 @@ class KubeApiServer:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def write_kubeconfig(self, path: str | Path, namespace: str = "default", context: str = "raybridge-test") -> Path:
+    def write_kubeconfig(
+        self, path: str | Path, namespace: str = "default", context: str = "raybridge-test", *, token: str | None = None,
+    ) -> Path:
+        """A kubeconfig for this server; `token` (e.g. from `service_account_token`) instead of the admin token."""
         path = Path(path)
         config = {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": context, "cluster": {"server": self.url}}],
-            "users": [{"name": context, "user": {"token": TOKEN}}],
+            "users": [{"name": context, "user": {"token": token or TOKEN}}],
             "contexts": [{"name": context, "context": {"cluster": context, "user": context, "namespace": namespace}}],
             "current-context": context,
         }
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         return path
 
-    def api_client(self) -> kubernetes.client.ApiClient:
+    def api_client(self, token: str | None = None, *, retries: bool | None = None) -> kubernetes.client.ApiClient:
+        """An official-client ApiClient; `token` defaults to the admin token.
+
+        `retries=False` turns off urllib3's own retries (by default it retries
+        reads that fail, and idempotent requests answered 429/503 with Retry-After).
+        """
         configuration = kubernetes.client.Configuration()
         configuration.host = self.url
-        configuration.api_key = {"authorization": TOKEN}
+        if retries is not None:
+            configuration.retries = retries
+        configuration.api_key = {"authorization": token or TOKEN}
         configuration.api_key_prefix = {"authorization": "Bearer"}
         return kubernetes.client.ApiClient(configuration)
+
+    def service_account_token(self, namespace: str, name: str, *, expiration_seconds: int = 3600) -> str:
+        """A bearer token for an existing ServiceAccount, as TokenRequest mints it (LookupError if absent)."""
+        account = self.get_object("v1", "ServiceAccount", name, namespace)
+        if account is None:
+            raise LookupError(f"no ServiceAccount {namespace}/{name}")
+        token, _ = self.tokens.mint(namespace, name, account["metadata"]["uid"], expiration_seconds)
+        return token
 
     # --- extension points ----------------------------------------------------
 
@@ -204,14 +289,46 @@ class KubeApiServer:
             self._handlers.append((method.upper(), re.compile(path_regex), fn))
 
     def fail_next(
-        self, method: str, path_regex: str, code: int = 500, times: int = 1, reason: str = "InternalError",
-        message: str | None = None,
-    ) -> None:
-        """Make the next `times` requests whose method (or "*") and whole decoded path match fail with this Status."""
-        if message is None:
-            message = "Internal error occurred: injected failure" if reason == "InternalError" else "injected failure"
+        self, method: str, path_regex: str, code: int | None = 500, times: int | None = 1, reason: str | None = None,
+        message: str | None = None, *, delay: float = 0.0, drop: bool = False, body: bytes | str | None = None,
+        content_type: str = "text/html", retry_after: int | None = None, after_events: int | None = None,
+    ) -> Fault:
+        """Inject a fault into the next `times` requests (None: all, until cleared) whose method
+        (or "*") and whole decoded path match `path_regex`.
+
+        What the client gets, in this order:
+        * `delay` seconds of silence first (longer than a client timeout: a hang);
+        * `drop=True`: the connection is closed without an answer;
+        * `body`: an answer with status `code` (502 if None) and this raw body (an HTML page
+          from a proxy, a truncated JSON document, ...) as `content_type`;
+        * `code` (409, 429, 500, 503, ...): a `Status` with the real reason and message
+          (`reason`/`message` override them); `retry_after` adds `Retry-After` (429 and 503
+          default to 1 second);
+        * `code=None` and none of the above: the request is then served normally (a pure delay).
+        Watch requests: `after_events=N` serves N events first, then drops the stream
+        (`drop=True`, or no `code`) or sends an ERROR event with the `code` Status (410
+        Expired is what a real server sends for a watch that fell behind); `code=410`
+        alone on a watch is an immediate ERROR event.
+        Returns the `Fault`; `clear_faults()` or `fault.clear()` ends it.
+        """
+        default_reason, default_message = _FAULT_DEFAULTS.get(code or 0, ("InternalError", "injected failure"))
+        if retry_after is None and code in (429, 503):
+            retry_after = 1
+        fault = Fault(
+            method.upper(), re.compile(path_regex), code, reason or default_reason, message or default_message,
+            times, delay, drop, body.encode() if isinstance(body, str) else body, content_type, retry_after,
+            after_events,
+        )
         with self._config_lock:
-            self._failures.append(_Failure(method.upper(), re.compile(path_regex), code, reason, message, times))
+            self._failures.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        """End every injected fault."""
+        with self._config_lock:
+            for fault in self._failures:
+                fault.clear()
+            self._failures.clear()
 
     def set_port_forward_target(self, fn: PortForwardTarget) -> None:
         """Where port-forwards connect: `fn(namespace, pod, port) -> (host, port)`."""
@@ -228,6 +345,15 @@ class KubeApiServer:
     def close_pod_log(self, namespace: str, pod: str, *, container: str | None = None) -> None:
         """The container has exited: `follow` streams end after the last line."""
         self.store.close_pod_log(namespace, pod, container)
+
+    def wait_for_garbage_collection(self, timeout: float = 5.0) -> None:
+        """Block until the garbage collector has acted on every write so far (TimeoutError otherwise).
+
+        The collector runs on its own thread, as on a real cluster: a background
+        DELETE answers before the dependents are gone.
+        """
+        if not self.store.wait_for_garbage_collection(timeout):
+            raise TimeoutError("the garbage collector did not settle")
 
     def compact(self) -> None:
         """Drop the watch history; watches from older resourceVersions get 410 Expired."""
@@ -305,7 +431,7 @@ class KubeApiServer:
         *, content_type: str = "application/merge-patch+json", subresource: str | None = None,
     ) -> dict[str, Any]:
         resource = self._resource(api_version, kind)
-        result, _ = self.store.patch(
+        result, _, _ = self.store.patch(
             resource, self._version(api_version), namespace if resource.namespaced else None, name, content_type,
             json.dumps(patch).encode(), subresource=subresource,
         )
@@ -350,11 +476,37 @@ class KubeApiServer:
             raise OSError(f"pod {namespace}/{pod} has no status.podIP")
         return address, port
 
-    def _take_failure(self, method: str, path: str) -> _Failure | None:
+    def _authenticate(self, header: str | None) -> Identity:
+        def account_uid(namespace: str, name: str) -> str | None:
+            account = self.get_object("v1", "ServiceAccount", name, namespace)
+            return account["metadata"]["uid"] if account else None
+
+        return self.tokens.identify(header, account_uid)
+
+    def _authorize(self, identity: Identity, method: str, path: str, query: dict[str, list[str]]) -> None:
+        allowed, reason = self.can(identity, attributes(method, path, query))
+        if not allowed:
+            raise forbidden(identity, attributes(method, path, query), reason)
+
+    def can(self, identity: Identity, attrs: Attributes) -> tuple[bool, str]:
+        """(allowed, reason) of the RBAC authorizer for these request attributes."""
+        store = self.store
+
+        def find(kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
+            return store.find(RBAC_GROUP, kind, name, namespace)
+
+        with store.lock:
+            return authorize(find, lambda kind: store.find_all(RBAC_GROUP, kind), identity, attrs)
+
+    def _take_failure(self, method: str, path: str) -> Fault | None:
         with self._config_lock:
             for failure in self._failures:
-                if failure.remaining > 0 and failure.method in (method, "*") and failure.pattern.fullmatch(path):
-                    failure.remaining -= 1
+                if failure.remaining is not None and failure.remaining <= 0:
+                    continue
+                if failure.method in (method, "*") and failure.pattern.fullmatch(path):
+                    if failure.remaining is not None:
+                        failure.remaining -= 1
+                    failure.hits += 1
                     return failure
         return None
 
@@ -386,6 +538,8 @@ class _HttpServer(ThreadingHTTPServer):
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _HttpServer
+    _fault: Fault | None = None
+    _identity: Identity | None = None
 
     # --- plumbing ------------------------------------------------------------------
 
@@ -503,12 +657,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self.api.request_log.append((method, path))
         try:
             body = self._read_body()
-            failure = self.api._take_failure(method, path)
-            if failure is not None:
-                headers = {"Retry-After": "1"} if failure.code == 429 else {}
-                details = {"retryAfterSeconds": 1} if failure.code == 429 else None
-                raise ApiError(failure.code, failure.reason, failure.message, details, headers)
+            self._fault = self.api._take_failure(method, path)
+            if self._fault is not None and self._inject(self._fault, query):
+                return
+            self._identity = self.api._authenticate(self.headers.get("Authorization"))
             found = self.api._find_handler(method, path)
+            if not (found is not None and self._identity is ANONYMOUS and self.api.anonymous_handler_calls_as_admin):
+                self.api._authorize(self._identity, method, path, query)
             if found is not None:
                 fn, match = found
                 code, answer = fn(match, query, body)
@@ -530,6 +685,41 @@ class _RequestHandler(BaseHTTPRequestHandler):
             except OSError:
                 self.close_connection = True
 
+    def _inject(self, fault: Fault, query: dict[str, list[str]]) -> bool:
+        """Carry out the part of a fault that comes before serving; True when the request is answered."""
+        if fault.delay and self.api._stopping.wait(fault.delay):
+            self._drop()
+            return True
+        is_watch = (query.get("watch") or [""])[0] in _TRUE or "/watch/" in self.path
+        if is_watch and (fault.after_events is not None or fault.code == 410):
+            return False  # done by _serve_watch
+        if fault.drop:
+            self._drop()
+            return True
+        if fault.body is not None:
+            self.send_response(fault.code or 502)
+            self.send_header("Content-Type", fault.content_type)
+            self.send_header("Content-Length", str(len(fault.body)))
+            self.end_headers()
+            self.wfile.write(fault.body)
+            return True
+        if fault.code is not None:
+            self._send_error(fault.error())
+            return True
+        return False
+
+    def _drop(self) -> None:
+        """Close the connection without an answer (or in the middle of one)."""
+        self.close_connection = True
+        try:
+            self.wfile.flush()
+        except OSError:
+            pass
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
     def _route(self, method: str, path: str, query: dict[str, list[str]], body: bytes | None) -> None:
         registry = self.api.registry
         segments = [s for s in path.split("/") if s]
@@ -537,10 +727,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
             if path in ("/healthz", "/livez", "/readyz"):
                 self._send_text(200, "ok")
                 return
-            if path == "/version":
+            if path in ("/version", "/version/"):
                 major, minor, _ = K8S_SCHEMA_VERSION.split(".", 2)
                 self._send_json(200, {"major": major, "minor": minor, "gitVersion": f"v{K8S_SCHEMA_VERSION}",
-                                      "platform": "linux/amd64"})
+                                      "gitCommit": "0" * 40, "gitTreeState": "clean",
+                                      "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25.0",
+                                      "compiler": "gc", "platform": "linux/amd64"})
                 return
             if segments == ["api"]:
                 host, port = self.server.server_address[:2]
@@ -598,6 +790,29 @@ class _RequestHandler(BaseHTTPRequestHandler):
             raise bad_request(f'fieldValidation: Unsupported value: "{value}": supported values: "Ignore", "Strict", "Warn"')
         return value
 
+    def _field_manager(self, query: dict[str, list[str]]) -> str:
+        """`fieldManager`, or what kube-apiserver derives from the User-Agent (its first segment)."""
+        given = (query.get("fieldManager") or [""])[0]
+        if given:
+            return given
+        agent = self.headers.get("User-Agent") or ""
+        return agent.split("/")[0][:128] or "unknown"
+
+    def _patch_options(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        force_text = (query.get("force") or [None])[0]
+        return {"manager": self._field_manager(query), "manager_given": bool((query.get("fieldManager") or [""])[0]),
+                "force": None if force_text is None else force_text in _TRUE}
+
+    @staticmethod
+    def _paging(query: dict[str, list[str]]) -> dict[str, Any]:
+        limit_text = (query.get("limit") or [""])[0]
+        try:
+            limit = int(limit_text) if limit_text else None
+        except ValueError:
+            raise bad_request(f"invalid limit: {limit_text}") from None
+        return {"limit": limit if limit and limit > 0 else None,
+                "continue_token": (query.get("continue") or [""])[0] or None}
+
     def _selection(self, route: _Route, query: dict[str, list[str]]) -> WatchFilter:
         resource = route.resource
         labels = parse_label_selector((query.get("labelSelector") or [""])[0])
@@ -629,17 +844,23 @@ class _RequestHandler(BaseHTTPRequestHandler):
         resource, version, namespace, name = route.resource, route.version, route.namespace, route.name
         dry_run = bool(query.get("dryRun"))
         is_watch = route.watch_path or (query.get("watch") or [""])[0] in _TRUE
+        if resource.create_only:
+            if method != "POST" or name is not None:
+                raise method_not_allowed()
+            self._send_json(201, self._access_review(self._body_json(body)))
+            return
         if name is None:
             if method == "GET":
                 selection = self._selection(route, query)
                 if is_watch:
                     self._serve_watch(route, selection, query)
                 else:
-                    self._send_json(200, store.list(resource, version, selection))
+                    self._send_json(200, store.list(resource, version, selection, **self._paging(query)))
                 return
             if method == "POST" and (namespace is not None or not resource.namespaced):
                 obj, warnings = store.create(resource, version, namespace, self._body_json(body), dry_run=dry_run,
-                                             field_validation=self._field_validation(query))
+                                             field_validation=self._field_validation(query),
+                                             manager=self._field_manager(query))
                 self._send_json(201, obj, warnings=warnings)
                 return
             if method == "DELETE" and (namespace is not None or not resource.namespaced) and not resource.read_only:
@@ -653,17 +874,24 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._serve_watch(route, self._selection(route, query), query)
             return
         sub = route.subresource
+        if sub == "token" and resource.group == "" and resource.kind == "ServiceAccount":
+            if method != "POST":
+                raise method_not_allowed()
+            self._send_json(201, self._token_request(namespace or "", name or "", self._body_json(body, allow_empty=True)))
+            return
         if sub is None:
             if method == "GET":
                 self._send_json(200, store.get(resource, version, namespace, name))
             elif method == "PUT":
                 obj, warnings, created = store.replace(resource, version, namespace, name, self._body_json(body),
-                                                       dry_run=dry_run, field_validation=self._field_validation(query))
+                                                       dry_run=dry_run, field_validation=self._field_validation(query),
+                                                       manager=self._field_manager(query))
                 self._send_json(201 if created else 200, obj, warnings=warnings)
             elif method == "PATCH":
-                obj, warnings = store.patch(resource, version, namespace, name, self.headers.get("Content-Type", ""),
-                                            body or b"", dry_run=dry_run, field_validation=self._field_validation(query))
-                self._send_json(200, obj, warnings=warnings)
+                obj, warnings, created = store.patch(
+                    resource, version, namespace, name, self.headers.get("Content-Type", ""), body or b"",
+                    dry_run=dry_run, field_validation=self._field_validation(query), **self._patch_options(query))
+                self._send_json(201 if created else 200, obj, warnings=warnings)
             elif method == "DELETE":
                 options = DeleteOptions.parse(query, self._body_json(body, allow_empty=True))
                 self._send_json(200, store.delete(resource, version, namespace, name, options))
@@ -676,12 +904,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
             elif method == "PUT" and not resource.read_only:
                 obj, warnings, _ = store.replace(resource, version, namespace, name, self._body_json(body),
                                                  subresource="status", dry_run=dry_run,
-                                                 field_validation=self._field_validation(query))
+                                                 field_validation=self._field_validation(query),
+                                                 manager=self._field_manager(query))
                 self._send_json(200, obj, warnings=warnings)
             elif method == "PATCH" and not resource.read_only:
-                obj, warnings = store.patch(resource, version, namespace, name, self.headers.get("Content-Type", ""),
-                                            body or b"", subresource="status", dry_run=dry_run,
-                                            field_validation=self._field_validation(query))
+                obj, warnings, _ = store.patch(resource, version, namespace, name, self.headers.get("Content-Type", ""),
+                                               body or b"", subresource="status", dry_run=dry_run,
+                                               field_validation=self._field_validation(query),
+                                               **self._patch_options(query))
                 self._send_json(200, obj, warnings=warnings)
             else:
                 raise method_not_allowed()
@@ -705,6 +935,51 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return
         raise unknown_path()
 
+    # --- tokens and access reviews ---------------------------------------------------
+
+    def _token_request(self, namespace: str, name: str, body: Any) -> dict[str, Any]:
+        account = self.api.store.get(self.api._resource("v1", "ServiceAccount"), "v1", namespace, name)
+        spec = dict((body or {}).get("spec") or {})
+        seconds = spec.get("expirationSeconds", 3600)
+        if not isinstance(seconds, int) or seconds < 600:
+            raise invalid("authentication.k8s.io", "TokenRequest", "", [FieldError(
+                "spec.expirationSeconds", "FieldValueInvalid",
+                f"Invalid value: {seconds}: may not specify a duration less than 10 minutes")])
+        if seconds > 2**32:
+            raise invalid("authentication.k8s.io", "TokenRequest", "", [FieldError(
+                "spec.expirationSeconds", "FieldValueInvalid",
+                f"Invalid value: {seconds}: may not specify a duration larger than 2^32 seconds")])
+        token, expires = self.api.tokens.mint(namespace, name, account["metadata"]["uid"], seconds)
+        spec.setdefault("audiences", ["https://kubernetes.default.svc.cluster.local"])
+        spec["expirationSeconds"] = seconds
+        stamp = dt.datetime.fromtimestamp(int(expires), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None},
+                "spec": spec, "status": {"token": token, "expirationTimestamp": stamp}}
+
+    def _access_review(self, body: Any) -> dict[str, Any]:
+        spec = (body or {}).get("spec") if isinstance(body, dict) else None
+        if not isinstance(spec, dict):
+            spec = {}
+        resource_attrs, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        if bool(resource_attrs) == bool(non_resource):
+            raise invalid("authorization.k8s.io", "SelfSubjectAccessReview", "", [FieldError(
+                "spec.resourceAttributes", "FieldValueInvalid",
+                'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be specified')])
+        if resource_attrs:
+            attrs = Attributes(resource_attrs.get("verb", ""), "", True, resource_attrs.get("group", ""),
+                               resource_attrs.get("resource", ""), resource_attrs.get("subresource", ""),
+                               resource_attrs.get("namespace", ""), resource_attrs.get("name", ""))
+        else:
+            attrs = Attributes(non_resource.get("verb", ""), non_resource.get("path", ""), False)
+        assert self._identity is not None
+        allowed, reason = self.api.can(self._identity, attrs)
+        status: dict[str, Any] = {"allowed": allowed}
+        if reason:
+            status["reason"] = reason
+        return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
+
     # --- watch ---------------------------------------------------------------------
 
     def _serve_watch(self, route: _Route, selection: WatchFilter, query: dict[str, list[str]]) -> None:
@@ -720,11 +995,26 @@ class _RequestHandler(BaseHTTPRequestHandler):
         events: Iterator[dict[str, Any]] = self.api.store.watch(
             route.resource, route.version, selection, resource_version, timeout, self.api._stopping
         )
+        fault = self._fault
+        budget = None
+        if fault is not None and (fault.after_events is not None or fault.code == 410):
+            budget = fault.after_events or 0
         self._start_chunked("application/json")
         try:
-            for event in events:
+            for event in events if budget != 0 else ():
                 if not self._chunk(json.dumps(event).encode() + b"\n"):
                     return
+                if budget is not None:
+                    budget -= 1
+                    if budget <= 0:
+                        break
+            if budget is not None and fault is not None:
+                if fault.code is not None and not fault.drop:
+                    self._chunk(json.dumps({"type": "ERROR", "object": fault.error().status()}).encode() + b"\n")
+                    self._end_chunked()
+                else:
+                    self._drop()
+                return
             self._end_chunked()
         finally:
             events.close()
@@ -748,6 +1038,20 @@ class _RequestHandler(BaseHTTPRequestHandler):
             raise bad_request(f"container {container} is not valid for pod {name}")
         if (query.get("previous") or ["false"])[0] in _TRUE:
             raise bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
+        status = pod.get("status") or {}
+        if status.get("phase") in (None, "", "Pending"):
+            if not spec.get("nodeName"):
+                # LogLocation: no node yet, so nothing to stream (an empty answer).
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            waiting = next((((c.get("state") or {}).get("waiting") or {}).get("reason")
+                            for c in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])
+                            if c.get("name") == container), None)
+            raise bad_request(f'container "{container}" in pod "{name}" is waiting to start: '
+                              f"{waiting or 'ContainerCreating'}")
         follow = (query.get("follow") or ["false"])[0] in _TRUE
         timestamps = (query.get("timestamps") or ["false"])[0] in _TRUE
         tail = int(query["tailLines"][0]) if query.get("tailLines") else None
@@ -813,6 +1117,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def _serve_port_forward(self, pod: dict[str, Any], query: dict[str, list[str]]) -> None:
         if self.headers.get("Upgrade", "").lower() != "websocket":
             raise bad_request("Upgrade request required")
+        meta, phase = pod["metadata"], (pod.get("status") or {}).get("phase")
+        if phase != "Running":
+            if not (pod.get("spec") or {}).get("nodeName"):
+                # PortForwardLocation: an unscheduled pod has no kubelet to forward to.
+                raise bad_request(f"pod {meta['name']} does not have a host assigned")
+            # The kubelet finds no running sandbox and answers the upgrade with a 500.
+            self._send_text(500, f"failed to find sandboxID for pod {meta['name']}_{meta['namespace']}({meta['uid']})")
+            return
         ports: list[int] = []
         for value in query.get("ports") or []:
             for item in value.split(","):

@@ -3,28 +3,35 @@
 One lock guards everything. Every write goes through the same pipeline as on
 kube-apiserver: decode (unknown fields per `fieldValidation`), defaulting,
 admission (namespace lifecycle, built-in admission, then the registered
-mutating hooks), validation, optimistic concurrency on `resourceVersion`,
-storage, a watch event, and a garbage-collection pass. There is a single
-global resourceVersion counter (like etcd's revision); each stored change
-bumps it once and is kept in a bounded event history that watches replay.
+mutating hooks), validation (schemas and CEL rules), optimistic concurrency
+on `resourceVersion`, managedFields (ssa.py), conversion to the CRD's storage
+version, storage, and a watch event. There is a single global
+resourceVersion counter (like etcd's revision); each stored change bumps it
+once and is kept in a bounded event history that watches replay and that
+paged lists use to serve every page at the first page's resourceVersion
+(`limit`/`continue`, `remainingItemCount`, 410 Expired once the history is
+compacted past the token).
 
-The garbage collector and the namespace controller are simulated
-synchronously at the end of every write: dependents whose owners
-(`ownerReferences[].uid`) are all gone are deleted (also when an owner never
-existed, as the real collector does), references to some gone owners are
-removed, Foreground deletion waits for dependents, Orphan strips the owner
-references, and a deleted namespace takes its content with it before it
-disappears.
+The garbage collector and the namespace controller run on their own thread
+after writes, as kube-controller-manager does: a Background DELETE removes
+the owner at once and its dependents a little later; Foreground keeps the
+owner (`deletionTimestamp`, `foregroundDeletion` finalizer) until the
+dependents whose reference has `blockOwnerDeletion` are gone; Orphan keeps
+the owner (`orphan` finalizer) until the dependents' references to it are
+removed. Dependents whose owners are all gone are deleted (also when an
+owner never existed), references to some gone owners are removed, and a
+deleted namespace takes its content with it before it disappears.
+`wait_for_garbage_collection` lets a test wait for the collector.
 
 What this does not do: no kubelet (pods are deleted at once, graceful
-termination is not simulated), no other controllers, no server-side apply,
-no `limit`/`continue` paging (whole lists are returned), no
-`resourceVersionMatch` semantics (lists always serve the latest state), no
-watch bookmarks.
+termination is not simulated), no other controllers, no
+`resourceVersionMatch` semantics (lists serve the latest state or a paged
+snapshot), no watch bookmarks.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime as dt
 import json
@@ -36,6 +43,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+import yaml
+
+from . import ssa
 from .errors import (
     AdmissionDenied,
     ApiError,
@@ -44,18 +54,21 @@ from .errors import (
     bad_request,
     conflict,
     expired,
+    forbidden,
     forbidden_error,
     internal,
     invalid,
     not_found,
     not_supported,
+    required_value,
     unsupported_media_type,
 )
+from .conversion import convert
 from .kinds import Strategy, strategy_for
 from .patches import json_patch, merge_patch, strategic_merge_patch
 from .resources import ResourceRegistry, ResourceType
 from .selectors import FieldSelector, LabelSelector, field_value
-from .validation import validate_immutable_meta, validate_object_meta
+from .validation import handle_unknown_fields, served_schema, validate_immutable_meta, validate_object_meta
 
 MutatingHook = Callable[[dict[str, Any], str], None]
 
@@ -66,6 +79,7 @@ STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+DIRECT_MANAGER = "kubeapi-direct"  # the field manager of writes through KubeApiServer's direct methods
 
 
 def now_rfc3339() -> str:
@@ -157,6 +171,9 @@ class Store:
         self._next_node_port = 30000
         self._logs: dict[tuple[str, str, str | None], PodLog] = {}
         self.closed = False
+        self._gc_dirty = False
+        self._gc_thread = threading.Thread(target=self._collect_garbage, name="kubeapi-gc", daemon=True)
+        self._gc_thread.start()
 
     # --- StoreView for strategies -------------------------------------------
 
@@ -210,10 +227,29 @@ class Store:
 
     @staticmethod
     def render(resource: ResourceType, obj: dict[str, Any], version: str) -> dict[str, Any]:
+        """A stored object as a client of `version` sees it (converted, for multi-version CRDs)."""
         out = copy.deepcopy(obj)
+        if resource.crd is not None:
+            out.setdefault("apiVersion", resource.api_version(resource.storage_version))
+            converted = convert(resource.group, resource.kind, out, version)
+            if converted is not out:
+                out = converted
+                handle_unknown_fields(out, "Ignore", resource.crd)
         out["apiVersion"] = resource.api_version(version)
         out["kind"] = resource.kind
         return out
+
+    @staticmethod
+    def _to_storage(resource: ResourceType, obj: dict[str, Any]) -> None:
+        """Convert a custom object to the CRD's storage version, in place (then prune, as the server does)."""
+        if resource.crd is None:
+            return
+        converted = convert(resource.group, resource.kind, obj, resource.storage_version)
+        if converted is not obj:
+            obj.clear()
+            obj.update(converted)
+            handle_unknown_fields(obj, "Ignore", resource.crd)
+        obj["apiVersion"] = resource.api_version(resource.storage_version)
 
     def _record(self, kind: str, resource: ResourceType, obj: dict[str, Any], previous: dict[str, Any] | None) -> None:
         # Stored objects are never changed in place (every write stores a new dict),
@@ -294,7 +330,10 @@ class Store:
                 raise internal(f"failed calling webhook for {resource.qualified_kind}: {error!r}") from error
         self._strategy(resource).after_hooks(obj)
 
-    def _validate(self, resource: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, *, status_only: bool = False) -> None:
+    def _validate(
+        self, resource: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, *, status_only: bool = False,
+    ) -> list[str]:
+        """Raise 422 Invalid with every field error; returns the warnings (ratcheted rule failures)."""
         meta = obj["metadata"]
         errors = validate_object_meta(meta, name_rule=resource.name_rule, namespaced=resource.namespaced)
         if old is not None:
@@ -303,8 +342,11 @@ class Store:
         errors += [e for e in strategy.schema_errors(obj) if e not in errors]
         if not status_only:
             errors += [e for e in strategy.validate(obj, old) if e not in errors]
+        rule_errors, warnings = strategy.rule_errors(obj, old, errors)
+        errors += rule_errors
         if errors:
             raise invalid(resource.group, resource.kind, meta.get("name") or meta.get("generateName", ""), errors)
+        return warnings
 
     # --- create ------------------------------------------------------------------
 
@@ -317,7 +359,10 @@ class Store:
         *,
         dry_run: bool = False,
         field_validation: str = "Strict",
+        manager: str = DIRECT_MANAGER,
+        applied: bool = False,
     ) -> tuple[dict[str, Any], list[str]]:
+        """POST; `applied`: the body is a server-side apply result that carries its managedFields."""
         if resource.read_only:
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource", {})
         if not isinstance(body, dict):
@@ -349,7 +394,9 @@ class Store:
                     obj.pop("status", None)
                 else:
                     obj["status"] = status
-            self._validate(resource, obj, None)
+            warnings += self._validate(resource, obj, None)
+            if not applied:
+                ssa.track_update(None, obj, self._shape(resource, version), manager, "")
             key = (meta.get("namespace", "") if resource.namespaced else "", meta["name"])
             if key in self._bucket(resource):
                 raise _already_exists(resource, meta["name"])
@@ -358,7 +405,7 @@ class Store:
             self._store(resource, obj, "ADDED", None)
             if resource.group == "" and resource.kind == "Namespace":
                 self._namespace_created(obj)
-            self._sweep()
+            self._collect_later()
             return self.render(resource, obj, version), warnings
 
     def _generate_name(self, resource: ResourceType, namespace: str | None, prefix: str) -> str:
@@ -371,6 +418,7 @@ class Store:
         raise _already_exists(resource, name)
 
     def _store(self, resource: ResourceType, obj: dict[str, Any], event: str, previous: dict[str, Any] | None) -> None:
+        self._to_storage(resource, obj)
         self._revision += 1
         obj["metadata"]["resourceVersion"] = str(self._revision)
         meta = obj["metadata"]
@@ -411,20 +459,65 @@ class Store:
             return self.render(resource, obj, version)
 
     def list(
-        self, resource: ResourceType, version: str, selection: WatchFilter
+        self, resource: ResourceType, version: str, selection: WatchFilter, *, limit: int | None = None,
+        continue_token: str | None = None,
     ) -> dict[str, Any]:
+        """A list, or one page of it: `limit` items from `continue_token` on, at the token's resourceVersion.
+
+        As on a real server, every page of a paged list shows the state at the
+        first page's resourceVersion (rebuilt here from the event history), and
+        a token older than the compacted history is 410 Expired.
+        """
         with self.lock:
-            items = [
-                self._list_item(resource, obj, version)
-                for key, obj in sorted(self._bucket(resource).items())
-                if selection.matches(resource, obj)
-            ]
+            revision, start = self._revision, ""
+            if continue_token:
+                revision, start = _decode_continue(continue_token)
+                if revision == -1:  # an inconsistent continuation, as handed out with a 410
+                    revision = self._revision
+                elif revision < self._history_floor or revision > self._revision:
+                    raise ApiError(410, "Expired", _CONTINUE_EXPIRED, None, {},
+                                   {"continue": _encode_continue(-1, start)})
+            state = self._bucket_at(resource, revision)
+            keys = sorted(k for k in state if _key_text(resource, k) > start) if start else sorted(state)
+            items, last_key, remaining = [], None, 0
+            for index, key in enumerate(keys):
+                obj = state[key]
+                if not selection.matches(resource, obj):
+                    continue
+                if limit and len(items) >= limit:
+                    remaining = sum(1 for k in keys[index:] if selection.matches(resource, state[k]))
+                    break
+                items.append(self._list_item(resource, obj, version))
+                last_key = key
+            metadata: dict[str, Any] = {"resourceVersion": str(revision)}
+            if remaining and last_key is not None:
+                metadata["continue"] = _encode_continue(revision, _key_text(resource, last_key))
+                if selection.labels.empty and selection.fields.empty:
+                    metadata["remainingItemCount"] = remaining
             return {
                 "apiVersion": resource.api_version(version),
                 "kind": f"{resource.kind}List",
-                "metadata": {"resourceVersion": str(self._revision)},
+                "metadata": metadata,
                 "items": items,
             }
+
+    def _bucket_at(self, resource: ResourceType, revision: int) -> dict[tuple[str, str], dict[str, Any]]:
+        """The objects of one resource as they were at `revision` (undoing later events)."""
+        state = dict(self._bucket(resource))
+        if revision >= self._revision:
+            return state
+        for event in reversed(self._history):
+            if event.resource_version <= revision:
+                break
+            if event.resource is not resource:
+                continue
+            meta = event.obj["metadata"]
+            key = (meta.get("namespace", "") if resource.namespaced else "", meta["name"])
+            if event.previous is None:
+                state.pop(key, None)
+            else:
+                state[key] = event.previous
+        return state
 
     def _list_item(self, resource: ResourceType, obj: dict[str, Any], version: str) -> dict[str, Any]:
         item = self.render(resource, obj, version)
@@ -447,6 +540,7 @@ class Store:
         subresource: str | None = None,
         dry_run: bool = False,
         field_validation: str = "Strict",
+        manager: str = DIRECT_MANAGER,
     ) -> tuple[dict[str, Any], list[str], bool]:
         """PUT; returns (object, warnings, created)."""
         if resource.read_only:
@@ -470,7 +564,7 @@ class Store:
                     # A precondition on an object that does not exist cannot hold.
                     raise conflict(resource.group, resource.plural, name, STALE_OBJECT)
                 created, warnings = self.create(resource, version, namespace, obj, dry_run=dry_run,
-                                                field_validation=field_validation)
+                                                field_validation=field_validation, manager=manager)
                 return created, warnings, True
             if resource.is_custom and not meta.get("resourceVersion"):
                 # Custom resources do not allow unconditional updates (AllowUnconditionalUpdate is false).
@@ -478,8 +572,9 @@ class Store:
                     FieldError("metadata.resourceVersion", "FieldValueInvalid",
                                "Invalid value: 0x0: must be specified for an update")])
             warnings = self._strategy(resource).decode(obj, field_validation)
-            result = self._update(resource, version, obj, old, subresource=subresource, dry_run=dry_run)
-            return result, warnings, False
+            result, more = self._update(resource, version, obj, old, subresource=subresource, dry_run=dry_run,
+                                        manager=manager)
+            return result, warnings + more, False
 
     def _update(
         self,
@@ -490,7 +585,12 @@ class Store:
         *,
         subresource: str | None,
         dry_run: bool,
-    ) -> dict[str, Any]:
+        manager: str = DIRECT_MANAGER,
+        applied: bool = False,
+    ) -> tuple[dict[str, Any], list[str]]:
+        stored_old = old
+        if resource.crd is not None:
+            old = self.render(resource, old, version)  # compare and validate in the request's version
         meta, old_meta = obj["metadata"], old["metadata"]
         name = old_meta["name"]
         given_version = meta.get("resourceVersion")
@@ -530,21 +630,26 @@ class Store:
                     obj.pop("status", None)
                 else:
                     obj["status"] = status
-        self._validate(resource, obj, old, status_only=subresource is not None)
+        warnings = self._validate(resource, obj, old, status_only=subresource is not None)
         if subresource is None and resource.tracks_generation and strategy.generation_changed(obj, old):
             meta["generation"] = old_meta.get("generation", 1) + 1
+        if applied:
+            ssa.keep_time_if_unchanged(old, obj)
+        else:
+            ssa.track_update(old, obj, self._shape(resource, version), manager, subresource or "")
         result = self.render(resource, obj, version)
         comparable_old = self.render(resource, old, version)
         if result == comparable_old or dry_run:
-            return comparable_old if result == comparable_old else result
+            return (comparable_old if result == comparable_old else result), warnings
         is_namespace = resource.group == "" and resource.kind == "Namespace"  # finished by _finish_namespace
         if old_meta.get("deletionTimestamp") and not meta.get("finalizers") and not is_namespace:
+            self._to_storage(resource, obj)
             self._remove(resource, obj)
-            self._sweep()
-            return result
-        self._store(resource, obj, "MODIFIED", old)
-        self._sweep()
-        return self.render(resource, obj, version)
+            self._collect_later()
+            return result, warnings
+        self._store(resource, obj, "MODIFIED", stored_old)
+        self._collect_later()
+        return self.render(resource, obj, version), warnings
 
     def patch(
         self,
@@ -558,13 +663,27 @@ class Store:
         subresource: str | None = None,
         dry_run: bool = False,
         field_validation: str = "Strict",
-    ) -> tuple[dict[str, Any], list[str]]:
+        manager: str = DIRECT_MANAGER,
+        manager_given: bool = True,
+        force: bool | None = None,
+    ) -> tuple[dict[str, Any], list[str], bool]:
+        """PATCH in one of the four dialects; `application/apply-patch+yaml` is server-side apply.
+
+        Returns (object, warnings, created); only an apply creates."""
         if resource.read_only:
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource", {})
         media = content_type.split(";")[0].strip().lower()
         accepted = [JSON_PATCH, MERGE_PATCH] if resource.is_custom else [JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH]
+        accepted.append(APPLY_PATCH)
         if media not in accepted:
             raise unsupported_media_type(media, accepted)
+        if media == APPLY_PATCH and not manager_given:
+            raise invalid("meta.k8s.io", "PatchOptions", "", [required_value("fieldManager", "is required for apply patch")])
+        if media != APPLY_PATCH and force is not None:
+            raise invalid("meta.k8s.io", "PatchOptions", "", [forbidden("force", "may not be specified for non-apply patch")])
+        if media == APPLY_PATCH:
+            return self._apply(resource, version, namespace, name, patch_body, subresource=subresource,
+                               dry_run=dry_run, field_validation=field_validation, manager=manager, force=bool(force))
         try:
             patch = json.loads(patch_body or b"null")
         except ValueError as error:
@@ -589,7 +708,57 @@ class Store:
             if patched["metadata"].get("name") != name:
                 raise bad_request(f"the name of the object ({patched['metadata'].get('name')}) does not match the name on the URL ({name})")
             warnings = self._strategy(resource).decode(patched, field_validation)
-            return self._update(resource, version, patched, old, subresource=subresource, dry_run=dry_run), warnings
+            result, more = self._update(resource, version, patched, old, subresource=subresource, dry_run=dry_run,
+                                        manager=manager)
+            return result, warnings + more, False
+
+    def _apply(
+        self, resource: ResourceType, version: str, namespace: str | None, name: str, body: bytes, *,
+        subresource: str | None, dry_run: bool, field_validation: str, manager: str, force: bool,
+    ) -> tuple[dict[str, Any], list[str], bool]:
+        try:
+            config = yaml.safe_load(body or b"")
+        except yaml.YAMLError as error:
+            raise bad_request(f"error decoding YAML: {error}") from None
+        if not isinstance(config, dict):
+            raise bad_request("the object provided is unrecognized (must be of type Patch)")
+        if not config.get("apiVersion") or not config.get("kind"):
+            summary = json.dumps(config, separators=(",", ":"))[:60]
+            missing = "Kind" if not config.get("kind") else "apiVersion"
+            raise bad_request(f"Object '{missing}' is missing in '{summary}'")
+        self._check_type(resource, version, config)
+        meta = config["metadata"]
+        if meta.get("name") and meta["name"] != name:
+            raise bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
+        meta["name"] = name
+        self._check_namespace(resource, config, namespace)
+        if meta.get("managedFields") is not None:
+            raise bad_request("metadata.managedFields must be nil")
+        warnings = self._strategy(resource).decode(config, field_validation)
+        shape = self._shape(resource, version)
+        with self.lock:
+            key = (namespace or "" if resource.namespaced else "", name)
+            old = self._bucket(resource).get(key)
+            if old is None:
+                if subresource is not None:
+                    raise _not_found(resource, name)
+                merged = ssa.apply(None, config, shape, manager, "", force, resource.group, resource.plural, name)
+                merged["metadata"].pop("resourceVersion", None)
+                created, more = self.create(resource, version, namespace, merged, dry_run=dry_run,
+                                            field_validation="Ignore", applied=True)
+                return created, warnings + more, True
+            current = self.render(resource, old, version)
+            merged = ssa.apply(current, config, shape, manager, subresource or "", force, resource.group,
+                               resource.plural, name)
+            result, more = self._update(resource, version, merged, old, subresource=subresource, dry_run=dry_run,
+                                        applied=True)
+            return result, warnings + more, False
+
+    @staticmethod
+    def _shape(resource: ResourceType, version: str) -> ssa.Shape:
+        if resource.crd is not None:
+            return ssa.Shape(served_schema(resource.crd, version))
+        return ssa.Shape(None, "", True)
 
     # --- delete ------------------------------------------------------------------
 
@@ -616,7 +785,7 @@ class Store:
             if options.dry_run:
                 return self._deleted_answer(resource, obj, version)
             result = self._delete_locked(resource, obj, options.propagation_policy)
-            self._sweep()
+            self._collect_later()
             if result is None:
                 return self._deleted_answer(resource, obj, version)
             return self.render(resource, result, version)
@@ -639,9 +808,9 @@ class Store:
         policy = policy or ("Orphan" if resource.orphan_by_default else "Background")
         if resource.group == "" and resource.kind == "Namespace":
             policy = "Background"
-        if policy == "Orphan":
-            self._orphan_dependents(meta["uid"])
         finalizers = list(meta.get("finalizers") or [])
+        if policy == "Orphan" and "orphan" not in finalizers and self._has_dependents(meta["uid"]):
+            finalizers.append("orphan")  # the collector strips the dependents' references, then this
         if policy == "Foreground" and "foregroundDeletion" not in finalizers:
             finalizers.append("foregroundDeletion")
         pending = bool(finalizers) or (resource.group == "" and resource.kind == "Namespace")
@@ -669,6 +838,10 @@ class Store:
         if resource.group == "" and resource.kind == "Pod":
             for log_key in [k for k in self._logs if k[:2] == (meta.get("namespace"), meta["name"])]:
                 self._logs.pop(log_key)
+
+    def _has_dependents(self, owner_uid: str) -> bool:
+        return any(any(r.get("uid") == owner_uid for r in obj["metadata"].get("ownerReferences") or [])
+                   for _, obj in self._all_objects())
 
     def _orphan_dependents(self, owner_uid: str) -> None:
         for resource, obj in self._all_objects():
@@ -701,18 +874,46 @@ class Store:
                     continue
                 remaining = obj if options.dry_run else self._delete_locked(resource, obj, options.propagation_policy)
                 items.append(self.render(resource, remaining or obj, version))
-            self._sweep()
+            self._collect_later()
             listed["items"] = items
             listed["metadata"]["resourceVersion"] = str(self._revision)
             return listed
 
     # --- garbage collector and namespace controller ---------------------------
 
-    def _sweep(self) -> None:
-        for _ in range(10000):
-            if not self._sweep_once():
-                return
-        raise internal("garbage collection did not settle")
+    def _collect_later(self) -> None:
+        """A write happened: the collector thread looks at ownership and deletions again, soon."""
+        self._gc_dirty = True
+        self.changed.notify_all()
+
+    def _collect_garbage(self) -> None:
+        """The garbage collector and namespace controller: a thread acting after writes, as kube-controller-manager does."""
+        with self.lock:
+            while not self.closed:
+                if not self._gc_dirty:
+                    self.changed.wait(0.5)
+                    continue
+                self._gc_dirty = False
+                try:
+                    for _ in range(10000):
+                        if self.closed or not self._sweep_once():
+                            break
+                except Exception:  # never let the collector die; the next write retries
+                    import traceback
+
+                    traceback.print_exc()
+                self.changed.notify_all()
+
+    def wait_for_garbage_collection(self, timeout: float = 5.0) -> bool:
+        """Wait until the collector has acted on every write so far (True) or the timeout passed."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while self._gc_dirty:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.closed:
+                    return False
+                self.changed.wait(min(remaining, 0.05))
+            return True
 
     def _sweep_once(self) -> bool:
         everything = self._all_objects()
@@ -728,16 +929,34 @@ class Store:
             if resource.group == "" and resource.kind == "Namespace":
                 if self._finish_namespace(obj):
                     return True
+            if "orphan" in (meta.get("finalizers") or []):
+                self._orphan_dependents(meta["uid"])
+                self._drop_finalizer(resource, obj, "orphan")
+                return True
             if "foregroundDeletion" in (meta.get("finalizers") or []):
                 waiting = dependents(meta["uid"])
                 started = False
                 for dep_resource, dep in waiting:
-                    if not dep["metadata"].get("deletionTimestamp"):
-                        self._delete_locked(dep_resource, dep, "Foreground" if dependents(dep["metadata"]["uid"]) else "Background")
-                        started = True
+                    if dep["metadata"].get("deletionTimestamp"):
+                        continue
+                    others = [r for r in dep["metadata"].get("ownerReferences") or []
+                              if r.get("uid") != meta["uid"] and r.get("uid") in by_uid
+                              and not by_uid[r["uid"]][1]["metadata"].get("deletionTimestamp")]
+                    if others:  # another owner still holds it: only this owner's reference goes
+                        updated = copy.deepcopy(dep)
+                        updated["metadata"]["ownerReferences"] = [
+                            r for r in dep["metadata"]["ownerReferences"] if r.get("uid") != meta["uid"]]
+                        self._store(dep_resource, updated, "MODIFIED", dep)
+                    else:
+                        self._delete_locked(dep_resource, dep,
+                                            "Foreground" if dependents(dep["metadata"]["uid"]) else "Background")
+                    started = True
                 if started:
                     return True
-                if not waiting:
+                blocking = [d for _, d in waiting if any(
+                    r.get("uid") == meta["uid"] and r.get("blockOwnerDeletion")
+                    for r in d["metadata"].get("ownerReferences") or [])]
+                if not blocking:
                     self._drop_finalizer(resource, obj, "foregroundDeletion")
                     return True
         for resource, obj in everything:
@@ -878,6 +1097,34 @@ class Store:
     def pod_log(self, namespace: str, pod: str, container: str | None) -> PodLog | None:
         with self.lock:
             return self._logs.get((namespace, pod, container)) or self._logs.get((namespace, pod, None))
+
+
+_CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
+    "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
+    "results. Continuing with the provided token results in an inconsistent list - objects that were created, "
+    "modified, or deleted between the time the first chunk was returned and now may show up in the list."
+)
+
+
+def _key_text(resource: ResourceType, key: tuple[str, str]) -> str:
+    return f"{key[0]}/{key[1]}" if resource.namespaced else key[1]
+
+
+def _encode_continue(revision: int, last_key: str) -> str:
+    token = json.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": last_key + "\x00"}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[int, str]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        revision, start = int(data["rv"]), str(data["start"])
+        if data.get("v") != "meta.k8s.io/v1" or revision == 0 or revision < -1:
+            raise ValueError
+    except (ValueError, KeyError, TypeError):
+        raise bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)") from None
+    return revision, start.rstrip("\x00")
 
 
 def _log_entries(text: str) -> list[tuple[str, str]]:

@@ -48,6 +48,12 @@ def pod_manifest(name: str, labels: dict[str, str] | None = None, node: str | No
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
 
 
+def running_pod(server: KubeApiServer, name: str) -> dict[str, Any]:
+    manifest = pod_manifest(name, node="node-1")
+    manifest["status"] = {"phase": "Running", "podIP": "127.0.0.1"}
+    return server.create_object(manifest)
+
+
 def rayjob_manifest(name: str, **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "ray.io/v1",
@@ -193,8 +199,8 @@ CRUD_CASES = [
     CrudCase("rayjob", "ray.io/v1", "RayJob", "rayjobs", True, {"spec": {"entrypoint": "python a.py"}},
              {"spec": {"entrypoint": "python b.py"}}, lambda o: o["spec"]["entrypoint"], "python b.py"),
     CrudCase("localqueue", "kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues", True,
-             {"spec": {"clusterQueue": "cq"}}, {"spec": {"clusterQueue": "other"}},
-             lambda o: o["spec"]["clusterQueue"], "other"),
+             {"spec": {"clusterQueue": "cq"}}, {"spec": {"clusterQueue": "cq", "stopPolicy": "Hold"}},
+             lambda o: o["spec"]["stopPolicy"], "Hold"),  # clusterQueue itself is immutable (a CEL rule)
     CrudCase("resourceflavor", "kueue.x-k8s.io/v1beta2", "ResourceFlavor", "resourceflavors", False,
              {"spec": {"nodeLabels": {"gpu": "mi300x"}}}, {"spec": {"nodeLabels": {"gpu": "h100"}}},
              lambda o: o["spec"]["nodeLabels"], {"gpu": "h100"}),
@@ -370,8 +376,10 @@ def test_schema_violations_match_tests_schemas(kube_api: client.ApiClient) -> No
         *RAY, "default", "rayjobs", manifest))
     assert code == 422
     assert body["message"] == (
-        'RayJob.ray.io "typed" is invalid: spec.backoffLimit: Invalid value: "string": '
-        'spec.backoffLimit in body must be of type integer: "string"'
+        'RayJob.ray.io "typed" is invalid: [spec.backoffLimit: Invalid value: "string": '
+        'spec.backoffLimit in body must be of type integer: "string", '
+        '<nil>: Invalid value: "null": some validation rules were not checked because the object was invalid; '
+        'correct the existing errors to complete validation]'
     )
     assert body["details"]["kind"] == "RayJob" and body["details"]["group"] == "ray.io"
 
@@ -379,7 +387,7 @@ def test_schema_violations_match_tests_schemas(kube_api: client.ApiClient) -> No
 @pytest.mark.parametrize(
     ("field_validation", "expected_code", "kept"),
     [
-        (None, 400, None),  # the server's default here is Strict
+        (None, 201, False),  # Warn, as a real server's default
         ("Strict", 400, None),
         ("Warn", 201, False),
         ("Ignore", 201, False),
@@ -406,7 +414,7 @@ def test_unknown_fields_follow_field_validation(
     assert status == expected_code
     assert ("entrypointTypo" in data["spec"]) is kept
     warning = headers.get("Warning")
-    assert (warning == '299 - "unknown field \\"spec.entrypointTypo\\""') is (field_validation == "Warn")
+    assert (warning == '299 - "unknown field \\"spec.entrypointTypo\\""') is (field_validation != "Ignore")
 
 
 def _job(name: str, **spec: Any) -> dict[str, Any]:
@@ -528,10 +536,13 @@ def test_crds_are_served_read_only_and_can_be_left_out(kube_api: client.ApiClien
 BUILTIN_SCHEMA_CASES = [
     pytest.param(
         {**pod_manifest("p"), "spec": {"containers": [{"name": "c", "image": "busybox:1", "imagee": "typo"}]}},
-        None, 400, 'strict decoding error: unknown field "spec.containers[0].imagee"', id="unknown pod field, strict"),
+        "Strict", 400, 'strict decoding error: unknown field "spec.containers[0].imagee"', id="unknown pod field, strict"),
     pytest.param(
         {**pod_manifest("p"), "spec": {"containers": [{"name": "c", "image": "busybox:1", "imagee": "typo"}]}},
         "Warn", 201, "", id="unknown pod field, warn"),
+    pytest.param(
+        {**pod_manifest("p"), "spec": {"containers": [{"name": "c", "image": "busybox:1", "imagee": "typo"}]}},
+        None, 201, "", id="unknown pod field, default is warn"),
     pytest.param(
         {**pod_manifest("p"), "spec": {"containers": [{"name": "c", "image": "b:1", "ports": [{"containerPort": "80"}]}]}},
         None, 400, "json: cannot unmarshal string into Go struct field .spec.containers[0].ports[0].containerPort",
@@ -542,7 +553,7 @@ BUILTIN_SCHEMA_CASES = [
     pytest.param(
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}, "lables": {}},
          "spec": {"containers": [{"name": "c", "image": "b:1"}]}},
-        None, 400, 'unknown field "metadata.lables"', id="unknown metadata field"),
+        "Strict", 400, 'unknown field "metadata.lables"', id="unknown metadata field"),
 ]
 
 
@@ -856,6 +867,7 @@ def test_garbage_collection_follows_propagation_policy(
 
     kwargs = {"propagation_policy": policy} if policy else {}
     client.CustomObjectsApi(kube_api).delete_namespaced_custom_object(*RAY, "default", "rayjobs", "owner", **kwargs)
+    kube_server.wait_for_garbage_collection()
 
     assert (kube_server.get_object("ray.io/v1", "RayJob", "owner", "default") is not None) is owner_left
     remaining_cluster = kube_server.get_object("ray.io/v1", "RayCluster", "owner-abcde", "default")
@@ -867,16 +879,48 @@ def test_garbage_collection_follows_propagation_policy(
         assert ("ownerReferences" in remaining_cluster["metadata"]) is references_left
 
 
-def test_foreground_deletion_waits_for_dependents_with_finalizers(kube_server: KubeApiServer) -> None:
+def test_background_deletion_removes_dependents_later_on_the_collector_thread(kube_server: KubeApiServer) -> None:
     owner = kube_server.create_object(configmap_manifest("owner"))
-    kube_server.create_object(configmap_manifest("child", owner=owner, finalizers=["example.com/hold"]))
+    kube_server.create_object(configmap_manifest("child", owner=owner))
+    with kube_server.store.lock:  # the collector cannot run while the test holds the store
+        kube_server.delete_object("v1", "ConfigMap", "owner", "default", propagation_policy="Background")
+        assert kube_server.get_object("v1", "ConfigMap", "owner", "default") is None  # gone at once
+        assert kube_server.get_object("v1", "ConfigMap", "child", "default") is not None  # not yet collected
+    kube_server.wait_for_garbage_collection()
+    assert kube_server.get_object("v1", "ConfigMap", "child", "default") is None
+
+
+@pytest.mark.parametrize(("block", "owner_waits"), [(True, True), (False, False)],
+                         ids=["blockOwnerDeletion", "not blocking"])
+def test_foreground_deletion_waits_only_for_blocking_dependents(
+    kube_server: KubeApiServer, block: bool, owner_waits: bool
+) -> None:
+    owner = kube_server.create_object(configmap_manifest("owner"))
+    child = configmap_manifest("child", owner=owner, finalizers=["example.com/hold"])
+    child["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] = block
+    kube_server.create_object(child)
     kube_server.delete_object("v1", "ConfigMap", "owner", "default", propagation_policy="Foreground")
-    waiting = kube_server.get_object("v1", "ConfigMap", "owner", "default")
-    assert waiting is not None and "foregroundDeletion" in waiting["metadata"]["finalizers"]
+    kube_server.wait_for_garbage_collection()
     assert kube_server.get_object("v1", "ConfigMap", "child", "default")["metadata"]["deletionTimestamp"]
+    waiting = kube_server.get_object("v1", "ConfigMap", "owner", "default")
+    assert (waiting is not None) is owner_waits
+    if waiting is not None:
+        assert waiting["metadata"]["deletionTimestamp"] and "foregroundDeletion" in waiting["metadata"]["finalizers"]
     kube_server.patch_object("v1", "ConfigMap", "child", {"metadata": {"finalizers": None}}, "default")
+    kube_server.wait_for_garbage_collection()
     assert kube_server.get_object("v1", "ConfigMap", "child", "default") is None
     assert kube_server.get_object("v1", "ConfigMap", "owner", "default") is None
+
+
+def test_orphan_deletion_holds_the_owner_until_references_are_removed(kube_server: KubeApiServer) -> None:
+    owner = kube_server.create_object(configmap_manifest("owner"))
+    kube_server.create_object(configmap_manifest("child", owner=owner))
+    with kube_server.store.lock:
+        answer = kube_server.delete_object("v1", "ConfigMap", "owner", "default", propagation_policy="Orphan")
+        assert answer["metadata"]["finalizers"] == ["orphan"] and answer["metadata"]["deletionTimestamp"]
+    kube_server.wait_for_garbage_collection()
+    assert kube_server.get_object("v1", "ConfigMap", "owner", "default") is None
+    assert "ownerReferences" not in kube_server.get_object("v1", "ConfigMap", "child", "default")["metadata"]
 
 
 def test_jobs_orphan_their_pods_by_default_like_batch_v1(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
@@ -889,6 +933,7 @@ def test_jobs_orphan_their_pods_by_default_like_batch_v1(kube_server: KubeApiSer
     pod["metadata"]["ownerReferences"] = [owner_reference(job)]
     kube_server.create_object(pod)
     client.BatchV1Api(kube_api).delete_namespaced_job("submitter", "default")
+    kube_server.wait_for_garbage_collection()
     orphan = kube_server.get_object("v1", "Pod", "submitter-x", "default")
     assert orphan is not None and "ownerReferences" not in orphan["metadata"]
 
@@ -899,6 +944,7 @@ def test_deleting_a_namespace_deletes_its_content(kube_server: KubeApiServer, ku
     core.create_namespaced_config_map("team", configmap_manifest("cm"))
     terminating = core.delete_namespace("team")
     assert terminating["status"]["phase"] == "Terminating"
+    kube_server.wait_for_garbage_collection()
     assert kube_server.list_objects("v1", "ConfigMap", "team") == []
     assert kube_server.get_object("v1", "Namespace", "team") is None
 
@@ -915,6 +961,7 @@ def test_a_terminating_namespace_refuses_new_content(kube_server: KubeApiServer,
         'configmaps "new" is forbidden: unable to create new content in namespace team because it is being terminated')
     assert body["details"]["causes"][0]["reason"] == "NamespaceTerminating"
     core.patch_namespaced_config_map("held", "team", {"metadata": {"finalizers": None}})
+    kube_server.wait_for_garbage_collection()
     assert kube_server.get_object("v1", "Namespace", "team") is None
 
 
@@ -1032,7 +1079,7 @@ def test_stop_ends_open_watches_log_streams_and_port_forwards_promptly(
     core.create_namespaced_config_map("default", configmap_manifest("cm"))
     events, watcher = _watch_in_thread(core.list_namespaced_config_map, "default", timeout_seconds=60)
     assert events.get(timeout=2)[0] == "ADDED"  # the stream is open
-    core.create_namespaced_pod("default", pod_manifest("p"))
+    running_pod(kube_server, "p")
     kube_server.set_pod_log("default", "p", "line\n")
     log = core.read_namespaced_pod_log("p", "default", follow=True, _preload_content=False)
     kube_server.set_port_forward_target(lambda namespace, pod, port: ("127.0.0.1", echo_server))
@@ -1055,7 +1102,7 @@ def test_stop_ends_open_watches_log_streams_and_port_forwards_promptly(
 
 def test_pod_log_reads_the_text_the_test_set(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
     core = client.CoreV1Api(kube_api)
-    core.create_namespaced_pod("default", pod_manifest("p"))
+    running_pod(kube_server, "p")
     kube_server.set_pod_log("default", "p", "one\ntwo\nthree\n")
     assert core.read_namespaced_pod_log("p", "default") == "one\ntwo\nthree\n"
     assert core.read_namespaced_pod_log("p", "default", tail_lines=1) == "three\n"
@@ -1063,9 +1110,37 @@ def test_pod_log_reads_the_text_the_test_set(kube_server: KubeApiServer, kube_ap
     assert code == 404 and body["message"] == 'pods "missing" not found'
 
 
-def test_pod_log_needs_a_container_name_when_the_pod_has_several(kube_api: client.ApiClient) -> None:
+@pytest.mark.parametrize(("node", "status", "code", "text"), [
+    (None, None, 200, ""),
+    ("node-1", None, 400, 'container "main" in pod "p" is waiting to start: ContainerCreating'),
+    ("node-1", {"phase": "Pending", "containerStatuses": [
+        {"name": "main", "state": {"waiting": {"reason": "ImagePullBackOff"}}, "ready": False, "restartCount": 0,
+         "image": "busybox:1.36", "imageID": ""}]}, 400,
+     'container "main" in pod "p" is waiting to start: ImagePullBackOff'),
+], ids=["unscheduled", "scheduled, not started", "image pull back-off"])
+def test_pod_log_of_a_pod_that_has_not_started(
+    kube_server: KubeApiServer, kube_api: client.ApiClient, node: str | None, status: dict[str, Any] | None,
+    code: int, text: str,
+) -> None:
+    manifest = pod_manifest("p", node=node)
+    if status:
+        manifest["status"] = status
+    kube_server.create_object(manifest)
+    kube_server.set_pod_log("default", "p", "never shown\n")
     core = client.CoreV1Api(kube_api)
-    core.create_namespaced_pod("default", pod_manifest("p", containers=("ray-head", "sidecar")))
+    if code == 200:
+        assert core.read_namespaced_pod_log("p", "default") == text
+        return
+    code_seen, body = expect_api_error(lambda: core.read_namespaced_pod_log("p", "default"))
+    assert code_seen == code and body["message"] == text
+
+
+def test_pod_log_needs_a_container_name_when_the_pod_has_several(kube_server: KubeApiServer,
+                                                                  kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    manifest = pod_manifest("p", node="node-1", containers=("ray-head", "sidecar"))
+    manifest["status"] = {"phase": "Running"}
+    kube_server.create_object(manifest)
     code, body = expect_api_error(lambda: core.read_namespaced_pod_log("p", "default"))
     assert code == 400
     assert body["message"] == "a container name must be specified for pod p, choose one of: [ray-head sidecar]"
@@ -1074,7 +1149,7 @@ def test_pod_log_needs_a_container_name_when_the_pod_has_several(kube_api: clien
 
 def test_pod_log_follow_streams_until_the_log_is_closed(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
     core = client.CoreV1Api(kube_api)
-    core.create_namespaced_pod("default", pod_manifest("p"))
+    running_pod(kube_server, "p")
     kube_server.set_pod_log("default", "p", "first\n")
     lines: queue.Queue[str | None] = queue.Queue()
 
@@ -1093,7 +1168,7 @@ def test_pod_log_follow_streams_until_the_log_is_closed(kube_server: KubeApiServ
 
 def test_pod_log_follow_ends_when_the_pod_is_deleted(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
     core = client.CoreV1Api(kube_api)
-    core.create_namespaced_pod("default", pod_manifest("p"))
+    running_pod(kube_server, "p")
     response = core.read_namespaced_pod_log("p", "default", follow=True, _preload_content=False)
     core.delete_namespaced_pod("p", "default")
     began = time.monotonic()
@@ -1144,7 +1219,7 @@ def test_port_forward_round_trip_to_the_resolved_target(
     kube_server: KubeApiServer, kube_api: client.ApiClient, echo_server: int
 ) -> None:
     core = client.CoreV1Api(kube_api)
-    core.create_namespaced_pod("default", pod_manifest("head"))
+    running_pod(kube_server, "head")
     asked: list[tuple[str, str, int]] = []
 
     def resolve(namespace: str, pod: str, port: int) -> tuple[str, int]:
@@ -1174,6 +1249,27 @@ def test_port_forward_defaults_to_the_pod_ip_and_same_port(
     sock.close()
 
 
+@pytest.mark.parametrize(("node", "phase", "code", "message"), [
+    (None, None, 400, "pod head does not have a host assigned"),
+    ("node-1", "Pending", 500, "failed to find sandboxID for pod head_default("),
+    ("node-1", "Succeeded", 500, "failed to find sandboxID for pod head_default("),
+], ids=["unscheduled", "pending", "completed"])
+def test_port_forward_to_a_pod_that_is_not_running_fails_the_handshake(
+    kube_server: KubeApiServer, kube_api: client.ApiClient, node: str | None, phase: str | None, code: int,
+    message: str,
+) -> None:
+    manifest = pod_manifest("head", node=node)
+    if phase:
+        manifest["status"] = {"phase": phase}
+    kube_server.create_object(manifest)
+    kube_server.set_port_forward_target(lambda namespace, pod, port: ("127.0.0.1", 9))
+    core = client.CoreV1Api(kube_api)
+    with pytest.raises(ApiException) as caught:
+        portforward(core.connect_get_namespaced_pod_portforward, "head", "default", ports="8265")
+    assert str(code) in str(caught.value.reason) or caught.value.status == code
+    assert message in str(caught.value.body or caught.value.reason)
+
+
 def test_port_forward_to_a_missing_pod_fails_the_handshake_with_404(kube_api: client.ApiClient) -> None:
     core = client.CoreV1Api(kube_api)
     with pytest.raises(ApiException) as caught:
@@ -1190,7 +1286,7 @@ def test_port_forward_reports_an_unreachable_target_on_the_error_channel(
     closed.close()  # nothing listens there any more
     kube_server.set_port_forward_target(lambda namespace, pod, requested: ("127.0.0.1", port))
     core = client.CoreV1Api(kube_api)
-    core.create_namespaced_pod("default", pod_manifest("head"))
+    running_pod(kube_server, "head")
     forward = portforward(core.connect_get_namespaced_pod_portforward, "head", "default", ports="8265")
     sock = forward.socket(8265)
     sock.settimeout(3)
@@ -1313,3 +1409,46 @@ def test_direct_access_goes_through_the_same_logic(kube_server: KubeApiServer) -
     assert invalid.value.code == 422
     kube_server.delete_object("v1", "Pod", "p", "default")
     assert kube_server.get_object("v1", "Pod", "p", "default") is None
+
+
+# --- paged lists ----------------------------------------------------------------------
+
+
+def test_paged_lists_show_the_first_pages_snapshot(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    for name in ("cm-1", "cm-2", "cm-3", "cm-4", "cm-5"):
+        core.create_namespaced_config_map("default", configmap_manifest(name, labels={"set": "a"}))
+    first = core.list_namespaced_config_map("default", limit=2)
+    assert [i.metadata.name for i in first.items] == ["cm-1", "cm-2"]
+    assert first.metadata.remaining_item_count == 3 and first.metadata._continue
+    # Changes after the first page do not show up in later pages.
+    core.delete_namespaced_config_map("cm-4", "default")
+    core.create_namespaced_config_map("default", configmap_manifest("cm-6"))
+    second = core.list_namespaced_config_map("default", limit=2, _continue=first.metadata._continue)
+    assert [i.metadata.name for i in second.items] == ["cm-3", "cm-4"]
+    assert second.metadata.resource_version == first.metadata.resource_version
+    third = core.list_namespaced_config_map("default", limit=2, _continue=second.metadata._continue)
+    assert [i.metadata.name for i in third.items] == ["cm-5"]
+    assert third.metadata._continue is None and third.metadata.remaining_item_count is None
+    # A selector: pages hold matching items only, and no remaining count is given.
+    selected = core.list_namespaced_config_map("default", limit=1, label_selector="set=a")
+    assert [i.metadata.name for i in selected.items] == ["cm-1"]
+    assert selected.metadata._continue and selected.metadata.remaining_item_count is None
+
+
+def test_a_continue_token_older_than_the_history_is_410_expired(kube_server: KubeApiServer,
+                                                                 kube_api: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube_api)
+    for name in ("cm-1", "cm-2", "cm-3"):
+        core.create_namespaced_config_map("default", configmap_manifest(name))
+    first = core.list_namespaced_config_map("default", limit=1)
+    core.create_namespaced_config_map("default", configmap_manifest("cm-0"))
+    kube_server.compact()
+    code, body = expect_api_error(lambda: core.list_namespaced_config_map(
+        "default", limit=1, _continue=first.metadata._continue))
+    assert code == 410 and body["reason"] == "Expired"
+    assert body["message"].startswith("The provided continue parameter is too old to display a consistent list result.")
+    rest = core.list_namespaced_config_map("default", _continue=body["metadata"]["continue"])
+    assert [i.metadata.name for i in rest.items] == ["cm-2", "cm-3"]  # inconsistent: from now, after cm-1
+    code, body = expect_api_error(lambda: core.list_namespaced_config_map("default", _continue="garbage"))
+    assert code == 400

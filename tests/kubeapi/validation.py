@@ -16,9 +16,14 @@ release it knows): unknown fields as above, a value of the wrong JSON type is
 a 400 decoding error (as decoding into the Go struct fails on a real server),
 and missing required fields are 422.
 
-What this does not do: CEL rules (`x-kubernetes-validations`), list-map
-uniqueness and formats are not checked; of the Go validation of built-in
-kinds only the parts in kinds.py exist.
+CEL rules (`x-kubernetes-validations`) are evaluated by cel.py, after these
+checks, as the custom resource strategy does.
+
+Duplicate items of `x-kubernetes-list-type: set` lists and duplicate keys of
+`map` lists are 422 `Duplicate value: ...` (`list_type_errors`).
+
+What this does not do: formats are not checked; of the Go validation of
+built-in kinds only the parts in kinds.py exist.
 """
 
 from __future__ import annotations
@@ -87,7 +92,11 @@ OBJECT_META_FIELDS = frozenset(
 
 
 def name_problems(name: str, rule: str, *, prefix: bool = False) -> list[str]:
-    """Why `name` breaks `rule` ("subdomain", "label", "dns1035"); `prefix` checks a generateName."""
+    """Why `name` breaks `rule` ("subdomain", "label", "dns1035", "path"); `prefix` checks a generateName."""
+    if rule == "path":  # path.IsValidPathSegmentName (RBAC objects)
+        if name in (".", "..") and not prefix:
+            return [f"may not be '{name}'"]
+        return [f"may not contain '{c}'" for c in ("/", "%") if c in name]
     pattern, limit, message = NAME_RULES[rule]
     problems: list[str] = []
     if len(name) > limit:
@@ -240,7 +249,8 @@ def _describe(error: jsonschema.ValidationError) -> FieldError:
     if kind == "type":
         expected = error.validator_value if isinstance(error.validator_value, str) else "/".join(error.validator_value)
         actual = _json_type(value)
-        return invalid_value(path, actual, f"{path} in body must be of type {expected}: {go_quote(actual)}")
+        return FieldError(path, "FieldValueTypeInvalid",
+                          f"Invalid value: {go_quote(actual)}: {path} in body must be of type {expected}: {go_quote(actual)}")
     if kind == "enum":
         return not_supported(path, value, list(error.validator_value))
     if kind == "pattern":
@@ -356,7 +366,7 @@ def _handle_unknown(
     return names if field_validation == "Warn" else []
 
 
-def handle_unknown_fields(obj: dict[str, Any], field_validation: str) -> list[str]:
+def handle_unknown_fields(obj: dict[str, Any], field_validation: str, crd: dict[str, Any]) -> list[str]:
     """Unknown fields of a custom object, per `fieldValidation`.
 
     Strict raises a 400 "strict decoding error" like the real server; Warn and
@@ -364,7 +374,7 @@ def handle_unknown_fields(obj: dict[str, Any], field_validation: str) -> list[st
     """
     kind = obj.get("kind", "")
     version = str(obj.get("apiVersion", "")).rpartition("/")[2]
-    checker = schemas.validator(obj.get("apiVersion", ""), kind)
+    checker = schemas.crd_validator(crd, version)
     errors = list(checker.iter_errors(obj))
     meta = obj.get("metadata") or {}
     if any(key not in OBJECT_META_FIELDS for key in meta):
@@ -378,9 +388,9 @@ def handle_unknown_fields(obj: dict[str, Any], field_validation: str) -> list[st
     return _handle_unknown(obj, errors, field_validation, kind, version)
 
 
-def schema_field_errors(obj: dict[str, Any]) -> list[FieldError]:
+def schema_field_errors(obj: dict[str, Any], crd: dict[str, Any]) -> list[FieldError]:
     """What `tests.schemas.schema_errors(obj)` reports, as field errors in kube-openapi's words."""
-    checker = schemas.validator(obj.get("apiVersion", ""), obj.get("kind", ""))
+    checker = schemas.crd_validator(crd, str(obj.get("apiVersion", "")).rpartition("/")[2])
     errors = sorted(checker.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path])
     return [_describe(e) for e in errors]
 
@@ -425,3 +435,47 @@ def _default_value(value: Any, schema: dict[str, Any]) -> None:
             for item in value:
                 if item is not None:
                     _default_value(item, items)
+
+
+# --- x-kubernetes-list-type uniqueness (ValidateListSetsAndMaps) ---------------------
+
+
+def _go_value(value: Any) -> str:
+    """A value as Go's %#v prints an unstructured value in field.Duplicate."""
+    if isinstance(value, dict):
+        inner = ", ".join(f"{json.dumps(k)}:{_go_value(v)}" for k, v in sorted(value.items()))
+        return "map[string]interface {}{" + inner + "}"
+    if isinstance(value, list):
+        return "[]interface {}{" + ", ".join(_go_value(v) for v in value) + "}"
+    return go_quote(value)
+
+
+def list_type_errors(obj: Any, schema: dict[str, Any], path: str = "") -> list[FieldError]:
+    """Duplicate items of `set` lists and duplicate keys of `map` lists, as the CRD validator reports them."""
+    errors: list[FieldError] = []
+    if isinstance(obj, dict):
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        for key, value in obj.items():
+            if key in properties:
+                errors += list_type_errors(value, properties[key], f"{path}.{key}" if path else key)
+            elif isinstance(extra, dict):
+                errors += list_type_errors(value, extra, f"{path}[{key}]")
+    elif isinstance(obj, list):
+        kind = schema.get("x-kubernetes-list-type")
+        if kind in ("set", "map") and len(obj) > 1:
+            keys = schema.get("x-kubernetes-list-map-keys") or []
+            seen: dict[str, int] = {}
+            for index, item in enumerate(obj):
+                if kind == "map":
+                    item = {k: item[k] for k in keys if isinstance(item, dict) and k in item}
+                marker = json.dumps(item, sort_keys=True)
+                seen[marker] = seen.get(marker, 0) + 1
+                if seen[marker] == 2:
+                    errors.append(FieldError(f"{path}[{index}]", "FieldValueDuplicate",
+                                             f"Duplicate value: {_go_value(item)}"))
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for index, item in enumerate(obj):
+                errors += list_type_errors(item, items, f"{path}[{index}]")
+    return errors
