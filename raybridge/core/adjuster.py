@@ -1,0 +1,312 @@
+"""The node-scale-adjuster's decision: pending fractional-GPU pods in, placeholder GPUs out.
+
+`plan_placeholders(pods, nodes, settings, now)` is the one function both
+`adjuster plan` (offline, from files) and the in-cluster controller call. With
+the default policy it selects the demand (`core/demand.py`), packs each
+constraint group exactly (`core/packing.py`), shapes one placeholder per node
+of the group (never more GPUs than one node has), and applies the cap. With
+`policy="kai"` it reports what one pass of KAI's own node-scale-adjuster would
+do (`core/kai_policy.py`).
+
+Pure: plain dicts in, frozen dataclasses out, `to_dict()` in camelCase for
+JSON and YAML. It does not create, delete or remember placeholders; comparing
+the plan with what exists is the controller's job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from fractions import Fraction
+from typing import Any, Iterable, Mapping, Optional
+
+from raybridge.core.demand import (
+    AdjusterSettings,
+    ConstraintGroup,
+    DemandPiece,
+    GroupShape,
+    IgnoredPod,
+    select_demand,
+)
+from raybridge.core.kai_policy import KAI_RESOURCE_KEY, kai_pass
+from raybridge.core.packing import PackItem, pack
+from raybridge.core.quantity import format_fraction
+
+__all__ = [
+    "AdjusterPlan",
+    "AdjusterSettings",
+    "CapReport",
+    "GroupPlan",
+    "Placeholder",
+    "plan_placeholders",
+]
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    """One placeholder pod: `gpus` whole GPUs of the group's vendor, on one node of the group."""
+
+    gpus: int
+    resource_key: str
+    pods: tuple[str, ...]
+    node_selector: Mapping[str, Any] = field(default_factory=dict)
+    affinity: Optional[Mapping[str, Any]] = None
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    group: Optional[str] = None
+    #: KAI policy: the scaling pod's name, and whether it exists already.
+    name: Optional[str] = None
+    existing: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.name is not None:
+            data["name"] = self.name
+        data.update(
+            {
+                "gpus": self.gpus,
+                "resourceKey": self.resource_key,
+                "group": self.group,
+                "nodeSelector": dict(self.node_selector),
+                "affinity": self.affinity,
+                "tolerations": [dict(t) for t in self.tolerations],
+                "pods": list(self.pods),
+            }
+        )
+        if self.name is not None:
+            data["existing"] = self.existing
+        return data
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """One constraint group: its demand, the GPUs it packs into, and how sure that number is."""
+
+    group: ConstraintGroup
+    pods: int
+    demand: Fraction
+    gpus: int
+    lower_bound: int
+    method: str
+    proof: str
+    node_gpus: int
+    #: Where node_gpus comes from: "nodes", "flag" or "largest pod".
+    node_gpus_source: str
+    gpu_memory_mib: Optional[int]
+    known_nodes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.group.to_dict(),
+            "pods": self.pods,
+            "demand": format_fraction(self.demand),
+            "gpus": self.gpus,
+            "lowerBound": self.lower_bound,
+            "method": self.method,
+            "proof": self.proof,
+            "nodeGpus": self.node_gpus,
+            "nodeGpusFrom": self.node_gpus_source,
+            "gpuMemoryMiB": self.gpu_memory_mib,
+            "knownNodes": self.known_nodes,
+        }
+
+
+@dataclass(frozen=True)
+class CapReport:
+    limit: int
+    requested: int
+    cut_gpus: int
+    cut_pods: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"limit": self.limit, "requested": self.requested, "cutGpus": self.cut_gpus, "cutPods": list(self.cut_pods)}
+
+
+@dataclass(frozen=True)
+class AdjusterPlan:
+    policy: str
+    total_gpus: int
+    placeholders: tuple[Placeholder, ...]
+    groups: tuple[GroupPlan, ...] = ()
+    ignored: tuple[IgnoredPod, ...] = ()
+    #: Annotated pods that are bound or finished, by code.
+    skipped: Mapping[str, int] = field(default_factory=dict)
+    #: Exact pending demand (Σ fraction × devices of the counted pods) by vendor.
+    demand_by_vendor: Mapping[str, Fraction] = field(default_factory=dict)
+    pieces: tuple[DemandPiece, ...] = ()
+    cap: Optional[CapReport] = None
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    #: KAI policy: the pass's need, deleted scaling pods and whether the cooldown held it back.
+    kai: Optional[Mapping[str, Any]] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "policy": self.policy,
+            "totalGpus": self.total_gpus,
+            "placeholders": [p.to_dict() for p in self.placeholders],
+            "ignored": [i.to_dict() for i in self.ignored],
+            "skipped": dict(self.skipped),
+            "demandByVendor": {v: format_fraction(d) for v, d in self.demand_by_vendor.items()},
+            "groups": [g.to_dict() for g in self.groups],
+            "capped": self.cap.to_dict() if self.cap else None,
+            "notes": list(self.notes),
+            "warnings": list(self.warnings),
+        }
+        if self.kai is not None:
+            data["kai"] = dict(self.kai)
+        return data
+
+
+def plan_placeholders(
+    pods: Iterable[Any],
+    nodes: Optional[Iterable[Any]],
+    settings: AdjusterSettings,
+    now: datetime,
+    pod_groups: Iterable[Any] = (),
+) -> AdjusterPlan:
+    """What the adjuster asks for now. `nodes` None: node shapes unknown (memory fallback, no device check)."""
+    problems = settings.problems()
+    if problems:
+        raise ValueError("; ".join(problems))
+    if settings.policy == "kai":
+        return _plan_kai(pods, settings)
+    pods = list(pods)
+    selection = select_demand(pods, nodes, settings, now, pod_groups)
+    by_group: dict[ConstraintGroup, list[DemandPiece]] = {}
+    for piece in selection.pieces:
+        by_group.setdefault(piece.group, []).append(piece)
+    groups: list[GroupPlan] = []
+    placeholders: list[tuple[Placeholder, float]] = []
+    demand_by_vendor: dict[str, Fraction] = {}
+    notes: list[str] = []
+    for group in sorted(by_group, key=lambda g: (g.vendor, g.id)):
+        pieces = by_group[group]
+        shape = selection.shapes.get(group, GroupShape())
+        if shape.node_gpus:
+            node_gpus, source = shape.node_gpus, "nodes"
+        elif settings.node_gpus:
+            node_gpus, source = settings.node_gpus, "flag"
+        else:
+            node_gpus, source = max(p.devices for p in pieces), "largest pod"
+            notes.append(
+                f"group {group.id}: no known node of this group, so placeholders are no larger than its largest pod "
+                f"({node_gpus} GPUs); pass --nodes or --node-gpus to pack whole nodes"
+            )
+        if any(p.source == "gpu-memory-fallback" for p in pieces):
+            notes.append(f"group {group.id}: GPU memory of its nodes unknown: gpu-memory pods count as {format_fraction(settings.memory_fallback_fraction)} of a GPU")
+        packing = pack(
+            [PackItem(p.pod, p.fraction, p.devices) for p in pieces],
+            node_gpus,
+            exact_max_slices=settings.exact_max_slices,
+            budget=settings.search_budget,
+        )
+        counts: dict[tuple[int, int, int], int] = {}
+        for p in pieces:
+            key = (p.fraction.numerator, p.fraction.denominator, p.devices)
+            counts[key] = counts.get(key, 0) + 1
+        demand = sum((Fraction(num, den) * d * n for (num, den, d), n in counts.items()), Fraction(0))
+        demand_by_vendor[group.vendor] = demand_by_vendor.get(group.vendor, Fraction(0)) + demand
+        groups.append(
+            GroupPlan(
+                group=group,
+                pods=len(pieces),
+                demand=demand,
+                gpus=packing.gpus,
+                lower_bound=packing.lower_bound,
+                method=packing.method,
+                proof=packing.proof,
+                node_gpus=node_gpus,
+                node_gpus_source=source,
+                gpu_memory_mib=shape.gpu_memory_mib,
+                known_nodes=shape.nodes,
+            )
+        )
+        waiting = {p.pod: p.waiting_seconds or 0.0 for p in pieces}
+        tolerations = tuple(group.tolerations)
+        for node in packing.nodes:
+            placeholders.append(
+                (
+                    Placeholder(
+                        gpus=node.gpus,
+                        resource_key=group.resource_key,
+                        pods=node.pods,
+                        node_selector=group.node_selector,
+                        affinity=group.affinity,
+                        tolerations=tolerations,
+                        group=group.id,
+                    ),
+                    max((waiting[p] for p in node.pods), default=0.0),
+                )
+            )
+    kept, cap = _apply_cap(placeholders, settings.max_total_gpus)
+    return AdjusterPlan(
+        policy="exact",
+        total_gpus=sum(p.gpus for p in kept),
+        placeholders=tuple(kept),
+        groups=tuple(groups),
+        ignored=selection.ignored,
+        skipped=selection.skipped,
+        demand_by_vendor=demand_by_vendor,
+        pieces=selection.pieces,
+        cap=cap,
+        notes=tuple(notes),
+        warnings=selection.warnings,
+    )
+
+
+def _apply_cap(placeholders: list[tuple[Placeholder, float]], limit: Optional[int]) -> tuple[list[Placeholder], Optional[CapReport]]:
+    """Keep placeholders, longest-waiting pods first, while they fit under the cap; report what was cut."""
+    requested = sum(p.gpus for p, _ in placeholders)
+    if limit is None or requested <= limit:
+        return [p for p, _ in placeholders], None
+    order = sorted(range(len(placeholders)), key=lambda i: -placeholders[i][1])
+    keep: set[int] = set()
+    used = 0
+    for i in order:
+        if used + placeholders[i][0].gpus <= limit:
+            keep.add(i)
+            used += placeholders[i][0].gpus
+    cut = [placeholders[i][0] for i in range(len(placeholders)) if i not in keep]
+    report = CapReport(
+        limit=limit,
+        requested=requested,
+        cut_gpus=sum(p.gpus for p in cut),
+        cut_pods=tuple(sorted(pod for p in cut for pod in p.pods)),
+    )
+    return [placeholders[i][0] for i in range(len(placeholders)) if i in keep], report
+
+
+def _plan_kai(pods: Iterable[Any], settings: AdjusterSettings) -> AdjusterPlan:
+    result = kai_pass(pods, settings.scheduler_name, float(settings.memory_fallback_fraction), settings.kai_namespace)
+    placeholders = [
+        Placeholder(
+            gpus=s.devices,
+            resource_key=KAI_RESOURCE_KEY,
+            pods=(s.target,),
+            node_selector=dict(s.node_selector),
+            affinity=dict(s.affinity) if s.affinity else None,
+            tolerations=tuple(s.tolerations),
+            name=s.name,
+            existing=s.existing,
+        )
+        for s in (*result.kept, *result.created)
+    ]
+    notes = []
+    if settings.max_total_gpus is not None:
+        notes.append("KAI's rule has no cap: --max-gpus does not apply to it")
+    if result.in_cooldown:
+        notes.append("KAI deleted a scaling pod in this pass, which starts its 60 s cooldown: nothing is created until it ends")
+    return AdjusterPlan(
+        policy="kai",
+        total_gpus=sum(p.gpus for p in placeholders),
+        placeholders=tuple(placeholders),
+        ignored=tuple(IgnoredPod(pod, "kai-skipped", why) for pod, why in result.skipped),
+        notes=tuple(notes),
+        warnings=result.warnings,
+        kai={
+            "need": result.need,
+            "created": [s.name for s in result.created],
+            "deleted": [{"name": n, "reason": why} for n, why in result.deleted],
+            "inCooldown": result.in_cooldown,
+        },
+    )

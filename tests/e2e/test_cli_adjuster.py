@@ -1,0 +1,161 @@
+"""`adjuster plan` as a user runs it: files and flags in, the plan and the exit status out."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import ROOT, cli_env, run_cli
+
+FIXTURES = ROOT / "tests" / "unit" / "fixtures" / "adjuster"
+PODS = str(FIXTURES / "pods.yaml")
+NODES = str(FIXTURES / "nodes.yaml")
+NOW = ["--now", "2025-06-01T12:00:00Z"]
+
+
+def plan_json(*args: str) -> dict:
+    out = run_cli("adjuster", "plan", "--pods", PODS, *NOW, "-o", "json", *args)
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+    return json.loads(out.stdout)
+
+
+def test_plan_packs_the_fixture_cluster():
+    data = plan_json("--nodes", NODES)
+    assert data["policy"] == "exact"
+    by_vendor = {}
+    for p in data["placeholders"]:
+        by_vendor.setdefault(p["resourceKey"], []).append(p)
+        assert p["gpus"] <= 8
+    # 3x0.6, 0.33+0.56+0.11, a 40 GB pod on 80 GB GPUs and 0.5 on 4 devices: 8 H100s; the MI300X pod alone
+    assert sum(p["gpus"] for p in by_vendor["nvidia.com/gpu"]) == 8
+    [amd] = by_vendor["amd.com/gpu"]
+    assert amd["gpus"] == 1 and amd["nodeSelector"] == {"pool": "mi300x"}
+    assert amd["tolerations"] == [{"effect": "NoSchedule", "key": "amd.com/gpu", "operator": "Exists"}]
+    assert data["totalGpus"] == 9
+    reasons = {i["pod"]: i["code"] for i in data["ignored"]}
+    assert reasons == {
+        "team-a/quota": "quota-blocked",
+        "team-a/nan": "bad-annotation",
+        "team-a/too-wide": "too-many-devices",
+        "team-a/just-now": "grace-period",
+    }
+    assert data["skipped"] == {"bound": 1}
+
+
+def test_plan_kai_policy_on_the_same_pods():
+    data = plan_json("--nodes", NODES, "--policy", "kai")
+    assert data["policy"] == "kai"
+    assert [p["name"] for p in data["placeholders"]] == ["team-a-amd-by-taint", "team-a-multi", "team-a-too-wide"]
+    assert all(p["resourceKey"] == "nvidia.com/gpu" for p in data["placeholders"])
+    assert data["kai"]["need"] < 0  # the NaN pod: int64(NaN) on amd64
+
+
+def test_plan_yaml_and_table():
+    out = run_cli("adjuster", "plan", "--pods", PODS, "--nodes", NODES, *NOW, "-o", "yaml")
+    assert out.returncode == 0, out.stderr
+    assert yaml.safe_load(out.stdout)["totalGpus"] == 9
+    table = run_cli("adjuster", "plan", "--pods", PODS, "--nodes", NODES, *NOW, "-o", "table")
+    assert table.returncode == 0, table.stderr
+    assert "Placeholders (exact): 9 GPUs in 2 placeholders" in table.stdout
+    assert "quota-blocked" in table.stdout and "amd.com/gpu" in table.stdout
+
+
+# (case, extra flags, totalGpus)
+FLAG_ROWS = [
+    ("no nodes: memory falls back, no device check", [], None),
+    ("grace period 0 counts the new pod (it fits the spare room)", ["--nodes", NODES, "--grace-period", "0"], 9),
+    ("cap", ["--nodes", NODES, "--max-gpus", "4"], 1),
+    ("other scheduler name: nothing counts", ["--nodes", NODES, "--scheduler-name", "volcano"], 0),
+]
+
+
+@pytest.mark.parametrize("case,flags,total", FLAG_ROWS, ids=[r[0] for r in FLAG_ROWS])
+def test_plan_flags(case, flags, total):
+    data = plan_json(*flags)
+    if total is not None:
+        assert data["totalGpus"] == total
+    if "--max-gpus" in flags:
+        assert data["capped"]["limit"] == 4 and data["capped"]["cutGpus"] > 0
+    if not flags:
+        assert any("unknown" in n for n in data["notes"])
+    if "--grace-period" in flags:
+        assert "team-a/just-now" not in {i["pod"] for i in data["ignored"]}
+        assert any("team-a/just-now" in p["pods"] for p in data["placeholders"])
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+# (case, argv builder, message fragment)
+BAD_INPUT_ROWS = [
+    ("missing pods file", lambda t: ["--pods", "/nonexistent/pods.json"], "does not exist"),
+    ("pods file is a directory", lambda t: ["--pods", str(t)], "is a directory"),
+    ("not JSON or YAML", lambda t: ["--pods", write(t, "p.json", "{not: [json")], "neither JSON nor YAML"),
+    ("a scalar", lambda t: ["--pods", write(t, "p.json", "42")], "expected a Pod list"),
+    ("nodes given as pods", lambda t: ["--pods", NODES], "expected Pod objects, found Node"),
+    ("pods given as nodes", lambda t: ["--pods", PODS, "--nodes", PODS], "expected Node objects, found Pod"),
+    ("items without metadata", lambda t: ["--pods", write(t, "p.json", '{"items": [1, 2]}')], "not Pod objects"),
+    ("negative grace period", lambda t: ["--pods", PODS, "--grace-period", "-1"], "--grace-period"),
+    ("NaN grace period", lambda t: ["--pods", PODS, "--grace-period", "nan"], "--grace-period"),
+    ("infinite grace period", lambda t: ["--pods", PODS, "--grace-period", "inf"], "--grace-period"),
+    ("negative cap", lambda t: ["--pods", PODS, "--max-gpus", "-3"], "--max-gpus"),
+    ("fractional cap", lambda t: ["--pods", PODS, "--max-gpus", "2.5"], "--max-gpus"),
+    ("memory fraction above 1", lambda t: ["--pods", PODS, "--memory-fraction", "1.5"], "--memory-fraction"),
+    ("memory fraction NaN", lambda t: ["--pods", PODS, "--memory-fraction", "NaN"], "--memory-fraction"),
+    ("node GPUs zero", lambda t: ["--pods", PODS, "--node-gpus", "0"], "--node-gpus"),
+    ("unknown policy", lambda t: ["--pods", PODS, "--policy", "greedy"], "--policy"),
+    ("unknown vendor", lambda t: ["--pods", PODS, "--default-vendor", "intel"], "--default-vendor"),
+    ("bad --now", lambda t: ["--pods", PODS, "--now", "yesterday"], "--now"),
+    ("no --pods", lambda t: [], "--pods"),
+    ("empty scheduler name", lambda t: ["--pods", PODS, "--scheduler-name", ""], "scheduler name"),
+]
+
+
+@pytest.mark.parametrize("case,argv,fragment", BAD_INPUT_ROWS, ids=[r[0] for r in BAD_INPUT_ROWS])
+def test_bad_input_exits_2_with_a_message(tmp_path, case, argv, fragment):
+    out = run_cli("adjuster", "plan", *argv(tmp_path))
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert fragment in out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+def test_garbage_pods_are_ignored_not_fatal(tmp_path):
+    pods = {"items": [
+        {"metadata": {"name": "a", "namespace": "x", "annotations": {"gpu-fraction": "inf"}}, "spec": {"schedulerName": "kai-scheduler"}, "status": {"conditions": "no"}},
+        {"metadata": {"name": "b", "annotations": {"gpu-fraction": [1]}}, "spec": None, "status": None},
+        {"metadata": {"name": "c", "annotations": "all of them"}},
+    ]}  # fmt: skip
+    out = run_cli("adjuster", "plan", "--pods", write(tmp_path, "p.json", json.dumps(pods)), "-o", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["totalGpus"] == 0 and {i["pod"] for i in data["ignored"]} == {"x/a", "default/b"}
+
+
+def test_adjuster_group_without_a_command_prints_its_help():
+    out = run_cli("adjuster")
+    assert out.returncode == 2 and "plan" in out.stdout
+
+
+def test_adjuster_plan_imports_neither_ray_nor_kubernetes():
+    code = (
+        "import sys, runpy, io, contextlib\n"
+        f"sys.argv = ['raybridge', 'adjuster', 'plan', '--pods', {PODS!r}, '--nodes', {NODES!r}, '-o', 'json']\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    try:\n"
+        "        runpy.run_module('raybridge', run_name='__main__')\n"
+        "    except SystemExit as exc:\n"
+        "        code = exc.code\n"
+        "print(code, sorted(m for m in sys.modules if m.split('.')[0] in ('ray', 'kubernetes', 'pydantic')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=60, cwd=str(ROOT))
+    assert out.stdout.strip() == "0 []", out.stdout + out.stderr

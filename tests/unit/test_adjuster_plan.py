@@ -1,0 +1,115 @@
+"""plan_placeholders: groups packed apart, placeholders that fit one node, the cap, the JSON contract."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from raybridge.core.adjuster import AdjusterSettings, plan_placeholders
+from raybridge.core.quantity import format_fraction
+from tests.unit.adjuster_objects import NOW, node, pod
+
+SETTINGS = AdjusterSettings()
+
+
+def plan(pods, nodes=None, **settings):
+    return plan_placeholders(pods, nodes, AdjusterSettings(**settings), NOW)
+
+
+def test_groups_are_packed_apart_and_placeholders_copy_their_constraints():
+    pods = [
+        pod("a1", "0.5", nodeSelector={"pool": "a"}),
+        pod("b1", "0.5", nodeSelector={"pool": "b"}),
+        pod("t1", "0.5", tolerations=[{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]),
+        pod("m1", "0.5", annotations={"raybridge.io/gpu-vendor": "amd"}),
+    ]
+    result = plan(pods)
+    assert result.total_gpus == 4  # four halves that may not share a GPU
+    by_pod = {p.pods[0]: p for p in result.placeholders}
+    assert by_pod["team/a1"].node_selector == {"pool": "a"}
+    assert by_pod["team/t1"].tolerations == ({"effect": "NoSchedule", "key": "spot", "operator": "Exists"},)
+    assert by_pod["team/m1"].resource_key == "amd.com/gpu"
+    assert by_pod["team/b1"].resource_key == "nvidia.com/gpu"
+
+
+def test_placeholders_never_exceed_one_node_of_the_group():
+    nodes = [node(f"n{i}", 4) for i in range(3)]
+    pods = [pod(f"p{i}", "0.9") for i in range(10)]
+    result = plan(pods, nodes)
+    assert result.total_gpus == 10
+    assert [p.gpus for p in result.placeholders] == [4, 4, 2]
+    assert result.groups[0].node_gpus == 4 and result.groups[0].node_gpus_source == "nodes"
+
+
+def test_node_gpus_flag_where_no_node_is_known():
+    result = plan([pod(f"p{i}", "0.9") for i in range(10)], node_gpus=8)
+    assert [p.gpus for p in result.placeholders] == [8, 2]
+    assert result.groups[0].node_gpus_source == "flag"
+    unknown = plan([pod(f"p{i}", "0.9") for i in range(3)])
+    assert [p.gpus for p in unknown.placeholders] == [1, 1, 1]
+    assert any("no known node" in n for n in unknown.notes)
+
+
+# (case, max GPUs, kept GPUs, cut GPUs, cut pods)
+CAP_ROWS = [
+    ("no cap", None, 6, None, None),
+    ("cap above demand", 10, 6, None, None),
+    ("cap cuts the newest waiters", 4, 4, 2, ["team/new-0", "team/new-1"]),
+    ("cap zero", 0, 0, 6, None),
+]
+
+
+@pytest.mark.parametrize("case,cap,kept,cut,cut_pods", CAP_ROWS, ids=[r[0] for r in CAP_ROWS])
+def test_cap(case, cap, kept, cut, cut_pods):
+    nodes = [node("n", 2)]
+    pods = [pod(f"old-{i}", "0.9", waited=600) for i in range(4)] + [pod(f"new-{i}", "0.9", waited=20) for i in range(2)]
+    result = plan(pods, nodes, max_total_gpus=cap)
+    assert result.total_gpus == kept
+    if cut is None:
+        assert result.cap is None
+    else:
+        assert result.cap.cut_gpus == cut and result.cap.requested == 6 and result.cap.limit == cap
+        if cut_pods:
+            assert list(result.cap.cut_pods) == cut_pods
+
+
+def test_to_dict_is_the_documented_camel_case_contract():
+    data = plan([pod("a", "0.6"), pod("b", "0.6"), pod("c", "0.6"), pod("x", "NaN")], [node("n", 8)]).to_dict()
+    assert set(data) >= {"totalGpus", "placeholders", "ignored", "groups", "demandByVendor", "capped", "notes", "warnings", "skipped"}
+    assert data["totalGpus"] == 3
+    placeholder = data["placeholders"][0]
+    assert set(placeholder) >= {"gpus", "resourceKey", "nodeSelector", "tolerations", "pods"}
+    assert placeholder["pods"] == ["team/a", "team/b", "team/c"]
+    assert data["ignored"] == [{"pod": "team/x", "code": "bad-annotation", "reason": "gpu-fraction 'NaN' is NaN or infinite"}]
+    assert data["demandByVendor"] == {"nvidia": "1.8"}
+    assert data["groups"][0]["lowerBound"] == 3 and data["groups"][0]["method"] == "exact"
+
+
+def test_exact_sum_is_never_inflated_by_floats():
+    pods = [pod("a", "0.33"), pod("b", "0.56"), pod("c", "0.11")] + [pod(f"t{i}", "0.1", nodeSelector={"pool": "t"}) for i in range(10)]
+    result = plan(pods)
+    assert result.total_gpus == 2
+    assert result.demand_by_vendor == {"nvidia": Fraction(2)}
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="grace period"):
+        plan_placeholders([], None, AdjusterSettings(grace_period_seconds=float("nan")), NOW)
+    with pytest.raises(ValueError, match="GPU cap"):
+        plan_placeholders([], None, AdjusterSettings(max_total_gpus=-1), NOW)
+
+
+@pytest.mark.parametrize("value,text", [(Fraction(9, 5), "1.8"), (Fraction(2), "2"), (Fraction(1, 3), "1/3"), (Fraction(1, 40), "0.025"), (Fraction(-1, 2), "-0.5"), (Fraction(0), "0")])
+def test_format_fraction(value, text):
+    assert format_fraction(value) == text
+
+
+@pytest.mark.parametrize("given,expected", [(0.1, Fraction(1, 10)), ("0.25", Fraction(1, 4)), (Fraction(1, 3), Fraction(1, 3)), (1, Fraction(1))])
+def test_memory_fallback_fraction_accepts_plain_numbers(given, expected):
+    assert AdjusterSettings(memory_fallback_fraction=given).memory_fallback_fraction == expected
+
+
+@pytest.mark.parametrize("given", [float("nan"), float("inf"), "x", 0, 1.5, True, None])
+def test_memory_fallback_fraction_refuses_the_rest(given):
+    assert any("memory fallback fraction" in p for p in AdjusterSettings(memory_fallback_fraction=given).problems())
