@@ -1,0 +1,256 @@
+"""queues fairshare, queues generate: KAI's fair share, and queue configs sized from the nodes.
+
+Turns flags into calls of `raybridge.queues` and prints what comes back:
+fair shares as JSON, YAML or a table with the notes under it; configs as
+multi-document YAML (with comment lines saying what they were sized from) or
+a JSON List. Nothing heavy is imported at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import Any
+
+from raybridge.cli.args import Parser, add_output_arg
+from raybridge.core.consts import EXIT_BAD_INPUT, EXIT_OK
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def register(sub: Any) -> None:
+    group = sub.add_parser("queues", help="KAI fair share; Kueue and KAI queue configs sized from the nodes")
+    group.set_defaults(handler=lambda args: _usage(group))
+    queues = group.add_subparsers(dest="queues_command", metavar="SUBCOMMAND", parser_class=Parser)
+
+    p = queues.add_parser(
+        "fairshare",
+        help="what each KAI queue gets, computed exactly as KAI's proportion plugin does",
+        description="Fair share per queue and resource, in the queue's units (GPUs in devices, CPU in "
+        "millicores, memory in MB = 10^6 bytes), with notes where KAI's number is surprising.",
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--queues", metavar="FILE", help="scheduling.run.ai/v2 Queue objects (multi-document YAML or a List)")
+    source.add_argument("--from-cluster", action="store_true", help="read the cluster's Queues, nodes and KAI pods")
+    p.add_argument(
+        "--capacity", metavar="SPEC",
+        help="what the top level divides, as Kubernetes quantities: gpu=40,cpu=64000m,memory=512000M (left-out "
+        "resources are 0); with --from-cluster the default is the Ready nodes' allocatable less other schedulers' pods",
+    )  # fmt: skip
+    p.add_argument(
+        "--demand", metavar="FILE",
+        help='JSON/YAML: queue -> requests, e.g. {"p1": {"gpu": 2, "cpu": "8", "memory": "64Gi"}}; default: every '
+        "queue wants without bound (with --from-cluster: the KAI pods' requests by their kai.scheduler/queue label)",
+    )  # fmt: skip
+    _cluster_args(p)
+    add_output_arg(p, "table")
+    p.set_defaults(handler=cmd_fairshare)
+
+    p = queues.add_parser(
+        "generate",
+        help="Kueue flavors, ClusterQueues, LocalQueues, admission check and priority classes (or KAI queues) sized from the nodes",
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--nodes", metavar="FILE", help="`kubectl get nodes -o json` output")
+    source.add_argument("--from-cluster", action="store_true", help="read the cluster's Nodes")
+    p.add_argument("--queues", type=_count, default=2, metavar="N", help="ClusterQueues (with --kai: projects per department); default 2")
+    p.add_argument("--names", type=_names, metavar="A,B,...", help="queue names instead of team-1..team-N (DNS labels; also the LocalQueues' namespaces)")
+    p.add_argument("--kai", action="store_true", help="a KAI Queue hierarchy, departments then projects, instead of Kueue")
+    p.add_argument("--departments", type=_count, default=1, metavar="N", help="with --kai: departments (default 1)")
+    g = p.add_argument_group("Kueue")
+    g.add_argument("--kueue-api", choices=("v1beta2", "v1beta1"), default="v1beta2", help="v1beta2 (Kueue >= 0.15, default) or v1beta1 (Kueue 0.13, 0.14)")
+    g.add_argument("--cohort", default="gpu", type=_name, help="cohort of the ClusterQueues (default gpu)")
+    g.add_argument("--borrowing-limit", type=_percent, default=100, metavar="PERCENT", help="share of the other queues' quota a queue may borrow (default 100)")
+    g.add_argument("--no-provisioning", action="store_true", help="no AdmissionCheck/ProvisioningRequestConfig (clusters without ProvisioningRequest support)")
+    g.add_argument("--no-namespaces", action="store_true", help="do not emit the LocalQueues' Namespaces")
+    _cluster_args(p)
+    add_output_arg(p, "yaml", ("yaml", "json"))
+    p.set_defaults(handler=cmd_generate)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _cluster_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("cluster (with --from-cluster)")
+    g.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    g.add_argument("--context", help="kubeconfig context")
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 100 (got {value})")
+    return value
+
+
+def _percent(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 100 (got {value})")
+    return value
+
+
+def _name(text: str) -> str:
+    if len(text) > 63 or not _DNS_LABEL.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a DNS label (lowercase letters, digits and '-', at most 63)")
+    return text
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("give at least one name")
+    for name in names:
+        _name(name)
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError("names must differ")
+    return names
+
+
+def _kube(args: argparse.Namespace) -> Any:
+    from raybridge.kube.client import connect
+
+    return connect(args.kubeconfig, args.context)
+
+
+# --- fairshare -------------------------------------------------------------------------------
+
+
+def cmd_fairshare(args: argparse.Namespace) -> int:
+    from raybridge.cli.render import dump, warn
+    from raybridge.errors import BadInput
+    from raybridge.queues.fairshare import cluster_fair_share, file_fair_share
+
+    if args.from_cluster:
+        report = cluster_fair_share(_kube(args), args.capacity, args.demand)
+    else:
+        if not args.capacity:
+            raise BadInput("--capacity is required with --queues (e.g. --capacity gpu=40,cpu=64000m,memory=512000M)")
+        report = file_fair_share(args.queues, args.capacity, args.demand)
+    for warning in report.warnings:
+        warn(warning)
+    if args.output != "table":
+        dump(report.to_dict(), args.output)
+        return EXIT_OK
+    _fairshare_table(report.result)
+    return EXIT_OK
+
+
+def _fairshare_table(result: Any) -> None:
+    from raybridge.cli.render import table
+
+    depth: dict[str, int] = {}
+    rows = []
+    for queue in result.queues:
+        depth[queue.name] = depth[queue.parent] + 1 if queue.parent in depth else 0
+        shown = [r for r in ("gpu", "cpu", "memory") if _shows(queue.resource(r))]
+        for i, resource in enumerate(shown):
+            share = queue.resource(resource)
+            rows.append(
+                [
+                    "  " * depth[queue.name] + queue.name if i == 0 else "",
+                    queue.priority if i == 0 else "",
+                    _UNIT_NAMES[resource],
+                    _show(share.quota),
+                    _show(share.limit),
+                    _show(share.over_quota_weight),
+                    "unbounded" if share.request is None else _show(share.request),
+                    _show(share.deserved),
+                    _show(share.over_quota),
+                    _show(share.fair_share),
+                ]
+            )
+    capacity = ", ".join(f"{_UNIT_NAMES[r]} {_show(result.capacity[r])}" for r in ("gpu", "cpu", "memory"))
+    columns = ["QUEUE", "PRIO", "RESOURCE", "QUOTA", "LIMIT", "WEIGHT", "REQUEST", "DESERVED", "OVER QUOTA", "FAIR SHARE"]
+    table(f"KAI fair share of {capacity} (resources with all zeros not shown)", columns, rows)
+    for note in result.notes:
+        print(f"note: {note.queue} {note.resource}: {note.message}")
+    for name, reason in result.dropped:
+        print(f"left out: {name}: {reason}")
+
+
+_UNIT_NAMES = {"gpu": "gpu", "cpu": "cpu (m)", "memory": "memory (MB)"}
+
+
+def _shows(share: Any) -> bool:
+    return any(v != 0 for v in (share.quota, share.limit, share.over_quota_weight, share.fair_share))
+
+
+def _show(value: float) -> str:
+    from raybridge.core.fairshare import number
+
+    shown = number(value)
+    return f"{shown:.3f}".rstrip("0").rstrip(".") if isinstance(shown, float) else str(shown)
+
+
+# --- generate --------------------------------------------------------------------------------
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The command that regenerates this output (the flags that differ from the defaults)."""
+    import shlex
+
+    words = ["python -m raybridge queues generate"]
+    words.append(f"--nodes {shlex.quote(args.nodes)}" if args.nodes else "--from-cluster")
+    if args.kai:
+        words.append("--kai")
+    if args.names:
+        words.append("--names " + ",".join(args.names))
+    if args.queues != 2:
+        words.append(f"--queues {args.queues}")
+    if args.kai:
+        if args.departments != 1:
+            words.append(f"--departments {args.departments}")
+        return " ".join(words)
+    for flag, value, default in (
+        ("--kueue-api", args.kueue_api, "v1beta2"),
+        ("--cohort", args.cohort, "gpu"),
+        ("--borrowing-limit", args.borrowing_limit, 100),
+    ):
+        if value != default:
+            words.append(f"{flag} {value}")
+    words += [flag for flag, on in (("--no-provisioning", args.no_provisioning), ("--no-namespaces", args.no_namespaces)) if on]
+    return " ".join(words)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from raybridge.cli.render import dump_documents, note
+    from raybridge.core.queue_configs import KaiOptions, KueueOptions
+    from raybridge.queues.generate import generate_queue_configs
+
+    options: Any
+    if args.kai:
+        if args.names and args.departments != 1:
+            from raybridge.errors import BadInput
+
+            raise BadInput("--names names the departments with --kai; give either --names or --departments")
+        departments = args.names or tuple(f"department-{i + 1}" for i in range(args.departments))
+        options = KaiOptions(departments=departments, projects_per_department=args.queues)
+    else:
+        names = args.names or tuple(f"team-{i + 1}" for i in range(args.queues))
+        options = KueueOptions(
+            names=names,
+            cohort=args.cohort,
+            api_version=args.kueue_api,
+            borrowing_percent=args.borrowing_limit,
+            provisioning=not args.no_provisioning,
+            namespaces=not args.no_namespaces,
+        )
+    kube = _kube(args) if args.from_cluster else None
+    generated = generate_queue_configs(options, nodes_file=args.nodes, kube=kube)
+    if args.output == "json":
+        for line in generated.summary:
+            note(line)
+    comments = [f"Generated by `{_command_line(args)}`."] + list(generated.summary)
+    dump_documents(generated.objects, args.output, comments)
+    return EXIT_OK
