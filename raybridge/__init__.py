@@ -23,16 +23,15 @@ _EXPORTS = {
     "build_spec": "raybridge.core.spec",
     "SizingDecision": "raybridge.core.sizing",
     "Inventory": "raybridge.core.inventory",
-    "discover_inventory": "raybridge.discovery",
-    "plan_job": "raybridge.planning",
-    "render_job": "raybridge.planning",
+    "discover_inventory": "raybridge.launch.discovery",
+    "plan_job": "raybridge.core.planning",
+    "render_job": "raybridge.core.planning",
     "submit": "raybridge.launch",
     "JobHandle": "raybridge.launch",
     "RaybridgeError": "raybridge.errors",
     "BadInput": "raybridge.errors",
     "InfraError": "raybridge.errors",
     "ClusterUnreachable": "raybridge.errors",
-    "JobFailed": "raybridge.errors",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -7,7 +7,7 @@ callers catch them like any other exception.
 
 from __future__ import annotations
 
-from raybridge.core.consts import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_JOB_FAILED
+from raybridge.core.consts import EXIT_BAD_INPUT, EXIT_INFRA
 
 
 class RaybridgeError(Exception):
@@ -35,8 +35,3 @@ class InfraError(RaybridgeError):
 class ClusterUnreachable(InfraError):
     """No API server answered, or no kubeconfig/in-cluster config works."""
 
-
-class JobFailed(RaybridgeError):
-    """The Ray job ran and failed, or was stopped. Exit status 1."""
-
-    exit_code = EXIT_JOB_FAILED

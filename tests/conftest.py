@@ -1,10 +1,12 @@
-"""Shared fixtures: one real local Ray head for the whole test session."""
+"""Shared fixtures: one real local Ray head for the whole test session; the release matrix."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+
+from tests.schemas import RELEASES
 
 
 @pytest.fixture(scope="session")
@@ -13,14 +15,14 @@ def ray_head():
 
     Yields the dashboard URL; stopped (process group and all) at the end of the session.
     """
-    from raybridge.launch.local import PrivateRayHead
+    from raybridge.launch.private_head import PrivateRayHead
     from tests.helpers import short_tmpdir
 
     old = os.environ.get("TMPDIR")
     os.environ["TMPDIR"] = short_tmpdir()
     head = PrivateRayHead(num_cpus=4)
     try:
-        url = head.start()
+        head.start()
     finally:
         if old is None:
             os.environ.pop("TMPDIR", None)
@@ -28,3 +30,22 @@ def ray_head():
             os.environ["TMPDIR"] = old
     yield head
     head.stop()
+
+
+@pytest.fixture(params=RELEASES)
+def release(request) -> str:
+    """One supported release id per test instance (`kuberay-v1.3.2`, ..., `kueue-newest`).
+
+    The id is the test id too, so `pytest -k kuberay-v1.3.2` runs that release's tests.
+    """
+    return request.param
+
+
+@pytest.fixture
+def release_server(release: str):
+    """A started test API server serving the CRDs of `release` (the other project at its newest)."""
+    from tests.kubeapi.server import KubeApiServer
+
+    with KubeApiServer(release=release) as server:
+        yield server
+    assert server.internal_errors == [], "\n".join(server.internal_errors)

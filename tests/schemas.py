@@ -1,11 +1,20 @@
-"""The CRD schemas from ../shared/crds, as JSON Schema validators.
+"""The CRD schemas from ../shared/crds, per supported release, as JSON Schema validators.
 
 Used by the manifest tests and by the test API server, so that what either
 accepts, a real API server with strict field validation would accept too.
 The CRD files are read where they lie (never copied into the project).
 
+Releases: `../shared/crds/kuberay` and `../shared/crds/kueue` hold the newest
+KubeRay and Kueue CRDs (ids `kuberay-newest`, `kueue-newest`);
+`../shared/crds/versions/<id>/` holds older releases (`kuberay-v1.3.2`, ...).
+`crds(kuberay=..., kueue=...)` gives the CRDs of one combination; the KAI
+Queue and ProvisioningRequest CRDs always come from the top folder.
+`release_pair(release)` turns one release id into that combination (the other
+project at its newest), which is what a test parametrized over `RELEASES`
+starts its server with.
+
 What this does not check: CEL rules (`x-kubernetes-validations`) and list-map
-uniqueness, which need a real API server; the opt-in e2e suite covers them.
+uniqueness; the test API server checks both (tests/kubeapi/cel.py, validation.py).
 """
 
 from __future__ import annotations
@@ -21,6 +30,15 @@ import yaml
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+KUBERAY_NEWEST = "kuberay-newest"
+KUEUE_NEWEST = "kueue-newest"
+KUBERAY_RELEASES = ("kuberay-v1.3.2", "kuberay-v1.5.2", KUBERAY_NEWEST)
+KUEUE_RELEASES = ("kueue-v0.13.10", "kueue-v0.15.8", KUEUE_NEWEST)
+# Every release the project supports; use these strings as pytest ids.
+RELEASES = KUBERAY_RELEASES + KUEUE_RELEASES
+_NEWEST_FOLDERS = {KUBERAY_NEWEST: "kuberay", KUEUE_NEWEST: "kueue"}
+_ALWAYS_NEWEST = ("kai", "autoscaler")
+
 
 def shared_dir() -> Path:
     env = os.environ.get("RAYBRIDGE_SHARED_DIR")
@@ -33,6 +51,24 @@ def crd_dir() -> Path:
     return shared_dir() / "crds"
 
 
+def release_dir(release: str) -> Path:
+    """The folder holding the CRDs of one release id; ValueError for an unknown id."""
+    if release in _NEWEST_FOLDERS:
+        return crd_dir() / _NEWEST_FOLDERS[release]
+    if release not in RELEASES:
+        raise ValueError(f"unknown release {release!r}; known: {', '.join(RELEASES)}")
+    return crd_dir() / "versions" / release
+
+
+def release_pair(release: str) -> tuple[str, str]:
+    """(kuberay, kueue) for one release id: the named one, the other project at its newest."""
+    if release in KUBERAY_RELEASES:
+        return release, KUEUE_NEWEST
+    if release in KUEUE_RELEASES:
+        return KUBERAY_NEWEST, release
+    raise ValueError(f"unknown release {release!r}; known: {', '.join(RELEASES)}")
+
+
 def _structural(schema: Any) -> Any:
     """Kubernetes structural-schema extensions -> plain JSON Schema, strict on unknown fields."""
     if isinstance(schema, list):
@@ -40,6 +76,8 @@ def _structural(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out = {k: _structural(v) for k, v in schema.items() if not k.startswith("x-kubernetes-")}
+    if isinstance(out.get("pattern"), str):
+        out["pattern"] = _python_pattern(out["pattern"])
     if schema.get("x-kubernetes-int-or-string"):
         out.pop("type", None)
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
@@ -53,23 +91,66 @@ def _structural(schema: Any) -> Any:
     return out
 
 
+def _python_pattern(pattern: str) -> str:
+    """A Go (RE2) pattern for Python's re: an inline flag such as `^(?i)...` must lead the expression.
+
+    Kueue's AdmissionCheck `parameters.kind` pattern is `^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$`; RE2
+    applies the flag from where it stands, which at the start of the match is the whole pattern.
+    """
+    for flag in ("(?i)", "(?s)", "(?m)"):
+        if flag in pattern and not pattern.startswith(flag):
+            pattern = flag + pattern.replace(flag, "")
+    return pattern
+
+
 @functools.lru_cache(maxsize=None)
-def crds() -> dict[tuple[str, str], dict[str, Any]]:
-    """(group, kind) -> the CRD object, for every CRD file under crds/."""
-    found: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted(crd_dir().glob("*/*.yaml")):
+def _folder_crds(folder: Path) -> tuple[dict[str, Any], ...]:
+    found = []
+    for path in sorted(folder.glob("*.yaml")):
         for doc in yaml.load_all(path.read_text(), Loader=_LOADER):
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-                spec = doc["spec"]
-                found[(spec["group"], spec["names"]["kind"])] = doc
+                found.append(doc)
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=None)
+def crds(kuberay: str = KUBERAY_NEWEST, kueue: str = KUEUE_NEWEST) -> dict[tuple[str, str], dict[str, Any]]:
+    """(group, kind) -> the CRD object, for the given KubeRay and Kueue releases (newest by default)."""
+    if kuberay not in KUBERAY_RELEASES:
+        raise ValueError(f"unknown KubeRay release {kuberay!r}; known: {', '.join(KUBERAY_RELEASES)}")
+    if kueue not in KUEUE_RELEASES:
+        raise ValueError(f"unknown Kueue release {kueue!r}; known: {', '.join(KUEUE_RELEASES)}")
+    folders = [release_dir(kuberay), release_dir(kueue), *(crd_dir() / name for name in _ALWAYS_NEWEST)]
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for folder in folders:
+        for doc in _folder_crds(folder):
+            spec = doc["spec"]
+            found[(spec["group"], spec["names"]["kind"])] = doc
     return found
 
 
+def served_versions(crd: dict[str, Any]) -> list[str]:
+    return [v["name"] for v in crd["spec"]["versions"] if v.get("served", True)]
+
+
 @functools.lru_cache(maxsize=None)
-def validator(api_version: str, kind: str) -> jsonschema.protocols.Validator:
-    """A validator for one served version of a CRD kind; KeyError if unknown."""
+def validator(
+    api_version: str, kind: str, kuberay: str = KUBERAY_NEWEST, kueue: str = KUEUE_NEWEST
+) -> jsonschema.protocols.Validator:
+    """A validator for one served version of a CRD kind; KeyError if unknown or not served."""
     group, _, version = api_version.rpartition("/")
-    crd = crds()[(group, kind)]
+    return crd_validator(crds(kuberay, kueue)[(group, kind)], version)
+
+
+_CRD_VALIDATORS: dict[tuple[int, str], tuple[dict[str, Any], jsonschema.protocols.Validator]] = {}
+
+
+def crd_validator(crd: dict[str, Any], version: str) -> jsonschema.protocols.Validator:
+    """The JSON Schema validator of one served version of a CRD object (cached per CRD object)."""
+    key = (id(crd), version)
+    cached = _CRD_VALIDATORS.get(key)
+    if cached is not None and cached[0] is crd:
+        return cached[1]
     for served in crd["spec"]["versions"]:
         if served["name"] == version and served.get("served", True):
             schema = copy.deepcopy(served["schema"]["openAPIV3Schema"])
@@ -77,18 +158,20 @@ def validator(api_version: str, kind: str) -> jsonschema.protocols.Validator:
             # apiVersion/kind/metadata are checked by the API server itself.
             schema.setdefault("properties", {})["metadata"] = {"type": "object"}
             cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
-            return cls(schema)
-    raise KeyError(f"{kind}.{group} does not serve {version}")
+            checker = cls(schema)
+            _CRD_VALIDATORS[key] = (crd, checker)  # the CRD is kept alive, so its id stays unique
+            return checker
+    raise KeyError(f"{crd['spec']['names']['kind']}.{crd['spec']['group']} does not serve {version}")
 
 
-def is_crd_kind(api_version: str, kind: str) -> bool:
+def is_crd_kind(api_version: str, kind: str, kuberay: str = KUBERAY_NEWEST, kueue: str = KUEUE_NEWEST) -> bool:
     group = api_version.rpartition("/")[0]
-    return (group, kind) in crds()
+    return (group, kind) in crds(kuberay, kueue)
 
 
-def schema_errors(obj: dict[str, Any]) -> list[str]:
+def schema_errors(obj: dict[str, Any], kuberay: str = KUBERAY_NEWEST, kueue: str = KUEUE_NEWEST) -> list[str]:
     """Human-readable schema violations of a custom object (empty when valid)."""
-    checker = validator(obj.get("apiVersion", ""), obj.get("kind", ""))
+    checker = validator(obj.get("apiVersion", ""), obj.get("kind", ""), kuberay, kueue)
     return [_describe(e) for e in _sorted(checker.iter_errors(obj))]
 
 
@@ -99,3 +182,50 @@ def _sorted(errors: Iterator[jsonschema.ValidationError]) -> list[jsonschema.Val
 def _describe(error: jsonschema.ValidationError) -> str:
     path = ".".join(str(p) for p in error.absolute_path) or "<root>"
     return f"{path}: {error.message}"
+
+
+# --- older releases (crds/versions/<project>-<tag>/) --------------------------------------------
+
+
+def releases() -> list[str]:
+    """The release folders under crds/versions, e.g. "kueue-v0.13.10"."""
+    return sorted(p.name for p in (crd_dir() / "versions").iterdir() if p.is_dir())
+
+
+@functools.lru_cache(maxsize=None)
+def release_crds(release: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """(group, kind) -> CRD object, for the CRD files of one release folder."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in sorted((crd_dir() / "versions" / release).glob("*.yaml")):
+        for doc in yaml.load_all(path.read_text(), Loader=_LOADER):
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                found[(doc["spec"]["group"], doc["spec"]["names"]["kind"])] = doc
+    return found
+
+
+def release_serves(release: str, api_version: str, kind: str) -> bool | None:
+    """True/False whether the release serves that version of the kind; None when it has no such CRD."""
+    group, _, version = api_version.rpartition("/")
+    crd = release_crds(release).get((group, kind))
+    if crd is None:
+        return None
+    return any(v["name"] == version and v.get("served", True) for v in crd["spec"]["versions"])
+
+
+@functools.lru_cache(maxsize=None)
+def _release_validator(release: str, api_version: str, kind: str) -> jsonschema.protocols.Validator:
+    group, _, version = api_version.rpartition("/")
+    crd = release_crds(release)[(group, kind)]
+    for served in crd["spec"]["versions"]:
+        if served["name"] == version and served.get("served", True):
+            schema = _structural(copy.deepcopy(served["schema"]["openAPIV3Schema"]))
+            schema.setdefault("properties", {})["metadata"] = {"type": "object"}
+            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
+            return cls(schema)
+    raise KeyError(f"{kind}.{group} {version} is not served by {release}")
+
+
+def release_schema_errors(obj: dict[str, Any], release: str) -> list[str]:
+    """Schema violations of a custom object against one older release's CRD (empty when valid)."""
+    checker = _release_validator(release, obj.get("apiVersion", ""), obj.get("kind", ""))
+    return [_describe(e) for e in _sorted(checker.iter_errors(obj))]

@@ -41,9 +41,30 @@ GPU_MEMORY_LABELS: dict[str, tuple[str, ...]] = {
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+#: Kueue evicts a Workload whose job carries it after that many seconds of admitted time.
+KUEUE_MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
 KAI_SCHEDULER_NAME = "kai-scheduler"
 KAI_GPU_FRACTION_ANNOTATION = "gpu-fraction"
+#: KAI GPU sharing by memory (MiB per device) and on several devices (pkg/common/constants/constants.go).
+KAI_GPU_MEMORY_ANNOTATION = "gpu-memory"
+KAI_GPU_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
+#: The annotation that names a pod's KAI PodGroup.
+KAI_POD_GROUP_ANNOTATION = "pod-group-name"
+#: A pod's GPU vendor for the node-scale-adjuster when its nodes do not say ("amd" or "nvidia").
+GPU_VENDOR_ANNOTATION = "raybridge.io/gpu-vendor"
+
+# --- Node-scale-adjuster -----------------------------------------------------------
+ADJUSTER_DEFAULT_GRACE_SECONDS = 10
+#: KAI's --gpu-memory-to-fraction-ratio default (pkg/nodescaleadjuster/consts/consts.go).
+ADJUSTER_DEFAULT_MEMORY_FRACTION = "0.1"
+ADJUSTER_DEFAULT_VENDOR = "nvidia"
+#: KAI's scaling-pod namespace, labels and cooldown (pkg/nodescaleadjuster/consts/consts.go,
+#: pkg/common/constants/constants.go).
+KAI_SCALE_ADJUST_NAMESPACE = "kai-scale-adjust"
+KAI_SCALING_POD_NAME_LABEL = "shared-gpu-pod-name"
+KAI_SCALING_POD_NAMESPACE_LABEL = "shared-gpu-pod-namespace"
+KAI_COOLDOWN_SECONDS = 60
 
 #: Every object raybridge creates carries this label, so `list` can find them.
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -61,12 +82,6 @@ DASHBOARD_PORT = 8265
 WORKER_GROUP_NAME = "workers"
 
 # --- Defaults -------------------------------------------------------------------
-RAY_VERSION = "2.55.1"
-DEFAULT_IMAGES: dict[str | None, str] = {
-    "nvidia": f"rayproject/ray:{RAY_VERSION}-py311-gpu",
-    "amd": "rocm/ray:latest",
-    None: f"rayproject/ray:{RAY_VERSION}-py311",
-}
 DEFAULT_CPUS_PER_GPU = 4
 DEFAULT_MEMORY_PER_GPU = "16Gi"
 #: Worker resources when a worker holds no whole GPU.
@@ -75,6 +90,14 @@ DEFAULT_WORKER_MEMORY = "4Gi"
 DEFAULT_HEAD_CPU = "2"
 DEFAULT_HEAD_MEMORY = "8Gi"
 DEFAULT_NAMESPACE = "default"
+
+# --- Environment variables -----------------------------------------------------
+#: Set on every Ray container and in every submission's runtime env to what was
+#: allocated; a spec's `env` may not set them.
+ENV_NUM_GPUS = "NUM_GPUS"
+ENV_NUM_REPLICAS = "NUM_REPLICAS"
+ENV_NUM_GPUS_PER_REPLICA = "NUM_GPUS_PER_REPLICA"
+ALLOCATION_ENV: tuple[str, ...] = (ENV_NUM_GPUS, ENV_NUM_REPLICAS, ENV_NUM_GPUS_PER_REPLICA)
 
 # --- Exit statuses ---------------------------------------------------------------
 EXIT_OK = 0
@@ -92,3 +115,12 @@ GCS_PORT = 6379
 CLIENT_PORT = 10001
 #: The KAI queue used for GPU sharing when the spec names no queue.
 KAI_DEFAULT_QUEUE = "default-queue"
+
+# --- KAI queues ----------------------------------------------------------------------
+KAI_QUEUE_API_VERSION = "scheduling.run.ai/v2"
+KAI_QUEUE_GROUP = "scheduling.run.ai"
+KAI_QUEUE_VERSION = "v2"
+#: Pods of other schedulers with this `app` label do not reduce KAI's capacity
+#: (`IsKaiUtilityPod`: resource-reservation and scaling pods).
+KAI_UTILITY_APP_LABEL = "app"
+KAI_UTILITY_APP_VALUES = ("kai-resource-reservation", "scaling-pod")

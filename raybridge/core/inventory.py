@@ -11,7 +11,7 @@ This module does no I/O: reading files or the API is the caller's job.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.core.consts import GPU_MEMORY_LABELS, GPU_PRODUCT_LABELS, GPU_RESOURCE_KEYS
 from raybridge.core.quantity import parse_quantity
@@ -42,6 +42,8 @@ class NodeGpus:
     eligible: bool = True
     reasons: tuple[str, ...] = ()
     devices: tuple[GpuDevice, ...] = ()
+    #: The Node's labels (Kubernetes inventories only), for matching selectors and flavors.
+    labels: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def resource_key(self) -> Optional[str]:
@@ -49,6 +51,7 @@ class NodeGpus:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data.pop("labels")
         data["resourceKey"] = self.resource_key
         data["memoryMiB"] = data.pop("memory_mib")
         data["reasons"] = list(self.reasons)
@@ -76,6 +79,8 @@ class Inventory:
     nodes: tuple[NodeGpus, ...]
     source: str  # "kubernetes", "file", "local" or "ray"
     notes: tuple[str, ...] = field(default=())
+    #: What was wrong in the input and what was done about it (a node skipped, a count taken as 0).
+    warnings: tuple[str, ...] = field(default=())
 
     def capacity(self, vendor: str) -> VendorCapacity:
         counts = [n.gpus for n in self.nodes if n.vendor == vendor and n.eligible and n.gpus > 0]
@@ -102,17 +107,45 @@ class Inventory:
         return {
             "source": self.source,
             "nodes": [n.to_dict() for n in self.nodes],
-            "vendors": {v: asdict(self.capacity(v)) for v in self.vendors(eligible_only=False)},
+            "vendors": {v: _capacity_dict(self.capacity(v)) for v in self.vendors(eligible_only=False)},
             "notes": list(self.notes),
+            "warnings": list(self.warnings),
         }
 
 
+def _capacity_dict(capacity: VendorCapacity) -> dict[str, Any]:
+    return {
+        "vendor": capacity.vendor,
+        "total": capacity.total,
+        "minPerNode": capacity.min_per_node,
+        "maxPerNode": capacity.max_per_node,
+        "nodes": capacity.nodes,
+    }
+
+
 # --- Kubernetes objects -> inventory ------------------------------------------------------
+#
+# Node and Pod JSON comes from files users hand in and from API servers; either can hold a
+# field of the wrong type. Every reader below takes what it can, never raises on a shape,
+# and says in a warning what it could not read and what it did instead.
 
 
-def _is_ready(node: dict[str, Any]) -> bool:
-    for cond in (node.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _string_labels(labels: dict[str, Any]) -> dict[str, str]:
+    return {str(k): v for k, v in labels.items() if isinstance(v, str)}
+
+
+def node_is_ready(node: dict[str, Any]) -> bool:
+    """The node's Ready condition is True."""
+    for cond in _list(_dict(node.get("status")).get("conditions")):
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
             return cond.get("status") == "True"
     return False
 
@@ -125,10 +158,10 @@ def _tolerated(taint: dict[str, Any], tolerations: Sequence[Any], resource_key: 
     return any(t.tolerates(taint) for t in tolerations)
 
 
-def _label(labels: dict[str, str], keys: Iterable[str]) -> Optional[str]:
+def _label(labels: dict[str, Any], keys: Iterable[str]) -> Optional[str]:
     for key in keys:
         value = labels.get(key)
-        if value:
+        if isinstance(value, str) and value:
             return value
     return None
 
@@ -143,81 +176,143 @@ def _memory_mib(raw: Optional[str]) -> Optional[int]:
     if text[-1:] in ("G", "M", "T") and text[:-1].replace(".", "", 1).isdigit():
         text = text + "i"  # GPU vendors mean binary units
     try:
-        return int(parse_quantity(text) / (1 << 20))
+        mib = int(parse_quantity(text) / (1 << 20))
     except ValueError:
         return None
+    return mib if mib > 0 else None
 
 
-def _gpu_count(resources: dict[str, Any], key: str) -> int:
-    raw = resources.get(key)
-    if raw in (None, ""):
-        return 0
+def whole_gpu_count(raw: Any) -> Optional[int]:
+    """A GPU quantity as a whole non-negative number; None when it is not one ("500m", "-4", null, "x")."""
+    if isinstance(raw, bool) or raw is None or isinstance(raw, (dict, list)):
+        return None
+    if isinstance(raw, str) and raw.isascii() and raw.isdigit() and len(raw) < 19:  # the common "8"
+        return int(raw)
     try:
-        return int(parse_quantity(raw))
-    except ValueError:
+        value = parse_quantity(raw)
+    except (ValueError, TypeError):
+        return None
+    if not value.is_finite() or value < 0 or value != value.to_integral_value():
+        return None
+    return int(value)
+
+
+def _gpu_count(resources: dict[str, Any], key: str, where: str, warnings: list[str]) -> int:
+    raw = resources.get(key)
+    if key not in resources:
         return 0
+    count = whole_gpu_count(raw)
+    if count is None:
+        warnings.append(f"{where}: {key} {raw!r} is not a whole number of GPUs: counted as 0")
+        return 0
+    return count
 
 
-def pod_gpu_requests(pod: dict[str, Any]) -> dict[str, int]:
+def pod_gpu_requests(pod: dict[str, Any], warnings: Optional[list[str]] = None) -> dict[str, int]:
     """Whole GPUs a pod holds, by resource key: max(sum of containers, any init container)."""
-    spec = pod.get("spec") or {}
+    sink: list[str] = [] if warnings is None else warnings
+    spec = _dict(pod.get("spec"))
+    meta = _dict(pod.get("metadata"))
+    name = f"pod {meta.get('namespace') or '?'}/{meta.get('name') or '?'}"
     totals: dict[str, int] = {}
     for key in GPU_RESOURCE_KEYS.values():
-        def request(container: dict[str, Any]) -> int:
-            res = container.get("resources") or {}
-            value = _gpu_count(res.get("requests") or {}, key)
-            return value or _gpu_count(res.get("limits") or {}, key)
 
-        app = sum(request(c) for c in spec.get("containers") or [])
-        init = max((request(c) for c in spec.get("initContainers") or []), default=0)
+        def request(container: Any) -> int:
+            res = _dict(_dict(container).get("resources"))
+            where = f"{name} container {_dict(container).get('name') or '?'}"
+            requests, limits = _dict(res.get("requests")), _dict(res.get("limits"))
+            if key in requests:
+                return _gpu_count(requests, key, where, sink)
+            return _gpu_count(limits, key, where, sink)
+
+        app = sum(request(c) for c in _list(spec.get("containers")))
+        init = max((request(c) for c in _list(spec.get("initContainers"))), default=0)
         if max(app, init):
             totals[key] = max(app, init)
     return totals
 
 
-def gpus_in_use(pods: Iterable[dict[str, Any]]) -> dict[tuple[str, str], int]:
+def gpus_in_use(pods: Iterable[Any], warnings: Optional[list[str]] = None) -> dict[tuple[str, str], int]:
     """(node name, resource key) -> GPUs requested by pods bound there and not finished."""
     used: dict[tuple[str, str], int] = {}
     for pod in pods:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if not node or (pod.get("status") or {}).get("phase") in _FINISHED_PHASES:
+        if not isinstance(pod, dict):
             continue
-        for key, count in pod_gpu_requests(pod).items():
+        node = _dict(pod.get("spec")).get("nodeName")
+        if not isinstance(node, str) or not node or _dict(pod.get("status")).get("phase") in _FINISHED_PHASES:
+            continue
+        for key, count in pod_gpu_requests(pod, warnings).items():
             used[(node, key)] = used.get((node, key), 0) + count
     return used
 
 
+def _taint_reasons(node: dict[str, Any], tolerations: Sequence[Any], key: Optional[str]) -> list[str]:
+    reasons = []
+    for taint in _list(_dict(node.get("spec")).get("taints")):
+        if not isinstance(taint, dict):
+            continue
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(taint, tolerations, key):
+            shown = str(taint.get("key", "")) + (f"={taint['value']}" if taint.get("value") else "")
+            reasons.append(f"taint {shown}:{taint.get('effect')} not tolerated")
+    return reasons
+
+
+def unschedulable_reasons(node: dict[str, Any], tolerations: Sequence[Any] = (), resource_key: Optional[str] = None) -> list[str]:
+    """Why pods asking for `resource_key` (None: no GPU) cannot land on the node; empty when they can."""
+    reasons: list[str] = []
+    if not node_is_ready(node):
+        reasons.append("not Ready")
+    if _dict(node.get("spec")).get("unschedulable") is True:
+        reasons.append("cordoned")
+    return reasons + _taint_reasons(node, tolerations, resource_key)
+
+
+def product_label(labels: dict[str, Any], vendor: str) -> Optional[tuple[str, str]]:
+    """(label key, GPU model) from the first of the vendor's product labels the node has."""
+    for key in GPU_PRODUCT_LABELS[vendor]:
+        value = labels.get(key)
+        if isinstance(value, str) and value:
+            return key, value
+    return None
+
+
 def inventory_from_nodes(
-    nodes: Iterable[dict[str, Any]],
-    pods: Optional[Iterable[dict[str, Any]]] = None,
+    nodes: Iterable[Any],
+    pods: Optional[Iterable[Any]] = None,
     tolerations: Sequence[Any] = (),
     source: str = "kubernetes",
 ) -> Inventory:
-    """Build the inventory from Node objects, and free counts from Pod objects when given."""
-    used = gpus_in_use(pods) if pods is not None else None
+    """Build the inventory from Node objects, and free counts from Pod objects when given.
+
+    Malformed entries never raise: a node without a name is skipped, a node listed twice is
+    counted once (the first), a GPU quantity that is not a whole non-negative number counts
+    as 0; each with a warning naming the node.
+    """
+    warnings: list[str] = []
+    used = gpus_in_use(pods, warnings) if pods is not None else None
     result: list[NodeGpus] = []
-    for node in nodes:
-        meta = node.get("metadata") or {}
-        status = node.get("status") or {}
-        spec = node.get("spec") or {}
-        name = meta.get("name") or "<unnamed>"
-        labels = meta.get("labels") or {}
-        allocatable = status.get("allocatable") or status.get("capacity") or {}
+    seen: set[str] = set()
+    for index, node in enumerate(nodes):
+        meta = _dict(_dict(node).get("metadata"))
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            warnings.append(f"item {index} of the node list has no metadata.name: skipped")
+            continue
+        if name in seen:
+            warnings.append(f"node {name} is listed more than once: counted once")
+            continue
+        seen.add(name)
+        status = _dict(node.get("status"))
+        labels = _dict(meta.get("labels"))
+        allocatable = _dict(status.get("allocatable")) or _dict(status.get("capacity"))
         found_vendor = False
+        ready = node_is_ready(node)
         for vendor, key in GPU_RESOURCE_KEYS.items():
-            count = _gpu_count(allocatable, key)
+            count = _gpu_count(allocatable, key, f"node {name}", warnings)
             if count <= 0:
                 continue
             found_vendor = True
-            reasons: list[str] = []
-            if not _is_ready(node):
-                reasons.append("not Ready")
-            if spec.get("unschedulable"):
-                reasons.append("cordoned")
-            for taint in spec.get("taints") or []:
-                if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(taint, tolerations, key):
-                    shown = taint.get("key", "") + (f"={taint['value']}" if taint.get("value") else "")
-                    reasons.append(f"taint {shown}:{taint.get('effect')} not tolerated")
+            reasons = unschedulable_reasons(node, tolerations, key)
             free = None
             if used is not None:
                 free = max(count - used.get((name, key), 0), 0)
@@ -226,20 +321,25 @@ def inventory_from_nodes(
                     name=name,
                     vendor=vendor,
                     gpus=count,
-                    model=_label(labels, GPU_PRODUCT_LABELS[vendor]),
+                    model=(product_label(labels, vendor) or (None, None))[1],
                     memory_mib=_memory_mib(_label(labels, GPU_MEMORY_LABELS[vendor])),
                     free=free,
                     eligible=not reasons,
                     reasons=tuple(reasons),
+                    labels=_string_labels(labels),
                 )
             )
         if not found_vendor:
-            result.append(NodeGpus(name=name, vendor=None, gpus=0, eligible=_is_ready(node)))
-    return Inventory(nodes=tuple(result), source=source)
+            result.append(NodeGpus(name=name, vendor=None, gpus=0, eligible=ready, labels=_string_labels(labels)))
+    return Inventory(nodes=tuple(result), source=source, warnings=tuple(dict.fromkeys(warnings)))
 
 
 def items_of(document: Any, kind: str) -> list[dict[str, Any]]:
-    """Objects of `kind` from a `kubectl get -o json` document: a List, a single object, or a list."""
+    """Objects of `kind` from a `kubectl get -o json` document: a List, a single object, or a list.
+
+    ValueError when the document is not such a list at all (another kind, scalars, objects
+    without metadata): a user who passed the wrong file hears so.
+    """
     if isinstance(document, list):
         items = document
     elif isinstance(document, dict) and isinstance(document.get("items"), list):
@@ -248,9 +348,11 @@ def items_of(document: Any, kind: str) -> list[dict[str, Any]]:
         items = [document]
     else:
         raise ValueError(f"expected a {kind} list (kubectl get {kind.lower()}s -o json)")
-    objects = [i for i in items if isinstance(i, dict)]
-    wrong = {i.get("kind") for i in objects if i.get("kind") not in (None, kind)}
+    wrong = {i.get("kind") for i in items if isinstance(i, dict) and i.get("kind") not in (None, kind)}
     if wrong:
         raise ValueError(f"expected {kind} objects, found {', '.join(sorted(map(str, wrong)))}")
+    objects = [i for i in items if isinstance(i, dict) and isinstance(i.get("metadata"), dict)]
+    if len(objects) < len(items):
+        bad = len(items) - len(objects)
+        raise ValueError(f"{bad} of {len(items)} items are not {kind} objects (no metadata)")
     return objects
-

@@ -22,7 +22,6 @@ What it deliberately does not do:
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
 from typing import Any, Callable, Mapping, Optional
 
@@ -33,12 +32,10 @@ from raybridge.core.consts import (
     DASHBOARD_PORT,
     DEFAULT_HEAD_CPU,
     DEFAULT_HEAD_MEMORY,
-    DEFAULT_IMAGES,
     DEFAULT_WORKER_CPU,
     DEFAULT_WORKER_MEMORY,
     GCS_PORT,
     JOB_NAME_LABEL,
-    K8S_NAME_MAX,
     KAI_DEFAULT_QUEUE,
     KAI_GPU_FRACTION_ANNOTATION,
     KAI_QUEUE_LABEL,
@@ -52,15 +49,29 @@ from raybridge.core.consts import (
     RAY_API_VERSION,
     WORKER_GROUP_NAME,
 )
+from raybridge.core.images import default_image
+from raybridge.core.names import name_problem, namespace_problem, queue_name_problem
+from raybridge.core.protection import with_run_bound
 from raybridge.core.quantity import format_cpu, format_memory, parse_quantity
-from raybridge.core.sizing import Number, SizingDecision
-from raybridge.core.spec import DNS1035, DNS1123, NAME_LIMITS, JobSpec
+from raybridge.core.runtime_env import (
+    allocation_env,
+    cluster_runtime_env,
+    format_number,
+    local_working_dir,
+    reserved_env_clash,
+)
+from raybridge.core.sizing import SizingDecision
+from raybridge.core.spec import JobSpec
 from raybridge.errors import BadInput
 
 Manifest = dict[str, Any]
 
 RAY_API = f"{RAY_API_GROUP}/{RAY_API_VERSION}"
-SUBMISSION_MODE = "InteractiveMode"
+#: raybridge submits the entrypoint itself (uploading a local working dir); KubeRay waits for `spec.jobId`.
+INTERACTIVE_MODE = "InteractiveMode"
+#: KubeRay's submitter Job runs `ray job submit`: the RayJob runs by itself after `kubectl apply`.
+K8S_JOB_MODE = "K8sJobMode"
+SUBMISSION_MODES = (INTERACTIVE_MODE, K8S_JOB_MODE)
 HEAD_CONTAINER = "ray-head"
 WORKER_CONTAINER = "ray-worker"
 MAIN_CONTAINER = "main"
@@ -70,14 +81,6 @@ HEAD_PORTS: tuple[tuple[str, int], ...] = (
     ("dashboard", DASHBOARD_PORT),
     ("client", CLIENT_PORT),
 )
-#: Set on every container from the decision; the spec's `env` may not override them.
-ENV_NUM_GPUS = "NUM_GPUS"
-ENV_NUM_REPLICAS = "NUM_REPLICAS"
-ENV_NUM_GPUS_PER_REPLICA = "NUM_GPUS_PER_REPLICA"
-RESERVED_ENV = (ENV_NUM_GPUS, ENV_NUM_REPLICAS, ENV_NUM_GPUS_PER_REPLICA)
-
-_LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 # --- entry point ---------------------------------------------------------------------------
@@ -90,11 +93,12 @@ def render_manifests(
     name: str,
     namespace: str,
     job_id: Optional[str] = None,
+    submission_mode: str = INTERACTIVE_MODE,
 ) -> list[Manifest]:
     """The objects to create for this workload, chosen by `spec.resolved_kind`."""
     kind = spec.resolved_kind
     if kind == "RayJob":
-        return [render_rayjob(spec, decision, name=name, namespace=namespace, job_id=job_id)]
+        return [render_rayjob(spec, decision, name=name, namespace=namespace, job_id=job_id, submission_mode=submission_mode)]
     renderers: dict[str, Callable[..., Manifest]] = {
         "RayCluster": render_raycluster,
         "job": render_batch_job,
@@ -112,9 +116,19 @@ def render_rayjob(
     name: str,
     namespace: str,
     job_id: Optional[str] = None,
+    submission_mode: str = INTERACTIVE_MODE,
 ) -> Manifest:
-    """A RayJob in InteractiveMode: KubeRay makes the cluster, raybridge submits through the Job API."""
+    """A RayJob. InteractiveMode (what `submit` creates): KubeRay makes the cluster, raybridge submits
+    through the Job API. K8sJobMode: KubeRay's submitter runs the entrypoint, so the object runs by
+    itself after `kubectl apply`; a local working dir cannot travel with it and is refused."""
     check_identity("RayJob", name, namespace)
+    if submission_mode not in SUBMISSION_MODES:
+        raise BadInput(f"submissionMode: must be one of {', '.join(SUBMISSION_MODES)} (got {submission_mode!r})")
+    if submission_mode == K8S_JOB_MODE and local_working_dir(spec.runtime_env, spec.working_dir):
+        raise BadInput(
+            "workingDir: a local directory cannot reach the cluster through `kubectl apply`; "
+            "use a URI (s3://, gs://, https://) or run it with `raybridge submit`, which uploads it"
+        )
     body: dict[str, Any] = {}
     if spec.entrypoint:
         body["entrypoint"] = spec.entrypoint
@@ -123,12 +137,13 @@ def render_rayjob(
         body["runtimeEnvYAML"] = env_yaml
     if job_id:
         body["jobId"] = job_id
-    # No backoffLimit: KubeRay rejects a value above 0 in InteractiveMode.
-    body["submissionMode"] = SUBMISSION_MODE
+    # No backoffLimit: KubeRay rejects a value above 0 in InteractiveMode, and a retry would start a new cluster.
+    body["submissionMode"] = submission_mode
     body["shutdownAfterJobFinishes"] = True
     body["preRunningDeadlineSeconds"] = PRE_RUNNING_DEADLINE_SECONDS
     body["rayClusterSpec"] = ray_cluster_spec(spec, decision, name=name)
-    return _object(RAY_API, "RayJob", name, namespace, object_labels(spec, decision, name=name), body)
+    rayjob = _object(RAY_API, "RayJob", name, namespace, object_labels(spec, decision, name=name), body)
+    return with_run_bound(rayjob, spec.max_run_seconds)
 
 
 def render_raycluster(spec: JobSpec, decision: SizingDecision, *, name: str, namespace: str) -> Manifest:
@@ -185,10 +200,12 @@ def ray_cluster_spec(spec: JobSpec, decision: SizingDecision, *, name: str) -> d
 
     `enableInTreeAutoscaling` is left out (false): Kueue admits a fixed shape.
     """
-    return {
-        "headGroupSpec": head_group(spec, decision, name=name),
-        "workerGroupSpecs": [worker_group(spec, decision, name=name)],
-    }
+    body: dict[str, Any] = {}
+    if spec.auth_mode:
+        body["authOptions"] = {"mode": spec.auth_mode}
+    body["headGroupSpec"] = head_group(spec, decision, name=name)
+    body["workerGroupSpecs"] = [worker_group(spec, decision, name=name)]
+    return body
 
 
 def head_group(spec: JobSpec, decision: SizingDecision, *, name: str) -> dict[str, Any]:
@@ -235,24 +252,8 @@ def ray_num_gpus(decision: SizingDecision) -> str:
 
 
 def runtime_env(spec: JobSpec) -> Optional[dict[str, Any]]:
-    """The runtime env the cluster can use by itself: local paths are left for the Job API to upload.
-
-    The spec's `working_dir` field overrides `runtime_env.working_dir`. A
-    `working_dir` or `py_modules` entry that is a local path is dropped; URIs
-    (`s3://`, `gs://`, `https://`, ...) are kept. None when nothing is left.
-    """
-    env = dict(spec.runtime_env or {})
-    if spec.working_dir:
-        env["working_dir"] = spec.working_dir
-    if "working_dir" in env and not _is_uri(env["working_dir"]):
-        del env["working_dir"]
-    if isinstance(env.get("py_modules"), list):
-        remote = [m for m in env["py_modules"] if _is_uri(m)]
-        if remote:
-            env["py_modules"] = remote
-        else:
-            del env["py_modules"]
-    return env or None
+    """The runtime env the cluster can use by itself (local paths are left for the Job API to upload)."""
+    return cluster_runtime_env(spec.runtime_env, spec.working_dir)
 
 
 def runtime_env_yaml(spec: JobSpec) -> Optional[str]:
@@ -323,16 +324,12 @@ def pod_tolerations(spec: JobSpec, decision: SizingDecision, *, gpu_pod: bool) -
 
 def container_env(spec: JobSpec, decision: SizingDecision) -> list[dict[str, str]]:
     """What was allocated (not what was asked for), then the spec's `env`."""
-    clash = [key for key in RESERVED_ENV if key in spec.env]
+    clash = reserved_env_clash(spec.env)
     if clash:
         raise BadInput(
             *(f"env.{key}: set by raybridge to the GPUs actually allocated; use another name" for key in clash)
         )
-    values = {
-        ENV_NUM_GPUS: format_number(decision.total_gpus),
-        ENV_NUM_REPLICAS: str(decision.replicas),
-        ENV_NUM_GPUS_PER_REPLICA: format_number(decision.gpus_per_replica),
-    }
+    values = allocation_env(decision.total_gpus, decision.replicas, decision.gpus_per_replica)
     values.update(spec.env)
     return [{"name": key, "value": value} for key, value in values.items()]
 
@@ -374,7 +371,7 @@ def image_for(spec: JobSpec, decision: SizingDecision) -> str:
     if spec.image:
         return spec.image
     vendor = decision.gpu_vendor if _has_gpus(decision) else None
-    return DEFAULT_IMAGES.get(vendor, DEFAULT_IMAGES[None])
+    return default_image(vendor)
 
 
 # --- labels and names ------------------------------------------------------------------------
@@ -407,28 +404,10 @@ def kai_queue(spec: JobSpec) -> str:
 
 def check_identity(kind: str, name: str, namespace: str) -> None:
     """BadInput unless `name` is a DNS-1035 label within the kind's limit and `namespace` a DNS-1123 label."""
-    problems: list[str] = []
-    limit = NAME_LIMITS.get(kind, K8S_NAME_MAX)
-    if not DNS1035.match(name or ""):
-        problems.append(
-            "name: must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter "
-            f"and ending with a letter or digit (got {name!r})"
-        )
-    if len(name or "") > limit:
-        problems.append(f"name: at most {limit} characters for a {kind} (got {len(name)}: {name!r})")
-    if not DNS1123.match(namespace or "") or len(namespace or "") > K8S_NAME_MAX:
-        problems.append(f"namespace: must be a DNS-1123 label of at most {K8S_NAME_MAX} characters (got {namespace!r})")
+    problems = [f"name: {p}" for p in (name_problem(kind, name),) if p]
+    problems += [f"namespace: {p}" for p in (namespace_problem(namespace),) if p]
     if problems:
         raise BadInput(*problems)
-
-
-def format_number(value: Number) -> str:
-    """2.0 -> "2", 0.5 -> "0.5": how GPU counts appear in env values and annotations."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, float):
-        return format(Decimal(repr(round(value, 6))).normalize(), "f")
-    return str(value)
 
 
 # --- private ---------------------------------------------------------------------------------
@@ -447,16 +426,10 @@ def _has_gpus(decision: SizingDecision) -> bool:
     return decision.gpus_per_replica > 0
 
 
-def _is_uri(value: Any) -> bool:
-    return isinstance(value, str) and bool(_URI.match(value))
-
-
 def _label_value(field: str, value: str) -> str:
-    if len(value) > K8S_NAME_MAX or not _LABEL_VALUE.match(value):
-        raise BadInput(
-            f"{field}: {value!r} cannot be a label value: at most {K8S_NAME_MAX} letters, digits, "
-            "'-', '_' or '.', starting and ending with a letter or digit"
-        )
+    problem = queue_name_problem(value)
+    if problem:
+        raise BadInput(f"{field}: {problem}")
     return value
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 _SUFFIXES: dict[str, Decimal] = {
     "": Decimal(1),
@@ -76,3 +77,25 @@ def format_memory(num_bytes: Decimal | int) -> str:
         if num_bytes % size == 0 and num_bytes >= size:
             return f"{int(num_bytes / size)}{unit}"
     return str(int(num_bytes))
+
+
+def format_fraction(value: Fraction) -> str:
+    """An exact decimal when there is one ("1.8"), else the fraction ("2/3")."""
+    denominator = value.denominator
+    twos = fives = 0
+    while denominator % 2 == 0:
+        denominator //= 2
+        twos += 1
+    while denominator % 5 == 0:
+        denominator //= 5
+        fives += 1
+    if denominator != 1:
+        return f"{value.numerator}/{value.denominator}"
+    digits = max(twos, fives)
+    text = f"{value.numerator * 10**digits // value.denominator}"
+    if digits == 0:
+        return text
+    negative = text.startswith("-")
+    text = text.lstrip("-").rjust(digits + 1, "0")
+    out = f"{text[:-digits]}.{text[-digits:]}".rstrip("0").rstrip(".")
+    return f"-{out}" if negative else out

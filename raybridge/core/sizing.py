@@ -11,7 +11,7 @@ no cluster access: `plan` prints exactly what `render` and `submit` use.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from raybridge.core.consts import DEFAULT_VENDOR_ON_MIXED_CLUSTER, GPU_RESOURCE_KEYS
@@ -195,7 +195,9 @@ def size_worker_group(request: SizingRequest, capacity: VendorCapacity) -> Sizin
                 f"gpusPerReplica={_clean(per_in)} without replicas or gpus allocates no GPUs; "
                 f"set replicas (e.g. --replicas 1) or gpus"
             )
-        return SizingDecision(replicas=1, gpus_per_replica=0, requested_gpus=0, calculated=False, warnings=tuple(warnings), **common)
+        return SizingDecision(
+            replicas=replicas_in or 1, gpus_per_replica=0, requested_gpus=0, calculated=False, warnings=tuple(warnings), **common
+        )
 
     if replicas_in > 0 and per_in > 0:
         warnings.append(
@@ -278,14 +280,23 @@ def size_plain_workload(request: SizingRequest, capacity: Optional[VendorCapacit
 
 
 def unsized_decision(request: SizingRequest) -> SizingDecision:
-    """The request as given, for a Ray cluster that places work itself (no inventory)."""
-    per: Number = request.gpus_per_replica or request.gpus
+    """The request as given, for a Ray cluster that places work itself (no inventory).
+
+    With `gpusPerReplica` the replicas (default 1) each get that many; with
+    only `gpus` one replica gets them all; with neither, the replicas get none.
+    """
+    if request.gpus_per_replica:
+        replicas, per = request.replicas or 1, request.gpus_per_replica
+    elif request.gpus:
+        replicas, per = 1, request.gpus
+    else:
+        replicas, per = request.replicas or 1, 0
     return SizingDecision(
         gpu_vendor=request.gpu_vendor,
         resource_key=GPU_RESOURCE_KEYS.get(request.gpu_vendor) if request.gpu_vendor else None,
-        replicas=1 if not request.gpus_per_replica else (request.replicas or 1),
+        replicas=replicas,
         gpus_per_replica=_clean(per),
-        requested_gpus=_clean(request.gpus or (request.replicas or 1) * (request.gpus_per_replica or 0)),
+        requested_gpus=_clean(request.gpus or replicas * per),
         calculated=False,
         cluster_gpus=0,
         min_gpus_per_node=0,
@@ -313,7 +324,7 @@ def size_workload(request: SizingRequest, inventory: Inventory) -> SizingDecisio
         decision = SizingDecision(
             gpu_vendor=vendor,
             resource_key=GPU_RESOURCE_KEYS.get(vendor) if vendor else None,
-            replicas=1,
+            replicas=request.replicas or 1,
             gpus_per_replica=0,
             requested_gpus=0,
             calculated=False,
@@ -324,6 +335,12 @@ def size_workload(request: SizingRequest, inventory: Inventory) -> SizingDecisio
         )
     else:
         decision = size_worker_group(request, capacity)
-    if notes or inventory.notes:
-        decision = SizingDecision(**{**decision.__dict__, "notes": tuple(inventory.notes) + tuple(notes) + decision.notes})
+    if notes or inventory.notes or inventory.warnings:
+        decision = SizingDecision(
+            **{
+                **decision.__dict__,
+                "notes": tuple(inventory.notes) + tuple(notes) + decision.notes,
+                "warnings": tuple(inventory.warnings) + decision.warnings,
+            }
+        )
     return decision

@@ -12,7 +12,6 @@ This module does not look at the cluster: sizing against real capacity is
 from __future__ import annotations
 
 import difflib
-import re
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -28,33 +27,23 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from raybridge.core.consts import (
-    DEFAULT_CPUS_PER_GPU,
-    DEFAULT_MEMORY_PER_GPU,
-    K8S_NAME_MAX,
-    RAYCLUSTER_NAME_MAX,
-    RAYJOB_NAME_MAX,
-    VENDORS,
-)
+from raybridge.core.consts import DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_PER_GPU, VENDORS
+from raybridge.core.names import name_problem, namespace_problem, queue_name_problem
 from raybridge.core.quantity import is_quantity
+from raybridge.core.runtime_env import reserved_env_clash
 from raybridge.errors import BadInput
 from raybridge.files import read_user_file
-
-DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-#: Environment variables raybridge sets on every Ray container.
-RESERVED_ENV = frozenset({"NUM_GPUS", "NUM_REPLICAS", "NUM_GPUS_PER_REPLICA"})
 
 #: What `kind` may say, by whether the workload runs Ray.
 RAY_KINDS = ("RayJob", "RayCluster")
 PLAIN_KINDS = ("job", "service")
 _KIND_SPELLINGS = {k.lower(): k for k in RAY_KINDS + PLAIN_KINDS}
-NAME_LIMITS = {"RayJob": RAYJOB_NAME_MAX, "RayCluster": RAYCLUSTER_NAME_MAX, "job": K8S_NAME_MAX, "service": K8S_NAME_MAX}
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel, frozen=True)
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, alias_generator=to_camel, frozen=True, allow_inf_nan=False
+    )
 
 
 class PodResources(_Model):
@@ -81,16 +70,10 @@ class Toleration(_Model):
     toleration_seconds: Optional[int] = None
 
     def tolerates(self, taint: dict[str, Any]) -> bool:
-        """Kubernetes' matching rule for one taint."""
-        if self.effect and self.effect != taint.get("effect"):
-            return False
-        if self.key is None:  # empty key with Exists matches every taint
-            return self.operator == "Exists"
-        if self.key != taint.get("key"):
-            return False
-        if self.operator == "Exists":
-            return True
-        return (self.value or "") == (taint.get("value") or "")
+        """Kubernetes' matching rule for one taint (`core.placement.tolerates`)."""
+        from raybridge.core.placement import tolerates
+
+        return tolerates({"key": self.key, "operator": self.operator, "value": self.value, "effect": self.effect}, taint)
 
 
 class JobSpec(_Model):
@@ -114,9 +97,20 @@ class JobSpec(_Model):
     memory_per_gpu: str = DEFAULT_MEMORY_PER_GPU
     head: PodResources = PodResources()
     worker: PodResources = PodResources()
+    #: KubeRay token authentication for the Ray cluster (KubeRay v1.5 and later).
+    auth_mode: Optional[Literal["token", "disabled"]] = None
+    #: Longest the job may run once admitted; Kueue evicts it after that (its `max-exec-time-seconds`).
+    max_run_seconds: Optional[int] = Field(default=None, gt=0)
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("gpus", "replicas", "gpus_per_replica", "cpus_per_gpu", "max_run_seconds", mode="before")
+    @classmethod
+    def _number_not_boolean(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"must be a number, not a boolean (got {str(value).lower()})")
+        return value
 
     @field_validator("gpu_vendor", mode="before")
     @classmethod
@@ -155,28 +149,24 @@ class JobSpec(_Model):
     def _name(cls, value: Optional[str], info: ValidationInfo) -> Optional[str]:
         if value is None:
             return None
-        if not DNS1035.match(value):
-            raise ValueError(
-                "must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter "
-                f"and ending with a letter or digit (got {value!r})"
-            )
         kind = info.data.get("kind") or ("RayJob" if info.data.get("ray", True) else "job")
-        limit = NAME_LIMITS.get(kind, K8S_NAME_MAX)
-        if len(value) > limit:
-            raise ValueError(f"at most {limit} characters for a {kind} (got {len(value)}: {value!r})")
+        problem = name_problem(kind, value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("queue", "priority_class")
     @classmethod
     def _label_value(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and (len(value) > 63 or not LABEL_VALUE.match(value)):
-            raise ValueError(f"must be a valid label value: at most 63 letters, digits, '-', '_' or '.' (got {value!r})")
+        problem = queue_name_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("env")
     @classmethod
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
-        reserved = sorted(set(value) & RESERVED_ENV)
+        reserved = reserved_env_clash(value)
         if reserved:
             raise ValueError(f"{', '.join(reserved)} {'is' if len(reserved) == 1 else 'are'} set by raybridge to what was allocated")
         return value
@@ -184,8 +174,9 @@ class JobSpec(_Model):
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and (not DNS1123.match(value) or len(value) > K8S_NAME_MAX):
-            raise ValueError(f"must be a DNS-1123 label of at most {K8S_NAME_MAX} characters (got {value!r})")
+        problem = namespace_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
@@ -196,6 +187,10 @@ class JobSpec(_Model):
                 problems.append(f"kind: {self.kind!r} is a non-Ray kind; set ray: false (--no-ray) or use {' or '.join(RAY_KINDS)}")
             if not self.ray and self.kind not in PLAIN_KINDS:
                 problems.append(f"kind: {self.kind!r} needs Ray; with ray: false use {' or '.join(PLAIN_KINDS)}")
+        if self.gpus > 0 and self.gpus_per_replica == 0:
+            problems.append(f"gpusPerReplica: 0 contradicts gpus: {self.gpus}; leave gpusPerReplica unset or give a positive number")
+        if self.gpus > 0 and self.replicas == 0:
+            problems.append(f"replicas: 0 contradicts gpus: {self.gpus}; leave replicas unset or give a positive number")
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -205,16 +200,6 @@ class JobSpec(_Model):
         if self.kind:
             return self.kind
         return "RayJob" if self.ray else "job"
-
-    @property
-    def is_fractional(self) -> bool:
-        return self.gpus_per_replica is not None and 0 < self.gpus_per_replica < 1
-
-    def with_overrides(self, **overrides: Any) -> "JobSpec":
-        """A new spec with these fields replaced (None values are ignored)."""
-        data = self.model_dump(by_alias=True, exclude_unset=True)
-        data.update({to_camel(k): v for k, v in overrides.items() if v is not None})
-        return build_spec(data)
 
 
 # --- building and error reporting ----------------------------------------------------------

@@ -21,6 +21,8 @@ is called.
 
 from __future__ import annotations
 
+import socket
+import threading
 import warnings
 from collections import defaultdict
 from contextlib import contextmanager
@@ -30,6 +32,8 @@ from raybridge.core.inventory import Inventory, NodeGpus
 from raybridge.errors import InfraError
 from raybridge.gpu.local import records_from_scan
 
+#: Bound on connecting to the Ray cluster (ray.init retries for minutes on its own).
+CONNECT_TIMEOUT = 30.0
 #: How many node names a grouped note spells out before it just counts.
 _NAMES_IN_NOTE = 3
 
@@ -37,20 +41,50 @@ _NAMES_IN_NOTE = 3
 # --- connecting -------------------------------------------------------------------------
 
 
+def _check_reachable(address: str, timeout: float) -> None:
+    """InfraError at once when nothing listens at a `host:port` GCS address (Ray itself retries for minutes)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
+            return
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise InfraError(f"cannot connect to the Ray cluster at {address!r}: nothing answers there ({reason})") from None
+
+
+def _init_bounded(ray: Any, target: str, timeout: float) -> None:
+    """`ray.init`, given up on after `timeout` seconds (a GCS that accepts but never answers would hang it)."""
+    outcome: dict[str, BaseException] = {}
+
+    def connect() -> None:
+        try:
+            with warnings.catch_warnings():
+                # Ray 2.x warns on every connect about a future CUDA_VISIBLE_DEVICES change.
+                warnings.simplefilter("ignore", FutureWarning)
+                ray.init(address=target, logging_level="ERROR", log_to_driver=False)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=connect, name="raybridge-ray-connect", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise InfraError(f"cannot connect to the Ray cluster at {target!r}: no answer within {timeout:g}s")
+    if "error" in outcome:
+        raise InfraError(f"cannot connect to the Ray cluster at {target!r}: {_first_line(outcome['error'])}") from None
+
+
 @contextmanager
-def _ray_connection(ray: Any, address: Optional[str]) -> Iterator[None]:
-    """Reuse the process's Ray connection, or open one for the duration and close it after."""
+def _ray_connection(ray: Any, address: Optional[str], timeout: float = CONNECT_TIMEOUT) -> Iterator[None]:
+    """Reuse the process's Ray connection, or open one (bounded) for the duration and close it after."""
     if ray.is_initialized():
         yield
         return
     target = address or "auto"
-    try:
-        with warnings.catch_warnings():
-            # Ray 2.x warns on every connect about a future CUDA_VISIBLE_DEVICES change.
-            warnings.simplefilter("ignore", FutureWarning)
-            ray.init(address=target, logging_level="ERROR", log_to_driver=False)
-    except Exception as exc:
-        raise InfraError(f"cannot connect to the Ray cluster at {target!r}: {_first_line(exc)}") from exc
+    _check_reachable(target, min(timeout, 5.0))
+    _init_bounded(ray, target, timeout)
     try:
         yield
     finally:
@@ -187,7 +221,7 @@ def _probe_nodes(ray: Any, timeout: float) -> Inventory:
     return Inventory(nodes=tuple(records), source="ray", notes=tuple(notes))
 
 
-def probe_ray_cluster(address: Optional[str] = None, timeout: float = 60) -> Inventory:
+def probe_ray_cluster(address: Optional[str] = None, timeout: float = 60, connect_timeout: float = CONNECT_TIMEOUT) -> Inventory:
     """GPUs of every alive node of the Ray cluster this process is connected to, or at `address`.
 
     With no connection yet, connects to `address` (None means "auto": the
@@ -195,7 +229,14 @@ def probe_ray_cluster(address: Optional[str] = None, timeout: float = 60) -> Inv
     and disconnects afterwards; an existing connection is reused and left
     open. Raises `InfraError` only when it cannot connect.
     """
+    from raybridge.jobapi.client import ensure_ray_can_start
+
+    ensure_ray_can_start()
     import ray
 
-    with _ray_connection(ray, address):
+    from raybridge.noise import after_ray_import
+
+    after_ray_import()
+
+    with _ray_connection(ray, address, connect_timeout):
         return _probe_nodes(ray, timeout)

@@ -9,11 +9,12 @@ v1beta2 first, v1beta1 for clusters older than Kueue 0.15.
 
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from raybridge.core.consts import KUEUE_JOB_UID_LABEL
-from raybridge.kube.client import Kube, raw_get
+from raybridge.errors import ClusterUnreachable
+from raybridge.kube.client import Kube, raw_get, translate_api_exception
 
 GROUP = "kueue.x-k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")
@@ -79,4 +80,68 @@ def pending_position(kube: Kube, namespace: str, local_queue: str, workload_name
             if item.get("metadata", {}).get("name") == workload_name:
                 return {k: item.get(k) for k in ("positionInLocalQueue", "positionInClusterQueue", "priority")}
         return None
+    return None
+
+
+# --- reads for the preflight: whether a thing exists, told apart from "may not look" --------
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """An object, or None; `readable` False when the API refused to say (403) and nothing is known."""
+
+    found: Optional[dict[str, Any]]
+    readable: bool = True
+
+
+def served_versions(kube: Kube) -> list[str]:
+    """The kueue.x-k8s.io versions the API server serves, preferred first; [] when Kueue is not installed."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        group = raw_get(kube, f"/apis/{GROUP}", timeout=kube.request_timeout)
+    except ApiException as exc:
+        if exc.status == 404:
+            return []
+        raise translate_api_exception("reading Kueue's API group", exc) from None
+    except (OSError, ValueError) as exc:
+        raise ClusterUnreachable(f"reading Kueue's API group: {exc}") from None
+    served = [v.get("version") for v in group.get("versions") or [] if isinstance(v, dict)]
+    return [v for v in VERSIONS if v in served]
+
+
+def get_kueue_object(kube: Kube, versions: list[str], plural: str, name: str, namespace: Optional[str] = None) -> Lookup:
+    from kubernetes.client.exceptions import ApiException
+
+    api = kube.custom()
+    for version in versions[:1]:
+        try:
+            if namespace:
+                return Lookup(api.get_namespaced_custom_object(GROUP, version, namespace, plural, name))
+            return Lookup(api.get_cluster_custom_object(GROUP, version, plural, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return Lookup(None)
+            if exc.status in (401, 403):
+                return Lookup(None, readable=False)
+            raise translate_api_exception(f"reading {plural} {name}", exc) from None
+    return Lookup(None)
+
+
+def list_kueue_objects(kube: Kube, versions: list[str], plural: str, namespace: Optional[str] = None) -> Optional[list[dict[str, Any]]]:
+    """Every object of `plural` (in `namespace`), or None when the API refuses to list them."""
+    from kubernetes.client.exceptions import ApiException
+
+    api = kube.custom()
+    for version in versions[:1]:
+        try:
+            if namespace:
+                result = api.list_namespaced_custom_object(GROUP, version, namespace, plural)
+            else:
+                result = api.list_cluster_custom_object(GROUP, version, plural)
+        except ApiException as exc:
+            if exc.status in (401, 403, 404):
+                return None
+            raise translate_api_exception(f"listing {plural}", exc) from None
+        return list((result or {}).get("items") or [])
     return None

@@ -19,12 +19,15 @@ class RayObjects:
     def __init__(self, kube: Kube) -> None:
         self.api = kube.custom()
 
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def create(self, obj: dict[str, Any], field_validation: str = "Strict") -> dict[str, Any]:
+        """Create with `fieldValidation=Strict`: a field this KubeRay release does not know is refused (400),
+        never dropped with a warning, so nothing is created that differs from what was asked."""
         kind, meta = obj["kind"], obj["metadata"]
         return api_call(
             f"creating {kind} {meta['namespace']}/{meta['name']}",
             self.api.create_namespaced_custom_object,
             RAY_API_GROUP, RAY_API_VERSION, meta["namespace"], PLURALS[kind], obj,
+            field_validation=field_validation,
         )  # type: ignore[return-value]  # fmt: skip
 
     def get(self, kind: str, name: str, namespace: str) -> Optional[dict[str, Any]]:

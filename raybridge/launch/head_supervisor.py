@@ -1,11 +1,15 @@
 """Keeps a private local Ray head tied to the raybridge process that started it.
 
-Run as `python -m raybridge.launch.head_supervisor -- ray start --head ...`
-in a new session (its own process group). It starts the head as its child,
-then blocks on stdin; when stdin closes (raybridge exited, crashed or was
-killed with SIGKILL) it terminates the whole process group and every descendant: the head,
-the raylet, the dashboard, every worker and the job's entrypoint. That is what makes "no Ray process
-left behind" hold even when raybridge cannot run its own clean-up.
+Run as `python -m raybridge.launch.head_supervisor [--temp-dir DIR] -- ray start --head ...`
+in a new session (its own process group). It makes itself a child subreaper,
+starts the head as its child, then blocks on stdin; when stdin closes
+(raybridge exited, crashed or was killed with SIGKILL) it terminates the
+whole process group and every descendant: the head, the raylet, the
+dashboard, every worker, the job's entrypoint and whatever the entrypoint
+left running in the background (orphans are re-parented to the subreaper,
+so they stay in its tree). Then it removes the head's temp dir. That is
+what makes "nothing left behind" hold even when raybridge cannot run its
+own clean-up.
 
 It does not talk to Ray; it only starts and kills processes.
 """
@@ -13,6 +17,7 @@ It does not talk to Ray; it only starts and kills processes.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -63,18 +68,20 @@ def _signal_all(pids: set[int], sig: int) -> None:
             pass
 
 
-def _kill_family(grace: float = 10.0) -> None:
+def _kill_family(grace: float = 10.0, rounds: int = 5) -> None:
+    """SIGTERM the family, SIGKILL what is left after `grace`; again for whatever was re-parented meanwhile."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     me, pgid = os.getpid(), os.getpgid(0)
-    family = _family(me, pgid)  # snapshot before anything dies and gets re-parented
-    _signal_all(family, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        alive = {pid for pid in family if _alive(pid)}
-        if not alive:
+    for _ in range(rounds):
+        family = _family(me, pgid)  # snapshot before anything dies and gets re-parented
+        if not family:
             return
-        time.sleep(0.2)
-    _signal_all(family | _family(me, pgid), signal.SIGKILL)
+        _signal_all(family, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_alive(pid) for pid in family):
+            time.sleep(0.2)
+        _signal_all(family | _family(me, pgid), signal.SIGKILL)
+        _reap()
 
 
 def _alive(pid: int) -> bool:
@@ -85,12 +92,30 @@ def _alive(pid: int) -> bool:
         return False
 
 
+#: prctl(2) option: orphaned descendants are re-parented to this process instead of init.
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: descendants that leave the tree may escape, as before
+
+
 def main(argv: list[str]) -> int:
+    temp_dir = None
+    if "--temp-dir" in argv:
+        i = argv.index("--temp-dir")
+        temp_dir = argv[i + 1] if i + 1 < len(argv) else None
     if "--" in argv:
         argv = argv[argv.index("--") + 1 :]
     if not argv:
-        sys.stderr.write("usage: head_supervisor -- COMMAND...\n")
+        sys.stderr.write("usage: head_supervisor [--temp-dir DIR] -- COMMAND...\n")
         return 2
+    _become_subreaper()
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
     try:
         while sys.stdin.buffer.read(1):
@@ -100,7 +125,21 @@ def main(argv: list[str]) -> int:
     finally:
         _kill_family()
         child.poll()
+        _reap()
+        if temp_dir:
+            shutil.rmtree(temp_dir, ignore_errors=True)
     return 0
+
+
+def _reap() -> None:
+    """Collect the exit status of every child (the subreaper inherits orphans, and their zombies)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 if __name__ == "__main__":

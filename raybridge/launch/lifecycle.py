@@ -1,38 +1,41 @@
 """status, logs, stop, delete, list: the objects raybridge created, after the fact.
 
-Each command finds the RayJob (or RayCluster) by name in the namespace,
-reads what it needs (Kueue Workload and queues for `status`, the Ray Job
-API for `logs` and `stop`) and prints it. `list` shows what carries
-raybridge's managed-by label.
+Each function finds the RayJob (or RayCluster) by name in the target
+namespace and returns what it found as plain data (logs go to a `write`
+callback as they arrive); the CLI renders it. `list_jobs` returns what
+carries raybridge's managed-by label.
+
+It does not print and does not decide the namespace or context: the caller
+hands in a connected `Kube` whose namespace is already resolved.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from raybridge.core.consts import MANAGED_BY_LABEL, MANAGED_BY_VALUE
-from raybridge.core.pending import explain, workload_state
+from raybridge.core.admission import explain, workload_state
+from raybridge.core.consts import KUEUE_QUEUE_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from raybridge.errors import BadInput, InfraError
-from raybridge.kube.client import Kube, connect
+from raybridge.jobapi.client import RayJobs
+from raybridge.kube.client import Kube
 from raybridge.kube.kueue import find_workload, get_cluster_queue, get_local_queue, pending_position
 from raybridge.kube.rayapi import RayObjects
-from raybridge.output import progress, table
+from raybridge.launch.dashboard import auth_headers, connect_dashboard
 
 
-def _find(args: argparse.Namespace) -> tuple[Kube, RayObjects, dict[str, Any]]:
-    kube = connect(args.kubeconfig, args.context, args.namespace)
+def find_job(kube: Kube, name: str) -> tuple[RayObjects, dict[str, Any]]:
+    """The RayJob, else the RayCluster, called `name` in the target namespace."""
     rays = RayObjects(kube)
     for kind in ("RayJob", "RayCluster"):
-        obj = rays.get(kind, args.name, kube.namespace)
+        obj = rays.get(kind, name, kube.namespace)
         if obj is not None:
-            return kube, rays, obj
-    raise BadInput(f"no RayJob or RayCluster named {args.name!r} in namespace {kube.namespace}")
+            return rays, obj
+    raise BadInput(f"no RayJob or RayCluster named {name!r} in namespace {kube.namespace}")
 
 
-def job_status(args: argparse.Namespace) -> dict[str, Any]:
-    kube, _, obj = _find(args)
+def job_status(kube: Kube, name: str) -> dict[str, Any]:
+    """Where the job stands, its Kueue Workload, queue position, and the plain-words explanation."""
+    _, obj = find_job(kube, name)
     namespace = kube.namespace
     workload = find_workload(kube, namespace, obj)
     position = cq = cq_name = None
@@ -58,61 +61,78 @@ def job_status(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _jobs_for(args: argparse.Namespace, kube: Kube, obj: dict[str, Any]) -> tuple[Any, Optional[Any], str]:
-    from raybridge.launch.kube_run import connect_dashboard
-    from raybridge.ray_jobs import RayJobs
+class _JobApiSession:
+    """The Ray Job API of a RayJob's cluster, and the port-forward (if any) to close afterwards."""
 
-    status = obj.get("status") or {}
-    job_id = status.get("jobId") or (obj.get("spec") or {}).get("jobId")
-    if obj["kind"] != "RayJob" or not job_id:
-        raise BadInput(f"{obj['kind']} {args.name} has no Ray job submitted yet (state: {status.get('jobDeploymentStatus') or status.get('state') or 'new'})")
-    cluster = status.get("rayClusterName")
-    if not cluster and not args.dashboard_address:
-        raise InfraError(f"RayJob {args.name} has no Ray cluster any more (it ended: {status.get('jobDeploymentStatus')}); its logs went with it")
-    dashboard, forward = connect_dashboard(kube, kube.namespace, cluster or "", status.get("dashboardURL"), args.dashboard_address, progress)
-    return RayJobs(dashboard), forward, job_id
+    def __init__(self, kube: Kube, obj: dict[str, Any], dashboard_address: Optional[str], progress: Callable[[str], None]) -> None:
+        status = obj.get("status") or {}
+        name = obj["metadata"]["name"]
+        job_id = status.get("jobId") or (obj.get("spec") or {}).get("jobId")
+        if obj["kind"] != "RayJob" or not job_id:
+            state = status.get("jobDeploymentStatus") or status.get("state") or "new"
+            raise BadInput(f"{obj['kind']} {name} has no Ray job submitted yet (state: {state})")
+        cluster = status.get("rayClusterName")
+        if not cluster and not dashboard_address:
+            raise InfraError(f"RayJob {name} has no Ray cluster any more (it ended: {status.get('jobDeploymentStatus')}); its logs went with it")
+        address, self.forward = connect_dashboard(kube, kube.namespace, cluster or "", status.get("dashboardURL"), dashboard_address, progress)
+        self.job_id: str = job_id
+        try:
+            headers = auth_headers(kube, kube.namespace, obj, cluster or "")
+            self.jobs = RayJobs(address, headers=headers or None)
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __enter__(self) -> "_JobApiSession":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.forward is not None:
+            self.forward.close()
 
 
-def job_logs(args: argparse.Namespace) -> int:
-    kube, _, obj = _find(args)
-    jobs, forward, job_id = _jobs_for(args, kube, obj)
-    try:
-        if args.follow:
-            jobs.stream_logs(job_id, lambda chunk: (sys.stdout.write(chunk), sys.stdout.flush()))
+def job_logs(
+    kube: Kube,
+    name: str,
+    write: Callable[[str], None],
+    *,
+    follow: bool = False,
+    dashboard_address: Optional[str] = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> str:
+    """Write the Ray job's logs (until it ends with `follow`); returns the job id."""
+    _, obj = find_job(kube, name)
+    with _JobApiSession(kube, obj, dashboard_address, progress) as session:
+        if follow:
+            session.jobs.stream_logs(session.job_id, write)
         else:
-            sys.stdout.write(jobs.logs(job_id))
-    finally:
-        if forward is not None:
-            forward.close()
-    return 0
+            write(session.jobs.logs(session.job_id))
+        return session.job_id
 
 
-def stop_job(args: argparse.Namespace) -> int:
-    kube, _, obj = _find(args)
-    jobs, forward, job_id = _jobs_for(args, kube, obj)
-    try:
-        stopped = jobs.stop(job_id)
-    finally:
-        if forward is not None:
-            forward.close()
-    progress(f"{'stopped' if stopped else 'already ended:'} Ray job {job_id} of RayJob {args.name}")
-    return 0
+def stop_job(
+    kube: Kube, name: str, *, dashboard_address: Optional[str] = None, progress: Callable[[str], None] = lambda _: None
+) -> dict[str, Any]:
+    """Stop the Ray job; the objects stay until `delete`."""
+    _, obj = find_job(kube, name)
+    with _JobApiSession(kube, obj, dashboard_address, progress) as session:
+        stopped = session.jobs.stop(session.job_id)
+    return {"name": name, "namespace": kube.namespace, "jobId": session.job_id, "stopped": stopped}
 
 
-def delete_job(args: argparse.Namespace) -> int:
-    from raybridge.launch.kube_run import _delete_and_wait
+def delete_job(kube: Kube, name: str, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Delete the RayJob or RayCluster; what it owns goes with it."""
+    from raybridge.launch.kubernetes import delete_and_wait
 
-    kube, rays, obj = _find(args)
-    _delete_and_wait(rays, obj["kind"], args.name, kube.namespace, progress)
-    return 0
+    rays, obj = find_job(kube, name)
+    gone = delete_and_wait(rays, obj["kind"], name, kube.namespace, progress)
+    return {"kind": obj["kind"], "name": name, "namespace": kube.namespace, "deleted": gone}
 
 
-def list_jobs(args: argparse.Namespace) -> int:
-    from raybridge.output import dump
-
-    kube = connect(args.kubeconfig, args.context, args.namespace)
+def list_jobs(kube: Kube, *, all_namespaces: bool = False) -> list[dict[str, Any]]:
+    """Every RayJob and standalone RayCluster carrying raybridge's managed-by label."""
     rays = RayObjects(kube)
-    namespace = None if args.all_namespaces else kube.namespace
+    namespace = None if all_namespaces else kube.namespace
     selector = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
     rows = []
     for kind in ("RayJob", "RayCluster"):
@@ -124,13 +144,9 @@ def list_jobs(args: argparse.Namespace) -> int:
                 "kind": kind,
                 "namespace": meta.get("namespace"),
                 "name": meta.get("name"),
-                "queue": (meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name"),
+                "queue": (meta.get("labels") or {}).get(KUEUE_QUEUE_LABEL),
                 "state": status.get("jobDeploymentStatus") or status.get("state") or "New",
                 "jobStatus": status.get("jobStatus"),
                 "created": meta.get("creationTimestamp"),
             })  # fmt: skip
-    if args.output != "table":
-        dump(rows, args.output)
-        return 0
-    table(None, ("KIND", "NAMESPACE", "NAME", "QUEUE", "STATE", "RAY JOB", "CREATED"), [tuple(r.values()) for r in rows])
-    return 0
+    return rows

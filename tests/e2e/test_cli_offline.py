@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -59,7 +60,7 @@ PLAN_ROWS = [
 
 @pytest.mark.parametrize("case,flags,replicas,per,total,calculated,warning", PLAN_ROWS, ids=[r[0] for r in PLAN_ROWS])
 def test_plan(case, flags, replicas, per, total, calculated, warning):
-    out = run_cli("plan", "--nodes", NODES, *flags, "-o", "json")
+    out = run_cli("plan", "--entrypoint", "python train.py", "--nodes", NODES, *flags, "-o", "json")
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
     for key in ("gpuVendor", "resourceKey", "replicas", "gpusPerReplica", "totalGpus", "requestedGpus", "calculated", "clusterGpus", "minGpusPerNode", "warnings"):
@@ -70,27 +71,27 @@ def test_plan(case, flags, replicas, per, total, calculated, warning):
 
 
 def test_plan_on_mixed_cluster_defaults_to_amd_with_a_note():
-    plan = json.loads(run_cli("plan", "--nodes", NODES, "--gpus", "4", "-o", "json").stdout)
+    plan = json.loads(run_cli("plan", "--entrypoint", "python train.py", "--nodes", NODES, "--gpus", "4", "-o", "json").stdout)
     assert plan["gpuVendor"] == "amd" and any("mixed cluster" in n for n in plan["notes"])
 
 
 def test_plan_spec_file_and_flags_win(tmp_path):
     spec = tmp_path / "job.yaml"
-    spec.write_text("name: train\ngpus: 4\ngpuVendor: amd\n")
+    spec.write_text("name: train\nentrypoint: python train.py\ngpus: 4\ngpuVendor: amd\n")
     plan = json.loads(run_cli("plan", str(spec), "--nodes", NODES, "--gpus", "16", "-o", "json").stdout)
     assert plan["totalGpus"] == 16
 
 
 # (case, argv, message fragments)
 BAD_INPUT_ROWS = [
-    ("every bad field named at once", ["plan", "--nodes", NODES, "--gpus", "-1", "--gpu-vendor", "intel", "--replicas", "x"], ["gpus:", "gpuVendor:", "replicas:"]),
-    ("bad name", ["render", "--nodes", NODES, "--name", "Bad_Name"], ["name: must be a DNS-1035 label"]),
-    ("name too long for a RayJob", ["render", "--nodes", NODES, "--name", "a" * 48], ["at most 47 characters"]),
+    ("every bad field named at once", ["plan", "--entrypoint", "python train.py", "--nodes", NODES, "--gpus", "-1", "--gpu-vendor", "intel", "--replicas", "x"], ["gpus:", "gpuVendor:", "replicas:"]),
+    ("bad name", ["render", "--entrypoint", "python train.py", "--nodes", NODES, "--name", "Bad_Name"], ["name: must be a DNS-1035 label"]),
+    ("name too long for a RayJob", ["render", "--entrypoint", "python train.py", "--nodes", NODES, "--name", "a" * 48], ["at most 47 characters"]),
     ("missing spec file", ["plan", "/nonexistent.yaml", "--nodes", NODES], ["does not exist"]),
-    ("missing nodes file", ["plan", "--nodes", "/nonexistent.json"], ["does not exist"]),
-    ("fraction above one", ["plan", "--nodes", NODES, "--replicas", "2", "--gpus-per-replica", "1.5"], ["whole number"]),
+    ("missing nodes file", ["plan", "--entrypoint", "python train.py", "--nodes", "/nonexistent.json"], ["does not exist"]),
+    ("fraction above one", ["plan", "--entrypoint", "python train.py", "--nodes", NODES, "--replicas", "2", "--gpus-per-replica", "1.5"], ["whole number"]),
     ("unknown flag", ["plan", "--gpuz", "3"], ["unrecognized arguments"]),
-    ("ray kind without ray", ["render", "--nodes", NODES, "--no-ray", "--kind", "RayCluster"], ["needs Ray"]),
+    ("ray kind without ray", ["render", "--entrypoint", "python train.py", "--nodes", NODES, "--no-ray", "--kind", "RayCluster"], ["needs Ray"]),
 ]
 
 
@@ -116,7 +117,7 @@ def test_absent_vendor_exits_2_naming_present_vendors(tmp_path):
     data = json.loads((EXAMPLES / "cluster" / "nodes.json").read_text())
     data["items"] = [n for n in data["items"] if "amd.com/gpu" in n["status"]["allocatable"]]
     amd_only.write_text(json.dumps(data))
-    out = run_cli("plan", "--nodes", str(amd_only), "--gpus", "2", "--gpu-vendor", "nvidia")
+    out = run_cli("plan", "--entrypoint", "python train.py", "--nodes", str(amd_only), "--gpus", "2", "--gpu-vendor", "nvidia")
     assert out.returncode == 2 and "vendors present: amd (24 GPUs)" in out.stderr
 
 
@@ -153,7 +154,7 @@ def test_render_is_valid_multi_document_yaml():
     [
         (["--kind", "RayCluster"], "RayCluster", "ray.io/v1"),
         (["--no-ray", "--kind", "job", "--entrypoint", "python x.py"], "Job", "batch/v1"),
-        (["--no-ray", "--kind", "service", "--replicas", "3"], "Deployment", "apps/v1"),
+        (["--no-ray", "--kind", "service", "--replicas", "3", "--entrypoint", "python serve.py"], "Deployment", "apps/v1"),
     ],
 )
 def test_render_kinds(flags, kind, api_version):
@@ -165,7 +166,7 @@ def test_render_kinds(flags, kind, api_version):
 
 
 def test_render_fractional_uses_kai_sharing():
-    out = run_cli("render", "--nodes", NODES, "--gpu-vendor", "nvidia", "--replicas", "2", "--gpus-per-replica", "0.5", "--queue", "research")
+    out = run_cli("render", "--entrypoint", "python train.py", "--nodes", NODES, "--gpu-vendor", "nvidia", "--replicas", "2", "--gpus-per-replica", "0.5", "--queue", "research")
     doc = yaml.safe_load(out.stdout)
     worker = doc["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]
     assert worker["spec"]["schedulerName"] == "kai-scheduler"
@@ -186,3 +187,187 @@ def test_discover_probes_every_node_of_a_ray_cluster(ray_head):
     data = json.loads(out.stdout)
     assert data["source"] == "ray" and len(data["nodes"]) == 1
     assert data["nodes"][0]["gpus"] == 0
+
+
+def test_submit_refuses_to_start_ray_where_a_broken_amdsmi_would_kill_it(tmp_path) -> None:
+    """Ray >= 2.56 imports amdsmi; the wheel without ROCm raises KeyError: one line and exit 3, no traceback."""
+    from importlib.metadata import version
+
+    from raybridge.gpu.compat import RAY_IMPORTS_AMDSMI_FROM, _release
+
+    if _release(version("ray")) < RAY_IMPORTS_AMDSMI_FROM:
+        pytest.skip("this Ray does not import amdsmi")
+    (tmp_path / "amdsmi.py").write_text("print('Unable to find libamd_smi.so library')\nraise KeyError('libamd_smi.so')\n")
+    env = cli_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    result = run_cli("submit", str(EXAMPLES / "hello.yaml"), "--backend", "local", env=env)
+    assert result.returncode == 3, result.stderr
+    assert "pip uninstall amdsmi" in result.stderr and "Traceback" not in result.stderr
+    assert "Unable to find" not in result.stdout + result.stderr
+
+
+# (case, extra args, fragment of the one error line): refused with exit 2, never reinterpreted
+BAD_NUMBERS = [
+    ("boolean gpus", ["--gpus", "true"], "gpus: input should be a valid integer"),
+    ("infinite gpus", ["--gpus", "inf"], "gpus: input should be a valid integer"),
+    ("NaN gpus", ["--gpus", "nan"], "gpus: input should be a valid integer"),
+    ("negative gpus", ["--gpus", "-4"], "gpus: input should be greater than or equal to 0"),
+    ("fractional gpus", ["--gpus", "2.5"], "gpus: input should be a valid integer"),
+    ("fractional replicas", ["--replicas", "1.5"], "replicas: input should be a valid integer"),
+    ("infinite gpus per replica", ["--gpus-per-replica", "inf", "--replicas", "1"], "gpusPerReplica: input should be a finite number"),
+    ("NaN gpus per replica", ["--gpus-per-replica", "nan", "--replicas", "1"], "gpusPerReplica: input should be a finite number"),
+    ("zero per replica contradicts gpus", ["--gpus", "4", "--gpus-per-replica", "0"], "gpusPerReplica: 0 contradicts gpus: 4"),
+    ("zero replicas contradict gpus", ["--gpus", "4", "--replicas", "0"], "replicas: 0 contradicts gpus: 4"),
+]
+
+
+@pytest.mark.parametrize("case,extra,fragment", BAD_NUMBERS, ids=[r[0] for r in BAD_NUMBERS])
+def test_bad_numbers_are_refused(case, extra, fragment):
+    result = run_cli("plan", "--entrypoint", "python train.py", "--nodes", NODES, "--entrypoint", "python x.py", *extra)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert fragment in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "0", "soon"])
+def test_a_timeout_that_bounds_nothing_is_refused(value):
+    result = run_cli("submit", "--nodes", NODES, "--entrypoint", "true", "--dry-run", "--timeout", value)
+    assert result.returncode == 2
+    assert "--timeout" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_replicas_alone_are_honoured():
+    result = run_cli("plan", "--entrypoint", "python train.py", "--nodes", NODES, "--entrypoint", "python x.py", "--replicas", "3", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert (plan["replicas"], plan["totalGpus"]) == (3, 0)
+    rendered = run_cli("render", "--entrypoint", "python train.py", "--nodes", NODES, "--entrypoint", "python x.py", "--replicas", "3")
+    worker = next(iter(yaml.safe_load_all(rendered.stdout)))["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    assert worker["replicas"] == worker["minReplicas"] == worker["maxReplicas"] == 3
+
+
+def test_malformed_nodes_are_warned_about_and_counted_once(tmp_path):
+    nodes = json.loads((EXAMPLES / "cluster" / "nodes.json").read_text())
+    first = nodes["items"][0]
+    broken = json.loads(json.dumps(first))
+    broken["status"]["allocatable"] = {k: ("500m" if k.endswith("/gpu") else v) for k, v in broken["status"]["allocatable"].items()}
+    broken["metadata"]["name"] = "broken-node"
+    nodes["items"] += [json.loads(json.dumps(first)), broken]
+    path = tmp_path / "nodes.json"
+    path.write_text(json.dumps(nodes))
+    result = run_cli("discover", "--nodes", str(path), "-o", "json")
+    assert result.returncode == 0, result.stderr
+    names = [n["name"] for n in json.loads(result.stdout)["nodes"]]
+    assert names.count(first["metadata"]["name"]) == 1
+    assert f"warning: node {first['metadata']['name']} is listed more than once: counted once" in result.stderr
+    assert "warning: node broken-node:" in result.stderr and "'500m' is not a whole number of GPUs: counted as 0" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "content,fragment",
+    [
+        ('{"hello": "world"}', "expected a Node list"),
+        ('["a", "b"]', "2 of 2 items are not Node objects"),
+        ("42", "expected a Node list"),
+        ("{not json: [", "neither JSON nor YAML"),
+    ],
+)
+def test_a_nodes_file_that_is_not_node_json_is_bad_input(tmp_path, content, fragment):
+    path = tmp_path / "nodes.json"
+    path.write_text(content)
+    for command in (["discover"], ["plan", "--entrypoint", "x"], ["render", "--entrypoint", "x"]):
+        result = run_cli(*command, "--nodes", str(path))
+        assert result.returncode == 2, (command, result.stderr)
+        assert fragment in result.stderr and "Traceback" not in result.stderr
+        assert result.stdout == ""
+
+
+def test_inventory_json_keys_are_camel_case():
+    result = run_cli("discover", "--nodes", NODES, "-o", "json")
+    vendors = json.loads(result.stdout)["vendors"]
+    assert set(vendors["amd"]) == {"vendor", "total", "minPerNode", "maxPerNode", "nodes"}
+
+
+def test_render_refuses_what_submit_would_refuse(tmp_path):
+    """render, plan and submit --dry-run check what submit checks, before printing anything."""
+    rows = [
+        (["--kind", "RayCluster", "--entrypoint", "python train.py"], "a RayCluster runs no entrypoint"),
+        ([], "a RayJob needs a command to run"),
+        (["--entrypoint", "   "], "a RayJob needs a command to run"),
+        (["--entrypoint", "python x.py", "--working-dir", str(tmp_path / "missing")], "is not a directory"),
+    ]
+    for extra, fragment in rows:
+        for command in (["render"], ["plan"], ["submit", "--dry-run"]):
+            out = run_cli(*command, "--nodes", NODES, *extra)
+            assert out.returncode == 2, (command, extra, out.stderr)
+            assert fragment in out.stderr and out.stdout == "", (command, extra)
+
+
+@pytest.mark.parametrize("submission_id", ["a/b", "has space", "-leading", "x" * 64, "trailing.", "ünïcode"])
+def test_a_bad_submission_id_is_refused_before_anything_is_created(submission_id):
+    out = run_cli("submit", "--nodes", NODES, "--dry-run", "--entrypoint", "python x.py", f"--submission-id={submission_id}")
+    assert out.returncode == 2 and "--submission-id: must be 1 to 63 letters" in out.stderr
+    assert out.stdout == ""
+
+
+def test_render_and_plan_use_the_kubeconfig_contexts_namespace(tmp_path):
+    """One target for every command: -n, else the context's namespace, else default."""
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "team",
+        "contexts": [{"name": "team", "context": {"cluster": "c", "user": "u", "namespace": "team-a"}},
+                     {"name": "other", "context": {"cluster": "c", "user": "u"}}],
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+    }))  # fmt: skip
+    base = ["render", "--nodes", NODES, "--entrypoint", "python x.py", "--kubeconfig", str(kubeconfig)]
+    assert yaml.safe_load(run_cli(*base).stdout)["metadata"]["namespace"] == "team-a"
+    assert yaml.safe_load(run_cli(*base, "-n", "mine").stdout)["metadata"]["namespace"] == "mine"
+    assert yaml.safe_load(run_cli(*base, "--context", "other").stdout)["metadata"]["namespace"] == "default"
+    env = cli_env(KUBECONFIG=str(kubeconfig))
+    out = run_cli("render", "--nodes", NODES, "--entrypoint", "python x.py", env=env)
+    assert yaml.safe_load(out.stdout)["metadata"]["namespace"] == "team-a"
+    dry = run_cli("submit", "--nodes", NODES, "--entrypoint", "python x.py", "--dry-run", "-o", "json", env=env)
+    assert json.loads(dry.stdout)["objects"][0]["metadata"]["namespace"] == "team-a"
+
+
+def test_kubeconfig_files_that_do_not_exist_are_said(tmp_path):
+    env = cli_env(KUBECONFIG=os.pathsep.join([str(tmp_path / "gone-1"), str(tmp_path / "gone-2")]))
+    out = run_cli("render", "--nodes", NODES, "--entrypoint", "python x.py", env=env)
+    assert out.returncode == 0
+    assert f"kubeconfig '{tmp_path / 'gone-1'}' does not exist" in out.stderr
+    assert f"kubeconfig '{tmp_path / 'gone-2'}' does not exist" in out.stderr
+
+
+def test_render_says_what_the_yaml_is_for_and_k8sjobmode_runs_by_itself(tmp_path):
+    interactive = run_cli("render", "--nodes", NODES, "--gpus", "8", "--", "python", "train.py")
+    assert interactive.returncode == 0
+    assert "InteractiveMode" in interactive.stderr and "raybridge submit" in interactive.stderr
+    assert yaml.safe_load(interactive.stdout)["spec"]["submissionMode"] == "InteractiveMode"
+    alone = run_cli("render", "--nodes", NODES, "--gpus", "8", "--submission-mode", "K8sJobMode", "--", "python", "train.py")
+    assert alone.returncode == 0, alone.stderr
+    rayjob = yaml.safe_load(alone.stdout)
+    assert rayjob["spec"]["submissionMode"] == "K8sJobMode" and rayjob["spec"]["entrypoint"] == "python train.py"
+    assert "jobId" not in rayjob["spec"] and "runs by itself" in alone.stderr
+    assert schema_errors(rayjob) == []
+    (tmp_path / "code").mkdir()
+    local = run_cli("render", "--nodes", NODES, "--submission-mode", "K8sJobMode", "--working-dir", str(tmp_path / "code"), "--", "python", "x.py")
+    assert local.returncode == 2 and "cannot reach the cluster through `kubectl apply`" in local.stderr
+
+
+def test_list_like_tables_are_plain_columns_when_piped():
+    out = run_cli("discover", "--nodes", NODES)
+    header = out.stdout.splitlines()[0]
+    assert header.split() == ["NODE", "VENDOR", "GPUS", "FREE", "MODEL", "MEMORY/GPU", "SCHEDULABLE"]
+    assert "│" not in out.stdout and "━" not in out.stdout
+
+
+def test_flags_the_backend_cannot_honour_are_refused_or_warned_about(tmp_path):
+    kube = run_cli("submit", "--backend", "kubernetes", "--address", "http://127.0.0.1:1", "--nodes", NODES, "--dry-run", "--", "python", "x.py")
+    assert kube.returncode == 2 and "--address is for the local backend" in kube.stderr
+    local = run_cli("submit", "--backend", "local", "--dashboard-address", "127.0.0.1:1", "--dry-run", "--", "python", "x.py")
+    assert local.returncode == 2 and "--dashboard-address is for the kubernetes backend" in local.stderr
+    warned = run_cli("submit", "--backend", "local", "-n", "team-a", "--queue", "q", "--dry-run", "--", "python", "x.py")
+    assert warned.returncode == 0, warned.stderr
+    assert "warning: --namespace, --queue are ignored by the local backend" in warned.stderr

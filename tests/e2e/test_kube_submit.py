@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli, wait_for_output
 from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
-from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue
+from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, rayjob_manifest, wait_for
 from tests.kubeapi.server import KubeApiServer
 
 RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
@@ -85,19 +85,45 @@ def test_failing_job_exits_1_and_cleans_up(cluster, queue):
 
 
 def test_not_admitted_within_timeout_exits_3_and_frees_the_queue(cluster, queue):
+    server = cluster[0]
     namespace, lq, _ = queue
-    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "too-big", "--replicas", "2", "--gpus-per-replica", "8", "--timeout", "4", "--", "python", "-c", "1")
+    # Someone else's RayJob holds the queue's 8 GPUs (InteractiveMode without a job id: it waits, admitted).
+    server.create_object(rayjob_manifest("holder", namespace=namespace, queue=lq, workers=1, gpus_per_worker=8))
+    wait_for(lambda: (server.get_object(RAY, "RayJob", "holder", namespace) or {}).get("status", {}).get("jobDeploymentStatus") == "Waiting", timeout=60)
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "late", "--gpus", "8", "--timeout", "4", "--", "python", "-c", "1")
     assert out.returncode == 3, out.stderr
     assert "queued in " + lq in out.stderr and "insufficient" in out.stderr
     assert "was not admitted within 4s" in out.stderr
+    assert set(leftovers(server, namespace).get("RayJob", [])) == {"holder"}
+
+
+def test_a_request_that_can_never_be_admitted_is_refused_at_once_with_the_arithmetic(cluster, queue):
+    namespace, lq, cq = queue
+    started = time.monotonic()
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "too-big", "--replicas", "2", "--gpus-per-replica", "8", "--timeout", "600", "--", "python", "-c", "1")
+    assert out.returncode == 2, out.stderr
+    assert f"pod set workers asks for 16 nvidia.com/gpu (2 x 8), more than ClusterQueue {cq} can ever hold" in out.stderr
+    assert "flavor default-flavor: 8" in out.stderr
+    assert time.monotonic() - started < 60
     assert leftovers(cluster[0], namespace) == {}
 
 
-def test_missing_local_queue_is_explained(cluster, queue):
-    namespace, _, _ = queue
-    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", "no-such-queue", "--name", "orphan", "--timeout", "3", "--", "python", "-c", "1")
-    assert out.returncode == 3
-    assert "no-such-queue" in out.stderr and "doesn't exist" in out.stderr
+def test_missing_local_queue_is_refused_listing_the_queues_there(cluster, queue):
+    namespace, lq, _ = queue
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", "no-such-queue", "--name", "orphan", "--timeout", "300", "--", "python", "-c", "1")
+    assert out.returncode == 2, out.stderr
+    assert f"LocalQueue no-such-queue does not exist in namespace {namespace} (LocalQueues there: {lq})" in out.stderr
+    assert leftovers(cluster[0], namespace) == {}
+
+
+def test_missing_priority_class_and_namespace_are_refused_before_anything_is_created(cluster, queue):
+    namespace, lq, _ = queue
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--priority-class", "nope", "--name", "p", "--", "python", "-c", "1")
+    assert out.returncode == 2, out.stderr
+    assert "WorkloadPriorityClass nope does not exist" in out.stderr
+    missing = kube_cli(cluster, "submit", "-n", "no-such-ns", "--queue", lq, "--name", "p", "--", "python", "-c", "1")
+    assert missing.returncode == 2, missing.stderr
+    assert "namespace no-such-ns does not exist" in missing.stderr and "CRD" not in missing.stderr
     assert leftovers(cluster[0], namespace) == {}
 
 
@@ -148,7 +174,7 @@ def test_status_explains_a_pending_job_and_ctrl_c_cleans_up(cluster, queue):
 
 def test_dashboard_through_port_forward(cluster, queue, ray_head):
     """dashboardURL is the in-cluster service name (unreachable here): raybridge port-forwards."""
-    server, kubeconfig = cluster[0], cluster[1]
+    server = cluster[0]
     namespace, lq, _ = queue
     cluster[3].stop()
     service_mode = FakeKubeRay(server, dashboard_address=urlparse(ray_head.dashboard_url).netloc, dashboard_url_mode="service").start()

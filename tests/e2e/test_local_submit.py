@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 
 import pytest
 
+from raybridge.launch.private_head import _start_time
 from tests.helpers import ROOT, cli_env, processes_using, run_cli, short_tmpdir, wait_for_output, wait_until_gone
 
 
@@ -22,6 +24,18 @@ def test_main_command_runs_the_example_on_a_private_head():
     assert "sum of squares: 285" in out.stdout
     assert "NUM_GPUS=0 NUM_REPLICAS=1" in out.stdout
     assert wait_until_gone(tmp) == [], "the private head left processes behind"
+
+
+def test_a_ray_auth_token_in_home_does_not_lock_raybridge_out_of_its_own_head(tmp_path):
+    """Ray turns token auth on by itself when ~/.ray/auth_token exists; the private head must still answer."""
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text("a" * 64)
+    tmp = short_tmpdir()
+    out = run_cli("submit", "examples/hello.yaml", env=cli_env(TMPDIR=tmp, HOME=str(home)), timeout=240)
+    assert out.returncode == 0, out.stderr
+    assert "sum of squares: 285" in out.stdout
+    assert wait_until_gone(tmp) == []
 
 
 def test_existing_head_with_json_result(ray_head):
@@ -47,7 +61,7 @@ def test_ray_address_env_selects_local_backend(ray_head):
 # (case, argv, fragment)
 REFUSED = [
     ("more GPUs than this machine has", ["submit", "--backend", "local", "--gpus", "2", "--", "python", "-c", "1"], "this machine has no GPUs"),
-    ("no entrypoint", ["submit", "--backend", "local"], "no entrypoint"),
+    ("no entrypoint", ["submit", "--backend", "local"], "a RayJob needs a command to run"),
     ("working dir that is not there", ["submit", "--backend", "local", "--working-dir", "/nonexistent", "--", "python", "x.py"], "is not a directory"),
     ("RayCluster kind locally", ["submit", "--backend", "local", "--kind", "RayCluster"], "needs the kubernetes backend"),
 ]
@@ -98,6 +112,40 @@ def test_sigkill_of_raybridge_still_takes_the_head_down():
     assert wait_until_gone(tmp, timeout=40) == []
 
 
+def test_sigkill_takes_the_jobs_background_grandchildren_and_the_temp_dir_down_too():
+    """A job that leaves processes in the background (even in a session of their own) must not outlive the run."""
+    tmp = short_tmpdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raybridge", "submit", "--backend", "local", "--",
+         "sh", "-c", "sleep 600 & setsid sleep 601 & (sleep 602 &) ; echo started; sleep 600"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(TMPDIR=tmp), cwd=str(ROOT),
+    )  # fmt: skip
+    try:
+        wait_for_output(proc, "started")
+        time.sleep(1)
+        assert any("sleep 602" in p for p in processes_using(tmp)), "the orphaned grandchild should be running"
+        proc.kill()
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+    assert wait_until_gone(tmp, timeout=60) == []
+    assert [p for p in os.listdir(tmp) if p.startswith("raybridge-")] == []
+
+
+def test_stale_temp_dirs_of_runs_that_are_gone_are_removed_at_start(tmp_path):
+    tmp = short_tmpdir()
+    stale = os.path.join(tmp, "raybridge-stale0")
+    live = os.path.join(tmp, "raybridge-live00")
+    for path, owner in ((stale, "999999999 1"), (live, f"{os.getpid()} {_start_time(os.getpid())}")):
+        os.makedirs(path)
+        with open(os.path.join(path, "raybridge-owners"), "w") as f:
+            f.write(owner + "\n")
+    out = run_cli("submit", "--backend", "local", "--", "python", "-c", "print('fresh')", env=cli_env(TMPDIR=tmp), timeout=240)
+    assert out.returncode == 0, out.stderr
+    assert not os.path.exists(stale) and os.path.exists(live)
+    assert wait_until_gone(tmp) == []
+
+
 def test_python_api_submit_wait_logs(ray_head):
     import raybridge
 
@@ -121,3 +169,29 @@ def test_python_api_stop(ray_head):
         assert job.wait(timeout=60) == "STOPPED"
     finally:
         job.close()
+
+
+def test_output_that_is_not_utf8_is_shown_with_replacement_characters(ray_head):
+    code = "import sys; sys.stdout.buffer.write(b'before \\xff\\xfe after\\n'); sys.stdout.flush(); print('still here')"
+    out = run_cli("submit", "--address", ray_head.dashboard_url, "--", "python", "-c", code)
+    assert out.returncode == 0, out.stderr
+    assert "before \ufffd\ufffd after" in out.stdout and "still here" in out.stdout
+
+
+def test_a_failed_job_shows_rays_message_and_the_exit_code(ray_head):
+    out = run_cli("submit", "--address", ray_head.dashboard_url, "-o", "json", "--", "python", "-c", "import sys; sys.exit(7)")
+    assert out.returncode == 1
+    result = json.loads(out.stdout)
+    assert result["status"] == "FAILED" and result["exitCode"] == 7
+    assert "exit code 7" in result["message"]
+    text = run_cli("submit", "--address", ray_head.dashboard_url, "--", "python", "-c", "import sys; sys.exit(7)")
+    assert "failed (exit code 7): Job entrypoint command failed with exit code 7" in text.stderr
+
+
+def test_stderr_carries_raybridges_messages_only_unless_verbose(ray_head):
+    out = run_cli("submit", "--address", ray_head.dashboard_url, "--", "python", "-c", "print('hi')")
+    assert out.returncode == 0
+    noise = [line for line in out.stderr.splitlines() if " INFO " in line or "Warning" in line]
+    assert noise == [], out.stderr
+    loud = run_cli("submit", "--address", ray_head.dashboard_url, "-v", "--", "python", "-c", "print('hi')")
+    assert loud.returncode == 0

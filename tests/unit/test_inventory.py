@@ -85,3 +85,52 @@ def test_items_of_rejects_the_wrong_kind():
         items_of({"items": [{"kind": "Pod"}]}, "Node")
     with pytest.raises(ValueError, match="kubectl get nodes -o json"):
         items_of({"hello": 1}, "Node")
+
+
+def _node(name, gpus="8", **extra):
+    node = {
+        "metadata": {"name": name, "labels": {}},
+        "status": {"allocatable": {"nvidia.com/gpu": gpus}, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    node.update(extra)
+    return node
+
+
+# (case, nodes, pods, expected GPUs per node name, warning fragments)
+MALFORMED_ROWS = [
+    ("millicores of a GPU", [_node("a", "500m")], None, {"a": 0}, ["node a: nvidia.com/gpu '500m' is not a whole number of GPUs: counted as 0"]),
+    ("negative GPUs", [_node("a", "-4")], None, {"a": 0}, ["node a: nvidia.com/gpu '-4' is not a whole number"]),
+    ("null GPUs", [_node("a", None)], None, {"a": 0}, ["node a: nvidia.com/gpu None is not a whole number"]),
+    ("garbage GPUs", [_node("a", {"x": 1})], None, {"a": 0}, ["is not a whole number of GPUs"]),
+    ("a node listed twice counts once", [_node("a"), _node("a", "4")], None, {"a": 8}, ["node a is listed more than once: counted once"]),
+    ("a node without a name is skipped", [_node("a"), {"metadata": {}}], None, {"a": 8}, ["item 1 of the node list has no metadata.name: skipped"]),
+    ("metadata of the wrong type", [_node("a"), {"metadata": ["x"]}], None, {"a": 8}, ["item 1"]),
+    ("labels, status and taints of the wrong type", [_node("a", spec={"taints": "x"}), {"metadata": {"name": "b", "labels": []}, "status": []}], None, {"a": 8, "b": 0}, []),
+    ("a pod asking for half a GPU", [_node("a")], [{"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "a", "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "0.5"}}}]}}], {"a": 8}, ["pod ns/p container c: nvidia.com/gpu '0.5' is not a whole number"]),
+    ("pods of the wrong shape", [_node("a")], ["x", {"spec": "y"}, {"spec": {"nodeName": 3}}, {"spec": {"nodeName": "a", "containers": "z"}}], {"a": 8}, []),
+]
+
+
+@pytest.mark.parametrize("case,nodes,pods,gpus,warnings", MALFORMED_ROWS, ids=[r[0] for r in MALFORMED_ROWS])
+def test_malformed_nodes_and_pods_are_warned_about_never_raised(case, nodes, pods, gpus, warnings):
+    inventory = inventory_from_nodes(nodes, pods)
+    assert {n.name: n.gpus for n in inventory.nodes} == gpus
+    joined = " | ".join(inventory.warnings)
+    for fragment in warnings:
+        assert fragment in joined
+    if not warnings:
+        assert inventory.warnings == ()
+
+
+@pytest.mark.parametrize(
+    "document,fragment",
+    [
+        (42, "expected a Node list"),
+        ({"items": ["a", "b"]}, "2 of 2 items are not Node objects"),
+        ([{"spec": {}}], "1 of 1 items are not Node objects"),
+        ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}, "expected a Node list"),
+    ],
+)
+def test_input_that_is_not_node_json_at_all_is_refused(document, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        items_of(document, "Node")

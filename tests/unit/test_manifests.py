@@ -20,7 +20,6 @@ import pytest
 import yaml
 
 from raybridge.core.consts import (
-    DEFAULT_IMAGES,
     JOB_NAME_LABEL,
     KAI_GPU_FRACTION_ANNOTATION,
     KAI_QUEUE_LABEL,
@@ -31,6 +30,7 @@ from raybridge.core.consts import (
     PRE_RUNNING_DEADLINE_SECONDS,
     WORKER_GROUP_NAME,
 )
+from raybridge.core.images import default_image
 from raybridge.core.inventory import Inventory, NodeGpus
 from raybridge.core.manifests import (
     render_batch_job,
@@ -50,7 +50,7 @@ NS = "ml"
 NAME = "train"
 OWN = {MANAGED_BY_LABEL: "raybridge", JOB_NAME_LABEL: NAME}
 NV, AMD = "nvidia.com/gpu", "amd.com/gpu"
-IMG_NV, IMG_AMD, IMG_CPU = DEFAULT_IMAGES["nvidia"], DEFAULT_IMAGES["amd"], DEFAULT_IMAGES[None]
+IMG_NV, IMG_AMD, IMG_CPU = default_image("nvidia"), default_image("amd"), default_image(None)
 LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raybridge.core.pending import explain, podset_requests, progress_line, quota, workload_state
+from raybridge.core.admission import explain, podset_requests, progress_line, quota, workload_state
 
 
 def cond(kind, status, reason="", message=""):

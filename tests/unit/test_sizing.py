@@ -34,6 +34,8 @@ RAY_ROWS = [
     ("poor fit 25 on 4-GPU nodes (Kaiwo's own table)", cluster(4, 4, 4, 4, 4, 4, 4), dict(gpus=25), 7, 3, True, ["21 GPUs, 4 fewer"]),
     ("gpusPerReplica larger than any node -> as given, warned", cluster(8, 8), dict(replicas=1, gpus_per_replica=16), 1, 16, False, ["can never be scheduled"]),
     ("gpusPerReplica alone allocates nothing, warned", EIGHT_BY_FOUR, dict(gpus_per_replica=4), 1, 0, False, ["allocates no GPUs"]),
+    ("replicas alone: that many CPU workers", EIGHT_BY_FOUR, dict(replicas=3), 3, 0, False, []),
+    ("replicas alone on a cluster without GPUs", Inventory(nodes=(NodeGpus(name="cpu", vendor=None, gpus=0),), source="test"), dict(replicas=3), 3, 0, False, []),
     ("fractional GPU sharing fits -> as given", cluster(1, 1, vendor="nvidia"), dict(replicas=3, gpus_per_replica=0.5), 3, 0.5, False, []),
 ]
 
@@ -129,3 +131,21 @@ def test_plain_workloads(case, kwargs, replicas, per, warning):
 )
 def test_even_splits(total, per_node, cap, expected):
     assert even_splits(total, per_node, cap) == expected
+
+
+# (case, request kwargs, replicas, gpusPerReplica): a Ray cluster at an address sizes the work itself
+UNSIZED_ROWS = [
+    ("nothing", dict(), 1, 0),
+    ("replicas alone", dict(replicas=3), 3, 0),
+    ("gpus alone: one replica holds them", dict(gpus=4), 1, 4),
+    ("replicas and gpusPerReplica", dict(replicas=2, gpus_per_replica=2), 2, 2),
+    ("gpusPerReplica alone: one replica", dict(gpus_per_replica=0.5), 1, 0.5),
+]
+
+
+@pytest.mark.parametrize("case,kwargs,replicas,per", UNSIZED_ROWS, ids=[r[0] for r in UNSIZED_ROWS])
+def test_unsized_decision_passes_the_request_on(case, kwargs, replicas, per):
+    from raybridge.core.sizing import unsized_decision
+
+    decision = unsized_decision(SizingRequest(**kwargs))
+    assert (decision.replicas, decision.gpus_per_replica) == (replicas, per)

@@ -21,8 +21,21 @@ BAD = [
     ("bad kind", {"kind": "Pod"}, ["kind: must be one of"]),
     ("plain kind with ray", {"kind": "job"}, ["set ray: false"]),
     ("queue that is no label value", {"queue": "team a"}, ["queue: must be a valid label value"]),
+    ("queue Kueue's webhook refuses (not a DNS-1123 subdomain)", {"queue": "Team_A"}, ["queue: must name a Kubernetes object"]),
+    ("priority class that names no object", {"priorityClass": "High"}, ["priorityClass: must name a Kubernetes object"]),
     ("reserved env", {"env": {"NUM_GPUS": "3"}}, ["env: NUM_GPUS is set by raybridge"]),
     ("several at once", {"gpus": -1, "gpuVendor": "x", "name": "A"}, ["gpus:", "gpuVendor:", "name:"]),
+    ("boolean gpus", {"gpus": True}, ["gpus: must be a number, not a boolean (got true)"]),
+    ("boolean replicas", {"replicas": False}, ["replicas: must be a number, not a boolean (got false)"]),
+    ("boolean gpusPerReplica", {"gpusPerReplica": True}, ["gpusPerReplica: must be a number, not a boolean"]),
+    ("infinite gpus", {"gpus": float("inf")}, ["gpus: input should be a finite number"]),
+    ("infinite gpusPerReplica", {"gpusPerReplica": "inf", "replicas": 1}, ["gpusPerReplica: input should be a finite number"]),
+    ("NaN gpusPerReplica", {"gpusPerReplica": float("nan")}, ["gpusPerReplica: input should be a finite number"]),
+    ("infinite cpusPerGpu", {"cpusPerGpu": float("inf")}, ["cpusPerGpu: input should be a finite number"]),
+    ("fractional replicas", {"replicas": 1.5}, ["replicas: input should be a valid integer"]),
+    ("fractional gpus from a flag", {"gpus": "2.5"}, ["gpus: input should be a valid integer"]),
+    ("gpus with zero per replica", {"gpus": 4, "gpusPerReplica": 0}, ["gpusPerReplica: 0 contradicts gpus: 4"]),
+    ("gpus with zero replicas", {"gpus": 4, "replicas": 0}, ["replicas: 0 contradicts gpus: 4"]),
 ]
 
 

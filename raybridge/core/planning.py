@@ -21,10 +21,18 @@ def plan_job(spec: JobSpec, inventory: Inventory) -> SizingDecision:
     return size_workload(SizingRequest.from_spec(spec), inventory)
 
 
-def render_job(spec: JobSpec, decision: SizingDecision, *, name: str, namespace: str, job_id: Optional[str] = None) -> list[dict[str, Any]]:
+def render_job(
+    spec: JobSpec,
+    decision: SizingDecision,
+    *,
+    name: str,
+    namespace: str,
+    job_id: Optional[str] = None,
+    submission_mode: str = "InteractiveMode",
+) -> list[dict[str, Any]]:
     from raybridge.core.manifests import render_manifests
 
-    return render_manifests(spec, decision, name=name, namespace=namespace, job_id=job_id)
+    return render_manifests(spec, decision, name=name, namespace=namespace, job_id=job_id, submission_mode=submission_mode)
 
 
 def unique_name(prefix: str = "raybridge") -> str:

@@ -8,33 +8,13 @@ node), and returns one `Inventory`. The parsing itself is pure
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from typing import Any, Optional, Sequence
 
-from raybridge.core.inventory import Inventory, inventory_from_nodes, items_of
+from raybridge.core.inventory import Inventory, inventory_from_nodes
 from raybridge.errors import BadInput
-from raybridge.files import read_user_file
-
-
-def _read_json_or_yaml(path: str, what: str) -> Any:
-    text = read_user_file(path, what)
-    try:
-        return json.loads(text)
-    except ValueError:
-        import yaml
-
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise BadInput(f"{what} file {path!r} is neither JSON nor YAML") from None
-
-
-def load_objects(path: str, kind: str) -> list[dict[str, Any]]:
-    document = _read_json_or_yaml(path, f"--{kind.lower()}s")
-    try:
-        return items_of(document, kind)
-    except ValueError as exc:
-        raise BadInput(f"--{kind.lower()}s {path!r}: {exc}") from None
+from raybridge.files import load_objects
+from raybridge.launch.target import ClusterTarget
 
 
 def discover_inventory(
@@ -42,8 +22,7 @@ def discover_inventory(
     nodes_file: Optional[str] = None,
     pods_file: Optional[str] = None,
     ray_address: Optional[str] = None,
-    kubeconfig: Optional[str] = None,
-    context: Optional[str] = None,
+    cluster: Optional[ClusterTarget] = None,
     tolerations: Sequence[Any] = (),
     local_fallback: bool = True,
     kube: Any = None,
@@ -58,20 +37,22 @@ def discover_inventory(
     if ray_address:
         from raybridge.gpu import probe_ray_cluster
 
-        return probe_ray_cluster(None if ray_address == "auto" else ray_address)
+        bound = (cluster or ClusterTarget()).request_timeout
+        return probe_ray_cluster(None if ray_address == "auto" else ray_address, connect_timeout=bound)
     from raybridge.kube.client import cluster_configured
 
-    if kube is not None or cluster_configured(kubeconfig) or not local_fallback:
-        from raybridge.kube.client import connect, list_nodes, list_pods_all_namespaces
+    cluster = cluster or ClusterTarget()
+    if kube is not None or cluster_configured(cluster.kubeconfig) or not local_fallback:
+        from raybridge.kube.client import list_nodes, list_pods_all_namespaces
 
-        kube = kube or connect(kubeconfig, context)
+        kube = kube or cluster.connect()
         nodes = list_nodes(kube)
         pods = list_pods_all_namespaces(kube)
         inventory = inventory_from_nodes(nodes, pods, tolerations=tolerations, source="kubernetes")
         if pods is None:
-            return Inventory(inventory.nodes, inventory.source, ("free GPUs unknown: no permission to list pods",))
+            return replace(inventory, notes=inventory.notes + ("free GPUs unknown: no permission to list pods",))
         return inventory
     from raybridge.gpu import local_inventory
 
     local = local_inventory()
-    return Inventory(local.nodes, local.source, ("no cluster configured: this machine's GPUs",) + tuple(local.notes))
+    return replace(local, notes=("no cluster configured: this machine's GPUs",) + tuple(local.notes))

@@ -1,0 +1,72 @@
+"""Argument groups that several commands share, so a flag means the same everywhere.
+
+Only argparse: adding arguments, nothing else. What a flag's value means is
+decided by the services the handlers call.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Sequence
+
+OUTPUT_FORMATS = ("table", "json", "yaml")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        from raybridge.core.consts import EXIT_BAD_INPUT
+
+        self.exit(EXIT_BAD_INPUT, f"error: {message}\n(see '{self.prog} --help')\n")
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a finite, positive number of seconds (a bound must bound)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0 (got {text!r})")
+    return value
+
+
+def add_output_arg(p: argparse.ArgumentParser, default: str, choices: Sequence[str] = OUTPUT_FORMATS) -> None:
+    p.add_argument("-o", "--output", choices=choices, default=default, help=f"output format (default: {default})")
+
+
+def add_cluster_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("cluster")
+    g.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    g.add_argument("--context", help="kubeconfig context")
+    g.add_argument("-n", "--namespace", help="namespace (default: the context's, else 'default')")
+    g.add_argument(
+        "--request-timeout", type=seconds, default=None, metavar="SECONDS",
+        help="bound on each Kubernetes API call, connect and read (default: 30)",
+    )  # fmt: skip
+
+
+def cluster_target(args: argparse.Namespace, namespace: "str | None" = None) -> Any:
+    """The one `ClusterTarget` of this command line; `namespace` (e.g. the spec's) wins over -n."""
+    from raybridge.cli.render import note
+    from raybridge.kube.client import DEFAULT_REQUEST_TIMEOUT
+    from raybridge.launch.target import ClusterTarget
+
+    target = ClusterTarget(
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        namespace=namespace or args.namespace,
+        request_timeout=args.request_timeout or DEFAULT_REQUEST_TIMEOUT,
+    )
+    for text in target.notes():
+        note(text)
+    return target
+
+
+def add_inventory_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("inventory")
+    g.add_argument("--nodes", metavar="FILE", help="read Nodes from `kubectl get nodes -o json` output instead of the API")
+    g.add_argument("--pods", metavar="FILE", help="read Pods from `kubectl get pods -A -o json` output (free GPUs per node)")

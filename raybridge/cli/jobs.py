@@ -1,0 +1,394 @@
+"""discover, plan, render, submit: the commands that size and run one job.
+
+Turns flags into a spec and `SubmitOptions`, calls the services
+(`raybridge.launch`) and the pure preview path (`raybridge.core.planning`),
+and prints what they return. During `submit` it streams the job's logs to the
+terminal and turns SIGTERM into the same clean-up as Ctrl-C.
+
+Nothing heavy is imported at module level: `--help` must not load ray or
+kubernetes. It decides nothing itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from dataclasses import replace
+from typing import Any, Optional
+
+from raybridge.cli.args import add_cluster_args, add_inventory_args, add_output_arg, cluster_target, seconds
+from raybridge.core.consts import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("discover", help="GPU inventory per node (cluster, node list file, Ray cluster or this machine)")
+    add_inventory_args(p)
+    p.add_argument("--ray-address", metavar="ADDR", help="probe every node of this Ray cluster ('auto' for RAY_ADDRESS or the local one)")
+    add_cluster_args(p)
+    add_output_arg(p, "table")
+    p.set_defaults(handler=cmd_discover)
+
+    p = sub.add_parser("plan", help="size the worker group and print the decision")
+    _spec_args(p)
+    add_inventory_args(p)
+    add_cluster_args(p)
+    add_output_arg(p, "json")
+    p.set_defaults(handler=cmd_plan, takes_entrypoint=True)
+
+    p = sub.add_parser("render", help="print the manifests as YAML, ready for `kubectl apply -f -`")
+    _spec_args(p)
+    add_inventory_args(p)
+    add_cluster_args(p)
+    p.add_argument(
+        "--submission-mode", choices=("InteractiveMode", "K8sJobMode"), default="InteractiveMode",
+        help="InteractiveMode (default, what submit creates): raybridge submits the entrypoint; "
+        "K8sJobMode: the RayJob runs by itself after `kubectl apply`",
+    )  # fmt: skip
+    add_output_arg(p, "yaml", ("yaml", "json"))
+    p.set_defaults(handler=cmd_render, takes_entrypoint=True)
+
+    p = sub.add_parser("submit", help="run a Ray job end to end: size, admit, submit, stream logs, clean up")
+    _spec_args(p)
+    add_inventory_args(p)
+    add_cluster_args(p)
+    g = p.add_argument_group("submission")
+    g.add_argument("--backend", choices=("local", "kubernetes"), help="default: kubernetes when a kubeconfig or in-cluster config exists, else local")
+    g.add_argument("--address", help="local backend: an existing Ray cluster (default: $RAY_ADDRESS, else a private local head)")
+    g.add_argument("--dashboard-address", help="kubernetes backend: reach the Ray dashboard here instead of the head service or a port-forward")
+    g.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS", help="give up waiting for admission and the cluster after this long (default: 1800)")
+    g.add_argument("--keep", action="store_true", help="keep the RayJob/RayCluster after the run")
+    g.add_argument("--no-wait", action="store_true", help="return once the job is submitted (kubernetes: objects are kept)")
+    g.add_argument("--submission-id", help="Ray submission id (default: generated)")
+    g.add_argument("--dry-run", action="store_true", help="print what would be created and exit")
+    add_output_arg(p, "table")
+    p.set_defaults(handler=cmd_submit, takes_entrypoint=True)
+
+
+def _spec_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", nargs="?", metavar="SPEC", help="job spec YAML file (flags override its fields)")
+    g = p.add_argument_group("job spec (flags win over the file)")
+    g.add_argument("--name", help="object name (DNS-1035; RayJob <= 47 characters, RayCluster <= 53)")
+    g.add_argument("--entrypoint", help="command to run (or give it after --)")
+    g.add_argument("--working-dir", help="local directory uploaded as the job's working_dir")
+    g.add_argument("--image", help="container image (default: per GPU vendor)")
+    g.add_argument("--gpus", metavar="N", help="total GPUs")
+    g.add_argument("--replicas", metavar="N", help="Ray worker replicas (or Deployment replicas)")
+    g.add_argument("--gpus-per-replica", metavar="N", help="GPUs per replica; a fraction below 1 uses KAI GPU sharing")
+    g.add_argument("--gpu-vendor", metavar="V", help="amd or nvidia (default: the vendor present)")
+    g.add_argument("--no-ray", action="store_true", default=None, help="a plain Kubernetes workload (with --kind job|service)")
+    g.add_argument("--kind", help="RayJob (default) or RayCluster; with --no-ray: job or service")
+    g.add_argument("--queue", help="Kueue LocalQueue (KAI queue for fractional GPUs)")
+    g.add_argument("--priority-class", help="Kueue WorkloadPriorityClass")
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _spec_from_args(args: argparse.Namespace, submission_id: Optional[str] = None) -> Any:
+    """The spec from the file and flags, refused (exit 2) unless `submit` could run it."""
+    from raybridge.core.spec import load_spec
+    from raybridge.launch.options import check_runnable
+
+    entrypoint = getattr(args, "entrypoint_after_dashdash", None)
+    if entrypoint and args.entrypoint:
+        from raybridge.errors import BadInput
+
+        raise BadInput("give the entrypoint either with --entrypoint or after --, not both")
+    overrides = {
+        "name": args.name,
+        "namespace": getattr(args, "namespace", None),
+        "entrypoint": entrypoint or args.entrypoint,
+        "working_dir": os.path.abspath(args.working_dir) if args.working_dir and "://" not in args.working_dir else args.working_dir,
+        "image": args.image,
+        "gpus": args.gpus,
+        "replicas": args.replicas,
+        "gpus_per_replica": args.gpus_per_replica,
+        "gpu_vendor": args.gpu_vendor,
+        "ray": False if args.no_ray else None,
+        "kind": args.kind,
+        "queue": args.queue,
+        "priority_class": args.priority_class,
+    }
+    spec = load_spec(args.spec, overrides)
+    check_runnable(spec, submission_id)
+    return spec
+
+
+def _inventory(args: argparse.Namespace, spec: Any = None) -> Any:
+    from raybridge.launch.discovery import discover_inventory
+
+    return discover_inventory(
+        nodes_file=args.nodes,
+        pods_file=args.pods,
+        ray_address=getattr(args, "ray_address", None),
+        cluster=cluster_target(args),
+        tolerations=spec.tolerations if spec is not None else (),
+    )
+
+
+def _print_warnings(decision: Any) -> None:
+    from raybridge.cli.render import note, warn
+
+    for text in decision.notes:
+        note(text)
+    for text in decision.warnings:
+        warn(text)
+
+
+def _namespace(args: argparse.Namespace, spec: Any) -> str:
+    """-n (or the spec's namespace), else the kubeconfig context's, else `default`: what submit would use."""
+    from raybridge.launch.target import ClusterTarget
+
+    return ClusterTarget(args.kubeconfig, args.context, spec.namespace or args.namespace).resolved_namespace()
+
+
+# --- discover, plan, render -----------------------------------------------------------------
+
+
+def cmd_discover(args: argparse.Namespace) -> int:
+    from raybridge.cli.render import dump, note, table, warn
+
+    inventory = _inventory(args)
+    for text in inventory.warnings:
+        warn(text)
+    if args.output != "table":
+        dump(inventory.to_dict(), args.output)
+        return EXIT_OK
+    rows = []
+    for n in inventory.nodes:
+        memory = f"{n.memory_mib} MiB" if n.memory_mib else None
+        state = "yes" if n.eligible else "no: " + ", ".join(n.reasons)
+        rows.append((n.name, n.vendor or "none", n.gpus, n.free, n.model, memory, state))
+    table(f"GPU inventory ({inventory.source})", ("NODE", "VENDOR", "GPUS", "FREE", "MODEL", "MEMORY/GPU", "SCHEDULABLE"), rows)
+    for vendor, total in inventory.vendors(eligible_only=False).items():
+        cap = inventory.capacity(vendor)
+        nodes = f"{cap.nodes} node{'s' if cap.nodes != 1 else ''}"
+        print(f"{vendor}: {cap.total} schedulable GPUs on {nodes} (smallest node {cap.min_per_node}, largest {cap.max_per_node}); {total} in all")
+    for text in inventory.notes:
+        note(text)
+    return EXIT_OK
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from raybridge.cli.render import dump, table
+    from raybridge.core.planning import plan_job
+
+    spec = _spec_from_args(args)
+    decision = plan_job(spec, _inventory(args, spec))
+    data = decision.to_dict()
+    _print_warnings(decision)
+    if args.output == "table":
+        rows = [(k, v) for k, v in data.items() if k not in ("warnings", "notes")]
+        table("Sizing decision", ("FIELD", "VALUE"), rows)
+    else:
+        dump(data, args.output)
+    return EXIT_OK
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from raybridge.cli.render import dump
+    from raybridge.core.planning import DEFAULT_RENDER_NAME, plan_job, render_job
+
+    spec = _spec_from_args(args)
+    decision = plan_job(spec, _inventory(args, spec))
+    _print_warnings(decision)
+    objects = render_job(
+        spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=_namespace(args, spec), submission_mode=args.submission_mode
+    )
+    _say_what_it_is_for(objects)
+    if args.output == "json":
+        dump({"apiVersion": "v1", "kind": "List", "items": objects}, "json")
+    else:
+        from raybridge.core.manifests import to_yaml
+
+        sys.stdout.write(to_yaml(objects))
+    return EXIT_OK
+
+
+def _say_what_it_is_for(objects: list[dict[str, Any]]) -> None:
+    from raybridge.cli.render import note
+
+    for obj in objects:
+        mode = (obj.get("spec") or {}).get("submissionMode")
+        if obj.get("kind") == "RayJob" and mode == "InteractiveMode":
+            note(
+                "this RayJob is in InteractiveMode: after `kubectl apply` KubeRay starts its cluster and waits for "
+                "the entrypoint to be submitted, which `raybridge submit` does; for a RayJob that runs by itself, "
+                "render with --submission-mode K8sJobMode"
+            )
+        elif obj.get("kind") == "RayJob":
+            note("this RayJob runs by itself after `kubectl apply`: KubeRay's submitter Job submits the entrypoint")
+        elif obj.get("kind") == "RayCluster":
+            note("this RayCluster holds its Kueue quota until it is deleted")
+
+
+# --- submit -----------------------------------------------------------------------------------
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt()
+
+
+def _options_from_args(args: argparse.Namespace) -> Any:
+    from raybridge.cli.render import progress
+    from raybridge.kube.client import DEFAULT_REQUEST_TIMEOUT
+    from raybridge.launch import DEFAULT_TIMEOUT, SubmitOptions
+
+    return SubmitOptions(
+        backend=args.backend,
+        address=args.address,
+        dashboard_address=args.dashboard_address,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        namespace=args.namespace,
+        nodes_file=args.nodes,
+        pods_file=args.pods,
+        timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT,
+        keep=args.keep or args.no_wait,
+        submission_id=args.submission_id,
+        request_timeout=args.request_timeout or DEFAULT_REQUEST_TIMEOUT,
+        progress=progress,
+    )
+
+
+def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) -> None:
+    """Refuse a flag the chosen backend cannot honour; warn about one it would silently ignore."""
+    from raybridge.cli.render import warn
+    from raybridge.errors import BadInput
+    from raybridge.launch import choose_backend
+
+    backend, _ = choose_backend(options)
+    if backend == "kubernetes":
+        if args.address:
+            raise BadInput("--address is for the local backend (a Ray cluster to submit to); on Kubernetes use --dashboard-address")
+        return
+    if args.dashboard_address:
+        raise BadInput("--dashboard-address is for the kubernetes backend; locally use --address")
+    ignored = [
+        flag
+        for flag, given in (
+            ("--namespace", args.namespace or spec.namespace),
+            ("--kubeconfig", args.kubeconfig),
+            ("--context", args.context),
+            ("--request-timeout", args.request_timeout),
+            ("--queue", spec.queue),
+            ("--priority-class", spec.priority_class),
+            ("--pods", args.pods),
+        )
+        if given
+    ]
+    if args.nodes and not args.dry_run:
+        ignored.append("--nodes")
+    if ignored:
+        warn(f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} ignored by the local backend (no Kubernetes, no Kueue)")
+    if args.keep and not (args.address or os.environ.get("RAY_ADDRESS")):
+        warn("--keep is ignored: the private local head ends with this command (start one with `ray start --head` to keep it)")
+
+
+def _dry_run(spec: Any, options: Any, output: str) -> int:
+    from raybridge.cli.render import dump, progress
+    from raybridge.core.planning import DEFAULT_RENDER_NAME, plan_job, render_job
+    from raybridge.launch import choose_backend
+    from raybridge.launch.discovery import discover_inventory
+
+    backend, why = choose_backend(options)
+    progress(f"backend: {backend} ({why}); dry run, nothing is created")
+    if backend == "local" and not options.nodes_file:
+        from raybridge.gpu import local_inventory
+
+        inventory = local_inventory()
+    else:
+        inventory = discover_inventory(
+            nodes_file=options.nodes_file, pods_file=options.pods_file, cluster=options.cluster,
+            tolerations=spec.tolerations, local_fallback=False,
+        )  # fmt: skip
+    decision = plan_job(spec, inventory)
+    result: dict[str, Any] = {"backend": backend, "plan": decision.to_dict(), "entrypoint": spec.entrypoint}
+    if backend == "kubernetes":
+        namespace = replace(options.cluster, namespace=spec.namespace or options.namespace).resolved_namespace()
+        result["objects"] = render_job(spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=namespace)
+    dump(result, "json" if output == "json" else "yaml")
+    return EXIT_OK
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from raybridge.cli.render import progress
+    from raybridge.launch import submit
+
+    spec = _spec_from_args(args, args.submission_id)
+    options = _options_from_args(args)
+    _check_flags_for_backend(args, spec, options)
+    if args.dry_run:
+        return _dry_run(spec, options, args.output)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    handle = None
+    machine = args.output in ("json", "yaml")
+    log_stream = sys.stderr if machine else sys.stdout
+    try:
+        if spec.resolved_kind == "RayCluster" and spec.ray:
+            return _create_cluster(spec, options, args.output)
+        handle = submit(spec, options)
+        if args.no_wait:
+            if handle.owns_private_head:
+                progress("--no-wait with a private local head: the head ends with this command, so waiting anyway")
+            else:
+                _report(handle, "SUBMITTED", args.output)
+                handle.detach()
+                return EXIT_OK
+        progress(f"streaming logs of {handle.submission_id} (Ctrl-C stops the job and cleans up)")
+        status = handle.stream_logs(lambda chunk: (log_stream.write(chunk), log_stream.flush()))
+        _report(handle, status, args.output, handle.outcome() if status != "SUCCEEDED" else None)
+        return EXIT_OK if status == "SUCCEEDED" else EXIT_JOB_FAILED
+    except KeyboardInterrupt:
+        progress("interrupted: stopping the job and cleaning up")
+        if handle is not None:
+            handle.stop()
+        return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if handle is not None:
+            handle.close()
+
+
+def _create_cluster(spec: Any, options: Any, output: str) -> int:
+    from raybridge.cli.render import dump, progress
+    from raybridge.errors import BadInput
+    from raybridge.launch import choose_backend
+
+    backend, why = choose_backend(options)
+    if backend != "kubernetes":
+        raise BadInput("kind RayCluster needs the kubernetes backend; locally, start one with `ray start --head`")
+    options.progress(f"backend: kubernetes ({why})")
+    from raybridge.launch.kubernetes import create_cluster
+
+    info = create_cluster(spec, options)
+    if output in ("json", "yaml"):
+        dump(info, output)
+    else:
+        progress(f"RayCluster {info['namespace']}/{info['name']} is {info['state']}; reach it with:")
+        for line in info["reach"]:
+            print(f"  {line}")
+    return EXIT_OK
+
+
+def _report(handle: Any, status: str, output: str, outcome: Any = None) -> None:
+    from raybridge.cli.render import dump, progress
+
+    result = {
+        "name": handle.name,
+        "namespace": handle.namespace,
+        "backend": handle.backend,
+        "submissionId": handle.submission_id,
+        "status": status,
+        "dashboard": handle.dashboard_url,
+        "allocation": handle.decision.to_dict(),
+    }
+    if outcome is not None:
+        result["message"] = outcome.message
+        result["exitCode"] = outcome.exit_code
+    if output in ("json", "yaml"):
+        dump(result, output)
+    else:
+        progress(f"job {handle.submission_id} {outcome.describe() if outcome is not None else status.lower()}")

@@ -1,0 +1,102 @@
+"""status, logs, stop, delete, list: the commands about jobs raybridge already created.
+
+Connects with the flags' kubeconfig, context and namespace, calls
+`raybridge.launch.lifecycle`, and prints what it returns. Imports ray and
+kubernetes only inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from raybridge.cli.args import add_cluster_args, add_output_arg, cluster_target
+from raybridge.core.consts import EXIT_OK
+
+
+def register(sub: Any) -> None:
+    handlers = {"status": cmd_status, "logs": cmd_logs, "stop": cmd_stop, "delete": cmd_delete}
+    for name, helptext in (
+        ("status", "status of a job raybridge created, with why it is pending"),
+        ("logs", "the Ray job's logs"),
+        ("stop", "stop the Ray job (the objects stay until delete)"),
+        ("delete", "delete the RayJob/RayCluster and everything it owns"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("name", metavar="NAME")
+        add_cluster_args(p)
+        if name in ("logs", "stop"):
+            p.add_argument("--dashboard-address", help="reach the Ray dashboard here instead of the head service or a port-forward")
+        if name == "logs":
+            p.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
+        if name == "status":
+            add_output_arg(p, "table")
+        p.set_defaults(handler=handlers[name])
+
+    p = sub.add_parser("list", help="jobs and clusters raybridge created")
+    add_cluster_args(p)
+    p.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    add_output_arg(p, "table")
+    p.set_defaults(handler=cmd_list)
+
+
+def _kube(args: argparse.Namespace) -> Any:
+    return cluster_target(args).connect()
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from raybridge.cli.render import dump
+    from raybridge.launch.lifecycle import job_status
+
+    report = job_status(_kube(args), args.name)
+    if args.output == "table":
+        for line in report["explanation"]:
+            print(line)
+    else:
+        dump(report, args.output)
+    return EXIT_OK
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from raybridge.cli.render import progress
+    from raybridge.launch.lifecycle import job_logs
+
+    job_logs(
+        _kube(args), args.name, lambda chunk: (sys.stdout.write(chunk), sys.stdout.flush()),
+        follow=args.follow, dashboard_address=args.dashboard_address, progress=progress,
+    )  # fmt: skip
+    return EXIT_OK
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from raybridge.cli.render import progress
+    from raybridge.launch.lifecycle import stop_job
+
+    result = stop_job(_kube(args), args.name, dashboard_address=args.dashboard_address, progress=progress)
+    progress(f"{'stopped' if result['stopped'] else 'already ended:'} Ray job {result['jobId']} of RayJob {args.name}")
+    return EXIT_OK
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    from raybridge.cli.render import progress
+    from raybridge.launch.lifecycle import delete_job
+
+    delete_job(_kube(args), args.name, progress)
+    return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from raybridge.cli.render import dump, table
+    from raybridge.launch.lifecycle import list_jobs
+
+    rows = list_jobs(_kube(args), all_namespaces=args.all_namespaces)
+    if args.output != "table":
+        dump(rows, args.output)
+        return EXIT_OK
+    where = "in any namespace" if args.all_namespaces else f"in {cluster_target(args).resolved_namespace()} namespace"
+    table(
+        None, ("KIND", "NAMESPACE", "NAME", "QUEUE", "STATE", "RAY JOB", "CREATED"), [tuple(r.values()) for r in rows],
+        empty=f"No resources found {where}.",
+    )  # fmt: skip
+    return EXIT_OK

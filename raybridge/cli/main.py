@@ -1,0 +1,97 @@
+"""`python -m raybridge ...`: the parser, built from a table of command groups, and the dispatch.
+
+Each group module (`COMMAND_GROUPS`) adds its parsers with `register(sub)`
+and sets `handler(args) -> exit status` on each. `main` runs the handler
+and maps raybridge errors onto exit statuses (0 done, 1 job failed or
+stopped, 2 bad input, 3 cluster unreachable or not admitted in time, 130
+interrupted). Nothing heavy is imported here or by the group modules at
+import time, so `--help` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Callable, Optional, Sequence
+
+from raybridge.cli.args import Parser
+from raybridge.core.consts import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
+
+#: The command groups, in the order `--help` lists them.
+COMMAND_GROUPS: tuple[str, ...] = (
+    "raybridge.cli.jobs",
+    "raybridge.cli.lifecycle",
+    "raybridge.cli.queues",
+    "raybridge.cli.adjuster",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="raybridge",
+        description="Run Ray jobs on Kubernetes GPU clusters (AMD and NVIDIA) through KubeRay and Kueue, or on a local Ray.",
+        epilog="Exit status: 0 done, 1 job failed or stopped, 2 bad input, 3 cluster unreachable or not admitted in time.",
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("-v", "--verbose", action="store_true", help="also show Ray's and the clients' own logs and warnings (anywhere on the line)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for module in COMMAND_GROUPS:
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def _split_entrypoint(argv: list[str]) -> tuple[list[str], Optional[str]]:
+    """Everything after the first `--` is the entrypoint command."""
+    if "--" not in argv:
+        return argv, None
+    i = argv.index("--")
+    rest = argv[i + 1 :]
+    if not rest:
+        return argv[:i], None
+    import shlex
+
+    return argv[:i], shlex.join(rest)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv, entrypoint = _split_entrypoint(argv)
+    verbose = any(a in ("-v", "--verbose") for a in argv)
+    argv = [a for a in argv if a not in ("-v", "--verbose")]
+    from raybridge.noise import quiet_libraries
+
+    quiet_libraries(verbose)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from raybridge import __version__
+
+        print(f"raybridge {__version__}")
+        return EXIT_OK
+    handler: Optional[Callable[[argparse.Namespace], int]] = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    if entrypoint and not getattr(args, "takes_entrypoint", False):
+        parser.error(f"'{args.command}' takes no command after --")
+    args.entrypoint_after_dashdash = entrypoint
+    from raybridge.errors import RaybridgeError
+
+    try:
+        return handler(args)
+    except RaybridgeError as exc:
+        for problem in exc.problems:
+            sys.stderr.write(f"error: {problem}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # a bug: one line, the traceback only on request
+        if os.environ.get("RAYBRIDGE_DEBUG"):
+            raise
+        sys.stderr.write(f"error: internal error: {type(exc).__name__}: {exc} (set RAYBRIDGE_DEBUG=1 for the traceback)\n")
+        return EXIT_JOB_FAILED

@@ -1,0 +1,90 @@
+"""Printing results: JSON, YAML or a rich table, and errors as plain lines.
+
+Commands hand plain data here; this module decides how it looks. Tables use
+rich (imported only when a table is printed); machine formats go to stdout
+untouched so `-o json | jq` works; warnings and errors go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Iterable, Optional, Sequence, TextIO
+
+
+
+def dump(data: Any, fmt: str, stream: TextIO = sys.stdout) -> None:
+    if fmt == "json":
+        stream.write(json.dumps(data, indent=2, default=str) + "\n")
+    elif fmt == "yaml":
+        import yaml
+
+        stream.write(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+    else:
+        raise ValueError(fmt)
+
+
+def table(
+    title: Optional[str],
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    stream: TextIO = sys.stdout,
+    empty: str = "No resources found.",
+) -> None:
+    """A rich table on a terminal; plain columns (as kubectl prints them) when piped; `empty` on stderr when there are no rows."""
+    cells = [tuple("-" if v is None else str(v) for v in row) for row in rows]
+    if not cells:
+        sys.stderr.write(empty + "\n")
+        return
+    if not stream.isatty():
+        stream.write(plain_columns(columns, cells))
+        return
+    import shutil
+
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for col in columns:
+        t.add_column(col, overflow="fold")
+    for row in cells:
+        t.add_row(*row)
+    Console(file=stream, width=max(100, shutil.get_terminal_size((120, 24)).columns)).print(t)
+
+
+def plain_columns(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns three spaces apart, upper-case headers, nothing cut: kubectl's plain output."""
+    header = [c.upper() for c in columns]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(columns))]
+    lines = ["   ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in [header, *rows]]
+    return "\n".join(lines) + "\n"
+
+
+def warn(message: str) -> None:
+    sys.stderr.write(f"warning: {message}\n")
+
+
+def note(message: str) -> None:
+    sys.stderr.write(f"note: {message}\n")
+
+
+def error(message: str) -> None:
+    sys.stderr.write(f"error: {message}\n")
+
+
+def progress(message: str) -> None:
+    """One line of progress on stderr, flushed (long waits must show life)."""
+    sys.stderr.write(f"{message}\n")
+    sys.stderr.flush()
+
+
+def dump_documents(objects: Sequence[Any], fmt: str, comments: Sequence[str] = (), stream: TextIO = sys.stdout) -> None:
+    """Kubernetes objects for `kubectl apply -f -`: multi-document YAML (comments on top) or a JSON v1 List."""
+    if fmt == "json":
+        dump({"apiVersion": "v1", "kind": "List", "items": list(objects)}, "json", stream)
+        return
+    import yaml
+
+    for line in comments:
+        stream.write(f"# {line}\n")
+    stream.write(yaml.safe_dump_all(list(objects), sort_keys=False, default_flow_style=False))

@@ -1,0 +1,102 @@
+"""Kubernetes naming rules, the one home for them: DNS labels, label values, object names.
+
+The spec validator, the manifest renderer and the Kueue checks all ask the
+same questions ("is this a DNS-1035 label?", "can this be a label value?");
+they ask here, so a rule is spelled once and the messages read the same
+wherever a bad name is caught.
+
+Pure: regular expressions and messages, no I/O. It does not know which
+object a name is for beyond the per-kind length limits in `NAME_LIMITS`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from raybridge.core.consts import K8S_NAME_MAX, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
+
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+SUBDOMAIN_MAX = 253
+
+#: Longest object name per raybridge kind (KubeRay appends suffixes to RayJob and RayCluster names).
+NAME_LIMITS: dict[str, int] = {
+    "RayJob": RAYJOB_NAME_MAX,
+    "RayCluster": RAYCLUSTER_NAME_MAX,
+    "job": K8S_NAME_MAX,
+    "service": K8S_NAME_MAX,
+}
+
+
+def name_problem(kind: str, name: Optional[str]) -> Optional[str]:
+    """Why `name` cannot name a `kind` object (DNS-1035 label within the kind's limit), or None."""
+    value = name or ""
+    if not DNS1035.match(value):
+        return (
+            "must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter "
+            f"and ending with a letter or digit (got {value!r})"
+        )
+    limit = NAME_LIMITS.get(kind, K8S_NAME_MAX)
+    if len(value) > limit:
+        return f"at most {limit} characters for a {kind} (got {len(value)}: {value!r})"
+    return None
+
+
+def namespace_problem(namespace: Optional[str]) -> Optional[str]:
+    """Why `namespace` cannot be a namespace name (DNS-1123 label, at most 63 characters), or None."""
+    value = namespace or ""
+    if not DNS1123_LABEL.match(value) or len(value) > K8S_NAME_MAX:
+        return f"must be a DNS-1123 label of at most {K8S_NAME_MAX} characters (got {value!r})"
+    return None
+
+
+def label_value_problem(value: str) -> Optional[str]:
+    """Why `value` cannot be a label value, or None."""
+    if len(value) > K8S_NAME_MAX or not LABEL_VALUE.match(value):
+        return (
+            f"must be a valid label value: at most {K8S_NAME_MAX} letters, digits, '-', '_' or '.', "
+            f"starting and ending with a letter or digit (got {value!r})"
+        )
+    return None
+
+
+def queue_name_problem(value: str) -> Optional[str]:
+    """Why `value` cannot name a Kueue LocalQueue or WorkloadPriorityClass (or a KAI Queue) in a label, or None.
+
+    Kueue's webhook refuses a `kueue.x-k8s.io/queue-name` label that is not a
+    DNS-1123 subdomain (jobframework `ValidateQueueName`); the object it names
+    must have such a name anyway, and a label value is at most 63 characters.
+    """
+    return label_value_problem(value) or (
+        f"must name a Kubernetes object: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit (got {value!r})"
+        if subdomain_problem(value)
+        else None
+    )
+
+
+def subdomain_problem(value: str) -> Optional[str]:
+    """Why `value` cannot name an object whose names are DNS-1123 subdomains (most kinds), or None."""
+    if len(value) > SUBDOMAIN_MAX or not DNS1123_SUBDOMAIN.match(value):
+        return (
+            "must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', starting and ending "
+            f"with a letter or digit, at most {SUBDOMAIN_MAX} characters (got {value!r})"
+        )
+    return None
+
+
+#: A Ray submission id raybridge accepts: it is a URL path segment of the Job API, KubeRay's
+#: `spec.jobId`, a log file name and a label value, so it must be safe as all four.
+SUBMISSION_ID = re.compile(r"^[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def submission_id_problem(value: str) -> Optional[str]:
+    """Why `value` cannot be a Ray submission id, or None."""
+    if not SUBMISSION_ID.match(value):
+        return (
+            "must be 1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit "
+            f"(got {value!r})"
+        )
+    return None

@@ -1,0 +1,244 @@
+"""The Ray Job API, through `ray.job_submission.JobSubmissionClient`.
+
+A thin adapter: submit, status, details, logs (streamed or whole), stop,
+with the client's errors turned into raybridge's `InfraError`. Both
+backends use it, so a local run and a KubeRay run look the same to the user.
+
+Every HTTP call is bounded (`request_timeout`, connect and read): the
+client itself waits forever on a dashboard that accepts and never answers.
+The log stream is a websocket that may rightly stay quiet for hours, so it
+is watched instead: the job's status is polled beside it, and the stream is
+dropped when the job has ended or the dashboard stops answering.
+
+It does not start or find clusters; it is handed a dashboard address (and
+the headers to send, e.g. a KubeRay auth token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from dataclasses import dataclass
+from urllib.parse import urlencode
+from typing import Any, Callable, Optional
+
+from raybridge.errors import InfraError
+from raybridge.gpu.compat import ray_import_problem
+from raybridge.noise import after_ray_import
+
+TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+#: Where Ray's failure message starts quoting the log.
+_LAST_LOGS = re.compile(r",?\s*last available logs", re.IGNORECASE)
+#: Bound on one Job API call, connect and read.
+DEFAULT_REQUEST_TIMEOUT = 30.0
+#: How often the status is polled beside a log stream.
+STATUS_POLL_SECONDS = 2.0
+#: How long a stream may go on delivering the last lines after the job has ended.
+DRAIN_SECONDS = 3.0
+
+
+def ensure_ray_can_start() -> None:
+    """InfraError, with the fix, when Ray would die at import on this machine."""
+    problem = ray_import_problem()
+    if problem:
+        raise InfraError(problem)
+
+
+def _bounded_client(address: str, headers: Optional[dict[str, str]], request_timeout: float) -> Any:
+    """A JobSubmissionClient whose every HTTP request carries a (connect, read) timeout."""
+    from ray.job_submission import JobSubmissionClient
+
+    after_ray_import()
+
+    class BoundedJobSubmissionClient(JobSubmissionClient):  # type: ignore[misc,valid-type]
+        def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
+            kwargs.setdefault("timeout", (request_timeout, request_timeout))
+            return super()._do_request(method, endpoint, **kwargs)
+
+    return BoundedJobSubmissionClient(address, headers=headers)
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """How a Ray job ended, in Ray's words: its status, Ray's message and the entrypoint's exit code."""
+
+    status: str
+    message: Optional[str] = None
+    exit_code: Optional[int] = None
+
+    def describe(self, width: int = 300) -> str:
+        """`failed (exit code 3): <Ray's message>`, the message cut at a word boundary.
+
+        Ray appends the last lines of the log to its failure message; they were
+        streamed already, so they are left out here.
+        """
+        import textwrap
+
+        text = self.status.lower() + (f" (exit code {self.exit_code})" if self.exit_code is not None else "")
+        message = _LAST_LOGS.split(self.message or "", maxsplit=1)[0].strip().rstrip(",")
+        if message:
+            text += ": " + textwrap.shorten(message, width=width, placeholder=" ...")
+        return text
+
+
+class RayJobs:
+    def __init__(self, address: str, headers: Optional[dict[str, str]] = None, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
+        ensure_ray_can_start()
+        self.address = address
+        try:
+            self.client = _bounded_client(address, headers, request_timeout)
+        except Exception as exc:  # ConnectionError, RuntimeError, ValueError from the client
+            raise InfraError(f"cannot reach the Ray Job API at {address}: {_first_line(exc)}") from None
+
+    def submit(
+        self,
+        entrypoint: str,
+        submission_id: str,
+        runtime_env: Optional[dict[str, Any]],
+        metadata: Optional[dict[str, str]] = None,
+        retry_for: float = 0.0,
+    ) -> str:
+        """Submit once; with `retry_for`, keep trying server errors that long.
+
+        A head that has just started can answer 500 until its job agent has
+        registered. The submission id is fixed, so a retry never runs the job twice.
+        """
+        deadline = time.monotonic() + retry_for
+        failed_before = False
+        while True:
+            try:
+                return self.client.submit_job(
+                    entrypoint=entrypoint, submission_id=submission_id, runtime_env=runtime_env or None, metadata=metadata
+                )
+            except Exception as exc:
+                text = str(exc)
+                if failed_before and "already exists" in text:
+                    return submission_id  # an earlier attempt got through after all
+                if "status code 5" not in text or time.monotonic() > deadline:
+                    raise InfraError(f"submitting to the Ray Job API at {self.address} failed: {_first_line(exc)}") from None
+                failed_before = True
+                time.sleep(1.0)
+
+    def status(self, submission_id: str) -> str:
+        try:
+            return str(self.client.get_job_status(submission_id).value)
+        except Exception as exc:
+            raise InfraError(f"reading job {submission_id} from {self.address}: {_first_line(exc)}") from None
+
+    def outcome(self, submission_id: str) -> JobOutcome:
+        """The job's status with Ray's message and the driver's exit code, as far as Ray reports them."""
+        try:
+            info = self.client.get_job_info(submission_id)
+        except Exception as exc:
+            raise InfraError(f"reading job {submission_id} from {self.address}: {_first_line(exc)}") from None
+        status = getattr(info.status, "value", str(info.status))
+        return JobOutcome(str(status), getattr(info, "message", None) or None, getattr(info, "driver_exit_code", None))
+
+    def logs(self, submission_id: str) -> str:
+        """The whole log. Output that is not UTF-8 makes the Job API answer 500; the raw log file is
+        then read through Ray's log API and decoded with replacement characters."""
+        try:
+            return self.client.get_job_logs(submission_id)
+        except Exception as exc:
+            first_error = exc
+        try:
+            return self._raw_driver_log(submission_id)
+        except Exception:
+            raise InfraError(f"reading logs of {submission_id} from {self.address}: {_first_line(first_error)}") from None
+
+    def _raw_driver_log(self, submission_id: str) -> str:
+        info = self.client.get_job_info(submission_id)
+        node = getattr(info, "driver_node_id", None)
+        if not node:
+            raise InfraError(f"job {submission_id} has no driver node to read the log from")
+        query = urlencode({"filename": f"job-driver-{submission_id}.log", "node_id": node, "lines": -1})
+        response = self.client._do_request("GET", f"/api/v0/logs/file?{query}")
+        if response.status_code != 200:
+            raise InfraError(f"Ray's log API answered {response.status_code}")
+        return bytes(response.content).decode("utf-8", errors="replace")
+
+    def stop(self, submission_id: str) -> bool:
+        try:
+            return bool(self.client.stop_job(submission_id))
+        except Exception:
+            return False
+
+    def stream_logs(self, submission_id: str, write: Callable[[str], None], poll: float = STATUS_POLL_SECONDS) -> Optional[str]:
+        """Write log chunks as they come until the job ends; the final status, or None if the dashboard went away.
+
+        The caller falls back to polling the status (or the RayJob) when this returns None.
+        """
+
+        written = 0
+
+        async def tail() -> None:
+            nonlocal written
+            async for chunk in self.client.tail_job_logs(submission_id):
+                write(chunk)
+                written += len(chunk)
+
+        async def watch() -> Optional[str]:
+            loop = asyncio.get_running_loop()
+            while True:
+                await asyncio.sleep(poll)
+                try:
+                    status = await loop.run_in_executor(None, self.status, submission_id)
+                except InfraError:
+                    return None
+                if status in TERMINAL:
+                    return status
+
+        async def both() -> Optional[str]:
+            tailing = asyncio.ensure_future(tail())
+            watching = asyncio.ensure_future(watch())
+            done, _ = await asyncio.wait({tailing, watching}, return_when=asyncio.FIRST_COMPLETED)
+            if watching in done:
+                # Ended, or the dashboard stopped answering: let the stream deliver what it still has.
+                await asyncio.wait({tailing}, timeout=DRAIN_SECONDS)
+                tailing.cancel()
+                await asyncio.gather(tailing, return_exceptions=True)
+                return watching.result()
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+            return None
+
+        try:
+            final = asyncio.run(both())
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception:
+            final = None  # the stream broke; the caller polls the status instead
+        self._write_missed_output(submission_id, written, write)
+        return final
+
+    def _write_missed_output(self, submission_id: str, written: int, write: Callable[[str], None]) -> None:
+        """Once the job has ended, write what the stream did not deliver (it stops at output that is not UTF-8)."""
+        try:
+            if self.status(submission_id) not in TERMINAL:
+                return
+            whole = self.logs(submission_id)
+        except InfraError:
+            return
+        if len(whole) > written:
+            write(whole[written:])
+
+    def wait(self, submission_id: str, timeout: Optional[float] = None, poll: float = 0.5) -> str:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.status(submission_id)
+            if status in TERMINAL:
+                return status
+            if deadline is not None and time.monotonic() > deadline:
+                return status
+            time.sleep(poll)
+
+
+def _first_line(exc: BaseException) -> str:
+    """The telling line of an error: the exception line of a server-side traceback, else the first."""
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    if "Traceback (most recent call last)" in lines[0]:
+        return f"{lines[0].split('Traceback')[0].strip()} {lines[-1].strip()}".strip()
+    return lines[0]

@@ -1,0 +1,382 @@
+"""The Kubernetes backend: a RayJob through Kueue and KubeRay, then the Ray Job API.
+
+The steps, each with progress through the `progress` callback:
+1. size against the Nodes and render an InteractiveMode RayJob labelled for Kueue;
+2. preflight (`launch/preflight.py`): the namespace, LocalQueue, ClusterQueue
+   and WorkloadPriorityClass exist and the request can ever be admitted;
+3. create it with strict field validation, falling back to the orphan
+   protection this KubeRay release has (`core/protection.py`), and read back
+   what the server set (the queue Kueue defaulted, the protection kept);
+4. wait: Kueue admission, then KubeRay's `Waiting` with a dashboardURL;
+5. reach the dashboard (`launch/dashboard.py`, with the cluster's token when
+   it demands one), submit the entrypoint with a submission id and set
+   `spec.jobId` to it.
+
+After an eviction or preemption KubeRay deletes the cluster and, once Kueue
+admits the job again, builds a new one that knows nothing of the job; this
+backend notices, says who preempted it, clears `spec.jobId`, waits for the
+readmission within the timeout and submits the entrypoint again.
+
+If anything fails or is interrupted before the handle is returned, or the
+handle gives up, the RayJob is deleted (its RayCluster and Workload follow by
+owner reference), so nothing is left holding Kueue quota.
+
+A RayCluster (`--kind RayCluster`) is created and waited for the same way,
+then left running for the user (`create_cluster`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Optional
+
+from raybridge.core.admission import eviction_summary, progress_line, workload_state
+from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
+from raybridge.core.planning import plan_job, render_job, unique_name
+from raybridge.core.protection import protections_of, unknown_fields, without_pre_running_deadline
+from raybridge.core.sizing import SizingDecision
+from raybridge.core.spec import JobSpec
+from raybridge.errors import BadInput, ClusterUnreachable, InfraError
+from raybridge.jobapi.client import TERMINAL, RayJobs
+from raybridge.kube.client import Kube
+from raybridge.kube.kueue import find_workload, pending_position
+from raybridge.kube.rayapi import RayObjects
+from raybridge.launch.dashboard import auth_headers, connect_dashboard
+from raybridge.launch.discovery import discover_inventory
+from raybridge.launch.handle import JobHandle
+from raybridge.launch.options import SubmitOptions, new_submission_id, resolve_runtime_env
+from raybridge.launch.preflight import preflight
+
+POLL_SECONDS = 1.0
+MAX_API_FAILURES = 5
+HEARTBEAT_SECONDS = 30.0
+#: How long a lost dashboard may stay lost while the RayJob says its job still runs.
+SETTLE_SECONDS = 120.0
+#: How many times in a row the dashboard may be reconnected without the job ending.
+MAX_RECONNECTS = 5
+
+__all__ = ["Waiter", "connect_dashboard", "create_cluster", "delete_and_wait", "submit_kubernetes", "wait_for_ready"]
+
+
+class Waiter:
+    """Polls until a condition holds, printing a line whenever the state changes."""
+
+    def __init__(self, progress: Callable[[str], None], timeout: float, poll: float = POLL_SECONDS) -> None:
+        self.progress = progress
+        self.deadline = time.monotonic() + timeout
+        self.timeout = timeout
+        self.poll = poll
+        self.started = time.monotonic()
+        self._last: Optional[str] = None
+        self._last_time = 0.0
+
+    def say(self, line: str) -> None:
+        now = time.monotonic()
+        if line != self._last:
+            self.progress(line)
+            self._last, self._last_time = line, now
+        elif now - self._last_time >= HEARTBEAT_SECONDS:
+            self.progress(f"still {line[0].lower() + line[1:]} ({int(now - self.started)}s)")
+            self._last_time = now
+
+    def expired(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def sleep(self) -> None:
+        time.sleep(self.poll)
+
+
+@dataclass
+class _Prepared:
+    kube: Kube
+    namespace: str
+    name: str
+    decision: SizingDecision
+    objects: list[dict[str, Any]]
+    node_labels: Optional[list[dict[str, str]]]
+
+
+def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
+    kube = replace(options.cluster, namespace=spec.namespace or options.namespace).connect()
+    inventory = discover_inventory(nodes_file=options.nodes_file, pods_file=options.pods_file, tolerations=spec.tolerations, kube=kube)
+    decision = plan_job(spec, inventory)
+    for text in decision.notes:
+        options.progress(f"note: {text}")
+    for text in decision.warnings:
+        options.progress(f"warning: {text}")
+    name = spec.name or unique_name()
+    objects = render_job(spec, decision, name=name, namespace=kube.namespace)
+    labels = [dict(n.labels) for n in inventory.nodes] if inventory.source in ("kubernetes", "file") else None
+    return _Prepared(kube, kube.namespace, name, decision, objects, labels)
+
+
+def _create_strict(rays: RayObjects, obj: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return rays.create(obj)
+    except BadInput as exc:
+        if "already exists" in str(exc):
+            meta = obj["metadata"]
+            raise BadInput(
+                f"a {obj['kind']} named {meta['name']} already exists in {meta['namespace']}; "
+                f"choose another --name or `raybridge delete {meta['name']}`"
+            ) from None
+        raise
+
+
+def create_protected(rays: RayObjects, obj: dict[str, Any], spec: JobSpec, queued: bool) -> dict[str, Any]:
+    """Create with strict field validation; without `preRunningDeadlineSeconds` where KubeRay lacks it.
+
+    Returns the object as the server stored it. A field the release does not
+    know other than that one is refused (BadInput), never dropped.
+    """
+    try:
+        return _create_strict(rays, obj)
+    except BadInput as exc:
+        fields = unknown_fields(str(exc))
+        if not fields:
+            raise
+        if any("authOptions" in f for f in fields):
+            raise BadInput(
+                "authMode: token authentication needs KubeRay v1.5 or later; this cluster's KubeRay does not know "
+                "spec.rayClusterSpec.authOptions"
+            ) from None
+        if set(fields) != {"spec.preRunningDeadlineSeconds"}:
+            raise BadInput(f"this cluster's KubeRay does not know {', '.join(fields)}: {exc.problems[0]}") from None
+    return _create_strict(rays, without_pre_running_deadline(obj, spec.max_run_seconds, queued))
+
+
+def delete_and_wait(rays: RayObjects, kind: str, name: str, namespace: str, progress: Callable[[str], None], wait: float = 30.0) -> bool:
+    """Delete the object and wait (bounded) until it is gone; True once gone, False if only requested."""
+    try:
+        if not rays.delete(kind, name, namespace):
+            return True
+    except Exception as exc:  # clean-up must not hide the original error
+        progress(f"warning: could not delete {kind} {namespace}/{name}: {exc} -- delete it with `raybridge delete {name}`")
+        return False
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            if rays.get(kind, name, namespace) is None:
+                progress(f"deleted {kind} {namespace}/{name}")
+                return True
+        except Exception:
+            break
+        time.sleep(0.2)
+    progress(f"deletion of {kind} {namespace}/{name} requested")
+    return False
+
+
+def _observe(kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, queued: bool) -> tuple[dict[str, Any], Optional[dict[str, Any]], Optional[dict[str, Any]]]:
+    """The object, its Kueue Workload and its queue position, as they are now."""
+    obj = rays.get(kind, name, namespace)
+    if obj is None:
+        raise InfraError(f"{kind} {namespace}/{name} disappeared while waiting (deleted by someone else?)")
+    workload = find_workload(kube, namespace, obj) if queued else None
+    position = None
+    if workload is not None and workload_state(workload) == "pending":
+        position = pending_position(kube, namespace, workload["spec"].get("queueName", ""), workload["metadata"]["name"])
+    return obj, workload, position
+
+
+def wait_for_ready(
+    kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, waiter: Waiter, queued: bool
+) -> dict[str, Any]:
+    """Wait through Kueue admission and cluster start-up; return the ready object."""
+    admitted = False
+    failures = 0
+    while True:
+        try:
+            obj, workload, position = _observe(kube, rays, kind, name, namespace, queued)
+            failures = 0
+        except ClusterUnreachable as exc:
+            failures += 1  # a long wait rides out API hiccups; a dead API server still ends it
+            if failures > MAX_API_FAILURES or waiter.expired():
+                raise
+            waiter.say(f"API error, retrying: {exc}")
+            time.sleep(min(waiter.poll * 2**failures, 10.0))
+            continue
+        status = obj.get("status") or {}
+        deployment = status.get("jobDeploymentStatus")
+        if deployment == "ValidationFailed":
+            raise BadInput(f"KubeRay rejected the {kind}: {status.get('reason', '')} {status.get('message', '')}".strip())
+        if deployment in ("Failed", "Complete"):
+            raise InfraError(f"the {kind} ended before the job was submitted: {deployment} ({status.get('reason', '')}: {status.get('message', '')})")
+        if workload_state(workload) == "admitted":
+            admitted = True
+        ready = (deployment == "Waiting" and status.get("dashboardURL")) if kind == "RayJob" else status.get("state") == "ready"
+        if ready:
+            waiter.say(f"Ray cluster {status.get('rayClusterName') or name} is ready")
+            return obj
+        waiter.say(progress_line(obj, workload, position))
+        if waiter.expired():
+            what = "admitted" if queued and not admitted else "ready"
+            raise InfraError(f"{kind} {namespace}/{name} was not {what} within {waiter.timeout:.0f}s: {progress_line(obj, workload, position)}")
+        waiter.sleep()
+
+
+class _RayJobRun:
+    """One submitted RayJob: the cluster it runs on now, the Job API there, and how to carry on after an eviction."""
+
+    def __init__(self, kube: Kube, rays: RayObjects, options: SubmitOptions, spec: JobSpec, name: str, runtime_env: dict[str, Any], queued: bool) -> None:
+        self.kube, self.rays, self.options, self.spec = kube, rays, options, spec
+        self.name, self.namespace = name, kube.namespace
+        self.runtime_env, self.queued = runtime_env, queued
+        self.forward: Optional[Any] = None
+        self.jobs: Optional[RayJobs] = None
+        self.submission_id: str = options.submission_id or new_submission_id(name)
+        self.reconnects = 0
+
+    def start(self) -> None:
+        """Wait until admitted and ready, reach the dashboard, submit, and set `spec.jobId`."""
+        waiter = Waiter(self.options.progress, self.options.timeout)
+        ready = wait_for_ready(self.kube, self.rays, "RayJob", self.name, self.namespace, waiter, queued=self.queued)
+        self._connect(ready)
+        assert self.jobs is not None
+        self.jobs.submit(
+            self.spec.entrypoint or "", self.submission_id, self.runtime_env,
+            metadata={"raybridge.io/job-name": self.name}, retry_for=min(60.0, max(waiter.deadline - time.monotonic(), 5.0)),
+        )  # fmt: skip
+        self.rays.patch("RayJob", self.name, self.namespace, {"spec": {"jobId": self.submission_id}})
+        self.options.progress(f"submitted {self.submission_id} to {self.jobs.address}")
+
+    def _connect(self, obj: dict[str, Any]) -> None:
+        self.close_forward()
+        status = obj.get("status") or {}
+        cluster = status.get("rayClusterName", "")
+        address, self.forward = connect_dashboard(
+            self.kube, self.namespace, cluster, status.get("dashboardURL"), self.options.dashboard_address, self.options.progress
+        )
+        headers = auth_headers(self.kube, self.namespace, obj, cluster)
+        self.jobs = RayJobs(address, headers=headers or None)
+
+    def close_forward(self) -> None:
+        if self.forward is not None:
+            self.forward.close()
+            self.forward = None
+
+    def recover(self, handle: JobHandle) -> Optional[str]:
+        """The Job API stopped answering: the final status from the RayJob, or resubmit after an eviction."""
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while True:
+            obj = self.rays.get("RayJob", self.name, self.namespace)
+            if obj is None:
+                raise InfraError(f"RayJob {self.namespace}/{self.name} was deleted while its job ran")
+            status = obj.get("status") or {}
+            deployment = status.get("jobDeploymentStatus")
+            workload = find_workload(self.kube, self.namespace, obj) if self.queued else None
+            if deployment in ("Suspending", "Suspended") or workload_state(workload) == "evicted":
+                self._resubmit_after_eviction(obj, workload)
+                handle.jobs, handle.submission_id = self.jobs, self.submission_id  # type: ignore[assignment]
+                return None
+            if status.get("jobStatus") in TERMINAL and (status.get("jobId") in (None, "", self.submission_id)):
+                return str(status["jobStatus"])
+            if deployment in ("Complete", "Failed"):
+                return str(status.get("jobStatus") or "FAILED")
+            if deployment == "Running" and status.get("dashboardURL") and self.reconnects < MAX_RECONNECTS:
+                self.reconnects += 1
+                self._connect(obj)  # the dashboard dropped out, the job goes on: reach it again
+                handle.jobs = self.jobs  # type: ignore[assignment]
+                return None
+            if time.monotonic() > deadline:
+                raise InfraError(
+                    f"lost the Ray dashboard of RayJob {self.namespace}/{self.name} and it never reported an end "
+                    f"(deployment {deployment or 'unknown'}, job {status.get('jobStatus') or 'unknown'})"
+                )
+            time.sleep(0.5)
+
+    def _resubmit_after_eviction(self, obj: dict[str, Any], workload: Optional[dict[str, Any]]) -> None:
+        queue = (obj.get("metadata") or {}).get("labels", {}).get(KUEUE_QUEUE_LABEL)
+        self.options.progress(f"evicted: {eviction_summary(workload, queue)}; its Ray cluster is gone, waiting to be admitted again")
+        # The new cluster knows nothing of the old job id; with spec.jobId set KubeRay would poll it forever.
+        self.rays.patch("RayJob", self.name, self.namespace, {"spec": {"jobId": None}})
+        self.close_forward()
+        self.reconnects = 0
+        self.submission_id = new_submission_id(self.name)
+        self.start()
+
+
+def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
+    if spec.resolved_kind == "RayCluster":
+        raise BadInput("kind RayCluster is created with create_cluster(), not submitted")
+    prepared = _prepare(spec, options)
+    kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
+    rayjob = prepared.objects[0]
+    runtime_env = resolve_runtime_env(spec, prepared.decision)  # validates workingDir before anything exists
+    found = preflight(kube, namespace, rayjob, prepared.node_labels)
+    for text in found.notes:
+        options.progress(f"note: {text}")
+    rays = RayObjects(kube)
+    created = False
+    run: Optional[_RayJobRun] = None
+
+    def cleanup() -> None:
+        if run is not None:
+            run.close_forward()
+        if created and not options.keep:
+            delete_and_wait(rays, "RayJob", name, namespace, options.progress)
+
+    try:
+        stored = create_protected(rays, rayjob, spec, queued=bool(found.queue))
+        created = True
+        queue = (stored["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+        options.progress(f"created RayJob {namespace}/{name}" + (f" in queue {queue}" if queue else " (not queued by Kueue)"))
+        protections = protections_of(stored)
+        for protection in protections:
+            options.progress(f"orphan protection: {protection.describe()}")
+        if not protections:
+            options.progress("warning: no orphan protection is in force: if raybridge dies before the job starts, delete the RayJob yourself")
+        run = _RayJobRun(kube, rays, options, spec, name, runtime_env, queued=bool(queue))
+        run.start()
+    except BaseException:
+        cleanup()
+        raise
+    assert run.jobs is not None
+    return JobHandle(
+        backend="kubernetes",
+        name=name,
+        namespace=namespace,
+        submission_id=run.submission_id,
+        jobs=run.jobs,
+        decision=prepared.decision,
+        cleanup=cleanup,
+        keep=options.keep,
+        recover=run.recover,
+    )
+
+
+def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:
+    """Create a long-lived RayCluster, wait until it is admitted and ready, say how to reach it."""
+    prepared = _prepare(spec, options)
+    kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
+    cluster = prepared.objects[0]
+    found = preflight(kube, namespace, cluster, prepared.node_labels)
+    for text in found.notes:
+        options.progress(f"note: {text}")
+    rays = RayObjects(kube)
+    created = False
+    try:
+        stored = create_protected(rays, cluster, spec, queued=bool(found.queue))
+        created = True
+        queue = (stored["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+        options.progress(f"created RayCluster {namespace}/{name}" + (f" in queue {queue}" if queue else ""))
+        ready = wait_for_ready(kube, rays, "RayCluster", name, namespace, Waiter(options.progress, options.timeout), queued=bool(queue))
+    except BaseException:
+        if created and not options.keep:
+            delete_and_wait(rays, "RayCluster", name, namespace, options.progress)
+        raise
+    head = (ready.get("status") or {}).get("head") or {}
+    service = head.get("serviceName") or f"{name}-head-svc"
+    return {
+        "name": name,
+        "namespace": namespace,
+        "state": (ready.get("status") or {}).get("state"),
+        "allocation": prepared.decision.to_dict(),
+        "headService": service,
+        "dashboard": f"http://{service}.{namespace}.svc:{DASHBOARD_PORT}",
+        "reach": [
+            f"kubectl -n {namespace} port-forward svc/{service} {DASHBOARD_PORT}:{DASHBOARD_PORT}",
+            f"ray job submit --address http://127.0.0.1:{DASHBOARD_PORT} -- <your command>",
+            f"raybridge delete {name} -n {namespace}   # it holds Kueue quota until deleted",
+        ],
+    }

@@ -1,0 +1,118 @@
+"""What a submission is asked to do, and which backend does it.
+
+`SubmitOptions` carries everything besides the spec (backend, addresses,
+cluster coordinates, timeout, keep); `choose_backend` is the one place that
+decides local versus kubernetes; `resolve_runtime_env` builds the Job API
+runtime env once, refusing a local working dir that does not exist before
+anything is started or created.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from raybridge.core.names import submission_id_problem
+from raybridge.core.runtime_env import allocation_env, local_working_dir, submission_runtime_env
+from raybridge.core.sizing import SizingDecision
+from raybridge.core.spec import JobSpec
+from raybridge.errors import BadInput
+from raybridge.kube.client import DEFAULT_REQUEST_TIMEOUT
+from raybridge.launch.target import ClusterTarget
+
+
+def _quiet(_: str) -> None:
+    """The default progress callback: services print nothing unless the caller asks."""
+
+
+DEFAULT_TIMEOUT = 1800.0
+
+
+@dataclass
+class SubmitOptions:
+    backend: Optional[str] = None  # "local" | "kubernetes" | None (choose)
+    address: Optional[str] = None  # local: an existing Ray cluster
+    dashboard_address: Optional[str] = None  # kubernetes: reach the dashboard here
+    kubeconfig: Optional[str] = None
+    context: Optional[str] = None
+    namespace: Optional[str] = None
+    nodes_file: Optional[str] = None
+    pods_file: Optional[str] = None
+    timeout: float = DEFAULT_TIMEOUT
+    keep: bool = False
+    submission_id: Optional[str] = None
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    progress: Callable[[str], None] = field(default=_quiet)
+
+    @property
+    def cluster(self) -> ClusterTarget:
+        return ClusterTarget(self.kubeconfig, self.context, self.namespace, self.request_timeout)
+
+
+def choose_backend(options: SubmitOptions) -> tuple[str, str]:
+    """(backend, why) — kubernetes when a cluster is configured, else local."""
+    if options.backend:
+        return options.backend, "as asked"
+    if options.address or os.environ.get("RAY_ADDRESS"):
+        return "local", "a Ray address is set"
+    from raybridge.kube.client import cluster_configured
+
+    if cluster_configured(options.kubeconfig):
+        return "kubernetes", "a kubeconfig or in-cluster config was found"
+    return "local", "no kubeconfig or in-cluster config was found"
+
+
+def new_submission_id(name: str) -> str:
+    return f"{name}-{secrets.token_hex(3)}"
+
+
+def resolve_runtime_env(spec: JobSpec, decision: SizingDecision) -> dict[str, Any]:
+    """The Job API runtime env: the spec's, its working dir (resolved to an absolute path), the allocation vars.
+
+    BadInput when a local working dir is not a directory, so nothing is
+    started or created for a submission that cannot upload its code.
+    """
+    working_dir = spec.working_dir or (spec.runtime_env or {}).get("working_dir")
+    local = local_working_dir(spec.runtime_env, spec.working_dir)
+    if local is not None:
+        path = Path(local).expanduser()
+        if not path.is_dir():
+            raise BadInput(f"workingDir: {str(path)!r} is not a directory")
+        working_dir = str(path.resolve())
+    allocation = allocation_env(decision.total_gpus, decision.replicas, decision.gpus_per_replica)
+    return submission_runtime_env(spec.runtime_env, working_dir, allocation, spec.env)
+
+
+def runnable_problems(spec: JobSpec, submission_id: Optional[str] = None) -> list[str]:
+    """What keeps this spec from being submitted, one sentence each; [] when it can run.
+
+    `plan`, `render`, `submit --dry-run` and `submit` all ask this first, so a
+    preview never shows a job that `submit` would refuse, and a refused job
+    never leaves anything behind.
+    """
+    problems: list[str] = []
+    if spec.ray and spec.resolved_kind == "RayJob" and not (spec.entrypoint or "").strip():
+        problems.append("entrypoint: a RayJob needs a command to run: give one in the spec, with --entrypoint, or after --")
+    if spec.ray and spec.resolved_kind == "RayCluster" and (spec.entrypoint or "").strip():
+        problems.append(
+            "entrypoint: a RayCluster runs no entrypoint; leave out --kind RayCluster to run it as a RayJob, "
+            "or create the cluster and submit to it later"
+        )
+    local = local_working_dir(spec.runtime_env, spec.working_dir)
+    if local is not None and not Path(local).expanduser().is_dir():
+        problems.append(f"workingDir: {local!r} is not a directory")
+    if submission_id is not None:
+        problem = submission_id_problem(submission_id)
+        if problem:
+            problems.append(f"--submission-id: {problem}")
+    return problems
+
+
+def check_runnable(spec: JobSpec, submission_id: Optional[str] = None) -> None:
+    """BadInput listing every problem `runnable_problems` finds."""
+    problems = runnable_problems(spec, submission_id)
+    if problems:
+        raise BadInput(*problems)

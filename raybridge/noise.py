@@ -1,0 +1,54 @@
+"""Keeping other libraries' chatter off raybridge's stderr unless `-v` asks for it.
+
+Ray logs INFO lines from its SDK ("WebSocket closed ...", "Uploading package
+..."), warns FutureWarnings on connect, and urllib3 warns about TLS. On the
+command line raybridge's stderr carries raybridge's own messages; with
+`-v` everything is shown. Library callers keep their own logging setup: only
+the CLI calls `quiet_libraries`.
+
+Ray configures its "ray" logger when it is first imported, so the adapters
+that import Ray call `after_ray_import()` to re-apply the choice.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+_quiet = False
+
+
+def quiet_libraries(verbose: bool) -> None:
+    """Called once by the CLI: quiet unless verbose."""
+    global _quiet
+    _quiet = not verbose
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        return
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", module="urllib3")
+    warnings.filterwarnings("ignore", module="kubernetes")
+    after_ray_import()
+
+
+class _ErrorsOnly(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR
+
+
+def after_ray_import() -> None:
+    """Re-apply the choice to Ray's loggers.
+
+    Ray sets the "ray" logger and some of its children (the job SDK's) to INFO
+    when imported, and attaches its own handler; quiet means their levels go to
+    ERROR and that handler lets only errors through, whichever child logs.
+    """
+    if not _quiet:
+        return
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if isinstance(logger, logging.Logger) and (name == "ray" or name.startswith("ray.") or name.startswith("urllib3")):
+            logger.setLevel(logging.ERROR)
+    for handler in logging.getLogger("ray").handlers:
+        if not any(isinstance(f, _ErrorsOnly) for f in handler.filters):
+            handler.addFilter(_ErrorsOnly())

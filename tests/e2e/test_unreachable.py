@@ -1,0 +1,120 @@
+"""A broken or silent Kubernetes API server: exit 3 and one line naming it, within the bound, never a hang.
+
+The servers here are deliberately not Kubernetes: one accepts connections and never
+answers, one answers an HTML error page (a proxy in the way), one sends a truncated
+JSON body, one closes every connection at once.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+import yaml
+
+from tests.helpers import run_cli
+
+Behaviour = Callable[[socket.socket], None]
+
+
+def _silent(conn: socket.socket) -> None:
+    time.sleep(30)  # read the request, answer nothing
+
+
+def _html(conn: socket.socket) -> None:
+    conn.recv(65536)
+    body = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+def _truncated(conn: socket.socket) -> None:
+    conn.recv(65536)
+    body = b'{"kind": "RayJobList", "items": [{"metadata": '
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+def _hang_up(conn: socket.socket) -> None:
+    conn.recv(65536)
+
+
+class _Server:
+    def __init__(self, behaviour: Behaviour) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.behaviour = behaviour
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        try:
+            self.behaviour(conn)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+
+@pytest.fixture(params=[("silent", _silent), ("html", _html), ("truncated", _truncated), ("hangs up", _hang_up)], ids=lambda p: p[0])
+def broken_api(request, tmp_path: Path) -> Iterator[tuple[str, Path, int]]:
+    server = _Server(request.param[1])
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+    }))  # fmt: skip
+    yield request.param[0], kubeconfig, server.port
+    server.sock.close()
+
+
+COMMANDS = [
+    ["list"],
+    ["status", "some-job"],
+    ["delete", "some-job"],
+    ["discover"],
+    ["submit", "--entrypoint", "python x.py", "--backend", "kubernetes", "--timeout", "20"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_a_broken_api_server_is_exit_3_and_one_line(broken_api, command):
+    kind, kubeconfig, port = broken_api
+    started = time.monotonic()
+    out = run_cli(*command, "--kubeconfig", str(kubeconfig), "--request-timeout", "2", timeout=90)
+    elapsed = time.monotonic() - started
+    assert out.returncode == 3, (kind, out.stdout, out.stderr)
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, out.stderr
+    assert "Traceback" not in out.stderr and "internal error" not in out.stderr
+    assert f"127.0.0.1:{port}" in errors[0] or "not JSON" in errors[0], errors[0]
+    assert elapsed < 60, f"took {elapsed:.0f}s"
+
+
+@pytest.mark.parametrize("behaviour", [None, _silent], ids=["nothing listens", "accepts and never answers"])
+def test_discover_gives_up_on_a_ray_address_that_does_not_answer(behaviour):
+    if behaviour is None:
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+        probe.close()
+    else:
+        address = f"127.0.0.1:{_Server(behaviour).port}"
+    started = time.monotonic()
+    out = run_cli("discover", "--ray-address", address, "--request-timeout", "5", timeout=90)
+    assert out.returncode == 3, out.stderr
+    assert f"cannot connect to the Ray cluster at '{address}'" in out.stderr and "Traceback" not in out.stderr
+    assert time.monotonic() - started < 45

@@ -1,0 +1,28 @@
+"""Default images follow the Ray installed here, so the Job API client and the cluster match."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+import pytest
+
+from raybridge.core.images import FALLBACK_RAY_VERSION, default_image, installed_ray_version
+
+ROWS = [
+    # vendor, ray version, python, expected
+    ("nvidia", "2.60.0", (3, 11), "rayproject/ray:2.60.0-py311-gpu"),
+    ("nvidia", "2.52.1", (3, 12), "rayproject/ray:2.52.1-py312-gpu"),
+    (None, "2.60.0", (3, 10), "rayproject/ray:2.60.0-py310"),
+    (None, "2.60.0", (3, 13), "rayproject/ray:2.60.0-py311"),  # no py313 images: the default Python
+    ("amd", "2.60.0", (3, 11), "rocm/ray:latest"),
+]
+
+
+@pytest.mark.parametrize("vendor, ray_version, python, expected", ROWS)
+def test_default_image(vendor, ray_version, python, expected) -> None:
+    assert default_image(vendor, ray_version, python) == expected
+
+
+def test_the_installed_ray_version_is_the_default() -> None:
+    assert installed_ray_version() == version("ray") != FALLBACK_RAY_VERSION or version("ray") == FALLBACK_RAY_VERSION
+    assert default_image("nvidia").startswith(f"rayproject/ray:{version('ray')}-py3")
