@@ -49,3 +49,22 @@ def release_server(release: str):
     with KubeApiServer(release=release) as server:
         yield server
     assert server.internal_errors == [], "\n".join(server.internal_errors)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_ray_state_leaks_out_of_a_module():
+    """Fail the module that changes Ray's environment variables or creates ~/.ray/auth_token.
+
+    A plain local `ray.init()` in Ray 2.52+ sets RAY_AUTH_MODE=token in this process and writes a
+    token to ~/.ray/auth_token; every Ray head started afterwards by any test then refuses
+    unauthenticated calls. Such a leak shows up here, in the module that caused it.
+    """
+    from pathlib import Path
+
+    token = Path.home() / ".ray" / "auth_token"
+    before = {k: v for k, v in os.environ.items() if k.startswith("RAY_")}
+    had_token = token.exists()
+    yield
+    after = {k: v for k, v in os.environ.items() if k.startswith("RAY_")}
+    assert after == before, f"this module changed Ray's environment: {before} -> {after}"
+    assert token.exists() == had_token, f"this module created or removed {token}"

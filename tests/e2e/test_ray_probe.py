@@ -29,8 +29,12 @@ def cluster() -> Iterator[str]:
     """A new local Ray head for this module (never another one on this machine); yields its GCS address."""
     if ray.is_initialized():
         pytest.skip("another Ray connection is already open in this process")
-    saved = os.environ.get("RAY_USAGE_STATS_ENABLED")
+    saved = dict(os.environ)
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    # A new local cluster from `ray.init()` turns token auth on by default in Ray 2.52+: it sets
+    # RAY_AUTH_MODE=token in this process's environment (inherited by every later subprocess of the test
+    # session) and writes ~/.ray/auth_token. Say "disabled" so this module leaves neither behind.
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     temp_dir = tempfile.mkdtemp(prefix="rbprobe-")  # short: Ray's socket paths must fit
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
@@ -47,10 +51,8 @@ def cluster() -> Iterator[str]:
     finally:
         ray.shutdown()
         shutil.rmtree(temp_dir, ignore_errors=True)
-        if saved is None:
-            os.environ.pop("RAY_USAGE_STATS_ENABLED", None)
-        else:
-            os.environ["RAY_USAGE_STATS_ENABLED"] = saved
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:

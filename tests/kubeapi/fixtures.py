@@ -357,7 +357,18 @@ class RayHead:
     def dashboard_url(self) -> str:
         return f"http://{self.dashboard_address}"
 
-    def start(self) -> "RayHead":
+    def start(self, attempts: int = 3) -> "RayHead":
+        """Start the head; a start that fails (a port taken between choosing and binding it, a dashboard
+        that never answers) is stopped whole and tried again on fresh ports, up to `attempts` times."""
+        failures: list[str] = []
+        for _ in range(attempts):
+            try:
+                return self._start_once()
+            except (TimeoutError, RuntimeError) as exc:
+                failures.append(str(exc))
+        raise TimeoutError(f"the Ray head did not start in {attempts} attempts: " + " || ".join(failures))
+
+    def _start_once(self) -> "RayHead":
         ray = Path(sys.executable).with_name("ray")
         self._temp_dir = tempfile.mkdtemp(prefix="rbray-", dir="/tmp")  # short: Ray puts unix sockets here
         self.dashboard_port = free_port()
@@ -388,7 +399,10 @@ class RayHead:
             f"--temp-dir={self._temp_dir}",
         ] + [f"--{flag}={port}" for flag, port in ports.items()]
         log_file = open(os.path.join(self._temp_dir, "ray-start.log"), "w")
-        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+        # Ray 2.52+ turns token authentication on for a head when ~/.ray/auth_token exists (a plain local
+        # `ray.init()` writes one) or RAY_AUTH_MODE=token is inherited; this head is a test double of an
+        # unauthenticated dashboard, so it says so explicitly.
+        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
         self._process = subprocess.Popen(
             command, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True, env=env
         )
@@ -396,10 +410,27 @@ class RayHead:
         self.session_id = self._process.pid
         try:
             wait_for(self._dashboard_up, timeout=self.startup_timeout, interval=0.3, what="the Ray dashboard")
+        except (TimeoutError, RuntimeError) as exc:
+            tail = self.log_tail()  # before stop() removes the temp dir with the logs
+            self.stop()
+            raise type(exc)(f"{exc}; {tail}") from exc
         except BaseException:
             self.stop()
             raise
         return self
+
+    def log_tail(self, lines: int = 8) -> str:
+        """The last lines of `ray start`'s output and of the dashboard's log, for a failure message."""
+        if not self._temp_dir:
+            return "(no logs)"
+        parts = []
+        for path in [Path(self._temp_dir) / "ray-start.log", *Path(self._temp_dir).glob("session_latest/logs/dashboard.*")]:
+            try:
+                text = path.read_text(errors="replace").strip().splitlines()[-lines:]
+            except OSError:
+                continue
+            parts.append(f"{path.name}: " + " | ".join(text))
+        return " ;; ".join(parts) or "(empty logs)"
 
     def _dashboard_up(self) -> bool:
         if self._process is not None and self._process.poll() is not None:
