@@ -62,9 +62,14 @@ def no_ray_state_leaks_out_of_a_module():
     from pathlib import Path
 
     token = Path.home() / ".ray" / "auth_token"
-    before = {k: v for k, v in os.environ.items() if k.startswith("RAY_")}
+
+    def ray_environment() -> dict[str, str]:
+        # `import ray` itself sets RAY_CLIENT_MODE=0, its default: that is no leak.
+        return {k: v for k, v in os.environ.items() if k.startswith("RAY_") and k != "RAY_CLIENT_MODE"}
+
+    before = ray_environment()
     had_token = token.exists()
     yield
-    after = {k: v for k, v in os.environ.items() if k.startswith("RAY_")}
+    after = ray_environment()
     assert after == before, f"this module changed Ray's environment: {before} -> {after}"
     assert token.exists() == had_token, f"this module created or removed {token}"
