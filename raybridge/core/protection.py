@@ -8,7 +8,9 @@ would hold its Kueue quota forever. The protections, in order of preference:
   fails if it is not running within that time; it bounds only the wait.
 - Kueue's `kueue.x-k8s.io/max-exec-time-seconds` label (every supported
   Kueue): the Workload is evicted after that much admitted time; it bounds
-  the whole run, so it is the user's `maxRunSeconds`, else a day.
+  the whole run, so it is the user's `maxRunSeconds`, else a day. Kueue
+  reads it only on a job it manages (one with a queue-name label), so on
+  any other object it counts for nothing.
 - `spec.activeDeadlineSeconds` (every supported KubeRay) for a RayJob that
   Kueue does not manage: the RayJob fails after that long in all.
 
@@ -67,7 +69,8 @@ def protections_of(obj: dict[str, Any]) -> list[Protection]:
     found = []
     if spec.get("preRunningDeadlineSeconds"):
         found.append(Protection("spec.preRunningDeadlineSeconds", int(spec["preRunningDeadlineSeconds"])))
-    if str(labels.get(KUEUE_MAX_EXEC_TIME_LABEL, "")).isdigit():
+    # Kueue reads the label only on a job it manages (one with a queue-name label); elsewhere it is inert.
+    if labels.get(KUEUE_QUEUE_LABEL) and str(labels.get(KUEUE_MAX_EXEC_TIME_LABEL, "")).isdigit():
         found.append(Protection(f"metadata.labels[{KUEUE_MAX_EXEC_TIME_LABEL}]", int(labels[KUEUE_MAX_EXEC_TIME_LABEL])))
     if spec.get("activeDeadlineSeconds"):
         found.append(Protection("spec.activeDeadlineSeconds", int(spec["activeDeadlineSeconds"])))

@@ -306,6 +306,28 @@ def _format(resource: str, amount: int) -> str:
     return str(amount)
 
 
+def resource_group_problems(cluster_queue: dict[str, Any]) -> list[str]:
+    """The module's one rule, checked on any ClusterQueue: a resource group covering a GPU covers cpu and memory.
+
+    Otherwise Kueue assigns a GPU pod set its cpu and memory from another
+    group's flavor, the pods get both flavors' node labels, and no node has them
+    all. Empty when the queue follows the rule.
+    """
+    name = (cluster_queue.get("metadata") or {}).get("name", "?")
+    gpu_keys = set(GPU_RESOURCE_KEYS.values())
+    problems = []
+    for index, group in enumerate((cluster_queue.get("spec") or {}).get("resourceGroups") or []):
+        covered = list(group.get("coveredResources") or [])
+        gpus = [r for r in covered if r in gpu_keys]
+        missing = [r for r in ("cpu", "memory") if r not in covered]
+        if gpus and missing:
+            problems.append(
+                f"ClusterQueue {name} resourceGroups[{index}] covers {', '.join(gpus)} but not {' or '.join(missing)}: "
+                "Kueue would take a GPU pod set's cpu and memory from another group's flavor"
+            )
+    return problems
+
+
 def kueue_summary(pools: Pools, options: KueueOptions) -> list[str]:
     """Comment lines saying what the Kueue objects were sized from and how they behave."""
     lines = [f"pool {p.flavor_name}: {_pool_words(p)}" for p in ([pools.cpu_pool] if pools.cpu_pool else []) + list(pools.gpu_pools)]

@@ -1,12 +1,18 @@
-"""The shipped configs/ must validate against the real CRD schemas (and core objects against Kubernetes')."""
+"""The shipped configs/ must validate against the real CRD schemas (and core objects against Kubernetes'),
+follow the resource-group rule of `raybridge.core.queue_configs`, and, in the simulated Kueue's flavor
+assignment, land each vendor's GPU pods on that vendor's nodes."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from raybridge.core.queue_configs import resource_group_problems
+from tests.kubeapi.controllers import assign_flavors, ray_podsets
+from tests.kubeapi.fixtures import gpu_node_labels, rayjob_manifest
 from tests.schemas import is_crd_kind, schema_errors
 from tests.unit.k8s_schemas import K8S_VERSIONS, k8s_schema_errors
 
@@ -26,3 +32,75 @@ def test_config_validates(where, doc):
         assert doc.get("apiVersion") == "v1" and doc.get("kind") == "Namespace", f"{where}: unexpected {doc.get('kind')}"
         for version in K8S_VERSIONS:
             assert k8s_schema_errors(doc, version) == [], version
+
+
+# --- Kueue: one flavor per pod set and resource group ------------------------------------------
+
+CLUSTER_QUEUES = [(where, doc) for where, doc in DOCS if doc.get("kind") == "ClusterQueue"]
+
+
+def test_there_are_cluster_queues():
+    assert {where.split("#")[0] for where, _ in CLUSTER_QUEUES} >= {"kueue/gpu-queues.yaml", "kueue/example-cluster.yaml"}
+
+
+@pytest.mark.parametrize("where,cluster_queue", CLUSTER_QUEUES, ids=[c[0] for c in CLUSTER_QUEUES])
+def test_every_gpu_resource_group_covers_cpu_and_memory(where, cluster_queue):
+    assert resource_group_problems(cluster_queue) == []
+
+
+def cluster_queue(*groups: list[str]) -> dict[str, Any]:
+    return {"metadata": {"name": "cq"}, "spec": {"resourceGroups": [{"coveredResources": g} for g in groups]}}
+
+
+# (case, ClusterQueue, problems the rule reports)
+RULE_ROWS = [
+    ("one group for everything", cluster_queue(["cpu", "memory", "amd.com/gpu", "nvidia.com/gpu"]), []),
+    ("no GPUs at all", cluster_queue(["cpu", "memory"]), []),
+    ("a group of extra non-GPU resources", cluster_queue(["cpu", "memory", "nvidia.com/gpu"], ["ephemeral-storage"]), []),
+    ("AMD GPUs alone in a second group", cluster_queue(["cpu", "memory", "nvidia.com/gpu"], ["amd.com/gpu"]),
+     ["ClusterQueue cq resourceGroups[1] covers amd.com/gpu but not cpu or memory: "
+      "Kueue would take a GPU pod set's cpu and memory from another group's flavor"]),
+    ("memory left out of the GPU group", cluster_queue(["cpu", "nvidia.com/gpu"], ["memory"]),
+     ["ClusterQueue cq resourceGroups[0] covers nvidia.com/gpu but not memory: "
+      "Kueue would take a GPU pod set's cpu and memory from another group's flavor"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case,queue,expected", RULE_ROWS, ids=[r[0] for r in RULE_ROWS])
+def test_the_resource_group_rule(case, queue, expected):
+    assert resource_group_problems(queue) == expected
+
+
+GPU_QUEUES = [doc for where, doc in DOCS if where.startswith("kueue/gpu-queues.yaml#")]
+FLAVOR_LABELS = {d["metadata"]["name"]: (d.get("spec") or {}).get("nodeLabels") or {} for d in GPU_QUEUES if d["kind"] == "ResourceFlavor"}
+# The nodes gpu-queues.yaml is written for, labelled as GPU Feature Discovery and the ROCm node labeller do.
+NODES = {
+    "h100-0": ("nvidia", gpu_node_labels("h100-0", "nvidia", 8, "NVIDIA-H100-80GB-HBM3", 81559)),
+    "h100-1": ("nvidia", gpu_node_labels("h100-1", "nvidia", 8, "NVIDIA-H100-80GB-HBM3", 81559)),
+    "mi300x-0": ("amd", gpu_node_labels("mi300x-0", "amd", 8, "AMD_Instinct_MI300X_OAM", 196608)),
+}
+
+
+def matching_nodes(node_selector: dict[str, str]) -> set[str]:
+    return {name for name, (_, labels) in NODES.items() if all(labels.get(k) == v for k, v in node_selector.items())}
+
+
+# (vendor, its GPU key): a RayJob with two 8-GPU workers of that vendor, admitted under gpu-queues.yaml
+VENDOR_ROWS = [("amd", "amd.com/gpu"), ("nvidia", "nvidia.com/gpu")]
+
+
+@pytest.mark.parametrize("vendor,gpu_key", VENDOR_ROWS, ids=[r[0] for r in VENDOR_ROWS])
+def test_gpu_queues_yaml_puts_each_vendor_s_workers_on_that_vendor_s_nodes(vendor, gpu_key):
+    [queue] = [d for d in GPU_QUEUES if d["kind"] == "ClusterQueue"]
+    job = rayjob_manifest("train", namespace="team-a", queue="team-a", workers=2, gpus_per_worker=8, vendor_key=gpu_key)
+    fit = assign_flavors(queue, ray_podsets("RayJob", job), {}, FLAVOR_LABELS)
+    assert fit.fits, fit.message
+    for assignment in fit.pod_set_assignments:
+        # Kueue injects the nodeLabels of every flavor the pod set got into its nodeSelector.
+        selector: dict[str, str] = {}
+        for flavor in sorted(set(assignment["flavors"].values())):
+            selector.update(FLAVOR_LABELS[flavor])
+        nodes = matching_nodes(selector)
+        assert nodes, f"pod set {assignment['name']} got {assignment['flavors']}: no node has {selector}"
+        if gpu_key in assignment["flavors"]:
+            assert {NODES[n][0] for n in nodes} == {vendor}, (assignment, nodes)

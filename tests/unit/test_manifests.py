@@ -1,8 +1,9 @@
 """Manifests: every rendered object is schema-valid and says what the sizing decided.
 
 Ray objects are checked against the KubeRay CRDs in ../shared/crds
-(`tests.schemas`); the batch Job and the Deployment against Kubernetes' own
-OpenAPI schemas (`tests.unit.k8s_schemas`). Each row sizes a spec against a
+(`tests.schemas`), the newest and each supported older release (test ids
+`kuberay-v1.3.2`, `kuberay-v1.5.2`, `kuberay-newest`); the batch Job and the
+Deployment against Kubernetes' own OpenAPI schemas (`tests.unit.k8s_schemas`). Each row sizes a spec against a
 small inventory with the real sizing code, so the manifests are checked
 against decisions sizing can actually make.
 """
@@ -43,7 +44,8 @@ from raybridge.core.manifests import (
 from raybridge.core.sizing import SizingDecision, SizingRequest, size_workload
 from raybridge.core.spec import build_spec
 from raybridge.errors import BadInput
-from tests.schemas import schema_errors
+from raybridge.core.protection import without_pre_running_deadline
+from tests.schemas import KUBERAY_NEWEST, KUBERAY_RELEASES, schema_errors
 from tests.unit.k8s_schemas import K8S_VERSIONS, k8s_schema_errors
 
 NS = "ml"
@@ -190,6 +192,24 @@ def test_ray_objects_validate_against_the_kuberay_crds(row: Row, kind: str) -> N
     obj = render(row, kind, job_id="raysubmit_abc" if kind == "RayJob" else None)
     assert (obj["apiVersion"], obj["kind"]) == ("ray.io/v1", kind)
     assert schema_errors(obj) == []
+
+
+# What each KubeRay release's strict schema says of a rendered RayJob: newest accepts it as is; the
+# releases before v1.6 refuse preRunningDeadlineSeconds, which is why submit falls back to another protection.
+REFUSED_BEFORE_V1_6 = ["spec: Additional properties are not allowed ('preRunningDeadlineSeconds' was unexpected)"]
+RELEASE_EXPECTATIONS = {release: [] if release == KUBERAY_NEWEST else REFUSED_BEFORE_V1_6 for release in KUBERAY_RELEASES}
+
+
+@pytest.mark.parametrize("release", KUBERAY_RELEASES, ids=KUBERAY_RELEASES)
+@ray_kinds
+@ray_cases
+def test_ray_objects_against_each_kuberay_release(row: Row, kind: str, release: str) -> None:
+    obj = render(row, kind, job_id="raysubmit_abc" if kind == "RayJob" else None)
+    expected = RELEASE_EXPECTATIONS[release] if kind == "RayJob" else []
+    assert schema_errors(obj, kuberay=release) == expected
+    if kind == "RayJob":
+        fallback = without_pre_running_deadline(obj, None, queued=KUEUE_QUEUE_LABEL in obj["metadata"]["labels"])
+        assert schema_errors(fallback, kuberay=release) == []
 
 
 def test_the_crd_check_catches_a_bad_object() -> None:

@@ -21,6 +21,14 @@ def rayjob(queued=True, **spec):
     return {"kind": "RayJob", "metadata": {"name": "j", "labels": labels}, "spec": {"preRunningDeadlineSeconds": 1800, **spec}}
 
 
+def labelled_only(queued):
+    """A RayJob whose only protection could be Kueue's max-exec-time label (no preRunningDeadlineSeconds)."""
+    obj = rayjob(queued=queued)
+    del obj["spec"]["preRunningDeadlineSeconds"]
+    obj["metadata"]["labels"][MAX_EXEC] = "3600"
+    return obj
+
+
 # (case, object after the fallback, expected protections (field, seconds))
 FALLBACK_ROWS = [
     ("queued: Kueue's label, a day", without_pre_running_deadline(rayjob(), None, queued=True), [(f"metadata.labels[{MAX_EXEC}]", DEFAULT_MAX_RUN_SECONDS)]),
@@ -28,6 +36,8 @@ FALLBACK_ROWS = [
     ("not queued: activeDeadlineSeconds", without_pre_running_deadline(rayjob(queued=False), None, queued=False), [("spec.activeDeadlineSeconds", DEFAULT_MAX_RUN_SECONDS)]),
     ("as rendered for KubeRay 1.6+", rayjob(), [("spec.preRunningDeadlineSeconds", 1800)]),
     ("a bound on the run beside it", with_run_bound(rayjob(), 3600), [("spec.preRunningDeadlineSeconds", 1800), (f"metadata.labels[{MAX_EXEC}]", 3600)]),
+    ("max-exec label on a job Kueue manages", labelled_only(queued=True), [(f"metadata.labels[{MAX_EXEC}]", 3600)]),
+    ("max-exec label without a queue label: Kueue ignores it", labelled_only(queued=False), []),
 ]
 
 

@@ -1,0 +1,247 @@
+"""`submit --backend kubernetes` up to the point where a Ray job would be needed: the CLI against the
+test API server, no Ray head.
+
+What a user sees when the cluster says no before anything runs: a webhook's denial, a LocalQueue
+whose ClusterQueue is missing or inactive (exit 2, naming it, nothing created); and what the
+server really set on the created RayJob: the queue Kueue defaulted, and the orphan protection the
+KubeRay release kept (Kueue's max-exec-time label where KubeRay has no
+`spec.preRunningDeadlineSeconds`, before v1.6). The release tests carry the release directory name
+in their ids, so `pytest -k kuberay-v1.3.2` runs them for that release.
+
+The flows that create a RayJob stop on `--timeout` (no simulated KubeRay runs, so the cluster never
+becomes ready) with `--keep`, so that the created object can be read back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import pytest
+
+from tests.helpers import cli_env, run_cli
+from tests.kubeapi.controllers import FakeKueue
+from tests.kubeapi.errors import AdmissionDenied
+from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, wait_for
+from tests.kubeapi.server import KubeApiServer
+from tests.schemas import KUBERAY_RELEASES
+
+RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+
+
+class Cluster:
+    """A started test API server with a GPU node, its kubeconfig, and every RayJob CREATE it was asked for."""
+
+    def __init__(self, server: KubeApiServer, kubeconfig: Path) -> None:
+        self.server = server
+        self.kubeconfig = str(kubeconfig)
+        self.create_requests: list[tuple[str, str]] = []  # (namespace, name), recorded before any validation
+        server.add_mutating_hook("ray.io", "RayJob", self._record)
+        make_gpu_node(server, "gpu-0", vendor="nvidia", gpus=8)
+
+    def _record(self, obj: dict[str, Any], operation: str) -> None:
+        if operation == "CREATE":
+            meta = obj.get("metadata") or {}
+            self.create_requests.append((meta.get("namespace", ""), meta.get("name", "")))
+
+    def namespace(self) -> str:
+        name = f"team-{uuid.uuid4().hex[:6]}"
+        self.server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        return name
+
+    def submit(self, namespace: str, *args: str) -> Any:
+        return run_cli("submit", "-n", namespace, *args, "--", "python", "-c", "1", env=cli_env(KUBECONFIG=self.kubeconfig), timeout=120)
+
+    def created_in(self, namespace: str) -> list[str]:
+        return [name for ns, name in self.create_requests if ns == namespace]
+
+    def leftovers(self, namespace: str) -> dict[str, list[str]]:
+        found = {kind: [o["metadata"]["name"] for o in self.server.list_objects(api, kind, namespace)]
+                 for api, kind in ((RAY, "RayJob"), (RAY, "RayCluster"), (KUEUE, "Workload"))}  # fmt: skip
+        return {kind: names for kind, names in found.items() if names}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The newest releases, no simulated controllers: everything here fails before Kueue or KubeRay act."""
+    server = KubeApiServer().start()
+    try:
+        yield Cluster(server, server.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config"))
+    finally:
+        server.stop()
+
+
+# --- an admission webhook's denial ----------------------------------------------------------------
+
+# (case, HTTP code and reason the webhook answers with)
+DENIAL_ROWS = [("403 Forbidden", 403, "Forbidden"), ("422 Invalid", 422, "Invalid")]
+
+
+@pytest.mark.parametrize("case,code,reason", DENIAL_ROWS, ids=[r[0] for r in DENIAL_ROWS])
+def test_a_webhook_denial_is_bad_input_with_the_webhook_s_message(cluster: Cluster, case: str, code: int, reason: str) -> None:
+    namespace = cluster.namespace()
+    make_cluster_queue(cluster.server, f"cq-{namespace}", gpus=8)
+    make_local_queue(cluster.server, "lq", namespace, f"cq-{namespace}")
+
+    def deny(obj: dict[str, Any], operation: str) -> None:
+        if (obj.get("metadata") or {}).get("namespace") == namespace:
+            raise AdmissionDenied("policy.example.com", "RayJobs are frozen in this namespace until Monday", code, reason)
+
+    cluster.server.add_mutating_hook("ray.io", "RayJob", deny)
+    out = cluster.submit(namespace, "--queue", "lq", "--name", "frozen", "--timeout", "5")
+    assert out.returncode == 2, out.stderr
+    assert 'admission webhook "policy.example.com" denied the request: RayJobs are frozen in this namespace until Monday' in out.stderr
+    assert "permission denied" not in out.stderr and "Traceback" not in out.stderr
+    assert cluster.leftovers(namespace) == {}
+
+
+# --- a LocalQueue whose ClusterQueue is missing or inactive --------------------------------------
+
+
+def missing_cluster_queue(server: KubeApiServer, namespace: str) -> str:
+    make_local_queue(server, "lq", namespace, f"gone-{namespace}")
+    return f"LocalQueue lq points at ClusterQueue gone-{namespace}, which does not exist (ClusterQueues: "
+
+
+def inactive_cluster_queue(server: KubeApiServer, namespace: str) -> str:
+    """A ClusterQueue as Kueue reports one whose ResourceFlavor is missing (clusterqueue controller's words)."""
+    name = f"cq-{namespace}"
+    queue = make_cluster_queue(server, name, gpus=8)
+    condition = {
+        "type": "Active", "status": "False", "reason": "FlavorNotFound",
+        "message": "Can't admit new workloads: references missing ResourceFlavor(s): gpu.",
+        "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1,
+    }  # fmt: skip
+    server.update_status({**queue, "status": {"conditions": [condition]}})
+    make_local_queue(server, "lq", namespace, name)
+    return (
+        f"ClusterQueue {name} (behind LocalQueue lq) is not active: "
+        "FlavorNotFound: Can't admit new workloads: references missing ResourceFlavor(s): gpu."
+    )
+
+
+# (case, sets up the queues in a namespace and returns what the one-line error must say)
+QUEUE_ROWS: list[tuple[str, Callable[[KubeApiServer, str], str]]] = [
+    ("ClusterQueue missing", missing_cluster_queue),
+    ("ClusterQueue inactive", inactive_cluster_queue),
+]
+
+
+@pytest.mark.parametrize("case,setup", QUEUE_ROWS, ids=[r[0] for r in QUEUE_ROWS])
+def test_a_broken_cluster_queue_is_refused_before_anything_is_created(cluster: Cluster, case: str, setup: Callable[[KubeApiServer, str], str]) -> None:
+    namespace = cluster.namespace()
+    expected = setup(cluster.server, namespace)
+    out = cluster.submit(namespace, "--queue", "lq", "--name", "never", "--timeout", "5")
+    assert out.returncode == 2, out.stderr
+    assert expected in out.stderr
+    assert "Traceback" not in out.stderr and "created RayJob" not in out.stderr
+    assert cluster.created_in(namespace) == []  # not even attempted
+    assert cluster.leftovers(namespace) == {}
+
+
+# --- what the server set: the defaulted queue and the protection each KubeRay release keeps -------
+
+
+@pytest.fixture
+def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
+    """Starts a server with one KubeRay release's CRDs (Kueue newest) and the simulated Kueue.
+
+    `default_queue`: the LocalQueue name Kueue's LocalQueue defaulting fills in (None: the feature
+    gate is off). Everything started is stopped after the test.
+    """
+    started: list[tuple[FakeKueue, KubeApiServer]] = []
+
+    def start(release: str, default_queue: Optional[str] = "default") -> Cluster:
+        server = KubeApiServer(release=release).start()
+        started.append((FakeKueue(server, namespace_default_queue=default_queue).start(), server))
+        return Cluster(server, server.write_kubeconfig(tmp_path / "config"))
+
+    yield start
+    for kueue, server in reversed(started):
+        kueue.stop()
+        server.stop()
+
+
+def queues(cluster: Cluster, namespace: str, local_queue: str) -> None:
+    make_cluster_queue(cluster.server, f"cq-{namespace}", gpus=8)
+    make_local_queue(cluster.server, local_queue, namespace, f"cq-{namespace}")
+    # Kueue defaults only into a LocalQueue it has seen (its cache), as the simulated one does.
+    wait_for(lambda: (cluster.server.get_object(KUEUE, "LocalQueue", local_queue, namespace) or {}).get("status"),
+             timeout=10, what=f"Kueue to see LocalQueue {local_queue}")  # fmt: skip
+
+
+def kept_rayjob(cluster: Cluster, namespace: str, name: str, *args: str) -> tuple[Any, dict[str, Any]]:
+    """Submit (it stops on the short timeout: no KubeRay runs), keep the RayJob, and read it back."""
+    out = cluster.submit(namespace, "--name", name, "--timeout", "2", "--keep", *args)
+    assert out.returncode == 3, out.stderr  # not ready within the timeout; what matters came before
+    assert "Traceback" not in out.stderr
+    stored = cluster.server.get_object(RAY, "RayJob", name, namespace)
+    assert stored is not None, out.stderr
+    return out, stored
+
+
+# (release, the protection line the user sees, what the created RayJob must carry, what it must not)
+PROTECTION_ROWS = [
+    (release, line, carried, absent)
+    for release in KUBERAY_RELEASES
+    for line, carried, absent in [
+        ("orphan protection: Kueue evicts the job after 1d of admitted time (kueue.x-k8s.io/max-exec-time-seconds=86400)",
+         ("label", MAX_EXEC_LABEL, "86400"), ("spec", "preRunningDeadlineSeconds"))
+        if release != "kuberay-newest" else
+        ("orphan protection: a RayJob whose job has not started within 30m fails and frees its cluster (spec.preRunningDeadlineSeconds=1800)",
+         ("spec", "preRunningDeadlineSeconds", 1800), ("label", MAX_EXEC_LABEL))
+    ]
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("release,line,carried,absent", PROTECTION_ROWS, ids=[r[0] for r in PROTECTION_ROWS])
+def test_the_orphan_protection_reported_is_the_one_the_release_kept(
+    start_cluster: Callable[..., Cluster], release: str, line: str, carried: tuple[Any, ...], absent: tuple[str, str]
+) -> None:
+    cluster = start_cluster(release)
+    namespace = cluster.namespace()
+    queues(cluster, namespace, "lq")
+    out, stored = kept_rayjob(cluster, namespace, "guarded", "--queue", "lq")
+    assert line in out.stderr
+    assert out.stderr.count("orphan protection:") == 1  # nothing claimed that the server dropped
+    labels, spec = stored["metadata"].get("labels") or {}, stored["spec"]
+    where, key, value = carried
+    assert (labels if where == "label" else spec).get(key) == value
+    where, key = absent
+    assert key not in (labels if where == "label" else spec)
+
+
+@pytest.mark.parametrize("release", ["kuberay-v1.3.2"], ids=["kuberay-v1.3.2"])
+def test_a_max_exec_label_on_a_job_kueue_does_not_manage_is_not_claimed(start_cluster: Callable[..., Cluster], release: str) -> None:
+    """A `default` LocalQueue but LocalQueue defaulting off: the fallback label lands on an unqueued RayJob."""
+    cluster = start_cluster(release, default_queue=None)
+    namespace = cluster.namespace()
+    queues(cluster, namespace, "default")
+    out, stored = kept_rayjob(cluster, namespace, "unqueued")
+    assert QUEUE_LABEL not in (stored["metadata"].get("labels") or {})
+    assert "orphan protection:" not in out.stderr
+    assert "warning: no orphan protection is in force" in out.stderr
+
+
+# (case, Kueue's defaulting LocalQueue name (None: gate off), LocalQueue in the namespace,
+#  the queue label the created RayJob must carry (None: none), what the output says of it)
+DEFAULTING_ROWS = [
+    ("a default LocalQueue: Kueue fills it in", "default", "default", "default", "in queue default"),
+    ("no default LocalQueue: not queued", "default", "other", None, "(not queued by Kueue)"),
+    ("LocalQueueDefaulting off: the server set nothing", None, "default", None, "(not queued by Kueue)"),
+]
+
+
+@pytest.mark.parametrize("case,defaulting,local_queue,label,said", DEFAULTING_ROWS, ids=[r[0] for r in DEFAULTING_ROWS])
+def test_without_queue_the_output_names_the_queue_the_created_object_carries(
+    start_cluster: Callable[..., Cluster], case: str, defaulting: Optional[str], local_queue: str, label: Optional[str], said: str
+) -> None:
+    cluster = start_cluster("kuberay-newest", default_queue=defaulting)
+    namespace = cluster.namespace()
+    queues(cluster, namespace, local_queue)
+    out, stored = kept_rayjob(cluster, namespace, "unlabelled")
+    assert (stored["metadata"].get("labels") or {}).get(QUEUE_LABEL) == label
+    assert f"created RayJob {namespace}/unlabelled {said}" in out.stderr
