@@ -38,6 +38,8 @@ KUEUE_RELEASES = ("kueue-v0.13.10", "kueue-v0.15.8", KUEUE_NEWEST)
 RELEASES = KUBERAY_RELEASES + KUEUE_RELEASES
 _NEWEST_FOLDERS = {KUBERAY_NEWEST: "kuberay", KUEUE_NEWEST: "kueue"}
 _ALWAYS_NEWEST = ("kai", "autoscaler")
+#: Hand-written minimal CRDs for kinds whose real CRD is not in ../shared/crds (KAI's PodGroup); see the files.
+TEST_ONLY_CRDS = Path(__file__).resolve().parent / "kubeapi" / "crds"
 
 
 def shared_dir() -> Path:
@@ -120,7 +122,7 @@ def crds(kuberay: str = KUBERAY_NEWEST, kueue: str = KUEUE_NEWEST) -> dict[tuple
         raise ValueError(f"unknown KubeRay release {kuberay!r}; known: {', '.join(KUBERAY_RELEASES)}")
     if kueue not in KUEUE_RELEASES:
         raise ValueError(f"unknown Kueue release {kueue!r}; known: {', '.join(KUEUE_RELEASES)}")
-    folders = [release_dir(kuberay), release_dir(kueue), *(crd_dir() / name for name in _ALWAYS_NEWEST)]
+    folders = [release_dir(kuberay), release_dir(kueue), *(crd_dir() / name for name in _ALWAYS_NEWEST), TEST_ONLY_CRDS]
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for folder in folders:
         for doc in _folder_crds(folder):

@@ -25,6 +25,7 @@ COMMAND_GROUPS: tuple[str, ...] = (
     "raybridge.cli.lifecycle",
     "raybridge.cli.queues",
     "raybridge.cli.adjuster",
+    "raybridge.cli.explain",
 )
 
 

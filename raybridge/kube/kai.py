@@ -1,19 +1,24 @@
-"""KAI-Scheduler's Queue objects as raybridge reads them.
+"""KAI-Scheduler's Queue and PodGroup objects (and a pod) as raybridge reads them.
 
-Read-only: lists the cluster's `scheduling.run.ai/v2` Queues through the
-official client's CustomObjectsApi, as plain dicts. What they mean is
-`raybridge.core.kai_queue`'s business; errors become raybridge errors through
+Read-only: lists the cluster's `scheduling.run.ai/v2` Queues and reads one
+`scheduling.run.ai/v2alpha2` PodGroup or Pod through the official client, as
+plain dicts. What they mean is `raybridge.core.kai_queue`'s and
+`raybridge.core.kai_explain`'s business; errors become raybridge errors through
 `api_call`; a cluster without the Queue CRD (404) is told apart. Calls get
 the client's default request timeout (`connect`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from raybridge.core.consts import KAI_QUEUE_GROUP, KAI_QUEUE_VERSION
 from raybridge.errors import InfraError
 from raybridge.kube.client import Kube, api_call
+
+#: KAI's PodGroup API (pkg/apis/scheduling/v2alpha2).
+KAI_POD_GROUP_GROUP = "scheduling.run.ai"
+KAI_POD_GROUP_VERSION = "v2alpha2"
 
 
 def list_queues(kube: Kube) -> list[dict[str, Any]]:
@@ -32,3 +37,31 @@ def list_queues(kube: Kube) -> list[dict[str, Any]]:
             "(is KAI-Scheduler installed?)"
         )
     return list(result.get("items") or [])
+
+
+def get_pod_group(kube: Kube, namespace: str, name: str) -> Optional[dict[str, Any]]:
+    """The KAI PodGroup `name` in `namespace`, or None (no such PodGroup, or the cluster serves no PodGroup CRD)."""
+    return api_call(
+        f"reading PodGroup {namespace}/{name}",
+        kube.custom().get_namespaced_custom_object,
+        KAI_POD_GROUP_GROUP,
+        KAI_POD_GROUP_VERSION,
+        namespace,
+        "podgroups",
+        name,
+        not_found_ok=True,
+    )
+
+
+def get_pod(kube: Kube, namespace: str, name: str) -> Optional[dict[str, Any]]:
+    """The Pod as plain JSON (camelCase keys), or None when there is none."""
+    import json
+
+    response = api_call(f"reading pod {namespace}/{name}", kube.core().read_namespaced_pod, name, namespace, _preload_content=False, not_found_ok=True)
+    if response is None:
+        return None
+    try:
+        data = json.loads(response.data)
+    except (ValueError, UnicodeDecodeError):
+        raise InfraError(f"reading pod {namespace}/{name}: the Kubernetes API answered something that is not JSON") from None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,34 @@
+"""The cluster autoscaler's ProvisioningRequests (autoscaling.x-k8s.io/v1) as raybridge reads them.
+
+Read-only: lists them in one namespace so `explain` can say what the
+autoscaler did for a Workload's ProvisioningRequest admission check. A
+cluster without the CRD, or a user who may not list them, gets None
+("not known"), never an error: the explanation says what it can see. Calls
+get the client's default request timeout (`connect`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from raybridge.errors import InfraError
+from raybridge.kube.client import Kube, api_call
+
+GROUP = "autoscaling.x-k8s.io"
+VERSION = "v1"
+
+
+def list_provisioning_requests(kube: Kube, namespace: str) -> Optional[list[dict[str, Any]]]:
+    """Every ProvisioningRequest in `namespace`; None when the API will not say (no CRD, or forbidden)."""
+    try:
+        result = api_call(
+            "listing ProvisioningRequests", kube.custom().list_namespaced_custom_object,
+            GROUP, VERSION, namespace, "provisioningrequests", not_found_ok=True,
+        )  # fmt: skip
+    except InfraError as exc:
+        if "permission denied" in str(exc):
+            return None
+        raise
+    if result is None:
+        return None
+    return list(result.get("items") or [])
