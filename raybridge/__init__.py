@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "JobSpec": "raybridge.core.spec",
-    "load_spec": "raybridge.core.spec",
+    "load_spec": "raybridge.files",
     "build_spec": "raybridge.core.spec",
     "SizingDecision": "raybridge.core.sizing",
     "Inventory": "raybridge.core.inventory",

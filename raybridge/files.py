@@ -2,14 +2,15 @@
 
 One place so that a missing or unreadable spec, node list or pod list is
 reported the same way: `BadInput` naming the flag and the path. It reads and
-parses; what the objects mean is the pure core's business.
+parses; what the objects mean is the pure core's business (`load_spec` reads
+the spec file and leaves every rule about its fields to `core.spec.parse_spec`).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from raybridge.core.inventory import items_of
 from raybridge.errors import BadInput
@@ -26,6 +27,16 @@ def read_user_file(path: str | Path, what: str) -> str:
         raise BadInput(f"{what} file {str(path)!r} cannot be read: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise BadInput(f"{what} file {str(path)!r} is not text") from None
+
+
+def load_spec(path: Optional[str | Path], overrides: Optional[dict[str, Any]] = None) -> Any:
+    """The JobSpec in a YAML file (or none), non-None `overrides` on top; a relative workingDir is relative to the file."""
+    from raybridge.core.spec import parse_spec
+
+    if path is None:
+        return parse_spec(None, overrides=overrides)
+    text = read_user_file(path, "spec")
+    return parse_spec(text, f"spec file {str(path)!r}", str(Path(path).resolve().parent), overrides)
 
 
 def read_json_or_yaml(path: str, what: str) -> Any:

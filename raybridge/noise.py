@@ -7,13 +7,27 @@ command line raybridge's stderr carries raybridge's own messages; with
 the CLI calls `quiet_libraries`.
 
 Ray configures its "ray" logger when it is first imported, so the adapters
-that import Ray call `after_ray_import()` to re-apply the choice.
+that import Ray call `after_ray_import()` to re-apply the choice. Ray's C++
+core writes lines such as "rpc_client.h:153: Failed to connect to GCS" straight
+to file descriptor 2 while a driver connects, before any of Ray's log settings
+apply (Ray 2.60 reads `RAY_BACKEND_LOG_LEVEL` only once its logging has started,
+after the connection); `native_stderr_quiet()` points descriptor 2 elsewhere for
+just that stretch.
+
+It does not touch the environment of the processes raybridge starts (a private
+head keeps its full logs for the errors raybridge reports), and it never
+silences raybridge's own messages: nothing of raybridge's is printed while a
+connection is being made.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import warnings
+from contextlib import contextmanager
+from typing import Iterator
 
 _quiet = False
 
@@ -52,3 +66,22 @@ def after_ray_import() -> None:
     for handler in logging.getLogger("ray").handlers:
         if not any(isinstance(f, _ErrorsOnly) for f in handler.filters):
             handler.addFilter(_ErrorsOnly())
+
+
+@contextmanager
+def native_stderr_quiet() -> Iterator[None]:
+    """While inside, when quiet, what native code writes to file descriptor 2 goes to /dev/null."""
+    if not _quiet:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)

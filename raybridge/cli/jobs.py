@@ -57,7 +57,10 @@ def register(sub: Any) -> None:
     g.add_argument("--backend", choices=("local", "kubernetes"), help="default: kubernetes when a kubeconfig or in-cluster config exists, else local")
     g.add_argument("--address", help="local backend: an existing Ray cluster (default: $RAY_ADDRESS, else a private local head)")
     g.add_argument("--dashboard-address", help="kubernetes backend: reach the Ray dashboard here instead of the head service or a port-forward")
-    g.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS", help="give up waiting for admission and the cluster after this long (default: 1800)")
+    g.add_argument(
+        "--timeout", type=seconds, default=None, metavar="SECONDS",
+        help="give up waiting for admission and the cluster (locally: the private head's start and the submission) after this long (default: 1800)",
+    )  # fmt: skip
     g.add_argument("--keep", action="store_true", help="keep the RayJob/RayCluster after the run")
     g.add_argument("--no-wait", action="store_true", help="return once the job is submitted (kubernetes: objects are kept)")
     g.add_argument("--submission-id", help="Ray submission id (default: generated)")
@@ -88,7 +91,8 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
 
 def _spec_from_args(args: argparse.Namespace, submission_id: Optional[str] = None) -> Any:
     """The spec from the file and flags, refused (exit 2) unless `submit` could run it."""
-    from raybridge.core.spec import load_spec
+    from raybridge.core.runtime_env import is_uri
+    from raybridge.files import load_spec
     from raybridge.launch.options import check_runnable
 
     entrypoint = getattr(args, "entrypoint_after_dashdash", None)
@@ -100,7 +104,7 @@ def _spec_from_args(args: argparse.Namespace, submission_id: Optional[str] = Non
         "name": args.name,
         "namespace": getattr(args, "namespace", None),
         "entrypoint": entrypoint or args.entrypoint,
-        "working_dir": os.path.abspath(args.working_dir) if args.working_dir and "://" not in args.working_dir else args.working_dir,
+        "working_dir": os.path.abspath(args.working_dir) if args.working_dir and not is_uri(args.working_dir) else args.working_dir,
         "image": args.image,
         "gpus": args.gpus,
         "replicas": args.replicas,
@@ -147,10 +151,28 @@ def _namespace(args: argparse.Namespace, spec: Any) -> str:
 # --- discover, plan, render -----------------------------------------------------------------
 
 
+def _warn_unused_discover_flags(args: argparse.Namespace) -> None:
+    """Cluster flags the inventory source never reads are said, not silently dropped."""
+    from raybridge.cli.render import warn
+    from raybridge.launch.discovery import choose_inventory_source, unused_cluster_flags
+
+    source = choose_inventory_source(nodes_file=args.nodes, pods_file=args.pods, ray_address=args.ray_address, kubeconfig=args.kubeconfig)
+    given = {
+        "--namespace": bool(args.namespace),
+        "--kubeconfig": bool(args.kubeconfig),
+        "--context": bool(args.context),
+        "--request-timeout": args.request_timeout is not None,
+    }
+    unused, why = unused_cluster_flags(source, given)
+    if unused:
+        warn(f"{', '.join(unused)} {'is' if len(unused) == 1 else 'are'} ignored: {why}")
+
+
 def cmd_discover(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump, note, table, warn
 
     inventory = _inventory(args)
+    _warn_unused_discover_flags(args)
     for text in inventory.warnings:
         warn(text)
     if args.output != "table":
@@ -275,12 +297,11 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
             ("--request-timeout", args.request_timeout),
             ("--queue", spec.queue),
             ("--priority-class", spec.priority_class),
+            ("--nodes", args.nodes),
             ("--pods", args.pods),
         )
         if given
     ]
-    if args.nodes and not args.dry_run:
-        ignored.append("--nodes")
     if ignored:
         warn(f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} ignored by the local backend (no Kubernetes, no Kueue)")
     if args.keep and not (args.address or os.environ.get("RAY_ADDRESS")):
@@ -290,21 +311,14 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
 def _dry_run(spec: Any, options: Any, output: str) -> int:
     from raybridge.cli.render import dump, progress
     from raybridge.core.planning import DEFAULT_RENDER_NAME, plan_job, render_job
+    from raybridge.core.sizing import SizingRequest, unsized_decision
     from raybridge.launch import choose_backend
-    from raybridge.launch.discovery import discover_inventory
+    from raybridge.launch.discovery import submission_inventory
 
     backend, why = choose_backend(options)
     progress(f"backend: {backend} ({why}); dry run, nothing is created")
-    if backend == "local" and not options.nodes_file:
-        from raybridge.gpu import local_inventory
-
-        inventory = local_inventory()
-    else:
-        inventory = discover_inventory(
-            nodes_file=options.nodes_file, pods_file=options.pods_file, cluster=options.cluster,
-            tolerations=spec.tolerations, local_fallback=False,
-        )  # fmt: skip
-    decision = plan_job(spec, inventory)
+    inventory = submission_inventory(backend, options, spec.tolerations)
+    decision = unsized_decision(SizingRequest.from_spec(spec)) if inventory is None else plan_job(spec, inventory)
     result: dict[str, Any] = {"backend": backend, "plan": decision.to_dict(), "entrypoint": spec.entrypoint}
     if backend == "kubernetes":
         namespace = replace(options.cluster, namespace=spec.namespace or options.namespace).resolved_namespace()
@@ -318,6 +332,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from raybridge.launch import submit
 
     spec = _spec_from_args(args, args.submission_id)
+    cluster_target(args)  # a --kubeconfig that does not exist is exit 2 whatever the backend; missing KUBECONFIG files are said
     options = _options_from_args(args)
     _check_flags_for_backend(args, spec, options)
     if args.dry_run:

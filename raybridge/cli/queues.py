@@ -9,14 +9,12 @@ a JSON List. Nothing heavy is imported at module level.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import Any
 
 from raybridge.cli.args import Parser, add_output_arg
 from raybridge.core.consts import EXIT_BAD_INPUT, EXIT_OK
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def register(sub: Any) -> None:
@@ -101,8 +99,11 @@ def _percent(text: str) -> int:
 
 
 def _name(text: str) -> str:
-    if len(text) > 63 or not _DNS_LABEL.match(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a DNS label (lowercase letters, digits and '-', at most 63)")
+    from raybridge.core.names import dns_label_problem
+
+    problem = dns_label_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a DNS label: {problem}")
     return text
 
 

@@ -144,10 +144,15 @@ def _string_labels(labels: dict[str, Any]) -> dict[str, str]:
 
 def node_is_ready(node: dict[str, Any]) -> bool:
     """The node's Ready condition is True."""
+    return not_ready_reason(node) is None
+
+
+def not_ready_reason(node: dict[str, Any]) -> Optional[str]:
+    """Why the node does not count as Ready ("not Ready", with "(no Ready condition)" when it has none), or None."""
     for cond in _list(_dict(node.get("status")).get("conditions")):
         if isinstance(cond, dict) and cond.get("type") == "Ready":
-            return cond.get("status") == "True"
-    return False
+            return None if cond.get("status") == "True" else "not Ready"
+    return "not Ready (no Ready condition)"
 
 
 def _tolerated(taint: dict[str, Any], tolerations: Sequence[Any], resource_key: Optional[str]) -> bool:
@@ -212,8 +217,10 @@ def pod_gpu_requests(pod: dict[str, Any], warnings: Optional[list[str]] = None) 
     """Whole GPUs a pod holds, by resource key: max(sum of containers, any init container)."""
     sink: list[str] = [] if warnings is None else warnings
     spec = _dict(pod.get("spec"))
-    meta = _dict(pod.get("metadata"))
-    name = f"pod {meta.get('namespace') or '?'}/{meta.get('name') or '?'}"
+    name = _pod_name(pod)
+    for field_name in ("containers", "initContainers"):
+        if spec.get(field_name) is not None and not isinstance(spec.get(field_name), list):
+            sink.append(f"{name}: spec.{field_name} is not a list: its GPUs counted as 0")
     totals: dict[str, int] = {}
     for key in GPU_RESOURCE_KEYS.values():
 
@@ -232,16 +239,39 @@ def pod_gpu_requests(pod: dict[str, Any], warnings: Optional[list[str]] = None) 
     return totals
 
 
+def _pod_name(pod: dict[str, Any]) -> str:
+    meta = _dict(pod.get("metadata"))
+    return f"pod {meta.get('namespace') or '?'}/{meta.get('name') or '?'}"
+
+
 def gpus_in_use(pods: Iterable[Any], warnings: Optional[list[str]] = None) -> dict[tuple[str, str], int]:
-    """(node name, resource key) -> GPUs requested by pods bound there and not finished."""
+    """(node name, resource key) -> GPUs requested by pods bound there and not finished.
+
+    A pod listed twice (same namespace and name) counts once, the first; a
+    `nodeName` that is not a string leaves the pod uncounted. Both are said
+    in `warnings`, naming the pod.
+    """
+    sink: list[str] = [] if warnings is None else warnings
     used: dict[tuple[str, str], int] = {}
-    for pod in pods:
+    seen: set[tuple[Any, Any]] = set()
+    for index, pod in enumerate(pods):
         if not isinstance(pod, dict):
+            sink.append(f"item {index} of the pod list is not an object: skipped")
             continue
+        meta = _dict(pod.get("metadata"))
+        identity = (meta.get("namespace"), meta.get("name"))
+        if isinstance(identity[1], str) and identity[1]:
+            if identity in seen:
+                sink.append(f"{_pod_name(pod)} is listed more than once: counted once")
+                continue
+            seen.add(identity)
         node = _dict(pod.get("spec")).get("nodeName")
-        if not isinstance(node, str) or not node or _dict(pod.get("status")).get("phase") in _FINISHED_PHASES:
+        if node is not None and not isinstance(node, str):
+            sink.append(f"{_pod_name(pod)}: spec.nodeName {node!r} is not a node name: its GPUs are not counted")
             continue
-        for key, count in pod_gpu_requests(pod, warnings).items():
+        if not node or _dict(pod.get("status")).get("phase") in _FINISHED_PHASES:
+            continue
+        for key, count in pod_gpu_requests(pod, sink).items():
             used[(node, key)] = used.get((node, key), 0) + count
     return used
 
@@ -260,8 +290,9 @@ def _taint_reasons(node: dict[str, Any], tolerations: Sequence[Any], key: Option
 def unschedulable_reasons(node: dict[str, Any], tolerations: Sequence[Any] = (), resource_key: Optional[str] = None) -> list[str]:
     """Why pods asking for `resource_key` (None: no GPU) cannot land on the node; empty when they can."""
     reasons: list[str] = []
-    if not node_is_ready(node):
-        reasons.append("not Ready")
+    not_ready = not_ready_reason(node)
+    if not_ready:
+        reasons.append(not_ready)
     if _dict(node.get("spec")).get("unschedulable") is True:
         reasons.append("cordoned")
     return reasons + _taint_reasons(node, tolerations, resource_key)
@@ -306,7 +337,7 @@ def inventory_from_nodes(
         labels = _dict(meta.get("labels"))
         allocatable = _dict(status.get("allocatable")) or _dict(status.get("capacity"))
         found_vendor = False
-        ready = node_is_ready(node)
+        not_ready = not_ready_reason(node)
         for vendor, key in GPU_RESOURCE_KEYS.items():
             count = _gpu_count(allocatable, key, f"node {name}", warnings)
             if count <= 0:
@@ -330,7 +361,8 @@ def inventory_from_nodes(
                 )
             )
         if not found_vendor:
-            result.append(NodeGpus(name=name, vendor=None, gpus=0, eligible=ready, labels=_string_labels(labels)))
+            reasons = (not_ready,) if not_ready else ()
+            result.append(NodeGpus(name=name, vendor=None, gpus=0, eligible=not reasons, reasons=reasons, labels=_string_labels(labels)))
     return Inventory(nodes=tuple(result), source=source, warnings=tuple(dict.fromkeys(warnings)))
 
 

@@ -20,7 +20,6 @@ historical usage (that lives in KAI's Prometheus).
 from __future__ import annotations
 
 import math
-import re
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -38,6 +37,7 @@ from raybridge.core.consts import (
 )
 from raybridge.core.fairshare import DEFAULT_PRIORITY, Amounts, QueueSpec, ResourceTerms
 from raybridge.core.inventory import node_is_ready, pod_gpu_requests
+from raybridge.core.names import subdomain_problem
 from raybridge.core.quantity import parse_quantity
 from raybridge.errors import BadInput
 
@@ -45,7 +45,6 @@ from raybridge.errors import BadInput
 RESOURCE_NAMES = ("gpu", "cpu", "memory")
 _SPEC_FIELDS = {"displayName", "parentQueue", "preemptMinRuntime", "priority", "reclaimMinRuntime", "resources"}
 _TERM_FIELDS = {"quota": "quota", "limit": "limit", "overQuotaWeight": "over_quota_weight"}
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 # --- Queue objects ---------------------------------------------------------------------------
@@ -107,8 +106,9 @@ def _queue_spec(obj: Any, where: str, problems: list[str], strict: bool) -> Opti
     before = len(problems)
     if api_version != KAI_QUEUE_API_VERSION:
         problems.append(f"{where}: apiVersion must be {KAI_QUEUE_API_VERSION} (got {api_version!r})")
-    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-        problems.append(f"{where}: metadata.name must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')")
+    name_problem = subdomain_problem(name)
+    if name_problem:
+        problems.append(f"{where}: metadata.name {name_problem}")
     created = _timestamp(meta.get("creationTimestamp"), where, problems)
     spec = obj.get("spec")
     if spec is None:

@@ -45,12 +45,17 @@ def name_problem(kind: str, name: Optional[str]) -> Optional[str]:
     return None
 
 
-def namespace_problem(namespace: Optional[str]) -> Optional[str]:
-    """Why `namespace` cannot be a namespace name (DNS-1123 label, at most 63 characters), or None."""
-    value = namespace or ""
-    if not DNS1123_LABEL.match(value) or len(value) > K8S_NAME_MAX:
-        return f"must be a DNS-1123 label of at most {K8S_NAME_MAX} characters (got {value!r})"
+def dns_label_problem(value: Optional[str]) -> Optional[str]:
+    """Why `value` is not a DNS-1123 label (lower-case letters, digits, '-', at most 63 characters), or None."""
+    text = value or ""
+    if not DNS1123_LABEL.match(text) or len(text) > K8S_NAME_MAX:
+        return f"must be a DNS-1123 label of at most {K8S_NAME_MAX} characters (got {text!r})"
     return None
+
+
+def namespace_problem(namespace: Optional[str]) -> Optional[str]:
+    """Why `namespace` cannot be a namespace name (a DNS-1123 label), or None."""
+    return dns_label_problem(namespace)
 
 
 def label_value_problem(value: str) -> Optional[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+from typing import Optional
 
 _SUFFIXES: dict[str, Decimal] = {
     "": Decimal(1),
@@ -54,11 +55,24 @@ def parse_quantity(value: str | int | float) -> Decimal:
 
 
 def is_quantity(value: object) -> bool:
+    """Any well-formed quantity, negative and zero included (Kubernetes' own syntax check)."""
     try:
-        parse_quantity(value)  # type: ignore[arg-type]
+        return parse_quantity(value).is_finite()  # type: ignore[arg-type]
     except (ValueError, TypeError):
         return False
-    return True
+
+
+def amount_problem(value: object) -> Optional[str]:
+    """Why `value` cannot be a CPU or memory amount for a pod (a quantity above 0), or None.
+
+    Kubernetes' syntax admits "-16Gi" and "0"; neither is something a pod can
+    be given, so raybridge refuses them rather than render them.
+    """
+    if isinstance(value, bool) or not is_quantity(value):
+        return f"is not a Kubernetes quantity (got {value!r})"
+    if parse_quantity(value) <= 0:  # type: ignore[arg-type]
+        return f"must be above 0 (got {value!r})"
+    return None
 
 
 def format_cpu(cores: Decimal | float | int) -> str:

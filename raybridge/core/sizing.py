@@ -32,6 +32,11 @@ class SizingRequest:
     ray: bool = True
     kind: str = "RayJob"
 
+    def __post_init__(self) -> None:
+        # An explicit count is honoured or refused, never turned into the default.
+        if self.replicas is not None and self.replicas < 1:
+            raise BadInput(f"replicas: must be at least 1 (got {self.replicas}); leave it unset for one replica")
+
     @classmethod
     def from_spec(cls, spec: Any) -> "SizingRequest":
         return cls(
@@ -192,7 +197,7 @@ def size_worker_group(request: SizingRequest, capacity: VendorCapacity) -> Sizin
     if requested <= 0:
         if per_in > 0:
             warnings.append(
-                f"gpusPerReplica={_clean(per_in)} without replicas or gpus allocates no GPUs; "
+                f"gpusPerReplica={_clean(per_in)} with replicas unset and gpus={request.gpus} allocates no GPUs; "
                 f"set replicas (e.g. --replicas 1) or gpus"
             )
         return SizingDecision(

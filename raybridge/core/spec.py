@@ -1,18 +1,21 @@
 """The job spec: one Ray (or plain Kubernetes) workload, validated.
 
-A spec comes from a YAML file, from command-line flags, or from Python; flags
+A spec comes from YAML text, from command-line flags, or from Python; flags
 win over the file. Validation collects every problem at once and raises
 `BadInput` with one sentence per bad field, so the user fixes them in one go.
+Bad input is refused, never reinterpreted: a count of 0 replicas, a negative
+memory, a GPUs-per-replica that allocates nothing are errors, not defaults.
 
-This module does not look at the cluster: sizing against real capacity is
-`raybridge.core.sizing`, and turning a spec into objects is
-`raybridge.core.manifests`.
+Pure: it parses text and mappings and reads no file (`raybridge.files.load_spec`
+reads the YAML file and hands its text here). It does not look at the cluster:
+sizing against real capacity is `raybridge.core.sizing`, and turning a spec
+into objects is `raybridge.core.manifests`.
 """
 
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
+import posixpath
 from typing import Any, Literal, Optional
 
 import yaml
@@ -29,10 +32,9 @@ from pydantic.alias_generators import to_camel
 
 from raybridge.core.consts import DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_PER_GPU, VENDORS
 from raybridge.core.names import name_problem, namespace_problem, queue_name_problem
-from raybridge.core.quantity import is_quantity
-from raybridge.core.runtime_env import reserved_env_clash
+from raybridge.core.quantity import amount_problem
+from raybridge.core.runtime_env import is_uri, reserved_env_clash
 from raybridge.errors import BadInput
-from raybridge.files import read_user_file
 
 #: What `kind` may say, by whether the workload runs Ray.
 RAY_KINDS = ("RayJob", "RayCluster")
@@ -57,8 +59,9 @@ class PodResources(_Model):
     def _quantity(cls, value: Any) -> Any:
         if value is None:
             return None
-        if isinstance(value, bool) or not is_quantity(value):
-            raise ValueError(f"is not a Kubernetes quantity (got {value!r})")
+        problem = amount_problem(value)
+        if problem:
+            raise ValueError(problem)
         return str(value)
 
 
@@ -140,9 +143,17 @@ class JobSpec(_Model):
     @field_validator("memory_per_gpu", mode="before")
     @classmethod
     def _memory(cls, value: Any) -> Any:
-        if isinstance(value, bool) or not is_quantity(value):
-            raise ValueError(f"is not a Kubernetes quantity (got {value!r})")
+        problem = amount_problem(value)
+        if problem:
+            raise ValueError(problem)
         return str(value)
+
+    @field_validator("replicas")
+    @classmethod
+    def _at_least_one_replica(cls, value: Optional[int]) -> Optional[int]:
+        if value == 0:
+            raise ValueError("must be at least 1 (got 0); leave it unset for one replica")
+        return value
 
     @field_validator("name")
     @classmethod
@@ -189,8 +200,12 @@ class JobSpec(_Model):
                 problems.append(f"kind: {self.kind!r} needs Ray; with ray: false use {' or '.join(PLAIN_KINDS)}")
         if self.gpus > 0 and self.gpus_per_replica == 0:
             problems.append(f"gpusPerReplica: 0 contradicts gpus: {self.gpus}; leave gpusPerReplica unset or give a positive number")
-        if self.gpus > 0 and self.replicas == 0:
-            problems.append(f"replicas: 0 contradicts gpus: {self.gpus}; leave replicas unset or give a positive number")
+        if self.ray and self.gpus_per_replica and self.replicas is None and self.gpus == 0:
+            per = _number(self.gpus_per_replica)
+            problems.append(
+                f"gpusPerReplica: {per} with replicas unset and gpus 0 allocates no GPUs; "
+                f"give replicas (--replicas N for N x {per} GPUs) or a total (--gpus)"
+            )
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -200,6 +215,10 @@ class JobSpec(_Model):
         if self.kind:
             return self.kind
         return "RayJob" if self.ray else "job"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 # --- building and error reporting ----------------------------------------------------------
@@ -250,30 +269,37 @@ def build_spec(data: dict[str, Any]) -> JobSpec:
         raise BadInput(*problems) from None
 
 
-def load_spec(path: Optional[str | Path], overrides: Optional[dict[str, Any]] = None) -> JobSpec:
-    """Read a YAML spec (or none), apply non-None overrides, validate once."""
+def parse_spec(
+    text: Optional[str],
+    origin: str = "spec",
+    base_dir: Optional[str] = None,
+    overrides: Optional[dict[str, Any]] = None,
+) -> JobSpec:
+    """Validate YAML text (or none), with non-None `overrides` applied on top, into a JobSpec.
+
+    `origin` names the text in messages (e.g. "spec file 'job.yaml'"). A relative
+    `workingDir` in the text means relative to `base_dir` (the file's directory,
+    absolute), wherever raybridge runs; the caller finds that directory.
+    """
     data: dict[str, Any] = {}
-    if path is not None:
-        file = Path(path)
-        text = read_user_file(file, "spec")
+    if text is not None:
         try:
             loaded = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise BadInput(f"spec file {str(path)!r} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+            raise BadInput(f"{origin} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):
-            raise BadInput(f"spec file {str(path)!r} must hold a mapping of fields, not {type(loaded).__name__}")
+            raise BadInput(f"{origin} must hold a mapping of fields, not {type(loaded).__name__}")
         if "spec" in loaded and isinstance(loaded.get("spec"), dict) and "apiVersion" in loaded:
-            raise BadInput(f"spec file {str(path)!r} looks like a Kubernetes object; raybridge wants the plain job spec (see examples/)")
+            raise BadInput(f"{origin} looks like a Kubernetes object; raybridge wants the plain job spec (see examples/)")
         data = dict(loaded)
         working_dir = data.get("workingDir", data.get("working_dir"))
-        if isinstance(working_dir, str) and "://" not in working_dir and not Path(working_dir).expanduser().is_absolute():
-            # A relative workingDir in a file means relative to that file, wherever it is run from.
+        if base_dir and isinstance(working_dir, str) and not is_uri(working_dir) and not working_dir.startswith(("/", "~")):
             data.pop("working_dir", None)
-            data["workingDir"] = str((file.resolve().parent / working_dir).resolve())
+            data["workingDir"] = posixpath.normpath(posixpath.join(base_dir, working_dir))
     for key, value in (overrides or {}).items():
         if value is not None:
             data[to_camel(key)] = value

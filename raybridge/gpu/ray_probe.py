@@ -29,8 +29,10 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Optional, Sequence
 
 from raybridge.core.inventory import Inventory, NodeGpus
+from raybridge.core.runtime_env import is_uri
 from raybridge.errors import InfraError
 from raybridge.gpu.local import records_from_scan
+from raybridge.noise import native_stderr_quiet
 
 #: Bound on connecting to the Ray cluster (ray.init retries for minutes on its own).
 CONNECT_TIMEOUT = 30.0
@@ -44,7 +46,7 @@ _NAMES_IN_NOTE = 3
 def _check_reachable(address: str, timeout: float) -> None:
     """InfraError at once when nothing listens at a `host:port` GCS address (Ray itself retries for minutes)."""
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or "://" in address:
+    if not sep or not port.isdigit() or is_uri(address):
         return
     try:
         with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
@@ -84,7 +86,8 @@ def _ray_connection(ray: Any, address: Optional[str], timeout: float = CONNECT_T
         return
     target = address or "auto"
     _check_reachable(target, min(timeout, 5.0))
-    _init_bounded(ray, target, timeout)
+    with native_stderr_quiet():  # Ray's C++ core prints its connection retries there
+        _init_bounded(ray, target, timeout)
     try:
         yield
     finally:
@@ -230,11 +233,10 @@ def probe_ray_cluster(address: Optional[str] = None, timeout: float = 60, connec
     open. Raises `InfraError` only when it cannot connect.
     """
     from raybridge.jobapi.client import ensure_ray_can_start
+    from raybridge.noise import after_ray_import
 
     ensure_ray_can_start()
     import ray
-
-    from raybridge.noise import after_ray_import
 
     after_ray_import()
 

@@ -2,9 +2,10 @@
 
 `SubmitOptions` carries everything besides the spec (backend, addresses,
 cluster coordinates, timeout, keep); `choose_backend` is the one place that
-decides local versus kubernetes; `resolve_runtime_env` builds the Job API
-runtime env once, refusing a local working dir that does not exist before
-anything is started or created.
+decides local versus kubernetes; `runnable_problems` is the one check that a
+spec can be submitted (a working dir that exists included), asked by every
+command before anything is printed, started or created; `resolve_runtime_env`
+then builds the Job API runtime env once.
 """
 
 from __future__ import annotations
@@ -72,16 +73,13 @@ def new_submission_id(name: str) -> str:
 def resolve_runtime_env(spec: JobSpec, decision: SizingDecision) -> dict[str, Any]:
     """The Job API runtime env: the spec's, its working dir (resolved to an absolute path), the allocation vars.
 
-    BadInput when a local working dir is not a directory, so nothing is
-    started or created for a submission that cannot upload its code.
+    The spec has passed `check_runnable` (`submit` asks it first), so a local
+    working dir is a directory here.
     """
     working_dir = spec.working_dir or (spec.runtime_env or {}).get("working_dir")
     local = local_working_dir(spec.runtime_env, spec.working_dir)
     if local is not None:
-        path = Path(local).expanduser()
-        if not path.is_dir():
-            raise BadInput(f"workingDir: {str(path)!r} is not a directory")
-        working_dir = str(path.resolve())
+        working_dir = str(Path(local).expanduser().resolve())
     allocation = allocation_env(decision.total_gpus, decision.replicas, decision.gpus_per_replica)
     return submission_runtime_env(spec.runtime_env, working_dir, allocation, spec.env)
 

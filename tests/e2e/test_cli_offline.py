@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -217,7 +218,9 @@ BAD_NUMBERS = [
     ("infinite gpus per replica", ["--gpus-per-replica", "inf", "--replicas", "1"], "gpusPerReplica: input should be a finite number"),
     ("NaN gpus per replica", ["--gpus-per-replica", "nan", "--replicas", "1"], "gpusPerReplica: input should be a finite number"),
     ("zero per replica contradicts gpus", ["--gpus", "4", "--gpus-per-replica", "0"], "gpusPerReplica: 0 contradicts gpus: 4"),
-    ("zero replicas contradict gpus", ["--gpus", "4", "--replicas", "0"], "replicas: 0 contradicts gpus: 4"),
+    ("zero replicas with gpus", ["--gpus", "4", "--replicas", "0"], "replicas: must be at least 1 (got 0)"),
+    ("zero replicas alone", ["--replicas", "0"], "replicas: must be at least 1 (got 0)"),
+    ("gpus 0 with gpus per replica", ["--gpus", "0", "--gpus-per-replica", "2"], "gpusPerReplica: 2 with replicas unset and gpus 0 allocates no GPUs"),
 ]
 
 
@@ -371,3 +374,113 @@ def test_flags_the_backend_cannot_honour_are_refused_or_warned_about(tmp_path):
     warned = run_cli("submit", "--backend", "local", "-n", "team-a", "--queue", "q", "--dry-run", "--", "python", "x.py")
     assert warned.returncode == 0, warned.stderr
     assert "warning: --namespace, --queue are ignored by the local backend" in warned.stderr
+
+
+# (case, spec file text, the one error line's fragment): amounts a pod cannot be given are refused
+BAD_AMOUNT_ROWS = [
+    ("negative memory per GPU", "memoryPerGpu: -16Gi\n", "memoryPerGpu: must be above 0 (got '-16Gi')"),
+    ("zero memory per GPU", "memoryPerGpu: '0'\n", "memoryPerGpu: must be above 0"),
+    ("negative head cpu", "head: {cpu: '-2'}\n", "head.cpu: must be above 0"),
+    ("negative head memory", "head: {memory: -8Gi}\n", "head.memory: must be above 0"),
+    ("zero worker cpu", "worker: {cpu: 0}\n", "worker.cpu: must be above 0 (got 0)"),
+    ("negative worker memory", "worker: {memory: -1Gi}\n", "worker.memory: must be above 0"),
+    ("zero replicas in the file", "replicas: 0\n", "replicas: must be at least 1 (got 0)"),
+]
+
+
+@pytest.mark.parametrize("case,text,fragment", BAD_AMOUNT_ROWS, ids=[r[0] for r in BAD_AMOUNT_ROWS])
+def test_amounts_a_pod_cannot_have_are_refused_never_rendered(tmp_path, case, text, fragment):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("entrypoint: python x.py\ngpus: 8\n" + text)
+    result = run_cli("render", str(spec), "--nodes", NODES)
+    assert result.returncode == 2, result.stdout
+    assert fragment in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def _pods_with(tmp_path, *extra_items):
+    pods = json.loads((EXAMPLES / "cluster" / "pods.json").read_text())
+    pods["items"] += [json.loads(json.dumps(item)) for item in extra_items]
+    path = tmp_path / "pods.json"
+    path.write_text(json.dumps(pods))
+    return str(path)
+
+
+def test_a_pod_listed_twice_is_counted_once_with_a_warning(tmp_path):
+    pods = json.loads((EXAMPLES / "cluster" / "pods.json").read_text())
+    infer = next(p for p in pods["items"] if p["metadata"]["name"] == "infer-c")  # 2 GPUs on h100-0
+    result = run_cli("discover", "--nodes", NODES, "--pods", _pods_with(tmp_path, infer), "-o", "json")
+    assert result.returncode == 0, result.stderr
+    free = {n["name"]: n["free"] for n in json.loads(result.stdout)["nodes"]}
+    assert free["h100-0"] == 5  # 8 less 2 (infer-c, once) less 1 (infer-d)
+    assert "warning: pod team-c/infer-c is listed more than once: counted once" in result.stderr
+
+
+# (case, a pod of the wrong shape, the warning)
+MALFORMED_POD_ROWS = [
+    ("containers not a list", {"metadata": {"name": "odd", "namespace": "x"}, "spec": {"nodeName": "h100-0", "containers": {"name": "c"}}}, "warning: pod x/odd: spec.containers is not a list: its GPUs counted as 0"),
+    ("nodeName not a string", {"metadata": {"name": "odd", "namespace": "x"}, "spec": {"nodeName": ["h100-0"], "containers": []}}, "warning: pod x/odd: spec.nodeName ['h100-0'] is not a node name: its GPUs are not counted"),
+]
+
+
+@pytest.mark.parametrize("case,pod,warning", MALFORMED_POD_ROWS, ids=[r[0] for r in MALFORMED_POD_ROWS])
+def test_pods_of_the_wrong_shape_are_warned_about(tmp_path, case, pod, warning):
+    result = run_cli("discover", "--nodes", NODES, "--pods", _pods_with(tmp_path, pod))
+    assert result.returncode == 0, result.stderr
+    assert warning in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_node_without_a_ready_condition_says_why_it_is_not_schedulable(tmp_path):
+    nodes = json.loads((EXAMPLES / "cluster" / "nodes.json").read_text())
+    for node in nodes["items"]:
+        if node["metadata"]["name"] in ("cpu-0", "mi300x-2"):
+            node["status"]["conditions"] = []
+    path = tmp_path / "nodes.json"
+    path.write_text(json.dumps(nodes))
+    result = run_cli("discover", "--nodes", str(path))
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line for line in result.stdout.splitlines()[1:] if line.strip()}
+    for name in ("cpu-0", "mi300x-2"):
+        assert rows[name].rstrip().endswith("no: not Ready (no Ready condition)"), rows[name]
+
+
+def test_discover_refuses_two_inventory_sources():
+    result = run_cli("discover", "--nodes", NODES, "--ray-address", "127.0.0.1:1")
+    assert result.returncode == 2
+    assert "--nodes and --ray-address name two inventory sources" in result.stderr and result.stdout == ""
+
+
+# (case, extra flags, the warning; None: no warning)
+DISCOVER_FLAG_ROWS = [
+    ("namespace with a file", ["-n", "team-a"], "warning: --namespace is ignored: the inventory comes from the --nodes file"),
+    ("request timeout with a file", ["--request-timeout", "5"], "warning: --request-timeout is ignored: the inventory comes from the --nodes file"),
+    ("both", ["-n", "team-a", "--request-timeout", "5"], "warning: --namespace, --request-timeout are ignored"),
+    ("nothing extra", [], None),
+]
+
+
+@pytest.mark.parametrize("case,extra,warning", DISCOVER_FLAG_ROWS, ids=[r[0] for r in DISCOVER_FLAG_ROWS])
+def test_discover_says_which_cluster_flags_a_file_leaves_unused(case, extra, warning):
+    result = run_cli("discover", "--nodes", NODES, *extra)
+    assert result.returncode == 0, result.stderr
+    if warning is None:
+        assert "ignored" not in result.stderr
+    else:
+        assert warning in result.stderr
+
+
+def test_a_local_dry_run_sizes_against_this_machine_and_says_nodes_is_ignored():
+    result = run_cli("submit", "--backend", "local", "--nodes", NODES, "--dry-run", "-o", "json", "--", "python", "x.py")
+    assert result.returncode == 0, result.stderr
+    assert "warning: --nodes is ignored by the local backend" in result.stderr
+    assert json.loads(result.stdout)["plan"]["clusterGpus"] != 24  # not the file's 24 AMD GPUs
+
+
+def test_a_ray_address_that_never_answers_prints_only_raybridges_line():
+    with socket.socket() as listener:  # accepts connections (the kernel's backlog) and never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        result = run_cli("discover", "--ray-address", address, "--request-timeout", "7", timeout=60)
+    assert result.returncode == 3
+    assert result.stderr == f"error: cannot connect to the Ray cluster at {address!r}: no answer within 7s\n"

@@ -195,3 +195,14 @@ def test_stderr_carries_raybridges_messages_only_unless_verbose(ray_head):
     assert noise == [], out.stderr
     loud = run_cli("submit", "--address", ray_head.dashboard_url, "-v", "--", "python", "-c", "print('hi')")
     assert loud.returncode == 0
+
+
+def test_local_timeout_stops_waiting_for_the_head_and_cleans_up():
+    """--timeout bounds the local backend too: past it, exit 3 with one line and nothing left behind."""
+    tmp = short_tmpdir()
+    out = run_cli("submit", "--backend", "local", "--timeout", "0.5", "--", "python", "-c", "print('never')", env=cli_env(TMPDIR=tmp), timeout=120)
+    assert out.returncode == 3, out.stderr
+    assert "gave up waiting for the local Ray head to start: --timeout 0.5s has passed" in out.stderr
+    assert "Traceback" not in out.stderr and "never" not in out.stdout
+    assert wait_until_gone(tmp) == []
+    assert not [d for d in os.listdir(tmp) if d.startswith("raybridge-")], "the head's temp dir was left behind"

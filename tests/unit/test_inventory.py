@@ -96,6 +96,14 @@ def _node(name, gpus="8", **extra):
     return node
 
 
+def _pod(name, node, gpus, namespace="ns", phase="Running"):
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
+        "status": {"phase": phase},
+    }
+
+
 # (case, nodes, pods, expected GPUs per node name, warning fragments)
 MALFORMED_ROWS = [
     ("millicores of a GPU", [_node("a", "500m")], None, {"a": 0}, ["node a: nvidia.com/gpu '500m' is not a whole number of GPUs: counted as 0"]),
@@ -107,8 +115,45 @@ MALFORMED_ROWS = [
     ("metadata of the wrong type", [_node("a"), {"metadata": ["x"]}], None, {"a": 8}, ["item 1"]),
     ("labels, status and taints of the wrong type", [_node("a", spec={"taints": "x"}), {"metadata": {"name": "b", "labels": []}, "status": []}], None, {"a": 8, "b": 0}, []),
     ("a pod asking for half a GPU", [_node("a")], [{"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "a", "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "0.5"}}}]}}], {"a": 8}, ["pod ns/p container c: nvidia.com/gpu '0.5' is not a whole number"]),
-    ("pods of the wrong shape", [_node("a")], ["x", {"spec": "y"}, {"spec": {"nodeName": 3}}, {"spec": {"nodeName": "a", "containers": "z"}}], {"a": 8}, []),
+    ("a pod that is not an object", [_node("a")], ["x"], {"a": 8}, ["item 0 of the pod list is not an object: skipped"]),
+    ("a pod whose spec is no object", [_node("a")], [{"spec": "y"}], {"a": 8}, []),  # an unbound pod holds nothing
+    ("a nodeName of the wrong type", [_node("a")], [{"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": 3}}], {"a": 8}, ["pod ns/p: spec.nodeName 3 is not a node name: its GPUs are not counted"]),
+    ("containers of the wrong type", [_node("a")], [{"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "a", "containers": "z"}}], {"a": 8}, ["pod ns/p: spec.containers is not a list: its GPUs counted as 0"]),
+    ("initContainers of the wrong type", [_node("a")], [{"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "a", "initContainers": {}}}], {"a": 8}, ["pod ns/p: spec.initContainers is not a list"]),
+    ("a pod listed twice", [_node("a")], [_pod("p", "a", 2), _pod("p", "a", 2)], {"a": 8}, ["pod ns/p is listed more than once: counted once"]),
 ]
+
+
+# (case, pods, free GPUs on node a): a pod listed twice holds its GPUs once
+FREE_ROWS = [
+    ("one pod", [_pod("p", "a", 2)], 6),
+    ("the same pod twice", [_pod("p", "a", 2), _pod("p", "a", 2)], 6),
+    ("two pods of one name in two namespaces", [_pod("p", "a", 2), _pod("p", "a", 2, namespace="other")], 4),
+    ("a finished pod", [_pod("p", "a", 2, phase="Succeeded")], 8),
+]
+
+
+@pytest.mark.parametrize("case,pods,free", FREE_ROWS, ids=[r[0] for r in FREE_ROWS])
+def test_free_gpus_count_each_pod_once(case, pods, free):
+    assert inventory_from_nodes([_node("a")], pods).nodes[0].free == free
+
+
+# (case, Ready conditions, eligible, reasons): for nodes with and without GPUs
+READY_ROWS = [
+    ("Ready", [{"type": "Ready", "status": "True"}], True, ()),
+    ("not Ready", [{"type": "Ready", "status": "False"}], False, ("not Ready",)),
+    ("no Ready condition", [{"type": "MemoryPressure", "status": "False"}], False, ("not Ready (no Ready condition)",)),
+    ("no conditions at all", None, False, ("not Ready (no Ready condition)",)),
+]
+
+
+@pytest.mark.parametrize("case,conditions,eligible,reasons", READY_ROWS, ids=[r[0] for r in READY_ROWS])
+@pytest.mark.parametrize("gpus", ["8", "0"])
+def test_a_node_that_is_not_ready_says_why(case, conditions, eligible, reasons, gpus):
+    node = _node("a", gpus)
+    node["status"]["conditions"] = conditions
+    entry = inventory_from_nodes([node]).nodes[0]
+    assert (entry.eligible, entry.reasons) == (eligible, reasons)
 
 
 @pytest.mark.parametrize("case,nodes,pods,gpus,warnings", MALFORMED_ROWS, ids=[r[0] for r in MALFORMED_ROWS])

@@ -33,7 +33,7 @@ RAY_ROWS = [
     ("uneven: 10 on 4-GPU nodes loses GPUs, says so", MIXED_SIZES, dict(gpus=10), 3, 3, True, ["9 GPUs, 1 fewer", "5 x 2 = 10"]),
     ("poor fit 25 on 4-GPU nodes (Kaiwo's own table)", cluster(4, 4, 4, 4, 4, 4, 4), dict(gpus=25), 7, 3, True, ["21 GPUs, 4 fewer"]),
     ("gpusPerReplica larger than any node -> as given, warned", cluster(8, 8), dict(replicas=1, gpus_per_replica=16), 1, 16, False, ["can never be scheduled"]),
-    ("gpusPerReplica alone allocates nothing, warned", EIGHT_BY_FOUR, dict(gpus_per_replica=4), 1, 0, False, ["allocates no GPUs"]),
+    ("gpusPerReplica alone allocates nothing, warned", EIGHT_BY_FOUR, dict(gpus_per_replica=4), 1, 0, False, ["gpusPerReplica=4 with replicas unset and gpus=0 allocates no GPUs"]),
     ("replicas alone: that many CPU workers", EIGHT_BY_FOUR, dict(replicas=3), 3, 0, False, []),
     ("replicas alone on a cluster without GPUs", Inventory(nodes=(NodeGpus(name="cpu", vendor=None, gpus=0),), source="test"), dict(replicas=3), 3, 0, False, []),
     ("fractional GPU sharing fits -> as given", cluster(1, 1, vendor="nvidia"), dict(replicas=3, gpus_per_replica=0.5), 3, 0.5, False, []),
@@ -149,3 +149,18 @@ def test_unsized_decision_passes_the_request_on(case, kwargs, replicas, per):
 
     decision = unsized_decision(SizingRequest(**kwargs))
     assert (decision.replicas, decision.gpus_per_replica) == (replicas, per)
+
+
+# (case, request kwargs): an explicit replica count is honoured or refused, never made the default
+ZERO_REPLICA_ROWS = [
+    ("zero replicas alone", dict(replicas=0)),
+    ("zero replicas with GPUs per replica", dict(replicas=0, gpus_per_replica=2)),
+    ("zero replicas with gpus", dict(replicas=0, gpus=4)),
+    ("negative replicas", dict(replicas=-1)),
+]
+
+
+@pytest.mark.parametrize("case,kwargs", ZERO_REPLICA_ROWS, ids=[r[0] for r in ZERO_REPLICA_ROWS])
+def test_fewer_than_one_replica_is_refused(case, kwargs):
+    with pytest.raises(BadInput, match="replicas: must be at least 1"):
+        SizingRequest(**kwargs)

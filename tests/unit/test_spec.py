@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from raybridge.core.spec import build_spec, load_spec
+from raybridge.core.spec import build_spec, parse_spec
 from raybridge.errors import BadInput
+from raybridge.files import load_spec
 
 # (case, data, expected problem fragments)
 BAD = [
@@ -35,8 +38,32 @@ BAD = [
     ("fractional replicas", {"replicas": 1.5}, ["replicas: input should be a valid integer"]),
     ("fractional gpus from a flag", {"gpus": "2.5"}, ["gpus: input should be a valid integer"]),
     ("gpus with zero per replica", {"gpus": 4, "gpusPerReplica": 0}, ["gpusPerReplica: 0 contradicts gpus: 4"]),
-    ("gpus with zero replicas", {"gpus": 4, "replicas": 0}, ["replicas: 0 contradicts gpus: 4"]),
+    ("zero replicas with gpus", {"gpus": 4, "replicas": 0}, ["replicas: must be at least 1 (got 0)"]),
+    ("zero replicas alone", {"replicas": 0}, ["replicas: must be at least 1 (got 0)"]),
+    ("gpusPerReplica with gpus 0 and no replicas", {"gpus": 0, "gpusPerReplica": 2}, ["gpusPerReplica: 2 with replicas unset and gpus 0 allocates no GPUs"]),
+    ("gpusPerReplica alone", {"gpusPerReplica": 0.5}, ["gpusPerReplica: 0.5 with replicas unset and gpus 0"]),
+    ("negative memoryPerGpu", {"memoryPerGpu": "-16Gi"}, ["memoryPerGpu: must be above 0 (got '-16Gi')"]),
+    ("zero memoryPerGpu", {"memoryPerGpu": 0}, ["memoryPerGpu: must be above 0 (got 0)"]),
+    ("infinite memoryPerGpu", {"memoryPerGpu": float("inf")}, ["memoryPerGpu: is not a Kubernetes quantity"]),
+    ("negative head cpu", {"head": {"cpu": "-2"}}, ["head.cpu: must be above 0 (got '-2')"]),
+    ("zero head memory", {"head": {"memory": "0Gi"}}, ["head.memory: must be above 0"]),
+    ("negative worker cpu", {"worker": {"cpu": -1}}, ["worker.cpu: must be above 0 (got -1)"]),
+    ("negative worker memory", {"worker": {"memory": "-1Mi"}}, ["worker.memory: must be above 0"]),
+    ("boolean worker memory", {"worker": {"memory": True}}, ["worker.memory: is not a Kubernetes quantity"]),
 ]
+
+# (case, data): what is still accepted next to the refusals above
+GOOD = [
+    ("replicas alone", {"replicas": 3}),
+    ("gpusPerReplica with replicas", {"replicas": 2, "gpusPerReplica": 0.5}),
+    ("plain job: gpusPerReplica alone is its one pod's GPUs", {"ray": False, "kind": "job", "gpusPerReplica": 2}),
+    ("millicores for a worker", {"worker": {"cpu": "500m", "memory": "1.5Gi"}}),
+]
+
+
+@pytest.mark.parametrize("case,data", GOOD, ids=[r[0] for r in GOOD])
+def test_good_specs(case, data):
+    build_spec(data)
 
 
 @pytest.mark.parametrize("case,data,fragments", BAD, ids=[r[0] for r in BAD])
@@ -54,6 +81,26 @@ def test_bad_specs(case, data, fragments):
 )
 def test_kinds(data, kind):
     assert build_spec(data).resolved_kind == kind
+
+
+def test_parse_spec_is_pure_and_resolves_working_dir_against_the_given_directory():
+    spec = parse_spec("workingDir: ../code\nentrypoint: python x.py\n", "spec file 'x'", "/base/jobs")
+    assert spec.working_dir == "/base/code"
+    for kept in ("s3://bucket/code.zip", "/abs/code", "~/code"):
+        assert parse_spec(f"workingDir: {kept}\n", "spec", "/base").working_dir == kept
+
+
+def test_the_pure_core_spec_module_reads_no_files():
+    import ast
+
+    import raybridge.core.spec as core_spec
+
+    tree = ast.parse(Path(core_spec.__file__).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not imported & {"raybridge.files", "pathlib", "os", "io", "shutil"}, imported
+    calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert "open" not in calls
 
 
 def test_flags_win_and_working_dir_is_relative_to_the_file(tmp_path):
