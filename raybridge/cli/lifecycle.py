@@ -90,11 +90,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump, table
     from raybridge.launch.lifecycle import list_jobs
 
-    rows = list_jobs(_kube(args), all_namespaces=args.all_namespaces)
+    kube = _kube(args)
+    rows = list_jobs(kube, all_namespaces=args.all_namespaces)
     if args.output != "table":
         dump(rows, args.output)
         return EXIT_OK
-    where = "in any namespace" if args.all_namespaces else f"in {cluster_target(args).resolved_namespace()} namespace"
+    where = "in any namespace" if args.all_namespaces else f"in {kube.namespace} namespace"
     table(
         None, ("KIND", "NAMESPACE", "NAME", "QUEUE", "STATE", "RAY JOB", "CREATED"), [tuple(r.values()) for r in rows],
         empty=f"No resources found {where}.",

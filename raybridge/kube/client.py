@@ -1,23 +1,32 @@
-"""Connecting to a cluster, and turning client errors into raybridge errors.
+"""Connecting to a cluster, bounding and retrying its calls, and turning client errors into raybridge errors.
 
-One place loads the kubeconfig or in-cluster config and builds the
-`ApiClient`; one place (`api_call`) maps connection failures and API
-statuses onto `ClusterUnreachable`, `InfraError` or `BadInput`. Every other
-kube module goes through both, so a user never sees a client traceback.
+One place resolves the kubeconfig (every file of $KUBECONFIG merged as kubectl
+merges them, the context, the namespace: `resolve_kube_target`) and builds the
+`ApiClient` (`connect_target`); one place (`BoundedApiClient.call_api`) bounds
+every request by `--request-timeout` and the command's `Deadline` and retries
+what is safe to retry (`RetryPolicy`); one place (`api_call`) maps connection
+failures, API statuses and bodies that are not JSON onto `ClusterUnreachable`,
+`InfraError` or `BadInput`, naming the server and what was being done. Every
+other kube module goes through all three, so a user never sees a client
+traceback and nothing waits past its bound.
 
-This module does not retry: callers that wait (the launcher, controllers)
-decide how often to try again.
+What it does not do: retry a create or an update (the caller knows whether a
+write that may have happened can be re-read: `rayapi.RayObjects.create`), or
+wait for a state (the launcher's `Waiter` does).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
 from raybridge.core.consts import DEFAULT_NAMESPACE
+from raybridge.core.deadline import Deadline
 from raybridge.errors import BadInput, ClusterUnreachable, InfraError
 
 T = TypeVar("T")
@@ -32,23 +41,32 @@ def in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (_SA_DIR / "token").exists()
 
 
+# --- the kubeconfig: which files, which context, which namespace -----------------------------
+
+
 @dataclass(frozen=True)
 class KubeconfigFiles:
     """The kubeconfig files that would be read, and those named that do not exist."""
 
     existing: tuple[Path, ...]
     missing: tuple[Path, ...]
+    explicit: bool = False
 
     @property
     def notes(self) -> tuple[str, ...]:
         return tuple(f"kubeconfig {str(p)!r} does not exist: skipped" for p in self.missing)
+
+    def check_explicit(self) -> None:
+        """BadInput when `--kubeconfig` names a file that does not exist (never a silent fallback)."""
+        if self.explicit and self.missing:
+            raise BadInput(f"--kubeconfig {str(self.missing[0])!r} does not exist")
 
 
 def kubeconfig_files(explicit: Optional[str] = None) -> KubeconfigFiles:
     """`--kubeconfig`, else every file in $KUBECONFIG, else ~/.kube/config (as kubectl looks)."""
     if explicit:
         path = Path(explicit).expanduser()
-        return KubeconfigFiles((path,), ()) if path.exists() else KubeconfigFiles((), (path,))
+        return KubeconfigFiles((path,), (), True) if path.exists() else KubeconfigFiles((), (path,), True)
     env = os.environ.get("KUBECONFIG")
     if env:
         named = [Path(part).expanduser() for part in env.split(os.pathsep) if part]
@@ -64,23 +82,38 @@ def kubeconfig_path(explicit: Optional[str] = None) -> Optional[Path]:
 
 
 def cluster_configured(kubeconfig: Optional[str] = None) -> bool:
-    """True when a kubeconfig or an in-cluster service account is available."""
-    return kubeconfig_path(kubeconfig) is not None or in_cluster()
+    """True when a kubeconfig or an in-cluster service account is available.
 
-
-def context_namespace(kubeconfig: Optional[str] = None, context: Optional[str] = None) -> Optional[str]:
-    """The namespace of the kubeconfig's chosen context (or the in-cluster one), without connecting.
-
-    Reads the YAML directly (kubectl's merge rule: the first file that sets a
-    value wins), so `render` and `plan` can honour it without importing the
-    kubernetes client. None when nothing sets one.
+    BadInput when `kubeconfig` (the `--kubeconfig` flag) names a file that does
+    not exist: the user named a cluster, so nothing falls back to running locally.
     """
+    files = kubeconfig_files(kubeconfig)
+    files.check_explicit()
+    return bool(files.existing) or in_cluster()
+
+
+@dataclass(frozen=True)
+class KubeTarget:
+    """Where a command's API calls go, resolved once: the files merged, the context, the namespace."""
+
+    files: tuple[Path, ...]
+    missing: tuple[Path, ...]
+    context: Optional[str]
+    #: The namespace commands default to: the one asked for, else the context's, else `default`.
+    namespace: str
+    #: The context's own namespace (None when it sets none): what `-n` overrides.
+    context_namespace: Optional[str]
+    in_cluster: bool
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+
+
+def _merged_view(files: tuple[Path, ...]) -> tuple[Optional[str], dict[str, Any]]:
+    """(current-context, contexts by name) as kubectl merges the files: the first file that sets a value wins."""
     import yaml
 
-    files = kubeconfig_files(kubeconfig)
-    current: Optional[str] = context
+    current: Optional[str] = None
     contexts: dict[str, Any] = {}
-    for path in files.existing:
+    for path in files:
         try:
             data = yaml.safe_load(path.read_text()) or {}
         except (OSError, yaml.YAMLError, UnicodeDecodeError):
@@ -92,14 +125,164 @@ def context_namespace(kubeconfig: Optional[str] = None, context: Optional[str] =
         for item in data.get("contexts") or []:
             if isinstance(item, dict) and isinstance(item.get("name"), str):
                 contexts.setdefault(item["name"], item.get("context") or {})
+    return current, contexts
+
+
+def resolve_kube_target(
+    kubeconfig: Optional[str] = None,
+    context: Optional[str] = None,
+    namespace: Optional[str] = None,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+) -> KubeTarget:
+    """The target without connecting: the kubeconfig files, the context and the namespace (-n, else the context's, else default).
+
+    BadInput when `kubeconfig` names a file that does not exist.
+    """
+    files = kubeconfig_files(kubeconfig)
+    files.check_explicit()
     if files.existing:
-        chosen = contexts.get(current or "")
-        namespace = chosen.get("namespace") if isinstance(chosen, dict) else None
-        return namespace if isinstance(namespace, str) and namespace else None
+        current, contexts = _merged_view(files.existing)
+        chosen_name = context or current
+        chosen = contexts.get(chosen_name or "")
+        ctx_ns = chosen.get("namespace") if isinstance(chosen, dict) else None
+        ctx_ns = ctx_ns if isinstance(ctx_ns, str) and ctx_ns else None
+        return KubeTarget(
+            files.existing, files.missing, chosen_name, namespace or ctx_ns or DEFAULT_NAMESPACE, ctx_ns, False, request_timeout
+        )
+    inside = in_cluster()
     ns_file = _SA_DIR / "namespace"
-    if in_cluster() and ns_file.exists():
-        return ns_file.read_text().strip() or None
-    return None
+    sa_ns = (ns_file.read_text().strip() or None) if inside and ns_file.exists() else None
+    return KubeTarget((), files.missing, None, namespace or sa_ns or DEFAULT_NAMESPACE, sa_ns, inside, request_timeout)
+
+
+def context_namespace(kubeconfig: Optional[str] = None, context: Optional[str] = None) -> Optional[str]:
+    """The namespace of the kubeconfig's chosen context (or the in-cluster one), without connecting; None when nothing sets one."""
+    return resolve_kube_target(kubeconfig, context).context_namespace
+
+
+# --- retries and the time budget: the one policy ----------------------------------------------
+
+
+#: Statuses worth asking again: throttled, or the server (or a proxy before it) failed for now.
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: Methods repeated without asking: reads, and DELETE (a second delete of a deleted object is a 404).
+RETRIED_METHODS = frozenset({"GET", "HEAD", "DELETE"})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to wait before asking again.
+
+    With a `Deadline` (a command with `--timeout`), any transient failure is
+    retried while time is left. Without one, at most `attempts` tries in all,
+    and a request that timed out is not repeated: `--request-timeout` was the
+    user's bound for it (client-go does not repeat a timed-out read either).
+    """
+
+    attempts: int = 4
+    first_backoff: float = 0.25
+    max_backoff: float = 4.0
+    #: Without a deadline, a Retry-After longer than this is not waited for.
+    max_retry_after: float = 10.0
+
+    def backoff(self, attempt: int) -> float:
+        return min(self.max_backoff, self.first_backoff * 2 ** max(0, attempt - 1))
+
+    def wait_before_retry(
+        self, attempt: int, failure: str, deadline: Optional[Deadline], retry_after: Optional[float] = None
+    ) -> Optional[float]:
+        """Seconds to wait before try `attempt + 1`, or None to give up. `failure`: status, connection or timeout."""
+        wait = max(self.backoff(attempt), retry_after or 0.0)
+        if deadline is not None:
+            return wait if deadline.allows(wait) else None
+        if attempt >= self.attempts or failure == "timeout":
+            return None
+        if retry_after is not None and retry_after > self.max_retry_after:
+            return None
+        return wait
+
+
+DEFAULT_RETRY_POLICY = RetryPolicy()
+
+
+class TimeBudgetSpent(ClusterUnreachable):
+    """The command's `--timeout` ran out while a call was waiting for the API server."""
+
+
+def _retry_after(response: Any) -> Optional[float]:
+    value = (getattr(response, "headers", None) or {}).get("Retry-After")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except (TypeError, ValueError):
+        return None  # an HTTP date: fall back to the backoff
+
+
+def _failure_kind(exc: BaseException) -> str:
+    """timeout or connection (refused, reset, dropped, name resolution)."""
+    from urllib3.exceptions import MaxRetryError, TimeoutError as Urllib3Timeout
+
+    reason = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
+    if isinstance(reason, (Urllib3Timeout, TimeoutError)) or "timed out" in str(reason).lower():
+        return "timeout"
+    return "connection"
+
+
+def _streams(url: str) -> bool:
+    lowered = url.lower()
+    return "watch=true" in lowered or "follow=true" in lowered or "/watch/" in lowered
+
+
+def _bounded_api_client(configuration: Any, request_timeout: float, policy: RetryPolicy = DEFAULT_RETRY_POLICY) -> Any:
+    """An ApiClient whose every call is bounded (connect and read) by request_timeout and the deadline, and retried per `policy`."""
+    from kubernetes import client
+    from urllib3.exceptions import HTTPError as Urllib3Error
+
+    # urllib3 would otherwise retry on its own, multiplying the bound; the policy here decides.
+    configuration.retries = 0
+
+    class BoundedApiClient(client.ApiClient):  # type: ignore[misc,valid-type]
+        deadline: Optional[Deadline] = None
+        server: str = configuration.host
+        attempts = threading.local()
+
+        def call_api(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            asked = kwargs.get("_request_timeout")
+            base = request_timeout if asked is None else (asked if isinstance(asked, (int, float)) else max(asked))
+            retried = kwargs.pop("_retry", True) and method.upper() in RETRIED_METHODS and not _streams(url)
+            attempt = 0
+            while True:
+                attempt += 1
+                deadline = self.deadline
+                timeout = deadline.bound(base) if deadline is not None else base
+                kwargs["_request_timeout"] = (timeout, timeout)
+                self.attempts.count = attempt
+                try:
+                    response = super().call_api(method, url, *args, **kwargs)
+                    if retried:
+                        response.read()  # a body cut short is a failure to retry, not a surprise later
+                except (Urllib3Error, OSError) as exc:
+                    kind = _failure_kind(exc)
+                    wait = policy.wait_before_retry(attempt, kind, deadline) if retried else None
+                    if wait is None:
+                        if deadline is not None and kind == "timeout" and deadline.cuts(base + 0.01):
+                            raise TimeBudgetSpent(
+                                f"{describe_unreachable(exc)}, and the command's --timeout of {deadline.seconds:g}s ran out"
+                            ) from None
+                        raise
+                    time.sleep(wait)
+                    continue
+                status = getattr(response, "status", 200)
+                if retried and status in TRANSIENT_STATUSES:
+                    wait = policy.wait_before_retry(attempt, "status", deadline, _retry_after(response))
+                    if wait is not None:
+                        time.sleep(wait)
+                        continue
+                return response
+
+    return BoundedApiClient(configuration)
+
+
+# --- connecting -------------------------------------------------------------------------------
 
 
 @dataclass
@@ -112,6 +295,19 @@ class Kube:
     context: Optional[str] = None
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
 
+    @property
+    def server(self) -> str:
+        return str(getattr(self.api_client, "server", None) or getattr(self.api_client.configuration, "host", ""))
+
+    @property
+    def deadline(self) -> Optional[Deadline]:
+        """The command's time budget every call is bounded by (None: only `request_timeout`)."""
+        return getattr(self.api_client, "deadline", None)
+
+    @deadline.setter
+    def deadline(self, value: Optional[Deadline]) -> None:
+        self.api_client.deadline = value
+
     def core(self) -> Any:
         from kubernetes import client
 
@@ -123,21 +319,36 @@ class Kube:
         return client.CustomObjectsApi(self.api_client)
 
 
-def _bounded_api_client(configuration: Any, request_timeout: float) -> Any:
-    """An ApiClient whose every call without its own `_request_timeout` gets (connect, read) = request_timeout."""
-    from kubernetes import client
+def connect_target(target: KubeTarget, deadline: Optional[Deadline] = None) -> Kube:
+    """A fresh bounded ApiClient for a resolved target: the kubeconfig files merged (kubectl's rule), or in-cluster."""
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
 
-    # urllib3 would otherwise retry a timed-out read three times, quadrupling the bound;
-    # callers that wait decide themselves how often to try again.
-    configuration.retries = 0
-
-    class BoundedApiClient(client.ApiClient):  # type: ignore[misc,valid-type]
-        def call_api(self, *args: Any, **kwargs: Any) -> Any:
-            if kwargs.get("_request_timeout") is None:
-                kwargs["_request_timeout"] = (request_timeout, request_timeout)
-            return super().call_api(*args, **kwargs)
-
-    return BoundedApiClient(configuration)
+    configuration = client.Configuration()
+    if not target.files:
+        if not target.in_cluster:
+            missing = " (KUBECONFIG names only files that do not exist)" if target.missing else ""
+            raise ClusterUnreachable(f"no kubeconfig found (KUBECONFIG, ~/.kube/config) and not running in a cluster{missing}")
+        config.load_incluster_config(client_configuration=configuration)
+        kube = Kube(_bounded_api_client(configuration, target.request_timeout), target.namespace, True, None, target.request_timeout)
+        kube.deadline = deadline
+        return kube
+    named = ", ".join(repr(str(p)) for p in target.files)
+    try:
+        # The client merges a colon list as kubectl does (first file wins per cluster, context and
+        # user); the context is passed explicitly because it would take the *last* current-context.
+        config.load_kube_config(
+            config_file=os.pathsep.join(str(p) for p in target.files), context=target.context, client_configuration=configuration
+        )
+    except ConfigException as exc:
+        raise BadInput(f"kubeconfig {named}: {exc}") from None
+    except Exception as exc:  # malformed YAML and the like
+        raise BadInput(f"kubeconfig {named} cannot be loaded: {_short(exc)}") from None
+    kube = Kube(
+        _bounded_api_client(configuration, target.request_timeout), target.namespace, False, target.context, target.request_timeout
+    )
+    kube.deadline = deadline
+    return kube
 
 
 def connect(
@@ -145,47 +356,32 @@ def connect(
     context: Optional[str] = None,
     namespace: Optional[str] = None,
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    deadline: Optional[Deadline] = None,
 ) -> Kube:
-    """Load the kubeconfig (or in-cluster config) into a fresh ApiClient whose calls are bounded."""
-    from kubernetes import client, config
-    from kubernetes.config.config_exception import ConfigException
+    """Resolve the target (`resolve_kube_target`) and connect to it."""
+    return connect_target(resolve_kube_target(kubeconfig, context, namespace, request_timeout), deadline)
 
-    files = kubeconfig_files(kubeconfig)
-    if kubeconfig and not files.existing:
-        raise BadInput(f"--kubeconfig {kubeconfig!r} does not exist")
-    configuration = client.Configuration()
-    if not files.existing:
-        if not in_cluster():
-            missing = f" ({'; '.join(files.notes)})" if files.missing else ""
-            raise ClusterUnreachable(f"no kubeconfig found (KUBECONFIG, ~/.kube/config) and not running in a cluster{missing}")
-        config.load_incluster_config(client_configuration=configuration)
-        return Kube(
-            _bounded_api_client(configuration, request_timeout),
-            namespace or context_namespace() or DEFAULT_NAMESPACE,
-            in_cluster=True,
-            request_timeout=request_timeout,
-        )
-    path = files.existing[0]
-    try:
-        config.load_kube_config(config_file=str(path), context=context, client_configuration=configuration)
-        contexts, active = config.list_kube_config_contexts(config_file=str(path))
-    except ConfigException as exc:
-        raise BadInput(f"kubeconfig {str(path)!r}: {exc}") from None
-    except Exception as exc:  # malformed YAML and the like
-        raise BadInput(f"kubeconfig {str(path)!r} cannot be loaded: {exc}") from None
-    chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
-    ctx_ns = ((chosen or {}).get("context") or {}).get("namespace")
-    return Kube(
-        _bounded_api_client(configuration, request_timeout),
-        namespace or ctx_ns or DEFAULT_NAMESPACE,
-        in_cluster=False,
-        context=(chosen or {}).get("name"),
-        request_timeout=request_timeout,
-    )
+
+# --- the one error mapping --------------------------------------------------------------------
+
+
+def _server_of(fn: Any, args: tuple[Any, ...]) -> str:
+    """The API server a call goes to, for messages ('' when unknown)."""
+    api_client = getattr(getattr(fn, "__self__", None), "api_client", None)
+    if api_client is None and args and isinstance(args[0], Kube):
+        api_client = args[0].api_client
+    return str(getattr(getattr(api_client, "configuration", None), "host", "") or "")
+
+
+def _attempts_of(fn: Any, args: tuple[Any, ...]) -> int:
+    api_client = getattr(getattr(fn, "__self__", None), "api_client", None)
+    if api_client is None and args and isinstance(args[0], Kube):
+        api_client = args[0].api_client
+    return int(getattr(getattr(api_client, "attempts", None), "count", 1) or 1)
 
 
 def api_call(what: str, fn: Callable[..., T], *args: Any, not_found_ok: bool = False, **kwargs: Any) -> Optional[T]:
-    """Call the API; map failures onto raybridge errors naming `what` was being done.
+    """Call the API; map failures onto raybridge errors naming `what` was being done and the server.
 
     A body that is not JSON (an HTML page from a proxy, a truncated answer) is an
     unreachable API too: the typed client hands such a body back as a plain string.
@@ -198,14 +394,82 @@ def api_call(what: str, fn: Callable[..., T], *args: Any, not_found_ok: bool = F
     except ApiException as exc:
         if exc.status == 404 and not_found_ok:
             return None
-        raise translate_api_exception(what, exc) from None
+        raise translate_api_exception(what, exc, _server_of(fn, args), _attempts_of(fn, args)) from None
+    except TimeBudgetSpent as exc:
+        raise TimeBudgetSpent(f"{what}: {exc.problems[0]}") from None
     except (Urllib3Error, OSError) as exc:
-        raise ClusterUnreachable(f"{what}: {describe_unreachable(exc)}") from None
+        raise ClusterUnreachable(f"{what}: {describe_unreachable(exc)}{_tries(_attempts_of(fn, args))}") from None
     except ValueError as exc:  # the client failed to decode what the server sent
-        raise ClusterUnreachable(f"{what}: the Kubernetes API answered something that is not JSON ({_short(exc)})") from None
+        raise ClusterUnreachable(f"{what}: {_api_at(_server_of(fn, args))} answered something that is not JSON ({_short(exc)})") from None
     if isinstance(result, (str, bytes)):
-        raise ClusterUnreachable(f"{what}: the Kubernetes API answered something that is not JSON ({_snippet(result)})")
+        raise ClusterUnreachable(f"{what}: {_api_at(_server_of(fn, args))} answered something that is not JSON ({_snippet(result)})")
     return result
+
+
+def _api_at(server: str) -> str:
+    return f"the Kubernetes API at {server}" if server else "the Kubernetes API"
+
+
+def _tries(attempts: int) -> str:
+    return f" (tried {attempts} times)" if attempts > 1 else ""
+
+
+def unexpected_object(what: str, why: str, server: str = "") -> ClusterUnreachable:
+    """The error for valid JSON of the wrong shape: the server (or something before it) is not behaving as Kubernetes."""
+    return ClusterUnreachable(f"{what}: {_api_at(server)} answered an unexpected object ({why})")
+
+
+def object_shape_problem(obj: Any, kind: Optional[str] = None) -> Optional[str]:
+    """Why `obj` is not a Kubernetes object raybridge can read (None when it is): metadata with a name, dict spec and status."""
+    if not isinstance(obj, dict):
+        return f"{_json_type(obj)} where an object belongs"
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+        return "no metadata.name"
+    for key in ("spec", "status"):
+        if obj.get(key) is not None and not isinstance(obj.get(key), dict):
+            return f"{meta['name']}: {key} is {_json_type(obj[key])}, not an object"
+    conditions = (obj.get("status") or {}).get("conditions")
+    if conditions is not None and not (isinstance(conditions, list) and all(isinstance(c, dict) for c in conditions)):
+        return f"{meta['name']}: status.conditions is not a list of objects"
+    for key in ("labels", "annotations"):
+        if meta.get(key) is not None and not isinstance(meta.get(key), dict):
+            return f"{meta['name']}: metadata.{key} is not an object"
+    if meta.get("ownerReferences") is not None and not (
+        isinstance(meta["ownerReferences"], list) and all(isinstance(r, dict) for r in meta["ownerReferences"])
+    ):
+        return f"{meta['name']}: metadata.ownerReferences is not a list of objects"
+    if kind is not None and obj.get("kind") not in (None, kind):
+        return f"{meta['name']}: kind {obj.get('kind')!r}, not {kind}"
+    return None
+
+
+def _json_type(value: Any) -> str:
+    """How JSON would call the type of `value`: a number, a string, a list ..."""
+    for types, name in ((bool, "a boolean"), ((int, float), "a number"), (str, "a string"), (list, "a list"), (dict, "an object")):
+        if isinstance(value, types):
+            return name
+    return "null" if value is None else type(value).__name__
+
+
+def checked_object(what: str, obj: Any, kind: Optional[str] = None, server: str = "") -> dict[str, Any]:
+    """`obj` when it has the shape of a Kubernetes object (with `kind` set if missing); else exit 3 naming it."""
+    problem = object_shape_problem(obj, kind)
+    if problem is not None:
+        raise unexpected_object(what, problem, server)
+    if kind is not None and obj.get("kind") is None:
+        obj = {**obj, "kind": kind}
+    return obj
+
+
+def checked_items(what: str, result: Any, kind: Optional[str] = None, server: str = "") -> list[dict[str, Any]]:
+    """The items of a list answer, each checked (`checked_object`); exit 3 naming the first that is not an object."""
+    items = result.get("items", ()) if isinstance(result, dict) else ()
+    if items is None:
+        return []  # `"items": null`, how Go writes an empty list
+    if not isinstance(items, list):
+        raise unexpected_object(what, "not a list of objects", server)
+    return [checked_object(what, item, kind, server) for item in items]
 
 
 def describe_unreachable(exc: BaseException) -> str:
@@ -225,7 +489,7 @@ def describe_unreachable(exc: BaseException) -> str:
 _WEBHOOK_DENIAL = re.compile(r'admission webhook "[^"]*" denied the request')
 
 
-def translate_api_exception(what: str, exc: Any) -> Exception:
+def translate_api_exception(what: str, exc: Any, server: str = "", attempts: int = 1) -> Exception:
     status = getattr(exc, "status", 0) or 0
     message = status_message(exc)
     if status in (400, 403, 422) and _WEBHOOK_DENIAL.search(message):
@@ -235,9 +499,11 @@ def translate_api_exception(what: str, exc: Any) -> Exception:
     if status == 404:
         return InfraError(f"{what}: not found ({message})")
     if status in (401, 403):
-        return InfraError(f"{what}: permission denied ({message})")
-    if status == 0 or status >= 500 or status == 429:
-        return ClusterUnreachable(f"{what}: the API server answered {status or 'nothing'} ({message})")
+        return PermissionDenied(f"{what}: permission denied ({message})")
+    if status == 0:
+        return ClusterUnreachable(f"{what}: {_api_at(server)} answered something raybridge cannot read ({message})")
+    if status >= 500 or status == 429:
+        return ClusterUnreachable(f"{what}: {_api_at(server)} answered {status} ({message}){_tries(attempts)}")
     return InfraError(f"{what}: HTTP {status} ({message})")
 
 
@@ -250,17 +516,25 @@ def status_message(exc: Any) -> str:
         try:
             data = json.loads(body)
             if isinstance(data, dict) and data.get("message"):
-                return str(data["message"])
+                return _short_text(str(data["message"]))
         except (ValueError, TypeError):
             return f"{getattr(exc, 'reason', '') or 'error'}: {_snippet(body)}"
-    return str(getattr(exc, "reason", "") or exc)
+    return _short_text(str(getattr(exc, "reason", "") or exc))
+
+
+def _short_text(text: str) -> str:
+    import textwrap
+
+    return textwrap.shorten(text, width=300, placeholder=" ...") or text
 
 
 def _short(exc: BaseException) -> str:
-    """The error on one line, shortened at a word boundary."""
+    """The error on one line, shortened at a word boundary (urllib3's pool prefix and long floats cut)."""
     import textwrap
 
-    return textwrap.shorten(str(exc), width=200, placeholder=" ...") or type(exc).__name__
+    text = re.sub(r"\w+ConnectionPool\(host='[^']*', port=\d+\): ", "", str(exc))
+    text = re.sub(r"(\d+\.\d)\d+", r"\1", text)
+    return textwrap.shorten(text, width=200, placeholder=" ...") or type(exc).__name__
 
 
 def _snippet(body: Any) -> str:
@@ -273,44 +547,51 @@ def _snippet(body: Any) -> str:
 
 def list_nodes(kube: Kube) -> list[dict[str, Any]]:
     result = api_call("listing nodes", kube.core().list_node, _preload_content=False)
-    return _items("listing nodes", result)
+    return _items("listing nodes", result, kube.server)
 
 
 def list_pods_all_namespaces(kube: Kube) -> Optional[list[dict[str, Any]]]:
     """Every pod, or None when we may not list them (free GPUs are then unknown)."""
     try:
         result = api_call("listing pods", kube.core().list_pod_for_all_namespaces, _preload_content=False)
-    except InfraError as exc:
-        if "permission denied" in str(exc):
-            return None
-        raise
-    return _items("listing pods", result)
+    except PermissionDenied:
+        return None
+    return _items("listing pods", result, kube.server)
 
 
-def _items(what: str, response: Any) -> list[dict[str, Any]]:
-    """Raw JSON items from a `_preload_content=False` list (plain dicts, camelCase keys)."""
+def _items(what: str, response: Any, server: str = "") -> list[Any]:
+    """Raw JSON items from a `_preload_content=False` list (plain dicts, camelCase keys); each item's shape is the reader's business."""
     import json
 
     try:
         data = json.loads(response.data)
     except (ValueError, UnicodeDecodeError):
-        raise ClusterUnreachable(f"{what}: the Kubernetes API answered something that is not JSON ({_snippet(response.data)})") from None
-    items = data.get("items") if isinstance(data, dict) else None
+        raise ClusterUnreachable(f"{what}: {_api_at(server)} answered something that is not JSON ({_snippet(response.data)})") from None
+    items = data.get("items", ()) if isinstance(data, dict) else ()
+    if items is None:
+        return []  # `"items": null`, how Go writes an empty list
     if not isinstance(items, list):
-        raise ClusterUnreachable(f"{what}: the Kubernetes API answered JSON that is not a list of objects")
+        raise unexpected_object(what, "not a list of objects", server)
     return items
 
 
-def raw_get(kube: Kube, path: str, timeout: float = 5.0) -> dict[str, Any]:
-    """GET a path the typed APIs do not cover (aggregated APIs); ApiException on HTTP errors."""
+def raw_get(kube: Kube, path: str, timeout: Optional[float] = None, retry: bool = True) -> Any:
+    """GET a path the typed APIs do not cover (aggregated APIs): the decoded JSON.
+
+    ApiException on HTTP errors, ValueError on a body that is not JSON: call it through `api_call`.
+    Bounded like every other call (`BoundedApiClient`); retried unless `retry` is False (an
+    optional API that is failing is not worth waiting for).
+    """
     import json
 
     api = kube.api_client
+    bound = timeout if timeout is not None else kube.request_timeout
     if hasattr(api, "param_serialize"):  # kubernetes >= 33 (the pydantic-generated client)
         method, url, headers, _, _ = api.param_serialize(
             method="GET", resource_path=path, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
         )
-        response = api.call_api(method, url, header_params=headers, _request_timeout=timeout)
+        extra = {} if retry else {"_retry": False}
+        response = api.call_api(method, url, header_params=headers, _request_timeout=bound, **extra)
         response.read()
         if not 200 <= response.status < 300:
             from kubernetes.client.exceptions import ApiException
@@ -319,58 +600,55 @@ def raw_get(kube: Kube, path: str, timeout: float = 5.0) -> dict[str, Any]:
         return json.loads(response.data)
     response = api.call_api(
         path, "GET", header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-        _preload_content=False, _return_http_data_only=True, _request_timeout=timeout,
+        _preload_content=False, _return_http_data_only=True, _request_timeout=bound,
     )  # fmt: skip
     return json.loads(response.data)
 
 
+class PermissionDenied(InfraError):
+    """The API server refused this user (401/403): callers that can do without the answer catch it."""
+
+
 def namespace_exists(kube: Kube, namespace: str) -> Optional[bool]:
     """True or False; None when the API will not say (no permission to read namespaces)."""
-    from kubernetes.client.exceptions import ApiException
-
     try:
-        kube.core().read_namespace(namespace, _preload_content=False)
-        return True
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        if exc.status in (401, 403):
-            return None
-        raise translate_api_exception(f"reading namespace {namespace}", exc) from None
-    except (OSError, ValueError) as exc:
-        raise ClusterUnreachable(f"reading namespace {namespace}: {describe_unreachable(exc)}") from None
+        found = api_call(f"reading namespace {namespace}", kube.core().read_namespace, namespace, not_found_ok=True, _preload_content=False)
+    except PermissionDenied:
+        return None
+    return found is not None
 
 
 def list_namespace_names(kube: Kube) -> Optional[list[str]]:
     """Every namespace's name, or None when we may not list them."""
     try:
         result = api_call("listing namespaces", kube.core().list_namespace, _preload_content=False)
-    except InfraError:
+    except PermissionDenied:
         return None
-    return sorted(str((n.get("metadata") or {}).get("name")) for n in _items("listing namespaces", result))
+    items = _items("listing namespaces", result, kube.server)
+    return sorted(str((n.get("metadata") or {}).get("name")) for n in items if isinstance(n, dict))
 
 
 def read_secret_value(kube: Kube, namespace: str, name: str, key: str) -> Optional[str]:
     """One decoded value of a Secret; None when the Secret or the key is absent."""
     import base64
-
-    result = api_call(
-        f"reading Secret {namespace}/{name}", kube.core().read_namespaced_secret, name, namespace,
-        not_found_ok=True, _preload_content=False,
-    )  # fmt: skip
-    if result is None:
-        return None
     import json
 
+    what = f"reading Secret {namespace}/{name}"
+    result = api_call(what, kube.core().read_namespaced_secret, name, namespace, not_found_ok=True, _preload_content=False)
+    if result is None:
+        return None
     try:
         data = json.loads(result.data)
-    except ValueError:
-        raise ClusterUnreachable(f"reading Secret {namespace}/{name}: the Kubernetes API answered something that is not JSON") from None
-    encoded = ((data or {}).get("data") or {}).get(key)
+    except (ValueError, UnicodeDecodeError):
+        raise ClusterUnreachable(f"{what}: {_api_at(kube.server)} answered something that is not JSON ({_snippet(result.data)})") from None
+    if not isinstance(data, dict):
+        raise unexpected_object(what, "not an object", kube.server)
+    values, plain_values = data.get("data") or {}, data.get("stringData") or {}
+    encoded = values.get(key) if isinstance(values, dict) else None
     if encoded is None:
-        plain = ((data or {}).get("stringData") or {}).get(key)
+        plain = plain_values.get(key) if isinstance(plain_values, dict) else None
         return plain if isinstance(plain, str) else None
     try:
         return base64.b64decode(encoded).decode("utf-8").strip()
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, TypeError, UnicodeDecodeError):
         return None

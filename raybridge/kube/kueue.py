@@ -2,82 +2,111 @@
 
 Read-only. Finds the Workload of a RayJob or RayCluster (by the job-uid
 label, else by owner reference), asks the visibility API for the position
-in the queue, and reads LocalQueue/ClusterQueue quota when permitted. Every
-read degrades to None on 403/404: "why pending" explains what it can see.
-v1beta2 first, v1beta1 for clusters older than Kueue 0.15.
+in the queue, and reads LocalQueue/ClusterQueue quota when permitted. A read
+the user may not make (401/403) or of something absent (404) degrades to
+None: "why pending" explains what it can see. Every call goes through
+`kube.client.api_call`, so a server that times out, fails or answers
+something that is not a Kubernetes object is exit 3 with one line, never a
+traceback. v1beta2 first, v1beta1 for clusters older than Kueue 0.15.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from raybridge.core.consts import KUEUE_JOB_UID_LABEL
-from raybridge.errors import ClusterUnreachable
-from raybridge.kube.client import Kube, raw_get, translate_api_exception
+from raybridge.kube.client import (
+    Kube,
+    PermissionDenied,
+    api_call,
+    checked_items,
+    checked_object,
+    raw_get,
+)
 
 GROUP = "kueue.x-k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")
 VISIBILITY = "visibility.kueue.x-k8s.io"
 
 
-def _try(fn: Any, *args: Any, **kwargs: Any) -> Optional[Any]:
-    from kubernetes.client.exceptions import ApiException
-
+def _read(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Optional[Any]:
+    """`api_call`, None when the thing (or this API version) is absent or the user may not read it."""
     try:
-        return fn(*args, **kwargs)
-    except ApiException as exc:
-        if exc.status in (401, 403, 404, 503):
-            return None
-        raise
+        return api_call(what, fn, *args, not_found_ok=True, **kwargs)
+    except PermissionDenied:
+        return None
+
+
+def _owned_by(workload: dict[str, Any], uid: Any) -> bool:
+    return any(r.get("uid") == uid for r in (workload.get("metadata") or {}).get("ownerReferences") or [])
 
 
 def find_workload(kube: Kube, namespace: str, owner: dict[str, Any]) -> Optional[dict[str, Any]]:
     """The Workload that Kueue made for this job, or None (not yet, or no Kueue)."""
     api = kube.custom()
-    uid = owner.get("metadata", {}).get("uid")
+    uid = (owner.get("metadata") or {}).get("uid")
+    what = f"listing Kueue Workloads in {namespace}"
     for version in VERSIONS:
-        result = _try(api.list_namespaced_custom_object, GROUP, version, namespace, "workloads", label_selector=f"{KUEUE_JOB_UID_LABEL}={uid}")
+        result = _read(what, api.list_namespaced_custom_object, GROUP, version, namespace, "workloads", label_selector=f"{KUEUE_JOB_UID_LABEL}={uid}")
         if result is None:
             continue
-        items = result.get("items") or []
+        items = checked_items(what, result, "Workload", kube.server)
         if not items:
-            everything = _try(api.list_namespaced_custom_object, GROUP, version, namespace, "workloads") or {}
-            items = [w for w in everything.get("items") or [] if any(r.get("uid") == uid for r in w["metadata"].get("ownerReferences") or [])]
+            everything = _read(what, api.list_namespaced_custom_object, GROUP, version, namespace, "workloads")
+            items = [w for w in checked_items(what, everything or {"items": []}, "Workload", kube.server) if _owned_by(w, uid)]
         return items[0] if items else None
     return None
 
 
 def get_local_queue(kube: Kube, namespace: str, name: str) -> Optional[dict[str, Any]]:
+    what = f"reading LocalQueue {namespace}/{name}"
     for version in VERSIONS:
-        found = _try(kube.custom().get_namespaced_custom_object, GROUP, version, namespace, "localqueues", name)
+        found = _read(what, kube.custom().get_namespaced_custom_object, GROUP, version, namespace, "localqueues", name)
         if found is not None:
-            return found
+            return checked_object(what, found, "LocalQueue", kube.server)
     return None
 
 
 def get_cluster_queue(kube: Kube, name: str) -> Optional[dict[str, Any]]:
+    what = f"reading ClusterQueue {name}"
     for version in VERSIONS:
-        found = _try(kube.custom().get_cluster_custom_object, GROUP, version, "clusterqueues", name)
+        found = _read(what, kube.custom().get_cluster_custom_object, GROUP, version, "clusterqueues", name)
         if found is not None:
-            return found
+            return checked_object(what, found, "ClusterQueue", kube.server)
     return None
 
 
-def pending_position(kube: Kube, namespace: str, local_queue: str, workload_name: str) -> Optional[dict[str, Any]]:
-    """{positionInLocalQueue, positionInClusterQueue} from the visibility API, when it answers."""
+_NOT_SERVED = object()
+
+
+def _optional_get(kube: Kube, path: str) -> Any:
+    """An optional API's answer; `_NOT_SERVED` on 404, None when it refuses, fails or answers no JSON (not retried)."""
     from kubernetes.client.exceptions import ApiException
 
+    try:
+        return raw_get(kube, path, retry=False)
+    except ApiException as exc:
+        return _NOT_SERVED if exc.status == 404 else None
+    except ValueError:
+        return None
+
+
+def pending_position(kube: Kube, namespace: str, local_queue: str, workload_name: str) -> Optional[dict[str, Any]]:
+    """{positionInLocalQueue, positionInClusterQueue} from the visibility API, when it answers.
+
+    The visibility API is optional (an aggregated API Kueue may not serve): when it is
+    absent, refuses or fails the position is unknown (None). A server that does not
+    answer at all is exit 3, as for every other call.
+    """
     for version in ("v1beta2", "v1beta1"):
         path = f"/apis/{VISIBILITY}/{version}/namespaces/{namespace}/localqueues/{local_queue}/pendingworkloads"
-        try:
-            data = raw_get(kube, path)
-        except ApiException:
+        data = api_call(f"reading the pending workloads of LocalQueue {namespace}/{local_queue}", _optional_get, kube, path)
+        if data is _NOT_SERVED:
             continue
-        except (OSError, ValueError):
-            return None
-        for item in data.get("items") or []:
-            if item.get("metadata", {}).get("name") == workload_name:
+        items = data.get("items") if isinstance(data, dict) else None
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and (item.get("metadata") or {}).get("name") == workload_name:
                 return {k: item.get(k) for k in ("positionInLocalQueue", "positionInClusterQueue", "priority")}
         return None
     return None
@@ -96,52 +125,45 @@ class Lookup:
 
 def served_versions(kube: Kube) -> list[str]:
     """The kueue.x-k8s.io versions the API server serves, preferred first; [] when Kueue is not installed."""
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        group = raw_get(kube, f"/apis/{GROUP}", timeout=kube.request_timeout)
-    except ApiException as exc:
-        if exc.status == 404:
-            return []
-        raise translate_api_exception("reading Kueue's API group", exc) from None
-    except (OSError, ValueError) as exc:
-        raise ClusterUnreachable(f"reading Kueue's API group: {exc}") from None
-    served = [v.get("version") for v in group.get("versions") or [] if isinstance(v, dict)]
+    group = api_call("reading Kueue's API group", raw_get, kube, f"/apis/{GROUP}", not_found_ok=True)
+    if group is None:
+        return []
+    versions = group.get("versions") if isinstance(group, dict) else None
+    served = [v.get("version") for v in versions if isinstance(v, dict)] if isinstance(versions, list) else []
     return [v for v in VERSIONS if v in served]
 
 
-def get_kueue_object(kube: Kube, versions: list[str], plural: str, name: str, namespace: Optional[str] = None) -> Lookup:
-    from kubernetes.client.exceptions import ApiException
+_KINDS = {
+    "localqueues": "LocalQueue", "clusterqueues": "ClusterQueue", "resourceflavors": "ResourceFlavor",
+    "workloadpriorityclasses": "WorkloadPriorityClass", "workloads": "Workload",
+}  # fmt: skip
 
+
+def get_kueue_object(kube: Kube, versions: list[str], plural: str, name: str, namespace: Optional[str] = None) -> Lookup:
     api = kube.custom()
+    kind = _KINDS.get(plural)
+    what = f"reading {kind or plural} {namespace + '/' if namespace else ''}{name}"
     for version in versions[:1]:
         try:
             if namespace:
-                return Lookup(api.get_namespaced_custom_object(GROUP, version, namespace, plural, name))
-            return Lookup(api.get_cluster_custom_object(GROUP, version, plural, name))
-        except ApiException as exc:
-            if exc.status == 404:
-                return Lookup(None)
-            if exc.status in (401, 403):
-                return Lookup(None, readable=False)
-            raise translate_api_exception(f"reading {plural} {name}", exc) from None
+                found = api_call(what, api.get_namespaced_custom_object, GROUP, version, namespace, plural, name, not_found_ok=True)
+            else:
+                found = api_call(what, api.get_cluster_custom_object, GROUP, version, plural, name, not_found_ok=True)
+        except PermissionDenied:
+            return Lookup(None, readable=False)
+        return Lookup(None if found is None else checked_object(what, found, kind, kube.server))
     return Lookup(None)
 
 
 def list_kueue_objects(kube: Kube, versions: list[str], plural: str, namespace: Optional[str] = None) -> Optional[list[dict[str, Any]]]:
     """Every object of `plural` (in `namespace`), or None when the API refuses to list them."""
-    from kubernetes.client.exceptions import ApiException
-
     api = kube.custom()
+    kind = _KINDS.get(plural)
+    what = f"listing Kueue {plural}" + (f" in {namespace}" if namespace else "")
     for version in versions[:1]:
-        try:
-            if namespace:
-                result = api.list_namespaced_custom_object(GROUP, version, namespace, plural)
-            else:
-                result = api.list_cluster_custom_object(GROUP, version, plural)
-        except ApiException as exc:
-            if exc.status in (401, 403, 404):
-                return None
-            raise translate_api_exception(f"listing {plural}", exc) from None
-        return list((result or {}).get("items") or [])
+        if namespace:
+            result = _read(what, api.list_namespaced_custom_object, GROUP, version, namespace, plural)
+        else:
+            result = _read(what, api.list_cluster_custom_object, GROUP, version, plural)
+        return None if result is None else checked_items(what, result, kind, kube.server)
     return None

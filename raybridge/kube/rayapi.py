@@ -2,62 +2,108 @@
 
 The KubeRay python client is not published, so raybridge talks to the CRDs
 directly: create, get, list, merge-patch and delete RayJobs and RayClusters.
-Errors come back as raybridge errors (see `kube.client.api_call`).
+Errors come back as raybridge errors (see `kube.client.api_call`); an answer
+that is not a Kubernetes object of the kind asked for is exit 3 naming it
+(`kube.client.checked_object`), never a KeyError further up.
+
+A create is not blindly repeated: one that failed in a way that may have
+happened anyway (a timeout, a dropped answer, a 5xx) is re-read first and
+taken as done when the object there is ours. Reads, lists and deletes are
+retried by the client's policy (`kube.client.RetryPolicy`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from raybridge.core.consts import RAY_API_GROUP, RAY_API_VERSION
-from raybridge.kube.client import Kube, api_call
+from raybridge.core.consts import MANAGED_BY_LABEL, RAY_API_GROUP, RAY_API_VERSION
+from raybridge.errors import BadInput, ClusterUnreachable
+from raybridge.kube.client import Kube, api_call, checked_items, checked_object
 
 PLURALS = {"RayJob": "rayjobs", "RayCluster": "rayclusters"}
+
+
+def is_ours(existing: dict[str, Any], sent: dict[str, Any]) -> bool:
+    """True when `existing` is the object `sent` created: same kind, raybridge's labels, same entrypoint."""
+    if existing.get("kind") != sent.get("kind"):
+        return False
+    labels = (existing.get("metadata") or {}).get("labels") or {}
+    sent_labels = (sent.get("metadata") or {}).get("labels") or {}
+    if MANAGED_BY_LABEL not in sent_labels or any(labels.get(k) != v for k, v in sent_labels.items()):
+        return False
+    return (existing.get("spec") or {}).get("entrypoint") == (sent.get("spec") or {}).get("entrypoint")
 
 
 class RayObjects:
     def __init__(self, kube: Kube) -> None:
         self.api = kube.custom()
+        self.server = kube.server
 
     def create(self, obj: dict[str, Any], field_validation: str = "Strict") -> dict[str, Any]:
         """Create with `fieldValidation=Strict`: a field this KubeRay release does not know is refused (400),
-        never dropped with a warning, so nothing is created that differs from what was asked."""
+        never dropped with a warning, so nothing is created that differs from what was asked.
+
+        After a failure that may hide a create that happened, the object is re-read: ours
+        is the answer, absent means one more try, someone else's is the original error."""
         kind, meta = obj["kind"], obj["metadata"]
-        return api_call(
-            f"creating {kind} {meta['namespace']}/{meta['name']}",
-            self.api.create_namespaced_custom_object,
+        try:
+            return self._create_once(obj, field_validation)
+        except ClusterUnreachable as first:
+            existing = self.get(kind, meta["name"], meta["namespace"])
+            if existing is not None:
+                if is_ours(existing, obj):
+                    return existing
+                raise first from None
+        try:
+            return self._create_once(obj, field_validation)
+        except BadInput as exc:
+            # AlreadyExists now: the first create, still on its way when we looked, landed after all.
+            existing = self.get(kind, meta["name"], meta["namespace"]) if "already exists" in str(exc) else None
+            if existing is not None and is_ours(existing, obj):
+                return existing
+            raise
+
+    def _create_once(self, obj: dict[str, Any], field_validation: str) -> dict[str, Any]:
+        kind, meta = obj["kind"], obj["metadata"]
+        what = f"creating {kind} {meta['namespace']}/{meta['name']}"
+        result = api_call(
+            what, self.api.create_namespaced_custom_object,
             RAY_API_GROUP, RAY_API_VERSION, meta["namespace"], PLURALS[kind], obj,
             field_validation=field_validation,
-        )  # type: ignore[return-value]  # fmt: skip
+        )  # fmt: skip
+        return checked_object(what, result, kind, self.server)
 
     def get(self, kind: str, name: str, namespace: str) -> Optional[dict[str, Any]]:
-        return api_call(
-            f"reading {kind} {namespace}/{name}",
-            self.api.get_namespaced_custom_object,
+        what = f"reading {kind} {namespace}/{name}"
+        result = api_call(
+            what, self.api.get_namespaced_custom_object,
             RAY_API_GROUP, RAY_API_VERSION, namespace, PLURALS[kind], name,
             not_found_ok=True,
         )  # fmt: skip
+        return None if result is None else checked_object(what, result, kind, self.server)
 
     def list(self, kind: str, namespace: Optional[str], label_selector: str = "") -> list[dict[str, Any]]:
+        what = f"listing {kind}s" + (f" in {namespace}" if namespace else "")
         if namespace:
             result = api_call(
-                f"listing {kind}s", self.api.list_namespaced_custom_object,
+                what, self.api.list_namespaced_custom_object,
                 RAY_API_GROUP, RAY_API_VERSION, namespace, PLURALS[kind], label_selector=label_selector,
             )  # fmt: skip
         else:
             result = api_call(
-                f"listing {kind}s", self.api.list_cluster_custom_object,
+                what, self.api.list_cluster_custom_object,
                 RAY_API_GROUP, RAY_API_VERSION, PLURALS[kind], label_selector=label_selector,
             )  # fmt: skip
-        return list((result or {}).get("items") or [])
+        return checked_items(what, result, kind, self.server)
 
     def patch(self, kind: str, name: str, namespace: str, patch: dict[str, Any]) -> dict[str, Any]:
         """A JSON merge patch (what the client sends for a dict body)."""
-        return api_call(
-            f"updating {kind} {namespace}/{name}",
-            self.api.patch_namespaced_custom_object,
+        what = f"updating {kind} {namespace}/{name}"
+        result = api_call(
+            what, self.api.patch_namespaced_custom_object,
             RAY_API_GROUP, RAY_API_VERSION, namespace, PLURALS[kind], name, patch,
-        )  # type: ignore[return-value]  # fmt: skip
+        )  # fmt: skip
+        return checked_object(what, result, kind, self.server)
 
     def delete(self, kind: str, name: str, namespace: str) -> bool:
         """Delete with background propagation (the RayCluster and Workload follow); False if absent."""

@@ -6,11 +6,15 @@ callback as they arrive); the CLI renders it. `list_jobs` returns what
 carries raybridge's managed-by label.
 
 It does not print and does not decide the namespace or context: the caller
-hands in a connected `Kube` whose namespace is already resolved.
+hands in a connected `Kube` whose namespace is already resolved. The objects
+it reads come checked by the adapters (`kube.rayapi`, `kube.kueue`): an
+answer that is not a Kubernetes object is exit 3 there; fields beyond the
+object's shape are read with `_text`, never indexed blindly.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Optional
 
 from raybridge.core.admission import explain, workload_state
@@ -33,6 +37,13 @@ def find_job(kube: Kube, name: str) -> tuple[RayObjects, dict[str, Any]]:
     raise BadInput(f"no RayJob or RayCluster named {name!r} in namespace {kube.namespace}")
 
 
+def _text(obj: Any, *path: str) -> Optional[str]:
+    """The string at `path` in a nested object, None when any step is missing or of another type."""
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj if isinstance(obj, str) and obj else None
+
+
 def job_status(kube: Kube, name: str) -> dict[str, Any]:
     """Where the job stands, its Kueue Workload, queue position, and the plain-words explanation."""
     _, obj = find_job(kube, name)
@@ -40,11 +51,11 @@ def job_status(kube: Kube, name: str) -> dict[str, Any]:
     workload = find_workload(kube, namespace, obj)
     position = cq = cq_name = None
     if workload is not None:
-        lq_name = workload["spec"].get("queueName")
+        lq_name = _text(workload, "spec", "queueName")
         if workload_state(workload) == "pending" and lq_name:
             position = pending_position(kube, namespace, lq_name, workload["metadata"]["name"])
         local_queue = get_local_queue(kube, namespace, lq_name) if lq_name else None
-        cq_name = ((workload.get("status") or {}).get("admission") or {}).get("clusterQueue") or (local_queue or {}).get("spec", {}).get("clusterQueue")
+        cq_name = _text(workload, "status", "admission", "clusterQueue") or _text(local_queue, "spec", "clusterQueue")
         cq = get_cluster_queue(kube, cq_name) if cq_name else None
     status = obj.get("status") or {}
     return {
@@ -53,12 +64,21 @@ def job_status(kube: Kube, name: str) -> dict[str, Any]:
         "namespace": namespace,
         "jobDeploymentStatus": status.get("jobDeploymentStatus"),
         "jobStatus": status.get("jobStatus"),
-        "jobId": status.get("jobId") or obj.get("spec", {}).get("jobId"),
+        "jobId": status.get("jobId") or (obj.get("spec") or {}).get("jobId"),
         "workload": (workload or {}).get("metadata", {}).get("name"),
         "queueState": workload_state(workload),
         "position": position,
-        "explanation": explain(obj, workload, position, cq, cq_name),
+        "explanation": _explanation(kube, obj, workload, position, cq, cq_name),
     }
+
+
+def _explanation(kube: Kube, obj: dict[str, Any], workload: Any, position: Any, cq: Any, cq_name: Optional[str]) -> list[str]:
+    """A pending job gets `explain`'s full text (per flavor, cohort, checks); any other the short report."""
+    if workload_state(workload) != "pending":
+        return explain(obj, workload, position, cq, cq_name)
+    from raybridge.launch.explain import kueue_explanation
+
+    return kueue_explanation(kube, obj).lines()
 
 
 class _JobApiSession:
@@ -121,12 +141,30 @@ def stop_job(
 
 
 def delete_job(kube: Kube, name: str, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Delete the RayJob or RayCluster; what it owns goes with it."""
-    from raybridge.launch.kubernetes import delete_and_wait
+    """Delete the RayJob or RayCluster; what it owns goes with it.
 
+    A delete the API server refuses or never answers is an error (exit 3), unlike the
+    clean-up after a failed submit, which only warns; waiting until it is gone is bounded.
+    """
     rays, obj = find_job(kube, name)
-    gone = delete_and_wait(rays, obj["kind"], name, kube.namespace, progress)
-    return {"kind": obj["kind"], "name": name, "namespace": kube.namespace, "deleted": gone}
+    kind = obj["kind"]
+    gone = _wait_gone(rays, kind, name, kube.namespace, progress) if rays.delete(kind, name, kube.namespace) else True
+    return {"kind": kind, "name": name, "namespace": kube.namespace, "deleted": gone}
+
+
+def _wait_gone(rays: RayObjects, kind: str, name: str, namespace: str, progress: Callable[[str], None], wait: float = 30.0) -> bool:
+    """True once the object is gone; False (and says so) when its deletion is only requested."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            if rays.get(kind, name, namespace) is None:
+                progress(f"deleted {kind} {namespace}/{name}")
+                return True
+        except InfraError:
+            break  # the delete was accepted; whether it is finished yet is all that is unknown
+        time.sleep(0.2)
+    progress(f"deletion of {kind} {namespace}/{name} requested")
+    return False
 
 
 def list_jobs(kube: Kube, *, all_namespaces: bool = False) -> list[dict[str, Any]]:

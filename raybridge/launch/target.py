@@ -3,7 +3,14 @@
 `-n` (or the spec's `namespace`) wins over the kubeconfig context's
 namespace, which wins over `default`; `render` and `plan` use the same
 answer as `submit`, `status` and the rest, without connecting. The
-`--request-timeout` bound travels with the target into every API call.
+kubeconfig is every file of $KUBECONFIG merged as kubectl merges them, and
+the connection is made to exactly the context and namespace resolved here
+(`resolve()` -> `kube.client.KubeTarget` -> `connect_target`). The
+`--request-timeout` bound travels with the target into every API call; a
+command's `--timeout` comes in as a `Deadline` at `connect`.
+
+A `--kubeconfig` that does not exist is bad input (exit 2), whatever the
+command and backend; `$KUBECONFIG` files that do not exist are notes.
 """
 
 from __future__ import annotations
@@ -11,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from raybridge.core.consts import DEFAULT_NAMESPACE
-from raybridge.kube.client import DEFAULT_REQUEST_TIMEOUT, context_namespace, kubeconfig_files
+from raybridge.core.deadline import Deadline
+from raybridge.kube.client import DEFAULT_REQUEST_TIMEOUT, KubeTarget, kubeconfig_files, resolve_kube_target
 
 
 @dataclass(frozen=True)
@@ -23,15 +30,24 @@ class ClusterTarget:
     namespace: Optional[str] = None
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
 
+    def resolve(self) -> KubeTarget:
+        """The files, context and namespace, without connecting; BadInput for a `--kubeconfig` that does not exist."""
+        return resolve_kube_target(self.kubeconfig, self.context, self.namespace, self.request_timeout)
+
     def resolved_namespace(self) -> str:
-        return self.namespace or context_namespace(self.kubeconfig, self.context) or DEFAULT_NAMESPACE
+        return self.resolve().namespace
 
     def notes(self) -> tuple[str, ...]:
-        """What the user should hear about the configuration (kubeconfig files that do not exist)."""
-        return kubeconfig_files(self.kubeconfig).notes
+        """What the user should hear about the configuration (KUBECONFIG files that do not exist).
 
-    def connect(self) -> Any:
-        """A connected `Kube` for this target, every call bounded by `request_timeout`."""
-        from raybridge.kube.client import connect
+        BadInput when `--kubeconfig` names a file that does not exist.
+        """
+        files = kubeconfig_files(self.kubeconfig)
+        files.check_explicit()
+        return files.notes
 
-        return connect(self.kubeconfig, self.context, self.resolved_namespace(), self.request_timeout)
+    def connect(self, deadline: Optional[Deadline] = None) -> Any:
+        """A connected `Kube` for this target, every call bounded by `request_timeout` and `deadline`."""
+        from raybridge.kube.client import connect_target
+
+        return connect_target(self.resolve(), deadline)

@@ -86,7 +86,7 @@ COMMANDS = [
     ["status", "some-job"],
     ["delete", "some-job"],
     ["discover"],
-    ["submit", "--entrypoint", "python x.py", "--backend", "kubernetes", "--timeout", "20"],
+    ["submit", "--entrypoint", "python x.py", "--backend", "kubernetes", "--timeout", "6"],
 ]
 
 

@@ -1,0 +1,303 @@
+"""The seams between raybridge and the Kubernetes API: every command, every kind of fault, through the CLI.
+
+Why: a real API server (or the proxy before it) throttles, fails for a moment,
+drops connections, stops answering, or answers something that is not a
+Kubernetes object. For each (command, fault) row the test API server's fault
+injection (`KubeApiServer.fail_next`) breaks one chosen request, and the row
+says what the user must see: the command's normal answer after a retry, or
+exit 3 with one `error:` line naming the server and what was being fetched,
+within the bound, never exit 1 or a traceback.
+
+What it deliberately does not do: start a Ray head or run controllers (they
+would consume the injected faults). RayJobs and Workloads are created directly
+on the server; `submit` rows end before a Ray job is needed (a missing
+LocalQueue, or no admission within `--timeout`). Also here: the target seam
+(a `--kubeconfig` that does not exist, `KUBECONFIG` with missing files, a
+`KUBECONFIG` list whose files only together make a configuration).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import pytest
+import yaml
+
+from tests.helpers import cli_env, run_cli
+from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, rayjob_manifest
+from tests.kubeapi.server import HTML_ERROR_PAGE, KubeApiServer
+
+NS = "seams"
+RAY = "ray.io/v1"
+MANAGED = {"app.kubernetes.io/managed-by": "raybridge"}
+RAYJOBS = rf"/apis/ray.io/v1/namespaces/{NS}/rayjobs"
+WORKLOADS = rf"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/workloads"
+LOCALQUEUE = rf"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/localqueues/lq"
+NODES, PODS = r"/api/v1/nodes", r"/api/v1/pods"
+NAMESPACE, KUEUE_GROUP = rf"/api/v1/namespaces/{NS}", r"/apis/kueue.x-k8s.io"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One `fail_next` recipe; `times=None` lasts the whole run."""
+
+    options: dict[str, Any]
+    lasting: bool = False
+    retried: bool = True  # a lasting fault on a request the client may repeat: it must have been repeated
+
+
+FAULTS = {
+    "503 once": Fault({"code": 503}),
+    "429 once, Retry-After 1": Fault({"code": 429, "retry_after": 1}),
+    "500 once": Fault({"code": 500}),
+    "dropped once": Fault({"code": None, "drop": True}),
+    "proxy 502 page once": Fault({"code": None, "body": HTML_ERROR_PAGE}),
+    "silent once": Fault({"code": None, "delay": 4}),
+    "late once": Fault({"code": None, "delay": 3}),  # past the client's timeout, then served: a create lands late
+    "503 always": Fault({"code": 503, "times": None}, lasting=True),
+    "dropped always": Fault({"code": None, "drop": True, "times": None}, lasting=True),
+    "silent always": Fault({"code": None, "delay": 25, "times": None}, lasting=True, retried=False),
+    "HTML 200 always": Fault({"code": 200, "body": HTML_ERROR_PAGE, "times": None}, lasting=True, retried=False),
+    "truncated JSON always": Fault(
+        {"code": 200, "body": '{"kind": "List", "items": [{"metad', "content_type": "application/json", "times": None},
+        lasting=True, retried=False,
+    ),
+    "wrong shape always": Fault(
+        {"code": 200, "body": '{"kind": "List", "apiVersion": "v1", "items": [42]}', "content_type": "application/json",
+         "times": None},
+        lasting=True, retried=False,
+    ),  # fmt: skip
+    "object without spec always": Fault(
+        {"code": 200, "body": '{"kind": "LocalQueue", "metadata": {"name": "lq"}, "spec": "cq"}',
+         "content_type": "application/json", "times": None},
+        lasting=True, retried=False,
+    ),  # fmt: skip
+}
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command line for a fresh job name, and what it answers when nothing breaks."""
+
+    argv: Callable[[str], list[str]]
+    exit_code: int
+    says: Callable[[str], str]  # the fragment of stdout+stderr that shows the command did its work
+    what: str  # the start of the error line when a lasting fault breaks it
+    job: str = "none"  # what to create first: none, rayjob, queued (a RayJob with its Workload)
+
+
+COMMANDS = {
+    "list": Command(lambda j: ["list", "-n", NS], 0, lambda j: j, "listing RayJobs in seams", job="rayjob"),
+    "status": Command(lambda j: ["status", j, "-n", NS], 0, lambda j: f"RayJob {NS}/{j}", "reading", job="queued"),
+    "logs": Command(lambda j: ["logs", j, "-n", NS], 2, lambda j: "has no Ray job submitted yet", "reading RayJob", job="rayjob"),
+    "delete": Command(lambda j: ["delete", j, "-n", NS], 0, lambda j: f"deleted RayJob {NS}/{j}", "deleting RayJob", job="rayjob"),
+    "discover": Command(lambda j: ["discover"], 0, lambda j: "gpu-0", "listing"),
+    "submit --dry-run": Command(
+        lambda j: ["submit", "--dry-run", "--backend", "kubernetes", "-n", NS, "--name", j, "--", "python", "x.py"],
+        0, lambda j: "kind: RayJob", "listing nodes",
+    ),  # fmt: skip
+    "submit (preflight)": Command(
+        lambda j: ["submit", "--backend", "kubernetes", "-n", NS, "--queue", "no-such-queue", "--name", j,
+                   "--timeout", "20", "--", "python", "x.py"],
+        2, lambda j: "LocalQueue no-such-queue does not exist", "",
+    ),  # fmt: skip
+    "submit (create)": Command(
+        lambda j: ["submit", "--backend", "kubernetes", "-n", NS, "--queue", "lq", "--name", j,
+                   "--timeout", "6", "--", "python", "x.py"],
+        3, lambda j: f"RayJob {NS}/{j} was not admitted within 6s", "creating RayJob",
+    ),  # fmt: skip
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    command: str
+    method: str
+    path: str  # a regex; {job} is the row's job name
+    fault: str
+    extra: tuple[str, ...] = ()  # more flags (a shorter --request-timeout)
+    bound: float = 20.0  # seconds the whole run may take
+    slower_than: float = 0.0  # seconds it must take at least (a Retry-After honoured)
+    what: Optional[str] = None  # the error line's start, when not the command's own
+
+    def __str__(self) -> str:
+        return f"{self.command} | {self.method} {self.path.rsplit('/', 1)[-1]} | {self.fault}"
+
+
+RT2 = ("--request-timeout", "2")
+ROWS = [
+    Row("list", "GET", RAYJOBS, "503 once"),
+    Row("list", "GET", RAYJOBS, "429 once, Retry-After 1", slower_than=1.0),
+    Row("list", "GET", RAYJOBS, "dropped once"),
+    Row("list", "GET", RAYJOBS, "proxy 502 page once"),
+    Row("list", "GET", RAYJOBS, "503 always"),
+    Row("list", "GET", RAYJOBS, "HTML 200 always"),
+    Row("list", "GET", RAYJOBS, "truncated JSON always"),
+    Row("list", "GET", RAYJOBS, "wrong shape always"),
+    Row("status", "GET", RAYJOBS + "/{job}", "500 once"),
+    Row("status", "GET", RAYJOBS + "/{job}", "dropped always", what="reading RayJob"),
+    Row("status", "GET", WORKLOADS, "dropped once"),
+    Row("status", "GET", WORKLOADS, "HTML 200 always", what="listing Kueue Workloads"),
+    Row("status", "GET", WORKLOADS, "wrong shape always", what="listing Kueue Workloads"),
+    Row("status", "GET", LOCALQUEUE, "object without spec always", what="reading LocalQueue"),
+    Row("status", "GET", LOCALQUEUE, "truncated JSON always", what="reading LocalQueue"),
+    Row("logs", "GET", RAYJOBS + "/{job}", "503 once"),
+    Row("logs", "GET", RAYJOBS + "/{job}", "dropped always", what="reading RayJob"),
+    Row("delete", "GET", RAYJOBS + "/{job}", "429 once, Retry-After 1", slower_than=1.0),
+    Row("delete", "DELETE", RAYJOBS + "/{job}", "503 once"),
+    Row("delete", "DELETE", RAYJOBS + "/{job}", "dropped once"),
+    Row("delete", "DELETE", RAYJOBS + "/{job}", "503 always"),
+    Row("discover", "GET", NODES, "503 once"),
+    Row("discover", "GET", NODES, "503 always", what="listing nodes"),
+    Row("discover", "GET", PODS, "dropped once"),
+    Row("discover", "GET", PODS, "HTML 200 always", what="listing pods"),
+    Row("submit --dry-run", "GET", NODES, "500 once"),
+    Row("submit --dry-run", "GET", NODES, "truncated JSON always"),
+    Row("submit (preflight)", "GET", NODES, "silent once", RT2),  # the time left allows a second try
+    # --timeout 5 with the default --request-timeout of 30 s: it took 32 s; now 5 s and the process's own start.
+    Row("submit (preflight)", "GET", NODES, "silent always", ("--timeout", "5"), bound=15, what="listing nodes"),
+    Row("submit (preflight)", "GET", NAMESPACE, "503 once"),
+    Row("submit (preflight)", "GET", KUEUE_GROUP, "HTML 200 always", what="reading Kueue's API group"),
+    Row("submit (preflight)", "GET", LOCALQUEUE.replace("/lq", "/no-such-queue"), "429 once, Retry-After 1", slower_than=1.0),
+    Row("submit (create)", "POST", RAYJOBS, "503 once"),
+    Row("submit (create)", "POST", RAYJOBS, "dropped once"),
+    Row("submit (create)", "POST", RAYJOBS, "late once", RT2),
+]
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeApiServer, Path]]:
+    server = KubeApiServer().start()
+    kubeconfig = server.write_kubeconfig(tmp_path_factory.mktemp("seams") / "config")
+    server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    make_gpu_node(server, "gpu-0", vendor="nvidia", gpus=8)
+    make_cluster_queue(server, "cq", gpus=8)
+    make_local_queue(server, "lq", NS, "cq")
+    yield server, kubeconfig
+    server.stop()
+
+
+def _create_job(server: KubeApiServer, name: str, queued: bool) -> None:
+    manifest = rayjob_manifest(name, namespace=NS, queue="lq" if queued else None)
+    manifest["metadata"]["labels"].update(MANAGED)
+    job = server.create_object(manifest)
+    if queued:
+        uid = job["metadata"]["uid"]
+        server.create_object({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {
+                "name": f"rayjob-{name}", "namespace": NS, "labels": {"kueue.x-k8s.io/job-uid": uid},
+                "ownerReferences": [{"apiVersion": RAY, "kind": "RayJob", "name": name, "uid": uid, "controller": True}],
+            },
+            "spec": {"queueName": "lq", "podSets": [{"name": "head", "count": 1, "template": {"spec": {"containers": [
+                {"name": "ray-head", "image": "rayproject/ray", "resources": {"requests": {"cpu": "1"}}}]}}}]},
+        })  # fmt: skip
+
+
+def _with_flags(argv: list[str], flags: tuple[str, ...]) -> list[str]:
+    """`flags` before the `--` that starts the entrypoint (after it they would be the job's arguments)."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    return argv[:cut] + list(flags) + argv[cut:]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=str)
+def test_a_fault_gives_the_normal_answer_after_a_retry_or_exit_3_in_one_line(api, row: Row) -> None:
+    server, kubeconfig = api
+    command, fault = COMMANDS[row.command], FAULTS[row.fault]
+    job = f"seam-{uuid.uuid4().hex[:6]}"
+    if command.job != "none":
+        _create_job(server, job, queued=command.job == "queued")
+    injected = server.fail_next(row.method, row.path.format(job=job), **fault.options)
+    started = time.monotonic()
+    try:
+        out = run_cli(*_with_flags(command.argv(job), row.extra), env=cli_env(KUBECONFIG=str(kubeconfig)), timeout=90)
+    finally:
+        injected.clear()
+    elapsed = time.monotonic() - started
+    shown = out.stdout + out.stderr
+    assert "Traceback" not in shown and "internal error" not in shown, shown
+    assert injected.hits >= 1, "the fault was never reached: the row tests nothing"
+    assert elapsed < row.bound, f"took {elapsed:.1f}s, more than {row.bound}s"
+    assert elapsed >= row.slower_than, f"took {elapsed:.1f}s: Retry-After not honoured"
+    if not fault.lasting:  # the user sees the command's normal answer
+        assert out.returncode == command.exit_code, shown
+        assert command.says(job) in shown, shown
+        if row.command == "submit (create)":
+            assert server.get_object(RAY, "RayJob", job, NS) is None, "the RayJob was left behind"
+        return
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert out.returncode == 3, shown
+    assert len(errors) == 1, out.stderr
+    assert errors[0].startswith(f"error: {row.what or command.what}"), errors[0]
+    assert server.url in errors[0], errors[0]  # names the server
+    if fault.retried:
+        assert injected.hits >= 2, f"a transient failure of a {row.method} was not retried"
+
+
+# --- the target seam: which kubeconfig, said once, merged as kubectl merges ------------------------------
+
+
+def test_a_named_kubeconfig_that_does_not_exist_is_exit_2_whatever_the_backend(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-config")
+    rows = [
+        ["submit", "--dry-run", "--kubeconfig", missing, "--", "python", "x.py"],
+        ["submit", "--dry-run", "--backend", "local", "--kubeconfig", missing, "--", "python", "x.py"],
+        ["submit", "--dry-run", "--backend", "kubernetes", "--kubeconfig", missing, "--", "python", "x.py"],
+        ["list", "--kubeconfig", missing],
+    ]
+    for argv in rows:
+        out = run_cli(*argv, timeout=60)
+        assert out.returncode == 2, (argv, out.stderr)
+        assert out.stderr.strip().splitlines()[-1] == f"error: --kubeconfig '{missing}' does not exist", (argv, out.stderr)
+        assert out.stdout == "", argv
+
+
+def test_kubeconfig_files_that_do_not_exist_are_said_once_before_anything_else(tmp_path: Path) -> None:
+    gone = str(tmp_path / "gone")
+    env = cli_env(KUBECONFIG=gone)
+    note = f"kubeconfig '{gone}' does not exist"
+    dry = run_cli("submit", "--dry-run", "--", "python", "x.py", env=env, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stderr.count(note) == 1 and dry.stderr.index(note) < dry.stderr.index("backend: local"), dry.stderr
+    for argv in (["list"], ["status", "some-job"]):
+        out = run_cli(*argv, env=env, timeout=60)
+        assert out.returncode == 3, out.stderr
+        assert out.stderr.count(note) == 1, out.stderr
+        assert "KUBECONFIG names only files that do not exist" in out.stderr
+
+
+def test_a_kubeconfig_list_is_merged_as_kubectl_merges_it(api, tmp_path: Path) -> None:
+    """Cluster and user in the first file, the context (namespace team-b) in the second: both are used."""
+    server, kubeconfig = api
+    whole = yaml.safe_load(kubeconfig.read_text())
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "clusters": whole["clusters"], "users": whole["users"]}))
+    context = {"cluster": whole["clusters"][0]["name"], "user": whole["users"][0]["name"], "namespace": "team-b"}
+    second.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "ctx-b", "contexts": [{"name": "ctx-b", "context": context}],
+    }))  # fmt: skip
+    env = cli_env(KUBECONFIG=f"{first}:{second}")
+    rendered = run_cli("render", "--nodes", str(_nodes_file(tmp_path)), "--", "python", "x.py", env=env, timeout=60)
+    assert yaml.safe_load(rendered.stdout)["metadata"]["namespace"] == "team-b", rendered.stderr
+    listed = run_cli("list", env=env, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert "No resources found in team-b namespace." in listed.stdout + listed.stderr
+
+
+def _nodes_file(tmp_path: Path) -> Path:
+    import json
+
+    from tests.kubeapi.fixtures import gpu_node_labels
+
+    path = tmp_path / "nodes.json"
+    labels = gpu_node_labels("gpu-0", "nvidia", 8, "NVIDIA-H100-80GB-HBM3", 81559)
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-0", "labels": labels},
+            "status": {"capacity": {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi"},
+                       "allocatable": {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}  # fmt: skip
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node]}))
+    return path
