@@ -2,12 +2,16 @@
 
 Both are whole processes run alternately on the same files: `python -m
 raybridge adjuster plan --pods P --nodes N -o json` and a `python -c` that
-only `json.load`s P and N (and one that does so with the cyclic GC off, as
-`adjuster plan` runs). The script prints each median and the ratio
-plan/load; the target is below 2. The files are generated from a seed: a
-realistic mix of fractions, gpu-memory pods, multi-device pods, two vendors,
-node pools with selectors and tolerations, pods bound to nodes and pods
-inside the grace period.
+only `json.load`s P and N. `adjuster plan` turns the cyclic GC off, so the
+loader that counts does too (same setting on both sides); the loader with the
+GC on is printed for reference only, and so is `adjuster plan --help` (the
+CLI's start-up: interpreter, imports, parser). The script prints each median and the
+ratio plan / load (GC off), in wall time and in the processes' CPU time
+(which a busy machine disturbs less); the issue's target is below 2, and the
+exit status is 1 when the wall ratio does not meet it. The files are
+generated from a seed: 10,000 pending pods (one in twenty still inside the grace period; fractions,
+gpu-memory pods, multi-device pods, two vendors) and 2,000 nodes in four
+pools with selectors and tolerations.
 
     python benchmarks/adjuster_plan_speed.py [--runs 7] [--pods 10000] [--nodes 2000] [--seed 1]
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -80,11 +85,8 @@ def make_pods(count: int, rng: random.Random) -> list[dict]:
             spec["tolerations"].append({"key": taint["key"], "operator": "Exists", "effect": "NoSchedule"})
         status: dict = {"phase": "Pending"}
         state = rng.random()
-        if state < 0.1:
-            spec["nodeName"] = f"{pool}-{rng.randrange(500)}"
-            status = {"phase": "Running"}
-        else:
-            waited = 2 if state < 0.15 else rng.randint(11, 3600)
+        if True:  # every pod pending; one in twenty still inside the grace period
+            waited = 2 if state < 0.05 else rng.randint(11, 3600)
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.mktime(time.strptime(NOW, "%Y-%m-%dT%H:%M:%SZ")) - waited))
             status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": stamp,
                                      "message": "Not enough resources for the workload: node-group(s) didn't have enough resources: GPUs."}]  # fmt: skip
@@ -98,13 +100,16 @@ def make_pods(count: int, rng: random.Random) -> list[dict]:
     return pods
 
 
-def timed(command: list[str]) -> float:
+def timed(command: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the child: user + system) for one run of `command`."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, cwd=str(ROOT))
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({result.returncode}): {result.stderr[-500:]}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> int:
@@ -125,26 +130,33 @@ def main() -> int:
         "load the JSON files": [sys.executable, "-c", f"import json; {load}"],
         "load the JSON files, GC off": [sys.executable, "-c", f"import json, gc; gc.disable(); {load}"],
         "adjuster plan": [sys.executable, "-m", "raybridge", "adjuster", "plan", "--pods", str(pods_file), "--nodes", str(nodes_file), "--now", NOW, "-o", "json"],
+        "startup only: adjuster plan --help": [sys.executable, "-m", "raybridge", "adjuster", "plan", "--help"],
     }
     plan = json.loads(subprocess.run(commands["adjuster plan"], capture_output=True, text=True, cwd=str(ROOT), check=True).stdout)
     for command in commands.values():  # warm-up: page cache, first-import costs
         timed(command)
     samples: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(args.runs):
         for name, command in commands.items():
-            samples[name].append(timed(command))
+            wall, used = timed(command)
+            samples[name].append(wall)
+            cpu[name].append(used)
     medians = {name: statistics.median(values) for name, values in samples.items()}
+    cpu_medians = {name: statistics.median(values) for name, values in cpu.items()}
     ratio = medians["adjuster plan"] / medians["load the JSON files"]
     methods = sorted({g["method"] for g in plan["groups"]})
     print(f"{args.pods} pods, {args.nodes} nodes ({size_mb:.1f} MB of JSON); {len(plan['placeholders'])} placeholders, "
           f"{plan['totalGpus']} GPUs, {len(plan['groups'])} groups ({', '.join(methods)}), {len(plan['ignored'])} ignored")  # fmt: skip
-    print(f"| process | median wall time ({args.runs} runs) |")
-    print("|---|---|")
+    print(f"| process | median wall time ({args.runs} runs) | median CPU time |")
+    print("|---|---|---|")
     for name, median in medians.items():
-        print(f"| {name} | {median:.3f} s |")
-    strict = medians["adjuster plan"] / medians["load the JSON files, GC off"]
-    print(f"ratio adjuster plan / load: {ratio:.2f} (target < 2); against a loader with the GC off as well: {strict:.2f}")
-    return 0 if ratio < 2 else 1
+        print(f"| {name} | {median:.3f} s | {cpu_medians[name]:.3f} s |")
+    honest = medians["adjuster plan"] / medians["load the JSON files, GC off"]
+    honest_cpu = cpu_medians["adjuster plan"] / cpu_medians["load the JSON files, GC off"]
+    print(f"ratio adjuster plan / load, the GC off on both sides: {honest:.2f} wall, {honest_cpu:.2f} CPU (target < 2); "
+          f"against a loader with the GC on: {ratio:.2f} wall (not a fair comparison)")  # fmt: skip
+    return 0 if honest < 2 else 1
 
 
 if __name__ == "__main__":

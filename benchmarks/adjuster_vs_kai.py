@@ -7,7 +7,7 @@ on Pod and Node JSON built from the simulation, round after round:
   gpu-memory of several sizes, two vendors, three node pools with selectors and
   taints), arriving at given times; every pool starts with one node whose GPUs
   other work fills, so the planner knows each pool's shape but no pod fits;
-* a scheduler (KAI's, simplified) that places a pending pod into free slices:
+* a scheduler (KAI's, simplified) that places pending pods, in arrival order, into free slices:
   `devices` distinct GPUs of one Ready node of its pool with room for its
   fraction (a gpu-memory pod's fraction of that node's GPU), best fit; a pod that
   does not fit is marked PodScheduled=False/Unschedulable at that time;
@@ -17,8 +17,9 @@ on Pod and Node JSON built from the simulation, round after round:
   pool whose vendor key, labels and taints match, packing the placeholders into
   new nodes first-fit as its estimator does; the nodes are Ready after a
   provisioning delay and the placeholders waiting for them bind there first;
-* raybridge's policy, as its controller reconciles: every pending pod past the
-  10 s grace period is planned; GPUs that placeholders still waiting for a node
+* raybridge's policy, as its controller reconciles (on every change, every 30 s
+  and when a pod's 10 s grace period ends): every pending pod past the grace
+  period is planned; GPUs that placeholders still waiting for a node
   already ask for count against the plan, per constraint group; only the rest is
   added (a landed placeholder is deleted, and the scheduler fills its node at once);
 * KAI's policy: one `Adjust()` pass per reconcile with its scaling pods, a 60 s
@@ -30,7 +31,7 @@ Reported per policy: GPUs provisioned against the lower bound on the optimum
 never placed, pod-hours waited and idle GPU-hours (new GPUs not used by pods,
 up to the same horizon for both). Seeded and deterministic.
 
-    python benchmarks/adjuster_vs_kai.py [--seeds 3] [--delay 120] [--markdown]
+    python benchmarks/adjuster_vs_kai.py [--seeds 3] [--delay 120] [--markdown] [--per-seed]
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ from raybridge.core.placement import matches_node_selector, untolerated_taints  
 EPOCH = datetime(2025, 6, 1, tzinfo=timezone.utc)
 NODE_GPUS = 8
 TICK = 5  # seconds
-RECONCILE_EVERY = 30  # seconds, besides every change
+RECONCILE_EVERY = 30  # seconds, besides every change and every grace period's end
+GRACE = 10  # seconds: AdjusterSettings' default grace period
 SCALE_NS = "kai-scale-adjust"
 
 
@@ -122,7 +124,8 @@ class SimPod:
         elif self.unschedulable_since is not None:
             status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                      "lastTransitionTime": _stamp(self.unschedulable_since)}]  # fmt: skip
-        return {"metadata": {"name": self.name, "namespace": "team", "annotations": annotations}, "spec": spec, "status": status}
+        metadata = {"name": self.name, "namespace": "team", "annotations": annotations, "creationTimestamp": _stamp(self.arrival)}
+        return {"metadata": metadata, "spec": spec, "status": status}
 
 
 @dataclass
@@ -346,6 +349,9 @@ class Cluster:
             ready = sum(1 for n in self.nodes if n.ready_at <= t)
             if ready != ready_seen:
                 ready_seen, self.dirty = ready, True
+            # a pod whose grace period ends now becomes demand now: the controller requeues for that moment
+            if any(p.node is None and p.unschedulable_since is not None and t - TICK < p.unschedulable_since + GRACE <= t for p in self.pods):
+                self.dirty = True
             self.schedule_placeholders(t)
             self.schedule_pods(t)
             if self.dirty or t - last_reconcile >= RECONCILE_EVERY:
@@ -422,20 +428,33 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--delay", type=float, default=120, help="node provisioning delay in seconds (default 120)")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table (default: aligned columns)")
+    parser.add_argument("--per-seed", action="store_true", help="one row per seed instead of sums over the seeds")
     args = parser.parse_args()
-    print(f"seeds 1..{args.seeds}, provisioning delay {args.delay:g} s, 8-GPU nodes; sums over the seeds (time: the mean)\n")
-    print("| trace | policy | GPUs added | lower bound on the optimum | scale-up rounds | all pods running after | pods never placed | pod-hours waited | idle GPU-hours |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    if args.seeds < 1 or not math.isfinite(args.delay) or args.delay < 0:
+        parser.error("--seeds must be at least 1 and --delay a number of seconds >= 0")
+    print(f"seeds 1..{args.seeds}, provisioning delay {args.delay:g} s, 8-GPU nodes; " + ("per seed" if args.per_seed else "sums over the seeds (time: the mean)") + "\n")
+    header = ("trace", "policy", "GPUs added", "lower bound on the optimum", "scale-up rounds", "all pods running after",
+              "pods never placed", "pod-hours waited", "idle GPU-hours")  # fmt: skip
+    rows = []
     for name in TRACES:
         for policy, label in (("exact", "raybridge (exact)"), ("kai", "KAI rule")):
             results = [simulate(name, seed, policy, args.delay) for seed in range(1, args.seeds + 1)]
-            times = [r.all_running_s for r in results if r.all_running_s is not None]
-            never = sum(r.never for r in results)
-            when = f"{sum(times) / len(times) / 60:.1f} min" if len(times) == len(results) else f"never in {len(results) - len(times)} of {len(results)} runs"
-            print(
-                f"| {name} | {label} | {sum(r.gpus for r in results)} | {sum(r.optimum for r in results)} | {sum(r.rounds for r in results)} | "
-                f"{when} | {never} | {sum(r.wait_pod_hours for r in results):.1f} | {sum(r.idle_gpu_hours for r in results):.1f} |"
-            )
+            batches = [([r], f"{name} (seed {seed})") for seed, r in enumerate(results, 1)] if args.per_seed else [(results, name)]
+            for batch, title in batches:
+                times = [r.all_running_s for r in batch if r.all_running_s is not None]
+                when = f"{sum(times) / len(times) / 60:.1f} min" if len(times) == len(batch) else f"never in {len(batch) - len(times)} of {len(batch)} runs"
+                rows.append((title, label, sum(r.gpus for r in batch), sum(r.optimum for r in batch), sum(r.rounds for r in batch), when,
+                             sum(r.never for r in batch), f"{sum(r.wait_pod_hours for r in batch):.1f}", f"{sum(r.idle_gpu_hours for r in batch):.1f}"))  # fmt: skip
+    if args.markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for row in rows:
+            print("| " + " | ".join(str(c) for c in row) + " |")
+    else:
+        widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
+        for row in (header, *rows):
+            print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
     return 0
 
 

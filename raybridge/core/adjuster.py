@@ -3,8 +3,11 @@
 `plan_placeholders(pods, nodes, settings, now)` is the one function both
 `adjuster plan` (offline, from files) and the in-cluster controller call. With
 the default policy it selects the demand (`core/demand.py`), packs each
-constraint group exactly (`core/packing.py`), shapes one placeholder per node
-of the group (never more GPUs than one node has), and applies the cap. With
+constraint group exactly (`core/packing.py`), checks that a scheduler placing
+the pods one by one (oldest first, best fit) finds room in what was packed and
+adds GPUs where it would not, shapes one placeholder per node of the group
+(never more GPUs than one node has), and applies the cap (trimming the
+placeholder that does not fit whole rather than dropping it). With
 `policy="kai"` it reports what one pass of KAI's own node-scale-adjuster would
 do (`core/kai_policy.py`).
 
@@ -15,7 +18,7 @@ the plan with what exists is the controller's job.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional
@@ -29,8 +32,11 @@ from raybridge.core.demand import (
     select_demand,
 )
 from raybridge.core.kai_policy import KAI_RESOURCE_KEY, kai_pass
-from raybridge.core.packing import PackItem, pack
+from raybridge.core.packing import PackItem, greedy_leftovers, pack
 from raybridge.core.quantity import format_fraction
+
+#: Rounds of "add GPUs for what a greedy scheduler leaves" per group; one is almost always enough.
+GREEDY_ROUNDS = 4
 
 __all__ = [
     "AdjusterPlan",
@@ -84,6 +90,7 @@ class GroupPlan:
     group: ConstraintGroup
     pods: int
     demand: Fraction
+    #: What the group asks for: the packing plus what a greedy scheduler needs beyond it (`packed_gpus` <= `gpus`).
     gpus: int
     lower_bound: int
     method: str
@@ -93,6 +100,8 @@ class GroupPlan:
     node_gpus_source: str
     gpu_memory_mib: Optional[int]
     known_nodes: int
+    #: The packing's count (`method` and `proof` are about this one).
+    packed_gpus: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +109,7 @@ class GroupPlan:
             "pods": self.pods,
             "demand": format_fraction(self.demand),
             "gpus": self.gpus,
+            "packedGpus": self.packed_gpus,
             "lowerBound": self.lower_bound,
             "method": self.method,
             "proof": self.proof,
@@ -112,13 +122,23 @@ class GroupPlan:
 
 @dataclass(frozen=True)
 class CapReport:
+    """What `--max-gpus` cut: GPUs and pods, and the placeholders it trimmed (kept in part) rather than dropped."""
+
     limit: int
     requested: int
     cut_gpus: int
     cut_pods: tuple[str, ...]
+    #: (group, GPUs planned, GPUs kept) per placeholder kept in part.
+    trimmed: tuple[tuple[Optional[str], int, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"limit": self.limit, "requested": self.requested, "cutGpus": self.cut_gpus, "cutPods": list(self.cut_pods)}
+        return {
+            "limit": self.limit,
+            "requested": self.requested,
+            "cutGpus": self.cut_gpus,
+            "cutPods": list(self.cut_pods),
+            "trimmed": [{"group": g, "planned": planned, "kept": kept} for g, planned, kept in self.trimmed],
+        }
 
 
 @dataclass(frozen=True)
@@ -176,7 +196,8 @@ def plan_placeholders(
     for piece in selection.pieces:
         by_group.setdefault(piece.group, []).append(piece)
     groups: list[GroupPlan] = []
-    placeholders: list[tuple[Placeholder, float]] = []
+    placeholders: list[tuple[Placeholder, tuple[tuple[str, ...], ...]]] = []
+    waiting: dict[str, float] = {}
     demand_by_vendor: dict[str, Fraction] = {}
     notes: list[str] = []
     for group in sorted(by_group, key=lambda g: (g.vendor, g.id)):
@@ -200,6 +221,25 @@ def plan_placeholders(
             exact_max_slices=settings.exact_max_slices,
             budget=settings.search_budget,
         )
+        # The scheduler places pods one by one, not as the exact packing does: add GPUs until a best-fit
+        # placement in its order (KAI's within a queue: oldest first) also finds room for every pod (bounded:
+        # each round adds some).
+        ordered = sorted(pieces, key=lambda p: (p.created is None, p.created or "", -(p.waiting_seconds or 0.0), p.pod))
+        ordered_items = [PackItem(p.pod, p.fraction, p.devices) for p in ordered]
+        planned_nodes = list(packing.nodes)
+        greedy_extra = 0
+        for _ in range(GREEDY_ROUNDS):
+            left = greedy_leftovers(ordered_items, [n.gpus for n in planned_nodes])
+            if not left:
+                break
+            extra = pack([ordered_items[i] for i in left], node_gpus, exact_max_slices=0, budget=0)
+            planned_nodes.extend(extra.nodes)
+            greedy_extra += extra.gpus
+        if greedy_extra:
+            notes.append(
+                f"group {group.id}: placed one by one, oldest first, best fit, these pods need {greedy_extra} GPU(s) more "
+                f"than the packing's {packing.gpus}; the plan asks for them"
+            )
         counts: dict[tuple[int, int, int], int] = {}
         for p in pieces:
             key = (p.fraction.numerator, p.fraction.denominator, p.devices)
@@ -211,7 +251,8 @@ def plan_placeholders(
                 group=group,
                 pods=len(pieces),
                 demand=demand,
-                gpus=packing.gpus,
+                gpus=packing.gpus + greedy_extra,
+                packed_gpus=packing.gpus,
                 lower_bound=packing.lower_bound,
                 method=packing.method,
                 proof=packing.proof,
@@ -221,9 +262,9 @@ def plan_placeholders(
                 known_nodes=shape.nodes,
             )
         )
-        waiting = {p.pod: p.waiting_seconds or 0.0 for p in pieces}
+        waiting.update((p.pod, p.waiting_seconds or 0.0) for p in pieces)
         tolerations = tuple(group.tolerations)
-        for node in packing.nodes:
+        for node in planned_nodes:
             placeholders.append(
                 (
                     Placeholder(
@@ -235,10 +276,10 @@ def plan_placeholders(
                         tolerations=tolerations,
                         group=group.id,
                     ),
-                    max((waiting[p] for p in node.pods), default=0.0),
+                    node.gpu_pods,
                 )
             )
-    kept, cap = _apply_cap(placeholders, settings.max_total_gpus)
+    kept, cap = _apply_cap(placeholders, waiting, settings.max_total_gpus)
     return AdjusterPlan(
         policy="exact",
         total_gpus=sum(p.gpus for p in kept),
@@ -254,26 +295,62 @@ def plan_placeholders(
     )
 
 
-def _apply_cap(placeholders: list[tuple[Placeholder, float]], limit: Optional[int]) -> tuple[list[Placeholder], Optional[CapReport]]:
-    """Keep placeholders, longest-waiting pods first, while they fit under the cap; report what was cut."""
+def _apply_cap(
+    placeholders: list[tuple[Placeholder, tuple[tuple[str, ...], ...]]], waiting: Mapping[str, float], limit: Optional[int]
+) -> tuple[list[Placeholder], Optional[CapReport]]:
+    """Keep placeholders under the cap, those with the longest-waiting pods first; report what was cut.
+
+    A placeholder that does not fit whole is trimmed to the GPUs left rather
+    than dropped: its pods, longest-waiting first, keep the GPUs they sit on
+    (a multi-device pod all of its own or none) while those fit. So eight pods
+    of 0.9 on one 8-GPU placeholder under a cap of 5 still ask for 5 GPUs, and
+    a cap smaller than one node never stops a group's scale-up.
+    """
     requested = sum(p.gpus for p, _ in placeholders)
     if limit is None or requested <= limit:
         return [p for p, _ in placeholders], None
-    order = sorted(range(len(placeholders)), key=lambda i: -placeholders[i][1])
-    keep: set[int] = set()
-    used = 0
-    for i in order:
-        if used + placeholders[i][0].gpus <= limit:
-            keep.add(i)
-            used += placeholders[i][0].gpus
-    cut = [placeholders[i][0] for i in range(len(placeholders)) if i not in keep]
+
+    def longest_wait(entry: tuple[Placeholder, tuple[tuple[str, ...], ...]]) -> float:
+        return max((waiting.get(p, 0.0) for p in entry[0].pods), default=0.0)
+
+    kept: dict[int, Placeholder] = {}  # by position in the plan
+    trimmed: list[tuple[Optional[str], int, int]] = []
+    served: set[str] = set()
+    left = limit
+    for index in sorted(range(len(placeholders)), key=lambda i: -longest_wait(placeholders[i])):
+        placeholder, gpu_pods = placeholders[index]
+        if placeholder.gpus <= left:
+            kept[index] = placeholder
+            served.update(placeholder.pods)
+            left -= placeholder.gpus
+            continue
+        if left <= 0:
+            continue
+        on_gpus: dict[str, set[int]] = {}
+        for gpu, pods in enumerate(gpu_pods):
+            for pod in pods:
+                on_gpus.setdefault(pod, set()).add(gpu)
+        chosen: set[int] = set()
+        pods_kept: list[str] = []
+        for pod in sorted(placeholder.pods, key=lambda p: (-waiting.get(p, 0.0), p)):
+            gpus = on_gpus.get(pod, set())
+            if gpus and len(chosen | gpus) <= left:
+                chosen |= gpus
+                pods_kept.append(pod)
+        if not pods_kept:
+            continue
+        kept[index] = replace(placeholder, gpus=len(chosen), pods=tuple(sorted(pods_kept)))
+        trimmed.append((placeholder.group, placeholder.gpus, len(chosen)))
+        served.update(pods_kept)
+        left -= len(chosen)
     report = CapReport(
         limit=limit,
         requested=requested,
-        cut_gpus=sum(p.gpus for p in cut),
-        cut_pods=tuple(sorted(pod for p in cut for pod in p.pods)),
+        cut_gpus=requested - sum(p.gpus for p in kept.values()),
+        cut_pods=tuple(sorted(pod for p, _ in placeholders for pod in p.pods if pod not in served)),
+        trimmed=tuple(trimmed),
     )
-    return [placeholders[i][0] for i in range(len(placeholders)) if i in keep], report
+    return [kept[i] for i in sorted(kept)], report
 
 
 def _plan_kai(pods: Iterable[Any], settings: AdjusterSettings) -> AdjusterPlan:

@@ -7,7 +7,10 @@ exist yet. Those become `DemandPiece`s: a fraction of a GPU (an exact
 `Fraction`, never a float) on a number of distinct devices, in the
 `ConstraintGroup` of nodes the pod may land on. Every other pod that carries a
 KAI GPU-sharing annotation is reported in `ignored` with its reason; pods bound
-to a node or finished are only counted in `skipped`.
+to a node or finished are only counted in `skipped`, by code. That is
+deliberate: they are the running workload, not pods that wait, a cluster
+holds many more of them than pending ones, and each `ignored` entry is a
+per-pod warning (the controller posts a `ScaleUpIgnored` event for it).
 
 Pure: no I/O, no clock (the caller passes `now`), no ray or kubernetes
 imports. It never raises on a malformed pod, node or annotation. How the
@@ -100,8 +103,9 @@ class AdjusterSettings:
     node_gpus: Optional[int] = None
     #: Exact search for groups of at most this many GPU slices; larger groups get first-fit-decreasing.
     exact_max_slices: int = 400
-    #: Branch-and-bound nodes per group before the search settles for the best packing found.
-    search_budget: int = 20_000
+    #: Search steps per group (bin completion; a tenth of it for the branch and bound after it) before settling for
+    #: the best packing found: about a second of CPU at most.
+    search_budget: int = 200_000
     #: KAI policy: where KAI's scaling pods live.
     kai_namespace: str = KAI_SCALE_ADJUST_NAMESPACE
 
@@ -219,6 +223,8 @@ class DemandPiece:
     source: str
     memory_mib: Optional[int] = None
     waiting_seconds: Optional[float] = None
+    #: metadata.creationTimestamp as given (RFC 3339, so it sorts as text): the scheduler's order among equals.
+    created: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -278,11 +284,6 @@ def pod_scheduled_condition(pod: Mapping[str, Any]) -> Optional[dict[str, Any]]:
         if isinstance(cond, dict) and cond.get("type") == "PodScheduled":
             return cond
     return None
-
-
-def is_unschedulable(pod: Mapping[str, Any]) -> bool:
-    cond = pod_scheduled_condition(pod)
-    return cond is not None and cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
 
 
 def parse_time(value: Any) -> Optional[datetime]:
@@ -506,6 +507,14 @@ def _pod_group_index(pod_groups: Iterable[Any]) -> dict[tuple[str, str], dict[st
     return index
 
 
+def _clip(text: str, limit: int) -> str:
+    """`text` cut at the last space within `limit` characters, with " ..." added; never mid-word."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit + 1)
+    return text if cut <= 0 else text[:cut].rstrip() + " ..."
+
+
 def quota_block_reason(pod: Mapping[str, Any], pod_groups: Mapping[tuple[str, str], Any], cond: Optional[Mapping[str, Any]] = None) -> Optional[str]:
     """Why KAI says the pod waits for its queue rather than for nodes, or None."""
     if cond is None:
@@ -513,7 +522,7 @@ def quota_block_reason(pod: Mapping[str, Any], pod_groups: Mapping[tuple[str, st
     message = cond.get("message")
     if isinstance(message, str) and _QUOTA_PATTERN.search(message):
         first_line = message.strip().splitlines()[0] if message.strip() else message
-        return f"its queue is out of quota, not out of nodes (KAI: {first_line[:200]})"
+        return f"its queue is out of quota, not out of nodes (KAI: {_clip(first_line, 200)})"
     meta = _dict(pod.get("metadata"))
     pg_name = _dict(meta.get("annotations")).get(KAI_POD_GROUP_ANNOTATION)
     if isinstance(pg_name, str) and pod_groups:
@@ -627,7 +636,12 @@ def _judge(
     # --- the annotations ---
     fraction: Optional[Fraction] = None
     memory_mib: Optional[int] = None
-    if KAI_GPU_FRACTION_ANNOTATION in annotations:
+    # An empty gpu-fraction counts as absent, as KAI reads it (pkg/common/resources/gpu_sharing.go,
+    # parseGpuFractionalPortion): gpu-memory, if any, decides.
+    fraction_given = annotations.get(KAI_GPU_FRACTION_ANNOTATION, "") != ""
+    if not fraction_given and annotations.get(KAI_GPU_MEMORY_ANNOTATION, "") == "":
+        return ignore("bad-annotation", "gpu-fraction and gpu-memory are both empty or absent")
+    if fraction_given:
         raw = annotations[KAI_GPU_FRACTION_ANNOTATION]
         cached = groups.fractions.get(raw) if isinstance(raw, str) else None
         if cached is None:
@@ -700,4 +714,5 @@ def _judge(
         source=source,
         memory_mib=memory_mib,
         waiting_seconds=waited,
+        created=meta.get("creationTimestamp") if isinstance(meta.get("creationTimestamp"), str) else None,
     )

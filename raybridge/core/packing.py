@@ -13,10 +13,21 @@ GPUs and says how it knows:
   node that has `devices` distinct GPUs with room. For single-device pieces
   FFD uses at most 11/9·OPT + 6/9 GPUs (Dósa, 2007);
 * when FFD does not meet the bound and the group has at most
-  `exact_max_slices` GPU slices, a depth-first branch and bound (identical
-  pieces placed in non-decreasing GPU order, GPUs with equal free space tried
-  once, a wasted-space bound) proves the optimum, or stops after `budget`
-  search nodes with the best packing found.
+  `exact_max_slices` GPU slices, bin completion (`_Completion`, after Korf
+  2002): GPU by GPU, the largest slice left plus one of the fullest ways to
+  fill the rest, within the spare space the target allows, in limited
+  discrepancy order. It runs on the slices alone (a relaxation), so when it
+  runs out of options the target is proven too few and the lower bound
+  rises by one; a packing it finds is grouped into nodes so that every
+  multi-device pod has its GPUs on one node (`_group_nodes`), a multi-device
+  kind at most once per GPU to keep that easy;
+* then, if still undecided, a depth-first branch and bound over the pieces
+  themselves (identical pieces placed in non-decreasing GPU order, GPUs with
+  equal free space tried once, a wasted-space bound), on a tenth of the budget.
+
+Both searches stop after `budget` steps with the best packing found, and say so
+("heuristic", between the bound and that count). The budget bounds the time:
+about a second of CPU per group at the default.
 
 Arithmetic is exact: sizes are Fractions scaled to integers over their common
 denominator, so 0.33 + 0.56 + 0.11 is exactly one GPU. Pure and deterministic;
@@ -31,6 +42,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Optional, Sequence
 
+COMPLETION_WIDTH = 4  # completions tried per GPU, fullest first (see _Completion)
 FFD_BOUND = "first-fit-decreasing: at most 11/9·OPT + 6/9 GPUs for single-device pieces (Dósa 2007)"
 
 
@@ -45,11 +57,13 @@ class PackItem:
 
 @dataclass(frozen=True)
 class PackedNode:
-    """One node's worth of GPUs: how many, which pods use them, and each GPU's load."""
+    """One node's worth of GPUs: how many, which pods use them, each GPU's load and each GPU's pods."""
 
     gpus: int
     pods: tuple[str, ...]
     loads: tuple[Fraction, ...]
+    #: Per GPU, the pods with a slice on it (a multi-device pod appears on `devices` of them).
+    gpu_pods: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -340,6 +354,142 @@ class _Search:
                 state.close_gpu()
 
 
+class _Completion:
+    """Bin completion (Korf 2002) on GPUs: can the slices fit in `target` GPUs?
+
+    The pieces are counted by kind (integer size); a pod on n devices is n
+    slices here, and nodes are left out: this is a relaxation of the real
+    problem, so a search that runs out of options proves `target` GPUs too
+    few for the real problem too. A packing it finds still has to be grouped
+    into nodes (`_group_nodes`). GPUs are filled one at a time: each new GPU
+    takes the largest slice left plus a completion, a multiset of smaller or
+    equal slices whose unused space keeps the total unused space within what
+    `target` GPUs allow (target × capacity − Σ slices). A state (slices left)
+    that failed with as much spare space and as many discrepancies is not
+    tried again.
+    """
+
+    def __init__(self, sizes: list[int], slices: list[int], capacity: int, budget: int, width: int = 1_000_000, one_per_gpu: Sequence[bool] = ()) -> None:
+        self.sizes, self.capacity = sizes, capacity
+        #: Kinds (multi-device ones) of which a GPU takes at most one slice, so that grouping into nodes is easy;
+        #: a cut that makes the search `truncated` (it no longer proves anything when it runs out).
+        self.one_per_gpu = list(one_per_gpu) or [False] * len(sizes)
+        self.left = list(slices)
+        self.budget = budget
+        self.steps = 0
+        self.aborted = False
+        #: GPUs are tried with at most `width` completions each; `truncated` says some had more.
+        self.width = width
+        self.truncated = False
+        self.gpus: list[tuple[int, ...]] = []
+        self.failed: dict[tuple, tuple[int, int]] = {}
+        self.limited = self.exhausted = False
+
+    def solve(self, target: int) -> Optional[list[tuple[int, ...]]]:
+        """GPU contents (slices per kind) in `target` GPUs or fewer, or None.
+
+        Limited discrepancy search: pass d allows the path to leave the
+        fullest completion d times in all (the i-th fullest costs i), so a
+        poor choice near the top is revisited as early as one near the
+        bottom. None with `exhausted` set proves `target` GPUs too few; None
+        without it means the step budget ran out (`aborted`).
+        """
+        spare = target * self.capacity - sum(s * c for s, c in zip(self.sizes, self.left))
+        self.truncated = self.exhausted = False
+        if spare < 0:
+            self.exhausted = True
+            return None
+        self.failed.clear()
+        discrepancies = 0
+        while not self.aborted:
+            self.limited = False
+            if self._fill(spare, discrepancies):
+                return list(self.gpus)
+            if not self.limited and not self.aborted:
+                self.exhausted = not self.truncated
+                return None
+            discrepancies += 1
+        return None
+
+    def _fill(self, spare: int, discrepancies: int) -> bool:
+        if self.aborted:
+            return False
+        first = next((k for k, c in enumerate(self.left) if c), None)
+        if first is None:
+            return True
+        key = tuple(self.left)
+        failed_spare, failed_discrepancies = self.failed.get(key, (-1, -1))
+        if failed_spare >= spare and failed_discrepancies >= discrepancies:
+            return False
+        for choice, (load, contents) in enumerate(self._completions(first, spare)):
+            if self.aborted:
+                return False
+            if choice > discrepancies:
+                self.limited = True
+                break
+            for k, c in enumerate(contents):
+                self.left[k] -= c
+            self.gpus.append(contents)
+            if self._fill(spare - (self.capacity - load), discrepancies - choice):
+                return True
+            self.gpus.pop()
+            for k, c in enumerate(contents):
+                self.left[k] += c
+            if self.aborted:
+                return False
+        if spare >= failed_spare and discrepancies >= failed_discrepancies:
+            self.failed[key] = (spare, discrepancies)
+        return False
+
+    def _completions(self, first: int, spare: int) -> list[tuple[int, tuple[int, ...]]]:
+        """The `width` fullest maximal ways to fill a GPU holding a slice of kind `first` and others after it.
+
+        Maximal: no slice left over would still fit, since adding it never
+        hurts (Korf's dominance, its simplest form). A branch that cannot beat
+        the width-th fullest found so far is cut, so this is a bounded
+        knapsack search, not a listing; when more than `width` ways exist the
+        search below is no longer exhaustive (`truncated`).
+        """
+        sizes, left, capacity, width = self.sizes, self.left, self.capacity, self.width
+        kinds = len(sizes)
+        reach = [0] * (kinds + 1)  # reach[k]: the most that kinds k.. could add
+        for k in range(kinds - 1, first - 1, -1):
+            reach[k] = reach[k + 1] + sizes[k] * left[k]
+        floor = capacity - spare
+        best: list[tuple[int, tuple[int, ...]]] = []  # fullest first, at most `width`
+        counts = [0] * kinds
+
+        def walk(k: int, load: int, smallest_left: int) -> None:
+            self.steps += 1
+            if self.steps > self.budget:
+                self.aborted = True
+                return
+            if k == kinds:
+                if load >= floor and capacity - load < smallest_left:
+                    if len(best) == width:
+                        best.pop()
+                        self.truncated = True
+                    bisect.insort(best, (load, tuple(counts)), key=lambda x: -x[0])
+                return
+            need = best[-1][0] + 1 if len(best) == width else floor
+            if load + min(reach[k], capacity - load) < need:
+                if len(best) == width:
+                    self.truncated = True
+                return
+            lowest = 1 if k == first else 0
+            most = min(left[k], (capacity - load) // sizes[k])
+            if most > 1 and self.one_per_gpu[k]:
+                most, self.truncated = 1, True
+            for c in range(most, lowest - 1, -1):
+                counts[k] = c
+                walk(k + 1, load + c * sizes[k], sizes[k] if c < left[k] else smallest_left)
+                if self.aborted:
+                    return
+            counts[k] = 0
+
+        walk(first, 0, capacity + 1)
+        return best
+
 def _choices(groups: list[tuple[int, list[int]]], n: int, slots: int) -> list[list[int]]:
     """Ways to take up to n GPUs from classes of equal free space, leaving at most `slots` to open."""
     out: list[list[int]] = []
@@ -359,6 +509,71 @@ def _choices(groups: list[tuple[int, list[int]]], n: int, slots: int) -> list[li
     return out
 
 
+def _balanced(slices: dict[int, list[int]], devices: Sequence[int]) -> int:
+    """How far a node's multi-device slices are from forming whole pieces: 0 when they do.
+
+    Per kind with n devices: the slices must be a multiple of n, and no GPU may
+    hold more than count/n of them (each piece needs n distinct GPUs).
+    """
+    short = 0
+    for k, on in slices.items():
+        n, total = devices[k], sum(on)
+        short += (-total) % n + max(0, max(on, default=0) * n - total)
+    return short
+
+
+def _group_nodes(contents: list[tuple[int, ...]], devices: Sequence[int], node_gpus: int) -> Optional[list[list[int]]]:
+    """Group GPUs into nodes of at most `node_gpus` so that every multi-device piece can sit on one node.
+
+    Greedy: a node starts from the first GPU left with multi-device slices and
+    takes, one at a time, the GPU that brings it closest to whole pieces,
+    until it has them; GPUs with single-device slices only fill nodes up.
+    None when a node would need more GPUs than one has (the caller falls back).
+    """
+    multi = [k for k, n in enumerate(devices) if n > 1]
+    with_multi = [g for g, gpu in enumerate(contents) if any(gpu[k] for k in multi)]
+    plain = [g for g, gpu in enumerate(contents) if not any(gpu[k] for k in multi)]
+    nodes: list[list[int]] = []
+    left = list(with_multi)
+    while left:
+        node = [left.pop(0)]
+        on = {k: [contents[node[0]][k]] for k in multi}
+        while _balanced(on, devices):
+            if len(node) == node_gpus or not left:
+                return None
+            best = min(left, key=lambda g: (_balanced({k: on[k] + [contents[g][k]] for k in multi}, devices), g))
+            left.remove(best)
+            node.append(best)
+            for k in multi:
+                on[k].append(contents[best][k])
+        nodes.append(node)
+    for node in nodes:
+        while plain and len(node) < node_gpus:
+            node.append(plain.pop(0))
+    nodes.extend(plain[i : i + node_gpus] for i in range(0, len(plain), node_gpus))
+    return nodes
+
+
+def _realise(contents: list[tuple[int, ...]], node_members: list[list[int]], kind_items: list[list[int]], kind_sizes: list[int], kind_devices: list[int], capacity: int, items: int) -> tuple[list[int], list[list[int]]]:
+    """GPU contents by kind and GPUs per node -> (free space per GPU, GPUs per item).
+
+    A multi-device kind's slices on a node are dealt out round-robin over
+    count/n of its pieces, GPU by GPU: since no GPU holds more than count/n of
+    them (`_balanced`), each piece lands on n distinct GPUs.
+    """
+    free = [capacity - sum(c * kind_sizes[k] for k, c in enumerate(gpu)) for gpu in contents]
+    placed: list[list[int]] = [[] for _ in range(items)]
+    queues = [list(reversed(members)) for members in kind_items]
+    for members in node_members:
+        for k, n in enumerate(kind_devices):
+            slices = [g for g in members for _ in range(contents[g][k])]
+            if not slices:
+                continue
+            pieces = [queues[k].pop() for _ in range(len(slices) // n)]
+            for j, g in enumerate(slices):
+                placed[pieces[j % len(pieces)]].append(g)
+    return free, placed
+
 def _nodes(free: Sequence[int], node_members: Sequence[Sequence[int]], placed: Sequence[Sequence[int]], pods: Sequence[str], capacity: int) -> tuple[PackedNode, ...]:
     pods_on: dict[int, set[str]] = {}
     for item, gpus in enumerate(placed):
@@ -370,11 +585,12 @@ def _nodes(free: Sequence[int], node_members: Sequence[Sequence[int]], placed: S
             continue
         names = sorted({p for g in members for p in pods_on.get(g, ())})
         loads = tuple(Fraction(capacity - free[g], capacity) for g in members)
-        out.append(PackedNode(gpus=len(members), pods=tuple(names), loads=loads))
+        per_gpu = tuple(tuple(sorted(pods_on.get(g, ()))) for g in members)
+        out.append(PackedNode(gpus=len(members), pods=tuple(names), loads=loads, gpu_pods=per_gpu))
     return tuple(out)
 
 
-def pack(items: Sequence[PackItem], node_gpus: Optional[int] = None, exact_max_slices: int = 400, budget: int = 20_000) -> Packing:
+def pack(items: Sequence[PackItem], node_gpus: Optional[int] = None, exact_max_slices: int = 400, budget: int = 200_000) -> Packing:
     """Pack `items` into the fewest GPUs, nodes of `node_gpus` GPUs (None: the largest device count)."""
     if not items:
         return Packing(gpus=0, lower_bound=0, method="exact", proof="nothing to pack", node_gpus=node_gpus or 0)
@@ -401,18 +617,130 @@ def pack(items: Sequence[PackItem], node_gpus: Optional[int] = None, exact_max_s
     if len(slices) > exact_max_slices or budget <= 0:
         return Packing(best, bound, "heuristic", f"{FFD_BOUND}; {len(slices)} GPU slices is more than the exact search takes ({exact_max_slices})",
                        _nodes(state.free, state.node_members, placed, pods, capacity), size_of_node)  # fmt: skip
-    search = _Search(order, sizes, devices, capacity, size_of_node, sum(slices), best, budget)
-    search.target = bound
+    # bin completion: the fewest GPUs from the bound up, each target either met or proven unreachable
+    kinds: dict[tuple[int, int], list[int]] = {}
+    for i in order:
+        kinds.setdefault((sizes[i], devices[i]), []).append(i)
+    kind_keys = list(kinds)  # order is by size, then devices, descending
+    kind_sizes, kind_devices = [s for s, _ in kind_keys], [n for _, n in kind_keys]
+    # Multi-device kinds go at most once per GPU, so that the packing groups into nodes easily (a second attempt
+    # without that rule on more budget proved no better on benchmarks/adjuster_packing_exactness.py).
+    completion = _Completion(kind_sizes, [len(kinds[k]) * n for k, n in zip(kind_keys, kind_devices)], capacity, budget,
+                             width=COMPLETION_WIDTH, one_per_gpu=[n > 1 for n in kind_devices])  # fmt: skip
+    proven = bound
+    ungroupable = False
+    while proven < best:
+        found = completion.solve(proven)
+        if found is not None:
+            members = _group_nodes(found, kind_devices, size_of_node)
+            if members is None:
+                ungroupable = True
+                break
+            free, placed_by = _realise(found, members, [kinds[k] for k in kind_keys], kind_sizes, kind_devices, capacity, len(items))
+            proof = "bin completion found a packing that meets the lower bound" if proven == bound else f"bin completion: {proven - 1} GPUs cannot hold these pieces, {proven} can"
+            return Packing(len(found), proven, "exact", proof, _nodes(free, members, placed_by, pods, capacity), size_of_node, completion.steps)
+        if not completion.exhausted:
+            break
+        proven += 1
+    steps = completion.steps
+    if proven == best:
+        proof = f"first-fit-decreasing; bin completion proved that {best - 1} GPUs cannot hold these pieces"
+        return Packing(best, proven, "exact", proof, _nodes(state.free, state.node_members, placed, pods, capacity), size_of_node, steps)
+    search = _Search(order, sizes, devices, capacity, size_of_node, sum(slices), best, max(1, budget // 10))
+    search.target = proven
     search.run()
+    visited = steps + search.visited
     if search.best_state is not None and search.best_placed is not None:
         free, _, members = search.best_state
         nodes = _nodes(free, members, search.best_placed, pods, capacity)
     else:
         nodes = _nodes(state.free, state.node_members, placed, pods, capacity)
     if not search.aborted:
-        proof = "branch and bound: the search completed" + ("" if search.best == bound else f" (the lower bound {bound} is not reachable)")
-        return Packing(search.best, bound, "exact", proof, nodes, size_of_node, search.visited)
-    if search.best == bound:
-        return Packing(search.best, bound, "exact", "branch and bound found a packing that meets the lower bound", nodes, size_of_node, search.visited)
-    proof = f"branch and bound stopped after {budget} search nodes; between {bound} and {search.best} GPUs are needed ({FFD_BOUND})"
-    return Packing(search.best, bound, "heuristic", proof, nodes, size_of_node, search.visited)
+        proof = "branch and bound: the search completed" + ("" if search.best == proven else f" (the lower bound {proven} is not reachable)")
+        return Packing(search.best, search.best, "exact", proof, nodes, size_of_node, visited)
+    if search.best == proven:
+        return Packing(search.best, proven, "exact", "branch and bound found a packing that meets the lower bound", nodes, size_of_node, visited)
+    why = "bin completion's packing could not be grouped into nodes" if ungroupable else f"bin completion stopped after {budget} steps"
+    proof = f"{why}, branch and bound after {max(1, budget // 10)} search nodes; between {proven} and {search.best} GPUs are needed ({FFD_BOUND})"
+    return Packing(search.best, proven, "heuristic", proof, nodes, size_of_node, visited)
+
+
+def greedy_leftovers(items: Sequence[PackItem], node_sizes: Sequence[int]) -> list[int]:
+    """Which of `items`, placed one by one in the order given, a best-fit scheduler leaves without room.
+
+    The scheduler model (KAI's bin-packing placement, simplified, as
+    benchmarks/adjuster_vs_kai.py simulates it): nodes of `node_sizes` empty
+    GPUs; a pod goes to the node where its `devices` fullest GPUs with room
+    leave the least spare space, on those GPUs (the first such node on a
+    tie). An exact packing can need a placement no greedy scheduler finds;
+    the planner adds GPUs for what this leaves (`core/adjuster.py`).
+    Returns the positions in `items` of the pods left over.
+    """
+    if not items:
+        return []
+    capacity = math.lcm(*{i.size.denominator for i in items})
+    # per node, (free, gpu) ascending; and all of them as (free, node, gpu) for a global best fit
+    by_node = [[(capacity, gpu) for gpu in range(n)] for n in node_sizes]
+    slots = sorted((capacity, node, gpu) for node, n in enumerate(node_sizes) for gpu in range(n))
+    left: list[int] = []
+    smallest = min(i.size.numerator * (capacity // i.size.denominator) for i in items)
+    # Multi-device pods look at the nodes in use that the smallest pod still fits and, of the untouched ones
+    # (all alike), only the first of each size: a scan of every node per pod is too slow at thousands of pods.
+    in_use: list[int] = []
+    untouched = set(range(len(node_sizes)))
+    fresh_by_size: dict[int, list[int]] = {}  # per node size: [cursor, node, node, ...] in order
+    for node, n in enumerate(node_sizes):
+        fresh_by_size.setdefault(n, [1]).append(node)
+    full: set[int] = set()
+
+    def take(node: int, gpu: int, room: int, size: int) -> None:
+        del slots[bisect.bisect_left(slots, (room, node, gpu))]
+        bisect.insort(slots, (room - size, node, gpu))
+        mine = by_node[node]
+        del mine[bisect.bisect_left(mine, (room, gpu))]
+        bisect.insort(mine, (room - size, gpu))
+        if node in untouched:
+            untouched.discard(node)
+            bisect.insort(in_use, node)
+        if mine[-1][0] < smallest:
+            full.add(node)
+
+    for index, item in enumerate(items):
+        size = item.size.numerator * (capacity // item.size.denominator)
+        if item.devices == 1:
+            at = bisect.bisect_left(slots, (size, -1, -1))
+            if at == len(slots):
+                left.append(index)
+                continue
+            room, node, gpu = slots[at]
+            take(node, gpu, room, size)
+            continue
+        best: Optional[tuple[int, int, list[tuple[int, int]]]] = None
+        if full:
+            in_use = [node for node in in_use if node not in full]
+            full.clear()
+        firsts = []
+        for size_nodes in fresh_by_size.values():
+            while size_nodes[0] < len(size_nodes) and size_nodes[size_nodes[0]] not in untouched:
+                size_nodes[0] += 1
+            if size_nodes[0] < len(size_nodes):
+                firsts.append(size_nodes[size_nodes[0]])
+        for node in sorted([*in_use, *firsts]):
+            mine = by_node[node]
+            if len(mine) < item.devices or mine[-item.devices][0] < size:
+                continue
+            at = bisect.bisect_left(mine, (size, -1))
+            if len(mine) - at < item.devices:
+                continue
+            fits = mine[at : at + item.devices]
+            slack = sum(room for room, _ in fits) - size * item.devices
+            if best is None or slack < best[0]:
+                best = (slack, node, fits)
+        if best is None:
+            left.append(index)
+            continue
+        _, node, chosen = best
+        for room, gpu in chosen:
+            take(node, gpu, room, size)
+    return left
+

@@ -66,11 +66,18 @@ def test_plan_yaml_and_table():
     assert "quota-blocked" in table.stdout and "amd.com/gpu" in table.stdout
 
 
+def test_plan_table_says_what_the_cap_trimmed():
+    out = run_cli("adjuster", "plan", "--pods", PODS, "--nodes", NODES, *NOW, "--max-gpus", "4", "-o", "table")
+    assert out.returncode == 0, out.stderr
+    assert "capped at 4 GPUs: 9 asked for, 5 cut" in out.stdout
+    assert "trimmed from 8 to 3 GPUs" in out.stdout
+
+
 # (case, extra flags, totalGpus)
 FLAG_ROWS = [
     ("no nodes: memory falls back, no device check", [], None),
     ("grace period 0 counts the new pod (it fits the spare room)", ["--nodes", NODES, "--grace-period", "0"], 9),
-    ("cap", ["--nodes", NODES, "--max-gpus", "4"], 1),
+    ("cap: the placeholder that does not fit whole is trimmed to the GPUs left", ["--nodes", NODES, "--max-gpus", "4"], 4),
     ("other scheduler name: nothing counts", ["--nodes", NODES, "--scheduler-name", "volcano"], 0),
 ]
 

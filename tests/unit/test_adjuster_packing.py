@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from raybridge.core.packing import PackItem, lower_bound, pack
+from raybridge.core.packing import PackItem, greedy_leftovers, lower_bound, pack
 
 
 def items(*specs):
@@ -30,6 +30,19 @@ def check_packing(result, pack_items, node_gpus):
     assert placed == sorted(i.pod for i in pack_items)  # each pod on exactly one node
     total_load = sum(load for n in result.nodes for load in n.loads)
     assert total_load == sum(i.size * i.devices for i in pack_items)
+    by_pod = {i.pod: i for i in pack_items}
+    for node_index, n in enumerate(result.nodes):
+        assert len(n.gpu_pods) == n.gpus
+        for gpu_pods, load in zip(n.gpu_pods, n.loads):
+            assert len(set(gpu_pods)) == len(gpu_pods)  # a pod's slices are on distinct GPUs
+            assert sum(by_pod[p].size for p in gpu_pods) == load
+    homes = {}
+    for node_index, n in enumerate(result.nodes):
+        for gpu_pods in n.gpu_pods:
+            for p in gpu_pods:
+                homes.setdefault(p, []).append(node_index)
+    for i in pack_items:  # each pod on `devices` GPUs, all of one node
+        assert len(homes[i.pod]) == i.devices and len(set(homes[i.pod])) == 1, (i, homes[i.pod])
     assert result.gpus >= result.lower_bound
     if node_gpus:
         assert result.node_gpus == node_gpus
@@ -52,6 +65,7 @@ PACK_ROWS = [
     ("FFD uses 11, the optimum is 9", items(*["0.51"] * 6, *["0.27"] * 6, *["0.26"] * 6, *["0.23"] * 12), None, 9, "exact"),
     ("memory-derived fractions", items(*[str(Fraction(20000, 81559))] * 4, str(Fraction(2000, 81559))), None, 2, "exact"),
     ("a whole-GPU memory pod", items("1", "0.5"), None, 2, "exact"),
+    ("the bound says 3, no GPU takes three of these", items(*["0.4"] * 5, "0.35", "0.3"), None, 4, "exact"),
 ]
 
 
@@ -71,13 +85,49 @@ def test_ffd_counterexample_needs_the_search():
     assert with_search.search_nodes > 0
 
 
+def mixed_group(seed: str, index: int, size: int) -> list:
+    """The mix of benchmarks/adjuster_packing_exactness.py: 60% fractions, 40% gpu-memory of an 80 GB GPU, 8% on two devices."""
+    rng = random.Random(seed)
+    for _ in range(index + 1):
+        out = []
+        for i in range(size):
+            if rng.random() < 0.6:
+                fraction = Fraction(rng.choice(["0.1", "0.125", "0.2", "0.25", "0.3", "0.33", "0.5", "0.6", "0.75"]))
+            else:
+                fraction = Fraction(rng.choice([2000, 4096, 10240, 20000, 40000]), 81559)
+            out.append(PackItem(f"ns/p{i}", fraction, 2 if rng.random() < 0.08 else 1))
+    return out
+
+
+# (case, pieces, GPUs = the lower bound): groups of the sizes that occur where first-fit-decreasing is one GPU over
+MIXED_ROWS = [
+    ("100 pieces, 16 on two devices", mixed_group("1-100", 11, 100), 38),
+    ("100 pieces, 5 on two devices", mixed_group("1-100", 9, 100), 29),
+    ("200 pieces, 16 on two devices", mixed_group("1-200", 3, 200), 67),
+]
+
+
+@pytest.mark.parametrize("case,pack_items,gpus", MIXED_ROWS, ids=[r[0] for r in MIXED_ROWS])
+def test_mixed_groups_of_a_few_hundred_pieces_are_proven_optimal(case, pack_items, gpus):
+    assert pack(pack_items, 8, budget=0).gpus == gpus + 1  # first-fit-decreasing alone misses by one
+    result = pack(pack_items, 8)
+    assert (result.gpus, result.lower_bound, result.method) == (gpus, gpus, "exact"), result.proof
+    check_packing(result, pack_items, 8)
+
+
+def test_an_unreachable_bound_is_raised_by_the_proof():
+    result = pack(items(*["0.4"] * 5, "0.35", "0.3"), None)
+    assert (result.gpus, result.lower_bound) == (4, 4)  # L2 says 3; bin completion proves 3 too few
+    assert "3 GPUs cannot hold" in result.proof
+
+
 def test_search_budget_exhausted_says_so():
     rng = random.Random(3)
     pack_items = [PackItem(f"ns/p{i}", Fraction(rng.randint(20, 45), 100)) for i in range(60)]
     result = pack(pack_items, None, budget=5)
     assert result.method in ("heuristic", "exact")
     if result.method == "heuristic":
-        assert "stopped after 5 search nodes" in result.proof
+        assert "bin completion stopped after 5 steps" in result.proof
     check_packing(result, pack_items, None)
 
 
@@ -158,3 +208,49 @@ def test_random_multi_device_packings_are_feasible_and_never_beat_the_bound():
             for g, load in enumerate(n.loads):
                 loads[(n_index, g)] = load
         assert result.gpus >= max(i.devices for i in pack_items)
+
+
+# (case, pods in the scheduler's order, node sizes, positions left without room)
+GREEDY_ROWS = [
+    ("small first: best fit strands the second 0.7", items("0.3", "0.3", "0.7", "0.7"), [2], [3]),
+    ("large first: best fit finds the exact packing", items("0.7", "0.7", "0.3", "0.3"), [2], []),
+    ("two 0.5x2 pods share a node's two GPUs", items(("0.5", 2), ("0.5", 2)), [2], []),
+    ("a second node takes the second wide pod", items(("0.6", 2), ("0.6", 2)), [2, 2], []),
+    ("a wide pod needs distinct GPUs of one node", items(("0.6", 2)), [1, 1], [0]),
+    ("the fullest GPU with room", items("0.5", "0.4", "0.5", "0.6"), [2], [3]),
+    ("nothing to place", [], [1], []),
+]
+
+
+@pytest.mark.parametrize("case,pods,node_sizes,left", GREEDY_ROWS, ids=[r[0] for r in GREEDY_ROWS])
+def test_greedy_leftovers(case, pods, node_sizes, left):
+    assert greedy_leftovers(pods, node_sizes) == left
+
+
+def naive_best_fit(pods, node_sizes):
+    """The scheduler model spelt out: every node, its fullest GPUs with room, the least spare space, the first node."""
+    free = [[Fraction(1)] * n for n in node_sizes]
+    left = []
+    for index, item in enumerate(pods):
+        best = None
+        for node, gpus in enumerate(free):
+            fits = sorted((room, g) for g, room in enumerate(gpus) if room >= item.size)[: item.devices]
+            if len(fits) == item.devices:
+                slack = sum(room - item.size for room, _ in fits)
+                if best is None or slack < best[0]:
+                    best = (slack, node, [g for _, g in fits])
+        if best is None:
+            left.append(index)
+            continue
+        for g in best[2]:
+            free[best[1]][g] -= item.size
+    return left
+
+
+def test_greedy_leftovers_matches_the_scheduler_model_spelt_out():
+    rng = random.Random(17)
+    for _ in range(200):
+        node_sizes = [rng.choice([1, 2, 4, 8]) for _ in range(rng.randint(1, 6))]
+        widest = max(node_sizes)
+        pods = [PackItem(f"ns/p{i}", Fraction(rng.randint(1, 20), 20), rng.choice([1, 1, 1, 2, widest])) for i in range(rng.randint(0, 40))]
+        assert greedy_leftovers(pods, node_sizes) == naive_best_fit(pods, node_sizes), (pods, node_sizes)

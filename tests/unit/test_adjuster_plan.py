@@ -51,27 +51,79 @@ def test_node_gpus_flag_where_no_node_is_known():
     assert any("no known node" in n for n in unknown.notes)
 
 
-# (case, max GPUs, kept GPUs, cut GPUs, cut pods)
+# (case, max GPUs, kept GPUs, cut GPUs, cut pods, trimmed (planned, kept) per placeholder)
 CAP_ROWS = [
-    ("no cap", None, 6, None, None),
-    ("cap above demand", 10, 6, None, None),
-    ("cap cuts the newest waiters", 4, 4, 2, ["team/new-0", "team/new-1"]),
-    ("cap zero", 0, 0, 6, None),
+    ("no cap", None, 6, None, None, []),
+    ("cap above demand", 10, 6, None, None, []),
+    ("cap cuts the newest waiters", 4, 4, 2, ["team/new-0", "team/new-1"], []),
+    ("cap between placeholders: the next one is trimmed", 3, 3, 3, ["team/new-0", "team/new-1", "team/old-3"], [(2, 1)]),
+    ("cap zero", 0, 0, 6, None, []),
 ]
 
 
-@pytest.mark.parametrize("case,cap,kept,cut,cut_pods", CAP_ROWS, ids=[r[0] for r in CAP_ROWS])
-def test_cap(case, cap, kept, cut, cut_pods):
+@pytest.mark.parametrize("case,cap,kept,cut,cut_pods,trimmed", CAP_ROWS, ids=[r[0] for r in CAP_ROWS])
+def test_cap(case, cap, kept, cut, cut_pods, trimmed):
     nodes = [node("n", 2)]
-    pods = [pod(f"old-{i}", "0.9", waited=600) for i in range(4)] + [pod(f"new-{i}", "0.9", waited=20) for i in range(2)]
+    pods = [pod(f"old-{i}", "0.9", waited=600 - i) for i in range(4)] + [pod(f"new-{i}", "0.9", waited=20) for i in range(2)]
     result = plan(pods, nodes, max_total_gpus=cap)
     assert result.total_gpus == kept
     if cut is None:
         assert result.cap is None
     else:
         assert result.cap.cut_gpus == cut and result.cap.requested == 6 and result.cap.limit == cap
+        assert [(planned, k) for _, planned, k in result.cap.trimmed] == trimmed
         if cut_pods:
             assert list(result.cap.cut_pods) == cut_pods
+
+
+# (case, pods, node GPUs, cap, kept GPUs per placeholder, cut pods)
+TRIM_ROWS = [
+    ("8 pods of 0.9 under a cap of 5 ask for 5", [pod(f"p{i}", "0.9", waited=100 - i) for i in range(8)], 8, 5, [5], ["team/p5", "team/p6", "team/p7"]),
+    ("a cap below one node still scales up", [pod(f"p{i}", "0.6", waited=50) for i in range(3)], 8, 1, [1], ["team/p1", "team/p2"]),
+    ("a multi-device pod keeps all its GPUs or none", [pod("wide", "0.9", devices="4", waited=90), pod("one", "0.9", waited=10)], 8, 3, [1], ["team/wide"]),
+    ("longest-waiting pods keep their GPUs", [pod("new", "0.9", waited=11), pod("old", "0.9", waited=900)], 8, 1, [1], ["team/new"]),
+]
+
+
+@pytest.mark.parametrize("case,pods,node_gpus,cap,kept,cut_pods", TRIM_ROWS, ids=[r[0] for r in TRIM_ROWS])
+def test_cap_trims_the_last_placeholder(case, pods, node_gpus, cap, kept, cut_pods):
+    result = plan(pods, [node("n", node_gpus)], max_total_gpus=cap)
+    assert [p.gpus for p in result.placeholders] == kept
+    assert result.total_gpus == sum(kept) <= cap
+    assert list(result.cap.cut_pods) == cut_pods
+    assert not set(cut_pods) & {q for p in result.placeholders for q in p.pods}
+    assert result.cap.cut_gpus == result.cap.requested - result.total_gpus
+    assert result.cap.to_dict()["trimmed"][0]["kept"] == sum(kept)
+
+
+# (case, (fraction, seconds waited) per pod, GPUs the packing needs, GPUs asked for)
+GREEDY_PLAN_ROWS = [
+    ("the scheduler places the small ones first and strands a 0.7: one GPU more", [("0.3", 100), ("0.3", 90), ("0.7", 80), ("0.7", 70)], 2, 3),
+    ("the large ones first: the packing is what the scheduler finds", [("0.7", 100), ("0.7", 90), ("0.3", 80), ("0.3", 70)], 2, 2),
+]
+
+
+@pytest.mark.parametrize("case,specs,packed,asked", GREEDY_PLAN_ROWS, ids=[r[0] for r in GREEDY_PLAN_ROWS])
+def test_plan_adds_what_a_greedy_scheduler_needs(case, specs, packed, asked):
+    result = plan([pod(f"p{i}", f, waited=w) for i, (f, w) in enumerate(specs)], [node("n", 8)])
+    [group] = result.groups
+    assert (group.packed_gpus, group.gpus, result.total_gpus) == (packed, asked, asked)
+    assert group.to_dict()["packedGpus"] == packed
+    assert any("need 1 GPU(s) more than the packing's 2" in n for n in result.notes) == (asked > packed)
+
+
+def test_the_greedy_check_follows_creation_order_first():
+    def created(name, fraction, stamp):
+        p = pod(name, fraction, waited=60)
+        p["metadata"]["creationTimestamp"] = stamp
+        return p
+
+    # the same wait; created large first: the scheduler's best fit finds the packing, no extra GPU
+    pods = [created("z-small-1", "0.3", "2025-06-01T11:50:03Z"), created("z-small-2", "0.3", "2025-06-01T11:50:04Z"),
+            created("a-large-1", "0.7", "2025-06-01T11:50:01Z"), created("a-large-2", "0.7", "2025-06-01T11:50:02Z")]  # fmt: skip
+    assert plan(pods, [node("n", 8)]).total_gpus == 2
+    pods[2]["metadata"]["creationTimestamp"] = pods[3]["metadata"]["creationTimestamp"] = "2025-06-01T11:50:09Z"
+    assert plan(pods, [node("n", 8)]).total_gpus == 3  # small ones first now: one 0.7 is stranded
 
 
 def test_to_dict_is_the_documented_camel_case_contract():
