@@ -32,10 +32,18 @@ TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 _LAST_LOGS = re.compile(r",?\s*last available logs", re.IGNORECASE)
 #: Bound on one Job API call, connect and read.
 DEFAULT_REQUEST_TIMEOUT = 30.0
-#: How often the status is polled beside a log stream.
+#: How often the status is polled beside a log stream once the job has run a while.
 STATUS_POLL_SECONDS = 2.0
-#: How long a stream may go on delivering the last lines after the job has ended.
-DRAIN_SECONDS = 3.0
+#: How often it is polled during a job's first `FAST_POLL_WINDOW_SECONDS`: a short job's
+#: end is noticed within a fraction of a second, a long job costs no more requests than before.
+FAST_POLL_SECONDS = 0.25
+FAST_POLL_WINDOW_SECONDS = 60.0
+#: How long a stream may go on delivering the last lines after the job has ended; whatever
+#: it has not delivered by then is read from the whole log instead (one request, no waiting
+#: for Ray's own tail loop to notice the end and close the WebSocket).
+DRAIN_SECONDS = 0.3
+#: Pause between submission attempts while a just-started head's job agent registers.
+SUBMIT_RETRY_PAUSE_SECONDS = 0.25
 
 
 def ensure_ray_can_start() -> None:
@@ -118,7 +126,7 @@ class RayJobs:
                 if "status code 5" not in text or time.monotonic() > deadline:
                     raise InfraError(f"submitting to the Ray Job API at {self.address} failed: {_first_line(exc)}") from None
                 failed_before = True
-                time.sleep(1.0)
+                time.sleep(SUBMIT_RETRY_PAUSE_SECONDS)
 
     def status(self, submission_id: str) -> str:
         try:
@@ -180,8 +188,9 @@ class RayJobs:
 
         async def watch() -> Optional[str]:
             loop = asyncio.get_running_loop()
+            fast_until = time.monotonic() + FAST_POLL_WINDOW_SECONDS
             while True:
-                await asyncio.sleep(poll)
+                await asyncio.sleep(min(poll, FAST_POLL_SECONDS) if time.monotonic() < fast_until else poll)
                 try:
                     status = await loop.run_in_executor(None, self.status, submission_id)
                 except InfraError:
@@ -194,14 +203,16 @@ class RayJobs:
             watching = asyncio.ensure_future(watch())
             done, _ = await asyncio.wait({tailing, watching}, return_when=asyncio.FIRST_COMPLETED)
             if watching in done:
-                # Ended, or the dashboard stopped answering: let the stream deliver what it still has.
+                # Ended, or the dashboard stopped answering: let the stream deliver what it has at hand;
+                # the rest comes from the whole log below.
                 await asyncio.wait({tailing}, timeout=DRAIN_SECONDS)
                 tailing.cancel()
                 await asyncio.gather(tailing, return_exceptions=True)
                 return watching.result()
-            watching.cancel()
-            await asyncio.gather(watching, return_exceptions=True)
-            return None
+            # The stream ended or broke (a proxy closing the WebSocket) before the job did: its error is
+            # not the job's. Keep watching the status; what the stream missed is written once it ends.
+            await asyncio.gather(tailing, return_exceptions=True)
+            return await watching
 
         try:
             final = asyncio.run(both())
@@ -209,13 +220,16 @@ class RayJobs:
             raise
         except Exception:
             final = None  # the stream broke; the caller polls the status instead
-        self._write_missed_output(submission_id, written, write)
+        self._write_missed_output(submission_id, written, write, known_terminal=final in TERMINAL)
         return final
 
-    def _write_missed_output(self, submission_id: str, written: int, write: Callable[[str], None]) -> None:
-        """Once the job has ended, write what the stream did not deliver (it stops at output that is not UTF-8)."""
+    def _write_missed_output(
+        self, submission_id: str, written: int, write: Callable[[str], None], known_terminal: bool = False
+    ) -> None:
+        """Once the job has ended, write what the stream did not deliver (it stops at output that is not
+        UTF-8, and it is cut short once the job has ended)."""
         try:
-            if self.status(submission_id) not in TERMINAL:
+            if not known_terminal and self.status(submission_id) not in TERMINAL:
                 return
             whole = self.logs(submission_id)
         except InfraError:

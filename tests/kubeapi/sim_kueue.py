@@ -6,25 +6,61 @@ plays Kueue's Ray integration against `tests/kubeapi/server.py` through the
 official client (the polling loop and API access are in `sim_common.py`). Its
 mutating and validating webhook and the visibility API are registered on the
 server with `add_mutating_hook` and `add_handler`. The state machine follows the
-Go sources (Kueue `flavorassigner`, `jobframework`) in its transitions, reasons
-and messages. The pure decision logic (Workload names, podSets, flavor
-assignment, queue order) is unit-tested without a server.
+Go sources (Kueue `flavorassigner`, `jobframework`, `scheduler/preemption`) in
+its transitions, reasons and messages. The pure decision logic (Workload names,
+podSets, flavor assignment, webhook checks, preemption targets, queue order) is
+unit-tested without a server.
+
+It plays the Kueue release the server was started with (`KubeApiServer(release=...)`,
+`KUEUE_RELEASE_PROFILES`): the API version it reads and writes (v0.13: only
+`kueue.x-k8s.io/v1beta1`), the visibility API versions, the webhook's limits and
+messages (v0.13 and v0.15: at most 7 worker groups, i.e. 8 pod sets; the newest:
+18 pod sets), the priority-class update rule, and whether a missing
+WorkloadPriorityClass is reported with a Warning event (only the newest).
+
+What it simulates: the webhook on CREATE and UPDATE (LocalQueue defaulting,
+suspension, Kueue's RayJob/RayCluster checks, the queue-name label as a DNS
+subdomain, `max-exec-time-seconds`, the queue name, priority class and
+max-exec-time immutability rules, the pod-set count and the reserved `head`
+group name); no Workload for a job whose WorkloadPriorityClass does not exist
+(the job stays suspended until the class appears); flavor assignment per
+resource group; preemption within a ClusterQueue
+(`preemption.withinClusterQueue: LowerPriority` or `LowerOrNewerEqualPriority`)
+with Kueue's candidate order, minimal target set, Evicted/Preempted conditions,
+messages and events, and an immediate requeue of the preempted workload;
+cohorts of ClusterQueues (`cohort`/`cohortName`) lending unused nominal quota,
+with `borrowingLimit` and `lendingLimit` (`quota_limits`, `borrowed` in the
+ClusterQueue status); admission checks (`admissionChecks` or
+`admissionChecksStrategy`): the Workload reserves quota, stays `Admitted=False`
+(`UnsatisfiedChecks`) and its job suspended until every check is Ready, which a
+test sets with `set_admission_check()` as the check's controller would.
 
 What it deliberately does not do:
 
-- FakeKueue: no cohorts, borrowing, lending, preemption (only the `evict()`
-  knob), fair sharing, admission checks, topology-aware scheduling,
-  namespaceSelector, stopPolicy, deactivation of an admitted Workload, or
-  elastic workload slices. Of Kueue's validating webhook only the RayJob and
-  RayCluster create checks are there. Only cpu, memory, nvidia.com/gpu,
-  amd.com/gpu and resources a ClusterQueue covers are counted; other requests
-  (ephemeral-storage, ...) are ignored instead of making the workload
-  inadmissible. Flavor eligibility checks `nodeSelector` only (not node
-  affinity or taints). Queue order ties within one creation second are broken
-  by the order this controller first saw the Workloads. An evicted workload is
-  held (`Requeued=False`) until `requeue()` unless `evict(..., requeue=True)`,
-  so that tests can look at the evicted state; real Kueue requeues a preempted
-  workload at once.
+- FakeKueue: cohorts are one level deep (no Cohort objects, no hierarchical
+  cohorts, no quota of a cohort's own); no preemption across a cohort
+  (`reclaimWithinCohort`, `borrowWithinCohort`: a ClusterQueue preempts only
+  within its nominal quota), fair sharing, flavorFungibility, or controller for
+  any admission check (no ProvisioningRequest is created; a Rejected or Retry
+  check does nothing; `onFlavors` and missing or inactive AdmissionCheck
+  objects are not looked at), topology-aware scheduling, namespaceSelector,
+  stopPolicy, deactivation of an admitted Workload, waitForPodsReady, or
+  elastic workload slices. The preemption path in messages names a ClusterQueue's cohort but not
+  the cohort's parents. A preemptor's quota is not set aside while its targets
+  are being evicted (Kueue's scheduler does that within one cycle). Of the
+  webhook, the prebuilt-workload, elastic-job toggle and TAS checks are
+  missing; a Workload that the API server refuses (e.g. a worker group name
+  that is no DNS label) is retried every pass without an event. Only cpu,
+  memory, nvidia.com/gpu, amd.com/gpu and resources a ClusterQueue covers are
+  counted; other requests (ephemeral-storage, ...) are ignored instead of making
+  the workload inadmissible. Flavor eligibility checks `nodeSelector` only (not
+  node affinity or taints). Queue order ties within one creation second are
+  broken by the order this controller first saw the Workloads. A workload
+  evicted with `evict()` is held (`Requeued=False`) until `requeue()` unless
+  `evict(..., requeue=True)`, so that tests can look at the evicted state; a
+  workload preempted by the scheduler is requeued at once, as in real Kueue.
+  Events are written as core/v1 Events with one `count`, without the
+  recorder's aggregation.
 - Hooks and handlers stay registered after `stop()` (the server cannot
   unregister them); stopping only ends reconciliation.
 """
@@ -34,15 +70,19 @@ from __future__ import annotations
 import copy
 import hashlib
 import itertools
+import json
 import re
+import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Callable, Iterable, Mapping, Optional
 
+from tests.kubeapi.conversion import convert
 from tests.kubeapi.sim_common import (
     RAY_API,
     RAY_GROUP,
     RAY_VERSION,
+    REQUEST_TIMEOUT,
     Obj,
     PollingController,
     condition_is_true,
@@ -102,49 +142,235 @@ def is_kueue_managed(kind: str, obj: Mapping[str, Any]) -> bool:
     return True
 
 
-MAX_POD_SETS = 18  # jobframework.MaxPodSets
+@dataclass(frozen=True)
+class KueueRelease:
+    """What differs between the supported Kueue releases, as far as this simulation goes.
+
+    Each field names the Kueue source it follows (tags v0.13.10, v0.15.8 and main).
+    """
+
+    name: str
+    api_version: str  # the kueue.x-k8s.io version the controller reads and writes
+    visibility_versions: tuple[str, ...]  # apis/visibility/<version> that release serves
+    # v0.13/v0.15 `len(workerGroupSpecs) > 7` (8 pod sets); main `ExpectedPodSetsCount > MaxPodSets` (18).
+    max_worker_groups: Optional[int]
+    max_pod_sets: int
+    autoscaling_message: str
+    elastic_jobs_allowed: bool  # ElasticJobsViaWorkloadSlices on by default (beta from 0.18)
+    checks_queue_annotation: bool  # v0.13 ValidateQueueName also checks the old queue-name annotation
+    wpc_update_rule: str  # "immutable" (v0.13) or "add-remove" (v0.15 and later)
+    validates_updates_of_unlabelled: bool  # ValidateRayAndSparkJobUpdates (beta, on from 0.18)
+    missing_wpc_event: bool  # the WorkloadPriorityClassNotFound event (main, kueue#13775)
+    preemption_paths: bool  # "; preemptor path: ...; preemptee path: ..." in the message (from v0.15)
 
 
-def kueue_create_errors(kind: str, obj: Mapping[str, Any]) -> list[str]:
-    """Field errors of Kueue's validating webhook for a managed RayJob/RayCluster on CREATE."""
-    if QUEUE_LABEL not in ((obj.get("metadata") or {}).get("labels") or {}):
-        return []
+_OLD_AUTOSCALING = "a kueue managed job should not use autoscaling"
+_NEW_AUTOSCALING = "a kueue managed job should only use autoscaling when workload slicing is enabled"
+
+KUEUE_RELEASE_PROFILES: dict[str, KueueRelease] = {
+    "kueue-v0.13.10": KueueRelease(
+        "kueue-v0.13.10", "v1beta1", ("v1beta1",), 7, 8, _OLD_AUTOSCALING, False, True, "immutable", False, False, False
+    ),
+    "kueue-v0.15.8": KueueRelease(
+        "kueue-v0.15.8", "v1beta2", ("v1beta1", "v1beta2"), 7, 8, _NEW_AUTOSCALING, False, False, "add-remove",
+        False, False, True,
+    ),
+    "kueue-newest": KueueRelease(
+        "kueue-newest", "v1beta2", ("v1beta1", "v1beta2"), None, 18, _NEW_AUTOSCALING, True, False, "add-remove",
+        True, True, True,
+    ),
+}
+NEWEST_RELEASE = "kueue-newest"
+
+
+def kueue_release(name: Optional[str]) -> KueueRelease:
+    """The profile of a Kueue release id (`tests.schemas.KUEUE_RELEASES`); None is the newest."""
+    try:
+        return KUEUE_RELEASE_PROFILES[name or NEWEST_RELEASE]
+    except KeyError:
+        raise ValueError(f"unknown Kueue release {name!r}; known: {', '.join(KUEUE_RELEASE_PROFILES)}") from None
+
+
+def kueue_api_version(server: Any) -> str:
+    """`kueue.x-k8s.io/<version>` that the Kueue release a test server was started with reads and writes."""
+    return f"{KUEUE_GROUP}/{kueue_release(getattr(server, 'kueue', None)).api_version}"
+
+
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+QUEUE_ANNOTATION = "kueue.x-k8s.io/queue-name"
+ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS1123_SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+
+
+def _go_value(value: Any) -> str:
+    """A bad value as apimachinery's field.Error prints it (strings quoted, maps as %#v)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, Mapping):
+        inner = ", ".join(f"{json.dumps(str(k))}:{json.dumps(str(v))}" for k, v in sorted(value.items()))
+        return "map[string]string{" + inner + "}"
+    return str(value)
+
+
+def _invalid(path: str, value: Any, detail: str) -> str:
+    return f"{path}: Invalid value: {_go_value(value)}: {detail}"
+
+
+def _subdomain_errors(value: str) -> list[str]:
+    """apimachinery's IsDNS1123Subdomain messages."""
+    errors = []
+    if len(value) > 253:
+        errors.append("must be no more than 253 characters")
+    if not _DNS1123_SUBDOMAIN.fullmatch(value):
+        errors.append(_DNS1123_SUBDOMAIN_MESSAGE)
+    return errors
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def _is_suspended(obj: Mapping[str, Any]) -> bool:
+    return (obj.get("spec") or {}).get("suspend") is True
+
+
+def _job_on_create_errors(obj: Mapping[str, Any], release: KueueRelease) -> list[str]:
+    """jobframework.ValidateJobOnCreate: the queue name as a CRD name, the max-exec-time label."""
+    errors = []
+    queue = _labels(obj).get(QUEUE_LABEL)
+    if queue is not None and _subdomain_errors(queue):
+        errors.append(_invalid(f"metadata.labels[{QUEUE_LABEL}]", queue, ",".join(_subdomain_errors(queue))))
+    annotation = ((obj.get("metadata") or {}).get("annotations") or {}).get(QUEUE_ANNOTATION)
+    if release.checks_queue_annotation and annotation is not None and _subdomain_errors(annotation):
+        errors.append(
+            _invalid(f"metadata.annotations[{QUEUE_ANNOTATION}]", annotation, ",".join(_subdomain_errors(annotation)))
+        )
+    raw = _labels(obj).get(MAX_EXEC_TIME_LABEL)
+    if raw is not None:
+        path = f"metadata.labels[{MAX_EXEC_TIME_LABEL}]"
+        if not re.fullmatch(r"[+-]?[0-9]+", raw):
+            errors.append(_invalid(path, raw, f'strconv.Atoi: parsing {json.dumps(raw)}: invalid syntax'))
+        elif int(raw) <= 0:
+            errors.append(f"{path}: Invalid value: {int(raw)}: should be greater than 0")
+    return errors
+
+
+def _cluster_spec_errors(
+    obj: Mapping[str, Any], cluster: Mapping[str, Any], path: str, release: KueueRelease
+) -> list[str]:
+    """raycluster.ValidateCreate: no autoscaling, the pod-set count, no worker group named head."""
+    errors = []
+    elastic = release.elastic_jobs_allowed and (
+        ((obj.get("metadata") or {}).get("annotations") or {}).get(ELASTIC_JOB_ANNOTATION) == "true"
+    )
+    if cluster.get("enableInTreeAutoscaling") and not elastic:
+        errors.append(_invalid(f"{path}.enableInTreeAutoscaling", True, release.autoscaling_message))
+    groups = cluster.get("workerGroupSpecs") or []
+    if release.max_worker_groups is not None and len(groups) > release.max_worker_groups:
+        errors.append(
+            f"{path}.workerGroupSpecs: Too many: {len(groups)}: must have at most {release.max_worker_groups} items"
+        )
+    elif release.max_worker_groups is None and len(groups) + 1 > release.max_pod_sets:
+        errors.append(
+            f"{path}.workerGroupSpecs: Too many: {len(groups) + 1}: must have at most {release.max_pod_sets} items"
+        )
+    for index, group in enumerate(groups):
+        if group.get("groupName") == "head":
+            errors.append(
+                f'{path}.workerGroupSpecs[{index}].groupName: Forbidden: "head" is reserved for the head group'
+            )
+    return errors
+
+
+def kueue_create_errors(kind: str, obj: Mapping[str, Any], release: Optional[str] = None) -> list[str]:
+    """Field errors of Kueue's validating webhook for a RayJob/RayCluster on CREATE (`validateCreate`)."""
+    profile = kueue_release(release)
+    if QUEUE_LABEL not in _labels(obj):
+        return []  # manageJobsWithoutQueueName is off (Kueue's default)
     spec = obj.get("spec") or {}
-    errors: list[str] = []
     if kind == "RayJob":
-        if spec.get("clusterSelector") and not spec.get("rayClusterSpec"):
+        has_selector, has_cluster = bool(spec.get("clusterSelector")), spec.get("rayClusterSpec") is not None
+        if has_selector and has_cluster:
+            return [
+                _invalid(
+                    "spec.clusterSelector",
+                    spec["clusterSelector"],
+                    "a kueue managed job should not use an existing cluster",
+                )
+            ]
+        if has_selector:
             return []  # not managed
-        if not spec.get("rayClusterSpec"):
+        if not has_cluster:
             return [
                 "spec.rayClusterSpec: Required value: "
                 "rayClusterSpec is required for Kueue-managed jobs that don't use clusterSelector"
             ]
+        errors: list[str] = []
         if not spec.get("shutdownAfterJobFinishes"):
             errors.append(
-                "spec.shutdownAfterJobFinishes: Invalid value: false: "
-                "a kueue managed job should delete the cluster after finishing"
+                _invalid(
+                    "spec.shutdownAfterJobFinishes",
+                    False,
+                    "a kueue managed job should delete the cluster after finishing",
+                )
             )
-        if spec.get("clusterSelector"):
-            errors.append(
-                f"spec.clusterSelector: Invalid value: {_go_map(spec['clusterSelector'])}: "
-                "a kueue managed job should not use an existing cluster"
-            )
-    cluster = ray_cluster_spec_of(kind, obj)
-    if cluster.get("enableInTreeAutoscaling"):
-        errors.append(
-            "spec.rayClusterSpec.enableInTreeAutoscaling: Invalid value: true: "
-            "a kueue managed job should not use autoscaling"
-        )
-    groups = cluster.get("workerGroupSpecs") or []
-    if len(groups) > MAX_POD_SETS - 1:
-        errors.append(
-            f"spec.rayClusterSpec.workerGroupSpecs: Too many: {len(groups)}: must have at most {MAX_POD_SETS - 1} items"
-        )
-    return errors
+        errors += _cluster_spec_errors(obj, spec["rayClusterSpec"] or {}, "spec.rayClusterSpec", profile)
+    else:
+        errors = _cluster_spec_errors(obj, spec, "spec", profile)
+    return errors + _job_on_create_errors(obj, profile)
 
 
-def _go_map(value: Mapping[str, Any]) -> str:
-    return "map[" + " ".join(f"{k}:{v}" for k, v in sorted(value.items())) + "]"
+def kueue_update_errors(
+    kind: str,
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    release: Optional[str] = None,
+    *,
+    default_queue_exists: bool = False,
+) -> list[str]:
+    """Field errors of Kueue's validating webhook for a RayJob/RayCluster on UPDATE (`ValidateUpdate`).
+
+    `default_queue_exists`: the namespace has a LocalQueue named `default`.
+    """
+    profile = kueue_release(release)
+    new_queue, old_queue = _labels(new).get(QUEUE_LABEL, ""), _labels(old).get(QUEUE_LABEL, "")
+    if not new_queue and not (profile.validates_updates_of_unlabelled and old_queue):
+        return []
+    errors: list[str] = []
+    queue_path = f"metadata.labels[{QUEUE_LABEL}]"
+    if not _is_suspended(new) and new_queue != old_queue:
+        errors.append(_invalid(queue_path, new_queue, "field is immutable"))
+    if not new_queue and old_queue and default_queue_exists:
+        errors.append(_invalid(queue_path, "", "queue-name must not be empty in namespace with default queue"))
+    if not _is_suspended(new) or not _is_suspended(old):
+        new_max, old_max = _labels(new).get(MAX_EXEC_TIME_LABEL, ""), _labels(old).get(MAX_EXEC_TIME_LABEL, "")
+        if new_max != old_max:
+            errors.append(_invalid(f"metadata.labels[{MAX_EXEC_TIME_LABEL}]", new_max, "field is immutable"))
+    new_wpc, old_wpc = _labels(new).get(PRIORITY_LABEL, ""), _labels(old).get(PRIORITY_LABEL, "")
+    wpc_path = f"metadata.labels[{PRIORITY_LABEL}]"
+    if profile.wpc_update_rule == "immutable":
+        if (not _is_suspended(new) or not new_wpc) and new_wpc != old_wpc:
+            errors.append(_invalid(wpc_path, new_wpc, "field is immutable"))
+    elif not _is_suspended(new) and not old_wpc and new_wpc:
+        errors.append(_invalid(wpc_path, new_wpc, "WorkloadPriorityClass cannot be added to a non-suspended workload"))
+    elif not new_wpc and old_wpc:
+        errors.append(_invalid(wpc_path, new_wpc, "WorkloadPriorityClass cannot be removed from a workload"))
+    return errors + kueue_create_errors(kind, new, profile.name)
+
+
+def aggregate_message(errors: list[str]) -> str:
+    """utilerrors.NewAggregate(...).Error(): one message as it is, several as `[a, b]`, duplicates once."""
+    unique = list(dict.fromkeys(errors))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
 
 
 def ray_cluster_spec_of(kind: str, job: Mapping[str, Any]) -> Obj:
@@ -241,10 +467,13 @@ def assign_flavors(
     podsets: list[Mapping[str, Any]],
     used: Mapping[tuple[str, str], Decimal],
     flavor_node_labels: Optional[Mapping[str, Mapping[str, str]]] = None,
+    limits: Optional[Mapping[tuple[str, str], tuple[Decimal, Decimal]]] = None,
 ) -> FlavorFit:
     """Pick a flavor per podSet and resource group, first fit in the ClusterQueue's flavor order.
 
     `used` is what admitted workloads already hold per (flavor, resource).
+    `limits`: (maximum capacity, available) per (flavor, resource) where a
+    cohort lends (`quota_limits`); without it, the nominal quota alone.
     Messages are Kueue's flavorassigner messages.
     """
     flavor_node_labels = flavor_node_labels or {}
@@ -287,6 +516,8 @@ def assign_flavors(
                     wanted = before + amount
                     capacity = nominal.get(resource, Decimal(0))
                     available = capacity - used.get((flavor_name, resource), Decimal(0))
+                    if limits is not None and (flavor_name, resource) in limits:
+                        capacity, available = limits[(flavor_name, resource)]
                     if wanted > capacity:
                         fits = False
                         reason = _worse(reason, "ExceedsMaxQuota")
@@ -321,6 +552,84 @@ def assign_flavors(
     return FlavorFit(assignments, usage=assumed)
 
 
+def cohort_of(cluster_queue: Mapping[str, Any]) -> str:
+    """The cohort a ClusterQueue belongs to (`cohortName` in v1beta2, `cohort` in v1beta1); "" for none."""
+    spec = cluster_queue.get("spec") or {}
+    return str(spec.get("cohortName") or spec.get("cohort") or "")
+
+
+_Quota = tuple[Decimal, Optional[Decimal], Optional[Decimal]]  # nominalQuota, borrowingLimit, lendingLimit
+
+
+def _quotas(cluster_queue: Mapping[str, Any]) -> dict[tuple[str, str], _Quota]:
+    """(flavor, resource) -> (nominalQuota, borrowingLimit, lendingLimit) of a ClusterQueue."""
+    found: dict[tuple[str, str], _Quota] = {}
+    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for quota in flavor.get("resources") or []:
+                limits = [quota.get(k) for k in ("borrowingLimit", "lendingLimit")]
+                found[(flavor["name"], quota["name"])] = (
+                    parse_quantity(quota.get("nominalQuota", 0)),
+                    *(None if v is None else parse_quantity(v) for v in limits),
+                )
+    return found
+
+
+def quota_limits(
+    cq_name: str,
+    cluster_queues: Mapping[str, Mapping[str, Any]],
+    used: Mapping[str, Mapping[tuple[str, str], Decimal]],
+) -> dict[tuple[str, str], tuple[Decimal, Decimal]]:
+    """(maximum capacity, available) per (flavor, resource) of one ClusterQueue, with what its cohort lends.
+
+    Kueue's potentialAvailable and available (pkg/cache resource_node.go) for one
+    level of cohort with no quota of its own: a member keeps `nominal -
+    lendingLimit` to itself and lends the rest; the cohort's pool is what its
+    members lend, less what they use beyond what they keep; `borrowingLimit` caps
+    what one member may take from the pool. `used` is per ClusterQueue.
+    """
+    cohort = cohort_of(cluster_queues[cq_name])
+    members = [name for name, cq in cluster_queues.items() if cohort and cohort_of(cq) == cohort]
+    member_quotas = {name: _quotas(cluster_queues[name]) for name in members}
+
+    def guaranteed(quota: _Quota) -> Decimal:
+        nominal, _, lending = quota
+        return max(Decimal(0), nominal - lending) if lending is not None else Decimal(0)
+
+    out: dict[tuple[str, str], tuple[Decimal, Decimal]] = {}
+    for key, quota in _quotas(cluster_queues[cq_name]).items():
+        nominal, borrowing, _ = quota
+        usage = (used.get(cq_name) or {}).get(key, Decimal(0))
+        if not cohort:
+            out[key] = (nominal, nominal - usage)
+            continue
+        pool = pool_used = Decimal(0)
+        for name in members:
+            if key in member_quotas[name]:
+                member = member_quotas[name][key]
+                pool += member[0] - guaranteed(member)
+                pool_used += max(Decimal(0), (used.get(name) or {}).get(key, Decimal(0)) - guaranteed(member))
+        own = guaranteed(quota)
+        potential = own + pool
+        from_pool = pool - pool_used
+        if borrowing is not None:
+            potential = min(nominal + borrowing, potential)
+            from_pool = min(nominal - own - max(Decimal(0), usage - own) + borrowing, from_pool)
+        out[key] = (potential, max(Decimal(0), own - usage) + from_pool)
+    return out
+
+
+def admission_check_names(cluster_queue: Mapping[str, Any]) -> list[str]:
+    """The admission checks a ClusterQueue asks for: v1beta1 `admissionChecks`, or `admissionChecksStrategy`.
+
+    `onFlavors` is not looked at: every check applies to every flavor.
+    """
+    spec = cluster_queue.get("spec") or {}
+    names = [str(n) for n in spec.get("admissionChecks") or []]
+    names += [str(c.get("name")) for c in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []]
+    return list(dict.fromkeys(names))
+
+
 def admission_usage(workload: Mapping[str, Any]) -> dict[tuple[str, str], Decimal]:
     """(flavor, resource) -> amount held by a workload's status.admission."""
     usage: dict[tuple[str, str], Decimal] = {}
@@ -336,6 +645,95 @@ def queue_order_key(workload: Mapping[str, Any]) -> tuple[int, str]:
     """Kueue's queue order: higher priority first, then older first."""
     meta = workload.get("metadata") or {}
     return (-int((workload.get("spec") or {}).get("priority") or 0), meta.get("creationTimestamp") or "")
+
+
+_PREEMPTION_REASONS = {
+    "InClusterQueue": "prioritization in the ClusterQueue",
+    "InCohortReclamation": "reclamation within the cohort",
+    "InCohortFairSharing": "Fair Sharing within the cohort",
+    "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
+}
+
+
+def preemption_message(preemptor: Mapping[str, Any], reason: str, paths: Optional[tuple[str, str]] = None) -> str:
+    """The Evicted/Preempted message of a preempted workload (Kueue's preemptionMessage).
+
+    `paths`: (preemptor path, preemptee path) from Kueue v0.15 on (`/<cohort>/<cq>`); None for v0.13.
+    """
+    meta = preemptor.get("metadata") or {}
+    message = (
+        f"Preempted to accommodate a workload (UID: {meta.get('uid') or 'UNKNOWN'}, "
+        f"JobUID: {(meta.get('labels') or {}).get(JOB_UID_LABEL) or 'UNKNOWN'}) "
+        f"due to {_PREEMPTION_REASONS.get(reason, 'UNKNOWN')}"
+    )
+    if paths is not None:
+        message += f"; preemptor path: {paths[0] or 'UNKNOWN'}; preemptee path: {paths[1] or 'UNKNOWN'}"
+    return message
+
+
+def workload_priority(workload: Mapping[str, Any]) -> int:
+    return int((workload.get("spec") or {}).get("priority") or 0)
+
+
+def preemption_targets(
+    cluster_queue: Mapping[str, Any],
+    preemptor: Mapping[str, Any],
+    admitted: list[Obj],
+    used: Mapping[tuple[str, str], Decimal],
+    flavor_node_labels: Optional[Mapping[str, Mapping[str, str]]] = None,
+) -> list[Obj]:
+    """The admitted workloads of one ClusterQueue that Kueue preempts so that `preemptor` fits; [] if none.
+
+    `preemption.withinClusterQueue`: Never (the default), LowerPriority, or
+    LowerOrNewerEqualPriority. Candidates in Kueue's order (already evicted
+    first, lower priority first, most recently admitted first, then uid) are
+    removed one by one until the preemptor fits; then every target but the
+    last is given back if the preemptor still fits without evicting it
+    (Kueue's minimal preemptions).
+    """
+    policy = ((cluster_queue.get("spec") or {}).get("preemption") or {}).get("withinClusterQueue") or "Never"
+    if policy not in ("LowerPriority", "LowerOrNewerEqualPriority"):
+        return []
+    priority = workload_priority(preemptor)
+    created = (preemptor.get("metadata") or {}).get("creationTimestamp") or ""
+
+    def eligible(candidate: Obj) -> bool:
+        other = workload_priority(candidate)
+        if other < priority:
+            return True
+        newer = ((candidate.get("metadata") or {}).get("creationTimestamp") or "") > created
+        return policy == "LowerOrNewerEqualPriority" and other == priority and newer
+
+    def reserved_at(candidate: Obj) -> str:
+        cond = find_condition(candidate, "QuotaReserved") or {}
+        return cond.get("lastTransitionTime") or "" if cond.get("status") == "True" else ""
+
+    candidates = sorted((c for c in admitted if eligible(c)), key=lambda c: c["metadata"].get("uid", ""))
+    candidates.sort(key=reserved_at, reverse=True)
+    candidates.sort(key=workload_priority)
+    candidates.sort(key=lambda c: not condition_is_true(c, "Evicted"))
+    podsets = (preemptor.get("spec") or {}).get("podSets") or []
+    remaining = dict(used)
+
+    def take(candidate: Obj, sign: int) -> None:
+        for key, amount in admission_usage(candidate).items():
+            remaining[key] = remaining.get(key, Decimal(0)) - sign * amount
+
+    targets: list[Obj] = []
+    for candidate in candidates:
+        take(candidate, 1)
+        targets.append(candidate)
+        if assign_flavors(cluster_queue, podsets, remaining, flavor_node_labels).fits:
+            break
+    else:
+        return []
+    for index in range(len(targets) - 2, -1, -1):
+        take(targets[index], -1)
+        if assign_flavors(cluster_queue, podsets, remaining, flavor_node_labels).fits:
+            del targets[index]
+        else:
+            take(targets[index], 1)
+    return targets
 
 
 def _revision(obj: Mapping[str, Any]) -> int:
@@ -408,6 +806,9 @@ class FakeKueue(PollingController):
         self._held: set[tuple[str, str]] = set()  # evicted workloads waiting for requeue()
         self._arrival: dict[str, int] = {}  # Workload uid -> order first seen; breaks timestamp ties
         self._arrivals = itertools.count()
+        self._release = kueue_release(getattr(server, "kueue", None))
+        self._version = self._release.api_version
+        self._wpc_reported: set[tuple[str, str]] = set()  # (job uid, class) whose missing class was reported
 
     # ---- webhook and visibility API -------------------------------------
     def _register(self) -> None:
@@ -416,7 +817,8 @@ class FakeKueue(PollingController):
         self._registered = True
         for kind in ("RayJob", "RayCluster"):
             self._server.add_mutating_hook(RAY_GROUP, kind, self._make_webhook(kind))
-        prefix = r"^/apis/visibility\.kueue\.x-k8s\.io/(v1beta1|v1beta2)"
+        versions = "|".join(self._release.visibility_versions)
+        prefix = rf"^/apis/visibility\.kueue\.x-k8s\.io/({versions})"
         self._server.add_handler("GET", prefix + r"/clusterqueues/([^/]+)/pendingworkloads/?$", self._pending_in_cq)
         self._server.add_handler(
             "GET", prefix + r"/namespaces/([^/]+)/localqueues/([^/]+)/pendingworkloads/?$", self._pending_in_lq
@@ -437,10 +839,23 @@ class FakeKueue(PollingController):
                 meta.setdefault("labels", {})[QUEUE_LABEL] = self._default_queue
             if operation == "CREATE" and is_kueue_managed(kind, obj):
                 obj.setdefault("spec", {})["suspend"] = True
-                errors = kueue_create_errors(kind, obj)
-                if errors and AdmissionDenied is not None:
-                    message = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
-                    raise AdmissionDenied(f"v{kind.lower()}.kb.io", message)
+            # The validating webhook (verbs create;update) runs after every mutating one.
+            old = None
+            if operation == "UPDATE":
+                old = self._server.get_object(RAY_API, kind, meta.get("name", ""), namespace)
+            if old is None:
+                errors = kueue_create_errors(kind, obj, self._release.name)
+            else:
+                errors = kueue_update_errors(
+                    kind,
+                    old,
+                    obj,
+                    self._release.name,
+                    default_queue_exists=bool(self._default_queue)
+                    and (namespace, self._default_queue) in self._view.local_queues,
+                )
+            if errors and AdmissionDenied is not None:
+                raise AdmissionDenied(f"v{kind.lower()}.kb.io", aggregate_message(errors))
 
         return webhook
 
@@ -480,25 +895,11 @@ class FakeKueue(PollingController):
         the workload then waits (`Requeued=False`) until `requeue()`.
         """
         with self._lock:
-            wl = self._api.get(KUEUE_GROUP, KUEUE_VERSION, "workloads", workload_name, namespace)
+            wl = self._api.get(KUEUE_GROUP, self._version, "workloads", workload_name, namespace)
             if wl is None:
                 raise LookupError(f"workload {namespace}/{workload_name} not found")
-            status = copy.deepcopy(wl.get("status") or {})
-            now = now_rfc3339()
-            conds = set_condition(status.get("conditions") or [], "Evicted", True, reason, message, now)
-            if reason == "Preempted":
-                conds = set_condition(conds, "Preempted", True, "InClusterQueue", message, now)
-            status["conditions"] = conds
-            evictions = list((status.get("schedulingStats") or {}).get("evictions") or [])
-            cause = "InClusterQueue" if reason == "Preempted" else ""
-            for entry in evictions:
-                if entry.get("reason") == reason and entry.get("underlyingCause") == cause:
-                    entry["count"] = int(entry.get("count") or 0) + 1
-                    break
-            else:
-                evictions.append({"reason": reason, "underlyingCause": cause, "count": 1})
-            status["schedulingStats"] = {**(status.get("schedulingStats") or {}), "evictions": evictions}
-            self._api.patch_status(KUEUE_GROUP, KUEUE_VERSION, "workloads", wl, status)
+            preempted_reason = "InClusterQueue" if reason == "Preempted" else None
+            wl = self._mark_evicted(wl, reason, message, preempted_reason)
             if requeue:
                 self._held.discard((namespace, workload_name))
             else:
@@ -507,30 +908,105 @@ class FakeKueue(PollingController):
             if job is not None:
                 self._stop_job(job[0], job[1], wl)
 
+    def _mark_evicted(self, wl: Obj, reason: str, message: str, preempted_reason: Optional[str]) -> Obj:
+        """workload.Evict: Evicted=True (+ Preempted=True), the eviction counted, the events Kueue records.
+
+        The underlying cause of a preemption is empty, as the scheduler's Evict call passes it.
+        """
+        status = copy.deepcopy(wl.get("status") or {})
+        now = now_rfc3339()
+        conds = set_condition(status.get("conditions") or [], "Evicted", True, reason, message, now)
+        if preempted_reason:
+            conds = set_condition(conds, "Preempted", True, preempted_reason, message, now)
+        status["conditions"] = conds
+        evictions = list((status.get("schedulingStats") or {}).get("evictions") or [])
+        for entry in evictions:
+            if entry.get("reason") == reason and entry.get("underlyingCause", "") == "":
+                entry["count"] = int(entry.get("count") or 0) + 1
+                break
+        else:
+            evictions.append({"reason": reason, "underlyingCause": "", "count": 1})
+        status["schedulingStats"] = {**(status.get("schedulingStats") or {}), "evictions": evictions}
+        for check in status.get("admissionChecks") or []:  # resetChecksOnEviction
+            if check.get("state") != "Pending":
+                previous = check.get("state")
+                reset = f"Reset to Pending after eviction. Previously: {previous}"
+                check.update(state="Pending", lastTransitionTime=now, message=reset)
+        updated = self._api.patch_status(KUEUE_GROUP, self._version, "workloads", wl, status)
+        self._record_event(updated, "Normal", f"EvictedDueTo{reason}", message, "kueue-admission")
+        if preempted_reason:
+            self._record_event(updated, "Normal", "Preempted", message, "kueue-admission")
+        return updated
+
+    def _record_event(self, involved: Obj, event_type: str, reason: str, message: str, component: str) -> None:
+        """A core/v1 Event about `involved`, as Kueue's event recorders write them (best effort, as theirs)."""
+        meta = involved["metadata"]
+        now = now_rfc3339()
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion"),
+                "kind": involved.get("kind"),
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "reason": reason,
+            "message": message,
+            "type": event_type,
+            "source": {"component": component},
+            "reportingComponent": component,
+            "reportingInstance": "",
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self._api.core.create_namespaced_event(meta["namespace"], event, _request_timeout=REQUEST_TIMEOUT)
+        except Exception as error:  # an event that cannot be written is dropped, as client-go's recorder does
+            self._note_error(f"recording event {reason} for {meta['name']}: {error}")
+
+    def set_admission_check(
+        self, namespace: str, workload_name: str, check: str, state: str = "Ready", message: str = ""
+    ) -> None:
+        """Set one admission check's state, as its controller (e.g. Kueue's ProvisioningRequest one) does."""
+        with self._lock:
+            wl = self._api.get(KUEUE_GROUP, self._version, "workloads", workload_name, namespace)
+            if wl is None:
+                raise LookupError(f"workload {namespace}/{workload_name} not found")
+            status = copy.deepcopy(wl.get("status") or {})
+            checks = [c for c in status.get("admissionChecks") or [] if c.get("name") != check]
+            checks.append({"name": check, "state": state, "lastTransitionTime": now_rfc3339(), "message": message})
+            status["admissionChecks"] = checks
+            self._api.patch_status(KUEUE_GROUP, self._version, "workloads", wl, status)
+
     def requeue(self, namespace: str, workload_name: str) -> None:
         """Let a held evicted workload compete for quota again (`Requeued=True`)."""
         with self._lock:
             self._held.discard((namespace, workload_name))
-            wl = self._api.get(KUEUE_GROUP, KUEUE_VERSION, "workloads", workload_name, namespace)
+            wl = self._api.get(KUEUE_GROUP, self._version, "workloads", workload_name, namespace)
             if wl is None:
                 return
             status = copy.deepcopy(wl.get("status") or {})
             status["conditions"] = set_condition(
                 status.get("conditions") or [], "Requeued", True, "BackoffFinished", "The workload backoff was finished"
             )
-            self._api.patch_status(KUEUE_GROUP, KUEUE_VERSION, "workloads", wl, status)
+            self._api.patch_status(KUEUE_GROUP, self._version, "workloads", wl, status)
 
     # ---- reconcile ------------------------------------------------------
     def _reconcile(self) -> None:
         api = self._api
-        cluster_queues = {cq["metadata"]["name"]: cq for cq in api.list(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues")}
+        cluster_queues = {cq["metadata"]["name"]: cq for cq in api.list(KUEUE_GROUP, self._version, "clusterqueues")}
         local_queues = {
             (lq["metadata"]["namespace"], lq["metadata"]["name"]): lq
-            for lq in api.list(KUEUE_GROUP, KUEUE_VERSION, "localqueues")
+            for lq in api.list(KUEUE_GROUP, self._version, "localqueues")
         }
         flavor_labels = {
             rf["metadata"]["name"]: (rf.get("spec") or {}).get("nodeLabels") or {}
-            for rf in api.list(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors")
+            for rf in api.list(KUEUE_GROUP, self._version, "resourceflavors")
         }
         self._view = _QueueView(
             pending_by_cq=self._view.pending_by_cq,
@@ -543,7 +1019,7 @@ class FakeKueue(PollingController):
                 if is_kueue_managed(kind, job) and not job["metadata"].get("deletionTimestamp"):
                     jobs[job["metadata"]["uid"]] = (kind, job)
         workloads: dict[str, Obj] = {}  # job uid -> workload
-        for wl in api.list(KUEUE_GROUP, KUEUE_VERSION, "workloads"):
+        for wl in api.list(KUEUE_GROUP, self._version, "workloads"):
             owner = controller_owner(wl)
             if owner and owner.get("uid") in jobs and not wl["metadata"].get("deletionTimestamp"):
                 workloads[owner["uid"]] = wl
@@ -576,18 +1052,39 @@ class FakeKueue(PollingController):
         return (owner["kind"], job) if job else None
 
     def _priority(self, job: Obj) -> tuple[int, Optional[Obj]]:
+        """(priority, priorityClassRef) from the job's WorkloadPriorityClass label; LookupError if it names none.
+
+        Kueue's ExtractPriority: a label naming a missing class is an error, so no Workload is built.
+        """
         name = (job["metadata"].get("labels") or {}).get(PRIORITY_LABEL)
         if not name:
             return 0, None
-        wpc = self._api.get(KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", name, None)
+        wpc = self._api.get(KUEUE_GROUP, self._version, "workloadpriorityclasses", name, None)
+        if wpc is None:
+            raise LookupError(name)
         ref = {"group": KUEUE_GROUP, "kind": "WorkloadPriorityClass", "name": name}
-        return (int(wpc.get("value") or 0) if wpc else 0), ref
+        return int(wpc.get("value") or 0), ref
 
     def _create_workload(self, kind: str, job: Obj, workloads: dict[str, Obj]) -> None:
         if kind == "RayJob" and rayjob_finished(job):
             return
         meta = job["metadata"]
-        priority, priority_ref = self._priority(job)
+        try:
+            priority, priority_ref = self._priority(job)
+        except LookupError as missing:
+            # The job reconciler fails to prepare the Workload and retries with backoff; the job
+            # stays suspended. Only the newest Kueue also records a Warning event on the job.
+            key = (meta["uid"], str(missing.args[0]))
+            if self._release.missing_wpc_event and key not in self._wpc_reported:
+                self._record_event(
+                    job,
+                    "Warning",
+                    "WorkloadPriorityClassNotFound",
+                    f"WorkloadPriorityClass {json.dumps(missing.args[0])} not found",
+                    f"{RAY_GROUP}/{kind.lower()}-kueue-controller",
+                )
+            self._wpc_reported.add(key)
+            return
         spec: Obj = {"queueName": meta["labels"][QUEUE_LABEL], "podSets": ray_podsets(kind, job), "priority": priority}
         if priority_ref:
             spec["priorityClassRef"] = priority_ref
@@ -606,10 +1103,11 @@ class FakeKueue(PollingController):
             },
             "spec": spec,
         }
+        wl = convert(KUEUE_GROUP, "Workload", wl, self._version)  # v1beta1: priorityClassSource + Name
         if not (job.get("spec") or {}).get("suspend", False):
             # A job that runs without a Workload is stopped first (Kueue's job reconciler).
             self._api.patch(RAY_GROUP, RAY_VERSION, _RAY_PLURALS[kind], job, {"spec": {"suspend": True}})
-        created = self._api.create(KUEUE_GROUP, KUEUE_VERSION, "workloads", wl)
+        created = self._api.create(KUEUE_GROUP, self._version, "workloads", wl)
         self._arrival[created["metadata"]["uid"]] = next(self._arrivals)
         workloads[meta["uid"]] = created
 
@@ -642,9 +1140,21 @@ class FakeKueue(PollingController):
             evicted_reason = (find_condition(wl, "Evicted") or {}).get("reason", "Evicted")
             held = key in self._held
             status["conditions"] = set_condition(conds, "Requeued", not held, evicted_reason, message)
+        elif status.get("admission") and status.get("admissionChecks") and not condition_is_true(wl, "Evicted"):
+            # SyncAdmittedCondition: Admitted once every admission check is Ready (and not before).
+            ready = all(c.get("state") == "Ready" for c in status["admissionChecks"])
+            if ready == condition_is_true(wl, "Admitted"):
+                return
+            status["conditions"] = set_condition(
+                conds,
+                "Admitted",
+                ready,
+                "Admitted" if ready else "UnsatisfiedChecks",
+                "The workload is admitted" if ready else "The workload has not all checks ready",
+            )
         else:
             return
-        workloads[job["metadata"]["uid"]] = self._api.patch_status(KUEUE_GROUP, KUEUE_VERSION, "workloads", wl, status)
+        workloads[job["metadata"]["uid"]] = self._api.patch_status(KUEUE_GROUP, self._version, "workloads", wl, status)
 
     def _schedule(
         self,
@@ -656,11 +1166,13 @@ class FakeKueue(PollingController):
     ) -> None:
         used: dict[str, dict[tuple[str, str], Decimal]] = {name: {} for name in cluster_queues}
         pending: dict[str, list[tuple[str, Obj]]] = {name: [] for name in cluster_queues}
+        admitted: dict[str, list[str]] = {name: [] for name in cluster_queues}  # cq -> job uids
         for uid, wl in workloads.items():
             status = wl.get("status") or {}
             if condition_is_true(wl, "Finished"):
                 continue
             if status.get("admission"):
+                admitted.setdefault(status["admission"].get("clusterQueue", ""), []).append(uid)
                 cq_usage = used.setdefault(status["admission"].get("clusterQueue", ""), {})
                 for key, amount in admission_usage(wl).items():
                     cq_usage[key] = cq_usage.get(key, Decimal(0)) + amount
@@ -693,18 +1205,44 @@ class FakeKueue(PollingController):
             still_pending: list[tuple[str, Obj]] = []
             blocked = False
             for uid, wl in entries:
-                fit = None if blocked else assign_flavors(cq, wl["spec"]["podSets"], used[cq_name], flavor_labels)
+                limits = quota_limits(cq_name, cluster_queues, used)
+                podsets = wl["spec"]["podSets"]
+                fit = None if blocked else assign_flavors(cq, podsets, used[cq_name], flavor_labels, limits)
                 if fit is not None and fit.fits:
-                    self._admit(uid, workloads, cq_name, fit)
+                    self._admit(uid, workloads, cq_name, fit, admission_check_names(cq))
                     for key, amount in fit.usage.items():
                         used[cq_name][key] = used[cq_name].get(key, Decimal(0)) + amount
                     continue
+                if fit is not None and fit.reason == "WaitingForQuota":
+                    holders = [workloads[held] for held in admitted.get(cq_name, [])]
+                    targets = preemption_targets(cq, wl, holders, used[cq_name], flavor_labels)
+                    if targets:
+                        self._preempt(targets, wl, cq_name, cq, workloads)
+                        message = f"{fit.message}. Pending the preemption of {len(targets)} workload(s)"
+                        self._set_pending(uid, workloads, "Pending", message, granular="WaitingForPreemptedWorkloads")
+                        blocked = strict
+                        still_pending.append((uid, workloads[uid]))
+                        continue
                 if fit is not None:
                     self._set_pending(uid, workloads, "Pending", fit.message, granular=fit.reason)
                     blocked = strict
                 still_pending.append((uid, workloads[uid]))
             new_pending[cq_name] = [self._pending_item(wl) for _, wl in still_pending]
         self._view.pending_by_cq = new_pending
+
+    def _preempt(self, targets: list[Obj], preemptor: Obj, cq_name: str, cq: Obj, workloads: dict[str, Obj]) -> None:
+        """Preemptor.IssuePreemptions: evict each target not yet evicted; a preempted workload is requeued at once."""
+        spec = cq.get("spec") or {}
+        cohort = spec.get("cohortName") or spec.get("cohort")
+        path = "/" + "/".join([cohort, cq_name] if cohort else [cq_name])
+        paths = (path, path) if self._release.preemption_paths else None
+        message = preemption_message(preemptor, "InClusterQueue", paths)
+        for target in targets:
+            if condition_is_true(target, "Evicted"):
+                continue  # preemption ongoing
+            job_uid = (controller_owner(target) or {}).get("uid", "")
+            self._held.discard((target["metadata"]["namespace"], target["metadata"]["name"]))
+            workloads[job_uid] = self._mark_evicted(target, "Preempted", message, "InClusterQueue")
 
     @staticmethod
     def _pending_item(wl: Obj) -> Obj:
@@ -734,9 +1272,10 @@ class FakeKueue(PollingController):
         status["conditions"] = set_condition(
             conds, "Admitted", False, "NoReservation", "The workload has no reservation"
         )
-        workloads[uid] = self._api.patch_status(KUEUE_GROUP, KUEUE_VERSION, "workloads", wl, status)
+        workloads[uid] = self._api.patch_status(KUEUE_GROUP, self._version, "workloads", wl, status)
 
-    def _admit(self, uid: str, workloads: dict[str, Obj], cq_name: str, fit: FlavorFit) -> None:
+    def _admit(self, uid: str, workloads: dict[str, Obj], cq_name: str, fit: FlavorFit, checks: list[str]) -> None:
+        """Reserve quota; Admitted too unless the ClusterQueue has admission checks (then once all are Ready)."""
         wl = workloads[uid]
         status = copy.deepcopy(wl.get("status") or {})
         now = now_rfc3339()
@@ -749,7 +1288,18 @@ class FakeKueue(PollingController):
             f"Quota reserved in ClusterQueue {cq_name}",
             now,
         )
-        conds = set_condition(conds, "Admitted", True, "Admitted", "The workload is admitted", now)
+        states = {c.get("name"): c for c in status.get("admissionChecks") or []}
+        if checks:
+            status["admissionChecks"] = [
+                states.get(name) or {"name": name, "state": "Pending", "lastTransitionTime": now, "message": ""}
+                for name in checks
+            ]
+        if all(c.get("state") == "Ready" for c in status.get("admissionChecks") or []):
+            conds = set_condition(conds, "Admitted", True, "Admitted", "The workload is admitted", now)
+        else:
+            conds = set_condition(
+                conds, "Admitted", False, "UnsatisfiedChecks", "The workload has not all checks ready", now
+            )
         for previous in ("Evicted", "Preempted"):
             cond = find_condition(wl, previous)
             if cond and cond.get("status") == "True":
@@ -757,14 +1307,14 @@ class FakeKueue(PollingController):
                     conds, previous, False, "QuotaReserved", f"Previously: {cond.get('message', '')}", now
                 )
         status["conditions"] = conds
-        workloads[uid] = self._api.patch_status(KUEUE_GROUP, KUEUE_VERSION, "workloads", wl, status)
+        workloads[uid] = self._api.patch_status(KUEUE_GROUP, self._version, "workloads", wl, status)
 
     def _sync_job(self, wl: Obj, kind: str, job: Obj) -> None:
         """Start the job of an admitted workload; stop the job of one that is not admitted."""
         if condition_is_true(wl, "Finished"):
             return
         suspended = (job.get("spec") or {}).get("suspend") is True
-        admitted = bool((wl.get("status") or {}).get("admission")) and not condition_is_true(wl, "Evicted")
+        admitted = condition_is_true(wl, "Admitted") and not condition_is_true(wl, "Evicted")
         if admitted and suspended:
             self._start_job(kind, job, wl)
         elif not admitted and not suspended:
@@ -784,7 +1334,7 @@ class FakeKueue(PollingController):
         for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
             labels: dict[str, str] = {}
             for flavor in sorted(set((psa.get("flavors") or {}).values())):
-                rf = self._api.get(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors", flavor, None)
+                rf = self._api.get(KUEUE_GROUP, self._version, "resourceflavors", flavor, None)
                 labels.update(((rf or {}).get("spec") or {}).get("nodeLabels") or {})
             if labels:
                 node_labels[psa["name"]] = labels
@@ -873,7 +1423,8 @@ class FakeKueue(PollingController):
                     total = counter["usage"].get((flavor["name"], quota["name"]), Decimal(0))
                     entry = {"name": quota["name"], "total": format_quantity(total)}
                     if plural == "clusterqueues":
-                        entry["borrowed"] = "0"
+                        nominal = parse_quantity(quota.get("nominalQuota", 0))
+                        entry["borrowed"] = format_quantity(max(Decimal(0), total - nominal))
                     resources.append(entry)
                 flavors.append({"name": flavor["name"], "resources": resources})
         status = copy.deepcopy(queue.get("status") or {})
@@ -897,7 +1448,11 @@ class FakeKueue(PollingController):
             (c.get("type"), c.get("status"), c.get("reason")) for c in conds
         ]:
             status["conditions"] = active
-        self._api.patch_status(KUEUE_GROUP, KUEUE_VERSION, plural, queue, status)
+        if plural == "localqueues":  # v1beta1 calls it flavorUsage
+            status = convert(KUEUE_GROUP, "LocalQueue", {"apiVersion": KUEUE_API, "status": status}, self._version)[
+                "status"
+            ]
+        self._api.patch_status(KUEUE_GROUP, self._version, plural, queue, status)
 
 
 def _not_found(resource: str, name: str) -> Obj:

@@ -1,0 +1,155 @@
+"""`submit` and the lifecycle commands against every supported KubeRay and Kueue release.
+
+Why this module exists: raybridge must work on each release in
+`tests.schemas.RELEASES` (KubeRay v1.3.2, v1.5.2 and the newest; Kueue v0.13.10,
+v0.15.8 and the newest), which differ in the API versions they serve
+(Kueue v0.13 serves only `kueue.x-k8s.io/v1beta1`), their CRD fields and their
+webhooks. Each test runs once per release, on a test API server started with
+that release's CRDs and the simulated Kueue and KubeRay of that release, with a
+REAL local Ray head behind the dashboard. Test ids carry the release id, so
+`pytest -k kueue-v0.13.10` runs that release's tests.
+
+What it deliberately does not do: repeat every submit path of
+test_kube_submit.py per release (runtime: a few tests per release), or test
+the simulated controllers themselves (tests/kubeapi).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any, Iterator
+from urllib.parse import urlparse
+
+import pytest
+
+from tests.helpers import EXAMPLES, cli_env, run_cli
+from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
+from tests.kubeapi.fixtures import make_gpu_node
+from tests.kubeapi.server import KubeApiServer
+from tests.kubeapi.sim_kueue import kueue_api_version
+from tests.schemas import RELEASES
+
+RAY = "ray.io/v1"
+
+
+class Cluster:
+    """A test API server of one release with simulated Kueue and KubeRay, and a kubeconfig for the CLI."""
+
+    def __init__(self, release: str, server: KubeApiServer, kubeconfig: str) -> None:
+        self.release = release
+        self.server = server
+        self.kubeconfig = kubeconfig
+        self.kueue_api = kueue_api_version(server)
+
+    def cli(self, *args: str, timeout: float = 180) -> Any:
+        return run_cli(*args, env=cli_env(KUBECONFIG=self.kubeconfig), timeout=timeout)
+
+    def queue(self) -> tuple[str, str]:
+        """A fresh namespace with a LocalQueue -> ClusterQueue holding 8 GPUs, in the release's Kueue version."""
+        suffix = uuid.uuid4().hex[:6]
+        namespace, lq, cq = f"team-{suffix}", f"lq-{suffix}", f"cq-{suffix}"
+        self.server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        if self.server.get_object(self.kueue_api, "ResourceFlavor", "default-flavor") is None:
+            self.server.create_object(
+                {"apiVersion": self.kueue_api, "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}}
+            )
+        quota = [("cpu", "64"), ("memory", "512Gi"), ("nvidia.com/gpu", "8")]
+        group = {
+            "coveredResources": [name for name, _ in quota],
+            "flavors": [{"name": "default-flavor", "resources": [{"name": n, "nominalQuota": q} for n, q in quota]}],
+        }
+        self.server.create_object(
+            {"apiVersion": self.kueue_api, "kind": "ClusterQueue", "metadata": {"name": cq},
+             "spec": {"namespaceSelector": {}, "resourceGroups": [group]}}
+        )  # fmt: skip
+        self.server.create_object(
+            {"apiVersion": self.kueue_api, "kind": "LocalQueue", "metadata": {"name": lq, "namespace": namespace},
+             "spec": {"clusterQueue": cq}}
+        )  # fmt: skip
+        return namespace, lq
+
+    def leftovers(self, namespace: str) -> dict[str, list[str]]:
+        found = {}
+        for api, kind in ((RAY, "RayJob"), (RAY, "RayCluster"), (self.kueue_api, "Workload")):
+            names = [o["metadata"]["name"] for o in self.server.list_objects(api, kind, namespace)]
+            if names:
+                found[kind] = names
+        return found
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def cluster(request: pytest.FixtureRequest, ray_head: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One release's cluster, shared by that release's tests (the id is the release id)."""
+    release = request.param
+    server = KubeApiServer(release=release).start()
+    kueue = kuberay = None
+    try:
+        kubeconfig = server.write_kubeconfig(tmp_path_factory.mktemp(release) / "config")
+        for i in range(2):
+            make_gpu_node(server, f"gpu-{i}", vendor="nvidia", gpus=8)
+        kueue = FakeKueue(server).start()
+        kuberay = FakeKubeRay(server, dashboard_address=urlparse(ray_head.dashboard_url).netloc).start()
+        yield Cluster(release, server, str(kubeconfig))
+    finally:
+        for controller in (kuberay, kueue):
+            if controller is not None:
+                controller.stop()
+        server.stop()
+    assert server.internal_errors == [], "\n".join(server.internal_errors)
+
+
+def test_submit_runs_through_kueue_and_kuberay_and_cleans_up(cluster: Cluster) -> None:
+    namespace, lq = cluster.queue()
+    out = cluster.cli("submit", str(EXAMPLES / "hello.yaml"), "-n", namespace, "--queue", lq, "--gpus", "8")
+    assert out.returncode == 0, out.stderr
+    assert f"created RayJob {namespace}/hello in queue {lq}" in out.stderr
+    assert "sum of squares: 285" in out.stdout
+    assert "NUM_GPUS=8 NUM_REPLICAS=1" in out.stdout
+    assert f"deleted RayJob {namespace}/hello" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert cluster.leftovers(namespace) == {}
+
+
+def wait_for_log(cluster: Cluster, name: str, namespace: str, marker: str, timeout: float = 90) -> Any:
+    """`logs NAME` until its output holds `marker` (the job prints it once its driver runs)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        logs = cluster.cli("logs", name, "-n", namespace)
+        if (logs.returncode == 0 and marker in logs.stdout) or time.monotonic() > deadline:
+            return logs
+        time.sleep(1)
+
+
+def test_status_list_logs_stop_and_delete_of_a_running_job(cluster: Cluster) -> None:
+    namespace, lq = cluster.queue()
+    script = "import time; print('driver up', flush=True); time.sleep(300)"
+    out = cluster.cli("submit", "-n", namespace, "--queue", lq, "--name", "long", "--no-wait", "-o", "json",
+                      "--", "python", "-c", script)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["status"] == "SUBMITTED"
+
+    logs = wait_for_log(cluster, "long", namespace, "driver up")
+    assert logs.returncode == 0 and "driver up" in logs.stdout, logs.stderr
+    status = cluster.cli("status", "long", "-n", namespace, "-o", "json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["queueState"] == "admitted", status.stdout
+    listed = cluster.cli("list", "-n", namespace, "-o", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert [row["name"] for row in json.loads(listed.stdout)] == ["long"]
+
+    stopped = cluster.cli("stop", "long", "-n", namespace)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "Ray job long-" in stopped.stderr
+    deadline = time.monotonic() + 60
+    rayjob: dict = {}
+    while time.monotonic() < deadline:
+        rayjob = cluster.server.get_object(RAY, "RayJob", "long", namespace) or {}
+        if (rayjob.get("status") or {}).get("jobStatus") == "STOPPED":
+            break
+        time.sleep(0.5)
+    assert (rayjob.get("status") or {}).get("jobStatus") == "STOPPED"
+    deleted = cluster.cli("delete", "long", "-n", namespace)
+    assert deleted.returncode == 0, deleted.stderr
+    assert cluster.leftovers(namespace) == {}
