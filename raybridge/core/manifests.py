@@ -49,7 +49,7 @@ from raybridge.core.consts import (
     RAY_API_VERSION,
     WORKER_GROUP_NAME,
 )
-from raybridge.core.images import default_image
+from raybridge.core.images import default_image, installed_ray_version
 from raybridge.core.names import name_problem, namespace_problem, queue_name_problem
 from raybridge.core.protection import with_run_bound
 from raybridge.core.quantity import format_cpu, format_memory, parse_quantity
@@ -73,6 +73,8 @@ INTERACTIVE_MODE = "InteractiveMode"
 K8S_JOB_MODE = "K8sJobMode"
 SUBMISSION_MODES = (INTERACTIVE_MODE, K8S_JOB_MODE)
 HEAD_CONTAINER = "ray-head"
+#: How long KubeRay keeps a finished RayJob's cluster (and so its dashboard and logs).
+FINISHED_CLUSTER_TTL_SECONDS = 60
 WORKER_CONTAINER = "ray-worker"
 MAIN_CONTAINER = "main"
 #: KubeRay's port names for the head (utils/constant.go).
@@ -140,6 +142,9 @@ def render_rayjob(
     # No backoffLimit: KubeRay rejects a value above 0 in InteractiveMode, and a retry would start a new cluster.
     body["submissionMode"] = submission_mode
     body["shutdownAfterJobFinishes"] = True
+    # KubeRay deletes the cluster as soon as the job ends (TTL 0): its dashboard, and the last lines of a
+    # log still being streamed, would go with it. Kueue frees the quota when the job finishes, whatever the TTL.
+    body["ttlSecondsAfterFinished"] = FINISHED_CLUSTER_TTL_SECONDS
     body["preRunningDeadlineSeconds"] = PRE_RUNNING_DEADLINE_SECONDS
     body["rayClusterSpec"] = ray_cluster_spec(spec, decision, name=name)
     rayjob = _object(RAY_API, "RayJob", name, namespace, object_labels(spec, decision, name=name), body)
@@ -203,6 +208,9 @@ def ray_cluster_spec(spec: JobSpec, decision: SizingDecision, *, name: str) -> d
     body: dict[str, Any] = {}
     if spec.auth_mode:
         body["authOptions"] = {"mode": spec.auth_mode}
+    if spec.auth_mode == "token":
+        # KubeRay refuses token auth unless rayVersion says Ray 2.52 or later (ValidateRayClusterSpec).
+        body["rayVersion"] = installed_ray_version()
     body["headGroupSpec"] = head_group(spec, decision, name=name)
     body["workerGroupSpecs"] = [worker_group(spec, decision, name=name)]
     return body

@@ -14,8 +14,12 @@ The steps, each with progress through the `progress` callback:
 
 After an eviction or preemption KubeRay deletes the cluster and, once Kueue
 admits the job again, builds a new one that knows nothing of the job; this
-backend notices, says who preempted it, clears `spec.jobId`, waits for the
-readmission within the timeout and submits the entrypoint again.
+backend notices (KubeRay suspending the RayJob, the Workload evicted, the
+RayJob on another cluster than the job went to, or that cluster gone; a
+FAILED or STOPPED from a dying head is not taken as the job's end while any of
+these holds), says who preempted it, clears `spec.jobId`, waits for the
+readmission within the timeout and submits the entrypoint again (under the old
+id if KubeRay already polls that on the new cluster).
 
 If anything fails or is interrupted before the handle is returned, or the
 handle gives up, the RayJob is deleted (its RayCluster and Workload follow by
@@ -33,6 +37,7 @@ from typing import Any, Callable, Optional
 
 from raybridge.core.admission import eviction_summary, progress_line, workload_state
 from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
+from raybridge.core.deadline import Deadline
 from raybridge.core.planning import plan_job, render_job, unique_name
 from raybridge.core.protection import protections_of, unknown_fields, without_pre_running_deadline
 from raybridge.core.sizing import SizingDecision
@@ -98,7 +103,8 @@ class _Prepared:
 
 
 def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
-    kube = replace(options.cluster, namespace=spec.namespace or options.namespace).connect()
+    # --timeout bounds the whole command up to the job's submission: every API call meanwhile gets the time left.
+    kube = replace(options.cluster, namespace=spec.namespace or options.namespace).connect(Deadline.after(options.timeout))
     inventory = discover_inventory(nodes_file=options.nodes_file, pods_file=options.pods_file, tolerations=spec.tolerations, kube=kube)
     decision = plan_job(spec, inventory)
     for text in decision.notes:
@@ -215,6 +221,23 @@ def wait_for_ready(
         waiter.sleep()
 
 
+class _EvictableJobs(RayJobs):
+    """The Job API of a Ray cluster that Kueue may take away.
+
+    A head that is being deleted can answer FAILED or STOPPED for a job that was
+    only evicted; such an answer counts as the job's end only when the RayJob shows
+    no eviction. Otherwise it is an error, and the handle recovers (resubmits).
+    """
+
+    evicted: Callable[[], bool] = staticmethod(lambda: False)  # type: ignore[assignment]
+
+    def status(self, submission_id: str) -> str:
+        status = super().status(submission_id)
+        if status in ("FAILED", "STOPPED") and self.evicted():
+            raise InfraError(f"job {submission_id} ended with its Ray cluster, which Kueue took away")
+        return status
+
+
 class _RayJobRun:
     """One submitted RayJob: the cluster it runs on now, the Job API there, and how to carry on after an eviction."""
 
@@ -226,11 +249,24 @@ class _RayJobRun:
         self.jobs: Optional[RayJobs] = None
         self.submission_id: str = options.submission_id or new_submission_id(name)
         self.reconnects = 0
+        self.cluster = ""  # the Ray cluster the job was submitted to
 
-    def start(self) -> None:
-        """Wait until admitted and ready, reach the dashboard, submit, and set `spec.jobId`."""
+    def start(self, evicted_from: Optional[tuple[str, str]] = None) -> None:
+        """Wait until admitted and ready, reach the dashboard, submit, and set `spec.jobId`.
+
+        `evicted_from`: (cluster, submission id) the job ran on before an eviction; then only a
+        new cluster counts, and if KubeRay already polls the old id there, that id is submitted again.
+        """
+        if self.kube.deadline is None:  # a resubmission after an eviction gets a fresh --timeout
+            self.kube.deadline = Deadline.after(self.options.timeout)
         waiter = Waiter(self.options.progress, self.options.timeout)
-        ready = wait_for_ready(self.kube, self.rays, "RayJob", self.name, self.namespace, waiter, queued=self.queued)
+        waiter.deadline = min(waiter.deadline, self.kube.deadline.at)
+        if evicted_from is None:
+            ready = wait_for_ready(self.kube, self.rays, "RayJob", self.name, self.namespace, waiter, queued=self.queued)
+        else:
+            ready = self._wait_for_new_cluster(waiter, *evicted_from)
+            if (ready.get("status") or {}).get("jobDeploymentStatus") == "Running":
+                self.submission_id = evicted_from[1]  # what KubeRay polls on the new cluster, which never ran it
         self._connect(ready)
         assert self.jobs is not None
         self.jobs.submit(
@@ -238,7 +274,44 @@ class _RayJobRun:
             metadata={"raybridge.io/job-name": self.name}, retry_for=min(60.0, max(waiter.deadline - time.monotonic(), 5.0)),
         )  # fmt: skip
         self.rays.patch("RayJob", self.name, self.namespace, {"spec": {"jobId": self.submission_id}})
+        self.kube.deadline = None  # the job itself runs as long as it runs: each call keeps --request-timeout
         self.options.progress(f"submitted {self.submission_id} to {self.jobs.address}")
+
+    def _wait_for_new_cluster(self, waiter: Waiter, old_cluster: str, old_id: str) -> dict[str, Any]:
+        """After an eviction: wait (within --timeout) until Kueue admits the RayJob again and KubeRay
+        has a new cluster, waiting for a job id (or already polling the old one there)."""
+        failures = 0
+        while True:
+            try:
+                obj, workload, position = _observe(self.kube, self.rays, "RayJob", self.name, self.namespace, self.queued)
+                failures = 0
+            except ClusterUnreachable as exc:
+                failures += 1
+                if failures > MAX_API_FAILURES or waiter.expired():
+                    raise
+                waiter.say(f"API error, retrying: {exc}")
+                time.sleep(min(waiter.poll * 2**failures, 10.0))
+                continue
+            status = obj.get("status") or {}
+            deployment = status.get("jobDeploymentStatus") or ""
+            if deployment in ("Complete", "Failed", "ValidationFailed"):
+                raise InfraError(
+                    f"RayJob {self.namespace}/{self.name} ended while waiting to be admitted again: "
+                    f"{deployment} ({status.get('reason', '')}: {status.get('message', '')})"
+                )
+            current = status.get("rayClusterName") or ""
+            fresh = bool(current and current != old_cluster and status.get("dashboardURL"))
+            if fresh and (deployment == "Waiting" or (deployment == "Running" and status.get("jobId") == old_id)):
+                waiter.say(f"admitted again: Ray cluster {current} is ready")
+                return obj
+            line = progress_line(obj, workload, position)
+            waiter.say(line)
+            if waiter.expired():
+                raise InfraError(
+                    f"RayJob {self.namespace}/{self.name} was not admitted again within {waiter.timeout:.0f}s "
+                    f"after its eviction: {line}"
+                )
+            waiter.sleep()
 
     def _connect(self, obj: dict[str, Any]) -> None:
         self.close_forward()
@@ -248,12 +321,44 @@ class _RayJobRun:
             self.kube, self.namespace, cluster, status.get("dashboardURL"), self.options.dashboard_address, self.options.progress
         )
         headers = auth_headers(self.kube, self.namespace, obj, cluster)
-        self.jobs = RayJobs(address, headers=headers or None)
+        self.cluster = cluster
+        self.jobs = _EvictableJobs(address, headers=headers or None)
+        self.jobs.evicted = self.evicted_now
 
     def close_forward(self) -> None:
         if self.forward is not None:
             self.forward.close()
             self.forward = None
+
+    def _evicted(self, obj: dict[str, Any], workload: Optional[dict[str, Any]]) -> bool:
+        """Whether the cluster the job was submitted to has been taken away by Kueue (or is gone).
+
+        Any of: KubeRay suspending or suspended it; the Workload evicted or preempted; the RayJob
+        on another cluster (or none) than the one the job went to -- readmission may be quick; the
+        cluster deleted while the RayJob still says Running.
+        """
+        status = obj.get("status") or {}
+        deployment = status.get("jobDeploymentStatus") or ""
+        if deployment in ("Complete", "Failed"):
+            return False
+        if deployment in ("Suspending", "Suspended"):
+            return True
+        if workload_state(workload) == "evicted":  # Evicted (also set on preemption) and no longer admitted
+            return True
+        if self.cluster and (status.get("rayClusterName") or "") != self.cluster:
+            return True
+        return bool(self.cluster) and self.rays.get("RayCluster", self.cluster, self.namespace) is None
+
+    def evicted_now(self) -> bool:
+        """Read the RayJob and its Workload now: has the job's cluster been taken away? False if unknown."""
+        try:
+            obj = self.rays.get("RayJob", self.name, self.namespace)
+            if obj is None:
+                return False
+            workload = find_workload(self.kube, self.namespace, obj) if self.queued else None
+            return self._evicted(obj, workload)
+        except InfraError:
+            return False
 
     def recover(self, handle: JobHandle) -> Optional[str]:
         """The Job API stopped answering: the final status from the RayJob, or resubmit after an eviction."""
@@ -265,14 +370,14 @@ class _RayJobRun:
             status = obj.get("status") or {}
             deployment = status.get("jobDeploymentStatus")
             workload = find_workload(self.kube, self.namespace, obj) if self.queued else None
-            if deployment in ("Suspending", "Suspended") or workload_state(workload) == "evicted":
+            if deployment in ("Complete", "Failed"):
+                return str(status.get("jobStatus") or "FAILED")
+            if self._evicted(obj, workload):
                 self._resubmit_after_eviction(obj, workload)
                 handle.jobs, handle.submission_id = self.jobs, self.submission_id  # type: ignore[assignment]
                 return None
-            if status.get("jobStatus") in TERMINAL and (status.get("jobId") in (None, "", self.submission_id)):
+            if status.get("jobStatus") in TERMINAL and status.get("jobId") in (None, "", self.submission_id):
                 return str(status["jobStatus"])
-            if deployment in ("Complete", "Failed"):
-                return str(status.get("jobStatus") or "FAILED")
             if deployment == "Running" and status.get("dashboardURL") and self.reconnects < MAX_RECONNECTS:
                 self.reconnects += 1
                 self._connect(obj)  # the dashboard dropped out, the job goes on: reach it again
@@ -287,14 +392,18 @@ class _RayJobRun:
 
     def _resubmit_after_eviction(self, obj: dict[str, Any], workload: Optional[dict[str, Any]]) -> None:
         queue = (obj.get("metadata") or {}).get("labels", {}).get(KUEUE_QUEUE_LABEL)
-        self.options.progress(f"evicted: {eviction_summary(workload, queue)}; its Ray cluster is gone, waiting to be admitted again")
+        old_cluster, old_id = self.cluster, self.submission_id
+        self.options.progress(
+            f"evicted: {eviction_summary(workload, queue)}; Ray cluster {old_cluster} is gone and job {old_id} with it; "
+            f"waiting up to {self.options.timeout:.0f}s to be admitted again, then submitting the entrypoint again"
+        )
         # The new cluster knows nothing of the old job id; with spec.jobId set KubeRay would poll it forever.
         self.rays.patch("RayJob", self.name, self.namespace, {"spec": {"jobId": None}})
         self.close_forward()
         self.reconnects = 0
         self.submission_id = new_submission_id(self.name)
-        self.start()
-
+        self.kube.deadline = None
+        self.start(evicted_from=(old_cluster, old_id))
 
 def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
     if spec.resolved_kind == "RayCluster":
@@ -360,7 +469,9 @@ def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:
         created = True
         queue = (stored["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
         options.progress(f"created RayCluster {namespace}/{name}" + (f" in queue {queue}" if queue else ""))
-        ready = wait_for_ready(kube, rays, "RayCluster", name, namespace, Waiter(options.progress, options.timeout), queued=bool(queue))
+        waiter = Waiter(options.progress, options.timeout)
+        waiter.deadline = min(waiter.deadline, kube.deadline.at) if kube.deadline is not None else waiter.deadline
+        ready = wait_for_ready(kube, rays, "RayCluster", name, namespace, waiter, queued=bool(queue))
     except BaseException:
         if created and not options.keep:
             delete_and_wait(rays, "RayCluster", name, namespace, options.progress)

@@ -1,34 +1,57 @@
-"""The simulated KubeRay: RayCluster and RayJob controllers, backed by one real Ray head.
+"""The simulated KubeRay: RayCluster and RayJob controllers, each cluster with its own Ray dashboard.
 
 Why this module exists: raybridge watches what KubeRay does with its RayJobs
 (cluster readiness, the dashboard URL, job status). `FakeKubeRay` plays the
 operator against `tests/kubeapi/server.py` through the official client (the
 polling loop and API access are in `sim_common.py`): it creates pods and
-services, drives the RayJob state machine and submits to and polls the real Ray
-dashboard. The kubelet side of a port-forward is registered on the server with
-`set_port_forward_target`. The state machine follows the Go sources (KubeRay
-`rayjob_controller.go`, `utils/validation.go`) in its transitions, reasons and
-messages.
+services, drives the RayJob state machine and submits to and polls the Ray
+Job API. Every RayCluster gets its own `ClusterDashboard` (its own loopback
+port) in front of the one real Ray head of the test: it knows only the jobs
+submitted through it, answers 404 for any other, and when the cluster is
+deleted or suspended it stops listening and its jobs are stopped, so a
+cluster built after an eviction knows nothing of the old job, as on a real
+cluster. `status.dashboardURL` and the port-forward target of the head pod
+(`set_port_forward_target`) lead to that cluster's dashboard. It behaves as
+the server's KubeRay release (or `release=`): token auth (`authOptions.mode:
+token`, a Secret named after the cluster with key `auth_token`, 401/403
+from the dashboard as Ray answers) only from v1.5, `preRunningDeadlineSeconds`
+only from v1.6. The RayJob finalizer `ray.io/rayjob-finalizer` is added first
+and removed on deletion after stopping a job that may still run;
+`ValidationFailed` (ValidateRayJobSpec, including ValidateRayClusterSpec's
+checks a rendered manifest could hit) is a failure that creates nothing; an
+invalid standalone RayCluster is left alone. Transitions, reasons and messages
+follow the Go sources (`rayjob_controller.go`, `utils/validation.go`).
 
 What it deliberately does not do:
 
-- FakeKubeRay: no real pods or processes; all Ray pods report `podIP`
-  127.0.0.1 and every Ray job runs on the one real Ray head the test started,
-  so the fake stops a Ray job where the real cluster would have died with it
-  (suspension, deletion). No autoscaling, no submitter Kubernetes Job
-  (K8sJobMode is submitted over HTTP like HTTPMode), no finalizer on RayJobs,
-  no RayService, no deletionStrategy, no cron schedules, no auth tokens, no
-  GCS fault tolerance. Like the real operator it ignores `suspend` while a
-  RayJob is `Waiting` for its job id.
+- No real pods or processes: all Ray pods report `podIP` 127.0.0.1 and all
+  jobs run on one real Ray head. Job ids are shared there: a submission id
+  that an earlier cluster used is run under another id on the real head
+  (the cluster still answers to the id it was given, but Ray's JSON answers
+  carry the other). The dashboard needs `Content-Length` (no chunked
+  uploads), serves one request per connection, and `stop()` of the operator
+  takes the dashboards down (a restart opens them on new ports; their jobs
+  are remembered). No events (an invalid RayCluster gets no
+  InvalidRayClusterSpec event).
+- No autoscaling, no submitter Kubernetes Job (K8sJobMode is submitted over
+  HTTP like HTTPMode), no RayService, no deletionStrategy, no cron
+  schedules, no `enableK8sTokenAuth`, no GCS fault tolerance. Like the real
+  operator it ignores `suspend` while a RayJob is `Waiting` for its job id.
 - Hooks and handlers stay registered after `stop()` (the server cannot
   unregister them); stopping only ends reconciliation.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import random
+import re
+import secrets
+import select
+import socket
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -72,7 +95,94 @@ def random_suffix(length: int = 5) -> str:
 # --------------------------------------------------------------------------
 
 
-def validate_rayjob(job: Mapping[str, Any]) -> Optional[str]:
+#: The release the newest CRDs come from (tests/schemas.py KUBERAY_NEWEST).
+NEWEST_KUBERAY = (1, 7, 0)
+RAYJOB_FINALIZER = "ray.io/rayjob-finalizer"  # utils/constant.go RayJobStopJobFinalizer
+AUTH_TOKEN_KEY = "auth_token"  # utils/constant.go RAY_AUTH_TOKEN_SECRET_KEY
+MIN_RAY_FOR_TOKEN_AUTH = (2, 52, 0)
+
+
+def kuberay_version(release: str) -> tuple[int, int, int]:
+    """(1, 5, 2) for "kuberay-v1.5.2"; the newest CRDs' release for "kuberay-newest"."""
+    match = re.match(r"^kuberay-v(\d+)\.(\d+)\.(\d+)$", release)
+    if not match:
+        return NEWEST_KUBERAY
+    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+def _ray_version(text: str) -> Optional[tuple[int, ...]]:
+    match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", text or "")
+    if not match:
+        return None
+    return tuple(int(part or 0) for part in match.groups())
+
+
+def token_auth_enabled(cluster_spec: Mapping[str, Any], release: str = "kuberay-newest") -> bool:
+    """IsAuthEnabled: `authOptions.mode: token`, which KubeRay knows from v1.5."""
+    if kuberay_version(release) < (1, 5, 0):
+        return False
+    return ((cluster_spec.get("authOptions") or {}).get("mode")) == "token"
+
+
+def _group_checks(group_name: str, group: Mapping[str, Any]) -> Optional[str]:
+    params = group.get("rayStartParams") or {}
+    if any(params.get(key) for key in ("num-cpus", "num-gpus", "memory", "resources")) and group.get("resources"):
+        return (
+            f"resource fields should not be set in both rayStartParams and Resources for {group_name} group; "
+            "please use only one"
+        )
+    if "labels" in params:
+        return (
+            f"rayStartParams['labels'] is not supported for {group_name} group; "
+            "please use the top-level Labels field instead"
+        )
+    return None
+
+
+def validate_raycluster_spec(
+    spec: Mapping[str, Any], annotations: Optional[Mapping[str, str]] = None, release: str = "kuberay-newest"
+) -> Optional[str]:
+    """The checks of KubeRay's ValidateRayClusterSpec a rendered manifest could hit; the error text or None."""
+    head = spec.get("headGroupSpec") or {}
+    head_containers = ((head.get("template") or {}).get("spec") or {}).get("containers") or []
+    if not head_containers:
+        return "headGroupSpec should have at least one container"
+    error = _group_checks("Head", head)
+    if error:
+        return error
+    for group in spec.get("workerGroupSpecs") or []:
+        if not ((group.get("template") or {}).get("spec") or {}).get("containers"):
+            return "workerGroupSpec should have at least one container"
+        error = _group_checks(group.get("groupName", ""), group)
+        if error:
+            return error
+    env = {e.get("name"): e.get("value") for e in head_containers[0].get("env") or []}
+    fault_tolerant = bool(spec.get("gcsFaultToleranceOptions")) or (annotations or {}).get(
+        "ray.io/ft-enabled", ""
+    ).lower() == "true"
+    if not fault_tolerant and "RAY_REDIS_ADDRESS" in env:
+        return (
+            "RAY_REDIS_ADDRESS is set which implicitly enables GCS fault tolerance, but GcsFaultToleranceOptions "
+            "is not set. Please set GcsFaultToleranceOptions to enable GCS fault tolerance"
+        )
+    if not spec.get("enableInTreeAutoscaling") and env.get("RAY_enable_autoscaler_v2") in ("1", "true"):
+        return (
+            f"environment variable RAY_enable_autoscaler_v2 cannot be set to '{env['RAY_enable_autoscaler_v2']}' "
+            "when enableInTreeAutoscaling is false. Please set enableInTreeAutoscaling: true to use autoscaler v2"
+        )
+    if token_auth_enabled(spec, release):
+        wanted = ".".join(str(part) for part in MIN_RAY_FOR_TOKEN_AUTH)
+        if not spec.get("rayVersion"):
+            return f"authOptions.mode is 'token' but RayVersion was not specified. Ray version {wanted} or later is required"
+        version = _ray_version(spec["rayVersion"])
+        if version is None:
+            return f"authOptions.mode is 'token' but RayVersion format is invalid: {spec['rayVersion']}"
+        if version < MIN_RAY_FOR_TOKEN_AUTH:
+            return f"authOptions.mode is 'token' but minimum Ray version is {wanted}, got {spec['rayVersion']}"
+    return None
+
+
+def validate_rayjob(job: Mapping[str, Any], release: str = "kuberay-newest") -> Optional[str]:
     """The subset of KubeRay's ValidateRayJobSpec that raybridge can trip over; the error text or None."""
     spec = job.get("spec") or {}
     shutdown = bool(spec.get("shutdownAfterJobFinishes"))
@@ -96,6 +206,12 @@ def validate_rayjob(job: Mapping[str, Any]) -> Optional[str]:
     backoff = spec.get("backoffLimit")
     if spec.get("submissionMode") == "InteractiveMode" and backoff is not None and int(backoff) > 0:
         return "The RayJob spec is invalid: BackoffLimit is incompatible with InteractiveMode"
+    if spec.get("rayClusterSpec"):
+        error = validate_raycluster_spec(
+            spec["rayClusterSpec"], (job.get("metadata") or {}).get("annotations"), release
+        )
+        if error:
+            return f"The RayJob spec is invalid: {error}"
     if spec.get("runtimeEnvYAML"):
         try:
             yaml.safe_load(spec["runtimeEnvYAML"])
@@ -130,14 +246,16 @@ def _seconds_since(timestamp: Optional[str]) -> float:
 class _DashboardClient:
     """The few Ray Job API calls the RayJob controller makes (plain urllib)."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, token: Optional[str] = None) -> None:
         self.base = f"http://{address}"
+        # KubeRay's dashboard client sends the token in Ray's proxy header (utils RayAuthHeader).
+        self.headers = {"x-ray-authorization": f"Bearer {token}"} if token else {}
 
     def job_info(self, job_id: str) -> Optional[Obj]:
         """The job's JobDetails, or None when the dashboard does not know the job (404)."""
         url = f"{self.base}/api/jobs/{urllib.parse.quote(job_id, safe='')}"
         try:
-            with urllib.request.urlopen(url, timeout=3) as response:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=self.headers), timeout=3) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
@@ -171,7 +289,7 @@ class _DashboardClient:
         request = urllib.request.Request(
             self.base + path,
             data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **self.headers},
             method="POST",
         )
         with urllib.request.urlopen(request, timeout=10) as response:
@@ -190,15 +308,323 @@ def _ray_node_labels(cluster_name: str, node_type: str, group: str) -> dict[str,
     }
 
 
+# --------------------------------------------------------------------------
+# One Ray dashboard per RayCluster
+# --------------------------------------------------------------------------
+
+#: Paths a token-protected Ray dashboard serves without a token (Ray 2.60 dashboard/http_server_head.py).
+PUBLIC_DASHBOARD_PATHS = frozenset(
+    {
+        "/",
+        "/favicon.ico",
+        "/api/authentication_mode",
+        "/api/authenticate",
+        "/api/healthz",
+        "/api/gcs_healthz",
+        "/api/local_raylet_healthz",
+        "/-/healthz",
+    }
+)
+_JOB_PATH = re.compile(r"^/api/jobs/([^/]+)(/.*)?$")
+_HEAD_LIMIT = 64 * 1024
+_BODY_LIMIT = 512 * 1024 * 1024  # Ray accepts working_dir packages up to 100 MiB; generous
+_SOCKET_TIMEOUT = 30.0
+_CONNECT_TIMEOUT = 5.0
+
+
+def _http_response(status: int, reason: str, text: str) -> bytes:
+    body = text.encode()
+    return (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
+
+
+class ClusterDashboard:
+    """The Ray dashboard of one simulated RayCluster: its own port, its own Ray jobs.
+
+    Every simulated cluster runs its jobs on the one real Ray head of the test.
+    This proxy gives each cluster a separate Job API on its own loopback port:
+    it remembers the submission ids submitted through it, answers 404 (Ray's
+    `Job <id> does not exist`) for any other job, filters job lists to its own,
+    and passes everything else (dashboard, package uploads, the log-tail
+    WebSocket) through unchanged. With a token it refuses calls without one
+    (401) or with a wrong one (403), as Ray's dashboard does with
+    `RAY_AUTH_MODE=token`. `close()` stops listening, cuts open connections
+    and stops its jobs on the real head: the cluster died with them.
+    """
+
+    def __init__(self, upstream: str, token: Optional[str] = None, jobs: Optional[dict[str, str]] = None) -> None:
+        host, _, port = upstream.rpartition(":")
+        self._upstream = (host or "127.0.0.1", int(port))
+        self.token = token
+        # submission id as this cluster knows it -> the id on the shared real head. They differ only when
+        # an id is submitted again that another (earlier) cluster used: a new real cluster accepts that.
+        self.jobs: dict[str, str] = jobs if jobs is not None else {}
+        self._lock = threading.Lock()
+        self._connections: set[socket.socket] = set()
+        self._closed = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.5)
+        self.port = self._listener.getsockname()[1]
+        self._thread = threading.Thread(target=self._accept_loop, name=f"ray-dashboard-{self.port}", daemon=True)
+        self._thread.start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def owns(self, job_id: str) -> bool:
+        with self._lock:
+            return job_id in self.jobs
+
+    def upstream_id(self, job_id: str) -> str:
+        with self._lock:
+            return self.jobs.get(job_id, job_id)
+
+    def close(self, *, stop_jobs: bool) -> None:
+        """Stop listening and cut every connection; with stop_jobs, stop this cluster's Ray jobs."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._listener.close()
+        with self._lock:
+            connections, self._connections = list(self._connections), set()
+            jobs = sorted(self.jobs.values())
+        for conn in connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
+        self._thread.join(timeout=2)
+        if stop_jobs:
+            upstream = _DashboardClient(f"{self._upstream[0]}:{self._upstream[1]}")
+            for job_id in jobs:
+                try:
+                    upstream.stop(job_id)
+                except (urllib.error.URLError, OSError, ValueError):
+                    pass
+
+    # ---- serving ----------------------------------------------------------
+    def _accept_loop(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            conn.settimeout(_SOCKET_TIMEOUT)
+            with self._lock:
+                if self._closed.is_set():
+                    conn.close()
+                    return
+                self._connections.add(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        upstream: Optional[socket.socket] = None
+        try:
+            request = self._read_request(conn)
+            if request is None:
+                return
+            method, target, headers, body, head_lines = request
+            parts = urllib.parse.urlsplit(target)
+            path = parts.path
+            refusal = self._refusal(method, path, headers)
+            if refusal is not None:
+                conn.sendall(refusal)
+                return
+            match = _JOB_PATH.match(path)
+            if match:
+                upstream_path = "/api/jobs/" + urllib.parse.quote(self.upstream_id(urllib.parse.unquote(match.group(1))), safe="")
+                upstream_path += match.group(2) or ""
+                head_lines[0] = " ".join([method, urllib.parse.urlunsplit(("", "", upstream_path, parts.query, "")), head_lines[0].rsplit(" ", 1)[1]])
+            listing = method == "GET" and path.rstrip("/") == "/api/jobs"
+            if method == "POST" and path.rstrip("/") == "/api/jobs":
+                body = self._claim_submission(body)
+            upgrade = "upgrade" in headers.get("connection", "").lower()
+            upstream = socket.create_connection(self._upstream, timeout=_CONNECT_TIMEOUT)
+            upstream.settimeout(_SOCKET_TIMEOUT)
+            with self._lock:
+                self._connections.add(upstream)
+            upstream.sendall(self._forward_head(head_lines, body, listing=listing, upgrade=upgrade) + body)
+            if listing:
+                conn.sendall(self._filtered_listing(upstream))
+            else:
+                self._splice(conn, upstream)
+        except (OSError, ValueError):
+            pass  # the client went away, the upstream failed, or close() cut the connection
+        finally:
+            for sock in (conn, upstream):
+                if sock is not None:
+                    with self._lock:
+                        self._connections.discard(sock)
+                    sock.close()
+
+    @staticmethod
+    def _read_request(conn: socket.socket) -> Optional[tuple[str, str, dict[str, str], bytes, list[str]]]:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+            if len(data) > _HEAD_LIMIT:
+                conn.sendall(_http_response(431, "Request Header Fields Too Large", "request head too large"))
+                return None
+        head, _, rest = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        method, target, _version = lines[0].split(" ", 2)
+        headers = {}
+        for line in lines[1:]:
+            key, _, value = line.partition(":")
+            headers[key.strip().lower()] = value.strip()
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            conn.sendall(_http_response(411, "Length Required", "the simulated dashboard needs Content-Length"))
+            return None
+        length = int(headers.get("content-length") or 0)
+        if length > _BODY_LIMIT:
+            conn.sendall(_http_response(413, "Request Entity Too Large", "body too large"))
+            return None
+        body = rest
+        while len(body) < length:
+            chunk = conn.recv(min(1 << 20, length - len(body)))
+            if not chunk:
+                return None
+            body += chunk
+        return method, target, headers, body[:length], lines
+
+    def _refusal(self, method: str, path: str, headers: Mapping[str, str]) -> Optional[bytes]:
+        """Ray's answer when the token is missing or wrong, or 404 for another cluster's job."""
+        if self.token is not None and path not in PUBLIC_DASHBOARD_PATHS and not path.startswith("/static/"):
+            given = headers.get("authorization") or headers.get("x-ray-authorization") or ""
+            if not given:
+                return _http_response(401, "Unauthorized", "Unauthorized: Missing authentication token")
+            if given != f"Bearer {self.token}":
+                return _http_response(403, "Forbidden", "Forbidden: Invalid authentication token")
+        match = _JOB_PATH.match(path)
+        if match:
+            job_id = urllib.parse.unquote(match.group(1))
+            if not self.owns(job_id):
+                return _http_response(404, "Not Found", f"Job {job_id} does not exist")
+        return None
+
+    def _claim_submission(self, body: bytes) -> bytes:
+        """Record the submission id of a new job (choosing one as Ray would, if the request has none)."""
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            return body  # Ray answers the bad request itself
+        if not isinstance(request, dict):
+            return body
+        job_id = str(request.get("submission_id") or request.get("job_id") or "")
+        if not job_id:
+            job_id = f"raysubmit_{random_suffix(16)}"
+        upstream_id = job_id
+        if not self.owns(job_id) and self._known_upstream(job_id):
+            upstream_id = f"{job_id}-{random_suffix(8)}"  # an earlier cluster's job: this cluster never saw it
+        request["submission_id"] = upstream_id
+        if request.get("job_id"):
+            request["job_id"] = upstream_id
+        with self._lock:
+            self.jobs.setdefault(job_id, upstream_id)
+        return json.dumps(request).encode()
+
+    def _known_upstream(self, job_id: str) -> bool:
+        url = f"http://{self._upstream[0]}:{self._upstream[1]}/api/jobs/{urllib.parse.quote(job_id, safe='')}"
+        try:
+            with urllib.request.urlopen(url, timeout=3) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    @staticmethod
+    def _forward_head(lines: list[str], body: bytes, *, listing: bool, upgrade: bool) -> bytes:
+        method, target, version = lines[0].split(" ", 2)
+        # One request per connection (so that every request passes the checks above); a listing is
+        # asked as HTTP/1.0 so that the answer comes whole, not chunked.
+        out = [f"{method} {target} {'HTTP/1.0' if listing else version}"]
+        for line in lines[1:]:
+            key = line.partition(":")[0].strip().lower()
+            if key in ("content-length", "keep-alive") or (key == "connection" and not upgrade):
+                continue
+            out.append(line)
+        if not upgrade:
+            out.append("Connection: close")
+        if body or method in ("POST", "PUT", "PATCH"):
+            out.append(f"Content-Length: {len(body)}")
+        return ("\r\n".join(out) + "\r\n\r\n").encode("latin-1")
+
+    def _filtered_listing(self, upstream: socket.socket) -> bytes:
+        data = b""
+        while True:
+            chunk = upstream.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        try:
+            jobs = json.loads(body)
+        except ValueError:
+            return data
+        if not isinstance(jobs, list):
+            return data
+        with self._lock:
+            local = {upstream: mine for mine, upstream in self.jobs.items()}
+        mine = []
+        for job in jobs:
+            upstream_id = str(job.get("submission_id") or "") if isinstance(job, dict) else ""
+            if upstream_id in local:
+                mine.append({**job, "submission_id": local[upstream_id]})
+        text = json.dumps(mine).encode()
+        return (
+            f"HTTP/1.1 {status_line.split(' ', 1)[1]}\r\nContent-Type: application/json; charset=utf-8\r\n"
+            f"Content-Length: {len(text)}\r\nConnection: close\r\n\r\n"
+        ).encode() + text
+
+    def _splice(self, conn: socket.socket, upstream: socket.socket) -> None:
+        """Copy bytes both ways until the upstream closes (or the proxy does)."""
+        conn.settimeout(None)
+        upstream.settimeout(None)
+        peers = {conn: upstream, upstream: conn}
+        client_open = True
+        while not self._closed.is_set():
+            watch = [upstream, conn] if client_open else [upstream]
+            readable, _, _ = select.select(watch, [], [], 0.5)
+            for sock in readable:
+                data = sock.recv(65536)
+                if not data:
+                    if sock is upstream:
+                        return
+                    client_open = False
+                    try:
+                        upstream.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        return
+                    continue
+                peers[sock].sendall(data)
+
+
 class FakeKubeRay(PollingController):
     """KubeRay's RayJob and RayCluster controllers, backed by one real Ray head.
 
-    `dashboard_address` ("host:port") is the real Ray dashboard that every
-    simulated cluster stands for. In "direct" mode `status.dashboardURL` is that
-    address; in "service" mode it is the in-cluster name
+    `dashboard_address` ("host:port") is the real Ray dashboard behind every
+    simulated cluster; each cluster gets its own `ClusterDashboard` in front of
+    it once its head is ready, so a cluster sees only its own Ray jobs and a
+    deleted cluster's jobs are gone. In "direct" mode `status.dashboardURL` is
+    that cluster's dashboard; in "service" mode it is the in-cluster name
     `<cluster>-head-svc.<ns>.svc.cluster.local:8265`, and a port-forward to a
-    head pod's port 8265 reaches the real dashboard. `ready_delay` is how long
-    a cluster waits before its pods exist and it turns ready.
+    head pod's port 8265 reaches the cluster's dashboard. `ready_delay` is how
+    long a cluster waits before its pods exist and it turns ready. `release`
+    (default: the server's KubeRay release) decides what the operator knows:
+    token auth from v1.5, `preRunningDeadlineSeconds` from v1.6.
     """
 
     name = "kuberay"
@@ -211,6 +637,7 @@ class FakeKubeRay(PollingController):
         dashboard_url_mode: str = "direct",
         ready_delay: float = 0.0,
         interval: float = 0.05,
+        release: Optional[str] = None,
     ) -> None:
         if dashboard_url_mode not in ("direct", "service"):
             raise ValueError(f"dashboard_url_mode must be 'direct' or 'service', not {dashboard_url_mode!r}")
@@ -221,6 +648,92 @@ class FakeKubeRay(PollingController):
         self._ready_delay = ready_delay
         self._first_seen: dict[str, float] = {}  # RayCluster uid -> monotonic time
         self._ray_jobs: dict[str, str] = {}  # RayJob uid -> Ray job id it is running
+        self.release: str = release or getattr(server, "kuberay", None) or "kuberay-newest"
+        self._dashboards: dict[str, ClusterDashboard] = {}  # RayCluster uid -> its dashboard
+        self._dashboard_keys: dict[tuple[str, str], str] = {}  # (namespace, name) -> RayCluster uid
+        self._dashboards_lock = threading.Lock()
+        # RayCluster uid -> its Ray jobs; outlives a stop()/start() of the operator, as the clusters do.
+        self._cluster_jobs: dict[str, dict[str, str]] = {}
+
+    @property
+    def version(self) -> tuple[int, int, int]:
+        return kuberay_version(self.release)
+
+    def cluster_dashboard(self, namespace: str, cluster_name: str) -> Optional[ClusterDashboard]:
+        """The dashboard of a live, ready RayCluster, or None."""
+        with self._dashboards_lock:
+            uid = self._dashboard_keys.get((namespace, cluster_name))
+            return self._dashboards.get(uid) if uid else None
+
+    def stop(self) -> None:
+        """Stop reconciling and take the clusters' dashboards down (their Ray jobs are left alone)."""
+        super().stop()
+        with self._dashboards_lock:
+            dashboards, self._dashboards, self._dashboard_keys = list(self._dashboards.values()), {}, {}
+        for dashboard in dashboards:
+            dashboard.close(stop_jobs=False)
+
+    def _drop_dashboard(self, uid: str) -> None:
+        """The cluster is gone, suspended or being deleted: its dashboard and its Ray jobs go with it."""
+        with self._dashboards_lock:
+            dashboard = self._dashboards.pop(uid, None)
+            self._dashboard_keys = {k: v for k, v in self._dashboard_keys.items() if v != uid}
+            jobs = self._cluster_jobs.pop(uid, {})
+        if dashboard is not None:
+            dashboard.close(stop_jobs=True)
+        else:
+            for job_id in sorted(jobs.values()):  # gone while the operator was stopped
+                self._stop_ray_job(job_id)
+
+    def _ensure_dashboard(self, cluster: Obj) -> ClusterDashboard:
+        meta = cluster["metadata"]
+        token = self._ensure_auth_secret(cluster) if token_auth_enabled(cluster.get("spec") or {}, self.release) else None
+        with self._dashboards_lock:
+            dashboard = self._dashboards.get(meta["uid"])
+            if dashboard is None:
+                jobs = self._cluster_jobs.setdefault(meta["uid"], {})
+                dashboard = ClusterDashboard(self._dashboard_address, token, jobs)
+                self._dashboards[meta["uid"]] = dashboard
+                self._dashboard_keys[(meta["namespace"], meta["name"])] = meta["uid"]
+            return dashboard
+
+    def _ensure_auth_secret(self, cluster: Obj) -> str:
+        """reconcileAuthSecret: a Secret named after the cluster (or authOptions.secretName), key auth_token."""
+        meta = cluster["metadata"]
+        options = (cluster.get("spec") or {}).get("authOptions") or {}
+        name = options.get("secretName") or meta["name"]
+        try:
+            existing = self._api.core.read_namespaced_secret(name, meta["namespace"], _request_timeout=5)
+            data = (existing.data or {}).get(AUTH_TOKEN_KEY)
+            if data:
+                return base64.b64decode(data).decode()
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        if options.get("secretName"):
+            raise RuntimeError(f"Secret {meta['namespace']}/{name} named by authOptions.secretName has no {AUTH_TOKEN_KEY}")
+        token = secrets.token_urlsafe(32)
+        self._api.core.create_namespaced_secret(
+            meta["namespace"],
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "Opaque",
+                "metadata": {"name": name, "namespace": meta["namespace"], "ownerReferences": [owner_reference(cluster)]},
+                "data": {AUTH_TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+            },
+            _request_timeout=5,
+        )
+        return token
+
+    def _job_api(self, cluster: Optional[Obj]) -> Optional[_DashboardClient]:
+        """KubeRay's dashboard client for this cluster (with its token), or None before it is ready."""
+        if cluster is None:
+            return None
+        dashboard = self.cluster_dashboard(cluster["metadata"]["namespace"], cluster["metadata"]["name"])
+        if dashboard is None or dashboard.closed:
+            return None
+        return _DashboardClient(dashboard.address, dashboard.token)
 
     def _register(self) -> None:
         # Set on every start: another FakeKubeRay on the same server may have taken it over meanwhile.
@@ -231,12 +744,19 @@ class FakeKubeRay(PollingController):
             raise ConnectionRefusedError(
                 f"only the dashboard port {DASHBOARD_PORT} of a Ray head is simulated, not {port}"
             )
-        host, _, dash_port = self._dashboard_address.rpartition(":")
-        return host, int(dash_port)
+        pod = self._server.get_object("v1", "Pod", pod_name, namespace) or {}
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        dashboard = self.cluster_dashboard(namespace, labels.get("ray.io/cluster", ""))
+        if labels.get("ray.io/node-type") != "head" or dashboard is None or dashboard.closed:
+            raise ConnectionRefusedError(f"pod {namespace}/{pod_name} serves no Ray dashboard")
+        return "127.0.0.1", dashboard.port
 
     def dashboard_url(self, cluster: Mapping[str, Any]) -> str:
         if self._url_mode == "direct":
-            return self._dashboard_address
+            dashboard = self.cluster_dashboard(cluster["metadata"]["namespace"], cluster["metadata"]["name"])
+            if dashboard is None:
+                raise RuntimeError(f"RayCluster {cluster['metadata']['name']} has no dashboard yet")
+            return dashboard.address
         namespace = cluster["metadata"]["namespace"]
         return f"{head_service_name(cluster)}.{namespace}.svc.{CLUSTER_DOMAIN}:{DASHBOARD_PORT}"
 
@@ -247,6 +767,10 @@ class FakeKubeRay(PollingController):
         for uid in list(self._first_seen):
             if uid not in live:
                 del self._first_seen[uid]
+        with self._dashboards_lock:
+            gone = [uid for uid in set(self._dashboards) | set(self._cluster_jobs) if uid not in live]
+        for uid in gone:
+            self._drop_dashboard(uid)
         self._each(clusters, self._reconcile_cluster, "raycluster")
         by_key = {
             (c["metadata"]["namespace"], c["metadata"]["name"]): c
@@ -263,13 +787,17 @@ class FakeKubeRay(PollingController):
     def _reconcile_cluster(self, cluster: Obj) -> None:
         meta = cluster["metadata"]
         if meta.get("deletionTimestamp"):
+            self._drop_dashboard(meta["uid"])
             return
+        if validate_raycluster_spec(cluster.get("spec") or {}, meta.get("annotations"), self.release):
+            return  # KubeRay records an InvalidRayClusterSpec event and does nothing else
         namespace, name = meta["namespace"], meta["name"]
         self._first_seen.setdefault(meta["uid"], time.monotonic())
         pods = self._api.list_pods(namespace, f"ray.io/cluster={name}")
         status = copy.deepcopy(cluster.get("status") or {})
         conds = status.get("conditions") or []
         if (cluster.get("spec") or {}).get("suspend"):
+            self._drop_dashboard(meta["uid"])  # the head pod, and its jobs, are deleted
             if pods:
                 for pod in pods:
                     self._api.delete_pod(namespace, pod["metadata"]["name"])
@@ -299,6 +827,7 @@ class FakeKubeRay(PollingController):
             return
         head_pod = self._ensure_pods(cluster, pods)
         service = self._ensure_head_service(cluster)
+        self._ensure_dashboard(cluster)
         spec = cluster.get("spec") or {}
         desired = sum(
             int(g.get("replicas", 0)) * int(g.get("numOfHosts", 1) or 1) for g in spec.get("workerGroupSpecs") or []
@@ -458,25 +987,40 @@ class FakeKubeRay(PollingController):
     # RayJob ---------------------------------------------------------------
     def _reconcile_rayjob(self, job: Obj, clusters: dict[tuple[str, str], Obj]) -> None:
         meta = job["metadata"]
-        if meta.get("deletionTimestamp") or (job.get("spec") or {}).get("managedBy") not in (
-            None,
-            "ray.io/kuberay-operator",
-        ):
+        if (job.get("spec") or {}).get("managedBy") not in (None, "ray.io/kuberay-operator"):
             return
         old = job.get("status") or {}
         status = copy.deepcopy(old)
         spec = job.get("spec") or {}
-        error = validate_rayjob(job)
+        namespace = meta["namespace"]
+        cluster_name = status.get("rayClusterName", "")
+        cluster = clusters.get((namespace, cluster_name)) if cluster_name else None
+        if meta.get("deletionTimestamp"):
+            self._finalize_rayjob(job, cluster)
+            return
+        error = validate_rayjob(job, self.release)
         if error:
             status.update(jobDeploymentStatus="ValidationFailed", reason="ValidationFailed", message=error)
             self._write_rayjob_status(job, old, status)
             return
         deployment = status.get("jobDeploymentStatus", "")
-        namespace = meta["namespace"]
-        cluster_name = status.get("rayClusterName", "")
-        cluster = clusters.get((namespace, cluster_name)) if cluster_name else None
 
         if deployment == "":
+            if RAYJOB_FINALIZER not in (meta.get("finalizers") or []):
+                # case JobDeploymentStatusNew: the finalizer first, then the status (next pass).
+                self._api.patch(
+                    RAY_GROUP,
+                    RAY_VERSION,
+                    "rayjobs",
+                    job,
+                    {
+                        "metadata": {
+                            "finalizers": list(meta.get("finalizers") or []) + [RAYJOB_FINALIZER],
+                            "resourceVersion": meta.get("resourceVersion"),
+                        }
+                    },
+                )
+                return
             interactive = spec.get("submissionMode") == "InteractiveMode"
             if not status.get("jobId") and not interactive:
                 status["jobId"] = spec.get("jobId") or f"{meta['name']}-{random_suffix()}"
@@ -516,8 +1060,12 @@ class FakeKubeRay(PollingController):
                     return
         elif deployment in ("Suspending", "Retrying"):
             if cluster is not None:
-                if status.get("jobId"):
-                    self._stop_ray_job(status["jobId"])  # the cluster takes the job with it
+                job_api = self._job_api(cluster)
+                if status.get("jobId") and job_api is not None:
+                    try:
+                        job_api.stop(status["jobId"])  # the cluster takes the job with it
+                    except (urllib.error.URLError, OSError, ValueError) as exc:
+                        self._note_error(f"stopping Ray job {status['jobId']}: {exc!r}")
                 self._ray_jobs.pop(meta["uid"], None)
                 self._api.delete(RAY_GROUP, RAY_VERSION, "rayclusters", cluster_name, namespace)
                 return
@@ -563,7 +1111,8 @@ class FakeKubeRay(PollingController):
                 ),
             )
             return True
-        pre_running = spec.get("preRunningDeadlineSeconds")
+        # The field exists from KubeRay v1.6; an older operator has no such field to act on.
+        pre_running = spec.get("preRunningDeadlineSeconds") if self.version >= (1, 6, 0) else None
         if (
             pre_running  # zero disables it
             and status.get("jobDeploymentStatus") in ("Initializing", "Waiting")
@@ -583,14 +1132,19 @@ class FakeKubeRay(PollingController):
     def _poll_ray_job(self, job: Obj, cluster: Obj, status: Obj) -> bool:
         """Mirror the Ray job's status from the dashboard; False when there is nothing to update."""
         job_id = status.get("jobId", "")
+        job_api = self._job_api(cluster)
+        if job_api is None:
+            return False  # the cluster's head is not ready (again) yet
         try:
-            info = self._dashboard.job_info(job_id)
+            info = job_api.job_info(job_id)
             if info is None:
                 if (job.get("spec") or {}).get("submissionMode") in (None, "HTTPMode", "K8sJobMode"):
-                    self._dashboard.submit(job_id, job.get("spec") or {})
-                return False  # InteractiveMode: the user has not submitted yet
+                    job_api.submit(job_id, job.get("spec") or {})
+                # InteractiveMode: the user has not submitted yet -- or submitted to a cluster that is
+                # gone (an eviction): this cluster never heard of the job, and KubeRay waits on.
+                return False
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            self._note_error(f"dashboard {self._dashboard_address} for job {job_id}: {exc!r}")
+            self._note_error(f"dashboard {job_api.base} for job {job_id}: {exc!r}")
             return False
         ray_status = info.get("status", "")
         deployment = "Running"
@@ -613,6 +1167,29 @@ class FakeKubeRay(PollingController):
         if info_times:
             status["rayJobInfo"] = info_times
         return True
+
+    def _finalize_rayjob(self, job: Obj, cluster: Optional[Obj]) -> None:
+        """A RayJob being deleted: stop a job that may still run, then remove the finalizer."""
+        meta = job["metadata"]
+        if RAYJOB_FINALIZER not in (meta.get("finalizers") or []):
+            return
+        status = job.get("status") or {}
+        if status.get("jobStatus") not in ("SUCCEEDED", "FAILED", "STOPPED") and status.get("jobId"):
+            job_api = self._job_api(cluster)
+            if job_api is not None:
+                try:
+                    job_api.stop(status["jobId"])
+                except (urllib.error.URLError, OSError, ValueError) as exc:
+                    self._note_error(f"stopping Ray job {status['jobId']}: {exc!r}")  # removed anyway, as KubeRay
+        self._ray_jobs.pop(meta["uid"], None)
+        remaining = [f for f in meta.get("finalizers") or [] if f != RAYJOB_FINALIZER]
+        self._api.patch(
+            RAY_GROUP,
+            RAY_VERSION,
+            "rayjobs",
+            job,
+            {"metadata": {"finalizers": remaining or None, "resourceVersion": meta.get("resourceVersion")}},
+        )
 
     def _stop_ray_job(self, job_id: str) -> None:
         try:

@@ -504,11 +504,14 @@ class _StateRecorder:
         )
 
 
-def _submit(ray_head: RayHead, entrypoint: str) -> str:
+def _submit(dashboard_url: str, entrypoint: str, headers: Optional[dict] = None) -> str:
+    """Submit through a cluster's dashboard (its `status.dashboardURL`, "host:port")."""
     from ray.job_submission import JobSubmissionClient
 
     submission_id = f"rb-{uuid.uuid4().hex[:8]}"
-    JobSubmissionClient(ray_head.dashboard_url).submit_job(entrypoint=entrypoint, submission_id=submission_id)
+    JobSubmissionClient(f"http://{dashboard_url}", headers=headers).submit_job(
+        entrypoint=entrypoint, submission_id=submission_id
+    )
     return submission_id
 
 
@@ -531,7 +534,8 @@ def test_kuberay_runs_an_interactive_rayjob_through_its_lifecycle(
     waiting = recorder.wait_state("Waiting")
     cluster_name = waiting["status"]["rayClusterName"]
     assert cluster_name.startswith("hello-") and len(cluster_name) == len("hello-") + 5
-    assert waiting["status"]["dashboardURL"] == ray_head.dashboard_address
+    assert waiting["status"]["dashboardURL"] == kuberay.cluster_dashboard("default", cluster_name).address
+    assert waiting["status"]["dashboardURL"] != ray_head.dashboard_address  # the cluster's own dashboard
     cluster = server.get_object(RAY_API, "RayCluster", cluster_name, "default")
     assert cluster["metadata"]["labels"]["ray.io/originated-from-crd"] == "RayJob"
     assert cluster["metadata"]["ownerReferences"][0]["name"] == "hello"
@@ -542,7 +546,7 @@ def test_kuberay_runs_an_interactive_rayjob_through_its_lifecycle(
     assert len(head) == 1 and head[0]["status"]["podIP"] == "127.0.0.1"
     assert server.get_object("v1", "Service", f"{cluster_name}-head-svc", "default") is not None
 
-    _patch_job_id(server, "hello", _submit(ray_head, "python -c 'print(42)'"))
+    _patch_job_id(server, "hello", _submit(waiting["status"]["dashboardURL"], "python -c 'print(42)'"))
     done = recorder.wait_state("Complete", timeout=40)
     assert done["status"]["jobStatus"] == "SUCCEEDED"
     assert recorder.seen[0] in ("Initializing", "Suspending", "Suspended")
@@ -566,8 +570,9 @@ def test_kuberay_gives_the_cluster_back_when_kueue_evicts_a_running_job(
     make_local_queue(server)
     server.create_object(rayjob_manifest("long", workers=1, gpus_per_worker=4))
     recorder = _StateRecorder(server, "long")
-    cluster_name = recorder.wait_state("Waiting")["status"]["rayClusterName"]
-    submission_id = _submit(ray_head, "python -c 'import time; time.sleep(120)'")
+    waiting = recorder.wait_state("Waiting")
+    cluster_name = waiting["status"]["rayClusterName"]
+    submission_id = _submit(waiting["status"]["dashboardURL"], "python -c 'import time; time.sleep(120)'")
     _patch_job_id(server, "long", submission_id)
     recorder.wait_state("Running")
 
@@ -586,8 +591,8 @@ def test_kuberay_gives_the_cluster_back_when_kueue_evicts_a_running_job(
 def test_kuberay_marks_a_failing_entrypoint_failed(server: Any, kuberay: ctl.FakeKubeRay, ray_head: RayHead) -> None:
     server.create_object(rayjob_manifest("broken", queue=None))
     recorder = _StateRecorder(server, "broken")
-    recorder.wait_state("Waiting")
-    _patch_job_id(server, "broken", _submit(ray_head, "python -c 'import sys; sys.exit(3)'"))
+    waiting = recorder.wait_state("Waiting")
+    _patch_job_id(server, "broken", _submit(waiting["status"]["dashboardURL"], "python -c 'import sys; sys.exit(3)'"))
     failed = recorder.wait_state("Failed", timeout=40)
     assert (failed["status"]["jobStatus"], failed["status"]["reason"]) == ("FAILED", "AppFailed")
     assert failed["status"]["failed"] == 1
@@ -608,8 +613,10 @@ def test_kuberay_validation_and_service_mode(server: Any, ray_head: RayHead) -> 
         waiting = _StateRecorder(server, "svc").wait_state("Waiting")
         cluster = waiting["status"]["rayClusterName"]
         assert waiting["status"]["dashboardURL"] == f"{cluster}-head-svc.default.svc.cluster.local:8265"
-        host, port = controller._port_forward_target("default", f"{cluster}-head-xxxxx", 8265)
-        assert f"{host}:{port}" == ray_head.dashboard_address
+        host, port = controller._port_forward_target("default", _head_pod(server, cluster), 8265)
+        assert f"{host}:{port}" == controller.cluster_dashboard("default", cluster).address
+        with pytest.raises(ConnectionRefusedError):
+            controller._port_forward_target("default", "no-such-pod", 8265)
 
 
 def test_controllers_can_be_stopped_and_started_again(server: Any, kueue: ctl.FakeKueue, ray_head: RayHead) -> None:
@@ -627,15 +634,21 @@ def test_controllers_can_be_stopped_and_started_again(server: Any, kueue: ctl.Fa
         make_local_queue(server)
         server.create_object(rayjob_manifest("again"))
         waiting = _StateRecorder(server, "again").wait_state("Waiting")
-        assert waiting["status"]["dashboardURL"] == ray_head.dashboard_address
-        host, port = first._port_forward_target("default", "any-head", 8265)
-        assert f"{host}:{port}" == ray_head.dashboard_address
+        cluster = waiting["status"]["rayClusterName"]
+        assert waiting["status"]["dashboardURL"] == first.cluster_dashboard("default", cluster).address
+        host, port = first._port_forward_target("default", _head_pod(server, cluster), 8265)
+        assert f"{host}:{port}" == waiting["status"]["dashboardURL"]
         assert (
             _visibility(server, "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/cq/pendingworkloads")["items"]
             == []
         )
     finally:
         first.stop()
+
+
+def _head_pod(server: Any, cluster: str) -> str:
+    pods = server.list_objects("v1", "Pod", "default", label_selector=f"ray.io/cluster={cluster},ray.io/node-type=head")
+    return pods[0]["metadata"]["name"]
 
 
 def _cluster_in_state(server: Any, name: str, state: str) -> Optional[dict]:
@@ -656,3 +669,181 @@ def test_kuberay_standalone_raycluster_follows_suspend(server: Any, kuberay: ctl
     suspended = wait_for(lambda: _cluster_in_state(server, "solo", "suspended"), what="solo suspended")
     assert ctl.condition_is_true(suspended, "RayClusterSuspended")
     assert server.list_objects("v1", "Pod", "default", label_selector="ray.io/cluster=solo") == []
+
+
+# --------------------------------------------------------------------------
+# KubeRay: per-cluster Ray jobs, the finalizer, validation, releases, token auth
+# --------------------------------------------------------------------------
+
+from tests.kubeapi import sim_kuberay  # noqa: E402  (the pure helpers the re-exports leave out)
+
+
+def _token_spec(ray_version: Optional[str] = "2.60.0") -> Any:
+    """A change to a cluster spec: token auth, with this rayVersion (None: without one)."""
+
+    def change(spec: dict) -> None:
+        spec["authOptions"] = {"mode": "token"}
+        spec.pop("rayVersion", None)
+        if ray_version is not None:
+            spec["rayVersion"] = ray_version
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "spec_change, release, error",
+    [
+        (lambda s: None, "kuberay-newest", None),
+        (lambda s: s["headGroupSpec"]["template"]["spec"].update(containers=[]), "kuberay-newest",
+         "headGroupSpec should have at least one container"),
+        (lambda s: s["workerGroupSpecs"][0]["template"]["spec"].update(containers=[]), "kuberay-newest",
+         "workerGroupSpec should have at least one container"),
+        (lambda s: s["headGroupSpec"].setdefault("rayStartParams", {}).update(labels="a=b"), "kuberay-newest",
+         "rayStartParams['labels'] is not supported for Head group; please use the top-level Labels field instead"),
+        (lambda s: s["headGroupSpec"]["template"]["spec"]["containers"][0].setdefault("env", []).append(
+            {"name": "RAY_enable_autoscaler_v2", "value": "1"}), "kuberay-newest",
+         "environment variable RAY_enable_autoscaler_v2 cannot be set to '1' when enableInTreeAutoscaling is false. "
+         "Please set enableInTreeAutoscaling: true to use autoscaler v2"),
+        (_token_spec(None), "kuberay-newest",
+         "authOptions.mode is 'token' but RayVersion was not specified. Ray version 2.52.0 or later is required"),
+        (_token_spec("2.50.1"), "kuberay-v1.5.2",
+         "authOptions.mode is 'token' but minimum Ray version is 2.52.0, got 2.50.1"),
+        (_token_spec(None), "kuberay-v1.3.2", None),  # v1.3 knows no authOptions
+        (_token_spec("2.60.0"), "kuberay-newest", None),
+    ],
+    ids=["valid", "no-head-container", "no-worker-container", "labels-in-ray-start-params",
+         "autoscaler-v2-env-without-autoscaling", "token-without-ray-version", "token-with-old-ray",
+         "token-ignored-before-v1.5", "token-with-new-ray"],
+)  # fmt: skip
+def test_raycluster_spec_validation_matches_kuberay(spec_change: Any, release: str, error: Optional[str]) -> None:
+    job = rayjob_manifest("checked", queue=None)
+    spec_change(job["spec"]["rayClusterSpec"])
+    assert sim_kuberay.validate_raycluster_spec(job["spec"]["rayClusterSpec"], release=release) == error
+    expected = None if error is None else f"The RayJob spec is invalid: {error}"
+    assert ctl.validate_rayjob(job, release) == expected
+
+
+def _dashboard_call(address: str, path: str, headers: Optional[dict] = None) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"http://{address}{path}", headers=headers or {}), timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_each_cluster_has_its_own_ray_jobs_and_they_vanish_with_it(
+    server: Any, kuberay: ctl.FakeKubeRay, ray_head: RayHead
+) -> None:
+    from ray.job_submission import JobSubmissionClient
+
+    server.create_object(rayjob_manifest("mine", queue=None))
+    server.create_object(rayjob_manifest("other", queue=None))
+    mine = _StateRecorder(server, "mine").wait_state("Waiting")["status"]
+    other = _StateRecorder(server, "other").wait_state("Waiting")["status"]
+    assert mine["dashboardURL"] != other["dashboardURL"]
+    job_id = _submit(mine["dashboardURL"], "python -c 'import time; time.sleep(120)'")
+
+    assert _dashboard_call(mine["dashboardURL"], f"/api/jobs/{job_id}")[0] == 200
+    assert _dashboard_call(other["dashboardURL"], f"/api/jobs/{job_id}") == (404, f"Job {job_id} does not exist")
+    listed = json.loads(_dashboard_call(other["dashboardURL"], "/api/jobs/")[1])
+    assert job_id not in [job["submission_id"] for job in listed]
+    assert job_id in [job["submission_id"] for job in json.loads(_dashboard_call(mine["dashboardURL"], "/api/jobs/")[1])]
+
+    # The log-tail WebSocket reaches the job through the cluster's dashboard too.
+    assert JobSubmissionClient(f"http://{mine['dashboardURL']}").get_job_status(job_id).value in ("PENDING", "RUNNING")
+
+    server.delete_object(RAY_API, "RayJob", "mine", "default")
+    wait_for(lambda: server.get_object(RAY_API, "RayCluster", mine["rayClusterName"], "default") is None, timeout=20,
+             what="mine's cluster deleted")  # fmt: skip
+    wait_for(lambda: kuberay.cluster_dashboard("default", mine["rayClusterName"]) is None, what="dashboard gone")
+    with pytest.raises(OSError):
+        _dashboard_call(mine["dashboardURL"], "/api/version")
+    jobs = JobSubmissionClient(ray_head.dashboard_url)
+    wait_for(lambda: jobs.get_job_status(job_id).value == "STOPPED", timeout=20, what="the cluster's job stopped")
+
+
+def test_rayjob_finalizer_is_added_and_stops_the_job_before_the_rayjob_goes(
+    server: Any, kuberay: ctl.FakeKubeRay, ray_head: RayHead
+) -> None:
+    from ray.job_submission import JobSubmissionClient
+
+    server.create_object(rayjob_manifest("final", queue=None))
+    waiting = _StateRecorder(server, "final").wait_state("Waiting")
+    assert waiting["metadata"]["finalizers"] == ["ray.io/rayjob-finalizer"]
+    job_id = _submit(waiting["status"]["dashboardURL"], "python -c 'import time; time.sleep(120)'")
+    _patch_job_id(server, "final", job_id)
+    _StateRecorder(server, "final").wait_state("Running")
+
+    kuberay.stop()  # no operator: the finalizer holds the RayJob
+    server.delete_object(RAY_API, "RayJob", "final", "default")
+    held = server.get_object(RAY_API, "RayJob", "final", "default")
+    assert held is not None and held["metadata"].get("deletionTimestamp")
+    kuberay.start()
+    wait_for(lambda: server.get_object(RAY_API, "RayJob", "final", "default") is None, timeout=20, what="RayJob gone")
+    jobs = JobSubmissionClient(ray_head.dashboard_url)
+    wait_for(lambda: jobs.get_job_status(job_id).value == "STOPPED", timeout=20, what="the Ray job stopped")
+
+
+def test_validation_failed_is_a_failure_that_creates_nothing(server: Any, kuberay: ctl.FakeKubeRay) -> None:
+    job = rayjob_manifest("tokenless", queue=None)
+    job["spec"]["rayClusterSpec"]["authOptions"] = {"mode": "token"}
+    job["spec"]["rayClusterSpec"].pop("rayVersion", None)
+    server.create_object(job)
+    failed = _StateRecorder(server, "tokenless").wait_state("ValidationFailed")["status"]
+    assert failed["reason"] == "ValidationFailed"
+    assert failed["message"].startswith("The RayJob spec is invalid: authOptions.mode is 'token' but RayVersion")
+    assert "endTime" not in failed and "rayClusterName" not in failed
+    assert not (server.get_object(RAY_API, "RayJob", "tokenless", "default")["metadata"].get("finalizers"))
+    kuberay.wait_passes(3)
+    assert server.list_objects(RAY_API, "RayCluster", "default") == []
+
+    solo = raycluster_manifest("bad-solo", queue=None)
+    solo["spec"]["headGroupSpec"].setdefault("rayStartParams", {})["labels"] = "a=b"
+    server.create_object(solo)
+    kuberay.wait_passes(3)
+    assert not server.get_object(RAY_API, "RayCluster", "bad-solo", "default").get("status")
+    assert server.list_objects("v1", "Pod", "default", label_selector="ray.io/cluster=bad-solo") == []
+
+
+def test_token_auth_secret_and_refusals(server: Any, kuberay: ctl.FakeKubeRay) -> None:
+    import base64
+
+    job = rayjob_manifest("locked", queue=None)
+    job["spec"]["rayClusterSpec"].update(authOptions={"mode": "token"}, rayVersion="2.60.0")
+    server.create_object(job)
+    status = _StateRecorder(server, "locked").wait_state("Waiting")["status"]
+    secret = server.get_object("v1", "Secret", status["rayClusterName"], "default")
+    assert secret["metadata"]["ownerReferences"][0]["name"] == status["rayClusterName"]
+    token = base64.b64decode(secret["data"]["auth_token"]).decode()
+    address = status["dashboardURL"]
+    assert _dashboard_call(address, "/api/version") == (401, "Unauthorized: Missing authentication token")
+    assert _dashboard_call(address, "/api/version", {"Authorization": "Bearer wrong"}) == (
+        403,
+        "Forbidden: Invalid authentication token",
+    )
+    assert _dashboard_call(address, "/api/version", {"Authorization": f"Bearer {token}"})[0] == 200
+    assert _dashboard_call(address, "/api/version", {"X-Ray-Authorization": f"Bearer {token}"})[0] == 200
+    assert _dashboard_call(address, "/api/healthz")[0] not in (401, 403)  # public, as in Ray
+
+
+def test_older_releases_ignore_token_auth_and_the_pre_running_deadline(server: Any, ray_head: RayHead) -> None:
+    with ctl.FakeKubeRay(server, dashboard_address=ray_head.dashboard_address, release="kuberay-v1.3.2") as old:
+        job = rayjob_manifest("old", queue=None, preRunningDeadlineSeconds=1)
+        job["spec"]["rayClusterSpec"]["authOptions"] = {"mode": "token"}
+        server.create_object(job)
+        status = _StateRecorder(server, "old").wait_state("Waiting")["status"]
+        assert server.get_object("v1", "Secret", status["rayClusterName"], "default") is None
+        assert _dashboard_call(status["dashboardURL"], "/api/version")[0] == 200
+        import time
+
+        time.sleep(2.5)
+        old.wait_passes(2)
+        assert server.get_object(RAY_API, "RayJob", "old", "default")["status"]["jobDeploymentStatus"] == "Waiting"
+    with ctl.FakeKubeRay(server, dashboard_address=ray_head.dashboard_address) as newest:
+        server.create_object(rayjob_manifest("new", queue=None, preRunningDeadlineSeconds=1))
+        failed = _StateRecorder(server, "new").wait_state("Failed", timeout=20)["status"]
+        assert failed["reason"] == "PreRunningDeadlineExceeded"
+        newest.wait_passes(1)
