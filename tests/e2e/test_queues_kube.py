@@ -98,6 +98,12 @@ def test_generated_kueue_queues_admit_gpu_jobs_on_their_vendors_nodes(cluster):
         for vendor, job in jobs.items():
             name = job["metadata"]["name"]
             flavor, labels, gpu_key = expected[vendor]
+            # The generated ClusterQueues ask for the gpu-provisioning check: quota is reserved, but the
+            # job is admitted (and its pods created) only once the autoscaler has provisioned it all.
+            reserved = wait_for(lambda: _reserved(server, name), what=f"quota reservation of {name}")
+            assert _admitted(server, name) is None, "admitted before the provisioning check was Ready"
+            assert _pods(server, name, expect=0) == [], "pods created before admission"
+            kueue.set_admission_check("team-1", reserved["metadata"]["name"], "gpu-provisioning", "Ready")
             workload = wait_for(lambda: _admitted(server, name), what=f"admission of {name}")
             assignments = {a["name"]: a["flavors"] for a in workload["status"]["admission"]["podSetAssignments"]}
             # one flavor per pod set and resource group: the workers' cpu and memory come with their GPUs
@@ -112,6 +118,15 @@ def test_generated_kueue_queues_admit_gpu_jobs_on_their_vendors_nodes(cluster):
         kuberay.stop()
         kueue.stop()
         api_client.close()
+
+
+def _reserved(server, name):
+    for wl in server.list_objects(KUEUE, "Workload", "team-1"):
+        owners = wl["metadata"].get("ownerReferences") or []
+        reserved = any(c["type"] == "QuotaReserved" and c["status"] == "True" for c in (wl.get("status") or {}).get("conditions") or [])
+        if any(o["name"] == name for o in owners) and reserved:
+            return wl
+    return None
 
 
 def _admitted(server, name):
