@@ -1,4 +1,4 @@
-"""`adjuster ...`: the node-scale-adjuster's commands (`adjuster plan` now; the controller joins the group).
+"""`adjuster ...`: the node-scale-adjuster's commands, `adjuster plan` (offline) and `adjuster run` (in the cluster).
 
 `adjuster plan` reads `kubectl get pods -A -o json` output (and nodes, and KAI
 PodGroups when given), calls the pure planner `core.adjuster.plan_placeholders`
@@ -6,7 +6,11 @@ and prints what the adjuster would ask for. The settings flags and
 `settings_from_args` are shared by every command of the group, so a flag means
 the same offline and in the cluster.
 
-It imports neither ray nor kubernetes, and decides nothing itself.
+`adjuster run` validates its settings (flags, else `RAYBRIDGE_ADJUSTER_*`
+environment variables; exit 2 on a bad one), sets up logging (text or JSON),
+connects, and runs `raybridge.adjuster.Controller` until SIGTERM or Ctrl-C.
+
+It imports neither ray nor (outside `run`) kubernetes, and decides nothing itself.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ def register(sub: Any) -> None:
     add_settings_args(p)
     add_output_arg(p, "json")
     p.set_defaults(handler=cmd_plan)
+    _register_run(commands)
 
 
 def _group_help(parser: argparse.ArgumentParser) -> int:
@@ -154,17 +159,17 @@ def _now(text: Any) -> Any:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    import gc
+
+    # Everything imported and loaded lives until the command exits: the cyclic collector would only
+    # walk the new objects again and again (about half the time of loading a large pod list).
+    gc.disable()
     from raybridge.cli.render import dump, note, warn
     from raybridge.core.adjuster import plan_placeholders
     from raybridge.files import load_objects
 
     settings = settings_from_args(args)
     now = _now(args.now)
-    import gc
-
-    # Everything loaded lives until the command exits: the cyclic collector would only walk the
-    # new objects again and again (about half the time of loading a large pod list).
-    gc.disable()
     pods = load_objects(args.pods, "Pod")
     nodes = load_objects(args.nodes, "Node") if args.nodes else None
     pod_groups = load_objects(args.podgroups, "PodGroup") if args.podgroups else ()
@@ -224,6 +229,168 @@ def _print_tables(plan: Any) -> None:
         deleted = ", ".join(d["name"] for d in plan.kai["deleted"]) or "none"
         print(f"KAI need: {plan.kai['need']} GPUs; created {len(plan.kai['created'])} scaling pods; deleted: {deleted}")
     if plan.cap is not None:
-        print(f"capped at {plan.cap.limit} GPUs: {plan.cap.requested} asked for, {plan.cap.cut_gpus} cut ({len(plan.cap.cut_pods)} pods wait)")
+        trimmed = "".join(f"; the placeholder of {group} trimmed from {planned} to {kept} GPUs" for group, planned, kept in plan.cap.trimmed)
+        print(f"capped at {plan.cap.limit} GPUs: {plan.cap.requested} asked for, {plan.cap.cut_gpus} cut ({len(plan.cap.cut_pods)} pods wait){trimmed}")
     if plan.skipped:
         print("not pending: " + ", ".join(f"{n} {code}" for code, n in sorted(plan.skipped.items())))
+
+
+# --- adjuster run ----------------------------------------------------------------------------------
+
+#: The shared settings flags (above) whose defaults an environment variable may set for `run`.
+_ENV_SETTINGS = ("scheduler-name", "grace-period", "memory-fraction", "max-gpus", "default-vendor", "node-gpus")
+
+
+def _register_run(commands: Any) -> None:
+    from raybridge.adjuster import consts
+    from raybridge.adjuster.settings import LOG_FORMATS, MODES, env_default, env_name
+
+    p = commands.add_parser(
+        "run",
+        help="run the node-scale-adjuster in the cluster: placeholders for pending fractional-GPU pods",
+        description="Watch pending GPU-sharing pods and keep whole-GPU placeholder pods that make the cluster "
+        "autoscaler add the nodes they need. Every flag can also come from RAYBRIDGE_ADJUSTER_<FLAG> (the flag wins).",
+    )
+    add_settings_args(p)
+    p.set_defaults(**{flag.replace("-", "_"): env_default(flag) for flag in _ENV_SETTINGS if env_default(flag) is not None})
+
+    def flag(name: str, default: Any, help_text: str, **kwargs: Any) -> None:
+        p.add_argument(f"--{name}", default=env_default(name, default), help=f"{help_text} (env {env_name(name)})", **kwargs)
+
+    g = p.add_argument_group("controller")
+    flag("namespace", consts.DEFAULT_NAMESPACE, f"namespace of the placeholders and the Lease (default: {consts.DEFAULT_NAMESPACE})")
+    flag("mode", "placeholder", "placeholder (default) or provisioning-request", choices=MODES)
+    flag("priority-class", consts.DEFAULT_PRIORITY_CLASS, f"PriorityClass of the placeholders, below every workload (default: {consts.DEFAULT_PRIORITY_CLASS})")
+    flag("placeholder-image", consts.DEFAULT_PLACEHOLDER_IMAGE, "image of the placeholders: it must have /bin/true; it exits at once")
+    flag("provision-timeout", str(consts.DEFAULT_PROVISION_TIMEOUT_SECONDS), "seconds capacity a placeholder brought up counts for its pods before they must land", type=_non_negative_seconds)
+    flag("provisioning-class", consts.DEFAULT_PROVISIONING_CLASS, f"--mode provisioning-request: the requests' class (default: {consts.DEFAULT_PROVISIONING_CLASS})")
+    flag("failed-backoff", str(consts.DEFAULT_FAILED_BACKOFF_SECONDS), "--mode provisioning-request: seconds a Failed request waits before it is asked for again", type=_non_negative_seconds)
+    flag("resync", str(consts.DEFAULT_RESYNC_SECONDS), "seconds between reconciles without an event", type=_non_negative_seconds)
+    flag("debounce", str(consts.DEFAULT_DEBOUNCE_SECONDS), "quiet seconds after an event before reconciling", type=_non_negative_seconds)
+    flag("request-timeout", str(consts.DEFAULT_REQUEST_TIMEOUT_SECONDS), "seconds every API call may take", type=_non_negative_seconds)
+    flag("kubeconfig", None, "kubeconfig file (default: in-cluster config, else KUBECONFIG or ~/.kube/config)")
+    flag("log-format", "text", "text or json", choices=LOG_FORMATS)
+    flag("metrics-port", str(consts.DEFAULT_METRICS_PORT), "port of /metrics, /healthz and /readyz (0: off)", type=_whole(0))
+    g = p.add_argument_group("leader election")
+    flag("leader-election", "true", "true (default) or false: only the holder of the Lease acts", choices=("true", "false"))
+    flag("lease-name", consts.DEFAULT_LEASE_NAME, "name of the coordination.k8s.io Lease")
+    flag("lease-duration", str(consts.DEFAULT_LEASE_DURATION_SECONDS), "seconds a standby waits before taking over", type=_whole(1))
+    flag("renew-deadline", str(consts.DEFAULT_RENEW_DEADLINE_SECONDS), "seconds the leader tries to renew before giving up", type=_whole(1))
+    flag("retry-period", str(consts.DEFAULT_RETRY_PERIOD_SECONDS), "seconds between Lease attempts", type=_whole(1))
+    flag("identity", "", "this replica's name in the Lease (default: host name and a random suffix)")
+    p.set_defaults(handler=cmd_run)
+
+
+def run_settings_from_args(args: argparse.Namespace) -> Any:
+    from raybridge.adjuster.settings import RunSettings
+    from raybridge.errors import BadInput
+
+    settings = RunSettings(
+        planner=settings_from_args(args),
+        namespace=args.namespace,
+        mode=args.mode,
+        priority_class=args.priority_class,
+        placeholder_image=args.placeholder_image,
+        provision_timeout=args.provision_timeout,
+        provisioning_class=args.provisioning_class,
+        failed_backoff=args.failed_backoff,
+        resync=args.resync,
+        debounce=args.debounce,
+        request_timeout=args.request_timeout,
+        kubeconfig=args.kubeconfig,
+        log_format=args.log_format,
+        metrics_port=args.metrics_port,
+        leader_election=args.leader_election == "true",
+        lease_name=args.lease_name,
+        lease_duration=args.lease_duration,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
+        identity=args.identity,
+    )
+    problems = settings.problems()
+    if problems:
+        raise BadInput(*problems)
+    return settings
+
+
+def _setup_logging(log_format: str) -> None:
+    import json
+    import logging
+    import sys
+
+    class JsonFormatter(logging.Formatter):
+        _standard = set(vars(logging.makeLogRecord({})))
+
+        def format(self, record: logging.LogRecord) -> str:
+            entry = {
+                "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+                "level": record.levelname.lower(),
+                "logger": record.name,
+                "msg": record.getMessage(),
+            }
+            entry.update({k: v for k, v in vars(record).items() if k not in self._standard and k not in ("message", "asctime")})
+            if record.exc_info:
+                entry["error"] = self.formatException(record.exc_info).splitlines()[-1]
+            return json.dumps(entry, default=str)
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    for name in ("raybridge.adjuster", "leaderelection"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from raybridge.adjuster.controller import Controller
+    from raybridge.adjuster.metrics import HealthServer, Metrics
+    from raybridge.errors import BadInput
+    from raybridge.kube.client import connect
+
+    settings = run_settings_from_args(args)
+    _setup_logging(settings.log_format)
+    kube = connect(settings.kubeconfig, request_timeout=settings.request_timeout)
+    metrics = Metrics()
+    controller = Controller(settings, kube.api_client, metrics)
+    server = None
+    if settings.metrics_port:
+        try:
+            server = HealthServer(metrics, settings.metrics_port, controller.healthy, controller.ready).start()
+        except OSError as exc:
+            raise BadInput(f"--metrics-port {settings.metrics_port}: {exc.strerror or exc}") from None
+
+    # The handler only records the signal: setting an Event there could deadlock on the Event's lock
+    # if the signal lands while this thread holds it. The main thread polls and stops the controller.
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        received.append(signum)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            controller.run()
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which reports it
+            failures.append(exc)
+
+    runner = threading.Thread(target=run, name="adjuster-controller", daemon=True)
+    runner.start()
+    try:
+        while runner.is_alive() and not received:
+            runner.join(0.2)
+    finally:
+        controller.stop.set()
+        runner.join(30)
+        if server is not None:
+            server.stop()
+    if failures:
+        raise failures[0]
+    return EXIT_OK

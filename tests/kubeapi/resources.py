@@ -118,6 +118,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _core("Endpoints", "endpoints", True, False, short_names=("ep",), allow_create_on_update=True),
     _core("Event", "events", True, False, short_names=("ev",), field_labels=_EVENT_FIELDS, allow_create_on_update=True),
     _core("ConfigMap", "configmaps", True, False, short_names=("cm",)),
+    _core("PodTemplate", "podtemplates", True, False),
     _core("Secret", "secrets", True, False, field_labels=frozenset({"type"})),
     _core("ServiceAccount", "serviceaccounts", True, False, short_names=("sa",), returns_deleted_object=True,
           extra_subresources=(("token", "TokenRequest", ("create",)),)),

@@ -1,0 +1,38 @@
+"""The in-cluster node-scale-adjuster (`adjuster run`): re-exports only, imported lazily.
+
+consts (labels, defaults), settings (validated settings), scale_adjuster (one
+pass: cache -> decision -> manifests), scaler (API calls with retries),
+controller (list/watch caches, the reconcile loop, leader election), metrics
+(Prometheus, /healthz, /readyz). The decision itself is `core/reconcile.py`.
+Lazy, so that building the CLI's parser (which reads consts and settings)
+imports neither kubernetes nor prometheus-client.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "Controller": "controller",
+    "Informer": "controller",
+    "HealthServer": "metrics",
+    "Metrics": "metrics",
+    "decide": "scale_adjuster",
+    "decide_requests": "scale_adjuster",
+    "placeholder_manifest": "scale_adjuster",
+    "read_placeholder": "scale_adjuster",
+    "read_request": "scale_adjuster",
+    "Outcome": "scaler",
+    "Scaler": "scaler",
+    "RunSettings": "settings",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'raybridge.adjuster' has no attribute {name!r}")
+    return getattr(import_module(f"raybridge.adjuster.{module}"), name)

@@ -1,0 +1,64 @@
+"""Names the in-cluster node-scale-adjuster writes and reads: labels, annotations, defaults, env vars.
+
+Each rule lives here once, so the controller, the placeholder builder, the
+configs' tests and the reconcile core agree on what marks the adjuster's own
+objects. It holds constants only and imports nothing from raybridge.
+"""
+
+from __future__ import annotations
+
+#: Every object the adjuster creates carries these two labels; the controller adopts by them.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "raybridge-adjuster"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+PLACEHOLDER_COMPONENT = "placeholder"
+#: The constraint group's id (vendor and a digest, always short) and the GPUs a placeholder asks for.
+GROUP_LABEL = "raybridge.io/adjuster-group"
+GPUS_LABEL = "raybridge.io/placeholder-gpus"
+#: JSON list of the "namespace/name" pods a placeholder was created for.
+PODS_ANNOTATION = "raybridge.io/placeholder-for"
+
+PLACEHOLDER_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{COMPONENT_LABEL}={PLACEHOLDER_COMPONENT}"
+
+DEFAULT_NAMESPACE = "raybridge-adjuster"
+DEFAULT_PRIORITY_CLASS = "raybridge-placeholder"
+#: The placeholder's container runs `true` and exits at once: the node stays, its GPUs are free for
+#: the real pods (a pause image would keep them until preempted, and KAI does not preempt pods of
+#: other schedulers). Any image with a `true` binary works (--placeholder-image).
+DEFAULT_PLACEHOLDER_IMAGE = "registry.k8s.io/e2e-test-images/busybox:1.36.1-1"
+PLACEHOLDER_COMMAND = ("/bin/true",)
+#: The UID the placeholder runs as (non-root; busybox needs no user entry for `true`).
+PLACEHOLDER_UID = 65532
+NAME_PREFIX = "rb-placeholder"
+DEFAULT_LEASE_NAME = "raybridge-adjuster"
+COMPONENT_NAME = "raybridge-adjuster"
+
+#: How long capacity a placeholder brought up counts against the demand before its pods must land.
+DEFAULT_PROVISION_TIMEOUT_SECONDS = 300.0
+#: How often the controller reconciles without an event (a grace period ending is noticed this fast).
+DEFAULT_RESYNC_SECONDS = 1.0
+#: Quiet time after an event before reconciling, so a burst is one reconcile.
+DEFAULT_DEBOUNCE_SECONDS = 0.1
+DEFAULT_METRICS_PORT = 8080
+DEFAULT_LEASE_DURATION_SECONDS = 15
+DEFAULT_RENEW_DEADLINE_SECONDS = 10
+DEFAULT_RETRY_PERIOD_SECONDS = 2
+#: Bound on every API call (connect and read); watches add their own server-side timeout.
+DEFAULT_REQUEST_TIMEOUT_SECONDS = 10.0
+WATCH_TIMEOUT_SECONDS = 60
+
+#: Environment variables: every flag of `adjuster run` can come from one (the flag wins).
+ENV_PREFIX = "RAYBRIDGE_ADJUSTER_"
+
+# --- --mode provisioning-request -------------------------------------------------------------
+REQUEST_COMPONENT = "provisioning-request"
+#: On each PodTemplate: the ProvisioningRequest it belongs to.
+REQUEST_LABEL = "raybridge.io/provisioning-request"
+REQUEST_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{COMPONENT_LABEL}={REQUEST_COMPONENT}"
+REQUEST_NAME_PREFIX = "rb-request"
+PROVISIONING_GROUP = "autoscaling.x-k8s.io"
+PROVISIONING_VERSION = "v1"
+PROVISIONING_PLURAL = "provisioningrequests"
+DEFAULT_PROVISIONING_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+#: A Failed request keeps covering its pods this long before it is deleted and asked for again.
+DEFAULT_FAILED_BACKOFF_SECONDS = 60.0

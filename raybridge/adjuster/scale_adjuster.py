@@ -1,0 +1,326 @@
+"""One pass of the adjuster: the cached pods and nodes -> what to create and delete, and the objects.
+
+Sits between the controller (which owns the cache and the clock) and the pure
+decision (`core/reconcile.py`): it tells the adjuster's own placeholder pods
+apart from the workload (by label), reads their state, and writes the
+placeholder pod manifest. It does no I/O; the scaler acts on what it returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from raybridge.adjuster import consts
+from raybridge.adjuster.settings import RunSettings
+from raybridge.core.demand import parse_time
+from raybridge.core.reconcile import (
+    FINISHED,
+    PENDING,
+    PROVIDED,
+    TERMINATING,
+    ExistingPlaceholder,
+    PlannedPlaceholder,
+    Reconcile,
+    reconcile,
+)
+
+
+def is_placeholder(pod: Mapping[str, Any], namespace: str) -> bool:
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return (
+        meta.get("namespace") == namespace
+        and labels.get(consts.MANAGED_BY_LABEL) == consts.MANAGED_BY_VALUE
+        and labels.get(consts.COMPONENT_LABEL) == consts.PLACEHOLDER_COMPONENT
+    )
+
+
+def read_placeholder(pod: Mapping[str, Any]) -> Optional[ExistingPlaceholder]:
+    """The placeholder's state, or None when its labels are not ours (never raises)."""
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    name = meta.get("name")
+    try:
+        gpus = int(labels.get(consts.GPUS_LABEL, ""))
+    except ValueError:
+        gpus = 0
+    if not isinstance(name, str) or not name:
+        return None
+    try:
+        listed = json.loads((meta.get("annotations") or {}).get(consts.PODS_ANNOTATION) or "[]")
+        pods = tuple(p for p in listed if isinstance(p, str)) if isinstance(listed, list) else ()
+    except (ValueError, TypeError):
+        pods = ()
+    group = str(labels.get(consts.GROUP_LABEL) or "")
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+    if meta.get("deletionTimestamp"):
+        return ExistingPlaceholder(name, group, gpus, TERMINATING, pods)
+    if spec.get("nodeName"):
+        return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, _scheduled_at(pod), spec.get("nodeName"))
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
+    return ExistingPlaceholder(name, group, gpus, PENDING, pods)
+
+
+def _scheduled_at(pod: Mapping[str, Any]) -> Optional[datetime]:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            found = parse_time(condition.get("lastTransitionTime"))
+            if found:
+                return found
+    return parse_time((pod.get("status") or {}).get("startTime")) or parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+
+
+@dataclass(frozen=True)
+class Pass:
+    decision: Reconcile
+    placeholders: tuple[ExistingPlaceholder, ...]
+
+
+def decide(pods: Iterable[Mapping[str, Any]], nodes: Optional[Sequence[Any]], settings: RunSettings, now: datetime) -> Pass:
+    workload: list[Mapping[str, Any]] = []
+    placeholders: list[ExistingPlaceholder] = []
+    for pod in pods:
+        if is_placeholder(pod, settings.namespace):
+            found = read_placeholder(pod)
+            if found is not None:
+                placeholders.append(found)
+        else:
+            workload.append(pod)
+    decision = reconcile(
+        workload,
+        nodes,
+        placeholders,
+        settings.planner,
+        now,
+        provision_timeout_seconds=settings.provision_timeout,
+        name_prefix=consts.NAME_PREFIX,
+    )
+    return Pass(decision, tuple(placeholders))
+
+
+def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> dict[str, Any]:
+    """A pod that asks for whole GPUs where the group's pods may run, below every real workload, and exits."""
+    ph = planned.placeholder
+    gpus = str(ph.gpus)
+    spec: dict[str, Any] = {
+        "priorityClassName": settings.priority_class,
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 0,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": consts.PLACEHOLDER_UID,
+            "runAsGroup": consts.PLACEHOLDER_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": "placeholder",
+                "image": settings.placeholder_image,
+                "command": list(consts.PLACEHOLDER_COMMAND),
+                "resources": {
+                    "requests": {ph.resource_key: gpus, "cpu": "1m", "memory": "8Mi"},
+                    "limits": {ph.resource_key: gpus, "cpu": "10m", "memory": "16Mi"},
+                },
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+            }
+        ],
+    }
+    if ph.node_selector:
+        spec["nodeSelector"] = dict(ph.node_selector)
+    if ph.affinity:
+        spec["affinity"] = json.loads(json.dumps(ph.affinity))
+    if ph.tolerations:
+        spec["tolerations"] = [dict(t) for t in ph.tolerations]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": planned.name,
+            "namespace": settings.namespace,
+            "labels": {
+                consts.MANAGED_BY_LABEL: consts.MANAGED_BY_VALUE,
+                consts.COMPONENT_LABEL: consts.PLACEHOLDER_COMPONENT,
+                consts.GROUP_LABEL: ph.group or "default",
+                consts.GPUS_LABEL: gpus,
+            },
+            "annotations": {consts.PODS_ANNOTATION: json.dumps(sorted(ph.pods), separators=(",", ":"))},
+        },
+        "spec": spec,
+    }
+
+
+# --- --mode provisioning-request ---------------------------------------------------------------
+# One autoscaling.x-k8s.io/v1 ProvisioningRequest per constraint group and round of demand, with
+# one PodTemplate per placeholder size (a podSet of `count` placeholders each). Its spec is
+# immutable, so new demand in a group gets a second request beside the first (the provisioning
+# under way is never thrown away); a request whose demand is gone is deleted with its templates.
+
+
+def is_request(obj: Mapping[str, Any], namespace: str) -> bool:
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return (meta.get("namespace") == namespace and labels.get(consts.MANAGED_BY_LABEL) == consts.MANAGED_BY_VALUE
+            and labels.get(consts.COMPONENT_LABEL) == consts.REQUEST_COMPONENT)
+
+
+def request_conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The request's conditions by type (Accepted, Provisioned, Failed, BookingExpired, CapacityRevoked)."""
+    found: dict[str, Mapping[str, Any]] = {}
+    for condition in ((obj.get("status") or {}).get("conditions") or []):
+        if isinstance(condition, Mapping) and isinstance(condition.get("type"), str):
+            found[condition["type"]] = condition
+    return found
+
+
+def request_state(obj: Mapping[str, Any]) -> str:
+    """One word for logs and metrics: provisioned, failed, revoked, accepted or waiting."""
+    conditions = request_conditions(obj)
+    for kind, word in (("CapacityRevoked", "revoked"), ("Failed", "failed"), ("Provisioned", "provisioned"), ("Accepted", "accepted")):
+        if (conditions.get(kind) or {}).get("status") == "True":
+            return word
+    return "waiting"
+
+
+def read_request(obj: Mapping[str, Any], now: datetime, failed_backoff: float) -> Optional[ExistingPlaceholder]:
+    """A ProvisioningRequest as the reconcile core sees a placeholder (never raises)."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    try:
+        gpus = int(labels.get(consts.GPUS_LABEL, ""))
+    except ValueError:
+        gpus = 0
+    try:
+        listed = json.loads((meta.get("annotations") or {}).get(consts.PODS_ANNOTATION) or "[]")
+        pods = tuple(p for p in listed if isinstance(p, str)) if isinstance(listed, list) else ()
+    except (ValueError, TypeError):
+        pods = ()
+    group = str(labels.get(consts.GROUP_LABEL) or "")
+    if meta.get("deletionTimestamp"):
+        return ExistingPlaceholder(name, group, gpus, TERMINATING, pods)
+    conditions = request_conditions(obj)
+
+    def true(kind: str) -> Optional[datetime]:
+        condition = conditions.get(kind) or {}
+        if condition.get("status") != "True":
+            return None
+        return parse_time(condition.get("lastTransitionTime")) or now
+
+    if true("CapacityRevoked"):
+        return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
+    provisioned = true("Provisioned")
+    if provisioned:
+        return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, provisioned)
+    failed = true("Failed")
+    if failed and (now - failed).total_seconds() >= failed_backoff:
+        return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
+    # Waiting, accepted, or failed within the backoff: it still covers its pods.
+    return ExistingPlaceholder(name, group, gpus, PENDING, pods)
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    name: str
+    templates: tuple[dict[str, Any], ...]
+    request: dict[str, Any]
+    gpus: int
+    resource_key: str
+    pods: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RequestPass:
+    decision: Reconcile
+    requests: tuple[ExistingPlaceholder, ...]
+    create: tuple[PlannedRequest, ...]
+    #: PodTemplates whose request is gone (left by a crash between the two creates).
+    orphan_templates: tuple[str, ...]
+
+
+def decide_requests(
+    pods: Iterable[Mapping[str, Any]],
+    nodes: Optional[Sequence[Any]],
+    requests: Iterable[Mapping[str, Any]],
+    templates: Iterable[Mapping[str, Any]],
+    settings: RunSettings,
+    now: datetime,
+) -> RequestPass:
+    existing = [r for r in (read_request(obj, now, settings.failed_backoff) for obj in requests
+                            if is_request(obj, settings.namespace)) if r is not None]
+    decision = reconcile(
+        list(pods), nodes, existing, settings.planner, now,
+        provision_timeout_seconds=settings.provision_timeout, name_prefix=consts.REQUEST_NAME_PREFIX,
+    )  # fmt: skip
+    by_group: dict[str, list[PlannedPlaceholder]] = {}
+    for planned in decision.create:
+        by_group.setdefault(planned.placeholder.group or "default", []).append(planned)
+    taken = {r.name for r in existing}
+    create = []
+    for group, planned in sorted(by_group.items()):
+        pods_of_group = tuple(sorted(p for item in planned for p in item.placeholder.pods))
+        digest = hashlib.sha256("\n".join(pods_of_group).encode()).hexdigest()[:10]
+        name, n = f"{consts.REQUEST_NAME_PREFIX}-{group}-{digest}", 1
+        while name in taken:
+            name, n = f"{consts.REQUEST_NAME_PREFIX}-{group}-{digest}-{n}", n + 1
+        taken.add(name)
+        create.append(_request_objects(name, group, planned, settings))
+    live = taken
+    orphans = tuple(sorted(
+        (t.get("metadata") or {}).get("name") for t in templates
+        if ((t.get("metadata") or {}).get("labels") or {}).get(consts.REQUEST_LABEL) not in live
+        and (t.get("metadata") or {}).get("namespace") == settings.namespace
+    ))  # fmt: skip
+    return RequestPass(decision, tuple(existing), tuple(create), orphans)
+
+
+def _request_objects(name: str, group: str, planned: list[PlannedPlaceholder], settings: RunSettings) -> PlannedRequest:
+    by_size: dict[int, list[PlannedPlaceholder]] = {}
+    for item in planned:
+        by_size.setdefault(item.placeholder.gpus, []).append(item)
+    labels = {
+        consts.MANAGED_BY_LABEL: consts.MANAGED_BY_VALUE,
+        consts.COMPONENT_LABEL: consts.REQUEST_COMPONENT,
+        consts.GROUP_LABEL: group,
+    }
+    templates = []
+    pod_sets = []
+    for size, items in sorted(by_size.items(), reverse=True):
+        template_name = f"{name}-{size}g"
+        pod = placeholder_manifest(PlannedPlaceholder(template_name, items[0].placeholder), settings)
+        pod_labels = {k: v for k, v in pod["metadata"]["labels"].items() if k != consts.GPUS_LABEL}
+        templates.append({
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": template_name, "namespace": settings.namespace,
+                         "labels": {**labels, consts.REQUEST_LABEL: name}},
+            "template": {"metadata": {"labels": {**pod_labels, consts.REQUEST_LABEL: name}}, "spec": pod["spec"]},
+        })  # fmt: skip
+        pod_sets.append({"podTemplateRef": {"name": template_name}, "count": len(items)})
+    gpus = sum(item.placeholder.gpus for item in planned)
+    pods = tuple(sorted(p for item in planned for p in item.placeholder.pods))
+    request = {
+        "apiVersion": f"{consts.PROVISIONING_GROUP}/{consts.PROVISIONING_VERSION}",
+        "kind": "ProvisioningRequest",
+        "metadata": {
+            "name": name,
+            "namespace": settings.namespace,
+            "labels": {**labels, consts.GPUS_LABEL: str(gpus)},
+            "annotations": {consts.PODS_ANNOTATION: json.dumps(list(pods), separators=(",", ":"))},
+        },
+        "spec": {"provisioningClassName": settings.provisioning_class, "podSets": pod_sets},
+    }
+    return PlannedRequest(name, tuple(templates), request, gpus, planned[0].placeholder.resource_key, pods)

@@ -1,0 +1,104 @@
+"""Every setting of `adjuster run`, validated once at start.
+
+`RunSettings` holds the planner's settings (the same `AdjusterSettings` as
+`adjuster plan`) plus what only the in-cluster controller needs. `problems()`
+names every bad value in one sentence each; the CLI turns them into exit 2
+before anything connects. `env_default` reads the `RAYBRIDGE_ADJUSTER_*`
+environment variable a flag falls back to. Nothing here talks to a cluster.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from raybridge.adjuster import consts
+from raybridge.core.demand import AdjusterSettings
+from raybridge.core.names import name_problem, namespace_problem
+
+MODES = ("placeholder", "provisioning-request")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LOG_FORMATS = ("text", "json")
+
+
+def env_name(flag: str) -> str:
+    """`--grace-period` -> `RAYBRIDGE_ADJUSTER_GRACE_PERIOD`."""
+    return consts.ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
+
+
+def env_default(flag: str, default: Optional[str] = None) -> Optional[str]:
+    value = os.environ.get(env_name(flag))
+    return value if value not in (None, "") else default
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    planner: AdjusterSettings = field(default_factory=AdjusterSettings)
+    namespace: str = consts.DEFAULT_NAMESPACE
+    mode: str = "placeholder"
+    priority_class: str = consts.DEFAULT_PRIORITY_CLASS
+    placeholder_image: str = consts.DEFAULT_PLACEHOLDER_IMAGE
+    provision_timeout: float = consts.DEFAULT_PROVISION_TIMEOUT_SECONDS
+    provisioning_class: str = consts.DEFAULT_PROVISIONING_CLASS
+    failed_backoff: float = consts.DEFAULT_FAILED_BACKOFF_SECONDS
+    resync: float = consts.DEFAULT_RESYNC_SECONDS
+    debounce: float = consts.DEFAULT_DEBOUNCE_SECONDS
+    request_timeout: float = consts.DEFAULT_REQUEST_TIMEOUT_SECONDS
+    kubeconfig: Optional[str] = None
+    log_format: str = "text"
+    #: 0: no metrics/health server.
+    metrics_port: int = consts.DEFAULT_METRICS_PORT
+    leader_election: bool = True
+    lease_name: str = consts.DEFAULT_LEASE_NAME
+    lease_namespace: Optional[str] = None
+    lease_duration: int = consts.DEFAULT_LEASE_DURATION_SECONDS
+    renew_deadline: int = consts.DEFAULT_RENEW_DEADLINE_SECONDS
+    retry_period: int = consts.DEFAULT_RETRY_PERIOD_SECONDS
+    identity: str = ""
+
+    def problems(self) -> list[str]:
+        found = list(self.planner.problems())
+        if self.planner.policy != "exact":
+            found.append("adjuster run plans with --policy exact only (KAI's rule is for comparison in `adjuster plan`)")
+        for what, value in (("--namespace", self.namespace), ("--lease-namespace", self.lease_namespace)):
+            if value is not None:
+                problem = namespace_problem(value)
+                if problem:
+                    found.append(f"{what} {value!r}: {problem}")
+        if self.mode not in MODES:
+            found.append(f"--mode must be one of {', '.join(MODES)} (got {self.mode!r})")
+        if not isinstance(self.provisioning_class, str) or not _DNS_SUBDOMAIN.match(self.provisioning_class) or len(self.provisioning_class) > 253:
+            found.append(f"--provisioning-class must be a DNS subdomain (got {self.provisioning_class!r})")
+        for what, value in (("--priority-class", self.priority_class), ("--lease-name", self.lease_name)):
+            problem = name_problem("PriorityClass", value) if isinstance(value, str) and value else "must not be empty"
+            if problem:
+                found.append(f"{what} {value!r}: {problem}")
+        if not isinstance(self.placeholder_image, str) or not self.placeholder_image.strip() or " " in self.placeholder_image:
+            found.append(f"--placeholder-image must be an image reference (got {self.placeholder_image!r})")
+        for what, value, low in (
+            ("--provision-timeout", self.provision_timeout, 0.0),
+            ("--failed-backoff", self.failed_backoff, 0.0),
+            ("--resync", self.resync, 0.01),
+            ("--debounce", self.debounce, 0.0),
+            ("--request-timeout", self.request_timeout, 0.1),
+        ):
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < low:
+                found.append(f"{what} must be a finite number of seconds >= {low} (got {value!r})")
+        if self.log_format not in LOG_FORMATS:
+            found.append(f"--log-format must be one of {', '.join(LOG_FORMATS)} (got {self.log_format!r})")
+        if not isinstance(self.metrics_port, int) or not 0 <= self.metrics_port <= 65535:
+            found.append(f"--metrics-port must be 0 (off) or a TCP port up to 65535 (got {self.metrics_port!r})")
+        if self.leader_election:
+            # The official leader-election module's own rules, checked here so it never calls sys.exit.
+            if self.retry_period < 1:
+                found.append(f"--retry-period must be at least 1 second (got {self.retry_period})")
+            if self.renew_deadline <= 1.2 * self.retry_period:
+                found.append(f"--renew-deadline must be more than 1.2 x --retry-period (got {self.renew_deadline} and {self.retry_period})")
+            if self.lease_duration <= self.renew_deadline:
+                found.append(f"--lease-duration must be more than --renew-deadline (got {self.lease_duration} and {self.renew_deadline})")
+        if len(self.identity) > 128:
+            found.append(f"--identity must be at most 128 characters (got {len(self.identity)})")
+        return found

@@ -1,0 +1,577 @@
+"""`adjuster run` end to end: the controller against the test API server, a simulated KAI scheduler,
+kubelet and cluster autoscaler (tests/kubeapi/sim_gpu.py).
+
+What a platform team would check: a burst of fractional pods gets the planned
+GPUs once, the pods land, the placeholders go away; a restart adopts and
+duplicates nothing; API faults are survived; leader election hands over; bad
+settings are exit 2 with one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from raybridge.adjuster import consts
+from raybridge.adjuster.controller import Controller
+from raybridge.adjuster.settings import RunSettings
+from raybridge.core.adjuster import plan_placeholders
+from raybridge.core.demand import AdjusterSettings
+from tests.kubeapi.fixtures import free_port, wait_for
+from tests.kubeapi.server import KubeApiServer
+from tests.kubeapi.sim_gpu import GpuSim, fraction_pod
+
+NS = consts.DEFAULT_NAMESPACE
+WORK = "work"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _setup(server: KubeApiServer) -> None:
+    for name in (NS, WORK):
+        server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                          "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS}, "value": -1000, "preemptionPolicy": "Never"})
+
+
+@pytest.fixture
+def cluster() -> Iterator[tuple[KubeApiServer, GpuSim]]:
+    with KubeApiServer() as server:
+        _setup(server)
+        with GpuSim(server, provisioning_delay=0.5) as sim:
+            yield server, sim
+        assert sim.errors == []
+
+
+def _settings(**extra: Any) -> RunSettings:
+    values: dict[str, Any] = dict(
+        planner=AdjusterSettings(grace_period_seconds=0.2, node_gpus=8),
+        provision_timeout=20.0, resync=0.2, debounce=0.05, request_timeout=5.0,
+        leader_election=False, metrics_port=0,
+    )
+    values.update(extra)
+    return RunSettings(**values)
+
+
+class Running:
+    """A controller in a thread, stopped on exit."""
+
+    def __init__(self, server: KubeApiServer, settings: RunSettings) -> None:
+        self.controller = Controller(settings, server.api_client(retries=False))
+        self.thread = threading.Thread(target=self.controller.run, daemon=True)
+
+    def __enter__(self) -> Controller:
+        self.thread.start()
+        return self.controller
+
+    def __exit__(self, *exc: object) -> None:
+        self.controller.stop.set()
+        self.thread.join(10)
+        assert not self.thread.is_alive()
+
+
+class PlaceholderLog:
+    """Every placeholder pod the API server was asked to create (a mutating hook sees each create)."""
+
+    def __init__(self, server: KubeApiServer) -> None:
+        self.created: list[tuple[str, int]] = []
+        server.add_mutating_hook("", "Pod", self._hook)
+
+    def _hook(self, obj: dict[str, Any], operation: str) -> None:
+        labels = obj.get("metadata", {}).get("labels") or {}
+        if operation == "CREATE" and labels.get(consts.MANAGED_BY_LABEL) == consts.MANAGED_BY_VALUE:
+            self.created.append((obj["metadata"]["name"], int(labels[consts.GPUS_LABEL])))
+
+    @property
+    def gpus(self) -> int:
+        return sum(g for _, g in self.created)
+
+
+def _burst(server: KubeApiServer, count: int, fraction: str, prefix: str = "p") -> None:
+    for i in range(count):
+        server.create_object(fraction_pod(f"{prefix}-{i}", WORK, fraction=fraction))
+
+
+def _running(server: KubeApiServer) -> int:
+    return sum(1 for p in server.list_objects("v1", "Pod", WORK) if p.get("status", {}).get("phase") == "Running")
+
+
+def _placeholders(server: KubeApiServer) -> list[dict[str, Any]]:
+    return server.list_objects("v1", "Pod", NS, label_selector=consts.PLACEHOLDER_SELECTOR)
+
+
+def _unschedulable(server: KubeApiServer) -> int:
+    return sum(1 for p in server.list_objects("v1", "Pod", WORK)
+               if any(c.get("reason") == "Unschedulable" for c in p.get("status", {}).get("conditions") or []))
+
+
+def _settled(server: KubeApiServer, count: int) -> None:
+    """Wait until `count` pods are Unschedulable and past the grace period: the condition's time has
+    whole seconds, so pods marked within one wall second can read as a second apart."""
+    wait_for(lambda: _unschedulable(server) == count, timeout=20, what="the burst unschedulable")
+    time.sleep(1.2)
+
+
+def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_go(cluster: Any) -> None:
+    server, sim = cluster
+    log = PlaceholderLog(server)
+    _burst(server, 20, "0.5")  # 10 GPUs: one 8-GPU placeholder and one of 2
+    _settled(server, 20)
+    started = time.monotonic()
+    with Running(server, _settings()) as controller:
+        wait_for(lambda: _running(server) == 20, timeout=40, what="all 20 pods running")
+        landed = time.monotonic() - started
+        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+        assert controller.passes > 0
+    assert sorted(g for _, g in log.created) == [2, 8], log.created
+    assert len(sim.added_nodes) == 2, sim.added_nodes  # ceil(10 / 8): one scale-up, no second round
+    assert landed < 10
+
+
+def test_pods_arriving_over_seconds_get_one_scale_up_without_replacing_placeholders(cluster: Any) -> None:
+    server, sim = cluster
+    log = PlaceholderLog(server)
+    with Running(server, _settings()) as controller:
+        for wave in range(4):
+            _burst(server, 5, "0.5", prefix=f"w{wave}")
+            time.sleep(0.4)
+        wait_for(lambda: _running(server) == 20, timeout=40, what="all 20 pods running")
+        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+    registry = controller.metrics.registry
+    replaced = registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "delete", "reason": "demand-gone"})
+    assert not replaced  # a pending placeholder is never resized or replaced as more pods come
+    assert log.gpus <= 12, log.created  # waves cost at most half a GPU each (10 needed; less when pods fill slack)
+    assert len(sim.added_nodes) == 2, sim.added_nodes
+
+
+def test_a_new_pod_gets_its_signal_within_a_second_of_its_grace_period(cluster: Any) -> None:
+    server, sim = cluster
+    log = PlaceholderLog(server)
+    with Running(server, _settings()):
+        server.create_object(fraction_pod("late", WORK, fraction="0.25"))
+        wait_for(lambda: log.created, timeout=0.2 + 0.5 + 1.0 + 1.0, interval=0.02, what="a placeholder")
+        wait_for(lambda: _running(server) == 1, timeout=20, what="the pod running")
+    assert log.gpus == 1
+
+
+def test_a_restart_mid_reconcile_adopts_leaks_nothing_and_duplicates_nothing(cluster: Any) -> None:
+    server, sim = cluster
+    log = PlaceholderLog(server)
+    sim.provisioning_delay = 6.0  # the nodes come after the restart
+    _burst(server, 20, "0.5")  # 10 GPUs: placeholders of 8 and 2
+    _settled(server, 20)
+    failing: list[Any] = []
+
+    def fail_after_first(obj: dict[str, Any], operation: str) -> None:
+        if operation == "CREATE" and obj["metadata"].get("namespace") == NS and not failing:
+            failing.append(server.fail_next("POST", rf"/api/v1/namespaces/{NS}/pods", code=503, times=None))
+
+    server.add_mutating_hook("", "Pod", fail_after_first)
+    first = Running(server, _settings())
+    with first:  # dies while retrying its second create
+        wait_for(lambda: failing and failing[0].hits >= 1, timeout=20, what="the second create failing")
+    adopted = {p["metadata"]["name"]: p["metadata"]["uid"] for p in _placeholders(server)}
+    assert len(adopted) == 1, adopted
+    failing[0].clear()
+    with Running(server, _settings()):
+        wait_for(lambda: len(_placeholders(server)) == 2 or _running(server) == 20, timeout=20, what="the second placeholder")
+        survivors = {p["metadata"]["name"]: p["metadata"]["uid"] for p in _placeholders(server)}
+        assert all(survivors.get(name) in (uid, None) for name, uid in adopted.items())  # adopted, not replaced
+        wait_for(lambda: _running(server) == 20, timeout=40, what="all pods running")
+        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+    names = [n for n, _ in log.created]
+    assert len(names) == len(set(names)), log.created  # nothing created twice, the adopted one included
+    # A 2-GPU placeholder may land on the first new node's GPUs once the 8-GPU one has exited there:
+    # it is then asked for again (a node's GPUs are credited once), so 12 GPUs at most, 2 nodes.
+    assert 10 <= log.gpus <= 12, log.created
+    assert len(sim.added_nodes) == 2, sim.added_nodes
+
+
+def test_a_bad_pod_is_reported_and_does_not_stop_the_others(cluster: Any) -> None:
+    server, sim = cluster
+    server.create_object(fraction_pod("bad", WORK, fraction="1.5"))  # more than a GPU: not a GPU-sharing request
+    _burst(server, 2, "0.5")
+    with Running(server, _settings()) as controller:
+        wait_for(lambda: _running(server) == 2, timeout=40, what="the good pods running")
+        wait_for(lambda: [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"],
+                 timeout=20, what="an event on the bad pod")
+        samples = {s.labels["reason"]: s.value for m in controller.metrics.registry.collect()
+                   if m.name == "raybridge_adjuster_ignored_pods" for s in m.samples}
+    ignored = [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"]
+    assert [e["involvedObject"]["name"] for e in ignored] == ["bad"]
+    assert ignored[0]["type"] == "Warning" and "does not count this pod" in ignored[0]["message"]
+    assert sum(samples.values()) == 1, samples
+
+
+def test_a_placeholder_stuck_terminating_blocks_nothing(cluster: Any) -> None:
+    server, sim = cluster
+    _burst(server, 4, "0.5")
+    _settled(server, 4)
+    group = plan_placeholders(server.list_objects("v1", "Pod", WORK), None, AdjusterSettings(grace_period_seconds=0), datetime.now(timezone.utc)).placeholders[0].group
+    stuck = f"{consts.NAME_PREFIX}-{group}-2g-0"  # the very name the adjuster would pick first
+    server.create_object({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": stuck, "namespace": NS, "finalizers": ["example.com/hold"],
+        "labels": {consts.MANAGED_BY_LABEL: consts.MANAGED_BY_VALUE, consts.COMPONENT_LABEL: consts.PLACEHOLDER_COMPONENT,
+                   consts.GROUP_LABEL: group, consts.GPUS_LABEL: "2"},
+        "annotations": {consts.PODS_ANNOTATION: json.dumps([f"{WORK}/p-{i}" for i in range(4)])}},
+        "spec": {"nodeSelector": {"no-such-node": "true"}, "containers": [{"name": "c", "image": "busybox"}]}})
+    server.delete_object("v1", "Pod", stuck, NS)
+    with Running(server, _settings()):
+        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
+        wait_for(lambda: [p["metadata"]["name"] for p in _placeholders(server)] == [stuck], timeout=20, what="only the stuck one left")
+    assert server.get_object("v1", "Pod", stuck, NS)["metadata"].get("deletionTimestamp")
+
+
+FAULTS = [
+    pytest.param(dict(method="POST", path=rf"/api/v1/namespaces/{NS}/pods", code=409, reason="Conflict"), id="409-on-create"),
+    pytest.param(dict(method="POST", path=rf"/api/v1/namespaces/{NS}/pods", code=429, retry_after=1), id="429-retry-after"),
+    pytest.param(dict(method="POST", path=rf"/api/v1/namespaces/{NS}/pods", code=500, times=3), id="500-three-times"),
+    pytest.param(dict(method="POST", path=rf"/api/v1/namespaces/{NS}/pods", drop=True), id="dropped-create"),
+    pytest.param(dict(method="GET", path=r"/api/v1/pods", code=200, body='{"kind": "PodList', content_type="application/json"), id="non-json-list"),
+    pytest.param(dict(method="GET", path=r"/api/v1/pods", after_events=1, drop=True, times=2), id="dropped-watch"),
+    pytest.param(dict(method="GET", path=r"/api/v1/pods", code=410, after_events=1), id="watch-410-gone"),
+    pytest.param(dict(method="DELETE", path=rf"/api/v1/namespaces/{NS}/pods/.*", code=503, times=2), id="503-on-delete"),
+]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_api_faults_are_survived(cluster: Any, fault: dict[str, Any]) -> None:
+    server, sim = cluster
+    log = PlaceholderLog(server)
+    spec = dict(fault)
+    _burst(server, 6, "0.5")  # 3 GPUs: one placeholder
+    _settled(server, 6)
+    injected = server.fail_next(spec.pop("method"), spec.pop("path"), **spec)
+    with Running(server, _settings()) as controller:
+        wait_for(lambda: _running(server) == 6, timeout=40, what="all pods running")
+        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+        assert controller.leading.is_set()
+    assert injected.hits >= 1
+    assert len(sim.added_nodes) == 1, sim.added_nodes
+    assert len({n for n, _ in log.created}) == 1, log.created
+
+
+# --- the CLI ---------------------------------------------------------------------------------------
+
+
+#: The adjuster's image has neither Ray nor the CLI's other dependencies (see the Dockerfile):
+#: every CLI test runs it with them made unimportable.
+_SLIM = ("import runpy, sys\n"
+         "for name in ('ray', 'rich', 'pynvml', 'amdsmi'): sys.modules[name] = None\n"
+         "sys.argv = ['raybridge'] + sys.argv[1:]\n"
+         "runpy.run_module('raybridge', run_name='__main__', alter_sys=True)\n")
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", _SLIM, "adjuster", "run", *args], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
+
+
+BAD_SETTINGS = [
+    (["--grace-period", "-1"], {}, "--grace-period"),
+    (["--namespace", "Not_A_Namespace"], {}, "--namespace"),
+    ([], {"RAYBRIDGE_ADJUSTER_MAX_GPUS": "many"}, "--max-gpus"),
+    ([], {"RAYBRIDGE_ADJUSTER_LOG_FORMAT": "xml"}, "--log-format"),
+    (["--lease-duration", "5", "--renew-deadline", "5"], {}, "--lease-duration must be more than --renew-deadline"),
+    (["--metrics-port", "70000"], {}, "--metrics-port"),
+    (["--kubeconfig", "/does/not/exist"], {}, "--kubeconfig"),
+]
+
+
+@pytest.mark.parametrize("args,env,expected", BAD_SETTINGS)
+def test_a_bad_setting_is_exit_2_with_one_line(args: list[str], env: dict[str, str], expected: str) -> None:
+    proc = _cli(*args, env=env)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert expected in err
+    assert "Traceback" not in err
+
+
+def _metric(port: int, name: str) -> str:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return "\n".join(line for line in text.splitlines() if line.startswith(name))
+
+
+def test_the_cli_runs_reports_metrics_and_health_and_stops_on_sigterm(cluster: Any, tmp_path: Path) -> None:
+    server, sim = cluster
+    kubeconfig = tmp_path / "kubeconfig"
+    server.write_kubeconfig(kubeconfig)
+    port = free_port()
+    _burst(server, 4, "0.5")
+    _settled(server, 4)
+    proc = _cli("--kubeconfig", str(kubeconfig), "--grace-period", "0.2", "--node-gpus", "8", "--resync", "0.2",
+                "--leader-election", "false", "--metrics-port", str(port), "--log-format", "json")
+    try:
+        wait_for(lambda: _get(port, "/readyz") == 200, timeout=30, what="/readyz")
+        assert _get(port, "/healthz") == 200
+        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
+        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+        assert 'action="create"' in _metric(port, "raybridge_adjuster_placeholder_actions_total")
+        assert "raybridge_adjuster_leader 1.0" in _metric(port, "raybridge_adjuster_leader")
+        assert 'raybridge_adjuster_pending_fractional_gpus{vendor="nvidia"}' in _metric(port, "raybridge_adjuster_pending_fractional_gpus")
+        assert _metric(port, "raybridge_adjuster_reconcile_duration_seconds_count")
+        assert 'raybridge_adjuster_placeholder_gpus{state="pending"}' in _metric(port, "raybridge_adjuster_placeholder_gpus")
+        events = server.list_objects("v1", "Event", WORK)
+        assert any(e["reason"] == "ScaleUpRequested" and "asked for 2 nvidia.com/gpu for this pod and 3 others" in e["message"]
+                   for e in events), [e["message"] for e in events]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    lines = [json.loads(line) for line in err.splitlines() if line.strip()]
+    assert any(entry["msg"].startswith("created placeholder") for entry in lines), err
+
+
+def _get(port: int, path: str) -> int:
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2).status
+    except OSError as exc:
+        return getattr(exc, "code", 0) or 0
+
+
+def _holder(server: KubeApiServer) -> str:
+    lease = server.get_object("coordination.k8s.io/v1", "Lease", consts.DEFAULT_LEASE_NAME, NS)
+    return ((lease or {}).get("spec") or {}).get("holderIdentity") or ""
+
+
+def test_a_standby_takes_over_when_the_leader_dies(cluster: Any, tmp_path: Path) -> None:
+    server, sim = cluster
+    kubeconfig = tmp_path / "kubeconfig"
+    server.write_kubeconfig(kubeconfig)
+    common = ["--kubeconfig", str(kubeconfig), "--grace-period", "0.2", "--node-gpus", "8", "--resync", "0.2",
+              "--metrics-port", "0", "--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "1"]
+    leader = _cli(*common, "--identity", "replica-a")
+    standby = None
+    try:
+        wait_for(lambda: _holder(server) == "replica-a", timeout=30, what="replica-a leading")
+        standby = _cli(*common, "--identity", "replica-b")
+        time.sleep(3)
+        assert _holder(server) == "replica-a"  # the standby waits while the lease is renewed
+        leader.kill()  # no goodbye: the lease simply stops being renewed
+        leader.communicate(timeout=10)
+        died = time.monotonic()
+        wait_for(lambda: _holder(server) == "replica-b", timeout=20, what="replica-b taking over")
+        assert time.monotonic() - died < 3 + 2 + 1  # lease duration, a retry period and slack
+        _burst(server, 4, "0.5")
+        wait_for(lambda: _running(server) == 4, timeout=40, what="the new leader acting")
+    finally:
+        for proc in (leader, standby):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.communicate(timeout=60)
+
+
+# --- configs/adjuster: the shipped objects, and exactly the verbs the adjuster uses ----------------
+
+CONFIG_DIR = REPO / "configs" / "adjuster"
+
+
+def _config_docs() -> list[dict[str, Any]]:
+    import yaml
+
+    return [doc for path in sorted(CONFIG_DIR.glob("*.yaml")) for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def test_the_configs_are_complete_and_validate() -> None:
+    from tests.unit.k8s_schemas import K8S_VERSIONS, k8s_schema_errors
+
+    docs = _config_docs()
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                            "PriorityClass", "Deployment", "Service"])
+    for doc in docs:
+        for version in K8S_VERSIONS:
+            assert k8s_schema_errors(doc, version) == [], (doc["kind"], version)
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 2
+    container = pod["containers"][0]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz" and container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert pod["securityContext"]["runAsNonRoot"] is True and container["securityContext"]["readOnlyRootFilesystem"] is True
+    priority = next(d for d in docs if d["kind"] == "PriorityClass")
+    assert priority["value"] < 0 and priority["metadata"]["name"] == consts.DEFAULT_PRIORITY_CLASS
+
+
+class _Collected:
+    """A CLI process whose stderr is read on a thread, so a test can wait for a line."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=60)
+        self.thread.join(5)
+        return code
+
+
+def _start_under_service_account(server: KubeApiServer, tmp_path: Path, drop: tuple[str, str, str] | None,
+                                 *extra_args: str, extra_docs: tuple[dict[str, Any], ...] = ()) -> _Collected:
+    for doc in [*_config_docs(), *extra_docs]:
+        if drop and doc["kind"] == drop[0]:
+            doc = json.loads(json.dumps(doc))
+            for rule in doc["rules"]:
+                if drop[1] in rule["resources"]:
+                    rule["verbs"] = [v for v in rule["verbs"] if v != drop[2]]
+        server.create_object(doc)
+    token = server.service_account_token(NS, "raybridge-adjuster")
+    kubeconfig = tmp_path / "kubeconfig"
+    server.write_kubeconfig(kubeconfig, namespace=NS, token=token)
+    return _Collected(_cli("--kubeconfig", str(kubeconfig), "--grace-period", "0.2", "--node-gpus", "8", "--resync", "0.2",
+                           "--metrics-port", "0", "--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "1",
+                           *extra_args))
+
+
+@pytest.fixture
+def bare_cluster() -> Iterator[tuple[KubeApiServer, GpuSim]]:
+    with KubeApiServer() as server:
+        server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WORK}})
+        with GpuSim(server, provisioning_delay=0.5) as sim:
+            yield server, sim
+
+
+def test_the_shipped_rbac_is_enough(bare_cluster: Any, tmp_path: Path) -> None:
+    server, sim = bare_cluster
+    run = _start_under_service_account(server, tmp_path, None)
+    try:
+        wait_for(lambda: _holder(server), timeout=30, what="the Lease taken")
+        _burst(server, 4, "0.5")
+        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
+        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+        wait_for(lambda: server.list_objects("v1", "Event", WORK), timeout=5, what="events on the pods")
+    finally:
+        code = run.stop()
+    assert code == 0, run.text
+    assert "403" not in run.text and "orbidden" not in run.text, run.text
+
+
+# (kind, resource, verb): each is used, so without it the adjuster hits a 403
+MISSING_VERBS = [
+    ("ClusterRole", "pods", "watch"),
+    ("ClusterRole", "nodes", "list"),
+    ("ClusterRole", "events", "create"),
+    ("Role", "pods", "create"),
+    ("Role", "pods", "delete"),
+    ("Role", "leases", "get"),
+    ("Role", "leases", "update"),
+]
+
+
+@pytest.mark.parametrize("drop", MISSING_VERBS, ids=["-".join(d) for d in MISSING_VERBS])
+def test_every_shipped_verb_is_needed(bare_cluster: Any, tmp_path: Path, drop: tuple[str, str, str]) -> None:
+    server, sim = bare_cluster
+    run = _start_under_service_account(server, tmp_path, drop)
+    try:
+        _burst(server, 4, "0.5")
+        wait_for(lambda: "403" in run.text or "orbidden" in run.text, timeout=40, what=f"a 403 without {drop}")
+    finally:
+        run.stop()
+
+
+# --- --mode provisioning-request ---------------------------------------------------------------------
+
+PR_API = "autoscaling.x-k8s.io/v1"
+
+
+def _requests(server: KubeApiServer) -> list[dict[str, Any]]:
+    return server.list_objects(PR_API, "ProvisioningRequest", NS)
+
+
+def _templates(server: KubeApiServer) -> list[dict[str, Any]]:
+    return server.list_objects("v1", "PodTemplate", NS)
+
+
+def _request_log(server: KubeApiServer) -> list[dict[str, Any]]:
+    created: list[dict[str, Any]] = []
+    server.add_mutating_hook("autoscaling.x-k8s.io", "ProvisioningRequest",
+                             lambda obj, op: created.append(json.loads(json.dumps(obj))) if op == "CREATE" else None)
+    return created
+
+
+def test_provisioning_request_mode_asks_once_per_group_and_cleans_up(cluster: Any) -> None:
+    server, sim = cluster
+    created = _request_log(server)
+    _burst(server, 20, "0.5")  # 10 GPUs: podSets of one 8-GPU and one 2-GPU placeholder
+    _settled(server, 20)
+    with Running(server, _settings(mode="provisioning-request")):
+        wait_for(lambda: _running(server) == 20, timeout=40, what="all 20 pods running")
+        wait_for(lambda: not _requests(server) and not _templates(server), timeout=20, what="the request and its templates deleted")
+    assert len(created) == 1, [c["metadata"]["name"] for c in created]
+    spec = created[0]["spec"]
+    assert spec["provisioningClassName"] == consts.DEFAULT_PROVISIONING_CLASS
+    assert sorted(p["count"] for p in spec["podSets"]) == [1, 1] and created[0]["metadata"]["labels"][consts.GPUS_LABEL] == "10"
+    assert len(sim.added_nodes) == 2, sim.added_nodes
+    assert not _placeholders(server)  # no placeholder pods in this mode
+
+
+def test_a_failed_request_is_asked_for_again_after_the_backoff(cluster: Any) -> None:
+    server, sim = cluster
+    created = _request_log(server)
+    sim.fail_requests = True
+    _burst(server, 4, "0.5")
+    _settled(server, 4)
+    with Running(server, _settings(mode="provisioning-request", failed_backoff=4.0)):
+        wait_for(lambda: any(c.get("type") == "Failed" for r in _requests(server) for c in (r.get("status") or {}).get("conditions") or []),
+                 timeout=20, what="the request Failed")
+        time.sleep(0.5)
+        assert len(created) == 1  # within the backoff, nothing new
+        sim.fail_requests = False
+        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
+        wait_for(lambda: not _requests(server) and not _templates(server), timeout=20, what="cleaned up")
+    assert len(created) == 2, [c["metadata"]["name"] for c in created]
+    assert len(sim.added_nodes) == 1
+
+
+def _request_rbac() -> tuple[dict[str, Any], ...]:
+    import yaml
+
+    return tuple(yaml.safe_load_all((CONFIG_DIR / "provisioning-request" / "rbac.yaml").read_text()))
+
+
+# (kind, resource, verb) of the extra Role: each is used in --mode provisioning-request
+MISSING_REQUEST_VERBS = [("Role", r, v) for r in ("provisioningrequests", "podtemplates") for v in ("list", "create", "delete")]
+
+
+@pytest.mark.parametrize("drop", [None, *MISSING_REQUEST_VERBS], ids=["complete", *("-".join(d[1:]) for d in MISSING_REQUEST_VERBS)])
+def test_the_provisioning_request_rbac_is_exactly_enough(bare_cluster: Any, tmp_path: Path, drop: Any) -> None:
+    server, sim = bare_cluster
+    docs = _request_rbac()
+    if drop:
+        docs = tuple(json.loads(json.dumps(d)) for d in docs)
+        for rule in docs[0]["rules"]:
+            if drop[1] in rule["resources"]:
+                rule["verbs"] = [v for v in rule["verbs"] if v != drop[2]]
+    run = _start_under_service_account(server, tmp_path, None, "--mode", "provisioning-request", extra_docs=docs)
+    try:
+        _burst(server, 4, "0.5")
+        if drop:
+            wait_for(lambda: "403" in run.text or "orbidden" in run.text, timeout=40, what=f"a 403 without {drop}")
+            return
+        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
+        wait_for(lambda: not _requests(server) and not _templates(server), timeout=20, what="cleaned up")
+    finally:
+        code = run.stop()
+    assert code == 0 and "403" not in run.text and "orbidden" not in run.text, run.text

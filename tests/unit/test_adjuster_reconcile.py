@@ -1,0 +1,236 @@
+"""core/reconcile.py and adjuster/scale_adjuster.py: desired against existing placeholders, offline.
+
+One row per situation the controller meets: what it creates, keeps and
+deletes, and why. The e2e tests (tests/e2e/test_adjuster_run.py) show the
+same rules against the API server.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from raybridge.adjuster import consts
+from raybridge.adjuster.scale_adjuster import decide, placeholder_manifest, read_placeholder
+from raybridge.adjuster.settings import RunSettings
+from raybridge.core.adjuster import AdjusterSettings, Placeholder, plan_placeholders
+from raybridge.core.names import label_value_problem, name_problem
+from raybridge.core.reconcile import (
+    DELETE_DEMAND_GONE,
+    DELETE_DOUBLE_COUNTED,
+    DELETE_FINISHED,
+    DELETE_PODS_LANDED,
+    DELETE_TIMED_OUT,
+    FINISHED,
+    PENDING,
+    PROVIDED,
+    TERMINATING,
+    ExistingPlaceholder,
+    PlannedPlaceholder,
+    reconcile,
+)
+from tests.unit.adjuster_objects import NOW, node, pod
+
+SETTINGS = AdjusterSettings(node_gpus=8)
+GROUP = plan_placeholders([pod("x", "0.5")], None, SETTINGS, NOW).placeholders[0].group
+PREFIX = "rb"
+TIMEOUT = 300.0
+
+
+def halves(n: int, start: int = 0, **kw: Any) -> list[dict[str, Any]]:
+    return [pod(f"p{i}", "0.5", **kw) for i in range(start, start + n)]
+
+
+def keys(n: int, start: int = 0) -> tuple[str, ...]:
+    return tuple(f"team/p{i}" for i in range(start, start + n))
+
+
+def ph(name: str, gpus: int, state: str, pods: tuple[str, ...], provided_ago: float | None = None) -> ExistingPlaceholder:
+    at = NOW - timedelta(seconds=provided_ago) if provided_ago is not None else None
+    return ExistingPlaceholder(name, GROUP, gpus, state, pods, at)
+
+
+# (case, pods, existing, max GPUs, created GPUs, deleted {name: reason}, kept, covered pods)
+ROWS = [
+    ("a burst with nothing yet: the plan is created", halves(20), [], None, [8, 2], {}, [], 0),
+    ("pending placeholders for the same pods: kept, nothing more", halves(20),
+     [ph("a", 8, PENDING, keys(16)), ph("b", 2, PENDING, keys(4, 16))], None, [], {}, ["a", "b"], 0),
+    ("new pods beside a pending placeholder get their own, it is not resized", halves(6),
+     [ph("a", 2, PENDING, keys(4))], None, [1], {}, ["a"], 0),
+    ("a pending placeholder whose pods all landed or went: deleted", halves(2),
+     [ph("a", 1, PENDING, ("team/gone",))], None, [1], {"a": DELETE_PODS_LANDED}, [], 0),
+    ("a pending placeholder whose pods wait but count no more (quota): deleted",
+     [pod("q0", "0.5", message="OverLimit: queue quota has reached the allowable limit")],
+     [ph("a", 1, PENDING, ("team/q0",))], None, [], {"a": DELETE_DEMAND_GONE}, [], 0),
+    ("capacity brought up counts against its waiting pods: no second scale-up", halves(16),
+     [ph("a", 8, PROVIDED, keys(16), provided_ago=5)], None, [], {}, ["a"], 16),
+    ("brought up, but its pods did not land in time: deleted, the pods planned again", halves(16),
+     [ph("a", 8, PROVIDED, keys(16), provided_ago=TIMEOUT + 1)], None, [8], {"a": DELETE_TIMED_OUT}, [], 0),
+    ("brought up and its pods landed: deleted", halves(4, node_name="n1"),
+     [ph("a", 2, PROVIDED, keys(4), provided_ago=5)], None, [], {"a": DELETE_PODS_LANDED}, [], 0),
+    ("ended without a node: deleted", [], [ph("a", 1, FINISHED, ())], None, [], {"a": DELETE_FINISHED}, [], 0),
+    ("stuck terminating: ignored, and its name is skipped", halves(4),
+     [ph(f"{PREFIX}-{GROUP}-2g-0", 2, TERMINATING, keys(4))], None, [2], {}, [], 0),
+    ("the cap counts GPUs already brought up: 8 up, 1 more under a cap of 9", halves(20),
+     [ph("a", 8, PROVIDED, keys(16), provided_ago=5)], 9, [1], {}, ["a"], 16),
+    ("a cap reached by GPUs already brought up: nothing more", halves(20),
+     [ph("a", 8, PROVIDED, keys(16), provided_ago=5)], 8, [], {}, ["a"], 16),
+    ("the cap leaves room: the rest is asked for", halves(20),
+     [ph("a", 8, PROVIDED, keys(16), provided_ago=5)], 10, [2], {}, ["a"], 16),
+    ("pending and provided together: only uncovered pods get more", halves(22),
+     [ph("a", 8, PROVIDED, keys(16), provided_ago=5), ph("b", 2, PENDING, keys(4, 16))], None, [1], {}, ["a", "b"], 16),
+]
+
+
+@pytest.mark.parametrize("case,pods,existing,cap,created,deleted,kept,covered", ROWS, ids=[r[0] for r in ROWS])
+def test_reconcile(case, pods, existing, cap, created, deleted, kept, covered):
+    settings = AdjusterSettings(node_gpus=8, max_total_gpus=cap)
+    result = reconcile(pods, None, existing, settings, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
+    assert sorted((p.placeholder.gpus for p in result.create), reverse=True) == created
+    assert dict(result.delete) == deleted
+    assert list(result.keep) == kept
+    assert len(result.covered_pods) == covered
+    names = [p.name for p in result.create] + [e.name for e in existing]
+    assert len(names) == len(set(names))  # never a name in use, terminating ones included
+
+
+def test_a_nodes_gpus_are_credited_once():
+    """Placeholders exit once scheduled, so a second can land on the GPUs the first brought up."""
+    nodes = [node("n1", 8)]
+    first = ExistingPlaceholder("a", GROUP, 8, PROVIDED, keys(16), NOW - timedelta(seconds=10), "n1")
+    second = ExistingPlaceholder("b", GROUP, 2, PROVIDED, keys(4, 16), NOW - timedelta(seconds=5), "n1")
+    result = reconcile(halves(20), nodes, [second, first], SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
+    assert dict(result.delete) == {"b": DELETE_DOUBLE_COUNTED}
+    assert result.keep == ("a",) and len(result.covered_pods) == 16
+    assert [p.placeholder.gpus for p in result.create] == [2]  # the other pods are asked for again
+
+
+def test_a_node_with_room_credits_both():
+    nodes = [node("n1", 8)]
+    both = [ExistingPlaceholder("a", GROUP, 4, PROVIDED, keys(8), NOW - timedelta(seconds=10), "n1"),
+            ExistingPlaceholder("b", GROUP, 4, PROVIDED, keys(8, 8), NOW - timedelta(seconds=5), "n1")]
+    result = reconcile(halves(16), nodes, both, SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
+    assert result.delete == () and result.create == () and len(result.covered_pods) == 16
+
+
+def test_a_placeholder_covers_only_the_pods_its_gpus_hold_as_known_now():
+    """Asked for when GPU memory was unknown (0.1 each); the node says 80 GiB: each pod needs half a GPU and more."""
+    nodes = [node("n1", 8, memory="81559")]
+    pods = [pod(f"m{i}", memory="40960") for i in range(4)]
+    provided = ExistingPlaceholder("a", GROUP, 1, PROVIDED, tuple(f"team/m{i}" for i in range(4)), NOW - timedelta(seconds=5), "n1")
+    result = reconcile(pods, nodes, [provided], SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
+    assert result.keep == ("a",) and len(result.covered_pods) == 1
+    assert sum(p.placeholder.gpus for p in result.create) == 3
+
+
+def test_the_same_state_twice_decides_the_same():
+    """Idempotence: what one pass creates, the next pass (seeing it pending) keeps."""
+    first = reconcile(halves(20), None, [], SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
+    existing = [ExistingPlaceholder(p.name, p.placeholder.group or "", p.placeholder.gpus, PENDING, p.placeholder.pods)
+                for p in first.create]
+    second = reconcile(halves(20), None, existing, SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
+    assert second.create == () and second.delete == ()
+    assert sorted(second.keep) == sorted(e.name for e in existing)
+
+
+def placeholder_pod(name: str = "rb-x", *, labels: dict[str, str] | None = None, node: str | None = None,
+                    phase: str = "Pending", deleting: bool = False, pods: str = '["team/p0"]') -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name, "namespace": consts.DEFAULT_NAMESPACE,
+        "labels": {consts.MANAGED_BY_LABEL: consts.MANAGED_BY_VALUE, consts.COMPONENT_LABEL: consts.PLACEHOLDER_COMPONENT,
+                   consts.GROUP_LABEL: GROUP, consts.GPUS_LABEL: "2", **(labels or {})},
+        "annotations": {consts.PODS_ANNOTATION: pods},
+        "creationTimestamp": "2025-06-01T11:59:00Z",
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2025-06-01T11:59:30Z"
+    spec = {"nodeName": node} if node else {}
+    conditions = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2025-06-01T11:59:50Z"}] if node else []
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase, "conditions": conditions}}
+
+
+# (case, pod, state, gpus, pods)
+READ_ROWS = [
+    ("unscheduled", placeholder_pod(), PENDING, 2, ("team/p0",)),
+    ("bound and running", placeholder_pod(node="n1", phase="Running"), PROVIDED, 2, ("team/p0",)),
+    ("finished on its node", placeholder_pod(node="n1", phase="Succeeded"), PROVIDED, 2, ("team/p0",)),
+    ("failed without a node", placeholder_pod(phase="Failed"), FINISHED, 2, ("team/p0",)),
+    ("being deleted", placeholder_pod(node="n1", deleting=True), TERMINATING, 2, ("team/p0",)),
+    ("garbage annotation and label", placeholder_pod(labels={consts.GPUS_LABEL: "x"}, pods="{nope"), PENDING, 0, ()),
+]
+
+
+@pytest.mark.parametrize("case,obj,state,gpus,pods", READ_ROWS, ids=[r[0] for r in READ_ROWS])
+def test_read_placeholder(case, obj, state, gpus, pods):
+    found = read_placeholder(obj)
+    assert (found.state, found.gpus, found.pods) == (state, gpus, pods)
+
+
+def test_provided_time_is_when_it_was_scheduled():
+    found = read_placeholder(placeholder_pod(node="n1"))
+    assert found.provided_at == NOW - timedelta(seconds=10)
+
+
+def test_decide_tells_placeholders_from_workload_by_label_and_namespace():
+    settings = RunSettings(planner=SETTINGS)
+    mine = placeholder_pod("rb-mine", pods='["team/p0","team/p1","team/p2","team/p3"]')
+    stranger = dict(placeholder_pod("rb-other"), metadata=dict(placeholder_pod("rb-other")["metadata"], namespace="elsewhere"))
+    result = decide([*halves(4), mine, stranger], None, settings, NOW)
+    assert [p.name for p in result.placeholders] == ["rb-mine"]
+    assert result.decision.keep == ("rb-mine",) and result.decision.create == ()
+
+
+def test_the_placeholder_pod_is_small_safe_and_below_every_workload():
+    long_ns = "n" * 63
+    planned = PlannedPlaceholder(
+        f"{PREFIX}-{GROUP}-8g-0",
+        Placeholder(gpus=8, resource_key="amd.com/gpu", pods=(f"{long_ns}/{'p' * 250}",), node_selector={"pool": "a"},
+                    affinity={"nodeAffinity": {"x": 1}}, tolerations=({"key": "gpu", "operator": "Exists"},), group=GROUP),
+    )
+    manifest = placeholder_manifest(planned, RunSettings(priority_class="low", namespace="adj"))
+    spec, meta = manifest["spec"], manifest["metadata"]
+    container = spec["containers"][0]
+    assert container["resources"]["requests"]["amd.com/gpu"] == container["resources"]["limits"]["amd.com/gpu"] == "8"
+    assert spec["nodeSelector"] == {"pool": "a"} and spec["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
+    assert spec["affinity"] == {"nodeAffinity": {"x": 1}}
+    assert spec["priorityClassName"] == "low" and spec["automountServiceAccountToken"] is False
+    assert spec["securityContext"]["runAsNonRoot"] is True and container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert meta["namespace"] == "adj" and name_problem("Pod", meta["name"]) is None
+    assert all(label_value_problem(v) is None for v in meta["labels"].values())
+
+
+def test_ten_thousand_pending_pods_reconcile_within_the_bound_of_a_plan():
+    """The steady pass (every pod already has its pending placeholder) costs one plan, no more."""
+    import time
+
+    fractions = ["0.1", "0.25", "0.5", "0.3", "0.7"]
+    pods = [pod(f"p{i}", fractions[i % 5], namespace=f"ns{i % 50}") for i in range(10_000)]
+
+    def fastest(fn, runs=3):
+        best = float("inf")
+        for _ in range(runs):
+            started = time.perf_counter()
+            result = fn()
+            best = min(best, time.perf_counter() - started)
+        return best, result
+
+    plan_time, _ = fastest(lambda: plan_placeholders(pods, None, SETTINGS, NOW))
+    first_time, first = fastest(lambda: reconcile(pods, None, [], SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX))
+    existing = [ExistingPlaceholder(p.name, p.placeholder.group or "", p.placeholder.gpus, PENDING, p.placeholder.pods) for p in first.create]
+    steady_time, steady = fastest(lambda: reconcile(pods, None, existing, SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX))
+    assert steady.create == () and len(steady.keep) == len(existing)
+    assert first_time < 2 * plan_time + 0.5, (first_time, plan_time)
+    assert steady_time < 2 * plan_time + 0.5, (steady_time, plan_time)
+
+
+def test_gpus_filled_by_an_earlier_placeholders_pods_are_not_credited_again():
+    """The first placeholder's pods landed on its node; a later one found those GPUs free before they did."""
+    nodes = [node("n1", 8)]
+    landed = [pod(f"s{i}", "0.6", node_name="n1", phase="Running") for i in range(8)]  # 8 x 0.6: 5 GPUs at least
+    first = ExistingPlaceholder("a", GROUP, 8, PROVIDED, tuple(f"team/s{i}" for i in range(8)), NOW - timedelta(seconds=10), "n1")
+    later = ExistingPlaceholder("b", GROUP, 6, PROVIDED, keys(12), NOW - timedelta(seconds=5), "n1")
+    result = reconcile([*landed, *halves(12)], nodes, [first, later], SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
+    assert dict(result.delete) == {"a": DELETE_PODS_LANDED, "b": DELETE_DOUBLE_COUNTED}
+    assert sum(p.placeholder.gpus for p in result.create) == 6  # asked for again
