@@ -5,7 +5,8 @@ and sets `handler(args) -> exit status` on each. `main` runs the handler
 and maps raybridge errors onto exit statuses (0 done, 1 job failed or
 stopped, 2 bad input, 3 cluster unreachable or not admitted in time, 130
 interrupted). Nothing heavy is imported here or by the group modules at
-import time, so `--help` answers at once.
+import time, so `--help` answers at once; a command line that names a
+command builds (and imports) only the parsers of that command's group.
 """
 
 from __future__ import annotations
@@ -28,8 +29,28 @@ COMMAND_GROUPS: tuple[str, ...] = (
     "raybridge.cli.explain",
 )
 
+#: The top-level commands each group module registers, so that a command line naming one builds
+#: only that group's parsers (start-up time); anything else builds them all.
+COMMANDS_OF_GROUP: dict[str, tuple[str, ...]] = {
+    "raybridge.cli.jobs": ("discover", "plan", "render", "submit"),
+    "raybridge.cli.lifecycle": ("status", "logs", "stop", "delete", "list"),
+    "raybridge.cli.queues": ("queues",),
+    "raybridge.cli.adjuster": ("adjuster",),
+    "raybridge.cli.explain": ("explain",),
+}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def _groups_for(argv: Sequence[str]) -> tuple[str, ...]:
+    """The group modules to register: the one that owns the command argv names first, else all."""
+    command = argv[0] if argv else ""
+    for module, commands in COMMANDS_OF_GROUP.items():
+        if command in commands:
+            return (module,)
+    return COMMAND_GROUPS
+
+
+def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
+    """The whole parser, or (given the command line) only the parsers of the group it names."""
     parser = Parser(
         prog="raybridge",
         description="Run Ray jobs on Kubernetes GPU clusters (AMD and NVIDIA) through KubeRay and Kueue, or on a local Ray.",
@@ -38,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="also show Ray's and the clients' own logs and warnings (anywhere on the line)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for module in COMMAND_GROUPS:
+    for module in COMMAND_GROUPS if argv is None else _groups_for(argv):
         importlib.import_module(module).register(sub)
     return parser
 
@@ -64,7 +85,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from raybridge.noise import quiet_libraries
 
     quiet_libraries(verbose)
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.version:
         from raybridge import __version__

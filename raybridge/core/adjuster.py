@@ -215,8 +215,9 @@ def plan_placeholders(
             )
         if any(p.source == "gpu-memory-fallback" for p in pieces):
             notes.append(f"group {group.id}: GPU memory of its nodes unknown: gpu-memory pods count as {format_fraction(settings.memory_fallback_fraction)} of a GPU")
+        items = [_pack_item(p) for p in pieces]
         packing = pack(
-            [PackItem(p.pod, p.fraction, p.devices) for p in pieces],
+            items,
             node_gpus,
             exact_max_slices=settings.exact_max_slices,
             budget=settings.search_budget,
@@ -224,8 +225,8 @@ def plan_placeholders(
         # The scheduler places pods one by one, not as the exact packing does: add GPUs until a best-fit
         # placement in its order (KAI's within a queue: oldest first) also finds room for every pod (bounded:
         # each round adds some).
-        ordered = sorted(pieces, key=lambda p: (p.created is None, p.created or "", -(p.waiting_seconds or 0.0), p.pod))
-        ordered_items = [PackItem(p.pod, p.fraction, p.devices) for p in ordered]
+        ordered = sorted(range(len(pieces)), key=lambda i: _scheduling_order(pieces[i]))
+        ordered_items = [items[i] for i in ordered]
         planned_nodes = list(packing.nodes)
         greedy_extra = 0
         for _ in range(GREEDY_ROUNDS):
@@ -293,6 +294,15 @@ def plan_placeholders(
         notes=tuple(notes),
         warnings=selection.warnings,
     )
+
+
+def _pack_item(piece: DemandPiece) -> PackItem:
+    return PackItem(piece.pod, piece.fraction, piece.devices)
+
+
+def _scheduling_order(piece: DemandPiece) -> tuple[bool, str, float, str]:
+    """The scheduler's order within a group: oldest first (creation, then the longest wait), then by name."""
+    return (piece.created is None, piece.created or "", -(piece.waiting_seconds or 0.0), piece.pod)
 
 
 def _apply_cap(

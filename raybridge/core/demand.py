@@ -272,7 +272,10 @@ def _list(value: Any) -> list[Any]:
 
 
 def pod_key(pod: Any) -> str:
-    meta = _dict(_dict(pod).get("metadata"))
+    return _key_of_meta(_dict(_dict(pod).get("metadata")))
+
+
+def _key_of_meta(meta: Mapping[str, Any]) -> str:
     namespace, name = meta.get("namespace"), meta.get("name")
     ns = namespace if isinstance(namespace, str) and namespace else "default"
     return f"{ns}/{name if isinstance(name, str) and name else '?'}"
@@ -422,6 +425,30 @@ def _vendor_from_keys(selector: Mapping[str, Any], terms: Sequence[Mapping[str, 
     return found.pop() if len(found) == 1 else None
 
 
+_items = dict.items
+
+
+def _spelling(spec: Mapping[str, Any]) -> Any:
+    """A hashable key for a spec's nodeSelector, affinity and tolerations exactly as written (cheaper than repr).
+
+    Without an affinity, and with a selector and tolerations shaped as they should be, the key is their items as
+    tuples; anything else gets the repr. Values equal as Python values but of other types (1, 1.0, True) share a
+    key, which is safe: constraint_problem and the canonical form treat every non-string value alike.
+    """
+    selector, affinity, tolerations = spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")
+    if affinity is None and (selector is None or type(selector) is dict) and (tolerations is None or type(tolerations) is list):
+        try:
+            key = (
+                None if selector is None else tuple(_items(selector)),
+                None if tolerations is None else tuple(map(tuple, map(_items, tolerations))),
+            )
+            hash(key)
+            return key
+        except TypeError:  # an element that is not a dict, or a value that is a list or a dict
+            pass
+    return repr((selector, affinity, tolerations))
+
+
 class _Groups:
     """Constraint groups and what the known nodes say about each (computed once per distinct constraints)."""
 
@@ -429,12 +456,16 @@ class _Groups:
         self.nodes = nodes
         self.settings = settings
         self._candidates: dict[tuple[str, str, str], list[_NodeFacts]] = {}
-        self._constraints: dict[tuple[str, str, str], tuple[Optional[str], tuple[str, str, str]]] = {}
+        self._constraints: dict[Any, tuple[Optional[str], tuple[str, str, str]]] = {}
         self._vendors: dict[tuple[str, str, str], str] = {}
         self._groups: dict[tuple[tuple[str, str, str], str], tuple[ConstraintGroup, GroupShape]] = {}
         self.shapes: dict[ConstraintGroup, GroupShape] = {}
         self.fractions: dict[str, tuple[Optional[Fraction], Optional[str]]] = {}
         self.memory_fractions: dict[tuple[int, int], Fraction] = {}
+        #: Per distinct text (pods repeat them): parsed whole numbers, the wait since a transition time, quota verdicts.
+        self.wholes: dict[tuple[str, str], tuple[Optional[int], Optional[str]]] = {}
+        self.waits: dict[Any, Optional[float]] = {}
+        self.quota_messages: dict[str, Optional[str]] = {}
 
     def candidates(self, key: tuple[str, str, str]) -> list[_NodeFacts]:
         if key not in self._candidates:
@@ -453,7 +484,7 @@ class _Groups:
 
     def constraints(self, spec: Mapping[str, Any]) -> tuple[Optional[str], tuple[str, str, str]]:
         """(what is malformed, canonical constraints key), computed once per distinct spelling."""
-        raw = (repr(spec.get("nodeSelector")), repr(spec.get("affinity")), repr(spec.get("tolerations")))
+        raw = _spelling(spec)
         found = self._constraints.get(raw)
         if found is None:
             problem = constraint_problem(spec)
@@ -519,10 +550,19 @@ def quota_block_reason(pod: Mapping[str, Any], pod_groups: Mapping[tuple[str, st
     """Why KAI says the pod waits for its queue rather than for nodes, or None."""
     if cond is None:
         cond = pod_scheduled_condition(pod) or {}
-    message = cond.get("message")
+    return _quota_in_message(cond.get("message")) or _quota_in_pod_group(pod, pod_groups)
+
+
+def _quota_in_message(message: Any) -> Optional[str]:
     if isinstance(message, str) and _QUOTA_PATTERN.search(message):
         first_line = message.strip().splitlines()[0] if message.strip() else message
         return f"its queue is out of quota, not out of nodes (KAI: {_clip(first_line, 200)})"
+    return None
+
+
+def _quota_in_pod_group(pod: Mapping[str, Any], pod_groups: Mapping[tuple[str, str], Any]) -> Optional[str]:
+    if not pod_groups:
+        return None
     meta = _dict(pod.get("metadata"))
     pg_name = _dict(meta.get("annotations")).get(KAI_POD_GROUP_ANNOTATION)
     if isinstance(pg_name, str) and pod_groups:
@@ -597,6 +637,18 @@ def select_demand(
     )
 
 
+def _whole_cached(groups: "_Groups", raw: Any, what: str) -> tuple[Optional[int], Optional[str]]:
+    """`parse_whole(raw, what, 1)`, once per distinct text."""
+    if not isinstance(raw, str):
+        return parse_whole(raw, what, 1)
+    found = groups.wholes.get((what, raw))
+    if found is None:
+        found = parse_whole(raw, what, 1)
+        if len(groups.wholes) < 10_000:
+            groups.wholes[(what, raw)] = found
+    return found
+
+
 def _judge(
     pod: dict[str, Any],
     meta: dict[str, Any],
@@ -606,12 +658,13 @@ def _judge(
     now: datetime,
     pod_groups: Mapping[tuple[str, str], Any],
 ) -> DemandPiece | IgnoredPod:
-    key = pod_key(pod)
+    key = _key_of_meta(meta)
 
     def ignore(code: str, reason: str) -> IgnoredPod:
         return IgnoredPod(key, code, reason)
 
-    if not isinstance(meta.get("name"), str) or not meta.get("name"):
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
         return ignore("malformed", "the pod has no metadata.name")
     spec = pod.get("spec")
     if not isinstance(spec, dict):
@@ -638,11 +691,11 @@ def _judge(
     memory_mib: Optional[int] = None
     # An empty gpu-fraction counts as absent, as KAI reads it (pkg/common/resources/gpu_sharing.go,
     # parseGpuFractionalPortion): gpu-memory, if any, decides.
-    fraction_given = annotations.get(KAI_GPU_FRACTION_ANNOTATION, "") != ""
+    raw = annotations.get(KAI_GPU_FRACTION_ANNOTATION, "")
+    fraction_given = raw != ""
     if not fraction_given and annotations.get(KAI_GPU_MEMORY_ANNOTATION, "") == "":
         return ignore("bad-annotation", "gpu-fraction and gpu-memory are both empty or absent")
     if fraction_given:
-        raw = annotations[KAI_GPU_FRACTION_ANNOTATION]
         cached = groups.fractions.get(raw) if isinstance(raw, str) else None
         if cached is None:
             cached = parse_fraction(raw)
@@ -650,12 +703,12 @@ def _judge(
                 groups.fractions[raw] = cached
         fraction, problem = cached
     else:
-        memory_mib, problem = parse_whole(annotations[KAI_GPU_MEMORY_ANNOTATION], "gpu-memory (MiB)", 1)
+        memory_mib, problem = _whole_cached(groups, annotations[KAI_GPU_MEMORY_ANNOTATION], "gpu-memory (MiB)")
     if problem:
         return ignore("bad-annotation", problem)
     devices = 1
     if KAI_GPU_DEVICES_ANNOTATION in annotations:
-        parsed, problem = parse_whole(annotations[KAI_GPU_DEVICES_ANNOTATION], "gpu-fraction-num-devices", 1)
+        parsed, problem = _whole_cached(groups, annotations[KAI_GPU_DEVICES_ANNOTATION], "gpu-fraction-num-devices")
         if problem or parsed is None:
             return ignore("bad-annotation", problem or "bad gpu-fraction-num-devices")
         devices = parsed
@@ -670,20 +723,42 @@ def _judge(
         return ignore("bad-constraints", problem)
 
     # --- is it waiting for nodes? ---
-    cond = pod_scheduled_condition(pod)
+    cond = None  # pod_scheduled_condition(pod), without walking to the status again
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    if isinstance(conditions, list):
+        for candidate in conditions:
+            if isinstance(candidate, dict) and candidate.get("type") == "PodScheduled":
+                cond = candidate
+                break
     if cond is None or cond.get("status") != "False" or cond.get("reason") != "Unschedulable":
         shown = "no PodScheduled condition" if cond is None else f"PodScheduled {cond.get('status')}/{cond.get('reason') or '-'}"
         return ignore("not-unschedulable", f"not marked Unschedulable ({shown})")
-    waited: Optional[float] = None
-    since = parse_time(cond.get("lastTransitionTime"))
-    if since is not None:
-        waited = (now - since).total_seconds()
+    stamp = cond.get("lastTransitionTime")
+    if isinstance(stamp, str) and stamp in groups.waits:
+        waited = groups.waits[stamp]
+    else:
+        waited = None
+        since = parse_time(stamp)
+        if since is not None:
+            waited = (now - since).total_seconds()
+        if isinstance(stamp, str) and len(groups.waits) < 100_000:
+            groups.waits[stamp] = waited
     if settings.grace_period_seconds > 0:
         if waited is None:
             return ignore("grace-period", "PodScheduled has no valid lastTransitionTime: how long it has waited is unknown")
         if waited < settings.grace_period_seconds:
             return ignore("grace-period", f"unschedulable for {max(waited, 0):.1f} s, under the {settings.grace_period_seconds:g} s grace period")
-    blocked = quota_block_reason(pod, pod_groups, cond)
+    message = cond.get("message")
+    if isinstance(message, str):
+        if message in groups.quota_messages:
+            blocked = groups.quota_messages[message]
+        else:
+            blocked = _quota_in_message(message)
+            if len(groups.quota_messages) < 10_000:
+                groups.quota_messages[message] = blocked
+    else:
+        blocked = None
+    blocked = blocked or _quota_in_pod_group(pod, pod_groups)
     if blocked:
         return ignore("quota-blocked", blocked)
 
@@ -701,11 +776,12 @@ def _judge(
             fraction = Fraction(memory_mib or 0, shape.gpu_memory_mib)
             groups.memory_fractions[(memory_mib or 0, shape.gpu_memory_mib)] = fraction
         source = "gpu-memory"
-        if fraction > 1:
+        if (memory_mib or 0) > shape.gpu_memory_mib:  # the fraction is above 1, compared without Fraction arithmetic
             return ignore("memory-exceeds-gpu", f"asks for {memory_mib} MiB per GPU, but the GPUs it may land on have {shape.gpu_memory_mib} MiB")
     else:
         fraction = settings.memory_fallback_fraction
         source = "gpu-memory-fallback"
+    created = meta.get("creationTimestamp")
     return DemandPiece(
         pod=key,
         fraction=fraction,
@@ -714,5 +790,5 @@ def _judge(
         source=source,
         memory_mib=memory_mib,
         waiting_seconds=waited,
-        created=meta.get("creationTimestamp") if isinstance(meta.get("creationTimestamp"), str) else None,
+        created=created if isinstance(created, str) else None,
     )
