@@ -3,12 +3,11 @@ into a pod it does not apply to. Each row judges several pods in one selection a
 
 from __future__ import annotations
 
-import dataclasses
 from fractions import Fraction
 
 import pytest
 
-from raybridge.core.demand import AdjusterSettings, DemandPiece, select_demand
+from raybridge.core.demand import AdjusterSettings, select_demand
 from tests.unit.adjuster_objects import NOW, node, pod
 
 SETTINGS = AdjusterSettings()
