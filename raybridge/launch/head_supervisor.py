@@ -3,11 +3,13 @@
 Run as `python -m raybridge.launch.head_supervisor [--temp-dir DIR] -- ray start --head ...`
 in a new session (its own process group). It makes itself a child subreaper,
 starts the head as its child, then blocks on stdin; when stdin closes
-(raybridge exited, crashed or was killed with SIGKILL) it terminates the
+(raybridge exited, crashed or was killed with SIGKILL), or the head exits
+on its own (it failed to start, or died), it terminates the
 whole process group and every descendant: the head, the raylet, the
 dashboard, every worker, the job's entrypoint and whatever the entrypoint
 left running in the background (orphans are re-parented to the subreaper,
-so they stay in its tree). Then it removes the head's temp dir. That is
+so they stay in its tree). Then it removes the head's temp dir (unless the
+head exited on its own: raybridge quotes its log, then removes it). That is
 what makes "nothing left behind" hold even when raybridge cannot run its
 own clean-up.
 
@@ -17,6 +19,7 @@ It does not talk to Ray; it only starts and kills processes.
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -117,18 +120,38 @@ def main(argv: list[str]) -> int:
         return 2
     _become_subreaper()
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+    head_exited = False
     try:
-        while sys.stdin.buffer.read(1):
-            pass  # raybridge writes nothing; EOF means it is gone or done
+        head_exited = _wait_for_eof_or_exit(child)
     except (OSError, KeyboardInterrupt):
         pass
     finally:
         _kill_family()
         child.poll()
         _reap()
-        if temp_dir:
+        # A head that exited on its own leaves its log for raybridge to quote; raybridge removes
+        # the dir then (or, were it gone too, the next run's sweep of dirs whose owners are gone).
+        if temp_dir and not head_exited:
             shutil.rmtree(temp_dir, ignore_errors=True)
     return 0
+
+
+#: How often the head's own exit is checked while waiting for raybridge's stdin to close.
+CHILD_POLL_SECONDS = 0.5
+
+
+def _wait_for_eof_or_exit(child: "subprocess.Popen[bytes]") -> bool:
+    """Return when stdin closes (raybridge is gone or done: False) or the head exits on its own (True).
+
+    A head that dies while starting (a port taken, a bad flag) thus ends the
+    supervisor at once, and raybridge sees that instead of waiting out its timeout.
+    """
+    stdin = sys.stdin.buffer
+    while child.poll() is None:
+        readable, _, _ = select.select([stdin], [], [], CHILD_POLL_SECONDS)
+        if readable and not os.read(stdin.fileno(), 4096):
+            return False  # raybridge writes nothing; EOF means it is gone or done
+    return True
 
 
 def _reap() -> None:

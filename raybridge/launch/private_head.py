@@ -2,8 +2,11 @@
 
 With no address, it starts a private head (its own temp dir, free ports,
 dashboard on loopback) under `head_supervisor`, so the head dies with
-raybridge however raybridge ends. With an address (`--address` or
-`RAY_ADDRESS`) it only submits there and leaves that cluster alone.
+raybridge however raybridge ends. The head leaves out what a Job API
+submission does not need, as far as `ray start` allows (the autoscaler
+monitor, idle prestarted workers), and `release()` returns without waiting
+for it to wind down. With an address (`--address` or `RAY_ADDRESS`) it
+only submits there and leaves that cluster alone.
 
 It does not size anything (`raybridge.core.sizing` does) and does not print
 (the CLI does); it returns a `JobHandle`.
@@ -29,6 +32,10 @@ TEMP_PREFIX = "raybridge-"
 #: In each private head's temp dir: the processes that own it, as "pid starttime" lines.
 OWNERS_FILE = "raybridge-owners"
 AUTH_MODE_ENV = "RAY_AUTH_MODE"
+#: Ray settings for the private head, unless the user's environment sets them.
+HEAD_ENV_DEFAULTS = {"RAY_prestart_worker_first_driver": "0"}
+#: How often the dashboard is asked whether it answers yet.
+READY_POLL_SECONDS = 0.1
 
 
 def free_port() -> int:
@@ -70,6 +77,7 @@ class PrivateRayHead:
             "--temp-dir", str(self.temp_dir),
             "--include-dashboard", "true",
             "--disable-usage-stats",
+            "--no-monitor",  # the autoscaler: a private head has nothing to scale
         ]  # fmt: skip
         if self.num_cpus is not None:
             command += ["--num-cpus", str(self.num_cpus)]
@@ -83,6 +91,11 @@ class PrivateRayHead:
         # RAY_AUTH_MODE is unset. The private head listens on loopback only and belongs to this
         # run, so it runs without, unless the user asked for a mode explicitly.
         env.setdefault(AUTH_MODE_ENV, "disabled")
+        # Every job raybridge submits carries a runtime env (its allocation env vars, usually a
+        # working dir), so the idle workers the raylet would prestart for the first driver (the
+        # job agent's own) can never run its tasks: they only take CPU while the job starts.
+        for name, value in HEAD_ENV_DEFAULTS.items():
+            env.setdefault(name, value)
         # The job's `python` is the one raybridge runs under, activated or not.
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         self._supervisor = subprocess.Popen(
@@ -98,6 +111,7 @@ class PrivateRayHead:
         self.gcs_address = f"127.0.0.1:{gcs}"
         self.dashboard_url = f"http://127.0.0.1:{dashboard}"
         progress(f"starting a private local Ray head (dashboard {self.dashboard_url})")
+        _import_job_client()  # while the head starts, not after
         self._wait_ready(timeout)
         return self.dashboard_url
 
@@ -109,7 +123,7 @@ class PrivateRayHead:
                 raise InfraError(f"the local Ray head exited while starting: {self.log_tail()}")
             if _answers(f"{self.dashboard_url}/api/version") and _answers(f"{self.dashboard_url}/api/jobs/"):
                 return
-            time.sleep(0.25)
+            time.sleep(READY_POLL_SECONDS)
         tail = self.log_tail()  # before stop() removes the log with the temp dir
         self.stop()
         raise InfraError(f"the local Ray head did not start within {timeout:.0f}s: {tail}")
@@ -129,7 +143,9 @@ class PrivateRayHead:
         its own, so the job's result need not wait for Ray to wind down.
         """
         proc, self._supervisor = self._supervisor, None
-        self.temp_dir = None  # the supervisor removes it
+        temp_dir, self.temp_dir = self.temp_dir, None  # the supervisor removes it
+        if proc is not None and proc.poll() is not None and temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)  # the head had died: the supervisor left it
         if proc is not None and proc.stdin:
             try:
                 proc.stdin.close()
@@ -156,6 +172,17 @@ class PrivateRayHead:
         if self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
             self.temp_dir = None
+
+
+def _import_job_client() -> None:
+    """Import Ray's Job API client now (a second or more of CPU), overlapping the head's start."""
+    try:
+        import ray.job_submission  # noqa: F401
+    except Exception:
+        return  # the submission reports it, with context
+    from raybridge.noise import after_ray_import
+
+    after_ray_import()
 
 
 def _answers(url: str) -> bool:
