@@ -32,7 +32,7 @@ from raybridge.core.demand import (
     select_demand,
 )
 from raybridge.core.kai_policy import KAI_RESOURCE_KEY, kai_pass
-from raybridge.core.packing import PackItem, greedy_leftovers, pack
+from raybridge.core.packing import BestFitScheduler, PackItem, pack
 from raybridge.core.quantity import format_fraction
 
 #: Rounds of "add GPUs for what a greedy scheduler leaves" per group; one is almost always enough.
@@ -215,7 +215,7 @@ def plan_placeholders(
             )
         if any(p.source == "gpu-memory-fallback" for p in pieces):
             notes.append(f"group {group.id}: GPU memory of its nodes unknown: gpu-memory pods count as {format_fraction(settings.memory_fallback_fraction)} of a GPU")
-        items = [_pack_item(p) for p in pieces]
+        items = [PackItem(p.pod, p.fraction, p.devices) for p in pieces]
         packing = pack(
             items,
             node_gpus,
@@ -225,17 +225,19 @@ def plan_placeholders(
         # The scheduler places pods one by one, not as the exact packing does: add GPUs until a best-fit
         # placement in its order (KAI's within a queue: oldest first) also finds room for every pod (bounded:
         # each round adds some).
-        ordered = sorted(range(len(pieces)), key=lambda i: _scheduling_order(pieces[i]))
-        ordered_items = [items[i] for i in ordered]
+        order_keys = [_scheduling_order(p) for p in pieces]
+        ordered_items = [items[i] for i in sorted(range(len(pieces)), key=order_keys.__getitem__)]
         planned_nodes = list(packing.nodes)
         greedy_extra = 0
+        check = BestFitScheduler(ordered_items, [n.gpus for n in planned_nodes])
         for _ in range(GREEDY_ROUNDS):
-            left = greedy_leftovers(ordered_items, [n.gpus for n in planned_nodes])
+            left = check.run()
             if not left:
                 break
             extra = pack([ordered_items[i] for i in left], node_gpus, exact_max_slices=0, budget=0)
             planned_nodes.extend(extra.nodes)
             greedy_extra += extra.gpus
+            check = check.resumed_with([n.gpus for n in extra.nodes])  # the same placements up to the first leftover
         if greedy_extra:
             notes.append(
                 f"group {group.id}: placed one by one, oldest first, best fit, these pods need {greedy_extra} GPU(s) more "
@@ -264,7 +266,7 @@ def plan_placeholders(
             )
         )
         waiting.update((p.pod, p.waiting_seconds or 0.0) for p in pieces)
-        tolerations = tuple(group.tolerations)
+        tolerations, group_id = tuple(group.tolerations), group.id  # once per group, not per placeholder
         for node in planned_nodes:
             placeholders.append(
                 (
@@ -275,7 +277,7 @@ def plan_placeholders(
                         node_selector=group.node_selector,
                         affinity=group.affinity,
                         tolerations=tolerations,
-                        group=group.id,
+                        group=group_id,
                     ),
                     node.gpu_pods,
                 )
@@ -294,10 +296,6 @@ def plan_placeholders(
         notes=tuple(notes),
         warnings=selection.warnings,
     )
-
-
-def _pack_item(piece: DemandPiece) -> PackItem:
-    return PackItem(piece.pod, piece.fraction, piece.devices)
 
 
 def _scheduling_order(piece: DemandPiece) -> tuple[bool, str, float, str]:

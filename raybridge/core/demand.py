@@ -429,24 +429,27 @@ _items = dict.items
 
 
 def _spelling(spec: Mapping[str, Any]) -> Any:
-    """A hashable key for a spec's nodeSelector, affinity and tolerations exactly as written (cheaper than repr).
+    """A key for a spec's nodeSelector, affinity and tolerations exactly as written (cheaper than repr).
 
     Without an affinity, and with a selector and tolerations shaped as they should be, the key is their items as
-    tuples; anything else gets the repr. Values equal as Python values but of other types (1, 1.0, True) share a
-    key, which is safe: constraint_problem and the canonical form treat every non-string value alike.
+    tuples (unhashable where a value is a list or a dict: `_spelling_repr` is the key then); anything else gets
+    the repr. Values equal as Python values but of other types (1, 1.0, True) share a key, which is safe:
+    constraint_problem and the canonical form treat every non-string value alike.
     """
     selector, affinity, tolerations = spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")
     if affinity is None and (selector is None or type(selector) is dict) and (tolerations is None or type(tolerations) is list):
         try:
-            key = (
+            return (
                 None if selector is None else tuple(_items(selector)),
                 None if tolerations is None else tuple(map(tuple, map(_items, tolerations))),
             )
-            hash(key)
-            return key
-        except TypeError:  # an element that is not a dict, or a value that is a list or a dict
+        except TypeError:  # an element that is not a dict
             pass
-    return repr((selector, affinity, tolerations))
+    return _spelling_repr(spec)
+
+
+def _spelling_repr(spec: Mapping[str, Any]) -> str:
+    return repr((spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")))
 
 
 class _Groups:
@@ -485,7 +488,11 @@ class _Groups:
     def constraints(self, spec: Mapping[str, Any]) -> tuple[Optional[str], tuple[str, str, str]]:
         """(what is malformed, canonical constraints key), computed once per distinct spelling."""
         raw = _spelling(spec)
-        found = self._constraints.get(raw)
+        try:  # the tuple's hash is computed here once, not checked beforehand as well
+            found = self._constraints.get(raw)
+        except TypeError:  # a value that is a list or a dict
+            raw = _spelling_repr(spec)
+            found = self._constraints.get(raw)
         if found is None:
             problem = constraint_problem(spec)
             found = (problem, ("", "", "") if problem else _constraints_of(spec))

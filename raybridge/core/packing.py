@@ -580,11 +580,15 @@ def _nodes(free: Sequence[int], node_members: Sequence[Sequence[int]], placed: S
         for g in gpus:
             pods_on.setdefault(g, set()).add(pods[item])
     out = []
+    load_of: dict[int, Fraction] = {}  # per free space: GPUs share a few
     for members in node_members:
         if not members:
             continue
         names = sorted({p for g in members for p in pods_on.get(g, ())})
-        loads = tuple(Fraction(capacity - free[g], capacity) for g in members)
+        for g in members:
+            if free[g] not in load_of:
+                load_of[free[g]] = Fraction(capacity - free[g], capacity)
+        loads = tuple(load_of[free[g]] for g in members)
         per_gpu = tuple(tuple(sorted(pods_on.get(g, ()))) for g in members)
         out.append(PackedNode(gpus=len(members), pods=tuple(names), loads=loads, gpu_pods=per_gpu))
     return tuple(out)
@@ -596,13 +600,13 @@ def pack(items: Sequence[PackItem], node_gpus: Optional[int] = None, exact_max_s
         return Packing(gpus=0, lower_bound=0, method="exact", proof="nothing to pack", node_gpus=node_gpus or 0)
     largest = max(i.devices for i in items)
     size_of_node = node_gpus or largest
-    for item in items:
-        if not 0 < item.size <= 1 or item.devices < 1 or item.devices > size_of_node:
+    ratios = [(i.size.numerator, i.size.denominator) for i in items]  # tuples hash fast, Fractions do not
+    for item, (num, den) in zip(items, ratios):  # 0 < size <= 1 on the integers (denominators are positive)
+        if not 0 < num <= den or item.devices < 1 or item.devices > size_of_node:
             raise ValueError(f"cannot pack {item}: size must be in (0, 1] and devices in [1, {size_of_node}]")
-    ratios = {(i.size.numerator, i.size.denominator) for i in items}  # tuples hash fast, Fractions do not
     capacity = math.lcm(*{d for _, d in ratios})
-    scaled = {(n, d): n * (capacity // d) for n, d in ratios}
-    sizes = [scaled[(i.size.numerator, i.size.denominator)] for i in items]
+    scaled = {(n, d): n * (capacity // d) for n, d in set(ratios)}
+    sizes = [scaled[ratio] for ratio in ratios]
     devices = [i.devices for i in items]
     pods = [i.pod for i in items]
     order = sorted(range(len(items)), key=lambda i: (-sizes[i], -devices[i], pods[i]))
@@ -676,71 +680,127 @@ def greedy_leftovers(items: Sequence[PackItem], node_sizes: Sequence[int]) -> li
     the planner adds GPUs for what this leaves (`core/adjuster.py`).
     Returns the positions in `items` of the pods left over.
     """
-    if not items:
-        return []
-    capacity = math.lcm(*{i.size.denominator for i in items})
-    # per node, (free, gpu) ascending; and all of them as (free, node, gpu) for a global best fit
-    by_node = [[(capacity, gpu) for gpu in range(n)] for n in node_sizes]
-    slots = sorted((capacity, node, gpu) for node, n in enumerate(node_sizes) for gpu in range(n))
-    left: list[int] = []
-    smallest = min(i.size.numerator * (capacity // i.size.denominator) for i in items)
-    # Multi-device pods look at the nodes in use that the smallest pod still fits and, of the untouched ones
-    # (all alike), only the first of each size: a scan of every node per pod is too slow at thousands of pods.
-    in_use: list[int] = []
-    untouched = set(range(len(node_sizes)))
-    fresh_by_size: dict[int, list[int]] = {}  # per node size: [cursor, node, node, ...] in order
-    for node, n in enumerate(node_sizes):
-        fresh_by_size.setdefault(n, [1]).append(node)
-    full: set[int] = set()
+    return BestFitScheduler(items, node_sizes).run()
 
-    def take(node: int, gpu: int, room: int, size: int) -> None:
+
+class BestFitScheduler:
+    """`greedy_leftovers` as a run that can be resumed with more nodes, for the planner's rounds.
+
+    Nodes added later come after the first ones and start empty, so the
+    scheduler picks one of their GPUs only where no earlier GPU has room:
+    a run over more nodes places every pod exactly as the run before did, up
+    to that run's first pod left over. `run()` keeps a copy of the state
+    there, and `resumed_with(sizes)` goes on from it with the new nodes, so
+    each round places only the pods from its predecessor's first leftover on
+    rather than all of them again (the same leftovers, in less time).
+    """
+
+    def __init__(self, items: Sequence[PackItem], node_sizes: Sequence[int]) -> None:
+        self.items = items
+        self.capacity = math.lcm(*{i.size.denominator for i in items}) if items else 1
+        self.sizes = [i.size.numerator * (self.capacity // i.size.denominator) for i in items]
+        self.smallest = min(self.sizes, default=0)
+        #: per node, (free, gpu) ascending; and every GPU as (free, node, gpu), ascending, for a global best fit
+        self.by_node: list[list[tuple[int, int]]] = []
+        self.slots: list[tuple[int, int, int]] = []
+        # Multi-device pods look at the nodes in use that the smallest pod still fits and, of the untouched ones
+        # (all alike), only the first of each size: a scan of every node per pod is too slow at thousands of pods.
+        self.in_use: list[int] = []
+        self.untouched: set[int] = set()
+        self.fresh_by_size: dict[int, list[int]] = {}  # per node size: [cursor, node, node, ...] in order
+        self.full: set[int] = set()
+        self.start = 0
+        self.checkpoint: Optional[BestFitScheduler] = None
+        self._add_nodes(node_sizes)
+
+    def _add_nodes(self, node_sizes: Sequence[int]) -> None:
+        capacity = self.capacity
+        for n in node_sizes:
+            node = len(self.by_node)
+            self.by_node.append([(capacity, gpu) for gpu in range(n)])
+            # the new node's GPUs are empty and numbered after every other: they sort last
+            self.slots.extend((capacity, node, gpu) for gpu in range(n))
+            self.untouched.add(node)
+            self.fresh_by_size.setdefault(n, [1]).append(node)
+
+    def _copy(self) -> BestFitScheduler:
+        twin = BestFitScheduler.__new__(BestFitScheduler)
+        twin.items, twin.capacity, twin.sizes, twin.smallest = self.items, self.capacity, self.sizes, self.smallest
+        twin.by_node = [list(mine) for mine in self.by_node]
+        twin.slots = list(self.slots)
+        twin.in_use = list(self.in_use)
+        twin.untouched = set(self.untouched)
+        twin.fresh_by_size = {n: list(nodes) for n, nodes in self.fresh_by_size.items()}
+        twin.full = set(self.full)
+        twin.start, twin.checkpoint = self.start, None
+        return twin
+
+    def resumed_with(self, node_sizes: Sequence[int]) -> BestFitScheduler:
+        """The last run's state at its first pod left over, with nodes of `node_sizes` added (run it next)."""
+        if self.checkpoint is None:
+            raise ValueError("nothing to resume: the last run left no pod over")
+        resumed = self.checkpoint
+        resumed._add_nodes(node_sizes)
+        return resumed
+
+    def _take(self, node: int, gpu: int, room: int, size: int) -> None:
+        slots = self.slots
         del slots[bisect.bisect_left(slots, (room, node, gpu))]
         bisect.insort(slots, (room - size, node, gpu))
-        mine = by_node[node]
+        mine = self.by_node[node]
         del mine[bisect.bisect_left(mine, (room, gpu))]
         bisect.insort(mine, (room - size, gpu))
-        if node in untouched:
-            untouched.discard(node)
-            bisect.insort(in_use, node)
-        if mine[-1][0] < smallest:
-            full.add(node)
+        if node in self.untouched:
+            self.untouched.discard(node)
+            bisect.insort(self.in_use, node)
+        if mine[-1][0] < self.smallest:
+            self.full.add(node)
 
-    for index, item in enumerate(items):
-        size = item.size.numerator * (capacity // item.size.denominator)
-        if item.devices == 1:
-            at = bisect.bisect_left(slots, (size, -1, -1))
-            if at == len(slots):
+    def run(self) -> list[int]:
+        """Place the pods from where this run starts; the positions (in all the items) of those left over."""
+        left: list[int] = []
+        sizes = self.sizes
+        for index in range(self.start, len(self.items)):
+            size, devices = sizes[index], self.items[index].devices
+            chosen = self._single(size) if devices == 1 else self._multi(size, devices)
+            if chosen is None:
+                if not left:
+                    self.checkpoint = self._copy()
+                    self.checkpoint.start = index
                 left.append(index)
                 continue
-            room, node, gpu = slots[at]
-            take(node, gpu, room, size)
-            continue
+            node, fits = chosen
+            for room, gpu in fits:
+                self._take(node, gpu, room, size)
+        return left
+
+    def _single(self, size: int) -> Optional[tuple[int, list[tuple[int, int]]]]:
+        at = bisect.bisect_left(self.slots, (size, -1, -1))
+        if at == len(self.slots):
+            return None
+        room, node, gpu = self.slots[at]
+        return node, [(room, gpu)]
+
+    def _multi(self, size: int, devices: int) -> Optional[tuple[int, list[tuple[int, int]]]]:
         best: Optional[tuple[int, int, list[tuple[int, int]]]] = None
-        if full:
-            in_use = [node for node in in_use if node not in full]
-            full.clear()
+        if self.full:
+            self.in_use = [node for node in self.in_use if node not in self.full]
+            self.full.clear()
         firsts = []
-        for size_nodes in fresh_by_size.values():
-            while size_nodes[0] < len(size_nodes) and size_nodes[size_nodes[0]] not in untouched:
+        for size_nodes in self.fresh_by_size.values():
+            while size_nodes[0] < len(size_nodes) and size_nodes[size_nodes[0]] not in self.untouched:
                 size_nodes[0] += 1
             if size_nodes[0] < len(size_nodes):
                 firsts.append(size_nodes[size_nodes[0]])
-        for node in sorted([*in_use, *firsts]):
-            mine = by_node[node]
-            if len(mine) < item.devices or mine[-item.devices][0] < size:
+        for node in sorted([*self.in_use, *firsts]):
+            mine = self.by_node[node]
+            if len(mine) < devices or mine[-devices][0] < size:
                 continue
             at = bisect.bisect_left(mine, (size, -1))
-            if len(mine) - at < item.devices:
+            if len(mine) - at < devices:
                 continue
-            fits = mine[at : at + item.devices]
-            slack = sum(room for room, _ in fits) - size * item.devices
+            fits = mine[at : at + devices]
+            slack = sum(room for room, _ in fits) - size * devices
             if best is None or slack < best[0]:
                 best = (slack, node, fits)
-        if best is None:
-            left.append(index)
-            continue
-        _, node, chosen = best
-        for room, gpu in chosen:
-            take(node, gpu, room, size)
-    return left
-
+        return None if best is None else (best[1], best[2])
