@@ -9,6 +9,8 @@ grace period ending is noticed within `resync` seconds), calls the pure
 decision (`scale_adjuster.decide`) and hands the actions to the `Scaler`. With
 leader election on, only the holder of a coordination.k8s.io Lease acts
 (`kubernetes.leaderelection`); a standby keeps nothing but its health server.
+On a clean stop the leader stops acting, then clears the Lease's holder so a
+standby takes over at its next retry instead of after a lease duration.
 
 It renders nothing: the CLI sets up logging and exit statuses.
 """
@@ -41,6 +43,8 @@ from raybridge.adjuster.settings import RunSettings
 
 log = logging.getLogger("raybridge.adjuster")
 
+#: Why a waiting ProvisioningRequest is deleted when its group's demand changed (a new one asks for it all).
+REPLACED = "replaced"
 #: Events posted per reconcile pass at most (one per pod acted for; the rest wait for the next pass).
 MAX_EVENTS_PER_PASS = 50
 #: Why a GPU-sharing pod is not counted, worth a Warning Event on it (once): what its owner can fix.
@@ -209,6 +213,54 @@ class _Gone(Exception):
     pass
 
 
+def _releasable_lease_lock(settings: RunSettings, identity: str, api_client: Any) -> Any:
+    """The official LeaseLock, plus `release`: after it, this replica writes the Lease no more."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+
+    class ReleasableLeaseLock(LeaseLock):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__(settings.lease_name, settings.lease_namespace or settings.namespace, identity)
+            self.api_instance = client.CoordinationV1Api(api_client)
+            self.released = False
+            self.writing = threading.Lock()
+
+        def create(self, name: str, namespace: str, election_record: Any) -> bool:
+            with self.writing:
+                return False if self.released else super().create(name, namespace, election_record)
+
+        def update(self, name: str, namespace: str, updated_record: Any) -> bool:
+            with self.writing:
+                return False if self.released else super().update(name, namespace, updated_record)
+
+        def release(self, timeout: float) -> bool:
+            """Stop renewing; if the Lease is still ours, clear its holder (True when cleared).
+
+            An empty holderIdentity is what client-go writes on release: a standby of either
+            library takes it on its next retry instead of waiting for the lease to expire. The
+            replace carries the resourceVersion read, so a Lease taken meanwhile is left alone."""
+            with self.writing:
+                self.released = True
+                try:
+                    lease = self.api_instance.read_namespaced_lease(self.name, self.namespace, _request_timeout=(timeout, timeout))
+                    if lease.spec is None or lease.spec.holder_identity != self.identity:
+                        return False
+                    lease.spec.holder_identity = None
+                    lease.spec.lease_duration_seconds = 1
+                    lease.spec.renew_time = datetime.now(timezone.utc)
+                    self.api_instance.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=(timeout, timeout))
+                    return True
+                except (ApiException, OSError) as exc:
+                    log.warning("could not release the Lease %s (%s): it expires in its own time", self.name, _one_line(exc))
+                    return False
+                except Exception as exc:  # noqa: BLE001 - urllib3 errors and the like: never fail the shutdown
+                    log.warning("could not release the Lease %s (%s): it expires in its own time", self.name, _one_line(exc))
+                    return False
+
+    return ReleasableLeaseLock()
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:200] or type(exc).__name__
 
@@ -253,19 +305,25 @@ class Controller:
         if not self.settings.leader_election:
             self._lead(self.stop)
             return
-        thread = threading.Thread(target=self._elect, name="adjuster-election", daemon=True)
+        lock = _releasable_lease_lock(self.settings, self.identity, self.api_client)
+        thread = threading.Thread(target=self._elect, args=(lock,), name="adjuster-election", daemon=True)
         thread.start()
         self.stop.wait()
-        # The official module has no cancel: its thread is a daemon and ends with the process.
+        # The official module has no cancel: its thread is a daemon and ends with the process. Once
+        # this replica has stopped acting, it gives the Lease up so that a standby need not wait a
+        # whole lease duration (client-go's ReleaseOnCancel; the Python module has no such option).
+        if self._lead_lock.acquire(timeout=max(10.0, 2 * self.settings.request_timeout)):
+            self._lead_lock.release()
+            released = lock.release(self.settings.request_timeout)
+            log.info("released the Lease %s" if released else "did not hold the Lease %s: nothing to release",
+                     self.settings.lease_name)
+        else:
+            log.warning("still acting after the stop: leaving the Lease %s to expire", self.settings.lease_name)
 
-    def _elect(self) -> None:
-        from kubernetes import client
+    def _elect(self, lock: Any) -> None:
         from kubernetes.leaderelection import electionconfig, leaderelection
-        from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
         s = self.settings
-        lock = LeaseLock(s.lease_name, s.lease_namespace or s.namespace, self.identity)
-        lock.api_instance = client.CoordinationV1Api(self.api_client)
         while not self.stop.is_set():
             term = threading.Event()
 
@@ -425,19 +483,10 @@ class Controller:
                          extra={"request": meta.get("name"), "state": state})
         ns = self.settings.namespace
         result = decide_requests(all_pods, nodes.snapshot(), request_objects, templates.snapshot(), self.settings, self.clock())
-        for name, reason in result.decision.delete:
+        for name, reason in [*result.decision.delete, *((name, REPLACED) for name in result.superseded)]:
             if self._stopping():
                 break
-            outcome = scaler.delete_request(ns, name)
-            if not outcome.ok:
-                log.warning("could not delete ProvisioningRequest %s: %s", name, outcome.detail)
-                continue
-            requests.forget(f"{ns}/{name}")
-            self.metrics.actions.labels("delete", reason).inc()
-            log.info("deleted ProvisioningRequest %s (%s)", name, reason, extra={"request": name, "reason": reason})
-            for template in templates.snapshot():
-                if ((template.get("metadata") or {}).get("labels") or {}).get(consts.REQUEST_LABEL) == name:
-                    self._delete_template(scaler, templates, template["metadata"]["name"])
+            self._delete_request(scaler, requests, templates, name, reason)
         for name in result.orphan_templates:
             if not self._stopping():
                 self._delete_template(scaler, templates, name)
@@ -461,6 +510,8 @@ class Controller:
             self.metrics.actions.labels("create", "demand").inc()
             log.info("created ProvisioningRequest %s: %d %s for %d pods", planned.name, planned.gpus, planned.resource_key,
                      len(planned.pods), extra={"request": planned.name, "gpus": planned.gpus, "pods": len(planned.pods)})
+            for old in planned.replaces:  # the new request exists: the one it replaces goes
+                self._delete_request(scaler, requests, templates, old, REPLACED)
             for pod_name in planned.pods:
                 pod = pods_by_key.get(pod_name)
                 if pod is None or events >= MAX_EVENTS_PER_PASS:
@@ -482,6 +533,19 @@ class Controller:
         self.passes += 1
         self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
         return result
+
+    def _delete_request(self, scaler: Scaler, requests: Informer, templates: Informer, name: str, reason: str) -> None:
+        ns = self.settings.namespace
+        outcome = scaler.delete_request(ns, name)
+        if not outcome.ok:
+            log.warning("could not delete ProvisioningRequest %s: %s", name, outcome.detail)
+            return
+        requests.forget(f"{ns}/{name}")
+        self.metrics.actions.labels("delete", reason).inc()
+        log.info("deleted ProvisioningRequest %s (%s)", name, reason, extra={"request": name, "reason": reason})
+        for template in templates.snapshot():
+            if ((template.get("metadata") or {}).get("labels") or {}).get(consts.REQUEST_LABEL) == name:
+                self._delete_template(scaler, templates, template["metadata"]["name"])
 
     def _delete_template(self, scaler: Scaler, templates: Informer, name: str) -> None:
         outcome = scaler.delete_template(self.settings.namespace, name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -162,10 +162,14 @@ def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> 
 
 
 # --- --mode provisioning-request ---------------------------------------------------------------
-# One autoscaling.x-k8s.io/v1 ProvisioningRequest per constraint group and round of demand, with
-# one PodTemplate per placeholder size (a podSet of `count` placeholders each). Its spec is
-# immutable, so new demand in a group gets a second request beside the first (the provisioning
-# under way is never thrown away); a request whose demand is gone is deleted with its templates.
+# One autoscaling.x-k8s.io/v1 ProvisioningRequest per constraint group, with one PodTemplate per
+# placeholder size (a podSet of `count` placeholders each). Its spec is immutable (CEL
+# `self == oldSelf`), so when a group's demand changes while its request is still waiting, a new
+# request for the whole new demand is created and the old one deleted once the new one exists:
+# never two waiting requests for one group (a crash between the two leaves both; the next pass
+# keeps the one matching the demand and deletes the other). A request already Provisioned is not
+# replaced: its capacity is up and counts for its pods until they land. A request whose demand is
+# gone is deleted with its templates.
 
 
 def is_request(obj: Mapping[str, Any], namespace: str) -> bool:
@@ -185,9 +189,9 @@ def request_conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 
 
 def request_state(obj: Mapping[str, Any]) -> str:
-    """One word for logs and metrics: provisioned, failed, revoked, accepted or waiting."""
+    """One word for logs and metrics: revoked, booking-expired, failed, provisioned, accepted or waiting."""
     conditions = request_conditions(obj)
-    for kind, word in (("CapacityRevoked", "revoked"), ("Failed", "failed"), ("Provisioned", "provisioned"), ("Accepted", "accepted")):
+    for kind, word in (("CapacityRevoked", "revoked"), ("BookingExpired", "booking-expired"), ("Failed", "failed"), ("Provisioned", "provisioned"), ("Accepted", "accepted")):
         if (conditions.get(kind) or {}).get("status") == "True":
             return word
     return "waiting"
@@ -220,7 +224,8 @@ def read_request(obj: Mapping[str, Any], now: datetime, failed_backoff: float) -
             return None
         return parse_time(condition.get("lastTransitionTime")) or now
 
-    if true("CapacityRevoked"):
+    if true("CapacityRevoked") or true("BookingExpired"):
+        # The capacity (or its booking) is gone: the request is spent; pods still waiting are planned again.
         return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
     provisioned = true("Provisioned")
     if provisioned:
@@ -240,6 +245,8 @@ class PlannedRequest:
     gpus: int
     resource_key: str
     pods: tuple[str, ...]
+    #: Waiting requests of the same group this one replaces: deleted once this one exists.
+    replaces: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -249,6 +256,8 @@ class RequestPass:
     create: tuple[PlannedRequest, ...]
     #: PodTemplates whose request is gone (left by a crash between the two creates).
     orphan_templates: tuple[str, ...]
+    #: Waiting requests superseded by one that already exists (a crash between create and delete): delete now.
+    superseded: tuple[str, ...] = ()
 
 
 def decide_requests(
@@ -259,8 +268,10 @@ def decide_requests(
     settings: RunSettings,
     now: datetime,
 ) -> RequestPass:
-    existing = [r for r in (read_request(obj, now, settings.failed_backoff) for obj in requests
-                            if is_request(obj, settings.namespace)) if r is not None]
+    ours = [obj for obj in requests if is_request(obj, settings.namespace)]
+    existing = [r for r in (read_request(obj, now, settings.failed_backoff) for obj in ours) if r is not None]
+    # Failed, still within the backoff: neither replaced nor joined by a new request until it ends.
+    backing_off = {(obj.get("metadata") or {}).get("name") for obj in ours if request_state(obj) == "failed"}
     decision = reconcile(
         list(pods), nodes, existing, settings.planner, now,
         provision_timeout_seconds=settings.provision_timeout, name_prefix=consts.REQUEST_NAME_PREFIX,
@@ -268,23 +279,51 @@ def decide_requests(
     by_group: dict[str, list[PlannedPlaceholder]] = {}
     for planned in decision.create:
         by_group.setdefault(planned.placeholder.group or "default", []).append(planned)
+    # The waiting requests kept, by group: a group with one gets its whole demand in one new request.
+    kept = set(decision.keep)
+    waiting: dict[str, list[ExistingPlaceholder]] = {}
+    for r in existing:
+        if r.state == PENDING and r.name in kept:
+            waiting.setdefault(r.group or "default", []).append(r)
+    whole_demand: dict[str, list[PlannedPlaceholder]] = {}
+    for wanted in decision.plan.placeholders:
+        group = wanted.group or "default"
+        whole_demand.setdefault(group, []).append(PlannedPlaceholder("", wanted))
     taken = {r.name for r in existing}
     create = []
-    for group, planned in sorted(by_group.items()):
+    superseded: list[str] = []
+    for group in sorted(set(by_group) | set(waiting)):
+        old = sorted(waiting.get(group, ()), key=lambda r: r.name)
+        planned = by_group.get(group, [])
+        if any(r.name in backing_off for r in old):
+            continue
+        if old:
+            wanted_pods = tuple(sorted(p for item in whole_demand.get(group, ()) for p in item.placeholder.pods))
+            current = next((r for r in old if tuple(sorted(r.pods)) == wanted_pods), None)
+            if current is not None or not wanted_pods:
+                # The demand is what a waiting request asks for: keep it, drop any other (a crash left it).
+                superseded += [r.name for r in old if r is not current] if current is not None else []
+                continue
+            if not planned and len(old) == 1 and set(wanted_pods) <= set(old[0].pods):
+                continue  # fewer pods than asked for: the request under way still covers them, no churn
+            planned = whole_demand[group]
+        if not planned:
+            continue
         pods_of_group = tuple(sorted(p for item in planned for p in item.placeholder.pods))
         digest = hashlib.sha256("\n".join(pods_of_group).encode()).hexdigest()[:10]
         name, n = f"{consts.REQUEST_NAME_PREFIX}-{group}-{digest}", 1
         while name in taken:
             name, n = f"{consts.REQUEST_NAME_PREFIX}-{group}-{digest}-{n}", n + 1
         taken.add(name)
-        create.append(_request_objects(name, group, planned, settings))
+        objects = _request_objects(name, group, planned, settings)
+        create.append(replace(objects, replaces=tuple(r.name for r in old)))
     live = taken
     orphans = tuple(sorted(
         (t.get("metadata") or {}).get("name") for t in templates
         if ((t.get("metadata") or {}).get("labels") or {}).get(consts.REQUEST_LABEL) not in live
         and (t.get("metadata") or {}).get("namespace") == settings.namespace
     ))  # fmt: skip
-    return RequestPass(decision, tuple(existing), tuple(create), orphans)
+    return RequestPass(decision, tuple(existing), tuple(create), orphans, tuple(superseded))
 
 
 def _request_objects(name: str, group: str, planned: list[PlannedPlaceholder], settings: RunSettings) -> PlannedRequest:

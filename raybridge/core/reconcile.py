@@ -15,12 +15,21 @@ offline, and so one burst of pending pods yields one scale-up:
   the node exists).
 * The remaining pods are planned (`core/adjuster.plan_placeholders`). A
   pending placeholder (not on a node yet) is kept, unchanged, while any pod
-  it was made for still counts as demand: the autoscaler may be adding a
-  node for it already, so resizing it would churn. It covers those of its
-  pods its GPUs hold as they are planned now. Pods no pending
+  it was made for still counts as demand. It covers those of its pods its
+  GPUs hold as they are planned now, and then, in the room they leave on
+  its whole GPUs, pods of its group that came later (so pods arriving in
+  waves do not cost up to half a GPU extra per wave). Pods no pending
   placeholder covers are planned again on their own and get new
   placeholders. Pending placeholders none of whose pods count any more are
   deleted.
+  Why a pending placeholder is never replaced by a bigger one: a pod's
+  resources are immutable, so resizing is delete + create of a pod every
+  wave, and whether the autoscaler matches the new pod to the node it is
+  already adding for the old one is its own business (it is new demand to
+  it), so the scale-up in flight is not guaranteed to be kept. Filling the
+  slack gives the same GPU count with nothing deleted. A later pod that
+  does not fit the slack gets its own placeholder. Once the placeholder
+  is provided, the same slack covers those later pods until they land.
 * A placeholder being deleted (stuck terminating) counts for nothing and
   blocks nothing: new names skip every name in use.
 * Placeholders left by an earlier instance are the same objects (found by
@@ -174,16 +183,12 @@ def _shared_gpus(pod: Mapping[str, Any]) -> Fraction:
     return fraction * (devices or 1)
 
 
-def _fitting(pods: list[Any], gpus: int, nodes: Optional[Iterable[Any]], settings: AdjusterSettings, now: datetime,
-             pod_groups: Iterable[Any]) -> set[str]:
-    """The pods (of those given) that `gpus` whole GPUs hold: first fit, largest first, by what they need now."""
-    if not pods or gpus <= 0:
-        return set()
-    return _fitting_pieces(select_demand(pods, nodes, settings, now, pod_groups).pieces, gpus)
-
-
 def _fitting_pieces(pieces: Sequence[DemandPiece], gpus: int) -> set[str]:
-    free = [Fraction(1)] * gpus
+    return _fill(pieces, [Fraction(1)] * gpus)
+
+
+def _fill(pieces: Sequence[DemandPiece], free: list[Fraction]) -> set[str]:
+    """Place what fits into `free` (room per GPU, lowered in place): first fit, largest first."""
     fitting: set[str] = set()
     for piece in sorted(pieces, key=lambda p: (-p.fraction * p.devices, p.pod)):
         chosen = [i for i, room in enumerate(free) if room >= piece.fraction][: piece.devices]
@@ -234,6 +239,8 @@ def reconcile(
     # land on the same free GPUs: a node's GPUs are credited once. And what its pods need is
     # planned again with what is known now (a node's GPU memory, say): it covers only the pods
     # its GPUs can hold.
+    uncapped = replace(settings, max_total_gpus=None)
+    provided_slack: list[tuple[ExistingPlaceholder, list[Fraction]]] = []
     budget = _free_whole_gpus(nodes, pods) if provided else {}
     by_key = {pod_key(p): p for p in pods} if provided else {}
     for ph in sorted(provided, key=lambda p: (p.provided_at or now, p.name)):
@@ -255,9 +262,20 @@ def reconcile(
                 budget[ph.node] = room - ph.gpus
             keep.append(ph.name)
             provided_gpus += ph.gpus
-            covered |= _fitting(
-                [by_key[k] for k in sorted(still_waiting) if k in by_key], ph.gpus, nodes, replace(settings, max_total_gpus=None), now, pod_groups
-            )
+            own = [by_key[k] for k in sorted(still_waiting) if k in by_key]
+            free = [Fraction(1)] * max(ph.gpus, 0)
+            if own:
+                covered |= _fill(select_demand(own, nodes, uncapped, now, pod_groups).pieces, free)
+            if any(room > 0 for room in free):
+                provided_slack.append((ph, free))
+    # The room its own pods leave on a provided placeholder's GPUs holds later pods of its group
+    # (those that filled its slack while it was pending), as long as they belong to no pending one.
+    if provided_slack:
+        claimed = {k for ph in existing if ph.state in (PENDING, PROVIDED) for k in ph.pods}
+        others = [p for p in pods if pod_key(p) in waiting and pod_key(p) not in claimed]
+        pieces = select_demand(others, nodes, uncapped, now, pod_groups).pieces if others else ()
+        for ph, free in provided_slack:
+            covered |= _fill([piece for piece in pieces if piece.group.id == ph.group and piece.pod not in covered], free)
 
     demand_pods = [p for p in pods if pod_key(p) not in covered] if covered else list(pods)
     plan = plan_placeholders(demand_pods, nodes, _capped(settings, provided_gpus), now, pod_groups)
@@ -268,16 +286,28 @@ def reconcile(
     pending_gpus = 0
     waiting_for_pending: set[str] = set()
     pieces_by_pod = {piece.pod: piece for piece in plan.pieces}
+    slack: list[tuple[ExistingPlaceholder, list[Fraction]]] = []
     for ph in pending:
         still = counted.intersection(ph.pods)
-        held = _fitting_pieces([pieces_by_pod[k] for k in sorted(still)], ph.gpus) if still else set()
+        free = [Fraction(1)] * max(ph.gpus, 0)
+        held = _fill([pieces_by_pod[k] for k in sorted(still)], free) if still else set()
         if held:
             keep.append(ph.name)
             waiting_for_pending |= held
             pending_gpus += ph.gpus
+            slack.append((ph, free))
         else:
             reason = DELETE_DEMAND_GONE if waiting.intersection(ph.pods) else DELETE_PODS_LANDED
             delete.append((ph.name, reason))
+    # Pods that came after a pending placeholder of their group fill the room its own pods leave
+    # (it asked for whole GPUs): a wave costs no extra GPU where the last one's slack holds it. The
+    # placeholder itself is neither resized nor replaced (see the module docstring for why).
+    if slack and counted - waiting_for_pending:
+        newcomers = [piece for piece in plan.pieces if piece.pod not in waiting_for_pending]
+        for ph, free in slack:
+            if any(room > 0 for room in free):
+                of_group = [piece for piece in newcomers if piece.group.id == ph.group and piece.pod not in waiting_for_pending]
+                waiting_for_pending |= _fill(of_group, free)
     if not waiting_for_pending:
         new_plan = plan
     elif counted <= waiting_for_pending:

@@ -154,6 +154,25 @@ def test_pods_arriving_over_seconds_get_one_scale_up_without_replacing_placehold
     assert len(sim.added_nodes) == 2, sim.added_nodes
 
 
+def test_waves_fill_the_slack_of_pending_placeholders_and_ask_for_no_extra_gpu(cluster: Any) -> None:
+    server, sim = cluster
+    log = PlaceholderLog(server)
+    sim.provisioning_delay = 5.0  # every placeholder still pending when the last wave comes
+    with Running(server, _settings()) as controller:
+        for wave in range(4):
+            _burst(server, 5, "0.5", prefix=f"w{wave}")
+            time.sleep(0.4)
+        wait_for(lambda: sum(g for _, g in log.created) >= 10, timeout=10, what="placeholders for the 20 pods")
+        time.sleep(1.0)
+        asked = list(log.created)
+        assert not sim.added_nodes  # still all pending: what the waves asked for, before any node came
+        wait_for(lambda: _running(server) == 20, timeout=40, what="all 20 pods running")
+        wait_for(lambda: not _placeholders(server), timeout=30, what="the placeholders deleted")
+    registry = controller.metrics.registry
+    assert not registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "delete", "reason": "demand-gone"})
+    assert sum(g for _, g in asked) == 10, asked  # 20 halves: exactly 10 GPUs, however the waves split
+
+
 def test_a_new_pod_gets_its_signal_within_a_second_of_its_grace_period(cluster: Any) -> None:
     server, sim = cluster
     log = PlaceholderLog(server)
@@ -371,6 +390,35 @@ def test_a_standby_takes_over_when_the_leader_dies(cluster: Any, tmp_path: Path)
                 proc.communicate(timeout=60)
 
 
+def test_a_leader_stopped_with_sigterm_hands_the_lease_over_at_once(cluster: Any, tmp_path: Path) -> None:
+    server, sim = cluster
+    kubeconfig = tmp_path / "kubeconfig"
+    server.write_kubeconfig(kubeconfig)
+    lease_duration = 15
+    common = ["--kubeconfig", str(kubeconfig), "--grace-period", "0.2", "--node-gpus", "8", "--resync", "0.2",
+              "--metrics-port", "0", "--lease-duration", str(lease_duration), "--renew-deadline", "10", "--retry-period", "1"]
+    leader = _cli(*common, "--identity", "replica-a")
+    standby = None
+    try:
+        wait_for(lambda: _holder(server) == "replica-a", timeout=30, what="replica-a leading")
+        standby = _cli(*common, "--identity", "replica-b")
+        time.sleep(3)
+        assert _holder(server) == "replica-a"
+        leader.send_signal(signal.SIGTERM)
+        _, err = leader.communicate(timeout=60)
+        assert leader.returncode == 0, err
+        stopped = time.monotonic()
+        wait_for(lambda: _holder(server) == "replica-b", timeout=lease_duration, what="replica-b taking over")
+        assert time.monotonic() - stopped < 1 + 2  # a retry period and slack, not the 15 s lease
+        _burst(server, 4, "0.5")
+        wait_for(lambda: _running(server) == 4, timeout=40, what="the new leader acting")
+    finally:
+        for proc in (leader, standby):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.communicate(timeout=60)
+
+
 # --- configs/adjuster: the shipped objects, and exactly the verbs the adjuster uses ----------------
 
 CONFIG_DIR = REPO / "configs" / "adjuster"
@@ -543,6 +591,34 @@ def test_a_failed_request_is_asked_for_again_after_the_backoff(cluster: Any) -> 
         wait_for(lambda: not _requests(server) and not _templates(server), timeout=20, what="cleaned up")
     assert len(created) == 2, [c["metadata"]["name"] for c in created]
     assert len(sim.added_nodes) == 1
+
+
+def _request_pods(request: dict[str, Any]) -> list[str]:
+    return json.loads(request["metadata"]["annotations"][consts.PODS_ANNOTATION])
+
+
+def test_a_waiting_request_is_replaced_when_its_groups_demand_grows(cluster: Any) -> None:
+    server, sim = cluster
+    created = _request_log(server)
+    sim.provisioning_delay = 4.0  # the first request still waits when the second wave comes
+    _burst(server, 4, "0.5", prefix="a")
+    _settled(server, 4)
+    with Running(server, _settings(mode="provisioning-request")) as controller:
+        wait_for(lambda: len(created) == 1, timeout=20, what="the first request")
+        _burst(server, 4, "0.5", prefix="b")
+        wait_for(lambda: len(created) == 2, timeout=20, what="the replacing request")
+        wait_for(lambda: len([r for r in _requests(server) if not r["metadata"].get("deletionTimestamp")]) == 1,
+                 timeout=10, what="the replaced request deleted")
+        live = _requests(server)
+        assert [r["metadata"]["name"] for r in live] == [created[1]["metadata"]["name"]]
+        assert len(_request_pods(live[0])) == 8 and live[0]["metadata"]["labels"][consts.GPUS_LABEL] == "4"
+        assert {t["metadata"]["labels"][consts.REQUEST_LABEL] for t in _templates(server)} == {created[1]["metadata"]["name"]}
+        wait_for(lambda: _running(server) == 8, timeout=40, what="all 8 pods running")
+        wait_for(lambda: not _requests(server) and not _templates(server), timeout=20, what="cleaned up")
+    assert len(created) == 2, [c["metadata"]["name"] for c in created]
+    assert len(sim.added_nodes) == 1, sim.added_nodes  # 4 GPUs: one node, not one per request
+    registry = controller.metrics.registry
+    assert registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "delete", "reason": "replaced"}) == 1
 
 
 def _request_rbac() -> tuple[dict[str, Any], ...]:

@@ -7,13 +7,14 @@ same rules against the API server.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from raybridge.adjuster import consts
-from raybridge.adjuster.scale_adjuster import decide, placeholder_manifest, read_placeholder
+from raybridge.adjuster.scale_adjuster import decide, decide_requests, placeholder_manifest, read_placeholder
 from raybridge.adjuster.settings import RunSettings
 from raybridge.core.adjuster import AdjusterSettings, Placeholder, plan_placeholders
 from raybridge.core.names import label_value_problem, name_problem
@@ -81,6 +82,17 @@ ROWS = [
      [ph("a", 8, PROVIDED, keys(16), provided_ago=5)], 10, [2], {}, ["a"], 16),
     ("pending and provided together: only uncovered pods get more", halves(22),
      [ph("a", 8, PROVIDED, keys(16), provided_ago=5), ph("b", 2, PENDING, keys(4, 16))], None, [1], {}, ["a", "b"], 16),
+    # Pods arriving in waves: the room a pending placeholder's pods leave on its whole GPUs holds later pods.
+    ("a later pod fits the slack of a pending placeholder: nothing more", halves(6),
+     [ph("a", 3, PENDING, keys(5))], None, [], {}, ["a"], 0),
+    ("a later wave bigger than the slack: only the rest is asked for", halves(10),
+     [ph("a", 3, PENDING, keys(5))], None, [2], {}, ["a"], 0),
+    ("pods of another group do not fill the slack", halves(5) + [pod("s0", "0.5", nodeSelector={"pool": "other"})],
+     [ph("a", 3, PENDING, keys(5))], None, [1], {}, ["a"], 0),
+    ("once provided, the slack still covers the later pods until they land", halves(6),
+     [ph("a", 3, PROVIDED, keys(5), provided_ago=5)], None, [], {}, ["a"], 6),
+    ("a provided slack holds no pod another pending placeholder was made for", halves(7),
+     [ph("a", 3, PROVIDED, keys(5), provided_ago=5), ph("b", 1, PENDING, keys(2, 5))], None, [], {}, ["a", "b"], 5),
 ]
 
 
@@ -234,3 +246,52 @@ def test_gpus_filled_by_an_earlier_placeholders_pods_are_not_credited_again():
     result = reconcile([*landed, *halves(12)], nodes, [first, later], SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
     assert dict(result.delete) == {"a": DELETE_PODS_LANDED, "b": DELETE_DOUBLE_COUNTED}
     assert sum(p.placeholder.gpus for p in result.create) == 6  # asked for again
+
+
+# --- --mode provisioning-request: one waiting request per group, replaced when the demand changes ---------
+
+REQUEST_SETTINGS = RunSettings(planner=SETTINGS, mode="provisioning-request", failed_backoff=60.0)
+
+
+def request(name: str, pods: tuple[str, ...], *conditions: tuple[str, float]) -> dict[str, Any]:
+    """A ProvisioningRequest of ours for `pods`, with (type, seconds ago) conditions set True."""
+    return {
+        "apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+        "metadata": {"name": name, "namespace": REQUEST_SETTINGS.namespace, "uid": name,
+                     "labels": {consts.MANAGED_BY_LABEL: consts.MANAGED_BY_VALUE, consts.COMPONENT_LABEL: consts.REQUEST_COMPONENT,
+                                consts.GROUP_LABEL: GROUP, consts.GPUS_LABEL: str(-(-len(pods) // 2))},
+                     "annotations": {consts.PODS_ANNOTATION: json.dumps(sorted(pods))}},
+        "spec": {"provisioningClassName": consts.DEFAULT_PROVISIONING_CLASS, "podSets": []},
+        "status": {"conditions": [{"type": kind, "status": "True", "reason": kind, "message": "",
+                                   "lastTransitionTime": (NOW - timedelta(seconds=ago)).strftime("%Y-%m-%dT%H:%M:%SZ")}
+                                  for kind, ago in conditions]},
+    }  # fmt: skip
+
+
+# (case, pods, existing requests, created (pods, replaces), superseded, deleted)
+REQUEST_ROWS = [
+    ("nothing yet: one request for the group", halves(4), [], [(4, ())], [], []),
+    ("the same demand: the waiting request is kept", halves(4), [request("old", keys(4))], [], [], []),
+    ("more pods: one request for all of them replaces the waiting one", halves(6),
+     [request("old", keys(4), ("Accepted", 1))], [(6, ("old",))], [], []),
+    ("a crash between create and delete: the one matching the demand stays, the other goes", halves(6),
+     [request("old", keys(4)), request("new", keys(6))], [], ["old"], []),
+    ("failed, within the backoff: neither replaced nor joined", halves(6),
+     [request("old", keys(4), ("Failed", 5))], [], [], []),
+    ("provisioned: its capacity counts; only the newcomers are asked for, nothing replaced", halves(10),
+     [request("old", keys(8), ("Provisioned", 5))], [(2, ())], [], []),
+    ("booking expired: spent; its waiting pods are asked for again", halves(4),
+     [request("old", keys(4), ("Provisioned", 700), ("BookingExpired", 100))], [(4, ())], [], ["old"]),
+    ("capacity revoked: the same", halves(4),
+     [request("old", keys(4), ("Provisioned", 30), ("CapacityRevoked", 1))], [(4, ())], [], ["old"]),
+]
+
+
+@pytest.mark.parametrize("case,pods,requests,created,superseded,deleted", REQUEST_ROWS, ids=[r[0] for r in REQUEST_ROWS])
+def test_decide_requests(case, pods, requests, created, superseded, deleted):
+    result = decide_requests(pods, None, requests, [], REQUEST_SETTINGS, NOW)
+    assert [(len(p.pods), p.replaces) for p in result.create] == created
+    assert list(result.superseded) == superseded
+    assert [name for name, _ in result.decision.delete] == deleted
+    for planned in result.create:
+        assert planned.name not in {r["metadata"]["name"] for r in requests}
