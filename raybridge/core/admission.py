@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Optional
 
-from raybridge.core.kueue_fit import cohort_of, potential_available
+from raybridge.core.kueue_fit import cohort_of, pod_requests, potential_available
 from raybridge.core.quantity import parse_quantity
 
 RESOURCES_SHOWN = ("nvidia.com/gpu", "amd.com/gpu", "cpu", "memory")
@@ -181,25 +181,6 @@ def _number(value: Optional[Decimal]) -> Any:
     if value == value.to_integral_value():
         return int(value)
     return float(value)
-
-
-def pod_requests(template: Optional[dict[str, Any]]) -> dict[str, Decimal]:
-    """One pod's requests as Kueue counts them: containers summed (requests, else limits), max with each init container."""
-    spec = (template or {}).get("spec") or {}
-
-    def of(container: dict[str, Any]) -> dict[str, Decimal]:
-        res = container.get("resources") or {}
-        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        return {name: q for name, value in merged.items() if (q := _quantity(value)) is not None}
-
-    total: dict[str, Decimal] = {}
-    for container in spec.get("containers") or []:
-        for name, value in of(container).items():
-            total[name] = total.get(name, Decimal(0)) + value
-    for container in spec.get("initContainers") or []:
-        for name, value in of(container).items():
-            total[name] = max(total.get(name, Decimal(0)), value)
-    return total
 
 
 @dataclass(frozen=True)

@@ -47,9 +47,9 @@ class PodSetRequest:
         return self.requests.get(resource, Decimal(0)) * self.count
 
 
-def _pod_requests(template: Mapping[str, Any]) -> dict[str, Decimal]:
+def pod_requests(template: Optional[Mapping[str, Any]]) -> dict[str, Decimal]:
     """Requests of a pod template: sum of containers (requests, else limits), max with any init container."""
-    spec = template.get("spec") or {}
+    spec = (template or {}).get("spec") or {}
 
     def of(container: Mapping[str, Any]) -> dict[str, Decimal]:
         res = container.get("resources") or {}
@@ -77,10 +77,10 @@ def ray_podsets(obj: Mapping[str, Any]) -> list[PodSetRequest]:
     spec = obj.get("spec") or {}
     cluster = spec.get("rayClusterSpec") if obj.get("kind") == "RayJob" else spec
     cluster = cluster or {}
-    podsets = [PodSetRequest("head", 1, _pod_requests((cluster.get("headGroupSpec") or {}).get("template") or {}))]
+    podsets = [PodSetRequest("head", 1, pod_requests((cluster.get("headGroupSpec") or {}).get("template") or {}))]
     for group in cluster.get("workerGroupSpecs") or []:
         count = int(group.get("replicas") or 0) * int(group.get("numOfHosts") or 1)
-        podsets.append(PodSetRequest(str(group.get("groupName")), count, _pod_requests(group.get("template") or {})))
+        podsets.append(PodSetRequest(str(group.get("groupName")), count, pod_requests(group.get("template") or {})))
     return podsets
 
 

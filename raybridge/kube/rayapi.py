@@ -14,10 +14,11 @@ retried by the client's policy (`kube.client.RetryPolicy`).
 
 from __future__ import annotations
 
+import time
 from typing import Any, Optional
 
 from raybridge.core.consts import MANAGED_BY_LABEL, RAY_API_GROUP, RAY_API_VERSION
-from raybridge.errors import BadInput, ClusterUnreachable
+from raybridge.errors import BadInput, ClusterUnreachable, RaybridgeError
 from raybridge.kube.client import Kube, api_call, checked_items, checked_object
 
 PLURALS = {"RayJob": "rayjobs", "RayCluster": "rayclusters"}
@@ -117,3 +118,16 @@ class RayObjects:
             not_found_ok=True,
         )  # fmt: skip
         return result is not None
+
+    def wait_gone(self, kind: str, name: str, namespace: str, wait: float = 30.0) -> bool:
+        """True once the object is gone (its finalizers done), False if it is still there after `wait` seconds
+        or can no longer be read (the delete was accepted; only whether it has finished is unknown)."""
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                if self.get(kind, name, namespace) is None:
+                    return True
+            except RaybridgeError:  # unreadable now: the delete was accepted, that is all we know
+                return False
+            time.sleep(0.2)
+        return False

@@ -160,17 +160,9 @@ def delete_and_wait(rays: RayObjects, kind: str, name: str, namespace: str, prog
     except Exception as exc:  # clean-up must not hide the original error
         progress(f"warning: could not delete {kind} {namespace}/{name}: {exc} -- delete it with `raybridge delete {name}`")
         return False
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        try:
-            if rays.get(kind, name, namespace) is None:
-                progress(f"deleted {kind} {namespace}/{name}")
-                return True
-        except Exception:
-            break
-        time.sleep(0.2)
-    progress(f"deletion of {kind} {namespace}/{name} requested")
-    return False
+    gone = rays.wait_gone(kind, name, namespace, wait)
+    progress(f"deleted {kind} {namespace}/{name}" if gone else f"deletion of {kind} {namespace}/{name} requested")
+    return gone
 
 
 def _observe(kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, queued: bool) -> tuple[dict[str, Any], Optional[dict[str, Any]], Optional[dict[str, Any]]]:

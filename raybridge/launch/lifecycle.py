@@ -14,7 +14,6 @@ object's shape are read with `_text`, never indexed blindly.
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Optional
 
 from raybridge.core.admission import explain, workload_state
@@ -148,23 +147,9 @@ def delete_job(kube: Kube, name: str, progress: Callable[[str], None] = lambda _
     """
     rays, obj = find_job(kube, name)
     kind = obj["kind"]
-    gone = _wait_gone(rays, kind, name, kube.namespace, progress) if rays.delete(kind, name, kube.namespace) else True
+    gone = rays.wait_gone(kind, name, kube.namespace) if rays.delete(kind, name, kube.namespace) else True
+    progress(f"deleted {kind} {kube.namespace}/{name}" if gone else f"deletion of {kind} {kube.namespace}/{name} requested")
     return {"kind": kind, "name": name, "namespace": kube.namespace, "deleted": gone}
-
-
-def _wait_gone(rays: RayObjects, kind: str, name: str, namespace: str, progress: Callable[[str], None], wait: float = 30.0) -> bool:
-    """True once the object is gone; False (and says so) when its deletion is only requested."""
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        try:
-            if rays.get(kind, name, namespace) is None:
-                progress(f"deleted {kind} {namespace}/{name}")
-                return True
-        except InfraError:
-            break  # the delete was accepted; whether it is finished yet is all that is unknown
-        time.sleep(0.2)
-    progress(f"deletion of {kind} {namespace}/{name} requested")
-    return False
 
 
 def list_jobs(kube: Kube, *, all_namespaces: bool = False) -> list[dict[str, Any]]:
