@@ -86,11 +86,34 @@ def test_timeout_leaves_nothing_behind():
     assert name not in {row["name"] for row in listed}
 
 
-def test_the_orphan_protection_in_force_is_reported():
+def _stored_rayjob(name: str) -> dict:
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(config_file=KUBECONFIG)
+    try:
+        return client.CustomObjectsApi(api).get_namespaced_custom_object("ray.io", "v1", NAMESPACE, "rayjobs", name)
+    finally:
+        api.close()
+
+
+def test_the_orphan_protection_reported_is_the_one_the_server_kept():
+    """Bug 1: on KubeRay before v1.6 the field is unknown; what is claimed must be on the stored object."""
     name = unique()
-    out = real("submit", str(EXAMPLES / "hello.yaml"), "-n", NAMESPACE, "--name", name, *queue_flags())
-    assert out.returncode == 0, out.stderr
-    assert "orphan protection: " in out.stderr and "no orphan protection" not in out.stderr
+    out = real("submit", str(EXAMPLES / "hello.yaml"), "-n", NAMESPACE, "--name", name, "--keep", *queue_flags())
+    try:
+        assert out.returncode == 0, out.stderr
+        assert "orphan protection: " in out.stderr and "no orphan protection" not in out.stderr
+        line = next(text for text in out.stderr.splitlines() if "orphan protection: " in text)
+        stored = _stored_rayjob(name)
+        if "preRunningDeadlineSeconds=" in line:
+            assert stored["spec"].get("preRunningDeadlineSeconds"), "claimed a field the server dropped"
+        elif "max-exec-time-seconds=" in line:
+            labels = stored["metadata"].get("labels") or {}
+            assert labels.get("kueue.x-k8s.io/max-exec-time-seconds") and labels.get("kueue.x-k8s.io/queue-name"), labels
+        else:
+            assert stored["spec"].get("activeDeadlineSeconds"), line
+    finally:
+        real("delete", name, "-n", NAMESPACE)
 
 
 @pytest.mark.parametrize(
