@@ -43,17 +43,22 @@ def _owned_by(workload: dict[str, Any], uid: Any) -> bool:
 
 
 def find_workload(kube: Kube, namespace: str, owner: dict[str, Any]) -> Optional[dict[str, Any]]:
-    """The Workload that Kueue made for this job, or None (not yet, or no Kueue)."""
+    """The Workload that Kueue made for this job, or None (not yet, or no Kueue).
+
+    PermissionDenied when the user may not list Workloads: "no Workload yet" would be a
+    false report, and admission and eviction cannot be followed without them.
+    """
     api = kube.custom()
     uid = (owner.get("metadata") or {}).get("uid")
     what = f"listing Kueue Workloads in {namespace}"
     for version in VERSIONS:
-        result = _read(what, api.list_namespaced_custom_object, GROUP, version, namespace, "workloads", label_selector=f"{KUEUE_JOB_UID_LABEL}={uid}")
+        result = api_call(what, api.list_namespaced_custom_object, GROUP, version, namespace, "workloads",
+                          label_selector=f"{KUEUE_JOB_UID_LABEL}={uid}", not_found_ok=True)
         if result is None:
             continue
         items = checked_items(what, result, "Workload", kube.server)
         if not items:
-            everything = _read(what, api.list_namespaced_custom_object, GROUP, version, namespace, "workloads")
+            everything = api_call(what, api.list_namespaced_custom_object, GROUP, version, namespace, "workloads", not_found_ok=True)
             items = [w for w in checked_items(what, everything or {"items": []}, "Workload", kube.server) if _owned_by(w, uid)]
         return items[0] if items else None
     return None

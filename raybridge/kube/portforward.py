@@ -5,7 +5,10 @@ listener on 127.0.0.1, and for each accepted connection a new port-forward
 stream (`kubernetes.stream.portforward`), bytes pumped both ways. Used to
 reach the Ray dashboard of a KubeRay head from outside the cluster.
 
-It does not pick the pod (the launcher does) and never listens beyond loopback.
+`start` opens one stream first, so a port-forward the API refuses (RBAC, a
+pod not running) fails there with the server's reason rather than later as a
+dead local port. It does not pick the pod (the launcher does) and never
+listens beyond loopback.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import socket
 import threading
 from typing import Any, Optional
 
-from raybridge.kube.client import Kube
+from raybridge.kube.client import Kube, api_call
 
 
 class PortForward:
@@ -29,6 +32,7 @@ class PortForward:
         self.local_port: Optional[int] = None
 
     def start(self) -> int:
+        self._check_allowed()
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", 0))
@@ -37,6 +41,14 @@ class PortForward:
         self.local_port = int(listener.getsockname()[1])
         threading.Thread(target=self._accept, name="raybridge-port-forward", daemon=True).start()
         return self.local_port
+
+    def _check_allowed(self) -> None:
+        """Open one stream now, so a refusal (no RBAC for pods/portforward, a pod not running) is an error here, not a dead port later."""
+        forward = api_call(f"port-forwarding to pod {self.namespace}/{self.pod}", self._open_stream)
+        try:
+            forward.close()  # type: ignore[union-attr]
+        except Exception:
+            pass
 
     def _accept(self) -> None:
         assert self._listener is not None

@@ -138,6 +138,21 @@ def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_g
     assert landed < 10
 
 
+def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(cluster: Any) -> None:
+    # 30 x 0.6: no two share a GPU, so 30 GPUs = 4 nodes of 8. The placeholders (8, 8, 8, 6) exit once
+    # scheduled, so a later one can bind to GPUs an earlier one's node has free while its pods have
+    # not landed yet; the adjuster must neither count that node twice nor wait forever.
+    server, sim = cluster
+    log = PlaceholderLog(server)
+    _burst(server, 30, "0.6")
+    _settled(server, 30)
+    with Running(server, _settings()):
+        wait_for(lambda: _running(server) == 30, timeout=40, what="all 30 pods running")
+        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+    assert len(sim.added_nodes) == 4, sim.added_nodes
+    assert log.gpus == 30, log.created
+
+
 def test_pods_arriving_over_seconds_get_one_scale_up_without_replacing_placeholders(cluster: Any) -> None:
     server, sim = cluster
     log = PlaceholderLog(server)

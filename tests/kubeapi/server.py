@@ -534,6 +534,12 @@ class _HttpServer(ThreadingHTTPServer):
         self.api = api
         super().__init__(address, handler)
 
+    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
+        """A client that hung up mid-request (a killed controller, a dropped watch) is routine, not a traceback."""
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
+
 
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
