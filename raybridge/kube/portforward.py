@@ -13,6 +13,7 @@ listens beyond loopback.
 
 from __future__ import annotations
 
+import re
 import select
 import socket
 import threading
@@ -44,11 +45,26 @@ class PortForward:
 
     def _check_allowed(self) -> None:
         """Open one stream now, so a refusal (no RBAC for pods/portforward, a pod not running) is an error here, not a dead port later."""
-        forward = api_call(f"port-forwarding to pod {self.namespace}/{self.pod}", self._open_stream)
+        forward = api_call(f"port-forwarding to pod {self.namespace}/{self.pod}", self._open_stream_with_status)
         try:
             forward.close()  # type: ignore[union-attr]
         except Exception:
             pass
+
+    def _open_stream_with_status(self) -> Any:
+        """`_open_stream`; a refused WebSocket handshake re-raised with its HTTP status and Status body (the client packs both into `reason`)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self._open_stream()
+        except ApiException as exc:
+            text = str(exc.reason or "")
+            found = re.match(r"Handshake status (\d+)", text)
+            if not found or exc.status:
+                raise
+            refused = ApiException(status=int(found.group(1)), reason=text.split(" -+-+- ", 1)[0])
+            refused.body = text.rsplit(" -+-+- ", 1)[-1]
+            raise refused from None
 
     def _accept(self) -> None:
         assert self._listener is not None

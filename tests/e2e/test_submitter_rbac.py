@@ -1,0 +1,262 @@
+"""configs/rbac/submitter.yaml is enough, and each required rule is needed.
+
+Runs the CLI as the ServiceAccount the file binds (a TokenRequest token in a
+kubeconfig) against the test API server, whose RBAC authorizer answers 403 as a
+real one does, with the simulated Kueue and KubeRay and a real Ray head behind
+the dashboardURL (and, for the port-forward rules, a second server whose
+KubeRay gives only the in-cluster service name, so raybridge port-forwards).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlparse
+
+import pytest
+import yaml
+
+from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
+from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
+from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, rayjob_manifest
+from tests.kubeapi.server import KubeApiServer
+
+RBAC_FILE = ROOT / "configs" / "rbac" / "submitter.yaml"
+EXAMPLE_NAMESPACE, ACCOUNT = "team-a", "raybridge-submitter"
+RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
+
+
+@pytest.fixture(scope="module")
+def cluster(ray_head, tmp_path_factory):
+    server = KubeApiServer().start()
+    kubeconfig = server.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+    for i in range(2):
+        make_gpu_node(server, f"gpu-{i}", vendor="nvidia", gpus=8)
+    dashboard = urlparse(ray_head.dashboard_url).netloc
+    kueue = FakeKueue(server).start()
+    kuberay = FakeKubeRay(server, dashboard_address=dashboard).start()
+    yield server, str(kubeconfig), kueue, kuberay
+    kuberay.stop()
+    kueue.stop()
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def port_forward_cluster(ray_head):
+    """As `cluster`, but the dashboardURL is the in-cluster service name: from outside, only a port-forward reaches it."""
+    server = KubeApiServer().start()
+    make_gpu_node(server, "gpu-0", vendor="nvidia", gpus=8)
+    kueue = FakeKueue(server).start()
+    kuberay = FakeKubeRay(server, dashboard_address=urlparse(ray_head.dashboard_url).netloc, dashboard_url_mode="service").start()
+    yield server
+    kuberay.stop()
+    kueue.stop()
+    server.stop()
+
+
+def _shipped_docs() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(RBAC_FILE.read_text()) if d]
+
+
+def _for_namespace(doc: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The shipped object moved from team-a to `namespace`; cluster-scoped names get the namespace too, so tests do not share them."""
+    doc = copy.deepcopy(doc)
+    meta = doc["metadata"]
+    if meta.get("namespace") == EXAMPLE_NAMESPACE:
+        meta["namespace"] = namespace
+    elif doc["kind"].startswith("Cluster"):
+        meta["name"] = f"{meta['name']}-{namespace}"
+    if doc["kind"] == "ClusterRoleBinding":
+        doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{namespace}"
+    for subject in doc.get("subjects", ()):
+        subject["namespace"] = namespace
+    return doc
+
+
+def _without(doc: dict[str, Any], group: str, resource: str, verb: str) -> dict[str, Any]:
+    for rule in doc["rules"]:
+        if group in rule["apiGroups"] and resource in rule["resources"]:
+            assert verb in rule["verbs"], f"{resource} {verb} is not in the shipped {doc['kind']}"
+            rule["verbs"] = [v for v in rule["verbs"] if v != verb]
+            return doc
+    raise AssertionError(f"no rule for {group}/{resource} in the shipped {doc['kind']}")
+
+
+def _submitter(server: KubeApiServer, tmp_path: Path, *drops: tuple[str, str, str, str] | None) -> tuple[str, str, Callable[..., Any]]:
+    """A fresh namespace with a LocalQueue, the shipped RBAC applied there (less `drops`), and a CLI runner as its ServiceAccount."""
+    suffix = uuid.uuid4().hex[:6]
+    namespace, lq = f"team-{suffix}", f"lq-{suffix}"
+    server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    make_cluster_queue(server, f"cq-{suffix}", gpus=8)
+    make_local_queue(server, lq, namespace, f"cq-{suffix}")
+    for doc in _shipped_docs():
+        doc = _for_namespace(doc, namespace)
+        for drop in drops:
+            if drop and doc["kind"] == drop[0]:
+                doc = _without(doc, *drop[1:])
+        server.create_object(doc)
+    kubeconfig = tmp_path / "kubeconfig"
+    server.write_kubeconfig(kubeconfig, namespace=namespace, token=server.service_account_token(namespace, ACCOUNT))
+
+    def cli(*args: str, timeout: float = 180) -> Any:
+        return run_cli(*args, env=cli_env(KUBECONFIG=str(kubeconfig)), timeout=timeout)
+
+    return namespace, lq, cli
+
+
+def _held(server: KubeApiServer, namespace: str, lq: str) -> str:
+    """A RayJob someone else created (the admin): what the lifecycle commands act on."""
+    server.create_object(rayjob_manifest("held", namespace=namespace, queue=lq, workers=1, gpus_per_worker=1))
+    return "held"
+
+
+REFUSAL = re.compile(r"\b403\b|forbidden|permission|not readable|not checked|could not be (read|listed)|unknown", re.IGNORECASE)
+
+
+def _refusals(text: str) -> list[str]:
+    """Lines saying something was refused or left unchecked."""
+    return [line for line in text.splitlines() if REFUSAL.search(line)]
+
+
+def test_the_shipped_rbac_is_enough_for_submit_and_every_lifecycle_command(cluster, tmp_path):
+    server = cluster[0]
+    namespace, lq, cli = _submitter(server, tmp_path)
+    ran = cli("submit", str(EXAMPLES / "hello.yaml"), "-n", namespace, "--queue", lq, "--gpus", "8")
+    assert ran.returncode == 0, ran.stderr
+    assert "sum of squares: 285" in ran.stdout
+    assert f"deleted RayJob {namespace}/hello" in ran.stderr
+    assert _refusals(ran.stderr) == [], ran.stderr
+    kept = cli("submit", "-n", namespace, "--queue", lq, "--name", "kept", "--keep", "--", "python", "-c", "print('kept output')")
+    assert kept.returncode == 0 and "kept output" in kept.stdout, kept.stderr
+    steps = {
+        "list": (["list", "-n", namespace], "kept"),
+        "status": (["status", "kept", "-n", namespace], "kept"),
+        "logs": (["logs", "kept", "-n", namespace], "kept output"),
+        "explain": (["explain", "kept", "-n", namespace], "kept"),
+        "stop": (["stop", "kept", "-n", namespace], "already ended"),
+        "delete": (["delete", "kept", "-n", namespace], f"deleted RayJob {namespace}/kept"),
+    }
+    for step, (args, expected) in steps.items():
+        out = cli(*args)
+        assert out.returncode == 0, (step, out.stderr)
+        assert expected in out.stdout + out.stderr, (step, out.stdout, out.stderr)
+        assert _refusals(out.stdout + out.stderr) == [], (step, out.stderr)
+    assert server.list_objects(RAY, "RayJob", namespace) == []
+    assert server.list_objects(RAY, "RayCluster", namespace) == []
+
+
+# (kind, apiGroup, resource, verb) dropped -> the command that needs it, and the refusal it must name (exit 3, a
+# line or two, no traceback).
+REQUIRED = [
+    (("ClusterRole", "", "nodes", "list"), "submit-dry-run", 'cannot list resource "nodes"'),
+    (("Role", "ray.io", "rayjobs", "create"), "submit", 'cannot create resource "rayjobs"'),
+    (("Role", "ray.io", "rayjobs", "patch"), "submit", 'cannot patch resource "rayjobs"'),
+    (("Role", "ray.io", "rayjobs", "get"), "status", 'cannot get resource "rayjobs"'),
+    (("Role", "ray.io", "rayjobs", "list"), "list", 'cannot list resource "rayjobs"'),
+    (("Role", "ray.io", "rayclusters", "list"), "list", 'cannot list resource "rayclusters"'),
+    (("Role", "ray.io", "rayjobs", "delete"), "delete", 'cannot delete resource "rayjobs"'),
+    (("Role", "kueue.x-k8s.io", "workloads", "list"), "status", 'cannot list resource "workloads"'),
+    (("Role", "", "secrets", "get"), "submit-token", 'cannot get resource "secrets"'),
+]
+
+# Optional reads: dropped, the command still succeeds (or refuses for the real reason) and says what it could not check.
+OPTIONAL = [
+    (("ClusterRole", "", "pods", "list"), "submit-dry-run", 0, "free GPUs unknown: no permission to list pods"),
+    (("ClusterRole", "kueue.x-k8s.io", "clusterqueues", "get"), "explain", 0, "could not be read: its quota is not shown"),
+    (("ClusterRole", "kueue.x-k8s.io", "resourceflavors", "list"), "explain", 0, "ResourceFlavors could not be listed"),
+    (("ClusterRole", "", "namespaces", "get"), "submit-missing-queue", 2, "LocalQueue no-such-queue does not exist"),
+]
+
+
+def _command(name: str, namespace: str, lq: str, job: str, tmp_path: Path) -> list[str]:
+    quick = ["--timeout", "60", "--", "python", "-c", "print(1)"]
+    token_spec = tmp_path / "locked.yaml"
+    token_spec.write_text("name: refused\nauthMode: token\nentrypoint: python -c \"print('behind the token')\"\n")
+    return {
+        "submit-token": ["submit", str(token_spec), "-n", namespace, "--queue", lq, "--timeout", "60"],
+        "submit-dry-run": ["submit", "--dry-run", "-n", namespace, "--queue", lq, "--name", "dry", *quick],
+        "submit": ["submit", "-n", namespace, "--queue", lq, "--name", "refused", *quick],
+        "submit-missing-queue": ["submit", "-n", namespace, "--queue", "no-such-queue", "--name", "refused", *quick],
+        "status": ["status", job, "-n", namespace],
+        "list": ["list", "-n", namespace],
+        "delete": ["delete", job, "-n", namespace],
+        "explain": ["explain", job, "-n", namespace],
+    }[name]
+
+
+def _id(drop: tuple[str, ...], command: str) -> str:
+    return "-".join(part for part in drop if part) + "-" + command
+
+
+@pytest.mark.parametrize(("drop", "command", "message"), REQUIRED, ids=[_id(d, c) for d, c, _ in REQUIRED])
+def test_each_required_rule_is_needed_and_its_absence_is_a_clear_exit_3(cluster, tmp_path, drop, command, message):
+    server = cluster[0]
+    namespace, lq, cli = _submitter(server, tmp_path, drop)
+    out = cli(*_command(command, namespace, lq, _held(server, namespace, lq), tmp_path))
+    assert out.returncode == 3, out.stderr
+    assert "permission denied" in out.stderr and message in out.stderr, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert "Traceback" not in out.stderr and [line for line in lines if line.startswith("error:")] == lines[-1:], out.stderr
+    left = [o["metadata"]["name"] for o in server.list_objects(RAY, "RayJob", namespace)]
+    assert "refused" not in left  # a submit that failed half-way deleted what it created
+
+
+@pytest.mark.parametrize(("drop", "command", "code", "note"), OPTIONAL, ids=[_id(d, c) for d, c, _, _ in OPTIONAL])
+def test_each_optional_read_degrades_with_a_note(cluster, tmp_path, drop, command, code, note):
+    server = cluster[0]
+    namespace, lq, cli = _submitter(server, tmp_path, drop)
+    out = cli(*_command(command, namespace, lq, _held(server, namespace, lq), tmp_path))
+    assert out.returncode == code, out.stderr
+    assert note in out.stdout + out.stderr, (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr and "permission denied" not in out.stderr, out.stderr
+
+
+def test_the_preflight_reads_are_granted(cluster, tmp_path):
+    """Under the shipped rules preflight can name what exists, so none of its reads is refused."""
+    server = cluster[0]
+    namespace, lq, cli = _submitter(server, tmp_path)
+    rows = {
+        "queue": (["--queue", "no-such-queue"], f"LocalQueue no-such-queue does not exist in namespace {namespace} (LocalQueues there: {lq})"),
+        "priority": (["--queue", lq, "--priority", "no-such-class"], "WorkloadPriorityClass no-such-class does not exist"),
+    }
+    for case, (flags, message) in rows.items():
+        out = cli("submit", "-n", namespace, *flags, "--name", "refused", "--timeout", "60", "--", "python", "-c", "1")
+        assert out.returncode == 2, (case, out.stderr)
+        assert message in out.stderr, (case, out.stderr)
+        assert "not readable" not in out.stderr and "not checked" not in out.stderr, (case, out.stderr)
+    assert server.list_objects(RAY, "RayJob", namespace) == []
+
+
+def test_a_token_protected_cluster_works_under_the_shipped_rules(cluster, tmp_path):
+    server = cluster[0]
+    namespace, lq, cli = _submitter(server, tmp_path)
+    out = cli(*_command("submit-token", namespace, lq, "", tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "behind the token" in out.stdout and _refusals(out.stderr) == [], out.stderr
+    assert server.list_objects(RAY, "RayJob", namespace) == []
+
+
+# None: the shipped rules, the submit port-forwards and succeeds; else the rule dropped and the refusal named.
+PORT_FORWARD = [
+    (None, None),
+    ((("Role", "", "pods", "list"), ("ClusterRole", "", "pods", "list")), 'cannot list resource "pods"'),
+    ((("Role", "", "pods/portforward", "create"),), "port-forwarding to pod"),
+]
+
+
+@pytest.mark.parametrize(("drop", "message"), PORT_FORWARD, ids=["shipped"] + ["+".join(_id(one, "submit") for one in d) for d, _ in PORT_FORWARD[1:]])
+def test_reaching_the_dashboard_by_port_forward(port_forward_cluster, tmp_path, drop, message):
+    server = port_forward_cluster
+    namespace, lq, cli = _submitter(server, tmp_path, *(drop or ()))
+    out = cli("submit", "-n", namespace, "--queue", lq, "--name", "forwarded", "--timeout", "60", "--", "python", "-c", "print('through the tunnel')")
+    if drop is None:
+        assert out.returncode == 0, out.stderr
+        assert "port-forwarding" in out.stderr and "through the tunnel" in out.stdout, out.stderr
+        assert _refusals(out.stderr) == [], out.stderr
+    else:
+        assert out.returncode == 3, out.stderr
+        assert "permission denied" in out.stderr and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert server.list_objects(RAY, "RayJob", namespace) == []
