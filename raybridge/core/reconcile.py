@@ -7,12 +7,19 @@ offline, and so one burst of pending pods yields one scale-up:
 * A placeholder that got a node ("provided": bound, or finished on a node)
   brought up capacity for the pods it was made for. Those pods are left out
   of the demand until they land (bound, or gone) or `provision_timeout`
-  passes; then it is deleted. Its GPUs also count against the cap. Two
-  guards keep that credit honest: a node's GPUs are credited once (a
-  placeholder exits once scheduled, so the next can land on the same free
-  GPUs; the later one is deleted), and a placeholder covers only the pods
-  its GPUs hold as planned now (a node's GPU memory may be known only once
-  the node exists).
+  passes; then it is deleted. Its GPUs also count against the cap. The
+  credit is the room its node has left, not the GPUs it asked for: a
+  placeholder exits once scheduled, so another placeholder can land on the
+  same free GPUs, and any pod (another placeholder's, a stranger's) can
+  take them. So the room left on each node is worked out from every pod
+  bound there (whole GPUs, and GPU-sharing pods packed as tightly as they
+  allow), earlier placeholders on the node are credited first, and a
+  placeholder covers only the pods of its own that this room holds as
+  planned now (a node's GPU memory may be known only once the node exists).
+  Its other pods are planned again on this pass; one that holds none is
+  deleted ("node-already-counted" when an earlier placeholder was credited
+  on its node, else "capacity-taken"). Crediting the GPUs asked for
+  instead held its pods until the timeout while other pods filled its node.
 * The remaining pods are planned (`core/adjuster.plan_placeholders`). A
   pending placeholder (not on a node yet) is kept, unchanged, while any pod
   it was made for still counts as demand. It covers those of its pods its
@@ -42,14 +49,19 @@ placeholder pod is read from and written to the API is the
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.core.adjuster import AdjusterPlan, Placeholder, plan_placeholders
-from raybridge.core.consts import GPU_RESOURCE_KEYS, KAI_GPU_DEVICES_ANNOTATION, KAI_GPU_FRACTION_ANNOTATION
+from raybridge.core.consts import (
+    GPU_MEMORY_LABELS,
+    GPU_RESOURCE_KEYS,
+    KAI_GPU_DEVICES_ANNOTATION,
+    KAI_GPU_FRACTION_ANNOTATION,
+    KAI_GPU_MEMORY_ANNOTATION,
+)
 from raybridge.core.demand import AdjusterSettings, DemandPiece, parse_fraction, parse_whole, pod_key, select_demand
 from raybridge.core.inventory import pod_gpu_requests
 
@@ -65,6 +77,7 @@ DELETE_PODS_LANDED = "pods-landed"  # none of its pods waits any more (bound, fi
 DELETE_TIMED_OUT = "provision-timeout"
 DELETE_FINISHED = "finished-without-node"
 DELETE_DOUBLE_COUNTED = "node-already-counted"  # its node's GPUs were already counted for earlier placeholders
+DELETE_CAPACITY_TAKEN = "capacity-taken"  # other pods took the GPUs it brought up: its pods are asked for again
 
 
 @dataclass(frozen=True)
@@ -135,13 +148,21 @@ def placeholder_name(prefix: str, group: str, gpus: int, taken: set[str]) -> str
         n += 1
 
 
-def _free_whole_gpus(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str, int]:
-    """Per node: allocatable GPUs (any vendor) minus the whole GPUs of the pods bound there and not finished."""
-    free: dict[str, int] = {}
+def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str, list[Fraction]]:
+    """Per node: the room left on each GPU (any vendor) once the pods bound there and not finished are placed.
+
+    Whole-GPU pods take free GPUs; GPU-sharing pods are packed first fit, largest first. Which GPU a
+    sharing pod really got is the GPU-sharing scheduler's record, not read here: the packing is the
+    tightest the landed pods allow, so the room is never more than what is really free on a node
+    packed as well, and a node filled by any pods (not only a placeholder's own) shows no room.
+    """
+    rooms: dict[str, list[Fraction]] = {}
+    memory: dict[str, Optional[int]] = {}
     for node in nodes or ():
         if not isinstance(node, Mapping):
             continue
-        name = (node.get("metadata") or {}).get("name") if isinstance(node.get("metadata"), Mapping) else None
+        meta = node.get("metadata") if isinstance(node.get("metadata"), Mapping) else {}
+        name = meta.get("name")
         allocatable = (node.get("status") or {}).get("allocatable") if isinstance(node.get("status"), Mapping) else None
         if not isinstance(name, str) or not isinstance(allocatable, Mapping):
             continue
@@ -151,36 +172,73 @@ def _free_whole_gpus(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dic
                 total += int(str(allocatable.get(key, "0")))
             except ValueError:
                 pass
-        free[name] = total
+        rooms[name] = [Fraction(1)] * max(total, 0)
+        labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+        memory[name] = next((int(str(labels[k])) for ks in GPU_MEMORY_LABELS.values() for k in ks
+                             if str(labels.get(k, "")).isdigit() and int(str(labels[k])) > 0), None)
+    sharing: dict[str, list[tuple[Fraction, int]]] = {}
     for pod in pods:
-        spec = pod.get("spec") if isinstance(pod, Mapping) and isinstance(pod.get("spec"), Mapping) else {}
-        node_name = spec.get("nodeName")
+        if not isinstance(pod, Mapping):
+            continue
+        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
         status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
-        if node_name in free and status.get("phase") not in ("Succeeded", "Failed"):
-            free[node_name] -= sum(pod_gpu_requests(pod).values())
-    return free
+        node_name = spec.get("nodeName")
+        if node_name not in rooms or status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        room = rooms[node_name]
+        whole = sum(pod_gpu_requests(dict(pod)).values())
+        for _ in range(whole):
+            free = next((i for i, r in enumerate(room) if r == 1), None)
+            if free is None:
+                break
+            room[free] = Fraction(0)
+        share = _landed_share(pod, memory.get(node_name))
+        if share is not None:
+            sharing.setdefault(node_name, []).append(share)
+    for node_name, shares in sharing.items():
+        room = rooms[node_name]
+        for fraction, devices in sorted(shares, key=lambda s: (-s[0] * s[1], -s[1])):
+            chosen = sorted((i for i, r in enumerate(room) if r >= fraction), key=lambda i: (room[i], i))[:devices]
+            for i in chosen:
+                room[i] -= fraction
+            # Not placeable as packed here (it landed, so the scheduler packed it otherwise): take the emptiest.
+            for i in sorted(range(len(room)), key=lambda i: -room[i])[: devices - len(chosen)]:
+                room[i] = max(Fraction(0), room[i] - fraction)
+    return rooms
 
 
-def _landed_gpus(ph: ExistingPlaceholder, by_key: Mapping[str, Any]) -> int:
-    """Whole GPUs the placeholder's own GPU-sharing pods hold on its node: at least the sum of their fractions."""
-    used = Fraction(0)
-    for key in ph.pods:
-        pod = by_key.get(key)
-        spec = pod.get("spec") if isinstance(pod, Mapping) and isinstance(pod.get("spec"), Mapping) else {}
-        if pod is not None and spec.get("nodeName") == ph.node:
-            used += _shared_gpus(pod)
-    return math.ceil(used)
-
-
-def _shared_gpus(pod: Mapping[str, Any]) -> Fraction:
-    """gpu-fraction x devices of a GPU-sharing pod (0 for gpu-memory pods and anything unreadable)."""
+def _landed_share(pod: Mapping[str, Any], gpu_memory_mib: Optional[int]) -> Optional[tuple[Fraction, int]]:
+    """(fraction of a GPU, devices) a bound GPU-sharing pod holds; a gpu-memory pod on a node whose GPU memory is unknown holds whole GPUs."""
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
-    fraction, _ = parse_fraction(annotations.get(KAI_GPU_FRACTION_ANNOTATION)) if annotations.get(KAI_GPU_FRACTION_ANNOTATION) else (None, None)
-    if fraction is None:
-        return Fraction(0)
+    if not annotations.get(KAI_GPU_FRACTION_ANNOTATION) and not annotations.get(KAI_GPU_MEMORY_ANNOTATION):
+        return None
     devices, _ = parse_whole(annotations.get(KAI_GPU_DEVICES_ANNOTATION, "1"), "devices", 1)
-    return fraction * (devices or 1)
+    devices = devices or 1
+    if annotations.get(KAI_GPU_FRACTION_ANNOTATION):
+        fraction, _ = parse_fraction(annotations.get(KAI_GPU_FRACTION_ANNOTATION))
+        return (fraction, devices) if fraction is not None else (Fraction(1), devices)
+    try:
+        mib = int(str(annotations.get(KAI_GPU_MEMORY_ANNOTATION)))
+    except ValueError:
+        mib = 0
+    if not gpu_memory_mib or mib <= 0:
+        return Fraction(1), devices
+    return min(Fraction(1), Fraction(mib, gpu_memory_mib)), devices
+
+
+def _credit(room: list[Fraction], gpus: int) -> list[int]:
+    """The placeholder's share of its node: up to `gpus` GPUs with room, the emptiest first."""
+    return sorted((i for i, r in enumerate(room) if r > 0), key=lambda i: (-room[i], i))[: max(gpus, 0)]
+
+
+def _fill_at(pieces: Sequence[DemandPiece], room: list[Fraction], indices: list[int]) -> set[str]:
+    """`_fill` into the GPUs `indices` of `room`, lowering `room` in place."""
+    part = [room[i] for i in indices]
+    fitting = _fill(pieces, part)
+    for i, left in zip(indices, part):
+        room[i] = left
+    return fitting
 
 
 def _fitting_pieces(pieces: Sequence[DemandPiece], gpus: int) -> set[str]:
@@ -236,46 +294,52 @@ def reconcile(
             pending.append(ph)
 
     # Capacity brought up, oldest first. A placeholder exits once scheduled, so the next one can
-    # land on the same free GPUs: a node's GPUs are credited once. And what its pods need is
-    # planned again with what is known now (a node's GPU memory, say): it covers only the pods
-    # its GPUs can hold.
+    # land on the same free GPUs, and any pod may take the GPUs it brought up: it is credited only
+    # the room its node has left (after every pod bound there and every earlier placeholder's
+    # credit), and covers only the pods that room holds, planned with what is known now (a node's
+    # GPU memory, say). Pods it cannot hold are planned again at once, not after the timeout.
     uncapped = replace(settings, max_total_gpus=None)
-    provided_slack: list[tuple[ExistingPlaceholder, list[Fraction]]] = []
-    budget = _free_whole_gpus(nodes, pods) if provided else {}
+    provided_slack: list[tuple[ExistingPlaceholder, list[Fraction], list[int]]] = []
+    rooms = _node_rooms(nodes, pods) if provided else {}
     by_key = {pod_key(p): p for p in pods} if provided else {}
+    credited_nodes: set[str] = set()
     for ph in sorted(provided, key=lambda p: (p.provided_at or now, p.name)):
         still_waiting = waiting.intersection(ph.pods)
         age = (now - ph.provided_at).total_seconds() if ph.provided_at else 0.0
-        room = budget.get(ph.node) if ph.node else None
         if not still_waiting:
             delete.append((ph.name, DELETE_PODS_LANDED))
-            if room is not None and ph.node:
-                # Its pods fill (part of) the node it brought up: a later placeholder there found
-                # those GPUs free only because the pods had not landed yet.
-                budget[ph.node] = room - _landed_gpus(ph, by_key)
-        elif age >= provision_timeout_seconds:
+            if ph.node:
+                credited_nodes.add(ph.node)
+            continue
+        if age >= provision_timeout_seconds:
             delete.append((ph.name, DELETE_TIMED_OUT))
-        elif room is not None and room < ph.gpus:
-            delete.append((ph.name, DELETE_DOUBLE_COUNTED))
-        else:
-            if room is not None and ph.node:
-                budget[ph.node] = room - ph.gpus
-            keep.append(ph.name)
-            provided_gpus += ph.gpus
-            own = [by_key[k] for k in sorted(still_waiting) if k in by_key]
-            free = [Fraction(1)] * max(ph.gpus, 0)
-            if own:
-                covered |= _fill(select_demand(own, nodes, uncapped, now, pod_groups).pieces, free)
-            if any(room > 0 for room in free):
-                provided_slack.append((ph, free))
-    # The room its own pods leave on a provided placeholder's GPUs holds later pods of its group
-    # (those that filled its slack while it was pending), as long as they belong to no pending one.
+            continue
+        node_room = rooms.get(ph.node) if ph.node else None
+        if node_room is None:  # where the capacity is, is not known (a ProvisioningRequest): its whole GPUs
+            node_room = [Fraction(1)] * max(ph.gpus, 0)
+        share = _credit(node_room, ph.gpus)
+        own = [by_key[k] for k in sorted(still_waiting) if k in by_key]
+        held = _fill_at(select_demand(own, nodes, uncapped, now, pod_groups).pieces, node_room, share) if own and share else set()
+        if not held and ph.node is not None:
+            reason = DELETE_DOUBLE_COUNTED if ph.node in credited_nodes else DELETE_CAPACITY_TAKEN
+            delete.append((ph.name, reason))
+            continue
+        if ph.node:
+            credited_nodes.add(ph.node)
+        keep.append(ph.name)
+        provided_gpus += ph.gpus
+        covered |= held
+        if any(node_room[i] > 0 for i in share):
+            provided_slack.append((ph, node_room, share))
+    # The room its own pods leave on a provided placeholder's GPUs holds other waiting pods of its
+    # group: later ones (that filled its slack while it was pending) and pods of another provided
+    # placeholder whose node had no room for them (pods land wherever the scheduler puts them).
     if provided_slack:
-        claimed = {k for ph in existing if ph.state in (PENDING, PROVIDED) for k in ph.pods}
+        claimed = {k for ph in existing if ph.state == PENDING for k in ph.pods} | covered
         others = [p for p in pods if pod_key(p) in waiting and pod_key(p) not in claimed]
         pieces = select_demand(others, nodes, uncapped, now, pod_groups).pieces if others else ()
-        for ph, free in provided_slack:
-            covered |= _fill([piece for piece in pieces if piece.group.id == ph.group and piece.pod not in covered], free)
+        for ph, node_room, share in provided_slack:
+            covered |= _fill_at([piece for piece in pieces if piece.group.id == ph.group and piece.pod not in covered], node_room, share)
 
     demand_pods = [p for p in pods if pod_key(p) not in covered] if covered else list(pods)
     plan = plan_placeholders(demand_pods, nodes, _capped(settings, provided_gpus), now, pod_groups)

@@ -19,6 +19,7 @@ from raybridge.adjuster.settings import RunSettings
 from raybridge.core.adjuster import AdjusterSettings, Placeholder, plan_placeholders
 from raybridge.core.names import label_value_problem, name_problem
 from raybridge.core.reconcile import (
+    DELETE_CAPACITY_TAKEN,
     DELETE_DEMAND_GONE,
     DELETE_DOUBLE_COUNTED,
     DELETE_FINISHED,
@@ -125,6 +126,41 @@ def test_a_node_with_room_credits_both():
             ExistingPlaceholder("b", GROUP, 4, PROVIDED, keys(8, 8), NOW - timedelta(seconds=5), "n1")]
     result = reconcile(halves(16), nodes, both, SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
     assert result.delete == () and result.create == () and len(result.covered_pods) == 16
+
+
+def sixes(n: int, start: int = 0, **kw: Any) -> list[dict[str, Any]]:
+    return [pod(f"p{i}", "0.6", **kw) for i in range(start, start + n)]
+
+
+def whole_gpu_pod(name: str, gpus: int, node_name: str) -> dict[str, Any]:
+    return pod(name, scheduler=None, node_name=node_name, phase="Running",
+               containers=[{"name": "main", "image": "ubuntu", "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}])
+
+
+# (case, pods bound to n1 (not the placeholder's), created GPUs, deleted {name: reason}, kept, covered pods)
+# One placeholder "a" (8 GPUs, provided on the 8-GPU node n1) for 8 waiting pods of 0.6 GPU, which need a GPU each.
+TAKEN_ROWS = [
+    ("its node is free: its pods wait for it", [], [], {}, ["a"], 8),
+    ("other pods filled its node: its pods are asked for again at once",
+     sixes(8, 100, node_name="n1", phase="Running"), [8], {"a": DELETE_CAPACITY_TAKEN}, [], 0),
+    ("other pods took 5 of its GPUs: the 3 left hold 3 pods, the other 5 are asked for again",
+     sixes(5, 100, node_name="n1", phase="Running"), [5], {}, ["a"], 3),
+    ("finished pods hold nothing", sixes(8, 100, node_name="n1", phase="Succeeded"), [], {}, ["a"], 8),
+    ("a whole-GPU pod took 6 of its GPUs", [whole_gpu_pod("big", 6, "n1")], [6], {}, ["a"], 2),
+    ("a whole-GPU pod took all of its GPUs", [whole_gpu_pod("big", 8, "n1")], [8], {"a": DELETE_CAPACITY_TAKEN}, [], 0),
+]
+
+
+@pytest.mark.parametrize("case,landed,created,deleted,kept,covered", TAKEN_ROWS, ids=[r[0] for r in TAKEN_ROWS])
+def test_a_provided_placeholder_is_credited_only_the_room_its_node_has_left(case, landed, created, deleted, kept, covered):
+    """A placeholder exits once scheduled: any pod may then take the GPUs it brought up."""
+    provided = ExistingPlaceholder("a", GROUP, 8, PROVIDED, keys(8), NOW - timedelta(seconds=5), "n1")
+    result = reconcile([*landed, *sixes(8)], [node("n1", 8)], [provided], SETTINGS, NOW,
+                       provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
+    assert sorted((p.placeholder.gpus for p in result.create), reverse=True) == created
+    assert dict(result.delete) == deleted
+    assert list(result.keep) == kept
+    assert len(result.covered_pods) == covered
 
 
 def test_a_placeholder_covers_only_the_pods_its_gpus_hold_as_known_now():
