@@ -22,54 +22,29 @@ import json
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
-import uuid
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
 from tests.helpers import ROOT, cli_env, run_cli
-from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
-from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, wait_for
-from tests.kubeapi.server import KubeApiServer
+from tests.kubeapi.fixtures import fresh_queue, leftovers, simulated_cluster, wait_for
 
 RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
 
 
 @pytest.fixture(scope="module")
 def cluster(ray_head, tmp_path_factory):
-    server = KubeApiServer().start()
-    kubeconfig = server.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    for i in range(2):
-        make_gpu_node(server, f"gpu-{i}", vendor="nvidia", gpus=8)
-    dashboard = urlparse(ray_head.dashboard_url).netloc
-    kueue = FakeKueue(server).start()
-    kuberay = FakeKubeRay(server, dashboard_address=dashboard).start()
-    yield server, str(kubeconfig), kueue, kuberay
-    kuberay.stop()
-    kueue.stop()
-    server.stop()
+    with simulated_cluster(urlparse(ray_head.dashboard_url).netloc, tmp_path_factory.mktemp("kube") / "config") as parts:
+        yield parts
 
 
 @pytest.fixture
 def queue(cluster):
     """A fresh LocalQueue -> ClusterQueue with 8 GPUs, in a fresh namespace."""
-    server = cluster[0]
-    suffix = uuid.uuid4().hex[:6]
-    namespace = f"team-{suffix}"
-    server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    make_cluster_queue(server, f"cq-{suffix}", gpus=8)
-    make_local_queue(server, f"lq-{suffix}", namespace, f"cq-{suffix}")
-    return namespace, f"lq-{suffix}", f"cq-{suffix}"
-
-
-def leftovers(server, namespace):
-    return {kind: [o["metadata"]["name"] for o in server.list_objects(api, kind, namespace)]
-            for api, kind in ((RAY, "RayJob"), (RAY, "RayCluster"), (KUEUE, "Workload"))
-            if server.list_objects(api, kind, namespace)}  # fmt: skip
+    return fresh_queue(cluster[0])
 
 
 class Cli:

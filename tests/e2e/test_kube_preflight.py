@@ -23,7 +23,7 @@ import pytest
 from tests.helpers import cli_env, run_cli
 from tests.kubeapi.controllers import FakeKueue
 from tests.kubeapi.errors import AdmissionDenied
-from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, wait_for
+from tests.kubeapi.fixtures import leftovers, make_cluster_queue, make_gpu_node, make_local_queue, wait_for
 from tests.kubeapi.server import KubeApiServer
 from tests.schemas import KUBERAY_RELEASES
 
@@ -59,9 +59,7 @@ class Cluster:
         return [name for ns, name in self.create_requests if ns == namespace]
 
     def leftovers(self, namespace: str) -> dict[str, list[str]]:
-        found = {kind: [o["metadata"]["name"] for o in self.server.list_objects(api, kind, namespace)]
-                 for api, kind in ((RAY, "RayJob"), (RAY, "RayCluster"), (KUEUE, "Workload"))}  # fmt: skip
-        return {kind: names for kind, names in found.items() if names}
+        return leftovers(self.server, namespace)
 
 
 @pytest.fixture(scope="module")

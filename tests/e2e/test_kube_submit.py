@@ -12,54 +12,31 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from urllib.parse import urlparse
 
 import pytest
 
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli, wait_for_output
-from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
-from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, rayjob_manifest, wait_for
-from tests.kubeapi.server import KubeApiServer
+from tests.kubeapi.controllers import FakeKubeRay
+from tests.kubeapi.fixtures import fresh_queue, leftovers, rayjob_manifest, simulated_cluster, wait_for
 
-RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
+RAY = "ray.io/v1"
 
 
 @pytest.fixture(scope="module")
 def cluster(ray_head, tmp_path_factory):
-    server = KubeApiServer().start()
-    kubeconfig = server.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    for i in range(2):
-        make_gpu_node(server, f"gpu-{i}", vendor="nvidia", gpus=8)
-    dashboard = urlparse(ray_head.dashboard_url).netloc
-    kueue = FakeKueue(server).start()
-    kuberay = FakeKubeRay(server, dashboard_address=dashboard).start()
-    yield server, str(kubeconfig), kueue, kuberay
-    kuberay.stop()
-    kueue.stop()
-    server.stop()
+    with simulated_cluster(urlparse(ray_head.dashboard_url).netloc, tmp_path_factory.mktemp("kube") / "config") as parts:
+        yield parts
 
 
 @pytest.fixture
 def queue(cluster):
     """A fresh LocalQueue -> ClusterQueue with 8 GPUs, in a fresh namespace."""
-    server = cluster[0]
-    suffix = uuid.uuid4().hex[:6]
-    namespace = f"team-{suffix}"
-    server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    make_cluster_queue(server, f"cq-{suffix}", gpus=8)
-    make_local_queue(server, f"lq-{suffix}", namespace, f"cq-{suffix}")
-    return namespace, f"lq-{suffix}", f"cq-{suffix}"
+    return fresh_queue(cluster[0])
 
 
 def kube_cli(cluster, *args, timeout=180):
     return run_cli(*args, env=cli_env(KUBECONFIG=cluster[1]), timeout=timeout)
-
-
-def leftovers(server, namespace):
-    return {kind: [o["metadata"]["name"] for o in server.list_objects(api, kind, namespace)]
-            for api, kind in ((RAY, "RayJob"), (RAY, "RayCluster"), (KUEUE, "Workload"))
-            if server.list_objects(api, kind, namespace)}  # fmt: skip
 
 
 def test_submit_runs_through_kueue_and_kuberay_and_cleans_up(cluster, queue):

@@ -26,7 +26,7 @@ import pytest
 
 from tests.helpers import EXAMPLES, cli_env, run_cli
 from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
-from tests.kubeapi.fixtures import make_gpu_node
+from tests.kubeapi.fixtures import leftovers, make_gpu_node
 from tests.kubeapi.server import KubeApiServer
 from tests.kubeapi.sim_kueue import kueue_api_version
 from tests.schemas import RELEASES
@@ -71,12 +71,7 @@ class Cluster:
         return namespace, lq
 
     def leftovers(self, namespace: str) -> dict[str, list[str]]:
-        found = {}
-        for api, kind in ((RAY, "RayJob"), (RAY, "RayCluster"), (self.kueue_api, "Workload")):
-            names = [o["metadata"]["name"] for o in self.server.list_objects(api, kind, namespace)]
-            if names:
-                found[kind] = names
-        return found
+        return leftovers(self.server, namespace, self.kueue_api)
 
 
 @pytest.fixture(scope="module", params=RELEASES)

@@ -21,27 +21,18 @@ import yaml
 
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
 from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
-from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, rayjob_manifest
+from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, rayjob_manifest, simulated_cluster
 from tests.kubeapi.server import KubeApiServer
 
 RBAC_FILE = ROOT / "configs" / "rbac" / "submitter.yaml"
 EXAMPLE_NAMESPACE, ACCOUNT = "team-a", "raybridge-submitter"
-RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
+RAY = "ray.io/v1"
 
 
 @pytest.fixture(scope="module")
 def cluster(ray_head, tmp_path_factory):
-    server = KubeApiServer().start()
-    kubeconfig = server.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    for i in range(2):
-        make_gpu_node(server, f"gpu-{i}", vendor="nvidia", gpus=8)
-    dashboard = urlparse(ray_head.dashboard_url).netloc
-    kueue = FakeKueue(server).start()
-    kuberay = FakeKubeRay(server, dashboard_address=dashboard).start()
-    yield server, str(kubeconfig), kueue, kuberay
-    kuberay.stop()
-    kueue.stop()
-    server.stop()
+    with simulated_cluster(urlparse(ray_head.dashboard_url).netloc, tmp_path_factory.mktemp("kube") / "config") as parts:
+        yield parts
 
 
 @pytest.fixture(scope="module")

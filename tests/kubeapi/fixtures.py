@@ -14,6 +14,7 @@ no pods on the nodes (tests add their own when they need used capacity).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -23,8 +24,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -305,6 +307,51 @@ def raycluster_manifest(
 # --------------------------------------------------------------------------
 # Waiting
 # --------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def simulated_cluster(dashboard_address: str, kubeconfig: Path, gpu_nodes: int = 2) -> Iterator[tuple[Any, str, Any, Any]]:
+    """The newest releases with `gpu_nodes` 8-GPU NVIDIA nodes, the simulated Kueue and KubeRay (its clusters' Ray
+    jobs run on the real head at `dashboard_address`): (server, kubeconfig path, kueue, kuberay); all stopped after."""
+    from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
+    from tests.kubeapi.server import KubeApiServer
+
+    server = KubeApiServer().start()
+    try:
+        path = server.write_kubeconfig(kubeconfig)
+        for i in range(gpu_nodes):
+            make_gpu_node(server, f"gpu-{i}", vendor="nvidia", gpus=8)
+        kueue = FakeKueue(server).start()
+        try:
+            kuberay = FakeKubeRay(server, dashboard_address=dashboard_address).start()
+            try:
+                yield server, str(path), kueue, kuberay
+            finally:
+                kuberay.stop()
+        finally:
+            kueue.stop()
+    finally:
+        server.stop()
+
+
+def fresh_queue(server: Any, gpus: int = 8) -> tuple[str, str, str]:
+    """A new namespace with a LocalQueue -> ClusterQueue of `gpus` GPUs: (namespace, local queue, cluster queue)."""
+    suffix = uuid.uuid4().hex[:6]
+    namespace = f"team-{suffix}"
+    server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    make_cluster_queue(server, f"cq-{suffix}", gpus=gpus)
+    make_local_queue(server, f"lq-{suffix}", namespace, f"cq-{suffix}")
+    return namespace, f"lq-{suffix}", f"cq-{suffix}"
+
+
+def leftovers(server: Any, namespace: str, kueue_api: str = KUEUE_API) -> dict[str, list[str]]:
+    """What still holds (or could hold) quota in `namespace`: RayJobs, RayClusters and Workloads by kind."""
+    found = {}
+    for api, kind in ((RAY_API, "RayJob"), (RAY_API, "RayCluster"), (kueue_api, "Workload")):
+        names = [o["metadata"]["name"] for o in server.list_objects(api, kind, namespace)]
+        if names:
+            found[kind] = names
+    return found
 
 
 def wait_for(
