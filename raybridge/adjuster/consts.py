@@ -24,7 +24,9 @@ DEFAULT_NAMESPACE = "raybridge-adjuster"
 DEFAULT_PRIORITY_CLASS = "raybridge-placeholder"
 #: The placeholder's container runs `true` and exits at once: the node stays, its GPUs are free for
 #: the real pods (a pause image would keep them until preempted, and KAI does not preempt pods of
-#: other schedulers). Any image with a `true` binary works (--placeholder-image).
+#: other schedulers). Any image with a `true` binary works (--placeholder-image). This one is the
+#: busybox Kubernetes' own e2e suite pulls (test/utils/image/manifest.go: registry.k8s.io/e2e-test-images,
+#: busybox 1.36.1-1), so it is on the official registry and its mirrors.
 DEFAULT_PLACEHOLDER_IMAGE = "registry.k8s.io/e2e-test-images/busybox:1.36.1-1"
 PLACEHOLDER_COMMAND = ("/bin/true",)
 #: The UID the placeholder runs as (non-root; busybox needs no user entry for `true`).

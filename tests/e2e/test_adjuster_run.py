@@ -138,10 +138,6 @@ def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_g
     assert landed < 10
 
 
-@pytest.mark.skip(reason="a known gap in adjuster run: fails about 1 run in 3 on this machine. Seen: (a) a pending placeholder "
-                  "whose scale-up another placeholder consumed (bound to its node first) stays pending with no node coming "
-                  "(the sim's autoscaler never scales up again for a pod it already provisioned for; reconcile keeps pending "
-                  "placeholders with no age limit); (b) pods arriving while the controller runs split into waves: 5 nodes")
 def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(cluster: Any) -> None:
     # 30 x 0.6: no two share a GPU, so 30 GPUs = 4 nodes of 8. The placeholders are created
     # within the burst's second and slowly (0.2 s each), which gives the scheduler the chance to bind a

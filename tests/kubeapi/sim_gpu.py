@@ -14,11 +14,20 @@
   same Unschedulable condition.
 * The kubelet's part: a bound pod turns Running; a pod whose container runs
   `true` (the adjuster's placeholders) turns Succeeded, which frees its GPUs.
-* The cluster autoscaler's part: unschedulable pods requesting whole GPUs
-  are packed (first fit) into new nodes of `node_gpus` GPUs carrying the
-  pod's nodeSelector labels; the nodes appear `provisioning_delay` seconds
-  after the pods were first seen. Pods requesting no GPU resource never
-  trigger it (as the real autoscaler, which cannot read annotations).
+* The cluster autoscaler's part, recomputed from scratch on every step as
+  the real one does each loop: unschedulable pods requesting whole GPUs are
+  first fitted (first fit, in creation order) into the nodes it is already
+  adding ("upcoming" nodes, entirely free in its view: the real autoscaler
+  adds them to its cluster snapshot as template nodes before deciding,
+  core/static_autoscaler.go `addUpcomingNodesToClusterSnapshot` /
+  `getUpcomingNodeInfos`), and the rest are packed into new nodes of
+  `node_gpus` GPUs carrying the pod's nodeSelector labels, which register
+  `provisioning_delay` seconds later. A pod whose node came but went to
+  another pod is still unschedulable, so the next step scales up for it
+  again, as the real autoscaler would. A node once decided is added even if
+  the pods it was for are gone meanwhile (a scale-up is not taken back).
+  Pods requesting no GPU resource never trigger it (as the real
+  autoscaler, which cannot read annotations).
   ProvisioningRequests (best-effort-atomic-scale-up) get `Accepted`, then,
   after the delay, all their podSets' nodes at once and `Provisioned=True`
   (or `Failed=True` while `fail_requests` is set, or when a PodTemplate is
@@ -92,7 +101,8 @@ class GpuSim:
         #: Nodes the autoscaler added, in order, and the placeholder pods each was for.
         self.added_nodes: list[tuple[str, tuple[str, ...]]] = []
         self._first_seen: dict[str, float] = {}
-        self._provisioned_for: set[str] = set()
+        #: Nodes the autoscaler is adding: (registers at, nodeSelector, the pods it was decided for).
+        self._upcoming: list[tuple[float, dict[str, str], tuple[str, ...]]] = []
         self._serial = 0
         self.errors: list[str] = []
         #: ProvisioningRequests fail (no capacity) while this is set.
@@ -269,32 +279,35 @@ class GpuSim:
                     raise
 
     def _autoscale(self, pods: list[dict[str, Any]]) -> None:
+        """One loop of the autoscaler over the pods the scheduler could not place in this step."""
         now = time.monotonic()
-        waiting = []
+        registered = [(selector, members) for due, selector, members in self._upcoming if due <= now]
+        self._upcoming = [u for u in self._upcoming if u[0] > now]
+        for selector, members in registered:
+            self._add_node(selector, members)
+        # Capacity in the autoscaler's view: nodes registered in this step (the scheduler has not
+        # seen them yet) and the upcoming ones, all entirely free; then new nodes.
+        bins: list[tuple[dict[str, str], list[int]]] = [(sel, [0]) for sel, _ in registered]
+        bins += [(sel, [0]) for _, sel, _ in self._upcoming]
+        new: list[tuple[dict[str, str], list[int], list[str]]] = []
         for pod in pods:
-            uid = pod["metadata"]["uid"]
-            if uid in self._provisioned_for:
-                continue
-            first = self._first_seen.setdefault(uid, now)
-            if now - first >= self.provisioning_delay:
-                waiting.append(pod)
-        # First fit of the waiting pods into new nodes, per nodeSelector.
-        planned: list[tuple[dict[str, str], int, list[dict[str, Any]]]] = []
-        for pod in waiting:
             selector = dict(pod["spec"].get("nodeSelector") or {})
             gpus = self._whole_gpus(pod)
             if gpus > self.node_gpus:
                 continue
-            for i, (sel, used, members) in enumerate(planned):
-                if sel == selector and used + gpus <= self.node_gpus:
-                    planned[i] = (sel, used + gpus, members + [pod])
+            room = next((used for sel, used in bins if sel == selector and used[0] + gpus <= self.node_gpus), None)
+            if room is not None:  # it will fit a node already coming
+                room[0] += gpus
+                continue
+            for sel, used, members in new:
+                if sel == selector and used[0] + gpus <= self.node_gpus:
+                    used[0] += gpus
+                    members.append(pod["metadata"]["name"])
                     break
             else:
-                planned.append((selector, gpus, [pod]))
-        for selector, _, members in planned:
-            for pod in members:
-                self._provisioned_for.add(pod["metadata"]["uid"])
-            self._add_node(selector, tuple(p["metadata"]["name"] for p in members))
+                new.append((selector, [gpus], [pod["metadata"]["name"]]))
+        for selector, _, members in new:
+            self._upcoming.append((now + self.provisioning_delay, selector, tuple(members)))
 
     def _add_node(self, selector: dict[str, str], reason: tuple[str, ...]) -> None:
         self._serial += 1
