@@ -22,7 +22,6 @@ connection is being made.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import warnings
@@ -37,6 +36,8 @@ def quiet_libraries(verbose: bool) -> None:
     global _quiet
     _quiet = not verbose
     if verbose:
+        import logging
+
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         return
     warnings.filterwarnings("ignore", category=FutureWarning)
@@ -46,11 +47,6 @@ def quiet_libraries(verbose: bool) -> None:
     after_ray_import()
 
 
-class _ErrorsOnly(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.ERROR
-
-
 def after_ray_import() -> None:
     """Re-apply the choice to Ray's loggers.
 
@@ -58,14 +54,20 @@ def after_ray_import() -> None:
     when imported, and attaches its own handler; quiet means their levels go to
     ERROR and that handler lets only errors through, whichever child logs.
     """
-    if not _quiet:
+    if not _quiet or "logging" not in sys.modules:  # no logging, no logger to quiet (a command that never loads Ray)
         return
+    import logging
+
     for name, logger in list(logging.root.manager.loggerDict.items()):
         if isinstance(logger, logging.Logger) and (name == "ray" or name.startswith("ray.") or name.startswith("urllib3")):
             logger.setLevel(logging.ERROR)
     for handler in logging.getLogger("ray").handlers:
-        if not any(isinstance(f, _ErrorsOnly) for f in handler.filters):
-            handler.addFilter(_ErrorsOnly())
+        handler.addFilter(_errors_only)  # once: addFilter skips a filter already there
+
+
+def _errors_only(record: object) -> bool:
+    """A logging filter (a callable is one): errors and worse pass."""
+    return getattr(record, "levelno", 0) >= 40  # logging.ERROR, without importing logging for commands that never log
 
 
 @contextmanager

@@ -31,7 +31,6 @@ from raybridge.core.demand import (
     IgnoredPod,
     select_demand,
 )
-from raybridge.core.kai_policy import KAI_RESOURCE_KEY, kai_pass
 from raybridge.core.packing import BestFitScheduler, PackItem, pack
 from raybridge.core.quantity import format_fraction
 
@@ -362,6 +361,8 @@ def _apply_cap(
 
 
 def _plan_kai(pods: Iterable[Any], settings: AdjusterSettings) -> AdjusterPlan:
+    from raybridge.core.kai_policy import KAI_RESOURCE_KEY, kai_pass  # only for --policy kai
+
     result = kai_pass(pods, settings.scheduler_name, float(settings.memory_fallback_fraction), settings.kai_namespace)
     placeholders = [
         Placeholder(

@@ -44,7 +44,7 @@ from raybridge.core.consts import (
     KAI_SCHEDULER_NAME,
     VENDORS,
 )
-from raybridge.core.inventory import inventory_from_nodes, pod_gpu_requests
+from raybridge.core.inventory import named_nodes, node_gpus_by_vendor, pod_gpu_requests
 from raybridge.core.placement import (
     constraint_problem,
     is_default_not_ready_toleration,
@@ -352,22 +352,14 @@ class _NodeFacts:
 
 
 def _node_facts(nodes: Iterable[Any]) -> tuple[list[_NodeFacts], list[str]]:
-    node_list = [n for n in nodes if isinstance(n, dict)]
-    inventory = inventory_from_nodes(node_list, source="file")
-    gpus: dict[str, dict[str, tuple[int, Optional[int]]]] = {}
-    for entry in inventory.nodes:
-        if entry.vendor and entry.gpus > 0:
-            gpus.setdefault(entry.name, {})[entry.vendor] = (entry.gpus, entry.memory_mib)
-    facts, seen = [], set()
-    for node in node_list:
-        meta = _dict(node.get("metadata"))
-        name = meta.get("name")
-        if not isinstance(name, str) or not name or name in seen:
-            continue
-        seen.add(name)
-        labels = {k: v for k, v in _dict(meta.get("labels")).items() if isinstance(v, str)}
-        facts.append(_NodeFacts(name, labels, _list(_dict(node.get("spec")).get("taints")), gpus.get(name, {})))
-    return facts, list(inventory.warnings)
+    warnings: list[str] = []
+    facts = []
+    for name, meta, node in named_nodes((n for n in nodes if isinstance(n, dict)), warnings):
+        raw_labels = _dict(meta.get("labels"))
+        labels = {k: v for k, v in raw_labels.items() if isinstance(v, str)}
+        gpus = node_gpus_by_vendor(name, node, raw_labels, warnings)
+        facts.append(_NodeFacts(name, labels, _list(_dict(node.get("spec")).get("taints")), gpus))
+    return facts, list(dict.fromkeys(warnings))
 
 
 # --- constraints -----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ This module does no I/O: reading files or the API is the caller's job.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from raybridge.core.consts import GPU_MEMORY_LABELS, GPU_PRODUCT_LABELS, GPU_RESOURCE_KEYS
 from raybridge.core.quantity import parse_quantity
@@ -307,6 +307,34 @@ def product_label(labels: dict[str, Any], vendor: str) -> Optional[tuple[str, st
     return None
 
 
+def named_nodes(nodes: Iterable[Any], warnings: list[str]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(name, metadata, node) once per node name; a node without a name, or listed again, is said in `warnings`."""
+    seen: set[str] = set()
+    for index, node in enumerate(nodes):
+        meta = _dict(_dict(node).get("metadata"))
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            warnings.append(f"item {index} of the node list has no metadata.name: skipped")
+            continue
+        if name in seen:
+            warnings.append(f"node {name} is listed more than once: counted once")
+            continue
+        seen.add(name)
+        yield name, meta, node
+
+
+def node_gpus_by_vendor(name: str, node: dict[str, Any], labels: dict[str, Any], warnings: list[str]) -> dict[str, tuple[int, Optional[int]]]:
+    """vendor -> (allocatable GPUs, MiB per GPU from the vendor's labels or None), for the vendors it has any of."""
+    status = _dict(node.get("status"))
+    allocatable = _dict(status.get("allocatable")) or _dict(status.get("capacity"))
+    found: dict[str, tuple[int, Optional[int]]] = {}
+    for vendor, key in GPU_RESOURCE_KEYS.items():
+        count = _gpu_count(allocatable, key, f"node {name}", warnings)
+        if count > 0:
+            found[vendor] = (count, _memory_mib(_label(labels, GPU_MEMORY_LABELS[vendor])))
+    return found
+
+
 def inventory_from_nodes(
     nodes: Iterable[Any],
     pods: Optional[Iterable[Any]] = None,
@@ -322,27 +350,12 @@ def inventory_from_nodes(
     warnings: list[str] = []
     used = gpus_in_use(pods, warnings) if pods is not None else None
     result: list[NodeGpus] = []
-    seen: set[str] = set()
-    for index, node in enumerate(nodes):
-        meta = _dict(_dict(node).get("metadata"))
-        name = meta.get("name")
-        if not isinstance(name, str) or not name:
-            warnings.append(f"item {index} of the node list has no metadata.name: skipped")
-            continue
-        if name in seen:
-            warnings.append(f"node {name} is listed more than once: counted once")
-            continue
-        seen.add(name)
-        status = _dict(node.get("status"))
+    for name, meta, node in named_nodes(nodes, warnings):
         labels = _dict(meta.get("labels"))
-        allocatable = _dict(status.get("allocatable")) or _dict(status.get("capacity"))
-        found_vendor = False
         not_ready = not_ready_reason(node)
-        for vendor, key in GPU_RESOURCE_KEYS.items():
-            count = _gpu_count(allocatable, key, f"node {name}", warnings)
-            if count <= 0:
-                continue
-            found_vendor = True
+        gpus = node_gpus_by_vendor(name, node, labels, warnings)
+        for vendor, (count, memory_mib) in gpus.items():
+            key = GPU_RESOURCE_KEYS[vendor]
             reasons = unschedulable_reasons(node, tolerations, key)
             free = None
             if used is not None:
@@ -353,14 +366,14 @@ def inventory_from_nodes(
                     vendor=vendor,
                     gpus=count,
                     model=(product_label(labels, vendor) or (None, None))[1],
-                    memory_mib=_memory_mib(_label(labels, GPU_MEMORY_LABELS[vendor])),
+                    memory_mib=memory_mib,
                     free=free,
                     eligible=not reasons,
                     reasons=tuple(reasons),
                     labels=_string_labels(labels),
                 )
             )
-        if not found_vendor:
+        if not gpus:
             reasons = (not_ready,) if not_ready else ()
             result.append(NodeGpus(name=name, vendor=None, gpus=0, eligible=not reasons, reasons=reasons, labels=_string_labels(labels)))
     return Inventory(nodes=tuple(result), source=source, warnings=tuple(dict.fromkeys(warnings)))
