@@ -17,11 +17,14 @@ on Pod and Node JSON built from the simulation, round after round:
   pool whose vendor key, labels and taints match, packing the placeholders into
   new nodes first-fit as its estimator does; the nodes are Ready after a
   provisioning delay and the placeholders waiting for them bind there first;
-* raybridge's policy, as its controller reconciles (on every change, every 30 s
-  and when a pod's 10 s grace period ends): every pending pod past the grace
-  period is planned; GPUs that placeholders still waiting for a node
-  already ask for count against the plan, per constraint group; only the rest is
-  added (a landed placeholder is deleted, and the scheduler fills its node at once);
+* raybridge's policy: its controller's own decision, `core/reconcile.reconcile`
+  (which calls `plan_placeholders`), on every change, every 30 s and when a
+  pod's 10 s grace period ends, as the controller reconciles: a placeholder
+  waiting for a node keeps covering its pods (and, in the room its whole GPUs
+  leave, later pods of its group); one that landed covers the pods the room
+  left on its node holds until they land or the provision timeout passes; only
+  pods nothing covers are planned anew, and the placeholders created and
+  deleted are what the controller would create and delete;
 * KAI's policy: one `Adjust()` pass per reconcile with its scaling pods, a 60 s
   cooldown after any deletion, no grace period.
 
@@ -48,10 +51,12 @@ from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from raybridge.core.adjuster import AdjusterSettings, plan_placeholders  # noqa: E402
+from raybridge.adjuster.consts import DEFAULT_PROVISION_TIMEOUT_SECONDS  # noqa: E402
+from raybridge.core.adjuster import AdjusterSettings  # noqa: E402
 from raybridge.core.kai_policy import kai_pass  # noqa: E402
 from raybridge.core.packing import PackItem, pack  # noqa: E402
 from raybridge.core.placement import matches_node_selector, untolerated_taints  # noqa: E402
+from raybridge.core.reconcile import PENDING, PROVIDED, ExistingPlaceholder, reconcile  # noqa: E402
 
 EPOCH = datetime(2025, 6, 1, tzinfo=timezone.utc)
 NODE_GPUS = 8
@@ -154,6 +159,8 @@ class SimPlaceholder:
     target: Optional[str] = None  # KAI: the pod it stands for
     waiting_for: Optional[SimNode] = None
     landed: Optional[float] = None
+    group: Optional[str] = None  # raybridge: the plan's constraint group
+    node_name: Optional[str] = None  # the node it landed on
 
     def matches(self, pool: Pool) -> bool:
         if pool.resource_key != self.resource_key or not matches_node_selector(self.node_selector, pool.labels):
@@ -280,7 +287,7 @@ class Cluster:
                 candidates.insert(0, ph.waiting_for)
             for node in candidates:
                 if sum(1 for f in node.free if f == 1) >= ph.gpus:
-                    ph.landed = t  # it exits at once: its GPUs stay free
+                    ph.landed, ph.node_name = t, node.name  # it exits at once: its GPUs stay free
                     self.dirty = True
                     break
 
@@ -310,25 +317,23 @@ class Cluster:
             self._reconcile_exact(t)
 
     def _reconcile_exact(self, t: float) -> None:
-        """Desired against actual: plan every pending pod, count what placeholders already asked for, add the rest."""
-        self.placeholders = [ph for ph in self.placeholders if ph.landed is None]  # landed ones are deleted
-        pending = [p for p in self.pods if p.node is None and p.arrival <= t]
-        if not pending:
-            return
-        plan = plan_placeholders([p.to_json() for p in pending], [n.to_json() for n in self.nodes if n.ready_at <= t], AdjusterSettings(), EPOCH + timedelta(seconds=t))
-        in_flight: dict[tuple, int] = {}
-        for ph in self.placeholders:
-            key = (ph.resource_key, repr(ph.node_selector), repr(ph.tolerations))
-            in_flight[key] = in_flight.get(key, 0) + ph.gpus
-        for spec in sorted(plan.placeholders, key=lambda s: -s.gpus):
-            key = (spec.resource_key, repr(dict(spec.node_selector)), repr([dict(x) for x in spec.tolerations]))
-            covered = min(in_flight.get(key, 0), spec.gpus)
-            in_flight[key] = in_flight.get(key, 0) - covered
-            if spec.gpus - covered <= 0:
-                continue
-            self.counter += 1
-            self.placeholders.append(SimPlaceholder(f"ph-{self.counter}", spec.gpus - covered, spec.resource_key, dict(spec.node_selector),
-                                                    [dict(x) for x in spec.tolerations], spec.pods, t))  # fmt: skip
+        """The controller's decision (`reconcile`) on the cluster as it is now; its creates and deletes applied."""
+        now = EPOCH + timedelta(seconds=t)
+        existing = [
+            ExistingPlaceholder(ph.name, ph.group or "", ph.gpus, PENDING if ph.landed is None else PROVIDED, ph.pods,
+                                provided_at=None if ph.landed is None else EPOCH + timedelta(seconds=ph.landed), node=ph.node_name)
+            for ph in self.placeholders
+        ]  # fmt: skip
+        decision = reconcile(
+            [p.to_json() for p in self.pods if p.arrival <= t], [n.to_json() for n in self.nodes if n.ready_at <= t], existing,
+            AdjusterSettings(), now, provision_timeout_seconds=DEFAULT_PROVISION_TIMEOUT_SECONDS, name_prefix="ph",
+        )  # fmt: skip
+        gone = {name for name, _ in decision.delete}
+        self.placeholders = [ph for ph in self.placeholders if ph.name not in gone]
+        for planned in decision.create:
+            spec = planned.placeholder
+            self.placeholders.append(SimPlaceholder(planned.name, spec.gpus, spec.resource_key, dict(spec.node_selector),
+                                                    [dict(x) for x in spec.tolerations], spec.pods, t, group=spec.group))  # fmt: skip
 
     def _reconcile_kai(self, t: float) -> None:
         in_cooldown = self.last_kai_deletion is not None and t - self.last_kai_deletion < 60

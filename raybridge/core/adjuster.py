@@ -224,7 +224,7 @@ def plan_placeholders(
         # The scheduler places pods one by one, not as the exact packing does: add GPUs until a best-fit
         # placement in its order (KAI's within a queue: oldest first) also finds room for every pod (bounded:
         # each round adds some).
-        order_keys = [_scheduling_order(p) for p in pieces]
+        order_keys = [scheduling_order(p) for p in pieces]
         ordered_items = [items[i] for i in sorted(range(len(pieces)), key=order_keys.__getitem__)]
         planned_nodes = list(packing.nodes)
         greedy_extra = 0
@@ -297,8 +297,12 @@ def plan_placeholders(
     )
 
 
-def _scheduling_order(piece: DemandPiece) -> tuple[bool, str, float, str]:
-    """The scheduler's order within a group: oldest first (creation, then the longest wait), then by name."""
+def scheduling_order(piece: DemandPiece) -> tuple[bool, str, float, str]:
+    """The scheduler's order within a group: oldest first (creation, then the longest wait), then by name.
+
+    The order the plan's greedy check places pods in, and the one the controller's reconcile assumes
+    when it works out which waiting pods the placeholders already asked for will hold.
+    """
     return (piece.created is None, piece.created or "", -(piece.waiting_seconds or 0.0), piece.pod)
 
 

@@ -743,6 +743,10 @@ class BestFitScheduler:
         resumed._add_nodes(node_sizes)
         return resumed
 
+    def holds_pods(self, node: int) -> bool:
+        """Whether the last run placed any pod on node `node` (in the order the nodes were given)."""
+        return node not in self.untouched
+
     def _take(self, node: int, gpu: int, room: int, size: int) -> None:
         slots = self.slots
         del slots[bisect.bisect_left(slots, (room, node, gpu))]

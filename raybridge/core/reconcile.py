@@ -20,15 +20,17 @@ offline, and so one burst of pending pods yields one scale-up:
   deleted ("node-already-counted" when an earlier placeholder was credited
   on its node, else "capacity-taken"). Crediting the GPUs asked for
   instead held its pods until the timeout while other pods filled its node.
-* The remaining pods are planned (`core/adjuster.plan_placeholders`). A
-  pending placeholder (not on a node yet) is kept, unchanged, while any pod
-  it was made for still counts as demand. It covers those of its pods its
-  GPUs hold as they are planned now, and then, in the room they leave on
-  its whole GPUs, pods of its group that came later (so pods arriving in
-  waves do not cost up to half a GPU extra per wave). Pods no pending
-  placeholder covers are planned again on their own and get new
-  placeholders. Pending placeholders none of whose pods count any more are
-  deleted.
+* The remaining pods are planned (`core/adjuster.plan_placeholders`). The
+  pending placeholders (not on a node yet) of a group stand for GPUs on their
+  way: the group's waiting pods, oldest first, best fit, are placed on their
+  whole GPUs as the scheduler will place them when the nodes come (the pods
+  each was made for and pods that came later alike, so pods arriving in
+  waves fill the room earlier ones leave and cost no extra GPU, and what is
+  counted is a placement the scheduler really makes, not a tighter packing
+  it would not find). The pods that placement holds are covered; a pending
+  placeholder it puts no pod on is deleted; one that holds pods is kept,
+  unchanged, even when the pods it was made for are gone. Pods no pending
+  placeholder holds are planned again on their own and get new placeholders.
   Why a pending placeholder is never replaced by a bigger one: a pod's
   resources are immutable, so resizing is delete + create of a pod every
   wave, and whether the autoscaler matches the new pod to the node it is
@@ -54,7 +56,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from raybridge.core.adjuster import AdjusterPlan, Placeholder, plan_placeholders
+from raybridge.core.adjuster import AdjusterPlan, Placeholder, plan_placeholders, scheduling_order
 from raybridge.core.consts import (
     GPU_MEMORY_LABELS,
     GPU_RESOURCE_KEYS,
@@ -64,6 +66,7 @@ from raybridge.core.consts import (
 )
 from raybridge.core.demand import AdjusterSettings, DemandPiece, parse_fraction, parse_whole, pod_key, select_demand
 from raybridge.core.inventory import pod_gpu_requests
+from raybridge.core.packing import BestFitScheduler, PackItem
 
 #: States of an existing placeholder.
 PENDING = "pending"  # not on a node yet: the scale-up signal
@@ -78,6 +81,7 @@ DELETE_TIMED_OUT = "provision-timeout"
 DELETE_FINISHED = "finished-without-node"
 DELETE_DOUBLE_COUNTED = "node-already-counted"  # its node's GPUs were already counted for earlier placeholders
 DELETE_CAPACITY_TAKEN = "capacity-taken"  # other pods took the GPUs it brought up: its pods are asked for again
+DELETE_HELD_ELSEWHERE = "held-elsewhere"  # its pods still count, but fit the GPUs other pending placeholders ask for
 
 
 @dataclass(frozen=True)
@@ -241,10 +245,6 @@ def _fill_at(pieces: Sequence[DemandPiece], room: list[Fraction], indices: list[
     return fitting
 
 
-def _fitting_pieces(pieces: Sequence[DemandPiece], gpus: int) -> set[str]:
-    return _fill(pieces, [Fraction(1)] * gpus)
-
-
 def _fill(pieces: Sequence[DemandPiece], free: list[Fraction]) -> set[str]:
     """Place what fits into `free` (room per GPU, lowered in place): first fit, largest first."""
     fitting: set[str] = set()
@@ -345,33 +345,33 @@ def reconcile(
     plan = plan_placeholders(demand_pods, nodes, _capped(settings, provided_gpus), now, pod_groups)
     counted = {piece.pod for piece in plan.pieces}
 
-    # A pending placeholder stays while any pod it was made for still counts: the autoscaler
-    # may be adding a node for it already, so it is neither resized nor replaced.
+    # The pending placeholders of a group stand for the GPUs on their way to it. When those GPUs come,
+    # the scheduler places the group's waiting pods on them oldest first, best fit: the pods each
+    # placeholder was made for and the pods that came after it alike (so pods arriving in waves fill the
+    # room the earlier ones leave, and the count is what the scheduler will really do, not a packing it
+    # will not find). The pods that placement holds are covered; a pending placeholder that holds none
+    # is deleted. None is resized or replaced: the autoscaler may be adding a node for it already.
     pending_gpus = 0
     waiting_for_pending: set[str] = set()
-    pieces_by_pod = {piece.pod: piece for piece in plan.pieces}
-    slack: list[tuple[ExistingPlaceholder, list[Fraction]]] = []
+    pending_by_group: dict[str, list[ExistingPlaceholder]] = {}
     for ph in pending:
-        still = counted.intersection(ph.pods)
-        free = [Fraction(1)] * max(ph.gpus, 0)
-        held = _fill([pieces_by_pod[k] for k in sorted(still)], free) if still else set()
-        if held:
-            keep.append(ph.name)
-            waiting_for_pending |= held
-            pending_gpus += ph.gpus
-            slack.append((ph, free))
-        else:
-            reason = DELETE_DEMAND_GONE if waiting.intersection(ph.pods) else DELETE_PODS_LANDED
-            delete.append((ph.name, reason))
-    # Pods that came after a pending placeholder of their group fill the room its own pods leave
-    # (it asked for whole GPUs): a wave costs no extra GPU where the last one's slack holds it. The
-    # placeholder itself is neither resized nor replaced (see the module docstring for why).
-    if slack and counted - waiting_for_pending:
-        newcomers = [piece for piece in plan.pieces if piece.pod not in waiting_for_pending]
-        for ph, free in slack:
-            if any(room > 0 for room in free):
-                of_group = [piece for piece in newcomers if piece.group.id == ph.group and piece.pod not in waiting_for_pending]
-                waiting_for_pending |= _fill(of_group, free)
+        pending_by_group.setdefault(ph.group, []).append(ph)
+    pieces_by_group: dict[str, list[DemandPiece]] = {}
+    for piece in plan.pieces:
+        pieces_by_group.setdefault(piece.group.id, []).append(piece)
+    for group_id, placeholders in pending_by_group.items():
+        ordered = sorted(pieces_by_group.get(group_id, ()), key=scheduling_order)
+        scheduler = BestFitScheduler([PackItem(p.pod, p.fraction, p.devices) for p in ordered], [ph.gpus for ph in placeholders])
+        left = set(scheduler.run())
+        waiting_for_pending.update(p.pod for i, p in enumerate(ordered) if i not in left)
+        for index, ph in enumerate(placeholders):
+            if scheduler.holds_pods(index):
+                keep.append(ph.name)
+                pending_gpus += ph.gpus
+            elif counted.intersection(ph.pods):
+                delete.append((ph.name, DELETE_HELD_ELSEWHERE))
+            else:
+                delete.append((ph.name, DELETE_DEMAND_GONE if waiting.intersection(ph.pods) else DELETE_PODS_LANDED))
     if not waiting_for_pending:
         new_plan = plan
     elif counted <= waiting_for_pending:
