@@ -3,9 +3,14 @@
 `Informer` lists a resource once (paged), then watches it from that
 resourceVersion with the official client's `kubernetes.watch.Watch`, relisting
 on 410 Gone and backing off on any other failure (dropped streams, garbage
-lines, 5xx), so a bad answer never kills the process. `Controller` reconciles
-on events (debounced, so a burst is one pass) and on a timer (so a pod's
-grace period ending is noticed within `resync` seconds), calls the pure
+lines, 5xx), so a bad answer never kills the process. KAI's PodGroups (whose
+scheduling conditions say when a pod's queue is over quota) are read the same
+way but are optional: where the cluster serves no PodGroup API (404) or RBAC
+forbids listing it (403), one warning is logged, the `podgroups_unavailable`
+gauge is 1 and the adjuster goes on without them (a pod is then quota-blocked
+only when its own condition says so), asking again every few minutes.
+`Controller` reconciles on events (debounced, so a burst is one pass) and on a
+timer (so a pod's grace period ending is noticed within `resync` seconds), calls the pure
 decision (`scale_adjuster.decide`) and hands the actions to the `Scaler`. With
 leader election on, only the holder of a coordination.k8s.io Lease acts
 (`kubernetes.leaderelection`); a standby keeps nothing but its health server.
@@ -25,6 +30,7 @@ import time
 import uuid
 from collections import Counter as Tally
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, Callable, Mapping, Optional
 
 from raybridge.adjuster import consts
@@ -40,11 +46,16 @@ from raybridge.adjuster.scale_adjuster import (
 )
 from raybridge.adjuster.scaler import Scaler
 from raybridge.adjuster.settings import RunSettings
+from raybridge.core.consts import KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION
 
 log = logging.getLogger("raybridge.adjuster")
 
 #: Why a waiting ProvisioningRequest is deleted when its group's demand changed (a new one asks for it all).
 REPLACED = "replaced"
+#: How often an optional resource found missing (404) or forbidden (403) is asked for again.
+UNAVAILABLE_RETRY_SECONDS = 300.0
+#: The answers that make an optional resource unavailable rather than failing.
+UNAVAILABLE_CODES = (403, 404)
 #: Events posted per reconcile pass at most (one per pod acted for; the rest wait for the next pass).
 MAX_EVENTS_PER_PASS = 50
 #: Why a GPU-sharing pod is not counted, worth a Warning Event on it (once): what its owner can fix.
@@ -65,7 +76,11 @@ class Informer:
 
     def __init__(self, name: str, list_fn: Callable[..., Any], *, request_timeout: float, stop: threading.Event,
                  changed: threading.Event, on_error: Callable[[str, str], None] = lambda op, code: None,
-                 page_size: int = 500, watch_timeout: int = consts.WATCH_TIMEOUT_SECONDS) -> None:
+                 page_size: int = 500, watch_timeout: int = consts.WATCH_TIMEOUT_SECONDS,
+                 optional: bool = False, on_available: Callable[[bool], None] = lambda available: None,
+                 unavailable_retry: float = UNAVAILABLE_RETRY_SECONDS, unavailable_note: str = "") -> None:
+        """`optional`: a 404 or 403 empties the cache and counts as synced (one warning, `on_available(False)`),
+        and the resource is asked for again every `unavailable_retry` seconds (`on_available(True)` once it answers)."""
         self.name = name
         self.list_fn = list_fn
         self.timeout = request_timeout
@@ -81,6 +96,12 @@ class Informer:
         self._tombstones: set[str] = set()
         self._watch: Any = None
         self.relists = 0
+        self.optional = optional
+        self.on_available = on_available
+        self.unavailable_retry = unavailable_retry
+        self.unavailable_note = unavailable_note
+        #: Why an optional resource is not read ("404 Not Found", "403 Forbidden"), None while it is.
+        self.unavailable: Optional[str] = None
         self.thread = threading.Thread(target=self._run, name=f"informer-{name}", daemon=True)
 
     def start(self) -> "Informer":
@@ -123,12 +144,34 @@ class Informer:
             except Exception as exc:  # noqa: BLE001 - any failure: back off, never die
                 code = str(getattr(exc, "status", "") or type(exc).__name__)
                 self.on_error(f"watch {self.name}", code)
+                if self.optional and getattr(exc, "status", None) in UNAVAILABLE_CODES:
+                    self._go_without(exc)
+                    if self.stop.wait(self.unavailable_retry):
+                        return
+                    resource_version = None
+                    continue
                 log.warning("%s list/watch failed (%s): retrying in %.1fs", self.name, _one_line(exc), backoff)
                 if self.stop.wait(backoff):
                     return
                 backoff = min(backoff * 2, 5.0)
                 if not self.synced.is_set():
                     resource_version = None
+
+    def _go_without(self, exc: BaseException) -> None:
+        """An optional resource the cluster does not serve or we may not list: an empty, synced cache."""
+        status = getattr(exc, "status", "")
+        why = f"{status} {getattr(exc, 'reason', '') or ''}".strip()
+        with self.lock:
+            self.items = {}
+            self._tombstones.clear()
+        if self.unavailable is None:
+            log.warning("cannot read %s (%s): going on without them%s; asking again every %.0fs", self.name, why,
+                        f" ({self.unavailable_note})" if self.unavailable_note else "", self.unavailable_retry,
+                        extra={"resource": self.name, "code": status})
+            self.on_available(False)
+        self.unavailable = why
+        self.synced.set()
+        self.changed.set()
 
     def _relist(self) -> str:
         items: dict[str, dict[str, Any]] = {}
@@ -157,6 +200,11 @@ class Informer:
         with self.lock:
             self.items = items
             self._tombstones.clear()
+        if self.unavailable is not None:
+            log.info("reading %s again", self.name, extra={"resource": self.name})
+            self.unavailable = None
+        if self.optional:
+            self.on_available(True)
         self.relists += 1
         self.synced.set()
         self.changed.set()
@@ -349,6 +397,8 @@ class Controller:
                 self._lead_term(term)
 
     def _lead_term(self, term: threading.Event) -> None:
+        from kubernetes import client
+
         log.info("leading: reconciling placeholders in namespace %s", self.settings.namespace)
         self._term = term
         self.leading.set()
@@ -360,14 +410,16 @@ class Controller:
                         stop=halt, changed=changed, on_error=on_error)
         nodes = Informer("nodes", self.core.list_node, request_timeout=self.settings.request_timeout,
                          stop=halt, changed=changed, on_error=on_error)
-        self._informers = [pods, nodes]
+        custom = client.CustomObjectsApi(self.api_client)
+        pod_groups = Informer(
+            "podgroups", partial(custom.list_cluster_custom_object, KAI_POD_GROUP_GROUP, KAI_POD_GROUP_VERSION, KAI_POD_GROUP_PLURAL),
+            request_timeout=self.settings.request_timeout, stop=halt, changed=changed, on_error=on_error, optional=True,
+            on_available=lambda available: self.metrics.podgroups_unavailable.set(0 if available else 1),
+            unavailable_note="a pod then counts as quota-blocked only where its own condition says so",
+        )  # fmt: skip
+        self._informers = [pods, nodes, pod_groups]
         requests = templates = None
         if self.settings.mode == "provisioning-request":
-            from functools import partial
-
-            from kubernetes import client
-
-            custom = client.CustomObjectsApi(self.api_client)
             requests = Informer("provisioningrequests", partial(
                 custom.list_namespaced_custom_object, consts.PROVISIONING_GROUP, consts.PROVISIONING_VERSION,
                 self.settings.namespace, consts.PROVISIONING_PLURAL, label_selector=consts.REQUEST_SELECTOR,
@@ -393,9 +445,9 @@ class Controller:
                     continue
                 try:
                     if requests is not None and templates is not None:
-                        self.reconcile_requests_once(pods, nodes, requests, templates, scaler)
+                        self.reconcile_requests_once(pods, nodes, requests, templates, scaler, pod_groups)
                     else:
-                        self.reconcile_once(pods, nodes, scaler)
+                        self.reconcile_once(pods, nodes, scaler, pod_groups)
                 except Exception as exc:  # noqa: BLE001 - a bad pass must not stop the next
                     log.exception("reconcile failed: %s", _one_line(exc))
         finally:
@@ -408,10 +460,11 @@ class Controller:
 
     # --- one pass -----------------------------------------------------------------------------
 
-    def reconcile_once(self, pods: Informer, nodes: Informer, scaler: Scaler) -> Pass:
+    def reconcile_once(self, pods: Informer, nodes: Informer, scaler: Scaler, pod_groups: Optional[Informer] = None) -> Pass:
         started = time.perf_counter()
         all_pods = pods.snapshot()
-        result = decide(all_pods, nodes.snapshot(), self.settings, self.clock())
+        result = decide(all_pods, nodes.snapshot(), self.settings, self.clock(),
+                        pod_groups=pod_groups.snapshot() if pod_groups is not None else ())
         decision = result.decision
         by_name = {(p.get("metadata") or {}).get("name"): p for p in all_pods
                    if (p.get("metadata") or {}).get("namespace") == self.settings.namespace}
@@ -465,7 +518,7 @@ class Controller:
         return result
 
     def reconcile_requests_once(self, pods: Informer, nodes: Informer, requests: Informer, templates: Informer,
-                                scaler: Scaler) -> RequestPass:
+                                scaler: Scaler, pod_groups: Optional[Informer] = None) -> RequestPass:
         """--mode provisioning-request: one ProvisioningRequest (and its PodTemplates) per group and round."""
         started = time.perf_counter()
         all_pods = pods.snapshot()
@@ -482,7 +535,8 @@ class Controller:
                          f": {condition.get('reason')}: {condition.get('message')}" if condition else "",
                          extra={"request": meta.get("name"), "state": state})
         ns = self.settings.namespace
-        result = decide_requests(all_pods, nodes.snapshot(), request_objects, templates.snapshot(), self.settings, self.clock())
+        result = decide_requests(all_pods, nodes.snapshot(), request_objects, templates.snapshot(), self.settings, self.clock(),
+                                 pod_groups=pod_groups.snapshot() if pod_groups is not None else ())
         for name, reason in [*result.decision.delete, *((name, REPLACED) for name in result.superseded)]:
             if self._stopping():
                 break

@@ -1,4 +1,4 @@
-"""One pass of the adjuster: the cached pods and nodes -> what to create and delete, and the objects.
+"""One pass of the adjuster: the cached pods, nodes and PodGroups -> what to create and delete, and the objects.
 
 Sits between the controller (which owns the cache and the clock) and the pure
 decision (`core/reconcile.py`): it tells the adjuster's own placeholder pods
@@ -82,7 +82,9 @@ class Pass:
     placeholders: tuple[ExistingPlaceholder, ...]
 
 
-def decide(pods: Iterable[Mapping[str, Any]], nodes: Optional[Sequence[Any]], settings: RunSettings, now: datetime) -> Pass:
+def decide(pods: Iterable[Mapping[str, Any]], nodes: Optional[Sequence[Any]], settings: RunSettings, now: datetime,
+           *, pod_groups: Iterable[Mapping[str, Any]] = ()) -> Pass:
+    """`pod_groups`: KAI's PodGroups (their scheduling conditions tell quota-blocked pods; none: not read)."""
     workload: list[Mapping[str, Any]] = []
     placeholders: list[ExistingPlaceholder] = []
     for pod in pods:
@@ -100,6 +102,7 @@ def decide(pods: Iterable[Mapping[str, Any]], nodes: Optional[Sequence[Any]], se
         now,
         provision_timeout_seconds=settings.provision_timeout,
         name_prefix=consts.NAME_PREFIX,
+        pod_groups=pod_groups,
     )
     return Pass(decision, tuple(placeholders))
 
@@ -167,7 +170,10 @@ def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> 
 # `self == oldSelf`), so when a group's demand changes while its request is still waiting, a new
 # request for the whole new demand is created and the old one deleted once the new one exists:
 # never two waiting requests for one group (a crash between the two leaves both; the next pass
-# keeps the one matching the demand and deletes the other). A request already Provisioned is not
+# keeps the one matching the demand and deletes the other). The demand changes when it needs more
+# GPUs than the waiting request asks for (pods its room cannot hold) or fewer (pods deleted or
+# landed elsewhere: the autoscaler would otherwise bring up GPUs nobody needs); other pods for the
+# same GPUs keep the request (no churn for nothing). A request already Provisioned is not
 # replaced: its capacity is up and counts for its pods until they land. A request whose demand is
 # gone is deleted with its templates.
 
@@ -267,6 +273,8 @@ def decide_requests(
     templates: Iterable[Mapping[str, Any]],
     settings: RunSettings,
     now: datetime,
+    *,
+    pod_groups: Iterable[Mapping[str, Any]] = (),
 ) -> RequestPass:
     ours = [obj for obj in requests if is_request(obj, settings.namespace)]
     existing = [r for r in (read_request(obj, now, settings.failed_backoff) for obj in ours) if r is not None]
@@ -275,6 +283,7 @@ def decide_requests(
     decision = reconcile(
         list(pods), nodes, existing, settings.planner, now,
         provision_timeout_seconds=settings.provision_timeout, name_prefix=consts.REQUEST_NAME_PREFIX,
+        pod_groups=pod_groups,
     )  # fmt: skip
     by_group: dict[str, list[PlannedPlaceholder]] = {}
     for planned in decision.create:
@@ -298,15 +307,17 @@ def decide_requests(
         if any(r.name in backing_off for r in old):
             continue
         if old:
-            wanted_pods = tuple(sorted(p for item in whole_demand.get(group, ()) for p in item.placeholder.pods))
+            wanted = whole_demand.get(group, [])
+            wanted_pods = tuple(sorted(p for item in wanted for p in item.placeholder.pods))
             current = next((r for r in old if tuple(sorted(r.pods)) == wanted_pods), None)
             if current is not None or not wanted_pods:
                 # The demand is what a waiting request asks for: keep it, drop any other (a crash left it).
                 superseded += [r.name for r in old if r is not current] if current is not None else []
                 continue
-            if not planned and len(old) == 1 and set(wanted_pods) <= set(old[0].pods):
-                continue  # fewer pods than asked for: the request under way still covers them, no churn
-            planned = whole_demand[group]
+            wanted_gpus = sum(item.placeholder.gpus for item in wanted)
+            if not planned and len(old) == 1 and wanted_gpus >= old[0].gpus:
+                continue  # other pods, not fewer GPUs: the request under way still covers them all, no churn
+            planned = wanted  # more GPUs than it holds, or fewer than it asks for: one request for the demand
         if not planned:
             continue
         pods_of_group = tuple(sorted(p for item in planned for p in item.placeholder.pods))

@@ -120,6 +120,10 @@ KAI_DEFAULT_QUEUE = "default-queue"
 KAI_QUEUE_API_VERSION = "scheduling.run.ai/v2"
 KAI_QUEUE_GROUP = "scheduling.run.ai"
 KAI_QUEUE_VERSION = "v2"
+#: KAI's PodGroup API (pkg/apis/scheduling/v2alpha2).
+KAI_POD_GROUP_GROUP = "scheduling.run.ai"
+KAI_POD_GROUP_VERSION = "v2alpha2"
+KAI_POD_GROUP_PLURAL = "podgroups"
 #: Pods of other schedulers with this `app` label do not reduce KAI's capacity
 #: (`IsKaiUtilityPod`: resource-reservation and scaling pods).
 KAI_UTILITY_APP_LABEL = "app"

@@ -12,13 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from raybridge.core.consts import KAI_QUEUE_GROUP, KAI_QUEUE_VERSION
+from raybridge.core.consts import KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION, KAI_QUEUE_GROUP, KAI_QUEUE_VERSION
 from raybridge.errors import InfraError
 from raybridge.kube.client import Kube, api_call
-
-#: KAI's PodGroup API (pkg/apis/scheduling/v2alpha2).
-KAI_POD_GROUP_GROUP = "scheduling.run.ai"
-KAI_POD_GROUP_VERSION = "v2alpha2"
 
 
 def list_queues(kube: Kube) -> list[dict[str, Any]]:
@@ -47,7 +43,7 @@ def get_pod_group(kube: Kube, namespace: str, name: str) -> Optional[dict[str, A
         KAI_POD_GROUP_GROUP,
         KAI_POD_GROUP_VERSION,
         namespace,
-        "podgroups",
+        KAI_POD_GROUP_PLURAL,
         name,
         not_found_ok=True,
     )

@@ -672,3 +672,138 @@ def test_the_provisioning_request_rbac_is_exactly_enough(bare_cluster: Any, tmp_
     finally:
         code = run.stop()
     assert code == 0 and "403" not in run.text and "orbidden" not in run.text, run.text
+
+
+def test_a_waiting_request_is_replaced_by_a_smaller_one_when_its_groups_demand_shrinks(cluster: Any) -> None:
+    server, sim = cluster
+    created = _request_log(server)
+    sim.provisioning_delay = 6.0  # the first request still waits when half of its pods go
+    _burst(server, 24, "0.5")  # 12 GPUs: two nodes of 8
+    _settled(server, 24)
+    with Running(server, _settings(mode="provisioning-request")) as controller:
+        wait_for(lambda: len(created) == 1, timeout=20, what="the first request")
+        assert created[0]["metadata"]["labels"][consts.GPUS_LABEL] == "12"
+        for i in range(12, 24):
+            server.delete_object("v1", "Pod", f"p-{i}", WORK)
+        # A pass may see only some of the pods gone (a step on the way down), but it ends at the smaller demand.
+        wait_for(lambda: created[-1]["metadata"]["labels"][consts.GPUS_LABEL] == "6", timeout=20, what="a request for 6 GPUs")
+        last = created[-1]["metadata"]["name"]
+        wait_for(lambda: [r["metadata"]["name"] for r in _requests(server)] == [last], timeout=10, what="the replaced request deleted")
+        wait_for(lambda: {t["metadata"]["labels"][consts.REQUEST_LABEL] for t in _templates(server)} == {last},
+                 timeout=10, what="the replaced request's templates deleted")
+        assert _request_pods(_requests(server)[0]) == sorted(f"{WORK}/p-{i}" for i in range(12))
+        wait_for(lambda: _running(server) == 12, timeout=40, what="the 12 pods left running")
+        wait_for(lambda: not _requests(server) and not _templates(server), timeout=20, what="cleaned up")
+    asked = [int(c["metadata"]["labels"][consts.GPUS_LABEL]) for c in created]
+    assert asked[0] == 12 and asked[-1] == 6 and all(a > b for a, b in zip(asked, asked[1:])), asked  # each one smaller
+    assert len(sim.added_nodes) == 1, sim.added_nodes  # 6 GPUs: one node, not the two the first request asked for
+    registry = controller.metrics.registry
+    replaced = registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "delete", "reason": "replaced"})
+    assert replaced == len(created) - 1, (replaced, asked)
+
+
+# --- KAI PodGroups: a queue over quota is no reason to add nodes --------------------------------------
+
+POD_GROUP_API = "scheduling.run.ai/v2alpha2"
+
+
+def _over_limit_pod_group(name: str) -> dict[str, Any]:
+    """A PodGroup as KAI writes it when the queue is out of quota (the pod's own condition only says 'no nodes')."""
+    return {
+        "apiVersion": POD_GROUP_API, "kind": "PodGroup", "metadata": {"name": name, "namespace": WORK},
+        "spec": {"minMember": 1, "queue": "q"},
+        "status": {"phase": "Pending", "schedulingConditions": [
+            {"type": "UnschedulableOnNodePool", "nodePool": "default", "status": "True",
+             "lastTransitionTime": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+             "reasons": [{"reason": "OverLimit", "message": "q quota has reached the allowable limit of GPUs"}]}]},
+    }  # fmt: skip
+
+
+def _grouped_pod(name: str, pod_group: str) -> dict[str, Any]:
+    pod = fraction_pod(name, WORK, fraction="0.5")
+    pod["metadata"]["annotations"]["pod-group-name"] = pod_group
+    return pod
+
+
+class PlaceholderPods:
+    """The pods each placeholder the API server was asked to create was for."""
+
+    def __init__(self, server: KubeApiServer) -> None:
+        self.created: list[list[str]] = []
+        server.add_mutating_hook("", "Pod", self._hook)
+
+    def _hook(self, obj: dict[str, Any], operation: str) -> None:
+        meta = obj.get("metadata") or {}
+        if operation == "CREATE" and (meta.get("labels") or {}).get(consts.MANAGED_BY_LABEL) == consts.MANAGED_BY_VALUE:
+            self.created.append(json.loads(meta["annotations"][consts.PODS_ANNOTATION]))
+
+
+def test_a_pod_whose_pod_group_is_over_quota_gets_no_placeholder_until_the_quota_verdict_goes(cluster: Any) -> None:
+    server, sim = cluster
+    asked = PlaceholderPods(server)
+    server.create_object(_over_limit_pod_group("pg-a"))
+    server.create_object(_grouped_pod("a", "pg-a"))
+    _settled(server, 1)
+    message = server.get_object("v1", "Pod", "a", WORK)["status"]["conditions"][0]["message"]
+    assert "OverLimit" not in message and "quota" not in message  # only the PodGroup tells
+    with Running(server, _settings()) as controller:
+        wait_for(lambda: [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"],
+                 timeout=20, what="an event on the quota-blocked pod")
+        passes = controller.passes
+        wait_for(lambda: controller.passes >= passes + 5, timeout=20, what="five more passes")
+        assert asked.created == [] and not _placeholders(server)
+        registry = controller.metrics.registry
+        assert registry.get_sample_value("raybridge_adjuster_ignored_pods", {"reason": "quota-blocked"}) == 1
+        assert registry.get_sample_value("raybridge_adjuster_podgroups_unavailable") == 0
+        server.delete_object(POD_GROUP_API, "PodGroup", "pg-a", WORK)  # the same pod, no over-quota PodGroup
+        wait_for(lambda: asked.created, timeout=20, what="a placeholder once the PodGroup is gone")
+        wait_for(lambda: _running(server) == 1, timeout=40, what="the pod running")
+    assert asked.created == [[f"{WORK}/a"]], asked.created
+    ignored = [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"]
+    assert [e["involvedObject"]["name"] for e in ignored] == ["a"]
+    assert "out of quota" in ignored[0]["message"] and "pg-a: OverLimit" in ignored[0]["message"], ignored[0]["message"]
+
+
+@pytest.fixture
+def cluster_without_pod_groups() -> Iterator[tuple[KubeApiServer, GpuSim]]:
+    from tests.schemas import crds
+
+    with KubeApiServer(crds=[crd for key, crd in crds().items() if key != ("scheduling.run.ai", "PodGroup")]) as server:
+        _setup(server)
+        with GpuSim(server, provisioning_delay=0.5) as sim:
+            yield server, sim
+        assert sim.errors == []
+
+
+def test_a_cluster_without_the_pod_group_api_is_served_without_it(cluster_without_pod_groups: Any,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    server, sim = cluster_without_pod_groups
+    _burst(server, 4, "0.5")
+    with caplog.at_level("INFO", logger="raybridge.adjuster"), Running(server, _settings()) as controller:
+        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
+        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+        assert controller.metrics.registry.get_sample_value("raybridge_adjuster_podgroups_unavailable") == 1
+        assert controller.ready()
+    about = [(r.levelname, r.getMessage().split(":")[0]) for r in caplog.records if "podgroups" in r.getMessage()]
+    assert about == [("WARNING", "cannot read podgroups (404 Not Found)")], about  # once, and the pods were served
+
+
+# Without either PodGroup verb the adjuster degrades, not fails: the 403 is logged once, the pods are served.
+MISSING_POD_GROUP_VERBS = [("ClusterRole", "podgroups", verb) for verb in ("list", "watch")]
+
+
+@pytest.mark.parametrize("drop", MISSING_POD_GROUP_VERBS, ids=["-".join(d) for d in MISSING_POD_GROUP_VERBS])
+def test_without_a_pod_group_verb_the_adjuster_logs_it_and_goes_on(bare_cluster: Any, tmp_path: Path,
+                                                                   drop: tuple[str, str, str]) -> None:
+    server, sim = bare_cluster
+    run = _start_under_service_account(server, tmp_path, drop)
+    try:
+        wait_for(lambda: "cannot read podgroups (403" in run.text, timeout=40, what=f"the degradation logged without {drop}")
+        _burst(server, 4, "0.5")
+        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
+        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+    finally:
+        code = run.stop()
+    assert code == 0, run.text
+    assert run.text.count("cannot read podgroups") == 1, run.text
+    assert run.text.count("403") == 1 and "Traceback" not in run.text, run.text

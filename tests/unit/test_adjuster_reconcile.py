@@ -23,6 +23,7 @@ from raybridge.core.reconcile import (
     DELETE_DEMAND_GONE,
     DELETE_DOUBLE_COUNTED,
     DELETE_FINISHED,
+    DELETE_HELD_ELSEWHERE,
     DELETE_PODS_LANDED,
     DELETE_TIMED_OUT,
     FINISHED,
@@ -61,8 +62,15 @@ ROWS = [
      [ph("a", 8, PENDING, keys(16)), ph("b", 2, PENDING, keys(4, 16))], None, [], {}, ["a", "b"], 0),
     ("new pods beside a pending placeholder get their own, it is not resized", halves(6),
      [ph("a", 2, PENDING, keys(4))], None, [1], {}, ["a"], 0),
-    ("a pending placeholder whose pods all landed or went: deleted", halves(2),
-     [ph("a", 1, PENDING, ("team/gone",))], None, [1], {"a": DELETE_PODS_LANDED}, [], 0),
+    ("a pending placeholder whose pods all landed or went: deleted", [],
+     [ph("a", 1, PENDING, ("team/gone",))], None, [], {"a": DELETE_PODS_LANDED}, [], 0),
+    ("its pods went, but newer pods of its group fit the GPU it asked for: kept for them, none created", halves(2),
+     [ph("a", 1, PENDING, ("team/gone",))], None, [], {}, ["a"], 0),
+    ("its pods land, best fit and oldest first, in the room an older placeholder's GPUs leave: deleted, none created", halves(2),
+     [ph("a", 2, PENDING, keys(1)), ph("b", 1, PENDING, keys(1, 1))], None, [], {"b": DELETE_HELD_ELSEWHERE}, ["a"], 0),
+    ("waves: each wave's pods fill the room the earlier ones leave, then the rest get one new placeholder",
+     [pod(f"p{i}", "0.3") for i in range(7)],
+     [ph("a", 1, PENDING, keys(2)), ph("b", 1, PENDING, keys(2, 2))], None, [1], {}, ["a", "b"], 0),
     ("a pending placeholder whose pods wait but count no more (quota): deleted",
      [pod("q0", "0.5", message="OverLimit: queue quota has reached the allowable limit")],
      [ph("a", 1, PENDING, ("team/q0",))], None, [], {"a": DELETE_DEMAND_GONE}, [], 0),
@@ -311,7 +319,9 @@ REQUEST_ROWS = [
     ("more pods: one request for all of them replaces the waiting one", halves(6),
      [request("old", keys(4), ("Accepted", 1))], [(6, ("old",))], [], []),
     ("a crash between create and delete: the one matching the demand stays, the other goes", halves(6),
-     [request("old", keys(4)), request("new", keys(6))], [], ["old"], []),
+     [request("old", keys(4)), request("new", keys(6))], [], [], ["old"]),  # "new" holds every pod: "old" holds none
+    ("the same crash, the old one first by name: both hold pods, the one matching the demand stays", halves(6),
+     [request("a-old", keys(4)), request("b-new", keys(6))], [], ["a-old"], []),
     ("failed, within the backoff: neither replaced nor joined", halves(6),
      [request("old", keys(4), ("Failed", 5))], [], [], []),
     ("provisioned: its capacity counts; only the newcomers are asked for, nothing replaced", halves(10),
@@ -320,6 +330,14 @@ REQUEST_ROWS = [
      [request("old", keys(4), ("Provisioned", 700), ("BookingExpired", 100))], [(4, ())], [], ["old"]),
     ("capacity revoked: the same", halves(4),
      [request("old", keys(4), ("Provisioned", 30), ("CapacityRevoked", 1))], [(4, ())], [], ["old"]),
+    ("fewer pods, fewer GPUs: a request for the smaller demand replaces the waiting one", halves(4),
+     [request("old", keys(8), ("Accepted", 1))], [(4, ("old",))], [], []),
+    ("fewer pods, the same GPUs: the waiting request is kept", halves(3), [request("old", keys(4))], [], [], []),
+    ("other pods, the same GPUs: the waiting request is kept", halves(4), [request("old", keys(3))], [], [], []),
+    ("a crash while shrinking: the one matching the demand stays, the bigger one goes", halves(4),
+     [request("old", keys(8)), request("new", keys(4))], [], [], ["old"]),
+    ("provisioned, and fewer pods: its capacity is up, nothing replaced", halves(4),
+     [request("old", keys(8), ("Provisioned", 5))], [], [], []),
 ]
 
 
@@ -331,3 +349,37 @@ def test_decide_requests(case, pods, requests, created, superseded, deleted):
     assert [name for name, _ in result.decision.delete] == deleted
     for planned in result.create:
         assert planned.name not in {r["metadata"]["name"] for r in requests}
+
+
+# --- KAI PodGroups: both modes pass them to the decision ----------------------------------------------
+
+
+def pod_group(name: str, *reasons: str, namespace: str = "team") -> dict[str, Any]:
+    conditions = [{"type": "UnschedulableOnNodePool", "status": "True", "reasons": [{"reason": r} for r in reasons]}] if reasons else []
+    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": name, "namespace": namespace},
+            "status": {"schedulingConditions": conditions}}
+
+
+def grouped(name: str, group: str) -> dict[str, Any]:
+    return pod(name, "0.5", annotations={"pod-group-name": group})
+
+
+# (case, pods, PodGroups, pods asked for, quota-blocked pods)
+POD_GROUP_ROWS = [
+    ("no PodGroups read: every pod counts", [grouped("a", "pg-a"), pod("b", "0.5")], [], ["team/a", "team/b"], []),
+    ("its PodGroup is over limit: left out", [grouped("a", "pg-a"), pod("b", "0.5")], [pod_group("pg-a", "OverLimit")], ["team/b"], ["team/a"]),
+    ("its queue is gone: left out", [grouped("a", "pg-a")], [pod_group("pg-a", "QueueDoesNotExist")], [], ["team/a"]),
+    ("a PodGroup with no quota verdict: counts", [grouped("a", "pg-a")], [pod_group("pg-a")], ["team/a"], []),
+    ("a PodGroup of that name in another namespace: counts", [grouped("a", "pg-a")],
+     [pod_group("pg-a", "OverLimit", namespace="other")], ["team/a"], []),
+]
+
+
+@pytest.mark.parametrize("case,pods,pod_groups,asked,blocked", POD_GROUP_ROWS, ids=[r[0] for r in POD_GROUP_ROWS])
+def test_both_modes_leave_out_pods_their_pod_group_says_are_over_quota(case, pods, pod_groups, asked, blocked):
+    placeholders = decide(pods, None, RunSettings(planner=SETTINGS), NOW, pod_groups=pod_groups)
+    requests = decide_requests(pods, None, [], [], REQUEST_SETTINGS, NOW, pod_groups=pod_groups)
+    assert sorted(p for c in placeholders.decision.create for p in c.placeholder.pods) == asked
+    assert sorted(p for c in requests.create for p in c.pods) == asked
+    for decision in (placeholders.decision, requests.decision):
+        assert sorted(i.pod for i in decision.plan.ignored if i.code == "quota-blocked") == blocked
