@@ -31,7 +31,7 @@ from raybridge.core.demand import (
     IgnoredPod,
     select_demand,
 )
-from raybridge.core.packing import BestFitScheduler, PackItem, pack
+from raybridge.core.packing import BestFitScheduler, PackItem, fewest_nodes, pack
 from raybridge.core.quantity import format_fraction
 
 #: Rounds of "add GPUs for what a greedy scheduler leaves" per group; one is almost always enough.
@@ -237,6 +237,11 @@ def plan_placeholders(
             planned_nodes.extend(extra.nodes)
             greedy_extra += extra.gpus
             check = check.resumed_with([n.gpus for n in extra.nodes])  # the same placements up to the first leftover
+        # Fewer, fuller placeholders where the GPUs regroup into fewer nodes (the autoscaler adds a node for
+        # each it cannot fit): kept only where the scheduler's placement still finds room for every pod.
+        regrouped = fewest_nodes(planned_nodes, node_gpus)
+        if len(regrouped) < len(planned_nodes) and not BestFitScheduler(ordered_items, [n.gpus for n in regrouped]).run():
+            planned_nodes = list(regrouped)
         if greedy_extra:
             notes.append(
                 f"group {group.id}: placed one by one, oldest first, best fit, these pods need {greedy_extra} GPU(s) more "

@@ -669,6 +669,56 @@ def pack(items: Sequence[PackItem], node_gpus: Optional[int] = None, exact_max_s
     return Packing(search.best, proven, "heuristic", proof, nodes, size_of_node, visited)
 
 
+def fewest_nodes(nodes: Sequence[PackedNode], node_gpus: int) -> tuple[PackedNode, ...]:
+    """The same GPUs, with the same pods on each, regrouped into as few nodes of `node_gpus` GPUs as they go.
+
+    A packing fills GPUs; which GPUs share a node is free but for multi-device pods, whose GPUs must
+    stay on one node. So the GPUs a pod spans form one part (parts chain through pods that share a
+    GPU), single GPUs are parts of one, and the parts go first fit, largest first, into nodes. The
+    autoscaler adds a node per placeholder it cannot fit in a node already coming, so nodes of 7, 7
+    and 2 GPUs cost three nodes where 8 and 8 cost two. `nodes` is returned as it is when that is no
+    fewer, or when a node does not say which pods each of its GPUs holds.
+    """
+    total = sum(n.gpus for n in nodes)
+    if len(nodes) <= max(1, -(-total // max(node_gpus, 1))) or any(len(n.gpu_pods) != n.gpus or len(n.loads) != n.gpus for n in nodes):
+        return tuple(nodes)
+    parts: list[list[tuple[tuple[str, ...], Fraction]]] = []
+    for node in nodes:
+        parent = list(range(node.gpus))
+
+        def root(g: int) -> int:
+            while parent[g] != g:
+                parent[g] = parent[parent[g]]
+                g = parent[g]
+            return g
+
+        first_gpu: dict[str, int] = {}
+        for g, pods in enumerate(node.gpu_pods):
+            for pod in pods:
+                if pod in first_gpu:
+                    parent[root(g)] = root(first_gpu[pod])
+                else:
+                    first_gpu[pod] = g
+        members: dict[int, list[int]] = {}
+        for g in range(node.gpus):
+            members.setdefault(root(g), []).append(g)
+        parts.extend([(node.gpu_pods[g], node.loads[g]) for g in gpus] for gpus in members.values())
+    bins: list[list[tuple[tuple[str, ...], Fraction]]] = []
+    for part in sorted(parts, key=len, reverse=True):  # stable: equal parts keep the plan's order
+        home = next((b for b in bins if len(b) + len(part) <= node_gpus), None)
+        if home is None:
+            bins.append(list(part))
+        else:
+            home.extend(part)
+    if len(bins) >= len(nodes):
+        return tuple(nodes)
+    return tuple(
+        PackedNode(gpus=len(b), pods=tuple(sorted({p for pods, _ in b for p in pods})), loads=tuple(load for _, load in b),
+                   gpu_pods=tuple(pods for pods, _ in b))
+        for b in bins
+    )  # fmt: skip
+
+
 def greedy_leftovers(items: Sequence[PackItem], node_sizes: Sequence[int]) -> list[int]:
     """Which of `items`, placed one by one in the order given, a best-fit scheduler leaves without room.
 

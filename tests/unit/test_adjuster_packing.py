@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from raybridge.core.packing import PackItem, greedy_leftovers, lower_bound, pack
+from raybridge.core.packing import PackedNode, PackItem, fewest_nodes, greedy_leftovers, lower_bound, pack
 
 
 def items(*specs):
@@ -254,3 +254,43 @@ def test_greedy_leftovers_matches_the_scheduler_model_spelt_out():
         widest = max(node_sizes)
         pods = [PackItem(f"ns/p{i}", Fraction(rng.randint(1, 20), 20), rng.choice([1, 1, 1, 2, widest])) for i in range(rng.randint(0, 40))]
         assert greedy_leftovers(pods, node_sizes) == naive_best_fit(pods, node_sizes), (pods, node_sizes)
+
+
+# --- regrouping a packing's GPUs into the fewest nodes ------------------------------------------------
+
+
+def node(*gpus):
+    """gpus: per GPU, the pods on it ("a b"); every GPU's load is 1/2 per pod, to check loads travel with their GPU."""
+    gpu_pods = tuple(tuple(g.split()) for g in gpus)
+    return PackedNode(len(gpus), tuple(sorted({p for g in gpu_pods for p in g})), tuple(Fraction(len(g), 2) for g in gpu_pods), gpu_pods)
+
+
+# (case, nodes, node GPUs, node sizes after)
+FEWEST_ROWS = [
+    ("single-device GPUs of 7, 7 and 2 fill two nodes of 8", [node(*"abcdefg"), node(*"hijklmn"), node("o", "p")], 8, [8, 8]),
+    ("already as few as they go: unchanged", [node(*"abcdefgh"), node("i")], 8, [8, 1]),
+    ("a 4-device pod's GPUs stay on one node", [node("x", "x", "x", "x", "a", "b"), node("y", "y", "y", "y", "c", "d"), node("e", "f", "g", "h")], 8, [8, 8]),
+    ("pods sharing GPUs chain their GPUs into one part", [node("x", "x y", "y"), node("z", "z w", "w"), node("a"), node("b")], 4, [4, 4]),
+    ("a 5-GPU and a 2-GPU part share a node", [node(*["x"] * 5), node(*["y"] * 5), node("z", "z")], 8, [7, 5]),
+    ("parts that fit no better: unchanged", [node(*["x"] * 5), node(*["y"] * 5), node(*["z"] * 5)], 8, [5, 5, 5]),
+]
+
+
+@pytest.mark.parametrize("case,nodes,node_gpus,sizes", FEWEST_ROWS, ids=[r[0] for r in FEWEST_ROWS])
+def test_fewest_nodes(case, nodes, node_gpus, sizes):
+    result = fewest_nodes(nodes, node_gpus)
+    assert sorted(n.gpus for n in result) == sorted(sizes)
+    # the same GPUs with the same pods and loads, only regrouped
+    assert sorted((g, load) for n in result for g, load in zip(n.gpu_pods, n.loads)) == sorted(
+        (g, load) for n in nodes for g, load in zip(n.gpu_pods, n.loads))
+    for n in result:
+        assert n.gpus <= node_gpus and n.pods == tuple(sorted({p for g in n.gpu_pods for p in g}))
+    homes = {}
+    for index, n in enumerate(result):
+        for p in n.pods:
+            assert homes.setdefault(p, index) == index, f"{p} split over two nodes"
+
+
+def test_fewest_nodes_leaves_nodes_without_per_gpu_pods_alone():
+    nodes = [PackedNode(7, ("a",), (Fraction(1),) * 7), PackedNode(7, ("b",), (Fraction(1),) * 7), PackedNode(2, ("c",), (Fraction(1),) * 2)]
+    assert fewest_nodes(nodes, 8) == tuple(nodes)

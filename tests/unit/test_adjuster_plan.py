@@ -51,6 +51,18 @@ def test_node_gpus_flag_where_no_node_is_known():
     assert any("no known node" in n for n in unknown.notes)
 
 
+def test_placeholders_are_as_few_as_the_group_s_nodes_allow():
+    # An exact packing of these 14 pods in 8 GPUs groups them as nodes of 2, 2 and 4 GPUs; the autoscaler would
+    # add a node for each such placeholder where one node holds them all (the 4-device pod's GPUs together).
+    specs = [("0.5", 1), ("0.5", 2), ("0.1", 1), ("0.33", 1), ("0.3", 4), ("0.1", 1), ("0.33", 1), ("0.5", 2),
+             ("0.5", 1), ("0.5", 2), ("0.5", 1), ("0.1", 1), ("0.5", 1), ("0.33", 1)]
+    pods = [pod(f"p{i:02d}", size, devices=str(devices)) for i, (size, devices) in enumerate(specs)]
+    result = plan(pods, node_gpus=8)
+    # 8 packed, and 1 more for the scheduler's own placement: two placeholders, not the packing's 2 + 2 + 4 and 1
+    assert (result.groups[0].packed_gpus, result.total_gpus) == (8, 9)
+    assert [p.gpus for p in result.placeholders] == [8, 1]
+
+
 # (case, max GPUs, kept GPUs, cut GPUs, cut pods, trimmed (planned, kept) per placeholder)
 CAP_ROWS = [
     ("no cap", None, 6, None, None, []),
