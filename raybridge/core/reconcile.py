@@ -329,17 +329,21 @@ def reconcile(
         keep.append(ph.name)
         provided_gpus += ph.gpus
         covered |= held
-        if any(node_room[i] > 0 for i in share):
+        if any(room > 0 for room in node_room):
             provided_slack.append((ph, node_room, share))
-    # The room its own pods leave on a provided placeholder's GPUs holds other waiting pods of its
-    # group: later ones (that filled its slack while it was pending) and pods of another provided
-    # placeholder whose node had no room for them (pods land wherever the scheduler puts them).
+    # The room left on a provided placeholder's node (every GPU of it, not only those it asked for: the
+    # node came up whole, and the group's waiting pods will land in that room within seconds; asking
+    # again for them would add a node the room makes needless) holds other waiting pods of its group:
+    # later ones, and pods of another provided placeholder whose node had no room for them (pods land
+    # wherever the scheduler puts them). Where the node is not known (a ProvisioningRequest), only the
+    # GPUs it asked for.
     if provided_slack:
         claimed = {k for ph in existing if ph.state == PENDING for k in ph.pods} | covered
         others = [p for p in pods if pod_key(p) in waiting and pod_key(p) not in claimed]
         pieces = select_demand(others, nodes, uncapped, now, pod_groups).pieces if others else ()
         for ph, node_room, share in provided_slack:
-            covered |= _fill_at([piece for piece in pieces if piece.group.id == ph.group and piece.pod not in covered], node_room, share)
+            where = [i for i, room in enumerate(node_room) if room > 0] if ph.node else share
+            covered |= _fill_at([piece for piece in pieces if piece.group.id == ph.group and piece.pod not in covered], node_room, where)
 
     demand_pods = [p for p in pods if pod_key(p) not in covered] if covered else list(pods)
     plan = plan_placeholders(demand_pods, nodes, _capped(settings, provided_gpus), now, pod_groups)

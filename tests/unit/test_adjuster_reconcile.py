@@ -171,14 +171,25 @@ def test_a_provided_placeholder_is_credited_only_the_room_its_node_has_left(case
     assert len(result.covered_pods) == covered
 
 
-def test_a_placeholder_covers_only_the_pods_its_gpus_hold_as_known_now():
-    """Asked for when GPU memory was unknown (0.1 each); the node says 80 GiB: each pod needs half a GPU and more."""
+# (case, pods already on its node, pods covered, GPUs asked for again)
+AS_KNOWN_NOW_ROWS = [
+    ("the node it brought up has room for all of them: all wait for it, none asked for", [], 4, 0),
+    ("a whole-GPU pod took 6 of the node's 8 GPUs: 2 wait for it, 2 asked for again", [whole_gpu_pod("big", 6, "n1")], 2, 2),
+    ("the node is full: its pods asked for again, it is deleted", [whole_gpu_pod("big", 8, "n1")], 0, 4),
+]
+
+
+@pytest.mark.parametrize("case,landed,covered,asked", AS_KNOWN_NOW_ROWS, ids=[r[0] for r in AS_KNOWN_NOW_ROWS])
+def test_a_placeholder_covers_the_pods_its_node_holds_as_known_now(case, landed, covered, asked):
+    """Asked for when GPU memory was unknown (0.1 each: one GPU for 4 pods); the node says 80 GiB: each pod needs
+    just over half a GPU, so one GPU each; the room of the whole node it brought up counts, not only its one GPU."""
     nodes = [node("n1", 8, memory="81559")]
-    pods = [pod(f"m{i}", memory="40960") for i in range(4)]
+    pods = [*landed, *(pod(f"m{i}", memory="40960") for i in range(4))]
     provided = ExistingPlaceholder("a", GROUP, 1, PROVIDED, tuple(f"team/m{i}" for i in range(4)), NOW - timedelta(seconds=5), "n1")
     result = reconcile(pods, nodes, [provided], SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
-    assert result.keep == ("a",) and len(result.covered_pods) == 1
-    assert sum(p.placeholder.gpus for p in result.create) == 3
+    assert len(result.covered_pods) == covered
+    assert sum(p.placeholder.gpus for p in result.create) == asked
+    assert result.keep == (("a",) if covered else ())
 
 
 def test_the_same_state_twice_decides_the_same():
