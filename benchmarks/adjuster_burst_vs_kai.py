@@ -8,6 +8,9 @@ scheduler, kubelet and cluster autoscaler), one scenario at a time, from an empt
   on every change and creates/deletes its scaling pods as KAI does, with its 60 s cooldown after a
   deletion.
 
+The autoscaler looks at unschedulable pods every 10 s (the cluster autoscaler's default
+--scan-interval) and adds the nodes it decides on 90 s later.
+
 Time is scaled: 1 s of wall time stands for `--scale` seconds (default 100), so KAI's 60 s cooldown
 is 0.6 s, a 90 s node provisioning 0.9 s, raybridge's 10 s grace period 0.1 s. The table gives the
 time from the burst to all pods running, the GPUs asked for and the nodes added, in simulated
@@ -43,6 +46,8 @@ from tests.kubeapi.sim_gpu import GpuSim, fraction_pod  # noqa: E402
 
 WORK = "work"
 KAI_NS = "kai-scale-adjust"
+#: The cluster autoscaler looks at unschedulable pods this often (its --scan-interval default).
+CA_SCAN_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,7 @@ def run_one(scenario: Scenario, policy: str, scale: float, provisioning: float, 
                 asked.append(int(labels[consts.GPUS_LABEL]))
 
         server.add_mutating_hook("", "Pod", hook)
-        with GpuSim(server, provisioning_delay=provisioning / scale, node_gpus=8, interval=0.02) as sim:
+        with GpuSim(server, provisioning_delay=provisioning / scale, node_gpus=8, interval=0.02, scan_interval=CA_SCAN_SECONDS / scale) as sim:
             started = time.monotonic()
             for pod in scenario.pods:
                 server.create_object(pod)

@@ -20,9 +20,12 @@
   adding ("upcoming" nodes, entirely free in its view: the real autoscaler
   adds them to its cluster snapshot as template nodes before deciding,
   core/static_autoscaler.go `addUpcomingNodesToClusterSnapshot` /
-  `getUpcomingNodeInfos`), and the rest are packed into new nodes of
-  `node_gpus` GPUs carrying the pod's nodeSelector labels, which register
-  `provisioning_delay` seconds later. A pod whose node came but went to
+  `getUpcomingNodeInfos`), and the rest are packed, largest first as its
+  binpacking estimator orders them (estimator/decreasing_pod_orderer.go),
+  first fit into new nodes of `node_gpus` GPUs carrying the pod's
+  nodeSelector labels, which register `provisioning_delay` seconds later. It
+  looks every `scan_interval` seconds (the real one's --scan-interval is 10 s;
+  0, the default here: every step). A pod whose node came but went to
   another pod is still unschedulable, so the next step scales up for it
   again, as the real autoscaler would. A node once decided is added even if
   the pods it was for are gone meanwhile (a scale-up is not taken back).
@@ -90,9 +93,13 @@ class _Node:
 
 class GpuSim:
     def __init__(self, server: Any, *, provisioning_delay: float = 0.5, node_gpus: int = 8, interval: float = 0.05,
-                 node_labels: Optional[dict[str, str]] = None) -> None:
+                 node_labels: Optional[dict[str, str]] = None, scan_interval: float = 0.0) -> None:
         self.server = server
         self.provisioning_delay = provisioning_delay
+        #: How often the autoscaler looks at the unschedulable pods (the real one: --scan-interval, 10 s by
+        #: default); 0: on every step. Nodes it decided on register when due either way.
+        self.scan_interval = scan_interval
+        self._last_scan = -float("inf")
         self.node_gpus = node_gpus
         self.interval = interval
         self.node_labels = dict(node_labels or {})
@@ -285,11 +292,15 @@ class GpuSim:
         self._upcoming = [u for u in self._upcoming if u[0] > now]
         for selector, members in registered:
             self._add_node(selector, members)
+        if now - self._last_scan < self.scan_interval:
+            return
+        self._last_scan = now
         # Capacity in the autoscaler's view: nodes registered in this step (the scheduler has not
         # seen them yet) and the upcoming ones, all entirely free; then new nodes.
         bins: list[tuple[dict[str, str], list[int]]] = [(sel, [0]) for sel, _ in registered]
         bins += [(sel, [0]) for _, sel, _ in self._upcoming]
         new: list[tuple[dict[str, str], list[int], list[str]]] = []
+        rest = []
         for pod in pods:
             selector = dict(pod["spec"].get("nodeSelector") or {})
             gpus = self._whole_gpus(pod)
@@ -298,7 +309,10 @@ class GpuSim:
             room = next((used for sel, used in bins if sel == selector and used[0] + gpus <= self.node_gpus), None)
             if room is not None:  # it will fit a node already coming
                 room[0] += gpus
-                continue
+            else:
+                rest.append((selector, gpus, pod))
+        # New nodes: the binpacking estimator takes the pods largest first (estimator/decreasing_pod_orderer.go).
+        for selector, gpus, pod in sorted(rest, key=lambda r: -r[1]):
             for sel, used, members in new:
                 if sel == selector and used[0] + gpus <= self.node_gpus:
                     used[0] += gpus
