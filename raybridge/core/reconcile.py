@@ -20,6 +20,10 @@ offline, and so one burst of pending pods yields one scale-up:
   deleted ("node-already-counted" when an earlier placeholder was credited
   on its node, else "capacity-taken"). Crediting the GPUs asked for
   instead held its pods until the timeout while other pods filled its node.
+  What room its node has left after that (the whole node, not only the
+  GPUs it asked for: the node came up whole) holds other waiting pods of
+  its group, which land there within seconds; a placeholder whose own pods
+  all landed stays (until the timeout) only while that room holds some.
 * The remaining pods are planned (`core/adjuster.plan_placeholders`). The
   pending placeholders (not on a node yet) of a group stand for GPUs on their
   way: the group's waiting pods, oldest first, best fit, are placed on their
@@ -303,11 +307,16 @@ def reconcile(
     rooms = _node_rooms(nodes, pods) if provided else {}
     by_key = {pod_key(p): p for p in pods} if provided else {}
     credited_nodes: set[str] = set()
+    #: Provided placeholders whose own pods all landed: kept only while their node's room holds other waiting pods.
+    landed: list[ExistingPlaceholder] = []
     for ph in sorted(provided, key=lambda p: (p.provided_at or now, p.name)):
         still_waiting = waiting.intersection(ph.pods)
         age = (now - ph.provided_at).total_seconds() if ph.provided_at else 0.0
         if not still_waiting:
-            delete.append((ph.name, DELETE_PODS_LANDED))
+            if ph.node and ph.node in rooms and age < provision_timeout_seconds:
+                landed.append(ph)
+            else:
+                delete.append((ph.name, DELETE_PODS_LANDED))
             if ph.node:
                 credited_nodes.add(ph.node)
             continue
@@ -337,13 +346,25 @@ def reconcile(
     # later ones, and pods of another provided placeholder whose node had no room for them (pods land
     # wherever the scheduler puts them). Where the node is not known (a ProvisioningRequest), only the
     # GPUs it asked for.
-    if provided_slack:
+    # A placeholder whose own pods all landed stays while that room holds such pods (they were about to
+    # be asked for again, and the new placeholder would only land in that room); else it is deleted.
+    if provided_slack or landed:
         claimed = {k for ph in existing if ph.state == PENDING for k in ph.pods} | covered
         others = [p for p in pods if pod_key(p) in waiting and pod_key(p) not in claimed]
         pieces = select_demand(others, nodes, uncapped, now, pod_groups).pieces if others else ()
         for ph, node_room, share in provided_slack:
             where = [i for i, room in enumerate(node_room) if room > 0] if ph.node else share
             covered |= _fill_at([piece for piece in pieces if piece.group.id == ph.group and piece.pod not in covered], node_room, where)
+        for ph in landed:
+            node_room = rooms[ph.node]
+            where = [i for i, room in enumerate(node_room) if room > 0]
+            held = _fill_at([piece for piece in pieces if piece.group.id == ph.group and piece.pod not in covered], node_room, where)
+            if held:
+                keep.append(ph.name)
+                provided_gpus += ph.gpus
+                covered |= held
+            else:
+                delete.append((ph.name, DELETE_PODS_LANDED))
 
     demand_pods = [p for p in pods if pod_key(p) not in covered] if covered else list(pods)
     plan = plan_placeholders(demand_pods, nodes, _capped(settings, provided_gpus), now, pod_groups)

@@ -25,7 +25,7 @@
   first fit into new nodes of `node_gpus` GPUs carrying the pod's
   nodeSelector labels, which register `provisioning_delay` seconds later. It
   looks every `scan_interval` seconds (the real one's --scan-interval is 10 s;
-  0, the default here: every step). A pod whose node came but went to
+  0.5 s by default here, against the controllers' sub-second reactions). A pod whose node came but went to
   another pod is still unschedulable, so the next step scales up for it
   again, as the real autoscaler would. A node once decided is added even if
   the pods it was for are gone meanwhile (a scale-up is not taken back).
@@ -93,11 +93,12 @@ class _Node:
 
 class GpuSim:
     def __init__(self, server: Any, *, provisioning_delay: float = 0.5, node_gpus: int = 8, interval: float = 0.05,
-                 node_labels: Optional[dict[str, str]] = None, scan_interval: float = 0.0) -> None:
+                 node_labels: Optional[dict[str, str]] = None, scan_interval: float = 0.5) -> None:
         self.server = server
         self.provisioning_delay = provisioning_delay
         #: How often the autoscaler looks at the unschedulable pods (the real one: --scan-interval, 10 s by
-        #: default); 0: on every step. Nodes it decided on register when due either way.
+        #: default, some ten times what a controller takes to react; here 0.5 s against a controller's 0.05
+        #: to 0.2 s debounce and resync); 0: on every step. Nodes it decided on register when due either way.
         self.scan_interval = scan_interval
         self._last_scan = -float("inf")
         self.node_gpus = node_gpus

@@ -171,6 +171,27 @@ def test_a_provided_placeholder_is_credited_only_the_room_its_node_has_left(case
     assert len(result.covered_pods) == covered
 
 
+# (case, pods on its node besides its own 4 (landed), newcomers waiting, kept, deleted, covered, GPUs asked for)
+LANDED_ROWS = [
+    ("its pods landed, newer pods of its group fit the room on its node: kept for them, none asked for",
+     [], 3, ["a"], {}, 3, 0),
+    ("its pods landed and nothing else waits: deleted", [], 0, [], {"a": DELETE_PODS_LANDED}, 0, 0),
+    ("its pods landed, its node is full: deleted, the newer pods asked for", [whole_gpu_pod("big", 4, "n1")], 3,
+     [], {"a": DELETE_PODS_LANDED}, 0, 3),
+]
+
+
+@pytest.mark.parametrize("case,others,newcomers,kept,deleted,covered,asked", LANDED_ROWS, ids=[r[0] for r in LANDED_ROWS])
+def test_a_placeholder_whose_pods_landed_holds_newer_pods_its_node_has_room_for(case, others, newcomers, kept, deleted, covered, asked):
+    own = sixes(4, node_name="n1", phase="Running")
+    provided = ExistingPlaceholder("a", GROUP, 4, PROVIDED, keys(4), NOW - timedelta(seconds=5), "n1")
+    result = reconcile([*own, *others, *sixes(newcomers, 10)], [node("n1", 8)], [provided], SETTINGS, NOW,
+                       provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
+    assert list(result.keep) == kept and dict(result.delete) == deleted
+    assert len(result.covered_pods) == covered
+    assert sum(p.placeholder.gpus for p in result.create) == asked
+
+
 # (case, pods already on its node, pods covered, GPUs asked for again)
 AS_KNOWN_NOW_ROWS = [
     ("the node it brought up has room for all of them: all wait for it, none asked for", [], 4, 0),
