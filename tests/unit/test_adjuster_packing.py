@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from fractions import Fraction
 
@@ -159,6 +160,7 @@ BOUND_ROWS = [
     ([10] * 11, 2),
     ([51, 51, 49, 49], 2),
     ([70, 40, 40, 40], 3),  # L2 with k=40: the 70 and each 40 pair only with each other
+    ([30, 30, 30, 40, 50, 60, 60, 90, 100, 100], 7),  # L2 says 6; u^(2) counts each 30 and 40 as 1/2, each 60 as 1
     ([], 0),
 ]
 
@@ -166,6 +168,45 @@ BOUND_ROWS = [
 @pytest.mark.parametrize("sizes,bound", BOUND_ROWS)
 def test_lower_bound(sizes, bound):
     assert lower_bound(sizes, 100) == bound
+
+
+def _fewest_bins(sizes: list[int], capacity: int) -> int:
+    """The optimum by exhaustive search (small inputs only)."""
+    best = len(sizes)
+
+    def place(i: int, bins: list[int]) -> None:
+        nonlocal best
+        if len(bins) >= best:
+            return
+        if i == len(sizes):
+            best = len(bins)
+            return
+        tried = set()
+        for b, used in enumerate(bins):
+            if used + sizes[i] <= capacity and used not in tried:
+                tried.add(used)
+                bins[b] += sizes[i]
+                place(i + 1, bins)
+                bins[b] -= sizes[i]
+        place(i + 1, [*bins, sizes[i]])
+
+    place(0, [])
+    return best
+
+
+def test_the_lower_bound_never_exceeds_the_optimum():
+    rng = random.Random(7)
+    for _ in range(400):
+        capacity = rng.choice([10, 12, 60, 100])
+        sizes = sorted((rng.randint(1, capacity) for _ in range(rng.randint(1, 9))), reverse=True)
+        assert lower_bound(sizes, capacity) <= _fewest_bins(sizes, capacity), (sizes, capacity)
+
+
+def test_a_packing_one_gpu_above_l2_is_proven_optimal_by_the_stronger_bound():
+    pack_items = mixed_group("1-300", 0, 300)  # 300 pieces
+    assert math.ceil(sum(i.size * i.devices for i in pack_items)) == 90  # the plain sum (and L2) says 90; 91 are needed
+    result = pack(pack_items, 8)
+    assert (result.gpus, result.lower_bound, result.method) == (91, 91, "exact"), result.proof
 
 
 def brute_force_single(sizes, capacity):
