@@ -24,12 +24,12 @@ pools with selectors and tolerations, in two shapes, each measured:
   `labelPod`, the env of `setContainerEnvVars`, the `wait-gcs-ready` init
   container, the probes of utils/constant.go) after the API server's defaults
   (service-account volume, default tolerations, dnsPolicy and the rest), with
-  the Unschedulable condition KAI writes: about 6 KB. A node is a GPU node
+  the Unschedulable condition KAI writes: about 6.3 KB compact. A node is a GPU node
   labelled by Node Feature Discovery and the GPU operator's feature
-  discovery, with the image list and node info a kubelet reports: about 9 KB.
+  discovery, with the image list and node info a kubelet reports: about 13 KB.
   managedFields are left out, as kubectl leaves them out by default.
 * `lean`: the same pods and nodes with only what the planner reads and a
-  little more (about 1.9 KB a pod and 1.6 KB a node), for reference: here the
+  little more (about 1 KB a pod and 0.9 KB a node, compact), for reference: here the
   planner's own work weighs the most against the load.
 
     python benchmarks/adjuster_plan_speed.py [--runs 7] [--pods 10000] [--nodes 2000] [--seed 1] [--shape kubectl|lean|both]
