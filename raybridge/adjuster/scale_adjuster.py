@@ -42,20 +42,10 @@ def is_placeholder(pod: Mapping[str, Any], namespace: str) -> bool:
 def read_placeholder(pod: Mapping[str, Any]) -> Optional[ExistingPlaceholder]:
     """The placeholder's state, or None when its labels are not ours (never raises)."""
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
-    name = meta.get("name")
-    try:
-        gpus = int(labels.get(consts.GPUS_LABEL, ""))
-    except ValueError:
-        gpus = 0
-    if not isinstance(name, str) or not name:
+    identity = _signal_identity(meta)
+    if identity is None:
         return None
-    try:
-        listed = json.loads((meta.get("annotations") or {}).get(consts.PODS_ANNOTATION) or "[]")
-        pods = tuple(p for p in listed if isinstance(p, str)) if isinstance(listed, list) else ()
-    except (ValueError, TypeError):
-        pods = ()
-    group = str(labels.get(consts.GROUP_LABEL) or "")
+    name, group, gpus, pods = identity
     spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
     status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
     if meta.get("deletionTimestamp"):
@@ -65,6 +55,28 @@ def read_placeholder(pod: Mapping[str, Any]) -> Optional[ExistingPlaceholder]:
     if status.get("phase") in ("Succeeded", "Failed"):
         return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
     return ExistingPlaceholder(name, group, gpus, PENDING, pods)
+
+
+def _signal_identity(meta: Mapping[str, Any]) -> Optional[tuple[str, str, int, tuple[str, ...]]]:
+    """(name, group, GPUs, pods) from a placeholder's or request's labels and annotation; None without a name.
+
+    What our own objects say of themselves, read without trusting them: a GPU count that is not a number is
+    0, a pods annotation that is not a JSON list of names is no pods.
+    """
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    try:
+        gpus = int(labels.get(consts.GPUS_LABEL, ""))
+    except ValueError:
+        gpus = 0
+    try:
+        listed = json.loads((meta.get("annotations") or {}).get(consts.PODS_ANNOTATION) or "[]")
+        pods = tuple(p for p in listed if isinstance(p, str)) if isinstance(listed, list) else ()
+    except (ValueError, TypeError):
+        pods = ()
+    return name, str(labels.get(consts.GROUP_LABEL) or ""), gpus, pods
 
 
 def _scheduled_at(pod: Mapping[str, Any]) -> Optional[datetime]:
@@ -206,20 +218,10 @@ def request_state(obj: Mapping[str, Any]) -> str:
 def read_request(obj: Mapping[str, Any], now: datetime, failed_backoff: float) -> Optional[ExistingPlaceholder]:
     """A ProvisioningRequest as the reconcile core sees a placeholder (never raises)."""
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
+    identity = _signal_identity(meta)
+    if identity is None:
         return None
-    try:
-        gpus = int(labels.get(consts.GPUS_LABEL, ""))
-    except ValueError:
-        gpus = 0
-    try:
-        listed = json.loads((meta.get("annotations") or {}).get(consts.PODS_ANNOTATION) or "[]")
-        pods = tuple(p for p in listed if isinstance(p, str)) if isinstance(listed, list) else ()
-    except (ValueError, TypeError):
-        pods = ()
-    group = str(labels.get(consts.GROUP_LABEL) or "")
+    name, group, gpus, pods = identity
     if meta.get("deletionTimestamp"):
         return ExistingPlaceholder(name, group, gpus, TERMINATING, pods)
     conditions = request_conditions(obj)
