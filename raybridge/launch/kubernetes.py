@@ -177,23 +177,30 @@ def _observe(kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str,
     return obj, workload, position
 
 
+def _observe_riding_out(
+    kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, queued: bool, waiter: Waiter
+) -> tuple[dict[str, Any], Optional[dict[str, Any]], Optional[dict[str, Any]]]:
+    """`_observe`, retried with backoff: a long wait rides out API hiccups; a dead API server still ends it
+    (more than MAX_API_FAILURES failures in a row, or the waiter's deadline)."""
+    failures = 0
+    while True:
+        try:
+            return _observe(kube, rays, kind, name, namespace, queued)
+        except ClusterUnreachable as exc:
+            failures += 1
+            if failures > MAX_API_FAILURES or waiter.expired():
+                raise
+            waiter.say(f"API error, retrying: {exc}")
+            time.sleep(min(waiter.poll * 2**failures, 10.0))
+
+
 def wait_for_ready(
     kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, waiter: Waiter, queued: bool
 ) -> dict[str, Any]:
     """Wait through Kueue admission and cluster start-up; return the ready object."""
     admitted = False
-    failures = 0
     while True:
-        try:
-            obj, workload, position = _observe(kube, rays, kind, name, namespace, queued)
-            failures = 0
-        except ClusterUnreachable as exc:
-            failures += 1  # a long wait rides out API hiccups; a dead API server still ends it
-            if failures > MAX_API_FAILURES or waiter.expired():
-                raise
-            waiter.say(f"API error, retrying: {exc}")
-            time.sleep(min(waiter.poll * 2**failures, 10.0))
-            continue
+        obj, workload, position = _observe_riding_out(kube, rays, kind, name, namespace, queued, waiter)
         status = obj.get("status") or {}
         deployment = status.get("jobDeploymentStatus")
         if deployment == "ValidationFailed":
@@ -272,18 +279,8 @@ class _RayJobRun:
     def _wait_for_new_cluster(self, waiter: Waiter, old_cluster: str, old_id: str) -> dict[str, Any]:
         """After an eviction: wait (within --timeout) until Kueue admits the RayJob again and KubeRay
         has a new cluster, waiting for a job id (or already polling the old one there)."""
-        failures = 0
         while True:
-            try:
-                obj, workload, position = _observe(self.kube, self.rays, "RayJob", self.name, self.namespace, self.queued)
-                failures = 0
-            except ClusterUnreachable as exc:
-                failures += 1
-                if failures > MAX_API_FAILURES or waiter.expired():
-                    raise
-                waiter.say(f"API error, retrying: {exc}")
-                time.sleep(min(waiter.poll * 2**failures, 10.0))
-                continue
+            obj, workload, position = _observe_riding_out(self.kube, self.rays, "RayJob", self.name, self.namespace, self.queued, waiter)
             status = obj.get("status") or {}
             deployment = status.get("jobDeploymentStatus") or ""
             if deployment in ("Complete", "Failed", "ValidationFailed"):
