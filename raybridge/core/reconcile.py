@@ -235,9 +235,14 @@ def _landed_share(pod: Mapping[str, Any], gpu_memory_mib: Optional[int]) -> Opti
     return min(Fraction(1), Fraction(mib, gpu_memory_mib)), devices
 
 
+def _with_room(room: list[Fraction]) -> list[int]:
+    """The GPUs of a node that have room left."""
+    return [i for i, r in enumerate(room) if r > 0]
+
+
 def _credit(room: list[Fraction], gpus: int) -> list[int]:
     """The placeholder's share of its node: up to `gpus` GPUs with room, the emptiest first."""
-    return sorted((i for i, r in enumerate(room) if r > 0), key=lambda i: (-room[i], i))[: max(gpus, 0)]
+    return sorted(_with_room(room), key=lambda i: (-room[i], i))[: max(gpus, 0)]
 
 
 def _fill_at(pieces: Sequence[DemandPiece], room: list[Fraction], indices: list[int]) -> set[str]:
@@ -352,13 +357,14 @@ def reconcile(
         claimed = {k for ph in existing if ph.state == PENDING for k in ph.pods} | covered
         others = [p for p in pods if pod_key(p) in waiting and pod_key(p) not in claimed]
         pieces = select_demand(others, nodes, uncapped, now, pod_groups).pieces if others else ()
+
+        def fill(group: str, node_room: list[Fraction], where: list[int]) -> set[str]:
+            return _fill_at([piece for piece in pieces if piece.group.id == group and piece.pod not in covered], node_room, where)
+
         for ph, node_room, share in provided_slack:
-            where = [i for i, room in enumerate(node_room) if room > 0] if ph.node else share
-            covered |= _fill_at([piece for piece in pieces if piece.group.id == ph.group and piece.pod not in covered], node_room, where)
+            covered |= fill(ph.group, node_room, _with_room(node_room) if ph.node else share)
         for ph in landed:
-            node_room = rooms[ph.node]
-            where = [i for i, room in enumerate(node_room) if room > 0]
-            held = _fill_at([piece for piece in pieces if piece.group.id == ph.group and piece.pod not in covered], node_room, where)
+            held = fill(ph.group, rooms[ph.node], _with_room(rooms[ph.node]))
             if held:
                 keep.append(ph.name)
                 provided_gpus += ph.gpus
