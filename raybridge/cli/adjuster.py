@@ -255,9 +255,9 @@ def _register_run(commands: Any) -> None:
     p.set_defaults(**{flag.replace("-", "_"): env_default(flag) for flag in _ENV_SETTINGS if env_default(flag) is not None})
 
     def flag(name: str, default: Any, help_text: str, **kwargs: Any) -> None:
-        p.add_argument(f"--{name}", default=env_default(name, default), help=f"{help_text} (env {env_name(name)})", **kwargs)
+        section.add_argument(f"--{name}", default=env_default(name, default), help=f"{help_text} (env {env_name(name)})", **kwargs)
 
-    g = p.add_argument_group("controller")
+    section = p.add_argument_group("controller")
     flag("namespace", consts.DEFAULT_NAMESPACE, f"namespace of the placeholders and the Lease (default: {consts.DEFAULT_NAMESPACE})")
     flag("mode", "placeholder", "placeholder (default) or provisioning-request", choices=MODES)
     flag("priority-class", consts.DEFAULT_PRIORITY_CLASS, f"PriorityClass of the placeholders, below every workload (default: {consts.DEFAULT_PRIORITY_CLASS})")
@@ -271,7 +271,7 @@ def _register_run(commands: Any) -> None:
     flag("kubeconfig", None, "kubeconfig file (default: in-cluster config, else KUBECONFIG or ~/.kube/config)")
     flag("log-format", "text", "text or json", choices=LOG_FORMATS)
     flag("metrics-port", str(consts.DEFAULT_METRICS_PORT), "port of /metrics, /healthz and /readyz (0: off)", type=_whole(0))
-    g = p.add_argument_group("leader election")
+    section = p.add_argument_group("leader election")
     flag("leader-election", "true", "true (default) or false: only the holder of the Lease acts", choices=("true", "false"))
     flag("lease-name", consts.DEFAULT_LEASE_NAME, "name of the coordination.k8s.io Lease")
     flag("lease-duration", str(consts.DEFAULT_LEASE_DURATION_SECONDS), "seconds a standby waits before taking over", type=_whole(1))
