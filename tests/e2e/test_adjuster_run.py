@@ -19,7 +19,7 @@ import time
 import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import pytest
 
@@ -405,10 +405,15 @@ def test_a_standby_takes_over_when_the_leader_dies(cluster: Any, tmp_path: Path)
         _burst(server, 4, "0.5")
         wait_for(lambda: _running(server) == 4, timeout=40, what="the new leader acting")
     finally:
-        for proc in (leader, standby):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                proc.communicate(timeout=60)
+        _terminate(leader, standby)
+
+
+def _terminate(*procs: Optional[subprocess.Popen]) -> None:
+    """SIGTERM each replica still running and wait for it (the replica releases its Lease on the way out)."""
+    for proc in procs:
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=60)
 
 
 def test_a_leader_stopped_with_sigterm_hands_the_lease_over_at_once(cluster: Any, tmp_path: Path) -> None:
@@ -434,10 +439,7 @@ def test_a_leader_stopped_with_sigterm_hands_the_lease_over_at_once(cluster: Any
         _burst(server, 4, "0.5")
         wait_for(lambda: _running(server) == 4, timeout=40, what="the new leader acting")
     finally:
-        for proc in (leader, standby):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                proc.communicate(timeout=60)
+        _terminate(leader, standby)
 
 
 # --- configs/adjuster: the shipped objects, and exactly the verbs the adjuster uses ----------------
