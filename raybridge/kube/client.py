@@ -173,10 +173,16 @@ RETRIED_METHODS = frozenset({"GET", "HEAD", "DELETE"})
 class RetryPolicy:
     """How often and how long to wait before asking again.
 
-    With a `Deadline` (a command with `--timeout`), any transient failure is
-    retried while time is left. Without one, at most `attempts` tries in all,
-    and a request that timed out is not repeated: `--request-timeout` was the
-    user's bound for it (client-go does not repeat a timed-out read either).
+    With a `Deadline` (a command with `--timeout`), a transient answer (429,
+    5xx) is retried while time is left; without one, at most `attempts` tries
+    in all. A request that timed out is never repeated: `--request-timeout`
+    was the user's bound for it (client-go does not repeat a timed-out read
+    either). A server that cannot be reached at all (refused, reset,
+    unresolvable) is retried only while it has been failing for less than the
+    request timeout, deadline or not. So a stale kubeconfig or a silent
+    server ends a command within `--request-timeout`, never after the whole
+    `--timeout` of a job; long waits ride out hiccups one level up, where a
+    few failed polls in a row are tolerated.
     """
 
     attempts: int = 4
@@ -189,10 +195,24 @@ class RetryPolicy:
         return min(self.max_backoff, self.first_backoff * 2 ** max(0, attempt - 1))
 
     def wait_before_retry(
-        self, attempt: int, failure: str, deadline: Optional[Deadline], retry_after: Optional[float] = None
+        self,
+        attempt: int,
+        failure: str,
+        deadline: Optional[Deadline],
+        retry_after: Optional[float] = None,
+        unreachable_for: Optional[tuple[float, float]] = None,
     ) -> Optional[float]:
-        """Seconds to wait before try `attempt + 1`, or None to give up. `failure`: status, connection or timeout."""
+        """Seconds to wait before try `attempt + 1`, or None to give up. `failure`: status, connection or timeout.
+
+        `unreachable_for`: (seconds the server has been unreachable in this call, the request timeout).
+        """
+        if failure == "timeout":
+            return None
         wait = max(self.backoff(attempt), retry_after or 0.0)
+        if failure == "connection" and unreachable_for is not None:
+            failing, bound = unreachable_for
+            if failing + wait > bound:
+                return None
         if deadline is not None:
             return wait if deadline.allows(wait) else None
         if attempt >= self.attempts or failure == "timeout":
@@ -250,6 +270,7 @@ def _bounded_api_client(configuration: Any, request_timeout: float, policy: Retr
             base = request_timeout if asked is None else (asked if isinstance(asked, (int, float)) else max(asked))
             retried = kwargs.pop("_retry", True) and method.upper() in RETRIED_METHODS and not _streams(url)
             attempt = 0
+            unreachable_since: Optional[float] = None
             while True:
                 attempt += 1
                 deadline = self.deadline
@@ -262,7 +283,10 @@ def _bounded_api_client(configuration: Any, request_timeout: float, policy: Retr
                         response.read()  # a body cut short is a failure to retry, not a surprise later
                 except (Urllib3Error, OSError) as exc:
                     kind = _failure_kind(exc)
-                    wait = policy.wait_before_retry(attempt, kind, deadline) if retried else None
+                    if kind == "connection" and unreachable_since is None:
+                        unreachable_since = time.monotonic()
+                    failing = (time.monotonic() - unreachable_since, base) if unreachable_since is not None else None
+                    wait = policy.wait_before_retry(attempt, kind, deadline, unreachable_for=failing) if retried else None
                     if wait is None:
                         if deadline is not None and kind == "timeout" and deadline.cuts(base + 0.01):
                             raise TimeBudgetSpent(

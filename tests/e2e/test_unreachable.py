@@ -67,9 +67,11 @@ class _Server:
             conn.close()
 
 
-@pytest.fixture(params=[("silent", _silent), ("html", _html), ("truncated", _truncated), ("hangs up", _hang_up)], ids=lambda p: p[0])
+@pytest.fixture(params=[("silent", _silent), ("html", _html), ("truncated", _truncated), ("hangs up", _hang_up), ("refuses", None)], ids=lambda p: p[0])
 def broken_api(request, tmp_path: Path) -> Iterator[tuple[str, Path, int]]:
     server = _Server(request.param[1])
+    if request.param[1] is None:
+        server.sock.close()  # nothing listens there any more: every connection is refused
     kubeconfig = tmp_path / "config"
     kubeconfig.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "c",
@@ -86,7 +88,9 @@ COMMANDS = [
     ["status", "some-job"],
     ["delete", "some-job"],
     ["discover"],
-    ["submit", "--entrypoint", "python x.py", "--backend", "kubernetes", "--timeout", "6"],
+    # The job's --timeout (default 1800 s) bounds the wait for admission, not a dead API server.
+    ["submit", "--entrypoint", "python x.py", "--backend", "kubernetes"],
+    ["submit", "examples/hello.yaml"],
 ]
 
 

@@ -35,11 +35,26 @@ WAITS = [
     ("a timeout, no deadline: --request-timeout was the bound", 1, "timeout", None, None, None),
     ("429 with Retry-After 2 wins over the backoff", 1, "status", None, 2.0, 2.0),
     ("Retry-After too long without a deadline", 1, "status", None, 60.0, None),
-    ("a timeout with time left: try again", 1, "timeout", 10.0, None, 0.25),
+    ("a timeout with time left: still not repeated", 1, "timeout", 10.0, None, None),
     ("many failures, time left: retried past the count", 9, "connection", 30.0, None, 4.0),
     ("Retry-After longer than the time left: give up now", 1, "status", 1.5, 2.0, None),
     ("no time left", 2, "connection", 0.1, None, None),
 ]
+
+
+UNREACHABLE = [
+    # (case, attempt just failed, seconds left (None: no deadline), (seconds failing, request timeout), wait or None)
+    ("refused just now, long deadline: retry", 1, 1800.0, (0.0, 30.0), 0.25),
+    ("refused for 29 s of a 30 s request timeout: give up, whatever the deadline", 5, 1800.0, (29.0, 30.0), None),
+    ("refused for 3 s of a 2 s request timeout, no deadline", 2, None, (3.0, 2.0), None),
+    ("refused, no deadline, inside the bound: retry", 2, None, (0.5, 30.0), 0.5),
+]
+
+
+@pytest.mark.parametrize(("case", "attempt", "left", "failing", "expected"), UNREACHABLE, ids=[u[0] for u in UNREACHABLE])
+def test_an_unreachable_server_is_retried_only_within_the_request_timeout(case: str, attempt: int, left: Optional[float], failing: tuple[float, float], expected: Optional[float]) -> None:
+    deadline = Deadline.after(left, FakeClock()) if left is not None else None
+    assert POLICY.wait_before_retry(attempt, "connection", deadline, unreachable_for=failing) == expected
 
 
 @pytest.mark.parametrize(("case", "attempt", "failure", "left", "retry_after", "expected"), WAITS, ids=[w[0] for w in WAITS])
