@@ -20,6 +20,12 @@ class RaybridgeError(Exception):
         super().__init__("; ".join(self.problems))
 
 
+class JobEnded(RaybridgeError):
+    """The job was ended by the cluster before it could finish (a run-time limit, a deactivation). Exit status 1."""
+
+    exit_code = 1
+
+
 class BadInput(RaybridgeError):
     """The user's spec, flags or files are wrong. Exit status 2."""
 

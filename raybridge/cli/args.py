@@ -34,6 +34,20 @@ def seconds(text: str) -> float:
     return value
 
 
+def orphan_seconds(text: str) -> int:
+    """An argparse type: the orphan bound, whole seconds, at least a minute."""
+    from raybridge.core.protection import orphan_bound_problem
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of seconds: {text!r}") from None
+    problem = orphan_bound_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
 def add_output_arg(p: argparse.ArgumentParser, default: str, choices: Sequence[str] = OUTPUT_FORMATS) -> None:
     p.add_argument("-o", "--output", choices=choices, default=default, help=f"output format (default: {default})")
 

@@ -18,7 +18,7 @@ import sys
 from dataclasses import replace
 from typing import Any, Optional
 
-from raybridge.cli.args import add_cluster_args, add_inventory_args, add_output_arg, cluster_target, seconds
+from raybridge.cli.args import add_cluster_args, add_inventory_args, add_output_arg, cluster_target, orphan_seconds, seconds
 from raybridge.core.consts import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 
 
@@ -60,6 +60,11 @@ def register(sub: Any) -> None:
     g.add_argument(
         "--timeout", type=seconds, default=None, metavar="SECONDS",
         help="give up waiting for admission and the cluster (locally: the private head's start and the submission) after this long (default: 1800)",
+    )  # fmt: skip
+    g.add_argument(
+        "--orphan-timeout", type=orphan_seconds, default=None, metavar="SECONDS",
+        help="kubernetes: if raybridge dies (or loses the cluster), its RayJob fails and frees its GPUs and quota "
+        "within this long; renewed while raybridge runs, so it never cuts a run short (default: 1800)",
     )  # fmt: skip
     g.add_argument("--keep", action="store_true", help="keep the RayJob/RayCluster after the run")
     g.add_argument("--no-wait", action="store_true", help="return once the job is submitted (kubernetes: objects are kept)")
@@ -272,6 +277,7 @@ def _options_from_args(args: argparse.Namespace) -> Any:
         submission_id=args.submission_id,
         request_timeout=args.request_timeout or DEFAULT_REQUEST_TIMEOUT,
         progress=progress,
+        **({"orphan_bound": args.orphan_timeout} if args.orphan_timeout is not None else {}),
     )
 
 
@@ -350,7 +356,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
                 progress("--no-wait with a private local head: the head ends with this command, so waiting anyway")
             else:
                 _report(handle, "SUBMITTED", args.output)
-                handle.detach()
+                for note in handle.detach():
+                    progress(f"note: {note}")
                 return EXIT_OK
         progress(f"streaming logs of {handle.submission_id} (Ctrl-C stops the job and cleans up)")
         status = handle.stream_logs(lambda chunk: (log_stream.write(chunk), log_stream.flush()))

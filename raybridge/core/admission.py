@@ -64,6 +64,33 @@ def workload_state(workload: Optional[dict[str, Any]]) -> str:
     return "pending"
 
 
+def deactivation(workload: Optional[dict[str, Any]]) -> Optional[str]:
+    """Why Kueue deactivated the Workload, in plain words; None while it is active.
+
+    A deactivated Workload is never requeued: kueue@v0.13.10 and later,
+    pkg/controller/core/workload_controller.go (Reconcile): a `DeactivationTarget`
+    condition (set when `maximumExecutionTimeSeconds` runs out, reason
+    `MaximumExecutionTimeExceeded`) turns `spec.active` false, and the Workload is
+    then evicted with reason `Deactivated` (`DeactivatedDueTo<the target's reason>`)
+    and the job suspended. An eviction that will be readmitted has any other reason.
+    """
+    if workload is None:
+        return None
+    evicted = condition(workload, "Evicted")
+    target = condition(workload, "DeactivationTarget")
+    evicted_reason = (evicted or {}).get("reason") or "" if is_true(workload, "Evicted") else ""
+    deactivated = (workload.get("spec") or {}).get("active") is False or evicted_reason.startswith("Deactivated")
+    if not deactivated and not is_true(workload, "DeactivationTarget"):
+        return None
+    why = " ".join(filter(None, [evicted_reason, (target or {}).get("reason") or ""]))
+    if "MaximumExecutionTimeExceeded" in why:
+        seconds = (workload.get("spec") or {}).get("maximumExecutionTimeSeconds")
+        limit = f" of {seconds}s" if seconds else ""
+        return f"the run-time limit{limit} (maxRunSeconds) was reached: Kueue stopped the job and will not run it again"
+    detail = _reason(evicted if evicted_reason else target) or "spec.active is false"
+    return f"Kueue deactivated the job and will not run it again ({detail})"
+
+
 def _position(position: Optional[dict[str, Any]]) -> str:
     if not position:
         return ""

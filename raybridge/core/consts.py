@@ -107,9 +107,9 @@ EXIT_INFRA = 3
 EXIT_INTERRUPTED = 130
 
 # --- Manifests ---------------------------------------------------------------------
-#: A RayJob that has not started running after this long fails and frees its
-#: Kueue quota, so a client that died while waiting cannot hold quota forever.
-PRE_RUNNING_DEADLINE_SECONDS = 1800
+#: How soon after raybridge stops renewing it (it died, or lost the cluster) a RayJob it
+#: created fails and frees its cluster and Kueue quota (`core/protection.py`).
+ORPHAN_BOUND_SECONDS = 1800
 #: KubeRay's default head ports (utils/constant.go), by port name.
 GCS_PORT = 6379
 CLIENT_PORT = 10001

@@ -44,14 +44,14 @@ from raybridge.core.consts import (
     KUEUE_QUEUE_LABEL,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
-    PRE_RUNNING_DEADLINE_SECONDS,
+    ORPHAN_BOUND_SECONDS,
     RAY_API_GROUP,
     RAY_API_VERSION,
     WORKER_GROUP_NAME,
 )
 from raybridge.core.images import default_image, installed_ray_version
 from raybridge.core.names import name_problem, namespace_problem, queue_name_problem
-from raybridge.core.protection import with_run_bound
+from raybridge.core.protection import guarded, with_run_bound
 from raybridge.core.quantity import format_cpu, format_memory, parse_quantity
 from raybridge.core.runtime_env import (
     allocation_env,
@@ -96,11 +96,16 @@ def render_manifests(
     namespace: str,
     job_id: Optional[str] = None,
     submission_mode: str = INTERACTIVE_MODE,
+    orphan_bound: int = ORPHAN_BOUND_SECONDS,
 ) -> list[Manifest]:
     """The objects to create for this workload, chosen by `spec.resolved_kind`."""
     kind = spec.resolved_kind
     if kind == "RayJob":
-        return [render_rayjob(spec, decision, name=name, namespace=namespace, job_id=job_id, submission_mode=submission_mode)]
+        return [
+            render_rayjob(
+                spec, decision, name=name, namespace=namespace, job_id=job_id, submission_mode=submission_mode, orphan_bound=orphan_bound
+            )
+        ]
     renderers: dict[str, Callable[..., Manifest]] = {
         "RayCluster": render_raycluster,
         "job": render_batch_job,
@@ -119,6 +124,7 @@ def render_rayjob(
     namespace: str,
     job_id: Optional[str] = None,
     submission_mode: str = INTERACTIVE_MODE,
+    orphan_bound: int = ORPHAN_BOUND_SECONDS,
 ) -> Manifest:
     """A RayJob. InteractiveMode (what `submit` creates): KubeRay makes the cluster, raybridge submits
     through the Job API. K8sJobMode: KubeRay's submitter runs the entrypoint, so the object runs by
@@ -137,17 +143,19 @@ def render_rayjob(
     env_yaml = runtime_env_yaml(spec)
     if env_yaml is not None:
         body["runtimeEnvYAML"] = env_yaml
-    if job_id:
-        body["jobId"] = job_id
     # No backoffLimit: KubeRay rejects a value above 0 in InteractiveMode, and a retry would start a new cluster.
     body["submissionMode"] = submission_mode
     body["shutdownAfterJobFinishes"] = True
     # KubeRay deletes the cluster as soon as the job ends (TTL 0): its dashboard, and the last lines of a
     # log still being streamed, would go with it. Kueue frees the quota when the job finishes, whatever the TTL.
     body["ttlSecondsAfterFinished"] = FINISHED_CLUSTER_TTL_SECONDS
-    body["preRunningDeadlineSeconds"] = PRE_RUNNING_DEADLINE_SECONDS
     body["rayClusterSpec"] = ray_cluster_spec(spec, decision, name=name)
     rayjob = _object(RAY_API, "RayJob", name, namespace, object_labels(spec, decision, name=name), body)
+    if submission_mode == INTERACTIVE_MODE:
+        # Nobody but raybridge drives an InteractiveMode RayJob: the job id and the orphan bound it renews.
+        return guarded(rayjob, job_id, orphan_bound, spec.max_run_seconds)
+    if job_id:
+        rayjob["spec"]["jobId"] = job_id
     return with_run_bound(rayjob, spec.max_run_seconds)
 
 

@@ -12,6 +12,7 @@ object a name is for beyond the per-kind length limits in `NAME_LIMITS`.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Optional
 
 from raybridge.core.consts import K8S_NAME_MAX, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
@@ -105,3 +106,24 @@ def submission_id_problem(value: str) -> Optional[str]:
             f"(got {value!r})"
         )
     return None
+
+
+#: KubeRay keeps at most this many characters of a name it derives others from (utils.CheckName).
+KUBERAY_DERIVED_NAME_MAX = 50
+
+
+def kuberay_derived_name(name: str) -> str:
+    """The name KubeRay gives an object it derives from `name` (the token Secret from the RayCluster's name).
+
+    kuberay@v1.5.2 and v1.7.0 ray-operator/controllers/ray/utils/util.go, CheckName: a name over 50
+    characters keeps its last 50; one that then starts with a digit or punctuation gets an 'r' in place
+    of its first character. A RayJob's cluster is its name plus a 6-character suffix
+    (GenerateRayClusterName), so RayJob names of 45 to 47 characters are cut.
+    """
+    if not name:
+        return name
+    if len(name) > KUBERAY_DERIVED_NAME_MAX:
+        name = name[len(name) - KUBERAY_DERIVED_NAME_MAX :]
+    if name[0].isdigit() or unicodedata.category(name[0]).startswith("P"):  # unicode.IsDigit, unicode.IsPunct
+        name = "r" + name[1:]
+    return name

@@ -29,10 +29,12 @@ def render_job(
     namespace: str,
     job_id: Optional[str] = None,
     submission_mode: str = "InteractiveMode",
+    orphan_bound: Optional[int] = None,
 ) -> list[dict[str, Any]]:
     from raybridge.core.manifests import render_manifests
 
-    return render_manifests(spec, decision, name=name, namespace=namespace, job_id=job_id, submission_mode=submission_mode)
+    extra = {"orphan_bound": orphan_bound} if orphan_bound is not None else {}
+    return render_manifests(spec, decision, name=name, namespace=namespace, job_id=job_id, submission_mode=submission_mode, **extra)
 
 
 def unique_name(prefix: str = "raybridge") -> str:

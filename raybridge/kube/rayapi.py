@@ -97,12 +97,14 @@ class RayObjects:
             )  # fmt: skip
         return checked_items(what, result, kind, self.server)
 
-    def patch(self, kind: str, name: str, namespace: str, patch: dict[str, Any]) -> dict[str, Any]:
-        """A JSON merge patch (what the client sends for a dict body)."""
+    def patch(self, kind: str, name: str, namespace: str, patch: dict[str, Any], field_validation: Optional[str] = None) -> dict[str, Any]:
+        """A JSON merge patch (what the client sends for a dict body); with `field_validation="Strict"` a
+        field this release does not know is refused (400), not dropped."""
         what = f"updating {kind} {namespace}/{name}"
+        extra = {"field_validation": field_validation} if field_validation else {}
         result = api_call(
             what, self.api.patch_namespaced_custom_object,
-            RAY_API_GROUP, RAY_API_VERSION, namespace, PLURALS[kind], name, patch,
+            RAY_API_GROUP, RAY_API_VERSION, namespace, PLURALS[kind], name, patch, **extra,
         )  # fmt: skip
         return checked_object(what, result, kind, self.server)
 

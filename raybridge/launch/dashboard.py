@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional
 from urllib.parse import urlparse
 
 from raybridge.core.consts import DASHBOARD_PORT
+from raybridge.core.names import kuberay_derived_name
 from raybridge.errors import InfraError
 from raybridge.kube.client import Kube, api_call, read_secret_value
 
@@ -36,7 +37,8 @@ def auth_headers(kube: Kube, namespace: str, obj: dict[str, Any], cluster_name: 
     options = auth_options(obj)
     if options.get("mode", "token" if options else "disabled") != "token":
         return {}
-    secret = options.get("secretName") or cluster_name
+    # KubeRay names the Secret after the cluster, cut as it cuts derived names (v1.7 also takes authOptions.secretName).
+    secret = options.get("secretName") or kuberay_derived_name(cluster_name)
     token = read_secret_value(kube, namespace, secret, AUTH_TOKEN_KEY)
     if not token:
         raise InfraError(

@@ -44,6 +44,7 @@ class JobHandle:
         cleanup: Optional[Callable[[], None]] = None,
         keep: bool = False,
         recover: Optional[Callable[["JobHandle"], Optional[str]]] = None,
+        handover: Optional[Callable[[], list[str]]] = None,
     ) -> None:
         self.backend = backend
         self.name = name
@@ -54,6 +55,7 @@ class JobHandle:
         self.keep = keep
         self._cleanup = cleanup
         self._recover = recover
+        self._handover = handover
         self.final_status: Optional[str] = None
 
     @property
@@ -123,9 +125,12 @@ class JobHandle:
         """True when closing this handle ends the Ray head the job runs on."""
         return self.backend == "local" and self._cleanup is not None
 
-    def detach(self) -> None:
-        """Leave everything running: `close()` will remove nothing."""
+    def detach(self) -> list[str]:
+        """Leave everything running: `close()` will remove nothing. The backend hands the job over
+        (Kubernetes: the RayJob no longer depends on this process); what it says about that comes back."""
         self._cleanup = None
+        handover, self._handover = self._handover, None
+        return handover() if handover is not None else []
 
     def close(self) -> None:
         """Remove what this run created (the private head; the RayJob unless kept)."""

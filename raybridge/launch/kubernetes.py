@@ -1,25 +1,31 @@
 """The Kubernetes backend: a RayJob through Kueue and KubeRay, then the Ray Job API.
 
 The steps, each with progress through the `progress` callback:
-1. size against the Nodes and render an InteractiveMode RayJob labelled for Kueue;
+1. size against the Nodes and render an InteractiveMode RayJob labelled for
+   Kueue, with `spec.jobId` already set to the submission id and the orphan
+   bound in `spec.activeDeadlineSeconds` (`core/protection.py` says why this
+   frees quota on every KubeRay release);
 2. preflight (`launch/preflight.py`): the namespace, LocalQueue, ClusterQueue
    and WorkloadPriorityClass exist and the request can ever be admitted;
-3. create it with strict field validation, falling back to the orphan
-   protection this KubeRay release has (`core/protection.py`), and read back
-   what the server set (the queue Kueue defaulted, the protection kept);
-4. wait: Kueue admission, then KubeRay's `Waiting` with a dashboardURL;
+3. create it with strict field validation (a field this KubeRay does not know
+   is refused, never dropped), read back what the server set (the queue Kueue
+   defaulted, the protection kept), and start renewing the orphan bound
+   (`launch/orphan_guard.py`) until the job ends or is handed over;
+4. wait: Kueue admission, then a ready cluster with a dashboardURL (KubeRay
+   passes `Waiting` at once, the job id being set, and polls that id);
 5. reach the dashboard (`launch/dashboard.py`, with the cluster's token when
-   it demands one), submit the entrypoint with a submission id and set
-   `spec.jobId` to it.
+   it demands one) and submit the entrypoint under that id.
 
 After an eviction or preemption KubeRay deletes the cluster and, once Kueue
 admits the job again, builds a new one that knows nothing of the job; this
 backend notices (KubeRay suspending the RayJob, the Workload evicted, the
 RayJob on another cluster than the job went to, or that cluster gone; a
 FAILED or STOPPED from a dying head is not taken as the job's end while any of
-these holds), says who preempted it, clears `spec.jobId`, waits for the
-readmission within the timeout and submits the entrypoint again (under the old
-id if KubeRay already polls that on the new cluster).
+these holds), says who preempted it, waits for the readmission within the
+timeout and submits the entrypoint again, under the same id, which KubeRay
+polls on the new cluster. A Workload that Kueue deactivated (the run-time
+limit reached, or stopped by an admin) is never readmitted: that is the end
+of the job (exit 1), said in plain words, and the RayJob is deleted.
 
 If anything fails or is interrupted before the handle is returned, or the
 handle gives up, the RayJob is deleted (its RayCluster and Workload follow by
@@ -35,14 +41,14 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
-from raybridge.core.admission import eviction_summary, progress_line, workload_state
+from raybridge.core.admission import deactivation, eviction_summary, progress_line, workload_state
 from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
 from raybridge.core.deadline import Deadline
 from raybridge.core.planning import plan_job, render_job, unique_name
-from raybridge.core.protection import protections_of, unknown_fields, without_pre_running_deadline
+from raybridge.core.protection import handover_notes, handover_patch, protections_of, unknown_fields
 from raybridge.core.sizing import SizingDecision
 from raybridge.core.spec import JobSpec
-from raybridge.errors import BadInput, ClusterUnreachable, InfraError
+from raybridge.errors import BadInput, ClusterUnreachable, InfraError, JobEnded
 from raybridge.jobapi.client import TERMINAL, RayJobs
 from raybridge.kube.client import Kube
 from raybridge.kube.kueue import find_workload, pending_position
@@ -51,6 +57,7 @@ from raybridge.launch.dashboard import auth_headers, connect_dashboard
 from raybridge.launch.discovery import discover_inventory
 from raybridge.launch.handle import JobHandle
 from raybridge.launch.options import SubmitOptions, new_submission_id, resolve_runtime_env
+from raybridge.launch.orphan_guard import OrphanGuard
 from raybridge.launch.preflight import preflight
 
 POLL_SECONDS = 1.0
@@ -100,6 +107,7 @@ class _Prepared:
     decision: SizingDecision
     objects: list[dict[str, Any]]
     node_labels: Optional[list[dict[str, str]]]
+    submission_id: str
 
 
 def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
@@ -112,9 +120,10 @@ def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
     for text in decision.warnings:
         options.progress(f"warning: {text}")
     name = spec.name or unique_name()
-    objects = render_job(spec, decision, name=name, namespace=kube.namespace)
+    submission_id = options.submission_id or new_submission_id(name)
+    objects = render_job(spec, decision, name=name, namespace=kube.namespace, job_id=submission_id, orphan_bound=options.orphan_bound)
     labels = [dict(n.labels) for n in inventory.nodes] if inventory.source in ("kubernetes", "file") else None
-    return _Prepared(kube, kube.namespace, name, decision, objects, labels)
+    return _Prepared(kube, kube.namespace, name, decision, objects, labels, submission_id)
 
 
 def _create_strict(rays: RayObjects, obj: dict[str, Any]) -> dict[str, Any]:
@@ -130,11 +139,12 @@ def _create_strict(rays: RayObjects, obj: dict[str, Any]) -> dict[str, Any]:
         raise
 
 
-def create_protected(rays: RayObjects, obj: dict[str, Any], spec: JobSpec, queued: bool) -> dict[str, Any]:
-    """Create with strict field validation; without `preRunningDeadlineSeconds` where KubeRay lacks it.
+def create_protected(rays: RayObjects, obj: dict[str, Any]) -> dict[str, Any]:
+    """Create with strict field validation; the object as the server stored it.
 
-    Returns the object as the server stored it. A field the release does not
-    know other than that one is refused (BadInput), never dropped.
+    Every field raybridge renders for a RayJob exists in every supported KubeRay
+    except `authOptions`; a field the release does not know is refused (BadInput,
+    saying which), never dropped.
     """
     try:
         return _create_strict(rays, obj)
@@ -143,13 +153,12 @@ def create_protected(rays: RayObjects, obj: dict[str, Any], spec: JobSpec, queue
         if not fields:
             raise
         if any("authOptions" in f for f in fields):
+            # kuberay@v1.5.1 ray-operator/apis/ray/v1/raycluster_types.go: AuthOptions first appears (not in v1.5.0).
             raise BadInput(
-                "authMode: token authentication needs KubeRay v1.5 or later; this cluster's KubeRay does not know "
+                "authMode: token authentication needs KubeRay v1.5.1 or later; this cluster's KubeRay does not know "
                 "spec.rayClusterSpec.authOptions"
             ) from None
-        if set(fields) != {"spec.preRunningDeadlineSeconds"}:
-            raise BadInput(f"this cluster's KubeRay does not know {', '.join(fields)}: {exc.problems[0]}") from None
-    return _create_strict(rays, without_pre_running_deadline(obj, spec.max_run_seconds, queued))
+        raise BadInput(f"this cluster's KubeRay does not know {', '.join(fields)}: {exc.problems[0]}") from None
 
 
 def delete_and_wait(rays: RayObjects, kind: str, name: str, namespace: str, progress: Callable[[str], None], wait: float = 30.0) -> bool:
@@ -203,13 +212,17 @@ def wait_for_ready(
         obj, workload, position = _observe_riding_out(kube, rays, kind, name, namespace, queued, waiter)
         status = obj.get("status") or {}
         deployment = status.get("jobDeploymentStatus")
+        ended = deactivation(workload)
+        if ended:
+            raise JobEnded(f"{kind} {namespace}/{name}: {ended}")
         if deployment == "ValidationFailed":
             raise BadInput(f"KubeRay rejected the {kind}: {status.get('reason', '')} {status.get('message', '')}".strip())
         if deployment in ("Failed", "Complete"):
             raise InfraError(f"the {kind} ended before the job was submitted: {deployment} ({status.get('reason', '')}: {status.get('message', '')})")
         if workload_state(workload) == "admitted":
             admitted = True
-        ready = (deployment == "Waiting" and status.get("dashboardURL")) if kind == "RayJob" else status.get("state") == "ready"
+        # With spec.jobId set from the start, KubeRay leaves Waiting at its next reconcile and polls the id in Running.
+        ready = (deployment in ("Waiting", "Running") and status.get("dashboardURL")) if kind == "RayJob" else status.get("state") == "ready"
         if ready:
             waiter.say(f"Ray cluster {status.get('rayClusterName') or name} is ready")
             return obj
@@ -240,21 +253,22 @@ class _EvictableJobs(RayJobs):
 class _RayJobRun:
     """One submitted RayJob: the cluster it runs on now, the Job API there, and how to carry on after an eviction."""
 
-    def __init__(self, kube: Kube, rays: RayObjects, options: SubmitOptions, spec: JobSpec, name: str, runtime_env: dict[str, Any], queued: bool) -> None:
+    def __init__(
+        self, kube: Kube, rays: RayObjects, options: SubmitOptions, spec: JobSpec, name: str, runtime_env: dict[str, Any], queued: bool, submission_id: str
+    ) -> None:
         self.kube, self.rays, self.options, self.spec = kube, rays, options, spec
         self.name, self.namespace = name, kube.namespace
         self.runtime_env, self.queued = runtime_env, queued
         self.forward: Optional[Any] = None
         self.jobs: Optional[RayJobs] = None
-        self.submission_id: str = options.submission_id or new_submission_id(name)
+        self.submission_id = submission_id  # spec.jobId since creation: KubeRay polls it on every cluster
         self.reconnects = 0
         self.cluster = ""  # the Ray cluster the job was submitted to
 
-    def start(self, evicted_from: Optional[tuple[str, str]] = None) -> None:
-        """Wait until admitted and ready, reach the dashboard, submit, and set `spec.jobId`.
+    def start(self, evicted_from: Optional[str] = None) -> None:
+        """Wait until admitted and ready, reach the dashboard and submit under the RayJob's `spec.jobId`.
 
-        `evicted_from`: (cluster, submission id) the job ran on before an eviction; then only a
-        new cluster counts, and if KubeRay already polls the old id there, that id is submitted again.
+        `evicted_from`: the cluster the job ran on before an eviction; then only a new cluster counts.
         """
         if self.kube.deadline is None:  # a resubmission after an eviction gets a fresh --timeout
             self.kube.deadline = Deadline.after(self.options.timeout)
@@ -263,26 +277,26 @@ class _RayJobRun:
         if evicted_from is None:
             ready = wait_for_ready(self.kube, self.rays, "RayJob", self.name, self.namespace, waiter, queued=self.queued)
         else:
-            ready = self._wait_for_new_cluster(waiter, *evicted_from)
-            if (ready.get("status") or {}).get("jobDeploymentStatus") == "Running":
-                self.submission_id = evicted_from[1]  # what KubeRay polls on the new cluster, which never ran it
+            ready = self._wait_for_new_cluster(waiter, evicted_from)
         self._connect(ready)
         assert self.jobs is not None
         self.jobs.submit(
             self.spec.entrypoint or "", self.submission_id, self.runtime_env,
             metadata={"raybridge.io/job-name": self.name}, retry_for=min(60.0, max(waiter.deadline - time.monotonic(), 5.0)),
         )  # fmt: skip
-        self.rays.patch("RayJob", self.name, self.namespace, {"spec": {"jobId": self.submission_id}})
         self.kube.deadline = None  # the job itself runs as long as it runs: each call keeps --request-timeout
         self.options.progress(f"submitted {self.submission_id} to {self.jobs.address}")
 
-    def _wait_for_new_cluster(self, waiter: Waiter, old_cluster: str, old_id: str) -> dict[str, Any]:
+    def _wait_for_new_cluster(self, waiter: Waiter, old_cluster: str) -> dict[str, Any]:
         """After an eviction: wait (within --timeout) until Kueue admits the RayJob again and KubeRay
-        has a new cluster, waiting for a job id (or already polling the old one there)."""
+        has a new, ready cluster (polling the job id there, which that cluster never ran)."""
         while True:
             obj, workload, position = _observe_riding_out(self.kube, self.rays, "RayJob", self.name, self.namespace, self.queued, waiter)
             status = obj.get("status") or {}
             deployment = status.get("jobDeploymentStatus") or ""
+            ended = deactivation(workload)
+            if ended:
+                raise JobEnded(f"RayJob {self.namespace}/{self.name}: {ended}")
             if deployment in ("Complete", "Failed", "ValidationFailed"):
                 raise InfraError(
                     f"RayJob {self.namespace}/{self.name} ended while waiting to be admitted again: "
@@ -290,7 +304,7 @@ class _RayJobRun:
                 )
             current = status.get("rayClusterName") or ""
             fresh = bool(current and current != old_cluster and status.get("dashboardURL"))
-            if fresh and (deployment == "Waiting" or (deployment == "Running" and status.get("jobId") == old_id)):
+            if fresh and deployment in ("Waiting", "Running"):
                 waiter.say(f"admitted again: Ray cluster {current} is ready")
                 return obj
             line = progress_line(obj, workload, position)
@@ -359,6 +373,11 @@ class _RayJobRun:
             status = obj.get("status") or {}
             deployment = status.get("jobDeploymentStatus")
             workload = find_workload(self.kube, self.namespace, obj) if self.queued else None
+            ended = deactivation(workload)
+            if ended:
+                raise JobEnded(f"job {self.submission_id} of RayJob {self.namespace}/{self.name}: {ended}")
+            if deployment == "Failed" and status.get("reason") == "DeadlineExceeded":
+                raise JobEnded(f"RayJob {self.namespace}/{self.name} failed: {_deadline_cause(obj)}")
             if deployment in ("Complete", "Failed"):
                 return str(status.get("jobStatus") or "FAILED")
             if self._evicted(obj, workload):
@@ -381,18 +400,38 @@ class _RayJobRun:
 
     def _resubmit_after_eviction(self, obj: dict[str, Any], workload: Optional[dict[str, Any]]) -> None:
         queue = (obj.get("metadata") or {}).get("labels", {}).get(KUEUE_QUEUE_LABEL)
-        old_cluster, old_id = self.cluster, self.submission_id
+        old_cluster = self.cluster
         self.options.progress(
-            f"evicted: {eviction_summary(workload, queue)}; Ray cluster {old_cluster} is gone and job {old_id} with it; "
+            f"evicted: {eviction_summary(workload, queue)}; Ray cluster {old_cluster} is gone and job {self.submission_id} with it; "
             f"waiting up to {self.options.timeout:.0f}s to be admitted again, then submitting the entrypoint again"
         )
-        # The new cluster knows nothing of the old job id; with spec.jobId set KubeRay would poll it forever.
-        self.rays.patch("RayJob", self.name, self.namespace, {"spec": {"jobId": None}})
+        # spec.jobId stays: KubeRay polls the same id on the new cluster, which never ran it, and it is submitted there.
         self.close_forward()
         self.reconnects = 0
-        self.submission_id = new_submission_id(self.name)
         self.kube.deadline = None
-        self.start(evicted_from=(old_cluster, old_id))
+        self.start(evicted_from=old_cluster)
+
+    def handover(self) -> list[str]:
+        """`--no-wait`: leave the running job to itself (no renewed bound); what still bounds it, in words."""
+        bound, max_run = self.options.orphan_bound, self.spec.max_run_seconds
+        try:
+            self.rays.patch("RayJob", self.name, self.namespace, handover_patch(max_run, self.queued, bound, True), field_validation="Strict")
+            return []
+        except BadInput as exc:
+            if "preRunningDeadlineSeconds" not in str(exc):
+                raise
+        # kuberay before v1.6 (no such field): the job id stays, so a readmitted RayJob is in Running, where Kueue can preempt it.
+        self.rays.patch("RayJob", self.name, self.namespace, handover_patch(max_run, self.queued, bound, False))
+        return handover_notes(False, self.queued, max_run)
+
+
+def _deadline_cause(obj: dict[str, Any]) -> str:
+    """Why a RayJob hit its activeDeadlineSeconds: raybridge's orphan bound or the user's run-time limit."""
+    status = obj.get("status") or {}
+    return (
+        f"its deadline passed ({status.get('message') or 'DeadlineExceeded'}); raybridge renews it while it runs, "
+        "so this is the run-time limit (maxRunSeconds) or raybridge could not reach the cluster to renew it"
+    )
 
 def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
     if spec.resolved_kind == "RayCluster":
@@ -407,15 +446,26 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
     rays = RayObjects(kube)
     created = False
     run: Optional[_RayJobRun] = None
+    guard: Optional[OrphanGuard] = None
 
     def cleanup() -> None:
+        if guard is not None:
+            guard.stop()
         if run is not None:
             run.close_forward()
         if created and not options.keep:
             delete_and_wait(rays, "RayJob", name, namespace, options.progress)
 
+    def handover() -> list[str]:
+        if guard is not None:
+            guard.stop()
+        if run is not None:
+            run.close_forward()
+            return run.handover()
+        return []
+
     try:
-        stored = create_protected(rays, rayjob, spec, queued=bool(found.queue))
+        stored = create_protected(rays, rayjob)
         created = True
         queue = (stored["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
         options.progress(f"created RayJob {namespace}/{name}" + (f" in queue {queue}" if queue else " (not queued by Kueue)"))
@@ -423,8 +473,11 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
         for protection in protections:
             options.progress(f"orphan protection: {protection.describe()}")
         if not protections:
-            options.progress("warning: no orphan protection is in force: if raybridge dies before the job starts, delete the RayJob yourself")
-        run = _RayJobRun(kube, rays, options, spec, name, runtime_env, queued=bool(queue))
+            options.progress("warning: no orphan protection is in force: if raybridge dies before the job ends, delete the RayJob yourself")
+        # Its own client: the renewals must not share the command's deadline or the waits' retries.
+        guard_rays = RayObjects(replace(options.cluster, namespace=namespace).connect(None))
+        guard = OrphanGuard(guard_rays, name, namespace, options.orphan_bound, spec.max_run_seconds, bool(queue), options.progress).start()
+        run = _RayJobRun(kube, rays, options, spec, name, runtime_env, queued=bool(queue), submission_id=prepared.submission_id)
         run.start()
     except BaseException:
         cleanup()
@@ -440,6 +493,7 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
         cleanup=cleanup,
         keep=options.keep,
         recover=run.recover,
+        handover=handover,
     )
 
 
@@ -454,7 +508,7 @@ def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:
     rays = RayObjects(kube)
     created = False
     try:
-        stored = create_protected(rays, cluster, spec, queued=bool(found.queue))
+        stored = create_protected(rays, cluster)
         created = True
         queue = (stored["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
         options.progress(f"created RayCluster {namespace}/{name}" + (f" in queue {queue}" if queue else ""))

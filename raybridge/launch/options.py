@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from raybridge.core.consts import ORPHAN_BOUND_SECONDS
 from raybridge.core.names import submission_id_problem
 from raybridge.core.runtime_env import allocation_env, local_working_dir, submission_runtime_env
 from raybridge.core.sizing import SizingDecision
@@ -46,6 +47,8 @@ class SubmitOptions:
     keep: bool = False
     submission_id: Optional[str] = None
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    #: Kubernetes: how soon after raybridge stops renewing it a RayJob fails (`core/protection.py`).
+    orphan_bound: int = ORPHAN_BOUND_SECONDS
     progress: Callable[[str], None] = field(default=_quiet)
 
     @property

@@ -53,6 +53,7 @@ import select
 import socket
 import threading
 import time
+import unicodedata
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -100,6 +101,16 @@ NEWEST_KUBERAY = (1, 7, 0)
 RAYJOB_FINALIZER = "ray.io/rayjob-finalizer"  # utils/constant.go RayJobStopJobFinalizer
 AUTH_TOKEN_KEY = "auth_token"  # utils/constant.go RAY_AUTH_TOKEN_SECRET_KEY
 MIN_RAY_FOR_TOKEN_AUTH = (2, 52, 0)
+
+
+def check_name(name: str) -> str:
+    """kuberay@v1.5.2 ray-operator/controllers/ray/utils/util.go CheckName: the last 50 characters; a leading
+    digit or punctuation becomes 'r'."""
+    if len(name) > 50:
+        name = name[len(name) - 50 :]
+    if name and (name[0].isdigit() or unicodedata.category(name[0]).startswith("P")):
+        name = "r" + name[1:]
+    return name
 
 
 def kuberay_version(release: str) -> tuple[int, int, int]:
@@ -701,7 +712,10 @@ class FakeKubeRay(PollingController):
         """reconcileAuthSecret: a Secret named after the cluster (or authOptions.secretName), key auth_token."""
         meta = cluster["metadata"]
         options = (cluster.get("spec") or {}).get("authOptions") or {}
-        name = options.get("secretName") or meta["name"]
+        # kuberay@v1.5.2 raycluster_controller.go reconcileAuthSecret: utils.CheckName(instance.Name), which keeps
+        # the last 50 characters; authOptions.secretName (a Secret the user made) exists from v1.6.0.
+        own = options.get("secretName") if self.version >= (1, 6, 0) else None
+        name = own or check_name(meta["name"])
         try:
             existing = self._api.core.read_namespaced_secret(name, meta["namespace"], _request_timeout=5)
             data = (existing.data or {}).get(AUTH_TOKEN_KEY)
@@ -710,7 +724,7 @@ class FakeKubeRay(PollingController):
         except ApiException as exc:
             if exc.status != 404:
                 raise
-        if options.get("secretName"):
+        if own:
             raise RuntimeError(f"Secret {meta['namespace']}/{name} named by authOptions.secretName has no {AUTH_TOKEN_KEY}")
         token = secrets.token_urlsafe(32)
         self._api.core.create_namespaced_secret(
@@ -1044,11 +1058,16 @@ class FakeKubeRay(PollingController):
                 else:
                     status["jobDeploymentStatus"] = "Running"
         elif deployment == "Waiting":
-            if not spec.get("jobId"):
-                self._deadline_exceeded(spec, status)
-            else:
+            # kuberay@v1.3.2 and @v1.5.2 rayjob_controller.go, case JobDeploymentStatusWaiting: only spec.jobId
+            # is looked at -- no suspend, no activeDeadlineSeconds. kuberay@v1.6.0 and @v1.7.0 add
+            # checkPreRunningDeadlineAndUpdateStatusIfNeeded first, still no suspend and no activeDeadlineSeconds.
+            if self.version >= (1, 6, 0) and self._pre_running_deadline_exceeded(spec, status):
+                pass
+            elif spec.get("jobId"):
                 status["jobId"] = spec["jobId"]
                 status["jobDeploymentStatus"] = "Running"
+            else:
+                return
         elif deployment == "Running":
             if spec.get("suspend"):
                 status["jobDeploymentStatus"] = "Suspending"
@@ -1098,7 +1117,10 @@ class FakeKubeRay(PollingController):
         self._write_rayjob_status(job, old, status)
 
     def _deadline_exceeded(self, spec: Obj, status: Obj) -> bool:
-        """activeDeadlineSeconds (any pre-terminal state) and preRunningDeadlineSeconds (before Running)."""
+        """Initializing and Running: checkActiveDeadlineAndUpdateStatusIfNeeded, then (Initializing, v1.6 and
+        later) checkPreRunningDeadlineAndUpdateStatusIfNeeded. kuberay@v1.3.2..v1.7.0 rayjob_controller.go: both
+        measure from status.startTime, which initRayJobStatusIfNeed sets anew at every start (New), so after
+        a suspension (a Kueue eviction) the clock starts again at readmission."""
         elapsed = _seconds_since(status.get("startTime"))
         active = spec.get("activeDeadlineSeconds")
         if active is not None and elapsed >= int(active):
@@ -1111,13 +1133,13 @@ class FakeKubeRay(PollingController):
                 ),
             )
             return True
-        # The field exists from KubeRay v1.6; an older operator has no such field to act on.
-        pre_running = spec.get("preRunningDeadlineSeconds") if self.version >= (1, 6, 0) else None
-        if (
-            pre_running  # zero disables it
-            and status.get("jobDeploymentStatus") in ("Initializing", "Waiting")
-            and elapsed >= int(pre_running)
-        ):
+        return status.get("jobDeploymentStatus") == "Initializing" and self.version >= (1, 6, 0) and self._pre_running_deadline_exceeded(spec, status)
+
+    @staticmethod
+    def _pre_running_deadline_exceeded(spec: Obj, status: Obj) -> bool:
+        """kuberay@v1.6.0 rayjob_controller.go checkPreRunningDeadlineAndUpdateStatusIfNeeded (the field exists from v1.6)."""
+        pre_running = spec.get("preRunningDeadlineSeconds")
+        if pre_running and _seconds_since(status.get("startTime")) >= int(pre_running):
             status.update(
                 jobDeploymentStatus="Failed",
                 reason="PreRunningDeadlineExceeded",
