@@ -170,35 +170,42 @@ def _call(address: str, path: str, token: str | None) -> int:
         return exc.code
 
 
-def test_token_auth_submit_status_logs_and_stop(cluster, queue, tmp_path: Path):
+LONG_NAME = "locked-" + "x" * 39  # 46 characters: its cluster (+6) is 52, and KubeRay keeps the last 50 for the Secret
+
+
+@pytest.mark.parametrize("name", ["locked", LONG_NAME], ids=["short-name", "46-character-name"])
+def test_token_auth_submit_status_logs_and_stop(cluster, queue, tmp_path: Path, name: str):
     server = cluster[0]
     namespace, lq, _ = queue
     spec = tmp_path / "locked.yaml"
     spec.write_text(
-        "name: locked\nauthMode: token\n"
+        f"name: {name}\nauthMode: token\n"
         "entrypoint: python -c \"import time; print('behind the token', flush=True); time.sleep(300)\"\n"
     )
     env = cli_env(KUBECONFIG=cluster[1])
     out = run_cli("submit", str(spec), "-n", namespace, "--queue", lq, "--no-wait", env=env, timeout=180)
     assert out.returncode == 0, out.stderr
 
-    status = server.get_object(RAY, "RayJob", "locked", namespace)["status"]
-    secret = server.get_object("v1", "Secret", status["rayClusterName"], namespace)
+    status = server.get_object(RAY, "RayJob", name, namespace)["status"]
+    cluster_name = status["rayClusterName"]
+    # kuberay@v1.5.2 utils.CheckName: the Secret keeps the last 50 characters of the cluster's name.
+    secret = server.get_object("v1", "Secret", cluster_name[-50:], namespace)
+    assert (len(cluster_name) > 50) == (name == LONG_NAME)
     token = base64.b64decode(secret["data"]["auth_token"]).decode()
     address = status["dashboardURL"]
     assert [_call(address, "/api/version", t) for t in (None, "wrong", token)] == [401, 403, 200]
-    job_id = server.get_object(RAY, "RayJob", "locked", namespace)["spec"]["jobId"]
+    job_id = status["jobId"]
     assert _call(address, f"/api/jobs/{job_id}", None) == 401
 
-    shown = run_cli("status", "locked", "-n", namespace, "-o", "json", env=env, timeout=60)
+    shown = run_cli("status", name, "-n", namespace, "-o", "json", env=env, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["jobStatus"] in ("PENDING", "RUNNING")
-    wait_for(lambda: "behind the token" in run_cli("logs", "locked", "-n", namespace, env=env, timeout=60).stdout,
+    wait_for(lambda: "behind the token" in run_cli("logs", name, "-n", namespace, env=env, timeout=60).stdout,
              timeout=60, what="the log through the token")  # fmt: skip
-    stopped = run_cli("stop", "locked", "-n", namespace, env=env, timeout=60)
+    stopped = run_cli("stop", name, "-n", namespace, env=env, timeout=60)
     assert stopped.returncode == 0, stopped.stderr
-    wait_for(lambda: (server.get_object(RAY, "RayJob", "locked", namespace) or {}).get("status", {}).get("jobStatus")
+    wait_for(lambda: (server.get_object(RAY, "RayJob", name, namespace) or {}).get("status", {}).get("jobStatus")
              == "STOPPED", timeout=60, what="STOPPED")  # fmt: skip
-    assert run_cli("delete", "locked", "-n", namespace, env=env, timeout=60).returncode == 0
+    assert run_cli("delete", name, "-n", namespace, env=env, timeout=60).returncode == 0
     wait_for(lambda: leftovers(server, namespace) == {}, timeout=30, what="nothing left")
 
