@@ -17,6 +17,9 @@ the simulated controllers themselves (tests/kubeapi).
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from typing import Any, Iterator
@@ -24,12 +27,12 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.helpers import EXAMPLES, cli_env, run_cli
+from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
 from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
 from tests.kubeapi.fixtures import leftovers, make_gpu_node
 from tests.kubeapi.server import KubeApiServer
 from tests.kubeapi.sim_kueue import kueue_api_version
-from tests.schemas import RELEASES
+from tests.schemas import KUBERAY_RELEASES, RELEASES
 
 RAY = "ray.io/v1"
 
@@ -148,3 +151,44 @@ def test_status_list_logs_stop_and_delete_of_a_running_job(cluster: Cluster) -> 
     deleted = cluster.cli("delete", "long", "-n", namespace)
     assert deleted.returncode == 0, deleted.stderr
     assert cluster.leftovers(namespace) == {}
+
+
+def _finished(workload: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Finished" and c.get("status") == "True" for c in (workload.get("status") or {}).get("conditions") or [])
+
+
+def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(cluster: Cluster) -> None:
+    """SIGKILL once the cluster is ready (KubeRay's Waiting, where v1.3-v1.5 check neither suspend nor
+    deadlines): the RayJob fails within --orphan-timeout and Kueue marks it finished (quota freed)."""
+    if cluster.release not in KUBERAY_RELEASES:
+        pytest.skip("the RayJob state machine is KubeRay's: one run per KubeRay release")
+    namespace, lq = cluster.queue()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raybridge", "submit", "-n", namespace, "--queue", lq, "--name", "orphan",
+         "--orphan-timeout", "60", "--", "python", "-c", "import time; time.sleep(600)"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(KUBECONFIG=cluster.kubeconfig), cwd=str(ROOT),
+    )  # fmt: skip
+    seen: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            seen.append(line)
+            if "is ready" in line:
+                break
+        proc.send_signal(signal.SIGKILL)  # no clean-up of any kind runs
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert any("is ready" in line for line in seen), "".join(seen)
+    deadline = time.monotonic() + 150  # the bound, plus a renewal interval and the controllers' polls
+    while True:
+        job = cluster.server.get_object(RAY, "RayJob", "orphan", namespace) or {}
+        workloads = cluster.server.list_objects(cluster.kueue_api, "Workload", namespace)
+        status = job.get("status") or {}
+        if status.get("jobDeploymentStatus") == "Failed" and workloads and all(_finished(w) for w in workloads):
+            break
+        assert time.monotonic() < deadline, f"still holding its quota: {status.get('jobDeploymentStatus')} {status.get('reason')}"
+        time.sleep(2)
+    assert status.get("reason") == "DeadlineExceeded"
+    assert cluster.cli("delete", "orphan", "-n", namespace).returncode == 0
