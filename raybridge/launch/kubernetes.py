@@ -44,6 +44,7 @@ from typing import Any, Callable, Optional
 from raybridge.core.admission import deactivation, eviction_summary, progress_line, workload_state
 from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
 from raybridge.core.deadline import Deadline
+from raybridge.core.manifests import FINISHED_CLUSTER_TTL_SECONDS
 from raybridge.core.planning import plan_job, render_job, unique_name
 from raybridge.core.protection import handover_notes, handover_patch, protections_of, unknown_fields
 from raybridge.core.sizing import SizingDecision
@@ -61,6 +62,11 @@ from raybridge.launch.orphan_guard import OrphanGuard
 from raybridge.launch.preflight import preflight
 
 POLL_SECONDS = 1.0
+#: What a kept or handed-over RayJob does after its job ends (FINISHED_CLUSTER_TTL_SECONDS in core/manifests.py).
+_LINGER_NOTE = (
+    f"when the job ends, Kueue frees its quota at once but KubeRay keeps its Ray cluster, GPU pods included, "
+    f"{FINISHED_CLUSTER_TTL_SECONDS}s longer for its logs"
+)
 MAX_API_FAILURES = 5
 HEARTBEAT_SECONDS = 30.0
 #: How long a lost dashboard may stay lost while the RayJob says its job still runs.
@@ -455,13 +461,15 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
             run.close_forward()
         if created and not options.keep:
             delete_and_wait(rays, "RayJob", name, namespace, options.progress)
+        elif created:
+            options.progress(f"kept RayJob {namespace}/{name} (`raybridge delete {name}` removes it); {_LINGER_NOTE}")
 
     def handover() -> list[str]:
         if guard is not None:
             guard.stop()
         if run is not None:
             run.close_forward()
-            return run.handover()
+            return run.handover() + [_LINGER_NOTE]
         return []
 
     try:

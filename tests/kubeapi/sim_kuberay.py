@@ -196,6 +196,11 @@ def validate_raycluster_spec(
 def validate_rayjob(job: Mapping[str, Any], release: str = "kuberay-newest") -> Optional[str]:
     """The subset of KubeRay's ValidateRayJobSpec that raybridge can trip over; the error text or None."""
     spec = job.get("spec") or {}
+    # kuberay@v1.5.2 rayjob_controller.go validateRayJob: ValidateRayJobMetadata (name <= MaxRayJobNameLength,
+    # 53 - 6 = 47) runs before the spec checks; kuberay@v1.3.2 checks no name length in the RayJob controller.
+    name = (job.get("metadata") or {}).get("name") or ""
+    if kuberay_version(release) >= (1, 5, 0) and len(name) > 47:
+        return "The RayJob metadata is invalid: RayJob name should be no more than 47 characters"
     shutdown = bool(spec.get("shutdownAfterJobFinishes"))
     if spec.get("suspend") and not shutdown:
         return (
