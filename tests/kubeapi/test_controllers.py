@@ -847,3 +847,24 @@ def test_older_releases_ignore_token_auth_and_the_pre_running_deadline(server: A
         failed = _StateRecorder(server, "new").wait_state("Failed", timeout=20)["status"]
         assert failed["reason"] == "PreRunningDeadlineExceeded"
         newest.wait_passes(1)
+
+
+@pytest.mark.parametrize("release", ["kuberay-v1.3.2", "kuberay-v1.5.2", "kuberay-newest"])
+def test_waiting_checks_neither_suspend_nor_active_deadline_but_a_preset_job_id_leaves_it(
+    server: Any, ray_head: RayHead, release: str
+) -> None:
+    """kuberay@v1.3.2..v1.7.0 rayjob_controller.go, case Waiting: no updateStatusToSuspendingIfNeeded and no
+    checkActiveDeadlineAndUpdateStatusIfNeeded; with spec.jobId set it moves on to Running, where both act."""
+    import time
+
+    with ctl.FakeKubeRay(server, dashboard_address=ray_head.dashboard_address, release=release) as kuberay:
+        stuck, passing = f"stuck-{release[-5:].replace('.', '')}", f"passing-{release[-5:].replace('.', '')}"
+        server.create_object(rayjob_manifest(stuck, queue=None, activeDeadlineSeconds=2))
+        _StateRecorder(server, stuck).wait_state("Waiting")
+        server.patch_object(RAY_API, "RayJob", stuck, {"spec": {"suspend": True}}, "default")
+        server.create_object(rayjob_manifest(passing, queue=None, activeDeadlineSeconds=2, jobId=f"{passing}-id"))
+        failed = _StateRecorder(server, passing).wait_state("Failed", timeout=20)["status"]
+        assert failed["reason"] == "DeadlineExceeded"
+        time.sleep(0.5)
+        kuberay.wait_passes(2)
+        assert server.get_object(RAY_API, "RayJob", stuck, "default")["status"]["jobDeploymentStatus"] == "Waiting"
