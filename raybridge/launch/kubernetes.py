@@ -383,7 +383,7 @@ class _RayJobRun:
             if ended:
                 raise JobEnded(f"job {self.submission_id} of RayJob {self.namespace}/{self.name}: {ended}")
             if deployment == "Failed" and status.get("reason") == "DeadlineExceeded":
-                raise JobEnded(f"RayJob {self.namespace}/{self.name} failed: {_deadline_cause(obj)}")
+                raise JobEnded(f"RayJob {self.namespace}/{self.name} failed: {_deadline_cause(obj, self.spec.max_run_seconds, self.queued)}")
             if deployment in ("Complete", "Failed"):
                 return str(status.get("jobStatus") or "FAILED")
             if self._evicted(obj, workload):
@@ -431,13 +431,16 @@ class _RayJobRun:
         return handover_notes(False, self.queued, max_run)
 
 
-def _deadline_cause(obj: dict[str, Any]) -> str:
-    """Why a RayJob hit its activeDeadlineSeconds: raybridge's orphan bound or the user's run-time limit."""
-    status = obj.get("status") or {}
+def _deadline_cause(obj: dict[str, Any], max_run_seconds: Optional[int], queued: bool) -> str:
+    """Why a RayJob hit its activeDeadlineSeconds: the user's run-time limit, or the orphan bound not renewed."""
+    seconds = (obj.get("spec") or {}).get("activeDeadlineSeconds")
+    if max_run_seconds and not queued and seconds == max_run_seconds:
+        return f"the run-time limit of {max_run_seconds}s (maxRunSeconds) was reached"
     return (
-        f"its deadline passed ({status.get('message') or 'DeadlineExceeded'}); raybridge renews it while it runs, "
-        "so this is the run-time limit (maxRunSeconds) or raybridge could not reach the cluster to renew it"
+        f"its orphan bound (activeDeadlineSeconds={seconds}) ran out: raybridge could not reach the cluster "
+        "to renew it in time"
     )
+
 
 def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
     if spec.resolved_kind == "RayCluster":
