@@ -1508,6 +1508,11 @@ class FakeKueue(PollingController):
                     uid, workloads, "Inadmissible", f"LocalQueue {lq_name} doesn't exist", granular="Misconfigured"
                 )
                 continue
+            if ((lq.get("spec") or {}).get("stopPolicy") or "None") != "None":
+                # kueue@v0.13.10 workload_controller.go (Reconcile: !lqActive); main getQueueBlocker: Suspended.
+                message = f"LocalQueue {lq_name} is inactive"
+                self._set_pending(uid, workloads, "Inadmissible", message, granular="Suspended")
+                continue
             cq_name = (lq.get("spec") or {}).get("clusterQueue", "")
             if cq_name not in cluster_queues:
                 self._set_pending(
@@ -1784,6 +1789,8 @@ class FakeKueue(PollingController):
             active = set_condition(conds, "Active", False, *cq_inactive)
         elif plural == "clusterqueues":
             active = set_condition(conds, "Active", True, "Ready", "Can admit new workloads")
+        elif ((queue.get("spec") or {}).get("stopPolicy") or "None") != "None":
+            active = set_condition(conds, "Active", False, "Stopped", "LocalQueue is stopped")
         elif cq is None:
             active = set_condition(
                 conds, "Active", False, "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue"
