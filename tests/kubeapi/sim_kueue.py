@@ -24,28 +24,42 @@ subdomain, `max-exec-time-seconds`, the queue name, priority class and
 max-exec-time immutability rules, the pod-set count and the reserved `head`
 group name); no Workload for a job whose WorkloadPriorityClass does not exist
 (the job stays suspended until the class appears); flavor assignment per
-resource group; preemption within a ClusterQueue
+resource group (one flavor takes all of a pod set's resources of the group;
+nodeSelector and untolerated taints rule a flavor out); preemption within a ClusterQueue
 (`preemption.withinClusterQueue: LowerPriority` or `LowerOrNewerEqualPriority`)
 with Kueue's candidate order, minimal target set, Evicted/Preempted conditions,
 messages and events, and an immediate requeue of the preempted workload;
-cohorts of ClusterQueues (`cohort`/`cohortName`) lending unused nominal quota,
-with `borrowingLimit` and `lendingLimit` (`quota_limits`, `borrowed` in the
-ClusterQueue status); admission checks (`admissionChecks` or
-`admissionChecksStrategy`): the Workload reserves quota, stays `Admitted=False`
-(`UnsatisfiedChecks`) and its job suspended until every check is Ready, which a
-test sets with `set_admission_check()` as the check's controller would.
+Kueue's quota over the cohort forest (`CohortForest`, `quota_limits`): ClusterQueues
+(`cohort`/`cohortName`) lend unused nominal quota, `Cohort` objects add quota of
+their own and borrow from their `parentName`, `borrowingLimit` and
+`lendingLimit` at every level, a loop of parents schedules nothing (`borrowed`
+in the ClusterQueue status); the `Active` condition of ClusterQueues (missing
+ResourceFlavor, missing or inactive AdmissionCheck, stopPolicy) and
+LocalQueues (stopped, ClusterQueue missing or inactive), and an inactive
+queue admitting nothing; the ProvisioningRequest AdmissionCheck's `Active`
+condition (its ProvisioningRequestConfig exists); admission checks
+(`admissionChecks` or `admissionChecksStrategy`): the Workload reserves quota,
+stays `Admitted=False` (`UnsatisfiedChecks`) and its job suspended until every
+check is Ready, which a test sets with `set_admission_check()` as the check's
+controller would; `maximumExecutionTimeSeconds` from the max-exec-time label,
+the admitted time accumulated across admissions, and deactivation when it runs
+out (DeactivationTarget, `spec.active=false`, Evicted
+`DeactivatedDueToMaximumExecutionTimeExceeded`, the job suspended, never
+requeued), as well as any Workload a test sets `spec.active=false` on.
 
 What it deliberately does not do:
 
-- FakeKueue: cohorts are one level deep (no Cohort objects, no hierarchical
-  cohorts, no quota of a cohort's own); no preemption across a cohort
+- FakeKueue: no preemption across a cohort
   (`reclaimWithinCohort`, `borrowWithinCohort`: a ClusterQueue preempts only
   within its nominal quota), fair sharing, flavorFungibility, or controller for
-  any admission check (no ProvisioningRequest is created; a Rejected or Retry
-  check does nothing; `onFlavors` and missing or inactive AdmissionCheck
-  objects are not looked at), topology-aware scheduling, namespaceSelector,
-  stopPolicy, deactivation of an admitted Workload, waitForPodsReady, or
-  elastic workload slices. The preemption path in messages names a ClusterQueue's cohort but not
+  an admission check beyond the ProvisioningRequest check's `Active` condition
+  (no ProvisioningRequest is created; a Rejected or Retry check does nothing;
+  `onFlavors` is not looked at), the Cohort webhook (borrowing and lending
+  limits only under a parent), topology-aware scheduling, namespaceSelector,
+  HoldAndDrain (a stopped queue only stops admitting), the MultiKueue and
+  Terminating inactive reasons, deactivation for RequeuingLimitExceeded or a
+  Rejected check, ObjectRetentionPolicies, waitForPodsReady, or elastic
+  workload slices. The preemption path in messages names a ClusterQueue's cohort but not
   the cohort's parents. A preemptor's quota is not set aside while its targets
   are being evicted (Kueue's scheduler does that within one cycle). Of the
   webhook, the prebuilt-workload, elastic-job toggle and TAS checks are
@@ -53,8 +67,8 @@ What it deliberately does not do:
   that is no DNS label) is retried every pass without an event. Only cpu,
   memory, nvidia.com/gpu, amd.com/gpu and resources a ClusterQueue covers are
   counted; other requests (ephemeral-storage, ...) are ignored instead of making
-  the workload inadmissible. Flavor eligibility checks `nodeSelector` only (not
-  node affinity or taints). Queue order ties within one creation second are
+  the workload inadmissible. Flavor eligibility checks `nodeSelector` and the
+  flavor's taints, not required node affinity. Queue order ties within one creation second are
   broken by the order this controller first saw the Workloads. A workload
   evicted with `evict()` is held (`Requeued=False`) until `requeue()` unless
   `evict(..., requeue=True)`, so that tests can look at the evicted state; a
@@ -463,8 +477,39 @@ def _worse(a: str, b: str) -> str:
     return a if _REASON_SEVERITY.get(a, 0) >= _REASON_SEVERITY.get(b, 0) else b
 
 
-def _selector_matches(node_selector: Mapping[str, str], node_labels: Mapping[str, str]) -> bool:
-    return all(node_selector[k] == v for k, v in node_labels.items() if k in node_selector)
+def _selector_matches(node_selector: Mapping[str, str], node_labels: Mapping[str, str], label_keys: Iterable[str]) -> bool:
+    """flavorSelector (kueue@v0.13.10 flavorassigner.go): the nodeSelector, on the label keys of the resource
+    group's flavors only, must hold for a node carrying the flavor's labels."""
+    keys = set(label_keys)
+    return all(k in node_labels and node_labels[k] == v for k, v in node_selector.items() if k in keys)
+
+
+def _taint_string(taint: Mapping[str, Any]) -> str:
+    """core/v1 Taint.ToString: key=value:Effect, key:Effect without a value."""
+    value = f"={taint['value']}" if taint.get("value") else ""
+    return f"{taint.get('key', '')}{value}:{taint.get('effect', '')}"
+
+
+def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """core/v1 Toleration.ToleratesTaint."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("key") and toleration["key"] != taint.get("key"):
+        return False
+    if (toleration.get("operator") or "Equal") == "Exists":
+        return True
+    return (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def _untolerated_taint(
+    pod_tolerations: list[Mapping[str, Any]], flavor_spec: Mapping[str, Any]
+) -> Optional[Mapping[str, Any]]:
+    """FindMatchingUntoleratedTaint over the flavor's NoSchedule/NoExecute nodeTaints (flavorassigner.go)."""
+    tolerations = [*pod_tolerations, *(flavor_spec.get("tolerations") or [])]
+    for taint in flavor_spec.get("nodeTaints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(_tolerates(t, taint) for t in tolerations):
+            return taint
+    return None
 
 
 def assign_flavors(
@@ -473,15 +518,20 @@ def assign_flavors(
     used: Mapping[tuple[str, str], Decimal],
     flavor_node_labels: Optional[Mapping[str, Mapping[str, str]]] = None,
     limits: Optional[Mapping[tuple[str, str], tuple[Decimal, Decimal]]] = None,
+    flavor_specs: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> FlavorFit:
     """Pick a flavor per podSet and resource group, first fit in the ClusterQueue's flavor order.
 
-    `used` is what admitted workloads already hold per (flavor, resource).
-    `limits`: (maximum capacity, available) per (flavor, resource) where a
-    cohort lends (`quota_limits`); without it, the nominal quota alone.
-    Messages are Kueue's flavorassigner messages.
+    kueue@v0.13.10 pkg/scheduler/flavorassigner/flavorassigner.go (assignFlavors,
+    findFlavorForPodSetResource, fitsResourceQuota); the same at v0.15.8 and main. One flavor
+    takes every resource of the group a pod set asks for. `used` is what admitted workloads
+    already hold per (flavor, resource). `limits`: (maximum capacity, available) per (flavor,
+    resource) where a cohort lends (`quota_limits`); without it, the nominal quota alone.
+    `flavor_specs`: the ResourceFlavors' specs, for their taints and tolerations. Messages are
+    Kueue's flavorassigner messages.
     """
     flavor_node_labels = flavor_node_labels or {}
+    flavor_specs = flavor_specs or {}
     groups = (cluster_queue.get("spec") or {}).get("resourceGroups") or []
     covered = {r for g in groups for r in g.get("coveredResources") or []}
     assumed: dict[tuple[str, str], Decimal] = {}
@@ -507,10 +557,16 @@ def assign_flavors(
             reasons: list[str] = []
             reason = ""
             chosen = None
+            label_keys = {k for f in group.get("flavors") or [] for k in flavor_node_labels.get(f["name"]) or {}}
             for flavor in group.get("flavors") or []:
                 flavor_name = flavor["name"]
                 selector = template_spec.get("nodeSelector") or {}
-                if not _selector_matches(selector, flavor_node_labels.get(flavor_name) or {}):
+                taint = _untolerated_taint(template_spec.get("tolerations") or [], flavor_specs.get(flavor_name) or {})
+                if taint is not None:
+                    reasons.append(f"untolerated taint {_taint_string(taint)} in flavor {flavor_name}")
+                    reason = _worse(reason, "NoMatchingFlavor")
+                    continue
+                if not _selector_matches(selector, flavor_node_labels.get(flavor_name) or {}, label_keys):
                     reasons.append(f"flavor {flavor_name} doesn't match node affinity")
                     reason = _worse(reason, "NoMatchingFlavor")
                     continue
@@ -852,6 +908,7 @@ def preemption_targets(
     admitted: list[Obj],
     used: Mapping[tuple[str, str], Decimal],
     flavor_node_labels: Optional[Mapping[str, Mapping[str, str]]] = None,
+    flavor_specs: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> list[Obj]:
     """The admitted workloads of one ClusterQueue that Kueue preempts so that `preemptor` fits; [] if none.
 
@@ -894,13 +951,13 @@ def preemption_targets(
     for candidate in candidates:
         take(candidate, 1)
         targets.append(candidate)
-        if assign_flavors(cluster_queue, podsets, remaining, flavor_node_labels).fits:
+        if assign_flavors(cluster_queue, podsets, remaining, flavor_node_labels, None, flavor_specs).fits:
             break
     else:
         return []
     for index in range(len(targets) - 2, -1, -1):
         take(targets[index], -1)
-        if assign_flavors(cluster_queue, podsets, remaining, flavor_node_labels).fits:
+        if assign_flavors(cluster_queue, podsets, remaining, flavor_node_labels, None, flavor_specs).fits:
             del targets[index]
         else:
             take(targets[index], 1)
@@ -1227,10 +1284,10 @@ class FakeKueue(PollingController):
             (lq["metadata"]["namespace"], lq["metadata"]["name"]): lq
             for lq in api.list(KUEUE_GROUP, self._version, "localqueues")
         }
-        flavor_labels = {
-            rf["metadata"]["name"]: (rf.get("spec") or {}).get("nodeLabels") or {}
-            for rf in api.list(KUEUE_GROUP, self._version, "resourceflavors")
+        flavor_specs = {
+            rf["metadata"]["name"]: rf.get("spec") or {} for rf in api.list(KUEUE_GROUP, self._version, "resourceflavors")
         }
+        flavor_labels = {name: spec.get("nodeLabels") or {} for name, spec in flavor_specs.items()}
         cohorts = {co["metadata"]["name"]: co for co in api.list(KUEUE_GROUP, self._version, "cohorts")}
         checks = {ac["metadata"]["name"]: ac for ac in api.list(KUEUE_GROUP, self._version, "admissionchecks")}
         configs = [c["metadata"]["name"] for c in api.list(KUEUE_GROUP, self._version, "provisioningrequestconfigs")]
@@ -1268,7 +1325,7 @@ class FakeKueue(PollingController):
             lambda item: self._sync_workload(item[1], *jobs[item[0]], workloads),
             "syncing workload",
         )
-        self._schedule(workloads, jobs, cluster_queues, local_queues, flavor_labels, cohorts, inactive)
+        self._schedule(workloads, jobs, cluster_queues, local_queues, flavor_specs, cohorts, inactive)
         self._each(
             list(workloads.items()), lambda item: self._sync_job(item[1], *jobs[item[0]]), "syncing job of workload"
         )
@@ -1479,10 +1536,11 @@ class FakeKueue(PollingController):
         jobs: dict[str, tuple[str, Obj]],
         cluster_queues: dict[str, Obj],
         local_queues: dict[tuple[str, str], Obj],
-        flavor_labels: dict[str, dict[str, str]],
+        flavor_specs: dict[str, Obj],
         cohorts: dict[str, Obj],
         inactive: dict[str, tuple[str, str]],
     ) -> None:
+        flavor_labels = {name: spec.get("nodeLabels") or {} for name, spec in flavor_specs.items()}
         used: dict[str, dict[tuple[str, str], Decimal]] = {name: {} for name in cluster_queues}
         pending: dict[str, list[tuple[str, Obj]]] = {name: [] for name in cluster_queues}
         admitted: dict[str, list[str]] = {name: [] for name in cluster_queues}  # cq -> job uids
@@ -1543,7 +1601,7 @@ class FakeKueue(PollingController):
             for uid, wl in entries:
                 limits = quota_limits(cq_name, cluster_queues, used, cohorts)
                 podsets = wl["spec"]["podSets"]
-                fit = None if blocked else assign_flavors(cq, podsets, used[cq_name], flavor_labels, limits)
+                fit = None if blocked else assign_flavors(cq, podsets, used[cq_name], flavor_labels, limits, flavor_specs)
                 if fit is not None and fit.fits:
                     self._admit(uid, workloads, cq_name, fit, admission_check_names(cq))
                     for key, amount in fit.usage.items():
@@ -1551,7 +1609,7 @@ class FakeKueue(PollingController):
                     continue
                 if fit is not None and fit.reason == "WaitingForQuota":
                     holders = [workloads[held] for held in admitted.get(cq_name, [])]
-                    targets = preemption_targets(cq, wl, holders, used[cq_name], flavor_labels)
+                    targets = preemption_targets(cq, wl, holders, used[cq_name], flavor_labels, flavor_specs)
                     if targets:
                         self._preempt(targets, wl, cq_name, cq, workloads)
                         message = f"{fit.message}. Pending the preemption of {len(targets)} workload(s)"

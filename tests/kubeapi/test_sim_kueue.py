@@ -297,6 +297,22 @@ def test_one_flavor_per_resource_group_cpu_in_one_and_gpus_in_another_never_fit(
     assert assign_flavors(split, [workers], used={}).pod_set_assignments[0]["flavors"] == {"cpu": "a", "nvidia.com/gpu": "b"}
 
 
+def test_a_flavor_with_a_taint_the_pod_set_does_not_tolerate_is_skipped() -> None:
+    """flavorassigner.go: FindMatchingUntoleratedTaint over the flavor's NoSchedule/NoExecute taints."""
+    quota = [{"name": "cpu", "nominalQuota": "64"}]
+    cq = {"spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "tainted", "resources": quota}, {"name": "small", "resources": [{"name": "cpu", "nominalQuota": "1"}]}]}]}}  # fmt: skip
+    specs = {"tainted": {"nodeTaints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]}, "small": {}}
+    pod = {"name": "workers", "count": 1, "template": {"spec": {"containers": [{"resources": {"requests": {"cpu": "8"}}}]}}}
+    fit = assign_flavors(cq, [pod], {}, None, None, specs)
+    assert fit.message == (
+        "couldn't assign flavors to pod set workers: untolerated taint dedicated=ml:NoSchedule in flavor tainted, "
+        "insufficient quota for cpu in flavor small, previously considered podsets requests (0) + current podset request (8) > maximum capacity (1)"
+    )
+    tolerant = copy.deepcopy(pod)
+    tolerant["template"]["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}]
+    assert assign_flavors(cq, [tolerant], {}, None, None, specs).pod_set_assignments[0]["flavors"] == {"cpu": "tainted"}
+
+
 # --------------------------------------------------------------------------
 # FakeKueue against a server of each Kueue release
 # --------------------------------------------------------------------------
@@ -568,7 +584,6 @@ def test_a_cluster_queue_naming_a_missing_flavor_admits_nothing_until_it_exists(
     cq = server.get_object(api, "ClusterQueue", "cq")
     cq["spec"]["resourceGroups"][0]["flavors"][0]["name"] = "h100"  # no ResourceFlavor h100 yet
     server.replace_object(cq)
-    server.create_object(rayjob_manifest("early", workers=1, gpus_per_worker=4))
 
     def active(kind: str, name: str, namespace: Optional[str] = None) -> Any:
         cond = find_condition(server.get_object(api, kind, name, namespace) or {}, "Active")
@@ -576,6 +591,7 @@ def test_a_cluster_queue_naming_a_missing_flavor_admits_nothing_until_it_exists(
 
     missing = ("False", "FlavorNotFound", "Can't admit new workloads: references missing ResourceFlavor(s): h100.")
     wait_for(lambda: active("ClusterQueue", "cq") == missing, what="the ClusterQueue inactive")
+    server.create_object(rayjob_manifest("early", workers=1, gpus_per_worker=4))
     wait_for(lambda: active("LocalQueue", "lq", "default") == ("False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue"),
              what="the LocalQueue inactive")  # fmt: skip
     assert wait_for(lambda: pending_message(server, "early"), what="early pending") == ("Inadmissible", "ClusterQueue cq is inactive")
