@@ -126,10 +126,19 @@ def inactive_cluster_queue(server: KubeApiServer, namespace: str) -> str:
     )
 
 
+def stopped_local_queue(server: KubeApiServer, namespace: str) -> str:
+    """A LocalQueue with stopPolicy Hold: Kueue leaves its Workloads Inadmissible ("LocalQueue lq is inactive")."""
+    make_cluster_queue(server, f"cq-{namespace}", gpus=8)
+    queue = make_local_queue(server, "lq", namespace, f"cq-{namespace}")
+    server.replace_object({**queue, "spec": {**queue["spec"], "stopPolicy": "Hold"}})
+    return f"LocalQueue lq in namespace {namespace} is stopped (stopPolicy Hold): Kueue admits nothing from it until it is resumed"
+
+
 # (case, sets up the queues in a namespace and returns what the one-line error must say)
 QUEUE_ROWS: list[tuple[str, Callable[[KubeApiServer, str], str]]] = [
     ("ClusterQueue missing", missing_cluster_queue),
     ("ClusterQueue inactive", inactive_cluster_queue),
+    ("LocalQueue stopped", stopped_local_queue),
 ]
 
 
