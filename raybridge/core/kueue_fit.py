@@ -45,8 +45,8 @@ from raybridge.core.consts import GPU_RESOURCE_KEYS
 from raybridge.core.quantity import parse_quantity
 
 _GPU_KEYS = frozenset(GPU_RESOURCE_KEYS.values())
+#: What a cohort can lend when the ClusterQueues or Cohorts could not be read.
 UNLIMITED = Decimal("Infinity")
-_UNLIMITED = UNLIMITED
 
 
 @dataclass(frozen=True)
@@ -302,7 +302,7 @@ def _untolerated_taint(ps: PodSetRequest, flavor: Optional[Mapping[str, Any]]) -
 
 
 def _show(value: Decimal, resource: str) -> str:
-    if value == _UNLIMITED:
+    if value == UNLIMITED:
         return "unlimited"
     if resource == "memory":
         gib = value / (1 << 30)
