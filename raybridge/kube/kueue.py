@@ -2,7 +2,8 @@
 
 Read-only. Finds the Workload of a RayJob or RayCluster (by the job-uid
 label, else by owner reference), asks the visibility API for the position
-in the queue, and reads LocalQueue/ClusterQueue quota when permitted. A read
+in the queue, and reads LocalQueue/ClusterQueue quota and the Cohort objects
+that lend to them when permitted. A read
 the user may not make (401/403) or of something absent (404) degrades to
 None: "why pending" explains what it can see. Every call goes through
 `kube.client.api_call`, so a server that times out, fails or answers
