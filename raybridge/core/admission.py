@@ -6,26 +6,35 @@ ResourceFlavors, the Nodes and the Workload's ProvisioningRequests to data
 (`KueueExplanation`) and sentences: which queue and cohort, which condition
 and reason, what each pod set asks of each flavor (the assigned one, or
 every candidate while pending) against that flavor's nominal quota, usage,
-borrowing limit and what the cohort can lend (`kueue_fit.potential_available`,
+borrowing limit and what the cohorts can lend (`kueue_fit.QuotaForest`,
 the one home of that arithmetic), whether it could ever fit (a flavor with
 enough quota, a node big enough for one pod), the position, and the
 admission checks with their ProvisioningRequest's state. The launcher prints
 `progress_line` while it waits; `status` and `explain` print
 `KueueExplanation.lines()`.
 
-Nothing here reads the cluster. It does not model Kueue's flavor fungibility
-policies, preemption, hierarchical Cohort objects, flavor taints or
-topology-aware scheduling: what it says "could fit" Kueue may still refuse
-for those reasons, never the other way round.
+A deactivated Workload (`spec.active: false`, set by Kueue when the
+run-time limit `maximumExecutionTimeSeconds` runs out, when it was requeued
+too often or an admission check rejected it) is never admitted again:
+`deactivation` says so in plain words, and `workload_state` answers
+"deactivated" rather than "evicted" (an evicted Workload is requeued).
+
+Nothing here reads the cluster. What the cohorts lend comes from
+`kueue_fit.QuotaForest` (Cohort objects and their parents included); when the
+ClusterQueues or Cohorts could not be read it is unknown, shown as such, and
+nothing is called "never" on its account. It does not model Kueue's flavor
+fungibility policies, preemption, flavor taints or topology-aware scheduling:
+what it says "could fit" Kueue may still refuse for those reasons, never the
+other way round.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
-from raybridge.core.kueue_fit import cohort_of, pod_requests, potential_available
+from raybridge.core.kueue_fit import UNLIMITED, QuotaForest, cohort_of, pod_requests
 from raybridge.core.quantity import parse_quantity
 
 RESOURCES_SHOWN = ("nvidia.com/gpu", "amd.com/gpu", "cpu", "memory")
@@ -51,44 +60,84 @@ def _reason(cond: Optional[dict[str, Any]]) -> str:
     return f"{reason}: {message}" if reason and message else reason or message
 
 
+@dataclass(frozen=True)
+class Deactivation:
+    """Why Kueue deactivated a Workload (or is about to): it will not be admitted again.
+
+    `reason` and `message` are Kueue's (the Evicted condition's, e.g.
+    `DeactivatedDueToMaximumExecutionTimeExceeded`, or the DeactivationTarget's before
+    the eviction is written); `cause` is what led to it (MaximumExecutionTimeExceeded,
+    RequeuingLimitExceeded, AdmissionCheck, "" when someone set `spec.active: false`);
+    `words` says it to a user.
+    """
+
+    reason: str
+    cause: str
+    message: str
+    words: str
+
+
+_DEACTIVATED = "Deactivated"  # kueue.WorkloadDeactivated; the Evicted reason is it or "DeactivatedDueTo<cause>"
+
+
+def _deactivation_words(cause: str, reason: str, message: str, workload: dict[str, Any]) -> str:
+    limit = (workload.get("spec") or {}).get("maximumExecutionTimeSeconds")
+    if cause == "MaximumExecutionTimeExceeded":
+        return "the run-time limit was reached" + (f" (maximumExecutionTimeSeconds={limit})" if limit is not None else "")
+    if cause == "RequeuingLimitExceeded":
+        return "Kueue requeued it more often than its requeuing limit allows (waitForPodsReady.requeuingStrategy)"
+    if cause == "AdmissionCheck":
+        return f"an admission check rejected it ({message})" if message else "an admission check rejected it"
+    if cause == "" and reason in (_DEACTIVATED, ""):
+        return "its Workload was deactivated by hand (spec.active: false)"
+    return f"deactivated: {reason}: {message}" if message else f"deactivated: {reason}"
+
+
+def deactivation(workload: Optional[dict[str, Any]]) -> Optional[Deactivation]:
+    """Why the Workload is deactivated, or None while Kueue may still admit it (again).
+
+    Deactivated: `spec.active` is false (Kueue sets it once a DeactivationTarget condition
+    is True, then evicts with reason `Deactivated` or `DeactivatedDueTo<cause>`, the same
+    words in Kueue v0.13 to v0.20), or a DeactivationTarget is True already (the
+    deactivation is decided, the write follows). A Workload set active again is not.
+    """
+    if workload is None or is_true(workload, "Finished"):
+        return None
+    active = (workload.get("spec") or {}).get("active") is not False
+    evicted = condition(workload, "Evicted")
+    target = condition(workload, "DeactivationTarget")
+    target = target if target and target.get("status") == "True" else None
+    if not active and evicted and evicted.get("status") == "True" and str(evicted.get("reason") or "").startswith(_DEACTIVATED):
+        reason = str(evicted.get("reason"))
+        cause = reason[len(_DEACTIVATED + "DueTo") :] if reason.startswith(_DEACTIVATED + "DueTo") else ""
+        message = str(evicted.get("message") or "")
+    elif target is not None:
+        cause = reason = str(target.get("reason") or "")
+        message = str(target.get("message") or "")
+    elif not active:
+        cause, reason, message = "", _DEACTIVATED, "spec.active is false"
+    else:
+        return None
+    return Deactivation(reason, cause, message, _deactivation_words(cause, reason, message, workload))
+
+
 def workload_state(workload: Optional[dict[str, Any]]) -> str:
-    """admitted | evicted | finished | pending | none"""
+    """admitted | deactivated | evicted | finished | pending | none
+
+    "deactivated" (see `deactivation`): Kueue will not admit it again; "evicted": it lost its
+    quota and waits to be admitted again.
+    """
     if workload is None:
         return "none"
     if is_true(workload, "Finished"):
         return "finished"
+    if deactivation(workload) is not None:
+        return "deactivated"
     if is_true(workload, "Evicted") and not is_true(workload, "Admitted"):
         return "evicted"
     if is_true(workload, "Admitted"):
         return "admitted"
     return "pending"
-
-
-def deactivation(workload: Optional[dict[str, Any]]) -> Optional[str]:
-    """Why Kueue deactivated the Workload, in plain words; None while it is active.
-
-    A deactivated Workload is never requeued: kueue@v0.13.10 and later,
-    pkg/controller/core/workload_controller.go (Reconcile): a `DeactivationTarget`
-    condition (set when `maximumExecutionTimeSeconds` runs out, reason
-    `MaximumExecutionTimeExceeded`) turns `spec.active` false, and the Workload is
-    then evicted with reason `Deactivated` (`DeactivatedDueTo<the target's reason>`)
-    and the job suspended. An eviction that will be readmitted has any other reason.
-    """
-    if workload is None:
-        return None
-    evicted = condition(workload, "Evicted")
-    target = condition(workload, "DeactivationTarget")
-    evicted_reason = (evicted or {}).get("reason") or "" if is_true(workload, "Evicted") else ""
-    deactivated = (workload.get("spec") or {}).get("active") is False or evicted_reason.startswith("Deactivated")
-    if not deactivated and not is_true(workload, "DeactivationTarget"):
-        return None
-    why = " ".join(filter(None, [evicted_reason, (target or {}).get("reason") or ""]))
-    if "MaximumExecutionTimeExceeded" in why:
-        seconds = (workload.get("spec") or {}).get("maximumExecutionTimeSeconds")
-        limit = f" of {seconds}s" if seconds else ""
-        return f"the run-time limit{limit} (maxRunSeconds) was reached: Kueue stopped the job and will not run it again"
-    detail = _reason(evicted if evicted_reason else target) or "spec.active is false"
-    return f"Kueue deactivated the job and will not run it again ({detail})"
 
 
 def _position(position: Optional[dict[str, Any]]) -> str:
@@ -123,6 +172,9 @@ def progress_line(ray_object: dict[str, Any], workload: Optional[dict[str, Any]]
         where = _position(position)
         checks = admission_checks(workload)
         return text + (f" ({where})" if where else "") + (f"; checks: {'; '.join(checks)}" if checks else "")
+    if state == "deactivated":
+        words = deactivation(workload).words  # type: ignore[union-attr]
+        return f"deactivated by Kueue{f' in {queue}' if queue else ''}: {words}; it will not be admitted again"
     if state == "evicted":
         return f"evicted from {queue}: {_reason(condition(workload, 'Evicted'))}; waiting to be admitted again"
     if deployment in ("Initializing", "Running", "Waiting") or status.get("state") == "ready":
@@ -178,6 +230,8 @@ def quota(cluster_queue: Optional[dict[str, Any]]) -> dict[str, tuple[Decimal, D
 
 
 def _fmt(value: Decimal, resource: str) -> str:
+    if value == UNLIMITED:
+        return "an unknown amount"
     if resource == "memory":
         return f"{value / (1 << 30):.1f}Gi"
     return f"{value.normalize():f}"
@@ -203,7 +257,7 @@ def _quantity(value: Any) -> Optional[Decimal]:
 
 def _number(value: Optional[Decimal]) -> Any:
     """A Decimal as JSON: an int when whole, else a float; None stays None."""
-    if value is None:
+    if value is None or value == UNLIMITED:
         return None
     if value == value.to_integral_value():
         return int(value)
@@ -455,12 +509,17 @@ def _verdict(requested: Decimal, nominal: Decimal, used: Decimal, potential: Dec
 def flavor_requests(
     workload: dict[str, Any],
     cluster_queue: dict[str, Any],
-    cohort_members: list[dict[str, Any]],
+    cohort_members: Optional[list[dict[str, Any]]],
     flavors: Optional[dict[str, dict[str, Any]]] = None,
     nodes: Optional[list[dict[str, Any]]] = None,
+    cohorts: Optional[Sequence[dict[str, Any]]] = (),
 ) -> tuple[list[FlavorRequest], list[str]]:
     """Rows per pod set, flavor and resource (assigned flavors once quota is reserved, every candidate before);
-    and the requested resources no resource group of the ClusterQueue covers."""
+    and the requested resources no resource group of the ClusterQueue covers.
+
+    `cohort_members`: the other ClusterQueues (None: not read); `cohorts`: the Cohort objects
+    (None: not readable). Either unknown makes what the cohorts lend unknown."""
+    forest = QuotaForest([*(cohort_members or []), cluster_queue], cohorts, complete=cohort_members is not None)
     podsets = workload_podsets(workload)
     assignments = {
         str(a.get("name")): a for a in (((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or [])
@@ -475,7 +534,7 @@ def flavor_requests(
         q = _flavor_quota(cluster_queue, flavor, resource)
         nominal = q["nominal"] or Decimal(0)
         used = usage.get((flavor, resource), Decimal(0))
-        potential = potential_available(cluster_queue, cohort_members, flavor, resource)
+        potential = forest.potential(cluster_queue, flavor, resource)
         cohort = cohort_of(cluster_queue)
         return FlavorRequest(
             ps.name, ps.count, flavor, resource, ps.per_pod.get(resource, Decimal(0)), requested, nominal, used,
@@ -569,6 +628,10 @@ class KueueExplanation:
     could_fit: Optional[bool] = None
     problems: tuple[str, ...] = ()
     managed_by_kueue: bool = True
+    #: The cohorts above `cohort`, nearest first (Cohort objects' parentName).
+    cohort_parents: tuple[str, ...] = ()
+    #: Why Kueue deactivated the Workload (`deactivation`), in words; None when it did not.
+    deactivated: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -585,8 +648,10 @@ class KueueExplanation:
             "localQueue": self.local_queue,
             "clusterQueue": self.cluster_queue,
             "cohort": self.cohort,
+            "cohortParents": list(self.cohort_parents),
             "workload": self.workload,
             "state": self.state,
+            "deactivated": self.deactivated,
             "conditions": [dict(c) for c in self.conditions],
             "position": self.position,
             "admissionChecks": [c.to_dict() for c in self.checks],
@@ -614,11 +679,14 @@ class KueueExplanation:
             lines.append("  queue: none (no kueue.x-k8s.io/queue-name label; Kueue does not manage it)")
             return lines
         queue = f"  queue: LocalQueue {self.local_queue}" + (f" -> ClusterQueue {self.cluster_queue}" if self.cluster_queue else "")
-        lines.append(queue + (f" (cohort {self.cohort})" if self.cohort else ""))
+        parents = "".join(f" under {p}" for p in self.cohort_parents)
+        lines.append(queue + (f" (cohort {self.cohort}{parents})" if self.cohort else ""))
         if self.workload is None:
             lines.append("  Kueue has not created a Workload for it yet (is Kueue running, and the LocalQueue there?)")
             return lines
         lines.append(f"  Kueue workload {self.workload}: {self.state}")
+        if self.deactivated:
+            lines.append(f"  Kueue deactivated it: {self.deactivated}; it will not be admitted again")
         for cond in self.conditions:
             lines.append(f"    {cond['type']}={cond.get('status')}" + (f" ({_reason(cond)})" if _reason(cond) else ""))
         for check in self.checks:
@@ -667,11 +735,16 @@ def explain_kueue(
     cluster_queue_name: Optional[str] = None,
     *,
     cohort_members: Optional[list[dict[str, Any]]] = None,
+    cohorts: Optional[Sequence[dict[str, Any]]] = (),
     flavors: Optional[dict[str, dict[str, Any]]] = None,
     nodes: Optional[list[dict[str, Any]]] = None,
     provisioning_requests: Optional[list[dict[str, Any]]] = None,
 ) -> KueueExplanation:
-    """The whole Kueue picture of one RayJob/RayCluster; `cohort_members` are the ClusterQueues of its cohort."""
+    """The whole Kueue picture of one RayJob/RayCluster.
+
+    `cohort_members`: the other ClusterQueues (any; only its cohort tree counts; None: not
+    read); `cohorts`: the Cohort objects (None: not readable). Unknown lending is shown as
+    unknown and never makes a verdict "never"."""
     meta = ray_object.get("metadata") or {}
     status = ray_object.get("status") or {}
     kind = ray_object.get("kind", "RayJob")
@@ -689,20 +762,22 @@ def explain_kueue(
         local_queue=queue or ((workload or {}).get("spec") or {}).get("queueName"),
         cluster_queue=cluster_queue_name,
         cohort=cohort_of(cluster_queue) if cluster_queue else None,
+        cohort_parents=tuple(QuotaForest([], cohorts).parents(cluster_queue)[1:]) if cluster_queue else (),
         workload=((workload or {}).get("metadata") or {}).get("name"),
         state=workload_state(workload),
+        deactivated=(lambda d: d.words if d else None)(deactivation(workload)),
     )
     if not queue and workload is None:
         return KueueExplanation(**base, managed_by_kueue=False)  # type: ignore[arg-type]
     if workload is None:
         return KueueExplanation(**base)  # type: ignore[arg-type]
-    conditions = tuple(c for kind_ in ("QuotaReserved", "Admitted", "Evicted", "Preempted", "Finished") if (c := condition(workload, kind_)))
+    kinds = ("QuotaReserved", "Admitted", "DeactivationTarget", "Evicted", "Preempted", "Requeued", "Finished")
+    conditions = tuple(c for kind_ in kinds if (c := condition(workload, kind_)))
     totals = _ordered_totals(podset_requests(workload))
     checks = tuple(check_states(workload, provisioning_requests))
     if cluster_queue is None:
         return KueueExplanation(**base, conditions=conditions, position=position, checks=checks, totals=totals, quota_readable=False)  # type: ignore[arg-type]
-    members = list(cohort_members or [])
-    rows, uncovered = flavor_requests(workload, cluster_queue, members, flavors, nodes)
+    rows, uncovered = flavor_requests(workload, cluster_queue, cohort_members, flavors, nodes, cohorts)
     pending = base["state"] == "pending"
     problems = tuple(fit_problems(rows, cluster_queue, uncovered)) if pending else ()
     return KueueExplanation(
@@ -731,6 +806,9 @@ def eviction_summary(workload: Optional[dict[str, Any]], queue: Optional[str]) -
     where = f"queue {queue}" if queue else "its queue"
     if admission.get("clusterQueue"):
         where += f" (ClusterQueue {admission['clusterQueue']})"
+    stopped = deactivation(workload)
+    if stopped is not None:
+        return f"deactivated in {where}: {stopped.words}; Kueue will not admit it again"
     if preempted is not None and preempted.get("status") == "True":
         return f"preempted in {where}: {_reason(preempted)}"
     if evicted is not None and evicted.get("status") == "True":

@@ -2,7 +2,8 @@
 
 Read-only. Finds the Workload of a RayJob or RayCluster (by the job-uid
 label, else by owner reference), asks the visibility API for the position
-in the queue, and reads LocalQueue/ClusterQueue quota when permitted. A read
+in the queue, and reads LocalQueue/ClusterQueue quota and the Cohort objects
+that lend to them when permitted. A read
 the user may not make (401/403) or of something absent (404) degrades to
 None: "why pending" explains what it can see. Every call goes through
 `kube.client.api_call`, so a server that times out, fails or answers
@@ -140,7 +141,8 @@ def served_versions(kube: Kube) -> list[str]:
 
 _KINDS = {
     "localqueues": "LocalQueue", "clusterqueues": "ClusterQueue", "resourceflavors": "ResourceFlavor",
-    "workloadpriorityclasses": "WorkloadPriorityClass", "workloads": "Workload",
+    "workloadpriorityclasses": "WorkloadPriorityClass", "workloads": "Workload", "cohorts": "Cohort",
+    "admissionchecks": "AdmissionCheck",
 }  # fmt: skip
 
 
@@ -172,3 +174,22 @@ def list_kueue_objects(kube: Kube, versions: list[str], plural: str, namespace: 
             result = _read(what, api.list_cluster_custom_object, GROUP, version, plural)
         return None if result is None else checked_items(what, result, kind, kube.server)
     return None
+
+
+def list_cohorts(kube: Kube, versions: list[str]) -> Optional[list[dict[str, Any]]]:
+    """Every Cohort object; [] when the cluster serves none; None when the API refuses to list them.
+
+    Cohorts are cluster-scoped and optional: most clusters name cohorts only in their
+    ClusterQueues. Kueue 0.13 and later serve them with the other kinds (v1beta1, and
+    v1beta2 from 0.15); older releases served them as v1alpha1, tried when those are absent.
+    """
+    api = kube.custom()
+    what = "listing Kueue Cohorts"
+    for version in [*versions[:1], "v1alpha1"]:
+        try:
+            result = api_call(what, api.list_cluster_custom_object, GROUP, version, "cohorts", not_found_ok=True)
+        except PermissionDenied:
+            return None
+        if result is not None:
+            return checked_items(what, result, "Cohort", kube.server)
+    return []

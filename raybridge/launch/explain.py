@@ -6,7 +6,8 @@ The service behind `python -m raybridge explain` and behind the pending part of
 pod, with its PodGroup from the `pod-group-name` annotation), all in the
 target namespace; the first that exists wins, and nothing by that name is bad
 input. It reads what the explanation needs (the Workload, its queues, the
-cohort, flavors, nodes and ProvisioningRequests for Kueue; the PodGroup, the
+ClusterQueues and Cohort objects of its cohort tree, flavors, nodes and
+ProvisioningRequests for Kueue; the PodGroup, the
 Queues and the fair share on the live queues, nodes and pods for KAI) and
 hands it to the pure explainers (`raybridge.core.admission.explain_kueue`,
 `raybridge.core.kai_explain.explain_kai`).
@@ -101,6 +102,7 @@ def kueue_explanation(kube: Kube, obj: dict[str, Any], warnings: Optional[list[s
         find_workload,
         get_cluster_queue,
         get_local_queue,
+        list_cohorts,
         list_kueue_objects,
         pending_position,
         served_versions,
@@ -111,6 +113,7 @@ def kueue_explanation(kube: Kube, obj: dict[str, Any], warnings: Optional[list[s
     workload = find_workload(kube, namespace, obj)
     position = cq = cq_name = None
     members: Optional[list[dict[str, Any]]] = None
+    cohorts: Optional[list[dict[str, Any]]] = []
     flavors: Optional[dict[str, dict[str, Any]]] = None
     nodes = requests = None
     if workload is not None:
@@ -127,10 +130,11 @@ def kueue_explanation(kube: Kube, obj: dict[str, Any], warnings: Optional[list[s
             versions = served_versions(kube)
             cohort = cohort_of(cq)
             if cohort:
-                listed = list_kueue_objects(kube, versions, "clusterqueues")
-                if listed is None:
-                    warnings.append(f"the ClusterQueues of cohort {cohort} could not be listed: what it can lend counts only {cq_name}'s own quota")
-                members = [m for m in listed or [] if cohort_of(m) == cohort]
+                members = list_kueue_objects(kube, versions, "clusterqueues")
+                cohorts = list_cohorts(kube, versions)
+                unread = [what for what, got in (("ClusterQueues", members), ("Cohorts", cohorts)) if got is None]
+                if unread:
+                    warnings.append(f"the {' and '.join(unread)} could not be listed: what cohort {cohort} can lend is unknown")
             listed_flavors = list_kueue_objects(kube, versions, "resourceflavors")
             if listed_flavors is None:
                 warnings.append("ResourceFlavors could not be listed: node sizes per flavor are not checked")
@@ -145,7 +149,8 @@ def kueue_explanation(kube: Kube, obj: dict[str, Any], warnings: Optional[list[s
                 warnings.append("ProvisioningRequests could not be listed: the autoscaler's answer is not shown")
     return explain_kueue(
         obj, workload, position, cq, cq_name,
-        cohort_members=members, flavors=flavors, nodes=nodes, provisioning_requests=requests,
+        cohort_members=members if cq is None or cohort_of(cq) else [], cohorts=cohorts, flavors=flavors, nodes=nodes,
+        provisioning_requests=requests,
     )  # fmt: skip
 
 

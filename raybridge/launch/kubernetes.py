@@ -220,7 +220,7 @@ def wait_for_ready(
         deployment = status.get("jobDeploymentStatus")
         ended = deactivation(workload)
         if ended:
-            raise JobEnded(f"{kind} {namespace}/{name}: {ended}")
+            raise JobEnded(f"{kind} {namespace}/{name}: {ended.words}; Kueue will not run it again")
         if deployment == "ValidationFailed":
             raise BadInput(f"KubeRay rejected the {kind}: {status.get('reason', '')} {status.get('message', '')}".strip())
         if deployment in ("Failed", "Complete"):
@@ -302,7 +302,7 @@ class _RayJobRun:
             deployment = status.get("jobDeploymentStatus") or ""
             ended = deactivation(workload)
             if ended:
-                raise JobEnded(f"RayJob {self.namespace}/{self.name}: {ended}")
+                raise JobEnded(f"RayJob {self.namespace}/{self.name}: {ended.words}; Kueue will not run it again")
             if deployment in ("Complete", "Failed", "ValidationFailed"):
                 raise InfraError(
                     f"RayJob {self.namespace}/{self.name} ended while waiting to be admitted again: "
@@ -352,7 +352,7 @@ class _RayJobRun:
             return False
         if deployment in ("Suspending", "Suspended"):
             return True
-        if workload_state(workload) == "evicted":  # Evicted (also set on preemption) and no longer admitted
+        if workload_state(workload) in ("evicted", "deactivated"):  # Evicted (also on preemption), no longer admitted
             return True
         if self.cluster and (status.get("rayClusterName") or "") != self.cluster:
             return True
@@ -381,7 +381,7 @@ class _RayJobRun:
             workload = find_workload(self.kube, self.namespace, obj) if self.queued else None
             ended = deactivation(workload)
             if ended:
-                raise JobEnded(f"job {self.submission_id} of RayJob {self.namespace}/{self.name}: {ended}")
+                raise JobEnded(f"job {self.submission_id} of RayJob {self.namespace}/{self.name}: {ended.words}; Kueue will not run it again")
             if deployment == "Failed" and status.get("reason") == "DeadlineExceeded":
                 raise JobEnded(f"RayJob {self.namespace}/{self.name} failed: {_deadline_cause(obj, self.spec.max_run_seconds, self.queued)}")
             if deployment in ("Complete", "Failed"):

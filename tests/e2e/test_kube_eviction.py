@@ -209,3 +209,21 @@ def test_token_auth_submit_status_logs_and_stop(cluster, queue, tmp_path: Path, 
     assert run_cli("delete", name, "-n", namespace, env=env, timeout=60).returncode == 0
     wait_for(lambda: leftovers(server, namespace) == {}, timeout=30, what="nothing left")
 
+
+
+def test_the_run_time_limit_ends_the_run_with_exit_1_not_a_wait_for_readmission(cluster, queue, tmp_path: Path):
+    """maxRunSeconds runs out: Kueue deactivates the Workload (never requeued; kueue@v0.13.10..v0.20
+    workload_controller.go) and suspends the RayJob. That is the end of the job, not an eviction."""
+    server = cluster[0]
+    namespace, lq, _ = queue
+    spec = tmp_path / "limited.yaml"
+    spec.write_text(
+        "name: limited\nmaxRunSeconds: 6\n"
+        "entrypoint: python -c \"import time; print('running', flush=True); time.sleep(300)\"\n"
+    )
+    out = run_cli("submit", str(spec), "-n", namespace, "--queue", lq, "--timeout", "60", env=cli_env(KUBECONFIG=cluster[1]), timeout=240)
+    assert out.returncode == 1, out.stderr
+    assert "the run-time limit was reached" in out.stderr, out.stderr
+    assert "waiting up to" not in out.stderr and "Traceback" not in out.stderr
+    assert f"deleted RayJob {namespace}/limited" in out.stderr
+    wait_for(lambda: leftovers(server, namespace) == {}, timeout=30, what="nothing left")

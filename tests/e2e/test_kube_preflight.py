@@ -2,9 +2,13 @@
 test API server, no Ray head.
 
 What a user sees when the cluster says no before anything runs: a webhook's denial, a LocalQueue
-whose ClusterQueue is missing or inactive (exit 2, naming it, nothing created); and what the
-server really set on the created RayJob: the queue Kueue defaulted, and the orphan protection (the
-same fields on every KubeRay release). The release tests carry the release directory name
+whose ClusterQueue is missing or inactive (exit 2, naming it, nothing created), with the inactive
+status written by the simulated Kueue of each release (a flavor it names is missing); a pod set that
+no flavor can take whole (CPU that fits only one flavor, GPUs only another: exit 2 with the
+arithmetic per flavor); a job that fits only with the quota of Cohort objects (and a parent
+Cohort's) is accepted and admitted; and what the server really set on the created RayJob: the
+queue Kueue defaulted, and the orphan protection (the same fields on every KubeRay release). The
+release tests carry the release directory name
 in their ids, so `pytest -k kuberay-v1.3.2` runs them for that release.
 
 The flows that create a RayJob stop on `--timeout` (no simulated KubeRay runs, so the cluster never
@@ -24,7 +28,8 @@ from tests.kubeapi.controllers import FakeKueue
 from tests.kubeapi.errors import AdmissionDenied
 from tests.kubeapi.fixtures import leftovers, make_cluster_queue, make_gpu_node, make_local_queue, wait_for
 from tests.kubeapi.server import KubeApiServer
-from tests.schemas import KUBERAY_RELEASES
+from tests.kubeapi.sim_kueue import kueue_api_version
+from tests.schemas import KUBERAY_RELEASES, KUEUE_RELEASES
 
 RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -120,10 +125,19 @@ def inactive_cluster_queue(server: KubeApiServer, namespace: str) -> str:
     )
 
 
+def stopped_local_queue(server: KubeApiServer, namespace: str) -> str:
+    """A LocalQueue with stopPolicy Hold: Kueue leaves its Workloads Inadmissible ("LocalQueue lq is inactive")."""
+    make_cluster_queue(server, f"cq-{namespace}", gpus=8)
+    queue = make_local_queue(server, "lq", namespace, f"cq-{namespace}")
+    server.replace_object({**queue, "spec": {**queue["spec"], "stopPolicy": "Hold"}})
+    return f"LocalQueue lq in namespace {namespace} is stopped (stopPolicy Hold): Kueue admits nothing from it until it is resumed"
+
+
 # (case, sets up the queues in a namespace and returns what the one-line error must say)
 QUEUE_ROWS: list[tuple[str, Callable[[KubeApiServer, str], str]]] = [
     ("ClusterQueue missing", missing_cluster_queue),
     ("ClusterQueue inactive", inactive_cluster_queue),
+    ("LocalQueue stopped", stopped_local_queue),
 ]
 
 
@@ -235,3 +249,110 @@ def test_without_queue_the_output_names_the_queue_the_created_object_carries(
     out, stored = kept_rayjob(cluster, namespace, "unlabelled")
     assert (stored["metadata"].get("labels") or {}).get(QUEUE_LABEL) == label
     assert f"created RayJob {namespace}/unlabelled {said}" in out.stderr
+
+
+# --- what the simulated Kueue of each release says about the queues --------------------------------
+
+
+@pytest.fixture
+def kueue_cluster(tmp_path: Path) -> Iterator[Callable[[str], Cluster]]:
+    """Starts a server with one Kueue release's CRDs (KubeRay newest), two 8-GPU nodes and the simulated Kueue."""
+    started: list[tuple[FakeKueue, KubeApiServer]] = []
+
+    def start(release: str) -> Cluster:
+        server = KubeApiServer(release=release).start()
+        started.append((FakeKueue(server).start(), server))
+        cluster = Cluster(server, server.write_kubeconfig(tmp_path / "config"))
+        make_gpu_node(server, "gpu-1", vendor="nvidia", gpus=8)
+        return cluster
+
+    yield start
+    for kueue, server in reversed(started):
+        kueue.stop()
+        server.stop()
+
+
+def flavor_quota(name: str, cpu: str, gpus: str) -> dict[str, Any]:
+    return {"name": name, "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "512Gi"},
+                                        {"name": "nvidia.com/gpu", "nominalQuota": gpus}]}  # fmt: skip
+
+
+def kueue_queues(server: KubeApiServer, namespace: str, flavors: list[dict[str, Any]], *, cohort: str = "", existing: tuple[str, ...] = ()) -> str:
+    """ResourceFlavors `existing`, a ClusterQueue with one resource group over `flavors`, a LocalQueue lq; in the release's version."""
+    api = kueue_api_version(server)
+    for name in existing:
+        server.create_object({"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": name}})
+    spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": flavors}]}
+    if cohort:
+        spec["cohort" if api.endswith("v1beta1") else "cohortName"] = cohort
+    name = f"cq-{namespace}"
+    server.create_object({"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec})
+    server.create_object({"apiVersion": api, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": namespace}, "spec": {"clusterQueue": name}})
+    return name
+
+
+def cohort_object(server: KubeApiServer, name: str, gpus: str, parent: str = "") -> None:
+    spec: dict[str, Any] = {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+        {"name": "default-flavor", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]}]}]}  # fmt: skip
+    if parent:
+        spec["parentName"] = parent
+    server.create_object({"apiVersion": kueue_api_version(server), "kind": "Cohort", "metadata": {"name": name}, "spec": spec})
+
+
+@pytest.mark.parametrize("release", KUEUE_RELEASES)
+def test_a_job_that_fits_only_with_the_quota_of_cohort_objects_is_accepted(kueue_cluster: Callable[[str], Cluster], release: str) -> None:
+    """4 GPUs of its own, 2 of its Cohort team, 4 of team's parent org: 10 GPUs can be admitted, and are."""
+    cluster = kueue_cluster(release)
+    namespace = cluster.namespace()
+    kueue_queues(cluster.server, namespace, [flavor_quota("default-flavor", "64", "4")], cohort=f"team-{namespace}", existing=("default-flavor",))
+    cohort_object(cluster.server, f"team-{namespace}", "2", parent=f"org-{namespace}")
+    cohort_object(cluster.server, f"org-{namespace}", "4")
+    out = cluster.submit(namespace, "--queue", "lq", "--name", "wide", "--gpus", "10", "--timeout", "3", "--keep")
+    assert out.returncode == 3, out.stderr  # accepted; not ready within the timeout only because no KubeRay runs
+    assert "can ever hold" not in out.stderr and "Traceback" not in out.stderr
+    rayjob = cluster.server.get_object(RAY, "RayJob", "wide", namespace)
+    api = kueue_api_version(cluster.server)
+
+    def admitted() -> Any:
+        for wl in cluster.server.list_objects(api, "Workload", namespace, label_selector=f"kueue.x-k8s.io/job-uid={rayjob['metadata']['uid']}"):
+            if any(c["type"] == "Admitted" and c["status"] == "True" for c in (wl.get("status") or {}).get("conditions") or []):
+                return wl
+        return None
+
+    wl = wait_for(admitted, timeout=10, what="Kueue to admit the 10 GPUs")  # the simulated Kueue agrees
+    usage = {a["name"]: a["resourceUsage"] for a in wl["status"]["admission"]["podSetAssignments"]}
+    assert usage["workers"]["nvidia.com/gpu"] == "10"
+
+
+@pytest.mark.parametrize("release", KUEUE_RELEASES)
+def test_cpu_that_fits_one_flavor_and_gpus_another_are_refused_with_the_arithmetic(kueue_cluster: Callable[[str], Cluster], release: str) -> None:
+    """Kueue gives a pod set one flavor for all the resources of a group: a has the CPUs, b the GPUs, neither both."""
+    cluster = kueue_cluster(release)
+    namespace = cluster.namespace()
+    name = kueue_queues(cluster.server, namespace, [flavor_quota("a", "64", "4"), flavor_quota("b", "8", "16")], existing=("a", "b"))
+    out = cluster.submit(namespace, "--queue", "lq", "--name", "split", "--gpus", "8", "--timeout", "30")
+    assert out.returncode == 2, out.stderr
+    assert f"no flavor of ClusterQueue {name} can ever take it (flavor a: nvidia.com/gpu 8 > 4 it can ever hold; flavor b: cpu 32 > 8 it can ever hold)" in out.stderr
+    assert "one flavor for all of cpu, memory, nvidia.com/gpu" in out.stderr
+    assert "Traceback" not in out.stderr and "created RayJob" not in out.stderr
+    assert cluster.created_in(namespace) == [] and leftovers(cluster.server, namespace, kueue_api_version(cluster.server)) == {}
+
+
+@pytest.mark.parametrize("release", KUEUE_RELEASES)
+def test_a_cluster_queue_the_simulated_kueue_found_inactive_is_refused(kueue_cluster: Callable[[str], Cluster], release: str) -> None:
+    """The ClusterQueue names flavor h100, which does not exist: Kueue marks it inactive and admits nothing."""
+    cluster = kueue_cluster(release)
+    namespace = cluster.namespace()
+    name = kueue_queues(cluster.server, namespace, [flavor_quota("h100", "64", "8")])
+    api = kueue_api_version(cluster.server)
+    wait_for(lambda: any(c["type"] == "Active" and c["status"] == "False"
+                         for c in ((cluster.server.get_object(api, "ClusterQueue", name) or {}).get("status") or {}).get("conditions") or []),
+             timeout=10, what="Kueue to find the ClusterQueue inactive")  # fmt: skip
+    out = cluster.submit(namespace, "--queue", "lq", "--name", "never", "--gpus", "8", "--timeout", "30")
+    assert out.returncode == 2, out.stderr
+    assert (
+        f"ClusterQueue {name} (behind LocalQueue lq) is not active: FlavorNotFound: "
+        "Can't admit new workloads: references missing ResourceFlavor(s): h100. (ResourceFlavors: none)"
+    ) in out.stderr
+    assert "Traceback" not in out.stderr and cluster.created_in(namespace) == []
+    assert leftovers(cluster.server, namespace, kueue_api_version(cluster.server)) == {}

@@ -21,7 +21,7 @@ import yaml
 
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
 from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
-from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, rayjob_manifest, simulated_cluster
+from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, rayjob_manifest, simulated_cluster, wait_for
 from tests.kubeapi.server import KubeApiServer
 
 RBAC_FILE = ROOT / "configs" / "rbac" / "submitter.yaml"
@@ -251,3 +251,43 @@ def test_reaching_the_dashboard_by_port_forward(port_forward_cluster, tmp_path, 
         assert out.returncode == 3, out.stderr
         assert "permission denied" in out.stderr and message in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert server.list_objects(RAY, "RayJob", namespace) == []
+
+
+def _cluster_queue_of(server: KubeApiServer, namespace: str, lq: str) -> dict[str, Any]:
+    name = server.get_object("kueue.x-k8s.io/v1beta2", "LocalQueue", lq, namespace)["spec"]["clusterQueue"]
+    return server.get_object("kueue.x-k8s.io/v1beta2", "ClusterQueue", name)
+
+
+def test_without_clusterqueue_get_an_inactive_queue_is_refused_from_the_local_queue_s_status(cluster, tmp_path):
+    """The ClusterQueue names a missing flavor; the simulated Kueue says so on the LocalQueue, which the submitter may read."""
+    server = cluster[0]
+    namespace, lq, cli = _submitter(server, tmp_path, ("ClusterRole", "kueue.x-k8s.io", "clusterqueues", "get"))
+    cq = _cluster_queue_of(server, namespace, lq)
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["name"] = f"gone-{namespace}"
+    server.replace_object(cq)
+
+    def local_queue_inactive() -> bool:
+        conds = (server.get_object("kueue.x-k8s.io/v1beta2", "LocalQueue", lq, namespace).get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Active" and c["status"] == "False" for c in conds)
+
+    wait_for(local_queue_inactive, timeout=10, what="Kueue to mark the LocalQueue inactive")
+    out = cli("submit", "-n", namespace, "--queue", lq, "--name", "refused", "--timeout", "60", "--", "python", "-c", "1")
+    assert out.returncode == 2, out.stderr
+    assert (
+        f"ClusterQueue {cq['metadata']['name']} (behind LocalQueue {lq}) is not active "
+        "(the LocalQueue's status: ClusterQueueIsInactive: Can't submit new workloads to clusterQueue)"
+    ) in out.stderr
+    assert "Traceback" not in out.stderr and server.list_objects(RAY, "RayJob", namespace) == []
+
+
+def test_without_cohorts_list_what_the_cohort_lends_is_not_held_against_the_job(cluster, tmp_path):
+    """16 GPUs on a queue of 8 in a cohort: Cohort objects might lend the rest, so it is noted, not refused."""
+    server = cluster[0]
+    namespace, lq, cli = _submitter(server, tmp_path, ("ClusterRole", "kueue.x-k8s.io", "cohorts", "list"))
+    cq = _cluster_queue_of(server, namespace, lq)
+    cq["spec"]["cohortName"] = f"pool-{namespace}"
+    server.replace_object(cq)
+    out = cli("submit", "-n", namespace, "--queue", lq, "--name", "hopeful", "--gpus", "16", "--timeout", "3", "--", "python", "-c", "1")
+    assert out.returncode == 3, out.stderr  # created, then not admitted within the timeout: no Cohort lends here
+    assert f"Cohorts could not be listed: what cohort pool-{namespace} can lend to ClusterQueue {cq['metadata']['name']} was not checked" in out.stderr
+    assert "can ever hold" not in out.stderr and "Traceback" not in out.stderr

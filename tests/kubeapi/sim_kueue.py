@@ -24,28 +24,42 @@ subdomain, `max-exec-time-seconds`, the queue name, priority class and
 max-exec-time immutability rules, the pod-set count and the reserved `head`
 group name); no Workload for a job whose WorkloadPriorityClass does not exist
 (the job stays suspended until the class appears); flavor assignment per
-resource group; preemption within a ClusterQueue
+resource group (one flavor takes all of a pod set's resources of the group;
+nodeSelector and untolerated taints rule a flavor out); preemption within a ClusterQueue
 (`preemption.withinClusterQueue: LowerPriority` or `LowerOrNewerEqualPriority`)
 with Kueue's candidate order, minimal target set, Evicted/Preempted conditions,
 messages and events, and an immediate requeue of the preempted workload;
-cohorts of ClusterQueues (`cohort`/`cohortName`) lending unused nominal quota,
-with `borrowingLimit` and `lendingLimit` (`quota_limits`, `borrowed` in the
-ClusterQueue status); admission checks (`admissionChecks` or
-`admissionChecksStrategy`): the Workload reserves quota, stays `Admitted=False`
-(`UnsatisfiedChecks`) and its job suspended until every check is Ready, which a
-test sets with `set_admission_check()` as the check's controller would.
+Kueue's quota over the cohort forest (`CohortForest`, `quota_limits`): ClusterQueues
+(`cohort`/`cohortName`) lend unused nominal quota, `Cohort` objects add quota of
+their own and borrow from their `parentName`, `borrowingLimit` and
+`lendingLimit` at every level, a loop of parents schedules nothing (`borrowed`
+in the ClusterQueue status); the `Active` condition of ClusterQueues (missing
+ResourceFlavor, missing or inactive AdmissionCheck, stopPolicy) and
+LocalQueues (stopped, ClusterQueue missing or inactive), and an inactive
+queue admitting nothing; the ProvisioningRequest AdmissionCheck's `Active`
+condition (its ProvisioningRequestConfig exists); admission checks
+(`admissionChecks` or `admissionChecksStrategy`): the Workload reserves quota,
+stays `Admitted=False` (`UnsatisfiedChecks`) and its job suspended until every
+check is Ready, which a test sets with `set_admission_check()` as the check's
+controller would; `maximumExecutionTimeSeconds` from the max-exec-time label,
+the admitted time accumulated across admissions, and deactivation when it runs
+out (DeactivationTarget, `spec.active=false`, Evicted
+`DeactivatedDueToMaximumExecutionTimeExceeded`, the job suspended, never
+requeued), as well as any Workload a test sets `spec.active=false` on.
 
 What it deliberately does not do:
 
-- FakeKueue: cohorts are one level deep (no Cohort objects, no hierarchical
-  cohorts, no quota of a cohort's own); no preemption across a cohort
+- FakeKueue: no preemption across a cohort
   (`reclaimWithinCohort`, `borrowWithinCohort`: a ClusterQueue preempts only
   within its nominal quota), fair sharing, flavorFungibility, or controller for
-  any admission check (no ProvisioningRequest is created; a Rejected or Retry
-  check does nothing; `onFlavors` and missing or inactive AdmissionCheck
-  objects are not looked at), topology-aware scheduling, namespaceSelector,
-  stopPolicy, deactivation of an admitted Workload, waitForPodsReady, or
-  elastic workload slices. The preemption path in messages names a ClusterQueue's cohort but not
+  an admission check beyond the ProvisioningRequest check's `Active` condition
+  (no ProvisioningRequest is created; a Rejected or Retry check does nothing;
+  `onFlavors` is not looked at), the Cohort webhook (borrowing and lending
+  limits only under a parent), topology-aware scheduling, namespaceSelector,
+  HoldAndDrain (a stopped queue only stops admitting), the MultiKueue and
+  Terminating inactive reasons, deactivation for RequeuingLimitExceeded or a
+  Rejected check, ObjectRetentionPolicies, waitForPodsReady, or elastic
+  workload slices. The preemption path in messages names a ClusterQueue's cohort but not
   the cohort's parents. A preemptor's quota is not set aside while its targets
   are being evicted (Kueue's scheduler does that within one cycle). Of the
   webhook, the prebuilt-workload, elastic-job toggle and TAS checks are
@@ -53,8 +67,8 @@ What it deliberately does not do:
   that is no DNS label) is retried every pass without an event. Only cpu,
   memory, nvidia.com/gpu, amd.com/gpu and resources a ClusterQueue covers are
   counted; other requests (ephemeral-storage, ...) are ignored instead of making
-  the workload inadmissible. Flavor eligibility checks `nodeSelector` only (not
-  node affinity or taints). Queue order ties within one creation second are
+  the workload inadmissible. Flavor eligibility checks `nodeSelector` and the
+  flavor's taints, not required node affinity. Queue order ties within one creation second are
   broken by the order this controller first saw the Workloads. A workload
   evicted with `evict()` is held (`Requeued=False`) until `requeue()` unless
   `evict(..., requeue=True)`, so that tests can look at the evicted state; a
@@ -74,6 +88,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Callable, Iterable, Mapping, Optional
 
@@ -162,6 +177,9 @@ class KueueRelease:
     validates_updates_of_unlabelled: bool  # ValidateRayAndSparkJobUpdates (beta, on from 0.18)
     missing_wpc_event: bool  # the WorkloadPriorityClassNotFound event (main, kueue#13775)
     preemption_paths: bool  # "; preemptor path: ...; preemptee path: ..." in the message (from v0.15)
+    # A deactivation's schedulingStats.evictions entry: v0.13 {reason: DeactivatedDueTo<cause>, underlyingCause: ""}
+    # (workload_controller.go builds the reason); from v0.15 {reason: Deactivated, underlyingCause: <cause>} (Evict).
+    deactivation_cause_in_stats: bool
 
 
 _OLD_AUTOSCALING = "a kueue managed job should not use autoscaling"
@@ -169,15 +187,16 @@ _NEW_AUTOSCALING = "a kueue managed job should only use autoscaling when workloa
 
 KUEUE_RELEASE_PROFILES: dict[str, KueueRelease] = {
     "kueue-v0.13.10": KueueRelease(
-        "kueue-v0.13.10", "v1beta1", ("v1beta1",), 7, 8, _OLD_AUTOSCALING, False, True, "immutable", False, False, False
+        "kueue-v0.13.10", "v1beta1", ("v1beta1",), 7, 8, _OLD_AUTOSCALING, False, True, "immutable", False, False, False,
+        False,
     ),
     "kueue-v0.15.8": KueueRelease(
         "kueue-v0.15.8", "v1beta2", ("v1beta1", "v1beta2"), 7, 8, _NEW_AUTOSCALING, False, False, "add-remove",
-        False, False, True,
+        False, False, True, True,
     ),
     "kueue-newest": KueueRelease(
         "kueue-newest", "v1beta2", ("v1beta1", "v1beta2"), None, 18, _NEW_AUTOSCALING, True, False, "add-remove",
-        True, True, True,
+        True, True, True, True,
     ),
 }
 NEWEST_RELEASE = "kueue-newest"
@@ -458,8 +477,39 @@ def _worse(a: str, b: str) -> str:
     return a if _REASON_SEVERITY.get(a, 0) >= _REASON_SEVERITY.get(b, 0) else b
 
 
-def _selector_matches(node_selector: Mapping[str, str], node_labels: Mapping[str, str]) -> bool:
-    return all(node_selector[k] == v for k, v in node_labels.items() if k in node_selector)
+def _selector_matches(node_selector: Mapping[str, str], node_labels: Mapping[str, str], label_keys: Iterable[str]) -> bool:
+    """flavorSelector (kueue@v0.13.10 flavorassigner.go): the nodeSelector, on the label keys of the resource
+    group's flavors only, must hold for a node carrying the flavor's labels."""
+    keys = set(label_keys)
+    return all(k in node_labels and node_labels[k] == v for k, v in node_selector.items() if k in keys)
+
+
+def _taint_string(taint: Mapping[str, Any]) -> str:
+    """core/v1 Taint.ToString: key=value:Effect, key:Effect without a value."""
+    value = f"={taint['value']}" if taint.get("value") else ""
+    return f"{taint.get('key', '')}{value}:{taint.get('effect', '')}"
+
+
+def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """core/v1 Toleration.ToleratesTaint."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("key") and toleration["key"] != taint.get("key"):
+        return False
+    if (toleration.get("operator") or "Equal") == "Exists":
+        return True
+    return (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def _untolerated_taint(
+    pod_tolerations: list[Mapping[str, Any]], flavor_spec: Mapping[str, Any]
+) -> Optional[Mapping[str, Any]]:
+    """FindMatchingUntoleratedTaint over the flavor's NoSchedule/NoExecute nodeTaints (flavorassigner.go)."""
+    tolerations = [*pod_tolerations, *(flavor_spec.get("tolerations") or [])]
+    for taint in flavor_spec.get("nodeTaints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(_tolerates(t, taint) for t in tolerations):
+            return taint
+    return None
 
 
 def assign_flavors(
@@ -468,15 +518,20 @@ def assign_flavors(
     used: Mapping[tuple[str, str], Decimal],
     flavor_node_labels: Optional[Mapping[str, Mapping[str, str]]] = None,
     limits: Optional[Mapping[tuple[str, str], tuple[Decimal, Decimal]]] = None,
+    flavor_specs: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> FlavorFit:
     """Pick a flavor per podSet and resource group, first fit in the ClusterQueue's flavor order.
 
-    `used` is what admitted workloads already hold per (flavor, resource).
-    `limits`: (maximum capacity, available) per (flavor, resource) where a
-    cohort lends (`quota_limits`); without it, the nominal quota alone.
-    Messages are Kueue's flavorassigner messages.
+    kueue@v0.13.10 pkg/scheduler/flavorassigner/flavorassigner.go (assignFlavors,
+    findFlavorForPodSetResource, fitsResourceQuota); the same at v0.15.8 and main. One flavor
+    takes every resource of the group a pod set asks for. `used` is what admitted workloads
+    already hold per (flavor, resource). `limits`: (maximum capacity, available) per (flavor,
+    resource) where a cohort lends (`quota_limits`); without it, the nominal quota alone.
+    `flavor_specs`: the ResourceFlavors' specs, for their taints and tolerations. Messages are
+    Kueue's flavorassigner messages.
     """
     flavor_node_labels = flavor_node_labels or {}
+    flavor_specs = flavor_specs or {}
     groups = (cluster_queue.get("spec") or {}).get("resourceGroups") or []
     covered = {r for g in groups for r in g.get("coveredResources") or []}
     assumed: dict[tuple[str, str], Decimal] = {}
@@ -502,10 +557,16 @@ def assign_flavors(
             reasons: list[str] = []
             reason = ""
             chosen = None
+            label_keys = {k for f in group.get("flavors") or [] for k in flavor_node_labels.get(f["name"]) or {}}
             for flavor in group.get("flavors") or []:
                 flavor_name = flavor["name"]
                 selector = template_spec.get("nodeSelector") or {}
-                if not _selector_matches(selector, flavor_node_labels.get(flavor_name) or {}):
+                taint = _untolerated_taint(template_spec.get("tolerations") or [], flavor_specs.get(flavor_name) or {})
+                if taint is not None:
+                    reasons.append(f"untolerated taint {_taint_string(taint)} in flavor {flavor_name}")
+                    reason = _worse(reason, "NoMatchingFlavor")
+                    continue
+                if not _selector_matches(selector, flavor_node_labels.get(flavor_name) or {}, label_keys):
                     reasons.append(f"flavor {flavor_name} doesn't match node affinity")
                     reason = _worse(reason, "NoMatchingFlavor")
                     continue
@@ -559,12 +620,16 @@ def cohort_of(cluster_queue: Mapping[str, Any]) -> str:
 
 
 _Quota = tuple[Decimal, Optional[Decimal], Optional[Decimal]]  # nominalQuota, borrowingLimit, lendingLimit
+_FR = tuple[str, str]  # (flavor, resource): Kueue's resources.FlavorResource
 
 
-def _quotas(cluster_queue: Mapping[str, Any]) -> dict[tuple[str, str], _Quota]:
-    """(flavor, resource) -> (nominalQuota, borrowingLimit, lendingLimit) of a ClusterQueue."""
-    found: dict[tuple[str, str], _Quota] = {}
-    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
+def _quotas(queue_or_cohort: Mapping[str, Any]) -> dict[_FR, _Quota]:
+    """(flavor, resource) -> (nominalQuota, borrowingLimit, lendingLimit) of a ClusterQueue or a Cohort.
+
+    kueue@v0.13.10 pkg/cache/resource_quota.go (createResourceQuotas): both kinds use the same resourceGroups.
+    """
+    found: dict[_FR, _Quota] = {}
+    for group in (queue_or_cohort.get("spec") or {}).get("resourceGroups") or []:
         for flavor in group.get("flavors") or []:
             for quota in flavor.get("resources") or []:
                 limits = [quota.get(k) for k in ("borrowingLimit", "lendingLimit")]
@@ -575,48 +640,142 @@ def _quotas(cluster_queue: Mapping[str, Any]) -> dict[tuple[str, str], _Quota]:
     return found
 
 
+@dataclass
+class _ResourceNode:
+    """One ClusterQueue or Cohort in Kueue's cohort forest (kueue@v0.13.10 pkg/cache/resource_node.go resourceNode)."""
+
+    quotas: dict[_FR, _Quota]
+    parent: Optional[str]  # the name of the Cohort above; None for a root (or a ClusterQueue without cohort)
+    subtree: dict[_FR, Decimal] = field(default_factory=dict)  # SubtreeQuota
+    usage: dict[_FR, Decimal] = field(default_factory=dict)  # Usage
+
+    def local_quota(self, fr: _FR) -> Decimal:
+        """localQuota (guaranteedQuota up to v0.13): what a lendingLimit keeps out of the parent's reach."""
+        lending = self.quotas.get(fr, (Decimal(0), None, None))[2]
+        return max(Decimal(0), self.subtree.get(fr, Decimal(0)) - lending) if lending is not None else Decimal(0)
+
+
+class CohortForest:
+    """ClusterQueues, Cohort objects and the cohort names they use, with Kueue's quota arithmetic.
+
+    kueue@v0.13.10 pkg/cache/resource_node.go (updateCohortResourceNode, accumulateFromChild, available,
+    potentialAvailable); the same at v0.15.8 and main in pkg/cache/scheduler/resource_node.go, where
+    `guaranteedQuota` is renamed `localQuota` and sums saturate at MaxInt64 (no test reaches that).
+
+    A cohort name that no Cohort object carries is a Cohort with no quota and no parent
+    (kueue@v0.13.10 pkg/cache/cache.go: the cache creates it implicitly; `parentName` naming a missing
+    Cohort likewise: "We use default Cohort (no borrowing/lending limits)", cohort_types.go). A Cohort
+    whose chain of parents loops has its whole tree left out of scheduling (pkg/cache/snapshot.go:
+    `hierarchy.HasCycle`), so its ClusterQueues admit nothing: `in_cycle`.
+    """
+
+    def __init__(
+        self,
+        cluster_queues: Mapping[str, Mapping[str, Any]],
+        cohorts: Optional[Mapping[str, Mapping[str, Any]]] = None,
+        used: Optional[Mapping[str, Mapping[_FR, Decimal]]] = None,
+    ) -> None:
+        used = used or {}
+        self.cohorts: dict[str, _ResourceNode] = {}
+        for name, cohort in (cohorts or {}).items():
+            parent = str((cohort.get("spec") or {}).get("parentName") or "") or None
+            self.cohorts[name] = _ResourceNode(_quotas(cohort), parent)
+        self.queues: dict[str, _ResourceNode] = {
+            name: _ResourceNode(_quotas(cq), cohort_of(cq) or None) for name, cq in cluster_queues.items()
+        }
+        for node in [*self.queues.values(), *list(self.cohorts.values())]:
+            self._implicit(node.parent)
+        for name, node in self.queues.items():
+            node.subtree = {fr: quota[0] for fr, quota in node.quotas.items()}  # updateClusterQueueResourceNode
+            node.usage = {fr: amount for fr, amount in (used.get(name) or {}).items()}
+        for root in [name for name, node in self.cohorts.items() if node.parent is None]:
+            self._accumulate(root, set())
+
+    def _implicit(self, name: Optional[str]) -> None:
+        if name is not None and name not in self.cohorts:
+            self.cohorts[name] = _ResourceNode({}, None)
+
+    def in_cycle(self, cq_name: str) -> bool:
+        seen: set[str] = set()
+        name = self.queues[cq_name].parent
+        while name is not None:
+            if name in seen:
+                return True
+            seen.add(name)
+            name = self.cohorts[name].parent
+        return False
+
+    def _accumulate(self, cohort: str, visiting: set[str]) -> None:
+        """updateCohortResourceNode: own nominal quota plus what each child makes visible (minus its localQuota)."""
+        if cohort in visiting:
+            return
+        visiting.add(cohort)
+        node = self.cohorts[cohort]
+        node.subtree = {fr: quota[0] for fr, quota in node.quotas.items()}
+        node.usage = {}
+        children: list[_ResourceNode] = []
+        for name, child in self.cohorts.items():
+            if child.parent == cohort:
+                self._accumulate(name, visiting)
+                children.append(child)
+        children += [queue for queue in self.queues.values() if queue.parent == cohort]
+        for child in children:  # accumulateFromChild
+            for fr, quota in child.subtree.items():
+                node.subtree[fr] = node.subtree.get(fr, Decimal(0)) + quota - child.local_quota(fr)
+            for fr, usage in child.usage.items():
+                node.usage[fr] = node.usage.get(fr, Decimal(0)) + max(Decimal(0), usage - child.local_quota(fr))
+
+    def _parent(self, node: _ResourceNode) -> Optional[_ResourceNode]:
+        return self.cohorts[node.parent] if node.parent is not None else None
+
+    def available(self, node: _ResourceNode, fr: _FR) -> Decimal:
+        """available: local room, plus the parent's, capped by the borrowingLimit (may be negative)."""
+        parent = self._parent(node)
+        if parent is None:
+            return node.subtree.get(fr, Decimal(0)) - node.usage.get(fr, Decimal(0))
+        from_parent = self.available(parent, fr)
+        borrowing = node.quotas.get(fr, (Decimal(0), None, None))[1]
+        local = node.local_quota(fr)
+        if borrowing is not None:
+            stored = node.subtree.get(fr, Decimal(0)) - local
+            used_in_parent = max(Decimal(0), node.usage.get(fr, Decimal(0)) - local)
+            from_parent = min(stored - used_in_parent + borrowing, from_parent)
+        return max(Decimal(0), local - node.usage.get(fr, Decimal(0))) + from_parent
+
+    def potential_available(self, node: _ResourceNode, fr: _FR) -> Decimal:
+        """potentialAvailable: the most the node could hold with no usage anywhere, within borrowingLimits."""
+        parent = self._parent(node)
+        if parent is None:
+            return node.subtree.get(fr, Decimal(0))
+        most = node.local_quota(fr) + self.potential_available(parent, fr)
+        borrowing = node.quotas.get(fr, (Decimal(0), None, None))[1]
+        if borrowing is not None:
+            most = min(node.subtree.get(fr, Decimal(0)) + borrowing, most)
+        return most
+
+    def limits(self, cq_name: str) -> dict[_FR, tuple[Decimal, Decimal]]:
+        """(maximum capacity, available) per (flavor, resource) of one ClusterQueue; {} when its cohorts loop."""
+        if self.in_cycle(cq_name):
+            return {}
+        node = self.queues[cq_name]
+        return {fr: (self.potential_available(node, fr), self.available(node, fr)) for fr in node.quotas}
+
+
 def quota_limits(
     cq_name: str,
     cluster_queues: Mapping[str, Mapping[str, Any]],
-    used: Mapping[str, Mapping[tuple[str, str], Decimal]],
-) -> dict[tuple[str, str], tuple[Decimal, Decimal]]:
-    """(maximum capacity, available) per (flavor, resource) of one ClusterQueue, with what its cohort lends.
+    used: Mapping[str, Mapping[_FR, Decimal]],
+    cohorts: Optional[Mapping[str, Mapping[str, Any]]] = None,
+) -> dict[_FR, tuple[Decimal, Decimal]]:
+    """(maximum capacity, available) per (flavor, resource) of one ClusterQueue, with what its cohorts lend.
 
-    Kueue's potentialAvailable and available (pkg/cache resource_node.go) for one
-    level of cohort with no quota of its own: a member keeps `nominal -
-    lendingLimit` to itself and lends the rest; the cohort's pool is what its
-    members lend, less what they use beyond what they keep; `borrowingLimit` caps
-    what one member may take from the pool. `used` is per ClusterQueue.
+    Kueue's potentialAvailable and available over the whole cohort forest (`CohortForest`): a
+    member keeps `subtree - lendingLimit` to itself and lends the rest to its parent; a Cohort adds
+    its own nominal quota and lends up to its own lendingLimit further up; `borrowingLimit` caps what
+    a node may take from its parent, at every level. `used` is per ClusterQueue; `cohorts` are the
+    Cohort objects by name.
     """
-    cohort = cohort_of(cluster_queues[cq_name])
-    members = [name for name, cq in cluster_queues.items() if cohort and cohort_of(cq) == cohort]
-    member_quotas = {name: _quotas(cluster_queues[name]) for name in members}
-
-    def guaranteed(quota: _Quota) -> Decimal:
-        nominal, _, lending = quota
-        return max(Decimal(0), nominal - lending) if lending is not None else Decimal(0)
-
-    out: dict[tuple[str, str], tuple[Decimal, Decimal]] = {}
-    for key, quota in _quotas(cluster_queues[cq_name]).items():
-        nominal, borrowing, _ = quota
-        usage = (used.get(cq_name) or {}).get(key, Decimal(0))
-        if not cohort:
-            out[key] = (nominal, nominal - usage)
-            continue
-        pool = pool_used = Decimal(0)
-        for name in members:
-            if key in member_quotas[name]:
-                member = member_quotas[name][key]
-                pool += member[0] - guaranteed(member)
-                pool_used += max(Decimal(0), (used.get(name) or {}).get(key, Decimal(0)) - guaranteed(member))
-        own = guaranteed(quota)
-        potential = own + pool
-        from_pool = pool - pool_used
-        if borrowing is not None:
-            potential = min(nominal + borrowing, potential)
-            from_pool = min(nominal - own - max(Decimal(0), usage - own) + borrowing, from_pool)
-        out[key] = (potential, max(Decimal(0), own - usage) + from_pool)
-    return out
+    return CohortForest(cluster_queues, cohorts, used).limits(cq_name)
 
 
 def admission_check_names(cluster_queue: Mapping[str, Any]) -> list[str]:
@@ -628,6 +787,74 @@ def admission_check_names(cluster_queue: Mapping[str, Any]) -> list[str]:
     names = [str(n) for n in spec.get("admissionChecks") or []]
     names += [str(c.get("name")) for c in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []]
     return list(dict.fromkeys(names))
+
+
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+
+
+def provisioning_check_condition(check: Mapping[str, Any], config_names: Iterable[str]) -> tuple[bool, str, str]:
+    """(active, reason, message) that Kueue's ProvisioningRequest check controller gives its AdmissionCheck.
+
+    kueue@v0.13.10 pkg/controller/admissionchecks/provisioning/admissioncheck_reconciler.go (Reconcile) and
+    pkg/util/admissioncheck/admissioncheck.go (ConfigFromRef, refValidForGK); the same at v0.15.8 and main:
+    Active only while `spec.parameters` names an existing ProvisioningRequestConfig.
+    """
+    ref = (check.get("spec") or {}).get("parameters")
+    if ref is None:
+        return False, "BadParametersRef", "missing parameters reference"
+    if not ref.get("name"):
+        return False, "BadParametersRef", "empty name: bad parameters reference"
+    if ref.get("apiGroup") != KUEUE_GROUP:
+        return False, "BadParametersRef", f'wrong group "{ref.get("apiGroup", "")}", expecting "{KUEUE_GROUP}": bad parameters reference'
+    if ref.get("kind") != "ProvisioningRequestConfig":
+        return False, "BadParametersRef", f'wrong kind "{ref.get("kind", "")}", expecting "ProvisioningRequestConfig": bad parameters reference'
+    if ref["name"] not in set(config_names):
+        return False, "BadParametersRef", f'provisioningrequestconfigs.{KUEUE_GROUP} "{ref["name"]}" not found'
+    return True, "Active", "The admission check is active"
+
+
+def cluster_queue_inactive(
+    cluster_queue: Mapping[str, Any], flavor_names: Iterable[str], admission_checks: Mapping[str, Mapping[str, Any]]
+) -> Optional[tuple[str, str]]:
+    """(reason, message) of the Active=False condition Kueue gives a ClusterQueue that can admit nothing; None if active.
+
+    kueue@v0.13.10 pkg/cache/clusterqueue.go (updateQueueStatus, inactiveReason, updateLabelKeys,
+    updateWithAdmissionChecks; pkg/cache/scheduler/clusterqueue.go at v0.15.8 and main, same reasons and
+    words): stopped (`stopPolicy` other than None), a ResourceFlavor it names that does not exist
+    (in resource-group order), an AdmissionCheck it names that does not exist or whose `Active`
+    condition is not True (both sorted by name). The first reason wins; every message is listed.
+    Left out: Terminating, the MultiKueue and topology reasons.
+    """
+    spec = cluster_queue.get("spec") or {}
+    existing = set(flavor_names)
+    reasons: list[str] = []
+    messages: list[str] = []
+    if (spec.get("stopPolicy") or "None") != "None":
+        reasons.append("Stopped")
+        messages.append("is stopped")
+    missing_flavors = [
+        str(flavor.get("name"))
+        for group in spec.get("resourceGroups") or []
+        for flavor in group.get("flavors") or []
+        if flavor.get("name") not in existing
+    ]
+    if missing_flavors:
+        reasons.append("FlavorNotFound")
+        messages.append(f"references missing ResourceFlavor(s): {','.join(missing_flavors)}")
+    names = admission_check_names(cluster_queue)
+    missing_checks = sorted(n for n in names if n not in admission_checks)
+    inactive_checks = sorted(
+        n for n in names if n in admission_checks and not condition_is_true(admission_checks[n], "Active")
+    )
+    if missing_checks:
+        reasons.append("AdmissionCheckNotFound")
+        messages.append(f"references missing AdmissionCheck(s): {','.join(missing_checks)}")
+    if inactive_checks:
+        reasons.append("AdmissionCheckInactive")
+        messages.append(f"references inactive AdmissionCheck(s): {','.join(inactive_checks)}")
+    if not reasons:
+        return None
+    return reasons[0], f"Can't admit new workloads: {', '.join(messages)}."
 
 
 def admission_usage(workload: Mapping[str, Any]) -> dict[tuple[str, str], Decimal]:
@@ -681,6 +908,7 @@ def preemption_targets(
     admitted: list[Obj],
     used: Mapping[tuple[str, str], Decimal],
     flavor_node_labels: Optional[Mapping[str, Mapping[str, str]]] = None,
+    flavor_specs: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> list[Obj]:
     """The admitted workloads of one ClusterQueue that Kueue preempts so that `preemptor` fits; [] if none.
 
@@ -723,17 +951,54 @@ def preemption_targets(
     for candidate in candidates:
         take(candidate, 1)
         targets.append(candidate)
-        if assign_flavors(cluster_queue, podsets, remaining, flavor_node_labels).fits:
+        if assign_flavors(cluster_queue, podsets, remaining, flavor_node_labels, None, flavor_specs).fits:
             break
     else:
         return []
     for index in range(len(targets) - 2, -1, -1):
         take(targets[index], -1)
-        if assign_flavors(cluster_queue, podsets, remaining, flavor_node_labels).fits:
+        if assign_flavors(cluster_queue, podsets, remaining, flavor_node_labels, None, flavor_specs).fits:
             del targets[index]
         else:
             take(targets[index], 1)
     return targets
+
+
+def max_execution_time_seconds(job: Mapping[str, Any]) -> Optional[int]:
+    """The Workload's `spec.maximumExecutionTimeSeconds` from the job's max-exec-time label, None if absent or bad.
+
+    kueue@v0.13.10 pkg/controller/jobframework/interface.go (MaximumExecutionTimeSecondsForObject): a
+    base-10 int32 above 0; the same at v0.15.8 and main.
+    """
+    raw = _labels(job).get(MAX_EXEC_TIME_LABEL)
+    if raw is None or not re.fullmatch(r"[+-]?[0-9]+", raw):
+        return None
+    value = int(raw)
+    return value if 0 < value < 2**31 else None
+
+
+def _seconds_since(timestamp: Optional[str]) -> int:
+    """Whole seconds from an RFC 3339 timestamp until now (0 when there is none)."""
+    if not timestamp:
+        return 0
+    then = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    return max(0, int((datetime.now(timezone.utc) - then).total_seconds()))
+
+
+def max_execution_time_exceeded(workload: Mapping[str, Any], accumulated_field: str) -> bool:
+    """Whether an admitted Workload has used up its `maximumExecutionTimeSeconds`.
+
+    kueue@v0.13.10 pkg/controller/core/workload_controller.go (reconcileMaxExecutionTime): the limit, less
+    the admitted time of earlier admissions (`accumulated_field`: v1beta1
+    `accumulatedPastExexcutionTimeSeconds`, v1beta2 `accumulatedPastExecutionTimeSeconds`), less the
+    time since `Admitted` turned True; the same at v0.15.8 and main.
+    """
+    limit = (workload.get("spec") or {}).get("maximumExecutionTimeSeconds")
+    admitted = find_condition(workload, "Admitted")
+    if limit is None or admitted is None or admitted.get("status") != "True":
+        return False
+    past = int((workload.get("status") or {}).get(accumulated_field) or 0)
+    return int(limit) - past - _seconds_since(admitted.get("lastTransitionTime")) <= 0
 
 
 def _revision(obj: Mapping[str, Any]) -> int:
@@ -908,24 +1173,38 @@ class FakeKueue(PollingController):
             if job is not None:
                 self._stop_job(job[0], job[1], wl)
 
-    def _mark_evicted(self, wl: Obj, reason: str, message: str, preempted_reason: Optional[str]) -> Obj:
+    def _mark_evicted(
+        self,
+        wl: Obj,
+        reason: str,
+        message: str,
+        preempted_reason: Optional[str],
+        *,
+        stats: Optional[tuple[str, str]] = None,
+        drop: tuple[str, ...] = (),
+    ) -> Obj:
         """workload.Evict: Evicted=True (+ Preempted=True), the eviction counted, the events Kueue records.
 
-        The underlying cause of a preemption is empty, as the scheduler's Evict call passes it.
+        `stats`: the (reason, underlyingCause) counted in schedulingStats.evictions; by default
+        (reason, ""), as the scheduler's preemption passes it. `drop`: conditions removed in the same
+        write (a deactivation's DeactivationTarget). The Evicted event is recorded only for a
+        Workload that held quota, as Kueue's Evict does.
         """
         status = copy.deepcopy(wl.get("status") or {})
         now = now_rfc3339()
-        conds = set_condition(status.get("conditions") or [], "Evicted", True, reason, message, now)
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") not in drop]
+        conds = set_condition(conditions, "Evicted", True, reason, message, now)
         if preempted_reason:
             conds = set_condition(conds, "Preempted", True, preempted_reason, message, now)
         status["conditions"] = conds
+        stats_reason, cause = stats or (reason, "")
         evictions = list((status.get("schedulingStats") or {}).get("evictions") or [])
         for entry in evictions:
-            if entry.get("reason") == reason and entry.get("underlyingCause", "") == "":
+            if entry.get("reason") == stats_reason and entry.get("underlyingCause", "") == cause:
                 entry["count"] = int(entry.get("count") or 0) + 1
                 break
         else:
-            evictions.append({"reason": reason, "underlyingCause": "", "count": 1})
+            evictions.append({"reason": stats_reason, "underlyingCause": cause, "count": 1})
         status["schedulingStats"] = {**(status.get("schedulingStats") or {}), "evictions": evictions}
         for check in status.get("admissionChecks") or []:  # resetChecksOnEviction
             if check.get("state") != "Pending":
@@ -933,7 +1212,8 @@ class FakeKueue(PollingController):
                 reset = f"Reset to Pending after eviction. Previously: {previous}"
                 check.update(state="Pending", lastTransitionTime=now, message=reset)
         updated = self._api.patch_status(KUEUE_GROUP, self._version, "workloads", wl, status)
-        self._record_event(updated, "Normal", f"EvictedDueTo{reason}", message, "kueue-admission")
+        if status.get("admission"):
+            self._record_event(updated, "Normal", f"EvictedDueTo{reason}", message, "kueue-admission")
         if preempted_reason:
             self._record_event(updated, "Normal", "Preempted", message, "kueue-admission")
         return updated
@@ -1004,9 +1284,18 @@ class FakeKueue(PollingController):
             (lq["metadata"]["namespace"], lq["metadata"]["name"]): lq
             for lq in api.list(KUEUE_GROUP, self._version, "localqueues")
         }
-        flavor_labels = {
-            rf["metadata"]["name"]: (rf.get("spec") or {}).get("nodeLabels") or {}
-            for rf in api.list(KUEUE_GROUP, self._version, "resourceflavors")
+        flavor_specs = {
+            rf["metadata"]["name"]: rf.get("spec") or {} for rf in api.list(KUEUE_GROUP, self._version, "resourceflavors")
+        }
+        flavor_labels = {name: spec.get("nodeLabels") or {} for name, spec in flavor_specs.items()}
+        cohorts = {co["metadata"]["name"]: co for co in api.list(KUEUE_GROUP, self._version, "cohorts")}
+        checks = {ac["metadata"]["name"]: ac for ac in api.list(KUEUE_GROUP, self._version, "admissionchecks")}
+        configs = [c["metadata"]["name"] for c in api.list(KUEUE_GROUP, self._version, "provisioningrequestconfigs")]
+        self._each(list(checks.values()), lambda ac: self._sync_provisioning_check(ac, configs, checks), "status of admissioncheck")
+        inactive = {
+            name: why
+            for name, cq in cluster_queues.items()
+            if (why := cluster_queue_inactive(cq, flavor_labels, checks)) is not None
         }
         self._view = _QueueView(
             pending_by_cq=self._view.pending_by_cq,
@@ -1036,11 +1325,27 @@ class FakeKueue(PollingController):
             lambda item: self._sync_workload(item[1], *jobs[item[0]], workloads),
             "syncing workload",
         )
-        self._schedule(workloads, jobs, cluster_queues, local_queues, flavor_labels)
+        self._schedule(workloads, jobs, cluster_queues, local_queues, flavor_specs, cohorts, inactive)
         self._each(
             list(workloads.items()), lambda item: self._sync_job(item[1], *jobs[item[0]]), "syncing job of workload"
         )
-        self._update_queue_statuses(workloads.values(), cluster_queues, local_queues)
+        self._update_queue_statuses(workloads.values(), cluster_queues, local_queues, inactive)
+
+    def _sync_provisioning_check(self, check: Obj, configs: list[str], checks: dict[str, Obj]) -> None:
+        """The ProvisioningRequest check controller's AdmissionCheck reconciler: its `Active` condition.
+
+        Only checks of controller `kueue.x-k8s.io/provisioning-request`; another controller's check is
+        active when its own controller (or the test) says so. Written only when the status flips, as Kueue does.
+        """
+        if (check.get("spec") or {}).get("controllerName") != PROVISIONING_CONTROLLER:
+            return
+        active, reason, message = provisioning_check_condition(check, configs)
+        if (find_condition(check, "Active") or {}).get("status") == ("True" if active else "False"):
+            return
+        status = copy.deepcopy(check.get("status") or {})
+        status["conditions"] = set_condition(status.get("conditions") or [], "Active", active, reason, message)
+        updated = self._api.patch_status(KUEUE_GROUP, self._version, "admissionchecks", check, status)
+        checks[check["metadata"]["name"]] = updated
 
     def _owner_job(self, wl: Obj) -> Optional[tuple[str, Obj]]:
         owner = controller_owner(wl)
@@ -1088,6 +1393,9 @@ class FakeKueue(PollingController):
         spec: Obj = {"queueName": meta["labels"][QUEUE_LABEL], "podSets": ray_podsets(kind, job), "priority": priority}
         if priority_ref:
             spec["priorityClassRef"] = priority_ref
+        max_seconds = max_execution_time_seconds(job)
+        if max_seconds is not None:
+            spec["maximumExecutionTimeSeconds"] = max_seconds
         wl = {
             "apiVersion": KUEUE_API,
             "kind": "Workload",
@@ -1112,13 +1420,15 @@ class FakeKueue(PollingController):
         workloads[meta["uid"]] = created
 
     def _sync_workload(self, wl: Obj, kind: str, job: Obj, workloads: dict[str, Obj]) -> None:
-        """Finished, and the end of an eviction (quota goes back once the job is inactive)."""
+        """Finished, deactivation, and the end of an eviction (quota goes back once the job is inactive)."""
         status = copy.deepcopy(wl.get("status") or {})
         conds = status.get("conditions") or []
         key = (wl["metadata"]["namespace"], wl["metadata"]["name"])
         if condition_is_true(wl, "Finished"):
             return
         finished = rayjob_finished(job) if kind == "RayJob" else None
+        if finished is None and self._deactivation_step(wl, job["metadata"]["uid"], workloads):
+            return
         if finished is not None:
             success, message = finished
             status["conditions"] = set_condition(
@@ -1133,13 +1443,17 @@ class FakeKueue(PollingController):
                 self._stop_job(kind, job, wl)
             if job_is_active(kind, job):
                 return  # quota is released only once the job's pods are gone
+            # kueue@v0.13.10 pkg/controller/jobframework/reconciler.go ("handle eviction"): the reservation
+            # goes, Admitted turns False (its admitted time is accumulated, SyncAdmittedCondition), and
+            # Requeued says whether the Workload competes again; a deactivated one never does.
             message = (find_condition(wl, "Evicted") or {}).get("message", "")
             status.pop("admission", None)
             conds = set_condition(conds, "QuotaReserved", False, "Pending", message)
+            self._accumulate_admitted_time(wl, status)
             conds = set_condition(conds, "Admitted", False, "NoReservation", "The workload has no reservation")
             evicted_reason = (find_condition(wl, "Evicted") or {}).get("reason", "Evicted")
-            held = key in self._held
-            status["conditions"] = set_condition(conds, "Requeued", not held, evicted_reason, message)
+            requeued = key not in self._held and (wl.get("spec") or {}).get("active") is not False
+            status["conditions"] = set_condition(conds, "Requeued", requeued, evicted_reason, message)
         elif status.get("admission") and status.get("admissionChecks") and not condition_is_true(wl, "Evicted"):
             # SyncAdmittedCondition: Admitted once every admission check is Ready (and not before).
             ready = all(c.get("state") == "Ready" for c in status["admissionChecks"])
@@ -1156,14 +1470,77 @@ class FakeKueue(PollingController):
             return
         workloads[job["metadata"]["uid"]] = self._api.patch_status(KUEUE_GROUP, self._version, "workloads", wl, status)
 
+    @property
+    def _accumulated_field(self) -> str:
+        """The Workload status field of earlier admissions' run time; v1beta1 keeps Kueue's old misspelling."""
+        return "accumulatedPastExexcutionTimeSeconds" if self._version == "v1beta1" else "accumulatedPastExecutionTimeSeconds"
+
+    def _accumulate_admitted_time(self, wl: Obj, status: Obj) -> None:
+        """SyncAdmittedCondition: when Admitted turns False, add the time it was True to the accumulated run time."""
+        admitted = find_condition(wl, "Admitted")
+        if admitted is None or admitted.get("status") != "True":
+            return
+        field_name = self._accumulated_field
+        status[field_name] = int(status.get(field_name) or 0) + _seconds_since(admitted.get("lastTransitionTime"))
+
+    def _deactivation_step(self, wl: Obj, uid: str, workloads: dict[str, Obj]) -> bool:
+        """One step of Kueue's deactivation of a Workload; True when it wrote something this pass.
+
+        kueue@v0.13.10 pkg/controller/core/workload_controller.go (Reconcile, reconcileMaxExecutionTime),
+        the same steps at v0.15.8 and main:
+        1. admitted longer than `maximumExecutionTimeSeconds`: `DeactivationTarget=True`
+           (MaximumExecutionTimeExceeded, "exceeding the maximum execution time"), the accumulated time
+           cleared, a Warning event MaximumExecutionTimeExceeded;
+        2. a target on an active Workload: `spec.active=false` (an Update of the Workload);
+        3. an inactive Workload not yet evicted: Evicted=True, reason `Deactivated` or
+           `DeactivatedDueTo<target reason>`, message "The workload is deactivated[ due to <target
+           message>]", the target removed. The job reconciler then suspends the job and clears the
+           reservation (`_sync_workload`), with Requeued=False: it never competes again.
+        """
+        spec = wl.get("spec") or {}
+        if spec.get("active") is not False:
+            if condition_is_true(wl, "DeactivationTarget"):
+                updated = copy.deepcopy(wl)
+                updated["spec"]["active"] = False
+                workloads[uid] = self._api.replace(KUEUE_GROUP, self._version, "workloads", updated)
+                return True
+            if not condition_is_true(wl, "Evicted") and max_execution_time_exceeded(wl, self._accumulated_field):
+                status = copy.deepcopy(wl.get("status") or {})
+                status["conditions"] = set_condition(
+                    status.get("conditions") or [], "DeactivationTarget", True,
+                    "MaximumExecutionTimeExceeded", "exceeding the maximum execution time",
+                )  # fmt: skip
+                status.pop(self._accumulated_field, None)
+                updated = self._api.patch_status(KUEUE_GROUP, self._version, "workloads", wl, status)
+                workloads[uid] = updated
+                limit = int(spec["maximumExecutionTimeSeconds"])
+                self._record_event(
+                    updated, "Warning", "MaximumExecutionTimeExceeded",
+                    f"The maximum execution time ({limit}s) exceeded", "kueue-workload-controller",
+                )  # fmt: skip
+                return True
+            return False
+        if condition_is_true(wl, "Evicted"):
+            return False
+        target = find_condition(wl, "DeactivationTarget")
+        cause = str((target or {}).get("reason") or "")
+        message = "The workload is deactivated" + (f" due to {target.get('message', '')}" if target else "")
+        reason = f"DeactivatedDueTo{cause}" if cause else "Deactivated"
+        stats = ("Deactivated", cause) if self._release.deactivation_cause_in_stats else (reason, "")
+        workloads[uid] = self._mark_evicted(wl, reason, message, None, stats=stats, drop=("DeactivationTarget",))
+        return True
+
     def _schedule(
         self,
         workloads: dict[str, Obj],
         jobs: dict[str, tuple[str, Obj]],
         cluster_queues: dict[str, Obj],
         local_queues: dict[tuple[str, str], Obj],
-        flavor_labels: dict[str, dict[str, str]],
+        flavor_specs: dict[str, Obj],
+        cohorts: dict[str, Obj],
+        inactive: dict[str, tuple[str, str]],
     ) -> None:
+        flavor_labels = {name: spec.get("nodeLabels") or {} for name, spec in flavor_specs.items()}
         used: dict[str, dict[tuple[str, str], Decimal]] = {name: {} for name in cluster_queues}
         pending: dict[str, list[tuple[str, Obj]]] = {name: [] for name in cluster_queues}
         admitted: dict[str, list[str]] = {name: [] for name in cluster_queues}  # cq -> job uids
@@ -1189,6 +1566,11 @@ class FakeKueue(PollingController):
                     uid, workloads, "Inadmissible", f"LocalQueue {lq_name} doesn't exist", granular="Misconfigured"
                 )
                 continue
+            if ((lq.get("spec") or {}).get("stopPolicy") or "None") != "None":
+                # kueue@v0.13.10 workload_controller.go (Reconcile: !lqActive); main getQueueBlocker: Suspended.
+                message = f"LocalQueue {lq_name} is inactive"
+                self._set_pending(uid, workloads, "Inadmissible", message, granular="Suspended")
+                continue
             cq_name = (lq.get("spec") or {}).get("clusterQueue", "")
             if cq_name not in cluster_queues:
                 self._set_pending(
@@ -1203,11 +1585,23 @@ class FakeKueue(PollingController):
             strict = (cq.get("spec") or {}).get("queueingStrategy") == "StrictFIFO"
             entries.sort(key=lambda e: (queue_order_key(e[1]), self._arrival.get(e[1]["metadata"]["uid"], 0)))
             still_pending: list[tuple[str, Obj]] = []
+            if cq_name in inactive:
+                # kueue@v0.13.10 pkg/controller/core/workload_controller.go (Reconcile: !ClusterQueueActive);
+                # main getQueueBlocker: reason Suspended with UnadmittedWorkloadsObservability.
+                for uid, wl in entries:
+                    message = f"ClusterQueue {cq_name} is inactive"
+                    self._set_pending(uid, workloads, "Inadmissible", message, granular="Suspended")
+                new_pending[cq_name] = [self._pending_item(workloads[uid]) for uid, _ in entries]
+                continue
+            forest = CohortForest(cluster_queues, cohorts)
+            if forest.in_cycle(cq_name):
+                new_pending[cq_name] = [self._pending_item(wl) for _, wl in entries]
+                continue  # pkg/cache/snapshot.go: a ClusterQueue under a Cohort cycle is not scheduled
             blocked = False
             for uid, wl in entries:
-                limits = quota_limits(cq_name, cluster_queues, used)
+                limits = quota_limits(cq_name, cluster_queues, used, cohorts)
                 podsets = wl["spec"]["podSets"]
-                fit = None if blocked else assign_flavors(cq, podsets, used[cq_name], flavor_labels, limits)
+                fit = None if blocked else assign_flavors(cq, podsets, used[cq_name], flavor_labels, limits, flavor_specs)
                 if fit is not None and fit.fits:
                     self._admit(uid, workloads, cq_name, fit, admission_check_names(cq))
                     for key, amount in fit.usage.items():
@@ -1215,7 +1609,7 @@ class FakeKueue(PollingController):
                     continue
                 if fit is not None and fit.reason == "WaitingForQuota":
                     holders = [workloads[held] for held in admitted.get(cq_name, [])]
-                    targets = preemption_targets(cq, wl, holders, used[cq_name], flavor_labels)
+                    targets = preemption_targets(cq, wl, holders, used[cq_name], flavor_labels, flavor_specs)
                     if targets:
                         self._preempt(targets, wl, cq_name, cq, workloads)
                         message = f"{fit.message}. Pending the preemption of {len(targets)} workload(s)"
@@ -1375,7 +1769,11 @@ class FakeKueue(PollingController):
             self._api.replace(RAY_GROUP, RAY_VERSION, plural, updated)
 
     def _update_queue_statuses(
-        self, workloads: Iterable[Obj], cluster_queues: dict[str, Obj], local_queues: dict[tuple[str, str], Obj]
+        self,
+        workloads: Iterable[Obj],
+        cluster_queues: dict[str, Obj],
+        local_queues: dict[tuple[str, str], Obj],
+        inactive: dict[str, tuple[str, str]],
     ) -> None:
         counters: dict[Any, dict[str, Any]] = {}
 
@@ -1403,18 +1801,27 @@ class FakeKueue(PollingController):
         for name, cq in cluster_queues.items():
             self._each(
                 [cq],
-                lambda obj: self._write_queue_status("clusterqueues", obj, bucket(("cq", name)), cq),
+                lambda obj: self._write_queue_status("clusterqueues", obj, bucket(("cq", name)), cq, inactive.get(name)),
                 "status of clusterqueue",
             )
         for key, lq in local_queues.items():
-            cq = cluster_queues.get((lq.get("spec") or {}).get("clusterQueue", ""))
+            cq_name = (lq.get("spec") or {}).get("clusterQueue", "")
+            cq = cluster_queues.get(cq_name)
             self._each(
                 [lq],
-                lambda obj: self._write_queue_status("localqueues", obj, bucket(("lq",) + key), cq),
+                lambda obj: self._write_queue_status("localqueues", obj, bucket(("lq",) + key), cq, inactive.get(cq_name)),
                 "status of localqueue",
             )
 
-    def _write_queue_status(self, plural: str, queue: Obj, counter: dict[str, Any], cq: Optional[Obj]) -> None:
+    def _write_queue_status(
+        self, plural: str, queue: Obj, counter: dict[str, Any], cq: Optional[Obj], cq_inactive: Optional[tuple[str, str]]
+    ) -> None:
+        """The status a ClusterQueue or LocalQueue controller writes: counts, usage per flavor, the Active condition.
+
+        kueue@v0.13.10 pkg/controller/core/clusterqueue_controller.go (updateCqStatusIfChanged: Active from the
+        cache's inactiveReason) and localqueue_controller.go (Reconcile: ClusterQueueDoesNotExist,
+        ClusterQueueIsInactive); the same words at v0.15.8 and main.
+        """
         flavors = []
         for group in ((cq or {}).get("spec") or {}).get("resourceGroups") or []:
             for flavor in group.get("flavors") or []:
@@ -1436,16 +1843,24 @@ class FakeKueue(PollingController):
             flavorsUsage=copy.deepcopy(flavors),
         )
         conds = status.get("conditions") or []
-        if plural == "clusterqueues":
+        if plural == "clusterqueues" and cq_inactive is not None:
+            active = set_condition(conds, "Active", False, *cq_inactive)
+        elif plural == "clusterqueues":
             active = set_condition(conds, "Active", True, "Ready", "Can admit new workloads")
-        elif cq is not None:
-            active = set_condition(conds, "Active", True, "Ready", "Can submit new workloads to localQueue")
-        else:
+        elif ((queue.get("spec") or {}).get("stopPolicy") or "None") != "None":
+            active = set_condition(conds, "Active", False, "Stopped", "LocalQueue is stopped")
+        elif cq is None:
             active = set_condition(
                 conds, "Active", False, "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue"
             )
-        if [(c["type"], c["status"], c["reason"]) for c in active] != [
-            (c.get("type"), c.get("status"), c.get("reason")) for c in conds
+        elif cq_inactive is not None:
+            active = set_condition(
+                conds, "Active", False, "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue"
+            )
+        else:
+            active = set_condition(conds, "Active", True, "Ready", "Can submit new workloads to localQueue")
+        if [(c["type"], c["status"], c["reason"], c["message"]) for c in active] != [
+            (c.get("type"), c.get("status"), c.get("reason"), c.get("message")) for c in conds
         ]:
             status["conditions"] = active
         if plural == "localqueues":  # v1beta1 calls it flavorUsage

@@ -1,4 +1,6 @@
-"""The simulated Kueue per supported Kueue release: API version, webhook, missing priority classes, preemption.
+"""The simulated Kueue per supported Kueue release: API version, webhook, missing priority classes, preemption,
+cohort quota (Cohort objects, nested cohorts), ClusterQueue activity, flavor assignment per resource group,
+deactivation on the maximum execution time.
 
 Why this module exists: raybridge's tests trust FakeKueue to be no more lenient
 than the Kueue release under test. Each row and test here pins one behaviour to
@@ -7,8 +9,7 @@ what that release's source does (tags v0.13.10 and v0.15.8, and main for
 API server started with that release's CRDs.
 
 What it deliberately does not do: test KubeRay's side (test_controllers.py)
-or raybridge itself (tests/e2e); cohorts, borrowing and admission checks are
-not simulated (see sim_kueue.py).
+or raybridge itself (tests/e2e).
 """
 
 from __future__ import annotations
@@ -24,11 +25,15 @@ from tests.kubeapi.fixtures import rayjob_manifest, wait_for
 from tests.kubeapi.server import KubeApiServer
 from tests.kubeapi.sim_common import condition_is_true, find_condition
 from tests.kubeapi.sim_kueue import (
+    CohortForest,
     FakeKueue,
+    assign_flavors,
+    cluster_queue_inactive,
     kueue_api_version,
     kueue_create_errors,
     kueue_update_errors,
     preemption_message,
+    provisioning_check_condition,
     quota_limits,
 )
 from tests.schemas import KUEUE_RELEASES
@@ -179,6 +184,135 @@ def test_quota_limits_add_what_the_cohort_lends(a: dict, b: dict, in_use: tuple[
     assert quota_limits("a", {"a": a, "b": b}, used)[GPU] == tuple(Decimal(v) for v in expected)
 
 
+def cohort(gpus: Optional[int] = None, parent: str = "", borrowing: Optional[int] = None, lending: Optional[int] = None) -> dict:
+    """A Cohort object: its own GPU quota in flavor f (None: no quota of its own) and its parent."""
+    spec: dict[str, Any] = {}
+    if gpus is not None:
+        spec = gpu_queue(gpus, borrowing=borrowing, lending=lending)["spec"]
+    if parent:
+        spec["parentName"] = parent
+    return {"spec": spec}
+
+
+# (case, ClusterQueues, Cohort objects, GPUs in use per ClusterQueue, a's (maximum capacity, available))
+COHORT_ROWS = [
+    ("a Cohort object's own quota is lent to its members", {"a": gpu_queue(4, "c")}, {"c": cohort(4)}, {}, (8, 8)),
+    ("no Cohort object for the name: a cohort without quota", {"a": gpu_queue(4, "c")}, {}, {}, (4, 4)),
+    ("the parent's quota and its other children's", {"a": gpu_queue(4, "c"), "b": gpu_queue(2, "root")},
+     {"c": cohort(parent="root"), "root": cohort(8)}, {}, (14, 14)),
+    ("a parent named but missing adds nothing", {"a": gpu_queue(4, "c")}, {"c": cohort(2, parent="gone")}, {}, (6, 6)),
+    ("a Cohort's borrowingLimit caps what its subtree takes from the parent", {"a": gpu_queue(4, "c")},
+     {"c": cohort(0, parent="root", borrowing=2), "root": cohort(8)}, {}, (6, 6)),
+    ("a Cohort's lendingLimit keeps the rest from its siblings", {"a": gpu_queue(1, "root"), "b": gpu_queue(0, "c")},
+     {"c": cohort(4, parent="root", lending=1), "root": cohort()}, {}, (2, 2)),
+    ("a sibling subtree's borrowing is not available", {"a": gpu_queue(4, "c"), "b": gpu_queue(4, "root")},
+     {"c": cohort(parent="root"), "root": cohort()}, {"b": 6}, (8, 2)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "queues", "cohorts", "in_use", "expected"), COHORT_ROWS, ids=[r[0] for r in COHORT_ROWS])
+def test_quota_limits_add_up_cohort_objects_and_their_parents(case: str, queues: dict, cohorts: dict, in_use: dict, expected: tuple[int, int]) -> None:
+    used = {name: {GPU: Decimal(amount)} for name, amount in in_use.items()}
+    assert quota_limits("a", queues, used, cohorts)[GPU] == tuple(Decimal(v) for v in expected)
+
+
+def test_a_cycle_of_parents_leaves_its_queues_out_of_scheduling() -> None:
+    forest = CohortForest({"a": gpu_queue(4, "c"), "b": gpu_queue(4)}, {"c": cohort(parent="d"), "d": cohort(4, parent="c")})
+    assert (forest.in_cycle("a"), forest.in_cycle("b")) == (True, False)
+    assert forest.limits("a") == {}
+
+
+def queue_naming(flavors: list[str], checks: list[str] = (), stop: Optional[str] = None) -> dict:
+    spec: dict[str, Any] = {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": f, "resources": [{"name": "cpu", "nominalQuota": "1"}]} for f in flavors]}]}  # fmt: skip
+    if checks:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": c} for c in checks]}
+    if stop:
+        spec["stopPolicy"] = stop
+    return {"spec": spec}
+
+
+ACTIVE = {"status": {"conditions": [{"type": "Active", "status": "True", "reason": "Active", "message": ""}]}}
+NOT_ACTIVE: dict = {"status": {}}
+# (case, ClusterQueue, existing ResourceFlavors, existing AdmissionChecks, Active=False (reason, message) or None)
+ACTIVITY_ROWS = [
+    ("everything exists", queue_naming(["a"], ["prov"]), ["a"], {"prov": ACTIVE}, None),
+    ("a missing flavor", queue_naming(["a", "gpu", "b"]), ["a"], {},
+     ("FlavorNotFound", "Can't admit new workloads: references missing ResourceFlavor(s): gpu,b.")),
+    ("a missing and an inactive check, sorted", queue_naming(["a"], ["zeta", "prov", "ghost"]), ["a"], {"prov": NOT_ACTIVE, "zeta": ACTIVE},
+     ("AdmissionCheckNotFound", "Can't admit new workloads: references missing AdmissionCheck(s): ghost, references inactive AdmissionCheck(s): prov.")),
+    ("stopped comes first", queue_naming(["gpu"], stop="Hold"), [], {},
+     ("Stopped", "Can't admit new workloads: is stopped, references missing ResourceFlavor(s): gpu.")),
+    ("stopPolicy None is running", queue_naming(["a"], stop="None"), ["a"], {}, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "queue", "flavors", "checks", "expected"), ACTIVITY_ROWS, ids=[r[0] for r in ACTIVITY_ROWS])
+def test_a_cluster_queue_is_inactive_for_kueue_s_reasons(case: str, queue: dict, flavors: list, checks: dict, expected: Any) -> None:
+    assert cluster_queue_inactive(queue, flavors, checks) == expected
+
+
+def check_with(parameters: Optional[dict]) -> dict:
+    spec: dict[str, Any] = {"controllerName": "kueue.x-k8s.io/provisioning-request"}
+    if parameters is not None:
+        spec["parameters"] = parameters
+    return {"spec": spec}
+
+
+CONFIG_REF = {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "dws"}
+# (case, AdmissionCheck, existing ProvisioningRequestConfigs, (active, reason, message))
+CHECK_ROWS = [
+    ("its config exists", check_with(CONFIG_REF), ["dws"], (True, "Active", "The admission check is active")),
+    ("no parameters", check_with(None), ["dws"], (False, "BadParametersRef", "missing parameters reference")),
+    ("its config is missing", check_with(CONFIG_REF), [], (False, "BadParametersRef", 'provisioningrequestconfigs.kueue.x-k8s.io "dws" not found')),
+    ("another kind", check_with({**CONFIG_REF, "kind": "ConfigMap"}), ["dws"],
+     (False, "BadParametersRef", 'wrong kind "ConfigMap", expecting "ProvisioningRequestConfig": bad parameters reference')),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "check", "configs", "expected"), CHECK_ROWS, ids=[r[0] for r in CHECK_ROWS])
+def test_a_provisioning_check_is_active_while_its_config_exists(case: str, check: dict, configs: list, expected: tuple) -> None:
+    assert provisioning_check_condition(check, configs) == expected
+
+
+def test_one_flavor_per_resource_group_cpu_in_one_and_gpus_in_another_never_fit() -> None:
+    """flavorassigner.go findFlavorForPodSetResource: every resource of the group in the same flavor."""
+
+    def flavor(name: str, cpu: str, gpus: str) -> dict:
+        return {"name": name, "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "nvidia.com/gpu", "nominalQuota": gpus}]}
+
+    cq = {"spec": {"resourceGroups": [{"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [flavor("a", "64", "4"), flavor("b", "8", "16")]}]}}
+    workers = {"name": "workers", "count": 2, "template": {"spec": {"containers": [{"resources": {"requests": {"cpu": "16", "nvidia.com/gpu": "4"}}}]}}}
+    fit = assign_flavors(cq, [workers], used={})
+    assert not fit.fits
+    assert fit.message == (
+        "couldn't assign flavors to pod set workers: "
+        "insufficient quota for nvidia.com/gpu in flavor a, previously considered podsets requests (0) + current podset request (8) > maximum capacity (4), "
+        "insufficient quota for cpu in flavor b, previously considered podsets requests (0) + current podset request (32) > maximum capacity (8)"
+    )
+    split = copy.deepcopy(cq)
+    split["spec"]["resourceGroups"] = [
+        {"coveredResources": ["cpu"], "flavors": [{"name": "a", "resources": [{"name": "cpu", "nominalQuota": "64"}]}]},
+        {"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "b", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "16"}]}]},
+    ]  # fmt: skip
+    assert assign_flavors(split, [workers], used={}).pod_set_assignments[0]["flavors"] == {"cpu": "a", "nvidia.com/gpu": "b"}
+
+
+def test_a_flavor_with_a_taint_the_pod_set_does_not_tolerate_is_skipped() -> None:
+    """flavorassigner.go: FindMatchingUntoleratedTaint over the flavor's NoSchedule/NoExecute taints."""
+    quota = [{"name": "cpu", "nominalQuota": "64"}]
+    cq = {"spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "tainted", "resources": quota}, {"name": "small", "resources": [{"name": "cpu", "nominalQuota": "1"}]}]}]}}  # fmt: skip
+    specs = {"tainted": {"nodeTaints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]}, "small": {}}
+    pod = {"name": "workers", "count": 1, "template": {"spec": {"containers": [{"resources": {"requests": {"cpu": "8"}}}]}}}
+    fit = assign_flavors(cq, [pod], {}, None, None, specs)
+    assert fit.message == (
+        "couldn't assign flavors to pod set workers: untolerated taint dedicated=ml:NoSchedule in flavor tainted, "
+        "insufficient quota for cpu in flavor small, previously considered podsets requests (0) + current podset request (8) > maximum capacity (1)"
+    )
+    tolerant = copy.deepcopy(pod)
+    tolerant["template"]["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}]
+    assert assign_flavors(cq, [tolerant], {}, None, None, specs).pod_set_assignments[0]["flavors"] == {"cpu": "tainted"}
+
+
 # --------------------------------------------------------------------------
 # FakeKueue against a server of each Kueue release
 # --------------------------------------------------------------------------
@@ -227,10 +361,16 @@ def make_queues(
         spec["cohort" if api.endswith("v1beta1") else "cohortName"] = cohort
     if borrowing_limit is not None:
         spec["resourceGroups"][0]["flavors"][0]["resources"][2]["borrowingLimit"] = str(borrowing_limit)
-    if admission_check:
+    if admission_check:  # a ProvisioningRequest check is active only while its config exists
+        server.create_object(
+            {"apiVersion": api, "kind": "ProvisioningRequestConfig", "metadata": {"name": f"{admission_check}-config"},
+             "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io"}}
+        )  # fmt: skip
         server.create_object(
             {"apiVersion": api, "kind": "AdmissionCheck", "metadata": {"name": admission_check},
-             "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"}}
+             "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+                      "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig",
+                                     "name": f"{admission_check}-config"}}}
         )  # fmt: skip
         spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": admission_check}]}
     server.create_object({"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec})
@@ -405,3 +545,115 @@ def test_a_workload_waits_quota_reserved_until_its_admission_check_is_ready(kueu
     kueue.set_admission_check("default", wl["metadata"]["name"], "provision", "Ready", "Provisioned")
     wait_for(lambda: admitted(server, "gated"), what="admitted once the check is Ready")
     wait_for(lambda: suspended(server, "gated") is False, what="gated started")
+
+
+def make_cohort(server: KubeApiServer, name: str, gpus: Optional[int] = None, parent: str = "") -> None:
+    """A Cohort object in the release's Kueue version, with its own GPU quota in default-flavor."""
+    spec: dict[str, Any] = {}
+    if gpus is not None:
+        spec["resourceGroups"] = [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+            {"name": "default-flavor", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": str(gpus)}]}]}]  # fmt: skip
+    if parent:
+        spec["parentName"] = parent
+    server.create_object({"apiVersion": kueue_api_version(server), "kind": "Cohort", "metadata": {"name": name}, "spec": spec})
+
+
+def pending_message(server: KubeApiServer, name: str) -> Any:
+    """The QuotaReserved=False (reason, message) of a job's Workload, once there is one."""
+    cond = find_condition(workload_of(server, name) or {}, "QuotaReserved")
+    return (cond["reason"], cond["message"]) if cond and cond["status"] == "False" else None
+
+
+def test_a_cohort_object_s_quota_and_its_parent_s_are_lent_to_the_queue(kueue_server: tuple) -> None:
+    server, _, _ = kueue_server
+    make_queues(server, gpus=4, cohort="team")
+    make_cohort(server, "team", gpus=2, parent="org")
+    make_cohort(server, "org", gpus=4)
+    server.create_object(rayjob_manifest("wide", workers=1, gpus_per_worker=10))
+    wl = wait_for(lambda: admitted(server, "wide"), what="admission with 4 + 2 + 4 GPUs")
+    assert wl["status"]["admission"]["podSetAssignments"][1]["resourceUsage"]["nvidia.com/gpu"] == "10"
+    server.create_object(rayjob_manifest("wider", workers=1, gpus_per_worker=11))
+    reason, message = wait_for(lambda: pending_message(server, "wider"), what="wider pending")
+    assert "current podset request (11) > maximum capacity (10)" in message
+
+
+def test_a_cluster_queue_naming_a_missing_flavor_admits_nothing_until_it_exists(kueue_server: tuple) -> None:
+    server, kueue, _ = kueue_server
+    api = kueue_api_version(server)
+    make_queues(server, gpus=8)
+    cq = server.get_object(api, "ClusterQueue", "cq")
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["name"] = "h100"  # no ResourceFlavor h100 yet
+    server.replace_object(cq)
+
+    def active(kind: str, name: str, namespace: Optional[str] = None) -> Any:
+        cond = find_condition(server.get_object(api, kind, name, namespace) or {}, "Active")
+        return (cond["status"], cond["reason"], cond["message"]) if cond else None
+
+    missing = ("False", "FlavorNotFound", "Can't admit new workloads: references missing ResourceFlavor(s): h100.")
+    wait_for(lambda: active("ClusterQueue", "cq") == missing, what="the ClusterQueue inactive")
+    server.create_object(rayjob_manifest("early", workers=1, gpus_per_worker=4))
+    wait_for(lambda: active("LocalQueue", "lq", "default") == ("False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue"),
+             what="the LocalQueue inactive")  # fmt: skip
+    assert wait_for(lambda: pending_message(server, "early"), what="early pending") == ("Inadmissible", "ClusterQueue cq is inactive")
+    kueue.wait_passes(3)
+    assert admitted(server, "early") is None and suspended(server, "early") is True
+    server.create_object({"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": "h100"}})
+    wait_for(lambda: admitted(server, "early"), what="admission once the flavor exists")
+    assert active("ClusterQueue", "cq") == ("True", "Ready", "Can admit new workloads")
+
+
+def test_a_queue_with_a_missing_or_inactive_admission_check_is_inactive(kueue_server: tuple) -> None:
+    server, _, _ = kueue_server
+    api = kueue_api_version(server)
+    make_queues(server, gpus=8, admission_check="prov")
+    server.delete_object(api, "ProvisioningRequestConfig", "prov-config")
+    cq = server.get_object(api, "ClusterQueue", "cq")
+    cq["spec"]["admissionChecksStrategy"]["admissionChecks"].append({"name": "ghost"})
+    server.replace_object(cq)
+
+    def condition(kind: str, name: str) -> Any:
+        cond = find_condition(server.get_object(api, kind, name) or {}, "Active")
+        return (cond["status"], cond["reason"], cond["message"]) if cond else None
+
+    wait_for(lambda: condition("AdmissionCheck", "prov") == ("False", "BadParametersRef", 'provisioningrequestconfigs.kueue.x-k8s.io "prov-config" not found'),
+             what="the check inactive")  # fmt: skip
+    expected = ("False", "AdmissionCheckNotFound",
+                "Can't admit new workloads: references missing AdmissionCheck(s): ghost, references inactive AdmissionCheck(s): prov.")  # fmt: skip
+    wait_for(lambda: condition("ClusterQueue", "cq") == expected, what="the ClusterQueue inactive")
+
+
+def test_the_maximum_execution_time_deactivates_the_workload_for_good(kueue_server: tuple) -> None:
+    """workload_controller.go: DeactivationTarget, spec.active=false, Evicted DeactivatedDueTo...; never requeued."""
+    server, kueue, release = kueue_server
+    make_queues(server, gpus=8)
+    limited = rayjob_manifest("limited", workers=1, gpus_per_worker=4)
+    limited["metadata"]["labels"][MAX_EXEC] = "1"
+    server.create_object(limited)
+    wl = wait_for(lambda: admitted(server, "limited"), what="limited admitted")
+    assert wl["spec"]["maximumExecutionTimeSeconds"] == 1
+    set_deployment_status(server, "limited", "Running")
+
+    evicted = wait_for(lambda: find_condition(workload_of(server, "limited") or {}, "Evicted"), what="limited evicted")
+    assert (evicted["status"], evicted["reason"], evicted["message"]) == (
+        "True", "DeactivatedDueToMaximumExecutionTimeExceeded", "The workload is deactivated due to exceeding the maximum execution time"
+    )  # fmt: skip
+    wl = workload_of(server, "limited")
+    assert wl["spec"]["active"] is False
+    assert find_condition(wl, "DeactivationTarget") is None  # removed with the eviction
+    stats = {"reason": "DeactivatedDueToMaximumExecutionTimeExceeded", "underlyingCause": ""} if release == OLD else {
+        "reason": "Deactivated", "underlyingCause": "MaximumExecutionTimeExceeded"}  # fmt: skip
+    assert wl["status"]["schedulingStats"]["evictions"] == [{**stats, "count": 1}]
+    wait_for(lambda: suspended(server, "limited") is True, what="limited suspended")
+    events = {(e["type"], e["reason"], e["message"]) for e in server.list_objects("v1", "Event", "default") if e["involvedObject"]["name"] == wl["metadata"]["name"]}
+    assert ("Warning", "MaximumExecutionTimeExceeded", "The maximum execution time (1s) exceeded") in events
+    assert ("Normal", "EvictedDueToDeactivatedDueToMaximumExecutionTimeExceeded", evicted["message"]) in events
+
+    set_deployment_status(server, "limited", "Suspended")  # KubeRay tore the cluster down
+    requeued = wait_for(lambda: find_condition(workload_of(server, "limited") or {}, "Requeued"), what="the reservation released")
+    assert (requeued["status"], requeued["reason"]) == ("False", "DeactivatedDueToMaximumExecutionTimeExceeded")
+    kueue.wait_passes(4)
+    wl = workload_of(server, "limited")
+    assert not wl["status"].get("admission") and find_condition(wl, "QuotaReserved")["status"] == "False"
+    accumulated = "accumulatedPastExexcutionTimeSeconds" if release == OLD else "accumulatedPastExecutionTimeSeconds"
+    assert wl["status"][accumulated] >= 1  # the admitted time of this admission, as SyncAdmittedCondition adds it
+    assert suspended(server, "limited") is True

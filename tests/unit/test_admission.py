@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raybridge.core.admission import explain, podset_requests, progress_line, quota, workload_state
+from raybridge.core.admission import deactivation, eviction_summary, explain, podset_requests, progress_line, quota, workload_state
 
 
 def cond(kind, status, reason="", message=""):
@@ -73,3 +73,51 @@ def test_explain_without_kueue():
 
 def test_explain_when_quota_is_not_readable():
     assert "ClusterQueue quota not readable" in "\n".join(explain(RAYJOB, PENDING, None, None))
+
+
+def stopped(*conditions, active=False, limit=600):
+    """A Workload with spec.active and maximumExecutionTimeSeconds set, as Kueue's job reconciler builds it."""
+    wl = workload(*conditions)
+    wl["spec"].update(active=active, maximumExecutionTimeSeconds=limit)
+    return wl
+
+
+MAX_EXEC = "The workload is deactivated due to exceeding the maximum execution time"
+# (case, workload, state, Kueue's reason (None: not deactivated), the plain words)
+DEACTIVATION_ROWS = [
+    ("the run-time limit ran out (v0.13 to v0.20 write the same reason)",
+     stopped(cond("Evicted", "True", "DeactivatedDueToMaximumExecutionTimeExceeded", MAX_EXEC), cond("Requeued", "False", "DeactivatedDueToMaximumExecutionTimeExceeded", MAX_EXEC)),
+     "deactivated", "DeactivatedDueToMaximumExecutionTimeExceeded", "the run-time limit was reached (maximumExecutionTimeSeconds=600)"),
+    ("decided, not yet written: DeactivationTarget on a running Workload",
+     stopped(cond("Admitted", "True", "Admitted"), cond("DeactivationTarget", "True", "MaximumExecutionTimeExceeded", "exceeding the maximum execution time"), active=True),
+     "deactivated", "MaximumExecutionTimeExceeded", "the run-time limit was reached (maximumExecutionTimeSeconds=600)"),
+    ("spec.active false, not evicted yet", stopped(cond("Admitted", "True", "Admitted")),
+     "deactivated", "Deactivated", "its Workload was deactivated by hand (spec.active: false)"),
+    ("deactivated by hand", stopped(cond("Evicted", "True", "Deactivated", "The workload is deactivated")),
+     "deactivated", "Deactivated", "its Workload was deactivated by hand (spec.active: false)"),
+    ("an admission check rejected it", stopped(cond("Evicted", "True", "DeactivatedDueToAdmissionCheck", "The workload is deactivated due to Admission check(s): prov, were rejected")),
+     "deactivated", "DeactivatedDueToAdmissionCheck", "an admission check rejected it (The workload is deactivated due to Admission check(s): prov, were rejected)"),
+    ("requeued too often", stopped(cond("Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded", "The workload is deactivated due to exceeding the maximum number of re-queuing retries")),
+     "deactivated", "DeactivatedDueToRequeuingLimitExceeded", "Kueue requeued it more often than its requeuing limit allows"),
+    ("a cause this version does not know", stopped(cond("Evicted", "True", "DeactivatedDueToSomethingNew", "why")),
+     "deactivated", "DeactivatedDueToSomethingNew", "deactivated: DeactivatedDueToSomethingNew: why"),
+    ("set active again: it waits to be admitted again",
+     stopped(cond("Evicted", "True", "DeactivatedDueToMaximumExecutionTimeExceeded", MAX_EXEC), cond("Requeued", "True", "Reactivated"), active=True),
+     "evicted", None, None),
+    ("preempted: evicted, requeued", EVICTED, "evicted", None, None),
+    ("finished after the limit", stopped(cond("Finished", "True", "Succeeded"), cond("Evicted", "True", "DeactivatedDueToMaximumExecutionTimeExceeded", MAX_EXEC)),
+     "finished", None, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case,wl,state,reason,words", DEACTIVATION_ROWS, ids=[r[0] for r in DEACTIVATION_ROWS])
+def test_a_deactivated_workload_is_told_apart_from_an_evicted_one(case, wl, state, reason, words):
+    assert workload_state(wl) == state
+    found = deactivation(wl)
+    if reason is None:
+        assert found is None
+        return
+    assert found.reason == reason
+    assert words in found.words
+    assert words in progress_line(RAYJOB, wl, None) and "it will not be admitted again" in progress_line(RAYJOB, wl, None)
+    assert words in eviction_summary(wl, "lq")

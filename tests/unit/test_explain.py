@@ -141,6 +141,38 @@ def test_kueue_cohort_arithmetic_is_kueue_fits():
     assert h100.largest_node == 8 and h100.fits_a_node is True
 
 
+def cohort_object(name, h100_gpus=None, parent=None):
+    spec = {"resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "h100", "resources": [{"name": GPU, "nominalQuota": h100_gpus}]}]}]} if h100_gpus else {}
+    if parent:
+        spec["parentName"] = parent
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": name}, "spec": spec}
+
+
+# (case, Cohort objects (None: not readable), h100's GPU verdict for 11 GPUs, what team-a could hold, the cohort in words)
+COHORT_OBJECT_ROWS = [
+    ("no Cohort objects: never", [], NEVER, 10, "(cohort gpu)"),
+    ("the gpu Cohort's own 2 GPUs: within team-a's borrowing limit", [cohort_object("gpu", "2")], BORROWS, 12, "(cohort gpu)"),
+    ("its parent's quota, capped by team-a's borrowing limit of 4", [cohort_object("gpu", parent="org"), cohort_object("org", "16")], BORROWS, 12, "(cohort gpu under org)"),
+    ("Cohorts not readable: unknown, never 'never'", None, BORROWS, 12, "(cohort gpu)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case,cohorts,verdict,potential,words", COHORT_OBJECT_ROWS, ids=[r[0] for r in COHORT_OBJECT_ROWS])
+def test_kueue_counts_the_quota_of_cohort_objects(case, cohorts, verdict, potential, words):
+    explanation = explain_kueue(RAYJOB, workload("11", workers=1), None, TEAM_A, "team-a", cohort_members=[TEAM_A, TEAM_B],
+                                cohorts=cohorts, flavors=FLAVORS, nodes=None)  # fmt: skip
+    h100 = next(r for r in explanation.requests if r.pod_set == "workers" and r.flavor == "h100" and r.resource == GPU)
+    assert (h100.verdict, h100.potential) == (verdict, potential)
+    assert words in "\n".join(explanation.lines())
+
+
+def test_kueue_unknown_cohort_lending_is_said_and_kept_out_of_the_json_numbers():
+    explanation = explain_kueue(RAYJOB, workload("5"), None, TEAM_B, "team-b", cohort_members=None, flavors=FLAVORS, nodes=None)
+    row = next(r for r in explanation.to_dict()["flavors"] if (r["podSet"], r["flavor"], r["resource"]) == ("workers", "h100", GPU))
+    assert (row["potentialAvailable"], row["cohortCanLend"]) == (None, None)
+    assert "the cohort can lend an unknown amount more" in "\n".join(explanation.lines())
+
+
 def test_kueue_json_carries_the_facts_as_fields():
     data = kueue(workload("5"), position={"positionInLocalQueue": 0, "positionInClusterQueue": 2}).to_dict()
     assert (data["localQueue"], data["clusterQueue"], data["cohort"], data["state"], data["couldFit"]) == ("team-a", "team-a", "gpu", "pending", True)

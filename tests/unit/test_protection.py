@@ -149,12 +149,12 @@ DEACTIVATION_ROWS = [
     ("admitted", _wl(conditions=[condition("Admitted", "Admitted", "ok")]), None),
     ("preempted: readmitted later", _wl(conditions=[condition("Evicted", "Preempted", "to accommodate")]), None),
     ("the limit passed, not yet deactivated", _wl(conditions=[condition("DeactivationTarget", "MaximumExecutionTimeExceeded", "exceeding the maximum execution time")], max_seconds=600),
-     "the run-time limit of 600s (maxRunSeconds) was reached"),
+     "the run-time limit was reached (maximumExecutionTimeSeconds=600)"),
     ("deactivated for the limit", _wl(False, [condition("Evicted", "DeactivatedDueToMaximumExecutionTimeExceeded",
-     "The workload is deactivated due to exceeding the maximum execution time")], 600), "the run-time limit of 600s (maxRunSeconds) was reached"),
+     "The workload is deactivated due to exceeding the maximum execution time")], 600), "the run-time limit was reached (maximumExecutionTimeSeconds=600)"),
     ("stopped by an admin", _wl(False, [condition("Evicted", "Deactivated", "The workload is deactivated")]),
-     "Kueue deactivated the job and will not run it again (Deactivated: The workload is deactivated)"),
-    ("active false, no condition yet", _wl(False), "Kueue deactivated the job and will not run it again (spec.active is false)"),
+     "its Workload was deactivated by hand (spec.active: false)"),
+    ("active false, no condition yet", _wl(False), "its Workload was deactivated by hand (spec.active: false)"),
     ("no workload", None, None),
 ]  # fmt: skip
 
@@ -162,4 +162,4 @@ DEACTIVATION_ROWS = [
 @pytest.mark.parametrize("case,workload,expected", DEACTIVATION_ROWS, ids=[r[0] for r in DEACTIVATION_ROWS])
 def test_deactivation_is_told_apart_from_eviction(case, workload, expected):
     found = deactivation(workload)
-    assert (found is None) if expected is None else (found is not None and found.startswith(expected))
+    assert (found is None) if expected is None else (found is not None and found.words.startswith(expected))
