@@ -10,9 +10,10 @@ is never written. It measures time with the monotonic clock from the moment
 it first sees a `startTime`, so a skewed local clock cannot fire a deadline
 early.
 
-It never raises: a failed renewal is retried at the next interval, and the
-bound leaves room for several in a row (`renew_interval`); the first
-failure and the recovery are said once through `progress`. It does not
+After the first write, which raises what the API says (`start`), it never
+raises: a failed renewal is retried at the next interval, and the bound
+leaves room for several in a row (`renew_interval`); the first failure and
+the recovery are said once through `progress`. It does not
 decide when to stop: the backend stops it when the job ended, was deleted
 or was handed over.
 """
@@ -52,6 +53,14 @@ class OrphanGuard:
         self.renewals = 0
 
     def start(self) -> "OrphanGuard":
+        """Write the bound once now, in the caller's thread, then renew it in the background.
+
+        The first write raises what the API says (a missing `patch` right is an error before the
+        job runs, not a job that fails half an hour later because its bound was never renewed).
+        """
+        obj = self.rays.get("RayJob", self.name, self.namespace)
+        if obj is not None:
+            self.rays.patch("RayJob", self.name, self.namespace, {"spec": {"activeDeadlineSeconds": self.deadline_for(obj)}})
         self._thread = threading.Thread(target=self._run, name=f"orphan-guard-{self.name}", daemon=True)
         self._thread.start()
         return self
@@ -64,9 +73,8 @@ class OrphanGuard:
             thread.join(timeout=self.interval + 5.0)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._stop.wait(self.interval):
             self.renew_once()
-            self._stop.wait(self.interval)
 
     def deadline_for(self, obj: dict) -> int:
         """The deadline the RayJob should carry now, from its state and when its start was first seen."""

@@ -56,7 +56,9 @@ FAULTS = {
     "500 once": Fault({"code": 500}),
     "dropped once": Fault({"code": None, "drop": True}),
     "proxy 502 page once": Fault({"code": None, "body": HTML_ERROR_PAGE}),
-    "silent once": Fault({"code": None, "delay": 4}),
+    # A request that outlasts --request-timeout is never repeated, even with --timeout time left: the user's
+    # bound on one call is the bound on a silent server (exit 3 within it), not the job's whole --timeout.
+    "silent once": Fault({"code": None, "delay": 4}, lasting=True, retried=False),
     "late once": Fault({"code": None, "delay": 3}),  # past the client's timeout, then served: a create lands late
     "503 always": Fault({"code": 503, "times": None}, lasting=True),
     "dropped always": Fault({"code": None, "drop": True, "times": None}, lasting=True),
@@ -157,7 +159,7 @@ ROWS = [
     Row("discover", "GET", PODS, "HTML 200 always", what="listing pods"),
     Row("submit --dry-run", "GET", NODES, "500 once"),
     Row("submit --dry-run", "GET", NODES, "truncated JSON always"),
-    Row("submit (preflight)", "GET", NODES, "silent once", RT2),  # the time left allows a second try
+    Row("submit (preflight)", "GET", NODES, "silent once", RT2, bound=10, what="listing nodes"),
     # --timeout 5 with the default --request-timeout of 30 s: it took 32 s; now 5 s and the process's own start.
     Row("submit (preflight)", "GET", NODES, "silent always", ("--timeout", "5"), bound=15, what="listing nodes"),
     Row("submit (preflight)", "GET", NAMESPACE, "503 once"),
