@@ -42,6 +42,7 @@ from referencing import Registry, Resource
 from tests import schemas
 
 from .errors import FieldError, bad_request, forbidden, go_quote, invalid_value, not_supported, required_value
+from .quantity import QuantityError, quantity_from_json
 from .selectors import label_key_problems, label_value_problems
 
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -297,6 +298,13 @@ def _k8s_schemas() -> tuple[Any, Registry]:
 
 
 @functools.lru_cache(maxsize=None)
+def builtin_definitions() -> dict[str, Any]:
+    """Kubernetes' OpenAPI definitions by name (`io.k8s.api.core.v1.Pod`, ...), as the JSON Schemas carry them."""
+    base, _ = _k8s_schemas()
+    return json.loads(base.joinpath("_definitions.json").read_text())["$defs"]
+
+
+@functools.lru_cache(maxsize=None)
 def builtin_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
     """The strict schema of a built-in kind (None when the package has none)."""
     base, registry = _k8s_schemas()
@@ -335,7 +343,47 @@ def decode_builtin(obj: dict[str, Any], field_validation: str) -> list[str]:
             f'{kind} in version "{version}" cannot be handled as a {kind}: json: cannot unmarshal '
             f"{_json_type(error.instance)} into Go struct field .{_path(error.absolute_path)} of type {expected}"
         )
+    problem = _first_bad_quantity(obj, checker.schema)
+    if problem is not None:
+        raise bad_request(f'{kind} in version "{version}" cannot be handled as a {kind}: {problem}')
     return _handle_unknown(obj, errors, field_validation, kind, version)
+
+
+_QUANTITY_REF = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+
+
+def _first_bad_quantity(value: Any, schema: dict[str, Any]) -> str | None:
+    """The error of the first `resource.Quantity` in document order that does not parse (None: all parse).
+
+    Decoding JSON into the Go struct calls Quantity.UnmarshalJSON for each
+    (apimachinery@v0.33.1 pkg/api/resource/quantity.go), and the first error
+    fails the request.
+    """
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rpartition("/")[2]
+        if name == _QUANTITY_REF:
+            try:
+                quantity_from_json(value)
+            except QuantityError as error:
+                return str(error)
+            return None
+        schema = builtin_definitions().get(name, {})
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            sub = properties.get(key, extra if isinstance(extra, dict) else None)
+            if isinstance(sub, dict):
+                problem = _first_bad_quantity(item, sub)
+                if problem is not None:
+                    return problem
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for item in value:
+            problem = _first_bad_quantity(item, schema["items"])
+            if problem is not None:
+                return problem
+    return None
 
 
 def builtin_field_errors(obj: dict[str, Any]) -> list[FieldError]:
