@@ -145,14 +145,24 @@ def _document(group: str, version: str, resources: list[ResourceType]) -> dict[s
     }
 
 
-def _operation_prefix(group: str, version: str) -> str:
-    """`CoreV1`, `AppsV1`, `RbacAuthorizationV1`, `RayIoV1`: how operation ids name a group-version."""
-    if not group:
-        words = ["core"]
-    else:
-        stem = group[: -len(".k8s.io")] if group.endswith(".k8s.io") else group
-        words = [w for part in stem.split(".") for w in part.split("-")]
-    return "".join(w[:1].upper() + w[1:] for w in words) + version[:1].upper() + version[1:]
+def _group_words(group: str) -> list[str]:
+    """The words of a group as operation ids spell them (".k8s.io" dropped, "" is "core")."""
+    stem = group[: -len(".k8s.io")] if group.endswith(".k8s.io") else group or "core"
+    return [w for part in stem.split(".") for w in part.split("-") if w]
+
+
+def _operation_id(verb: str, group: str, version: str, rest: str) -> str:
+    """GetOperationIDAndTags (apiserver@v0.33.1 pkg/endpoints/openapi/openapi.go): the verb, the group and
+    version capitalised, then the rest (`deletecollection` splits as `delete` + `Collection...`)."""
+    if verb == "deletecollection":
+        verb, rest = "delete", "Collection" + rest
+    words = [*_group_words(group), version]
+    return verb + "".join(w[:1].upper() + w[1:] for w in words) + rest
+
+
+def _tag(group: str, version: str) -> str:
+    words = _group_words(group)
+    return words[0] + "".join(w[:1].upper() + w[1:] for w in words[1:]) + "_" + version
 
 
 def _ref(name: str) -> dict[str, Any]:
@@ -168,9 +178,8 @@ def _operation(resource: ResourceType, group: str, version: str, action: str, ve
     scope = "Namespaced" if resource.namespaced and not all_namespaces else ""
     suffix = "ForAllNamespaces" if all_namespaces else ""
     operation: dict[str, Any] = {
-        "tags": [_operation_prefix(group, version)[:1].lower() + _operation_prefix(group, version)[1:]],
-        "operationId": f"{verb}{_operation_prefix(group, version)}{scope}{resource.kind}"
-                       f"{subresource.title()}{suffix}",
+        "tags": [_tag(group, version)],
+        "operationId": _operation_id(verb, group, version, f"{scope}{resource.kind}{subresource.title()}{suffix}"),
         "parameters": [{"name": name, "in": "query", "schema": schema, "uniqueItems": True}
                        for name, schema in _QUERY_OPTIONS.get(action, [])],
         "responses": {"200": {"description": "OK", "content": _content(answer)}},

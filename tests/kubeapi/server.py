@@ -1,36 +1,44 @@
-"""A Kubernetes API server for tests, spoken to by the official client.
+"""A Kubernetes API server for tests, spoken to by the official client and by a real kubectl.
 
-`KubeApiServer` serves the Kubernetes REST API over plain HTTP on 127.0.0.1
-(a kernel-chosen port): discovery, CRUD/list/watch/patch/delete on built-in
-kinds (core/v1, apps/v1 Deployments, batch/v1 Jobs, Leases, PriorityClasses,
-RBAC) and on the CRDs of one KubeRay and one Kueue release
-(`release=`/`kuberay=`/`kueue=`, see tests/schemas.py), serving exactly the
-versions those CRDs mark served and converting Kueue objects between them
-(conversion.py). Status subresources, pod logs, pod port-forwarding over
-WebSocket (a pod that is not Running fails as on a real cluster),
-TokenRequest and SelfSubjectAccessReview. What it accepts, a real API server
-of that release accepts too, with the same status codes and `Status` bodies:
-see store.py (write pipeline, paging, garbage collection), kinds.py (per-kind
-behaviour), validation.py (schemas), cel.py (CRD CEL rules), ssa.py
+`KubeApiServer` serves the Kubernetes REST API on 127.0.0.1 (a kernel-chosen
+port), over plain HTTP or, with `tls=True`, over HTTPS with a CA and serving
+certificate made at start (tls.py): discovery, OpenAPI v3 (openapi.py),
+CRUD/list/watch/patch/delete on built-in kinds (core/v1, apps/v1
+Deployments, batch/v1 Jobs, Leases, PriorityClasses, RBAC) and on the CRDs of
+one KubeRay and one Kueue release (`release=`/`kuberay=`/`kueue=`, see
+tests/schemas.py), serving exactly the versions those CRDs mark served and
+converting Kueue objects between them (conversion.py). Status subresources,
+pod logs, pod port-forwarding over WebSocket (a pod that is not Running fails
+as on a real cluster), TokenRequest and SelfSubjectAccessReview; custom
+resources print as the `meta.k8s.io` Table `kubectl get` asks for
+(tables.py). What it accepts, a real API server of that release accepts too,
+with the same status codes and `Status` bodies: see store.py (write pipeline,
+paging, garbage collection), kinds.py and podspec.py (per-kind behaviour and
+pod validation), validation.py (schemas), cel.py (CRD CEL rules), ssa.py
 (server-side apply and managedFields), auth.py (tokens and RBAC). Field
 validation defaults to Warn as on a real server (unknown fields dropped with
 a `Warning` header); Strict and Ignore when the request asks.
 
-Tests drive it two ways: through HTTP with `kubernetes.client` (via
+Tests drive it three ways: through HTTP with `kubernetes.client` (via
 `api_client(token)` or `write_kubeconfig(path, token=...)`; the default token
-is the admin's, `service_account_token(ns, name)` mints a ServiceAccount's),
-and directly through `create_object`/`get_object`/`list_objects`/
+is the admin's, `service_account_token(ns, name)` mints a ServiceAccount's;
+over TLS the kubeconfig names the CA as a file or inline data, and its user
+may be an exec credential plugin), with a real `kubectl` through such a
+kubeconfig, and directly through `create_object`/`get_object`/`list_objects`/
 `update_status`/`delete_object`, which take the same path through the store
 (defaults, hooks, validation, watch events; no authorization) without HTTP.
 Extension points simulate webhooks (`add_mutating_hook`), aggregated APIs
 (`add_handler`) and faults (`fail_next`: delays, dropped connections, error
 statuses, bodies that are not JSON, broken watches).
 
-What this does not do: no TLS, no protobuf or CBOR, no exec/attach, no SPDY
-(port-forward is WebSocket only), no kubelet or controllers beyond the
-garbage collector, the namespace controller and the ServiceAccount
-controller's `default` account. It never listens on anything but loopback.
-tests/kubeapi/README.md lists where it still differs from a real server.
+What this does not do: no client certificates, no protobuf (a protobuf body
+is 415; `/openapi/v2` is an empty document) or CBOR, no exec/attach, no SPDY
+(port-forward is WebSocket only, and over plain HTTP only: with TLS one thread
+would read and another write the same SSL connection), no kubelet or
+controllers beyond the garbage collector, the namespace controller and the
+ServiceAccount controller's `default` account. It never listens on anything
+but loopback. tests/kubeapi/README.md lists where it still differs from a
+real server.
 """
 
 from __future__ import annotations
