@@ -34,37 +34,13 @@ of several errors is Go's random map order; here it is the order written.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from .errors import FieldError, forbidden, go_quote, invalid_value, not_supported, required_value
 from .quantity import Quantity, QuantityError, quantity_from_json
-from .validation import validate_name
+from .validation import label_value_problems, qualified_name_problems, validate_name
 
 __all__ = ["label_name_errors", "labels_errors", "validate_pod_spec", "is_extended_resource"]
-
-# apimachinery@v0.33.1 pkg/util/validation/validation.go (IsQualifiedName, IsValidLabelValue, RegexError)
-_QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QUALIFIED_NAME = re.compile(f"^{_QUALIFIED_NAME_FMT}$")
-_QUALIFIED_NAME_MESSAGE = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
-    f"character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{_QUALIFIED_NAME_FMT}')"
-)
-_LABEL_VALUE_FMT = f"({_QUALIFIED_NAME_FMT})?"
-_LABEL_VALUE = re.compile(f"^{_LABEL_VALUE_FMT}$")
-_LABEL_VALUE_MESSAGE = (
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start "
-    f"and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for "
-    f"validation is '{_LABEL_VALUE_FMT}')"
-)
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT = f"{_DNS1123_LABEL_FMT}(\\.{_DNS1123_LABEL_FMT})*"
-_DNS1123_SUBDOMAIN = re.compile(f"^{_DNS1123_SUBDOMAIN_FMT}$")
-_DNS1123_SUBDOMAIN_MESSAGE = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start "
-    f"and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
-    f"'{_DNS1123_SUBDOMAIN_FMT}')"
-)
 
 # kubernetes@v1.33 pkg/apis/core/validation/validation.go
 _NEGATIVE = "must be greater than or equal to 0"
@@ -73,40 +49,6 @@ _RESTART_POLICIES = ["Always", "OnFailure", "Never"]
 _TOLERATION_OPERATORS = ["Equal", "Exists"]
 _TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 _QOS_RESOURCES = ("cpu", "memory")
-
-
-def qualified_name_problems(value: str) -> list[str]:
-    """IsQualifiedName: one message per problem."""
-    parts = value.split("/")
-    problems: list[str] = []
-    if len(parts) > 2:
-        return [f"a qualified name {_QUALIFIED_NAME_MESSAGE} with an optional DNS subdomain prefix and '/' "
-                "(e.g. 'example.com/MyName')"]
-    name = parts[-1]
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            problems.append("prefix part must be non-empty")
-        else:
-            if len(prefix) > 253:
-                problems.append("prefix part must be no more than 253 characters")
-            if not _DNS1123_SUBDOMAIN.match(prefix):
-                problems.append(f"prefix part {_DNS1123_SUBDOMAIN_MESSAGE}")
-    if not name:
-        problems.append("name part must be non-empty")
-    elif len(name) > 63:
-        problems.append("name part must be no more than 63 characters")
-    if not _QUALIFIED_NAME.match(name):
-        problems.append(f"name part {_QUALIFIED_NAME_MESSAGE}")
-    return problems
-
-
-def label_value_problems(value: str) -> list[str]:
-    """IsValidLabelValue."""
-    problems = ["must be no more than 63 characters"] if len(value) > 63 else []
-    if not _LABEL_VALUE.match(value):
-        problems.append(_LABEL_VALUE_MESSAGE)
-    return problems
 
 
 def label_name_errors(path: str, name: Any) -> list[FieldError]:
