@@ -343,6 +343,37 @@ class Kube:
         return client.CustomObjectsApi(self.api_client)
 
 
+class _CredentialFailures:
+    """While loading a kubeconfig, what the client logs at ERROR (a failed exec plugin) is kept, not printed.
+
+    kubernetes.config's loader reports a failing exec credential plugin only through
+    `logging.error` and carries on without credentials; the module-level call would also
+    configure the root logger and print `ERROR:root:...` on stderr.
+    """
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+        self._handler: Any = None
+
+    def __enter__(self) -> "_CredentialFailures":
+        import logging
+
+        messages = self.messages
+
+        class Keep(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                messages.append(record.getMessage())
+
+        self._handler = Keep(logging.ERROR)
+        logging.getLogger().addHandler(self._handler)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        import logging
+
+        logging.getLogger().removeHandler(self._handler)
+
+
 def connect_target(target: KubeTarget, deadline: Optional[Deadline] = None) -> Kube:
     """A fresh bounded ApiClient for a resolved target: the kubeconfig files merged (kubectl's rule), or in-cluster."""
     from kubernetes import client, config
@@ -358,16 +389,21 @@ def connect_target(target: KubeTarget, deadline: Optional[Deadline] = None) -> K
         kube.deadline = deadline
         return kube
     named = ", ".join(repr(str(p)) for p in target.files)
+    failures = _CredentialFailures()
     try:
         # The client merges a colon list as kubectl does (first file wins per cluster, context and
         # user); the context is passed explicitly because it would take the *last* current-context.
-        config.load_kube_config(
-            config_file=os.pathsep.join(str(p) for p in target.files), context=target.context, client_configuration=configuration
-        )
+        with failures:
+            config.load_kube_config(
+                config_file=os.pathsep.join(str(p) for p in target.files), context=target.context, client_configuration=configuration
+            )
     except ConfigException as exc:
         raise BadInput(f"kubeconfig {named}: {exc}") from None
     except Exception as exc:  # malformed YAML and the like
         raise BadInput(f"kubeconfig {named} cannot be loaded: {_short(exc)}") from None
+    if failures.messages and not (configuration.api_key or configuration.cert_file):
+        # The user's exec credential plugin failed: the client only logs it and would go on as anonymous.
+        raise ClusterUnreachable(f"kubeconfig {named}: getting credentials: {_short_text(failures.messages[0])}")
     kube = Kube(
         _bounded_api_client(configuration, target.request_timeout), target.namespace, False, target.context, target.request_timeout
     )

@@ -9,7 +9,10 @@ name), kind-specific validation and immutability, what a /status write may
 change, and when `metadata.generation` moves.
 
 Every built-in kind is also checked against Kubernetes' OpenAPI schema
-(validation.py); custom resources against their CRD's schema.
+(validation.py); custom resources against their CRD's schema. Pod specs, in
+Pods and in the templates of PodTemplates, Jobs and Deployments, get the Go
+validation written in podspec.py; Pods the Priority admission plugin
+(`admit_priority`).
 
 What this does not do: it is not a full port of the Go validation; only the
 rules written in each strategy exist. No controllers run (no Deployment
@@ -37,6 +40,7 @@ from .errors import (
     not_supported,
     required_value,
 )
+from .podspec import validate_pod_spec
 from .resources import ResourceType
 from .selectors import from_label_selector_object
 from .validation import (
@@ -193,30 +197,38 @@ def qos_class(spec: dict[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-def validate_pod_spec(spec: Any, path: str) -> list[FieldError]:
-    if not isinstance(spec, dict):
-        return [required_value(path)]
-    errors: list[FieldError] = []
-    if not spec.get("containers"):
-        errors.append(required_value(f"{path}.containers"))
-    seen: set[str] = set()
-    for key in ("initContainers", "containers"):
-        for index, container in enumerate(spec.get(key) or []):
-            base = f"{path}.{key}[{index}]"
-            name = container.get("name") if isinstance(container, dict) else None
-            if not name:
-                errors.append(required_value(f"{base}.name"))
-            else:
-                errors += validate_name(f"{base}.name", name, "label")
-                if name in seen:
-                    errors.append(FieldError(f"{base}.name", "FieldValueDuplicate", f'Duplicate value: "{name}"'))
-                seen.add(name)
-            if isinstance(container, dict) and not container.get("image"):
-                errors.append(required_value(f"{base}.image"))
-    policy = spec.get("restartPolicy")
-    if policy not in ("Always", "OnFailure", "Never"):
-        errors.append(not_supported(f"{path}.restartPolicy", policy, ["Always", "OnFailure", "Never"]))
-    return errors
+def admit_priority(pod: dict[str, Any], view: StoreView) -> None:
+    """The Priority admission plugin on a pod's CREATE (a mutating plugin: it runs before validation).
+
+    kubernetes@v1.33 plugin/pkg/admission/priority/admission.go (admitPod,
+    getDefaultPriorityClass): the class named, else the lowest-valued
+    globalDefault class, else priority 0 and PreemptLowerPriority; a class that
+    does not exist, or a `priority` or `preemptionPolicy` in the pod that
+    differs from what the class gives, is 403 Forbidden.
+    """
+    spec, name = pod["spec"], pod["metadata"].get("name") or pod["metadata"].get("generateName", "")
+    class_name = spec.get("priorityClassName")
+    if class_name:
+        priority_class = view.find("scheduling.k8s.io", "PriorityClass", class_name, None)
+        if priority_class is None:
+            raise forbidden_error("", "pods", name, f"no PriorityClass with name {class_name} was found")
+    else:
+        defaults = [p for p in view.find_all("scheduling.k8s.io", "PriorityClass") if p.get("globalDefault")]
+        priority_class = min(defaults, key=lambda p: p.get("value", 0)) if defaults else None
+        if priority_class is not None:
+            spec["priorityClassName"] = priority_class["metadata"]["name"]
+    priority = priority_class.get("value", 0) if priority_class is not None else 0
+    policy = (priority_class or {}).get("preemptionPolicy", "PreemptLowerPriority")
+    if "priority" in spec and spec["priority"] != priority:
+        raise forbidden_error("", "pods", name, f"the integer value of priority ({spec['priority']}) must not be "
+                                                f"provided in pod spec; priority admission controller computed "
+                                                f"{priority} from the given PriorityClass name")
+    spec["priority"] = priority
+    if spec.get("preemptionPolicy") is not None and spec["preemptionPolicy"] != policy:
+        raise forbidden_error("", "pods", name, f"the string value of PreemptionPolicy ({spec['preemptionPolicy']}) "
+                                                f"must not be provided in pod spec; priority admission controller "
+                                                f"computed {policy} from the given PriorityClass name")
+    spec["preemptionPolicy"] = policy
 
 
 _POD_MUTABLE_MESSAGE = (
@@ -237,26 +249,20 @@ class PodStrategy(Strategy):
         # ServiceAccount admission.
         account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
         spec["serviceAccountName"] = spec["serviceAccount"] = account
-        # Priority admission.
-        class_name = spec.get("priorityClassName")
-        if class_name:
-            priority_class = view.find("scheduling.k8s.io", "PriorityClass", class_name, None)
-            if priority_class is None:
-                raise forbidden_error("", "pods", obj["metadata"].get("name", ""),
-                                      f"no PriorityClass with name {class_name} was found")
-            spec["priority"] = priority_class.get("value", 0)
-            spec["preemptionPolicy"] = priority_class.get("preemptionPolicy", "PreemptLowerPriority")
-        elif "priority" not in spec:
-            default = next((p for p in view.find_all("scheduling.k8s.io", "PriorityClass") if p.get("globalDefault")), None)
-            spec["priority"] = default.get("value", 0) if default else 0
-            if default:
-                spec["priorityClassName"] = default["metadata"]["name"]
+        admit_priority(obj, view)
         # DefaultTolerationSeconds admission.
         tolerations = spec.setdefault("tolerations", [])
         for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
             if not any(t.get("key") == key for t in tolerations):
                 tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+
+    def prepare_update(self, new: dict[str, Any], old: dict[str, Any], view: StoreView) -> None:
+        # The Priority plugin on UPDATE: what it set on create is kept when the update leaves it out.
+        spec, previous = new.setdefault("spec", {}), old.get("spec") or {}
+        for key in ("priority", "preemptionPolicy"):
+            if key not in spec and key in previous:
+                spec[key] = previous[key]
 
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
         errors = validate_pod_spec(obj.get("spec"), "spec")
@@ -538,6 +544,19 @@ class JobStrategy(Strategy):
         return True
 
 
+class PodTemplateStrategy(Strategy):
+    """PodTemplates: the pod spec defaults and ValidatePodTemplate (kubernetes@v1.33
+    pkg/apis/core/validation/validation.go: ValidatePodTemplate -> ValidatePodTemplateSpec)."""
+
+    def default(self, obj: dict[str, Any]) -> None:
+        default_pod_spec(obj.setdefault("template", {}).setdefault("spec", {}))
+
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+        template = obj.get("template") or {}
+        errors = validate_labels("template.metadata.labels", (template.get("metadata") or {}).get("labels"))
+        return errors + validate_pod_spec(template.get("spec"), "template.spec")
+
+
 class PriorityClassStrategy(Strategy):
     def default(self, obj: dict[str, Any]) -> None:
         obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
@@ -642,6 +661,7 @@ _STRATEGIES: dict[tuple[str, str], type[Strategy]] = {
     ("", "Namespace"): NamespaceStrategy,
     ("", "Secret"): SecretStrategy,
     ("", "ConfigMap"): ConfigMapStrategy,
+    ("", "PodTemplate"): PodTemplateStrategy,
     ("apps", "Deployment"): DeploymentStrategy,
     ("batch", "Job"): JobStrategy,
     ("scheduling.k8s.io", "PriorityClass"): PriorityClassStrategy,

@@ -26,7 +26,8 @@ appended (the real merge puts the applier's items in its order); a field
 removed by an applier is deleted even when a non-apply manager later changed
 it; `x-kubernetes-map-type: atomic` is honoured but structs are always
 granular; managedFields sent by a client are ignored (the server keeps its
-own); no unions or `x-kubernetes-list-map-keys` defaults; built-in list
+own); no unions; a key field an item leaves out takes the schema's
+`default` (built-in kinds: only ports' `protocol: TCP`); built-in list
 types come from the strategic-merge key table in patches.py, not OpenAPI.
 """
 
@@ -86,13 +87,26 @@ class Shape:
         kind = node.get("x-kubernetes-list-type", "atomic")
         return kind, tuple(node.get("x-kubernetes-list-map-keys") or ())
 
+    def key_defaults(self) -> dict[str, Any]:
+        """Defaults of a map list's item fields (`protocol: TCP` of ports; a CRD's `default:` values)."""
+        if self.builtin:
+            return {"protocol": "TCP"} if self.field == "ports" else {}
+        items = (self.schema or {}).get("items")
+        properties = (items.get("properties") or {}) if isinstance(items, dict) else {}
+        return {k: v["default"] for k, v in properties.items() if isinstance(v, dict) and "default" in v}
+
     @property
     def atomic_map(self) -> bool:
         return not self.builtin and (self.schema or {}).get("x-kubernetes-map-type") == "atomic"
 
 
-def _key(item: dict[str, Any], keys: tuple[str, ...]) -> str:
-    return json.dumps({k: item.get(k) for k in keys if k in item}, sort_keys=True, separators=(",", ":"))
+def _key(item: dict[str, Any], keys: tuple[str, ...], defaults: dict[str, Any] | None = None) -> str:
+    """An item's key in a `map` list; a key field it leaves out takes the schema's default, as
+    structured-merge-diff does (sigs.k8s.io/structured-merge-diff/v4 typed/helpers.go,
+    keyedAssociativeListItemToPathElement, getAssociativeKeyDefault)."""
+    defaults = defaults or {}
+    fields = {k: item[k] if k in item else defaults[k] for k in keys if k in item or k in defaults}
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
 
 def _value(value: Any) -> str:
@@ -120,7 +134,7 @@ def field_set(obj: Any, shape: Shape, prefix: Path = ()) -> set[Path]:
         if kind == "map" and keys:
             for item in obj:
                 if isinstance(item, dict):
-                    item_path = prefix + (("k", _key(item, keys)),)
+                    item_path = prefix + (("k", _key(item, keys, shape.key_defaults())),)
                     out.add(item_path)
                     out |= field_set(item, shape.item(), item_path) - {item_path}
             return out
@@ -141,7 +155,8 @@ def value_at(obj: Any, path: Path, shape: Shape) -> Any:
             if not isinstance(current, list):
                 return _MISSING
             _, keys = shape.list_kind(current)
-            current = next((i for i in current if isinstance(i, dict) and _key(i, keys) == name), _MISSING)
+            current = next((i for i in current if isinstance(i, dict) and _key(i, keys, shape.key_defaults()) == name),
+                           _MISSING)
             shape = shape.item()
             if current is _MISSING:
                 return _MISSING
@@ -331,12 +346,12 @@ def merge(live: Any, config: Any, shape: Shape) -> Any:
     if isinstance(config, list) and isinstance(live, list):
         kind, keys = shape.list_kind(config + live)
         if kind == "map" and keys:
-            out = copy.deepcopy(live)
+            out, defaults = copy.deepcopy(live), shape.key_defaults()
             for item in config:
                 if not isinstance(item, dict):
                     continue
                 index = next((n for n, old in enumerate(out) if isinstance(old, dict)
-                              and _key(old, keys) == _key(item, keys)), None)
+                              and _key(old, keys, defaults) == _key(item, keys, defaults)), None)
                 if index is None:
                     out.append(copy.deepcopy(item))
                 else:
@@ -365,7 +380,8 @@ def remove(obj: Any, path: Path, shape: Shape) -> None:
             if not isinstance(parent, list):
                 return
             _, keys = shape.list_kind(parent)
-            parent = next((i for i in parent if isinstance(i, dict) and _key(i, keys) == name), None)
+            parent = next((i for i in parent if isinstance(i, dict) and _key(i, keys, shape.key_defaults()) == name),
+                          None)
             shape = shape.item()
             if parent is None:
                 return
@@ -376,7 +392,7 @@ def remove(obj: Any, path: Path, shape: Shape) -> None:
         parent.pop(name, None)
     elif kind == "k" and isinstance(parent, list):
         _, keys = shape.list_kind(parent)
-        parent[:] = [i for i in parent if not (isinstance(i, dict) and _key(i, keys) == name)]
+        parent[:] = [i for i in parent if not (isinstance(i, dict) and _key(i, keys, shape.key_defaults()) == name)]
     elif kind == "v" and isinstance(parent, list):
         parent[:] = [i for i in parent if _value(i) != name]
 

@@ -21,13 +21,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+import yaml
 from kubernetes import client, config, dynamic, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import portforward
 
 from tests import schemas
 from tests.kubeapi.errors import AdmissionDenied, ApiError
-from tests.kubeapi.server import KubeApiServer
+from tests.kubeapi.server import TOKEN, KubeApiServer
+from tests.kubeapi.tls import make_certificates
 
 RAY = ("ray.io", "v1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -1452,3 +1454,273 @@ def test_a_continue_token_older_than_the_history_is_410_expired(kube_server: Kub
     assert [i.metadata.name for i in rest.items] == ["cm-2", "cm-3"]  # inconsistent: from now, after cm-1
     code, body = expect_api_error(lambda: core.list_namespaced_config_map("default", _continue="garbage"))
     assert code == 400
+
+
+# --- pod validation and the Priority admission plugin ---------------------------------------------
+
+GPU = "nvidia.com/gpu"
+QUANTITY_REGEX = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
+HALF_A_GPU = ('resource.Quantity{i:resource.int64Amount{value:5, scale:-1}, d:resource.infDecAmount{Dec:(*inf.Dec)(nil)}, '
+              's:"", Format:"DecimalSI"}')
+
+
+def pod_with(name: str, container: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    manifest = pod_manifest(name)
+    manifest["spec"]["containers"][0].update(container or {})
+    manifest["spec"].update(spec)
+    return manifest
+
+
+def template_of(kind: str, name: str, container: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A Job, Deployment or PodTemplate whose one container is `container` (api version, manifest)."""
+    pod_spec = {"containers": [{"name": "c", "image": "busybox:1.36", **container}]}
+    if kind == "PodTemplate":
+        return "v1", {"apiVersion": "v1", "kind": kind, "metadata": {"name": name},
+                      "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec}}
+    pod_spec["restartPolicy"] = "Never" if kind == "Job" else "Always"
+    spec: dict[str, Any] = {"template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec}}
+    if kind == "Deployment":
+        spec["selector"] = {"matchLabels": {"app": name}}
+    api_version = "batch/v1" if kind == "Job" else "apps/v1"
+    return api_version, {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+POD_VALIDATION_CASES = [
+    pytest.param(pod_with("q", {"resources": {"limits": {"cpu": "2x"}}}), 400,
+                 f"Pod in version \"v1\" cannot be handled as a Pod: quantities must match the regular expression "
+                 f"'{QUANTITY_REGEX}'", id="a quantity that does not parse"),
+    pytest.param(pod_with("s", {"resources": {"requests": {"memory": "1MM"}}}), 400,
+                 "Pod in version \"v1\" cannot be handled as a Pod: unable to parse quantity's suffix",
+                 id="a quantity with an unknown suffix"),
+    pytest.param(pod_with("f", {"resources": {"limits": {GPU: "0.5"}}}), 422,
+                 f'Pod "f" is invalid: [spec.containers[0].resources.limits[{GPU}]: Invalid value: {HALF_A_GPU}: must be '
+                 f"an integer, spec.containers[0].resources.requests[{GPU}]: Invalid value: {HALF_A_GPU}: must be an "
+                 "integer]", id="a fractional extended resource (the request defaults to the limit)"),
+    pytest.param(pod_with("ne", {"resources": {"limits": {GPU: 2}, "requests": {GPU: 1}}}), 422,
+                 f'Pod "ne" is invalid: spec.containers[0].resources.requests: Invalid value: "1": must be equal to '
+                 f"{GPU} limit of 2", id="an extended resource request below its limit"),
+    pytest.param(pod_with("rq", {"resources": {"requests": {GPU: 1}}}), 422,
+                 'Pod "rq" is invalid: spec.containers[0].resources.limits: Required value: Limit must be set for non '
+                 "overcommitable resources", id="an extended resource request without a limit"),
+    pytest.param(pod_with("cpu", {"resources": {"limits": {"cpu": "1"}, "requests": {"cpu": "1500m"}}}), 422,
+                 'Pod "cpu" is invalid: spec.containers[0].resources.requests: Invalid value: "1500m": must be less '
+                 "than or equal to cpu limit of 1", id="a cpu request above its limit"),
+    pytest.param(pod_with("neg", {"resources": {"requests": {"memory": "-1Gi"}}}), 422,
+                 'Pod "neg" is invalid: spec.containers[0].resources.requests[memory]: Invalid value: "-1Gi": must be '
+                 "greater than or equal to 0", id="a negative quantity"),
+    pytest.param(pod_with("t", tolerations=[{"key": "k", "operator": "Exists", "value": "v", "effect": "NoSchedule"}]),
+                 422, 'Pod "t" is invalid: spec.tolerations[0].operator: Invalid value: core.Toleration{Key:"k", '
+                 'Operator:"Exists", Value:"v", Effect:"NoSchedule", TolerationSeconds:(*int64)(nil)}: value must be '
+                 "empty when `operator` is 'Exists'", id="a toleration with operator Exists and a value"),
+    pytest.param(pod_with("te", tolerations=[{"key": "k", "operator": "Equal", "value": "v", "effect": "Sometimes"}]),
+                 422, 'Pod "te" is invalid: spec.tolerations[0].effect: Unsupported value: "Sometimes": supported '
+                 'values: "NoSchedule", "PreferNoSchedule", "NoExecute"', id="a toleration with an unknown effect"),
+    pytest.param(pod_with("ts", tolerations=[{"key": "k", "operator": "Exists", "effect": "NoSchedule",
+                                              "tolerationSeconds": 30}]),
+                 422, 'Pod "ts" is invalid: spec.tolerations[0].effect: Invalid value: "NoSchedule": effect must be '
+                 "'NoExecute' when `tolerationSeconds` is set", id="tolerationSeconds without NoExecute"),
+    pytest.param(pod_with("tk", tolerations=[{"operator": "Equal", "value": "v"}]),
+                 422, 'Pod "tk" is invalid: spec.tolerations[0].operator: Invalid value: "Equal": operator must be '
+                 'Exists when `key` is empty, which means "match all values and all keys"',
+                 id="a toleration without a key that is not Exists"),
+    pytest.param(pod_with("ns", nodeSelector={"gpu type": "a100"}), 422,
+                 'Pod "ns" is invalid: spec.nodeSelector: Invalid value: "gpu type": name part must consist of '
+                 "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character "
+                 "(e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+                 "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')", id="a node selector key that is not a label key"),
+    pytest.param(pod_with("aff", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                     "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In"}]}]}}}),
+                 422, 'Pod "aff" is invalid: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution'
+                 ".nodeSelectorTerms[0].matchExpressions[0].values: Required value: must be specified when `operator` "
+                 "is 'In' or 'NotIn'", id="a node affinity requirement In without values"),
+    pytest.param(pod_with("w", affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                     {"weight": 0, "preference": {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}}]}}),
+                 422, 'Pod "w" is invalid: spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution'
+                 "[0].weight: Invalid value: 0: must be in the range 1-100", id="a preferred term of weight 0"),
+]
+
+
+@pytest.mark.parametrize(("manifest", "code", "message"), POD_VALIDATION_CASES)
+def test_pods_are_validated_as_kube_apiserver_does(
+    kube_api: client.ApiClient, manifest: dict[str, Any], code: int, message: str
+) -> None:
+    pods = dynamic.DynamicClient(kube_api).resources.get(api_version="v1", kind="Pod")
+    got, body = expect_api_error(lambda: pods.create(body=manifest, namespace="default"))
+    assert (got, body["reason"], body["message"]) == (code, "BadRequest" if code == 400 else "Invalid", message)
+
+
+@pytest.mark.parametrize("kind", ["Job", "Deployment", "PodTemplate"])
+def test_pod_templates_are_validated_like_pods(kube_api: client.ApiClient, kind: str) -> None:
+    api_version, manifest = template_of(kind, "tpl", {"resources": {"requests": {GPU: 1}}})
+    resource = dynamic.DynamicClient(kube_api).resources.get(api_version=api_version, kind=kind)
+    code, body = expect_api_error(lambda: resource.create(body=manifest, namespace="default"))
+    path = "template.spec" if kind == "PodTemplate" else "spec.template.spec"
+    group = api_version.rpartition("/")[0]
+    assert (code, body["message"]) == (422, f'{kind}{"." + group if group else ""} "tpl" is invalid: '
+                                            f"{path}.containers[0].resources.limits: Required value: Limit must be set "
+                                            "for non overcommitable resources")
+
+
+def test_custom_resources_get_their_schema_only_not_the_pod_rules(kube_api: client.ApiClient) -> None:
+    # A real server validates a RayJob's pod templates against the CRD schema alone.
+    job = rayjob_manifest("frac", rayClusterSpec={"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {
+        "containers": [{"name": "head", "image": "ray:2", "resources": {"limits": {GPU: "0.5"}}}]}}}})
+    created = client.CustomObjectsApi(kube_api).create_namespaced_custom_object(*RAY, "default", "rayjobs", job)
+    assert created["metadata"]["name"] == "frac"
+
+
+@pytest.mark.parametrize(("classes", "spec", "code", "outcome"), [
+    pytest.param([], {"priority": 1000}, 403,
+                 'pods "p" is forbidden: the integer value of priority (1000) must not be provided in pod spec; '
+                 "priority admission controller computed 0 from the given PriorityClass name",
+                 id="a priority without a class"),
+    pytest.param([], {"priority": 0}, 201, (0, None, "PreemptLowerPriority"),
+                 id="priority 0 without a class is what the plugin computes"),
+    pytest.param([("urgent", 1000, False)], {"priorityClassName": "urgent", "priority": 5}, 403,
+                 'pods "p" is forbidden: the integer value of priority (5) must not be provided in pod spec; '
+                 "priority admission controller computed 1000 from the given PriorityClass name",
+                 id="a priority that differs from the class"),
+    pytest.param([("urgent", 1000, False)], {"priorityClassName": "urgent", "preemptionPolicy": "Never"}, 403,
+                 'pods "p" is forbidden: the string value of PreemptionPolicy (Never) must not be provided in pod spec; '
+                 "priority admission controller computed PreemptLowerPriority from the given PriorityClass name",
+                 id="a preemptionPolicy that differs from the class"),
+    pytest.param([("high", 100, True), ("low", 10, True)], {}, 201, (10, "low", "PreemptLowerPriority"),
+                 id="the lowest global default applies"),
+])
+def test_priority_admission_plugin(
+    kube_server: KubeApiServer, kube_api: client.ApiClient, classes: list[tuple[str, int, bool]],
+    spec: dict[str, Any], code: int, outcome: Any,
+) -> None:
+    for name, value, default in classes:
+        kube_server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                   "metadata": {"name": name}, "value": value, "globalDefault": default})
+    pods = dynamic.DynamicClient(kube_api).resources.get(api_version="v1", kind="Pod")
+    manifest = pod_with("p", **spec)
+    if code == 403:
+        got, body = expect_api_error(lambda: pods.create(body=manifest, namespace="default"))
+        assert (got, body["reason"], body["message"]) == (403, "Forbidden", outcome)
+        return
+    created = pods.create(body=manifest, namespace="default").to_dict()["spec"]
+    assert (created["priority"], created.get("priorityClassName"), created["preemptionPolicy"]) == outcome
+
+
+# --- what kubectl needs: TLS, OpenAPI, Tables, media types ----------------------------------------
+
+
+@pytest.fixture
+def tls_server() -> Iterator[KubeApiServer]:
+    with KubeApiServer(tls=True) as server:
+        yield server
+    assert server.internal_errors == [], "\n".join(server.internal_errors)
+
+
+def test_tls_server_is_verified_against_its_own_ca(tls_server: KubeApiServer, tmp_path: Path) -> None:
+    assert tls_server.url.startswith("https://127.0.0.1:")
+    with tls_server.api_client() as api:
+        assert "default" in {n.metadata.name for n in client.CoreV1Api(api).list_namespace().items}
+    # Another CA, as a client configured for another cluster has: the handshake fails.
+    other_ca = tmp_path / "other-ca.crt"
+    other_ca.write_bytes(make_certificates().ca_pem)
+    configuration = client.Configuration()
+    configuration.host, configuration.ssl_ca_cert, configuration.retries = tls_server.url, str(other_ca), False
+    configuration.api_key = {"authorization": f"Bearer {TOKEN}"}
+    with client.ApiClient(configuration) as api, pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):
+        client.CoreV1Api(api).list_namespace()
+
+
+@pytest.mark.parametrize(("authority", "exec_api_version"), [
+    ("file", None), ("data", None), ("data", "client.authentication.k8s.io/v1"),
+    ("file", "client.authentication.k8s.io/v1beta1"),
+])
+def test_tls_kubeconfig_forms_load_in_the_official_client(
+    tls_server: KubeApiServer, tmp_path: Path, authority: str, exec_api_version: str | None
+) -> None:
+    path = tls_server.write_kubeconfig(tmp_path / "config", certificate_authority=authority,
+                                       exec_api_version=exec_api_version)
+    cluster = yaml.safe_load(path.read_text())["clusters"][0]["cluster"]
+    assert ("certificate-authority" if authority == "file" else "certificate-authority-data") in cluster
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(path), client_configuration=configuration)
+    with client.ApiClient(configuration) as api:
+        assert client.CustomObjectsApi(api).list_namespaced_custom_object(*RAY, "default", "rayjobs")["items"] == []
+
+
+def _get(api: client.ApiClient, path: str, accept: str = "application/json") -> Any:
+    return api.rest_client.pool_manager.request(
+        "GET", api.configuration.host + path, headers={"Accept": accept, "Authorization": f"Bearer {TOKEN}"},
+        redirect=False)
+
+
+def test_openapi_v3_lists_every_group_version_and_marks_field_validation(kube_api: client.ApiClient) -> None:
+    discovery = json.loads(_get(kube_api, "/openapi/v3").data)["paths"]
+    assert {"api/v1", "apis/apps/v1", "apis/batch/v1", "apis/ray.io/v1", "apis/kueue.x-k8s.io/v1beta2"} <= set(discovery)
+    url = discovery["apis/ray.io/v1"]["serverRelativeURL"]
+    answer = _get(kube_api, url)
+    assert answer.status == 200 and answer.headers["Cache-Control"] == "public, immutable"
+    document = json.loads(answer.data)
+    patch = document["paths"]["/apis/ray.io/v1/namespaces/{namespace}/rayjobs/{name}"]["patch"]
+    assert patch["x-kubernetes-group-version-kind"] == {"group": "ray.io", "version": "v1", "kind": "RayJob"}
+    assert "fieldValidation" in {p["name"] for p in patch["parameters"]}
+    assert set(patch["requestBody"]["content"]) == {
+        "application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"}
+    assert document["components"]["schemas"]["io.ray.v1.RayJob"]["properties"]["spec"]["type"] == "object"
+    core = json.loads(_get(kube_api, discovery["api/v1"]["serverRelativeURL"]).data)
+    pod_patch = core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]
+    assert "application/strategic-merge-patch+json" in pod_patch["requestBody"]["content"]
+    containers = core["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"]
+    assert containers["x-kubernetes-patch-merge-key"] == "name"
+    assert containers["items"] == {"$ref": "#/components/schemas/io.k8s.api.core.v1.Container"}
+    stale = _get(kube_api, "/openapi/v3/apis/ray.io/v1?hash=0")
+    assert stale.status == 301 and stale.headers["Location"] == url
+    assert _get(kube_api, "/openapi/v3/apis/nothing.example/v1").status == 404
+
+
+def test_openapi_v2_is_an_empty_protobuf_document(kube_api: client.ApiClient) -> None:
+    answer = _get(kube_api, "/openapi/v2", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
+    assert answer.status == 200
+    assert answer.headers["Content-Type"] == "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+    assert answer.data.startswith(b"\n\x032.0\x12")  # field 1 (swagger) "2.0", then field 2 (info)
+    assert _get(kube_api, "/openapi/v2", "text/html").status == 406
+
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+
+
+def test_custom_resources_are_printed_as_tables_with_their_printer_columns(
+    kube_server: KubeApiServer, kube_api: client.ApiClient
+) -> None:
+    job = kube_server.create_object(rayjob_manifest("printed"))
+    kube_server.update_status({**job, "status": {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running"}})
+    table = json.loads(_get(kube_api, "/apis/ray.io/v1/namespaces/default/rayjobs", TABLE).data)
+    assert (table["kind"], table["apiVersion"]) == ("Table", "meta.k8s.io/v1")
+    assert [c["name"] for c in table["columnDefinitions"]][:4] == ["Name", "job status", "deployment status",
+                                                                   "ray cluster name"]
+    row = table["rows"][0]
+    assert row["cells"][:3] == ["printed", "RUNNING", "Running"] and row["cells"][-1].endswith("s")
+    assert row["object"]["kind"] == "PartialObjectMetadata" and row["object"]["metadata"]["name"] == "printed"
+    one = json.loads(_get(kube_api, "/apis/ray.io/v1/namespaces/default/rayjobs/printed", TABLE).data)
+    assert one["rows"][0]["cells"][0] == "printed"
+    # Built-in kinds answer the plain list, which kubectl accepts from the same Accept header.
+    assert json.loads(_get(kube_api, "/api/v1/namespaces", TABLE).data)["kind"] == "NamespaceList"
+
+
+def test_a_protobuf_body_is_415(kube_api: client.ApiClient) -> None:
+    answer = kube_api.rest_client.pool_manager.request(
+        "POST", kube_api.configuration.host + "/api/v1/namespaces/default/configmaps", body=b"k8s\x00\n\x0f",
+        headers={"Content-Type": "application/vnd.kubernetes.protobuf", "Authorization": f"Bearer {TOKEN}"})
+    body = json.loads(answer.data)
+    assert (answer.status, body["reason"]) == (415, "UnsupportedMediaType")
+    assert body["message"] == ("the body of the request was in an unknown format - accepted media types include: "
+                               "application/json, application/yaml")
+
+
+def test_reapplying_ports_without_protocol_keeps_one_item_per_port(kube_api: client.ApiClient) -> None:
+    # The CRD defaults `protocol: TCP`; structured-merge-diff keys the applied item with that default.
+    job = rayjob_manifest("ports", rayClusterSpec={"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {
+        "containers": [{"name": "head", "image": "ray:2", "ports": [{"containerPort": 8265, "name": "dashboard"}]}]}}}})
+    custom = client.CustomObjectsApi(kube_api)
+    for _ in range(2):
+        applied = custom.patch_namespaced_custom_object(*RAY, "default", "rayjobs", "ports", job,
+                                                        field_manager="kubectl", _content_type="application/apply-patch+yaml")
+    ports = applied["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]
+    assert ports == [{"containerPort": 8265, "name": "dashboard", "protocol": "TCP"}]

@@ -42,7 +42,7 @@ from referencing import Registry, Resource
 from tests import schemas
 
 from .errors import FieldError, bad_request, forbidden, go_quote, invalid_value, not_supported, required_value
-from .selectors import label_key_problems, label_value_problems
+from .quantity import QuantityError, quantity_from_json
 
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -91,6 +91,64 @@ OBJECT_META_FIELDS = frozenset(
 )
 
 
+# apimachinery@v0.33.1 pkg/util/validation/validation.go (IsQualifiedName, IsValidLabelValue, RegexError)
+_QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_QUALIFIED_NAME = re.compile(f"^{_QUALIFIED_NAME_FMT}$")
+_QUALIFIED_NAME_MESSAGE = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+    f"character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{_QUALIFIED_NAME_FMT}')"
+)
+_LABEL_VALUE_FMT = f"({_QUALIFIED_NAME_FMT})?"
+_LABEL_VALUE = re.compile(f"^{_LABEL_VALUE_FMT}$")
+_LABEL_VALUE_MESSAGE = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start "
+    f"and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for "
+    f"validation is '{_LABEL_VALUE_FMT}')"
+)
+_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN_FMT = f"{_DNS1123_LABEL_FMT}(\\.{_DNS1123_LABEL_FMT})*"
+_DNS1123_SUBDOMAIN = re.compile(f"^{_DNS1123_SUBDOMAIN_FMT}$")
+_DNS1123_SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start "
+    f"and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    f"'{_DNS1123_SUBDOMAIN_FMT}')"
+)
+
+
+def qualified_name_problems(value: str) -> list[str]:
+    """IsQualifiedName: one message per problem."""
+    parts = value.split("/")
+    problems: list[str] = []
+    if len(parts) > 2:
+        return [f"a qualified name {_QUALIFIED_NAME_MESSAGE} with an optional DNS subdomain prefix and '/' "
+                "(e.g. 'example.com/MyName')"]
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            problems.append("prefix part must be non-empty")
+        else:
+            if len(prefix) > 253:
+                problems.append("prefix part must be no more than 253 characters")
+            if not _DNS1123_SUBDOMAIN.match(prefix):
+                problems.append(f"prefix part {_DNS1123_SUBDOMAIN_MESSAGE}")
+    if not name:
+        problems.append("name part must be non-empty")
+    elif len(name) > 63:
+        problems.append("name part must be no more than 63 characters")
+    if not _QUALIFIED_NAME.match(name):
+        problems.append(f"name part {_QUALIFIED_NAME_MESSAGE}")
+    return problems
+
+
+def label_value_problems(value: str) -> list[str]:
+    """IsValidLabelValue."""
+    problems = ["must be no more than 63 characters"] if len(value) > 63 else []
+    if not _LABEL_VALUE.match(value):
+        problems.append(_LABEL_VALUE_MESSAGE)
+    return problems
+
+
 def name_problems(name: str, rule: str, *, prefix: bool = False) -> list[str]:
     """Why `name` breaks `rule` ("subdomain", "label", "dns1035", "path"); `prefix` checks a generateName."""
     if rule == "path":  # path.IsValidPathSegmentName (RBAC objects)
@@ -118,16 +176,12 @@ def validate_labels(path: str, labels: Any) -> list[FieldError]:
     if not isinstance(labels, dict):
         return [invalid_value(path, json.dumps(labels), "must be a map of strings")]
     errors: list[FieldError] = []
-    for key, value in labels.items():
-        problems = label_key_problems(key)
-        if problems:
-            errors.append(invalid_value(path, key, "; ".join(problems)))
+    for key, value in labels.items():  # ValidateLabels: one error per problem
+        errors += [invalid_value(path, key, problem) for problem in qualified_name_problems(key)]
         if not isinstance(value, str):
             errors.append(invalid_value(f"{path}[{key}]", value, "must be a string"))
             continue
-        problems = label_value_problems(value)
-        if problems:
-            errors.append(invalid_value(path, value, "; ".join(problems)))
+        errors += [invalid_value(path, value, problem) for problem in label_value_problems(value)]
     return errors
 
 
@@ -149,18 +203,16 @@ def validate_object_meta(meta: dict[str, Any], *, name_rule: str, namespaced: bo
     if not isinstance(annotations, dict):
         errors.append(invalid_value("metadata.annotations", json.dumps(annotations), "must be a map of strings"))
     else:
-        for key, value in annotations.items():
-            problems = label_key_problems(key.lower())
-            if problems:
-                errors.append(invalid_value("metadata.annotations", key, "; ".join(problems)))
+        for key, value in annotations.items():  # ValidateAnnotations
+            errors += [invalid_value("metadata.annotations", key, problem)
+                       for problem in qualified_name_problems(key.lower())]
             if not isinstance(value, str):
                 errors.append(invalid_value(f"metadata.annotations[{key}]", value, "must be a string"))
         if sum(len(k) + len(str(v)) for k, v in annotations.items()) > 256 * 1024:
             errors.append(FieldError("metadata.annotations", "FieldValueTooLong", "Too long: must have at most 262144 bytes"))
-    for index, finalizer in enumerate(meta.get("finalizers") or []):
-        problems = label_key_problems(finalizer) if isinstance(finalizer, str) else ["must be a string"]
-        if problems:
-            errors.append(invalid_value(f"metadata.finalizers[{index}]", finalizer, "; ".join(problems)))
+    for index, finalizer in enumerate(meta.get("finalizers") or []):  # ValidateFinalizerName
+        problems = qualified_name_problems(finalizer) if isinstance(finalizer, str) else ["must be a string"]
+        errors += [invalid_value(f"metadata.finalizers[{index}]", finalizer, problem) for problem in problems]
     controllers = 0
     for index, reference in enumerate(meta.get("ownerReferences") or []):
         base = f"metadata.ownerReferences[{index}]"
@@ -297,6 +349,13 @@ def _k8s_schemas() -> tuple[Any, Registry]:
 
 
 @functools.lru_cache(maxsize=None)
+def builtin_definitions() -> dict[str, Any]:
+    """Kubernetes' OpenAPI definitions by name (`io.k8s.api.core.v1.Pod`, ...), as the JSON Schemas carry them."""
+    base, _ = _k8s_schemas()
+    return json.loads(base.joinpath("_definitions.json").read_text())["$defs"]
+
+
+@functools.lru_cache(maxsize=None)
 def builtin_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
     """The strict schema of a built-in kind (None when the package has none)."""
     base, registry = _k8s_schemas()
@@ -335,7 +394,47 @@ def decode_builtin(obj: dict[str, Any], field_validation: str) -> list[str]:
             f'{kind} in version "{version}" cannot be handled as a {kind}: json: cannot unmarshal '
             f"{_json_type(error.instance)} into Go struct field .{_path(error.absolute_path)} of type {expected}"
         )
+    problem = _first_bad_quantity(obj, checker.schema)
+    if problem is not None:
+        raise bad_request(f'{kind} in version "{version}" cannot be handled as a {kind}: {problem}')
     return _handle_unknown(obj, errors, field_validation, kind, version)
+
+
+_QUANTITY_REF = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+
+
+def _first_bad_quantity(value: Any, schema: dict[str, Any]) -> str | None:
+    """The error of the first `resource.Quantity` in document order that does not parse (None: all parse).
+
+    Decoding JSON into the Go struct calls Quantity.UnmarshalJSON for each
+    (apimachinery@v0.33.1 pkg/api/resource/quantity.go), and the first error
+    fails the request.
+    """
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rpartition("/")[2]
+        if name == _QUANTITY_REF:
+            try:
+                quantity_from_json(value)
+            except QuantityError as error:
+                return str(error)
+            return None
+        schema = builtin_definitions().get(name, {})
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            sub = properties.get(key, extra if isinstance(extra, dict) else None)
+            if isinstance(sub, dict):
+                problem = _first_bad_quantity(item, sub)
+                if problem is not None:
+                    return problem
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for item in value:
+            problem = _first_bad_quantity(item, schema["items"])
+            if problem is not None:
+                return problem
+    return None
 
 
 def builtin_field_errors(obj: dict[str, Any]) -> list[FieldError]:
