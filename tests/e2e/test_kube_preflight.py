@@ -356,3 +356,20 @@ def test_a_cluster_queue_the_simulated_kueue_found_inactive_is_refused(kueue_clu
     ) in out.stderr
     assert "Traceback" not in out.stderr and cluster.created_in(namespace) == []
     assert leftovers(cluster.server, namespace, kueue_api_version(cluster.server)) == {}
+
+
+@pytest.mark.parametrize("release", ["kuberay-v1.3.2"], ids=["kuberay-v1.3.2"])
+def test_token_auth_on_a_kuberay_without_auth_options_is_refused_naming_the_release(
+    start_cluster: Callable[..., Cluster], release: str, tmp_path: Any
+) -> None:
+    """kuberay@v1.5.1 ray-operator/apis/ray/v1/raycluster_types.go adds AuthOptions; v1.5.0 and older lack it."""
+    cluster = start_cluster(release)
+    namespace = cluster.namespace()
+    queues(cluster, namespace, "lq")
+    spec = tmp_path / "locked.yaml"
+    spec.write_text("name: locked\nauthMode: token\n")
+    out = cluster.submit(namespace, str(spec), "--queue", "lq")
+    assert out.returncode == 2, out.stderr
+    assert "authMode: token authentication needs KubeRay v1.5.1 or later" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert cluster.server.get_object(RAY, "RayJob", "locked", namespace) is None
