@@ -5,8 +5,10 @@
 the default policy it selects the demand (`core/demand.py`), packs each
 constraint group exactly (`core/packing.py`), checks that a scheduler placing
 the pods one by one (oldest first, best fit) finds room in what was packed and
-adds GPUs where it would not, shapes one placeholder per node of the group
-(never more GPUs than one node has), and applies the cap (trimming the
+adds GPUs where it would not, and then takes that scheduler's placement as the
+plan: one placeholder per node it uses (never more GPUs than one node has),
+holding exactly the pods it places there and only the GPUs they land on, so
+that each pod stands in one placeholder. Then it applies the cap (trimming the
 placeholder that does not fit whole rather than dropping it). With
 `policy="kai"` it reports what one pass of KAI's own node-scale-adjuster would
 do (`core/kai_policy.py`).
@@ -31,11 +33,8 @@ from raybridge.core.demand import (
     IgnoredPod,
     select_demand,
 )
-from raybridge.core.packing import BestFitScheduler, PackItem, fewest_nodes, pack
+from raybridge.core.packing import BestFitScheduler, PackedNode, PackItem, fewest_nodes, pack
 from raybridge.core.quantity import format_fraction
-
-#: Rounds of "add GPUs for what a greedy scheduler leaves" per group; one is almost always enough.
-GREEDY_ROUNDS = 4
 
 __all__ = [
     "AdjusterPlan",
@@ -222,29 +221,33 @@ def plan_placeholders(
             budget=settings.search_budget,
         )
         # The scheduler places pods one by one, not as the exact packing does: add GPUs until a best-fit
-        # placement in its order (KAI's within a queue: oldest first) also finds room for every pod (bounded:
-        # each round adds some).
+        # placement in its order (KAI's within a queue: oldest first) also finds room for every pod (each
+        # round places at least the first pod the last one left: it fits an empty node on its own).
         order_keys = [scheduling_order(p) for p in pieces]
         ordered_items = [items[i] for i in sorted(range(len(pieces)), key=order_keys.__getitem__)]
         planned_nodes = list(packing.nodes)
-        greedy_extra = 0
         check = BestFitScheduler(ordered_items, [n.gpus for n in planned_nodes])
-        for _ in range(GREEDY_ROUNDS):
+        while True:
             left = check.run()
             if not left:
                 break
             extra = pack([ordered_items[i] for i in left], node_gpus, exact_max_slices=0, budget=0)
             planned_nodes.extend(extra.nodes)
-            greedy_extra += extra.gpus
             check = check.resumed_with([n.gpus for n in extra.nodes])  # the same placements up to the first leftover
         # Fewer, fuller placeholders where the GPUs regroup into fewer nodes (the autoscaler adds a node for
         # each it cannot fit): kept only where the scheduler's placement still finds room for every pod.
         regrouped = fewest_nodes(planned_nodes, node_gpus)
-        if len(regrouped) < len(planned_nodes) and not BestFitScheduler(ordered_items, [n.gpus for n in regrouped]).run():
-            planned_nodes = list(regrouped)
-        if greedy_extra:
+        if len(regrouped) < len(planned_nodes):
+            regrouped_check = BestFitScheduler(ordered_items, [n.gpus for n in regrouped])
+            if not regrouped_check.run():
+                check = regrouped_check
+        # The placeholders are the scheduler's placement itself, not the packing: each pod in the one
+        # placeholder whose GPUs it will land on, and no GPU that no pod lands on.
+        scheduled = _scheduled_nodes(check, ordered_items)
+        scheduled_gpus = sum(n.gpus for n in scheduled)
+        if scheduled_gpus > packing.gpus:
             notes.append(
-                f"group {group.id}: placed one by one, oldest first, best fit, these pods need {greedy_extra} GPU(s) more "
+                f"group {group.id}: placed one by one, oldest first, best fit, these pods need {scheduled_gpus - packing.gpus} GPU(s) more "
                 f"than the packing's {packing.gpus}; the plan asks for them"
             )
         counts: dict[tuple[int, int, int], int] = {}
@@ -258,7 +261,7 @@ def plan_placeholders(
                 group=group,
                 pods=len(pieces),
                 demand=demand,
-                gpus=packing.gpus + greedy_extra,
+                gpus=scheduled_gpus,
                 packed_gpus=packing.gpus,
                 lower_bound=packing.lower_bound,
                 method=packing.method,
@@ -271,7 +274,7 @@ def plan_placeholders(
         )
         waiting.update((p.pod, p.waiting_seconds or 0.0) for p in pieces)
         tolerations, group_id = tuple(group.tolerations), group.id  # once per group, not per placeholder
-        for node in planned_nodes:
+        for node in scheduled:
             placeholders.append(
                 (
                     Placeholder(
@@ -300,6 +303,19 @@ def plan_placeholders(
         notes=tuple(notes),
         warnings=selection.warnings,
     )
+
+
+def _scheduled_nodes(check: BestFitScheduler, ordered_items: list[PackItem]) -> tuple[PackedNode, ...]:
+    """The nodes of a run that left no pod over, with only the GPUs its pods land on.
+
+    Those GPUs alone give the same placement again (an empty GPU was never a best fit); where they
+    would not, the nodes are kept whole, so a pod is never left without its placeholder.
+    """
+    placed = check.placement()
+    again = BestFitScheduler(ordered_items, [n.gpus for n in placed])
+    if again.run() or again.placement() != placed:
+        return check.placement(keep_empty_gpus=True)
+    return placed
 
 
 def scheduling_order(piece: DemandPiece) -> tuple[bool, str, float, str]:

@@ -792,6 +792,8 @@ class BestFitScheduler:
         self.full: set[int] = set()
         self.start = 0
         self.checkpoint: Optional[BestFitScheduler] = None
+        #: Per item placed: (node, its GPUs), in the order the nodes were given.
+        self.placed: dict[int, tuple[int, tuple[int, ...]]] = {}
         self._add_nodes(node_sizes)
 
     def _add_nodes(self, node_sizes: Sequence[int]) -> None:
@@ -814,6 +816,7 @@ class BestFitScheduler:
         twin.fresh_by_size = {n: list(nodes) for n, nodes in self.fresh_by_size.items()}
         twin.full = set(self.full)
         twin.start, twin.checkpoint = self.start, None
+        twin.placed = dict(self.placed)
         return twin
 
     def resumed_with(self, node_sizes: Sequence[int]) -> BestFitScheduler:
@@ -857,7 +860,34 @@ class BestFitScheduler:
             node, fits = chosen
             for room, gpu in fits:
                 self._take(node, gpu, room, size)
+            self.placed[index] = (node, tuple(gpu for _, gpu in fits))
         return left
+
+    def placement(self, keep_empty_gpus: bool = False) -> tuple[PackedNode, ...]:
+        """What the last run placed, one `PackedNode` per node that holds a pod, with only the GPUs that hold one
+        (`keep_empty_gpus`: all of that node's GPUs).
+
+        Nodes keep the order they were given in, and a node's GPUs theirs. Placed again on these nodes, the
+        same pods land the same way: a GPU that stayed empty was never a best fit, so taking it away changes
+        no choice (the planner checks that by placing them again).
+        """
+        pods_on: dict[int, dict[int, list[str]]] = {}
+        for index in sorted(self.placed):
+            node, gpus = self.placed[index]
+            for gpu in gpus:
+                pods_on.setdefault(node, {}).setdefault(gpu, []).append(self.items[index].pod)
+        capacity = self.capacity
+        out = []
+        for node in sorted(pods_on):
+            rooms = dict((gpu, room) for room, gpu in self.by_node[node])
+            gpus = sorted(rooms) if keep_empty_gpus else sorted(pods_on[node])
+            out.append(PackedNode(
+                gpus=len(gpus),
+                pods=tuple(sorted({p for g in gpus for p in pods_on[node][g]})),
+                loads=tuple(Fraction(capacity - rooms[g], capacity) for g in gpus),
+                gpu_pods=tuple(tuple(sorted(pods_on[node].get(g, ()))) for g in gpus),
+            ))  # fmt: skip
+        return tuple(out)
 
     def _single(self, size: int) -> Optional[tuple[int, list[tuple[int, int]]]]:
         at = bisect.bisect_left(self.slots, (size, -1, -1))
