@@ -156,12 +156,38 @@ def placeholder_name(prefix: str, group: str, gpus: int, taken: set[str]) -> str
         n += 1
 
 
+# --- KAI's GPU sharing on a node, as its binder records it ----------------------------------
+# Binding a pod to a share of a GPU, KAI's binder creates a reservation pod for that GPU, once per
+# shared GPU: `gpu-reservation-<node>-<random>` in namespace `kai-resource-reservation`, labels
+# `app: kai-resource-reservation` and `runai-gpu-group: <group>`, `nodeName` set, requesting one whole
+# `nvidia.com/gpu` (kai-scheduler@v0.13.0 pkg/binder/binding/resourcereservation/resource_reservation.go,
+# createGPUReservationPod, createResourceReservationPod). The shared pods carry the same group as the
+# label `runai-gpu-group: <group>`, or, spanning several GPUs, one label `runai-gpu-group/<group>: <group>`
+# per GPU (updatePodGPUGroup; pkg/common/resources/gpu_sharing.go GetMultiFractionGpuGroupLabel). So the
+# reservation pod is the whole GPU the shared pods sit on: counted once, not again for each share.
+KAI_RESERVATION_APP_LABEL = "app"
+KAI_RESERVATION_APP = "kai-resource-reservation"
+KAI_GPU_GROUP_LABEL = "runai-gpu-group"
+
+
+def _gpu_groups_of(labels: Mapping[str, Any]) -> list[str]:
+    """The shared GPUs (KAI's GPU groups) a pod's labels say it sits on."""
+    groups = []
+    single = labels.get(KAI_GPU_GROUP_LABEL)
+    if isinstance(single, str) and single:
+        groups.append(single)
+    prefix = KAI_GPU_GROUP_LABEL + "/"
+    groups += [str(value) for key, value in labels.items() if isinstance(key, str) and key.startswith(prefix) and value]
+    return groups
+
+
 def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str, list[Fraction]]:
     """Per node: the room left on each GPU (any vendor) once the pods bound there and not finished are placed.
 
-    Whole-GPU pods take free GPUs; GPU-sharing pods are packed first fit, largest first. Which GPU a
-    sharing pod really got is the GPU-sharing scheduler's record, not read here: the packing is the
-    tightest the landed pods allow, so the room is never more than what is really free on a node
+    A KAI reservation pod marks one GPU as shared: its room is what the shared pods of its GPU group
+    leave (the reservation's own whole-GPU request is that same GPU, not another). Other whole-GPU pods
+    take free GPUs. GPU-sharing pods whose group has no reservation pod here (not recorded yet) are
+    packed first fit, largest first, into what is left: never more room than is really free on a node
     packed as well, and a node filled by any pods (not only a placeholder's own) shows no room.
     """
     rooms: dict[str, list[Fraction]] = {}
@@ -184,7 +210,7 @@ def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str
         labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
         memory[name] = next((int(str(labels[k])) for ks in GPU_MEMORY_LABELS.values() for k in ks
                              if str(labels.get(k, "")).isdigit() and int(str(labels[k])) > 0), None)
-    sharing: dict[str, list[tuple[Fraction, int]]] = {}
+    bound: list[tuple[str, Mapping[str, Any], Mapping[str, Any]]] = []  # (node, pod, labels)
     for pod in pods:
         if not isinstance(pod, Mapping):
             continue
@@ -193,15 +219,40 @@ def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str
         node_name = spec.get("nodeName")
         if node_name not in rooms or status.get("phase") in ("Succeeded", "Failed"):
             continue
+        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+        labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+        bound.append((node_name, pod, labels))
+    # The shared GPUs first: one GPU per reservation pod, keyed by its group.
+    shared: dict[tuple[str, str], int] = {}
+    for node_name, pod, labels in bound:
+        group = labels.get(KAI_GPU_GROUP_LABEL)
+        if labels.get(KAI_RESERVATION_APP_LABEL) != KAI_RESERVATION_APP or not isinstance(group, str) or not group:
+            continue
         room = rooms[node_name]
+        index = len([k for k in shared if k[0] == node_name])
+        if index < len(room) and (node_name, group) not in shared:
+            shared[(node_name, group)] = index
+    # GPUs are numbered here, not as the device plugin does: the shared ones first, then the others.
+    sharing: dict[str, list[tuple[Fraction, int]]] = {}
+    for node_name, pod, labels in bound:
+        room = rooms[node_name]
+        if labels.get(KAI_RESERVATION_APP_LABEL) == KAI_RESERVATION_APP and (node_name, labels.get(KAI_GPU_GROUP_LABEL)) in shared:
+            continue  # its GPU is the shared one its group's pods fill
         whole = sum(pod_gpu_requests(dict(pod)).values())
+        taken = {i for (n, _), i in shared.items() if n == node_name}
         for _ in range(whole):
-            free = next((i for i, r in enumerate(room) if r == 1), None)
+            free = next((i for i, r in enumerate(room) if r == 1 and i not in taken), None)
             if free is None:
                 break
             room[free] = Fraction(0)
         share = _landed_share(pod, memory.get(node_name))
-        if share is not None:
+        if share is None:
+            continue
+        on = [shared[(node_name, g)] for g in _gpu_groups_of(labels) if (node_name, g) in shared]
+        if on:
+            for i in on:
+                room[i] = max(Fraction(0), room[i] - share[0])
+        else:
             sharing.setdefault(node_name, []).append(share)
     for node_name, shares in sharing.items():
         room = rooms[node_name]
