@@ -16,7 +16,9 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.adjuster import consts
 from raybridge.adjuster.settings import RunSettings
+from raybridge.core.adjuster import Placeholder
 from raybridge.core.demand import parse_time
+from raybridge.core.inventory import format_milli, pod_resource_requests
 from raybridge.core.reconcile import (
     FINISHED,
     PENDING,
@@ -54,7 +56,7 @@ def read_placeholder(pod: Mapping[str, Any]) -> Optional[ExistingPlaceholder]:
         return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, _scheduled_at(pod), spec.get("nodeName"))
     if status.get("phase") in ("Succeeded", "Failed"):
         return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
-    return ExistingPlaceholder(name, group, gpus, PENDING, pods)
+    return ExistingPlaceholder(name, group, gpus, PENDING, pods, resources=pod_resource_requests(spec))
 
 
 def _signal_identity(meta: Mapping[str, Any]) -> Optional[tuple[str, str, int, tuple[str, ...]]]:
@@ -119,6 +121,26 @@ def decide(pods: Iterable[Mapping[str, Any]], nodes: Optional[Sequence[Any]], se
     return Pass(decision, tuple(placeholders))
 
 
+#: What a placeholder asks for at least, and may use at most, of CPU and memory (in thousandths): enough to run `true`.
+_LEAST_REQUESTS = {"cpu": 1, "memory": 8 * 2**20 * 1000}
+_LEAST_LIMITS = {"cpu": 10, "memory": 16 * 2**20 * 1000}
+
+
+def placeholder_resources(ph: Placeholder) -> dict[str, dict[str, str]]:
+    """The GPUs and, summed, the CPU, memory and other resources its pods request, as KAI's scaling pod carries
+    the pending pod's CPU and memory (kai-scheduler@v0.13.0 pkg/nodescaleadjuster/scaler/scaling_pod.go,
+    createScalingPodSpec): the node added for it then has room for them, not just for the GPUs. Limits equal
+    the requests (extended resources and hugepages must), CPU and memory no lower than the least `true` needs."""
+    carried = dict(ph.resources)
+    requests = {name: max(carried.get(name, 0), least) for name, least in _LEAST_REQUESTS.items()}
+    requests.update({name: amount for name, amount in carried.items() if name not in requests})
+    limits = {name: max(amount, _LEAST_LIMITS.get(name, 0)) for name, amount in requests.items()}
+    return {
+        "requests": {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in sorted(requests.items())}},
+        "limits": {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in sorted(limits.items())}},
+    }
+
+
 def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> dict[str, Any]:
     """A pod that asks for whole GPUs where the group's pods may run, below every real workload, and exits."""
     ph = planned.placeholder
@@ -140,10 +162,7 @@ def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> 
                 "name": "placeholder",
                 "image": settings.placeholder_image,
                 "command": list(consts.PLACEHOLDER_COMMAND),
-                "resources": {
-                    "requests": {ph.resource_key: gpus, "cpu": "1m", "memory": "8Mi"},
-                    "limits": {ph.resource_key: gpus, "cpu": "10m", "memory": "16Mi"},
-                },
+                "resources": placeholder_resources(ph),
                 "securityContext": {
                     "allowPrivilegeEscalation": False,
                     "readOnlyRootFilesystem": True,

@@ -69,8 +69,8 @@ from raybridge.core.consts import (
     KAI_GPU_MEMORY_ANNOTATION,
 )
 from raybridge.core.demand import AdjusterSettings, DemandPiece, parse_fraction, parse_whole, pod_key, select_demand
-from raybridge.core.inventory import pod_gpu_requests
-from raybridge.core.packing import BestFitScheduler, PackItem
+from raybridge.core.inventory import node_allocatable_resources, pod_gpu_requests, pod_resource_requests
+from raybridge.core.packing import BestFitScheduler, PackItem, Resources
 
 #: States of an existing placeholder.
 PENDING = "pending"  # not on a node yet: the scale-up signal
@@ -101,6 +101,9 @@ class ExistingPlaceholder:
     provided_at: Optional[datetime] = None
     #: The node it was bound to (placeholder pods; None for ProvisioningRequests).
     node: Optional[str] = None
+    #: What it asks for besides GPUs (CPU, memory, ...; thousandths), the room its pods have on its node;
+    #: None where not known (a ProvisioningRequest): GPUs only.
+    resources: Optional[Resources] = None
 
 
 @dataclass(frozen=True)
@@ -296,26 +299,54 @@ def _credit(room: list[Fraction], gpus: int) -> list[int]:
     return sorted(_with_room(room), key=lambda i: (-room[i], i))[: max(gpus, 0)]
 
 
-def _fill_at(pieces: Sequence[DemandPiece], room: list[Fraction], indices: list[int]) -> set[str]:
-    """`_fill` into the GPUs `indices` of `room`, lowering `room` in place."""
+def _fill_at(pieces: Sequence[DemandPiece], room: list[Fraction], indices: list[int], resources_left: Optional[dict[str, int]] = None) -> set[str]:
+    """`_fill` into the GPUs `indices` of `room`, lowering `room` (and `resources_left`) in place."""
     part = [room[i] for i in indices]
-    fitting = _fill(pieces, part)
+    fitting = _fill(pieces, part, resources_left)
     for i, left in zip(indices, part):
         room[i] = left
     return fitting
 
 
-def _fill(pieces: Sequence[DemandPiece], free: list[Fraction]) -> set[str]:
-    """Place what fits into `free` (room per GPU, lowered in place): first fit, largest first."""
+def _fill(pieces: Sequence[DemandPiece], free: list[Fraction], resources_left: Optional[dict[str, int]] = None) -> set[str]:
+    """Place what fits into `free` (room per GPU, lowered in place) and `resources_left` (the node's CPU, memory,
+    ...; None: not limited): first fit, largest first. A pod whose GPU share fits but whose CPU or memory does
+    not is not held: the node it waits for could never take it."""
     fitting: set[str] = set()
     for piece in sorted(pieces, key=lambda p: (-p.fraction * p.devices, p.pod)):
         chosen = [i for i, room in enumerate(free) if room >= piece.fraction][: piece.devices]
         if len(chosen) < piece.devices:
             continue
+        if resources_left is not None:
+            if any(resources_left.get(name, 0) < amount for name, amount in piece.resources):
+                continue
+            for name, amount in piece.resources:
+                resources_left[name] -= amount
         for i in chosen:
             free[i] -= piece.fraction
         fitting.add(piece.pod)
     return fitting
+
+
+def _node_resources_left(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str, dict[str, int]]:
+    """Per node: its allocatable CPU, memory, ... (thousandths) less what the pods bound there and not finished request."""
+    left: dict[str, dict[str, int]] = {}
+    for node in nodes or ():
+        if isinstance(node, Mapping):
+            name = (node.get("metadata") or {}).get("name") if isinstance(node.get("metadata"), Mapping) else None
+            if isinstance(name, str):
+                left[name] = dict(node_allocatable_resources(node))
+    for pod in pods:
+        if not isinstance(pod, Mapping):
+            continue
+        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+        mine = left.get(spec.get("nodeName"))  # type: ignore[arg-type]
+        if mine is None or status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        for name, amount in pod_resource_requests(spec):
+            mine[name] = mine.get(name, 0) - amount
+    return left
 
 
 def _capped(settings: AdjusterSettings, already: int) -> AdjusterSettings:
@@ -361,6 +392,7 @@ def reconcile(
     uncapped = replace(settings, max_total_gpus=None)
     provided_slack: list[tuple[ExistingPlaceholder, list[Fraction], list[int]]] = []
     rooms = _node_rooms(nodes, pods) if provided else {}
+    resources_left = _node_resources_left(nodes, pods) if provided else {}
     by_key = {pod_key(p): p for p in pods} if provided else {}
     credited_nodes: set[str] = set()
     #: Provided placeholders whose own pods all landed: kept only while their node's room holds other waiting pods.
@@ -384,7 +416,8 @@ def reconcile(
             node_room = [Fraction(1)] * max(ph.gpus, 0)
         share = _credit(node_room, ph.gpus)
         own = [by_key[k] for k in sorted(still_waiting) if k in by_key]
-        held = _fill_at(select_demand(own, nodes, uncapped, now, pod_groups).pieces, node_room, share) if own and share else set()
+        node_resources = resources_left.get(ph.node) if ph.node else None
+        held = _fill_at(select_demand(own, nodes, uncapped, now, pod_groups).pieces, node_room, share, node_resources) if own and share else set()
         if not held and ph.node is not None:
             reason = DELETE_DOUBLE_COUNTED if ph.node in credited_nodes else DELETE_CAPACITY_TAKEN
             delete.append((ph.name, reason))
@@ -409,13 +442,14 @@ def reconcile(
         others = [p for p in pods if pod_key(p) in waiting and pod_key(p) not in claimed]
         pieces = select_demand(others, nodes, uncapped, now, pod_groups).pieces if others else ()
 
-        def fill(group: str, node_room: list[Fraction], where: list[int]) -> set[str]:
-            return _fill_at([piece for piece in pieces if piece.group.id == group and piece.pod not in covered], node_room, where)
+        def fill(group: str, node_room: list[Fraction], where: list[int], node: Optional[str]) -> set[str]:
+            wanted = [piece for piece in pieces if piece.group.id == group and piece.pod not in covered]
+            return _fill_at(wanted, node_room, where, resources_left.get(node) if node else None)
 
         for ph, node_room, share in provided_slack:
-            covered |= fill(ph.group, node_room, _with_room(node_room) if ph.node else share)
+            covered |= fill(ph.group, node_room, _with_room(node_room) if ph.node else share, ph.node)
         for ph in landed:
-            held = fill(ph.group, rooms[ph.node], _with_room(rooms[ph.node]))
+            held = fill(ph.group, rooms[ph.node], _with_room(rooms[ph.node]), ph.node)
             if held:
                 keep.append(ph.name)
                 provided_gpus += ph.gpus
@@ -443,7 +477,8 @@ def reconcile(
         pieces_by_group.setdefault(piece.group.id, []).append(piece)
     for group_id, placeholders in pending_by_group.items():
         ordered = sorted(pieces_by_group.get(group_id, ()), key=scheduling_order)
-        scheduler = BestFitScheduler([PackItem(p.pod, p.fraction, p.devices) for p in ordered], [ph.gpus for ph in placeholders])
+        scheduler = BestFitScheduler([PackItem(p.pod, p.fraction, p.devices, p.resources) for p in ordered], [ph.gpus for ph in placeholders],
+                                     [ph.resources for ph in placeholders])
         left = set(scheduler.run())
         waiting_for_pending.update(p.pod for i, p in enumerate(ordered) if i not in left)
         for index, ph in enumerate(placeholders):
