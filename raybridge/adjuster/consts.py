@@ -22,6 +22,9 @@ PLACEHOLDER_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{COMPONENT_LABEL}
 
 DEFAULT_NAMESPACE = "raybridge-adjuster"
 DEFAULT_PRIORITY_CLASS = "raybridge-placeholder"
+#: The cluster autoscaler's --expendable-pods-priority-cutoff the adjuster assumes (the autoscaler's default):
+#: the placeholders' PriorityClass must be at least this (configs/adjuster/10-priorityclass.yaml: -1).
+DEFAULT_EXPENDABLE_CUTOFF = -10
 #: The placeholder's container runs `true` and exits at once: the node stays, its GPUs are free for
 #: the real pods (a pause image would keep them until preempted, and KAI does not preempt pods of
 #: other schedulers). Any image with a `true` binary works (--placeholder-image). This one is the

@@ -454,6 +454,10 @@ class Controller:
             halt.set()
             for informer in self._informers:
                 informer.halt()
+            # Their threads end at their next check of `halt`: waited for (bounded), so that none still logs
+            # while the process exits (a daemon thread holding stderr then aborts the interpreter's shutdown).
+            for informer in self._informers:
+                informer.thread.join(max(1.0, self.settings.request_timeout))
             self.leading.clear()
             self.metrics.leader.set(0)
             log.info("stopped leading")

@@ -142,7 +142,8 @@ def placeholder_resources(ph: Placeholder) -> dict[str, dict[str, str]]:
 
 
 def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> dict[str, Any]:
-    """A pod that asks for whole GPUs where the group's pods may run, below every real workload, and exits."""
+    """A pod that asks for whole GPUs (and its pods' CPU and memory) where the group's pods may run, below every real
+    workload but not below the autoscaler's expendable cutoff, and exits."""
     ph = planned.placeholder
     gpus = str(ph.gpus)
     spec: dict[str, Any] = {

@@ -78,6 +78,13 @@ def _non_negative_seconds(text: str) -> float:
     return value
 
 
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})") from None
+
+
 def _whole(minimum: int):
     def parse(text: str) -> int:
         try:
@@ -260,7 +267,11 @@ def _register_run(commands: Any) -> None:
     section = p.add_argument_group("controller")
     flag("namespace", consts.DEFAULT_NAMESPACE, f"namespace of the placeholders and the Lease (default: {consts.DEFAULT_NAMESPACE})")
     flag("mode", "placeholder", "placeholder (default) or provisioning-request", choices=MODES)
-    flag("priority-class", consts.DEFAULT_PRIORITY_CLASS, f"PriorityClass of the placeholders, below every workload (default: {consts.DEFAULT_PRIORITY_CLASS})")
+    flag("priority-class", consts.DEFAULT_PRIORITY_CLASS, f"PriorityClass of the placeholders: below every workload, not below the "
+         f"autoscaler's cutoff (default: {consts.DEFAULT_PRIORITY_CLASS})")
+    flag("expendable-pods-priority-cutoff", str(consts.DEFAULT_EXPENDABLE_CUTOFF), "the cluster autoscaler's flag of that name: "
+         f"placeholders below it never cause a scale-up, so a PriorityClass below it is refused (default: {consts.DEFAULT_EXPENDABLE_CUTOFF}, "
+         "the autoscaler's)", type=_integer)
     flag("placeholder-image", consts.DEFAULT_PLACEHOLDER_IMAGE, "image of the placeholders: it must have /bin/true; it exits at once")
     flag("provision-timeout", str(consts.DEFAULT_PROVISION_TIMEOUT_SECONDS), "seconds capacity a placeholder brought up counts for its pods before they must land", type=_non_negative_seconds)
     flag("provisioning-class", consts.DEFAULT_PROVISIONING_CLASS, f"--mode provisioning-request: the requests' class (default: {consts.DEFAULT_PROVISIONING_CLASS})")
@@ -290,6 +301,7 @@ def run_settings_from_args(args: argparse.Namespace) -> Any:
         namespace=args.namespace,
         mode=args.mode,
         priority_class=args.priority_class,
+        expendable_cutoff=args.expendable_pods_priority_cutoff,
         placeholder_image=args.placeholder_image,
         provision_timeout=args.provision_timeout,
         provisioning_class=args.provisioning_class,
@@ -342,6 +354,35 @@ def _setup_logging(log_format: str) -> None:
         logger.propagate = False
 
 
+def _preflight(api_client: Any, settings: Any) -> None:
+    """The start-up checks (adjuster/preflight.py): said once, warned of, or refused (exit 2; unreachable: exit 3)."""
+    import logging
+
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    from raybridge.adjuster.preflight import check
+    from raybridge.errors import BadInput
+    from raybridge.kube.client import describe_unreachable, translate_api_exception
+
+    try:
+        findings = check(api_client, mode=settings.mode, priority_class=settings.priority_class,
+                         cutoff=settings.expendable_cutoff, request_timeout=settings.request_timeout)
+    except ApiException as exc:
+        raise translate_api_exception("the start-up checks", exc) from None
+    except (HTTPError, OSError) as exc:
+        from raybridge.errors import ClusterUnreachable
+
+        raise ClusterUnreachable(f"the start-up checks: {describe_unreachable(exc)}") from None
+    if findings.problems:
+        raise BadInput(*findings.problems)
+    log = logging.getLogger("raybridge.adjuster")
+    for note in findings.notes:
+        log.info(note)
+    for warning in findings.warnings:
+        log.warning(warning)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import signal
     import threading
@@ -353,7 +394,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     settings = run_settings_from_args(args)
     _setup_logging(settings.log_format)
+    # The handler only records the signal: setting an Event there could deadlock on the Event's lock
+    # if the signal lands while this thread holds it. The main thread polls and stops the controller
+    # (installed first: a signal during the start-up checks stops the run as soon as it starts).
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        received.append(signum)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
     kube = connect(settings.kubeconfig, request_timeout=settings.request_timeout)
+    _preflight(kube.api_client, settings)
     metrics = Metrics()
     controller = Controller(settings, kube.api_client, metrics)
     server = None
@@ -363,16 +416,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise BadInput(f"--metrics-port {settings.metrics_port}: {exc.strerror or exc}") from None
 
-    # The handler only records the signal: setting an Event there could deadlock on the Event's lock
-    # if the signal lands while this thread holds it. The main thread polls and stops the controller.
-    received: list[int] = []
-
-    def on_signal(signum: int, frame: Any) -> None:
-        received.append(signum)
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
     failures: list[BaseException] = []
 
     def run() -> None:

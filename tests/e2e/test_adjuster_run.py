@@ -41,7 +41,7 @@ def _setup(server: KubeApiServer) -> None:
     for name in (NS, WORK):
         server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                          "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS}, "value": -1000, "preemptionPolicy": "Never"})
+                          "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS}, "value": -1, "preemptionPolicy": "Never"})
 
 
 @pytest.fixture
@@ -453,6 +453,55 @@ def _config_docs() -> list[dict[str, Any]]:
     return [doc for path in sorted(CONFIG_DIR.glob("*.yaml")) for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
+def _with_priority(server: KubeApiServer, value: int) -> None:
+    server.delete_object("scheduling.k8s.io/v1", "PriorityClass", consts.DEFAULT_PRIORITY_CLASS)
+    server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                          "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS}, "value": value, "preemptionPolicy": "Never"})
+
+
+def test_the_shipped_priority_class_is_one_the_autoscaler_scales_up_for(cluster: Any) -> None:
+    """The simulated autoscaler ignores pods below its --expendable-pods-priority-cutoff (-10), as the real one."""
+    server, sim = cluster
+    shipped = next(d for d in _config_docs() if d["kind"] == "PriorityClass")
+    _with_priority(server, shipped["value"])
+    _burst(server, 4, "0.5")
+    _settled(server, 4)
+    with Running(server, _settings()):
+        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
+    assert len(sim.added_nodes) == 1, sim.added_nodes
+
+
+def test_placeholders_below_the_cutoff_never_add_a_node(cluster: Any) -> None:
+    server, sim = cluster
+    _with_priority(server, -1000)
+    _burst(server, 4, "0.5")
+    _settled(server, 4)
+    with Running(server, _settings()):
+        wait_for(lambda: len(_placeholders(server)) == 1, timeout=20, what="the placeholder")
+        time.sleep(2 * sim.scan_interval + sim.provisioning_delay + 0.5)  # the simulated autoscaler's loops: no scale-up
+    assert sim.added_nodes == [] and _running(server) == 0
+
+
+def test_the_cli_refuses_a_priority_class_below_the_cutoff_and_says_the_cutoff_it_assumes(cluster: Any, tmp_path: Path) -> None:
+    server, _ = cluster
+    kubeconfig = tmp_path / "kubeconfig"
+    server.write_kubeconfig(kubeconfig)
+    _with_priority(server, -1000)
+    common = ["--kubeconfig", str(kubeconfig), "--leader-election", "false", "--metrics-port", "0"]
+    proc = _cli(*common)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert "value -1000, below the cluster autoscaler's --expendable-pods-priority-cutoff (-10)" in err and "Traceback" not in err
+    assert _placeholders(server) == []
+    proc = _cli(*common, "--expendable-pods-priority-cutoff", "-1000")  # the admin's autoscaler runs with this cutoff
+    run = _Collected(proc)
+    try:
+        wait_for(lambda: "cutoff is -1000" in run.text, timeout=30, what="the cutoff said")
+    finally:
+        assert run.stop() == 0, run.text
+    assert run.text.count("--expendable-pods-priority-cutoff is -1000") == 1, run.text
+
+
 def test_the_configs_are_complete_and_validate() -> None:
     from tests.unit.k8s_schemas import K8S_VERSIONS, k8s_schema_errors
 
@@ -544,6 +593,7 @@ MISSING_VERBS = [
     ("ClusterRole", "pods", "watch"),
     ("ClusterRole", "nodes", "list"),
     ("ClusterRole", "events", "create"),
+    ("ClusterRole", "priorityclasses", "get"),
     ("Role", "pods", "create"),
     ("Role", "pods", "delete"),
     ("Role", "leases", "get"),

@@ -93,8 +93,11 @@ class _Node:
 
 class GpuSim:
     def __init__(self, server: Any, *, provisioning_delay: float = 0.5, node_gpus: int = 8, interval: float = 0.05,
-                 node_labels: Optional[dict[str, str]] = None, scan_interval: float = 0.5) -> None:
+                 node_labels: Optional[dict[str, str]] = None, scan_interval: float = 0.5,
+                 expendable_cutoff: int = -10) -> None:
         self.server = server
+        #: --expendable-pods-priority-cutoff (cluster-autoscaler@1.33.6 config/flags/flags.go, default -10).
+        self.expendable_cutoff = expendable_cutoff
         self.provisioning_delay = provisioning_delay
         #: How often the autoscaler looks at the unschedulable pods (the real one: --scan-interval, 10 s by
         #: default, some ten times what a controller takes to react; here 0.5 s against a controller's 0.05
@@ -302,6 +305,10 @@ class GpuSim:
         bins += [(sel, [0]) for _, sel, _ in self._upcoming]
         new: list[tuple[dict[str, str], list[int], list[str]]] = []
         rest = []
+        # cluster-autoscaler@1.33.6 core/podlistprocessor/filter_out_expendable.go (Process) with
+        # core/utils/expendable.go (IsExpendablePod): a pod whose spec.priority is below the cutoff
+        # never causes a scale-up; a pod without a priority is not expendable.
+        pods = [p for p in pods if p["spec"].get("priority") is None or int(p["spec"]["priority"]) >= self.expendable_cutoff]
         for pod in pods:
             selector = dict(pod["spec"].get("nodeSelector") or {})
             gpus = self._whole_gpus(pod)

@@ -1,0 +1,40 @@
+"""adjuster/preflight.py: what `adjuster run` says, warns of or refuses before it acts."""
+
+from __future__ import annotations
+
+import pytest
+
+from raybridge.adjuster.preflight import priority_verdict
+
+# (case, PriorityClass value (None: missing), readable, cutoff, refused, said)
+PRIORITY_ROWS = [
+    ("the shipped -1 over the default cutoff: said once", -1, True, -10, None, "assuming the cluster autoscaler's --expendable-pods-priority-cutoff is -10"),
+    ("exactly the cutoff: not expendable (priority < cutoff is)", -10, True, -10, None, "priority -10"),
+    ("the old -1000: expendable, the autoscaler never scales up for it", -1000, True, -10, "below the cluster autoscaler's --expendable-pods-priority-cutoff (-10)", None),
+    ("a cutoff the admin passes", -1000, True, -2000, None, "is -2000"),
+    ("missing", None, True, -10, "does not exist", None),
+    ("forbidden: a warning, not a refusal", None, False, -10, None, None),
+]
+
+
+@pytest.mark.parametrize("case,value,readable,cutoff,refused,said", PRIORITY_ROWS, ids=[r[0] for r in PRIORITY_ROWS])
+def test_the_placeholders_priority_against_the_autoscaler_s_cutoff(case, value, readable, cutoff, refused, said):
+    findings = priority_verdict("raybridge-placeholder", value, cutoff, readable=readable)
+    assert bool(findings.problems) == bool(refused)
+    if refused:
+        assert refused in findings.problems[0]
+    if said:
+        assert len(findings.notes) == 1 and said in findings.notes[0]
+    if not readable:
+        assert "forbidden" in findings.warnings[0]
+
+
+def test_the_shipped_priority_class_is_not_expendable():
+    from pathlib import Path
+
+    import yaml
+
+    from raybridge.adjuster import consts
+
+    doc = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs/adjuster/10-priorityclass.yaml").read_text())
+    assert consts.DEFAULT_EXPENDABLE_CUTOFF <= doc["value"] < 0 and doc["preemptionPolicy"] == "Never"
