@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from raybridge.adjuster import consts
 from raybridge.adjuster.metrics import Metrics
+from raybridge.adjuster.preflight import kai_adjuster_pods, kai_adjuster_verdict
 from raybridge.adjuster.scale_adjuster import (
     Pass,
     RequestPass,
@@ -328,6 +329,7 @@ class Controller:
         self.passes = 0
         self._notified: set[str] = set()
         self._request_states: dict[str, str] = {}
+        self._kai_seen = False
         self._lead_lock = threading.Lock()
         self._informers: list[Informer] = []
         self._term = self.stop
@@ -464,6 +466,18 @@ class Controller:
 
     # --- one pass -----------------------------------------------------------------------------
 
+    def _kai_adjuster_running(self, all_pods: list[dict[str, Any]]) -> bool:
+        """Whether KAI's own node-scale-adjuster is at work (its pods or its scaling pods): then nothing is created,
+        as both would ask for nodes for the same pods. Said once when it appears and once when it goes."""
+        found = kai_adjuster_pods(all_pods)
+        self.metrics.kai_adjuster_running.set(1 if found else 0)
+        if found and not self._kai_seen:
+            log.error("%s; creating nothing while it runs", kai_adjuster_verdict(found).problems[0])
+        elif not found and self._kai_seen:
+            log.info("KAI's node-scale-adjuster is gone: creating placeholders again")
+        self._kai_seen = bool(found)
+        return self._kai_seen
+
     def reconcile_once(self, pods: Informer, nodes: Informer, scaler: Scaler, pod_groups: Optional[Informer] = None) -> Pass:
         started = time.perf_counter()
         all_pods = pods.snapshot()
@@ -484,7 +498,7 @@ class Controller:
                 log.warning("could not delete placeholder %s: %s", name, outcome.detail)
         pods_by_key = {_key(p): p for p in all_pods}
         events = 0
-        for planned in decision.create:
+        for planned in () if self._kai_adjuster_running(all_pods) else decision.create:
             if self._stopping():
                 break
             manifest = placeholder_manifest(planned, self.settings)
@@ -550,7 +564,7 @@ class Controller:
                 self._delete_template(scaler, templates, name)
         pods_by_key = {_key(p): p for p in all_pods}
         events = 0
-        for planned in result.create:
+        for planned in () if self._kai_adjuster_running(all_pods) else result.create:
             if self._stopping():
                 break
             created = [scaler.create_template(t) for t in planned.templates]

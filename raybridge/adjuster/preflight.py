@@ -125,4 +125,10 @@ def check(api_client: Any, *, mode: str, priority_class: str, cutoff: int, reque
         notes += verdict.notes
         warnings += verdict.warnings
         problems += verdict.problems
+    core = client.CoreV1Api(api_client)
+    seen: list[str] = []
+    for selector in (f"{KAI_ADJUSTER_APP_LABEL}={KAI_ADJUSTER_APP}", f"{KAI_SCALING_POD_NAME_LABEL},{KAI_SCALING_POD_NAMESPACE_LABEL}"):
+        listed = core.list_pod_for_all_namespaces(label_selector=selector, _request_timeout=timeout, _preload_content=False)
+        seen += kai_adjuster_pods(json.loads(listed.data or b"{}").get("items") or [])
+    problems += kai_adjuster_verdict(sorted(set(seen))).problems
     return Findings(tuple(notes), tuple(warnings), tuple(problems))

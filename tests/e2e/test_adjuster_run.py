@@ -502,6 +502,44 @@ def test_the_cli_refuses_a_priority_class_below_the_cutoff_and_says_the_cutoff_i
     assert run.text.count("--expendable-pods-priority-cutoff is -1000") == 1, run.text
 
 
+def _kai_adjuster_pod(server: KubeApiServer, namespace: str = "kai-scheduler") -> dict[str, Any]:
+    """The pod of KAI's own node-scale-adjuster (its operator's Deployment `node-scale-adjuster`, label app=node-scale-adjuster)."""
+    if server.get_object("v1", "Namespace", namespace) is None:
+        server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    return server.create_object({"apiVersion": "v1", "kind": "Pod",
+                                 "metadata": {"name": "node-scale-adjuster-7f9c", "namespace": namespace, "labels": {"app": "node-scale-adjuster"}},
+                                 "spec": {"containers": [{"name": "nsa", "image": "kai/nodescaleadjuster"}]}})
+
+
+def test_the_cli_refuses_to_run_beside_kai_s_own_node_scale_adjuster(cluster: Any, tmp_path: Path) -> None:
+    server, _ = cluster
+    kubeconfig = tmp_path / "kubeconfig"
+    server.write_kubeconfig(kubeconfig)
+    _kai_adjuster_pod(server)
+    proc = _cli("--kubeconfig", str(kubeconfig), "--leader-election", "false", "--metrics-port", "0")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert "KAI's own node-scale-adjuster is running (kai-scheduler/node-scale-adjuster-7f9c)" in err
+    assert "global.clusterAutoscaling=false" in err and "Traceback" not in err
+
+
+def test_kai_s_adjuster_appearing_later_stops_new_placeholders_until_it_goes(cluster: Any) -> None:
+    server, sim = cluster
+    log = PlaceholderLog(server)
+    with Running(server, _settings()) as controller:
+        wait_for(lambda: controller.passes > 0, timeout=20, what="a first pass")
+        kai = _kai_adjuster_pod(server)
+        wait_for(lambda: controller.metrics.kai_adjuster_running._value.get() == 1, timeout=20, what="KAI's adjuster seen")
+        _burst(server, 4, "0.5")
+        _settled(server, 4)
+        passes = controller.passes
+        wait_for(lambda: controller.passes > passes + 2, timeout=20, what="passes with the pods past their grace period")
+        assert log.created == []
+        server.delete_object("v1", "Pod", kai["metadata"]["name"], kai["metadata"]["namespace"])
+        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running once it is gone")
+    assert len(log.created) == 1
+
+
 def test_the_configs_are_complete_and_validate() -> None:
     from tests.unit.k8s_schemas import K8S_VERSIONS, k8s_schema_errors
 

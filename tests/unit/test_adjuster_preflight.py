@@ -38,3 +38,30 @@ def test_the_shipped_priority_class_is_not_expendable():
 
     doc = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs/adjuster/10-priorityclass.yaml").read_text())
     assert consts.DEFAULT_EXPENDABLE_CUTOFF <= doc["value"] < 0 and doc["preemptionPolicy"] == "Never"
+
+
+def _pod(name, namespace, labels, **meta):
+    return {"metadata": {"name": name, "namespace": namespace, "labels": labels, **meta}, "status": {"phase": "Running"}}
+
+
+# (case, pods, found)
+KAI_ROWS = [
+    ("KAI's node-scale-adjuster pod (the operator's Deployment node-scale-adjuster)",
+     [_pod("node-scale-adjuster-5d9c", "kai-scheduler", {"app": "node-scale-adjuster"})], ["kai-scheduler/node-scale-adjuster-5d9c"]),
+    ("one of its scaling pods", [_pod("team-p0", "kai-scale-adjust", {"app": "scaling-pod", "shared-gpu-pod-name": "p0",
+                                                                     "shared-gpu-pod-namespace": "team"})], ["kai-scale-adjust/team-p0"]),
+    ("one being deleted does not count", [_pod("x", "kai-scheduler", {"app": "node-scale-adjuster"}, deletionTimestamp="2025-06-01T00:00:00Z")], []),
+    ("other pods", [_pod("binder", "kai-scheduler", {"app": "binder"}), _pod("gpu-reservation-n1-ab", "kai-resource-reservation",
+                                                                            {"app": "kai-resource-reservation"})], []),
+]
+
+
+@pytest.mark.parametrize("case,pods,found", KAI_ROWS, ids=[r[0] for r in KAI_ROWS])
+def test_kai_s_own_node_scale_adjuster_is_recognised(case, pods, found):
+    from raybridge.adjuster.preflight import kai_adjuster_pods, kai_adjuster_verdict
+
+    assert kai_adjuster_pods(pods) == found
+    verdict = kai_adjuster_verdict(found)
+    assert bool(verdict.problems) == bool(found)
+    if found:
+        assert "global.clusterAutoscaling=false" in verdict.problems[0] and found[0] in verdict.problems[0]
