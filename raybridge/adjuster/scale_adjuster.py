@@ -164,9 +164,14 @@ def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> 
                 "image": settings.placeholder_image,
                 "command": list(consts.PLACEHOLDER_COMMAND),
                 "resources": placeholder_resources(ph),
+                # No readOnlyRootFilesystem: the NVIDIA container toolkit's CDI hooks write into the container's
+                # root at create time, and with a read-only root one fails the create on a GPU node (toolkit
+                # v1.20.0 cmd/nvidia-cdi-hook/update-application-profile: MkdirAll of /etc/nvidia/... in the
+                # container root, EROFS is an error; nvidia-container-toolkit issue 2026, kserve PR 5711), so
+                # the placeholder would never start and never free its node. KAI's scaling pod sets no
+                # security context at all (kai-scheduler@v0.13.0 scaling_pod.go); the rest of this one stays.
                 "securityContext": {
                     "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True,
                     "capabilities": {"drop": ["ALL"]},
                 },
             }
