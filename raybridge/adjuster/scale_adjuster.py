@@ -260,13 +260,20 @@ def read_request(obj: Mapping[str, Any], now: datetime, failed_backoff: float) -
     if true("CapacityRevoked") or true("BookingExpired"):
         # The capacity (or its booking) is gone: the request is spent; pods still waiting are planned again.
         return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
-    provisioned = true("Provisioned")
-    if provisioned:
-        return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, provisioned)
+    if true("Provisioned"):
+        # Provisioned=True means the scale-up was *requested* ("CapacityIsProvisionedReason is added when capacity
+        # was requested successfully": cluster-autoscaler@1.33.6 provisioningrequest/conditions/conditions.go;
+        # provisioningrequest/besteffortatomic/provisioning_class.go), not that the nodes exist: the provision
+        # timeout does not start there. The autoscaler books the capacity for 10 minutes and then sets
+        # BookingExpired (processors/provreq/processor.go, defaultReservationTime; only pods annotated
+        # autoscaling.x-k8s.io/consume-provisioning-request end it early, and KAI's never are): that ends it.
+        return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, None)
     failed = true("Failed")
     if failed and (now - failed).total_seconds() >= failed_backoff:
         return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
-    # Waiting, accepted, or failed within the backoff: it still covers its pods.
+    # Waiting, accepted, short of capacity (Provisioned=False, reason CapacityIsNotFound: the autoscaler retries it with
+    # a backoff of minutes; Failed comes only after 7 days or for a broken template, processors/provreq/processor.go),
+    # or failed within the backoff: it still covers its pods.
     return ExistingPlaceholder(name, group, gpus, PENDING, pods)
 
 

@@ -367,7 +367,8 @@ def _preflight(api_client: Any, settings: Any) -> None:
 
     try:
         findings = check(api_client, mode=settings.mode, priority_class=settings.priority_class,
-                         cutoff=settings.expendable_cutoff, request_timeout=settings.request_timeout)
+                         cutoff=settings.expendable_cutoff, request_timeout=settings.request_timeout,
+                         namespace=settings.namespace)
     except ApiException as exc:
         raise translate_api_exception("the start-up checks", exc) from None
     except (HTTPError, OSError) as exc:

@@ -704,6 +704,24 @@ def test_a_failed_request_is_asked_for_again_after_the_backoff(cluster: Any) -> 
     assert len(sim.added_nodes) == 1
 
 
+def test_a_request_short_of_capacity_is_kept_until_the_autoscaler_finds_it(cluster: Any) -> None:
+    """A shortage is Provisioned=False/CapacityIsNotFound, which the autoscaler retries: not a failure to replace."""
+    server, sim = cluster
+    created = _request_log(server)
+    sim.shortage = True
+    _burst(server, 4, "0.5")
+    _settled(server, 4)
+    with Running(server, _settings(mode="provisioning-request", failed_backoff=0.5)) as controller:
+        wait_for(lambda: any(c.get("reason") == "CapacityIsNotFound" for r in _requests(server) for c in (r.get("status") or {}).get("conditions") or []),
+                 timeout=20, what="the request short of capacity")
+        passes = controller.passes
+        wait_for(lambda: controller.passes > passes + 3, timeout=20, what="a few passes")
+        assert len(created) == 1 and len(_requests(server)) == 1
+        sim.shortage = False
+        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
+    assert len(created) == 1 and len(sim.added_nodes) == 1
+
+
 def _request_pods(request: dict[str, Any]) -> list[str]:
     return json.loads(request["metadata"]["annotations"][consts.PODS_ANNOTATION])
 

@@ -116,8 +116,13 @@ class GpuSim:
         self._upcoming: list[tuple[float, dict[str, str], tuple[str, ...]]] = []
         self._serial = 0
         self.errors: list[str] = []
-        #: ProvisioningRequests fail (no capacity) while this is set.
+        #: ProvisioningRequests are failed while this is set: what the real autoscaler does only after 7 days
+        #: (reason Expired) or for a template it cannot build pods from (processors/provreq/processor.go).
         self.fail_requests = False
+        #: The cloud has no capacity while this is set: Provisioned=False, reason CapacityIsNotFound, retried
+        #: (cluster-autoscaler@1.33.6 provisioningrequest/besteffortatomic/provisioning_class.go, Provision;
+        #: provisioningrequest/conditions/conditions.go). Never Failed for a shortage.
+        self.shortage = False
 
     def __enter__(self) -> "GpuSim":
         self.thread.start()
@@ -346,7 +351,7 @@ class GpuSim:
         for request in self.server.list_objects(PR_API, "ProvisioningRequest"):
             meta = request["metadata"]
             conditions = {c["type"]: c for c in (request.get("status") or {}).get("conditions") or []}
-            if meta.get("deletionTimestamp") or "Provisioned" in conditions or "Failed" in conditions:
+            if meta.get("deletionTimestamp") or (conditions.get("Provisioned") or {}).get("status") == "True" or "Failed" in conditions:
                 continue
             first = self._first_seen.setdefault(meta["uid"], now)
             if "Accepted" not in conditions:
@@ -355,7 +360,12 @@ class GpuSim:
             if now - first < self.provisioning_delay:
                 continue
             if self.fail_requests:
-                self._set_conditions(request, [("Failed", "FailedToCreateNodes", "the simulated cloud has no capacity")])
+                self._set_conditions(request, [("Failed", "Expired", "ProvisioningRequest is expired")])
+                continue
+            if self.shortage:
+                if (conditions.get("Provisioned") or {}).get("reason") != "CapacityIsNotFound":
+                    self._set_conditions(request, [("Provisioned", "CapacityIsNotFound", "Capacity is not found, CA will try to find it later.")],
+                                         status="False")
                 continue
             added = []
             for pod_set in request["spec"]["podSets"]:
@@ -378,10 +388,11 @@ class GpuSim:
                 self._add_node(selector, (meta["name"],))
             self._set_conditions(request, [("Provisioned", "Provisioned", f"{len(planned)} nodes added")])
 
-    def _set_conditions(self, request: dict[str, Any], new: list[tuple[str, str, str]]) -> None:
-        conditions = list((request.get("status") or {}).get("conditions") or [])
+    def _set_conditions(self, request: dict[str, Any], new: list[tuple[str, str, str]], status: str = "True") -> None:
+        """Set conditions as the autoscaler's conditions.AddOrUpdateCondition does: one per type, replaced."""
+        conditions = [c for c in (request.get("status") or {}).get("conditions") or [] if c.get("type") not in {k for k, _, _ in new}]
         for kind, reason, message in new:
-            conditions.append({"type": kind, "status": "True", "reason": reason, "message": message,
+            conditions.append({"type": kind, "status": status, "reason": reason, "message": message,
                                "lastTransitionTime": now_rfc3339()})
         try:
             self.server.update_status({**request, "status": {**(request.get("status") or {}), "conditions": conditions}})

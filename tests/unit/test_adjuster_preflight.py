@@ -65,3 +65,15 @@ def test_kai_s_own_node_scale_adjuster_is_recognised(case, pods, found):
     assert bool(verdict.problems) == bool(found)
     if found:
         assert "global.clusterAutoscaling=false" in verdict.problems[0] and found[0] in verdict.problems[0]
+
+
+@pytest.mark.parametrize("served,refused,warned", [(True, False, False), (False, True, False), (None, False, True)])
+def test_provisioning_request_mode_needs_the_v1_api(served, refused, warned):
+    from raybridge.adjuster.preflight import provisioning_verdict
+
+    findings = provisioning_verdict(served)
+    assert bool(findings.problems) == refused and bool(findings.warnings) == warned
+    if refused:
+        assert "autoscaling.x-k8s.io/v1" in findings.problems[0] and "1.31" in findings.problems[0]
+    else:
+        assert "--enable-provisioning-requests" in findings.notes[0]
