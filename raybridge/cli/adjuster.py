@@ -56,6 +56,18 @@ def register(sub: Any) -> None:
     g.add_argument("--now", metavar="TIME", help="RFC 3339 time to judge the grace period against (default: now)")
     add_settings_args(p)
     add_output_arg(p, "json")
+    from raybridge.adjuster import consts
+    from raybridge.adjuster.settings import MODES
+
+    m = p.add_argument_group("manifests (what `adjuster run` would create)")
+    m.add_argument("--manifests", action="store_true", help="print the placeholder pods (or ProvisioningRequests and their "
+                   "PodTemplates) `adjuster run` would create for these pods and nodes, exactly as it creates them, for "
+                   "`kubectl apply --dry-run=server -f -` (-o yaml: documents; json: a v1 List)")
+    m.add_argument("--mode", choices=MODES, default="placeholder", help="as `adjuster run --mode` (default: placeholder)")
+    m.add_argument("--namespace", default=consts.DEFAULT_NAMESPACE, help=f"as `adjuster run --namespace` (default: {consts.DEFAULT_NAMESPACE})")
+    m.add_argument("--priority-class", default=consts.DEFAULT_PRIORITY_CLASS, help="as `adjuster run --priority-class`")
+    m.add_argument("--placeholder-image", default=consts.DEFAULT_PLACEHOLDER_IMAGE, help="as `adjuster run --placeholder-image`")
+    m.add_argument("--provisioning-class", default=consts.DEFAULT_PROVISIONING_CLASS, help="as `adjuster run --provisioning-class`")
     p.set_defaults(handler=cmd_plan)
     _register_run(commands)
 
@@ -180,6 +192,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     pods = load_objects(args.pods, "Pod")
     nodes = load_objects(args.nodes, "Node") if args.nodes else None
     pod_groups = load_objects(args.podgroups, "PodGroup") if args.podgroups else ()
+    if args.manifests:
+        return _print_manifests(args, settings, pods, nodes, pod_groups, now)
     plan = plan_placeholders(pods, nodes, settings, now, pod_groups)
     for text in plan.warnings:
         warn(text)
@@ -189,6 +203,41 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _print_tables(plan)
     for text in plan.notes:
         note(text)
+    return EXIT_OK
+
+
+def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: Any, pod_groups: Any, now: Any) -> int:
+    """What one pass of `adjuster run` would create now: the same decision (`decide`, `decide_requests`), the same
+    manifests. Placeholders of ours in `--pods` (by label and namespace) count as existing, as in the cluster."""
+    from raybridge.adjuster.scale_adjuster import decide, decide_requests, placeholder_manifest
+    from raybridge.adjuster.settings import RunSettings
+    from raybridge.cli.render import dump_documents, note, warn
+    from raybridge.errors import BadInput
+
+    run = RunSettings(planner=settings, namespace=args.namespace, mode=args.mode, priority_class=args.priority_class,
+                      placeholder_image=args.placeholder_image, provisioning_class=args.provisioning_class)
+    problems = [p for p in run.problems() if p.startswith(("--namespace", "--mode", "--priority-class", "--placeholder-image",
+                                                            "--provisioning-class", "adjuster run plans"))]
+    if problems:
+        raise BadInput(*problems)
+    if args.output == "table":
+        raise BadInput("--manifests prints objects: -o yaml or -o json")
+    objects: list[Any] = []
+    if run.mode == "placeholder":
+        result = decide(pods, nodes, run, now, pod_groups=pod_groups)
+        decision = result.decision
+        objects = [placeholder_manifest(planned, run) for planned in decision.create]
+    else:
+        # No ProvisioningRequests are read offline: the requests for the whole demand, as a first pass creates them.
+        found = decide_requests(pods, nodes, [], [], run, now, pod_groups=pod_groups)
+        decision = found.decision
+        for planned in found.create:
+            objects += [*planned.templates, planned.request]
+    for text in decision.plan.warnings:
+        warn(text)
+    for text in decision.plan.notes:
+        note(text)
+    dump_documents(objects, args.output)
     return EXIT_OK
 
 
