@@ -41,6 +41,8 @@ from raybridge.adjuster.scale_adjuster import (
     RequestPass,
     decide,
     decide_requests,
+    hold_patch,
+    node_holds,
     placeholder_manifest,
     request_conditions,
     request_state,
@@ -328,6 +330,8 @@ class Controller:
         self.last_loop = time.monotonic()
         self.passes = 0
         self._notified: set[str] = set()
+        #: Nodes whose hold or release failed (said once until it works).
+        self._hold_failed: set[str] = set()
         self._request_states: dict[str, str] = {}
         self._kai_seen = False
         self._lead_lock = threading.Lock()
@@ -520,6 +524,7 @@ class Controller:
                 message = f"asked for {ph.gpus} {ph.resource_key} for this pod" + (f" and {others} others" if others else "") + f" (placeholder {self.settings.namespace}/{planned.name})"
                 self._event(scaler, pod, "ScaleUpRequested", message)
                 events += 1
+        self._hold_nodes(nodes, scaler, decision.held_nodes)
         reported = [i for i in decision.plan.ignored if i.code in REPORTED_IGNORED_CODES]
         self._notified &= {i.pod for i in reported}  # a pod that recovers and fails again is told again
         for ignored in reported:
@@ -534,6 +539,22 @@ class Controller:
         self.passes += 1
         self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
         return result
+
+    def _hold_nodes(self, nodes: Informer, scaler: Scaler, held: frozenset[str]) -> None:
+        """Keep the nodes placeholders brought up from voluntary disruption until their pods land (consts.HOLD_LABEL)."""
+        holds = node_holds(nodes.snapshot(), held)
+        for name, hold in [(n, True) for n in holds.hold] + [(n, False) for n in holds.release]:
+            if self._stopping():
+                break
+            outcome = scaler.patch_node(name, hold_patch(hold))
+            if outcome.ok:
+                self._hold_failed.discard(name)
+                if outcome.obj:
+                    nodes.put(outcome.obj)
+                log.info("%s node %s", "holding" if hold else "released", name, extra={"node": name})
+            elif name not in self._hold_failed:  # said once per node until it works
+                self._hold_failed.add(name)
+                log.warning("could not %s node %s: %s", "hold" if hold else "release", name, outcome.detail)
 
     def reconcile_requests_once(self, pods: Informer, nodes: Informer, requests: Informer, templates: Informer,
                                 scaler: Scaler, pod_groups: Optional[Informer] = None) -> RequestPass:

@@ -121,6 +121,40 @@ def decide(pods: Iterable[Mapping[str, Any]], nodes: Optional[Sequence[Any]], se
     return Pass(decision, tuple(placeholders))
 
 
+@dataclass(frozen=True)
+class NodeHolds:
+    """Nodes to mark held (do-not-disrupt and our label) and to release (both removed)."""
+
+    hold: tuple[str, ...]
+    release: tuple[str, ...]
+
+
+def node_holds(nodes: Iterable[Mapping[str, Any]], held: Iterable[str]) -> NodeHolds:
+    """What to change so that exactly the `held` nodes carry our hold. A node whose do-not-disrupt annotation
+    someone else set (without our label) is left alone either way: it is held already, and not ours to release."""
+    wanted = set(held)
+    hold: list[str] = []
+    release: list[str] = []
+    for node in nodes:
+        meta = node.get("metadata") if isinstance(node.get("metadata"), Mapping) else {}
+        name = meta.get("name")
+        if not isinstance(name, str):
+            continue
+        ours = (meta.get("labels") or {}).get(consts.HOLD_LABEL) == "true"
+        annotated = (meta.get("annotations") or {}).get(consts.DO_NOT_DISRUPT_ANNOTATION) == "true"
+        if name in wanted and not ours and not annotated:
+            hold.append(name)
+        elif name not in wanted and ours:
+            release.append(name)
+    return NodeHolds(tuple(sorted(hold)), tuple(sorted(release)))
+
+
+def hold_patch(hold: bool) -> dict[str, Any]:
+    """The merge patch that sets (or removes) the hold on a node."""
+    return {"metadata": {"labels": {consts.HOLD_LABEL: "true" if hold else None},
+                         "annotations": {consts.DO_NOT_DISRUPT_ANNOTATION: "true" if hold else None}}}
+
+
 #: What a placeholder asks for at least, and may use at most, of CPU and memory (in thousandths): enough to run `true`.
 _LEAST_REQUESTS = {"cpu": 1, "memory": 8 * 2**20 * 1000}
 _LEAST_LIMITS = {"cpu": 10, "memory": 16 * 2**20 * 1000}

@@ -86,6 +86,7 @@ DELETE_FINISHED = "finished-without-node"
 DELETE_DOUBLE_COUNTED = "node-already-counted"  # its node's GPUs were already counted for earlier placeholders
 DELETE_CAPACITY_TAKEN = "capacity-taken"  # other pods took the GPUs it brought up: its pods are asked for again
 DELETE_HELD_ELSEWHERE = "held-elsewhere"  # its pods still count, but fit the GPUs other pending placeholders ask for
+DELETE_NODE_GONE = "node-gone"  # the node it brought up is gone (consolidated, failed): its pods are asked for again
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,10 @@ class Reconcile:
     #: The plan over every pod not covered by a provided placeholder (demand, ignored pods, groups).
     plan: AdjusterPlan
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: The nodes of the provided placeholders kept: capacity brought up for pods that have not all landed
+    #: (or for waiting pods its room holds). Kept from voluntary disruption until then (an autoscaler that
+    #: removes empty nodes would take them while the placeholder has exited and the pods are not there yet).
+    held_nodes: frozenset[str] = frozenset()
 
     @property
     def changes(self) -> int:
@@ -411,6 +416,9 @@ def reconcile(
         if age >= provision_timeout_seconds:
             delete.append((ph.name, DELETE_TIMED_OUT))
             continue
+        if ph.node and nodes is not None and ph.node not in rooms:
+            delete.append((ph.name, DELETE_NODE_GONE))
+            continue
         node_room = rooms.get(ph.node) if ph.node else None
         if node_room is None:  # where the capacity is, is not known (a ProvisioningRequest): its whole GPUs
             node_room = [Fraction(1)] * max(ph.gpus, 0)
@@ -504,6 +512,8 @@ def reconcile(
         name = placeholder_name(name_prefix, wanted.group or "default", wanted.gpus, taken)
         taken.add(name)
         create.append(PlannedPlaceholder(name, wanted))
+    kept = set(keep)
+    held_nodes = frozenset(ph.node for ph in provided if ph.node and ph.name in kept)
     notes = []
     if covered:
         notes.append(f"{len(covered)} pending pods wait for {provided_gpus} GPUs that placeholders already brought up")
@@ -516,4 +526,5 @@ def reconcile(
         pending_gpus=pending_gpus,
         plan=plan,
         notes=tuple(notes),
+        held_nodes=held_nodes,
     )

@@ -53,6 +53,19 @@ def cluster() -> Iterator[tuple[KubeApiServer, GpuSim]]:
         assert sim.errors == []
 
 
+AUTOSCALERS = ["cluster-autoscaler", "karpenter"]
+
+
+@pytest.fixture(params=AUTOSCALERS)
+def either_cluster(request: pytest.FixtureRequest) -> Iterator[tuple[KubeApiServer, GpuSim]]:
+    """The test cluster with each autoscaler backend (sim_autoscaler.py, sim_karpenter.py), default settings."""
+    with KubeApiServer() as server:
+        _setup(server)
+        with GpuSim(server, provisioning_delay=0.5, autoscaler=request.param) as sim:
+            yield server, sim
+        assert sim.errors == []
+
+
 def _settings(**extra: Any) -> RunSettings:
     values: dict[str, Any] = dict(
         planner=AdjusterSettings(grace_period_seconds=0.2, node_gpus=8),
@@ -122,8 +135,8 @@ def _settled(server: KubeApiServer, count: int) -> None:
     time.sleep(1.2)
 
 
-def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_go(cluster: Any) -> None:
-    server, sim = cluster
+def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_go(either_cluster: Any) -> None:
+    server, sim = either_cluster
     log = PlaceholderLog(server)
     _burst(server, 20, "0.5")  # 10 GPUs: one 8-GPU placeholder and one of 2
     _settled(server, 20)
@@ -138,13 +151,13 @@ def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_g
     assert landed < 10
 
 
-def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(cluster: Any) -> None:
+def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(either_cluster: Any) -> None:
     # 30 x 0.6: no two share a GPU, so 30 GPUs = 4 nodes of 8. The placeholders are created
     # within the burst's second and slowly (0.2 s each), which gives the scheduler the chance to bind a
     # pending one to the free GPUs of a node just added for an earlier one (which exited once
     # scheduled). A guard only: on a quiet machine it passed before the fix too; the decision it
     # guards is pinned in tests/unit/test_adjuster_reconcile.py (TAKEN_ROWS).
-    server, sim = cluster
+    server, sim = either_cluster
     sim.provisioning_delay = 1.0
 
     def slow_create(obj: dict[str, Any], operation: str) -> None:
@@ -157,6 +170,37 @@ def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(clu
         wait_for(lambda: _running(server) == 30, timeout=30, what="all 30 pods running")
         wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
     assert len(sim.added_nodes) == 4, sim.added_nodes
+
+
+def _hold_label(server: KubeApiServer, node: str) -> Optional[str]:
+    found = server.get_object("v1", "Node", node)
+    return ((found or {}).get("metadata", {}).get("labels") or {}).get("raybridge.io/adjuster-hold")  # what an admin lists
+
+
+def test_karpenter_keeps_the_node_a_placeholder_brought_up_until_its_pods_land(tmp_path: Path) -> None:
+    # Karpenter consolidates an empty node (consolidateAfter 0 s) once a validation delay has passed; the node is empty
+    # from the placeholder's exit until KAI binds the pods, which takes a while when KAI's session is slow.
+    with KubeApiServer() as server:
+        _setup(server)
+        with GpuSim(server, provisioning_delay=0.5, autoscaler="karpenter", consolidate_after=0,
+                    disruption_interval=0.2, validation_delay=0.5) as sim:
+            _burst(server, 4, "0.5")
+            _settled(server, 4)
+            sim.kai_paused = True
+            with Running(server, _settings()):
+                wait_for(lambda: sim.added_nodes and [p for p in _placeholders(server) if p["status"].get("phase") == "Succeeded"],
+                         timeout=20, what="the placeholder exited on its new node")
+                node = sim.added_nodes[0][0]
+                time.sleep(2.0)  # many of Karpenter's disruption passes, each longer than its validation delay
+                sim.kai_paused = False
+                wait_for(lambda: _running(server) == 4, timeout=20, what="the pods running")
+                wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+                assert sim.autoscaler.consolidated == []  # type: ignore[attr-defined]
+                assert [n for n, _ in sim.added_nodes] == [node]
+                wait_for(lambda: _hold_label(server, node) is None, timeout=10, what="the node released")
+            held = server.get_object("v1", "Node", node)
+            assert held is not None and "karpenter.sh/do-not-disrupt" not in (held["metadata"].get("annotations") or {})
+        assert sim.errors == []
 
 
 def test_pods_arriving_over_seconds_get_one_scale_up_without_replacing_placeholders(cluster: Any) -> None:
@@ -630,6 +674,7 @@ def test_the_shipped_rbac_is_enough(bare_cluster: Any, tmp_path: Path) -> None:
 MISSING_VERBS = [
     ("ClusterRole", "pods", "watch"),
     ("ClusterRole", "nodes", "list"),
+    ("ClusterRole", "nodes", "patch"),
     ("ClusterRole", "events", "create"),
     ("ClusterRole", "priorityclasses", "get"),
     ("Role", "pods", "create"),
@@ -645,6 +690,9 @@ def test_every_shipped_verb_is_needed(bare_cluster: Any, tmp_path: Path, drop: t
     run = _start_under_service_account(server, tmp_path, drop)
     try:
         _burst(server, 4, "0.5")
+        if drop == ("ClusterRole", "nodes", "patch"):  # the pods land only after the pass that holds their new node
+            wait_for(lambda: _unschedulable(server) == 4, timeout=20, what="the burst unschedulable")
+            sim.kai_paused = True
         wait_for(lambda: "403" in run.text or "orbidden" in run.text, timeout=40, what=f"a 403 without {drop}")
     finally:
         run.stop()

@@ -177,6 +177,9 @@ class GpuSim:
         self.reservations: list[str] = []
         #: Shares the binder did not bind while a scaling pod was unscheduled (pod keys, once each).
         self.held_by_scaling: list[str] = []
+        #: KAI's sessions do not run while this is set (a session at scale takes seconds; its binder can wait on
+        #: scaling pods): what leaves a node a placeholder brought up empty for a while after it exited.
+        self.kai_paused = False
         self._serial = 0
         self._random = random.Random(0)
         self.errors: list[str] = []
@@ -253,7 +256,7 @@ class GpuSim:
         for pod in default:
             if not self._place_whole(pod, nodes):
                 self._mark_unschedulable(pod, len(nodes))
-        for pod in pending:
+        for pod in () if self.kai_paused else pending:
             if pod["spec"].get("schedulerName") == KAI and int(requests_of(pod["spec"]).get(GPU_KEY, 0)) == 0:
                 if self._place_fraction(pod, nodes, scaling_up) is False:
                     self._mark_unschedulable(pod, len(nodes))
