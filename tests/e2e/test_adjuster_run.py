@@ -203,6 +203,32 @@ def test_karpenter_keeps_the_node_a_placeholder_brought_up_until_its_pods_land(t
         assert sim.errors == []
 
 
+def test_a_higher_priority_pod_that_takes_the_new_node_first_costs_one_more_node_and_nothing_waits(cluster: Any) -> None:
+    # Item 4. The placeholders stay out of KAI's scaling namespace (its binder reserves no GPU anywhere while a
+    # pod there is unscheduled, so one placeholder no node group can serve would stall all GPU sharing). A pod of
+    # higher priority pending when the node comes is bound first (kube-scheduler's PrioritySort) and the
+    # autoscaler counts it first (FilterOutSchedulable sorts by priority): the placeholder, at -1 above the
+    # cutoff, is still unschedulable, gets a node of its own, and is never replaced.
+    server, sim = cluster
+    log = PlaceholderLog(server)
+    sim.provisioning_delay = 2.0
+    server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "rival"}, "value": 100})
+    _burst(server, 16, "0.5")  # 8 GPUs: one placeholder of 8
+    _settled(server, 16)
+    rival = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rival", "namespace": WORK},
+             "spec": {"priorityClassName": "rival", "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "1d"],
+                      "resources": {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]}}
+    with Running(server, _settings(provision_timeout=60.0)):
+        wait_for(lambda: sim.autoscaler.upcoming, timeout=20, what="a node decided for the placeholder")
+        server.create_object(rival)  # before that node comes
+        wait_for(lambda: _running(server) == 17, timeout=40, what="the burst and the rival running")
+        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+    first, second = sim.added_nodes
+    rival_node = (server.get_object("v1", "Pod", "rival", WORK) or {})["spec"].get("nodeName")
+    assert rival_node == first[0], (rival_node, sim.added_nodes)  # the rival took the node decided for the placeholder
+    assert log.created == [(log.created[0][0], 8)]  # one placeholder, never replaced
+
+
 def test_pods_arriving_over_seconds_get_one_scale_up_without_replacing_placeholders(cluster: Any) -> None:
     server, sim = cluster
     log = PlaceholderLog(server)

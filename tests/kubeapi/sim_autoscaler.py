@@ -18,9 +18,10 @@ from scratch from the API's pods and nodes as the real one is:
    ClearTPURequests (nothing to do here), FilterOutExpendable (a pod with
    spec.priority below --expendable-pods-priority-cutoff, default -10,
    filter_out_expendable.go with core/utils/expendable.go IsExpendablePod),
-   CurrentlyDrainedNodes (no node drains here), FilterOutSchedulable (a pod
-   that fits a node of the snapshot, upcoming ones included, by its resource
-   requests, selectors and taints, is hinted there and dropped:
+   CurrentlyDrainedNodes (no node drains here), FilterOutSchedulable (pods
+   taken highest priority first; a pod that fits a node of the snapshot,
+   upcoming ones included, by its resource requests, selectors and taints,
+   is hinted there and dropped:
    filter_out_schedulable.go; a KAI pod asks for a GPU share by annotation,
    which the autoscaler cannot read, so it fits any node with CPU and memory
    room), FilterOutDaemonSet (no DaemonSet pods here).
@@ -153,7 +154,9 @@ class ClusterAutoscaler:
         snapshot = self._snapshot(pods, nodes)
         # FilterOutExpendable: a pod without a priority is not expendable.
         unschedulable = [p for p in unschedulable if p["spec"].get("priority") is None or int(p["spec"]["priority"]) >= self.expendable_cutoff]
-        # FilterOutSchedulable: hinted onto the snapshot's nodes (existing and upcoming) in order.
+        # FilterOutSchedulable (filterOutSchedulableByPacking): highest priority first, each hinted onto the
+        # snapshot's nodes (existing and upcoming); what fits is dropped.
+        unschedulable.sort(key=lambda p: -int(p["spec"].get("priority") or 0))
         unschedulable = [p for p in unschedulable if not any(node.hint(p["spec"]) for node in snapshot)]
         if unschedulable:
             self._scale_up(unschedulable, now)
