@@ -5,8 +5,8 @@
 1. The autoscaler's nodes that are due register (sim_autoscaler.py: a
    cluster-autoscaler by default, or sim_karpenter.py's Karpenter).
 2. The kubelet's part: a bound pod turns Running (with `PodScheduled=True`,
-   kubernetes@v1.33.0 pkg/kubelet/status/status_manager.go, which sets it
-   for every pod it runs); a pod whose container runs `true` (the adjuster's
+   kubernetes@v1.33.0 pkg/kubelet/kubelet_pods.go generateAPIPodStatus, which
+   adds it for every pod it runs); a pod whose container runs `true` (the adjuster's
    placeholders) turns Succeeded, which frees its node's resources.
 3. KAI's binder cleans up (kai-scheduler@v0.13.0
    pkg/binder/binding/resourcereservation/resource_reservation.go,
@@ -31,7 +31,7 @@
      pod is not bound this step. The bound pod gets `runai-gpu-group: <group>`
      (one GPU) or `runai-gpu-group/<group>: <group>` per GPU (updatePodGPUGroup).
      A pod that fits nowhere gets `PodScheduled=False/Unschedulable` as KAI
-     writes it (pkg/scheduler/.../default_status_updater.go), once.
+     writes it (pkg/scheduler/cache/status_updater/default_status_updater.go), once.
    * kube-scheduler's (pods without a schedulerName that request whole GPUs:
      the placeholders, KAI's scaling pods, whole-GPU workloads), highest
      priority first, then oldest: the first node passing the filters, GPUs
