@@ -20,8 +20,20 @@ PODS_ANNOTATION = "raybridge.io/placeholder-for"
 
 PLACEHOLDER_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{COMPONENT_LABEL}={PLACEHOLDER_COMPONENT}"
 
+#: A node a placeholder brought up is kept from voluntary disruption until its pods land or the provision timeout
+#: passes: Karpenter does not disrupt a node annotated `karpenter.sh/do-not-disrupt: "true"`
+#: (karpenter@v1.14.1 pkg/controllers/state/statenode.go ValidateNodeDisruptable), and consolidates an empty
+#: one after `consolidateAfter` (0 s is common), which a node is once its placeholder has exited and before
+#: KAI's pods land. The adjuster sets the annotation only with its own label beside it, and removes only
+#: what it set; `kubectl get nodes -l raybridge.io/adjuster-hold` lists the nodes it holds.
+DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
+HOLD_LABEL = "raybridge.io/adjuster-hold"
+
 DEFAULT_NAMESPACE = "raybridge-adjuster"
 DEFAULT_PRIORITY_CLASS = "raybridge-placeholder"
+#: The cluster autoscaler's --expendable-pods-priority-cutoff the adjuster assumes (the autoscaler's default):
+#: the placeholders' PriorityClass must be at least this (configs/adjuster/10-priorityclass.yaml: -1).
+DEFAULT_EXPENDABLE_CUTOFF = -10
 #: The placeholder's container runs `true` and exits at once: the node stays, its GPUs are free for
 #: the real pods (a pause image would keep them until preempted, and KAI does not preempt pods of
 #: other schedulers). Any image with a `true` binary works (--placeholder-image). This one is the

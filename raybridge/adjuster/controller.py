@@ -35,11 +35,14 @@ from typing import Any, Callable, Mapping, Optional
 
 from raybridge.adjuster import consts
 from raybridge.adjuster.metrics import Metrics
+from raybridge.adjuster.preflight import kai_adjuster_pods, kai_adjuster_verdict
 from raybridge.adjuster.scale_adjuster import (
     Pass,
     RequestPass,
     decide,
     decide_requests,
+    hold_patch,
+    node_holds,
     placeholder_manifest,
     request_conditions,
     request_state,
@@ -327,7 +330,10 @@ class Controller:
         self.last_loop = time.monotonic()
         self.passes = 0
         self._notified: set[str] = set()
+        #: Nodes whose hold or release failed (said once until it works).
+        self._hold_failed: set[str] = set()
         self._request_states: dict[str, str] = {}
+        self._kai_seen = False
         self._lead_lock = threading.Lock()
         self._informers: list[Informer] = []
         self._term = self.stop
@@ -454,11 +460,27 @@ class Controller:
             halt.set()
             for informer in self._informers:
                 informer.halt()
+            # Their threads end at their next check of `halt`: waited for (bounded), so that none still logs
+            # while the process exits (a daemon thread holding stderr then aborts the interpreter's shutdown).
+            for informer in self._informers:
+                informer.thread.join(max(1.0, self.settings.request_timeout))
             self.leading.clear()
             self.metrics.leader.set(0)
             log.info("stopped leading")
 
     # --- one pass -----------------------------------------------------------------------------
+
+    def _kai_adjuster_running(self, all_pods: list[dict[str, Any]]) -> bool:
+        """Whether KAI's own node-scale-adjuster is at work (its pods or its scaling pods): then nothing is created,
+        as both would ask for nodes for the same pods. Said once when it appears and once when it goes."""
+        found = kai_adjuster_pods(all_pods)
+        self.metrics.kai_adjuster_running.set(1 if found else 0)
+        if found and not self._kai_seen:
+            log.error("%s; creating nothing while it runs", kai_adjuster_verdict(found).problems[0])
+        elif not found and self._kai_seen:
+            log.info("KAI's node-scale-adjuster is gone: creating placeholders again")
+        self._kai_seen = bool(found)
+        return self._kai_seen
 
     def reconcile_once(self, pods: Informer, nodes: Informer, scaler: Scaler, pod_groups: Optional[Informer] = None) -> Pass:
         started = time.perf_counter()
@@ -480,7 +502,7 @@ class Controller:
                 log.warning("could not delete placeholder %s: %s", name, outcome.detail)
         pods_by_key = {_key(p): p for p in all_pods}
         events = 0
-        for planned in decision.create:
+        for planned in () if self._kai_adjuster_running(all_pods) else decision.create:
             if self._stopping():
                 break
             manifest = placeholder_manifest(planned, self.settings)
@@ -502,6 +524,7 @@ class Controller:
                 message = f"asked for {ph.gpus} {ph.resource_key} for this pod" + (f" and {others} others" if others else "") + f" (placeholder {self.settings.namespace}/{planned.name})"
                 self._event(scaler, pod, "ScaleUpRequested", message)
                 events += 1
+        self._hold_nodes(nodes, scaler, decision.held_nodes)
         reported = [i for i in decision.plan.ignored if i.code in REPORTED_IGNORED_CODES]
         self._notified &= {i.pod for i in reported}  # a pod that recovers and fails again is told again
         for ignored in reported:
@@ -516,6 +539,22 @@ class Controller:
         self.passes += 1
         self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
         return result
+
+    def _hold_nodes(self, nodes: Informer, scaler: Scaler, held: frozenset[str]) -> None:
+        """Keep the nodes placeholders brought up from voluntary disruption until their pods land (consts.HOLD_LABEL)."""
+        holds = node_holds(nodes.snapshot(), held)
+        for name, hold in [(n, True) for n in holds.hold] + [(n, False) for n in holds.release]:
+            if self._stopping():
+                break
+            outcome = scaler.patch_node(name, hold_patch(hold))
+            if outcome.ok:
+                self._hold_failed.discard(name)
+                if outcome.obj:
+                    nodes.put(outcome.obj)
+                log.info("%s node %s", "holding" if hold else "released", name, extra={"node": name})
+            elif name not in self._hold_failed:  # said once per node until it works
+                self._hold_failed.add(name)
+                log.warning("could not %s node %s: %s", "hold" if hold else "release", name, outcome.detail)
 
     def reconcile_requests_once(self, pods: Informer, nodes: Informer, requests: Informer, templates: Informer,
                                 scaler: Scaler, pod_groups: Optional[Informer] = None) -> RequestPass:
@@ -546,7 +585,7 @@ class Controller:
                 self._delete_template(scaler, templates, name)
         pods_by_key = {_key(p): p for p in all_pods}
         events = 0
-        for planned in result.create:
+        for planned in () if self._kai_adjuster_running(all_pods) else result.create:
             if self._stopping():
                 break
             created = [scaler.create_template(t) for t in planned.templates]

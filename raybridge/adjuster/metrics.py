@@ -28,6 +28,8 @@ class Metrics:
         self.api_errors = Counter("raybridge_adjuster_api_errors", "Kubernetes API errors, by operation and code", ["operation", "code"], registry=r)
         self.actions = Counter("raybridge_adjuster_placeholder_actions", "Placeholders created and deleted", ["action", "reason"], registry=r)
         self.leader = Gauge("raybridge_adjuster_leader", "1 while this replica leads", registry=r)
+        self.kai_adjuster_running = Gauge("raybridge_adjuster_kai_adjuster_running", "1 while KAI's own node-scale-adjuster "
+                                          "is seen at work (nothing is created meanwhile)", registry=r)
         self.podgroups_unavailable = Gauge("raybridge_adjuster_podgroups_unavailable", "1 while KAI PodGroups (their quota verdicts) "
                                            "cannot be read: the cluster serves none (404) or RBAC forbids them (403)", registry=r)
         self._ignored_seen: set[str] = set()

@@ -16,7 +16,9 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.adjuster import consts
 from raybridge.adjuster.settings import RunSettings
+from raybridge.core.adjuster import Placeholder
 from raybridge.core.demand import parse_time
+from raybridge.core.inventory import format_milli, pod_resource_requests
 from raybridge.core.reconcile import (
     FINISHED,
     PENDING,
@@ -54,7 +56,7 @@ def read_placeholder(pod: Mapping[str, Any]) -> Optional[ExistingPlaceholder]:
         return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, _scheduled_at(pod), spec.get("nodeName"))
     if status.get("phase") in ("Succeeded", "Failed"):
         return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
-    return ExistingPlaceholder(name, group, gpus, PENDING, pods)
+    return ExistingPlaceholder(name, group, gpus, PENDING, pods, resources=pod_resource_requests(spec))
 
 
 def _signal_identity(meta: Mapping[str, Any]) -> Optional[tuple[str, str, int, tuple[str, ...]]]:
@@ -119,8 +121,63 @@ def decide(pods: Iterable[Mapping[str, Any]], nodes: Optional[Sequence[Any]], se
     return Pass(decision, tuple(placeholders))
 
 
+@dataclass(frozen=True)
+class NodeHolds:
+    """Nodes to mark held (do-not-disrupt and our label) and to release (both removed)."""
+
+    hold: tuple[str, ...]
+    release: tuple[str, ...]
+
+
+def node_holds(nodes: Iterable[Mapping[str, Any]], held: Iterable[str]) -> NodeHolds:
+    """What to change so that exactly the `held` nodes carry our hold. A node whose do-not-disrupt annotation
+    someone else set (without our label) is left alone either way: it is held already, and not ours to release."""
+    wanted = set(held)
+    hold: list[str] = []
+    release: list[str] = []
+    for node in nodes:
+        meta = node.get("metadata") if isinstance(node.get("metadata"), Mapping) else {}
+        name = meta.get("name")
+        if not isinstance(name, str):
+            continue
+        ours = (meta.get("labels") or {}).get(consts.HOLD_LABEL) == "true"
+        annotated = (meta.get("annotations") or {}).get(consts.DO_NOT_DISRUPT_ANNOTATION) == "true"
+        if name in wanted and not ours and not annotated:
+            hold.append(name)
+        elif name not in wanted and ours:
+            release.append(name)
+    return NodeHolds(tuple(sorted(hold)), tuple(sorted(release)))
+
+
+def hold_patch(hold: bool) -> dict[str, Any]:
+    """The merge patch that sets (or removes) the hold on a node."""
+    return {"metadata": {"labels": {consts.HOLD_LABEL: "true" if hold else None},
+                         "annotations": {consts.DO_NOT_DISRUPT_ANNOTATION: "true" if hold else None}}}
+
+
+#: What a placeholder asks for at least, and may use at most, of CPU and memory (in thousandths): enough to run `true`.
+_LEAST_REQUESTS = {"cpu": 1, "memory": 8 * 2**20 * 1000}
+_LEAST_LIMITS = {"cpu": 10, "memory": 16 * 2**20 * 1000}
+
+
+def placeholder_resources(ph: Placeholder) -> dict[str, dict[str, str]]:
+    """The GPUs and, summed, the CPU, memory and other resources its pods request, as KAI's scaling pod carries
+    the pending pod's CPU and memory (kai-scheduler@v0.13.0 pkg/nodescaleadjuster/scaler/scaling_pod.go,
+    createScalingPodSpec): the node added for it then has room for them, not just for the GPUs. Limits equal
+    the requests (extended resources and hugepages must), CPU and memory no lower than the least `true` needs."""
+    carried = dict(ph.resources)
+    requests = {name: max(carried.get(name, 0), least) for name, least in _LEAST_REQUESTS.items()}
+    requests.update({name: amount for name, amount in carried.items() if name not in requests})
+    limits = {name: max(amount, _LEAST_LIMITS.get(name, 0)) for name, amount in requests.items()}
+    return {
+        "requests": {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in sorted(requests.items())}},
+        "limits": {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in sorted(limits.items())}},
+    }
+
+
 def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> dict[str, Any]:
-    """A pod that asks for whole GPUs where the group's pods may run, below every real workload, and exits."""
+    """A pod that asks for whole GPUs (and its pods' CPU and memory) where the group's pods may run, below every real
+    workload but not below the autoscaler's expendable cutoff, and exits."""
     ph = planned.placeholder
     gpus = str(ph.gpus)
     spec: dict[str, Any] = {
@@ -140,13 +197,15 @@ def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> 
                 "name": "placeholder",
                 "image": settings.placeholder_image,
                 "command": list(consts.PLACEHOLDER_COMMAND),
-                "resources": {
-                    "requests": {ph.resource_key: gpus, "cpu": "1m", "memory": "8Mi"},
-                    "limits": {ph.resource_key: gpus, "cpu": "10m", "memory": "16Mi"},
-                },
+                "resources": placeholder_resources(ph),
+                # No readOnlyRootFilesystem: the NVIDIA container toolkit's CDI hooks write into the container's
+                # root at create time, and with a read-only root one fails the create on a GPU node (toolkit
+                # v1.20.0 cmd/nvidia-cdi-hook/update-application-profile: MkdirAll of /etc/nvidia/... in the
+                # container root, EROFS is an error; nvidia-container-toolkit issue 2026, kserve PR 5711), so
+                # the placeholder would never start and never free its node. KAI's scaling pod sets no
+                # security context at all (kai-scheduler@v0.13.0 scaling_pod.go); the rest of this one stays.
                 "securityContext": {
                     "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True,
                     "capabilities": {"drop": ["ALL"]},
                 },
             }
@@ -235,13 +294,20 @@ def read_request(obj: Mapping[str, Any], now: datetime, failed_backoff: float) -
     if true("CapacityRevoked") or true("BookingExpired"):
         # The capacity (or its booking) is gone: the request is spent; pods still waiting are planned again.
         return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
-    provisioned = true("Provisioned")
-    if provisioned:
-        return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, provisioned)
+    if true("Provisioned"):
+        # Provisioned=True means the scale-up was *requested* ("CapacityIsProvisionedReason is added when capacity
+        # was requested successfully": cluster-autoscaler@1.33.6 provisioningrequest/conditions/conditions.go;
+        # provisioningrequest/besteffortatomic/provisioning_class.go), not that the nodes exist: the provision
+        # timeout does not start there. The autoscaler books the capacity for 10 minutes and then sets
+        # BookingExpired (processors/provreq/processor.go, defaultReservationTime; only pods annotated
+        # autoscaling.x-k8s.io/consume-provisioning-request end it early, and KAI's never are): that ends it.
+        return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, None)
     failed = true("Failed")
     if failed and (now - failed).total_seconds() >= failed_backoff:
         return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
-    # Waiting, accepted, or failed within the backoff: it still covers its pods.
+    # Waiting, accepted, short of capacity (Provisioned=False, reason CapacityIsNotFound: the autoscaler retries it with
+    # a backoff of minutes; Failed comes only after 7 days or for a broken template, processors/provreq/processor.go),
+    # or failed within the backoff: it still covers its pods.
     return ExistingPlaceholder(name, group, gpus, PENDING, pods)
 
 

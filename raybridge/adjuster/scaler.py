@@ -80,6 +80,13 @@ class Scaler:
 
         return self._retry("delete pod", call, done_on={404: "gone"}, success="deleted")
 
+    def patch_node(self, name: str, patch: Mapping[str, Any]) -> Outcome:
+        """A JSON merge patch of a node's metadata; a node that is gone counts as done."""
+        return self._retry("patch node", lambda: self.core.patch_node(
+            name, patch, _content_type="application/merge-patch+json", _preload_content=False,
+            _request_timeout=(self.timeout, self.timeout),
+        ), done_on={404: "gone"}, success="patched")  # fmt: skip
+
     def create_template(self, manifest: Mapping[str, Any]) -> Outcome:
         meta = manifest["metadata"]
         return self._retry("create podtemplate", lambda: self.core.create_namespaced_pod_template(

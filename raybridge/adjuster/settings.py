@@ -40,6 +40,8 @@ class RunSettings:
     namespace: str = consts.DEFAULT_NAMESPACE
     mode: str = "placeholder"
     priority_class: str = consts.DEFAULT_PRIORITY_CLASS
+    #: The cluster autoscaler's --expendable-pods-priority-cutoff: placeholders below it never cause a scale-up.
+    expendable_cutoff: int = consts.DEFAULT_EXPENDABLE_CUTOFF
     placeholder_image: str = consts.DEFAULT_PLACEHOLDER_IMAGE
     provision_timeout: float = consts.DEFAULT_PROVISION_TIMEOUT_SECONDS
     provisioning_class: str = consts.DEFAULT_PROVISIONING_CLASS

@@ -56,6 +56,18 @@ def register(sub: Any) -> None:
     g.add_argument("--now", metavar="TIME", help="RFC 3339 time to judge the grace period against (default: now)")
     add_settings_args(p)
     add_output_arg(p, "json")
+    from raybridge.adjuster import consts
+    from raybridge.adjuster.settings import MODES
+
+    m = p.add_argument_group("manifests (what `adjuster run` would create)")
+    m.add_argument("--manifests", action="store_true", help="print the placeholder pods (or ProvisioningRequests and their "
+                   "PodTemplates) `adjuster run` would create for these pods and nodes, exactly as it creates them, for "
+                   "`kubectl apply --dry-run=server -f -` (-o yaml: documents; json: a v1 List)")
+    m.add_argument("--mode", choices=MODES, default="placeholder", help="as `adjuster run --mode` (default: placeholder)")
+    m.add_argument("--namespace", default=consts.DEFAULT_NAMESPACE, help=f"as `adjuster run --namespace` (default: {consts.DEFAULT_NAMESPACE})")
+    m.add_argument("--priority-class", default=consts.DEFAULT_PRIORITY_CLASS, help="as `adjuster run --priority-class`")
+    m.add_argument("--placeholder-image", default=consts.DEFAULT_PLACEHOLDER_IMAGE, help="as `adjuster run --placeholder-image`")
+    m.add_argument("--provisioning-class", default=consts.DEFAULT_PROVISIONING_CLASS, help="as `adjuster run --provisioning-class`")
     p.set_defaults(handler=cmd_plan)
     _register_run(commands)
 
@@ -76,6 +88,13 @@ def _non_negative_seconds(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0 (got {text!r})")
     return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})") from None
 
 
 def _whole(minimum: int):
@@ -173,6 +192,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     pods = load_objects(args.pods, "Pod")
     nodes = load_objects(args.nodes, "Node") if args.nodes else None
     pod_groups = load_objects(args.podgroups, "PodGroup") if args.podgroups else ()
+    if args.manifests:
+        return _print_manifests(args, settings, pods, nodes, pod_groups, now)
     plan = plan_placeholders(pods, nodes, settings, now, pod_groups)
     for text in plan.warnings:
         warn(text)
@@ -182,6 +203,41 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _print_tables(plan)
     for text in plan.notes:
         note(text)
+    return EXIT_OK
+
+
+def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: Any, pod_groups: Any, now: Any) -> int:
+    """What one pass of `adjuster run` would create now: the same decision (`decide`, `decide_requests`), the same
+    manifests. Placeholders of ours in `--pods` (by label and namespace) count as existing, as in the cluster."""
+    from raybridge.adjuster.scale_adjuster import decide, decide_requests, placeholder_manifest
+    from raybridge.adjuster.settings import RunSettings
+    from raybridge.cli.render import dump_documents, note, warn
+    from raybridge.errors import BadInput
+
+    run = RunSettings(planner=settings, namespace=args.namespace, mode=args.mode, priority_class=args.priority_class,
+                      placeholder_image=args.placeholder_image, provisioning_class=args.provisioning_class)
+    problems = [p for p in run.problems() if p.startswith(("--namespace", "--mode", "--priority-class", "--placeholder-image",
+                                                            "--provisioning-class", "adjuster run plans"))]
+    if problems:
+        raise BadInput(*problems)
+    if args.output == "table":
+        raise BadInput("--manifests prints objects: -o yaml or -o json")
+    objects: list[Any] = []
+    if run.mode == "placeholder":
+        result = decide(pods, nodes, run, now, pod_groups=pod_groups)
+        decision = result.decision
+        objects = [placeholder_manifest(planned, run) for planned in decision.create]
+    else:
+        # No ProvisioningRequests are read offline: the requests for the whole demand, as a first pass creates them.
+        found = decide_requests(pods, nodes, [], [], run, now, pod_groups=pod_groups)
+        decision = found.decision
+        for planned in found.create:
+            objects += [*planned.templates, planned.request]
+    for text in decision.plan.warnings:
+        warn(text)
+    for text in decision.plan.notes:
+        note(text)
+    dump_documents(objects, args.output)
     return EXIT_OK
 
 
@@ -260,7 +316,11 @@ def _register_run(commands: Any) -> None:
     section = p.add_argument_group("controller")
     flag("namespace", consts.DEFAULT_NAMESPACE, f"namespace of the placeholders and the Lease (default: {consts.DEFAULT_NAMESPACE})")
     flag("mode", "placeholder", "placeholder (default) or provisioning-request", choices=MODES)
-    flag("priority-class", consts.DEFAULT_PRIORITY_CLASS, f"PriorityClass of the placeholders, below every workload (default: {consts.DEFAULT_PRIORITY_CLASS})")
+    flag("priority-class", consts.DEFAULT_PRIORITY_CLASS, f"PriorityClass of the placeholders: below every workload, not below the "
+         f"autoscaler's cutoff (default: {consts.DEFAULT_PRIORITY_CLASS})")
+    flag("expendable-pods-priority-cutoff", str(consts.DEFAULT_EXPENDABLE_CUTOFF), "the cluster autoscaler's flag of that name: "
+         f"placeholders below it never cause a scale-up, so a PriorityClass below it is refused (default: {consts.DEFAULT_EXPENDABLE_CUTOFF}, "
+         "the autoscaler's)", type=_integer)
     flag("placeholder-image", consts.DEFAULT_PLACEHOLDER_IMAGE, "image of the placeholders: it must have /bin/true; it exits at once")
     flag("provision-timeout", str(consts.DEFAULT_PROVISION_TIMEOUT_SECONDS), "seconds capacity a placeholder brought up counts for its pods before they must land", type=_non_negative_seconds)
     flag("provisioning-class", consts.DEFAULT_PROVISIONING_CLASS, f"--mode provisioning-request: the requests' class (default: {consts.DEFAULT_PROVISIONING_CLASS})")
@@ -290,6 +350,7 @@ def run_settings_from_args(args: argparse.Namespace) -> Any:
         namespace=args.namespace,
         mode=args.mode,
         priority_class=args.priority_class,
+        expendable_cutoff=args.expendable_pods_priority_cutoff,
         placeholder_image=args.placeholder_image,
         provision_timeout=args.provision_timeout,
         provisioning_class=args.provisioning_class,
@@ -342,6 +403,36 @@ def _setup_logging(log_format: str) -> None:
         logger.propagate = False
 
 
+def _preflight(api_client: Any, settings: Any) -> None:
+    """The start-up checks (adjuster/preflight.py): said once, warned of, or refused (exit 2; unreachable: exit 3)."""
+    import logging
+
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    from raybridge.adjuster.preflight import check
+    from raybridge.errors import BadInput
+    from raybridge.kube.client import describe_unreachable, translate_api_exception
+
+    try:
+        findings = check(api_client, mode=settings.mode, priority_class=settings.priority_class,
+                         cutoff=settings.expendable_cutoff, request_timeout=settings.request_timeout,
+                         namespace=settings.namespace)
+    except ApiException as exc:
+        raise translate_api_exception("the start-up checks", exc) from None
+    except (HTTPError, OSError) as exc:
+        from raybridge.errors import ClusterUnreachable
+
+        raise ClusterUnreachable(f"the start-up checks: {describe_unreachable(exc)}") from None
+    if findings.problems:
+        raise BadInput(*findings.problems)
+    log = logging.getLogger("raybridge.adjuster")
+    for note in findings.notes:
+        log.info(note)
+    for warning in findings.warnings:
+        log.warning(warning)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import signal
     import threading
@@ -353,7 +444,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     settings = run_settings_from_args(args)
     _setup_logging(settings.log_format)
+    # The handler only records the signal: setting an Event there could deadlock on the Event's lock
+    # if the signal lands while this thread holds it. The main thread polls and stops the controller
+    # (installed first: a signal during the start-up checks stops the run as soon as it starts).
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        received.append(signum)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
     kube = connect(settings.kubeconfig, request_timeout=settings.request_timeout)
+    _preflight(kube.api_client, settings)
     metrics = Metrics()
     controller = Controller(settings, kube.api_client, metrics)
     server = None
@@ -363,16 +466,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise BadInput(f"--metrics-port {settings.metrics_port}: {exc.strerror or exc}") from None
 
-    # The handler only records the signal: setting an Event there could deadlock on the Event's lock
-    # if the signal lands while this thread holds it. The main thread polls and stops the controller.
-    received: list[int] = []
-
-    def on_signal(signum: int, frame: Any) -> None:
-        received.append(signum)
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
     failures: list[BaseException] = []
 
     def run() -> None:

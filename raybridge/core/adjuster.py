@@ -5,8 +5,10 @@
 the default policy it selects the demand (`core/demand.py`), packs each
 constraint group exactly (`core/packing.py`), checks that a scheduler placing
 the pods one by one (oldest first, best fit) finds room in what was packed and
-adds GPUs where it would not, shapes one placeholder per node of the group
-(never more GPUs than one node has), and applies the cap (trimming the
+adds GPUs where it would not, and then takes that scheduler's placement as the
+plan: one placeholder per node it uses (never more GPUs than one node has),
+holding exactly the pods it places there and only the GPUs they land on, so
+that each pod stands in one placeholder. Then it applies the cap (trimming the
 placeholder that does not fit whole rather than dropping it). With
 `policy="kai"` it reports what one pass of KAI's own node-scale-adjuster would
 do (`core/kai_policy.py`).
@@ -31,11 +33,9 @@ from raybridge.core.demand import (
     IgnoredPod,
     select_demand,
 )
-from raybridge.core.packing import BestFitScheduler, PackItem, fewest_nodes, pack
+from raybridge.core.packing import BestFitScheduler, PackedNode, PackItem, Resources, fewest_nodes, pack
+from raybridge.core.inventory import format_milli
 from raybridge.core.quantity import format_fraction
-
-#: Rounds of "add GPUs for what a greedy scheduler leaves" per group; one is almost always enough.
-GREEDY_ROUNDS = 4
 
 __all__ = [
     "AdjusterPlan",
@@ -61,6 +61,9 @@ class Placeholder:
     #: KAI policy: the scaling pod's name, and whether it exists already.
     name: Optional[str] = None
     existing: bool = False
+    #: What its pods request of a node besides GPUs, summed (thousandths of each unit): the placeholder asks
+    #: for it too, so that the node added for it has room for them.
+    resources: Resources = ()
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -74,6 +77,7 @@ class Placeholder:
                 "nodeSelector": dict(self.node_selector),
                 "affinity": self.affinity,
                 "tolerations": [dict(t) for t in self.tolerations],
+                "resources": {name: format_milli(name, amount) for name, amount in self.resources},
                 "pods": list(self.pods),
             }
         )
@@ -197,6 +201,7 @@ def plan_placeholders(
     groups: list[GroupPlan] = []
     placeholders: list[tuple[Placeholder, tuple[tuple[str, ...], ...]]] = []
     waiting: dict[str, float] = {}
+    resources_of: dict[str, Resources] = {}
     demand_by_vendor: dict[str, Fraction] = {}
     notes: list[str] = []
     for group in sorted(by_group, key=lambda g: (g.vendor, g.id)):
@@ -214,7 +219,19 @@ def plan_placeholders(
             )
         if any(p.source == "gpu-memory-fallback" for p in pieces):
             notes.append(f"group {group.id}: GPU memory of its nodes unknown: gpu-memory pods count as {format_fraction(settings.memory_fallback_fraction)} of a GPU")
-        items = [PackItem(p.pod, p.fraction, p.devices) for p in pieces]
+        items = [PackItem(p.pod, p.fraction, p.devices, p.resources) for p in pieces]
+        # What else a node of the group has room for (CPU, memory, ...): the scheduler places a pod only where
+        # its requests fit, and the autoscaler adds a node only for a placeholder that fits a new one.
+        room = shape.node_resources
+        if room is None and any(p.resources for p in pieces):
+            notes.append(
+                f"group {group.id}: no known node of this group, so what one node has of CPU and memory is unknown: "
+                "each placeholder carries the requests of the pods it stands for, which a new node may not hold"
+            )
+
+        def rooms(count: int) -> Optional[list[Optional[tuple[tuple[str, int], ...]]]]:
+            return None if room is None else [room] * count
+
         packing = pack(
             items,
             node_gpus,
@@ -222,29 +239,34 @@ def plan_placeholders(
             budget=settings.search_budget,
         )
         # The scheduler places pods one by one, not as the exact packing does: add GPUs until a best-fit
-        # placement in its order (KAI's within a queue: oldest first) also finds room for every pod (bounded:
-        # each round adds some).
+        # placement in its order (KAI's within a queue: oldest first) also finds room for every pod (each
+        # round places at least the first pod the last one left: it fits an empty node on its own).
         order_keys = [scheduling_order(p) for p in pieces]
         ordered_items = [items[i] for i in sorted(range(len(pieces)), key=order_keys.__getitem__)]
         planned_nodes = list(packing.nodes)
-        greedy_extra = 0
-        check = BestFitScheduler(ordered_items, [n.gpus for n in planned_nodes])
-        for _ in range(GREEDY_ROUNDS):
+        check = BestFitScheduler(ordered_items, [n.gpus for n in planned_nodes], rooms(len(planned_nodes)))
+        while True:
             left = check.run()
             if not left:
                 break
             extra = pack([ordered_items[i] for i in left], node_gpus, exact_max_slices=0, budget=0)
             planned_nodes.extend(extra.nodes)
-            greedy_extra += extra.gpus
-            check = check.resumed_with([n.gpus for n in extra.nodes])  # the same placements up to the first leftover
+            # the same placements up to the first leftover
+            check = check.resumed_with([n.gpus for n in extra.nodes], rooms(len(extra.nodes)))
         # Fewer, fuller placeholders where the GPUs regroup into fewer nodes (the autoscaler adds a node for
         # each it cannot fit): kept only where the scheduler's placement still finds room for every pod.
         regrouped = fewest_nodes(planned_nodes, node_gpus)
-        if len(regrouped) < len(planned_nodes) and not BestFitScheduler(ordered_items, [n.gpus for n in regrouped]).run():
-            planned_nodes = list(regrouped)
-        if greedy_extra:
+        if len(regrouped) < len(planned_nodes):
+            regrouped_check = BestFitScheduler(ordered_items, [n.gpus for n in regrouped], rooms(len(regrouped)))
+            if not regrouped_check.run():
+                check = regrouped_check
+        # The placeholders are the scheduler's placement itself, not the packing: each pod in the one
+        # placeholder whose GPUs it will land on, and no GPU that no pod lands on.
+        scheduled = _scheduled_nodes(check, ordered_items, room)
+        scheduled_gpus = sum(n.gpus for n in scheduled)
+        if scheduled_gpus > packing.gpus:
             notes.append(
-                f"group {group.id}: placed one by one, oldest first, best fit, these pods need {greedy_extra} GPU(s) more "
+                f"group {group.id}: placed one by one, oldest first, best fit, these pods need {scheduled_gpus - packing.gpus} GPU(s) more "
                 f"than the packing's {packing.gpus}; the plan asks for them"
             )
         counts: dict[tuple[int, int, int], int] = {}
@@ -258,7 +280,7 @@ def plan_placeholders(
                 group=group,
                 pods=len(pieces),
                 demand=demand,
-                gpus=packing.gpus + greedy_extra,
+                gpus=scheduled_gpus,
                 packed_gpus=packing.gpus,
                 lower_bound=packing.lower_bound,
                 method=packing.method,
@@ -270,14 +292,16 @@ def plan_placeholders(
             )
         )
         waiting.update((p.pod, p.waiting_seconds or 0.0) for p in pieces)
+        resources_of.update((p.pod, p.resources) for p in pieces)
         tolerations, group_id = tuple(group.tolerations), group.id  # once per group, not per placeholder
-        for node in planned_nodes:
+        for node in scheduled:
             placeholders.append(
                 (
                     Placeholder(
                         gpus=node.gpus,
                         resource_key=group.resource_key,
                         pods=node.pods,
+                        resources=summed_resources(resources_of[p] for p in node.pods),
                         node_selector=group.node_selector,
                         affinity=group.affinity,
                         tolerations=tolerations,
@@ -286,7 +310,7 @@ def plan_placeholders(
                     node.gpu_pods,
                 )
             )
-    kept, cap = _apply_cap(placeholders, waiting, settings.max_total_gpus)
+    kept, cap = _apply_cap(placeholders, waiting, settings.max_total_gpus, resources_of)
     return AdjusterPlan(
         policy="exact",
         total_gpus=sum(p.gpus for p in kept),
@@ -302,6 +326,19 @@ def plan_placeholders(
     )
 
 
+def _scheduled_nodes(check: BestFitScheduler, ordered_items: list[PackItem], room: Optional[Resources]) -> tuple[PackedNode, ...]:
+    """The nodes of a run that left no pod over, with only the GPUs its pods land on.
+
+    Those GPUs alone give the same placement again (an empty GPU was never a best fit); where they
+    would not, the nodes are kept whole, so a pod is never left without its placeholder.
+    """
+    placed = check.placement()
+    again = BestFitScheduler(ordered_items, [n.gpus for n in placed], None if room is None else [room] * len(placed))
+    if again.run() or again.placement() != placed:
+        return check.placement(keep_empty_gpus=True)
+    return placed
+
+
 def scheduling_order(piece: DemandPiece) -> tuple[bool, str, float, str]:
     """The scheduler's order within a group: oldest first (creation, then the longest wait), then by name.
 
@@ -311,8 +348,18 @@ def scheduling_order(piece: DemandPiece) -> tuple[bool, str, float, str]:
     return (piece.created is None, piece.created or "", -(piece.waiting_seconds or 0.0), piece.pod)
 
 
+def summed_resources(each: Iterable[Resources]) -> Resources:
+    """The sum of pods' other resources, as a placeholder asks for them."""
+    total: dict[str, int] = {}
+    for resources in each:
+        for name, amount in resources:
+            total[name] = total.get(name, 0) + amount
+    return tuple(sorted(total.items()))
+
+
 def _apply_cap(
-    placeholders: list[tuple[Placeholder, tuple[tuple[str, ...], ...]]], waiting: Mapping[str, float], limit: Optional[int]
+    placeholders: list[tuple[Placeholder, tuple[tuple[str, ...], ...]]], waiting: Mapping[str, float], limit: Optional[int],
+    resources_of: Mapping[str, Resources],
 ) -> tuple[list[Placeholder], Optional[CapReport]]:
     """Keep placeholders under the cap, those with the longest-waiting pods first; report what was cut.
 
@@ -355,7 +402,8 @@ def _apply_cap(
                 pods_kept.append(pod)
         if not pods_kept:
             continue
-        kept[index] = replace(placeholder, gpus=len(chosen), pods=tuple(sorted(pods_kept)))
+        kept[index] = replace(placeholder, gpus=len(chosen), pods=tuple(sorted(pods_kept)),
+                              resources=summed_resources(resources_of.get(p, ()) for p in pods_kept))
         trimmed.append((placeholder.group, placeholder.gpus, len(chosen)))
         served.update(pods_kept)
         left -= len(chosen)

@@ -44,7 +44,14 @@ from raybridge.core.consts import (
     KAI_SCHEDULER_NAME,
     VENDORS,
 )
-from raybridge.core.inventory import named_nodes, node_gpus_by_vendor, pod_gpu_requests
+from raybridge.core.inventory import (
+    format_milli,
+    named_nodes,
+    node_allocatable_resources,
+    node_gpus_by_vendor,
+    pod_gpu_requests,
+    pod_resource_requests,
+)
 from raybridge.core.placement import (
     constraint_problem,
     is_default_not_ready_toleration,
@@ -204,11 +211,14 @@ class ConstraintGroup:
 
 @dataclass(frozen=True)
 class GroupShape:
-    """What the known nodes of a group say: how many GPUs one node has, and how much memory each GPU."""
+    """What the known nodes of a group say: how many GPUs one node has, how much memory each GPU, and what
+    else one node has room for (CPU, memory, ...; in thousandths, less its DaemonSet pods' requests)."""
 
     nodes: int = 0
     node_gpus: Optional[int] = None
     gpu_memory_mib: Optional[int] = None
+    #: Of the group's nodes with `node_gpus` GPUs, the least of each resource (None: no node known).
+    node_resources: Optional[tuple[tuple[str, int], ...]] = None
 
 
 @dataclass(frozen=True)
@@ -225,6 +235,8 @@ class DemandPiece:
     waiting_seconds: Optional[float] = None
     #: metadata.creationTimestamp as given (RFC 3339, so it sorts as text): the scheduler's order among equals.
     created: Optional[str] = None
+    #: What else it requests of a node (CPU, memory, ...): (name, thousandths of its unit), sorted.
+    resources: tuple[tuple[str, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -349,6 +361,8 @@ class _NodeFacts:
     taints: list[Any]
     #: vendor -> (GPUs, MiB per GPU or None)
     gpus: dict[str, tuple[int, Optional[int]]]
+    #: allocatable besides GPUs, in thousandths
+    resources: tuple[tuple[str, int], ...] = ()
 
 
 def _node_facts(nodes: Iterable[Any]) -> tuple[list[_NodeFacts], list[str]]:
@@ -358,7 +372,8 @@ def _node_facts(nodes: Iterable[Any]) -> tuple[list[_NodeFacts], list[str]]:
         raw_labels = _dict(meta.get("labels"))
         labels = {k: v for k, v in raw_labels.items() if isinstance(v, str)}
         gpus = node_gpus_by_vendor(name, node, raw_labels, warnings)
-        facts.append(_NodeFacts(name, labels, _list(_dict(node.get("spec")).get("taints")), gpus))
+        facts.append(_NodeFacts(name, labels, _list(_dict(node.get("spec")).get("taints")), gpus,
+                                node_allocatable_resources(node) if gpus else ()))
     return facts, list(dict.fromkeys(warnings))
 
 
@@ -461,6 +476,8 @@ class _Groups:
         self.wholes: dict[tuple[str, str], tuple[Optional[int], Optional[str]]] = {}
         self.waits: dict[Any, Optional[float]] = {}
         self.quota_messages: dict[str, Optional[str]] = {}
+        #: Per node, what its DaemonSet pods request (set by select_demand before any group is made).
+        self.daemon_requests: dict[str, dict[str, int]] = {}
 
     def candidates(self, key: tuple[str, str, str]) -> list[_NodeFacts]:
         if key not in self._candidates:
@@ -476,6 +493,18 @@ class _Groups:
                 found.append(node)
             self._candidates[key] = found
         return self._candidates[key]
+
+    def _room_of(self, members: list[_NodeFacts]) -> tuple[tuple[str, int], ...]:
+        """What a new node like `members` has for the group's pods: the least of each resource, less what the
+        DaemonSet pods on that node request (the autoscaler's template node carries them too:
+        cluster-autoscaler@1.33 simulator/node_info_utils.go, SanitizedTemplateNodeInfoFromNodeInfo)."""
+        room: Optional[dict[str, int]] = None
+        for node in members:
+            mine = dict(node.resources)
+            for name, amount in self.daemon_requests.get(node.name, {}).items():
+                mine[name] = mine.get(name, 0) - amount
+            room = mine if room is None else {k: min(v, mine.get(k, 0)) for k, v in room.items()}
+        return tuple(sorted((room or {}).items()))
 
     def constraints(self, spec: Mapping[str, Any]) -> tuple[Optional[str], tuple[str, str, str]]:
         """(what is malformed, canonical constraints key), computed once per distinct spelling."""
@@ -514,12 +543,15 @@ class _Groups:
             return found
         group = ConstraintGroup(vendor, *key)
         if group not in self.shapes:
-            sizes = [node.gpus[vendor] for node in self.candidates(key) if vendor in node.gpus]
+            members = [node for node in self.candidates(key) if vendor in node.gpus]
+            sizes = [node.gpus[vendor] for node in members]
             memories = [m for _, m in sizes if m]
+            node_gpus = max((g for g, _ in sizes), default=None)
             self.shapes[group] = GroupShape(
                 nodes=len(sizes),
-                node_gpus=max((g for g, _ in sizes), default=None),
+                node_gpus=node_gpus,
                 gpu_memory_mib=min(memories, default=None),
+                node_resources=self._room_of([n for n in members if n.gpus[vendor][0] == node_gpus]) if members else None,
             )
         self._groups[(key, vendor)] = (group, self.shapes[group])
         return group, self.shapes[group]
@@ -605,6 +637,9 @@ def select_demand(
     """Decide for every annotated pod whether it is demand for new GPUs, and how much."""
     node_facts, warnings = _node_facts(nodes) if nodes is not None else (None, [])
     groups = _Groups(node_facts, settings)
+    pods = list(pods)
+    if node_facts:
+        groups.daemon_requests = _daemon_set_requests(pods)
     pg_index = _pod_group_index(pod_groups)
     now = _aware(now)
     pieces: list[DemandPiece] = []
@@ -634,6 +669,24 @@ def select_demand(
         shapes=dict(groups.shapes),
         warnings=tuple(warnings),
     )
+
+
+def _daemon_set_requests(pods: Sequence[Any]) -> dict[str, dict[str, int]]:
+    """Per node, the sum of what the DaemonSet pods bound there request (every node of the group runs them)."""
+    found: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        if not isinstance(pod, dict):
+            continue
+        spec = _dict(pod.get("spec"))
+        node = spec.get("nodeName")
+        if not node or not any(_dict(o).get("kind") == "DaemonSet" for o in _list(_dict(pod.get("metadata")).get("ownerReferences"))):
+            continue
+        if _dict(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
+            continue
+        mine = found.setdefault(str(node), {})
+        for name, amount in pod_resource_requests(spec):
+            mine[name] = mine.get(name, 0) + amount
+    return found
 
 
 def _whole_cached(groups: "_Groups", raw: Any, what: str) -> tuple[Optional[int], Optional[str]]:
@@ -780,6 +833,14 @@ def _judge(
     else:
         fraction = settings.memory_fallback_fraction
         source = "gpu-memory-fallback"
+    resources = pod_resource_requests(spec)
+    if resources and shape.node_resources is not None:
+        room = dict(shape.node_resources)
+        short = [(name, amount) for name, amount in resources if amount > room.get(name, 0)]
+        if short:
+            said = ", ".join(f"{format_milli(name, amount)} {name}" for name, amount in short)
+            has = ", ".join(f"{format_milli(name, room.get(name, 0))}" for name, _ in short)
+            return ignore("too-large", f"requests {said}, but a node it may land on has room for {has} (allocatable less its DaemonSet pods)")
     created = meta.get("creationTimestamp")
     return DemandPiece(
         pod=key,
@@ -790,4 +851,6 @@ def _judge(
         memory_mib=memory_mib,
         waiting_seconds=waited,
         created=created if isinstance(created, str) else None,
+        resources=resources,
     )
+

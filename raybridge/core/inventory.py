@@ -11,6 +11,7 @@ This module does no I/O: reading files or the API is the caller's job.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from raybridge.core.consts import GPU_MEMORY_LABELS, GPU_PRODUCT_LABELS, GPU_RESOURCE_KEYS
@@ -401,3 +402,89 @@ def items_of(document: Any, kind: str) -> list[dict[str, Any]]:
         bad = len(items) - len(objects)
         raise ValueError(f"{bad} of {len(items)} items are not {kind} objects (no metadata)")
     return objects
+
+
+# --- CPU, memory and the other resources a node offers and a pod requests ----------------------
+#: Resources a node-scale-adjuster placeholder does not carry for its pods: the GPUs (it asks for whole
+#: ones of its own) and the pod count (it is one pod).
+NOT_CARRIED = frozenset((*GPU_RESOURCE_KEYS.values(), "pods"))
+_milli_cache: dict[str, Optional[int]] = {}
+
+
+def _milli(raw: Any) -> Optional[int]:
+    """A quantity in thousandths of its unit, rounded up (as the API server rounds up to milli-units); None if malformed."""
+    key = raw if isinstance(raw, str) else repr(raw)
+    if key in _milli_cache:
+        return _milli_cache[key]
+    try:
+        value = parse_quantity(raw)
+        found: Optional[int] = int((value * 1000).to_integral_value(rounding="ROUND_CEILING")) if value.is_finite() and value >= 0 else None
+    except (ValueError, ArithmeticError):
+        found = None
+    if len(_milli_cache) < 10_000:
+        _milli_cache[key] = found
+    return found
+
+
+def _add(total: dict[str, int], resources: Any) -> dict[str, int]:
+    for name, raw in (resources.items() if isinstance(resources, dict) else ()):
+        if not isinstance(name, str) or name in NOT_CARRIED:
+            continue
+        amount = _milli(raw)
+        if amount:
+            total[name] = total.get(name, 0) + amount
+    return total
+
+
+def pod_resource_requests(spec: Any) -> tuple[tuple[str, int], ...]:
+    """What a pod requests of a node besides GPUs, as the scheduler and the autoscaler count it, in thousandths.
+
+    kubernetes@v1.33 staging/src/k8s.io/component-helpers/resource/helpers.go (PodRequests,
+    AggregateContainerRequests): the containers' sum; restartable init containers (sidecars) run beside
+    them and add to it; each other init container runs alone with the sidecars started before it, and the
+    pod needs the largest of those; pod-level requests (cpu, memory, hugepages-*) replace the containers'
+    where set; the RuntimeClass overhead is added. Malformed amounts count as none (the API server refuses them).
+    """
+    spec = _dict(spec)
+    total: dict[str, int] = {}
+    for container in _list(spec.get("containers")):
+        _add(total, _dict(_dict(container).get("resources")).get("requests"))
+    sidecars: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    for container in _list(spec.get("initContainers")):
+        requests = _add({}, _dict(_dict(container).get("resources")).get("requests"))
+        if _dict(container).get("restartPolicy") == "Always":
+            for name, amount in requests.items():
+                total[name] = total.get(name, 0) + amount
+                sidecars[name] = sidecars.get(name, 0) + amount
+            running = dict(sidecars)
+        else:
+            running = {name: sidecars.get(name, 0) + requests.get(name, 0) for name in set(sidecars) | set(requests)}
+        for name, amount in running.items():
+            peak[name] = max(peak.get(name, 0), amount)
+    for name, amount in peak.items():
+        total[name] = max(total.get(name, 0), amount)
+    pod_level = _add({}, _dict(_dict(spec.get("resources")).get("requests")))
+    for name, amount in pod_level.items():
+        if name in ("cpu", "memory") or name.startswith("hugepages-"):
+            total[name] = amount
+    _add(total, spec.get("overhead"))
+    return tuple(sorted((name, amount) for name, amount in total.items() if amount > 0))
+
+
+def node_allocatable_resources(node: Any) -> tuple[tuple[str, int], ...]:
+    """A node's allocatable besides GPUs and the pod count, in thousandths of each unit."""
+    status = _dict(_dict(node).get("status"))
+    allocatable = _dict(status.get("allocatable")) or _dict(status.get("capacity"))
+    return tuple(sorted(_add({}, allocatable).items()))
+
+
+def format_milli(name: str, milli: int) -> str:
+    """An amount in thousandths as a Kubernetes quantity: CPU in cores or millicores, byte amounts in binary units."""
+    from raybridge.core.quantity import format_cpu, format_memory
+
+    if name == "cpu":
+        return format_cpu(Decimal(milli) / 1000)
+    if name in ("memory", "ephemeral-storage") or name.startswith("hugepages-"):
+        return format_memory(-(-milli // 1000))
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"

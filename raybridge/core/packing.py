@@ -46,13 +46,19 @@ COMPLETION_WIDTH = 4  # completions tried per GPU, fullest first (see _Completio
 FFD_BOUND = "first-fit-decreasing: at most 11/9·OPT + 6/9 GPUs for single-device pieces (Dósa 2007)"
 
 
+#: A node's or a pod's other resources (CPU, memory, ...): (name, amount in thousandths of its unit), sorted.
+Resources = tuple[tuple[str, int], ...]
+
+
 @dataclass(frozen=True)
 class PackItem:
-    """A pod's need: `size` (0 < size <= 1) of a GPU on each of `devices` distinct GPUs of one node."""
+    """A pod's need: `size` (0 < size <= 1) of a GPU on each of `devices` distinct GPUs of one node, and
+    `resources` of that node besides (the exact packing looks at GPUs only; `BestFitScheduler` at both)."""
 
     pod: str
     size: Fraction
     devices: int = 1
+    resources: Resources = ()
 
 
 @dataclass(frozen=True)
@@ -750,18 +756,21 @@ def fewest_nodes(nodes: Sequence[PackedNode], node_gpus: int) -> tuple[PackedNod
     )  # fmt: skip
 
 
-def greedy_leftovers(items: Sequence[PackItem], node_sizes: Sequence[int]) -> list[int]:
+def greedy_leftovers(items: Sequence[PackItem], node_sizes: Sequence[int],
+                     node_resources: Optional[Sequence[Optional[Resources]]] = None) -> list[int]:
     """Which of `items`, placed one by one in the order given, a best-fit scheduler leaves without room.
 
     The scheduler model (KAI's bin-packing placement, simplified, as
     benchmarks/adjuster_vs_kai.py simulates it): nodes of `node_sizes` empty
     GPUs; a pod goes to the node where its `devices` fullest GPUs with room
     leave the least spare space, on those GPUs (the first such node on a
-    tie). An exact packing can need a placement no greedy scheduler finds;
+    tie), among the nodes that still have the pod's CPU, memory and other
+    resources (`PackItem.resources` against `node_resources`, the
+    scheduler's NodeResourcesFit). An exact packing can need a placement no greedy scheduler finds;
     the planner adds GPUs for what this leaves (`core/adjuster.py`).
     Returns the positions in `items` of the pods left over.
     """
-    return BestFitScheduler(items, node_sizes).run()
+    return BestFitScheduler(items, node_sizes, node_resources).run()
 
 
 class BestFitScheduler:
@@ -776,7 +785,8 @@ class BestFitScheduler:
     rather than all of them again (the same leftovers, in less time).
     """
 
-    def __init__(self, items: Sequence[PackItem], node_sizes: Sequence[int]) -> None:
+    def __init__(self, items: Sequence[PackItem], node_sizes: Sequence[int],
+                 node_resources: Optional[Sequence[Optional[Resources]]] = None) -> None:
         self.items = items
         self.capacity = math.lcm(*{i.size.denominator for i in items}) if items else 1
         self.sizes = [i.size.numerator * (self.capacity // i.size.denominator) for i in items]
@@ -788,21 +798,29 @@ class BestFitScheduler:
         # (all alike), only the first of each size: a scan of every node per pod is too slow at thousands of pods.
         self.in_use: list[int] = []
         self.untouched: set[int] = set()
-        self.fresh_by_size: dict[int, list[int]] = {}  # per node size: [cursor, node, node, ...] in order
+        self.fresh_by_size: dict[tuple[int, Optional[Resources]], list[int]] = {}  # per node shape: [cursor, node, node, ...]
         self.full: set[int] = set()
         self.start = 0
         self.checkpoint: Optional[BestFitScheduler] = None
-        self._add_nodes(node_sizes)
+        #: Per item placed: (node, its GPUs), in the order the nodes were given.
+        self.placed: dict[int, tuple[int, tuple[int, ...]]] = {}
+        #: Per node, what is left of its other resources (None: not limited); per item, what it needs of them.
+        self.resources_left: list[Optional[dict[str, int]]] = []
+        self.needs: list[Optional[Resources]] = [i.resources or None for i in items]
+        self._add_nodes(node_sizes, node_resources)
 
-    def _add_nodes(self, node_sizes: Sequence[int]) -> None:
+    def _add_nodes(self, node_sizes: Sequence[int], node_resources: Optional[Sequence[Optional[Resources]]] = None) -> None:
         capacity = self.capacity
-        for n in node_sizes:
+        for position, n in enumerate(node_sizes):
             node = len(self.by_node)
+            given = node_resources[position] if node_resources is not None else None
+            limit = tuple(sorted(given)) if given is not None else None
             self.by_node.append([(capacity, gpu) for gpu in range(n)])
+            self.resources_left.append(dict(limit) if limit is not None else None)
             # the new node's GPUs are empty and numbered after every other: they sort last
             self.slots.extend((capacity, node, gpu) for gpu in range(n))
             self.untouched.add(node)
-            self.fresh_by_size.setdefault(n, [1]).append(node)
+            self.fresh_by_size.setdefault((n, limit), [1]).append(node)
 
     def _copy(self) -> BestFitScheduler:
         twin = BestFitScheduler.__new__(BestFitScheduler)
@@ -814,15 +832,25 @@ class BestFitScheduler:
         twin.fresh_by_size = {n: list(nodes) for n, nodes in self.fresh_by_size.items()}
         twin.full = set(self.full)
         twin.start, twin.checkpoint = self.start, None
+        twin.placed = dict(self.placed)
+        twin.resources_left = [dict(left) if left is not None else None for left in self.resources_left]
+        twin.needs = self.needs
         return twin
 
-    def resumed_with(self, node_sizes: Sequence[int]) -> BestFitScheduler:
+    def resumed_with(self, node_sizes: Sequence[int], node_resources: Optional[Sequence[Optional[Resources]]] = None) -> BestFitScheduler:
         """The last run's state at its first pod left over, with nodes of `node_sizes` added (run it next)."""
         if self.checkpoint is None:
             raise ValueError("nothing to resume: the last run left no pod over")
         resumed = self.checkpoint
-        resumed._add_nodes(node_sizes)
+        resumed._add_nodes(node_sizes, node_resources)
         return resumed
+
+    def _room_for(self, node: int, need: Optional[Resources]) -> bool:
+        """Whether node `node` has what is left of its other resources for `need`."""
+        left = self.resources_left[node]
+        if need is None or left is None:
+            return True
+        return all(left.get(name, 0) >= amount for name, amount in need)
 
     def holds_pods(self, node: int) -> bool:
         """Whether the last run placed any pod on node `node` (in the order the nodes were given)."""
@@ -846,8 +874,8 @@ class BestFitScheduler:
         left: list[int] = []
         sizes = self.sizes
         for index in range(self.start, len(self.items)):
-            size, devices = sizes[index], self.items[index].devices
-            chosen = self._single(size) if devices == 1 else self._multi(size, devices)
+            size, devices, need = sizes[index], self.items[index].devices, self.needs[index]
+            chosen = self._single(size, need) if devices == 1 else self._multi(size, devices, need)
             if chosen is None:
                 if not left:
                     self.checkpoint = self._copy()
@@ -857,16 +885,49 @@ class BestFitScheduler:
             node, fits = chosen
             for room, gpu in fits:
                 self._take(node, gpu, room, size)
+            left_on_node = self.resources_left[node]
+            if need is not None and left_on_node is not None:
+                for name, amount in need:
+                    left_on_node[name] = left_on_node.get(name, 0) - amount
+            self.placed[index] = (node, tuple(gpu for _, gpu in fits))
         return left
 
-    def _single(self, size: int) -> Optional[tuple[int, list[tuple[int, int]]]]:
-        at = bisect.bisect_left(self.slots, (size, -1, -1))
-        if at == len(self.slots):
-            return None
-        room, node, gpu = self.slots[at]
-        return node, [(room, gpu)]
+    def placement(self, keep_empty_gpus: bool = False) -> tuple[PackedNode, ...]:
+        """What the last run placed, one `PackedNode` per node that holds a pod, with only the GPUs that hold one
+        (`keep_empty_gpus`: all of that node's GPUs).
 
-    def _multi(self, size: int, devices: int) -> Optional[tuple[int, list[tuple[int, int]]]]:
+        Nodes keep the order they were given in, and a node's GPUs theirs. Placed again on these nodes, the
+        same pods land the same way: a GPU that stayed empty was never a best fit, so taking it away changes
+        no choice (the planner checks that by placing them again).
+        """
+        pods_on: dict[int, dict[int, list[str]]] = {}
+        for index in sorted(self.placed):
+            node, gpus = self.placed[index]
+            for gpu in gpus:
+                pods_on.setdefault(node, {}).setdefault(gpu, []).append(self.items[index].pod)
+        capacity = self.capacity
+        out = []
+        for node in sorted(pods_on):
+            rooms = dict((gpu, room) for room, gpu in self.by_node[node])
+            gpus = sorted(rooms) if keep_empty_gpus else sorted(pods_on[node])
+            out.append(PackedNode(
+                gpus=len(gpus),
+                pods=tuple(sorted({p for g in gpus for p in pods_on[node][g]})),
+                loads=tuple(Fraction(capacity - rooms[g], capacity) for g in gpus),
+                gpu_pods=tuple(tuple(sorted(pods_on[node].get(g, ()))) for g in gpus),
+            ))  # fmt: skip
+        return tuple(out)
+
+    def _single(self, size: int, need: Optional[Resources]) -> Optional[tuple[int, list[tuple[int, int]]]]:
+        at = bisect.bisect_left(self.slots, (size, -1, -1))
+        while at < len(self.slots):
+            room, node, gpu = self.slots[at]
+            if need is None or self._room_for(node, need):
+                return node, [(room, gpu)]
+            at += 1  # the best-fitting GPU whose node has the pod's CPU, memory, ... left
+        return None
+
+    def _multi(self, size: int, devices: int, need: Optional[Resources]) -> Optional[tuple[int, list[tuple[int, int]]]]:
         best: Optional[tuple[int, int, list[tuple[int, int]]]] = None
         if self.full:
             self.in_use = [node for node in self.in_use if node not in self.full]
@@ -879,7 +940,7 @@ class BestFitScheduler:
                 firsts.append(size_nodes[size_nodes[0]])
         for node in sorted([*self.in_use, *firsts]):
             mine = self.by_node[node]
-            if len(mine) < devices or mine[-devices][0] < size:
+            if len(mine) < devices or mine[-devices][0] < size or not self._room_for(node, need):
                 continue
             at = bisect.bisect_left(mine, (size, -1))
             if len(mine) - at < devices:

@@ -69,8 +69,8 @@ from raybridge.core.consts import (
     KAI_GPU_MEMORY_ANNOTATION,
 )
 from raybridge.core.demand import AdjusterSettings, DemandPiece, parse_fraction, parse_whole, pod_key, select_demand
-from raybridge.core.inventory import pod_gpu_requests
-from raybridge.core.packing import BestFitScheduler, PackItem
+from raybridge.core.inventory import node_allocatable_resources, pod_gpu_requests, pod_resource_requests
+from raybridge.core.packing import BestFitScheduler, PackItem, Resources
 
 #: States of an existing placeholder.
 PENDING = "pending"  # not on a node yet: the scale-up signal
@@ -86,6 +86,7 @@ DELETE_FINISHED = "finished-without-node"
 DELETE_DOUBLE_COUNTED = "node-already-counted"  # its node's GPUs were already counted for earlier placeholders
 DELETE_CAPACITY_TAKEN = "capacity-taken"  # other pods took the GPUs it brought up: its pods are asked for again
 DELETE_HELD_ELSEWHERE = "held-elsewhere"  # its pods still count, but fit the GPUs other pending placeholders ask for
+DELETE_NODE_GONE = "node-gone"  # the node it brought up is gone (consolidated, failed): its pods are asked for again
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,9 @@ class ExistingPlaceholder:
     provided_at: Optional[datetime] = None
     #: The node it was bound to (placeholder pods; None for ProvisioningRequests).
     node: Optional[str] = None
+    #: What it asks for besides GPUs (CPU, memory, ...; thousandths), the room its pods have on its node;
+    #: None where not known (a ProvisioningRequest): GPUs only.
+    resources: Optional[Resources] = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,10 @@ class Reconcile:
     #: The plan over every pod not covered by a provided placeholder (demand, ignored pods, groups).
     plan: AdjusterPlan
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: The nodes of the provided placeholders kept: capacity brought up for pods that have not all landed
+    #: (or for waiting pods its room holds). Kept from voluntary disruption until then (an autoscaler that
+    #: removes empty nodes would take them while the placeholder has exited and the pods are not there yet).
+    held_nodes: frozenset[str] = frozenset()
 
     @property
     def changes(self) -> int:
@@ -156,12 +164,38 @@ def placeholder_name(prefix: str, group: str, gpus: int, taken: set[str]) -> str
         n += 1
 
 
+# --- KAI's GPU sharing on a node, as its binder records it ----------------------------------
+# Binding a pod to a share of a GPU, KAI's binder creates a reservation pod for that GPU, once per
+# shared GPU: `gpu-reservation-<node>-<random>` in namespace `kai-resource-reservation`, labels
+# `app: kai-resource-reservation` and `runai-gpu-group: <group>`, `nodeName` set, requesting one whole
+# `nvidia.com/gpu` (kai-scheduler@v0.13.0 pkg/binder/binding/resourcereservation/resource_reservation.go,
+# createGPUReservationPod, createResourceReservationPod). The shared pods carry the same group as the
+# label `runai-gpu-group: <group>`, or, spanning several GPUs, one label `runai-gpu-group/<group>: <group>`
+# per GPU (updatePodGPUGroup; pkg/common/resources/gpu_sharing.go GetMultiFractionGpuGroupLabel). So the
+# reservation pod is the whole GPU the shared pods sit on: counted once, not again for each share.
+KAI_RESERVATION_APP_LABEL = "app"
+KAI_RESERVATION_APP = "kai-resource-reservation"
+KAI_GPU_GROUP_LABEL = "runai-gpu-group"
+
+
+def _gpu_groups_of(labels: Mapping[str, Any]) -> list[str]:
+    """The shared GPUs (KAI's GPU groups) a pod's labels say it sits on."""
+    groups = []
+    single = labels.get(KAI_GPU_GROUP_LABEL)
+    if isinstance(single, str) and single:
+        groups.append(single)
+    prefix = KAI_GPU_GROUP_LABEL + "/"
+    groups += [str(value) for key, value in labels.items() if isinstance(key, str) and key.startswith(prefix) and value]
+    return groups
+
+
 def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str, list[Fraction]]:
     """Per node: the room left on each GPU (any vendor) once the pods bound there and not finished are placed.
 
-    Whole-GPU pods take free GPUs; GPU-sharing pods are packed first fit, largest first. Which GPU a
-    sharing pod really got is the GPU-sharing scheduler's record, not read here: the packing is the
-    tightest the landed pods allow, so the room is never more than what is really free on a node
+    A KAI reservation pod marks one GPU as shared: its room is what the shared pods of its GPU group
+    leave (the reservation's own whole-GPU request is that same GPU, not another). Other whole-GPU pods
+    take free GPUs. GPU-sharing pods whose group has no reservation pod here (not recorded yet) are
+    packed first fit, largest first, into what is left: never more room than is really free on a node
     packed as well, and a node filled by any pods (not only a placeholder's own) shows no room.
     """
     rooms: dict[str, list[Fraction]] = {}
@@ -184,7 +218,7 @@ def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str
         labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
         memory[name] = next((int(str(labels[k])) for ks in GPU_MEMORY_LABELS.values() for k in ks
                              if str(labels.get(k, "")).isdigit() and int(str(labels[k])) > 0), None)
-    sharing: dict[str, list[tuple[Fraction, int]]] = {}
+    bound: list[tuple[str, Mapping[str, Any], Mapping[str, Any]]] = []  # (node, pod, labels)
     for pod in pods:
         if not isinstance(pod, Mapping):
             continue
@@ -193,15 +227,40 @@ def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str
         node_name = spec.get("nodeName")
         if node_name not in rooms or status.get("phase") in ("Succeeded", "Failed"):
             continue
+        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+        labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+        bound.append((node_name, pod, labels))
+    # The shared GPUs first: one GPU per reservation pod, keyed by its group.
+    shared: dict[tuple[str, str], int] = {}
+    for node_name, pod, labels in bound:
+        group = labels.get(KAI_GPU_GROUP_LABEL)
+        if labels.get(KAI_RESERVATION_APP_LABEL) != KAI_RESERVATION_APP or not isinstance(group, str) or not group:
+            continue
         room = rooms[node_name]
+        index = len([k for k in shared if k[0] == node_name])
+        if index < len(room) and (node_name, group) not in shared:
+            shared[(node_name, group)] = index
+    # GPUs are numbered here, not as the device plugin does: the shared ones first, then the others.
+    sharing: dict[str, list[tuple[Fraction, int]]] = {}
+    for node_name, pod, labels in bound:
+        room = rooms[node_name]
+        if labels.get(KAI_RESERVATION_APP_LABEL) == KAI_RESERVATION_APP and (node_name, labels.get(KAI_GPU_GROUP_LABEL)) in shared:
+            continue  # its GPU is the shared one its group's pods fill
         whole = sum(pod_gpu_requests(dict(pod)).values())
+        taken = {i for (n, _), i in shared.items() if n == node_name}
         for _ in range(whole):
-            free = next((i for i, r in enumerate(room) if r == 1), None)
+            free = next((i for i, r in enumerate(room) if r == 1 and i not in taken), None)
             if free is None:
                 break
             room[free] = Fraction(0)
         share = _landed_share(pod, memory.get(node_name))
-        if share is not None:
+        if share is None:
+            continue
+        on = [shared[(node_name, g)] for g in _gpu_groups_of(labels) if (node_name, g) in shared]
+        if on:
+            for i in on:
+                room[i] = max(Fraction(0), room[i] - share[0])
+        else:
             sharing.setdefault(node_name, []).append(share)
     for node_name, shares in sharing.items():
         room = rooms[node_name]
@@ -245,26 +304,54 @@ def _credit(room: list[Fraction], gpus: int) -> list[int]:
     return sorted(_with_room(room), key=lambda i: (-room[i], i))[: max(gpus, 0)]
 
 
-def _fill_at(pieces: Sequence[DemandPiece], room: list[Fraction], indices: list[int]) -> set[str]:
-    """`_fill` into the GPUs `indices` of `room`, lowering `room` in place."""
+def _fill_at(pieces: Sequence[DemandPiece], room: list[Fraction], indices: list[int], resources_left: Optional[dict[str, int]] = None) -> set[str]:
+    """`_fill` into the GPUs `indices` of `room`, lowering `room` (and `resources_left`) in place."""
     part = [room[i] for i in indices]
-    fitting = _fill(pieces, part)
+    fitting = _fill(pieces, part, resources_left)
     for i, left in zip(indices, part):
         room[i] = left
     return fitting
 
 
-def _fill(pieces: Sequence[DemandPiece], free: list[Fraction]) -> set[str]:
-    """Place what fits into `free` (room per GPU, lowered in place): first fit, largest first."""
+def _fill(pieces: Sequence[DemandPiece], free: list[Fraction], resources_left: Optional[dict[str, int]] = None) -> set[str]:
+    """Place what fits into `free` (room per GPU, lowered in place) and `resources_left` (the node's CPU, memory,
+    ...; None: not limited): first fit, largest first. A pod whose GPU share fits but whose CPU or memory does
+    not is not held: the node it waits for could never take it."""
     fitting: set[str] = set()
     for piece in sorted(pieces, key=lambda p: (-p.fraction * p.devices, p.pod)):
         chosen = [i for i, room in enumerate(free) if room >= piece.fraction][: piece.devices]
         if len(chosen) < piece.devices:
             continue
+        if resources_left is not None:
+            if any(resources_left.get(name, 0) < amount for name, amount in piece.resources):
+                continue
+            for name, amount in piece.resources:
+                resources_left[name] -= amount
         for i in chosen:
             free[i] -= piece.fraction
         fitting.add(piece.pod)
     return fitting
+
+
+def _node_resources_left(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str, dict[str, int]]:
+    """Per node: its allocatable CPU, memory, ... (thousandths) less what the pods bound there and not finished request."""
+    left: dict[str, dict[str, int]] = {}
+    for node in nodes or ():
+        if isinstance(node, Mapping):
+            name = (node.get("metadata") or {}).get("name") if isinstance(node.get("metadata"), Mapping) else None
+            if isinstance(name, str):
+                left[name] = dict(node_allocatable_resources(node))
+    for pod in pods:
+        if not isinstance(pod, Mapping):
+            continue
+        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+        mine = left.get(spec.get("nodeName"))  # type: ignore[arg-type]
+        if mine is None or status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        for name, amount in pod_resource_requests(spec):
+            mine[name] = mine.get(name, 0) - amount
+    return left
 
 
 def _capped(settings: AdjusterSettings, already: int) -> AdjusterSettings:
@@ -310,6 +397,7 @@ def reconcile(
     uncapped = replace(settings, max_total_gpus=None)
     provided_slack: list[tuple[ExistingPlaceholder, list[Fraction], list[int]]] = []
     rooms = _node_rooms(nodes, pods) if provided else {}
+    resources_left = _node_resources_left(nodes, pods) if provided else {}
     by_key = {pod_key(p): p for p in pods} if provided else {}
     credited_nodes: set[str] = set()
     #: Provided placeholders whose own pods all landed: kept only while their node's room holds other waiting pods.
@@ -328,12 +416,16 @@ def reconcile(
         if age >= provision_timeout_seconds:
             delete.append((ph.name, DELETE_TIMED_OUT))
             continue
+        if ph.node and nodes is not None and ph.node not in rooms:
+            delete.append((ph.name, DELETE_NODE_GONE))
+            continue
         node_room = rooms.get(ph.node) if ph.node else None
         if node_room is None:  # where the capacity is, is not known (a ProvisioningRequest): its whole GPUs
             node_room = [Fraction(1)] * max(ph.gpus, 0)
         share = _credit(node_room, ph.gpus)
         own = [by_key[k] for k in sorted(still_waiting) if k in by_key]
-        held = _fill_at(select_demand(own, nodes, uncapped, now, pod_groups).pieces, node_room, share) if own and share else set()
+        node_resources = resources_left.get(ph.node) if ph.node else None
+        held = _fill_at(select_demand(own, nodes, uncapped, now, pod_groups).pieces, node_room, share, node_resources) if own and share else set()
         if not held and ph.node is not None:
             reason = DELETE_DOUBLE_COUNTED if ph.node in credited_nodes else DELETE_CAPACITY_TAKEN
             delete.append((ph.name, reason))
@@ -358,13 +450,14 @@ def reconcile(
         others = [p for p in pods if pod_key(p) in waiting and pod_key(p) not in claimed]
         pieces = select_demand(others, nodes, uncapped, now, pod_groups).pieces if others else ()
 
-        def fill(group: str, node_room: list[Fraction], where: list[int]) -> set[str]:
-            return _fill_at([piece for piece in pieces if piece.group.id == group and piece.pod not in covered], node_room, where)
+        def fill(group: str, node_room: list[Fraction], where: list[int], node: Optional[str]) -> set[str]:
+            wanted = [piece for piece in pieces if piece.group.id == group and piece.pod not in covered]
+            return _fill_at(wanted, node_room, where, resources_left.get(node) if node else None)
 
         for ph, node_room, share in provided_slack:
-            covered |= fill(ph.group, node_room, _with_room(node_room) if ph.node else share)
+            covered |= fill(ph.group, node_room, _with_room(node_room) if ph.node else share, ph.node)
         for ph in landed:
-            held = fill(ph.group, rooms[ph.node], _with_room(rooms[ph.node]))
+            held = fill(ph.group, rooms[ph.node], _with_room(rooms[ph.node]), ph.node)
             if held:
                 keep.append(ph.name)
                 provided_gpus += ph.gpus
@@ -392,7 +485,8 @@ def reconcile(
         pieces_by_group.setdefault(piece.group.id, []).append(piece)
     for group_id, placeholders in pending_by_group.items():
         ordered = sorted(pieces_by_group.get(group_id, ()), key=scheduling_order)
-        scheduler = BestFitScheduler([PackItem(p.pod, p.fraction, p.devices) for p in ordered], [ph.gpus for ph in placeholders])
+        scheduler = BestFitScheduler([PackItem(p.pod, p.fraction, p.devices, p.resources) for p in ordered], [ph.gpus for ph in placeholders],
+                                     [ph.resources for ph in placeholders])
         left = set(scheduler.run())
         waiting_for_pending.update(p.pod for i, p in enumerate(ordered) if i not in left)
         for index, ph in enumerate(placeholders):
@@ -418,6 +512,8 @@ def reconcile(
         name = placeholder_name(name_prefix, wanted.group or "default", wanted.gpus, taken)
         taken.add(name)
         create.append(PlannedPlaceholder(name, wanted))
+    kept = set(keep)
+    held_nodes = frozenset(ph.node for ph in provided if ph.node and ph.name in kept)
     notes = []
     if covered:
         notes.append(f"{len(covered)} pending pods wait for {provided_gpus} GPUs that placeholders already brought up")
@@ -430,4 +526,5 @@ def reconcile(
         pending_gpus=pending_gpus,
         plan=plan,
         notes=tuple(notes),
+        held_nodes=held_nodes,
     )

@@ -166,3 +166,38 @@ def test_adjuster_plan_imports_neither_ray_nor_kubernetes():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=60, cwd=str(ROOT))
     assert out.stdout.strip() == "0 []", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("mode", ["placeholder", "provisioning-request"])
+def test_plan_manifests_are_what_run_creates_and_a_server_accepts_them(mode):
+    """`--manifests`: the objects of `adjuster run`'s first pass, applied as they are to an API server."""
+    from raybridge.adjuster import consts
+    from tests.kubeapi.server import KubeApiServer
+
+    out = run_cli("adjuster", "plan", "--pods", PODS, "--nodes", NODES, *NOW, "--manifests", "--mode", mode, "-o", "yaml")
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    plan = plan_json("--nodes", NODES)
+    if mode == "placeholder":
+        assert {d["kind"] for d in docs} == {"Pod"}
+        asked = sum(int(d["metadata"]["labels"][consts.GPUS_LABEL]) for d in docs)
+        assert sorted(p for d in docs for p in json.loads(d["metadata"]["annotations"][consts.PODS_ANNOTATION])) == sorted(
+            p for ph in plan["placeholders"] for p in ph["pods"])
+    else:
+        assert sorted({d["kind"] for d in docs}) == ["PodTemplate", "ProvisioningRequest"]
+        asked = sum(int(d["metadata"]["labels"][consts.GPUS_LABEL]) for d in docs if d["kind"] == "ProvisioningRequest")
+    assert asked == plan["totalGpus"]
+    with KubeApiServer() as server:
+        server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": consts.DEFAULT_NAMESPACE}})
+        server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                              "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS}, "value": -1, "preemptionPolicy": "Never"})
+        for doc in docs:
+            server.create_object(doc)  # strict, as `kubectl apply --dry-run=server` validates them
+    json_out = run_cli("adjuster", "plan", "--pods", PODS, "--nodes", NODES, *NOW, "--manifests", "--mode", mode, "-o", "json")
+    assert json.loads(json_out.stdout)["items"] == docs
+
+
+def test_plan_manifests_refuses_a_table_and_a_bad_namespace():
+    for args, expected in ((["-o", "table"], "-o yaml or -o json"), (["--namespace", "Bad_NS"], "--namespace")):
+        out = run_cli("adjuster", "plan", "--pods", PODS, *NOW, "--manifests", *args)
+        assert out.returncode == 2 and expected in out.stderr and "Traceback" not in out.stderr

@@ -1,72 +1,90 @@
-"""A simulated GPU-sharing scheduler, kubelet and cluster autoscaler for the node-scale-adjuster's tests.
+"""A simulated cluster for the node-scale-adjuster's tests: KAI's scheduler and binder, kube-scheduler, kubelet, an autoscaler.
 
-`GpuSim` runs one thread against a `KubeApiServer`:
+`GpuSim` runs one thread against a `KubeApiServer`; each step, in order:
 
-* KAI's part: pods for `kai-scheduler` with `gpu-fraction` / `gpu-memory`
-  (and `gpu-fraction-num-devices`) annotations are placed into free slices
-  of GPUs (best fit, distinct GPUs of one node for multi-device pods) of
-  Ready nodes whose labels match the pod's nodeSelector; a pod that does not
-  fit gets `PodScheduled=False/Unschedulable` as KAI writes it
-  (default_status_updater.go: reason Unschedulable, a "0/N nodes are
-  available" message), once, with the time it started waiting.
-* The default scheduler's part: pods without a schedulerName that request
-  whole GPUs bind to a node with that many completely free GPUs, else get the
-  same Unschedulable condition.
-* The kubelet's part: a bound pod turns Running; a pod whose container runs
-  `true` (the adjuster's placeholders) turns Succeeded, which frees its GPUs.
-* The cluster autoscaler's part, recomputed from scratch on every step as
-  the real one does each loop: unschedulable pods requesting whole GPUs are
-  first fitted (first fit, in creation order) into the nodes it is already
-  adding ("upcoming" nodes, entirely free in its view: the real autoscaler
-  adds them to its cluster snapshot as template nodes before deciding,
-  core/static_autoscaler.go `addUpcomingNodesToClusterSnapshot` /
-  `getUpcomingNodeInfos`), and the rest are packed, largest first as its
-  binpacking estimator orders them (estimator/decreasing_pod_orderer.go),
-  first fit into new nodes of `node_gpus` GPUs carrying the pod's
-  nodeSelector labels, which register `provisioning_delay` seconds later. It
-  looks every `scan_interval` seconds (the real one's --scan-interval is 10 s;
-  0.5 s by default here, against the controllers' sub-second reactions). A pod whose node came but went to
-  another pod is still unschedulable, so the next step scales up for it
-  again, as the real autoscaler would. A node once decided is added even if
-  the pods it was for are gone meanwhile (a scale-up is not taken back).
-  Pods requesting no GPU resource never trigger it (as the real
-  autoscaler, which cannot read annotations).
-  ProvisioningRequests (best-effort-atomic-scale-up) get `Accepted`, then,
-  after the delay, all their podSets' nodes at once and `Provisioned=True`
-  (or `Failed=True` while `fail_requests` is set, or when a PodTemplate is
-  missing). The booking (BookingExpired) and CapacityRevoked are not
-  simulated.
+1. The autoscaler's nodes that are due register (sim_autoscaler.py: a
+   cluster-autoscaler by default, or sim_karpenter.py's Karpenter).
+2. The kubelet's part: a bound pod turns Running (with `PodScheduled=True`,
+   kubernetes@v1.33.0 pkg/kubelet/kubelet_pods.go generateAPIPodStatus, which
+   adds it for every pod it runs); a pod whose container runs `true` (the adjuster's
+   placeholders) turns Succeeded, which frees its node's resources.
+3. KAI's binder cleans up (kai-scheduler@v0.13.0
+   pkg/binder/binding/resourcereservation/resource_reservation.go,
+   syncForPods): a reservation pod whose GPU group no Pending or Running pod
+   carries any more is deleted.
+4. The schedulers: kube-scheduler first, then a session of KAI's (kube-scheduler
+   is event-driven and binds a pending pod to a node that just came within
+   milliseconds; KAI's runs a session every `--schedule-period`, 1 s):
+   * KAI's (pods for `kai-scheduler` with `gpu-fraction` / `gpu-memory`,
+     `gpu-fraction-num-devices`): nodes that pass sim_nodes.py's filters
+     (selector, required affinity, taints, the pod's CPU and memory); a
+     share goes on a shared GPU of the node with room (its GPU group), or on
+     a free whole GPU, best fit (least room left), distinct GPUs for a
+     multi-device pod. A share on a free GPU needs the binder to reserve it:
+     a reservation pod `gpu-reservation-<node>-<5 chars>` in
+     `kai-resource-reservation`, labels `app: kai-resource-reservation` and
+     `runai-gpu-group: <group>`, annotation `karpenter.sh/do-not-disrupt:
+     "true"`, `nodeName` set, requesting one whole `nvidia.com/gpu`
+     (createGPUReservationPod, createResourceReservationPod). The binder
+     creates none while any pod of KAI's scaling namespace (`kai-scale-adjust`)
+     has a `PodScheduled` condition that is not True (isScalingUp): such a
+     pod is not bound this step. The bound pod gets `runai-gpu-group: <group>`
+     (one GPU) or `runai-gpu-group/<group>: <group>` per GPU (updatePodGPUGroup).
+     A pod that fits nowhere gets `PodScheduled=False/Unschedulable` as KAI
+     writes it (pkg/scheduler/cache/status_updater/default_status_updater.go), once.
+   * kube-scheduler's (pods without a schedulerName that request whole GPUs:
+     the placeholders, KAI's scaling pods, whole-GPU workloads), highest
+     priority first, then oldest: the first node passing the filters, GPUs
+     counted as requests (NodeResourcesFit); else the same Unschedulable
+     condition. Other default-scheduler pods of the tests are left alone.
+5. The autoscaler's loop (`run_once`) over what the schedulers left.
 
-Where it is simpler than the real thing: no taints, tolerations or node
-affinity are evaluated (nodeSelector only); no CPU or memory fit; no
-preemption; binding writes `spec.nodeName` straight into the store (the test
-server has no pods/binding subresource), in one MODIFIED event with the
-PodScheduled=True condition, as the binding subresource would produce.
+Where it is simpler than the real thing: binding writes `spec.nodeName`
+straight into the store (the test server has no pods/binding subresource),
+in one MODIFIED event with the PodScheduled=True condition, as the binding
+subresource would produce; no preemption (KAI preempts only its own pods,
+and the placeholders are not KAI's); the reservation pod's GPU index
+annotation (written by its own container) is not written; a shared pod found
+without a reservation is not deleted (the binder's deleteNonReservedPods
+repairs a state the sim never produces); KAI's session takes its pods
+oldest first (its real order is by queue fair share and priority; which KAI
+pod lands first is not what the adjuster decides on).
 """
 
 from __future__ import annotations
 
 import copy
+import random
+import string
 import threading
 import time
 from dataclasses import dataclass, field
+from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from tests.kubeapi.errors import ApiError
 from tests.kubeapi.fixtures import make_gpu_node
+from tests.kubeapi.sim_autoscaler import PR_API, ClusterAutoscaler, NodeGroup
+from tests.kubeapi.sim_common import now_rfc3339
+from tests.kubeapi.sim_nodes import GPU_KEY, allocatable_of, is_ready, pod_fits_node, requests_of
+
+__all__ = ["KAI", "PR_API", "GPU_KEY", "GpuSim", "NodeGroup", "fraction_pod", "RESERVATION_NAMESPACE", "SCALING_NAMESPACE"]
 
 KAI = "kai-scheduler"
-PR_API = "autoscaling.x-k8s.io/v1"
-GPU_KEY = "nvidia.com/gpu"
-
-
-def now_rfc3339() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+#: kai-scheduler@v0.13.0 pkg/common/constants/constants.go DefaultResourceReservationName, and the binder's
+#: --resource-reservation-namespace / --resource-reservation-app-label defaults (cmd/binder/app/options.go).
+RESERVATION_NAMESPACE = "kai-resource-reservation"
+RESERVATION_APP = "kai-resource-reservation"
+#: The binder's --scaling-pod-namespace default (cmd/binder/app/options.go).
+SCALING_NAMESPACE = "kai-scale-adjust"
+GPU_GROUP_LABEL = "runai-gpu-group"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 
 
 def fraction_pod(name: str, namespace: str = "default", *, fraction: Optional[str] = None, memory_mib: Optional[int] = None,
-                 devices: int = 1, node_selector: Optional[dict[str, str]] = None, scheduler: str = KAI) -> dict[str, Any]:
+                 devices: int = 1, node_selector: Optional[dict[str, str]] = None, scheduler: str = KAI,
+                 cpu: Optional[str] = None, memory: Optional[str] = None) -> dict[str, Any]:
     annotations: dict[str, str] = {}
     if fraction is not None:
         annotations["gpu-fraction"] = fraction
@@ -74,7 +92,11 @@ def fraction_pod(name: str, namespace: str = "default", *, fraction: Optional[st
         annotations["gpu-memory"] = str(memory_mib)
     if devices != 1:
         annotations["gpu-fraction-num-devices"] = str(devices)
-    spec: dict[str, Any] = {"schedulerName": scheduler, "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "1d"]}]}
+    container: dict[str, Any] = {"name": "c", "image": "busybox", "command": ["sleep", "1d"]}
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
+    if requests:
+        container["resources"] = {"requests": requests}
+    spec: dict[str, Any] = {"schedulerName": scheduler, "containers": [container]}
     if node_selector:
         spec["nodeSelector"] = dict(node_selector)
     return {"apiVersion": "v1", "kind": "Pod",
@@ -86,35 +108,114 @@ def fraction_pod(name: str, namespace: str = "default", *, fraction: Optional[st
 class _Node:
     name: str
     labels: dict[str, str]
+    taints: list[dict[str, Any]]
+    allocatable: dict[str, Decimal]
     gpus: int
     memory_mib: int
-    used: list[Fraction] = field(default_factory=list)
+    #: What the pods bound here and not finished request (reservation pods' whole GPUs included).
+    requested: dict[str, Decimal] = field(default_factory=dict)
+    #: KAI's shared GPUs here: GPU group -> the share its pods hold.
+    shared: dict[str, Fraction] = field(default_factory=dict)
+
+    def free_gpus(self) -> int:
+        return self.gpus - int(self.requested.get(GPU_KEY, 0))
+
+    def add(self, wanted: dict[str, Decimal]) -> None:
+        for name, amount in wanted.items():
+            self.requested[name] = self.requested.get(name, Decimal(0)) + amount
+
+
+def _system_node(server: Any) -> None:
+    """A Ready node with CPU and memory and no GPU, labelled as kubelet labels every node."""
+    capacity = {"cpu": "16", "memory": "64Gi", "pods": "110"}
+    server.create_object({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "system-0", "labels": {"kubernetes.io/hostname": "system-0", "kubernetes.io/os": "linux",
+                                                    "kubernetes.io/arch": "amd64"}},
+        "spec": {},
+        "status": {"capacity": capacity, "allocatable": dict(capacity),
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+                                   "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()}]},
+    })
+
+
+def _gpu_groups(labels: dict[str, str]) -> list[str]:
+    groups = [labels[GPU_GROUP_LABEL]] if labels.get(GPU_GROUP_LABEL) else []
+    return groups + [v for k, v in labels.items() if k.startswith(GPU_GROUP_LABEL + "/") and v]
 
 
 class GpuSim:
     def __init__(self, server: Any, *, provisioning_delay: float = 0.5, node_gpus: int = 8, interval: float = 0.05,
-                 node_labels: Optional[dict[str, str]] = None, scan_interval: float = 0.5) -> None:
+                 node_labels: Optional[dict[str, str]] = None, scan_interval: float = 0.5,
+                 expendable_cutoff: int = -10, node_groups: Optional[Iterable[NodeGroup]] = None,
+                 autoscaler: str = "cluster-autoscaler", system_node: bool = True, **karpenter: Any) -> None:
+        """`system_node`: a CPU node (`system-0`, 16 CPUs, 64 GiB, no GPU) as every real cluster has one besides its GPU
+        nodes: a KAI pod asks for its GPU share by annotation, so the autoscaler sees it fit there by its requests
+        and does not scale up for it; on a cluster with no node at all the real autoscaler would.
+        `node_groups`: the autoscaler's node groups (Karpenter: NodePools); by default one of `node_gpus`-GPU
+        nodes with 128 CPUs and 1 TiB, labelled `node_labels`. `autoscaler`: "cluster-autoscaler" or "karpenter"
+        (extra keywords: sim_karpenter.Karpenter's consolidation settings)."""
         self.server = server
-        self.provisioning_delay = provisioning_delay
-        #: How often the autoscaler looks at the unschedulable pods (the real one: --scan-interval, 10 s by
-        #: default, some ten times what a controller takes to react; here 0.5 s against a controller's 0.05
-        #: to 0.2 s debounce and resync); 0: on every step. Nodes it decided on register when due either way.
-        self.scan_interval = scan_interval
-        self._last_scan = -float("inf")
         self.node_gpus = node_gpus
         self.interval = interval
-        self.node_labels = dict(node_labels or {})
+        groups = list(node_groups) if node_groups is not None else [NodeGroup("gpu-8x", gpus=node_gpus, labels=dict(node_labels or {}))]
+        if autoscaler == "karpenter":
+            from tests.kubeapi.sim_karpenter import Karpenter
+
+            self.autoscaler: ClusterAutoscaler = Karpenter(server, self._add_node, node_groups=groups, provisioning_delay=provisioning_delay,
+                                                           scan_interval=scan_interval, **karpenter)
+        else:
+            self.autoscaler = ClusterAutoscaler(server, self._add_node, node_groups=groups, provisioning_delay=provisioning_delay,
+                                                scan_interval=scan_interval, expendable_cutoff=expendable_cutoff)
+        if system_node and server.get_object("v1", "Node", "system-0") is None:
+            _system_node(server)
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="gpu-sim", daemon=True)
-        #: Nodes the autoscaler added, in order, and the placeholder pods each was for.
+        #: Nodes the autoscaler added, in order, and the pods (or ProvisioningRequest) each was for.
         self.added_nodes: list[tuple[str, tuple[str, ...]]] = []
-        self._first_seen: dict[str, float] = {}
-        #: Nodes the autoscaler is adding: (registers at, nodeSelector, the pods it was decided for).
-        self._upcoming: list[tuple[float, dict[str, str], tuple[str, ...]]] = []
+        #: Every reservation pod KAI's binder created, in order.
+        self.reservations: list[str] = []
+        #: Shares the binder did not bind while a scaling pod was unscheduled (pod keys, once each).
+        self.held_by_scaling: list[str] = []
+        #: KAI's sessions do not run while this is set (a session at scale takes seconds; its binder can wait on
+        #: scaling pods): what leaves a node a placeholder brought up empty for a while after it exited.
+        self.kai_paused = False
         self._serial = 0
+        self._random = random.Random(0)
         self.errors: list[str] = []
-        #: ProvisioningRequests fail (no capacity) while this is set.
-        self.fail_requests = False
+
+    # The autoscaler's knobs, as the tests set them on the sim.
+    @property
+    def provisioning_delay(self) -> float:
+        return self.autoscaler.provisioning_delay
+
+    @provisioning_delay.setter
+    def provisioning_delay(self, value: float) -> None:
+        self.autoscaler.provisioning_delay = value
+
+    @property
+    def fail_requests(self) -> bool:
+        return self.autoscaler.fail_requests
+
+    @fail_requests.setter
+    def fail_requests(self, value: bool) -> None:
+        self.autoscaler.fail_requests = value
+
+    @property
+    def shortage(self) -> bool:
+        return self.autoscaler.shortage
+
+    @shortage.setter
+    def shortage(self, value: bool) -> None:
+        self.autoscaler.shortage = value
+
+    @property
+    def scan_interval(self) -> float:
+        return self.autoscaler.scan_interval
+
+    @property
+    def expendable_cutoff(self) -> int:
+        return self.autoscaler.expendable_cutoff
 
     def __enter__(self) -> "GpuSim":
         self.thread.start()
@@ -134,112 +235,167 @@ class GpuSim:
     # --- one step -------------------------------------------------------------------------
 
     def step(self) -> None:
+        self.autoscaler.register_due()
         pods = self.server.list_objects("v1", "Pod")
-        nodes = self._nodes(pods)
         self._kubelet(pods)
+        pods = self._binder_sync(pods)
+        node_objects = self.server.list_objects("v1", "Node")
+        nodes = self._nodes(node_objects, pods)
+        scaling_up = self._scaling_up(pods)
         pending = [p for p in pods if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
                    and p.get("status", {}).get("phase", "Pending") == "Pending"]
         pending.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["namespace"], p["metadata"]["name"]))
-        unschedulable_whole: list[dict[str, Any]] = []
-        for pod in pending:
-            scheduler = pod["spec"].get("schedulerName") or "default-scheduler"
-            whole = self._whole_gpus(pod)
-            if scheduler == KAI and whole == 0:
-                request = self._fraction(pod, nodes)
-                if request is None:
-                    continue
-                placed = self._place_fraction(pod, nodes, *request)
-            elif scheduler == "default-scheduler" and whole > 0:
-                placed = self._place_whole(pod, nodes, whole)
-                if not placed:
-                    unschedulable_whole.append(pod)
-            else:
-                continue
-            if not placed:
+        # kube-scheduler first: it is event-driven (a Node added moves the unschedulable pods back to its active
+        # queue at once, kubernetes@v1.33.0 pkg/scheduler/eventhandlers.go addNodeToCache), its queue sorted by
+        # priority, then age (framework/plugins/queuesort/priority_sort.go Less). KAI's scheduler runs a session
+        # every --schedule-period, 1 s by default (kai-scheduler@v0.13.0 cmd/scheduler/app/options/options.go),
+        # so on a node that just came, a pending default-scheduler pod is bound first.
+        default = [p for p in pending if (p["spec"].get("schedulerName") or "default-scheduler") == "default-scheduler"
+                   and int(requests_of(p["spec"]).get(GPU_KEY, 0)) > 0]
+        default.sort(key=lambda p: -int(p["spec"].get("priority") or 0))  # stable: age within a priority
+        for pod in default:
+            if not self._place_whole(pod, nodes):
                 self._mark_unschedulable(pod, len(nodes))
-        self._autoscale(unschedulable_whole)
-        self._provision_requests()
+        for pod in () if self.kai_paused else pending:
+            if pod["spec"].get("schedulerName") == KAI and int(requests_of(pod["spec"]).get(GPU_KEY, 0)) == 0:
+                if self._place_fraction(pod, nodes, scaling_up) is False:
+                    self._mark_unschedulable(pod, len(nodes))
+        self.autoscaler.run_once(self.server.list_objects("v1", "Pod"), self.server.list_objects("v1", "Node"))
 
-    def _nodes(self, pods: list[dict[str, Any]]) -> list[_Node]:
+    def _nodes(self, node_objects: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[_Node]:
         nodes = []
-        for node in self.server.list_objects("v1", "Node"):
-            labels = node["metadata"].get("labels") or {}
-            gpus = int((node.get("status") or {}).get("allocatable", {}).get(GPU_KEY, "0"))
-            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in node.get("status", {}).get("conditions") or [])
-            if ready and not node.get("spec", {}).get("unschedulable"):
-                nodes.append(_Node(node["metadata"]["name"], labels, gpus, int(labels.get("nvidia.com/gpu.memory", "81920")),
-                                   [Fraction(0)] * gpus))
+        for node in node_objects:
+            if is_ready(node):
+                labels = node["metadata"].get("labels") or {}
+                allocatable = allocatable_of(node)
+                nodes.append(_Node(node["metadata"]["name"], labels, list((node.get("spec") or {}).get("taints") or []), allocatable,
+                                   int(allocatable.get(GPU_KEY, 0)), int(labels.get("nvidia.com/gpu.memory", "81920"))))
         by_name = {n.name: n for n in nodes}
         for pod in pods:
             node = by_name.get(pod["spec"].get("nodeName") or "")
             if node is None or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
                 continue
-            alloc = (pod["metadata"].get("annotations") or {}).get("sim.kai/gpus")
-            if alloc:  # "i,j:fraction"
-                indices, amount = alloc.split(":")
-                for i in indices.split(","):
-                    node.used[int(i)] += Fraction(amount)
-            else:
-                need = self._whole_gpus(pod)
-                for i in range(node.gpus):
-                    if need and node.used[i] == 0:
-                        node.used[i] = Fraction(1)
-                        need -= 1
+            node.add(requests_of(pod["spec"]))
+            if pod["metadata"]["namespace"] == RESERVATION_NAMESPACE:
+                continue
+            share = self._share(pod, node)
+            if share is not None:
+                for group in _gpu_groups(pod["metadata"].get("labels") or {}):
+                    node.shared[group] = node.shared.get(group, Fraction(0)) + share[0]
         return nodes
 
     @staticmethod
-    def _whole_gpus(pod: dict[str, Any]) -> int:
-        total = 0
-        for c in pod["spec"].get("containers") or []:
-            total += int(((c.get("resources") or {}).get("requests") or {}).get(GPU_KEY, "0"))
-        return total
-
-    @staticmethod
-    def _fraction(pod: dict[str, Any], nodes: list[_Node]) -> Optional[tuple[Fraction, int]]:
+    def _share(pod: dict[str, Any], node: _Node) -> Optional[tuple[Fraction, int]]:
+        """(fraction of one GPU, devices) a KAI pod asks for on `node` (its GPU memory share for gpu-memory)."""
         ann = pod["metadata"].get("annotations") or {}
         devices = int(ann.get("gpu-fraction-num-devices", "1"))
         if "gpu-fraction" in ann:
             return Fraction(ann["gpu-fraction"]), devices
         if "gpu-memory" in ann:
-            memory = min((n.memory_mib for n in nodes), default=81920)
-            return min(Fraction(1), Fraction(int(ann["gpu-memory"]), memory)), devices
+            return min(Fraction(1), Fraction(int(ann["gpu-memory"]), node.memory_mib)), devices
         return None
 
     @staticmethod
-    def _fits(pod: dict[str, Any], node: _Node) -> bool:
-        return all(node.labels.get(k) == v for k, v in (pod["spec"].get("nodeSelector") or {}).items())
+    def _scaling_up(pods: list[dict[str, Any]]) -> bool:
+        """resource_reservation.go isScalingUp: a pod of the scaling namespace with PodScheduled not True."""
+        return any(c.get("type") == "PodScheduled" and c.get("status") != "True"
+                   for p in pods if p["metadata"]["namespace"] == SCALING_NAMESPACE
+                   for c in (p.get("status") or {}).get("conditions") or [])
 
-    def _place_fraction(self, pod: dict[str, Any], nodes: list[_Node], fraction: Fraction, devices: int) -> bool:
-        best: Optional[tuple[Fraction, _Node, list[int]]] = None
+    def _place_fraction(self, pod: dict[str, Any], nodes: list[_Node], scaling_up: bool) -> Optional[bool]:
+        """True: bound; False: fits nowhere (Unschedulable); None: placed, but the binder may not reserve a GPU now."""
+        best: Optional[tuple[Fraction, _Node, list[Optional[str]], Fraction]] = None
+        wanted = requests_of(pod["spec"])
         for node in nodes:
-            if not self._fits(pod, node):
+            share = self._share(pod, node)
+            if share is None:
+                return None
+            fraction, devices = share
+            if fraction <= 0 or fraction > 1 or not pod_fits_node(pod["spec"], node.labels, node.taints, node.allocatable, node.requested, wanted):
                 continue
-            free = sorted((1 - u, i) for i, u in enumerate(node.used) if 1 - u >= fraction)
-            if len(free) >= devices:
-                chosen = free[:devices]
-                waste = sum((f - fraction for f, _ in chosen), Fraction(0))
-                if best is None or waste < best[0]:
-                    best = (waste, node, [i for _, i in chosen])
+            # Room left after placing it: on each shared GPU with room, and on each free whole GPU (None).
+            options: list[tuple[Fraction, Optional[str]]] = sorted(
+                ((1 - used - fraction, group) for group, used in node.shared.items() if 1 - used >= fraction), key=lambda o: (o[0], o[1]))
+            options += [(1 - fraction, None)] * node.free_gpus()
+            if len(options) < devices:
+                continue
+            chosen = options[:devices]
+            waste = sum((w for w, _ in chosen), Fraction(0))
+            if best is None or waste < best[0]:
+                best = (waste, node, [g for _, g in chosen], fraction)
         if best is None:
             return False
-        _, node, indices = best
-        for i in indices:
-            node.used[i] += fraction
-        self._bind(pod, node.name, {"sim.kai/gpus": f"{','.join(map(str, indices))}:{fraction}"})
+        _, node, groups, fraction = best
+        if None in groups and scaling_up:
+            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            if key not in self.held_by_scaling:
+                self.held_by_scaling.append(key)
+            return None
+        labels: dict[str, str] = {}
+        named = []
+        for group in groups:
+            if group is None:
+                group = self._reserve(node)
+            named.append(group)
+            node.shared[group] = node.shared.get(group, Fraction(0)) + fraction
+        if len(named) == 1:
+            labels[GPU_GROUP_LABEL] = named[0]
+        else:
+            labels.update({f"{GPU_GROUP_LABEL}/{g}": g for g in named})
+        node.add(requests_of(pod["spec"]))
+        self._bind(pod, node.name, labels)
         return True
 
-    def _place_whole(self, pod: dict[str, Any], nodes: list[_Node], gpus: int) -> bool:
+    def _reserve(self, node: _Node) -> str:
+        """The binder's reservation pod for one free GPU of `node`: its GPU group."""
+        if self.server.get_object("v1", "Namespace", RESERVATION_NAMESPACE) is None:  # KAI's chart creates it
+            self.server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RESERVATION_NAMESPACE}})
+        suffix = "".join(self._random.choice(string.ascii_lowercase + string.digits) for _ in range(5))
+        group = f"{node.name}-gpu-{suffix}"
+        name = f"gpu-reservation-{node.name}-{suffix}"
+        self.server.create_object({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": RESERVATION_NAMESPACE,
+                         "labels": {"app": RESERVATION_APP, GPU_GROUP_LABEL: group},
+                         "annotations": {DO_NOT_DISRUPT: "true"}},
+            "spec": {"nodeName": node.name, "serviceAccountName": "kai-resource-reservation",
+                     "containers": [{"name": "resource-reservation", "image": "registry/local/kai-scheduler/resource-reservation",
+                                     "imagePullPolicy": "IfNotPresent",
+                                     "resources": {"limits": {GPU_KEY: "1"}, "requests": {GPU_KEY: "1"}}}]},
+        })
+        node.add({GPU_KEY: Decimal(1)})
+        self.reservations.append(name)
+        return group
+
+    def _binder_sync(self, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """syncForPods: delete a reservation pod whose GPU group no Pending or Running pod carries."""
+        held = {g for p in pods if p["metadata"]["namespace"] != RESERVATION_NAMESPACE and not p["metadata"].get("deletionTimestamp")
+                and (p.get("status") or {}).get("phase", "Pending") in ("Pending", "Running")
+                for g in _gpu_groups(p["metadata"].get("labels") or {})}
+        gone = set()
+        for pod in pods:
+            meta = pod["metadata"]
+            if meta["namespace"] == RESERVATION_NAMESPACE and (meta.get("labels") or {}).get("app") == RESERVATION_APP \
+                    and (meta.get("labels") or {}).get(GPU_GROUP_LABEL) not in held:
+                try:
+                    self.server.delete_object("v1", "Pod", meta["name"], RESERVATION_NAMESPACE)
+                except ApiError as exc:
+                    if exc.code != 404:
+                        raise
+                gone.add(meta["name"])
+        return [p for p in pods if not (p["metadata"]["namespace"] == RESERVATION_NAMESPACE and p["metadata"]["name"] in gone)]
+
+    def _place_whole(self, pod: dict[str, Any], nodes: list[_Node]) -> bool:
+        wanted = requests_of(pod["spec"])
         for node in nodes:
-            free = [i for i, u in enumerate(node.used) if u == 0]
-            if self._fits(pod, node) and len(free) >= gpus:
-                for i in free[:gpus]:
-                    node.used[i] = Fraction(1)
+            if pod_fits_node(pod["spec"], node.labels, node.taints, node.allocatable, node.requested, wanted):
+                node.add(wanted)
                 self._bind(pod, node.name, {})
                 return True
         return False
 
-    def _bind(self, pod: dict[str, Any], node: str, annotations: dict[str, str]) -> None:
-        """What POST pods/<name>/binding does: nodeName and PodScheduled=True in one write."""
+    def _bind(self, pod: dict[str, Any], node: str, labels: dict[str, str]) -> None:
+        """What POST pods/<name>/binding does: nodeName and PodScheduled=True in one write (KAI's group labels with it)."""
         store = self.server.store
         resource = self.server._resource("v1", "Pod")
         meta = pod["metadata"]
@@ -249,8 +405,8 @@ class GpuSim:
                 return
             updated = copy.deepcopy(current)
             updated["spec"]["nodeName"] = node
-            if annotations:
-                updated["metadata"].setdefault("annotations", {}).update(annotations)
+            if labels:
+                updated["metadata"].setdefault("labels", {}).update(labels)
             status = updated.setdefault("status", {})
             status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
             status["conditions"].append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()})
@@ -280,107 +436,29 @@ class GpuSim:
                 continue
             exits = any((c.get("command") or [""])[-1].endswith("true") for c in pod["spec"].get("containers") or [])
             status = dict(pod.get("status") or {}, phase="Succeeded" if exits else "Running", startTime=now_rfc3339())
+            conditions = list(status.get("conditions") or [])
+            if not any(c.get("type") == "PodScheduled" and c.get("status") == "True" for c in conditions):
+                conditions = [c for c in conditions if c.get("type") != "PodScheduled"] + [
+                    {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}]
+            status["conditions"] = conditions
             try:
-                self.server.update_status({**pod, "status": status})
+                updated = self.server.update_status({**pod, "status": status})
+                pod.clear()
+                pod.update(updated)
             except ApiError as exc:  # changed or gone meanwhile; the next step retries
                 if exc.code not in (404, 409):
                     raise
 
-    def _autoscale(self, pods: list[dict[str, Any]]) -> None:
-        """One loop of the autoscaler over the pods the scheduler could not place in this step."""
-        now = time.monotonic()
-        registered = [(selector, members) for due, selector, members in self._upcoming if due <= now]
-        self._upcoming = [u for u in self._upcoming if u[0] > now]
-        for selector, members in registered:
-            self._add_node(selector, members)
-        if now - self._last_scan < self.scan_interval:
-            return
-        self._last_scan = now
-        # Capacity in the autoscaler's view: nodes registered in this step (the scheduler has not
-        # seen them yet) and the upcoming ones, all entirely free; then new nodes.
-        bins: list[tuple[dict[str, str], list[int]]] = [(sel, [0]) for sel, _ in registered]
-        bins += [(sel, [0]) for _, sel, _ in self._upcoming]
-        new: list[tuple[dict[str, str], list[int], list[str]]] = []
-        rest = []
-        for pod in pods:
-            selector = dict(pod["spec"].get("nodeSelector") or {})
-            gpus = self._whole_gpus(pod)
-            if gpus > self.node_gpus:
-                continue
-            room = next((used for sel, used in bins if sel == selector and used[0] + gpus <= self.node_gpus), None)
-            if room is not None:  # it will fit a node already coming
-                room[0] += gpus
-            else:
-                rest.append((selector, gpus, pod))
-        # New nodes: the binpacking estimator takes the pods largest first (estimator/decreasing_pod_orderer.go).
-        for selector, gpus, pod in sorted(rest, key=lambda r: -r[1]):
-            for sel, used, members in new:
-                if sel == selector and used[0] + gpus <= self.node_gpus:
-                    used[0] += gpus
-                    members.append(pod["metadata"]["name"])
-                    break
-            else:
-                new.append((selector, [gpus], [pod["metadata"]["name"]]))
-        for selector, _, members in new:
-            self._upcoming.append((now + self.provisioning_delay, selector, tuple(members)))
-
-    def _add_node(self, selector: dict[str, str], reason: tuple[str, ...]) -> None:
+    def _add_node(self, group: NodeGroup, reason: tuple[str, ...]) -> str:
         self._serial += 1
         name = f"sim-gpu-node-{self._serial}"
-        node = make_gpu_node(self.server, name, gpus=self.node_gpus)
-        labels = dict(node["metadata"].get("labels") or {}, **self.node_labels, **selector)
+        from tests.kubeapi.sim_autoscaler import NODE_GROUP_LABEL
+
+        node = make_gpu_node(self.server, name, gpus=group.gpus, cpu=group.cpu, memory=group.memory, taints=group.taints)
+        labels = dict(node["metadata"].get("labels") or {}, **group.labels, **{NODE_GROUP_LABEL: group.name})
         self.server.patch_object("v1", "Node", name, {"metadata": {"labels": labels}})
         self.added_nodes.append((name, reason))
-
-    # --- ProvisioningRequests (best-effort-atomic-scale-up: all nodes or none) ----------------
-
-    def _provision_requests(self) -> None:
-        now = time.monotonic()
-        for request in self.server.list_objects(PR_API, "ProvisioningRequest"):
-            meta = request["metadata"]
-            conditions = {c["type"]: c for c in (request.get("status") or {}).get("conditions") or []}
-            if meta.get("deletionTimestamp") or "Provisioned" in conditions or "Failed" in conditions:
-                continue
-            first = self._first_seen.setdefault(meta["uid"], now)
-            if "Accepted" not in conditions:
-                self._set_conditions(request, [("Accepted", "Accepted", "ProvisioningRequest is accepted")])
-                continue
-            if now - first < self.provisioning_delay:
-                continue
-            if self.fail_requests:
-                self._set_conditions(request, [("Failed", "FailedToCreateNodes", "the simulated cloud has no capacity")])
-                continue
-            added = []
-            for pod_set in request["spec"]["podSets"]:
-                template = self.server.get_object("v1", "PodTemplate", pod_set["podTemplateRef"]["name"], meta["namespace"])
-                if template is None:
-                    self._set_conditions(request, [("Failed", "PodTemplateNotFound", "a PodTemplate of the request is missing")])
-                    return
-                gpus = self._whole_gpus({"spec": template["template"]["spec"]})
-                selector = dict(template["template"]["spec"].get("nodeSelector") or {})
-                added += [(selector, gpus)] * pod_set["count"]
-            planned: list[tuple[dict[str, str], int]] = []
-            for selector, gpus in added:
-                for i, (sel, used) in enumerate(planned):
-                    if sel == selector and used + gpus <= self.node_gpus:
-                        planned[i] = (sel, used + gpus)
-                        break
-                else:
-                    planned.append((selector, gpus))
-            for selector, _ in planned:
-                self._add_node(selector, (meta["name"],))
-            self._set_conditions(request, [("Provisioned", "Provisioned", f"{len(planned)} nodes added")])
-
-    def _set_conditions(self, request: dict[str, Any], new: list[tuple[str, str, str]]) -> None:
-        conditions = list((request.get("status") or {}).get("conditions") or [])
-        for kind, reason, message in new:
-            conditions.append({"type": kind, "status": "True", "reason": reason, "message": message,
-                               "lastTransitionTime": now_rfc3339()})
-        try:
-            self.server.update_status({**request, "status": {**(request.get("status") or {}), "conditions": conditions}})
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        return name
 
     # --- what tests read ---------------------------------------------------------------------
 

@@ -177,3 +177,53 @@ def test_memory_fallback_fraction_accepts_plain_numbers(given, expected):
 @pytest.mark.parametrize("given", [float("nan"), float("inf"), "x", 0, 1.5, True, None])
 def test_memory_fallback_fraction_refuses_the_rest(given):
     assert any("memory fallback fraction" in p for p in AdjusterSettings(memory_fallback_fraction=given).problems())
+
+
+def _created_in_order(fractions, **spec):
+    pods = []
+    for i, fraction in enumerate(fractions):
+        p = pod(f"p{i:02d}", fraction, **spec)
+        p["metadata"]["creationTimestamp"] = f"2025-06-01T11:50:{i:02d}Z"
+        pods.append(p)
+    return pods
+
+
+def test_the_scheduler_check_s_leftovers_stand_in_one_placeholder_only():
+    # The packing fits these twelve pods in 8 GPUs; placed one by one in creation order, best fit, the last
+    # (0.68) finds no room and gets a GPU of its own. It stands in that placeholder only, not also in the first.
+    fractions = "0.2 0.7 0.47 0.2 0.5 0.48 0.51 0.75 0.75 0.73 0.9 0.68".split()
+    result = plan(_created_in_order(fractions), [node("n", 8)])
+    assert [(p.gpus, p.pods) for p in result.placeholders] == [
+        (8, tuple(f"team/p{i:02d}" for i in range(11))),
+        (1, ("team/p11",)),
+    ]
+
+
+def _placed_as_planned(result, pods):
+    """Each counted pod in exactly one placeholder, and the scheduler, placing them oldest first, best fit,
+    onto the placeholders' GPUs, puts each pod in its own placeholder and leaves no GPU empty."""
+    from raybridge.core.adjuster import scheduling_order
+    from raybridge.core.packing import BestFitScheduler, PackItem
+
+    listed = [q for p in result.placeholders for q in p.pods]
+    assert sorted(listed) == sorted(piece.pod for piece in result.pieces), "each counted pod in exactly one placeholder"
+    ordered = sorted(result.pieces, key=scheduling_order)
+    check = BestFitScheduler([PackItem(p.pod, p.fraction, p.devices) for p in ordered], [p.gpus for p in result.placeholders])
+    assert check.run() == []
+    placed = check.placement()
+    assert [(n.gpus, n.pods) for n in placed] == [(p.gpus, tuple(sorted(p.pods))) for p in result.placeholders]
+
+
+def test_the_plan_is_the_scheduler_s_placement_on_random_bursts():
+    import random
+
+    rng = random.Random(16)
+    for _ in range(150):
+        count = rng.randint(1, 30)
+        fractions = [str(rng.choice([1, 2, 5, 10, 20, 25, 30, 47, 48, 50, 51, 68, 70, 73, 75, 90])/100) for _ in range(count)]
+        pods = _created_in_order(fractions)
+        for p in pods:
+            if rng.random() < 0.15:
+                p["metadata"]["annotations"]["gpu-fraction-num-devices"] = str(rng.choice([2, 4]))
+        result = plan(pods, [node("n", rng.choice([4, 8]))])
+        _placed_as_planned(result, pods)

@@ -284,7 +284,9 @@ def test_the_placeholder_pod_is_small_safe_and_below_every_workload():
     assert spec["nodeSelector"] == {"pool": "a"} and spec["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
     assert spec["affinity"] == {"nodeAffinity": {"x": 1}}
     assert spec["priorityClassName"] == "low" and spec["automountServiceAccountToken"] is False
-    assert spec["securityContext"]["runAsNonRoot"] is True and container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert spec["securityContext"]["runAsNonRoot"] is True and container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    # a read-only root makes the NVIDIA toolkit's CDI hook fail the container's create on some toolkit versions (1.20.0)
+    assert not container["securityContext"].get("readOnlyRootFilesystem")
     assert meta["namespace"] == "adj" and name_problem("Pod", meta["name"]) is None
     assert all(label_value_problem(v) is None for v in meta["labels"].values())
 
@@ -358,6 +360,10 @@ REQUEST_ROWS = [
      [request("old", keys(4), ("Failed", 5))], [], [], []),
     ("provisioned: its capacity counts; only the newcomers are asked for, nothing replaced", halves(10),
      [request("old", keys(8), ("Provisioned", 5))], [(2, ())], [], []),
+    ("provisioned longer ago than the provision timeout: the scale-up was only requested then, it still counts", halves(4),
+     [request("old", keys(4), ("Provisioned", 400))], [], [], []),
+    ("short of capacity (Provisioned=False, CapacityIsNotFound): the autoscaler retries it, it still counts", halves(4),
+     [request("old", keys(4), ("Accepted", 600))], [], [], []),
     ("booking expired: spent; its waiting pods are asked for again", halves(4),
      [request("old", keys(4), ("Provisioned", 700), ("BookingExpired", 100))], [(4, ())], [], ["old"]),
     ("capacity revoked: the same", halves(4),
@@ -415,3 +421,58 @@ def test_both_modes_leave_out_pods_their_pod_group_says_are_over_quota(case, pod
     assert sorted(p for c in requests.create for p in c.pods) == asked
     for decision in (placeholders.decision, requests.decision):
         assert sorted(i.pod for i in decision.plan.ignored if i.code == "quota-blocked") == blocked
+
+
+def reservation_pod(group: str, node_name: str) -> dict[str, Any]:
+    """KAI's binder's reservation pod for one shared GPU (resource_reservation.go, createResourceReservationPod)."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"gpu-reservation-{node_name}-{group[:5]}", "namespace": "kai-resource-reservation",
+                         "labels": {"app": "kai-resource-reservation", "runai-gpu-group": group},
+                         "annotations": {"karpenter.sh/do-not-disrupt": "true"}},
+            "spec": {"nodeName": node_name, "containers": [{"name": "resource-reservation", "image": "kai/resource-reservation",
+                     "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]},
+            "status": {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}}  # fmt: skip
+
+
+def shared_pod(name: str, fraction: str, node_name: str, *groups: str) -> dict[str, Any]:
+    """A GPU-sharing pod KAI bound: its GPU group label(s) as the binder writes them (updatePodGPUGroup)."""
+    p = pod(name, fraction, node_name=node_name, phase="Running", devices=str(len(groups)) if len(groups) > 1 else None)
+    p["metadata"]["labels"] = {"runai-gpu-group": groups[0]} if len(groups) == 1 else {f"runai-gpu-group/{g}": g for g in groups}
+    return p
+
+
+# (case, pods bound to an 8-GPU node, free room per GPU, largest first)
+KAI_SHARED_ROWS = [
+    ("one shared GPU with two halves: 7 GPUs free, the shared one full",
+     [reservation_pod("g1", "n1"), shared_pod("s0", "0.5", "n1", "g1"), shared_pod("s1", "0.5", "n1", "g1")], [1] * 7 + [0]),
+    ("one shared GPU with one half: 7 free and a half", [reservation_pod("g1", "n1"), shared_pod("s0", "0.5", "n1", "g1")],
+     [1] * 7 + ["1/2"]),
+    ("a pod on two shared GPUs", [reservation_pod("g1", "n1"), reservation_pod("g2", "n1"), shared_pod("w", "0.25", "n1", "g1", "g2")],
+     [1] * 6 + ["3/4", "3/4"]),
+    ("a reservation pod whose pod is still being bound: its GPU is free for shares", [reservation_pod("g1", "n1")], [1] * 8),
+    ("shared pods without a reservation pod yet: packed as before", [shared_pod("s0", "0.5", "n1", "g9"), shared_pod("s1", "0.5", "n1", "g9")],
+     [1] * 7 + [0]),
+    ("a whole-GPU pod and a shared GPU", [whole_gpu_pod("big", 3, "n1"), reservation_pod("g1", "n1"), shared_pod("s0", "0.3", "n1", "g1")],
+     [1] * 4 + ["7/10", 0, 0, 0]),
+]
+
+
+@pytest.mark.parametrize("case,bound,free", KAI_SHARED_ROWS, ids=[r[0] for r in KAI_SHARED_ROWS])
+def test_kai_s_reservation_pod_and_the_shares_on_it_count_one_gpu(case, bound, free):
+    from fractions import Fraction
+
+    from raybridge.core.reconcile import _node_rooms
+
+    rooms = _node_rooms([node("n1", 8)], bound)
+    assert sorted(rooms["n1"], reverse=True) == [Fraction(f) for f in free]
+
+
+def test_a_landed_placeholder_is_not_replaced_while_its_node_s_shared_gpu_leaves_room():
+    """An 8-GPU placeholder for 16 halves; two landed on one shared GPU (KAI's reservation pod beside them): the
+    7 GPUs left hold the other 14, so nothing is deleted and nothing asked for again."""
+    landed = [reservation_pod("g1", "n1"), shared_pod("p0", "0.5", "n1", "g1"), shared_pod("p1", "0.5", "n1", "g1")]
+    provided = ExistingPlaceholder("a", GROUP, 8, PROVIDED, keys(16), NOW - timedelta(seconds=5), "n1")
+    result = reconcile([*landed, *halves(14, 2)], [node("n1", 8)], [provided], SETTINGS, NOW,
+                       provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
+    assert (result.delete, result.keep, len(result.covered_pods)) == ((), ("a",), 14)
+    assert result.create == ()
