@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from raybridge.cli.args import add_cluster_args, add_inventory_args, add_output_arg, cluster_target, orphan_seconds, seconds
 from raybridge.core.consts import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
+from raybridge.core.printable import one_line
 
 
 def register(sub: Any) -> None:
@@ -192,7 +193,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
     for vendor, total in inventory.vendors(eligible_only=False).items():
         cap = inventory.capacity(vendor)
         nodes = f"{cap.nodes} node{'s' if cap.nodes != 1 else ''}"
-        print(f"{vendor}: {cap.total} schedulable GPUs on {nodes} (smallest node {cap.min_per_node}, largest {cap.max_per_node}); {total} in all")
+        print(f"{one_line(vendor)}: {cap.total} schedulable GPUs on {nodes} (smallest node {cap.min_per_node}, largest {cap.max_per_node}); {total} in all")
     for text in inventory.notes:
         note(text)
     return EXIT_OK
@@ -391,7 +392,7 @@ def _create_cluster(spec: Any, options: Any, output: str) -> int:
     else:
         progress(f"RayCluster {info['namespace']}/{info['name']} is {info['state']}; reach it with:")
         for line in info["reach"]:
-            print(f"  {line}")
+            print(f"  {one_line(line)}")
     return EXIT_OK
 
 
