@@ -18,7 +18,6 @@ import difflib
 import posixpath
 from typing import Any, Literal, Optional
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -31,6 +30,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from raybridge.core.consts import DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_PER_GPU, VENDORS
+from raybridge.core.documents import load_yaml
 from raybridge.core.names import env_var_name_problem, name_problem, namespace_problem, queue_name_problem
 from raybridge.core.quantity import amount_problem
 from raybridge.core.runtime_env import is_uri, reserved_env_clash
@@ -308,12 +308,7 @@ def parse_spec(
     """
     data: dict[str, Any] = {}
     if text is not None:
-        try:
-            loaded = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise BadInput(f"{origin} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        loaded = load_yaml(text, origin)
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):
