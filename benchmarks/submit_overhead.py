@@ -44,7 +44,7 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "KUBECONFIG")}
     env["HOME"] = tmp  # no kubeconfig: nothing but the local path is measured
     ray_cli = str(Path(sys.executable).with_name("ray"))
-    head = PrivateRayHead(num_cpus=2)
+    head = PrivateRayHead(num_cpus=2, token_auth=False)  # `ray job submit` is given no token
     head.start()
     try:
         url = head.dashboard_url

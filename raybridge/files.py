@@ -4,29 +4,55 @@ One place so that a missing or unreadable spec, node list or pod list is
 reported the same way: `BadInput` naming the flag and the path. It reads and
 parses; what the objects mean is the pure core's business (`load_spec` reads
 the spec file and leaves every rule about its fields to `core.spec.parse_spec`).
+
+Only a regular file is read (a FIFO would block for ever, `/dev/zero` never
+ends), opened without blocking, and at most `MAX_FILE_BYTES` of it; parsing is
+bounded in depth and size by `core.documents`.
 """
 
 from __future__ import annotations
 
-import json
+import os
+import stat
 from pathlib import Path
 from typing import Any, Optional
 
+from raybridge.core.documents import load_json_or_yaml, load_yaml_documents
 from raybridge.core.inventory import items_of
 from raybridge.errors import BadInput
 
 
+#: The largest file raybridge reads: node and pod lists of large clusters fit many times over.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
 def read_user_file(path: str | Path, what: str) -> str:
+    shown = repr(str(path))
     try:
-        return Path(path).read_text()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
-        raise BadInput(f"{what} file {str(path)!r} does not exist") from None
+        raise BadInput(f"{what} file {shown} does not exist") from None
     except IsADirectoryError:
-        raise BadInput(f"{what} file {str(path)!r} is a directory") from None
+        raise BadInput(f"{what} file {shown} is a directory") from None
     except OSError as exc:
-        raise BadInput(f"{what} file {str(path)!r} cannot be read: {exc.strerror}") from None
+        raise BadInput(f"{what} file {shown} cannot be read: {exc.strerror}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise BadInput(f"{what} file {shown} is a directory")
+        raise BadInput(f"{what} file {shown} is not a regular file (a pipe, device or socket)")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise BadInput(f"{what} file {shown} cannot be read: {exc.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise BadInput(f"{what} file {shown} is larger than {MAX_FILE_BYTES // 2**20} MiB")
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise BadInput(f"{what} file {str(path)!r} is not text") from None
+        raise BadInput(f"{what} file {shown} is not text (UTF-8)") from None
 
 
 def load_spec(path: Optional[str | Path], overrides: Optional[dict[str, Any]] = None) -> Any:
@@ -40,16 +66,7 @@ def load_spec(path: Optional[str | Path], overrides: Optional[dict[str, Any]] = 
 
 
 def read_json_or_yaml(path: str, what: str) -> Any:
-    text = read_user_file(path, what)
-    try:
-        return json.loads(text)
-    except ValueError:
-        import yaml
-
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise BadInput(f"{what} file {path!r} is neither JSON nor YAML") from None
+    return load_json_or_yaml(read_user_file(path, what), f"{what} file {path!r}")
 
 
 def load_objects(path: str, kind: str) -> list[dict[str, Any]]:
@@ -62,12 +79,4 @@ def load_objects(path: str, kind: str) -> list[dict[str, Any]]:
 
 def read_yaml_documents(path: str, what: str) -> list[Any]:
     """Every document of a YAML (or JSON) file, for multi-document manifests."""
-    import yaml
-
-    text = read_user_file(path, what)
-    try:
-        return list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise BadInput(f"{what} file {path!r} is not valid YAML{where}") from None
+    return load_yaml_documents(read_user_file(path, what), f"{what} file {path!r}")

@@ -20,7 +20,7 @@ def ray_head():
 
     old = os.environ.get("TMPDIR")
     os.environ["TMPDIR"] = short_tmpdir()
-    head = PrivateRayHead(num_cpus=4)
+    head = PrivateRayHead(num_cpus=4, token_auth=False)  # stands for a cluster reached by address, without a token
     try:
         head.start()
     finally:

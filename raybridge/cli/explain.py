@@ -32,12 +32,13 @@ def register(sub: Any) -> None:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump, warn
+    from raybridge.core.printable import message_lines
     from raybridge.launch.explain import explain
 
     result = explain(cluster_target(args).connect(), args.name)
     if args.output == "text":
         for line in result.lines():
-            print(line)
+            print(message_lines(line))
         for text in result.warnings:
             warn(text)
     else:

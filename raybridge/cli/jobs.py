@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from raybridge.cli.args import add_cluster_args, add_inventory_args, add_output_arg, cluster_target, orphan_seconds, seconds
 from raybridge.core.consts import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
+from raybridge.core.printable import one_line
 
 
 def register(sub: Any) -> None:
@@ -192,7 +193,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
     for vendor, total in inventory.vendors(eligible_only=False).items():
         cap = inventory.capacity(vendor)
         nodes = f"{cap.nodes} node{'s' if cap.nodes != 1 else ''}"
-        print(f"{vendor}: {cap.total} schedulable GPUs on {nodes} (smallest node {cap.min_per_node}, largest {cap.max_per_node}); {total} in all")
+        print(f"{one_line(vendor)}: {cap.total} schedulable GPUs on {nodes} (smallest node {cap.min_per_node}, largest {cap.max_per_node}); {total} in all")
     for text in inventory.notes:
         note(text)
     return EXIT_OK
@@ -336,11 +337,15 @@ def _dry_run(spec: Any, options: Any, output: str) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     from raybridge.cli.render import progress
     from raybridge.launch import submit
+    from raybridge.launch.options import working_dir_upload
 
     spec = _spec_from_args(args, args.submission_id)
     cluster_target(args)  # a --kubeconfig that does not exist is exit 2 whatever the backend; missing KUBECONFIG files are said
     options = _options_from_args(args)
     _check_flags_for_backend(args, spec, options)
+    upload = working_dir_upload(spec)
+    if upload is not None:
+        progress(upload[1].describe(upload[0]))
     if args.dry_run:
         return _dry_run(spec, options, args.output)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -391,7 +396,7 @@ def _create_cluster(spec: Any, options: Any, output: str) -> int:
     else:
         progress(f"RayCluster {info['namespace']}/{info['name']} is {info['state']}; reach it with:")
         for line in info["reach"]:
-            print(f"  {line}")
+            print(f"  {one_line(line)}")
     return EXIT_OK
 
 

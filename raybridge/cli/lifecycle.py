@@ -13,6 +13,7 @@ from typing import Any
 
 from raybridge.cli.args import add_cluster_args, add_output_arg, cluster_target
 from raybridge.core.consts import EXIT_OK
+from raybridge.core.printable import message_lines
 
 
 def register(sub: Any) -> None:
@@ -52,7 +53,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     report = job_status(_kube(args), args.name)
     if args.output == "table":
         for line in report["explanation"]:
-            print(line)
+            print(message_lines(line))
     else:
         dump(report, args.output)
     return EXIT_OK

@@ -99,13 +99,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if entrypoint and not getattr(args, "takes_entrypoint", False):
         parser.error(f"'{args.command}' takes no command after --")
     args.entrypoint_after_dashdash = entrypoint
+    from raybridge.core.printable import message_lines, one_line
     from raybridge.errors import RaybridgeError
 
     try:
         return handler(args)
     except RaybridgeError as exc:
         for problem in exc.problems:
-            sys.stderr.write(f"error: {problem}\n")
+            sys.stderr.write(f"error: {message_lines(problem)}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
@@ -115,5 +116,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception as exc:  # a bug: one line, the traceback only on request
         if os.environ.get("RAYBRIDGE_DEBUG"):
             raise
-        sys.stderr.write(f"error: internal error: {type(exc).__name__}: {exc} (set RAYBRIDGE_DEBUG=1 for the traceback)\n")
+        sys.stderr.write(f"error: internal error: {type(exc).__name__}: {one_line(str(exc))} (set RAYBRIDGE_DEBUG=1 for the traceback)\n")
         return EXIT_JOB_FAILED

@@ -14,6 +14,7 @@ from typing import Any
 
 from raybridge.cli.args import Parser, add_output_arg
 from raybridge.core.consts import EXIT_BAD_INPUT, EXIT_OK
+from raybridge.core.printable import one_line
 
 
 
@@ -175,9 +176,9 @@ def _fairshare_table(result: Any) -> None:
     columns = ["QUEUE", "PRIO", "RESOURCE", "QUOTA", "LIMIT", "WEIGHT", "REQUEST", "DESERVED", "OVER QUOTA", "FAIR SHARE"]
     table(f"KAI fair share of {capacity} (resources with all zeros not shown)", columns, rows)
     for note in result.notes:
-        print(f"note: {note.queue} {note.resource}: {note.message}")
+        print(one_line(f"note: {note.queue} {note.resource}: {note.message}"))
     for name, reason in result.dropped:
-        print(f"left out: {name}: {reason}")
+        print(one_line(f"left out: {name}: {reason}"))
 
 
 _UNIT_NAMES = {"gpu": "gpu", "cpu": "cpu (m)", "memory": "memory (MB)"}

@@ -2,7 +2,9 @@
 
 Commands hand plain data here; this module decides how it looks. Tables use
 rich (imported only when a table is printed); machine formats go to stdout
-untouched so `-o json | jq` works; warnings and errors go to stderr.
+untouched so `-o json | jq` works; warnings and errors go to stderr. Text
+that may come from input (table cells, comment lines, messages) is printed
+through `core.printable`, so it can neither add a line nor reach the terminal.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import sys
 from typing import Any, Iterable, Optional, Sequence, TextIO
 
+from raybridge.core.printable import message_lines, one_line
 
 
 def dump(data: Any, fmt: str, stream: TextIO = sys.stdout) -> None:
@@ -32,7 +35,7 @@ def table(
     empty: str = "No resources found.",
 ) -> None:
     """A rich table on a terminal; plain columns (as kubectl prints them) when piped; `empty` on stderr when there are no rows."""
-    cells = [tuple("-" if v is None else str(v) for v in row) for row in rows]
+    cells = [tuple("-" if v is None else one_line(str(v)) for v in row) for row in rows]
     if not cells:
         sys.stderr.write(empty + "\n")
         return
@@ -44,11 +47,13 @@ def table(
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=title, title_justify="left", header_style="bold")
+    from rich.markup import escape
+
+    t = Table(title=one_line(title) if title else None, title_justify="left", header_style="bold")
     for col in columns:
         t.add_column(col, overflow="fold")
     for row in cells:
-        t.add_row(*row)
+        t.add_row(*(escape(cell) for cell in row))
     Console(file=stream, width=max(100, shutil.get_terminal_size((120, 24)).columns)).print(t)
 
 
@@ -61,20 +66,20 @@ def plain_columns(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def warn(message: str) -> None:
-    sys.stderr.write(f"warning: {message}\n")
+    sys.stderr.write(f"warning: {message_lines(message)}\n")
 
 
 def note(message: str) -> None:
-    sys.stderr.write(f"note: {message}\n")
+    sys.stderr.write(f"note: {message_lines(message)}\n")
 
 
 def error(message: str) -> None:
-    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.write(f"error: {message_lines(message)}\n")
 
 
 def progress(message: str) -> None:
     """One line of progress on stderr, flushed (long waits must show life)."""
-    sys.stderr.write(f"{message}\n")
+    sys.stderr.write(f"{message_lines(message)}\n")
     sys.stderr.flush()
 
 
@@ -86,5 +91,5 @@ def dump_documents(objects: Sequence[Any], fmt: str, comments: Sequence[str] = (
     import yaml
 
     for line in comments:
-        stream.write(f"# {line}\n")
+        stream.write(f"# {one_line(line)}\n")
     stream.write(yaml.safe_dump_all(list(objects), sort_keys=False, default_flow_style=False))

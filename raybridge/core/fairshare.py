@@ -493,8 +493,6 @@ def divide_fair_share(
     order: list[str] = []
 
     def divide_level(parent: str, members: list[str], totals: Mapping[str, float]) -> None:
-        if not members:
-            return
         left: dict[str, float] = {}
         for resource in RESOURCES:
             entries = []
@@ -519,12 +517,24 @@ def divide_fair_share(
                 shares[name][resource] = division.fair_share[name]
                 deserved[name][resource] = division.deserved_share[name]
         unassigned[parent] = left
-        for name in sorted(members):
-            order.append(name)
-            divide_level(name, children[name], shares[name])
 
+    # Depth first, siblings by name, parents before children; a stack, not recursion, so a
+    # hierarchy of any depth costs time in proportion to its size.
     top = sorted(name for name, q in live.items() if not q.parent)
-    divide_level("", top, {r: capacity.get(r) for r in RESOURCES})
+    pending: list[tuple[str, str]] = [("level", "")]
+    level_totals: dict[str, Mapping[str, float]] = {"": {r: capacity.get(r) for r in RESOURCES}}
+    level_members: dict[str, list[str]] = {"": top}
+    while pending:
+        what, name = pending.pop()
+        if what == "queue":
+            order.append(name)
+            level_members[name], level_totals[name] = children[name], shares[name]
+            pending.append(("level", name))
+            continue
+        members = level_members[name]
+        if members:
+            divide_level(name, members, level_totals[name])
+            pending.extend(("queue", child) for child in sorted(members, reverse=True))
 
     computed = list(order)
     result_queues = tuple(

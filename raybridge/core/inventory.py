@@ -177,13 +177,13 @@ def _memory_mib(raw: Optional[str]) -> Optional[int]:
     if not raw:
         return None
     text = raw.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit() and len(text) < 19:
         return int(text)
-    if text[-1:] in ("G", "M", "T") and text[:-1].replace(".", "", 1).isdigit():
+    if text[-1:] in ("G", "M", "T") and text[:-1].replace(".", "", 1).isascii() and text[:-1].replace(".", "", 1).isdigit():
         text = text + "i"  # GPU vendors mean binary units
     try:
         mib = int(parse_quantity(text) / (1 << 20))
-    except ValueError:
+    except (ValueError, TypeError):
         return None
     return mib if mib > 0 else None
 

@@ -20,6 +20,7 @@ historical usage (that lives in KAI's Prometheus).
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -45,6 +46,9 @@ from raybridge.errors import BadInput
 RESOURCE_NAMES = ("gpu", "cpu", "memory")
 _SPEC_FIELDS = {"displayName", "parentQueue", "preemptMinRuntime", "priority", "reclaimMinRuntime", "resources"}
 _TERM_FIELDS = {"quota": "quota", "limit": "limit", "overQuotaWeight": "over_quota_weight"}
+#: Largest quota, limit or weight read from a file: integers are exact up to 2^53, and sums of a
+#: few such values stay finite (two weights of 1e308 add up to infinity and divide nothing).
+MAX_TERM = 2.0**53
 
 
 # --- Queue objects ---------------------------------------------------------------------------
@@ -166,6 +170,15 @@ def _terms(raw: Any, where: str, problems: list[str], strict: bool) -> ResourceT
             continue
         if not math.isfinite(value):
             problems.append(f"{where}.{key} must be finite (got {value!r})")
+            continue
+        if strict and abs(value) > MAX_TERM:
+            problems.append(f"{where}.{key} is out of range (got {value!r}; at most 2^53)")
+            continue
+        if strict and key == "overQuotaWeight" and value < 0:
+            problems.append(f"{where}.{key} must not be negative (got {value!r})")
+            continue
+        if strict and key in ("quota", "limit") and value < 0 and value != -1:
+            problems.append(f"{where}.{key} must be -1 or at least 0 (got {value!r})")
             continue
         values[field_name] = float(value)
     return ResourceTerms(**values)
@@ -307,10 +320,27 @@ def pod_amounts(pod: Mapping[str, Any], min_gpu_memory_mib: Optional[float] = No
     return Amounts(cpu=float(totals["cpu"] * 1000), memory=float(totals["memory"]), gpu=gpus)
 
 
+#: Go's strconv.ParseFloat base-10 syntax (ASCII digits; '_' only after a base prefix, so never here).
+_GO_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_GO_HEX = re.compile(r"[+-]?0[xX]_?(?:[0-9a-fA-F]+(?:_[0-9a-fA-F]+)*(?:\.(?:[0-9a-fA-F]+(?:_[0-9a-fA-F]+)*)?)?|\.[0-9a-fA-F]+(?:_[0-9a-fA-F]+)*)[pP][+-]?[0-9]+")
+
+
 def _number(raw: Any) -> Optional[float]:
+    """A positive finite annotation value as KAI reads it (Go's strconv.ParseFloat), or None.
+
+    The whole text must match (`fullmatch`, ASCII digits): Python's float() would also take
+    "0.5\n", " 0.5" and Arabic-Indic or full-width digits, which KAI refuses.
+    """
+    if not isinstance(raw, str) or len(raw) > 256:
+        return None
     try:
-        value = float(raw)
-    except (TypeError, ValueError):
+        if _GO_DECIMAL.fullmatch(raw):
+            value = float(raw)
+        elif _GO_HEX.fullmatch(raw):
+            value = float.fromhex(raw.replace("_", ""))
+        else:
+            return None
+    except (ValueError, OverflowError):
         return None
     return value if math.isfinite(value) and value > 0 else None
 

@@ -5,6 +5,9 @@ same questions ("is this a DNS-1035 label?", "can this be a label value?");
 they ask here, so a rule is spelled once and the messages read the same
 wherever a bad name is caught.
 
+Every pattern is matched against the whole text (`fullmatch`): with `match`,
+`$` also matches before a trailing newline, so `"team-a\n"` would pass.
+
 Pure: regular expressions and messages, no I/O. It does not know which
 object a name is for beyond the per-kind length limits in `NAME_LIMITS`.
 """
@@ -35,7 +38,7 @@ NAME_LIMITS: dict[str, int] = {
 def name_problem(kind: str, name: Optional[str]) -> Optional[str]:
     """Why `name` cannot name a `kind` object (DNS-1035 label within the kind's limit), or None."""
     value = name or ""
-    if not DNS1035.match(value):
+    if not DNS1035.fullmatch(value):
         return (
             "must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter "
             f"and ending with a letter or digit (got {value!r})"
@@ -49,7 +52,7 @@ def name_problem(kind: str, name: Optional[str]) -> Optional[str]:
 def dns_label_problem(value: Optional[str]) -> Optional[str]:
     """Why `value` is not a DNS-1123 label (lower-case letters, digits, '-', at most 63 characters), or None."""
     text = value or ""
-    if not DNS1123_LABEL.match(text) or len(text) > K8S_NAME_MAX:
+    if not DNS1123_LABEL.fullmatch(text) or len(text) > K8S_NAME_MAX:
         return f"must be a DNS-1123 label of at most {K8S_NAME_MAX} characters (got {text!r})"
     return None
 
@@ -61,7 +64,7 @@ def namespace_problem(namespace: Optional[str]) -> Optional[str]:
 
 def label_value_problem(value: str) -> Optional[str]:
     """Why `value` cannot be a label value, or None."""
-    if len(value) > K8S_NAME_MAX or not LABEL_VALUE.match(value):
+    if len(value) > K8S_NAME_MAX or not LABEL_VALUE.fullmatch(value):
         return (
             f"must be a valid label value: at most {K8S_NAME_MAX} letters, digits, '-', '_' or '.', "
             f"starting and ending with a letter or digit (got {value!r})"
@@ -85,7 +88,7 @@ def queue_name_problem(value: str) -> Optional[str]:
 
 def subdomain_problem(value: str) -> Optional[str]:
     """Why `value` cannot name an object whose names are DNS-1123 subdomains (most kinds), or None."""
-    if len(value) > SUBDOMAIN_MAX or not DNS1123_SUBDOMAIN.match(value):
+    if len(value) > SUBDOMAIN_MAX or not DNS1123_SUBDOMAIN.fullmatch(value):
         return (
             "must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', starting and ending "
             f"with a letter or digit, at most {SUBDOMAIN_MAX} characters (got {value!r})"
@@ -100,7 +103,7 @@ SUBMISSION_ID = re.compile(r"^[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 def submission_id_problem(value: str) -> Optional[str]:
     """Why `value` cannot be a Ray submission id, or None."""
-    if not SUBMISSION_ID.match(value):
+    if not SUBMISSION_ID.fullmatch(value):
         return (
             "must be 1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit "
             f"(got {value!r})"
@@ -127,3 +130,19 @@ def kuberay_derived_name(name: str) -> str:
     if name[0].isdigit() or unicodedata.category(name[0]).startswith("P"):  # unicode.IsDigit, unicode.IsPunct
         name = "r" + name[1:]
     return name
+
+
+#: kubernetes@v1.30 staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go (IsEnvVarName):
+#: the rule every supported Kubernetes release applies to a container's env var names (later
+#: releases may relax it behind RelaxedEnvironmentVariableValidation; the strict rule holds on all).
+ENV_VAR_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+
+
+def env_var_name_problem(name: object) -> Optional[str]:
+    """Why `name` cannot name an environment variable, or None."""
+    if not isinstance(name, str) or not ENV_VAR_NAME.fullmatch(name):
+        return (
+            "an environment variable name must be letters, digits, '_', '-' or '.', not starting with a digit "
+            f"(got {name!r})"
+        )
+    return None

@@ -8,6 +8,7 @@ manifests need.
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -31,17 +32,32 @@ _SUFFIXES: dict[str, Decimal] = {
     "Pi": Decimal(2) ** 50,
     "Ei": Decimal(2) ** 60,
 }
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|([eE][+-]?\d+))?$")
+_QUANTITY = re.compile(r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|([eE][+-]?[0-9]+))?")
+#: raybridge's bounds, far beyond any real resource: a quantity is at most 2^63-1 base units (bytes,
+#: cores, GPUs), written in at most 64 characters with an exponent of at most 30, so no arithmetic
+#: on it can overflow or take long (`1e99999999` would make Decimal overflow).
+MAX_QUANTITY = Decimal(2**63 - 1)
+MAX_QUANTITY_TEXT = 64
+MAX_EXPONENT = 30
 
 
 def parse_quantity(value: str | int | float) -> Decimal:
-    """Return the quantity as a Decimal in base units; ValueError if malformed."""
+    """Return the quantity as a Decimal in base units; ValueError if malformed or out of bounds.
+
+    The whole text must be a quantity (ASCII digits only: `fullmatch`, so no trailing newline).
+    """
     if isinstance(value, bool):
         raise ValueError(f"not a quantity: {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"not a finite quantity: {value!r}")
+    if isinstance(value, int) and abs(value) > MAX_QUANTITY:
+        raise ValueError(f"quantity too large (above 2^63-1): {value.bit_length()}-bit integer")
     if isinstance(value, (int, float)):
-        return Decimal(str(value))
+        return _bounded(Decimal(str(value)), value)
     text = str(value).strip()
-    match = _QUANTITY.match(text)
+    if len(text) > MAX_QUANTITY_TEXT:
+        raise ValueError(f"not a Kubernetes quantity (longer than {MAX_QUANTITY_TEXT} characters): {text[:20]!r}...")
+    match = _QUANTITY.fullmatch(text)
     if not match:
         raise ValueError(f"not a Kubernetes quantity: {value!r}")
     number, suffix, exponent = match.groups()
@@ -50,8 +66,17 @@ def parse_quantity(value: str | int | float) -> Decimal:
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only numbers
         raise ValueError(f"not a Kubernetes quantity: {value!r}") from exc
     if exponent:
-        return base * (Decimal(10) ** int(exponent[1:]))
-    return base * _SUFFIXES[suffix or ""]
+        power = int(exponent[1:])
+        if abs(power) > MAX_EXPONENT:
+            raise ValueError(f"quantity out of range (exponent above {MAX_EXPONENT}): {value!r}")
+        return _bounded(base * (Decimal(10) ** power), value)
+    return _bounded(base * _SUFFIXES[suffix or ""], value)
+
+
+def _bounded(quantity: Decimal, value: object) -> Decimal:
+    if abs(quantity) > MAX_QUANTITY:
+        raise ValueError(f"quantity too large (above 2^63-1): {value!r}")
+    return quantity
 
 
 def is_quantity(value: object) -> bool:
@@ -68,8 +93,12 @@ def amount_problem(value: object) -> Optional[str]:
     Kubernetes' syntax admits "-16Gi" and "0"; neither is something a pod can
     be given, so raybridge refuses them rather than render them.
     """
-    if isinstance(value, bool) or not is_quantity(value):
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         return f"is not a Kubernetes quantity (got {value!r})"
+    try:
+        parse_quantity(value)
+    except ValueError as exc:
+        return f"{exc}" if "too large" in str(exc) or "out of range" in str(exc) else f"is not a Kubernetes quantity (got {value!r})"
     if parse_quantity(value) <= 0:  # type: ignore[arg-type]
         return f"must be above 0 (got {value!r})"
     return None

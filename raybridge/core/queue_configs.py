@@ -107,13 +107,20 @@ class Pools:
         return next((p for p in self.pools if p.vendor is None), None)
 
 
-def _allocatable(node: dict[str, Any], key: str) -> Decimal:
+def _allocatable(node: dict[str, Any], key: str, notes: list[str]) -> Decimal:
+    """The node's allocatable `key` (capacity when allocatable is absent); 0, with a note, when it is not a usable amount."""
     status = node.get("status") if isinstance(node.get("status"), dict) else {}
     allocatable = status.get("allocatable") or status.get("capacity") or {}
+    raw = allocatable.get(key, 0) if isinstance(allocatable, dict) else 0
     try:
-        return parse_quantity(allocatable.get(key, 0)) if isinstance(allocatable, dict) else Decimal(0)
+        amount = parse_quantity(raw)
     except (ValueError, TypeError):
+        amount = None
+    if amount is None or amount < 0:
+        name = (node.get("metadata") or {}).get("name")
+        notes.append(f"node {name}: {key} {raw!r} is not a usable amount ({'negative' if amount is not None else 'not a quantity'}): counted as 0")
         return Decimal(0)
+    return amount
 
 
 def node_pools(nodes: Sequence[Any]) -> Pools:
@@ -140,8 +147,8 @@ def node_pools(nodes: Sequence[Any]) -> Pools:
             if not entry.eligible:
                 notes.append(f"node {entry.name} ({entry.gpus} {entry.resource_key}) left out: {', '.join(entry.reasons)}")
                 continue
-            labels = (node.get("metadata") or {}).get("labels") or {}
-            key = (entry.vendor, entry.model, product_label(labels, entry.vendor))
+            labels = (node.get("metadata") or {}).get("labels")
+            key = (entry.vendor, entry.model, product_label(labels if isinstance(labels, dict) else {}, entry.vendor))
         if entry.name in seen:
             notes.append(f"node {entry.name} has GPUs of two vendors: its cpu and memory count in its first pool only")
         seen.add(entry.name)
@@ -159,8 +166,8 @@ def node_pools(nodes: Sequence[Any]) -> Pools:
             label=label,
             nodes=tuple(sorted(names)),
             gpus=gpus[key],
-            cpu_millicores=int(sum(_allocatable(by_name[n], "cpu") for n in first_pool_nodes) * 1000),
-            memory_bytes=int(sum(_allocatable(by_name[n], "memory") for n in first_pool_nodes)),
+            cpu_millicores=int(sum(_allocatable(by_name[n], "cpu", notes) for n in first_pool_nodes) * 1000),
+            memory_bytes=int(sum(_allocatable(by_name[n], "memory", notes) for n in first_pool_nodes)),
         )
         if vendor and label is None:
             notes.append(

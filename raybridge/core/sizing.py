@@ -136,14 +136,29 @@ def _no_capacity(vendor: str, inventory: Inventory) -> BadInput:
 # --- the even-split advice --------------------------------------------------------------------
 
 
+#: Bound on the trial divisions behind the advice: exact for totals up to 10^12, fast for any.
+_MAX_TRIAL_DIVISIONS = 1_000_000
+
+
+def _largest_divisors(total: int, at_most: int, count: int) -> list[int]:
+    """The `count` largest divisors of `total` not above `at_most`, by trial division up to sqrt(total).
+
+    Time grows with the square root of `total` (bounded), not with the count of GPUs on a node:
+    a count-down from `at_most` took seconds for a node claiming a billion GPUs.
+    """
+    if total <= 0 or at_most <= 0:
+        return []
+    found: set[int] = set()
+    limit = min(math.isqrt(total), _MAX_TRIAL_DIVISIONS)
+    for small in range(1, limit + 1):
+        if total % small == 0:
+            found.update(d for d in (small, total // small) if d <= at_most)
+    return sorted(found, reverse=True)[:count]
+
+
 def even_splits(total: int, per_node: int, cap: int) -> list[str]:
     """Splits that allocate exactly, near `total`, with at most `per_node` GPUs per replica."""
-    options: list[str] = []
-    for g in range(min(per_node, total), 0, -1):
-        if total % g == 0:
-            options.append(f"{total // g} x {g} = {total}")
-        if len(options) == 2:
-            break
+    options = [f"{total // g} x {g} = {total}" for g in _largest_divisors(total, min(per_node, total), 2)]
     if per_node > 0:
         lower = (total // per_node) * per_node
         upper = lower + per_node

@@ -18,7 +18,6 @@ import difflib
 import posixpath
 from typing import Any, Literal, Optional
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -31,7 +30,8 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from raybridge.core.consts import DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_PER_GPU, VENDORS
-from raybridge.core.names import name_problem, namespace_problem, queue_name_problem
+from raybridge.core.documents import load_yaml
+from raybridge.core.names import env_var_name_problem, name_problem, namespace_problem, queue_name_problem
 from raybridge.core.quantity import amount_problem
 from raybridge.core.runtime_env import is_uri, reserved_env_clash
 from raybridge.errors import BadInput
@@ -177,9 +177,22 @@ class JobSpec(_Model):
     @field_validator("env")
     @classmethod
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
-        reserved = reserved_env_clash(value)
-        if reserved:
-            raise ValueError(f"{', '.join(reserved)} {'is' if len(reserved) == 1 else 'are'} set by raybridge to what was allocated")
+        problem = env_vars_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("runtime_env")
+    @classmethod
+    def _runtime_env_vars(cls, value: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        env_vars = (value or {}).get("env_vars")
+        if env_vars is None:
+            return value
+        if not isinstance(env_vars, dict) or not all(isinstance(v, str) for v in env_vars.values()):
+            raise ValueError("env_vars must map names to strings (Ray refuses anything else)")
+        problem = env_vars_problem(env_vars)
+        if problem:
+            raise ValueError(f"env_vars: {problem}")
         return value
 
     @field_validator("namespace")
@@ -215,6 +228,18 @@ class JobSpec(_Model):
         if self.kind:
             return self.kind
         return "RayJob" if self.ray else "job"
+
+
+def env_vars_problem(env: dict[str, str]) -> Optional[str]:
+    """Why these environment variables cannot be set (a bad name, or one raybridge sets), or None."""
+    for name in env:
+        problem = env_var_name_problem(name)
+        if problem:
+            return problem
+    reserved = reserved_env_clash(env)
+    if reserved:
+        return f"{', '.join(reserved)} {'is' if len(reserved) == 1 else 'are'} set by raybridge to what was allocated"
+    return None
 
 
 def _number(value: float) -> str:
@@ -283,12 +308,7 @@ def parse_spec(
     """
     data: dict[str, Any] = {}
     if text is not None:
-        try:
-            loaded = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise BadInput(f"{origin} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        loaded = load_yaml(text, origin)
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):

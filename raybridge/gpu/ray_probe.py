@@ -21,6 +21,7 @@ is called.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 import warnings
@@ -86,12 +87,41 @@ def _ray_connection(ray: Any, address: Optional[str], timeout: float = CONNECT_T
         return
     target = address or "auto"
     _check_reachable(target, min(timeout, 5.0))
-    with native_stderr_quiet():  # Ray's C++ core prints its connection retries there
-        _init_bounded(ray, target, timeout)
+    with _node_address_on_loopback(target):
+        with native_stderr_quiet():  # Ray's C++ core prints its connection retries there
+            _init_bounded(ray, target, timeout)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
+@contextmanager
+def _node_address_on_loopback(target: str) -> Iterator[None]:
+    """While connecting to a GCS at a loopback address, this driver's node address is 127.0.0.1 too.
+
+    ray@2.60 python/ray/_private/services.py (get_node_ip_address): a driver takes the machine's
+    network address as its node address unless `ray_constants.ENABLE_RAY_CLUSTER` is off, and then
+    waits for a raylet registered at that address. A head kept to loopback (raybridge's private
+    head) registers its raylet at 127.0.0.1, so the driver would wait for ever; with the flag off
+    it connects, and it connects as well to a head that registered its network address.
+    """
+    host = target.rpartition(":")[0].strip("[]")
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        yield
+        return
+    from ray._private import ray_constants
+
+    before = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
     try:
         yield
     finally:
-        ray.shutdown()
+        ray_constants.ENABLE_RAY_CLUSTER = before
 
 
 @contextmanager

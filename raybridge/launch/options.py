@@ -19,6 +19,8 @@ from typing import Any, Callable, Optional
 from raybridge.core.consts import ORPHAN_BOUND_SECONDS
 from raybridge.core.names import submission_id_problem
 from raybridge.core.runtime_env import allocation_env, local_working_dir, submission_runtime_env
+from raybridge.core.upload import UploadPlan
+from raybridge.launch.upload import plan_working_dir_upload
 from raybridge.core.sizing import SizingDecision
 from raybridge.core.spec import JobSpec
 from raybridge.errors import BadInput
@@ -81,10 +83,24 @@ def resolve_runtime_env(spec: JobSpec, decision: SizingDecision) -> dict[str, An
     """
     working_dir = spec.working_dir or (spec.runtime_env or {}).get("working_dir")
     local = local_working_dir(spec.runtime_env, spec.working_dir)
+    runtime_env = spec.runtime_env
     if local is not None:
         working_dir = str(Path(local).expanduser().resolve())
+        # What raybridge leaves out of the upload (links leading out, secrets, special files).
+        left_out = plan_working_dir_upload(working_dir, spec.runtime_env).excludes
+        if left_out:
+            runtime_env = {**(runtime_env or {}), "excludes": [*((runtime_env or {}).get("excludes") or []), *left_out]}
     allocation = allocation_env(decision.total_gpus, decision.replicas, decision.gpus_per_replica)
-    return submission_runtime_env(spec.runtime_env, working_dir, allocation, spec.env)
+    return submission_runtime_env(runtime_env, working_dir, allocation, spec.env)
+
+
+def working_dir_upload(spec: JobSpec) -> Optional[tuple[str, UploadPlan]]:
+    """The local working dir a submission uploads and what goes of it, or None (none, or a URI)."""
+    local = local_working_dir(spec.runtime_env, spec.working_dir)
+    if local is None or not spec.ray or spec.resolved_kind != "RayJob":
+        return None
+    working_dir = str(Path(local).expanduser().resolve())
+    return working_dir, plan_working_dir_upload(working_dir, spec.runtime_env)
 
 
 def runnable_problems(spec: JobSpec, submission_id: Optional[str] = None) -> list[str]:

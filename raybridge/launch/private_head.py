@@ -1,8 +1,11 @@
 """The local backend: a private Ray head on this machine, or a Ray cluster at an address.
 
-With no address, it starts a private head (its own temp dir, free ports,
-dashboard on loopback) under `head_supervisor`, so the head dies with
-raybridge however raybridge ends. The head leaves out what a Job API
+With no address, it starts a private head (its own temp dir, free ports)
+under `head_supervisor`, so the head dies with raybridge however raybridge
+ends. The head is reachable by its owner alone: every Ray component listens
+on loopback only, Ray's token authentication is on with a token that only
+the owner can read, and the head's directory (Ray's session dir, the
+uploaded working dir, the logs) is closed to other users. The head leaves out what a Job API
 submission does not need, as far as `ray start` allows (the autoscaler
 monitor, idle prestarted workers), and `release()` returns without waiting
 for it to wind down. With an address (`--address` or `RAY_ADDRESS`) it
@@ -15,6 +18,7 @@ It does not size anything (`raybridge.core.sizing` does) and does not print
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -31,7 +35,19 @@ START_TIMEOUT = 120.0
 TEMP_PREFIX = "raybridge-"
 #: In each private head's temp dir: the processes that own it, as "pid starttime" lines.
 OWNERS_FILE = "raybridge-owners"
+#: In each private head's temp dir: the head's token (mode 0600), and Ray's own temp dir.
+TOKEN_FILE = "auth_token"
+RAY_TEMP_SUBDIR = "ray"
 AUTH_MODE_ENV = "RAY_AUTH_MODE"
+AUTH_TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
+#: Variables of the user's environment that would point the head at another cluster or token.
+HEAD_ENV_DROPPED = ("RAY_ADDRESS", "RAY_AUTH_TOKEN", AUTH_TOKEN_PATH_ENV)
+#: ray@2.60 python/ray/_private/ray_constants.py (ENABLE_RAY_CLUSTER) and _private/services.py
+#: (get_node_ip_address, resolve_ip_for_localhost): `ray start --node-ip-address 127.0.0.1` is
+#: replaced by the machine's network address unless this is "0"; with it, the node address is
+#: 127.0.0.1 and the GCS server, raylet, dashboard agent, runtime-env agent and Ray client server
+#: listen on loopback only (dashboard/agent.py, http_server_agent.py, util/client/server).
+LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 #: Ray settings for the private head, unless the user's environment sets them.
 HEAD_ENV_DEFAULTS = {"RAY_prestart_worker_first_driver": "0"}
 #: How often the dashboard is asked whether it answers yet.
@@ -45,12 +61,42 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class PrivateRayHead:
-    """A Ray head that belongs to one raybridge run."""
+def head_environment(user_env: dict[str, str], token_path: Optional[str]) -> dict[str, str]:
+    """The environment of the head's processes: the user's, with the head kept to its owner.
 
-    def __init__(self, num_cpus: Optional[int] = None, num_gpus: Optional[int] = None) -> None:
+    With `token_path`, Ray's token authentication is on with that token, whatever the user's
+    environment says about authentication (it concerns the user's own clusters); without, it
+    is off. Either way every component listens on loopback only.
+    """
+    env = {k: v for k, v in user_env.items() if k not in HEAD_ENV_DROPPED}
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env[LOOPBACK_ONLY_ENV] = "0"
+    if token_path is not None:
+        env[AUTH_MODE_ENV] = "token"
+        env[AUTH_TOKEN_PATH_ENV] = token_path
+    else:
+        env[AUTH_MODE_ENV] = "disabled"
+    # Every job raybridge submits carries a runtime env (its allocation env vars, usually a
+    # working dir), so the idle workers the raylet would prestart for the first driver (the
+    # job agent's own) can never run its tasks: they only take CPU while the job starts.
+    for name, value in HEAD_ENV_DEFAULTS.items():
+        env.setdefault(name, value)
+    return env
+
+
+class PrivateRayHead:
+    """A Ray head that belongs to one raybridge run.
+
+    `token_auth=False` leaves Ray's token authentication off (the head still listens on loopback
+    only and its directory stays private): for a head that stands for a cluster without it.
+    """
+
+    def __init__(self, num_cpus: Optional[int] = None, num_gpus: Optional[int] = None, token_auth: bool = True) -> None:
         self.num_cpus = num_cpus
         self.num_gpus = num_gpus
+        self.token_auth = token_auth
+        #: What a Job API client must send to this head (the bearer token), once started.
+        self.auth_headers: dict[str, str] = {}
         self.temp_dir: Optional[Path] = None
         self.dashboard_url: Optional[str] = None
         self.gcs_address: Optional[str] = None
@@ -62,8 +108,13 @@ class PrivateRayHead:
 
         ensure_ray_can_start()
         remove_stale_temp_dirs()
+        # mkdtemp makes it 0700; Ray makes its own temp dir (a subdir) 0777, which this one closes.
         self.temp_dir = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+        os.chmod(self.temp_dir, 0o700)
         _write_owners(self.temp_dir, [os.getpid()])
+        token_path = _write_token(self.temp_dir) if self.token_auth else None
+        if token_path is not None:
+            self.auth_headers = {"Authorization": f"Bearer {token_path.read_text()}"}
         gcs, dashboard = free_port(), free_port()
         command = [
             sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
@@ -74,7 +125,7 @@ class PrivateRayHead:
             "--ray-client-server-port", str(free_port()),
             "--dashboard-agent-listen-port", str(free_port()),
             "--metrics-export-port", str(free_port()),
-            "--temp-dir", str(self.temp_dir),
+            "--temp-dir", str(self.temp_dir / RAY_TEMP_SUBDIR),
             "--include-dashboard", "true",
             "--disable-usage-stats",
             "--no-monitor",  # the autoscaler: a private head has nothing to scale
@@ -85,17 +136,7 @@ class PrivateRayHead:
             command += ["--num-gpus", str(self.num_gpus)]
         self._log_path = self.temp_dir / "raybridge-head.log"
         log = open(self._log_path, "wb")
-        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-        env.pop("RAY_ADDRESS", None)
-        # Ray 2.52+ turns token authentication on by itself when ~/.ray/auth_token exists and
-        # RAY_AUTH_MODE is unset. The private head listens on loopback only and belongs to this
-        # run, so it runs without, unless the user asked for a mode explicitly.
-        env.setdefault(AUTH_MODE_ENV, "disabled")
-        # Every job raybridge submits carries a runtime env (its allocation env vars, usually a
-        # working dir), so the idle workers the raylet would prestart for the first driver (the
-        # job agent's own) can never run its tasks: they only take CPU while the job starts.
-        for name, value in HEAD_ENV_DEFAULTS.items():
-            env.setdefault(name, value)
+        env = head_environment(dict(os.environ), str(token_path) if token_path is not None else None)
         # The job's `python` is the one raybridge runs under, activated or not.
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         self._supervisor = subprocess.Popen(
@@ -121,7 +162,9 @@ class PrivateRayHead:
         while time.monotonic() < deadline:
             if self._supervisor.poll() is not None:
                 raise InfraError(f"the local Ray head exited while starting: {self.log_tail()}")
-            if _answers(f"{self.dashboard_url}/api/version") and _answers(f"{self.dashboard_url}/api/jobs/"):
+            if _answers(f"{self.dashboard_url}/api/version", self.auth_headers) and _answers(
+                f"{self.dashboard_url}/api/jobs/", self.auth_headers
+            ):
                 return
             time.sleep(READY_POLL_SECONDS)
         tail = self.log_tail()  # before stop() removes the log with the temp dir
@@ -185,9 +228,18 @@ def _import_job_client() -> None:
     after_ray_import()
 
 
-def _answers(url: str) -> bool:
+def _write_token(temp_dir: Path) -> Path:
+    """A fresh random token in `temp_dir`, readable by this user alone."""
+    path = temp_dir / TOKEN_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    return path
+
+
+def _answers(url: str, headers: Optional[dict[str, str]] = None) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=2) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=2) as response:
             return bool(200 <= response.status < 300)
     except Exception:
         return False

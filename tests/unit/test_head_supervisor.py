@@ -99,7 +99,7 @@ def test_the_private_head_starts_only_what_a_job_submission_needs(
 
     fake_subprocess = types.SimpleNamespace(Popen=popen, PIPE=subprocess.PIPE, STDOUT=subprocess.STDOUT)
     monkeypatch.setattr(private_head, "subprocess", fake_subprocess)
-    monkeypatch.setattr(private_head, "_answers", lambda url: True)
+    monkeypatch.setattr(private_head, "_answers", lambda url, headers=None: True)
     monkeypatch.setattr(private_head, "_import_job_client", lambda: None)
     monkeypatch.setattr(private_head, "_start_time", lambda pid: "1")
     monkeypatch.setenv("TMPDIR", str(tmp_path))

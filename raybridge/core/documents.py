@@ -1,0 +1,170 @@
+"""Parsing JSON and YAML text from the user, with bounds on what the parsed data may cost.
+
+A 738-byte YAML file of nested aliases ("billion laughs") expands to billions
+of values; a file nested 3,000 levels deep, or an integer of 5,000 digits,
+makes the parsers raise RecursionError or ValueError instead of a YAML error.
+Here every such document is refused with `BadInput` naming the file and what
+is wrong, before anything walks the data: at most `MAX_DEPTH` levels of
+nesting, at most `MAX_VALUES` values once aliases are expanded (counted on the
+parsed graph, where an alias is one shared node, in time proportional to the
+text), only finite numbers, integers of at most `MAX_INT_DIGITS` digits.
+
+It parses text it is given; reading files, and their size, is `raybridge.files`'s business.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, Iterable
+
+import yaml
+
+from raybridge.errors import BadInput
+
+MAX_DEPTH = 64
+MAX_VALUES = 1_000_000
+#: Python's own bound on int <-> str conversion (sys.int_info.default_max_str_digits).
+MAX_INT_DIGITS = 4300
+
+
+def _shape_problem(root: Any, children: Callable[[Any], Iterable[Any]], is_container: Callable[[Any], bool]) -> str | None:
+    """Too deep or too many values (aliases expanded): the problem, or None. Iterative; shared nodes counted once per use."""
+    # (expanded size, height) of each container already measured, by identity
+    measured: dict[int, tuple[int, int]] = {}
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    on_path: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        if not is_container(node):
+            continue
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            size, height = 1, 0
+            for child in children(node):
+                child_size, child_height = measured.get(id(child), (1, 0)) if is_container(child) else (1, 0)
+                size += child_size
+                height = max(height, child_height + 1)
+            if height > MAX_DEPTH:
+                return f"is nested more than {MAX_DEPTH} levels deep"
+            if size > MAX_VALUES:
+                return f"has more than {MAX_VALUES:,} values once its aliases are expanded"
+            measured[key] = (size, height)
+            continue
+        if key in measured:
+            continue
+        if key in on_path:
+            return "has an alias that refers to a node containing it"
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in children(node) if is_container(child) and id(child) not in measured)
+    return None
+
+
+def _node_children(node: Any) -> Iterable[Any]:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            yield key
+            yield value
+    elif isinstance(node, yaml.SequenceNode):
+        yield from node.value
+
+
+def _is_collection_node(node: Any) -> bool:
+    return isinstance(node, yaml.CollectionNode)
+
+
+def _value_children(value: Any) -> Iterable[Any]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield item
+    elif isinstance(value, list):
+        yield from value
+
+
+def _is_container(value: Any) -> bool:
+    return isinstance(value, (dict, list))
+
+
+def _number_problem(data: Any) -> str | None:
+    """A number that is not finite (NaN, inf, 1e400 in JSON) anywhere in already-bounded data."""
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"holds a number that is not finite ({value})"
+        if _is_container(value):
+            stack.extend(_value_children(value))
+    return None
+
+
+def _parse_problem(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return f"is nested more than {MAX_DEPTH} levels deep"
+    text = str(exc)
+    if "digits" in text and "integer" in text:
+        return f"holds an integer of more than {MAX_INT_DIGITS} digits"
+    return "cannot be read: " + text.split("\n")[0][:200]
+
+
+def _yaml_documents(text: str, origin: str) -> list[Any]:
+    loader = yaml.SafeLoader(text)
+    documents = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            problem = _shape_problem(node, _node_children, _is_collection_node)
+            if problem:
+                raise BadInput(f"{origin} {problem}")
+            documents.append(loader.construct_document(node))
+    finally:
+        loader.dispose()
+    return documents
+
+
+def _checked(data: Any, origin: str) -> Any:
+    problem = _shape_problem(data, _value_children, _is_container) or _number_problem(data)
+    if problem:
+        raise BadInput(f"{origin} {problem}")
+    return data
+
+
+def load_yaml_documents(text: str, origin: str) -> list[Any]:
+    """Every document of a YAML text, each bounded; BadInput naming `origin` and what is wrong."""
+    try:
+        documents = _yaml_documents(text, origin)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise BadInput(f"{origin} is not valid YAML{where}: {getattr(exc, 'problem', None) or 'cannot be parsed'}") from None
+    except (RecursionError, ValueError, OverflowError) as exc:
+        raise BadInput(f"{origin} {_parse_problem(exc)}") from None
+    return [_checked(d, origin) for d in documents]
+
+
+def load_yaml(text: str, origin: str) -> Any:
+    """The one document of a YAML text (None when empty), bounded."""
+    documents = load_yaml_documents(text, origin)
+    if len(documents) > 1:
+        raise BadInput(f"{origin} holds {len(documents)} YAML documents; give one")
+    return documents[0] if documents else None
+
+
+def load_json_or_yaml(text: str, origin: str) -> Any:
+    """JSON if it parses as JSON, else YAML; bounded either way."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise BadInput(f"{origin} is nested more than {MAX_DEPTH} levels deep") from None
+    except ValueError as exc:
+        if "digits" in str(exc) and "integer" in str(exc):
+            raise BadInput(f"{origin} holds an integer of more than {MAX_INT_DIGITS} digits") from None
+        try:
+            return load_yaml(text, origin)
+        except BadInput as exc:
+            if " is not valid YAML" in exc.problems[0]:
+                raise BadInput(f"{origin} is neither JSON nor YAML") from None
+            raise
+    return _checked(data, origin)

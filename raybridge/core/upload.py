@@ -1,0 +1,121 @@
+"""What of a local working dir goes to the cluster: the decision, given what is in the directory.
+
+Ray's Job API client zips the working dir whole, less what `.gitignore`,
+`.rayignore` and the runtime env's `excludes` name, and it follows every
+symlink: a link to `~/.ssh` uploads the keys. raybridge decides first, from a
+listing of the directory that follows no link (`launch.upload` makes it,
+with Ray's own ignore rules applied), and leaves out:
+
+- a symlinked directory (never followed: it may lead anywhere, even back up);
+- a symlinked file whose target is outside the directory (or nowhere);
+- a file that looks like a secret by its name (`.env`, `*.pem`, `id_rsa`, `.netrc`, ...)
+  or lies in a credentials directory (`.ssh`, `.aws`, `.gnupg`, `.kube`, `.docker`);
+- anything that is not a regular file (a FIFO would block the upload for ever).
+
+What is left out becomes anchored `excludes` patterns for Ray, so Ray uploads
+exactly the files counted here. It does no I/O and does not print.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Literal
+
+EntryKind = Literal["file", "dir", "file-link", "dir-link", "other"]
+
+#: File names (case-insensitive shell patterns) that usually hold credentials.
+SECRET_FILE_PATTERNS = (
+    ".env", ".env.*", "*.env",
+    "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.ppk",
+    "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk", "id_ed25519_sk",
+    ".netrc", "_netrc", ".pgpass", ".npmrc", ".pypirc", ".git-credentials", ".htpasswd",
+    "credentials", "credentials.json", "kubeconfig", "*.kubeconfig", "*.tfstate", "*.tfstate.backup",
+)  # fmt: skip
+#: Examples and templates of such files hold no secrets.
+NOT_SECRET_PATTERNS = (".env.example", ".env.sample", ".env.template", "*.pub")
+#: Directory names whose whole content is credentials.
+SECRET_DIRS = (".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", ".config/gcloud")
+
+REASON_SECRET = "looks like a secret"
+REASON_DIR_LINK = "a symlinked directory (not followed)"
+REASON_OUTSIDE = "a symlink to outside the directory"
+REASON_SPECIAL = "not a regular file"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One path in the working dir, relative, with '/' separators; `inside`: a link's target lies in the directory."""
+
+    path: str
+    kind: EntryKind
+    size: int = 0
+    inside: bool = True
+
+
+@dataclass(frozen=True)
+class UploadPlan:
+    files: int
+    bytes: int
+    left_out: tuple[tuple[str, str], ...] = ()
+    #: Anchored `excludes` patterns (gitwildmatch) that leave out exactly `left_out`.
+    excludes: tuple[str, ...] = field(default=())
+
+    def describe(self, where: str, names_shown: int = 5) -> str:
+        """`working dir X: 12 files, 3.4 MiB; left out: .env (looks like a secret), ...`."""
+        text = f"uploading working dir {where}: {self.files} file{'s' if self.files != 1 else ''}, {format_bytes(self.bytes)}"
+        if self.left_out:
+            shown = ", ".join(f"{path} ({reason})" for path, reason in self.left_out[:names_shown])
+            more = f" and {len(self.left_out) - names_shown} more" if len(self.left_out) > names_shown else ""
+            text += f"; left out: {shown}{more}"
+        return text
+
+
+def looks_secret(path: str) -> bool:
+    parts = path.split("/")
+    name = parts[-1].lower()
+    if any(fnmatch.fnmatchcase(name, p) for p in NOT_SECRET_PATTERNS):
+        return False
+    if any(fnmatch.fnmatchcase(name, p) for p in SECRET_FILE_PATTERNS):
+        return True
+    lowered = "/".join(parts[:-1]).lower()
+    return any(f"/{d}/" in f"/{lowered}/" for d in SECRET_DIRS)
+
+
+def anchored_pattern(path: str) -> str:
+    """A gitwildmatch pattern that matches `path` (relative to the working dir) and nothing else."""
+    body = path.rstrip()
+    escaped = "".join("\\" + ch if ch in "\\*?[]" else ch for ch in body)
+    # Ray's gitwildmatch strips trailing whitespace, escaped or not; a one-character class keeps it.
+    return "/" + escaped + "".join(f"[{ch}]" for ch in path[len(body) :])
+
+
+def plan_upload(entries: list[Entry]) -> UploadPlan:
+    """Count what goes, and name what is left out (with why) and the patterns that leave it out."""
+    files = size = 0
+    left_out: list[tuple[str, str]] = []
+    for entry in entries:
+        reason = None
+        if entry.kind == "dir-link":
+            reason = REASON_DIR_LINK
+        elif entry.kind == "other":
+            reason = REASON_SPECIAL
+        elif entry.kind == "file-link" and not entry.inside:
+            reason = REASON_OUTSIDE
+        elif entry.kind in ("file", "file-link") and looks_secret(entry.path):
+            reason = REASON_SECRET
+        if reason is not None:
+            left_out.append((entry.path, reason))
+        elif entry.kind in ("file", "file-link"):
+            files += 1
+            size += entry.size
+    return UploadPlan(files, size, tuple(left_out), tuple(anchored_pattern(path) for path, _ in left_out))
+
+
+def format_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{count} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} bytes"  # pragma: no cover

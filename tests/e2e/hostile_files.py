@@ -1,0 +1,49 @@
+"""Hostile input files for the CLI tests: nodes, specs and queues that once crashed, hung or lied."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from tests.helpers import EXAMPLES
+
+NODES = EXAMPLES / "cluster" / "nodes.json"
+
+
+def nodes_file(tmp_path: Path, name: str, change: Callable[[dict[str, Any]], None]) -> str:
+    """The example node list with its first node changed by `change`."""
+    document = json.loads(NODES.read_text())
+    change(document["items"][0])
+    path = tmp_path / name
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+def text_file(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def queues_file(tmp_path: Path, name: str, queues: list[dict[str, Any]]) -> str:
+    docs = []
+    for queue in queues:
+        spec: dict[str, Any] = {"resources": {"gpu": {"quota": queue.get("quota", 0), "limit": -1, "overQuotaWeight": queue.get("weight", 1)}}}
+        if queue.get("parent"):
+            spec["parentQueue"] = queue["parent"]
+        docs.append({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": queue["name"]}, "spec": spec})
+    return text_file(tmp_path, name, yaml.safe_dump_all(docs))
+
+
+def set_allocatable(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda node: node["status"]["allocatable"].__setitem__(key, value)
+
+
+def billion_laughs() -> str:
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcdefgh", "bcdefghi"):
+        lines.append(f"{name}: &{name} [{','.join(['*' + prev] * 9)}]")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,77 @@
+"""Input that was read silently into a wrong answer is refused, or read as the cluster reads it.
+
+KAI's gpu-fraction parser (Go's strconv.ParseFloat) refuses "0.5\\n", " 0.5" and non-ASCII digits;
+`queues fairshare` refuses quotas below -1, negative or astronomically large weights (they made
+fair shares negative or left every GPU unassigned) and a capacity that is not a finite number
+(it printed `Infinity`, which is not JSON); a node with negative allocatable adds no negative
+amount to generated quotas.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from raybridge.core.kai_queue import pod_amounts
+from tests.e2e.hostile_files import NODES, nodes_file, queues_file, set_allocatable
+from tests.helpers import run_cli
+
+# (case, gpu-fraction annotation, GPUs KAI counts)
+FRACTIONS = [
+    ("a plain fraction", "0.5", 0.5),
+    ("a trailing newline", "0.5\n", 0.0),
+    ("a leading space", " 0.5", 0.0),
+    ("Arabic-Indic digits", "\u0660.\u0665", 0.0),
+    ("full-width digits", "\uff10.\uff15", 0.0),
+    ("an underscore without a base prefix", "0.2_5", 0.0),
+]
+
+
+@pytest.mark.parametrize("case, annotation, gpus", FRACTIONS, ids=[f[0] for f in FRACTIONS])
+def test_a_gpu_fraction_is_read_as_kai_reads_it(case: str, annotation: str, gpus: float) -> None:
+    pod = {"metadata": {"annotations": {"gpu-fraction": annotation}}, "spec": {"containers": [{"resources": {}}]}}
+    assert pod_amounts(pod).gpu == gpus, case
+
+
+# (case, queues, capacity, fragment of the refusal)
+REFUSED_FAIRSHARE = [
+    ("a quota of -5", [{"name": "a", "quota": -5}, {"name": "b"}], "gpu=10", "quota must be -1 or at least 0"),
+    ("a negative weight", [{"name": "a", "weight": -1e308}, {"name": "b"}], "gpu=10", "overQuotaWeight"),
+    ("two weights of 1e308", [{"name": "a", "weight": 1e308}, {"name": "b", "weight": 1e308}], "gpu=10", "out of range"),
+    ("a capacity of 1e400 GPUs", [{"name": "a"}], "gpu=1e400", "--capacity"),
+]
+
+
+@pytest.mark.parametrize("case, queues, capacity, fragment", REFUSED_FAIRSHARE, ids=[r[0] for r in REFUSED_FAIRSHARE])
+def test_fairshare_refuses_what_would_make_its_answer_wrong(tmp_path: Path, case: str, queues: list[dict], capacity: str, fragment: str) -> None:
+    out = run_cli("queues", "fairshare", "--queues", queues_file(tmp_path, "q.yaml", queues), "--capacity", capacity, "-o", "json")
+    assert out.returncode == 2, (case, out.stdout[-300:], out.stderr)
+    assert fragment in out.stderr and "Infinity" not in out.stdout, case
+
+
+@pytest.mark.parametrize("flags", [[], ["--kai"]], ids=["kueue", "kai"])
+def test_negative_allocatable_adds_no_negative_quota(tmp_path: Path, flags: list[str]) -> None:
+    clean = run_cli("queues", "generate", "--nodes", str(NODES), *flags, "-o", "json")
+    negative = run_cli("queues", "generate", "--nodes", nodes_file(tmp_path, "n.json", set_allocatable("memory", "-9000Gi")), *flags, "-o", "json")
+    assert clean.returncode == negative.returncode == 0, negative.stderr
+    assert "-9000Gi" in negative.stderr and "counted as 0" in negative.stderr
+    assert _negative_amounts(json.loads(negative.stdout)) == []
+
+
+def _negative_amounts(value: object) -> list[object]:
+    """Every negative number or quantity string in the objects, but KAI's `-1` (no limit)."""
+    found: list[object] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, (int, float)) and not isinstance(item, bool) and item < -1:
+            found.append(item)
+        elif isinstance(item, str) and item[:1] == "-" and item[1:2].isdigit():
+            found.append(item)
+    return found

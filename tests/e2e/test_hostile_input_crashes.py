@@ -1,0 +1,54 @@
+"""Input that used to end in `internal error` (exit 1) is refused with exit 2 and a message naming what is wrong.
+
+Quantities that overflow Decimal, integers over Python's 4,300-digit bound, JSON and YAML nested
+thousands of levels deep, node labels given as a string, NaN and infinite numbers, a queue
+hierarchy 1,000 levels deep: each row runs the command a user would and checks the exit status
+and the message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from tests.e2e.hostile_files import NODES, nodes_file, queues_file, set_allocatable, text_file
+from tests.helpers import run_cli
+
+Case = Callable[[Path], list[str]]
+
+# (case, the command line for a temp dir, expected exit status, a fragment of the message)
+CASES: list[tuple[str, Case, int, str]] = [
+    ("memoryPerGpu that overflows Decimal",
+     lambda t: ["plan", text_file(t, "s.yaml", "entrypoint: x\ngpus: 1\nmemoryPerGpu: 1e99999999\n"), "--nodes", str(NODES)], 2, "memoryPerGpu"),
+    ("memoryPerGpu of 1e50 bytes",
+     lambda t: ["plan", text_file(t, "s.yaml", "entrypoint: x\ngpus: 1\nmemoryPerGpu: 1e50\n"), "--nodes", str(NODES)], 2, "memoryPerGpu"),
+    ("an integer of 5,000 digits in the spec",
+     lambda t: ["plan", text_file(t, "s.yaml", "entrypoint: x\ngpus: " + "9" * 5000 + "\n"), "--nodes", str(NODES)], 2, "4300 digits"),
+    ("an integer of 5,000 digits in a JSON node list",
+     lambda t: ["discover", "--nodes", text_file(t, "n.json", '{"kind": "List", "items": [], "x": ' + "9" * 5000 + "}")], 2, "4300 digits"),
+    ("JSON nested 200,000 deep",
+     lambda t: ["discover", "--nodes", text_file(t, "n.json", "[" * 200_000 + "]" * 200_000)], 2, "nested more than"),
+    ("YAML nested 3,000 deep",
+     lambda t: ["plan", text_file(t, "s.yaml", "a:\n" + "".join("  " * i + "- \n" for i in range(1, 3000))), "--nodes", str(NODES)], 2, "nested more than"),
+    ("node labels given as a string",
+     lambda t: ["queues", "generate", "--nodes", nodes_file(t, "n.json", lambda n: n["metadata"].__setitem__("labels", "a=b"))], 0, ""),
+    ("NaN allocatable",
+     lambda t: ["queues", "generate", "--nodes", nodes_file(t, "n.json", set_allocatable("cpu", float("nan")))], 2, "not finite"),
+    ("infinite allocatable",
+     lambda t: ["discover", "--nodes", nodes_file(t, "n.json", set_allocatable("memory", float("inf")))], 2, "not finite"),
+    ("a queue hierarchy 1,000 deep",
+     lambda t: ["queues", "fairshare", "--capacity", "gpu=8", "--queues",
+                queues_file(t, "q.yaml", [{"name": f"q{i}", "quota": 0, "parent": f"q{i - 1}" if i else None} for i in range(1000)])], 0, ""),
+    ("a GPU memory label of a Unicode digit",
+     lambda t: ["discover", "--nodes", nodes_file(t, "n.json", lambda n: n["metadata"]["labels"].__setitem__("amd.com/gpu.vram", "²"))], 0, ""),
+]
+
+
+@pytest.mark.parametrize("case, argv, status, fragment", CASES, ids=[c[0] for c in CASES])
+def test_hostile_input_is_refused_or_read_never_an_internal_error(tmp_path: Path, case: str, argv: Case, status: int, fragment: str) -> None:
+    out = run_cli(*argv(tmp_path), timeout=120)
+    assert "internal error" not in out.stderr and "Traceback" not in out.stderr, (case, out.stderr[-500:])
+    assert out.returncode == status, (case, out.stderr[-500:])
+    assert fragment in out.stderr, (case, out.stderr[-500:])

@@ -1,0 +1,95 @@
+"""A working dir uploads what users of Ray and git expect, and nothing that leads out of it or looks like a secret.
+
+The job lists what arrived. Left out: `.env` and `key.pem` (secrets by their names), a symlinked
+file and a symlinked directory that point outside, a FIFO (Ray would block reading it), and
+what `.gitignore` and the runtime env's `excludes` name. raybridge says before the upload how
+many files and bytes go and what it left out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from raybridge.core.upload import REASON_DIR_LINK, REASON_OUTSIDE, REASON_SECRET, REASON_SPECIAL, Entry, anchored_pattern, looks_secret, plan_upload
+from raybridge.launch.upload import _matcher, list_working_dir
+from tests.helpers import cli_env, run_cli, short_tmpdir, wait_until_gone
+
+LIST_FILES = "import os\nfor d, _, fs in os.walk('.'):\n    for f in fs: print('UPLOADED', os.path.join(d, f)[2:])\n"
+
+
+def _working_dir(tmp_path: Path) -> Path:
+    outside = tmp_path / "outside"
+    (outside / "dir").mkdir(parents=True)
+    (outside / "secret.txt").write_text("outside secret")
+    (outside / "dir" / "id.txt").write_text("outside dir")
+    wd = tmp_path / "wd"
+    (wd / "data").mkdir(parents=True)
+    (wd / "main.py").write_text(LIST_FILES)
+    (wd / "data" / "inside.txt").write_text("12345")
+    (wd / ".env").write_text("API_KEY=hunter2")
+    (wd / "key.pem").write_text("-----BEGIN PRIVATE KEY-----")
+    (wd / ".gitignore").write_text("ignored.txt\n")
+    (wd / "ignored.txt").write_text("ignored")
+    (wd / "excluded.txt").write_text("excluded")
+    (wd / "inside_link").symlink_to(wd / "data" / "inside.txt")
+    (wd / "outside_link").symlink_to(outside / "secret.txt")
+    (wd / "outside_dir").symlink_to(outside / "dir")
+    os.mkfifo(wd / "pipe")
+    return wd
+
+
+def test_submit_uploads_only_what_belongs_and_says_so(tmp_path: Path) -> None:
+    wd = _working_dir(tmp_path)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"entrypoint": "python main.py", "workingDir": str(wd), "runtimeEnv": {"excludes": ["excluded.txt"]}}))
+    tmp = short_tmpdir()
+    out = run_cli("submit", "--backend", "local", str(spec), env=cli_env(TMPDIR=tmp), timeout=240)
+    assert out.returncode == 0, out.stderr
+    uploaded = sorted(line.split(" ", 1)[1] for line in out.stdout.splitlines() if line.startswith("UPLOADED "))
+    assert uploaded == [".gitignore", "data/inside.txt", "inside_link", "main.py"]
+    said = [line for line in out.stderr.splitlines() if line.startswith("uploading working dir")]
+    assert said and "4 files" in said[0], out.stderr
+    for left_out in (".env", "key.pem", "outside_link", "outside_dir", "pipe"):
+        assert left_out in said[0], said
+    assert wait_until_gone(tmp) == []
+
+
+# (case, entries, files, bytes, left out)
+PLANS = [
+    ("plain files go", [Entry("a.py", "file", 10), Entry("d", "dir"), Entry("d/b.py", "file", 5)], 2, 15, []),
+    ("secrets by name", [Entry(".env", "file", 1), Entry("x/tls.key", "file", 1), Entry("id_ed25519", "file", 1)], 0, 0,
+     [(".env", REASON_SECRET), ("x/tls.key", REASON_SECRET), ("id_ed25519", REASON_SECRET)]),
+    ("credentials directories", [Entry(".aws/config", "file", 1), Entry("home/.ssh/known_hosts", "file", 1)], 0, 0,
+     [(".aws/config", REASON_SECRET), ("home/.ssh/known_hosts", REASON_SECRET)]),
+    ("templates and public keys are no secrets", [Entry(".env.example", "file", 3), Entry("id_rsa.pub", "file", 4)], 2, 7, []),
+    ("a link inside goes, one outside does not", [Entry("in", "file-link", 3), Entry("out", "file-link", 0, inside=False)], 1, 3,
+     [("out", REASON_OUTSIDE)]),
+    ("a symlinked directory is never followed", [Entry("lib", "dir-link", inside=True)], 0, 0, [("lib", REASON_DIR_LINK)]),
+    ("a FIFO or socket is left out", [Entry("pipe", "other")], 0, 0, [("pipe", REASON_SPECIAL)]),
+]
+
+
+@pytest.mark.parametrize("case, entries, files, size, left_out", PLANS, ids=[p[0] for p in PLANS])
+def test_plan_upload(case: str, entries: list[Entry], files: int, size: int, left_out: list[tuple[str, str]]) -> None:
+    plan = plan_upload(entries)
+    assert (plan.files, plan.bytes, list(plan.left_out)) == (files, size, left_out), case
+    assert len(plan.excludes) == len(left_out)
+
+
+@pytest.mark.parametrize("name", ["a*b", "[x]", "q?", "back\\slash", "trailing ", "#hash", "!bang", "sp ace"])
+def test_an_anchored_pattern_leaves_out_that_path_alone_under_rays_matcher(tmp_path: Path, name: str) -> None:
+    (tmp_path / "sub").mkdir()
+    for path in (tmp_path / name, tmp_path / "sub" / name, tmp_path / "other"):
+        path.write_text("x")
+    listed = {e.path for e in list_working_dir(tmp_path, [anchored_pattern(name)])}
+    assert listed == {"sub", f"sub/{name}", "other"}
+    assert _matcher(tmp_path, [anchored_pattern(f"sub/{name}")])(tmp_path / "sub" / name)
+
+
+def test_looks_secret_reads_names_not_contents() -> None:
+    assert looks_secret("config/prod.env") and looks_secret("certs/server.PEM")
+    assert not looks_secret("environment.py") and not looks_secret("keys.py")
