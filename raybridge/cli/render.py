@@ -16,7 +16,8 @@ from typing import Any, Iterable, Optional, Sequence, TextIO
 from raybridge.core.printable import message_lines, one_line
 
 
-def dump(data: Any, fmt: str, stream: TextIO = sys.stdout) -> None:
+def dump(data: Any, fmt: str, stream: Optional[TextIO] = None) -> None:
+    stream = stream or sys.stdout  # looked up per call: a redirected stdout is honoured
     if fmt == "json":
         stream.write(json.dumps(data, indent=2, default=str) + "\n")
     elif fmt == "yaml":
@@ -31,10 +32,11 @@ def table(
     title: Optional[str],
     columns: Sequence[str],
     rows: Iterable[Sequence[Any]],
-    stream: TextIO = sys.stdout,
+    stream: Optional[TextIO] = None,
     empty: str = "No resources found.",
 ) -> None:
     """A rich table on a terminal; plain columns (as kubectl prints them) when piped; `empty` on stderr when there are no rows."""
+    stream = stream or sys.stdout
     cells = [tuple("-" if v is None else one_line(str(v)) for v in row) for row in rows]
     if not cells:
         sys.stderr.write(empty + "\n")
@@ -83,8 +85,9 @@ def progress(message: str) -> None:
     sys.stderr.flush()
 
 
-def dump_documents(objects: Sequence[Any], fmt: str, comments: Sequence[str] = (), stream: TextIO = sys.stdout) -> None:
+def dump_documents(objects: Sequence[Any], fmt: str, comments: Sequence[str] = (), stream: Optional[TextIO] = None) -> None:
     """Kubernetes objects for `kubectl apply -f -`: multi-document YAML (comments on top) or a JSON v1 List."""
+    stream = stream or sys.stdout
     if fmt == "json":
         dump({"apiVersion": "v1", "kind": "List", "items": list(objects)}, "json", stream)
         return

@@ -41,7 +41,7 @@ def _shape_problem(root: Any, children: Callable[[Any], Iterable[Any]], is_conta
         key = id(node)
         if done:
             on_path.discard(key)
-            size, height = 1, 0
+            size, height = 1, 1  # a container is one level, and one more than its deepest child
             for child in children(node):
                 child_size, child_height = measured.get(id(child), (1, 0)) if is_container(child) else (1, 0)
                 size += child_size

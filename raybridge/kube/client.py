@@ -18,6 +18,7 @@ wait for a state (the launcher's `Waiter` does).
 from __future__ import annotations
 
 import os
+import stat
 import re
 import threading
 import time
@@ -51,6 +52,8 @@ class KubeconfigFiles:
     existing: tuple[Path, ...]
     missing: tuple[Path, ...]
     explicit: bool = False
+    #: Files named that cannot be a kubeconfig (a FIFO, a device, larger than `MAX_KUBECONFIG_BYTES`), with why.
+    unusable: tuple[str, ...] = ()
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -60,19 +63,45 @@ class KubeconfigFiles:
         """BadInput when `--kubeconfig` names a file that does not exist (never a silent fallback)."""
         if self.explicit and self.missing:
             raise BadInput(f"--kubeconfig {str(self.missing[0])!r} does not exist")
+        if self.unusable:
+            raise BadInput(*self.unusable)
+
+
+#: The largest kubeconfig read (a FIFO or /dev/zero would never end).
+MAX_KUBECONFIG_BYTES = 16 * 1024 * 1024
+
+
+def _unusable(path: Path, named_by: str) -> Optional[str]:
+    """Why an existing `path` cannot be read as a kubeconfig (not a regular file, too large), or None."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        return f"{named_by} {str(path)!r} cannot be read: {exc.strerror}"
+    if not stat.S_ISREG(info.st_mode):
+        return f"{named_by} {str(path)!r} is not a regular file"
+    if info.st_size > MAX_KUBECONFIG_BYTES:
+        return f"{named_by} {str(path)!r} is larger than {MAX_KUBECONFIG_BYTES // 2**20} MiB"
+    return None
 
 
 def kubeconfig_files(explicit: Optional[str] = None) -> KubeconfigFiles:
-    """`--kubeconfig`, else every file in $KUBECONFIG, else ~/.kube/config (as kubectl looks)."""
+    """`--kubeconfig`, else every file in $KUBECONFIG, else ~/.kube/config (as kubectl looks); unusable ones set apart."""
     if explicit:
-        path = Path(explicit).expanduser()
-        return KubeconfigFiles((path,), (), True) if path.exists() else KubeconfigFiles((), (path,), True)
-    env = os.environ.get("KUBECONFIG")
-    if env:
-        named = [Path(part).expanduser() for part in env.split(os.pathsep) if part]
-        return KubeconfigFiles(tuple(p for p in named if p.exists()), tuple(p for p in named if not p.exists()))
-    default = Path.home() / ".kube" / "config"
-    return KubeconfigFiles((default,), ()) if default.exists() else KubeconfigFiles((), ())
+        named, named_by, is_explicit = [Path(explicit).expanduser()], "--kubeconfig", True
+    elif os.environ.get("KUBECONFIG"):
+        named = [Path(part).expanduser() for part in os.environ["KUBECONFIG"].split(os.pathsep) if part]
+        named_by, is_explicit = "KUBECONFIG file", False
+    else:
+        named, named_by, is_explicit = [Path.home() / ".kube" / "config"], "kubeconfig", False
+    existing = [p for p in named if p.exists()]
+    missing = [p for p in named if not p.exists()] if explicit or os.environ.get("KUBECONFIG") else []
+    problems = {p: _unusable(p, named_by) for p in existing}
+    return KubeconfigFiles(
+        tuple(p for p in existing if problems[p] is None),
+        tuple(missing),
+        is_explicit,
+        tuple(problem for problem in problems.values() if problem),
+    )
 
 
 def kubeconfig_path(explicit: Optional[str] = None) -> Optional[Path]:

@@ -58,6 +58,8 @@ CASES = [
     ("billion laughs YAML spec", lambda t: ["plan", text_file(t, "s.yaml", billion_laughs()), "--nodes", str(NODES)], 2, "aliases are expanded"),
     ("/dev/zero as the node list", lambda t: ["discover", "--nodes", "/dev/zero"], 2, "not a regular file"),
     ("a FIFO as the spec", lambda t: ["plan", _fifo(t), "--nodes", str(NODES)], 2, "not a regular file"),
+    ("/dev/zero as the kubeconfig", lambda t: ["list", "--kubeconfig", "/dev/zero"], 2, "not a regular file"),
+    ("a FIFO as the kubeconfig", lambda t: ["submit", "--dry-run", "--kubeconfig", _fifo(t), "--", "python", "x.py"], 2, "not a regular file"),
     ("a GPU memory label of 1e999999",
      lambda t: ["discover", "--nodes", nodes_file(t, "n.json", lambda n: n["metadata"]["labels"].__setitem__("nvidia.com/gpu.memory", "1e999999"))], 0, ""),
 ]
