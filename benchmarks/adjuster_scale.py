@@ -1,0 +1,179 @@
+"""`adjuster run` at scale: a burst of pending fractional-GPU pods on a cluster of full GPU nodes.
+
+The test API server (tests/kubeapi/server.py) holds `--nodes` 8-GPU nodes, each full (one running pod
+holding its 8 GPUs), so every pod of the burst waits. The adjuster runs as an admin runs it, `python -m
+raybridge adjuster run` in its own process against that server, and the script reports:
+
+* burst -> placeholders: the burst is in the server when the controller starts (as after a burst faster
+  than its debounce, or a restart); from its process start to ready (the lists), and from ready to every
+  placeholder of the plan created (the plan computed offline from the same pods and nodes);
+* the controller's peak memory (VmHWM of its process);
+* the reconcile time per change: after the burst, `--changes` single pods created one at a time, each
+  waited for until a reconcile pass has run after it; the mean and the largest pass time over those
+  passes, from the controller's own histogram (raybridge_adjuster_reconcile_duration_seconds: the decision
+  and its API calls), and the decision alone (`decide` on the final state, in this process, best of 3).
+
+No scheduler or autoscaler runs: placeholders stay pending, which is the state being measured. The API
+server shares the machine (and, in Python, is slower than a real one), so the times are upper bounds.
+
+    python benchmarks/adjuster_scale.py [--pods 10000] [--nodes 2000] [--changes 20] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from raybridge.adjuster import consts  # noqa: E402
+from raybridge.adjuster.scale_adjuster import decide  # noqa: E402
+from raybridge.adjuster.settings import RunSettings  # noqa: E402
+from raybridge.core.adjuster import plan_placeholders  # noqa: E402
+from raybridge.core.demand import AdjusterSettings  # noqa: E402
+from tests.kubeapi.fixtures import free_port, make_gpu_node  # noqa: E402
+from tests.kubeapi.server import KubeApiServer  # noqa: E402
+from tests.kubeapi.sim_gpu import fraction_pod  # noqa: E402
+
+WORK = "work"
+FRACTIONS = ("0.25", "0.3", "0.5", "0.75")
+_SLIM = ("import runpy, sys\n"
+         "for name in ('ray', 'rich', 'pynvml', 'amdsmi'): sys.modules[name] = None\n"
+         "sys.argv = ['raybridge'] + sys.argv[1:]\n"
+         "runpy.run_module('raybridge', run_name='__main__', alter_sys=True)\n")
+
+
+def _pending_pod(name: str, fraction: str, since: datetime) -> dict[str, Any]:
+    pod = fraction_pod(name, WORK, fraction=fraction, cpu="1", memory="2Gi")
+    pod["status"] = {"phase": "Pending", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "lastTransitionTime": since.strftime("%Y-%m-%dT%H:%M:%SZ"), "message": "0/1 nodes are available"}]}
+    return pod
+
+
+def _metric(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return 0.0
+
+
+def _wait(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(1.0)
+
+
+def _peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run(pods: int, nodes: int, changes: int, timeout: float) -> dict[str, Any]:
+    rng = random.Random(16)
+    since = datetime.now(timezone.utc) - timedelta(seconds=60)
+    with KubeApiServer() as server, tempfile.TemporaryDirectory() as tmp:
+        for name in (WORK, consts.DEFAULT_NAMESPACE):
+            server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                              "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS}, "value": -1, "preemptionPolicy": "Never"})
+        for i in range(nodes):
+            make_gpu_node(server, f"gpu-{i}", gpus=8)
+            server.create_object({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"full-{i}", "namespace": WORK},
+                                  "spec": {"nodeName": f"gpu-{i}", "containers": [{"name": "c", "image": "busybox", "resources": {
+                                      "requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]},
+                                  "status": {"phase": "Running"}})
+        burst = [_pending_pod(f"p-{i}", rng.choice(FRACTIONS), since) for i in range(pods)]
+        settings = AdjusterSettings(grace_period_seconds=0.0, node_gpus=8)
+        expected = len(plan_placeholders([*burst, *server.list_objects("v1", "Pod", WORK)], server.list_objects("v1", "Node"),
+                                         settings, datetime.now(timezone.utc)).placeholders)
+        first = time.monotonic()
+        for pod in burst:
+            server.create_object(pod)
+        burst_seconds = time.monotonic() - first
+        kubeconfig = Path(tmp) / "kubeconfig"
+        server.write_kubeconfig(kubeconfig)
+        port = free_port()
+        started = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-c", _SLIM, "adjuster", "run", "--kubeconfig", str(kubeconfig), "--grace-period", "0",
+                                 "--node-gpus", "8", "--leader-election", "false", "--metrics-port", str(port)],
+                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _wait(lambda: _ready(port), timeout, "the controller ready")
+            ready = time.monotonic()
+
+            def created() -> int:
+                return len(server.list_objects("v1", "Pod", consts.DEFAULT_NAMESPACE, label_selector=consts.PLACEHOLDER_SELECTOR))
+
+            _wait(lambda: created() >= expected, timeout, f"{expected} placeholders")
+            done = time.monotonic()
+            passes: list[float] = []
+            for i in range(changes):
+                count = _metric(port, "raybridge_adjuster_reconcile_duration_seconds_count")
+                total = _metric(port, "raybridge_adjuster_reconcile_duration_seconds_sum")
+                server.create_object(_pending_pod(f"change-{i}", rng.choice(FRACTIONS), since))
+                _wait(lambda: _metric(port, "raybridge_adjuster_reconcile_duration_seconds_count") > count, 600, "a reconcile")
+                new_count = _metric(port, "raybridge_adjuster_reconcile_duration_seconds_count")
+                passes.append((_metric(port, "raybridge_adjuster_reconcile_duration_seconds_sum") - total) / (new_count - count))
+            peak = _peak_rss_mib(proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+        # The decision alone (no API calls), on the final state: what each pass computes before it acts.
+        all_pods, all_nodes = server.list_objects("v1", "Pod"), server.list_objects("v1", "Node")
+        decisions = []
+        for _ in range(3):
+            tick = time.perf_counter()
+            decide(all_pods, all_nodes, RunSettings(planner=settings), datetime.now(timezone.utc))
+            decisions.append(time.perf_counter() - tick)
+    return {
+        "pods": pods, "nodes": nodes, "placeholders": expected,
+        "burst_created_in_test_server_seconds": round(burst_seconds, 1),
+        "start_to_ready_seconds": round(ready - started, 1),
+        "ready_to_placeholders_seconds": round(done - ready, 1),
+        "controller_peak_rss_mib": round(peak, 1),
+        "reconcile_pass_after_a_change_mean_seconds": round(sum(passes) / len(passes), 3) if passes else None,
+        "reconcile_pass_after_a_change_max_seconds": round(max(passes), 3) if passes else None,
+        "decision_alone_seconds": round(min(decisions), 3),
+    }
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=10_000)
+    parser.add_argument("--nodes", type=int, default=2_000)
+    parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    result = run(args.pods, args.nodes, args.changes, args.timeout)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
