@@ -66,7 +66,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 from tests.kubeapi.errors import ApiError
 from tests.kubeapi.sim_common import now_rfc3339, parse_quantity
-from tests.kubeapi.sim_nodes import GPU_KEY, allocatable_of, fits_resources, matches_node, requests_of, tolerates_taints
+from tests.kubeapi.sim_nodes import GPU_KEY, allocatable_of, fits_resources, is_ready, matches_node, requests_of, tolerates_taints
 
 PR_API = "autoscaling.x-k8s.io/v1"
 NODE_GROUP_LABEL = "sim.autoscaler/node-group"
@@ -162,8 +162,6 @@ class ClusterAutoscaler:
             self._scale_up(unschedulable, now)
 
     def _snapshot(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> list[_Snapshot]:
-        from tests.kubeapi.sim_nodes import is_ready
-
         found: dict[str, _Snapshot] = {}
         for node in nodes:
             if is_ready(node):

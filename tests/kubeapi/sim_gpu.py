@@ -57,7 +57,6 @@ import copy
 import random
 import string
 import threading
-import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
@@ -65,7 +64,7 @@ from typing import Any, Iterable, Optional
 
 from tests.kubeapi.errors import ApiError
 from tests.kubeapi.fixtures import make_gpu_node
-from tests.kubeapi.sim_autoscaler import PR_API, ClusterAutoscaler, NodeGroup
+from tests.kubeapi.sim_autoscaler import NODE_GROUP_LABEL, PR_API, ClusterAutoscaler, NodeGroup
 from tests.kubeapi.sim_common import now_rfc3339
 from tests.kubeapi.sim_nodes import GPU_KEY, allocatable_of, is_ready, pod_fits_node, requests_of
 
@@ -452,8 +451,6 @@ class GpuSim:
     def _add_node(self, group: NodeGroup, reason: tuple[str, ...]) -> str:
         self._serial += 1
         name = f"sim-gpu-node-{self._serial}"
-        from tests.kubeapi.sim_autoscaler import NODE_GROUP_LABEL
-
         node = make_gpu_node(self.server, name, gpus=group.gpus, cpu=group.cpu, memory=group.memory, taints=group.taints)
         labels = dict(node["metadata"].get("labels") or {}, **group.labels, **{NODE_GROUP_LABEL: group.name})
         self.server.patch_object("v1", "Node", name, {"metadata": {"labels": labels}})
