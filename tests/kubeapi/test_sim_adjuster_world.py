@@ -47,13 +47,22 @@ def _whole_gpu_pod(name: str, gpus: int = 1, *, namespace: str = WORK, priority:
                    tolerations: Optional[list[dict[str, str]]] = None, command: str = "sleep") -> dict[str, Any]:
     resources = {"requests": {"nvidia.com/gpu": str(gpus), "cpu": cpu, "memory": memory}, "limits": {"nvidia.com/gpu": str(gpus)}}
     spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox", "command": [command], "resources": resources}]}
-    if priority is not None:
-        spec["priority"] = priority
+    if priority is not None:  # through a PriorityClass, as the Priority admission plugin demands (_create makes it)
+        spec["priorityClassName"] = f"test-priority{priority}"
     if node_selector:
         spec["nodeSelector"] = node_selector
     if tolerations:
         spec["tolerations"] = tolerations
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def _create(server: KubeApiServer, pod: dict[str, Any]) -> dict[str, Any]:
+    """Create the pod, and first the PriorityClass it names (value from its name), as a cluster would have it."""
+    name = pod["spec"].get("priorityClassName")
+    if name and server.get_object("scheduling.k8s.io/v1", "PriorityClass", name) is None:
+        value = int(name.removeprefix("test-priority"))
+        server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value})
+    return server.create_object(pod)
 
 
 def _reservations(server: KubeApiServer) -> list[dict[str, Any]]:
@@ -154,7 +163,7 @@ def test_a_whole_gpu_pod_needs_the_node_s_cpu_and_memory_too(server: KubeApiServ
 ])
 def test_the_autoscaler_adds_a_node_only_from_a_group_whose_template_takes_the_pod(server: KubeApiServer, pod: dict[str, Any], nodes: int) -> None:
     sim = _sim(server, node_groups=[NodeGroup("a", labels={"pool": "a"})])
-    server.create_object(pod)
+    _create(server, pod)
     _steps(sim)
     assert len(sim.added_nodes) == nodes, sim.added_nodes
 
@@ -219,7 +228,7 @@ def _karpenter(server: KubeApiServer, **extra: Any) -> GpuSim:
 
 def test_karpenter_provisions_for_any_priority(server: KubeApiServer) -> None:
     sim = _karpenter(server)
-    server.create_object(_whole_gpu_pod("low", 1, priority=-1000))
+    _create(server, _whole_gpu_pod("low", 1, priority=-1000))
     _steps(sim)
     assert len(sim.added_nodes) == 1
     node = server.get_object("v1", "Node", sim.added_nodes[0][0])
