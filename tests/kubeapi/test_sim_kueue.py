@@ -599,7 +599,8 @@ def test_a_cluster_queue_naming_a_missing_flavor_admits_nothing_until_it_exists(
     assert admitted(server, "early") is None and suspended(server, "early") is True
     server.create_object({"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": "h100"}})
     wait_for(lambda: admitted(server, "early"), what="admission once the flavor exists")
-    assert active("ClusterQueue", "cq") == ("True", "Ready", "Can admit new workloads")
+    # The admission and the ClusterQueue's status are written in two steps: wait for the second too.
+    wait_for(lambda: active("ClusterQueue", "cq") == ("True", "Ready", "Can admit new workloads"), what="the ClusterQueue active again")
 
 
 def test_a_queue_with_a_missing_or_inactive_admission_check_is_inactive(kueue_server: tuple) -> None:
