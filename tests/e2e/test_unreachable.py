@@ -67,11 +67,22 @@ class _Server:
             conn.close()
 
 
+class _Refusing:
+    """A port nothing listens on (bound, never listened, closed): the kernel refuses every connection."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.sock.close()
+
+
 @pytest.fixture(params=[("silent", _silent), ("html", _html), ("truncated", _truncated), ("hangs up", _hang_up), ("refuses", None)], ids=lambda p: p[0])
 def broken_api(request, tmp_path: Path) -> Iterator[tuple[str, Path, int]]:
-    server = _Server(request.param[1])
     if request.param[1] is None:
-        server.sock.close()  # nothing listens there any more: every connection is refused
+        server = _Refusing()  # nothing listens there: every connection is refused
+    else:
+        server = _Server(request.param[1])
     kubeconfig = tmp_path / "config"
     kubeconfig.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "c",
