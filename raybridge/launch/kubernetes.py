@@ -209,6 +209,13 @@ def _observe_riding_out(
             time.sleep(min(waiter.poll * 2**failures, 10.0))
 
 
+def _end_if_deactivated(what: str, workload: Optional[dict[str, Any]]) -> None:
+    """JobEnded (exit 1) when Kueue deactivated the Workload: it will never be admitted again."""
+    ended = deactivation(workload)
+    if ended:
+        raise JobEnded(f"{what}: {ended.words}; Kueue will not run it again")
+
+
 def wait_for_ready(
     kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, waiter: Waiter, queued: bool
 ) -> dict[str, Any]:
@@ -218,9 +225,7 @@ def wait_for_ready(
         obj, workload, position = _observe_riding_out(kube, rays, kind, name, namespace, queued, waiter)
         status = obj.get("status") or {}
         deployment = status.get("jobDeploymentStatus")
-        ended = deactivation(workload)
-        if ended:
-            raise JobEnded(f"{kind} {namespace}/{name}: {ended.words}; Kueue will not run it again")
+        _end_if_deactivated(f"{kind} {namespace}/{name}", workload)
         if deployment == "ValidationFailed":
             raise BadInput(f"KubeRay rejected the {kind}: {status.get('reason', '')} {status.get('message', '')}".strip())
         if deployment in ("Failed", "Complete"):
@@ -300,9 +305,7 @@ class _RayJobRun:
             obj, workload, position = _observe_riding_out(self.kube, self.rays, "RayJob", self.name, self.namespace, self.queued, waiter)
             status = obj.get("status") or {}
             deployment = status.get("jobDeploymentStatus") or ""
-            ended = deactivation(workload)
-            if ended:
-                raise JobEnded(f"RayJob {self.namespace}/{self.name}: {ended.words}; Kueue will not run it again")
+            _end_if_deactivated(f"RayJob {self.namespace}/{self.name}", workload)
             if deployment in ("Complete", "Failed", "ValidationFailed"):
                 raise InfraError(
                     f"RayJob {self.namespace}/{self.name} ended while waiting to be admitted again: "
@@ -379,9 +382,7 @@ class _RayJobRun:
             status = obj.get("status") or {}
             deployment = status.get("jobDeploymentStatus")
             workload = find_workload(self.kube, self.namespace, obj) if self.queued else None
-            ended = deactivation(workload)
-            if ended:
-                raise JobEnded(f"job {self.submission_id} of RayJob {self.namespace}/{self.name}: {ended.words}; Kueue will not run it again")
+            _end_if_deactivated(f"job {self.submission_id} of RayJob {self.namespace}/{self.name}", workload)
             if deployment == "Failed" and status.get("reason") == "DeadlineExceeded":
                 raise JobEnded(f"RayJob {self.namespace}/{self.name} failed: {_deadline_cause(obj, self.spec.max_run_seconds, self.queued)}")
             if deployment in ("Complete", "Failed"):
