@@ -45,8 +45,8 @@ COULD_HOLD = Series("could-hold", "most it could hold (with borrowing)", "#2563e
 
 _VERDICT_WORDS = {
     "fits": "fits",
-    "waits-for-quota": "waits for quota in use to be freed",
-    "needs-borrowing": "needs to borrow from the cohort",
+    "waits-for-quota": "waits for quota in use",
+    "needs-borrowing": "borrows from the cohort",
     "never-fits": "can never fit here",
 }
 

@@ -36,7 +36,7 @@ FONT = "DejaVu Sans, Verdana, Helvetica, Arial, sans-serif"
 
 # Geometry, in SVG user units (pixels at 100%).
 MARGIN = 16
-LABEL_WIDTH = 250
+LABEL_WIDTH = 280
 COLUMN_WIDTH = 270
 BAR_WIDTH = 180
 BAR_HEIGHT = 10
@@ -45,6 +45,8 @@ ROW_PADDING = 7
 MIN_ROW_HEIGHT = 38
 HEADER_TOP = 96
 NOTE_LINE = 16
+#: Charts are at least this wide, so the notes under a one-column chart stay readable.
+MIN_WIDTH = 900
 #: Average advance of a character at 12 px (DejaVu Sans is about 0.55 em): used to wrap notes and cut labels.
 CHAR_WIDTH_12 = 6.9
 INDENT = 14
@@ -173,7 +175,7 @@ def bar_length(bar: Bar, scale: float) -> float:
 
 
 def width_of(chart: Chart) -> int:
-    return int(2 * MARGIN + LABEL_WIDTH + len(chart.columns) * COLUMN_WIDTH)
+    return int(max(MIN_WIDTH, 2 * MARGIN + LABEL_WIDTH + len(chart.columns) * COLUMN_WIDTH))
 
 
 def layout(chart: Chart) -> Layout:
@@ -195,7 +197,9 @@ def layout(chart: Chart) -> Layout:
     notes: list[str] = []
     per_line = max(20, int((width - 2 * MARGIN) / CHAR_WIDTH_12))
     for note in chart.notes:
-        notes.extend(textwrap.wrap(clean(note), per_line, subsequent_indent="    ") or [""])
+        text = clean(note)
+        indent = " " * (len(text) - len(text.lstrip(" ")) + 4)
+        notes.extend(textwrap.wrap(text, per_line, subsequent_indent=indent) or [""])
     notes_top = y + 20
     if notes or chart.notes_title:
         y = notes_top + (NOTE_LINE if chart.notes_title else 0) + len(notes) * NOTE_LINE
@@ -227,6 +231,8 @@ def render(chart: Chart) -> str:
             "viewBox": f"0 0 {box.width} {box.height}",
             "font-family": FONT,
             "font-size": "12",
+            # the notes' indentation is meaning (a sentence under the one it explains): keep spaces as written
+            "{http://www.w3.org/XML/1998/namespace}space": "preserve",
         },
     )
     ET.SubElement(svg, "title").text = clean(chart.title)
@@ -274,7 +280,7 @@ def render(chart: Chart) -> str:
         if label != cut(label, room):
             ET.SubElement(name, "title").text = label
         if row.note:
-            _text(group, indent, row_box.y + 31, cut(clean(row.note), room, 6.0), size=10, colour=MUTED)
+            _text(group, indent, row_box.y + 31, cut(clean(row.note), room, 5.7), size=10, colour=MUTED)
         for c, cell in enumerate(row.cells[: len(chart.columns)]):
             for bar in cell:
                 placed = next(bars)
