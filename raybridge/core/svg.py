@@ -37,7 +37,7 @@ FONT = "DejaVu Sans, Verdana, Helvetica, Arial, sans-serif"
 # Geometry, in SVG user units (pixels at 100%).
 MARGIN = 16
 LABEL_WIDTH = 280
-COLUMN_WIDTH = 270
+COLUMN_WIDTH = 290
 BAR_WIDTH = 180
 BAR_HEIGHT = 10
 BAR_GAP = 3
