@@ -7,9 +7,15 @@ decided by the services the handlers call.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Sequence
+import sys
+from typing import Any, Mapping, Optional, Sequence
 
+#: `-o` of every command that prints a result: what kubectl's `-o` takes for the same output.
 OUTPUT_FORMATS = ("table", "json", "yaml")
+#: `-o` of the commands that print Kubernetes objects for `kubectl apply -f -` (no table of objects).
+DOCUMENT_FORMATS = ("yaml", "json")
+#: The flags every command that talks to a cluster takes, as kubectl names them (`add_cluster_args`).
+CLUSTER_FLAGS = ("-n", "--namespace", "--context", "--kubeconfig", "--request-timeout")
 
 
 class Parser(argparse.ArgumentParser):
@@ -48,18 +54,39 @@ def orphan_seconds(text: str) -> int:
     return value
 
 
-def add_output_arg(p: argparse.ArgumentParser, default: str, choices: Sequence[str] = OUTPUT_FORMATS) -> None:
-    p.add_argument("-o", "--output", choices=choices, default=default, help=f"output format (default: {default})")
+def add_output_arg(
+    p: argparse.ArgumentParser,
+    default: Optional[str],
+    choices: Sequence[str] = OUTPUT_FORMATS,
+    deprecated: Mapping[str, str] = {},
+    shown_default: Optional[str] = None,
+) -> None:
+    """`-o/--output`; a `deprecated` value still works, means its replacement, and says so on stderr."""
+
+    def output_format(text: str) -> str:
+        if text in deprecated:
+            sys.stderr.write(f"warning: -o {text} is deprecated; use -o {deprecated[text]}\n")
+            return deprecated[text]
+        return text
+
+    shown = f" (default: {shown_default or default})" if shown_default or default else ""
+    p.add_argument("-o", "--output", type=output_format, choices=choices, default=default, help=f"output format{shown}")
 
 
-def add_cluster_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("cluster")
+def add_cluster_args(
+    p: argparse.ArgumentParser,
+    title: str = "cluster",
+    namespace_help: str = "namespace (default: the context's, else 'default')",
+    request_timeout_default: str = "30",
+) -> None:
+    """The flags of every command that talks to a cluster (`CLUSTER_FLAGS`), named and meant as kubectl's."""
+    g = p.add_argument_group(title)
     g.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     g.add_argument("--context", help="kubeconfig context")
-    g.add_argument("-n", "--namespace", help="namespace (default: the context's, else 'default')")
+    g.add_argument("-n", "--namespace", help=namespace_help)
     g.add_argument(
         "--request-timeout", type=seconds, default=None, metavar="SECONDS",
-        help="bound on each Kubernetes API call, connect and read (default: 30)",
+        help=f"bound on each Kubernetes API call, connect and read (default: {request_timeout_default})",
     )  # fmt: skip
 
 

@@ -2,7 +2,7 @@
 
 Connects with the flags' kubeconfig, context and namespace, calls
 `raybridge.launch.explain.explain`, and prints its sentences (default) or
-its facts as JSON/YAML (`-o json|yaml`). Deciding what NAME is and reading
+its facts as JSON/YAML (`-o json|yaml`; `-o text`, the earlier name of the default, still works and warns). Deciding what NAME is and reading
 the cluster is the service's job; imports kubernetes only in the handler.
 """
 
@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("name", metavar="NAME")
     add_cluster_args(p)
-    add_output_arg(p, "text", choices=("text", "json", "yaml"))
+    add_output_arg(p, "table", deprecated={"text": "table"})
     p.set_defaults(handler=cmd_explain)
 
 
@@ -36,7 +36,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from raybridge.launch.explain import explain
 
     result = explain(cluster_target(args).connect(), args.name)
-    if args.output == "text":
+    if args.output == "table":
         for line in result.lines():
             print(message_lines(line))
         for text in result.warnings:

@@ -18,7 +18,7 @@ import sys
 from dataclasses import replace
 from typing import Any, Optional
 
-from raybridge.cli.args import add_cluster_args, add_inventory_args, add_output_arg, cluster_target, orphan_seconds, seconds
+from raybridge.cli.args import DOCUMENT_FORMATS, add_cluster_args, add_inventory_args, add_output_arg, cluster_target, orphan_seconds, seconds
 from raybridge.core.consts import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 from raybridge.core.printable import one_line
 
@@ -26,7 +26,8 @@ from raybridge.core.printable import one_line
 def register(sub: Any) -> None:
     p = sub.add_parser("discover", help="GPU inventory per node (cluster, node list file, Ray cluster or this machine)")
     add_inventory_args(p)
-    p.add_argument("--ray-address", metavar="ADDR", help="probe every node of this Ray cluster ('auto' for RAY_ADDRESS or the local one)")
+    p.add_argument("--address", dest="ray_address", metavar="ADDR", help="probe every node of this Ray cluster ('auto' for RAY_ADDRESS or the local one)")
+    p.add_argument("--ray-address", dest="ray_address", help=argparse.SUPPRESS)  # the earlier name
     add_cluster_args(p)
     add_output_arg(p, "table")
     p.set_defaults(handler=cmd_discover)
@@ -35,7 +36,7 @@ def register(sub: Any) -> None:
     _spec_args(p)
     add_inventory_args(p)
     add_cluster_args(p)
-    add_output_arg(p, "json")
+    add_output_arg(p, "table")
     p.set_defaults(handler=cmd_plan, takes_entrypoint=True)
 
     p = sub.add_parser("render", help="print the manifests as YAML, ready for `kubectl apply -f -`")
@@ -47,7 +48,7 @@ def register(sub: Any) -> None:
         help="InteractiveMode (default, what submit creates): raybridge submits the entrypoint; "
         "K8sJobMode: the RayJob runs by itself after `kubectl apply`",
     )  # fmt: skip
-    add_output_arg(p, "yaml", ("yaml", "json"))
+    add_output_arg(p, "yaml", DOCUMENT_FORMATS)
     p.set_defaults(handler=cmd_render, takes_entrypoint=True)
 
     p = sub.add_parser("submit", help="run a Ray job end to end: size, admit, submit, stream logs, clean up")

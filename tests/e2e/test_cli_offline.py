@@ -445,9 +445,9 @@ def test_a_node_without_a_ready_condition_says_why_it_is_not_schedulable(tmp_pat
 
 
 def test_discover_refuses_two_inventory_sources():
-    result = run_cli("discover", "--nodes", NODES, "--ray-address", "127.0.0.1:1")
+    result = run_cli("discover", "--nodes", NODES, "--address", "127.0.0.1:1")
     assert result.returncode == 2
-    assert "--nodes and --ray-address name two inventory sources" in result.stderr and result.stdout == ""
+    assert "--nodes and --address name two inventory sources" in result.stderr and result.stdout == ""
 
 
 # (case, extra flags, the warning; None: no warning)
@@ -481,6 +481,6 @@ def test_a_ray_address_that_never_answers_prints_only_raybridges_line():
         listener.bind(("127.0.0.1", 0))
         listener.listen(16)
         address = f"127.0.0.1:{listener.getsockname()[1]}"
-        result = run_cli("discover", "--ray-address", address, "--request-timeout", "7", timeout=60)
+        result = run_cli("discover", "--address", address, "--request-timeout", "7", timeout=60)
     assert result.returncode == 3
     assert result.stderr == f"error: cannot connect to the Ray cluster at {address!r}: no answer within 7s\n"
