@@ -96,8 +96,8 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _spec_from_args(args: argparse.Namespace, submission_id: Optional[str] = None) -> Any:
-    """The spec from the file and flags, refused (exit 2) unless `submit` could run it."""
+def _spec_from_args(args: argparse.Namespace, purpose: str, submission_id: Optional[str] = None) -> Any:
+    """The spec from the file and flags, refused (exit 2) unless it can serve `purpose` (`core.spec.Purpose`)."""
     from raybridge.core.runtime_env import is_uri
     from raybridge.files import load_spec
     from raybridge.launch.options import check_runnable
@@ -123,7 +123,7 @@ def _spec_from_args(args: argparse.Namespace, submission_id: Optional[str] = Non
         "priority_class": args.priority_class,
     }
     spec = load_spec(args.spec, overrides)
-    check_runnable(spec, submission_id)
+    check_runnable(spec, submission_id, purpose)
     return spec
 
 
@@ -204,7 +204,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump, table
     from raybridge.core.planning import plan_job
 
-    spec = _spec_from_args(args)
+    spec = _spec_from_args(args, "size")
     decision = plan_job(spec, _inventory(args, spec))
     data = decision.to_dict()
     _print_warnings(decision)
@@ -220,9 +220,10 @@ def cmd_render(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump
     from raybridge.core.planning import DEFAULT_RENDER_NAME, plan_job, render_job
 
-    spec = _spec_from_args(args)
+    spec = _spec_from_args(args, "render")
     decision = plan_job(spec, _inventory(args, spec))
     _print_warnings(decision)
+    _say_where_the_entrypoint_goes(spec)
     objects = render_job(
         spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=_namespace(args, spec), submission_mode=args.submission_mode
     )
@@ -234,6 +235,15 @@ def cmd_render(args: argparse.Namespace) -> int:
 
         sys.stdout.write(to_yaml(objects))
     return EXIT_OK
+
+
+def _say_where_the_entrypoint_goes(spec: Any) -> None:
+    from raybridge.cli.render import note
+    from raybridge.core.spec import entrypoint_note
+
+    text = entrypoint_note(spec)
+    if text:
+        note(text)
 
 
 def _say_what_it_is_for(objects: list[dict[str, Any]]) -> None:
@@ -340,7 +350,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from raybridge.launch import submit
     from raybridge.launch.options import working_dir_upload
 
-    spec = _spec_from_args(args, args.submission_id)
+    spec = _spec_from_args(args, "submit", args.submission_id)
     cluster_target(args)  # a --kubeconfig that does not exist is exit 2 whatever the backend; missing KUBECONFIG files are said
     options = _options_from_args(args)
     _check_flags_for_backend(args, spec, options)
