@@ -19,12 +19,42 @@ CLUSTER_FLAGS = ("-n", "--namespace", "--context", "--kubeconfig", "--request-ti
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as one line and exit status 2."""
+    """argparse that reports usage errors as one line, with "did you mean", and exit status 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         from raybridge.core.consts import EXIT_BAD_INPUT
 
-        self.exit(EXIT_BAD_INPUT, f"error: {message}\n(see '{self.prog} --help')\n")
+        self.exit(EXIT_BAD_INPUT, f"error: {message}{did_you_mean(message, self.option_strings())}\n(see '{self.prog} --help')\n")
+
+    def option_strings(self) -> list[str]:
+        return [s for action in self._actions if action.help != argparse.SUPPRESS for s in action.option_strings]
+
+    def leaf(self, args: argparse.Namespace) -> "Parser":
+        """The parser of the (sub)command `args` names, so an error points to that command's help."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                child = action.choices.get(getattr(args, action.dest, None) or "")
+                if isinstance(child, Parser):
+                    return child.leaf(args)
+        return self
+
+
+def did_you_mean(message: str, options: Sequence[str]) -> str:
+    """"; did you mean 'submit'?" for argparse's invalid-choice and unrecognized-arguments messages, else ''."""
+    import difflib
+    import re
+
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if choice:
+        word, candidates = choice.group(1), re.findall(r"'([^']*)'", choice.group(2))
+    else:
+        unknown = re.match(r"unrecognized arguments: (.*)$", message)
+        flags = [w.split("=", 1)[0] for w in unknown.group(1).split() if w.startswith("-")] if unknown else []
+        if not flags:
+            return ""
+        word, candidates = flags[0], [o for o in options if o.startswith("--")]
+    close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 def seconds(text: str) -> float:

@@ -128,15 +128,20 @@ def _spec_from_args(args: argparse.Namespace, purpose: str, submission_id: Optio
 
 
 def _inventory(args: argparse.Namespace, spec: Any = None) -> Any:
+    from raybridge.core.consts import VENDORS
     from raybridge.launch.discovery import discover_inventory
+    from raybridge.noise import without_probe_library_notes
 
-    return discover_inventory(
+    inventory = discover_inventory(
         nodes_file=args.nodes,
         pods_file=args.pods,
         ray_address=getattr(args, "ray_address", None),
         cluster=cluster_target(args),
         tolerations=spec.tolerations if spec is not None else (),
     )
+    if inventory.source != "local" or any(node.vendor for node in inventory.nodes):
+        return inventory
+    return replace(inventory, notes=without_probe_library_notes(tuple(inventory.notes), tuple(VENDORS)))
 
 
 def _print_warnings(decision: Any) -> None:
@@ -306,6 +311,12 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
         return
     if args.dashboard_address:
         raise BadInput("--dashboard-address is for the kubernetes backend; locally use --address")
+    address = args.address or os.environ.get("RAY_ADDRESS")
+    if address and address != "auto" and not args.dry_run:
+        # Ray itself retries a GCS address that does not answer for about 40 s, writing its C++ warnings to stderr.
+        from raybridge.gpu.ray_probe import check_reachable
+
+        check_reachable(address, options.request_timeout)
     ignored = [
         flag
         for flag, given in (
@@ -349,6 +360,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from raybridge.cli.render import progress
     from raybridge.launch import submit
     from raybridge.launch.options import working_dir_upload
+    from raybridge.noise import JobOutput
 
     spec = _spec_from_args(args, "submit", args.submission_id)
     cluster_target(args)  # a --kubeconfig that does not exist is exit 2 whatever the backend; missing KUBECONFIG files are said
@@ -376,7 +388,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
                     progress(f"note: {note}")
                 return EXIT_OK
         progress(f"streaming logs of {handle.submission_id} (Ctrl-C stops the job and cleans up)")
-        status = handle.stream_logs(lambda chunk: (log_stream.write(chunk), log_stream.flush()))
+        output = JobOutput(lambda text: (log_stream.write(text), log_stream.flush()), plain=not log_stream.isatty())
+        try:
+            status = handle.stream_logs(output)
+        finally:
+            output.close()
         _report(handle, status, args.output, handle.outcome() if status != "SUCCEEDED" else None)
         return EXIT_OK if status == "SUCCEEDED" else EXIT_JOB_FAILED
     except KeyboardInterrupt:
