@@ -18,8 +18,16 @@ DOCUMENT_FORMATS = ("yaml", "json")
 CLUSTER_FLAGS = ("-n", "--namespace", "--context", "--kubeconfig", "--request-timeout")
 
 
+#: What every command's help ends with.
+EXIT_STATUSES = "Exit status: 0 done, 1 job failed or stopped, 2 bad input, 3 cluster unreachable or not admitted in time, 130 interrupted."
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as one line, with "did you mean", and exit status 2."""
+    """argparse that reports usage errors as one line, with "did you mean", and exit status 2; help ends with the exit statuses."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("epilog", EXIT_STATUSES)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         from raybridge.core.consts import EXIT_BAD_INPUT
@@ -37,6 +45,11 @@ class Parser(argparse.ArgumentParser):
                 if isinstance(child, Parser):
                     return child.leaf(args)
         return self
+
+
+def add_entrypoint_usage(p: argparse.ArgumentParser) -> None:
+    """The usage line says what `main` takes after `--`: the entrypoint."""
+    p.usage = p.format_usage().removeprefix("usage: ").rstrip() + " [-- ENTRYPOINT...]"
 
 
 def did_you_mean(message: str, options: Sequence[str]) -> str:

@@ -18,7 +18,7 @@ import sys
 from dataclasses import replace
 from typing import Any, Optional
 
-from raybridge.cli.args import DOCUMENT_FORMATS, add_cluster_args, add_inventory_args, add_output_arg, cluster_target, orphan_seconds, seconds
+from raybridge.cli.args import DOCUMENT_FORMATS, add_cluster_args, add_entrypoint_usage, add_inventory_args, add_output_arg, cluster_target, orphan_seconds, seconds
 from raybridge.core.consts import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 from raybridge.core.printable import one_line
 
@@ -74,6 +74,8 @@ def register(sub: Any) -> None:
     g.add_argument("--dry-run", action="store_true", help="print what would be created and exit")
     add_output_arg(p, "table")
     p.set_defaults(handler=cmd_submit, takes_entrypoint=True)
+    for name in ("plan", "render", "submit"):
+        add_entrypoint_usage(sub.choices[name])
 
 
 def _spec_args(p: argparse.ArgumentParser) -> None:
@@ -317,15 +319,15 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
         from raybridge.gpu.ray_probe import check_reachable
 
         check_reachable(address, options.request_timeout)
-    ignored = [
+    ignored = [  # flags only: a spec written for a cluster runs locally as it is
         flag
         for flag, given in (
-            ("--namespace", args.namespace or spec.namespace),
+            ("--namespace", args.namespace),
             ("--kubeconfig", args.kubeconfig),
             ("--context", args.context),
             ("--request-timeout", args.request_timeout),
-            ("--queue", spec.queue),
-            ("--priority-class", spec.priority_class),
+            ("--queue", args.queue),
+            ("--priority-class", args.priority_class),
             ("--nodes", args.nodes),
             ("--pods", args.pods),
         )

@@ -40,10 +40,6 @@ COMMANDS_OF_GROUP: dict[str, tuple[str, ...]] = {
 }
 
 
-#: What every command's help says about exit statuses.
-EXIT_STATUSES = "Exit status: 0 done, 1 job failed or stopped, 2 bad input, 3 cluster unreachable or not admitted in time, 130 interrupted."
-
-
 def _groups_for(argv: Sequence[str]) -> tuple[str, ...]:
     """The group modules to register: the one that owns the command argv names first, else all."""
     command = argv[0] if argv else ""
@@ -58,7 +54,6 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
     parser = Parser(
         prog="raybridge",
         description="Run Ray jobs on Kubernetes GPU clusters (AMD and NVIDIA) through KubeRay and Kueue, or on a local Ray.",
-        epilog=EXIT_STATUSES,
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="also show Ray's and the clients' own logs and warnings (anywhere on the line)")
