@@ -14,6 +14,13 @@ apply (Ray 2.60 reads `RAY_BACKEND_LOG_LEVEL` only once its logging has started,
 after the connection); `native_stderr_quiet()` points descriptor 2 elsewhere for
 just that stretch.
 
+A job's log carries Ray's own INFO lines about running it (job_manager.py,
+worker.py) and ANSI colours; `JobOutput` leaves those out unless `-v` (the
+colours: unless the output is a terminal).
+
+The local GPU probe's notes about absent vendor libraries (amdsmi, NVML) are
+such chatter too on a machine without GPUs: `without_probe_library_notes`.
+
 It does not touch the environment of the processes raybridge starts (a private
 head keeps its full logs for the errors raybridge reports), and it never
 silences raybridge's own messages: nothing of raybridge's is printed while a
@@ -23,12 +30,26 @@ connection is being made.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import warnings
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 _quiet = False
+
+
+def verbose() -> bool:
+    """Whether `-v` asked for everything (false for library callers, who never call `quiet_libraries`)."""
+    return not _quiet
+
+
+def without_probe_library_notes(notes: tuple[str, ...], vendors: tuple[str, ...]) -> tuple[str, ...]:
+    """This machine's GPU probe notes ("amd: amdsmi not installed", "nvidia: NVML library not found")
+    left out when quiet: on a machine without GPUs they say only that the vendor libraries are absent."""
+    if not _quiet:
+        return notes
+    return tuple(n for n in notes if not any(n.startswith(f"{vendor}: ") for vendor in vendors))
 
 
 def quiet_libraries(verbose: bool) -> None:
@@ -87,3 +108,55 @@ def native_stderr_quiet() -> Iterator[None]:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+# --- a job's own output, without Ray's lines about running it ------------------------------------
+
+#: Ray's Python log lines in a job's log (job_manager.py, worker.py, ...): "2025-01-31 12:00:00,123\tINFO worker.py:1 -- ...".
+_RAY_INFO_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\t(?:INFO|DEBUG) [\w.]+\.py:\d+ -- ")
+#: The job manager's echo of the command before the driver's own output.
+_RAY_ENTRYPOINT_LINE = re.compile(r"^Running entrypoint for job \S+: ")
+#: ANSI escape sequences (colours, cursor moves), as Ray writes them around its dashboard URL.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+
+
+class JobOutput:
+    """Writes a job's log to `write` without Ray's INFO lines (when quiet) and without ANSI escapes (when `plain`).
+
+    Chunks arrive cut anywhere; a line is judged once it is whole. A tail that cannot be the start of
+    one of Ray's lines is written at once, so a progress bar without a newline still shows; `close()`
+    writes what is left.
+    """
+
+    def __init__(self, write: Callable[[str], Any], plain: bool) -> None:
+        self._write = write
+        self._plain = plain
+        self._held = ""
+
+    def __call__(self, chunk: str) -> None:
+        if not _quiet and not self._plain:
+            self._write(chunk)
+            return
+        text = self._held + chunk
+        lines = text.splitlines(keepends=True)
+        self._held = lines.pop() if lines and not lines[-1].endswith(("\n", "\r")) and _may_be_ray_line(lines[-1]) else ""
+        out = "".join(line for line in (self._clean(line) for line in lines) if line)
+        if out:
+            self._write(out)
+
+    def close(self) -> None:
+        held, self._held = self._held, ""
+        out = self._clean(held)
+        if out:
+            self._write(out)
+
+    def _clean(self, line: str) -> str:
+        if self._plain:
+            line = _ANSI.sub("", line)
+        if _quiet and (_RAY_INFO_LINE.match(line) or _RAY_ENTRYPOINT_LINE.match(line)):
+            return ""
+        return line
+
+
+def _may_be_ray_line(tail: str) -> bool:
+    return tail[:1].isdigit() or "Running entrypoint for job ".startswith(tail[:26]) or tail.startswith(("Running entrypoint", "\x1b"))

@@ -19,7 +19,7 @@ import argparse
 import math
 from typing import Any
 
-from raybridge.cli.args import Parser, add_output_arg
+from raybridge.cli.args import Parser, add_cluster_args, add_output_arg
 from raybridge.core.consts import (
     ADJUSTER_DEFAULT_GRACE_SECONDS,
     ADJUSTER_DEFAULT_MEMORY_FRACTION,
@@ -55,7 +55,7 @@ def register(sub: Any) -> None:
     g.add_argument("--podgroups", metavar="FILE", help="`kubectl get podgroups -A -o json` output: KAI's quota verdicts")
     g.add_argument("--now", metavar="TIME", help="RFC 3339 time to judge the grace period against (default: now)")
     add_settings_args(p)
-    add_output_arg(p, "json")
+    add_output_arg(p, None, shown_default="table; yaml with --manifests")
     from raybridge.adjuster import consts
     from raybridge.adjuster.settings import MODES
 
@@ -64,7 +64,7 @@ def register(sub: Any) -> None:
                    "PodTemplates) `adjuster run` would create for these pods and nodes, exactly as it creates them, for "
                    "`kubectl apply --dry-run=server -f -` (-o yaml: documents; json: a v1 List)")
     m.add_argument("--mode", choices=MODES, default="placeholder", help="as `adjuster run --mode` (default: placeholder)")
-    m.add_argument("--namespace", default=consts.DEFAULT_NAMESPACE, help=f"as `adjuster run --namespace` (default: {consts.DEFAULT_NAMESPACE})")
+    m.add_argument("-n", "--namespace", default=consts.DEFAULT_NAMESPACE, help=f"as `adjuster run --namespace` (default: {consts.DEFAULT_NAMESPACE})")
     m.add_argument("--priority-class", default=consts.DEFAULT_PRIORITY_CLASS, help="as `adjuster run --priority-class`")
     m.add_argument("--placeholder-image", default=consts.DEFAULT_PLACEHOLDER_IMAGE, help="as `adjuster run --placeholder-image`")
     m.add_argument("--provisioning-class", default=consts.DEFAULT_PROVISIONING_CLASS, help="as `adjuster run --provisioning-class`")
@@ -194,6 +194,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     pod_groups = load_objects(args.podgroups, "PodGroup") if args.podgroups else ()
     if args.manifests:
         return _print_manifests(args, settings, pods, nodes, pod_groups, now)
+    args.output = args.output or "table"
     plan = plan_placeholders(pods, nodes, settings, now, pod_groups)
     for text in plan.warnings:
         warn(text)
@@ -222,6 +223,7 @@ def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: 
         raise BadInput(*problems)
     if args.output == "table":
         raise BadInput("--manifests prints objects: -o yaml or -o json")
+    args.output = args.output or "yaml"
     objects: list[Any] = []
     if run.mode == "placeholder":
         result = decide(pods, nodes, run, now, pod_groups=pod_groups)
@@ -314,7 +316,6 @@ def _register_run(commands: Any) -> None:
         section.add_argument(f"--{name}", default=env_default(name, default), help=f"{help_text} (env {env_name(name)})", **kwargs)
 
     section = p.add_argument_group("controller")
-    flag("namespace", consts.DEFAULT_NAMESPACE, f"namespace of the placeholders and the Lease (default: {consts.DEFAULT_NAMESPACE})")
     flag("mode", "placeholder", "placeholder (default) or provisioning-request", choices=MODES)
     flag("priority-class", consts.DEFAULT_PRIORITY_CLASS, f"PriorityClass of the placeholders: below every workload, not below the "
          f"autoscaler's cutoff (default: {consts.DEFAULT_PRIORITY_CLASS})")
@@ -327,8 +328,6 @@ def _register_run(commands: Any) -> None:
     flag("failed-backoff", str(consts.DEFAULT_FAILED_BACKOFF_SECONDS), "--mode provisioning-request: seconds a Failed request waits before it is asked for again", type=_non_negative_seconds)
     flag("resync", str(consts.DEFAULT_RESYNC_SECONDS), "seconds between reconciles without an event", type=_non_negative_seconds)
     flag("debounce", str(consts.DEFAULT_DEBOUNCE_SECONDS), "quiet seconds after an event before reconciling", type=_non_negative_seconds)
-    flag("request-timeout", str(consts.DEFAULT_REQUEST_TIMEOUT_SECONDS), "seconds every API call may take", type=_non_negative_seconds)
-    flag("kubeconfig", None, "kubeconfig file (default: in-cluster config, else KUBECONFIG or ~/.kube/config)")
     flag("log-format", "text", "text or json", choices=LOG_FORMATS)
     flag("metrics-port", str(consts.DEFAULT_METRICS_PORT), "port of /metrics, /healthz and /readyz (0: off)", type=_whole(0))
     section = p.add_argument_group("leader election")
@@ -338,7 +337,17 @@ def _register_run(commands: Any) -> None:
     flag("renew-deadline", str(consts.DEFAULT_RENEW_DEADLINE_SECONDS), "seconds the leader tries to renew before giving up", type=_whole(1))
     flag("retry-period", str(consts.DEFAULT_RETRY_PERIOD_SECONDS), "seconds between Lease attempts", type=_whole(1))
     flag("identity", "", "this replica's name in the Lease (default: host name and a random suffix)")
-    p.set_defaults(handler=cmd_run)
+    add_cluster_args(
+        p, namespace_help=f"namespace of the placeholders and the Lease (default: {consts.DEFAULT_NAMESPACE}; env {env_name('namespace')})",
+        request_timeout_default=f"{consts.DEFAULT_REQUEST_TIMEOUT_SECONDS}; env {env_name('request-timeout')}",
+    )  # fmt: skip
+    p.set_defaults(
+        namespace=env_default("namespace", consts.DEFAULT_NAMESPACE),
+        request_timeout=env_default("request-timeout", str(consts.DEFAULT_REQUEST_TIMEOUT_SECONDS)),
+        kubeconfig=env_default("kubeconfig"),
+        context=env_default("context"),
+        handler=cmd_run,
+    )
 
 
 def run_settings_from_args(args: argparse.Namespace) -> Any:
@@ -455,7 +464,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-    kube = connect(settings.kubeconfig, request_timeout=settings.request_timeout)
+    kube = connect(settings.kubeconfig, args.context, request_timeout=settings.request_timeout)
     _preflight(kube.api_client, settings)
     metrics = Metrics()
     controller = Controller(settings, kube.api_client, metrics)

@@ -3,9 +3,9 @@
 Connects with the flags' kubeconfig, context and namespace, calls
 `raybridge.launch.explain.explain`, and prints its sentences (default), its
 facts as JSON/YAML (`-o json|yaml`), or a picture of the queue tree with the
-job's path highlighted and the sentences under it (`-o svg`). Deciding what
-NAME is and reading the cluster is the service's job; imports kubernetes
-only in the handler.
+job's path highlighted and the sentences under it (`-o svg`); `-o text`, the
+earlier name of the default, still works and warns. Deciding what NAME is and
+reading the cluster is the service's job; imports kubernetes only in the handler.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from raybridge.cli.args import add_cluster_args, add_output_arg, cluster_target
+from raybridge.cli.args import OUTPUT_FORMATS, PICTURE_FORMATS, add_cluster_args, add_output_arg, cluster_target
 from raybridge.core.consts import EXIT_OK
 
 
@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("name", metavar="NAME")
     add_cluster_args(p)
-    add_output_arg(p, "text", choices=("text", "json", "yaml", "svg"))
+    add_output_arg(p, "table", choices=(*OUTPUT_FORMATS, *PICTURE_FORMATS), deprecated={"text": "table"})
     p.set_defaults(handler=cmd_explain)
 
 
@@ -49,7 +49,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             sys.stdout.write(kai_explain_svg(result.kai, f"{result.kind} {result.namespace}/{result.name}"))
         for text in result.warnings:
             warn(text)
-    elif args.output == "text":
+    elif args.output == "table":
         for line in result.lines():
             print(message_lines(line))
         for text in result.warnings:

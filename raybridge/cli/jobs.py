@@ -18,7 +18,7 @@ import sys
 from dataclasses import replace
 from typing import Any, Optional
 
-from raybridge.cli.args import add_cluster_args, add_inventory_args, add_output_arg, cluster_target, orphan_seconds, seconds
+from raybridge.cli.args import DOCUMENT_FORMATS, add_cluster_args, add_entrypoint_usage, add_inventory_args, add_output_arg, cluster_target, orphan_seconds, seconds
 from raybridge.core.consts import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 from raybridge.core.printable import one_line
 
@@ -26,7 +26,8 @@ from raybridge.core.printable import one_line
 def register(sub: Any) -> None:
     p = sub.add_parser("discover", help="GPU inventory per node (cluster, node list file, Ray cluster or this machine)")
     add_inventory_args(p)
-    p.add_argument("--ray-address", metavar="ADDR", help="probe every node of this Ray cluster ('auto' for RAY_ADDRESS or the local one)")
+    p.add_argument("--address", dest="ray_address", metavar="ADDR", help="probe every node of this Ray cluster ('auto' for RAY_ADDRESS or the local one)")
+    p.add_argument("--ray-address", dest="ray_address", help=argparse.SUPPRESS)  # the earlier name
     add_cluster_args(p)
     add_output_arg(p, "table")
     p.set_defaults(handler=cmd_discover)
@@ -35,7 +36,7 @@ def register(sub: Any) -> None:
     _spec_args(p)
     add_inventory_args(p)
     add_cluster_args(p)
-    add_output_arg(p, "json")
+    add_output_arg(p, "table")
     p.set_defaults(handler=cmd_plan, takes_entrypoint=True)
 
     p = sub.add_parser("render", help="print the manifests as YAML, ready for `kubectl apply -f -`")
@@ -47,7 +48,7 @@ def register(sub: Any) -> None:
         help="InteractiveMode (default, what submit creates): raybridge submits the entrypoint; "
         "K8sJobMode: the RayJob runs by itself after `kubectl apply`",
     )  # fmt: skip
-    add_output_arg(p, "yaml", ("yaml", "json"))
+    add_output_arg(p, "yaml", DOCUMENT_FORMATS)
     p.set_defaults(handler=cmd_render, takes_entrypoint=True)
 
     p = sub.add_parser("submit", help="run a Ray job end to end: size, admit, submit, stream logs, clean up")
@@ -73,6 +74,8 @@ def register(sub: Any) -> None:
     g.add_argument("--dry-run", action="store_true", help="print what would be created and exit")
     add_output_arg(p, "table")
     p.set_defaults(handler=cmd_submit, takes_entrypoint=True)
+    for name in ("plan", "render", "submit"):
+        add_entrypoint_usage(sub.choices[name])
 
 
 def _spec_args(p: argparse.ArgumentParser) -> None:
@@ -95,8 +98,8 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _spec_from_args(args: argparse.Namespace, submission_id: Optional[str] = None) -> Any:
-    """The spec from the file and flags, refused (exit 2) unless `submit` could run it."""
+def _spec_from_args(args: argparse.Namespace, purpose: str, submission_id: Optional[str] = None) -> Any:
+    """The spec from the file and flags, refused (exit 2) unless it can serve `purpose` (`core.spec.Purpose`)."""
     from raybridge.core.runtime_env import is_uri
     from raybridge.files import load_spec
     from raybridge.launch.options import check_runnable
@@ -122,20 +125,25 @@ def _spec_from_args(args: argparse.Namespace, submission_id: Optional[str] = Non
         "priority_class": args.priority_class,
     }
     spec = load_spec(args.spec, overrides)
-    check_runnable(spec, submission_id)
+    check_runnable(spec, submission_id, purpose)
     return spec
 
 
 def _inventory(args: argparse.Namespace, spec: Any = None) -> Any:
+    from raybridge.core.consts import VENDORS
     from raybridge.launch.discovery import discover_inventory
+    from raybridge.noise import without_probe_library_notes
 
-    return discover_inventory(
+    inventory = discover_inventory(
         nodes_file=args.nodes,
         pods_file=args.pods,
         ray_address=getattr(args, "ray_address", None),
         cluster=cluster_target(args),
         tolerations=spec.tolerations if spec is not None else (),
     )
+    if inventory.source != "local" or any(node.vendor for node in inventory.nodes):
+        return inventory
+    return replace(inventory, notes=without_probe_library_notes(tuple(inventory.notes), tuple(VENDORS)))
 
 
 def _print_warnings(decision: Any) -> None:
@@ -203,7 +211,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump, table
     from raybridge.core.planning import plan_job
 
-    spec = _spec_from_args(args)
+    spec = _spec_from_args(args, "size")
     decision = plan_job(spec, _inventory(args, spec))
     data = decision.to_dict()
     _print_warnings(decision)
@@ -219,9 +227,10 @@ def cmd_render(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump
     from raybridge.core.planning import DEFAULT_RENDER_NAME, plan_job, render_job
 
-    spec = _spec_from_args(args)
+    spec = _spec_from_args(args, "render")
     decision = plan_job(spec, _inventory(args, spec))
     _print_warnings(decision)
+    _say_where_the_entrypoint_goes(spec)
     objects = render_job(
         spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=_namespace(args, spec), submission_mode=args.submission_mode
     )
@@ -233,6 +242,15 @@ def cmd_render(args: argparse.Namespace) -> int:
 
         sys.stdout.write(to_yaml(objects))
     return EXIT_OK
+
+
+def _say_where_the_entrypoint_goes(spec: Any) -> None:
+    from raybridge.cli.render import note
+    from raybridge.core.spec import entrypoint_note
+
+    text = entrypoint_note(spec)
+    if text:
+        note(text)
 
 
 def _say_what_it_is_for(objects: list[dict[str, Any]]) -> None:
@@ -295,15 +313,21 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
         return
     if args.dashboard_address:
         raise BadInput("--dashboard-address is for the kubernetes backend; locally use --address")
-    ignored = [
+    address = args.address or os.environ.get("RAY_ADDRESS")
+    if address and address != "auto" and not args.dry_run:
+        # Ray itself retries a GCS address that does not answer for about 40 s, writing its C++ warnings to stderr.
+        from raybridge.gpu.ray_probe import check_reachable
+
+        check_reachable(address, options.request_timeout)
+    ignored = [  # flags only: a spec written for a cluster runs locally as it is
         flag
         for flag, given in (
-            ("--namespace", args.namespace or spec.namespace),
+            ("--namespace", args.namespace),
             ("--kubeconfig", args.kubeconfig),
             ("--context", args.context),
             ("--request-timeout", args.request_timeout),
-            ("--queue", spec.queue),
-            ("--priority-class", spec.priority_class),
+            ("--queue", args.queue),
+            ("--priority-class", args.priority_class),
             ("--nodes", args.nodes),
             ("--pods", args.pods),
         )
@@ -338,8 +362,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from raybridge.cli.render import progress
     from raybridge.launch import submit
     from raybridge.launch.options import working_dir_upload
+    from raybridge.noise import JobOutput
 
-    spec = _spec_from_args(args, args.submission_id)
+    spec = _spec_from_args(args, "submit", args.submission_id)
     cluster_target(args)  # a --kubeconfig that does not exist is exit 2 whatever the backend; missing KUBECONFIG files are said
     options = _options_from_args(args)
     _check_flags_for_backend(args, spec, options)
@@ -365,7 +390,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
                     progress(f"note: {note}")
                 return EXIT_OK
         progress(f"streaming logs of {handle.submission_id} (Ctrl-C stops the job and cleans up)")
-        status = handle.stream_logs(lambda chunk: (log_stream.write(chunk), log_stream.flush()))
+        output = JobOutput(lambda text: (log_stream.write(text), log_stream.flush()), plain=not log_stream.isatty())
+        try:
+            status = handle.stream_logs(output)
+        finally:
+            output.close()
         _report(handle, status, args.output, handle.outcome() if status != "SUCCEEDED" else None)
         return EXIT_OK if status == "SUCCEEDED" else EXIT_JOB_FAILED
     except KeyboardInterrupt:

@@ -63,10 +63,15 @@ def cmd_logs(args: argparse.Namespace) -> int:
     from raybridge.cli.render import progress
     from raybridge.launch.lifecycle import job_logs
 
-    job_logs(
-        _kube(args), args.name, lambda chunk: (sys.stdout.write(chunk), sys.stdout.flush()),
-        follow=args.follow, dashboard_address=args.dashboard_address, progress=progress,
-    )  # fmt: skip
+    from raybridge.noise import JobOutput
+
+    output = JobOutput(lambda text: (sys.stdout.write(text), sys.stdout.flush()), plain=not sys.stdout.isatty())
+    try:
+        job_logs(
+            _kube(args), args.name, output, follow=args.follow, dashboard_address=args.dashboard_address, progress=progress,
+        )  # fmt: skip
+    finally:
+        output.close()
     return EXIT_OK
 
 

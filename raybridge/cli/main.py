@@ -54,7 +54,6 @@ def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParse
     parser = Parser(
         prog="raybridge",
         description="Run Ray jobs on Kubernetes GPU clusters (AMD and NVIDIA) through KubeRay and Kueue, or on a local Ray.",
-        epilog="Exit status: 0 done, 1 job failed or stopped, 2 bad input, 3 cluster unreachable or not admitted in time.",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="also show Ray's and the clients' own logs and warnings (anywhere on the line)")
@@ -86,7 +85,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     quiet_libraries(verbose)
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # reported by the command they were given to, so the message points to its help
+        parser.leaf(args).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.version:
         from raybridge import __version__
 

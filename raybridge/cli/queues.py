@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from raybridge.cli.args import OUTPUT_FORMATS, Parser, add_output_arg
+from raybridge.cli.args import DOCUMENT_FORMATS, OUTPUT_FORMATS, PICTURE_FORMATS, Parser, add_cluster_args, add_output_arg, cluster_target
 from raybridge.core.consts import EXIT_BAD_INPUT, EXIT_OK
 from raybridge.core.printable import one_line
 
@@ -44,7 +44,7 @@ def register(sub: Any) -> None:
         "queue wants without bound (with --from-cluster: the KAI pods' requests by their kai.scheduler/queue label)",
     )  # fmt: skip
     _cluster_args(p)
-    add_output_arg(p, "table", (*OUTPUT_FORMATS, "svg"))
+    add_output_arg(p, "table", (*OUTPUT_FORMATS, *PICTURE_FORMATS))
     p.set_defaults(handler=cmd_fairshare)
 
     p = queues.add_parser(
@@ -65,7 +65,7 @@ def register(sub: Any) -> None:
     g.add_argument("--no-provisioning", action="store_true", help="no AdmissionCheck/ProvisioningRequestConfig (clusters without ProvisioningRequest support)")
     g.add_argument("--no-namespaces", action="store_true", help="do not emit the LocalQueues' Namespaces")
     _cluster_args(p)
-    add_output_arg(p, "yaml", ("yaml", "json"))
+    add_output_arg(p, "yaml", DOCUMENT_FORMATS)
     p.set_defaults(handler=cmd_generate)
 
 
@@ -75,9 +75,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _cluster_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("cluster (with --from-cluster)")
-    g.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
-    g.add_argument("--context", help="kubeconfig context")
+    add_cluster_args(p, "cluster (with --from-cluster)", namespace_help="accepted as everywhere; Queues and Nodes are cluster-wide")
 
 
 def _count(text: str) -> int:
@@ -121,9 +119,17 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def _kube(args: argparse.Namespace) -> Any:
-    from raybridge.kube.client import connect
+    return cluster_target(args).connect()
 
-    return connect(args.kubeconfig, args.context)
+
+def _warn_unused_cluster_flags(args: argparse.Namespace) -> None:
+    """Cluster flags that nothing reads are said, not silently dropped (as `discover` does)."""
+    from raybridge.cli.render import warn
+
+    given = [flag for flag, value in (("--kubeconfig", args.kubeconfig), ("--context", args.context),
+                                      ("--request-timeout", args.request_timeout)) if value is not None]  # fmt: skip
+    if given and not args.from_cluster:
+        warn(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} ignored: the input is a file (--from-cluster reads the cluster)")
 
 
 # --- fairshare -------------------------------------------------------------------------------
@@ -134,6 +140,7 @@ def cmd_fairshare(args: argparse.Namespace) -> int:
     from raybridge.errors import BadInput
     from raybridge.queues.fairshare import cluster_fair_share, file_fair_share
 
+    _warn_unused_cluster_flags(args)
     if args.from_cluster:
         report = cluster_fair_share(_kube(args), args.capacity, args.demand)
     else:
@@ -254,6 +261,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             provisioning=not args.no_provisioning,
             namespaces=not args.no_namespaces,
         )
+    _warn_unused_cluster_flags(args)
     kube = _kube(args) if args.from_cluster else None
     generated = generate_queue_configs(options, nodes_file=args.nodes, kube=kube)
     if args.output == "json":

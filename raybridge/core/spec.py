@@ -325,3 +325,45 @@ def parse_spec(
             data[to_camel(key)] = value
             data.pop(key, None) if key != to_camel(key) else None
     return build_spec(data)
+
+
+# --- the one entrypoint rule ---------------------------------------------------------------------
+
+#: What a command does with a spec, as far as its entrypoint goes.
+Purpose = Literal["size", "render", "submit"]
+
+
+def has_entrypoint(spec: JobSpec) -> bool:
+    """A command to run: blank text (`entrypoint: ''`, spaces) is none."""
+    return bool((spec.entrypoint or "").strip())
+
+
+def entrypoint_problem(spec: JobSpec, purpose: Purpose) -> Optional[str]:
+    """Why this spec's entrypoint keeps `purpose` from going ahead, or None; the one rule every command asks.
+
+    Only a RayJob that is to run needs a command: `submit` and `render` of a RayJob (the object carries
+    it). Sizing (`plan`) needs none, and neither does a RayCluster or a plain workload. A RayCluster
+    runs no entrypoint: `submit` refuses one rather than create a cluster that never runs it;
+    `plan` and `render` go ahead and `entrypoint_note` says where it goes instead.
+    """
+    if not spec.ray or purpose == "size":
+        return None
+    if spec.resolved_kind == "RayJob" and not has_entrypoint(spec):
+        return "entrypoint: a RayJob needs a command to run: give one in the spec, with --entrypoint, or after --"
+    if spec.resolved_kind == "RayCluster" and has_entrypoint(spec) and purpose == "submit":
+        return (
+            "entrypoint: a RayCluster runs no entrypoint; leave out --kind RayCluster to run it as a RayJob, "
+            "or create the cluster and submit to it later"
+        )
+    return None
+
+
+def entrypoint_note(spec: JobSpec) -> Optional[str]:
+    """Where the entrypoint goes when the object made from the spec does not carry it, or None."""
+    if spec.ray and spec.resolved_kind == "RayCluster" and has_entrypoint(spec):
+        return (
+            f"a RayCluster runs no entrypoint, so {spec.entrypoint.strip()!r} is not in it: once the cluster is up, "  # type: ignore[union-attr]
+            "submit it with `ray job submit --address <its dashboard> -- <entrypoint>`, or leave out --kind RayCluster "
+            "for a RayJob that carries it"
+        )
+    return None

@@ -44,7 +44,7 @@ _NAMES_IN_NOTE = 3
 # --- connecting -------------------------------------------------------------------------
 
 
-def _check_reachable(address: str, timeout: float) -> None:
+def check_reachable(address: str, timeout: float) -> None:
     """InfraError at once when nothing listens at a `host:port` GCS address (Ray itself retries for minutes)."""
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or is_uri(address):
@@ -86,7 +86,7 @@ def _ray_connection(ray: Any, address: Optional[str], timeout: float = CONNECT_T
         yield
         return
     target = address or "auto"
-    _check_reachable(target, min(timeout, 5.0))
+    check_reachable(target, min(timeout, 5.0))
     with _node_address_on_loopback(target):
         with native_stderr_quiet():  # Ray's C++ core prints its connection retries there
             _init_bounded(ray, target, timeout)

@@ -34,7 +34,7 @@ _FLAGS_READ: dict[str, tuple[str, ...]] = {
 }
 _WHY_UNUSED: dict[str, str] = {
     "file": "the inventory comes from the --nodes file",
-    "ray": "the inventory comes from the Ray cluster at --ray-address",
+    "ray": "the inventory comes from the Ray cluster at --address",
     "kubernetes": "discover lists the Nodes and the Pods of every namespace",
     "local": "no cluster is configured: the inventory is this machine",
 }
@@ -51,7 +51,7 @@ def choose_inventory_source(
 ) -> InventorySource:
     """Which source an inventory comes from; BadInput for contradictory flags."""
     if nodes_file and ray_address:
-        raise BadInput("--nodes and --ray-address name two inventory sources: give one of them")
+        raise BadInput("--nodes and --address name two inventory sources: give one of them")
     if pods_file and not nodes_file:
         raise BadInput("--pods needs --nodes (the pods are matched to those nodes)")
     if nodes_file:

@@ -22,7 +22,7 @@ from raybridge.core.runtime_env import allocation_env, local_working_dir, submis
 from raybridge.core.upload import UploadPlan
 from raybridge.launch.upload import plan_working_dir_upload
 from raybridge.core.sizing import SizingDecision
-from raybridge.core.spec import JobSpec
+from raybridge.core.spec import JobSpec, Purpose, entrypoint_problem
 from raybridge.errors import BadInput
 from raybridge.kube.client import DEFAULT_REQUEST_TIMEOUT
 from raybridge.launch.target import ClusterTarget
@@ -103,21 +103,17 @@ def working_dir_upload(spec: JobSpec) -> Optional[tuple[str, UploadPlan]]:
     return working_dir, plan_working_dir_upload(working_dir, spec.runtime_env)
 
 
-def runnable_problems(spec: JobSpec, submission_id: Optional[str] = None) -> list[str]:
-    """What keeps this spec from being submitted, one sentence each; [] when it can run.
+def runnable_problems(spec: JobSpec, submission_id: Optional[str] = None, purpose: Purpose = "submit") -> list[str]:
+    """What keeps this spec from going ahead for `purpose`, one sentence each; [] when it can.
 
-    `plan`, `render`, `submit --dry-run` and `submit` all ask this first, so a
-    preview never shows a job that `submit` would refuse, and a refused job
-    never leaves anything behind.
+    `plan` ("size"), `render` and `submit` (also `--dry-run`) all ask this first,
+    so a refused job never leaves anything behind. The entrypoint follows the
+    one rule of `core.spec.entrypoint_problem`: sizing needs none.
     """
     problems: list[str] = []
-    if spec.ray and spec.resolved_kind == "RayJob" and not (spec.entrypoint or "").strip():
-        problems.append("entrypoint: a RayJob needs a command to run: give one in the spec, with --entrypoint, or after --")
-    if spec.ray and spec.resolved_kind == "RayCluster" and (spec.entrypoint or "").strip():
-        problems.append(
-            "entrypoint: a RayCluster runs no entrypoint; leave out --kind RayCluster to run it as a RayJob, "
-            "or create the cluster and submit to it later"
-        )
+    entrypoint = entrypoint_problem(spec, purpose)
+    if entrypoint:
+        problems.append(entrypoint)
     local = local_working_dir(spec.runtime_env, spec.working_dir)
     if local is not None and not Path(local).expanduser().is_dir():
         problems.append(f"workingDir: {local!r} is not a directory")
@@ -128,8 +124,8 @@ def runnable_problems(spec: JobSpec, submission_id: Optional[str] = None) -> lis
     return problems
 
 
-def check_runnable(spec: JobSpec, submission_id: Optional[str] = None) -> None:
+def check_runnable(spec: JobSpec, submission_id: Optional[str] = None, purpose: Purpose = "submit") -> None:
     """BadInput listing every problem `runnable_problems` finds."""
-    problems = runnable_problems(spec, submission_id)
+    problems = runnable_problems(spec, submission_id, purpose)
     if problems:
         raise BadInput(*problems)

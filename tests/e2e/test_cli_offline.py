@@ -292,19 +292,46 @@ def test_inventory_json_keys_are_camel_case():
     assert set(vendors["amd"]) == {"vendor", "total", "minPerNode", "maxPerNode", "nodes"}
 
 
-def test_render_refuses_what_submit_would_refuse(tmp_path):
-    """render, plan and submit --dry-run check what submit checks, before printing anything."""
-    rows = [
-        (["--kind", "RayCluster", "--entrypoint", "python train.py"], "a RayCluster runs no entrypoint"),
-        ([], "a RayJob needs a command to run"),
-        (["--entrypoint", "   "], "a RayJob needs a command to run"),
-        (["--entrypoint", "python x.py", "--working-dir", str(tmp_path / "missing")], "is not a directory"),
-    ]
-    for extra, fragment in rows:
-        for command in (["render"], ["plan"], ["submit", "--dry-run"]):
-            out = run_cli(*command, "--nodes", NODES, *extra)
-            assert out.returncode == 2, (command, extra, out.stderr)
-            assert fragment in out.stderr and out.stdout == "", (command, extra)
+# The one entrypoint rule (core.spec.entrypoint_problem): only a RayJob that is to run needs a command.
+# (case, command, extra flags, exit status, fragment of stderr)
+ENTRYPOINT_ROWS = [
+    ("plan sizes without a command", ["plan"], [], 0, None),
+    ("plan sizes with a blank command", ["plan"], ["--entrypoint", "   "], 0, None),
+    ("plan of a RayCluster with a command", ["plan"], ["--kind", "RayCluster", "--entrypoint", "python train.py"], 0, None),
+    ("render of a RayJob needs a command", ["render"], [], 2, "a RayJob needs a command to run"),
+    ("render of a RayJob, blank command", ["render"], ["--entrypoint", "   "], 2, "a RayJob needs a command to run"),
+    ("render of a RayCluster needs none", ["render"], ["--kind", "RayCluster"], 0, None),
+    ("render of a RayCluster says where the command goes", ["render"], ["--kind", "RayCluster", "--entrypoint", "python train.py"], 0,
+     "note: a RayCluster runs no entrypoint, so 'python train.py' is not in it: once the cluster is up, submit it with `ray job submit"),
+    ("submit needs a command", ["submit", "--dry-run"], [], 2, "a RayJob needs a command to run"),
+    ("submit needs a command, not a blank", ["submit", "--dry-run"], ["--entrypoint", "   "], 2, "a RayJob needs a command to run"),
+    ("submit of a RayCluster refuses a command it would not run", ["submit", "--dry-run"], ["--kind", "RayCluster", "--entrypoint", "python train.py"], 2,
+     "a RayCluster runs no entrypoint"),
+]
+
+
+@pytest.mark.parametrize("case,command,extra,status,fragment", ENTRYPOINT_ROWS, ids=[r[0] for r in ENTRYPOINT_ROWS])
+def test_one_entrypoint_rule_for_plan_render_and_submit(case, command, extra, status, fragment):
+    out = run_cli(*command, "--nodes", NODES, "--gpus", "8", "--gpu-vendor", "amd", *extra)
+    assert out.returncode == status, out.stderr
+    assert "Traceback" not in out.stderr
+    if fragment:
+        assert fragment in out.stderr
+    if status == 2:
+        assert out.stdout == ""
+
+
+def test_every_command_refuses_a_working_dir_that_is_not_a_directory(tmp_path):
+    for command in (["render"], ["plan"], ["submit", "--dry-run"]):
+        out = run_cli(*command, "--nodes", NODES, "--entrypoint", "python x.py", "--working-dir", str(tmp_path / "missing"))
+        assert out.returncode == 2, (command, out.stderr)
+        assert "is not a directory" in out.stderr and out.stdout == "", command
+
+
+def test_the_readme_s_sizing_needs_no_command():
+    out = run_cli("plan", "--gpus", "16", "--nodes", NODES, "-o", "json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["totalGpus"] == 16
 
 
 @pytest.mark.parametrize("submission_id", ["a/b", "has space", "-leading", "x" * 64, "trailing.", "ünïcode"])
@@ -445,9 +472,9 @@ def test_a_node_without_a_ready_condition_says_why_it_is_not_schedulable(tmp_pat
 
 
 def test_discover_refuses_two_inventory_sources():
-    result = run_cli("discover", "--nodes", NODES, "--ray-address", "127.0.0.1:1")
+    result = run_cli("discover", "--nodes", NODES, "--address", "127.0.0.1:1")
     assert result.returncode == 2
-    assert "--nodes and --ray-address name two inventory sources" in result.stderr and result.stdout == ""
+    assert "--nodes and --address name two inventory sources" in result.stderr and result.stdout == ""
 
 
 # (case, extra flags, the warning; None: no warning)
@@ -481,6 +508,6 @@ def test_a_ray_address_that_never_answers_prints_only_raybridges_line():
         listener.bind(("127.0.0.1", 0))
         listener.listen(16)
         address = f"127.0.0.1:{listener.getsockname()[1]}"
-        result = run_cli("discover", "--ray-address", address, "--request-timeout", "7", timeout=60)
+        result = run_cli("discover", "--address", address, "--request-timeout", "7", timeout=60)
     assert result.returncode == 3
     assert result.stderr == f"error: cannot connect to the Ray cluster at {address!r}: no answer within 7s\n"

@@ -99,7 +99,10 @@ def rendered(config: Path, *args: str) -> str:
 
 @pytest.mark.parametrize("binary", KUBECTLS, ids=lambda b: Path(b).name)
 @pytest.mark.parametrize("form", ["ca-file", "exec-v1"])
-def test_render_applies_server_side_and_reads_back(server, namespace, tmp_path, binary, form):
+def test_render_applies_server_side_and_reads_back(server, tmp_path, binary, form):
+    namespace = yaml.safe_load((EXAMPLES / "train-gpu.yaml").read_text())["namespace"]  # the shipped configs' team-a
+    if server.get_object("v1", "Namespace", namespace) is None:
+        server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     config = kubeconfig(server, tmp_path, namespace, form)
     manifests = rendered(config, str(EXAMPLES / "train-gpu.yaml"))
     applied = kubectl(binary, config, "apply", "--server-side", "-f", "-", stdin=manifests)
