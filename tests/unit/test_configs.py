@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from raybridge.core.queue_configs import resource_group_problems
-from tests.kubeapi.controllers import assign_flavors, ray_podsets
-from tests.kubeapi.fixtures import gpu_node_labels, rayjob_manifest
-from tests.schemas import is_crd_kind, schema_errors
+from kubesim.controllers import assign_flavors, ray_podsets
+from kubesim.fixtures import gpu_node_labels, rayjob_manifest
+from kubesim.schemas import is_crd_kind, schema_errors
 from tests.unit.k8s_schemas import K8S_VERSIONS, k8s_schema_errors
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").rglob("*.yaml"))

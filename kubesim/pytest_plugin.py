@@ -1,9 +1,9 @@
 """pytest fixtures for tests that talk to the in-process Kubernetes API server.
 
-Why: most tests under tests/kubeapi want a fresh, started `KubeApiServer` and
+Why: most tests against kubesim want a fresh, started `KubeApiServer` and
 an official-client `ApiClient` bound to it, torn down afterwards.
 What this deliberately does not do: no cluster state (namespaces beyond the
-server's defaults, nodes, queues); tests and tests/kubeapi/fixtures.py add that.
+server's defaults, nodes, queues); tests and kubesim/fixtures.py add that.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import Iterator
 import kubernetes.client
 import pytest
 
-from tests.kubeapi.server import KubeApiServer
+from kubesim.server import KubeApiServer
 
 
 @pytest.fixture
 def kube_server() -> Iterator[KubeApiServer]:
     """A started server with the newest KubeRay and Kueue CRDs; stopped after the test.
 
-    For another release use the `release_server` fixture (tests/conftest.py) or
+    For another release use the `release_server` fixture (conftest.py) or
     `KubeApiServer(release=...)`.
 
     A test fails if the server hit an internal error (an unexpected exception
@@ -39,3 +39,4 @@ def kube_api(kube_server: KubeApiServer) -> Iterator[kubernetes.client.ApiClient
         yield api
     finally:
         api.close()
+

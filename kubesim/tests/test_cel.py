@@ -17,10 +17,10 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests import schemas
+from kubesim import schemas
 from tests.helpers import ROOT
-from tests.kubeapi import cel
-from tests.kubeapi.server import KubeApiServer
+from kubesim import cel
+from kubesim.server import KubeApiServer
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
