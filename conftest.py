@@ -1,20 +1,17 @@
 """Top-level pytest configuration, for tests/ and kubesim/tests alike.
 
 Why it exists: `pytest_plugins` is honoured only in a top-level conftest, and both test
-trees need kubesim's fixtures (the test API server, the release matrix) and the guard against
-Ray state leaking from one module into the next (both start real Ray heads).
+trees need kubesim's fixtures (kubesim/pytest_plugin.py: the test API server, the release
+matrix) and the guard against Ray state leaking from one module into the next (both start
+real Ray heads).
 What it deliberately does not do: no raybridge fixtures (tests/conftest.py has those).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Iterator
 
 import pytest
-
-from kubesim.schemas import RELEASES
-from kubesim.server import KubeApiServer
 
 pytest_plugins = ["kubesim.pytest_plugin"]
 
@@ -42,19 +39,3 @@ def no_ray_state_leaks_out_of_a_module():
     assert after == before, f"this module changed Ray's environment: {before} -> {after}"
     assert token.exists() == had_token, f"this module created or removed {token}"
 
-
-@pytest.fixture(params=RELEASES)
-def release(request: pytest.FixtureRequest) -> str:
-    """One supported release id per test instance (`kuberay-v1.3.2`, ..., `kueue-newest`).
-
-    The id is the test id too, so `pytest -k kuberay-v1.3.2` runs that release's tests.
-    """
-    return request.param
-
-
-@pytest.fixture
-def release_server(release: str) -> Iterator[KubeApiServer]:
-    """A started test API server serving the CRDs of `release` (the other project at its newest)."""
-    with KubeApiServer(release=release) as server:
-        yield server
-    assert server.internal_errors == [], "\n".join(server.internal_errors)

@@ -1,8 +1,8 @@
 """Shared fixtures: one real local Ray head for the whole test session.
 
-The test API server (`kube_server`, `kube_api`) comes from kubesim/pytest_plugin.py; the release
-matrix (`release`, `release_server`) and the check that no module leaks Ray state from the
-top-level conftest.py. All of them apply to kubesim/tests as well.
+The test API server and the release matrix (`kube_server`, `kube_api`, `release`,
+`release_server`) come from kubesim/pytest_plugin.py, the check that no module leaks Ray state
+from the top-level conftest.py; both apply to kubesim/tests as well.
 """
 
 from __future__ import annotations
