@@ -155,6 +155,8 @@ class KaiExplanation:
     queues: tuple[QueueFacts, ...] = ()
     queue_exists: bool = True
     notes: tuple[str, ...] = ()
+    #: Every queue of the cluster with the same facts, parents before children (for the picture; not in `to_dict`).
+    tree: tuple[QueueFacts, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -268,7 +270,25 @@ def explain_kai(
         queues=tuple(chain),
         queue_exists=queue is None or queue in by_name,
         notes=tuple(notes),
+        tree=tuple(_queue_facts(n, by_name, fair_share, pod_allocations) for n in _tree_order(by_name)),
     )
+
+
+def _tree_order(by_name: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Queue names depth first, parents before children, siblings by name; queues in a parent cycle last."""
+    children: dict[str, list[str]] = {}
+    for name, obj in by_name.items():
+        parent = _dict(obj.get("spec")).get("parentQueue")
+        children.setdefault(parent if parent in by_name else "", []).append(name)
+    order: list[str] = []
+    pending = sorted(children.get("", []), reverse=True)
+    while pending:
+        name = pending.pop()
+        if name in order:
+            continue
+        order.append(name)
+        pending.extend(sorted(children.get(name, []), reverse=True))
+    return order + sorted(set(by_name) - set(order))
 
 
 def _queue_facts(
