@@ -1,6 +1,6 @@
 """A burst of pending fractional-GPU pods -> all of them running: raybridge's adjuster against KAI's rule.
 
-Both run against the same simulation (the test API server, tests/kubeapi/sim_gpu.py's kube-scheduler,
+Both run against the same simulation (the test API server, kubesim/sim_gpu.py's kube-scheduler,
 KAI scheduler and binder with its reservation pods, kubelet, and sim_autoscaler.py's cluster autoscaler with
 its expendable cutoff of -10, a system node with CPU and memory beside the GPU pool), one scenario at a
 time, from an empty GPU pool. The placeholders run at the shipped PriorityClass (-1, configs/adjuster/):
@@ -43,8 +43,8 @@ from raybridge.adjuster.settings import RunSettings  # noqa: E402
 from raybridge.core.consts import KAI_COOLDOWN_SECONDS, KAI_SCALING_POD_NAME_LABEL, KAI_SCALING_POD_NAMESPACE_LABEL  # noqa: E402
 from raybridge.core.demand import AdjusterSettings  # noqa: E402
 from raybridge.core.kai_policy import kai_pass  # noqa: E402
-from tests.kubeapi.server import KubeApiServer  # noqa: E402
-from tests.kubeapi.sim_gpu import GpuSim, fraction_pod  # noqa: E402
+from kubesim.server import KubeApiServer  # noqa: E402
+from kubesim.sim_gpu import GpuSim, fraction_pod  # noqa: E402
 
 WORK = "work"
 KAI_NS = "kai-scale-adjust"

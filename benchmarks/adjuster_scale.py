@@ -1,6 +1,6 @@
 """`adjuster run` at scale: a burst of pending fractional-GPU pods on a cluster of full GPU nodes.
 
-The test API server (tests/kubeapi/server.py) holds `--nodes` 8-GPU nodes, each full (one running pod
+The test API server (kubesim/server.py) holds `--nodes` 8-GPU nodes, each full (one running pod
 holding its 8 GPUs), so every pod of the burst waits. The adjuster runs as an admin runs it, `python -m
 raybridge adjuster run` in its own process against that server, and the script reports:
 
@@ -41,9 +41,9 @@ from raybridge.adjuster.scale_adjuster import decide  # noqa: E402
 from raybridge.adjuster.settings import RunSettings  # noqa: E402
 from raybridge.core.adjuster import plan_placeholders  # noqa: E402
 from raybridge.core.demand import AdjusterSettings  # noqa: E402
-from tests.kubeapi.fixtures import free_port, make_gpu_node  # noqa: E402
-from tests.kubeapi.server import KubeApiServer  # noqa: E402
-from tests.kubeapi.sim_gpu import fraction_pod  # noqa: E402
+from kubesim.fixtures import free_port, make_gpu_node  # noqa: E402
+from kubesim.server import KubeApiServer  # noqa: E402
+from kubesim.sim_gpu import fraction_pod  # noqa: E402
 
 WORK = "work"
 FRACTIONS = ("0.25", "0.3", "0.5", "0.75")

@@ -1,5 +1,5 @@
 """`adjuster run` end to end: the controller against the test API server, a simulated KAI scheduler,
-kubelet and cluster autoscaler (tests/kubeapi/sim_gpu.py).
+kubelet and cluster autoscaler (kubesim/sim_gpu.py).
 
 What a platform team would check: a burst of fractional pods gets the planned
 GPUs once, the pods land, the placeholders go away; a restart adopts and
@@ -28,9 +28,9 @@ from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.settings import RunSettings
 from raybridge.core.adjuster import plan_placeholders
 from raybridge.core.demand import AdjusterSettings
-from tests.kubeapi.fixtures import free_port, wait_for
-from tests.kubeapi.server import KubeApiServer
-from tests.kubeapi.sim_gpu import GpuSim, fraction_pod
+from kubesim.fixtures import free_port, wait_for
+from kubesim.server import KubeApiServer
+from kubesim.sim_gpu import GpuSim, fraction_pod
 
 NS = consts.DEFAULT_NAMESPACE
 WORK = "work"
@@ -1003,7 +1003,7 @@ def test_a_pod_whose_pod_group_is_over_quota_gets_no_placeholder_until_the_quota
 
 @pytest.fixture
 def cluster_without_pod_groups() -> Iterator[tuple[KubeApiServer, GpuSim]]:
-    from tests.schemas import crds
+    from kubesim.schemas import crds
 
     with KubeApiServer(crds=[crd for key, crd in crds().items() if key != ("scheduling.run.ai", "PodGroup")]) as server:
         _setup(server)

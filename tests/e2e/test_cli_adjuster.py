@@ -172,7 +172,7 @@ def test_adjuster_plan_imports_neither_ray_nor_kubernetes():
 def test_plan_manifests_are_what_run_creates_and_a_server_accepts_them(mode):
     """`--manifests`: the objects of `adjuster run`'s first pass, applied as they are to an API server."""
     from raybridge.adjuster import consts
-    from tests.kubeapi.server import KubeApiServer
+    from kubesim.server import KubeApiServer
 
     out = run_cli("adjuster", "plan", "--pods", PODS, "--nodes", NODES, *NOW, "--manifests", "--mode", mode, "-o", "yaml")
     assert out.returncode == 0, out.stderr

@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from tests.helpers import EXAMPLES, cli_env, run_cli
-from tests.kubeapi.fixtures import make_gpu_node, rayjob_manifest
-from tests.kubeapi.server import KubeApiServer
+from kubesim.fixtures import make_gpu_node, rayjob_manifest
+from kubesim.server import KubeApiServer
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 GPU = "nvidia.com/gpu"

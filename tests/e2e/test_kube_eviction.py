@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 import pytest
 
 from tests.helpers import ROOT, cli_env, run_cli
-from tests.kubeapi.fixtures import fresh_queue, leftovers, simulated_cluster, wait_for
+from kubesim.fixtures import fresh_queue, leftovers, simulated_cluster, wait_for
 
 RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
 

@@ -24,12 +24,12 @@ from typing import Any, Callable, Iterator, Optional
 import pytest
 
 from tests.helpers import cli_env, run_cli
-from tests.kubeapi.controllers import FakeKueue
-from tests.kubeapi.errors import AdmissionDenied
-from tests.kubeapi.fixtures import leftovers, make_cluster_queue, make_gpu_node, make_local_queue, wait_for
-from tests.kubeapi.server import KubeApiServer
-from tests.kubeapi.sim_kueue import kueue_api_version
-from tests.schemas import KUBERAY_RELEASES, KUEUE_RELEASES
+from kubesim.controllers import FakeKueue
+from kubesim.errors import AdmissionDenied
+from kubesim.fixtures import leftovers, make_cluster_queue, make_gpu_node, make_local_queue, wait_for
+from kubesim.server import KubeApiServer
+from kubesim.sim_kueue import kueue_api_version
+from kubesim.schemas import KUBERAY_RELEASES, KUEUE_RELEASES
 
 RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

@@ -17,8 +17,8 @@ from urllib.parse import urlparse
 import pytest
 
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli, wait_for_output
-from tests.kubeapi.controllers import FakeKubeRay
-from tests.kubeapi.fixtures import fresh_queue, leftovers, rayjob_manifest, simulated_cluster, wait_for
+from kubesim.controllers import FakeKubeRay
+from kubesim.fixtures import fresh_queue, leftovers, rayjob_manifest, simulated_cluster, wait_for
 
 RAY = "ray.io/v1"
 

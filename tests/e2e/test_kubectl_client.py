@@ -27,8 +27,8 @@ import pytest
 import yaml
 
 from tests.helpers import EXAMPLES, ROOT, cli_env
-from tests.kubeapi.fixtures import make_gpu_node
-from tests.kubeapi.server import KubeApiServer
+from kubesim.fixtures import make_gpu_node
+from kubesim.server import KubeApiServer
 
 pytestmark = pytest.mark.e2e
 

@@ -15,9 +15,9 @@ import kubernetes.client
 import pytest
 
 from tests.helpers import cli_env, run_cli
-from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
-from tests.kubeapi.fixtures import make_gpu_node, raycluster_manifest, wait_for
-from tests.kubeapi.server import KubeApiServer
+from kubesim.controllers import FakeKubeRay, FakeKueue
+from kubesim.fixtures import make_gpu_node, raycluster_manifest, wait_for
+from kubesim.server import KubeApiServer
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 AMD_PRODUCT = "AMD_Instinct_MI300X_OAM"
@@ -216,7 +216,7 @@ def test_fairshare_from_the_cluster_reads_queues_nodes_and_kai_pods(cluster):
 
 
 def test_fairshare_from_a_cluster_without_kai_says_so(tmp_path):
-    from tests.schemas import crds
+    from kubesim.schemas import crds
 
     server = KubeApiServer(crds=[c for (group, _), c in crds().items() if group != "scheduling.run.ai"]).start()
     try:

@@ -1,7 +1,7 @@
 """`submit` and the lifecycle commands against every supported KubeRay and Kueue release.
 
 Why this module exists: raybridge must work on each release in
-`tests.schemas.RELEASES` (KubeRay v1.3.2, v1.5.2 and the newest; Kueue v0.13.10,
+`kubesim.schemas.RELEASES` (KubeRay v1.3.2, v1.5.2 and the newest; Kueue v0.13.10,
 v0.15.8 and the newest), which differ in the API versions they serve
 (Kueue v0.13 serves only `kueue.x-k8s.io/v1beta1`), their CRD fields and their
 webhooks. Each test runs once per release, on a test API server started with
@@ -11,7 +11,7 @@ REAL local Ray head behind the dashboard. Test ids carry the release id, so
 
 What it deliberately does not do: repeat every submit path of
 test_kube_submit.py per release (runtime: a few tests per release), or test
-the simulated controllers themselves (tests/kubeapi).
+the simulated controllers themselves (kubesim).
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from urllib.parse import urlparse
 import pytest
 
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
-from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
-from tests.kubeapi.fixtures import leftovers, make_gpu_node
-from tests.kubeapi.server import KubeApiServer
-from tests.kubeapi.sim_kueue import kueue_api_version
-from tests.schemas import KUBERAY_RELEASES, RELEASES
+from kubesim.controllers import FakeKubeRay, FakeKueue
+from kubesim.fixtures import leftovers, make_gpu_node
+from kubesim.server import KubeApiServer
+from kubesim.sim_kueue import kueue_api_version
+from kubesim.schemas import KUBERAY_RELEASES, RELEASES
 
 RAY = "ray.io/v1"
 

@@ -28,8 +28,8 @@ import pytest
 import yaml
 
 from tests.helpers import cli_env, run_cli
-from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, rayjob_manifest
-from tests.kubeapi.server import HTML_ERROR_PAGE, KubeApiServer
+from kubesim.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, rayjob_manifest
+from kubesim.server import HTML_ERROR_PAGE, KubeApiServer
 
 NS = "seams"
 RAY = "ray.io/v1"
@@ -293,7 +293,7 @@ def test_a_kubeconfig_list_is_merged_as_kubectl_merges_it(api, tmp_path: Path) -
 def _nodes_file(tmp_path: Path) -> Path:
     import json
 
-    from tests.kubeapi.fixtures import gpu_node_labels
+    from kubesim.fixtures import gpu_node_labels
 
     path = tmp_path / "nodes.json"
     labels = gpu_node_labels("gpu-0", "nvidia", 8, "NVIDIA-H100-80GB-HBM3", 81559)

@@ -20,9 +20,9 @@ import pytest
 import yaml
 
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
-from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
-from tests.kubeapi.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, rayjob_manifest, simulated_cluster, wait_for
-from tests.kubeapi.server import KubeApiServer
+from kubesim.controllers import FakeKubeRay, FakeKueue
+from kubesim.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, rayjob_manifest, simulated_cluster, wait_for
+from kubesim.server import KubeApiServer
 
 RBAC_FILE = ROOT / "configs" / "rbac" / "submitter.yaml"
 EXAMPLE_NAMESPACE, ACCOUNT = "team-a", "raybridge-submitter"

@@ -1,4 +1,4 @@
-"""The shipped configs/ must validate against the real CRD schemas (and core objects against Kubernetes'),
+"""The shipped configs/ must validate against the real CRD schemas and their CEL rules (and core objects against Kubernetes'),
 follow the resource-group rule of `raybridge.core.queue_configs`, and, in the simulated Kueue's flavor
 assignment, land each vendor's GPU pods on that vendor's nodes."""
 
@@ -11,12 +11,14 @@ import pytest
 import yaml
 
 from raybridge.core.queue_configs import resource_group_problems
-from tests.kubeapi.controllers import assign_flavors, ray_podsets
-from tests.kubeapi.fixtures import gpu_node_labels, rayjob_manifest
-from tests.schemas import is_crd_kind, schema_errors
+from kubesim.controllers import assign_flavors, ray_podsets
+from kubesim.fixtures import gpu_node_labels, rayjob_manifest
+from kubesim.schemas import KUEUE_RELEASES, is_crd_kind, schema_errors
+from kubesim.server import KubeApiServer
 from tests.unit.k8s_schemas import K8S_VERSIONS, k8s_schema_errors
 
-CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").rglob("*.yaml"))
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = sorted(CONFIG_DIR.rglob("*.yaml"))
 DOCS = [(f"{p.parent.name}/{p.name}#{i}", doc) for p in CONFIGS for i, doc in enumerate(yaml.safe_load_all(p.read_text())) if doc]
 
 
@@ -32,6 +34,20 @@ def test_config_validates(where, doc):
         # Built-in kinds (Namespaces; the adjuster's RBAC, Deployment, Service, PriorityClass).
         for version in K8S_VERSIONS:
             assert k8s_schema_errors(doc, version) == [], version
+
+
+# The CEL rules of the CRDs (`x-kubernetes-validations`) too, as the test API server enforces them.
+@pytest.mark.parametrize("release", KUEUE_RELEASES)
+def test_the_shipped_kueue_config_passes_the_rules_of_releases_that_serve_its_version(release: str) -> None:
+    documents = [d for d in yaml.safe_load_all((CONFIG_DIR / "kueue" / "gpu-queues.yaml").read_text()) if d]
+    with KubeApiServer(release=release) as server:
+        served = {f"{g}/{v}" for (g, v) in server.registry.group_versions()}
+        if any(d["apiVersion"] not in served for d in documents):
+            pytest.skip(f"{release} does not serve {sorted({d['apiVersion'] for d in documents} - served)}")
+        for namespace in {d["metadata"].get("namespace") for d in documents} - {None}:
+            server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        for document in documents:
+            server.create_object(document)  # Strict, schema and CEL: raises ApiError on any violation
 
 
 # --- Kueue: one flavor per pod set and resource group ------------------------------------------

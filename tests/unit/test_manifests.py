@@ -1,7 +1,7 @@
 """Manifests: every rendered object is schema-valid and says what the sizing decided.
 
 Ray objects are checked against the KubeRay CRDs in ../shared/crds
-(`tests.schemas`), the newest and each supported older release (test ids
+(`kubesim.schemas`), the newest and each supported older release (test ids
 `kuberay-v1.3.2`, `kuberay-v1.5.2`, `kuberay-newest`); the batch Job and the
 Deployment against Kubernetes' own OpenAPI schemas (`tests.unit.k8s_schemas`). Each row sizes a spec against a
 small inventory with the real sizing code, so the manifests are checked
@@ -44,7 +44,7 @@ from raybridge.core.manifests import (
 from raybridge.core.sizing import SizingDecision, SizingRequest, size_workload
 from raybridge.core.spec import build_spec
 from raybridge.errors import BadInput
-from tests.schemas import KUBERAY_NEWEST, KUBERAY_RELEASES, schema_errors
+from kubesim.schemas import KUBERAY_NEWEST, KUBERAY_RELEASES, schema_errors
 from tests.unit.k8s_schemas import K8S_VERSIONS, k8s_schema_errors
 
 NS = "ml"

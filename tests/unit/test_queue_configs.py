@@ -21,7 +21,7 @@ from raybridge.core.queue_configs import (
     node_pools,
     split_evenly,
 )
-from tests.schemas import is_crd_kind, release_schema_errors, release_serves, releases, schema_errors
+from kubesim.schemas import is_crd_kind, release_schema_errors, release_serves, releases, schema_errors
 from tests.unit.k8s_schemas import K8S_VERSIONS, k8s_schema_errors
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ Names follow apimachinery's rules (DNS-1123 subdomain by default, DNS-1123
 label for namespaces, DNS-1035 label for services) with the same messages.
 ObjectMeta checks cover labels, annotations, finalizers and ownerReferences.
 Custom resources are checked against their CRD's structural schema (through
-`tests.schemas.validator`, the same validator `schema_errors` uses), defaulted
+`kubesim.schemas.validator`, the same validator `schema_errors` uses), defaulted
 from the schema's `default:` values, and have `null` dropped from
 non-nullable fields, the way kube-apiserver treats them. Unknown fields follow
 the request's `fieldValidation` (Strict: 400 "strict decoding error"; Warn:
@@ -39,7 +39,7 @@ import jsonschema
 import kubernetes_validate
 from referencing import Registry, Resource
 
-from tests import schemas
+from kubesim import schemas
 
 from .errors import FieldError, bad_request, forbidden, go_quote, invalid_value, not_supported, required_value
 from .quantity import QuantityError, quantity_from_json
@@ -488,7 +488,7 @@ def handle_unknown_fields(obj: dict[str, Any], field_validation: str, crd: dict[
 
 
 def schema_field_errors(obj: dict[str, Any], crd: dict[str, Any]) -> list[FieldError]:
-    """What `tests.schemas.schema_errors(obj)` reports, as field errors in kube-openapi's words."""
+    """What `kubesim.schemas.schema_errors(obj)` reports, as field errors in kube-openapi's words."""
     checker = schemas.crd_validator(crd, str(obj.get("apiVersion", "")).rpartition("/")[2])
     errors = sorted(checker.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path])
     return [_describe(e) for e in errors]

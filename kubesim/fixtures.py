@@ -1,6 +1,6 @@
 """Plain helpers that set up cluster state for tests against the in-process API server.
 
-Why this module exists: tests of raybridge against `tests/kubeapi/server.py`
+Why this module exists: tests of raybridge against `kubesim/server.py`
 and the simulated controllers keep needing the same objects (a ClusterQueue
 with a GPU quota, a LocalQueue, GPU nodes labelled as NVIDIA GFD or the ROCm
 node labeller label them, a RayJob shaped like raybridge's) and a real local
@@ -313,8 +313,8 @@ def raycluster_manifest(
 def simulated_cluster(dashboard_address: str, kubeconfig: Path, gpu_nodes: int = 2) -> Iterator[tuple[Any, str, Any, Any]]:
     """The newest releases with `gpu_nodes` 8-GPU NVIDIA nodes, the simulated Kueue and KubeRay (its clusters' Ray
     jobs run on the real head at `dashboard_address`): (server, kubeconfig path, kueue, kuberay); all stopped after."""
-    from tests.kubeapi.controllers import FakeKubeRay, FakeKueue
-    from tests.kubeapi.server import KubeApiServer
+    from kubesim.controllers import FakeKubeRay, FakeKueue
+    from kubesim.server import KubeApiServer
 
     server = KubeApiServer().start()
     try:

@@ -13,7 +13,7 @@ re-exports, including `_pending_summary`, the old name of
 
 from __future__ import annotations
 
-from tests.kubeapi.sim_common import (
+from kubesim.sim_common import (
     condition_is_true,
     find_condition,
     format_quantity,
@@ -21,8 +21,8 @@ from tests.kubeapi.sim_common import (
     parse_quantity,
     pod_requests,
 )
-from tests.kubeapi.sim_kuberay import FakeKubeRay, validate_rayjob
-from tests.kubeapi.sim_kueue import (
+from kubesim.sim_kuberay import FakeKubeRay, validate_rayjob
+from kubesim.sim_kueue import (
     FakeKueue,
     assign_flavors,
     kueue_create_errors,

@@ -5,7 +5,7 @@ watches what Kueue and KubeRay do with them (suspension, Workloads, admission,
 quota messages, queue positions, cluster readiness, the dashboard URL, job
 status). Without a cluster, two simulated controllers (`FakeKueue` in
 `sim_kueue.py`, `FakeKubeRay` in `sim_kuberay.py`) play those controllers
-against `tests/kubeapi/server.py`, so raybridge can be tested end to end
+against `kubesim/server.py`, so raybridge can be tested end to end
 through the official `kubernetes` client against objects that look like the
 real ones. This module holds what both use: conditions as
 meta.SetStatusCondition sets them, Kubernetes quantities and pod requests,

@@ -15,8 +15,8 @@ import pytest
 from kubernetes import client, dynamic
 from kubernetes.client.exceptions import ApiException
 
-from tests.kubeapi import ssa
-from tests.kubeapi.server import KubeApiServer
+from kubesim import ssa
+from kubesim.server import KubeApiServer
 
 APPLY = "application/apply-patch+yaml"
 

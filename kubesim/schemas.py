@@ -14,7 +14,7 @@ project at its newest), which is what a test parametrized over `RELEASES`
 starts its server with.
 
 What this does not check: CEL rules (`x-kubernetes-validations`) and list-map
-uniqueness; the test API server checks both (tests/kubeapi/cel.py, validation.py).
+uniqueness; the test API server checks both (kubesim/cel.py, validation.py).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ RELEASES = KUBERAY_RELEASES + KUEUE_RELEASES
 _NEWEST_FOLDERS = {KUBERAY_NEWEST: "kuberay", KUEUE_NEWEST: "kueue"}
 _ALWAYS_NEWEST = ("kai", "autoscaler")
 #: Hand-written minimal CRDs for kinds whose real CRD is not in ../shared/crds (KAI's PodGroup); see the files.
-TEST_ONLY_CRDS = Path(__file__).resolve().parent / "kubeapi" / "crds"
+TEST_ONLY_CRDS = Path(__file__).resolve().parent / "crds"
 
 
 def shared_dir() -> Path:

@@ -64,9 +64,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from tests.kubeapi.errors import ApiError
-from tests.kubeapi.sim_common import now_rfc3339, parse_quantity
-from tests.kubeapi.sim_nodes import GPU_KEY, allocatable_of, fits_resources, is_ready, matches_node, requests_of, tolerates_taints
+from kubesim.errors import ApiError
+from kubesim.sim_common import now_rfc3339, parse_quantity
+from kubesim.sim_nodes import GPU_KEY, allocatable_of, fits_resources, is_ready, matches_node, requests_of, tolerates_taints
 
 PR_API = "autoscaling.x-k8s.io/v1"
 NODE_GROUP_LABEL = "sim.autoscaler/node-group"

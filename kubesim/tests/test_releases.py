@@ -16,8 +16,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests import schemas
-from tests.kubeapi.server import KubeApiServer
+from kubesim import schemas
+from kubesim.server import KubeApiServer
 
 # What each release serves, as SOURCES.md and the upstream release notes say it
 # (not read back from the CRD files, so that a wrong file choice fails here).

@@ -6,7 +6,7 @@ certificate made at start (tls.py): discovery, OpenAPI v3 (openapi.py),
 CRUD/list/watch/patch/delete on built-in kinds (core/v1, apps/v1
 Deployments, batch/v1 Jobs, Leases, PriorityClasses, RBAC) and on the CRDs of
 one KubeRay and one Kueue release (`release=`/`kuberay=`/`kueue=`, see
-tests/schemas.py), serving exactly the versions those CRDs mark served and
+kubesim/schemas.py), serving exactly the versions those CRDs mark served and
 converting Kueue objects between them (conversion.py). Status subresources,
 pod logs, pod port-forwarding over WebSocket (a pod that is not Running fails
 as on a real cluster), TokenRequest and SelfSubjectAccessReview; custom
@@ -37,7 +37,7 @@ is 415; `/openapi/v2` is an empty document) or CBOR, no exec/attach, no SPDY
 would read and another write the same SSL connection), no kubelet or
 controllers beyond the garbage collector, the namespace controller and the
 ServiceAccount controller's `default` account. It never listens on anything
-but loopback. tests/kubeapi/README.md lists where it still differs from a
+but loopback. kubesim/README.md lists where it still differs from a
 real server.
 """
 
@@ -63,7 +63,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import kubernetes.client
 import yaml
 
-from tests import schemas
+from kubesim import schemas
 
 from .auth import ANONYMOUS, RBAC_GROUP, Attributes, Identity, Tokens, attributes, authorize, bootstrap_objects, forbidden
 from . import tables
@@ -177,7 +177,7 @@ class KubeApiServer:
     ) -> None:
         """Which CRDs to serve: `crds` as given, or those of a release combination.
 
-        `release` is one id of `tests.schemas.RELEASES` (the other project at
+        `release` is one id of `kubesim.schemas.RELEASES` (the other project at
         its newest); `kuberay`/`kueue` name each project's release (newest by
         default). Only the versions each CRD marks `served` are served.
 

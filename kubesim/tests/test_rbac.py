@@ -17,8 +17,8 @@ import pytest
 from kubernetes import client, config, dynamic
 from kubernetes.client.exceptions import ApiException
 
-from tests.kubeapi.auth import attributes
-from tests.kubeapi.server import KubeApiServer
+from kubesim.auth import attributes
+from kubesim.server import KubeApiServer
 
 RBAC = "rbac.authorization.k8s.io/v1"
 SA_USER = "system:serviceaccount:team:runner"

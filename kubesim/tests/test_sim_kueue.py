@@ -20,11 +20,11 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-from tests.kubeapi.errors import ApiError
-from tests.kubeapi.fixtures import rayjob_manifest, wait_for
-from tests.kubeapi.server import KubeApiServer
-from tests.kubeapi.sim_common import condition_is_true, find_condition
-from tests.kubeapi.sim_kueue import (
+from kubesim.errors import ApiError
+from kubesim.fixtures import rayjob_manifest, wait_for
+from kubesim.server import KubeApiServer
+from kubesim.sim_common import condition_is_true, find_condition
+from kubesim.sim_kueue import (
     CohortForest,
     FakeKueue,
     assign_flavors,
@@ -36,7 +36,7 @@ from tests.kubeapi.sim_kueue import (
     provisioning_check_condition,
     quota_limits,
 )
-from tests.schemas import KUEUE_RELEASES
+from kubesim.schemas import KUEUE_RELEASES
 
 RAY_API = "ray.io/v1"
 QUEUE = "kueue.x-k8s.io/queue-name"

@@ -46,8 +46,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterable
 
-from tests.kubeapi.errors import ApiError
-from tests.kubeapi.sim_autoscaler import ClusterAutoscaler, NodeGroup
+from kubesim.errors import ApiError
+from kubesim.sim_autoscaler import ClusterAutoscaler, NodeGroup
 
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"

@@ -2,7 +2,7 @@
 
 Why this module exists: raybridge watches what Kueue does with its RayJobs
 (suspension, Workloads, admission, quota messages, queue positions). `FakeKueue`
-plays Kueue's Ray integration against `tests/kubeapi/server.py` through the
+plays Kueue's Ray integration against `kubesim/server.py` through the
 official client (the polling loop and API access are in `sim_common.py`). Its
 mutating and validating webhook and the visibility API are registered on the
 server with `add_mutating_hook` and `add_handler`. The state machine follows the
@@ -92,8 +92,8 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from tests.kubeapi.conversion import convert
-from tests.kubeapi.sim_common import (
+from kubesim.conversion import convert
+from kubesim.sim_common import (
     RAY_API,
     RAY_GROUP,
     RAY_VERSION,
@@ -112,7 +112,7 @@ from tests.kubeapi.sim_common import (
 )
 
 try:  # how a hook on the test server denies a request, as a validating webhook does
-    from tests.kubeapi.errors import AdmissionDenied
+    from kubesim.errors import AdmissionDenied
 except ImportError:  # pragma: no cover - the server package is not there yet
     AdmissionDenied = None  # type: ignore[assignment,misc]
 
@@ -203,7 +203,7 @@ NEWEST_RELEASE = "kueue-newest"
 
 
 def kueue_release(name: Optional[str]) -> KueueRelease:
-    """The profile of a Kueue release id (`tests.schemas.KUEUE_RELEASES`); None is the newest."""
+    """The profile of a Kueue release id (`kubesim.schemas.KUEUE_RELEASES`); None is the newest."""
     try:
         return KUEUE_RELEASE_PROFILES[name or NEWEST_RELEASE]
     except KeyError:

@@ -62,11 +62,11 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Iterable, Optional
 
-from tests.kubeapi.errors import ApiError
-from tests.kubeapi.fixtures import make_gpu_node
-from tests.kubeapi.sim_autoscaler import NODE_GROUP_LABEL, PR_API, ClusterAutoscaler, NodeGroup
-from tests.kubeapi.sim_common import now_rfc3339
-from tests.kubeapi.sim_nodes import GPU_KEY, allocatable_of, is_ready, pod_fits_node, requests_of
+from kubesim.errors import ApiError
+from kubesim.fixtures import make_gpu_node
+from kubesim.sim_autoscaler import NODE_GROUP_LABEL, PR_API, ClusterAutoscaler, NodeGroup
+from kubesim.sim_common import now_rfc3339
+from kubesim.sim_nodes import GPU_KEY, allocatable_of, is_ready, pod_fits_node, requests_of
 
 __all__ = ["KAI", "PR_API", "GPU_KEY", "GpuSim", "NodeGroup", "fraction_pod", "RESERVATION_NAMESPACE", "SCALING_NAMESPACE"]
 
@@ -159,7 +159,7 @@ class GpuSim:
         self.interval = interval
         groups = list(node_groups) if node_groups is not None else [NodeGroup("gpu-8x", gpus=node_gpus, labels=dict(node_labels or {}))]
         if autoscaler == "karpenter":
-            from tests.kubeapi.sim_karpenter import Karpenter
+            from kubesim.sim_karpenter import Karpenter
 
             self.autoscaler: ClusterAutoscaler = Karpenter(server, self._add_node, node_groups=groups, provisioning_delay=provisioning_delay,
                                                            scan_interval=scan_interval, **karpenter)

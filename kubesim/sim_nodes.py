@@ -29,7 +29,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Iterable, Mapping, Optional
 
-from tests.kubeapi.sim_common import parse_quantity, pod_requests
+from kubesim.sim_common import parse_quantity, pod_requests
 
 GPU_KEY = "nvidia.com/gpu"
 

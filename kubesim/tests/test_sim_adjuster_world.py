@@ -10,10 +10,10 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-from tests.kubeapi.fixtures import make_gpu_node
-from tests.kubeapi.server import KubeApiServer
-from tests.kubeapi.sim_autoscaler import NodeGroup
-from tests.kubeapi.sim_gpu import RESERVATION_NAMESPACE, SCALING_NAMESPACE, GpuSim, fraction_pod
+from kubesim.fixtures import make_gpu_node
+from kubesim.server import KubeApiServer
+from kubesim.sim_autoscaler import NodeGroup
+from kubesim.sim_gpu import RESERVATION_NAMESPACE, SCALING_NAMESPACE, GpuSim, fraction_pod
 
 WORK = "work"
 

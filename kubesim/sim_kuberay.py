@@ -2,7 +2,7 @@
 
 Why this module exists: raybridge watches what KubeRay does with its RayJobs
 (cluster readiness, the dashboard URL, job status). `FakeKubeRay` plays the
-operator against `tests/kubeapi/server.py` through the official client (the
+operator against `kubesim/server.py` through the official client (the
 polling loop and API access are in `sim_common.py`): it creates pods and
 services, drives the RayJob state machine and submits to and polls the Ray
 Job API. Every RayCluster gets its own `ClusterDashboard` (its own loopback
@@ -64,7 +64,7 @@ from typing import Any, Mapping, Optional
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from tests.kubeapi.sim_common import (
+from kubesim.sim_common import (
     RAY_API,
     RAY_GROUP,
     RAY_VERSION,
@@ -96,7 +96,7 @@ def random_suffix(length: int = 5) -> str:
 # --------------------------------------------------------------------------
 
 
-#: The release the newest CRDs come from (tests/schemas.py KUBERAY_NEWEST).
+#: The release the newest CRDs come from (kubesim/schemas.py KUBERAY_NEWEST).
 NEWEST_KUBERAY = (1, 7, 0)
 RAYJOB_FINALIZER = "ray.io/rayjob-finalizer"  # utils/constant.go RayJobStopJobFinalizer
 AUTH_TOKEN_KEY = "auth_token"  # utils/constant.go RAY_AUTH_TOKEN_SECRET_KEY

@@ -8,7 +8,7 @@ head.
 
 What it deliberately does not do: it does not test the API server itself
 (that has its own tests), and it does not exercise raybridge; the server-backed
-tests are skipped while `tests/kubeapi/server.py` does not exist.
+tests are skipped while `kubesim/server.py` does not exist.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-from tests.kubeapi import controllers as ctl
-from tests.kubeapi.fixtures import (
+from kubesim import controllers as ctl
+from kubesim.fixtures import (
     RayHead,
     make_cluster_queue,
     make_gpu_node,
@@ -233,7 +233,7 @@ def test_pending_summary_positions_in_cluster_and_local_queue() -> None:
 
 @pytest.fixture
 def server() -> Iterator[Any]:
-    server_module = pytest.importorskip("tests.kubeapi.server")
+    server_module = pytest.importorskip("kubesim.server")
     with server_module.KubeApiServer() as running:
         yield running
 
@@ -466,7 +466,7 @@ def test_gpu_node_fixture_labels_nodes_like_gfd_and_rocm(server: Any) -> None:
 
 @pytest.fixture(scope="module")
 def ray_head() -> Iterator[RayHead]:
-    pytest.importorskip("tests.kubeapi.server")
+    pytest.importorskip("kubesim.server")
     head = RayHead(num_cpus=2).start()
     session = head.session_id
     yield head
@@ -675,7 +675,7 @@ def test_kuberay_standalone_raycluster_follows_suspend(server: Any, kuberay: ctl
 # KubeRay: per-cluster Ray jobs, the finalizer, validation, releases, token auth
 # --------------------------------------------------------------------------
 
-from tests.kubeapi import sim_kuberay  # noqa: E402  (the pure helpers the re-exports leave out)
+from kubesim import sim_kuberay  # noqa: E402  (the pure helpers the re-exports leave out)
 
 
 def _token_spec(ray_version: Optional[str] = "2.60.0") -> Any:

@@ -18,7 +18,7 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.kubeapi.server import HTML_ERROR_PAGE, KubeApiServer
+from kubesim.server import HTML_ERROR_PAGE, KubeApiServer
 
 CMS = r"/api/v1/namespaces/default/configmaps"
 

@@ -1,6 +1,6 @@
 """Tests of the in-process Kubernetes API server, through the official client.
 
-Why: the rest of the suite trusts `tests/kubeapi/server.py` to behave like
+Why: the rest of the suite trusts `kubesim/server.py` to behave like
 kube-apiserver; these tests pin each behaviour it claims (status codes,
 Status bodies, resourceVersion/generation, subresources, patches,
 finalizers, garbage collection, watch, logs, port-forward, extension points)
@@ -26,10 +26,10 @@ from kubernetes import client, config, dynamic, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import portforward
 
-from tests import schemas
-from tests.kubeapi.errors import AdmissionDenied, ApiError
-from tests.kubeapi.server import TOKEN, KubeApiServer
-from tests.kubeapi.tls import make_certificates
+from kubesim import schemas
+from kubesim.errors import AdmissionDenied, ApiError
+from kubesim.server import TOKEN, KubeApiServer
+from kubesim.tls import make_certificates
 
 RAY = ("ray.io", "v1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -1297,7 +1297,7 @@ def test_port_forward_reports_an_unreachable_target_on_the_error_channel(
 
 
 def test_websocket_server_side_of_rfc_6455() -> None:
-    from tests.kubeapi.websocket import OP_BINARY, OP_CLOSE, OP_PONG, WebSocketConnection, accept_key
+    from kubesim.websocket import OP_BINARY, OP_CLOSE, OP_PONG, WebSocketConnection, accept_key
 
     assert accept_key("dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="  # RFC 6455, section 1.3
 

@@ -1,0 +1,41 @@
+"""Top-level pytest configuration, for tests/ and kubesim/tests alike.
+
+Why it exists: `pytest_plugins` is honoured only in a top-level conftest, and both test
+trees need kubesim's fixtures (kubesim/pytest_plugin.py: the test API server, the release
+matrix) and the guard against Ray state leaking from one module into the next (both start
+real Ray heads).
+What it deliberately does not do: no raybridge fixtures (tests/conftest.py has those).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest_plugins = ["kubesim.pytest_plugin"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_ray_state_leaks_out_of_a_module():
+    """Fail the module that changes Ray's environment variables or creates ~/.ray/auth_token.
+
+    A plain local `ray.init()` in Ray 2.52+ sets RAY_AUTH_MODE=token in this process and writes a
+    token to ~/.ray/auth_token; every Ray head started afterwards by any test then refuses
+    unauthenticated calls. Such a leak shows up here, in the module that caused it.
+    """
+    from pathlib import Path
+
+    token = Path.home() / ".ray" / "auth_token"
+
+    def ray_environment() -> dict[str, str]:
+        # `import ray` itself sets RAY_CLIENT_MODE=0, its default: that is no leak.
+        return {k: v for k, v in os.environ.items() if k.startswith("RAY_") and k != "RAY_CLIENT_MODE"}
+
+    before = ray_environment()
+    had_token = token.exists()
+    yield
+    after = ray_environment()
+    assert after == before, f"this module changed Ray's environment: {before} -> {after}"
+    assert token.exists() == had_token, f"this module created or removed {token}"
+
