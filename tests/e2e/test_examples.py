@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
-from tests.kubeapi.controllers import FakeKueue
-from tests.kubeapi.fixtures import wait_for
-from tests.kubeapi.server import KubeApiServer
-from tests.kubeapi.sim_kueue import kueue_api_version
+from kubesim.controllers import FakeKueue
+from kubesim.fixtures import wait_for
+from kubesim.server import KubeApiServer
+from kubesim.sim_kueue import kueue_api_version
 
 NODES = "examples/cluster/nodes.json"
 PODS = "examples/cluster/pods.json"
