@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from raybridge.core.packing import PackItem, pack  # noqa: E402
+from raybridge.adjuster.decision.packing import PackItem, pack  # noqa: E402
 
 FRACTIONS = ["0.1", "0.125", "0.2", "0.25", "0.3", "0.33", "0.5", "0.6", "0.75"]
 MEMORY_MIB = [2000, 4096, 10240, 20000, 40000]

@@ -37,10 +37,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from raybridge.adjuster import consts  # noqa: E402
-from raybridge.adjuster.scale_adjuster import decide  # noqa: E402
+from raybridge.adjuster.decision.scale_adjuster import decide  # noqa: E402
 from raybridge.adjuster.settings import RunSettings  # noqa: E402
-from raybridge.core.adjuster import plan_placeholders  # noqa: E402
-from raybridge.core.demand import AdjusterSettings  # noqa: E402
+from raybridge.adjuster.decision.plan import plan_placeholders  # noqa: E402
+from raybridge.adjuster.decision.demand import AdjusterSettings  # noqa: E402
 from kubesim.fixtures import free_port, make_gpu_node  # noqa: E402
 from kubesim.server import KubeApiServer  # noqa: E402
 from kubesim.sim_gpu import fraction_pod  # noqa: E402

@@ -52,11 +52,11 @@ from typing import Any, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from raybridge.adjuster.consts import DEFAULT_PROVISION_TIMEOUT_SECONDS  # noqa: E402
-from raybridge.core.adjuster import AdjusterSettings  # noqa: E402
-from raybridge.core.kai_policy import kai_pass  # noqa: E402
-from raybridge.core.packing import PackItem, pack  # noqa: E402
+from raybridge.adjuster.decision.plan import AdjusterSettings  # noqa: E402
+from raybridge.adjuster.decision.kai_policy import kai_pass  # noqa: E402
+from raybridge.adjuster.decision.packing import PackItem, pack  # noqa: E402
 from raybridge.core.placement import matches_node_selector, untolerated_taints  # noqa: E402
-from raybridge.core.reconcile import PENDING, PROVIDED, ExistingPlaceholder, reconcile  # noqa: E402
+from raybridge.adjuster.decision.reconcile import PENDING, PROVIDED, ExistingPlaceholder, reconcile  # noqa: E402
 
 EPOCH = datetime(2025, 6, 1, tzinfo=timezone.utc)
 NODE_GPUS = 8

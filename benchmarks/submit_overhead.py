@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from raybridge.launch.private_head import PrivateRayHead  # noqa: E402
+from raybridge.jobs.private_head import PrivateRayHead  # noqa: E402
 
 ENTRYPOINT = ["python", "--version"]  # needs no shell quoting: `ray job submit` joins argv unquoted
 

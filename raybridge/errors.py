@@ -7,7 +7,12 @@ callers catch them like any other exception.
 
 from __future__ import annotations
 
-from raybridge.core.consts import EXIT_BAD_INPUT, EXIT_INFRA
+#: The exit statuses of every command, documented in the README.
+EXIT_OK = 0
+EXIT_JOB_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_INFRA = 3
+EXIT_INTERRUPTED = 130
 
 
 class RaybridgeError(Exception):

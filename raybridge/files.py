@@ -2,7 +2,7 @@
 
 One place so that a missing or unreadable spec, node list or pod list is
 reported the same way: `BadInput` naming the flag and the path. It reads and
-parses; what the objects mean is the pure core's business (`load_spec` reads
+parses; what the objects mean is the pure core's business (`jobs/spec_file.py` `load_spec` reads
 the spec file and leaves every rule about its fields to `core.spec.parse_spec`).
 
 Only a regular file is read (a FIFO would block for ever, `/dev/zero` never
@@ -53,16 +53,6 @@ def read_user_file(path: str | Path, what: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise BadInput(f"{what} file {shown} is not text (UTF-8)") from None
-
-
-def load_spec(path: Optional[str | Path], overrides: Optional[dict[str, Any]] = None) -> Any:
-    """The JobSpec in a YAML file (or none), non-None `overrides` on top; a relative workingDir is relative to the file."""
-    from raybridge.core.spec import parse_spec
-
-    if path is None:
-        return parse_spec(None, overrides=overrides)
-    text = read_user_file(path, "spec")
-    return parse_spec(text, f"spec file {str(path)!r}", str(Path(path).resolve().parent), overrides)
 
 
 def read_json_or_yaml(path: str, what: str) -> Any:

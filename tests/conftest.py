@@ -18,7 +18,7 @@ def ray_head():
 
     Yields the dashboard URL; stopped (process group and all) at the end of the session.
     """
-    from raybridge.launch.private_head import PrivateRayHead
+    from raybridge.jobs.private_head import PrivateRayHead
     from tests.helpers import short_tmpdir
 
     old = os.environ.get("TMPDIR")

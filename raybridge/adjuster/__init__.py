@@ -3,7 +3,7 @@
 consts (labels, defaults), settings (validated settings), scale_adjuster (one
 pass: cache -> decision -> manifests), scaler (API calls with retries),
 controller (list/watch caches, the reconcile loop, leader election), metrics
-(Prometheus, /healthz, /readyz). The decision itself is `core/reconcile.py`.
+(Prometheus, /healthz, /readyz). The decision itself is `adjuster/decision/reconcile.py`.
 Lazy, so that building the CLI's parser (which reads consts and settings)
 imports neither kubernetes nor prometheus-client.
 """

@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping, Optional
 from raybridge.adjuster import consts
 from raybridge.adjuster.metrics import Metrics
 from raybridge.adjuster.preflight import kai_adjuster_pods, kai_adjuster_verdict
-from raybridge.adjuster.scale_adjuster import (
+from raybridge.adjuster.decision.scale_adjuster import (
     Pass,
     RequestPass,
     decide,

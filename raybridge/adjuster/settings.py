@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from raybridge.adjuster import consts
-from raybridge.core.demand import AdjusterSettings
+from raybridge.adjuster.decision.demand import AdjusterSettings
 from raybridge.core.names import name_problem, namespace_problem
 
 MODES = ("placeholder", "provisioning-request")

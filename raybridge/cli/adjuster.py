@@ -24,12 +24,11 @@ from raybridge.core.consts import (
     ADJUSTER_DEFAULT_GRACE_SECONDS,
     ADJUSTER_DEFAULT_MEMORY_FRACTION,
     ADJUSTER_DEFAULT_VENDOR,
-    EXIT_BAD_INPUT,
-    EXIT_OK,
     KAI_SCALE_ADJUST_NAMESPACE,
     KAI_SCHEDULER_NAME,
     VENDORS,
 )
+from raybridge.errors import EXIT_BAD_INPUT, EXIT_OK
 
 #: Placeholder pods listed per row in the table before "and N more".
 _PODS_SHOWN = 4
@@ -139,7 +138,7 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> Any:
-    from raybridge.core.adjuster import AdjusterSettings
+    from raybridge.adjuster.decision.plan import AdjusterSettings
     from raybridge.errors import BadInput
 
     values: dict[str, Any] = {
@@ -165,7 +164,7 @@ def _now(text: Any) -> Any:
 
     if not text:
         return datetime.now(timezone.utc)
-    from raybridge.core.demand import parse_time
+    from raybridge.adjuster.decision.demand import parse_time
     from raybridge.errors import BadInput
 
     parsed = parse_time(text)
@@ -184,7 +183,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # walk the new objects again and again (about half the time of loading a large pod list).
     gc.disable()
     from raybridge.cli.render import dump, note, warn
-    from raybridge.core.adjuster import plan_placeholders
+    from raybridge.adjuster.decision.plan import plan_placeholders
     from raybridge.files import load_objects
 
     settings = settings_from_args(args)
@@ -210,7 +209,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: Any, pod_groups: Any, now: Any) -> int:
     """What one pass of `adjuster run` would create now: the same decision (`decide`, `decide_requests`), the same
     manifests. Placeholders of ours in `--pods` (by label and namespace) count as existing, as in the cluster."""
-    from raybridge.adjuster.scale_adjuster import decide, decide_requests, placeholder_manifest
+    from raybridge.adjuster.decision.scale_adjuster import decide, decide_requests, placeholder_manifest
     from raybridge.adjuster.settings import RunSettings
     from raybridge.cli.render import dump_documents, note, warn
     from raybridge.errors import BadInput

@@ -32,7 +32,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        from raybridge.core.consts import EXIT_BAD_INPUT
+        from raybridge.errors import EXIT_BAD_INPUT
 
         self.exit(EXIT_BAD_INPUT, f"error: {message}{did_you_mean(message, self.option_strings())}\n(see '{self.prog} --help')\n")
 
@@ -87,7 +87,7 @@ def seconds(text: str) -> float:
 
 def orphan_seconds(text: str) -> int:
     """An argparse type: the orphan bound, whole seconds, at least a minute."""
-    from raybridge.core.protection import orphan_bound_problem
+    from raybridge.jobs.decision.protection import orphan_bound_problem
 
     try:
         value = int(text)
@@ -139,7 +139,7 @@ def cluster_target(args: argparse.Namespace, namespace: "str | None" = None) -> 
     """The one `ClusterTarget` of this command line; `namespace` (e.g. the spec's) wins over -n."""
     from raybridge.cli.render import note
     from raybridge.kube.client import DEFAULT_REQUEST_TIMEOUT
-    from raybridge.launch.target import ClusterTarget
+    from raybridge.kube.target import ClusterTarget
 
     target = ClusterTarget(
         kubeconfig=args.kubeconfig,

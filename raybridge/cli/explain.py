@@ -1,7 +1,7 @@
 """`explain NAME`: why a job or pod is waiting, in words or as data.
 
 Connects with the flags' kubeconfig, context and namespace, calls
-`raybridge.launch.explain.explain`, and prints its sentences (default), its
+`raybridge.queues.explain.explain`, and prints its sentences (default), its
 facts as JSON/YAML (`-o json|yaml`), or a picture of the queue tree with the
 job's path highlighted and the sentences under it (`-o svg`); `-o text`, the
 earlier name of the default, still works and warns. Deciding what NAME is and
@@ -14,7 +14,7 @@ import argparse
 from typing import Any
 
 from raybridge.cli.args import OUTPUT_FORMATS, PICTURE_FORMATS, add_cluster_args, add_output_arg, cluster_target
-from raybridge.core.consts import EXIT_OK
+from raybridge.errors import EXIT_OK
 
 
 def register(sub: Any) -> None:
@@ -35,13 +35,13 @@ def register(sub: Any) -> None:
 def cmd_explain(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump, warn
     from raybridge.core.printable import message_lines
-    from raybridge.launch.explain import explain
+    from raybridge.queues.explain import explain
 
     result = explain(cluster_target(args).connect(), args.name)
     if args.output == "svg":
         import sys
 
-        from raybridge.core.queue_svg import kai_explain_svg, kueue_explain_svg
+        from raybridge.queues.decision.queue_svg import kai_explain_svg, kueue_explain_svg
 
         if result.kueue is not None:
             sys.stdout.write(kueue_explain_svg(result.kueue))

@@ -1,7 +1,7 @@
 """discover, plan, render, submit: the commands that size and run one job.
 
 Turns flags into a spec and `SubmitOptions`, calls the services
-(`raybridge.launch`) and the pure preview path (`raybridge.core.planning`),
+(`raybridge.jobs`) and the pure preview path (`raybridge.jobs.decision.planning`),
 and prints what they return. During `submit` it streams the job's logs to the
 terminal and turns SIGTERM into the same clean-up as Ctrl-C.
 
@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any, Optional
 
 from raybridge.cli.args import DOCUMENT_FORMATS, add_cluster_args, add_entrypoint_usage, add_inventory_args, add_output_arg, cluster_target, orphan_seconds, seconds
-from raybridge.core.consts import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
+from raybridge.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 from raybridge.core.printable import one_line
 
 
@@ -101,8 +101,8 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
 def _spec_from_args(args: argparse.Namespace, purpose: str, submission_id: Optional[str] = None) -> Any:
     """The spec from the file and flags, refused (exit 2) unless it can serve `purpose` (`core.spec.Purpose`)."""
     from raybridge.core.runtime_env import is_uri
-    from raybridge.files import load_spec
-    from raybridge.launch.options import check_runnable
+    from raybridge.jobs.spec_file import load_spec
+    from raybridge.jobs.options import check_runnable
 
     entrypoint = getattr(args, "entrypoint_after_dashdash", None)
     if entrypoint and args.entrypoint:
@@ -131,7 +131,7 @@ def _spec_from_args(args: argparse.Namespace, purpose: str, submission_id: Optio
 
 def _inventory(args: argparse.Namespace, spec: Any = None) -> Any:
     from raybridge.core.consts import VENDORS
-    from raybridge.launch.discovery import discover_inventory
+    from raybridge.jobs.discovery import discover_inventory
     from raybridge.noise import without_probe_library_notes
 
     inventory = discover_inventory(
@@ -157,7 +157,7 @@ def _print_warnings(decision: Any) -> None:
 
 def _namespace(args: argparse.Namespace, spec: Any) -> str:
     """-n (or the spec's namespace), else the kubeconfig context's, else `default`: what submit would use."""
-    from raybridge.launch.target import ClusterTarget
+    from raybridge.kube.target import ClusterTarget
 
     return ClusterTarget(args.kubeconfig, args.context, spec.namespace or args.namespace).resolved_namespace()
 
@@ -168,7 +168,7 @@ def _namespace(args: argparse.Namespace, spec: Any) -> str:
 def _warn_unused_discover_flags(args: argparse.Namespace) -> None:
     """Cluster flags the inventory source never reads are said, not silently dropped."""
     from raybridge.cli.render import warn
-    from raybridge.launch.discovery import choose_inventory_source, unused_cluster_flags
+    from raybridge.jobs.discovery import choose_inventory_source, unused_cluster_flags
 
     source = choose_inventory_source(nodes_file=args.nodes, pods_file=args.pods, ray_address=args.ray_address, kubeconfig=args.kubeconfig)
     given = {
@@ -209,7 +209,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump, table
-    from raybridge.core.planning import plan_job
+    from raybridge.jobs.decision.planning import plan_job
 
     spec = _spec_from_args(args, "size")
     decision = plan_job(spec, _inventory(args, spec))
@@ -225,7 +225,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump
-    from raybridge.core.planning import DEFAULT_RENDER_NAME, plan_job, render_job
+    from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
 
     spec = _spec_from_args(args, "render")
     decision = plan_job(spec, _inventory(args, spec))
@@ -238,7 +238,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     if args.output == "json":
         dump({"apiVersion": "v1", "kind": "List", "items": objects}, "json")
     else:
-        from raybridge.core.manifests import to_yaml
+        from raybridge.jobs.decision.manifests import to_yaml
 
         sys.stdout.write(to_yaml(objects))
     return EXIT_OK
@@ -246,7 +246,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def _say_where_the_entrypoint_goes(spec: Any) -> None:
     from raybridge.cli.render import note
-    from raybridge.core.spec import entrypoint_note
+    from raybridge.jobs.decision.spec import entrypoint_note
 
     text = entrypoint_note(spec)
     if text:
@@ -280,7 +280,7 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 def _options_from_args(args: argparse.Namespace) -> Any:
     from raybridge.cli.render import progress
     from raybridge.kube.client import DEFAULT_REQUEST_TIMEOUT
-    from raybridge.launch import DEFAULT_TIMEOUT, SubmitOptions
+    from raybridge.jobs import DEFAULT_TIMEOUT, SubmitOptions
 
     return SubmitOptions(
         backend=args.backend,
@@ -304,7 +304,7 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
     """Refuse a flag the chosen backend cannot honour; warn about one it would silently ignore."""
     from raybridge.cli.render import warn
     from raybridge.errors import BadInput
-    from raybridge.launch import choose_backend
+    from raybridge.jobs import choose_backend
 
     backend, _ = choose_backend(options)
     if backend == "kubernetes":
@@ -341,10 +341,10 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
 
 def _dry_run(spec: Any, options: Any, output: str) -> int:
     from raybridge.cli.render import dump, progress
-    from raybridge.core.planning import DEFAULT_RENDER_NAME, plan_job, render_job
-    from raybridge.core.sizing import SizingRequest, unsized_decision
-    from raybridge.launch import choose_backend
-    from raybridge.launch.discovery import submission_inventory
+    from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
+    from raybridge.jobs.decision.sizing import SizingRequest, unsized_decision
+    from raybridge.jobs import choose_backend
+    from raybridge.jobs.discovery import submission_inventory
 
     backend, why = choose_backend(options)
     progress(f"backend: {backend} ({why}); dry run, nothing is created")
@@ -360,8 +360,8 @@ def _dry_run(spec: Any, options: Any, output: str) -> int:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from raybridge.cli.render import progress
-    from raybridge.launch import submit
-    from raybridge.launch.options import working_dir_upload
+    from raybridge.jobs import submit
+    from raybridge.jobs.options import working_dir_upload
     from raybridge.noise import JobOutput
 
     spec = _spec_from_args(args, "submit", args.submission_id)
@@ -411,13 +411,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def _create_cluster(spec: Any, options: Any, output: str) -> int:
     from raybridge.cli.render import dump, progress
     from raybridge.errors import BadInput
-    from raybridge.launch import choose_backend
+    from raybridge.jobs import choose_backend
 
     backend, why = choose_backend(options)
     if backend != "kubernetes":
         raise BadInput("kind RayCluster needs the kubernetes backend; locally, start one with `ray start --head`")
     options.progress(f"backend: kubernetes ({why})")
-    from raybridge.launch.kubernetes import create_cluster
+    from raybridge.jobs.kubernetes import create_cluster
 
     info = create_cluster(spec, options)
     if output in ("json", "yaml"):

@@ -1,7 +1,7 @@
 """status, logs, stop, delete, list: the commands about jobs raybridge already created.
 
 Connects with the flags' kubeconfig, context and namespace, calls
-`raybridge.launch.lifecycle`, and prints what it returns. Imports ray and
+`raybridge.jobs.lifecycle`, and prints what it returns. Imports ray and
 kubernetes only inside the handlers.
 """
 
@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from raybridge.cli.args import add_cluster_args, add_output_arg, cluster_target
-from raybridge.core.consts import EXIT_OK
+from raybridge.errors import EXIT_OK
 from raybridge.core.printable import message_lines
 
 
@@ -48,7 +48,7 @@ def _kube(args: argparse.Namespace) -> Any:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump
-    from raybridge.launch.lifecycle import job_status
+    from raybridge.jobs.lifecycle import job_status
 
     report = job_status(_kube(args), args.name)
     if args.output == "table":
@@ -61,7 +61,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     from raybridge.cli.render import progress
-    from raybridge.launch.lifecycle import job_logs
+    from raybridge.jobs.lifecycle import job_logs
 
     from raybridge.noise import JobOutput
 
@@ -77,7 +77,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     from raybridge.cli.render import progress
-    from raybridge.launch.lifecycle import stop_job
+    from raybridge.jobs.lifecycle import stop_job
 
     result = stop_job(_kube(args), args.name, dashboard_address=args.dashboard_address, progress=progress)
     progress(f"{'stopped' if result['stopped'] else 'already ended:'} Ray job {result['jobId']} of RayJob {args.name}")
@@ -86,7 +86,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     from raybridge.cli.render import progress
-    from raybridge.launch.lifecycle import delete_job
+    from raybridge.jobs.lifecycle import delete_job
 
     delete_job(_kube(args), args.name, progress)
     return EXIT_OK
@@ -94,7 +94,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump, table
-    from raybridge.launch.lifecycle import list_jobs
+    from raybridge.jobs.lifecycle import list_jobs
 
     kube = _kube(args)
     rows = list_jobs(kube, all_namespaces=args.all_namespaces)

@@ -18,7 +18,7 @@ import sys
 from typing import Callable, Optional, Sequence
 
 from raybridge.cli.args import Parser
-from raybridge.core.consts import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
+from raybridge.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 
 #: The command groups, in the order `--help` lists them.
 COMMAND_GROUPS: tuple[str, ...] = (

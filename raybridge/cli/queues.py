@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from raybridge.cli.args import DOCUMENT_FORMATS, OUTPUT_FORMATS, PICTURE_FORMATS, Parser, add_cluster_args, add_output_arg, cluster_target
-from raybridge.core.consts import EXIT_BAD_INPUT, EXIT_OK
+from raybridge.errors import EXIT_BAD_INPUT, EXIT_OK
 from raybridge.core.printable import one_line
 
 
@@ -150,7 +150,7 @@ def cmd_fairshare(args: argparse.Namespace) -> int:
     for warning in report.warnings:
         warn(warning)
     if args.output == "svg":
-        from raybridge.core.queue_svg import fair_share_svg
+        from raybridge.queues.decision.queue_svg import fair_share_svg
 
         sys.stdout.write(fair_share_svg(report.result, report.warnings))
         return EXIT_OK
@@ -202,7 +202,7 @@ def _shows(share: Any) -> bool:
 
 
 def _show(value: float) -> str:
-    from raybridge.core.fairshare import number
+    from raybridge.queues.decision.fairshare import number
 
     shown = number(value)
     return f"{shown:.3f}".rstrip("0").rstrip(".") if isinstance(shown, float) else str(shown)
@@ -240,7 +240,7 @@ def _command_line(args: argparse.Namespace) -> str:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump_documents, note
-    from raybridge.core.queue_configs import KaiOptions, KueueOptions
+    from raybridge.queues.decision.configs import KaiOptions, KueueOptions
     from raybridge.queues.generate import generate_queue_configs
 
     options: Any

@@ -99,16 +99,10 @@ ENV_NUM_REPLICAS = "NUM_REPLICAS"
 ENV_NUM_GPUS_PER_REPLICA = "NUM_GPUS_PER_REPLICA"
 ALLOCATION_ENV: tuple[str, ...] = (ENV_NUM_GPUS, ENV_NUM_REPLICAS, ENV_NUM_GPUS_PER_REPLICA)
 
-# --- Exit statuses ---------------------------------------------------------------
-EXIT_OK = 0
-EXIT_JOB_FAILED = 1
-EXIT_BAD_INPUT = 2
-EXIT_INFRA = 3
-EXIT_INTERRUPTED = 130
 
 # --- Manifests ---------------------------------------------------------------------
 #: How soon after raybridge stops renewing it (it died, or lost the cluster) a RayJob it
-#: created fails and frees its cluster and Kueue quota (`core/protection.py`).
+#: created fails and frees its cluster and Kueue quota (`jobs/decision/protection.py`).
 ORPHAN_BOUND_SECONDS = 1800
 #: KubeRay's default head ports (utils/constant.go), by port name.
 GCS_PORT = 6379

@@ -24,7 +24,7 @@ from urllib.parse import urlencode
 from typing import Any, Callable, Optional
 
 from raybridge.errors import InfraError
-from raybridge.gpu.compat import ray_import_problem
+from raybridge.jobapi.ray_import import ray_import_problem
 from raybridge.noise import after_ray_import
 
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")

@@ -2,7 +2,7 @@
 
 Reads the Nodes (a `kubectl get nodes -o json` file, or the cluster through
 the official client), groups them into pools and hands them to the pure
-generator (`raybridge.core.queue_configs`). Returns the objects and the
+generator (`raybridge.queues.decision.configs`). Returns the objects and the
 lines that explain them; printing is the CLI's job.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-from raybridge.core.queue_configs import KaiOptions, KueueOptions, kai_configs, kai_summary, kueue_configs, kueue_summary, node_pools
+from raybridge.queues.decision.configs import KaiOptions, KueueOptions, kai_configs, kai_summary, kueue_configs, kueue_summary, node_pools
 from raybridge.errors import BadInput
 
 

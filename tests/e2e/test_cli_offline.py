@@ -194,7 +194,7 @@ def test_submit_refuses_to_start_ray_where_a_broken_amdsmi_would_kill_it(tmp_pat
     """Ray >= 2.56 imports amdsmi; the wheel without ROCm raises KeyError: one line and exit 3, no traceback."""
     from importlib.metadata import version
 
-    from raybridge.gpu.compat import RAY_IMPORTS_AMDSMI_FROM, _release
+    from raybridge.jobapi.ray_import import RAY_IMPORTS_AMDSMI_FROM, _release
 
     if _release(version("ray")) < RAY_IMPORTS_AMDSMI_FROM:
         pytest.skip("this Ray does not import amdsmi")

@@ -18,7 +18,7 @@ from typing import Callable
 
 import pytest
 
-from raybridge.core.sizing import even_splits
+from raybridge.jobs.decision.sizing import even_splits
 from tests.e2e.hostile_files import NODES, billion_laughs, nodes_file, text_file
 from tests.helpers import ROOT, cli_env
 

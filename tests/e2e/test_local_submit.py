@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from raybridge.launch.private_head import _start_time
+from raybridge.jobs.private_head import _start_time
 from tests.helpers import ROOT, cli_env, processes_using, run_cli, short_tmpdir, wait_for_output, wait_until_gone
 
 

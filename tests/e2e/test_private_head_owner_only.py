@@ -23,7 +23,7 @@ from typing import Iterator
 import pytest
 
 from raybridge.jobapi.client import RayJobs
-from raybridge.launch.private_head import TOKEN_FILE, PrivateRayHead, head_environment
+from raybridge.jobs.private_head import TOKEN_FILE, PrivateRayHead, head_environment
 from tests.helpers import short_tmpdir
 
 NOBODY = 65534

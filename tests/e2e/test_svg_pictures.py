@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from raybridge.core.queue_svg import fair_share_chart
+from raybridge.queues.decision.queue_svg import fair_share_chart
 from raybridge.core.svg import render
 from raybridge.queues.fairshare import file_fair_share
 from tests.e2e.test_explain import NOW, NS, cluster  # noqa: F401 - the module's fixture, reused

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from raybridge.core.upload import REASON_DIR_LINK, REASON_OUTSIDE, REASON_SECRET, REASON_SPECIAL, Entry, anchored_pattern, looks_secret, plan_upload
-from raybridge.launch.upload import _matcher, list_working_dir
+from raybridge.jobs.decision.upload import REASON_DIR_LINK, REASON_OUTSIDE, REASON_SECRET, REASON_SPECIAL, Entry, anchored_pattern, looks_secret, plan_upload
+from raybridge.jobs.upload import _matcher, list_working_dir
 from tests.helpers import cli_env, run_cli, short_tmpdir, wait_until_gone
 
 LIST_FILES = "import os\nfor d, _, fs in os.walk('.'):\n    for f in fs: print('UPLOADED', os.path.join(d, f)[2:])\n"

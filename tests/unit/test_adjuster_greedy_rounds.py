@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import pytest
 
-from raybridge.core.packing import BestFitScheduler, PackItem, greedy_leftovers
+from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem, greedy_leftovers
 
 
 def items(*specs):

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from raybridge.adjuster import consts
-from raybridge.adjuster.scale_adjuster import hold_patch, node_holds
-from raybridge.core.adjuster import AdjusterSettings, plan_placeholders
-from raybridge.core.reconcile import DELETE_NODE_GONE, PENDING, PROVIDED, ExistingPlaceholder, reconcile
+from raybridge.adjuster.decision.scale_adjuster import hold_patch, node_holds
+from raybridge.adjuster.decision.plan import AdjusterSettings, plan_placeholders
+from raybridge.adjuster.decision.reconcile import DELETE_NODE_GONE, PENDING, PROVIDED, ExistingPlaceholder, reconcile
 from tests.unit.adjuster_objects import NOW, node, pod
 
 SETTINGS = AdjusterSettings(node_gpus=8)

@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import pytest
 
-from raybridge.core.packing import PackedNode, PackItem, fewest_nodes, greedy_leftovers, lower_bound, pack
+from raybridge.adjuster.decision.packing import PackedNode, PackItem, fewest_nodes, greedy_leftovers, lower_bound, pack
 
 
 def items(*specs):

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from raybridge.core.adjuster import AdjusterSettings, plan_placeholders
+from raybridge.adjuster.decision.plan import AdjusterSettings, plan_placeholders
 from raybridge.core.quantity import format_fraction
 from tests.unit.adjuster_objects import NOW, node, pod
 
@@ -202,8 +202,8 @@ def test_the_scheduler_check_s_leftovers_stand_in_one_placeholder_only():
 def _placed_as_planned(result, pods):
     """Each counted pod in exactly one placeholder, and the scheduler, placing them oldest first, best fit,
     onto the placeholders' GPUs, puts each pod in its own placeholder and leaves no GPU empty."""
-    from raybridge.core.adjuster import scheduling_order
-    from raybridge.core.packing import BestFitScheduler, PackItem
+    from raybridge.adjuster.decision.plan import scheduling_order
+    from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem
 
     listed = [q for p in result.placeholders for q in p.pods]
     assert sorted(listed) == sorted(piece.pod for piece in result.pieces), "each counted pod in exactly one placeholder"

@@ -1,4 +1,4 @@
-"""core/reconcile.py and adjuster/scale_adjuster.py: desired against existing placeholders, offline.
+"""adjuster/decision/reconcile.py and adjuster/decision/scale_adjuster.py: desired against existing placeholders, offline.
 
 One row per situation the controller meets: what it creates, keeps and
 deletes, and why. The e2e tests (tests/e2e/test_adjuster_run.py) show the
@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from raybridge.adjuster import consts
-from raybridge.adjuster.scale_adjuster import decide, decide_requests, placeholder_manifest, read_placeholder
+from raybridge.adjuster.decision.scale_adjuster import decide, decide_requests, placeholder_manifest, read_placeholder
 from raybridge.adjuster.settings import RunSettings
-from raybridge.core.adjuster import AdjusterSettings, Placeholder, plan_placeholders
+from raybridge.adjuster.decision.plan import AdjusterSettings, Placeholder, plan_placeholders
 from raybridge.core.names import label_value_problem, name_problem
-from raybridge.core.reconcile import (
+from raybridge.adjuster.decision.reconcile import (
     DELETE_CAPACITY_TAKEN,
     DELETE_DEMAND_GONE,
     DELETE_DOUBLE_COUNTED,
@@ -497,7 +497,7 @@ KAI_SHARED_ROWS = [
 def test_kai_s_reservation_pod_and_the_shares_on_it_count_one_gpu(case, bound, free):
     from fractions import Fraction
 
-    from raybridge.core.reconcile import _node_rooms
+    from raybridge.adjuster.decision.reconcile import _node_rooms
 
     rooms = _node_rooms([node("n1", 8)], bound)
     assert sorted(rooms["n1"], reverse=True) == [Fraction(f) for f in free]

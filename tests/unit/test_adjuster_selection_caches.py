@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from raybridge.core.demand import AdjusterSettings, select_demand
+from raybridge.adjuster.decision.demand import AdjusterSettings, select_demand
 from tests.unit.adjuster_objects import NOW, node, pod
 
 SETTINGS = AdjusterSettings()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raybridge.core.admission import deactivation, eviction_summary, explain, podset_requests, progress_line, quota, workload_state
+from raybridge.queues.decision.kueue_workload import deactivation, eviction_summary, explain, podset_requests, progress_line, quota, workload_state
 
 
 def cond(kind, status, reason="", message=""):

@@ -1,5 +1,5 @@
 """The shipped configs/ must validate against the real CRD schemas and their CEL rules (and core objects against Kubernetes'),
-follow the resource-group rule of `raybridge.core.queue_configs`, and, in the simulated Kueue's flavor
+follow the resource-group rule of `raybridge.queues.decision.configs`, and, in the simulated Kueue's flavor
 assignment, land each vendor's GPU pods on that vendor's nodes."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from raybridge.core.queue_configs import resource_group_problems
+from raybridge.queues.decision.configs import resource_group_problems
 from kubesim.controllers import assign_flavors, ray_podsets
 from kubesim.fixtures import gpu_node_labels, rayjob_manifest
 from kubesim.schemas import KUEUE_RELEASES, is_crd_kind, schema_errors

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from raybridge.core.fairshare import (
+from raybridge.queues.decision.fairshare import (
     UNLIMITED,
     Amounts,
     DivisionEntry,

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from raybridge.launch import private_head
+from raybridge.jobs import private_head
 
-SUPERVISOR = [sys.executable, "-m", "raybridge.launch.head_supervisor"]
+SUPERVISOR = [sys.executable, "-m", "raybridge.jobs.head_supervisor"]
 
 
 def _alive(pid: int) -> bool:

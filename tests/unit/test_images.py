@@ -6,7 +6,7 @@ from importlib.metadata import version
 
 import pytest
 
-from raybridge.core.images import FALLBACK_RAY_VERSION, default_image, installed_ray_version
+from raybridge.jobs.decision.images import FALLBACK_RAY_VERSION, default_image, installed_ray_version
 
 ROWS = [
     # vendor, ray version, python, expected

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from raybridge.core.inventory import inventory_from_nodes, items_of, pod_gpu_requests
-from raybridge.core.spec import Toleration
+from raybridge.jobs.decision.spec import Toleration
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "cluster"
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from raybridge.core.sizing import SizingDecision
-from raybridge.launch.handle import JobHandle
+from raybridge.jobs.decision.sizing import SizingDecision
+from raybridge.jobs.handle import JobHandle
 
 
 class _Jobs:

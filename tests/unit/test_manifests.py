@@ -31,9 +31,9 @@ from raybridge.core.consts import (
     ORPHAN_BOUND_SECONDS,
     WORKER_GROUP_NAME,
 )
-from raybridge.core.images import default_image
+from raybridge.jobs.decision.images import default_image
 from raybridge.core.inventory import Inventory, NodeGpus
-from raybridge.core.manifests import (
+from raybridge.jobs.decision.manifests import (
     render_batch_job,
     render_deployment,
     render_manifests,
@@ -41,8 +41,8 @@ from raybridge.core.manifests import (
     render_rayjob,
     to_yaml,
 )
-from raybridge.core.sizing import SizingDecision, SizingRequest, size_workload
-from raybridge.core.spec import build_spec
+from raybridge.jobs.decision.sizing import SizingDecision, SizingRequest, size_workload
+from raybridge.jobs.decision.spec import build_spec
 from raybridge.errors import BadInput
 from kubesim.schemas import KUBERAY_NEWEST, KUBERAY_RELEASES, schema_errors
 from tests.unit.k8s_schemas import K8S_VERSIONS, k8s_schema_errors
@@ -630,7 +630,7 @@ def test_to_yaml_writes_several_documents_in_order() -> None:
 
 def test_the_module_does_not_import_ray_or_kubernetes() -> None:
     code = (
-        "import sys, raybridge.core.manifests\n"
+        "import sys, raybridge.jobs.decision.manifests\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('ray', 'kubernetes'))\n"
         "assert not bad, bad\n"
     )

@@ -8,7 +8,7 @@ import pytest
 
 from raybridge.errors import BadInput, ClusterUnreachable
 from raybridge.kube.client import PermissionDenied as PermissionDeniedLike
-from raybridge.launch.orphan_guard import OrphanGuard
+from raybridge.jobs.orphan_guard import OrphanGuard
 
 
 class FakeRays:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from raybridge.core.admission import deactivation, eviction_summary
-from raybridge.core.protection import (
+from raybridge.queues.decision.kueue_workload import deactivation, eviction_summary
+from raybridge.jobs.decision.protection import (
     guarded,
     handover_notes,
     handover_patch,

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from raybridge.core.fairshare import Amounts, divide_fair_share
-from raybridge.core.kai_queue import queue_specs
+from raybridge.queues.decision.fairshare import Amounts, divide_fair_share
+from raybridge.queues.decision.kai_queue import queue_specs
 from raybridge.core.quantity import parse_quantity
-from raybridge.core.queue_configs import (
+from raybridge.queues.decision.configs import (
     PRIORITY_CLASSES,
     KaiOptions,
     KueueOptions,

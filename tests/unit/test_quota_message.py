@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raybridge.core.demand import QUOTA_MESSAGE_MARKERS, quota_block_reason
+from raybridge.adjuster.decision.demand import QUOTA_MESSAGE_MARKERS, quota_block_reason
 
 MARKER = QUOTA_MESSAGE_MARKERS[0]
 WORDY = f"{MARKER} " + " ".join(f"queue-team-{i:03d}" for i in range(40))  # far over 200 characters

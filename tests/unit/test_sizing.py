@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raybridge.core.inventory import Inventory, NodeGpus
-from raybridge.core.sizing import SizingRequest, even_splits, size_workload
+from raybridge.jobs.decision.sizing import SizingRequest, even_splits, size_workload
 from raybridge.errors import BadInput
 
 
@@ -145,7 +145,7 @@ UNSIZED_ROWS = [
 
 @pytest.mark.parametrize("case,kwargs,replicas,per", UNSIZED_ROWS, ids=[r[0] for r in UNSIZED_ROWS])
 def test_unsized_decision_passes_the_request_on(case, kwargs, replicas, per):
-    from raybridge.core.sizing import unsized_decision
+    from raybridge.jobs.decision.sizing import unsized_decision
 
     decision = unsized_decision(SizingRequest(**kwargs))
     assert (decision.replicas, decision.gpus_per_replica) == (replicas, per)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from raybridge.core.spec import build_spec, parse_spec
+from raybridge.jobs.decision.spec import build_spec, parse_spec
 from raybridge.errors import BadInput
-from raybridge.files import load_spec
+from raybridge.jobs.spec_file import load_spec
 
 # (case, data, expected problem fragments)
 BAD = [
@@ -93,7 +93,7 @@ def test_parse_spec_is_pure_and_resolves_working_dir_against_the_given_directory
 def test_the_pure_core_spec_module_reads_no_files():
     import ast
 
-    import raybridge.core.spec as core_spec
+    import raybridge.jobs.decision.spec as core_spec
 
     tree = ast.parse(Path(core_spec.__file__).read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

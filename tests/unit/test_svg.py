@@ -7,10 +7,10 @@ from decimal import Decimal
 
 import pytest
 
-from raybridge.core.admission import FlavorRequest, KueueExplanation
-from raybridge.core.fairshare import Amounts, QueueSpec, ResourceTerms, divide_fair_share
-from raybridge.core.kai_explain import explain_kai
-from raybridge.core.queue_svg import fair_share_chart, kai_explain_chart, kueue_explain_chart
+from raybridge.queues.decision.kueue_workload import FlavorRequest, KueueExplanation
+from raybridge.queues.decision.fairshare import Amounts, QueueSpec, ResourceTerms, divide_fair_share
+from raybridge.queues.decision.kai_explain import explain_kai
+from raybridge.queues.decision.queue_svg import fair_share_chart, kai_explain_chart, kueue_explain_chart
 from raybridge.core.svg import BAR_WIDTH, Bar, Chart, Column, Row, Series, clean, layout, render
 from tests.pictures import check_bars, decode_png, rasterise
 

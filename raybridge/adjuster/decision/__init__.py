@@ -1,0 +1,1 @@
+"""raybridge/adjuster/decision"""

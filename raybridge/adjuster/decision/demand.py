@@ -1,0 +1,856 @@
+"""Pending fractional-GPU pods -> exact demand pieces, grouped by the nodes they can use.
+
+The first half of the node-scale-adjuster's decision. It reads Kubernetes Pod
+and Node JSON (as `kubectl get -o json` prints it or a watch delivers it) and
+decides, pod by pod, whether the pod is waiting for GPU capacity that does not
+exist yet. Those become `DemandPiece`s: a fraction of a GPU (an exact
+`Fraction`, never a float) on a number of distinct devices, in the
+`ConstraintGroup` of nodes the pod may land on. Every other pod that carries a
+KAI GPU-sharing annotation is reported in `ignored` with its reason; pods bound
+to a node or finished are only counted in `skipped`, by code. That is
+deliberate: they are the running workload, not pods that wait, a cluster
+holds many more of them than pending ones, and each `ignored` entry is a
+per-pod warning (the controller posts a `ScaleUpIgnored` event for it).
+
+Pure: no I/O, no clock (the caller passes `now`), no ray or kubernetes
+imports. It never raises on a malformed pod, node or annotation. How the
+pieces become whole GPUs is `adjuster/decision/packing.py`'s business; KAI's own rule is
+`adjuster/decision/kai_policy.py`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from raybridge.core.consts import (
+    ADJUSTER_DEFAULT_GRACE_SECONDS,
+    ADJUSTER_DEFAULT_MEMORY_FRACTION,
+    ADJUSTER_DEFAULT_VENDOR,
+    GPU_RESOURCE_KEYS,
+    GPU_VENDOR_ANNOTATION,
+    KAI_GPU_DEVICES_ANNOTATION,
+    KAI_GPU_FRACTION_ANNOTATION,
+    KAI_GPU_MEMORY_ANNOTATION,
+    KAI_POD_GROUP_ANNOTATION,
+    KAI_SCALE_ADJUST_NAMESPACE,
+    KAI_SCHEDULER_NAME,
+    VENDORS,
+)
+from raybridge.core.inventory import (
+    format_milli,
+    named_nodes,
+    node_allocatable_resources,
+    node_gpus_by_vendor,
+    pod_gpu_requests,
+    pod_resource_requests,
+)
+from raybridge.core.placement import (
+    constraint_problem,
+    is_default_not_ready_toleration,
+    matches_node_selector,
+    matches_required_affinity,
+    required_node_affinity_terms,
+    untolerated_taints,
+)
+from raybridge.core.quantity import format_fraction
+
+POLICIES = ("exact", "kai")
+
+# --- Quota and fair-share blocking, as KAI words it ------------------------------------------
+# KAI writes the same PodScheduled=False/Unschedulable condition whether a pod waits for nodes
+# or for its queue (pkg/scheduler/cache/status_updater/default_status_updater.go,
+# markTaskUnschedulable and recordUnschedulablePodsEvents). A queue-capacity refusal is a job
+# fit error whose reason is one of the UnschedulableReasons in
+# pkg/apis/scheduling/v2alpha2/podgroup_types.go (OverLimit, NonPreemptibleOverQuota,
+# QueueDoesNotExist); the pod's message is "<reason>: <message>." (JobFitErrorsToMessage,
+# pkg/scheduler/api/common_info/job_errors.go), with the messages of
+# pkg/scheduler/api/unschedule_info.go ("... quota has reached the allowable limit of ...",
+# "Non-preemptible workload is over quota. ...") and an optional "Node-Pool 'x': " prefix. The
+# PodGroup carries the same reasons in status.schedulingConditions[].reasons[].reason.
+# A preemptible pod over its fair share is not refused this way: KAI lets it use free capacity
+# and reclaims it later, so when it waits, it waits for nodes and counts as demand.
+QUOTA_REASONS = ("OverLimit", "NonPreemptibleOverQuota", "QueueDoesNotExist")
+QUOTA_MESSAGE_MARKERS = (
+    *QUOTA_REASONS,
+    "quota has reached the allowable limit",
+    "Non-preemptible workload is over quota",
+)
+
+#: Annotation values longer than this are refused before any parsing.
+_MAX_VALUE_LENGTH = 64
+_DECIMAL = re.compile(r"^\+?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
+_WHOLE = re.compile(r"^\+?\d{1,18}$")
+_GPU_KEYS = tuple(GPU_RESOURCE_KEYS.values())
+_QUOTA_PATTERN = re.compile("|".join(re.escape(m) for m in QUOTA_MESSAGE_MARKERS))
+_SPECIAL_FLOATS = {"nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity", "-nan", "+nan"}
+
+
+@dataclass(frozen=True)
+class AdjusterSettings:
+    """Every knob of the planner; `problems()` says what is wrong with a value."""
+
+    scheduler_name: str = KAI_SCHEDULER_NAME
+    grace_period_seconds: float = ADJUSTER_DEFAULT_GRACE_SECONDS
+    #: A gpu-memory pod's fraction where the GPU memory of its nodes is unknown (KAI: 0.1 always).
+    memory_fallback_fraction: Fraction = Fraction(ADJUSTER_DEFAULT_MEMORY_FRACTION)
+    #: At most this many placeholder GPUs in all (None: no cap).
+    max_total_gpus: Optional[int] = None
+    #: The vendor of pods whose annotation and nodes do not say.
+    default_vendor: str = ADJUSTER_DEFAULT_VENDOR
+    policy: str = "exact"
+    #: GPUs per node where the nodes of a group are unknown (None: placeholders no larger than the largest pod).
+    node_gpus: Optional[int] = None
+    #: Exact search for groups of at most this many GPU slices; larger groups get first-fit-decreasing.
+    exact_max_slices: int = 400
+    #: Search steps per group (bin completion; a tenth of it for the branch and bound after it) before settling for
+    #: the best packing found: about a second of CPU at most.
+    search_budget: int = 200_000
+    #: KAI policy: where KAI's scaling pods live.
+    kai_namespace: str = KAI_SCALE_ADJUST_NAMESPACE
+
+    def __post_init__(self) -> None:
+        ratio = self.memory_fallback_fraction
+        if not isinstance(ratio, Fraction) and isinstance(ratio, (int, float, Decimal, str)) and not isinstance(ratio, bool):
+            try:  # through the decimal text, so 0.1 is 1/10 and not the binary float's fraction
+                value = Decimal(str(ratio))
+                if value.is_finite():
+                    object.__setattr__(self, "memory_fallback_fraction", Fraction(value))
+            except (InvalidOperation, ValueError):
+                pass  # problems() names it
+
+    def problems(self) -> list[str]:
+        found = []
+        if not isinstance(self.scheduler_name, str) or not self.scheduler_name:
+            found.append("scheduler name must be a non-empty string")
+        grace = self.grace_period_seconds
+        if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not math.isfinite(grace) or grace < 0:
+            found.append(f"grace period must be a finite number of seconds >= 0 (got {grace!r})")
+        ratio = self.memory_fallback_fraction
+        if not isinstance(ratio, Fraction) or not 0 < ratio <= 1:
+            found.append(f"memory fallback fraction must be above 0 and at most 1 (got {ratio!r})")
+        cap = self.max_total_gpus
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+            found.append(f"the GPU cap must be a whole number >= 0 (got {cap!r})")
+        if self.default_vendor not in VENDORS:
+            found.append(f"default vendor must be one of {', '.join(VENDORS)} (got {self.default_vendor!r})")
+        if self.policy not in POLICIES:
+            found.append(f"policy must be one of {', '.join(POLICIES)} (got {self.policy!r})")
+        node_gpus = self.node_gpus
+        if node_gpus is not None and (isinstance(node_gpus, bool) or not isinstance(node_gpus, int) or node_gpus < 1):
+            found.append(f"GPUs per node must be a whole number >= 1 (got {node_gpus!r})")
+        for name in ("exact_max_slices", "search_budget"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                found.append(f"{name} must be a whole number >= 0 (got {value!r})")
+        return found
+
+
+@dataclass(frozen=True)
+class ConstraintGroup:
+    """Pods that may share a node: same vendor, nodeSelector, required node affinity and tolerations.
+
+    Canonical JSON inside (so equal constraints written in another order are one group);
+    the placeholder for the group copies them.
+    """
+
+    vendor: str
+    node_selector_json: str = "{}"
+    affinity_terms_json: str = "[]"
+    tolerations_json: str = "[]"
+
+    @property
+    def resource_key(self) -> str:
+        return GPU_RESOURCE_KEYS[self.vendor]
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        return json.loads(self.node_selector_json)
+
+    @property
+    def affinity_terms(self) -> list[dict[str, Any]]:
+        return json.loads(self.affinity_terms_json)
+
+    @property
+    def tolerations(self) -> list[dict[str, Any]]:
+        return json.loads(self.tolerations_json)
+
+    @property
+    def affinity(self) -> Optional[dict[str, Any]]:
+        """The pod affinity a placeholder carries: the group's required node affinity, or None."""
+        terms = self.affinity_terms
+        if not terms:
+            return None
+        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+    @property
+    def id(self) -> str:
+        """A short stable name: the vendor and a digest of the constraints."""
+        digest = hashlib.sha256(
+            "|".join((self.node_selector_json, self.affinity_terms_json, self.tolerations_json)).encode()
+        ).hexdigest()[:8]
+        return f"{self.vendor}-{digest}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "vendor": self.vendor,
+            "resourceKey": self.resource_key,
+            "nodeSelector": self.node_selector,
+            "affinity": self.affinity,
+            "tolerations": self.tolerations,
+        }
+
+
+@dataclass(frozen=True)
+class GroupShape:
+    """What the known nodes of a group say: how many GPUs one node has, how much memory each GPU, and what
+    else one node has room for (CPU, memory, ...; in thousandths, less its DaemonSet pods' requests)."""
+
+    nodes: int = 0
+    node_gpus: Optional[int] = None
+    gpu_memory_mib: Optional[int] = None
+    #: Of the group's nodes with `node_gpus` GPUs, the least of each resource (None: no node known).
+    node_resources: Optional[tuple[tuple[str, int], ...]] = None
+
+
+@dataclass(frozen=True)
+class DemandPiece:
+    """One pending pod's need: `fraction` of a GPU on each of `devices` distinct GPUs of one node."""
+
+    pod: str
+    fraction: Fraction
+    devices: int
+    group: ConstraintGroup
+    #: "gpu-fraction", "gpu-memory" (converted with the group's GPU memory) or "gpu-memory-fallback".
+    source: str
+    memory_mib: Optional[int] = None
+    waiting_seconds: Optional[float] = None
+    #: metadata.creationTimestamp as given (RFC 3339, so it sorts as text): the scheduler's order among equals.
+    created: Optional[str] = None
+    #: What else it requests of a node (CPU, memory, ...): (name, thousandths of its unit), sorted.
+    resources: tuple[tuple[str, int], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pod": self.pod,
+            "fraction": format_fraction(self.fraction),
+            "devices": self.devices,
+            "group": self.group.id,
+            "source": self.source,
+            "memoryMiB": self.memory_mib,
+            "waitingSeconds": self.waiting_seconds,
+        }
+
+
+@dataclass(frozen=True)
+class IgnoredPod:
+    """An annotated pod that is not counted, with a short code (for metrics) and a sentence (for people)."""
+
+    pod: str
+    code: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pod": self.pod, "code": self.code, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class DemandSelection:
+    pieces: tuple[DemandPiece, ...]
+    ignored: tuple[IgnoredPod, ...]
+    #: Annotated pods that are bound to a node or finished, counted by code.
+    skipped: Mapping[str, int]
+    shapes: Mapping[ConstraintGroup, GroupShape]
+    warnings: tuple[str, ...] = field(default=())
+
+
+# --- small readers that never raise --------------------------------------------------------
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def pod_key(pod: Any) -> str:
+    return _key_of_meta(_dict(_dict(pod).get("metadata")))
+
+
+def _key_of_meta(meta: Mapping[str, Any]) -> str:
+    namespace, name = meta.get("namespace"), meta.get("name")
+    ns = namespace if isinstance(namespace, str) and namespace else "default"
+    return f"{ns}/{name if isinstance(name, str) and name else '?'}"
+
+
+def pod_scheduled_condition(pod: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+    """The first PodScheduled condition (KAI and kube-scheduler keep one)."""
+    for cond in _list(_dict(pod.get("status")).get("conditions")):
+        if isinstance(cond, dict) and cond.get("type") == "PodScheduled":
+            return cond
+    return None
+
+
+def parse_time(value: Any) -> Optional[datetime]:
+    """An RFC 3339 timestamp as an aware datetime, or None."""
+    if not isinstance(value, str) or not value or len(value) > 40:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def _aware(now: datetime) -> datetime:
+    return now if now.tzinfo else now.replace(tzinfo=timezone.utc)
+
+
+def parse_fraction(raw: Any) -> tuple[Optional[Fraction], Optional[str]]:
+    """A gpu-fraction annotation as an exact Fraction in (0, 1), or the reason it is not one."""
+    if not isinstance(raw, str):
+        return None, f"gpu-fraction {raw!r} is not a string"
+    text = raw
+    if len(text) > _MAX_VALUE_LENGTH:
+        return None, f"gpu-fraction is {len(text)} characters long, not a number"
+    if text.strip().lower() in _SPECIAL_FLOATS:
+        return None, f"gpu-fraction {raw!r} is NaN or infinite"
+    if text.startswith("-") and _DECIMAL.match(text[1:]):
+        return None, f"gpu-fraction {raw!r} is out of range (0 < f < 1)"
+    if not _DECIMAL.match(text):
+        return None, f"gpu-fraction {raw!r} is not a decimal number"
+    try:
+        value = Decimal(text)
+    except InvalidOperation:  # pragma: no cover - the pattern admits only decimals
+        return None, f"gpu-fraction {raw!r} is not a decimal number"
+    if value.is_zero() or value.adjusted() >= 0 or value.adjusted() < -30:
+        return None, f"gpu-fraction {raw!r} is out of range (0 < f < 1)"
+    return Fraction(value), None
+
+
+def parse_whole(raw: Any, what: str, minimum: int) -> tuple[Optional[int], Optional[str]]:
+    if not isinstance(raw, str):
+        return None, f"{what} {raw!r} is not a string"
+    if len(raw) > _MAX_VALUE_LENGTH or not _WHOLE.match(raw):
+        if raw.strip().lower() in _SPECIAL_FLOATS:
+            return None, f"{what} {raw[:_MAX_VALUE_LENGTH]!r} is NaN or infinite"
+        return None, f"{what} {raw[:_MAX_VALUE_LENGTH]!r} is not a whole number"
+    value = int(raw)
+    if value < minimum:
+        return None, f"{what} {raw!r} is out of range (at least {minimum})"
+    return value, None
+
+
+# --- nodes ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _NodeFacts:
+    name: str
+    labels: dict[str, Any]
+    taints: list[Any]
+    #: vendor -> (GPUs, MiB per GPU or None)
+    gpus: dict[str, tuple[int, Optional[int]]]
+    #: allocatable besides GPUs, in thousandths
+    resources: tuple[tuple[str, int], ...] = ()
+
+
+def _node_facts(nodes: Iterable[Any]) -> tuple[list[_NodeFacts], list[str]]:
+    warnings: list[str] = []
+    facts = []
+    for name, meta, node in named_nodes((n for n in nodes if isinstance(n, dict)), warnings):
+        raw_labels = _dict(meta.get("labels"))
+        labels = {k: v for k, v in raw_labels.items() if isinstance(v, str)}
+        gpus = node_gpus_by_vendor(name, node, raw_labels, warnings)
+        facts.append(_NodeFacts(name, labels, _list(_dict(node.get("spec")).get("taints")), gpus,
+                                node_allocatable_resources(node) if gpus else ()))
+    return facts, list(dict.fromkeys(warnings))
+
+
+# --- constraints -----------------------------------------------------------------------------
+
+
+def _canonical_terms(terms: list[dict[str, Any]]) -> str:
+    canon = []
+    for term in terms:
+        c: dict[str, Any] = {}
+        for part in ("matchExpressions", "matchFields"):
+            exprs = []
+            for expr in _list(term.get(part)):
+                e: dict[str, Any] = {"key": expr["key"], "operator": expr["operator"]}
+                if expr.get("values"):
+                    e["values"] = sorted(set(expr["values"]))
+                exprs.append(e)
+            if exprs:
+                c[part] = sorted(exprs, key=lambda e: json.dumps(e, sort_keys=True))
+        canon.append(c)
+    unique = sorted({json.dumps(c, sort_keys=True) for c in canon})
+    return "[" + ",".join(unique) + "]"
+
+
+def _canonical_tolerations(tolerations: list[dict[str, Any]]) -> str:
+    canon = set()
+    for tol in tolerations:
+        if is_default_not_ready_toleration(tol):
+            continue
+        c = {k: tol[k] for k in ("key", "operator", "value", "effect") if tol.get(k)}
+        canon.add(json.dumps(c, sort_keys=True))
+    return "[" + ",".join(sorted(canon)) + "]"
+
+
+def _constraints_of(spec: Mapping[str, Any]) -> tuple[str, str, str]:
+    selector = _dict(spec.get("nodeSelector"))
+    return (
+        json.dumps(selector, sort_keys=True),
+        _canonical_terms(required_node_affinity_terms(spec) or []),
+        _canonical_tolerations(_list(spec.get("tolerations"))),
+    )
+
+
+def _vendor_from_keys(selector: Mapping[str, Any], terms: Sequence[Mapping[str, Any]]) -> Optional[str]:
+    """A vendor named by the label keys a pod selects on (amd.com/..., nvidia.com/...), when only one is."""
+    keys = set(selector)
+    for term in terms:
+        keys.update(e.get("key") for e in _list(term.get("matchExpressions")) if e.get("operator") in ("In", "Exists", "Gt", "Lt"))
+    found = set()
+    for key in keys:
+        domain = str(key).split("/", 1)[0] if "/" in str(key) else ""
+        if domain.endswith("amd.com"):
+            found.add("amd")
+        elif domain.endswith("nvidia.com"):
+            found.add("nvidia")
+    return found.pop() if len(found) == 1 else None
+
+
+_items = dict.items
+
+
+def _spelling(spec: Mapping[str, Any]) -> Any:
+    """A key for a spec's nodeSelector, affinity and tolerations exactly as written (cheaper than repr).
+
+    Without an affinity, and with a selector and tolerations shaped as they should be, the key is their items as
+    tuples (unhashable where a value is a list or a dict: `_spelling_repr` is the key then); anything else gets
+    the repr. Values equal as Python values but of other types (1, 1.0, True) share a key, which is safe:
+    constraint_problem and the canonical form treat every non-string value alike.
+    """
+    selector, affinity, tolerations = spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")
+    if affinity is None and (selector is None or type(selector) is dict) and (tolerations is None or type(tolerations) is list):
+        try:
+            return (
+                None if selector is None else tuple(_items(selector)),
+                None if tolerations is None else tuple(map(tuple, map(_items, tolerations))),
+            )
+        except TypeError:  # an element that is not a dict
+            pass
+    return _spelling_repr(spec)
+
+
+def _spelling_repr(spec: Mapping[str, Any]) -> str:
+    return repr((spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")))
+
+
+class _Groups:
+    """Constraint groups and what the known nodes say about each (computed once per distinct constraints)."""
+
+    def __init__(self, nodes: Optional[list[_NodeFacts]], settings: AdjusterSettings) -> None:
+        self.nodes = nodes
+        self.settings = settings
+        self._candidates: dict[tuple[str, str, str], list[_NodeFacts]] = {}
+        self._constraints: dict[Any, tuple[Optional[str], tuple[str, str, str]]] = {}
+        self._vendors: dict[tuple[str, str, str], str] = {}
+        self._groups: dict[tuple[tuple[str, str, str], str], tuple[ConstraintGroup, GroupShape]] = {}
+        self.shapes: dict[ConstraintGroup, GroupShape] = {}
+        self.fractions: dict[str, tuple[Optional[Fraction], Optional[str]]] = {}
+        self.memory_fractions: dict[tuple[int, int], Fraction] = {}
+        #: Per distinct text (pods repeat them): parsed whole numbers, the wait since a transition time, quota verdicts.
+        self.wholes: dict[tuple[str, str], tuple[Optional[int], Optional[str]]] = {}
+        self.waits: dict[Any, Optional[float]] = {}
+        self.quota_messages: dict[str, Optional[str]] = {}
+        #: Per node, what its DaemonSet pods request (set by select_demand before any group is made).
+        self.daemon_requests: dict[str, dict[str, int]] = {}
+
+    def candidates(self, key: tuple[str, str, str]) -> list[_NodeFacts]:
+        if key not in self._candidates:
+            selector, terms, tolerations = json.loads(key[0]), json.loads(key[1]), json.loads(key[2])
+            found = []
+            for node in self.nodes or []:
+                if not node.gpus or not matches_node_selector(selector, node.labels):
+                    continue
+                if terms and not matches_required_affinity(terms, node.labels, node.name):
+                    continue
+                if untolerated_taints(node.taints, tolerations):
+                    continue
+                found.append(node)
+            self._candidates[key] = found
+        return self._candidates[key]
+
+    def _room_of(self, members: list[_NodeFacts]) -> tuple[tuple[str, int], ...]:
+        """What a new node like `members` has for the group's pods: the least of each resource, less what the
+        DaemonSet pods on that node request (the autoscaler's template node carries them too:
+        cluster-autoscaler@1.33 simulator/node_info_utils.go, SanitizedTemplateNodeInfoFromNodeInfo)."""
+        room: Optional[dict[str, int]] = None
+        for node in members:
+            mine = dict(node.resources)
+            for name, amount in self.daemon_requests.get(node.name, {}).items():
+                mine[name] = mine.get(name, 0) - amount
+            room = mine if room is None else {k: min(v, mine.get(k, 0)) for k, v in room.items()}
+        return tuple(sorted((room or {}).items()))
+
+    def constraints(self, spec: Mapping[str, Any]) -> tuple[Optional[str], tuple[str, str, str]]:
+        """(what is malformed, canonical constraints key), computed once per distinct spelling."""
+        raw = _spelling(spec)
+        try:  # the tuple's hash is computed here once, not checked beforehand as well
+            found = self._constraints.get(raw)
+        except TypeError:  # a value that is a list or a dict
+            raw = _spelling_repr(spec)
+            found = self._constraints.get(raw)
+        if found is None:
+            problem = constraint_problem(spec)
+            found = (problem, ("", "", "") if problem else _constraints_of(spec))
+            self._constraints[raw] = found
+        return found
+
+    def vendor_for(self, key: tuple[str, str, str], annotated: Optional[str]) -> str:
+        if annotated:
+            return annotated
+        if key not in self._vendors:
+            self._vendors[key] = self._vendor_from_nodes(key)
+        return self._vendors[key]
+
+    def _vendor_from_nodes(self, key: tuple[str, str, str]) -> str:
+        vendors = {v for node in self.candidates(key) for v in node.gpus}
+        if len(vendors) == 1:
+            return vendors.pop()
+        if not vendors:
+            from_keys = _vendor_from_keys(json.loads(key[0]), json.loads(key[1]))
+            if from_keys:
+                return from_keys
+        return self.settings.default_vendor
+
+    def group(self, key: tuple[str, str, str], vendor: str) -> tuple[ConstraintGroup, GroupShape]:
+        found = self._groups.get((key, vendor))
+        if found is not None:
+            return found
+        group = ConstraintGroup(vendor, *key)
+        if group not in self.shapes:
+            members = [node for node in self.candidates(key) if vendor in node.gpus]
+            sizes = [node.gpus[vendor] for node in members]
+            memories = [m for _, m in sizes if m]
+            node_gpus = max((g for g, _ in sizes), default=None)
+            self.shapes[group] = GroupShape(
+                nodes=len(sizes),
+                node_gpus=node_gpus,
+                gpu_memory_mib=min(memories, default=None),
+                node_resources=self._room_of([n for n in members if n.gpus[vendor][0] == node_gpus]) if members else None,
+            )
+        self._groups[(key, vendor)] = (group, self.shapes[group])
+        return group, self.shapes[group]
+
+
+# --- quota ------------------------------------------------------------------------------------
+
+
+def _pod_group_index(pod_groups: Iterable[Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    index = {}
+    for pg in pod_groups:
+        meta = _dict(_dict(pg).get("metadata"))
+        if isinstance(meta.get("name"), str):
+            index[(str(meta.get("namespace") or "default"), meta["name"])] = pg
+    return index
+
+
+def _clip(text: str, limit: int) -> str:
+    """`text` cut at the last space within `limit` characters, with " ..." added; never mid-word."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit + 1)
+    return text if cut <= 0 else text[:cut].rstrip() + " ..."
+
+
+def quota_block_reason(pod: Mapping[str, Any], pod_groups: Mapping[tuple[str, str], Any], cond: Optional[Mapping[str, Any]] = None) -> Optional[str]:
+    """Why KAI says the pod waits for its queue rather than for nodes, or None."""
+    if cond is None:
+        cond = pod_scheduled_condition(pod) or {}
+    return _quota_in_message(cond.get("message")) or _quota_in_pod_group(pod, pod_groups)
+
+
+def _quota_in_message(message: Any) -> Optional[str]:
+    if isinstance(message, str) and _QUOTA_PATTERN.search(message):
+        first_line = message.strip().splitlines()[0] if message.strip() else message
+        return f"its queue is out of quota, not out of nodes (KAI: {_clip(first_line, 200)})"
+    return None
+
+
+def _quota_in_pod_group(pod: Mapping[str, Any], pod_groups: Mapping[tuple[str, str], Any]) -> Optional[str]:
+    if not pod_groups:
+        return None
+    meta = _dict(pod.get("metadata"))
+    pg_name = _dict(meta.get("annotations")).get(KAI_POD_GROUP_ANNOTATION)
+    if isinstance(pg_name, str) and pod_groups:
+        pg = pod_groups.get((str(meta.get("namespace") or "default"), pg_name))
+        for sc in _list(_dict(_dict(pg).get("status")).get("schedulingConditions")):
+            if not isinstance(sc, dict) or sc.get("status") not in (None, "True"):
+                continue
+            for explanation in _list(sc.get("reasons")):
+                reason = _dict(explanation).get("reason")
+                if reason in QUOTA_REASONS:
+                    return f"its queue is out of quota, not out of nodes (PodGroup {pg_name}: {reason})"
+    return None
+
+
+# --- selection ------------------------------------------------------------------------------
+
+
+def _mentions_gpu_resources(spec: Mapping[str, Any]) -> bool:
+    """Whether any container names a GPU resource at all (the full count is inventory's pod_gpu_requests)."""
+    keys = _GPU_KEYS
+    for containers in (spec.get("containers"), spec.get("initContainers")):
+        if not isinstance(containers, list):
+            continue
+        for container in containers:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if not isinstance(resources, dict):
+                continue
+            for part in (resources.get("requests"), resources.get("limits")):
+                if isinstance(part, dict) and (keys[0] in part or keys[1] in part):
+                    return True
+    return False
+
+
+def select_demand(
+    pods: Iterable[Any],
+    nodes: Optional[Iterable[Any]],
+    settings: AdjusterSettings,
+    now: datetime,
+    pod_groups: Iterable[Any] = (),
+) -> DemandSelection:
+    """Decide for every annotated pod whether it is demand for new GPUs, and how much."""
+    node_facts, warnings = _node_facts(nodes) if nodes is not None else (None, [])
+    groups = _Groups(node_facts, settings)
+    pods = list(pods)
+    if node_facts:
+        groups.daemon_requests = _daemon_set_requests(pods)
+    pg_index = _pod_group_index(pod_groups)
+    now = _aware(now)
+    pieces: list[DemandPiece] = []
+    ignored: list[IgnoredPod] = []
+    skipped: dict[str, int] = {}
+
+    for pod in pods:
+        if not isinstance(pod, dict):
+            continue
+        meta = _dict(pod.get("metadata"))
+        annotations = meta.get("annotations")
+        if not isinstance(annotations, dict) or not (
+            KAI_GPU_FRACTION_ANNOTATION in annotations or KAI_GPU_MEMORY_ANNOTATION in annotations
+        ):
+            continue
+        outcome = _judge(pod, meta, annotations, groups, settings, now, pg_index)
+        if isinstance(outcome, DemandPiece):
+            pieces.append(outcome)
+        elif outcome.code in ("bound", "finished"):
+            skipped[outcome.code] = skipped.get(outcome.code, 0) + 1
+        else:
+            ignored.append(outcome)
+    return DemandSelection(
+        pieces=tuple(pieces),
+        ignored=tuple(ignored),
+        skipped=skipped,
+        shapes=dict(groups.shapes),
+        warnings=tuple(warnings),
+    )
+
+
+def _daemon_set_requests(pods: Sequence[Any]) -> dict[str, dict[str, int]]:
+    """Per node, the sum of what the DaemonSet pods bound there request (every node of the group runs them)."""
+    found: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        if not isinstance(pod, dict):
+            continue
+        spec = _dict(pod.get("spec"))
+        node = spec.get("nodeName")
+        if not node or not any(_dict(o).get("kind") == "DaemonSet" for o in _list(_dict(pod.get("metadata")).get("ownerReferences"))):
+            continue
+        if _dict(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
+            continue
+        mine = found.setdefault(str(node), {})
+        for name, amount in pod_resource_requests(spec):
+            mine[name] = mine.get(name, 0) + amount
+    return found
+
+
+def _whole_cached(groups: "_Groups", raw: Any, what: str) -> tuple[Optional[int], Optional[str]]:
+    """`parse_whole(raw, what, 1)`, once per distinct text."""
+    if not isinstance(raw, str):
+        return parse_whole(raw, what, 1)
+    found = groups.wholes.get((what, raw))
+    if found is None:
+        found = parse_whole(raw, what, 1)
+        if len(groups.wholes) < 10_000:
+            groups.wholes[(what, raw)] = found
+    return found
+
+
+def _judge(
+    pod: dict[str, Any],
+    meta: dict[str, Any],
+    annotations: dict[str, Any],
+    groups: _Groups,
+    settings: AdjusterSettings,
+    now: datetime,
+    pod_groups: Mapping[tuple[str, str], Any],
+) -> DemandPiece | IgnoredPod:
+    key = _key_of_meta(meta)
+
+    def ignore(code: str, reason: str) -> IgnoredPod:
+        return IgnoredPod(key, code, reason)
+
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        return ignore("malformed", "the pod has no metadata.name")
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return ignore("malformed", "the pod has no spec")
+    status = pod.get("status")
+    phase = status.get("phase") if isinstance(status, dict) else None
+    if phase in ("Succeeded", "Failed"):
+        return ignore("finished", f"phase {phase}")
+    node_name = spec.get("nodeName")
+    if node_name:
+        return ignore("bound", f"bound to node {node_name}")
+    if meta.get("deletionTimestamp"):
+        return ignore("deleting", "the pod is being deleted")
+    scheduler = spec.get("schedulerName") or "default-scheduler"
+    if scheduler != settings.scheduler_name:
+        return ignore("other-scheduler", f"scheduled by {scheduler!s:.63}, not {settings.scheduler_name}: its GPU-sharing annotation has no effect")
+    whole = pod_gpu_requests(pod) if _mentions_gpu_resources(spec) else None
+    if whole:
+        asked = ", ".join(f"{n} {k}" for k, n in sorted(whole.items()))
+        return ignore("whole-gpu-request", f"requests whole GPUs ({asked}): the cluster autoscaler sees those itself")
+
+    # --- the annotations ---
+    fraction: Optional[Fraction] = None
+    memory_mib: Optional[int] = None
+    # An empty gpu-fraction counts as absent, as KAI reads it (pkg/common/resources/gpu_sharing.go,
+    # parseGpuFractionalPortion): gpu-memory, if any, decides.
+    raw = annotations.get(KAI_GPU_FRACTION_ANNOTATION, "")
+    fraction_given = raw != ""
+    if not fraction_given and annotations.get(KAI_GPU_MEMORY_ANNOTATION, "") == "":
+        return ignore("bad-annotation", "gpu-fraction and gpu-memory are both empty or absent")
+    if fraction_given:
+        cached = groups.fractions.get(raw) if isinstance(raw, str) else None
+        if cached is None:
+            cached = parse_fraction(raw)
+            if isinstance(raw, str) and len(groups.fractions) < 10_000:
+                groups.fractions[raw] = cached
+        fraction, problem = cached
+    else:
+        memory_mib, problem = _whole_cached(groups, annotations[KAI_GPU_MEMORY_ANNOTATION], "gpu-memory (MiB)")
+    if problem:
+        return ignore("bad-annotation", problem)
+    devices = 1
+    if KAI_GPU_DEVICES_ANNOTATION in annotations:
+        parsed, problem = _whole_cached(groups, annotations[KAI_GPU_DEVICES_ANNOTATION], "gpu-fraction-num-devices")
+        if problem or parsed is None:
+            return ignore("bad-annotation", problem or "bad gpu-fraction-num-devices")
+        devices = parsed
+    vendor_annotation = annotations.get(GPU_VENDOR_ANNOTATION)
+    vendor: Optional[str] = None
+    if vendor_annotation is not None:
+        vendor = vendor_annotation.lower() if isinstance(vendor_annotation, str) else None
+        if vendor not in VENDORS:
+            return ignore("bad-annotation", f"{GPU_VENDOR_ANNOTATION} {vendor_annotation!r} is not one of {', '.join(VENDORS)}")
+    problem, constraints = groups.constraints(spec)
+    if problem:
+        return ignore("bad-constraints", problem)
+
+    # --- is it waiting for nodes? ---
+    cond = None  # pod_scheduled_condition(pod), without walking to the status again
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    if isinstance(conditions, list):
+        for candidate in conditions:
+            if isinstance(candidate, dict) and candidate.get("type") == "PodScheduled":
+                cond = candidate
+                break
+    if cond is None or cond.get("status") != "False" or cond.get("reason") != "Unschedulable":
+        shown = "no PodScheduled condition" if cond is None else f"PodScheduled {cond.get('status')}/{cond.get('reason') or '-'}"
+        return ignore("not-unschedulable", f"not marked Unschedulable ({shown})")
+    stamp = cond.get("lastTransitionTime")
+    if isinstance(stamp, str) and stamp in groups.waits:
+        waited = groups.waits[stamp]
+    else:
+        waited = None
+        since = parse_time(stamp)
+        if since is not None:
+            waited = (now - since).total_seconds()
+        if isinstance(stamp, str) and len(groups.waits) < 100_000:
+            groups.waits[stamp] = waited
+    if settings.grace_period_seconds > 0:
+        if waited is None:
+            return ignore("grace-period", "PodScheduled has no valid lastTransitionTime: how long it has waited is unknown")
+        if waited < settings.grace_period_seconds:
+            return ignore("grace-period", f"unschedulable for {max(waited, 0):.1f} s, under the {settings.grace_period_seconds:g} s grace period")
+    message = cond.get("message")
+    if isinstance(message, str):
+        if message in groups.quota_messages:
+            blocked = groups.quota_messages[message]
+        else:
+            blocked = _quota_in_message(message)
+            if len(groups.quota_messages) < 10_000:
+                groups.quota_messages[message] = blocked
+    else:
+        blocked = None
+    blocked = blocked or _quota_in_pod_group(pod, pod_groups)
+    if blocked:
+        return ignore("quota-blocked", blocked)
+
+    # --- which nodes, and how much of a GPU ---
+    group, shape = groups.group(constraints, groups.vendor_for(constraints, vendor))
+    node_gpus = shape.node_gpus or settings.node_gpus
+    if node_gpus is not None and devices > node_gpus:
+        where = "the largest node it may land on has" if shape.node_gpus else "nodes have (--node-gpus)"
+        return ignore("too-many-devices", f"asks for {devices} devices, but {where} {node_gpus} {group.resource_key}")
+    if fraction is not None:
+        source = "gpu-fraction"
+    elif shape.gpu_memory_mib:
+        fraction = groups.memory_fractions.get((memory_mib or 0, shape.gpu_memory_mib))
+        if fraction is None:
+            fraction = Fraction(memory_mib or 0, shape.gpu_memory_mib)
+            groups.memory_fractions[(memory_mib or 0, shape.gpu_memory_mib)] = fraction
+        source = "gpu-memory"
+        if (memory_mib or 0) > shape.gpu_memory_mib:  # the fraction is above 1, compared without Fraction arithmetic
+            return ignore("memory-exceeds-gpu", f"asks for {memory_mib} MiB per GPU, but the GPUs it may land on have {shape.gpu_memory_mib} MiB")
+    else:
+        fraction = settings.memory_fallback_fraction
+        source = "gpu-memory-fallback"
+    resources = pod_resource_requests(spec)
+    if resources and shape.node_resources is not None:
+        room = dict(shape.node_resources)
+        short = [(name, amount) for name, amount in resources if amount > room.get(name, 0)]
+        if short:
+            said = ", ".join(f"{format_milli(name, amount)} {name}" for name, amount in short)
+            has = ", ".join(f"{format_milli(name, room.get(name, 0))}" for name, _ in short)
+            return ignore("too-large", f"requests {said}, but a node it may land on has room for {has} (allocatable less its DaemonSet pods)")
+    created = meta.get("creationTimestamp")
+    return DemandPiece(
+        pod=key,
+        fraction=fraction,
+        devices=devices,
+        group=group,
+        source=source,
+        memory_mib=memory_mib,
+        waiting_seconds=waited,
+        created=created if isinstance(created, str) else None,
+        resources=resources,
+    )
+

@@ -1,0 +1,952 @@
+"""Exact bin packing of GPU fractions into whole GPUs, and of those GPUs into nodes.
+
+Summing fractions and rounding up under-asks: three pods of 0.6 need three
+GPUs, not two. This module packs instead. Each item is a pod that needs
+`size` of a GPU on each of `devices` distinct GPUs of one node; GPUs hold
+1 each; a node holds `node_gpus` GPUs. The result minimises the number of
+GPUs and says how it knows:
+
+* a lower bound: the larger of Martello and Toth's L2 bound on the GPU slices
+  and the largest device count (valid for the node-constrained problem too,
+  since it relaxes it);
+* first-fit-decreasing over GPUs, with a multi-device pod placed on the first
+  node that has `devices` distinct GPUs with room. For single-device pieces
+  FFD uses at most 11/9·OPT + 6/9 GPUs (Dósa, 2007);
+* when FFD does not meet the bound and the group has at most
+  `exact_max_slices` GPU slices, bin completion (`_Completion`, after Korf
+  2002): GPU by GPU, the largest slice left plus one of the fullest ways to
+  fill the rest, within the spare space the target allows, in limited
+  discrepancy order. It runs on the slices alone (a relaxation), so when it
+  runs out of options the target is proven too few and the lower bound
+  rises by one; a packing it finds is grouped into nodes so that every
+  multi-device pod has its GPUs on one node (`_group_nodes`), a multi-device
+  kind at most once per GPU to keep that easy;
+* then, if still undecided, a depth-first branch and bound over the pieces
+  themselves (identical pieces placed in non-decreasing GPU order, GPUs with
+  equal free space tried once, a wasted-space bound), on a tenth of the budget.
+
+Both searches stop after `budget` steps with the best packing found, and say so
+("heuristic", between the bound and that count). The budget bounds the time:
+about a second of CPU per group at the default.
+
+Arithmetic is exact: sizes are Fractions scaled to integers over their common
+denominator, so 0.33 + 0.56 + 0.11 is exactly one GPU. Pure and deterministic;
+nothing here knows about pods beyond a name.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Optional, Sequence
+
+COMPLETION_WIDTH = 4  # completions tried per GPU, fullest first (see _Completion)
+FFD_BOUND = "first-fit-decreasing: at most 11/9·OPT + 6/9 GPUs for single-device pieces (Dósa 2007)"
+
+
+#: A node's or a pod's other resources (CPU, memory, ...): (name, amount in thousandths of its unit), sorted.
+Resources = tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class PackItem:
+    """A pod's need: `size` (0 < size <= 1) of a GPU on each of `devices` distinct GPUs of one node, and
+    `resources` of that node besides (the exact packing looks at GPUs only; `BestFitScheduler` at both)."""
+
+    pod: str
+    size: Fraction
+    devices: int = 1
+    resources: Resources = ()
+
+
+@dataclass(frozen=True)
+class PackedNode:
+    """One node's worth of GPUs: how many, which pods use them, each GPU's load and each GPU's pods."""
+
+    gpus: int
+    pods: tuple[str, ...]
+    loads: tuple[Fraction, ...]
+    #: Per GPU, the pods with a slice on it (a multi-device pod appears on `devices` of them).
+    gpu_pods: tuple[tuple[str, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class Packing:
+    gpus: int
+    lower_bound: int
+    #: "exact" when `gpus` is proven minimal, else "heuristic".
+    method: str
+    #: How the method is known: the bound met, the search completed, or why it stopped.
+    proof: str
+    nodes: tuple[PackedNode, ...] = field(default=())
+    #: The node size packed into: the group's known GPUs per node, or the largest device count when unknown.
+    node_gpus: int = 0
+    search_nodes: int = 0
+
+
+#: The dual feasible functions u^(k) tried for the lower bound: k = 1 .. this.
+DFF_MAX_K = 100
+
+
+def lower_bound(sizes: Sequence[int], capacity: int) -> int:
+    """A lower bound on the bins of `capacity` that integer `sizes` need: the best of Martello and Toth's L2
+    and the bounds of Fekete and Schepers' dual feasible functions (2001), which prove many packings one bin
+    above L2 optimal (on these fractions, where L2 is the plain sum rounded up)."""
+    if not sizes:
+        return 0
+    return max(_l2_bound(sizes, capacity), _dff_bound(sizes, capacity))
+
+
+def _dff_bound(sizes: Sequence[int], capacity: int) -> int:
+    """max over dual feasible functions u of ceil(sum u(size)): any packing's bins still hold at most 1 each.
+
+    u^(k)(x) = x where (k+1)x is whole, else floor((k+1)x)/k; and u_t, which counts an item above 1 - t as a
+    whole bin and one below t as nothing (t every size up to half a bin). Worked on the distinct sizes.
+    """
+    counts: dict[int, int] = {}
+    for size in sizes:
+        counts[size] = counts.get(size, 0) + 1
+    best = 0
+    for k in range(1, DFF_MAX_K + 1):
+        # in units of 1/(k * capacity): a whole item is s * k, a rounded one floor((k+1) s / capacity) * capacity
+        total = sum(n * (s * k if ((k + 1) * s) % capacity == 0 else ((k + 1) * s // capacity) * capacity) for s, n in counts.items())
+        best = max(best, -(-total // (k * capacity)))
+    for t in {s for s in counts if 2 * s <= capacity}:
+        total = sum(n * (capacity if s > capacity - t else (0 if s < t else s)) for s, n in counts.items())
+        best = max(best, -(-total // capacity))
+    return best
+
+
+def _l2_bound(sizes: Sequence[int], capacity: int) -> int:
+    """Martello and Toth's L2 bound."""
+    ordered = sorted(sizes)
+    prefix = [0]
+    for s in ordered:
+        prefix.append(prefix[-1] + s)
+    half_hi = bisect.bisect_right(ordered, capacity // 2)  # ordered[:half_hi] are <= capacity/2
+    best = 0
+    for k in sorted({0, *ordered[:half_hi]}):
+        big = bisect.bisect_right(ordered, capacity - k)  # ordered[big:] are > capacity - k
+        j1 = len(ordered) - big
+        j2 = max(0, big - half_hi)
+        sum_j2 = prefix[big] - prefix[half_hi] if big > half_hi else 0
+        small = bisect.bisect_left(ordered, k)  # ordered[small:half_hi] are in [k, capacity/2]
+        sum_j3 = prefix[half_hi] - prefix[small]
+        spare = j2 * capacity - sum_j2
+        best = max(best, j1 + j2 + max(0, -((spare - sum_j3) // capacity)))
+    return best
+
+
+class _State:
+    """GPUs (free space, node) and nodes (GPU list, unopened slots), with an undo-free copy for the best."""
+
+    def __init__(self, node_gpus: int) -> None:
+        self.node_gpus = node_gpus
+        self.free: list[int] = []
+        self.node_of: list[int] = []
+        self.node_members: list[list[int]] = []
+        self.slots: list[int] = []
+
+    def open_node(self) -> int:
+        self.node_members.append([])
+        self.slots.append(self.node_gpus)
+        return len(self.slots) - 1
+
+    def open_gpu(self, node: int, capacity: int) -> int:
+        self.free.append(capacity)
+        self.node_of.append(node)
+        self.node_members[node].append(len(self.free) - 1)
+        self.slots[node] -= 1
+        return len(self.free) - 1
+
+    def close_gpu(self) -> None:
+        gpu = len(self.free) - 1
+        node = self.node_of.pop()
+        self.free.pop()
+        self.node_members[node].pop()
+        self.slots[node] += 1
+        if not self.node_members[node] and node == len(self.slots) - 1:
+            self.node_members.pop()
+            self.slots.pop()
+        del gpu
+
+
+def _ffd(order: Sequence[int], sizes: Sequence[int], devices: Sequence[int], capacity: int, node_gpus: int) -> tuple[_State, list[list[int]]]:
+    """First-fit-decreasing, a run of identical pieces at a time (the same placements as one by one).
+
+    A single-device piece goes to the lowest-numbered GPU with room, else a new GPU in the first
+    node with a free slot, else a new node. A multi-device piece goes to the first node with
+    `devices` distinct GPUs with room (counting unopened slots). The next identical piece cannot
+    fit anywhere before where the previous one went, so each run resumes from there.
+    """
+    state = _State(node_gpus)
+    free = state.free
+    placed: list[list[int]] = [[] for _ in sizes]
+    first_with_slot = 0
+    i = 0
+    while i < len(order):
+        s, n = sizes[order[i]], devices[order[i]]
+        j = i
+        while j < len(order) and sizes[order[j]] == s and devices[order[j]] == n:
+            j += 1
+        run = order[i:j]
+        i = j
+        if n == 1:
+            gpu = k = 0
+            while k < len(run):
+                while gpu < len(free) and free[gpu] < s:
+                    gpu += 1
+                if gpu == len(free):
+                    while first_with_slot < len(state.slots) and state.slots[first_with_slot] == 0:
+                        first_with_slot += 1
+                    node = first_with_slot if first_with_slot < len(state.slots) else state.open_node()
+                    gpu = state.open_gpu(node, capacity)
+                take = min(len(run) - k, free[gpu] // s)
+                for item in run[k : k + take]:
+                    placed[item] = [gpu]
+                free[gpu] -= take * s
+                k += take
+            continue
+        node = 0
+        for item in run:
+            while True:
+                if node == len(state.slots):
+                    state.open_node()
+                fits = [g for g in state.node_members[node] if free[g] >= s][:n]
+                if len(fits) + state.slots[node] >= n:
+                    chosen = fits + [state.open_gpu(node, capacity) for _ in range(n - len(fits))]
+                    break
+                node += 1
+            for gpu in chosen:
+                free[gpu] -= s
+            placed[item] = chosen
+    return state, placed
+
+
+class _Search:
+    """Depth-first branch and bound over the items in FFD order."""
+
+    def __init__(self, order: list[int], sizes: list[int], devices: list[int], capacity: int, node_gpus: int, total: int, best: int, budget: int) -> None:
+        self.order, self.sizes, self.devices = order, sizes, devices
+        self.capacity, self.total, self.budget = capacity, total, budget
+        self.state = _State(node_gpus)
+        self.best = best
+        self.best_placed: Optional[list[list[int]]] = None
+        self.best_state: Optional[tuple[list[int], list[int], list[list[int]]]] = None
+        self.visited = 0
+        self.aborted = False
+        self.target = 0
+        self.stop = False
+        self.smallest = min(sizes)
+        self.waste = 0
+        self.placed: list[list[int]] = [[] for _ in sizes]
+        # multi[k]: some item at position >= k needs several devices (node structure matters)
+        self.multi = [False] * (len(order) + 1)
+        for k in range(len(order) - 1, -1, -1):
+            self.multi[k] = self.multi[k + 1] or devices[order[k]] > 1
+        self.same_as_previous = [k > 0 and (sizes[order[k]], devices[order[k]]) == (sizes[order[k - 1]], devices[order[k - 1]]) for k in range(len(order))]
+
+    def _take(self, gpu: int, s: int) -> None:
+        old = self.state.free[gpu]
+        new = old - s
+        if old < self.smallest:
+            self.waste -= old
+        if new < self.smallest:
+            self.waste += new
+        self.state.free[gpu] = new
+
+    def _give(self, gpu: int, s: int) -> None:
+        old = self.state.free[gpu]
+        new = old + s
+        if old < self.smallest:
+            self.waste -= old
+        if new < self.smallest:
+            self.waste += new
+        self.state.free[gpu] = new
+
+    def run(self) -> None:
+        self._visit(0)
+
+    def _bound(self) -> int:
+        return max(len(self.state.free), math.ceil((self.total + self.waste) / self.capacity))
+
+    def _record(self) -> None:
+        self.best = len(self.state.free)
+        self.best_placed = [list(p) for p in self.placed]
+        self.best_state = (list(self.state.free), list(self.state.node_of), [list(m) for m in self.state.node_members])
+
+    def _visit(self, k: int) -> None:
+        if self.stop:
+            return
+        self.visited += 1
+        if self.visited > self.budget:
+            self.aborted = self.stop = True
+            return
+        if k == len(self.order):
+            if len(self.state.free) < self.best:
+                self._record()
+                self.stop = self.best <= self.target
+            return
+        if self._bound() >= self.best:
+            return
+        item = self.order[k]
+        s, n = self.sizes[item], self.devices[item]
+        floor_gpu = self.placed[self.order[k - 1]][0] if self.same_as_previous[k] else 0
+        if n == 1:
+            self._visit_single(k, item, s, floor_gpu)
+        else:
+            floor_node = self.state.node_of[floor_gpu] if self.same_as_previous[k] else 0
+            self._visit_multi(k, item, s, n, floor_node)
+
+    def _visit_single(self, k: int, item: int, s: int, floor_gpu: int) -> None:
+        state = self.state
+        by_node = self.multi[k + 1]
+        seen: set = set()
+        options = []
+        for gpu in range(floor_gpu, len(state.free)):
+            free = state.free[gpu]
+            if free < s:
+                continue
+            key = (state.node_of[gpu], free) if by_node else free
+            if key in seen:
+                continue
+            seen.add(key)
+            options.append((free, gpu))
+        options.sort()  # best fit first
+        for _, gpu in options:
+            self._take(gpu, s)
+            self.placed[item] = [gpu]
+            self._visit(k + 1)
+            self._give(gpu, s)
+            if self.stop:
+                return
+        # a new GPU: in an existing node with a free slot, or in a new node
+        targets: list[Optional[int]] = []
+        if by_node:
+            signatures = set()
+            for node, slots in enumerate(state.slots):
+                if slots > 0:
+                    sig = (tuple(sorted(state.free[g] for g in state.node_members[node])), slots)
+                    if sig not in signatures:
+                        signatures.add(sig)
+                        targets.append(node)
+            targets.append(None)
+        else:
+            targets = [next((node for node, slots in enumerate(state.slots) if slots > 0), None)]
+        for node in targets:
+            if len(state.free) + 1 >= self.best:
+                return
+            target = state.open_node() if node is None else node
+            gpu = state.open_gpu(target, self.capacity)
+            self._take(gpu, s)
+            self.placed[item] = [gpu]
+            self._visit(k + 1)
+            self._give(gpu, s)
+            state.close_gpu()
+            if self.stop:
+                return
+
+    def _visit_multi(self, k: int, item: int, s: int, n: int, floor_node: int) -> None:
+        state = self.state
+        signatures: set = set()
+        for node in range(floor_node, len(state.slots)):
+            members = state.node_members[node]
+            sig = (tuple(sorted(state.free[g] for g in members)), state.slots[node])
+            if sig in signatures:
+                continue
+            signatures.add(sig)
+            classes: dict[int, list[int]] = {}
+            for g in members:
+                if state.free[g] >= s:
+                    classes.setdefault(state.free[g], []).append(g)
+            groups = sorted(classes.items())
+            for picks in _choices(groups, n, state.slots[node]):
+                fresh = n - len(picks)
+                if len(state.free) + fresh >= self.best:
+                    continue
+                new = [state.open_gpu(node, self.capacity) for _ in range(fresh)]
+                chosen = picks + new
+                for g in chosen:
+                    self._take(g, s)
+                self.placed[item] = chosen
+                self._visit(k + 1)
+                for g in chosen:
+                    self._give(g, s)
+                for _ in new:
+                    state.close_gpu()
+                if self.stop:
+                    return
+        if n <= state.node_gpus and len(state.free) + n < self.best:
+            node = state.open_node()
+            chosen = [state.open_gpu(node, self.capacity) for _ in range(n)]
+            for g in chosen:
+                self._take(g, s)
+            self.placed[item] = chosen
+            self._visit(k + 1)
+            for g in chosen:
+                self._give(g, s)
+            for _ in chosen:
+                state.close_gpu()
+
+
+class _Completion:
+    """Bin completion (Korf 2002) on GPUs: can the slices fit in `target` GPUs?
+
+    The pieces are counted by kind (integer size); a pod on n devices is n
+    slices here, and nodes are left out: this is a relaxation of the real
+    problem, so a search that runs out of options proves `target` GPUs too
+    few for the real problem too. A packing it finds still has to be grouped
+    into nodes (`_group_nodes`). GPUs are filled one at a time: each new GPU
+    takes the largest slice left plus a completion, a multiset of smaller or
+    equal slices whose unused space keeps the total unused space within what
+    `target` GPUs allow (target × capacity − Σ slices). A state (slices left)
+    that failed with as much spare space and as many discrepancies is not
+    tried again.
+    """
+
+    def __init__(self, sizes: list[int], slices: list[int], capacity: int, budget: int, width: int = 1_000_000, one_per_gpu: Sequence[bool] = ()) -> None:
+        self.sizes, self.capacity = sizes, capacity
+        #: Kinds (multi-device ones) of which a GPU takes at most one slice, so that grouping into nodes is easy;
+        #: a cut that makes the search `truncated` (it no longer proves anything when it runs out).
+        self.one_per_gpu = list(one_per_gpu) or [False] * len(sizes)
+        self.left = list(slices)
+        self.budget = budget
+        self.steps = 0
+        self.aborted = False
+        #: GPUs are tried with at most `width` completions each; `truncated` says some had more.
+        self.width = width
+        self.truncated = False
+        self.gpus: list[tuple[int, ...]] = []
+        self.failed: dict[tuple, tuple[int, int]] = {}
+        self.limited = self.exhausted = False
+
+    def solve(self, target: int) -> Optional[list[tuple[int, ...]]]:
+        """GPU contents (slices per kind) in `target` GPUs or fewer, or None.
+
+        Limited discrepancy search: pass d allows the path to leave the
+        fullest completion d times in all (the i-th fullest costs i), so a
+        poor choice near the top is revisited as early as one near the
+        bottom. None with `exhausted` set proves `target` GPUs too few; None
+        without it means the step budget ran out (`aborted`).
+        """
+        spare = target * self.capacity - sum(s * c for s, c in zip(self.sizes, self.left))
+        self.truncated = self.exhausted = False
+        if spare < 0:
+            self.exhausted = True
+            return None
+        self.failed.clear()
+        discrepancies = 0
+        while not self.aborted:
+            self.limited = False
+            if self._fill(spare, discrepancies):
+                return list(self.gpus)
+            if not self.limited and not self.aborted:
+                self.exhausted = not self.truncated
+                return None
+            discrepancies += 1
+        return None
+
+    def _fill(self, spare: int, discrepancies: int) -> bool:
+        if self.aborted:
+            return False
+        first = next((k for k, c in enumerate(self.left) if c), None)
+        if first is None:
+            return True
+        key = tuple(self.left)
+        failed_spare, failed_discrepancies = self.failed.get(key, (-1, -1))
+        if failed_spare >= spare and failed_discrepancies >= discrepancies:
+            return False
+        for choice, (load, contents) in enumerate(self._completions(first, spare)):
+            if self.aborted:
+                return False
+            if choice > discrepancies:
+                self.limited = True
+                break
+            for k, c in enumerate(contents):
+                self.left[k] -= c
+            self.gpus.append(contents)
+            if self._fill(spare - (self.capacity - load), discrepancies - choice):
+                return True
+            self.gpus.pop()
+            for k, c in enumerate(contents):
+                self.left[k] += c
+            if self.aborted:
+                return False
+        if spare >= failed_spare and discrepancies >= failed_discrepancies:
+            self.failed[key] = (spare, discrepancies)
+        return False
+
+    def _completions(self, first: int, spare: int) -> list[tuple[int, tuple[int, ...]]]:
+        """The `width` fullest maximal ways to fill a GPU holding a slice of kind `first` and others after it.
+
+        Maximal: no slice left over would still fit, since adding it never
+        hurts (Korf's dominance, its simplest form). A branch that cannot beat
+        the width-th fullest found so far is cut, so this is a bounded
+        knapsack search, not a listing; when more than `width` ways exist the
+        search below is no longer exhaustive (`truncated`).
+        """
+        sizes, left, capacity, width = self.sizes, self.left, self.capacity, self.width
+        kinds = len(sizes)
+        reach = [0] * (kinds + 1)  # reach[k]: the most that kinds k.. could add
+        for k in range(kinds - 1, first - 1, -1):
+            reach[k] = reach[k + 1] + sizes[k] * left[k]
+        floor = capacity - spare
+        best: list[tuple[int, tuple[int, ...]]] = []  # fullest first, at most `width`
+        counts = [0] * kinds
+
+        def walk(k: int, load: int, smallest_left: int) -> None:
+            self.steps += 1
+            if self.steps > self.budget:
+                self.aborted = True
+                return
+            if k == kinds:
+                if load >= floor and capacity - load < smallest_left:
+                    if len(best) == width:
+                        best.pop()
+                        self.truncated = True
+                    bisect.insort(best, (load, tuple(counts)), key=lambda x: -x[0])
+                return
+            need = best[-1][0] + 1 if len(best) == width else floor
+            if load + min(reach[k], capacity - load) < need:
+                if len(best) == width:
+                    self.truncated = True
+                return
+            lowest = 1 if k == first else 0
+            most = min(left[k], (capacity - load) // sizes[k])
+            if most > 1 and self.one_per_gpu[k]:
+                most, self.truncated = 1, True
+            for c in range(most, lowest - 1, -1):
+                counts[k] = c
+                walk(k + 1, load + c * sizes[k], sizes[k] if c < left[k] else smallest_left)
+                if self.aborted:
+                    return
+            counts[k] = 0
+
+        walk(first, 0, capacity + 1)
+        return best
+
+def _choices(groups: list[tuple[int, list[int]]], n: int, slots: int) -> list[list[int]]:
+    """Ways to take up to n GPUs from classes of equal free space, leaving at most `slots` to open."""
+    out: list[list[int]] = []
+
+    def walk(i: int, picked: list[int]) -> None:
+        if len(picked) > n:
+            return
+        if i == len(groups):
+            if n - len(picked) <= slots:
+                out.append(list(picked))
+            return
+        gpus = groups[i][1]
+        for take in range(min(len(gpus), n - len(picked)), -1, -1):
+            walk(i + 1, picked + gpus[:take])
+
+    walk(0, [])
+    return out
+
+
+def _balanced(slices: dict[int, list[int]], devices: Sequence[int]) -> int:
+    """How far a node's multi-device slices are from forming whole pieces: 0 when they do.
+
+    Per kind with n devices: the slices must be a multiple of n, and no GPU may
+    hold more than count/n of them (each piece needs n distinct GPUs).
+    """
+    short = 0
+    for k, on in slices.items():
+        n, total = devices[k], sum(on)
+        short += (-total) % n + max(0, max(on, default=0) * n - total)
+    return short
+
+
+def _group_nodes(contents: list[tuple[int, ...]], devices: Sequence[int], node_gpus: int) -> Optional[list[list[int]]]:
+    """Group GPUs into nodes of at most `node_gpus` so that every multi-device piece can sit on one node.
+
+    Greedy: a node starts from the first GPU left with multi-device slices and
+    takes, one at a time, the GPU that brings it closest to whole pieces,
+    until it has them; GPUs with single-device slices only fill nodes up.
+    None when a node would need more GPUs than one has (the caller falls back).
+    """
+    multi = [k for k, n in enumerate(devices) if n > 1]
+    with_multi = [g for g, gpu in enumerate(contents) if any(gpu[k] for k in multi)]
+    plain = [g for g, gpu in enumerate(contents) if not any(gpu[k] for k in multi)]
+    nodes: list[list[int]] = []
+    left = list(with_multi)
+    while left:
+        node = [left.pop(0)]
+        on = {k: [contents[node[0]][k]] for k in multi}
+        while _balanced(on, devices):
+            if len(node) == node_gpus or not left:
+                return None
+            best = min(left, key=lambda g: (_balanced({k: on[k] + [contents[g][k]] for k in multi}, devices), g))
+            left.remove(best)
+            node.append(best)
+            for k in multi:
+                on[k].append(contents[best][k])
+        nodes.append(node)
+    for node in nodes:
+        while plain and len(node) < node_gpus:
+            node.append(plain.pop(0))
+    nodes.extend(plain[i : i + node_gpus] for i in range(0, len(plain), node_gpus))
+    return nodes
+
+
+def _realise(contents: list[tuple[int, ...]], node_members: list[list[int]], kind_items: list[list[int]], kind_sizes: list[int], kind_devices: list[int], capacity: int, items: int) -> tuple[list[int], list[list[int]]]:
+    """GPU contents by kind and GPUs per node -> (free space per GPU, GPUs per item).
+
+    A multi-device kind's slices on a node are dealt out round-robin over
+    count/n of its pieces, GPU by GPU: since no GPU holds more than count/n of
+    them (`_balanced`), each piece lands on n distinct GPUs.
+    """
+    free = [capacity - sum(c * kind_sizes[k] for k, c in enumerate(gpu)) for gpu in contents]
+    placed: list[list[int]] = [[] for _ in range(items)]
+    queues = [list(reversed(members)) for members in kind_items]
+    for members in node_members:
+        for k, n in enumerate(kind_devices):
+            slices = [g for g in members for _ in range(contents[g][k])]
+            if not slices:
+                continue
+            pieces = [queues[k].pop() for _ in range(len(slices) // n)]
+            for j, g in enumerate(slices):
+                placed[pieces[j % len(pieces)]].append(g)
+    return free, placed
+
+def _nodes(free: Sequence[int], node_members: Sequence[Sequence[int]], placed: Sequence[Sequence[int]], pods: Sequence[str], capacity: int) -> tuple[PackedNode, ...]:
+    pods_on: dict[int, set[str]] = {}
+    for item, gpus in enumerate(placed):
+        for g in gpus:
+            pods_on.setdefault(g, set()).add(pods[item])
+    out = []
+    load_of: dict[int, Fraction] = {}  # per free space: GPUs share a few
+    for members in node_members:
+        if not members:
+            continue
+        names = sorted({p for g in members for p in pods_on.get(g, ())})
+        for g in members:
+            if free[g] not in load_of:
+                load_of[free[g]] = Fraction(capacity - free[g], capacity)
+        loads = tuple(load_of[free[g]] for g in members)
+        per_gpu = tuple(tuple(sorted(pods_on.get(g, ()))) for g in members)
+        out.append(PackedNode(gpus=len(members), pods=tuple(names), loads=loads, gpu_pods=per_gpu))
+    return tuple(out)
+
+
+def pack(items: Sequence[PackItem], node_gpus: Optional[int] = None, exact_max_slices: int = 400, budget: int = 200_000) -> Packing:
+    """Pack `items` into the fewest GPUs, nodes of `node_gpus` GPUs (None: the largest device count)."""
+    if not items:
+        return Packing(gpus=0, lower_bound=0, method="exact", proof="nothing to pack", node_gpus=node_gpus or 0)
+    largest = max(i.devices for i in items)
+    size_of_node = node_gpus or largest
+    ratios = [(i.size.numerator, i.size.denominator) for i in items]  # tuples hash fast, Fractions do not
+    for item, (num, den) in zip(items, ratios):  # 0 < size <= 1 on the integers (denominators are positive)
+        if not 0 < num <= den or item.devices < 1 or item.devices > size_of_node:
+            raise ValueError(f"cannot pack {item}: size must be in (0, 1] and devices in [1, {size_of_node}]")
+    capacity = math.lcm(*{d for _, d in ratios})
+    scaled = {(n, d): n * (capacity // d) for n, d in set(ratios)}
+    sizes = [scaled[ratio] for ratio in ratios]
+    devices = [i.devices for i in items]
+    pods = [i.pod for i in items]
+    order = sorted(range(len(items)), key=lambda i: (-sizes[i], -devices[i], pods[i]))
+    slices = [sizes[i] for i in range(len(items)) for _ in range(devices[i])]
+    bound = max(lower_bound(slices, capacity), largest)
+
+    state, placed = _ffd(order, sizes, devices, capacity, size_of_node)
+    best = len(state.free)
+    if best == bound:
+        return Packing(best, bound, "exact", "first-fit-decreasing meets the lower bound",
+                       _nodes(state.free, state.node_members, placed, pods, capacity), size_of_node)  # fmt: skip
+    if len(slices) > exact_max_slices or budget <= 0:
+        return Packing(best, bound, "heuristic", f"{FFD_BOUND}; {len(slices)} GPU slices is more than the exact search takes ({exact_max_slices})",
+                       _nodes(state.free, state.node_members, placed, pods, capacity), size_of_node)  # fmt: skip
+    # bin completion: the fewest GPUs from the bound up, each target either met or proven unreachable
+    kinds: dict[tuple[int, int], list[int]] = {}
+    for i in order:
+        kinds.setdefault((sizes[i], devices[i]), []).append(i)
+    kind_keys = list(kinds)  # order is by size, then devices, descending
+    kind_sizes, kind_devices = [s for s, _ in kind_keys], [n for _, n in kind_keys]
+    # Multi-device kinds go at most once per GPU, so that the packing groups into nodes easily (a second attempt
+    # without that rule on more budget proved no better on benchmarks/adjuster_packing_exactness.py).
+    completion = _Completion(kind_sizes, [len(kinds[k]) * n for k, n in zip(kind_keys, kind_devices)], capacity, budget,
+                             width=COMPLETION_WIDTH, one_per_gpu=[n > 1 for n in kind_devices])  # fmt: skip
+    proven = bound
+    ungroupable = False
+    while proven < best:
+        found = completion.solve(proven)
+        if found is not None:
+            members = _group_nodes(found, kind_devices, size_of_node)
+            if members is None:
+                ungroupable = True
+                break
+            free, placed_by = _realise(found, members, [kinds[k] for k in kind_keys], kind_sizes, kind_devices, capacity, len(items))
+            proof = "bin completion found a packing that meets the lower bound" if proven == bound else f"bin completion: {proven - 1} GPUs cannot hold these pieces, {proven} can"
+            return Packing(len(found), proven, "exact", proof, _nodes(free, members, placed_by, pods, capacity), size_of_node, completion.steps)
+        if not completion.exhausted:
+            break
+        proven += 1
+    steps = completion.steps
+    if proven == best:
+        proof = f"first-fit-decreasing; bin completion proved that {best - 1} GPUs cannot hold these pieces"
+        return Packing(best, proven, "exact", proof, _nodes(state.free, state.node_members, placed, pods, capacity), size_of_node, steps)
+    search = _Search(order, sizes, devices, capacity, size_of_node, sum(slices), best, max(1, budget // 10))
+    search.target = proven
+    search.run()
+    visited = steps + search.visited
+    if search.best_state is not None and search.best_placed is not None:
+        free, _, members = search.best_state
+        nodes = _nodes(free, members, search.best_placed, pods, capacity)
+    else:
+        nodes = _nodes(state.free, state.node_members, placed, pods, capacity)
+    if not search.aborted:
+        proof = "branch and bound: the search completed" + ("" if search.best == proven else f" (the lower bound {proven} is not reachable)")
+        return Packing(search.best, search.best, "exact", proof, nodes, size_of_node, visited)
+    if search.best == proven:
+        return Packing(search.best, proven, "exact", "branch and bound found a packing that meets the lower bound", nodes, size_of_node, visited)
+    why = "bin completion's packing could not be grouped into nodes" if ungroupable else f"bin completion stopped after {budget} steps"
+    proof = f"{why}, branch and bound after {max(1, budget // 10)} search nodes; between {proven} and {search.best} GPUs are needed ({FFD_BOUND})"
+    return Packing(search.best, proven, "heuristic", proof, nodes, size_of_node, visited)
+
+
+def fewest_nodes(nodes: Sequence[PackedNode], node_gpus: int) -> tuple[PackedNode, ...]:
+    """The same GPUs, with the same pods on each, regrouped into as few nodes of `node_gpus` GPUs as they go.
+
+    A packing fills GPUs; which GPUs share a node is free but for multi-device pods, whose GPUs must
+    stay on one node. So the GPUs a pod spans form one part (parts chain through pods that share a
+    GPU), single GPUs are parts of one, and the parts go first fit, largest first, into nodes. The
+    autoscaler adds a node per placeholder it cannot fit in a node already coming, so nodes of 7, 7
+    and 2 GPUs cost three nodes where 8 and 8 cost two. `nodes` is returned as it is when that is no
+    fewer, or when a node does not say which pods each of its GPUs holds.
+    """
+    total = sum(n.gpus for n in nodes)
+    if len(nodes) <= max(1, -(-total // max(node_gpus, 1))) or any(len(n.gpu_pods) != n.gpus or len(n.loads) != n.gpus for n in nodes):
+        return tuple(nodes)
+    parts: list[list[tuple[tuple[str, ...], Fraction]]] = []
+    for node in nodes:
+        parent = list(range(node.gpus))
+
+        def root(g: int) -> int:
+            while parent[g] != g:
+                parent[g] = parent[parent[g]]
+                g = parent[g]
+            return g
+
+        first_gpu: dict[str, int] = {}
+        for g, pods in enumerate(node.gpu_pods):
+            for pod in pods:
+                if pod in first_gpu:
+                    parent[root(g)] = root(first_gpu[pod])
+                else:
+                    first_gpu[pod] = g
+        members: dict[int, list[int]] = {}
+        for g in range(node.gpus):
+            members.setdefault(root(g), []).append(g)
+        parts.extend([(node.gpu_pods[g], node.loads[g]) for g in gpus] for gpus in members.values())
+    bins: list[list[tuple[tuple[str, ...], Fraction]]] = []
+    for part in sorted(parts, key=len, reverse=True):  # stable: equal parts keep the plan's order
+        home = next((b for b in bins if len(b) + len(part) <= node_gpus), None)
+        if home is None:
+            bins.append(list(part))
+        else:
+            home.extend(part)
+    if len(bins) >= len(nodes):
+        return tuple(nodes)
+    return tuple(
+        PackedNode(gpus=len(b), pods=tuple(sorted({p for pods, _ in b for p in pods})), loads=tuple(load for _, load in b),
+                   gpu_pods=tuple(pods for pods, _ in b))
+        for b in bins
+    )  # fmt: skip
+
+
+def greedy_leftovers(items: Sequence[PackItem], node_sizes: Sequence[int],
+                     node_resources: Optional[Sequence[Optional[Resources]]] = None) -> list[int]:
+    """Which of `items`, placed one by one in the order given, a best-fit scheduler leaves without room.
+
+    The scheduler model (KAI's bin-packing placement, simplified, as
+    benchmarks/adjuster_vs_kai.py simulates it): nodes of `node_sizes` empty
+    GPUs; a pod goes to the node where its `devices` fullest GPUs with room
+    leave the least spare space, on those GPUs (the first such node on a
+    tie), among the nodes that still have the pod's CPU, memory and other
+    resources (`PackItem.resources` against `node_resources`, the
+    scheduler's NodeResourcesFit). An exact packing can need a placement no greedy scheduler finds;
+    the planner adds GPUs for what this leaves (`adjuster/decision/plan.py`).
+    Returns the positions in `items` of the pods left over.
+    """
+    return BestFitScheduler(items, node_sizes, node_resources).run()
+
+
+class BestFitScheduler:
+    """`greedy_leftovers` as a run that can be resumed with more nodes, for the planner's rounds.
+
+    Nodes added later come after the first ones and start empty, so the
+    scheduler picks one of their GPUs only where no earlier GPU has room:
+    a run over more nodes places every pod exactly as the run before did, up
+    to that run's first pod left over. `run()` keeps a copy of the state
+    there, and `resumed_with(sizes)` goes on from it with the new nodes, so
+    each round places only the pods from its predecessor's first leftover on
+    rather than all of them again (the same leftovers, in less time).
+    """
+
+    def __init__(self, items: Sequence[PackItem], node_sizes: Sequence[int],
+                 node_resources: Optional[Sequence[Optional[Resources]]] = None) -> None:
+        self.items = items
+        self.capacity = math.lcm(*{i.size.denominator for i in items}) if items else 1
+        self.sizes = [i.size.numerator * (self.capacity // i.size.denominator) for i in items]
+        self.smallest = min(self.sizes, default=0)
+        #: per node, (free, gpu) ascending; and every GPU as (free, node, gpu), ascending, for a global best fit
+        self.by_node: list[list[tuple[int, int]]] = []
+        self.slots: list[tuple[int, int, int]] = []
+        # Multi-device pods look at the nodes in use that the smallest pod still fits and, of the untouched ones
+        # (all alike), only the first of each size: a scan of every node per pod is too slow at thousands of pods.
+        self.in_use: list[int] = []
+        self.untouched: set[int] = set()
+        self.fresh_by_size: dict[tuple[int, Optional[Resources]], list[int]] = {}  # per node shape: [cursor, node, node, ...]
+        self.full: set[int] = set()
+        self.start = 0
+        self.checkpoint: Optional[BestFitScheduler] = None
+        #: Per item placed: (node, its GPUs), in the order the nodes were given.
+        self.placed: dict[int, tuple[int, tuple[int, ...]]] = {}
+        #: Per node, what is left of its other resources (None: not limited); per item, what it needs of them.
+        self.resources_left: list[Optional[dict[str, int]]] = []
+        self.needs: list[Optional[Resources]] = [i.resources or None for i in items]
+        self._add_nodes(node_sizes, node_resources)
+
+    def _add_nodes(self, node_sizes: Sequence[int], node_resources: Optional[Sequence[Optional[Resources]]] = None) -> None:
+        capacity = self.capacity
+        for position, n in enumerate(node_sizes):
+            node = len(self.by_node)
+            given = node_resources[position] if node_resources is not None else None
+            limit = tuple(sorted(given)) if given is not None else None
+            self.by_node.append([(capacity, gpu) for gpu in range(n)])
+            self.resources_left.append(dict(limit) if limit is not None else None)
+            # the new node's GPUs are empty and numbered after every other: they sort last
+            self.slots.extend((capacity, node, gpu) for gpu in range(n))
+            self.untouched.add(node)
+            self.fresh_by_size.setdefault((n, limit), [1]).append(node)
+
+    def _copy(self) -> BestFitScheduler:
+        twin = BestFitScheduler.__new__(BestFitScheduler)
+        twin.items, twin.capacity, twin.sizes, twin.smallest = self.items, self.capacity, self.sizes, self.smallest
+        twin.by_node = [list(mine) for mine in self.by_node]
+        twin.slots = list(self.slots)
+        twin.in_use = list(self.in_use)
+        twin.untouched = set(self.untouched)
+        twin.fresh_by_size = {n: list(nodes) for n, nodes in self.fresh_by_size.items()}
+        twin.full = set(self.full)
+        twin.start, twin.checkpoint = self.start, None
+        twin.placed = dict(self.placed)
+        twin.resources_left = [dict(left) if left is not None else None for left in self.resources_left]
+        twin.needs = self.needs
+        return twin
+
+    def resumed_with(self, node_sizes: Sequence[int], node_resources: Optional[Sequence[Optional[Resources]]] = None) -> BestFitScheduler:
+        """The last run's state at its first pod left over, with nodes of `node_sizes` added (run it next)."""
+        if self.checkpoint is None:
+            raise ValueError("nothing to resume: the last run left no pod over")
+        resumed = self.checkpoint
+        resumed._add_nodes(node_sizes, node_resources)
+        return resumed
+
+    def _room_for(self, node: int, need: Optional[Resources]) -> bool:
+        """Whether node `node` has what is left of its other resources for `need`."""
+        left = self.resources_left[node]
+        if need is None or left is None:
+            return True
+        return all(left.get(name, 0) >= amount for name, amount in need)
+
+    def holds_pods(self, node: int) -> bool:
+        """Whether the last run placed any pod on node `node` (in the order the nodes were given)."""
+        return node not in self.untouched
+
+    def _take(self, node: int, gpu: int, room: int, size: int) -> None:
+        slots = self.slots
+        del slots[bisect.bisect_left(slots, (room, node, gpu))]
+        bisect.insort(slots, (room - size, node, gpu))
+        mine = self.by_node[node]
+        del mine[bisect.bisect_left(mine, (room, gpu))]
+        bisect.insort(mine, (room - size, gpu))
+        if node in self.untouched:
+            self.untouched.discard(node)
+            bisect.insort(self.in_use, node)
+        if mine[-1][0] < self.smallest:
+            self.full.add(node)
+
+    def run(self) -> list[int]:
+        """Place the pods from where this run starts; the positions (in all the items) of those left over."""
+        left: list[int] = []
+        sizes = self.sizes
+        for index in range(self.start, len(self.items)):
+            size, devices, need = sizes[index], self.items[index].devices, self.needs[index]
+            chosen = self._single(size, need) if devices == 1 else self._multi(size, devices, need)
+            if chosen is None:
+                if not left:
+                    self.checkpoint = self._copy()
+                    self.checkpoint.start = index
+                left.append(index)
+                continue
+            node, fits = chosen
+            for room, gpu in fits:
+                self._take(node, gpu, room, size)
+            left_on_node = self.resources_left[node]
+            if need is not None and left_on_node is not None:
+                for name, amount in need:
+                    left_on_node[name] = left_on_node.get(name, 0) - amount
+            self.placed[index] = (node, tuple(gpu for _, gpu in fits))
+        return left
+
+    def placement(self, keep_empty_gpus: bool = False) -> tuple[PackedNode, ...]:
+        """What the last run placed, one `PackedNode` per node that holds a pod, with only the GPUs that hold one
+        (`keep_empty_gpus`: all of that node's GPUs).
+
+        Nodes keep the order they were given in, and a node's GPUs theirs. Placed again on these nodes, the
+        same pods land the same way: a GPU that stayed empty was never a best fit, so taking it away changes
+        no choice (the planner checks that by placing them again).
+        """
+        pods_on: dict[int, dict[int, list[str]]] = {}
+        for index in sorted(self.placed):
+            node, gpus = self.placed[index]
+            for gpu in gpus:
+                pods_on.setdefault(node, {}).setdefault(gpu, []).append(self.items[index].pod)
+        capacity = self.capacity
+        out = []
+        for node in sorted(pods_on):
+            rooms = dict((gpu, room) for room, gpu in self.by_node[node])
+            gpus = sorted(rooms) if keep_empty_gpus else sorted(pods_on[node])
+            out.append(PackedNode(
+                gpus=len(gpus),
+                pods=tuple(sorted({p for g in gpus for p in pods_on[node][g]})),
+                loads=tuple(Fraction(capacity - rooms[g], capacity) for g in gpus),
+                gpu_pods=tuple(tuple(sorted(pods_on[node].get(g, ()))) for g in gpus),
+            ))  # fmt: skip
+        return tuple(out)
+
+    def _single(self, size: int, need: Optional[Resources]) -> Optional[tuple[int, list[tuple[int, int]]]]:
+        at = bisect.bisect_left(self.slots, (size, -1, -1))
+        while at < len(self.slots):
+            room, node, gpu = self.slots[at]
+            if need is None or self._room_for(node, need):
+                return node, [(room, gpu)]
+            at += 1  # the best-fitting GPU whose node has the pod's CPU, memory, ... left
+        return None
+
+    def _multi(self, size: int, devices: int, need: Optional[Resources]) -> Optional[tuple[int, list[tuple[int, int]]]]:
+        best: Optional[tuple[int, int, list[tuple[int, int]]]] = None
+        if self.full:
+            self.in_use = [node for node in self.in_use if node not in self.full]
+            self.full.clear()
+        firsts = []
+        for size_nodes in self.fresh_by_size.values():
+            while size_nodes[0] < len(size_nodes) and size_nodes[size_nodes[0]] not in self.untouched:
+                size_nodes[0] += 1
+            if size_nodes[0] < len(size_nodes):
+                firsts.append(size_nodes[size_nodes[0]])
+        for node in sorted([*self.in_use, *firsts]):
+            mine = self.by_node[node]
+            if len(mine) < devices or mine[-devices][0] < size or not self._room_for(node, need):
+                continue
+            at = bisect.bisect_left(mine, (size, -1))
+            if len(mine) - at < devices:
+                continue
+            fits = mine[at : at + devices]
+            slack = sum(room for room, _ in fits) - size * devices
+            if best is None or slack < best[0]:
+                best = (slack, node, fits)
+        return None if best is None else (best[1], best[2])

@@ -1,0 +1,455 @@
+"""The node-scale-adjuster's decision: pending fractional-GPU pods in, placeholder GPUs out.
+
+`plan_placeholders(pods, nodes, settings, now)` is the one function both
+`adjuster plan` (offline, from files) and the in-cluster controller call. With
+the default policy it selects the demand (`adjuster/decision/demand.py`), packs each
+constraint group exactly (`adjuster/decision/packing.py`), checks that a scheduler placing
+the pods one by one (oldest first, best fit) finds room in what was packed and
+adds GPUs where it would not, and then takes that scheduler's placement as the
+plan: one placeholder per node it uses (never more GPUs than one node has),
+holding exactly the pods it places there and only the GPUs they land on, so
+that each pod stands in one placeholder. Then it applies the cap (trimming the
+placeholder that does not fit whole rather than dropping it). With
+`policy="kai"` it reports what one pass of KAI's own node-scale-adjuster would
+do (`adjuster/decision/kai_policy.py`).
+
+Pure: plain dicts in, frozen dataclasses out, `to_dict()` in camelCase for
+JSON and YAML. It does not create, delete or remember placeholders; comparing
+the plan with what exists is the controller's job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from fractions import Fraction
+from typing import Any, Iterable, Mapping, Optional
+
+from raybridge.adjuster.decision.demand import (
+    AdjusterSettings,
+    ConstraintGroup,
+    DemandPiece,
+    GroupShape,
+    IgnoredPod,
+    select_demand,
+)
+from raybridge.adjuster.decision.packing import BestFitScheduler, PackedNode, PackItem, Resources, fewest_nodes, pack
+from raybridge.core.inventory import format_milli
+from raybridge.core.quantity import format_fraction
+
+__all__ = [
+    "AdjusterPlan",
+    "AdjusterSettings",
+    "CapReport",
+    "GroupPlan",
+    "Placeholder",
+    "plan_placeholders",
+]
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    """One placeholder pod: `gpus` whole GPUs of the group's vendor, on one node of the group."""
+
+    gpus: int
+    resource_key: str
+    pods: tuple[str, ...]
+    node_selector: Mapping[str, Any] = field(default_factory=dict)
+    affinity: Optional[Mapping[str, Any]] = None
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    group: Optional[str] = None
+    #: KAI policy: the scaling pod's name, and whether it exists already.
+    name: Optional[str] = None
+    existing: bool = False
+    #: What its pods request of a node besides GPUs, summed (thousandths of each unit): the placeholder asks
+    #: for it too, so that the node added for it has room for them.
+    resources: Resources = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.name is not None:
+            data["name"] = self.name
+        data.update(
+            {
+                "gpus": self.gpus,
+                "resourceKey": self.resource_key,
+                "group": self.group,
+                "nodeSelector": dict(self.node_selector),
+                "affinity": self.affinity,
+                "tolerations": [dict(t) for t in self.tolerations],
+                "resources": {name: format_milli(name, amount) for name, amount in self.resources},
+                "pods": list(self.pods),
+            }
+        )
+        if self.name is not None:
+            data["existing"] = self.existing
+        return data
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """One constraint group: its demand, the GPUs it packs into, and how sure that number is."""
+
+    group: ConstraintGroup
+    pods: int
+    demand: Fraction
+    #: What the group asks for: the packing plus what a greedy scheduler needs beyond it (`packed_gpus` <= `gpus`).
+    gpus: int
+    lower_bound: int
+    method: str
+    proof: str
+    node_gpus: int
+    #: Where node_gpus comes from: "nodes", "flag" or "largest pod".
+    node_gpus_source: str
+    gpu_memory_mib: Optional[int]
+    known_nodes: int
+    #: The packing's count (`method` and `proof` are about this one).
+    packed_gpus: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.group.to_dict(),
+            "pods": self.pods,
+            "demand": format_fraction(self.demand),
+            "gpus": self.gpus,
+            "packedGpus": self.packed_gpus,
+            "lowerBound": self.lower_bound,
+            "method": self.method,
+            "proof": self.proof,
+            "nodeGpus": self.node_gpus,
+            "nodeGpusFrom": self.node_gpus_source,
+            "gpuMemoryMiB": self.gpu_memory_mib,
+            "knownNodes": self.known_nodes,
+        }
+
+
+@dataclass(frozen=True)
+class CapReport:
+    """What `--max-gpus` cut: GPUs and pods, and the placeholders it trimmed (kept in part) rather than dropped."""
+
+    limit: int
+    requested: int
+    cut_gpus: int
+    cut_pods: tuple[str, ...]
+    #: (group, GPUs planned, GPUs kept) per placeholder kept in part.
+    trimmed: tuple[tuple[Optional[str], int, int], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "limit": self.limit,
+            "requested": self.requested,
+            "cutGpus": self.cut_gpus,
+            "cutPods": list(self.cut_pods),
+            "trimmed": [{"group": g, "planned": planned, "kept": kept} for g, planned, kept in self.trimmed],
+        }
+
+
+@dataclass(frozen=True)
+class AdjusterPlan:
+    policy: str
+    total_gpus: int
+    placeholders: tuple[Placeholder, ...]
+    groups: tuple[GroupPlan, ...] = ()
+    ignored: tuple[IgnoredPod, ...] = ()
+    #: Annotated pods that are bound or finished, by code.
+    skipped: Mapping[str, int] = field(default_factory=dict)
+    #: Exact pending demand (Σ fraction × devices of the counted pods) by vendor.
+    demand_by_vendor: Mapping[str, Fraction] = field(default_factory=dict)
+    pieces: tuple[DemandPiece, ...] = ()
+    cap: Optional[CapReport] = None
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    #: KAI policy: the pass's need, deleted scaling pods and whether the cooldown held it back.
+    kai: Optional[Mapping[str, Any]] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "policy": self.policy,
+            "totalGpus": self.total_gpus,
+            "placeholders": [p.to_dict() for p in self.placeholders],
+            "ignored": [i.to_dict() for i in self.ignored],
+            "skipped": dict(self.skipped),
+            "demandByVendor": {v: format_fraction(d) for v, d in self.demand_by_vendor.items()},
+            "groups": [g.to_dict() for g in self.groups],
+            "capped": self.cap.to_dict() if self.cap else None,
+            "notes": list(self.notes),
+            "warnings": list(self.warnings),
+        }
+        if self.kai is not None:
+            data["kai"] = dict(self.kai)
+        return data
+
+
+def plan_placeholders(
+    pods: Iterable[Any],
+    nodes: Optional[Iterable[Any]],
+    settings: AdjusterSettings,
+    now: datetime,
+    pod_groups: Iterable[Any] = (),
+) -> AdjusterPlan:
+    """What the adjuster asks for now. `nodes` None: node shapes unknown (memory fallback, no device check)."""
+    problems = settings.problems()
+    if problems:
+        raise ValueError("; ".join(problems))
+    if settings.policy == "kai":
+        return _plan_kai(pods, settings)
+    pods = list(pods)
+    selection = select_demand(pods, nodes, settings, now, pod_groups)
+    by_group: dict[ConstraintGroup, list[DemandPiece]] = {}
+    for piece in selection.pieces:
+        by_group.setdefault(piece.group, []).append(piece)
+    groups: list[GroupPlan] = []
+    placeholders: list[tuple[Placeholder, tuple[tuple[str, ...], ...]]] = []
+    waiting: dict[str, float] = {}
+    resources_of: dict[str, Resources] = {}
+    demand_by_vendor: dict[str, Fraction] = {}
+    notes: list[str] = []
+    for group in sorted(by_group, key=lambda g: (g.vendor, g.id)):
+        pieces = by_group[group]
+        shape = selection.shapes.get(group, GroupShape())
+        if shape.node_gpus:
+            node_gpus, source = shape.node_gpus, "nodes"
+        elif settings.node_gpus:
+            node_gpus, source = settings.node_gpus, "flag"
+        else:
+            node_gpus, source = max(p.devices for p in pieces), "largest pod"
+            notes.append(
+                f"group {group.id}: no known node of this group, so placeholders are no larger than its largest pod "
+                f"({node_gpus} GPUs); pass --nodes or --node-gpus to pack whole nodes"
+            )
+        if any(p.source == "gpu-memory-fallback" for p in pieces):
+            notes.append(f"group {group.id}: GPU memory of its nodes unknown: gpu-memory pods count as {format_fraction(settings.memory_fallback_fraction)} of a GPU")
+        items = [PackItem(p.pod, p.fraction, p.devices, p.resources) for p in pieces]
+        # What else a node of the group has room for (CPU, memory, ...): the scheduler places a pod only where
+        # its requests fit, and the autoscaler adds a node only for a placeholder that fits a new one.
+        room = shape.node_resources
+        if room is None and any(p.resources for p in pieces):
+            notes.append(
+                f"group {group.id}: no known node of this group, so what one node has of CPU and memory is unknown: "
+                "each placeholder carries the requests of the pods it stands for, which a new node may not hold"
+            )
+
+        def rooms(count: int) -> Optional[list[Optional[tuple[tuple[str, int], ...]]]]:
+            return None if room is None else [room] * count
+
+        packing = pack(
+            items,
+            node_gpus,
+            exact_max_slices=settings.exact_max_slices,
+            budget=settings.search_budget,
+        )
+        # The scheduler places pods one by one, not as the exact packing does: add GPUs until a best-fit
+        # placement in its order (KAI's within a queue: oldest first) also finds room for every pod (each
+        # round places at least the first pod the last one left: it fits an empty node on its own).
+        order_keys = [scheduling_order(p) for p in pieces]
+        ordered_items = [items[i] for i in sorted(range(len(pieces)), key=order_keys.__getitem__)]
+        planned_nodes = list(packing.nodes)
+        check = BestFitScheduler(ordered_items, [n.gpus for n in planned_nodes], rooms(len(planned_nodes)))
+        while True:
+            left = check.run()
+            if not left:
+                break
+            extra = pack([ordered_items[i] for i in left], node_gpus, exact_max_slices=0, budget=0)
+            planned_nodes.extend(extra.nodes)
+            # the same placements up to the first leftover
+            check = check.resumed_with([n.gpus for n in extra.nodes], rooms(len(extra.nodes)))
+        # Fewer, fuller placeholders where the GPUs regroup into fewer nodes (the autoscaler adds a node for
+        # each it cannot fit): kept only where the scheduler's placement still finds room for every pod.
+        regrouped = fewest_nodes(planned_nodes, node_gpus)
+        if len(regrouped) < len(planned_nodes):
+            regrouped_check = BestFitScheduler(ordered_items, [n.gpus for n in regrouped], rooms(len(regrouped)))
+            if not regrouped_check.run():
+                check = regrouped_check
+        # The placeholders are the scheduler's placement itself, not the packing: each pod in the one
+        # placeholder whose GPUs it will land on, and no GPU that no pod lands on.
+        scheduled = _scheduled_nodes(check, ordered_items, room)
+        scheduled_gpus = sum(n.gpus for n in scheduled)
+        if scheduled_gpus > packing.gpus:
+            notes.append(
+                f"group {group.id}: placed one by one, oldest first, best fit, these pods need {scheduled_gpus - packing.gpus} GPU(s) more "
+                f"than the packing's {packing.gpus}; the plan asks for them"
+            )
+        counts: dict[tuple[int, int, int], int] = {}
+        for p in pieces:
+            key = (p.fraction.numerator, p.fraction.denominator, p.devices)
+            counts[key] = counts.get(key, 0) + 1
+        demand = sum((Fraction(num, den) * d * n for (num, den, d), n in counts.items()), Fraction(0))
+        demand_by_vendor[group.vendor] = demand_by_vendor.get(group.vendor, Fraction(0)) + demand
+        groups.append(
+            GroupPlan(
+                group=group,
+                pods=len(pieces),
+                demand=demand,
+                gpus=scheduled_gpus,
+                packed_gpus=packing.gpus,
+                lower_bound=packing.lower_bound,
+                method=packing.method,
+                proof=packing.proof,
+                node_gpus=node_gpus,
+                node_gpus_source=source,
+                gpu_memory_mib=shape.gpu_memory_mib,
+                known_nodes=shape.nodes,
+            )
+        )
+        waiting.update((p.pod, p.waiting_seconds or 0.0) for p in pieces)
+        resources_of.update((p.pod, p.resources) for p in pieces)
+        tolerations, group_id = tuple(group.tolerations), group.id  # once per group, not per placeholder
+        for node in scheduled:
+            placeholders.append(
+                (
+                    Placeholder(
+                        gpus=node.gpus,
+                        resource_key=group.resource_key,
+                        pods=node.pods,
+                        resources=summed_resources(resources_of[p] for p in node.pods),
+                        node_selector=group.node_selector,
+                        affinity=group.affinity,
+                        tolerations=tolerations,
+                        group=group_id,
+                    ),
+                    node.gpu_pods,
+                )
+            )
+    kept, cap = _apply_cap(placeholders, waiting, settings.max_total_gpus, resources_of)
+    return AdjusterPlan(
+        policy="exact",
+        total_gpus=sum(p.gpus for p in kept),
+        placeholders=tuple(kept),
+        groups=tuple(groups),
+        ignored=selection.ignored,
+        skipped=selection.skipped,
+        demand_by_vendor=demand_by_vendor,
+        pieces=selection.pieces,
+        cap=cap,
+        notes=tuple(notes),
+        warnings=selection.warnings,
+    )
+
+
+def _scheduled_nodes(check: BestFitScheduler, ordered_items: list[PackItem], room: Optional[Resources]) -> tuple[PackedNode, ...]:
+    """The nodes of a run that left no pod over, with only the GPUs its pods land on.
+
+    Those GPUs alone give the same placement again (an empty GPU was never a best fit); where they
+    would not, the nodes are kept whole, so a pod is never left without its placeholder.
+    """
+    placed = check.placement()
+    again = BestFitScheduler(ordered_items, [n.gpus for n in placed], None if room is None else [room] * len(placed))
+    if again.run() or again.placement() != placed:
+        return check.placement(keep_empty_gpus=True)
+    return placed
+
+
+def scheduling_order(piece: DemandPiece) -> tuple[bool, str, float, str]:
+    """The scheduler's order within a group: oldest first (creation, then the longest wait), then by name.
+
+    The order the plan's greedy check places pods in, and the one the controller's reconcile assumes
+    when it works out which waiting pods the placeholders already asked for will hold.
+    """
+    return (piece.created is None, piece.created or "", -(piece.waiting_seconds or 0.0), piece.pod)
+
+
+def summed_resources(each: Iterable[Resources]) -> Resources:
+    """The sum of pods' other resources, as a placeholder asks for them."""
+    total: dict[str, int] = {}
+    for resources in each:
+        for name, amount in resources:
+            total[name] = total.get(name, 0) + amount
+    return tuple(sorted(total.items()))
+
+
+def _apply_cap(
+    placeholders: list[tuple[Placeholder, tuple[tuple[str, ...], ...]]], waiting: Mapping[str, float], limit: Optional[int],
+    resources_of: Mapping[str, Resources],
+) -> tuple[list[Placeholder], Optional[CapReport]]:
+    """Keep placeholders under the cap, those with the longest-waiting pods first; report what was cut.
+
+    A placeholder that does not fit whole is trimmed to the GPUs left rather
+    than dropped: its pods, longest-waiting first, keep the GPUs they sit on
+    (a multi-device pod all of its own or none) while those fit. So eight pods
+    of 0.9 on one 8-GPU placeholder under a cap of 5 still ask for 5 GPUs, and
+    a cap smaller than one node never stops a group's scale-up.
+    """
+    requested = sum(p.gpus for p, _ in placeholders)
+    if limit is None or requested <= limit:
+        return [p for p, _ in placeholders], None
+
+    def longest_wait(entry: tuple[Placeholder, tuple[tuple[str, ...], ...]]) -> float:
+        return max((waiting.get(p, 0.0) for p in entry[0].pods), default=0.0)
+
+    kept: dict[int, Placeholder] = {}  # by position in the plan
+    trimmed: list[tuple[Optional[str], int, int]] = []
+    served: set[str] = set()
+    left = limit
+    for index in sorted(range(len(placeholders)), key=lambda i: -longest_wait(placeholders[i])):
+        placeholder, gpu_pods = placeholders[index]
+        if placeholder.gpus <= left:
+            kept[index] = placeholder
+            served.update(placeholder.pods)
+            left -= placeholder.gpus
+            continue
+        if left <= 0:
+            continue
+        on_gpus: dict[str, set[int]] = {}
+        for gpu, pods in enumerate(gpu_pods):
+            for pod in pods:
+                on_gpus.setdefault(pod, set()).add(gpu)
+        chosen: set[int] = set()
+        pods_kept: list[str] = []
+        for pod in sorted(placeholder.pods, key=lambda p: (-waiting.get(p, 0.0), p)):
+            gpus = on_gpus.get(pod, set())
+            if gpus and len(chosen | gpus) <= left:
+                chosen |= gpus
+                pods_kept.append(pod)
+        if not pods_kept:
+            continue
+        kept[index] = replace(placeholder, gpus=len(chosen), pods=tuple(sorted(pods_kept)),
+                              resources=summed_resources(resources_of.get(p, ()) for p in pods_kept))
+        trimmed.append((placeholder.group, placeholder.gpus, len(chosen)))
+        served.update(pods_kept)
+        left -= len(chosen)
+    report = CapReport(
+        limit=limit,
+        requested=requested,
+        cut_gpus=requested - sum(p.gpus for p in kept.values()),
+        cut_pods=tuple(sorted(pod for p, _ in placeholders for pod in p.pods if pod not in served)),
+        trimmed=tuple(trimmed),
+    )
+    return [kept[i] for i in sorted(kept)], report
+
+
+def _plan_kai(pods: Iterable[Any], settings: AdjusterSettings) -> AdjusterPlan:
+    from raybridge.adjuster.decision.kai_policy import KAI_RESOURCE_KEY, kai_pass  # only for --policy kai
+
+    result = kai_pass(pods, settings.scheduler_name, float(settings.memory_fallback_fraction), settings.kai_namespace)
+    placeholders = [
+        Placeholder(
+            gpus=s.devices,
+            resource_key=KAI_RESOURCE_KEY,
+            pods=(s.target,),
+            node_selector=dict(s.node_selector),
+            affinity=dict(s.affinity) if s.affinity else None,
+            tolerations=tuple(s.tolerations),
+            name=s.name,
+            existing=s.existing,
+        )
+        for s in (*result.kept, *result.created)
+    ]
+    notes = []
+    if settings.max_total_gpus is not None:
+        notes.append("KAI's rule has no cap: --max-gpus does not apply to it")
+    if result.in_cooldown:
+        notes.append("KAI deleted a scaling pod in this pass, which starts its 60 s cooldown: nothing is created until it ends")
+    return AdjusterPlan(
+        policy="kai",
+        total_gpus=sum(p.gpus for p in placeholders),
+        placeholders=tuple(placeholders),
+        ignored=tuple(IgnoredPod(pod, "kai-skipped", why) for pod, why in result.skipped),
+        notes=tuple(notes),
+        warnings=result.warnings,
+        kai={
+            "need": result.need,
+            "created": [s.name for s in result.created],
+            "deleted": [{"name": n, "reason": why} for n, why in result.deleted],
+            "inCooldown": result.in_cooldown,
+        },
+    )

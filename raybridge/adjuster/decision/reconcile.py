@@ -1,0 +1,530 @@
+"""Desired placeholders against the ones that exist: what to create, keep and delete.
+
+The in-cluster node-scale-adjuster calls `reconcile(...)` on every pass. It
+exists so the controller's whole decision is a pure function, table-tested
+offline, and so one burst of pending pods yields one scale-up:
+
+* A placeholder that got a node ("provided": bound, or finished on a node)
+  brought up capacity for the pods it was made for. Those pods are left out
+  of the demand until they land (bound, or gone) or `provision_timeout`
+  passes; then it is deleted. Its GPUs also count against the cap. The
+  credit is the room its node has left, not the GPUs it asked for: a
+  placeholder exits once scheduled, so another placeholder can land on the
+  same free GPUs, and any pod (another placeholder's, a stranger's) can
+  take them. So the room left on each node is worked out from every pod
+  bound there (whole GPUs, and GPU-sharing pods packed as tightly as they
+  allow), earlier placeholders on the node are credited first, and a
+  placeholder covers only the pods of its own that this room holds as
+  planned now (a node's GPU memory may be known only once the node exists).
+  Its other pods are planned again on this pass; one that holds none is
+  deleted ("node-already-counted" when an earlier placeholder was credited
+  on its node, else "capacity-taken"). Crediting the GPUs asked for
+  instead held its pods until the timeout while other pods filled its node.
+  What room its node has left after that (the whole node, not only the
+  GPUs it asked for: the node came up whole) holds other waiting pods of
+  its group, which land there within seconds; a placeholder whose own pods
+  all landed stays (until the timeout) only while that room holds some.
+* The remaining pods are planned (`core/adjuster.plan_placeholders`). The
+  pending placeholders (not on a node yet) of a group stand for GPUs on their
+  way: the group's waiting pods, oldest first, best fit, are placed on their
+  whole GPUs as the scheduler will place them when the nodes come (the pods
+  each was made for and pods that came later alike, so pods arriving in
+  waves fill the room earlier ones leave and cost no extra GPU, and what is
+  counted is a placement the scheduler really makes, not a tighter packing
+  it would not find). The pods that placement holds are covered; a pending
+  placeholder it puts no pod on is deleted; one that holds pods is kept,
+  unchanged, even when the pods it was made for are gone. Pods no pending
+  placeholder holds are planned again on their own and get new placeholders.
+  Why a pending placeholder is never replaced by a bigger one: a pod's
+  resources are immutable, so resizing is delete + create of a pod every
+  wave, and whether the autoscaler matches the new pod to the node it is
+  already adding for the old one is its own business (it is new demand to
+  it), so the scale-up in flight is not guaranteed to be kept. Filling the
+  slack gives the same GPU count with nothing deleted. A later pod that
+  does not fit the slack gets its own placeholder. Once the placeholder
+  is provided, the same slack covers those later pods until they land.
+* A placeholder being deleted (stuck terminating) counts for nothing and
+  blocks nothing: new names skip every name in use.
+* Placeholders left by an earlier instance are the same objects (found by
+  label by the caller), so they are adopted, never duplicated.
+
+Pure: plain data in and out, no clock, no I/O, no kubernetes import. How a
+placeholder pod is read from and written to the API is the
+`raybridge.adjuster` package's business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from fractions import Fraction
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from raybridge.adjuster.decision.plan import AdjusterPlan, Placeholder, plan_placeholders, scheduling_order
+from raybridge.core.consts import (
+    GPU_MEMORY_LABELS,
+    GPU_RESOURCE_KEYS,
+    KAI_GPU_DEVICES_ANNOTATION,
+    KAI_GPU_FRACTION_ANNOTATION,
+    KAI_GPU_MEMORY_ANNOTATION,
+)
+from raybridge.adjuster.decision.demand import AdjusterSettings, DemandPiece, parse_fraction, parse_whole, pod_key, select_demand
+from raybridge.core.inventory import node_allocatable_resources, pod_gpu_requests, pod_resource_requests
+from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem, Resources
+
+#: States of an existing placeholder.
+PENDING = "pending"  # not on a node yet: the scale-up signal
+PROVIDED = "provided"  # on a node (running or finished there): capacity is up
+FINISHED = "finished"  # ended without a node (failed, evicted): nothing to wait for
+TERMINATING = "terminating"  # being deleted: ignored
+
+#: Why a placeholder is deleted.
+DELETE_DEMAND_GONE = "demand-gone"  # its pods still wait, but count no more (ignored, quota-blocked)
+DELETE_PODS_LANDED = "pods-landed"  # none of its pods waits any more (bound, finished or deleted)
+DELETE_TIMED_OUT = "provision-timeout"
+DELETE_FINISHED = "finished-without-node"
+DELETE_DOUBLE_COUNTED = "node-already-counted"  # its node's GPUs were already counted for earlier placeholders
+DELETE_CAPACITY_TAKEN = "capacity-taken"  # other pods took the GPUs it brought up: its pods are asked for again
+DELETE_HELD_ELSEWHERE = "held-elsewhere"  # its pods still count, but fit the GPUs other pending placeholders ask for
+DELETE_NODE_GONE = "node-gone"  # the node it brought up is gone (consolidated, failed): its pods are asked for again
+
+
+@dataclass(frozen=True)
+class ExistingPlaceholder:
+    """A placeholder the API has, reduced to what the decision needs."""
+
+    name: str
+    group: str
+    gpus: int
+    state: str
+    pods: tuple[str, ...] = ()
+    #: When it got its node (PROVIDED only); the provision timeout runs from here.
+    provided_at: Optional[datetime] = None
+    #: The node it was bound to (placeholder pods; None for ProvisioningRequests).
+    node: Optional[str] = None
+    #: What it asks for besides GPUs (CPU, memory, ...; thousandths), the room its pods have on its node;
+    #: None where not known (a ProvisioningRequest): GPUs only.
+    resources: Optional[Resources] = None
+
+
+@dataclass(frozen=True)
+class PlannedPlaceholder:
+    """A placeholder to create: its name and the plan's shape."""
+
+    name: str
+    placeholder: Placeholder
+
+
+@dataclass(frozen=True)
+class Reconcile:
+    create: tuple[PlannedPlaceholder, ...]
+    delete: tuple[tuple[str, str], ...]  # (name, reason)
+    keep: tuple[str, ...]
+    #: Pending pods left out of the demand because a provided placeholder brought capacity for them.
+    covered_pods: frozenset[str]
+    #: GPUs of provided placeholders still counted against the demand and the cap.
+    provided_gpus: int
+    #: GPUs of the pending placeholders kept.
+    pending_gpus: int
+    #: The plan over every pod not covered by a provided placeholder (demand, ignored pods, groups).
+    plan: AdjusterPlan
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    #: The nodes of the provided placeholders kept: capacity brought up for pods that have not all landed
+    #: (or for waiting pods its room holds). Kept from voluntary disruption until then (an autoscaler that
+    #: removes empty nodes would take them while the placeholder has exited and the pods are not there yet).
+    held_nodes: frozenset[str] = frozenset()
+
+    @property
+    def changes(self) -> int:
+        return len(self.create) + len(self.delete)
+
+
+def waiting_pod_keys(pods: Iterable[Any]) -> set[str]:
+    """Pods that have not landed: unbound, not finished, not being deleted."""
+    keys = set()
+    for pod in pods:
+        if not isinstance(pod, Mapping):
+            continue
+        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+        if spec.get("nodeName") or meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        keys.add(pod_key(pod))
+    return keys
+
+
+def placeholder_name(prefix: str, group: str, gpus: int, taken: set[str]) -> str:
+    """`<prefix>-<group>-<gpus>g-<n>` with the lowest n not in `taken` (group ids are short digests)."""
+    n = 0
+    while True:
+        name = f"{prefix}-{group}-{gpus}g-{n}"
+        if name not in taken:
+            return name
+        n += 1
+
+
+# --- KAI's GPU sharing on a node, as its binder records it ----------------------------------
+# Binding a pod to a share of a GPU, KAI's binder creates a reservation pod for that GPU, once per
+# shared GPU: `gpu-reservation-<node>-<random>` in namespace `kai-resource-reservation`, labels
+# `app: kai-resource-reservation` and `runai-gpu-group: <group>`, `nodeName` set, requesting one whole
+# `nvidia.com/gpu` (kai-scheduler@v0.13.0 pkg/binder/binding/resourcereservation/resource_reservation.go,
+# createGPUReservationPod, createResourceReservationPod). The shared pods carry the same group as the
+# label `runai-gpu-group: <group>`, or, spanning several GPUs, one label `runai-gpu-group/<group>: <group>`
+# per GPU (updatePodGPUGroup; pkg/common/resources/gpu_sharing.go GetMultiFractionGpuGroupLabel). So the
+# reservation pod is the whole GPU the shared pods sit on: counted once, not again for each share.
+KAI_RESERVATION_APP_LABEL = "app"
+KAI_RESERVATION_APP = "kai-resource-reservation"
+KAI_GPU_GROUP_LABEL = "runai-gpu-group"
+
+
+def _gpu_groups_of(labels: Mapping[str, Any]) -> list[str]:
+    """The shared GPUs (KAI's GPU groups) a pod's labels say it sits on."""
+    groups = []
+    single = labels.get(KAI_GPU_GROUP_LABEL)
+    if isinstance(single, str) and single:
+        groups.append(single)
+    prefix = KAI_GPU_GROUP_LABEL + "/"
+    groups += [str(value) for key, value in labels.items() if isinstance(key, str) and key.startswith(prefix) and value]
+    return groups
+
+
+def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str, list[Fraction]]:
+    """Per node: the room left on each GPU (any vendor) once the pods bound there and not finished are placed.
+
+    A KAI reservation pod marks one GPU as shared: its room is what the shared pods of its GPU group
+    leave (the reservation's own whole-GPU request is that same GPU, not another). Other whole-GPU pods
+    take free GPUs. GPU-sharing pods whose group has no reservation pod here (not recorded yet) are
+    packed first fit, largest first, into what is left: never more room than is really free on a node
+    packed as well, and a node filled by any pods (not only a placeholder's own) shows no room.
+    """
+    rooms: dict[str, list[Fraction]] = {}
+    memory: dict[str, Optional[int]] = {}
+    for node in nodes or ():
+        if not isinstance(node, Mapping):
+            continue
+        meta = node.get("metadata") if isinstance(node.get("metadata"), Mapping) else {}
+        name = meta.get("name")
+        allocatable = (node.get("status") or {}).get("allocatable") if isinstance(node.get("status"), Mapping) else None
+        if not isinstance(name, str) or not isinstance(allocatable, Mapping):
+            continue
+        total = 0
+        for key in GPU_RESOURCE_KEYS.values():
+            try:
+                total += int(str(allocatable.get(key, "0")))
+            except ValueError:
+                pass
+        rooms[name] = [Fraction(1)] * max(total, 0)
+        labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+        memory[name] = next((int(str(labels[k])) for ks in GPU_MEMORY_LABELS.values() for k in ks
+                             if str(labels.get(k, "")).isdigit() and int(str(labels[k])) > 0), None)
+    bound: list[tuple[str, Mapping[str, Any], Mapping[str, Any]]] = []  # (node, pod, labels)
+    for pod in pods:
+        if not isinstance(pod, Mapping):
+            continue
+        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+        node_name = spec.get("nodeName")
+        if node_name not in rooms or status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+        labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+        bound.append((node_name, pod, labels))
+    # The shared GPUs first: one GPU per reservation pod, keyed by its group.
+    shared: dict[tuple[str, str], int] = {}
+    for node_name, pod, labels in bound:
+        group = labels.get(KAI_GPU_GROUP_LABEL)
+        if labels.get(KAI_RESERVATION_APP_LABEL) != KAI_RESERVATION_APP or not isinstance(group, str) or not group:
+            continue
+        room = rooms[node_name]
+        index = len([k for k in shared if k[0] == node_name])
+        if index < len(room) and (node_name, group) not in shared:
+            shared[(node_name, group)] = index
+    # GPUs are numbered here, not as the device plugin does: the shared ones first, then the others.
+    sharing: dict[str, list[tuple[Fraction, int]]] = {}
+    for node_name, pod, labels in bound:
+        room = rooms[node_name]
+        if labels.get(KAI_RESERVATION_APP_LABEL) == KAI_RESERVATION_APP and (node_name, labels.get(KAI_GPU_GROUP_LABEL)) in shared:
+            continue  # its GPU is the shared one its group's pods fill
+        whole = sum(pod_gpu_requests(dict(pod)).values())
+        taken = {i for (n, _), i in shared.items() if n == node_name}
+        for _ in range(whole):
+            free = next((i for i, r in enumerate(room) if r == 1 and i not in taken), None)
+            if free is None:
+                break
+            room[free] = Fraction(0)
+        share = _landed_share(pod, memory.get(node_name))
+        if share is None:
+            continue
+        on = [shared[(node_name, g)] for g in _gpu_groups_of(labels) if (node_name, g) in shared]
+        if on:
+            for i in on:
+                room[i] = max(Fraction(0), room[i] - share[0])
+        else:
+            sharing.setdefault(node_name, []).append(share)
+    for node_name, shares in sharing.items():
+        room = rooms[node_name]
+        for fraction, devices in sorted(shares, key=lambda s: (-s[0] * s[1], -s[1])):
+            chosen = sorted((i for i, r in enumerate(room) if r >= fraction), key=lambda i: (room[i], i))[:devices]
+            for i in chosen:
+                room[i] -= fraction
+            # Not placeable as packed here (it landed, so the scheduler packed it otherwise): take the emptiest.
+            for i in sorted(range(len(room)), key=lambda i: -room[i])[: devices - len(chosen)]:
+                room[i] = max(Fraction(0), room[i] - fraction)
+    return rooms
+
+
+def _landed_share(pod: Mapping[str, Any], gpu_memory_mib: Optional[int]) -> Optional[tuple[Fraction, int]]:
+    """(fraction of a GPU, devices) a bound GPU-sharing pod holds; a gpu-memory pod on a node whose GPU memory is unknown holds whole GPUs."""
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+    if not annotations.get(KAI_GPU_FRACTION_ANNOTATION) and not annotations.get(KAI_GPU_MEMORY_ANNOTATION):
+        return None
+    devices, _ = parse_whole(annotations.get(KAI_GPU_DEVICES_ANNOTATION, "1"), "devices", 1)
+    devices = devices or 1
+    if annotations.get(KAI_GPU_FRACTION_ANNOTATION):
+        fraction, _ = parse_fraction(annotations.get(KAI_GPU_FRACTION_ANNOTATION))
+        return (fraction, devices) if fraction is not None else (Fraction(1), devices)
+    try:
+        mib = int(str(annotations.get(KAI_GPU_MEMORY_ANNOTATION)))
+    except ValueError:
+        mib = 0
+    if not gpu_memory_mib or mib <= 0:
+        return Fraction(1), devices
+    return min(Fraction(1), Fraction(mib, gpu_memory_mib)), devices
+
+
+def _with_room(room: list[Fraction]) -> list[int]:
+    """The GPUs of a node that have room left."""
+    return [i for i, r in enumerate(room) if r > 0]
+
+
+def _credit(room: list[Fraction], gpus: int) -> list[int]:
+    """The placeholder's share of its node: up to `gpus` GPUs with room, the emptiest first."""
+    return sorted(_with_room(room), key=lambda i: (-room[i], i))[: max(gpus, 0)]
+
+
+def _fill_at(pieces: Sequence[DemandPiece], room: list[Fraction], indices: list[int], resources_left: Optional[dict[str, int]] = None) -> set[str]:
+    """`_fill` into the GPUs `indices` of `room`, lowering `room` (and `resources_left`) in place."""
+    part = [room[i] for i in indices]
+    fitting = _fill(pieces, part, resources_left)
+    for i, left in zip(indices, part):
+        room[i] = left
+    return fitting
+
+
+def _fill(pieces: Sequence[DemandPiece], free: list[Fraction], resources_left: Optional[dict[str, int]] = None) -> set[str]:
+    """Place what fits into `free` (room per GPU, lowered in place) and `resources_left` (the node's CPU, memory,
+    ...; None: not limited): first fit, largest first. A pod whose GPU share fits but whose CPU or memory does
+    not is not held: the node it waits for could never take it."""
+    fitting: set[str] = set()
+    for piece in sorted(pieces, key=lambda p: (-p.fraction * p.devices, p.pod)):
+        chosen = [i for i, room in enumerate(free) if room >= piece.fraction][: piece.devices]
+        if len(chosen) < piece.devices:
+            continue
+        if resources_left is not None:
+            if any(resources_left.get(name, 0) < amount for name, amount in piece.resources):
+                continue
+            for name, amount in piece.resources:
+                resources_left[name] -= amount
+        for i in chosen:
+            free[i] -= piece.fraction
+        fitting.add(piece.pod)
+    return fitting
+
+
+def _node_resources_left(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str, dict[str, int]]:
+    """Per node: its allocatable CPU, memory, ... (thousandths) less what the pods bound there and not finished request."""
+    left: dict[str, dict[str, int]] = {}
+    for node in nodes or ():
+        if isinstance(node, Mapping):
+            name = (node.get("metadata") or {}).get("name") if isinstance(node.get("metadata"), Mapping) else None
+            if isinstance(name, str):
+                left[name] = dict(node_allocatable_resources(node))
+    for pod in pods:
+        if not isinstance(pod, Mapping):
+            continue
+        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+        mine = left.get(spec.get("nodeName"))  # type: ignore[arg-type]
+        if mine is None or status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        for name, amount in pod_resource_requests(spec):
+            mine[name] = mine.get(name, 0) - amount
+    return left
+
+
+def _capped(settings: AdjusterSettings, already: int) -> AdjusterSettings:
+    if settings.max_total_gpus is None or not already:
+        return settings
+    return replace(settings, max_total_gpus=max(0, settings.max_total_gpus - already))
+
+
+def reconcile(
+    pods: Sequence[Any],
+    nodes: Optional[Iterable[Any]],
+    existing: Sequence[ExistingPlaceholder],
+    settings: AdjusterSettings,
+    now: datetime,
+    *,
+    provision_timeout_seconds: float,
+    name_prefix: str,
+    pod_groups: Iterable[Any] = (),
+) -> Reconcile:
+    """Decide one pass. `pods` are the cluster's pods without the placeholders themselves."""
+    waiting = waiting_pod_keys(pods)
+    delete: list[tuple[str, str]] = []
+    keep: list[str] = []
+    covered: set[str] = set()
+    provided_gpus = 0
+    pending: list[ExistingPlaceholder] = []
+    provided: list[ExistingPlaceholder] = []
+    for ph in sorted(existing, key=lambda p: p.name):
+        if ph.state == TERMINATING:
+            continue
+        if ph.state == FINISHED:
+            delete.append((ph.name, DELETE_FINISHED))
+        elif ph.state == PROVIDED:
+            provided.append(ph)
+        else:
+            pending.append(ph)
+
+    # Capacity brought up, oldest first. A placeholder exits once scheduled, so the next one can
+    # land on the same free GPUs, and any pod may take the GPUs it brought up: it is credited only
+    # the room its node has left (after every pod bound there and every earlier placeholder's
+    # credit), and covers only the pods that room holds, planned with what is known now (a node's
+    # GPU memory, say). Pods it cannot hold are planned again at once, not after the timeout.
+    uncapped = replace(settings, max_total_gpus=None)
+    provided_slack: list[tuple[ExistingPlaceholder, list[Fraction], list[int]]] = []
+    rooms = _node_rooms(nodes, pods) if provided else {}
+    resources_left = _node_resources_left(nodes, pods) if provided else {}
+    by_key = {pod_key(p): p for p in pods} if provided else {}
+    credited_nodes: set[str] = set()
+    #: Provided placeholders whose own pods all landed: kept only while their node's room holds other waiting pods.
+    landed: list[ExistingPlaceholder] = []
+    for ph in sorted(provided, key=lambda p: (p.provided_at or now, p.name)):
+        still_waiting = waiting.intersection(ph.pods)
+        age = (now - ph.provided_at).total_seconds() if ph.provided_at else 0.0
+        if not still_waiting:
+            if ph.node and ph.node in rooms and age < provision_timeout_seconds:
+                landed.append(ph)
+            else:
+                delete.append((ph.name, DELETE_PODS_LANDED))
+            if ph.node:
+                credited_nodes.add(ph.node)
+            continue
+        if age >= provision_timeout_seconds:
+            delete.append((ph.name, DELETE_TIMED_OUT))
+            continue
+        if ph.node and nodes is not None and ph.node not in rooms:
+            delete.append((ph.name, DELETE_NODE_GONE))
+            continue
+        node_room = rooms.get(ph.node) if ph.node else None
+        if node_room is None:  # where the capacity is, is not known (a ProvisioningRequest): its whole GPUs
+            node_room = [Fraction(1)] * max(ph.gpus, 0)
+        share = _credit(node_room, ph.gpus)
+        own = [by_key[k] for k in sorted(still_waiting) if k in by_key]
+        node_resources = resources_left.get(ph.node) if ph.node else None
+        held = _fill_at(select_demand(own, nodes, uncapped, now, pod_groups).pieces, node_room, share, node_resources) if own and share else set()
+        if not held and ph.node is not None:
+            reason = DELETE_DOUBLE_COUNTED if ph.node in credited_nodes else DELETE_CAPACITY_TAKEN
+            delete.append((ph.name, reason))
+            continue
+        if ph.node:
+            credited_nodes.add(ph.node)
+        keep.append(ph.name)
+        provided_gpus += ph.gpus
+        covered |= held
+        if any(room > 0 for room in node_room):
+            provided_slack.append((ph, node_room, share))
+    # The room left on a provided placeholder's node (every GPU of it, not only those it asked for: the
+    # node came up whole, and the group's waiting pods will land in that room within seconds; asking
+    # again for them would add a node the room makes needless) holds other waiting pods of its group:
+    # later ones, and pods of another provided placeholder whose node had no room for them (pods land
+    # wherever the scheduler puts them). Where the node is not known (a ProvisioningRequest), only the
+    # GPUs it asked for.
+    # A placeholder whose own pods all landed stays while that room holds such pods (they were about to
+    # be asked for again, and the new placeholder would only land in that room); else it is deleted.
+    if provided_slack or landed:
+        claimed = {k for ph in existing if ph.state == PENDING for k in ph.pods} | covered
+        others = [p for p in pods if pod_key(p) in waiting and pod_key(p) not in claimed]
+        pieces = select_demand(others, nodes, uncapped, now, pod_groups).pieces if others else ()
+
+        def fill(group: str, node_room: list[Fraction], where: list[int], node: Optional[str]) -> set[str]:
+            wanted = [piece for piece in pieces if piece.group.id == group and piece.pod not in covered]
+            return _fill_at(wanted, node_room, where, resources_left.get(node) if node else None)
+
+        for ph, node_room, share in provided_slack:
+            covered |= fill(ph.group, node_room, _with_room(node_room) if ph.node else share, ph.node)
+        for ph in landed:
+            held = fill(ph.group, rooms[ph.node], _with_room(rooms[ph.node]), ph.node)
+            if held:
+                keep.append(ph.name)
+                provided_gpus += ph.gpus
+                covered |= held
+            else:
+                delete.append((ph.name, DELETE_PODS_LANDED))
+
+    demand_pods = [p for p in pods if pod_key(p) not in covered] if covered else list(pods)
+    plan = plan_placeholders(demand_pods, nodes, _capped(settings, provided_gpus), now, pod_groups)
+    counted = {piece.pod for piece in plan.pieces}
+
+    # The pending placeholders of a group stand for the GPUs on their way to it. When those GPUs come,
+    # the scheduler places the group's waiting pods on them oldest first, best fit: the pods each
+    # placeholder was made for and the pods that came after it alike (so pods arriving in waves fill the
+    # room the earlier ones leave, and the count is what the scheduler will really do, not a packing it
+    # will not find). The pods that placement holds are covered; a pending placeholder that holds none
+    # is deleted. None is resized or replaced: the autoscaler may be adding a node for it already.
+    pending_gpus = 0
+    waiting_for_pending: set[str] = set()
+    pending_by_group: dict[str, list[ExistingPlaceholder]] = {}
+    for ph in pending:
+        pending_by_group.setdefault(ph.group, []).append(ph)
+    pieces_by_group: dict[str, list[DemandPiece]] = {}
+    for piece in plan.pieces:
+        pieces_by_group.setdefault(piece.group.id, []).append(piece)
+    for group_id, placeholders in pending_by_group.items():
+        ordered = sorted(pieces_by_group.get(group_id, ()), key=scheduling_order)
+        scheduler = BestFitScheduler([PackItem(p.pod, p.fraction, p.devices, p.resources) for p in ordered], [ph.gpus for ph in placeholders],
+                                     [ph.resources for ph in placeholders])
+        left = set(scheduler.run())
+        waiting_for_pending.update(p.pod for i, p in enumerate(ordered) if i not in left)
+        for index, ph in enumerate(placeholders):
+            if scheduler.holds_pods(index):
+                keep.append(ph.name)
+                pending_gpus += ph.gpus
+            elif counted.intersection(ph.pods):
+                delete.append((ph.name, DELETE_HELD_ELSEWHERE))
+            else:
+                delete.append((ph.name, DELETE_DEMAND_GONE if waiting.intersection(ph.pods) else DELETE_PODS_LANDED))
+    if not waiting_for_pending:
+        new_plan = plan
+    elif counted <= waiting_for_pending:
+        new_plan = None
+    else:
+        uncovered = counted - waiting_for_pending
+        new_plan = plan_placeholders(
+            [p for p in demand_pods if pod_key(p) in uncovered], nodes, _capped(settings, provided_gpus + pending_gpus), now, pod_groups
+        )
+    taken = {ph.name for ph in existing}
+    create: list[PlannedPlaceholder] = []
+    for wanted in new_plan.placeholders if new_plan is not None else ():
+        name = placeholder_name(name_prefix, wanted.group or "default", wanted.gpus, taken)
+        taken.add(name)
+        create.append(PlannedPlaceholder(name, wanted))
+    kept = set(keep)
+    held_nodes = frozenset(ph.node for ph in provided if ph.node and ph.name in kept)
+    notes = []
+    if covered:
+        notes.append(f"{len(covered)} pending pods wait for {provided_gpus} GPUs that placeholders already brought up")
+    return Reconcile(
+        create=tuple(create),
+        delete=tuple(delete),
+        keep=tuple(sorted(keep)),
+        covered_pods=frozenset(covered),
+        provided_gpus=provided_gpus,
+        pending_gpus=pending_gpus,
+        plan=plan,
+        notes=tuple(notes),
+        held_nodes=held_nodes,
+    )

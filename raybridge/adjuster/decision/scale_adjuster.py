@@ -1,0 +1,472 @@
+"""One pass of the adjuster: the cached pods, nodes and PodGroups -> what to create and delete, and the objects.
+
+Sits between the controller (which owns the cache and the clock) and the pure
+decision (`adjuster/decision/reconcile.py`): it tells the adjuster's own placeholder pods
+apart from the workload (by label), reads their state, and writes the
+placeholder pod manifest. It does no I/O; the scaler acts on what it returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from raybridge.adjuster import consts
+from raybridge.adjuster.settings import RunSettings
+from raybridge.adjuster.decision.plan import Placeholder
+from raybridge.adjuster.decision.demand import parse_time
+from raybridge.core.inventory import format_milli, pod_resource_requests
+from raybridge.adjuster.decision.reconcile import (
+    FINISHED,
+    PENDING,
+    PROVIDED,
+    TERMINATING,
+    ExistingPlaceholder,
+    PlannedPlaceholder,
+    Reconcile,
+    reconcile,
+)
+
+
+def is_placeholder(pod: Mapping[str, Any], namespace: str) -> bool:
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return (
+        meta.get("namespace") == namespace
+        and labels.get(consts.MANAGED_BY_LABEL) == consts.MANAGED_BY_VALUE
+        and labels.get(consts.COMPONENT_LABEL) == consts.PLACEHOLDER_COMPONENT
+    )
+
+
+def read_placeholder(pod: Mapping[str, Any]) -> Optional[ExistingPlaceholder]:
+    """The placeholder's state, or None when its labels are not ours (never raises)."""
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    identity = _signal_identity(meta)
+    if identity is None:
+        return None
+    name, group, gpus, pods = identity
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+    if meta.get("deletionTimestamp"):
+        return ExistingPlaceholder(name, group, gpus, TERMINATING, pods)
+    if spec.get("nodeName"):
+        return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, _scheduled_at(pod), spec.get("nodeName"))
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
+    return ExistingPlaceholder(name, group, gpus, PENDING, pods, resources=pod_resource_requests(spec))
+
+
+def _signal_identity(meta: Mapping[str, Any]) -> Optional[tuple[str, str, int, tuple[str, ...]]]:
+    """(name, group, GPUs, pods) from a placeholder's or request's labels and annotation; None without a name.
+
+    What our own objects say of themselves, read without trusting them: a GPU count that is not a number is
+    0, a pods annotation that is not a JSON list of names is no pods.
+    """
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    try:
+        gpus = int(labels.get(consts.GPUS_LABEL, ""))
+    except ValueError:
+        gpus = 0
+    try:
+        listed = json.loads((meta.get("annotations") or {}).get(consts.PODS_ANNOTATION) or "[]")
+        pods = tuple(p for p in listed if isinstance(p, str)) if isinstance(listed, list) else ()
+    except (ValueError, TypeError):
+        pods = ()
+    return name, str(labels.get(consts.GROUP_LABEL) or ""), gpus, pods
+
+
+def _scheduled_at(pod: Mapping[str, Any]) -> Optional[datetime]:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            found = parse_time(condition.get("lastTransitionTime"))
+            if found:
+                return found
+    return parse_time((pod.get("status") or {}).get("startTime")) or parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+
+
+@dataclass(frozen=True)
+class Pass:
+    decision: Reconcile
+    placeholders: tuple[ExistingPlaceholder, ...]
+
+
+def decide(pods: Iterable[Mapping[str, Any]], nodes: Optional[Sequence[Any]], settings: RunSettings, now: datetime,
+           *, pod_groups: Iterable[Mapping[str, Any]] = ()) -> Pass:
+    """`pod_groups`: KAI's PodGroups (their scheduling conditions tell quota-blocked pods; none: not read)."""
+    workload: list[Mapping[str, Any]] = []
+    placeholders: list[ExistingPlaceholder] = []
+    for pod in pods:
+        if is_placeholder(pod, settings.namespace):
+            found = read_placeholder(pod)
+            if found is not None:
+                placeholders.append(found)
+        else:
+            workload.append(pod)
+    decision = reconcile(
+        workload,
+        nodes,
+        placeholders,
+        settings.planner,
+        now,
+        provision_timeout_seconds=settings.provision_timeout,
+        name_prefix=consts.NAME_PREFIX,
+        pod_groups=pod_groups,
+    )
+    return Pass(decision, tuple(placeholders))
+
+
+@dataclass(frozen=True)
+class NodeHolds:
+    """Nodes to mark held (do-not-disrupt and our label) and to release (both removed)."""
+
+    hold: tuple[str, ...]
+    release: tuple[str, ...]
+
+
+def node_holds(nodes: Iterable[Mapping[str, Any]], held: Iterable[str]) -> NodeHolds:
+    """What to change so that exactly the `held` nodes carry our hold. A node whose do-not-disrupt annotation
+    someone else set (without our label) is left alone either way: it is held already, and not ours to release."""
+    wanted = set(held)
+    hold: list[str] = []
+    release: list[str] = []
+    for node in nodes:
+        meta = node.get("metadata") if isinstance(node.get("metadata"), Mapping) else {}
+        name = meta.get("name")
+        if not isinstance(name, str):
+            continue
+        ours = (meta.get("labels") or {}).get(consts.HOLD_LABEL) == "true"
+        annotated = (meta.get("annotations") or {}).get(consts.DO_NOT_DISRUPT_ANNOTATION) == "true"
+        if name in wanted and not ours and not annotated:
+            hold.append(name)
+        elif name not in wanted and ours:
+            release.append(name)
+    return NodeHolds(tuple(sorted(hold)), tuple(sorted(release)))
+
+
+def hold_patch(hold: bool) -> dict[str, Any]:
+    """The merge patch that sets (or removes) the hold on a node."""
+    return {"metadata": {"labels": {consts.HOLD_LABEL: "true" if hold else None},
+                         "annotations": {consts.DO_NOT_DISRUPT_ANNOTATION: "true" if hold else None}}}
+
+
+#: What a placeholder asks for at least, and may use at most, of CPU and memory (in thousandths): enough to run `true`.
+_LEAST_REQUESTS = {"cpu": 1, "memory": 8 * 2**20 * 1000}
+_LEAST_LIMITS = {"cpu": 10, "memory": 16 * 2**20 * 1000}
+
+
+def placeholder_resources(ph: Placeholder) -> dict[str, dict[str, str]]:
+    """The GPUs and, summed, the CPU, memory and other resources its pods request, as KAI's scaling pod carries
+    the pending pod's CPU and memory (kai-scheduler@v0.13.0 pkg/nodescaleadjuster/scaler/scaling_pod.go,
+    createScalingPodSpec): the node added for it then has room for them, not just for the GPUs. Limits equal
+    the requests (extended resources and hugepages must), CPU and memory no lower than the least `true` needs."""
+    carried = dict(ph.resources)
+    requests = {name: max(carried.get(name, 0), least) for name, least in _LEAST_REQUESTS.items()}
+    requests.update({name: amount for name, amount in carried.items() if name not in requests})
+    limits = {name: max(amount, _LEAST_LIMITS.get(name, 0)) for name, amount in requests.items()}
+    return {
+        "requests": {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in sorted(requests.items())}},
+        "limits": {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in sorted(limits.items())}},
+    }
+
+
+#: The requirement every placeholder carries: no node the adjuster holds (consts.HOLD_LABEL).
+NOT_HELD = {"key": consts.HOLD_LABEL, "operator": "DoesNotExist"}
+
+
+def away_from_held_nodes(affinity: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """The group's affinity with one more required node expression: the adjuster's hold label absent.
+
+    A placeholder exits once scheduled, and the node it brought up is then free until KAI binds the pods it
+    was made for (KAI's scheduler runs a session every second; kube-scheduler binds at once). Another
+    placeholder still pending (waiting for its own node) would be bound to those free GPUs, be counted for
+    nothing there and be asked for again. The controller holds that node (the label) as soon as it sees the
+    first placeholder bound there, before that one has run: kube-scheduler then keeps every other placeholder
+    off it (NodeAffinity Filter; terms are ORed and a term's expressions ANDed, so the expression goes into
+    every term). The autoscalers' node templates never carry the label, so the scale-up is not affected.
+    """
+    merged: dict[str, Any] = json.loads(json.dumps(dict(affinity))) if isinstance(affinity, Mapping) else {}
+    node_affinity = merged.get("nodeAffinity")
+    node_affinity = dict(node_affinity) if isinstance(node_affinity, Mapping) else {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = dict(required) if isinstance(required, Mapping) else {}
+    terms = [dict(t) for t in required.get("nodeSelectorTerms") or () if isinstance(t, Mapping)] or [{}]
+    for term in terms:
+        term["matchExpressions"] = [*(term.get("matchExpressions") or ()), dict(NOT_HELD)]
+    required["nodeSelectorTerms"] = terms
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    merged["nodeAffinity"] = node_affinity
+    return merged
+
+
+def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> dict[str, Any]:
+    """A pod that asks for whole GPUs (and its pods' CPU and memory) where the group's pods may run, below every real
+    workload but not below the autoscaler's expendable cutoff, and exits."""
+    ph = planned.placeholder
+    gpus = str(ph.gpus)
+    spec: dict[str, Any] = {
+        "priorityClassName": settings.priority_class,
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 0,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": consts.PLACEHOLDER_UID,
+            "runAsGroup": consts.PLACEHOLDER_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": "placeholder",
+                "image": settings.placeholder_image,
+                "command": list(consts.PLACEHOLDER_COMMAND),
+                "resources": placeholder_resources(ph),
+                # No readOnlyRootFilesystem: the NVIDIA container toolkit's CDI hooks write into the container's
+                # root at create time, and with a read-only root one fails the create on a GPU node (toolkit
+                # v1.20.0 cmd/nvidia-cdi-hook/update-application-profile: MkdirAll of /etc/nvidia/... in the
+                # container root, EROFS is an error; nvidia-container-toolkit issue 2026, kserve PR 5711), so
+                # the placeholder would never start and never free its node. KAI's scaling pod sets no
+                # security context at all (kai-scheduler@v0.13.0 scaling_pod.go); the rest of this one stays.
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+            }
+        ],
+    }
+    if ph.node_selector:
+        spec["nodeSelector"] = dict(ph.node_selector)
+    spec["affinity"] = away_from_held_nodes(ph.affinity)
+    if ph.tolerations:
+        spec["tolerations"] = [dict(t) for t in ph.tolerations]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": planned.name,
+            "namespace": settings.namespace,
+            "labels": {
+                consts.MANAGED_BY_LABEL: consts.MANAGED_BY_VALUE,
+                consts.COMPONENT_LABEL: consts.PLACEHOLDER_COMPONENT,
+                consts.GROUP_LABEL: ph.group or "default",
+                consts.GPUS_LABEL: gpus,
+            },
+            "annotations": {consts.PODS_ANNOTATION: json.dumps(sorted(ph.pods), separators=(",", ":"))},
+        },
+        "spec": spec,
+    }
+
+
+# --- --mode provisioning-request ---------------------------------------------------------------
+# One autoscaling.x-k8s.io/v1 ProvisioningRequest per constraint group, with one PodTemplate per
+# placeholder size (a podSet of `count` placeholders each). Its spec is immutable (CEL
+# `self == oldSelf`), so when a group's demand changes while its request is still waiting, a new
+# request for the whole new demand is created and the old one deleted once the new one exists:
+# never two waiting requests for one group (a crash between the two leaves both; the next pass
+# keeps the one matching the demand and deletes the other). The demand changes when it needs more
+# GPUs than the waiting request asks for (pods its room cannot hold) or fewer (pods deleted or
+# landed elsewhere: the autoscaler would otherwise bring up GPUs nobody needs); other pods for the
+# same GPUs keep the request (no churn for nothing). A request already Provisioned is not
+# replaced: its capacity is up and counts for its pods until they land. A request whose demand is
+# gone is deleted with its templates.
+
+
+def is_request(obj: Mapping[str, Any], namespace: str) -> bool:
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return (meta.get("namespace") == namespace and labels.get(consts.MANAGED_BY_LABEL) == consts.MANAGED_BY_VALUE
+            and labels.get(consts.COMPONENT_LABEL) == consts.REQUEST_COMPONENT)
+
+
+def request_conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The request's conditions by type (Accepted, Provisioned, Failed, BookingExpired, CapacityRevoked)."""
+    found: dict[str, Mapping[str, Any]] = {}
+    for condition in ((obj.get("status") or {}).get("conditions") or []):
+        if isinstance(condition, Mapping) and isinstance(condition.get("type"), str):
+            found[condition["type"]] = condition
+    return found
+
+
+def request_state(obj: Mapping[str, Any]) -> str:
+    """One word for logs and metrics: revoked, booking-expired, failed, provisioned, accepted or waiting."""
+    conditions = request_conditions(obj)
+    for kind, word in (("CapacityRevoked", "revoked"), ("BookingExpired", "booking-expired"), ("Failed", "failed"), ("Provisioned", "provisioned"), ("Accepted", "accepted")):
+        if (conditions.get(kind) or {}).get("status") == "True":
+            return word
+    return "waiting"
+
+
+def read_request(obj: Mapping[str, Any], now: datetime, failed_backoff: float) -> Optional[ExistingPlaceholder]:
+    """A ProvisioningRequest as the reconcile core sees a placeholder (never raises)."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    identity = _signal_identity(meta)
+    if identity is None:
+        return None
+    name, group, gpus, pods = identity
+    if meta.get("deletionTimestamp"):
+        return ExistingPlaceholder(name, group, gpus, TERMINATING, pods)
+    conditions = request_conditions(obj)
+
+    def true(kind: str) -> Optional[datetime]:
+        condition = conditions.get(kind) or {}
+        if condition.get("status") != "True":
+            return None
+        return parse_time(condition.get("lastTransitionTime")) or now
+
+    if true("CapacityRevoked") or true("BookingExpired"):
+        # The capacity (or its booking) is gone: the request is spent; pods still waiting are planned again.
+        return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
+    if true("Provisioned"):
+        # Provisioned=True means the scale-up was *requested* ("CapacityIsProvisionedReason is added when capacity
+        # was requested successfully": cluster-autoscaler@1.33.6 provisioningrequest/conditions/conditions.go;
+        # provisioningrequest/besteffortatomic/provisioning_class.go), not that the nodes exist: the provision
+        # timeout does not start there. The autoscaler books the capacity for 10 minutes and then sets
+        # BookingExpired (processors/provreq/processor.go, defaultReservationTime; only pods annotated
+        # autoscaling.x-k8s.io/consume-provisioning-request end it early, and KAI's never are): that ends it.
+        return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, None)
+    failed = true("Failed")
+    if failed and (now - failed).total_seconds() >= failed_backoff:
+        return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
+    # Waiting, accepted, short of capacity (Provisioned=False, reason CapacityIsNotFound: the autoscaler retries it with
+    # a backoff of minutes; Failed comes only after 7 days or for a broken template, processors/provreq/processor.go),
+    # or failed within the backoff: it still covers its pods.
+    return ExistingPlaceholder(name, group, gpus, PENDING, pods)
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    name: str
+    templates: tuple[dict[str, Any], ...]
+    request: dict[str, Any]
+    gpus: int
+    resource_key: str
+    pods: tuple[str, ...]
+    #: Waiting requests of the same group this one replaces: deleted once this one exists.
+    replaces: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RequestPass:
+    decision: Reconcile
+    requests: tuple[ExistingPlaceholder, ...]
+    create: tuple[PlannedRequest, ...]
+    #: PodTemplates whose request is gone (left by a crash between the two creates).
+    orphan_templates: tuple[str, ...]
+    #: Waiting requests superseded by one that already exists (a crash between create and delete): delete now.
+    superseded: tuple[str, ...] = ()
+
+
+def decide_requests(
+    pods: Iterable[Mapping[str, Any]],
+    nodes: Optional[Sequence[Any]],
+    requests: Iterable[Mapping[str, Any]],
+    templates: Iterable[Mapping[str, Any]],
+    settings: RunSettings,
+    now: datetime,
+    *,
+    pod_groups: Iterable[Mapping[str, Any]] = (),
+) -> RequestPass:
+    ours = [obj for obj in requests if is_request(obj, settings.namespace)]
+    existing = [r for r in (read_request(obj, now, settings.failed_backoff) for obj in ours) if r is not None]
+    # Failed, still within the backoff: neither replaced nor joined by a new request until it ends.
+    backing_off = {(obj.get("metadata") or {}).get("name") for obj in ours if request_state(obj) == "failed"}
+    decision = reconcile(
+        list(pods), nodes, existing, settings.planner, now,
+        provision_timeout_seconds=settings.provision_timeout, name_prefix=consts.REQUEST_NAME_PREFIX,
+        pod_groups=pod_groups,
+    )  # fmt: skip
+    by_group: dict[str, list[PlannedPlaceholder]] = {}
+    for planned in decision.create:
+        by_group.setdefault(planned.placeholder.group or "default", []).append(planned)
+    # The waiting requests kept, by group: a group with one gets its whole demand in one new request.
+    kept = set(decision.keep)
+    waiting: dict[str, list[ExistingPlaceholder]] = {}
+    for r in existing:
+        if r.state == PENDING and r.name in kept:
+            waiting.setdefault(r.group or "default", []).append(r)
+    whole_demand: dict[str, list[PlannedPlaceholder]] = {}
+    for wanted in decision.plan.placeholders:
+        group = wanted.group or "default"
+        whole_demand.setdefault(group, []).append(PlannedPlaceholder("", wanted))
+    taken = {r.name for r in existing}
+    create = []
+    superseded: list[str] = []
+    for group in sorted(set(by_group) | set(waiting)):
+        old = sorted(waiting.get(group, ()), key=lambda r: r.name)
+        planned = by_group.get(group, [])
+        if any(r.name in backing_off for r in old):
+            continue
+        if old:
+            wanted = whole_demand.get(group, [])
+            wanted_pods = tuple(sorted(p for item in wanted for p in item.placeholder.pods))
+            current = next((r for r in old if tuple(sorted(r.pods)) == wanted_pods), None)
+            if current is not None or not wanted_pods:
+                # The demand is what a waiting request asks for: keep it, drop any other (a crash left it).
+                superseded += [r.name for r in old if r is not current] if current is not None else []
+                continue
+            wanted_gpus = sum(item.placeholder.gpus for item in wanted)
+            if not planned and len(old) == 1 and wanted_gpus >= old[0].gpus:
+                continue  # other pods, not fewer GPUs: the request under way still covers them all, no churn
+            planned = wanted  # more GPUs than it holds, or fewer than it asks for: one request for the demand
+        if not planned:
+            continue
+        pods_of_group = tuple(sorted(p for item in planned for p in item.placeholder.pods))
+        digest = hashlib.sha256("\n".join(pods_of_group).encode()).hexdigest()[:10]
+        name, n = f"{consts.REQUEST_NAME_PREFIX}-{group}-{digest}", 1
+        while name in taken:
+            name, n = f"{consts.REQUEST_NAME_PREFIX}-{group}-{digest}-{n}", n + 1
+        taken.add(name)
+        objects = _request_objects(name, group, planned, settings)
+        create.append(replace(objects, replaces=tuple(r.name for r in old)))
+    live = taken
+    orphans = tuple(sorted(
+        (t.get("metadata") or {}).get("name") for t in templates
+        if ((t.get("metadata") or {}).get("labels") or {}).get(consts.REQUEST_LABEL) not in live
+        and (t.get("metadata") or {}).get("namespace") == settings.namespace
+    ))  # fmt: skip
+    return RequestPass(decision, tuple(existing), tuple(create), orphans, tuple(superseded))
+
+
+def _request_objects(name: str, group: str, planned: list[PlannedPlaceholder], settings: RunSettings) -> PlannedRequest:
+    by_size: dict[int, list[PlannedPlaceholder]] = {}
+    for item in planned:
+        by_size.setdefault(item.placeholder.gpus, []).append(item)
+    labels = {
+        consts.MANAGED_BY_LABEL: consts.MANAGED_BY_VALUE,
+        consts.COMPONENT_LABEL: consts.REQUEST_COMPONENT,
+        consts.GROUP_LABEL: group,
+    }
+    templates = []
+    pod_sets = []
+    for size, items in sorted(by_size.items(), reverse=True):
+        template_name = f"{name}-{size}g"
+        pod = placeholder_manifest(PlannedPlaceholder(template_name, items[0].placeholder), settings)
+        pod_labels = {k: v for k, v in pod["metadata"]["labels"].items() if k != consts.GPUS_LABEL}
+        templates.append({
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": template_name, "namespace": settings.namespace,
+                         "labels": {**labels, consts.REQUEST_LABEL: name}},
+            "template": {"metadata": {"labels": {**pod_labels, consts.REQUEST_LABEL: name}}, "spec": pod["spec"]},
+        })  # fmt: skip
+        pod_sets.append({"podTemplateRef": {"name": template_name}, "count": len(items)})
+    gpus = sum(item.placeholder.gpus for item in planned)
+    pods = tuple(sorted(p for item in planned for p in item.placeholder.pods))
+    request = {
+        "apiVersion": f"{consts.PROVISIONING_GROUP}/{consts.PROVISIONING_VERSION}",
+        "kind": "ProvisioningRequest",
+        "metadata": {
+            "name": name,
+            "namespace": settings.namespace,
+            "labels": {**labels, consts.GPUS_LABEL: str(gpus)},
+            "annotations": {consts.PODS_ANNOTATION: json.dumps(list(pods), separators=(",", ":"))},
+        },
+        "spec": {"provisioningClassName": settings.provisioning_class, "podSets": pod_sets},
+    }
+    return PlannedRequest(name, tuple(templates), request, gpus, planned[0].placeholder.resource_key, pods)

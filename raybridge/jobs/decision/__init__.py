@@ -1,0 +1,1 @@
+"""raybridge/jobs/decision"""

@@ -1,0 +1,170 @@
+"""Keeps a private local Ray head tied to the raybridge process that started it.
+
+Run as `python -m raybridge.jobs.head_supervisor [--temp-dir DIR] -- ray start --head ...`
+in a new session (its own process group). It makes itself a child subreaper,
+starts the head as its child, then blocks on stdin; when stdin closes
+(raybridge exited, crashed or was killed with SIGKILL), or the head exits
+on its own (it failed to start, or died), it terminates the
+whole process group and every descendant: the head, the raylet, the
+dashboard, every worker, the job's entrypoint and whatever the entrypoint
+left running in the background (orphans are re-parented to the subreaper,
+so they stay in its tree). Then it removes the head's temp dir (unless the
+head exited on its own: raybridge quotes its log, then removes it). That is
+what makes "nothing left behind" hold even when raybridge cannot run its
+own clean-up.
+
+It does not talk to Ray; it only starts and kills processes.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+
+def _processes() -> dict[int, tuple[int, int, str]]:
+    """pid -> (parent pid, process group, state) for every process."""
+    table: dict[int, tuple[int, int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        table[int(entry)] = (int(fields[1]), int(fields[2]), fields[0])
+    return table
+
+
+def _family(root: int, pgid: int) -> set[int]:
+    """The process group plus every descendant of `root`, wherever they moved.
+
+    Ray runs a job's entrypoint in a session of its own, so the process group
+    alone misses it; the parent links still lead there.
+    """
+    table = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found = {pid for pid, (_, group, _) in table.items() if group == pgid}
+    stack = [root, *found]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    found.discard(root)
+    return {pid for pid in found if table.get(pid, (0, 0, "Z"))[2] not in ("Z", "X")}
+
+
+def _signal_all(pids: set[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _kill_family(grace: float = 10.0, rounds: int = 5) -> None:
+    """SIGTERM the family, SIGKILL what is left after `grace`; again for whatever was re-parented meanwhile."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    me, pgid = os.getpid(), os.getpgid(0)
+    for _ in range(rounds):
+        family = _family(me, pgid)  # snapshot before anything dies and gets re-parented
+        if not family:
+            return
+        _signal_all(family, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_alive(pid) for pid in family):
+            time.sleep(0.2)
+        _signal_all(family | _family(me, pgid), signal.SIGKILL)
+        _reap()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+#: prctl(2) option: orphaned descendants are re-parented to this process instead of init.
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: descendants that leave the tree may escape, as before
+
+
+def main(argv: list[str]) -> int:
+    temp_dir = None
+    if "--temp-dir" in argv:
+        i = argv.index("--temp-dir")
+        temp_dir = argv[i + 1] if i + 1 < len(argv) else None
+    if "--" in argv:
+        argv = argv[argv.index("--") + 1 :]
+    if not argv:
+        sys.stderr.write("usage: head_supervisor [--temp-dir DIR] -- COMMAND...\n")
+        return 2
+    _become_subreaper()
+    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+    head_exited = False
+    try:
+        head_exited = _wait_for_eof_or_exit(child)
+    except (OSError, KeyboardInterrupt):
+        pass
+    finally:
+        _kill_family()
+        child.poll()
+        _reap()
+        # A head that exited on its own leaves its log for raybridge to quote; raybridge removes
+        # the dir then (or, were it gone too, the next run's sweep of dirs whose owners are gone).
+        if temp_dir and not head_exited:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+    return 0
+
+
+#: How often the head's own exit is checked while waiting for raybridge's stdin to close.
+CHILD_POLL_SECONDS = 0.5
+
+
+def _wait_for_eof_or_exit(child: "subprocess.Popen[bytes]") -> bool:
+    """Return when stdin closes (raybridge is gone or done: False) or the head exits on its own (True).
+
+    A head that dies while starting (a port taken, a bad flag) thus ends the
+    supervisor at once, and raybridge sees that instead of waiting out its timeout.
+    """
+    stdin = sys.stdin.buffer
+    while child.poll() is None:
+        readable, _, _ = select.select([stdin], [], [], CHILD_POLL_SECONDS)
+        if readable and not os.read(stdin.fileno(), 4096):
+            return False  # raybridge writes nothing; EOF means it is gone or done
+    return True
+
+
+def _reap() -> None:
+    """Collect the exit status of every child (the subreaper inherits orphans, and their zombies)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to raybridge, which then closes our stdin
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,548 @@
+"""The Kubernetes backend: a RayJob through Kueue and KubeRay, then the Ray Job API.
+
+The steps, each with progress through the `progress` callback:
+1. size against the Nodes and render an InteractiveMode RayJob labelled for
+   Kueue, with `spec.jobId` already set to the submission id and the orphan
+   bound in `spec.activeDeadlineSeconds` (`jobs/decision/protection.py` says why this
+   frees quota on every KubeRay release);
+2. preflight (`jobs/preflight.py`): the namespace, LocalQueue, ClusterQueue
+   and WorkloadPriorityClass exist and the request can ever be admitted;
+3. create it with strict field validation (a field this KubeRay does not know
+   is refused, never dropped), read back what the server set (the queue Kueue
+   defaulted, the protection kept), and start renewing the orphan bound
+   (`jobs/orphan_guard.py`) until the job ends or is handed over;
+4. wait: Kueue admission, then a ready cluster with a dashboardURL (KubeRay
+   passes `Waiting` at once, the job id being set, and polls that id);
+5. reach the dashboard (`jobs/dashboard.py`, with the cluster's token when
+   it demands one) and submit the entrypoint under that id.
+
+After an eviction or preemption KubeRay deletes the cluster and, once Kueue
+admits the job again, builds a new one that knows nothing of the job; this
+backend notices (KubeRay suspending the RayJob, the Workload evicted, the
+RayJob on another cluster than the job went to, or that cluster gone; a
+FAILED or STOPPED from a dying head is not taken as the job's end while any of
+these holds), says who preempted it, waits for the readmission within the
+timeout and submits the entrypoint again, under the same id, which KubeRay
+polls on the new cluster. A Workload that Kueue deactivated (the run-time
+limit reached, or stopped by an admin) is never readmitted: that is the end
+of the job (exit 1), said in plain words, and the RayJob is deleted.
+
+If anything fails or is interrupted before the handle is returned, or the
+handle gives up, the RayJob is deleted (its RayCluster and Workload follow by
+owner reference), so nothing is left holding Kueue quota.
+
+A RayCluster (`--kind RayCluster`) is created and waited for the same way,
+then left running for the user (`create_cluster`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Optional
+
+from raybridge.queues.decision.kueue_workload import deactivation, eviction_summary, progress_line, workload_state
+from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
+from raybridge.core.deadline import Deadline
+from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS
+from raybridge.jobs.decision.planning import plan_job, render_job, unique_name
+from raybridge.jobs.decision.protection import handover_notes, handover_patch, protections_of, unknown_fields
+from raybridge.jobs.decision.sizing import SizingDecision
+from raybridge.jobs.decision.spec import JobSpec
+from raybridge.errors import BadInput, ClusterUnreachable, InfraError, JobEnded
+from raybridge.jobapi.client import TERMINAL, RayJobs
+from raybridge.kube.client import Kube
+from raybridge.kube.kueue import find_workload, pending_position
+from raybridge.kube.rayapi import RayObjects
+from raybridge.jobs.dashboard import auth_headers, connect_dashboard
+from raybridge.jobs.discovery import discover_inventory
+from raybridge.jobs.handle import JobHandle
+from raybridge.jobs.options import SubmitOptions, new_submission_id, resolve_runtime_env
+from raybridge.jobs.orphan_guard import OrphanGuard
+from raybridge.jobs.preflight import preflight
+
+POLL_SECONDS = 1.0
+#: What a kept or handed-over RayJob does after its job ends (FINISHED_CLUSTER_TTL_SECONDS in jobs/decision/manifests.py).
+_LINGER_NOTE = (
+    f"when the job ends, Kueue frees its quota at once but KubeRay keeps its Ray cluster, GPU pods included, "
+    f"{FINISHED_CLUSTER_TTL_SECONDS}s longer for its logs"
+)
+MAX_API_FAILURES = 5
+HEARTBEAT_SECONDS = 30.0
+#: How long a lost dashboard may stay lost while the RayJob says its job still runs.
+SETTLE_SECONDS = 120.0
+#: How many times in a row the dashboard may be reconnected without the job ending.
+MAX_RECONNECTS = 5
+
+__all__ = ["Waiter", "connect_dashboard", "create_cluster", "delete_and_wait", "submit_kubernetes", "wait_for_ready"]
+
+
+class Waiter:
+    """Polls until a condition holds, printing a line whenever the state changes."""
+
+    def __init__(self, progress: Callable[[str], None], timeout: float, poll: float = POLL_SECONDS) -> None:
+        self.progress = progress
+        self.deadline = time.monotonic() + timeout
+        self.timeout = timeout
+        self.poll = poll
+        self.started = time.monotonic()
+        self._last: Optional[str] = None
+        self._last_time = 0.0
+
+    def say(self, line: str) -> None:
+        now = time.monotonic()
+        if line != self._last:
+            self.progress(line)
+            self._last, self._last_time = line, now
+        elif now - self._last_time >= HEARTBEAT_SECONDS:
+            self.progress(f"still {line[0].lower() + line[1:]} ({int(now - self.started)}s)")
+            self._last_time = now
+
+    def expired(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def sleep(self) -> None:
+        time.sleep(self.poll)
+
+
+@dataclass
+class _Prepared:
+    kube: Kube
+    namespace: str
+    name: str
+    decision: SizingDecision
+    objects: list[dict[str, Any]]
+    node_labels: Optional[list[dict[str, str]]]
+    submission_id: str
+
+
+def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
+    # --timeout bounds the whole command up to the job's submission: every API call meanwhile gets the time left.
+    kube = replace(options.cluster, namespace=spec.namespace or options.namespace).connect(Deadline.after(options.timeout))
+    inventory = discover_inventory(nodes_file=options.nodes_file, pods_file=options.pods_file, tolerations=spec.tolerations, kube=kube)
+    decision = plan_job(spec, inventory)
+    for text in decision.notes:
+        options.progress(f"note: {text}")
+    for text in decision.warnings:
+        options.progress(f"warning: {text}")
+    name = spec.name or unique_name()
+    submission_id = options.submission_id or new_submission_id(name)
+    objects = render_job(spec, decision, name=name, namespace=kube.namespace, job_id=submission_id, orphan_bound=options.orphan_bound)
+    labels = [dict(n.labels) for n in inventory.nodes] if inventory.source in ("kubernetes", "file") else None
+    return _Prepared(kube, kube.namespace, name, decision, objects, labels, submission_id)
+
+
+def _create_strict(rays: RayObjects, obj: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return rays.create(obj)
+    except BadInput as exc:
+        if "already exists" in str(exc):
+            meta = obj["metadata"]
+            raise BadInput(
+                f"a {obj['kind']} named {meta['name']} already exists in {meta['namespace']}; "
+                f"choose another --name or `raybridge delete {meta['name']}`"
+            ) from None
+        raise
+
+
+def create_protected(rays: RayObjects, obj: dict[str, Any]) -> dict[str, Any]:
+    """Create with strict field validation; the object as the server stored it.
+
+    Every field raybridge renders for a RayJob exists in every supported KubeRay
+    except `authOptions`; a field the release does not know is refused (BadInput,
+    saying which), never dropped.
+    """
+    try:
+        return _create_strict(rays, obj)
+    except BadInput as exc:
+        fields = unknown_fields(str(exc))
+        if not fields:
+            raise
+        if any("authOptions" in f for f in fields):
+            # kuberay@v1.5.1 ray-operator/apis/ray/v1/raycluster_types.go: AuthOptions first appears (not in v1.5.0).
+            raise BadInput(
+                "authMode: token authentication needs KubeRay v1.5.1 or later; this cluster's KubeRay does not know "
+                "spec.rayClusterSpec.authOptions"
+            ) from None
+        raise BadInput(f"this cluster's KubeRay does not know {', '.join(fields)}: {exc.problems[0]}") from None
+
+
+def delete_and_wait(rays: RayObjects, kind: str, name: str, namespace: str, progress: Callable[[str], None], wait: float = 30.0) -> bool:
+    """Delete the object and wait (bounded) until it is gone; True once gone, False if only requested."""
+    try:
+        if not rays.delete(kind, name, namespace):
+            return True
+    except Exception as exc:  # clean-up must not hide the original error
+        progress(f"warning: could not delete {kind} {namespace}/{name}: {exc} -- delete it with `raybridge delete {name}`")
+        return False
+    gone = rays.wait_gone(kind, name, namespace, wait)
+    progress(f"deleted {kind} {namespace}/{name}" if gone else f"deletion of {kind} {namespace}/{name} requested")
+    return gone
+
+
+def _observe(kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, queued: bool) -> tuple[dict[str, Any], Optional[dict[str, Any]], Optional[dict[str, Any]]]:
+    """The object, its Kueue Workload and its queue position, as they are now."""
+    obj = rays.get(kind, name, namespace)
+    if obj is None:
+        raise InfraError(f"{kind} {namespace}/{name} disappeared while waiting (deleted by someone else?)")
+    workload = find_workload(kube, namespace, obj) if queued else None
+    position = None
+    if workload is not None and workload_state(workload) == "pending":
+        position = pending_position(kube, namespace, workload["spec"].get("queueName", ""), workload["metadata"]["name"])
+    return obj, workload, position
+
+
+def _observe_riding_out(
+    kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, queued: bool, waiter: Waiter
+) -> tuple[dict[str, Any], Optional[dict[str, Any]], Optional[dict[str, Any]]]:
+    """`_observe`, retried with backoff: a long wait rides out API hiccups; a dead API server still ends it
+    (more than MAX_API_FAILURES failures in a row, or the waiter's deadline)."""
+    failures = 0
+    while True:
+        try:
+            return _observe(kube, rays, kind, name, namespace, queued)
+        except ClusterUnreachable as exc:
+            failures += 1
+            if failures > MAX_API_FAILURES or waiter.expired():
+                raise
+            waiter.say(f"API error, retrying: {exc}")
+            time.sleep(min(waiter.poll * 2**failures, 10.0))
+
+
+def _end_if_deactivated(what: str, workload: Optional[dict[str, Any]]) -> None:
+    """JobEnded (exit 1) when Kueue deactivated the Workload: it will never be admitted again."""
+    ended = deactivation(workload)
+    if ended:
+        raise JobEnded(f"{what}: {ended.words}; Kueue will not run it again")
+
+
+def wait_for_ready(
+    kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, waiter: Waiter, queued: bool
+) -> dict[str, Any]:
+    """Wait through Kueue admission and cluster start-up; return the ready object."""
+    admitted = False
+    while True:
+        obj, workload, position = _observe_riding_out(kube, rays, kind, name, namespace, queued, waiter)
+        status = obj.get("status") or {}
+        deployment = status.get("jobDeploymentStatus")
+        _end_if_deactivated(f"{kind} {namespace}/{name}", workload)
+        if deployment == "ValidationFailed":
+            raise BadInput(f"KubeRay rejected the {kind}: {status.get('reason', '')} {status.get('message', '')}".strip())
+        if deployment in ("Failed", "Complete"):
+            raise InfraError(f"the {kind} ended before the job was submitted: {deployment} ({status.get('reason', '')}: {status.get('message', '')})")
+        if workload_state(workload) == "admitted":
+            admitted = True
+        # With spec.jobId set from the start, KubeRay leaves Waiting at its next reconcile and polls the id in Running.
+        ready = (deployment in ("Waiting", "Running") and status.get("dashboardURL")) if kind == "RayJob" else status.get("state") == "ready"
+        if ready:
+            waiter.say(f"Ray cluster {status.get('rayClusterName') or name} is ready")
+            return obj
+        waiter.say(progress_line(obj, workload, position))
+        if waiter.expired():
+            what = "admitted" if queued and not admitted else "ready"
+            raise InfraError(f"{kind} {namespace}/{name} was not {what} within {waiter.timeout:.0f}s: {progress_line(obj, workload, position)}")
+        waiter.sleep()
+
+
+class _EvictableJobs(RayJobs):
+    """The Job API of a Ray cluster that Kueue may take away.
+
+    A head that is being deleted can answer FAILED or STOPPED for a job that was
+    only evicted; such an answer counts as the job's end only when the RayJob shows
+    no eviction. Otherwise it is an error, and the handle recovers (resubmits).
+    """
+
+    evicted: Callable[[], bool] = staticmethod(lambda: False)  # type: ignore[assignment]
+
+    def status(self, submission_id: str) -> str:
+        status = super().status(submission_id)
+        if status in ("FAILED", "STOPPED") and self.evicted():
+            raise InfraError(f"job {submission_id} ended with its Ray cluster, which Kueue took away")
+        return status
+
+
+class _RayJobRun:
+    """One submitted RayJob: the cluster it runs on now, the Job API there, and how to carry on after an eviction."""
+
+    def __init__(
+        self, kube: Kube, rays: RayObjects, options: SubmitOptions, spec: JobSpec, name: str, runtime_env: dict[str, Any], queued: bool, submission_id: str
+    ) -> None:
+        self.kube, self.rays, self.options, self.spec = kube, rays, options, spec
+        self.name, self.namespace = name, kube.namespace
+        self.runtime_env, self.queued = runtime_env, queued
+        self.forward: Optional[Any] = None
+        self.jobs: Optional[RayJobs] = None
+        self.submission_id = submission_id  # spec.jobId since creation: KubeRay polls it on every cluster
+        self.reconnects = 0
+        self.cluster = ""  # the Ray cluster the job was submitted to
+
+    def start(self, evicted_from: Optional[str] = None) -> None:
+        """Wait until admitted and ready, reach the dashboard and submit under the RayJob's `spec.jobId`.
+
+        `evicted_from`: the cluster the job ran on before an eviction; then only a new cluster counts.
+        """
+        if self.kube.deadline is None:  # a resubmission after an eviction gets a fresh --timeout
+            self.kube.deadline = Deadline.after(self.options.timeout)
+        waiter = Waiter(self.options.progress, self.options.timeout)
+        waiter.deadline = min(waiter.deadline, self.kube.deadline.at)
+        if evicted_from is None:
+            ready = wait_for_ready(self.kube, self.rays, "RayJob", self.name, self.namespace, waiter, queued=self.queued)
+        else:
+            ready = self._wait_for_new_cluster(waiter, evicted_from)
+        self._connect(ready)
+        assert self.jobs is not None
+        self.jobs.submit(
+            self.spec.entrypoint or "", self.submission_id, self.runtime_env,
+            metadata={"raybridge.io/job-name": self.name}, retry_for=min(60.0, max(waiter.deadline - time.monotonic(), 5.0)),
+        )  # fmt: skip
+        self.kube.deadline = None  # the job itself runs as long as it runs: each call keeps --request-timeout
+        self.options.progress(f"submitted {self.submission_id} to {self.jobs.address}")
+
+    def _wait_for_new_cluster(self, waiter: Waiter, old_cluster: str) -> dict[str, Any]:
+        """After an eviction: wait (within --timeout) until Kueue admits the RayJob again and KubeRay
+        has a new, ready cluster (polling the job id there, which that cluster never ran)."""
+        while True:
+            obj, workload, position = _observe_riding_out(self.kube, self.rays, "RayJob", self.name, self.namespace, self.queued, waiter)
+            status = obj.get("status") or {}
+            deployment = status.get("jobDeploymentStatus") or ""
+            _end_if_deactivated(f"RayJob {self.namespace}/{self.name}", workload)
+            if deployment in ("Complete", "Failed", "ValidationFailed"):
+                raise InfraError(
+                    f"RayJob {self.namespace}/{self.name} ended while waiting to be admitted again: "
+                    f"{deployment} ({status.get('reason', '')}: {status.get('message', '')})"
+                )
+            current = status.get("rayClusterName") or ""
+            fresh = bool(current and current != old_cluster and status.get("dashboardURL"))
+            if fresh and deployment in ("Waiting", "Running"):
+                waiter.say(f"admitted again: Ray cluster {current} is ready")
+                return obj
+            line = progress_line(obj, workload, position)
+            waiter.say(line)
+            if waiter.expired():
+                raise InfraError(
+                    f"RayJob {self.namespace}/{self.name} was not admitted again within {waiter.timeout:.0f}s "
+                    f"after its eviction: {line}"
+                )
+            waiter.sleep()
+
+    def _connect(self, obj: dict[str, Any]) -> None:
+        self.close_forward()
+        status = obj.get("status") or {}
+        cluster = status.get("rayClusterName", "")
+        address, self.forward = connect_dashboard(
+            self.kube, self.namespace, cluster, status.get("dashboardURL"), self.options.dashboard_address, self.options.progress
+        )
+        headers = auth_headers(self.kube, self.namespace, obj, cluster)
+        self.cluster = cluster
+        self.jobs = _EvictableJobs(address, headers=headers or None)
+        self.jobs.evicted = self.evicted_now
+
+    def close_forward(self) -> None:
+        if self.forward is not None:
+            self.forward.close()
+            self.forward = None
+
+    def _evicted(self, obj: dict[str, Any], workload: Optional[dict[str, Any]]) -> bool:
+        """Whether the cluster the job was submitted to has been taken away by Kueue (or is gone).
+
+        Any of: KubeRay suspending or suspended it; the Workload evicted or preempted; the RayJob
+        on another cluster (or none) than the one the job went to -- readmission may be quick; the
+        cluster deleted while the RayJob still says Running.
+        """
+        status = obj.get("status") or {}
+        deployment = status.get("jobDeploymentStatus") or ""
+        if deployment in ("Complete", "Failed"):
+            return False
+        if deployment in ("Suspending", "Suspended"):
+            return True
+        if workload_state(workload) in ("evicted", "deactivated"):  # Evicted (also on preemption), no longer admitted
+            return True
+        if self.cluster and (status.get("rayClusterName") or "") != self.cluster:
+            return True
+        return bool(self.cluster) and self.rays.get("RayCluster", self.cluster, self.namespace) is None
+
+    def evicted_now(self) -> bool:
+        """Read the RayJob and its Workload now: has the job's cluster been taken away? False if unknown."""
+        try:
+            obj = self.rays.get("RayJob", self.name, self.namespace)
+            if obj is None:
+                return False
+            workload = find_workload(self.kube, self.namespace, obj) if self.queued else None
+            return self._evicted(obj, workload)
+        except InfraError:
+            return False
+
+    def recover(self, handle: JobHandle) -> Optional[str]:
+        """The Job API stopped answering: the final status from the RayJob, or resubmit after an eviction."""
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while True:
+            obj = self.rays.get("RayJob", self.name, self.namespace)
+            if obj is None:
+                raise InfraError(f"RayJob {self.namespace}/{self.name} was deleted while its job ran")
+            status = obj.get("status") or {}
+            deployment = status.get("jobDeploymentStatus")
+            workload = find_workload(self.kube, self.namespace, obj) if self.queued else None
+            _end_if_deactivated(f"job {self.submission_id} of RayJob {self.namespace}/{self.name}", workload)
+            if deployment == "Failed" and status.get("reason") == "DeadlineExceeded":
+                raise JobEnded(f"RayJob {self.namespace}/{self.name} failed: {_deadline_cause(obj, self.spec.max_run_seconds, self.queued)}")
+            if deployment in ("Complete", "Failed"):
+                return str(status.get("jobStatus") or "FAILED")
+            if self._evicted(obj, workload):
+                self._resubmit_after_eviction(obj, workload)
+                handle.jobs, handle.submission_id = self.jobs, self.submission_id  # type: ignore[assignment]
+                return None
+            if status.get("jobStatus") in TERMINAL and status.get("jobId") in (None, "", self.submission_id):
+                return str(status["jobStatus"])
+            if deployment == "Running" and status.get("dashboardURL") and self.reconnects < MAX_RECONNECTS:
+                self.reconnects += 1
+                self._connect(obj)  # the dashboard dropped out, the job goes on: reach it again
+                handle.jobs = self.jobs  # type: ignore[assignment]
+                return None
+            if time.monotonic() > deadline:
+                raise InfraError(
+                    f"lost the Ray dashboard of RayJob {self.namespace}/{self.name} and it never reported an end "
+                    f"(deployment {deployment or 'unknown'}, job {status.get('jobStatus') or 'unknown'})"
+                )
+            time.sleep(0.5)
+
+    def _resubmit_after_eviction(self, obj: dict[str, Any], workload: Optional[dict[str, Any]]) -> None:
+        queue = (obj.get("metadata") or {}).get("labels", {}).get(KUEUE_QUEUE_LABEL)
+        old_cluster = self.cluster
+        self.options.progress(
+            f"evicted: {eviction_summary(workload, queue)}; Ray cluster {old_cluster} is gone and job {self.submission_id} with it; "
+            f"waiting up to {self.options.timeout:.0f}s to be admitted again, then submitting the entrypoint again"
+        )
+        # spec.jobId stays: KubeRay polls the same id on the new cluster, which never ran it, and it is submitted there.
+        self.close_forward()
+        self.reconnects = 0
+        self.kube.deadline = None
+        self.start(evicted_from=old_cluster)
+
+    def handover(self) -> list[str]:
+        """`--no-wait`: leave the running job to itself (no renewed bound); what still bounds it, in words."""
+        bound, max_run = self.options.orphan_bound, self.spec.max_run_seconds
+        try:
+            self.rays.patch("RayJob", self.name, self.namespace, handover_patch(max_run, self.queued, bound, True), field_validation="Strict")
+            return []
+        except BadInput as exc:
+            if "preRunningDeadlineSeconds" not in str(exc):
+                raise
+        # kuberay before v1.6 (no such field): the job id stays, so a readmitted RayJob is in Running, where Kueue can preempt it.
+        self.rays.patch("RayJob", self.name, self.namespace, handover_patch(max_run, self.queued, bound, False))
+        return handover_notes(False, self.queued, max_run)
+
+
+def _deadline_cause(obj: dict[str, Any], max_run_seconds: Optional[int], queued: bool) -> str:
+    """Why a RayJob hit its activeDeadlineSeconds: the user's run-time limit, or the orphan bound not renewed."""
+    seconds = (obj.get("spec") or {}).get("activeDeadlineSeconds")
+    if max_run_seconds and not queued and seconds == max_run_seconds:
+        return f"the run-time limit of {max_run_seconds}s (maxRunSeconds) was reached"
+    return (
+        f"its orphan bound (activeDeadlineSeconds={seconds}) ran out: raybridge could not reach the cluster "
+        "to renew it in time"
+    )
+
+
+def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
+    if spec.resolved_kind == "RayCluster":
+        raise BadInput("kind RayCluster is created with create_cluster(), not submitted")
+    prepared = _prepare(spec, options)
+    kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
+    rayjob = prepared.objects[0]
+    runtime_env = resolve_runtime_env(spec, prepared.decision)  # validates workingDir before anything exists
+    found = preflight(kube, namespace, rayjob, prepared.node_labels)
+    for text in found.notes:
+        options.progress(f"note: {text}")
+    rays = RayObjects(kube)
+    created = False
+    run: Optional[_RayJobRun] = None
+    guard: Optional[OrphanGuard] = None
+
+    def cleanup() -> None:
+        if guard is not None:
+            guard.stop()
+        if run is not None:
+            run.close_forward()
+        if created and not options.keep:
+            delete_and_wait(rays, "RayJob", name, namespace, options.progress)
+        elif created:
+            options.progress(f"kept RayJob {namespace}/{name} (`raybridge delete {name}` removes it); {_LINGER_NOTE}")
+
+    def handover() -> list[str]:
+        if guard is not None:
+            guard.stop()
+        if run is not None:
+            run.close_forward()
+            return run.handover() + [_LINGER_NOTE]
+        return []
+
+    try:
+        stored = create_protected(rays, rayjob)
+        created = True
+        queue = (stored["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+        options.progress(f"created RayJob {namespace}/{name}" + (f" in queue {queue}" if queue else " (not queued by Kueue)"))
+        protections = protections_of(stored)
+        for protection in protections:
+            options.progress(f"orphan protection: {protection.describe()}")
+        if not protections:
+            options.progress("warning: no orphan protection is in force: if raybridge dies before the job ends, delete the RayJob yourself")
+        # Its own client: the renewals must not share the command's deadline or the waits' retries.
+        guard_rays = RayObjects(replace(options.cluster, namespace=namespace).connect(None))
+        guard = OrphanGuard(guard_rays, name, namespace, options.orphan_bound, spec.max_run_seconds, bool(queue), options.progress).start()
+        run = _RayJobRun(kube, rays, options, spec, name, runtime_env, queued=bool(queue), submission_id=prepared.submission_id)
+        run.start()
+    except BaseException:
+        cleanup()
+        raise
+    assert run.jobs is not None
+    return JobHandle(
+        backend="kubernetes",
+        name=name,
+        namespace=namespace,
+        submission_id=run.submission_id,
+        jobs=run.jobs,
+        decision=prepared.decision,
+        cleanup=cleanup,
+        keep=options.keep,
+        recover=run.recover,
+        handover=handover,
+    )
+
+
+def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:
+    """Create a long-lived RayCluster, wait until it is admitted and ready, say how to reach it."""
+    prepared = _prepare(spec, options)
+    kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
+    cluster = prepared.objects[0]
+    found = preflight(kube, namespace, cluster, prepared.node_labels)
+    for text in found.notes:
+        options.progress(f"note: {text}")
+    rays = RayObjects(kube)
+    created = False
+    try:
+        stored = create_protected(rays, cluster)
+        created = True
+        queue = (stored["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+        options.progress(f"created RayCluster {namespace}/{name}" + (f" in queue {queue}" if queue else ""))
+        waiter = Waiter(options.progress, options.timeout)
+        waiter.deadline = min(waiter.deadline, kube.deadline.at) if kube.deadline is not None else waiter.deadline
+        ready = wait_for_ready(kube, rays, "RayCluster", name, namespace, waiter, queued=bool(queue))
+    except BaseException:
+        if created and not options.keep:
+            delete_and_wait(rays, "RayCluster", name, namespace, options.progress)
+        raise
+    head = (ready.get("status") or {}).get("head") or {}
+    service = head.get("serviceName") or f"{name}-head-svc"
+    return {
+        "name": name,
+        "namespace": namespace,
+        "state": (ready.get("status") or {}).get("state"),
+        "allocation": prepared.decision.to_dict(),
+        "headService": service,
+        "dashboard": f"http://{service}.{namespace}.svc:{DASHBOARD_PORT}",
+        "reach": [
+            f"kubectl -n {namespace} port-forward svc/{service} {DASHBOARD_PORT}:{DASHBOARD_PORT}",
+            f"ray job submit --address http://127.0.0.1:{DASHBOARD_PORT} -- <your command>",
+            f"raybridge delete {name} -n {namespace}   # it holds Kueue quota until deleted",
+        ],
+    }

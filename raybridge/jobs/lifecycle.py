@@ -1,0 +1,175 @@
+"""status, logs, stop, delete, list: the objects raybridge created, after the fact.
+
+Each function finds the RayJob (or RayCluster) by name in the target
+namespace and returns what it found as plain data (logs go to a `write`
+callback as they arrive); the CLI renders it. `list_jobs` returns what
+carries raybridge's managed-by label.
+
+It does not print and does not decide the namespace or context: the caller
+hands in a connected `Kube` whose namespace is already resolved. The objects
+it reads come checked by the adapters (`kube.rayapi`, `kube.kueue`): an
+answer that is not a Kubernetes object is exit 3 there; fields beyond the
+object's shape are read with `_text`, never indexed blindly.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from raybridge.queues.decision.kueue_workload import explain, workload_state
+from raybridge.core.consts import KUEUE_QUEUE_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from raybridge.errors import BadInput, InfraError
+from raybridge.jobapi.client import RayJobs
+from raybridge.kube.client import Kube
+from raybridge.kube.kueue import find_workload, get_cluster_queue, get_local_queue, pending_position
+from raybridge.kube.rayapi import RayObjects
+from raybridge.jobs.dashboard import auth_headers, connect_dashboard
+
+
+def find_job(kube: Kube, name: str) -> tuple[RayObjects, dict[str, Any]]:
+    """The RayJob, else the RayCluster, called `name` in the target namespace."""
+    rays = RayObjects(kube)
+    for kind in ("RayJob", "RayCluster"):
+        obj = rays.get(kind, name, kube.namespace)
+        if obj is not None:
+            return rays, obj
+    raise BadInput(f"no RayJob or RayCluster named {name!r} in namespace {kube.namespace}")
+
+
+def _text(obj: Any, *path: str) -> Optional[str]:
+    """The string at `path` in a nested object, None when any step is missing or of another type."""
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj if isinstance(obj, str) and obj else None
+
+
+def job_status(kube: Kube, name: str) -> dict[str, Any]:
+    """Where the job stands, its Kueue Workload, queue position, and the plain-words explanation."""
+    _, obj = find_job(kube, name)
+    namespace = kube.namespace
+    workload = find_workload(kube, namespace, obj)
+    position = cq = cq_name = None
+    if workload is not None:
+        lq_name = _text(workload, "spec", "queueName")
+        if workload_state(workload) == "pending" and lq_name:
+            position = pending_position(kube, namespace, lq_name, workload["metadata"]["name"])
+        local_queue = get_local_queue(kube, namespace, lq_name) if lq_name else None
+        cq_name = _text(workload, "status", "admission", "clusterQueue") or _text(local_queue, "spec", "clusterQueue")
+        cq = get_cluster_queue(kube, cq_name) if cq_name else None
+    status = obj.get("status") or {}
+    return {
+        "kind": obj["kind"],
+        "name": obj["metadata"]["name"],
+        "namespace": namespace,
+        "jobDeploymentStatus": status.get("jobDeploymentStatus"),
+        "jobStatus": status.get("jobStatus"),
+        "jobId": status.get("jobId") or (obj.get("spec") or {}).get("jobId"),
+        "workload": (workload or {}).get("metadata", {}).get("name"),
+        "queueState": workload_state(workload),
+        "position": position,
+        "explanation": _explanation(kube, obj, workload, position, cq, cq_name),
+    }
+
+
+def _explanation(kube: Kube, obj: dict[str, Any], workload: Any, position: Any, cq: Any, cq_name: Optional[str]) -> list[str]:
+    """A pending job gets `explain`'s full text (per flavor, cohort, checks); any other the short report."""
+    if workload_state(workload) != "pending":
+        return explain(obj, workload, position, cq, cq_name)
+    from raybridge.queues.explain import kueue_explanation
+
+    return kueue_explanation(kube, obj).lines()
+
+
+class _JobApiSession:
+    """The Ray Job API of a RayJob's cluster, and the port-forward (if any) to close afterwards."""
+
+    def __init__(self, kube: Kube, obj: dict[str, Any], dashboard_address: Optional[str], progress: Callable[[str], None]) -> None:
+        status = obj.get("status") or {}
+        name = obj["metadata"]["name"]
+        job_id = status.get("jobId") or (obj.get("spec") or {}).get("jobId")
+        if obj["kind"] != "RayJob" or not job_id:
+            state = status.get("jobDeploymentStatus") or status.get("state") or "new"
+            raise BadInput(f"{obj['kind']} {name} has no Ray job submitted yet (state: {state})")
+        cluster = status.get("rayClusterName")
+        if not cluster and not dashboard_address:
+            raise InfraError(f"RayJob {name} has no Ray cluster any more (it ended: {status.get('jobDeploymentStatus')}); its logs went with it")
+        address, self.forward = connect_dashboard(kube, kube.namespace, cluster or "", status.get("dashboardURL"), dashboard_address, progress)
+        self.job_id: str = job_id
+        try:
+            headers = auth_headers(kube, kube.namespace, obj, cluster or "")
+            self.jobs = RayJobs(address, headers=headers or None)
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __enter__(self) -> "_JobApiSession":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.forward is not None:
+            self.forward.close()
+
+
+def job_logs(
+    kube: Kube,
+    name: str,
+    write: Callable[[str], None],
+    *,
+    follow: bool = False,
+    dashboard_address: Optional[str] = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> str:
+    """Write the Ray job's logs (until it ends with `follow`); returns the job id."""
+    _, obj = find_job(kube, name)
+    with _JobApiSession(kube, obj, dashboard_address, progress) as session:
+        if follow:
+            session.jobs.stream_logs(session.job_id, write)
+        else:
+            write(session.jobs.logs(session.job_id))
+        return session.job_id
+
+
+def stop_job(
+    kube: Kube, name: str, *, dashboard_address: Optional[str] = None, progress: Callable[[str], None] = lambda _: None
+) -> dict[str, Any]:
+    """Stop the Ray job; the objects stay until `delete`."""
+    _, obj = find_job(kube, name)
+    with _JobApiSession(kube, obj, dashboard_address, progress) as session:
+        stopped = session.jobs.stop(session.job_id)
+    return {"name": name, "namespace": kube.namespace, "jobId": session.job_id, "stopped": stopped}
+
+
+def delete_job(kube: Kube, name: str, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Delete the RayJob or RayCluster; what it owns goes with it.
+
+    A delete the API server refuses or never answers is an error (exit 3), unlike the
+    clean-up after a failed submit, which only warns; waiting until it is gone is bounded.
+    """
+    rays, obj = find_job(kube, name)
+    kind = obj["kind"]
+    gone = rays.wait_gone(kind, name, kube.namespace) if rays.delete(kind, name, kube.namespace) else True
+    progress(f"deleted {kind} {kube.namespace}/{name}" if gone else f"deletion of {kind} {kube.namespace}/{name} requested")
+    return {"kind": kind, "name": name, "namespace": kube.namespace, "deleted": gone}
+
+
+def list_jobs(kube: Kube, *, all_namespaces: bool = False) -> list[dict[str, Any]]:
+    """Every RayJob and standalone RayCluster carrying raybridge's managed-by label."""
+    rays = RayObjects(kube)
+    namespace = None if all_namespaces else kube.namespace
+    selector = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
+    rows = []
+    for kind in ("RayJob", "RayCluster"):
+        for obj in rays.list(kind, namespace, selector):
+            if kind == "RayCluster" and any(r.get("kind") == "RayJob" for r in obj["metadata"].get("ownerReferences") or []):
+                continue  # a RayJob's own cluster is shown through the RayJob
+            meta, status = obj["metadata"], obj.get("status") or {}
+            rows.append({
+                "kind": kind,
+                "namespace": meta.get("namespace"),
+                "name": meta.get("name"),
+                "queue": (meta.get("labels") or {}).get(KUEUE_QUEUE_LABEL),
+                "state": status.get("jobDeploymentStatus") or status.get("state") or "New",
+                "jobStatus": status.get("jobStatus"),
+                "created": meta.get("creationTimestamp"),
+            })  # fmt: skip
+    return rows

@@ -1,0 +1,131 @@
+"""What a submission is asked to do, and which backend does it.
+
+`SubmitOptions` carries everything besides the spec (backend, addresses,
+cluster coordinates, timeout, keep); `choose_backend` is the one place that
+decides local versus kubernetes; `runnable_problems` is the one check that a
+spec can be submitted (a working dir that exists included), asked by every
+command before anything is printed, started or created; `resolve_runtime_env`
+then builds the Job API runtime env once.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from raybridge.core.consts import ORPHAN_BOUND_SECONDS
+from raybridge.core.names import submission_id_problem
+from raybridge.core.runtime_env import allocation_env, local_working_dir, submission_runtime_env
+from raybridge.jobs.decision.upload import UploadPlan
+from raybridge.jobs.upload import plan_working_dir_upload
+from raybridge.jobs.decision.sizing import SizingDecision
+from raybridge.jobs.decision.spec import JobSpec, Purpose, entrypoint_problem
+from raybridge.errors import BadInput
+from raybridge.kube.client import DEFAULT_REQUEST_TIMEOUT
+from raybridge.kube.target import ClusterTarget
+
+
+def _quiet(_: str) -> None:
+    """The default progress callback: services print nothing unless the caller asks."""
+
+
+DEFAULT_TIMEOUT = 1800.0
+
+
+@dataclass
+class SubmitOptions:
+    backend: Optional[str] = None  # "local" | "kubernetes" | None (choose)
+    address: Optional[str] = None  # local: an existing Ray cluster
+    dashboard_address: Optional[str] = None  # kubernetes: reach the dashboard here
+    kubeconfig: Optional[str] = None
+    context: Optional[str] = None
+    namespace: Optional[str] = None
+    nodes_file: Optional[str] = None
+    pods_file: Optional[str] = None
+    timeout: float = DEFAULT_TIMEOUT
+    keep: bool = False
+    submission_id: Optional[str] = None
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    #: Kubernetes: how soon after raybridge stops renewing it a RayJob fails (`jobs/decision/protection.py`).
+    orphan_bound: int = ORPHAN_BOUND_SECONDS
+    progress: Callable[[str], None] = field(default=_quiet)
+
+    @property
+    def cluster(self) -> ClusterTarget:
+        return ClusterTarget(self.kubeconfig, self.context, self.namespace, self.request_timeout)
+
+
+def choose_backend(options: SubmitOptions) -> tuple[str, str]:
+    """(backend, why) — kubernetes when a cluster is configured, else local."""
+    if options.backend:
+        return options.backend, "as asked"
+    if options.address or os.environ.get("RAY_ADDRESS"):
+        return "local", "a Ray address is set"
+    from raybridge.kube.client import cluster_configured
+
+    if cluster_configured(options.kubeconfig):
+        return "kubernetes", "a kubeconfig or in-cluster config was found"
+    return "local", "no kubeconfig or in-cluster config was found"
+
+
+def new_submission_id(name: str) -> str:
+    return f"{name}-{secrets.token_hex(3)}"
+
+
+def resolve_runtime_env(spec: JobSpec, decision: SizingDecision) -> dict[str, Any]:
+    """The Job API runtime env: the spec's, its working dir (resolved to an absolute path), the allocation vars.
+
+    The spec has passed `check_runnable` (`submit` asks it first), so a local
+    working dir is a directory here.
+    """
+    working_dir = spec.working_dir or (spec.runtime_env or {}).get("working_dir")
+    local = local_working_dir(spec.runtime_env, spec.working_dir)
+    runtime_env = spec.runtime_env
+    if local is not None:
+        working_dir = str(Path(local).expanduser().resolve())
+        # What raybridge leaves out of the upload (links leading out, secrets, special files).
+        left_out = plan_working_dir_upload(working_dir, spec.runtime_env).excludes
+        if left_out:
+            runtime_env = {**(runtime_env or {}), "excludes": [*((runtime_env or {}).get("excludes") or []), *left_out]}
+    allocation = allocation_env(decision.total_gpus, decision.replicas, decision.gpus_per_replica)
+    return submission_runtime_env(runtime_env, working_dir, allocation, spec.env)
+
+
+def working_dir_upload(spec: JobSpec) -> Optional[tuple[str, UploadPlan]]:
+    """The local working dir a submission uploads and what goes of it, or None (none, or a URI)."""
+    local = local_working_dir(spec.runtime_env, spec.working_dir)
+    if local is None or not spec.ray or spec.resolved_kind != "RayJob":
+        return None
+    working_dir = str(Path(local).expanduser().resolve())
+    return working_dir, plan_working_dir_upload(working_dir, spec.runtime_env)
+
+
+def runnable_problems(spec: JobSpec, submission_id: Optional[str] = None, purpose: Purpose = "submit") -> list[str]:
+    """What keeps this spec from going ahead for `purpose`, one sentence each; [] when it can.
+
+    `plan` ("size"), `render` and `submit` (also `--dry-run`) all ask this first,
+    so a refused job never leaves anything behind. The entrypoint follows the
+    one rule of `core.spec.entrypoint_problem`: sizing needs none.
+    """
+    problems: list[str] = []
+    entrypoint = entrypoint_problem(spec, purpose)
+    if entrypoint:
+        problems.append(entrypoint)
+    local = local_working_dir(spec.runtime_env, spec.working_dir)
+    if local is not None and not Path(local).expanduser().is_dir():
+        problems.append(f"workingDir: {local!r} is not a directory")
+    if submission_id is not None:
+        problem = submission_id_problem(submission_id)
+        if problem:
+            problems.append(f"--submission-id: {problem}")
+    return problems
+
+
+def check_runnable(spec: JobSpec, submission_id: Optional[str] = None, purpose: Purpose = "submit") -> None:
+    """BadInput listing every problem `runnable_problems` finds."""
+    problems = runnable_problems(spec, submission_id, purpose)
+    if problems:
+        raise BadInput(*problems)

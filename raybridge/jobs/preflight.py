@@ -1,0 +1,170 @@
+"""Before anything is created on a cluster: does everything the job names exist, and could it ever run?
+
+A real Kueue never creates a Workload for a missing WorkloadPriorityClass,
+leaves a job for a missing or stopped LocalQueue or an inactive ClusterQueue
+(Kueue's `Active=False` condition: a flavor or admission check it names is
+missing or inactive, or it is stopped) pending forever, and never admits one
+that no flavor of its ClusterQueue can ever take (`kueue_fit`: one flavor per
+pod set and resource group, the quota its cohorts can lend, Cohort objects and
+their parents included). Each of those would make the user wait out the whole
+timeout in silence; here each is one line and exit 2, listing what does exist.
+A namespace that does not exist is said as such.
+
+What the API does not let this user read (ClusterQueues and Cohorts are
+cluster-scoped) is skipped with a note, never guessed: a LocalQueue's own
+status still tells a user who may not read its ClusterQueue that the
+ClusterQueue is inactive, and unknown cohort lending is never counted
+against the job. It creates nothing and prints nothing; the caller reports
+the notes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+from raybridge.core.consts import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
+from raybridge.queues.decision.kueue_fit import admission_problems, cohort_of, ray_podsets
+from raybridge.errors import BadInput
+from raybridge.kube.client import Kube, list_namespace_names, namespace_exists
+from raybridge.kube.kueue import get_kueue_object, list_cohorts, list_kueue_objects, served_versions
+
+#: Kueue's name for the LocalQueue it puts unlabelled jobs into (LocalQueue defaulting).
+DEFAULT_LOCAL_QUEUE = "default"
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What the checks found: Kueue's served versions, the queue the job will land in, and notes."""
+
+    queue: Optional[str] = None
+    cluster_queue: Optional[str] = None
+    notes: tuple[str, ...] = field(default=())
+
+
+def _names(items: Optional[list[dict[str, Any]]]) -> str:
+    if items is None:
+        return "(not readable)"
+    names = sorted(str((i.get("metadata") or {}).get("name")) for i in items)
+    return ", ".join(names) or "none"
+
+
+def _is_active(queue: dict[str, Any]) -> tuple[bool, str, str]:
+    """(active, reason, "reason: message") from a ClusterQueue's or LocalQueue's `Active` condition."""
+    for cond in (queue.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Active":
+            words = f"{cond.get('reason', '')}: {cond.get('message', '')}".strip(": ")
+            return cond.get("status") == "True", str(cond.get("reason") or ""), words
+    return True, "", ""  # no status yet: Kueue has not looked at it; do not refuse on that
+
+
+def _stopped(queue: dict[str, Any]) -> Optional[str]:
+    """The stopPolicy of a stopped queue (Hold, HoldAndDrain), None while it runs."""
+    policy = (queue.get("spec") or {}).get("stopPolicy") or "None"
+    return None if policy == "None" else str(policy)
+
+
+def preflight(kube: Kube, namespace: str, obj: dict[str, Any], nodes: Optional[list[Mapping[str, str]]] = None) -> Preflight:
+    """BadInput listing every problem, or what was found; `obj` is the rendered RayJob or RayCluster."""
+    exists = namespace_exists(kube, namespace)
+    if exists is False:
+        known = list_namespace_names(kube)
+        shown = f"; namespaces: {', '.join(known)}" if known is not None else ""
+        raise BadInput(f"namespace {namespace} does not exist{shown}")
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    queue = labels.get(KUEUE_QUEUE_LABEL)
+    priority = labels.get(KUEUE_PRIORITY_LABEL)
+    versions = served_versions(kube)
+    notes: list[str] = []
+    if not versions:
+        if queue or priority:
+            what = "--queue" if queue else "--priority-class"
+            raise BadInput(f"{what} names a Kueue object but Kueue is not installed (no kueue.x-k8s.io API on this cluster)")
+        return Preflight(notes=("Kueue is not installed: the job is not queued",))
+    problems: list[str] = []
+    if queue is None:
+        default = get_kueue_object(kube, versions, "localqueues", DEFAULT_LOCAL_QUEUE, namespace)
+        if default.found is not None:
+            queue = DEFAULT_LOCAL_QUEUE
+            notes.append(f"no --queue given: Kueue puts the job in namespace {namespace}'s default LocalQueue")
+    cluster_queue_name: Optional[str] = None
+    if queue is not None:
+        local = get_kueue_object(kube, versions, "localqueues", queue, namespace)
+        if local.found is None and local.readable:
+            existing = list_kueue_objects(kube, versions, "localqueues", namespace)
+            problems.append(f"LocalQueue {queue} does not exist in namespace {namespace} (LocalQueues there: {_names(existing)})")
+        elif local.found is not None and _stopped(local.found):
+            problems.append(
+                f"LocalQueue {queue} in namespace {namespace} is stopped (stopPolicy {_stopped(local.found)}): "
+                "Kueue admits nothing from it until it is resumed"
+            )
+        elif local.found is not None:
+            cluster_queue_name = (local.found.get("spec") or {}).get("clusterQueue")
+            problems += _cluster_queue_problems(kube, versions, queue, cluster_queue_name, obj, nodes, notes, local.found)
+        else:
+            notes.append(f"LocalQueue {queue} is not readable: not checked")
+    if priority is not None:
+        klass = get_kueue_object(kube, versions, "workloadpriorityclasses", priority)
+        if klass.found is None and klass.readable:
+            existing = list_kueue_objects(kube, versions, "workloadpriorityclasses")
+            problems.append(f"WorkloadPriorityClass {priority} does not exist (classes: {_names(existing)}); Kueue would never create a Workload for the job")
+        elif not klass.readable:
+            notes.append(f"WorkloadPriorityClass {priority} is not readable: not checked")
+    if problems:
+        raise BadInput(*problems)
+    return Preflight(queue, cluster_queue_name, tuple(notes))
+
+
+def _cluster_queue_problems(
+    kube: Kube, versions: list[str], queue: str, name: Optional[str], obj: dict[str, Any],
+    nodes: Optional[list[Mapping[str, str]]], notes: list[str], local_queue: dict[str, Any],
+) -> list[str]:  # fmt: skip
+    if not name:
+        return [f"LocalQueue {queue} names no ClusterQueue"]
+    cq = get_kueue_object(kube, versions, "clusterqueues", name)
+    if not cq.readable:
+        return _judged_by_the_local_queue(queue, name, local_queue, notes)
+    if cq.found is None:
+        existing = list_kueue_objects(kube, versions, "clusterqueues")
+        return [f"LocalQueue {queue} points at ClusterQueue {name}, which does not exist (ClusterQueues: {_names(existing)})"]
+    flavor_objects = list_kueue_objects(kube, versions, "resourceflavors")
+    flavors = {str((f.get("metadata") or {}).get("name")): f for f in flavor_objects} if flavor_objects is not None else None
+    active, reason, why = _is_active(cq.found)
+    if not active:
+        hint = f" (ResourceFlavors: {_names(flavor_objects)})" if reason == "FlavorNotFound" and flavor_objects is not None else ""
+        checks = list_kueue_objects(kube, versions, "admissionchecks") if reason.startswith("AdmissionCheck") else None
+        if checks is not None:
+            hint = f" (AdmissionChecks: {_names(checks)})"
+        return [f"ClusterQueue {name} (behind LocalQueue {queue}) is not active: {why}{hint}; Kueue admits nothing from it until that is fixed"]
+    cohort = cohort_of(cq.found)
+    everyone: Optional[list[dict[str, Any]]] = []
+    cohorts: Optional[list[dict[str, Any]]] = []
+    if cohort:
+        everyone = list_kueue_objects(kube, versions, "clusterqueues")
+        cohorts = list_cohorts(kube, versions)
+        unread = [what for what, got in (("ClusterQueues", everyone), ("Cohorts", cohorts)) if got is None]
+        if unread:
+            notes.append(
+                f"{' and '.join(unread)} could not be listed: what cohort {cohort} can lend to ClusterQueue {name} was not checked"
+            )
+    return admission_problems(
+        ray_podsets(obj), cq.found, everyone or [], flavors, nodes, cohorts, members_complete=everyone is not None
+    )
+
+
+def _judged_by_the_local_queue(queue: str, name: str, local_queue: dict[str, Any], notes: list[str]) -> list[str]:
+    """A ClusterQueue this user may not read: the LocalQueue's Active condition still says whether it can admit.
+
+    Kueue's LocalQueue controller writes ClusterQueueDoesNotExist or ClusterQueueIsInactive
+    (localqueue_controller.go, the same words v0.13 to v0.20).
+    """
+    active, reason, why = _is_active(local_queue)
+    if not active and reason == "ClusterQueueDoesNotExist":
+        return [f"LocalQueue {queue} points at ClusterQueue {name}, which does not exist (the LocalQueue's status: {why})"]
+    if not active and reason == "ClusterQueueIsInactive":
+        return [
+            f"ClusterQueue {name} (behind LocalQueue {queue}) is not active (the LocalQueue's status: {why}); "
+            "Kueue admits nothing from it until that is fixed, and you may not read the ClusterQueue to see why"
+        ]
+    notes.append(f"ClusterQueue {name} is not readable (cluster-scoped): its quota was not checked")
+    return []

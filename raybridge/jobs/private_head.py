@@ -1,0 +1,297 @@
+"""The local backend: a private Ray head on this machine, or a Ray cluster at an address.
+
+With no address, it starts a private head (its own temp dir, free ports)
+under `head_supervisor`, so the head dies with raybridge however raybridge
+ends. The head is reachable by its owner alone: every Ray component listens
+on loopback only, Ray's token authentication is on with a token that only
+the owner can read, and the head's directory (Ray's session dir, the
+uploaded working dir, the logs) is closed to other users. The head leaves out what a Job API
+submission does not need, as far as `ray start` allows (the autoscaler
+monitor, idle prestarted workers), and `release()` returns without waiting
+for it to wind down. With an address (`--address` or `RAY_ADDRESS`) it
+only submits there and leaves that cluster alone.
+
+It does not size anything (`raybridge.jobs.decision.sizing` does) and does not print
+(the CLI does); it returns a `JobHandle`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Callable, Optional
+
+from raybridge.errors import InfraError
+
+START_TIMEOUT = 120.0
+TEMP_PREFIX = "raybridge-"
+#: In each private head's temp dir: the processes that own it, as "pid starttime" lines.
+OWNERS_FILE = "raybridge-owners"
+#: In each private head's temp dir: the head's token (mode 0600), and Ray's own temp dir.
+TOKEN_FILE = "auth_token"
+RAY_TEMP_SUBDIR = "ray"
+AUTH_MODE_ENV = "RAY_AUTH_MODE"
+AUTH_TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
+#: Variables of the user's environment that would point the head at another cluster or token.
+HEAD_ENV_DROPPED = ("RAY_ADDRESS", "RAY_AUTH_TOKEN", AUTH_TOKEN_PATH_ENV)
+#: ray@2.60 python/ray/_private/ray_constants.py (ENABLE_RAY_CLUSTER) and _private/services.py
+#: (get_node_ip_address, resolve_ip_for_localhost): `ray start --node-ip-address 127.0.0.1` is
+#: replaced by the machine's network address unless this is "0"; with it, the node address is
+#: 127.0.0.1 and the GCS server, raylet, dashboard agent, runtime-env agent and Ray client server
+#: listen on loopback only (dashboard/agent.py, http_server_agent.py, util/client/server).
+LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+#: Ray settings for the private head, unless the user's environment sets them.
+HEAD_ENV_DEFAULTS = {"RAY_prestart_worker_first_driver": "0"}
+#: How often the dashboard is asked whether it answers yet.
+READY_POLL_SECONDS = 0.1
+
+
+def free_port() -> int:
+    """A port the kernel hands out now (ephemeral range, outside Ray's worker ports)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def head_environment(user_env: dict[str, str], token_path: Optional[str]) -> dict[str, str]:
+    """The environment of the head's processes: the user's, with the head kept to its owner.
+
+    With `token_path`, Ray's token authentication is on with that token, whatever the user's
+    environment says about authentication (it concerns the user's own clusters); without, it
+    is off. Either way every component listens on loopback only.
+    """
+    env = {k: v for k, v in user_env.items() if k not in HEAD_ENV_DROPPED}
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env[LOOPBACK_ONLY_ENV] = "0"
+    if token_path is not None:
+        env[AUTH_MODE_ENV] = "token"
+        env[AUTH_TOKEN_PATH_ENV] = token_path
+    else:
+        env[AUTH_MODE_ENV] = "disabled"
+    # Every job raybridge submits carries a runtime env (its allocation env vars, usually a
+    # working dir), so the idle workers the raylet would prestart for the first driver (the
+    # job agent's own) can never run its tasks: they only take CPU while the job starts.
+    for name, value in HEAD_ENV_DEFAULTS.items():
+        env.setdefault(name, value)
+    return env
+
+
+class PrivateRayHead:
+    """A Ray head that belongs to one raybridge run.
+
+    `token_auth=False` leaves Ray's token authentication off (the head still listens on loopback
+    only and its directory stays private): for a head that stands for a cluster without it.
+    """
+
+    def __init__(self, num_cpus: Optional[int] = None, num_gpus: Optional[int] = None, token_auth: bool = True) -> None:
+        self.num_cpus = num_cpus
+        self.num_gpus = num_gpus
+        self.token_auth = token_auth
+        #: What a Job API client must send to this head (the bearer token), once started.
+        self.auth_headers: dict[str, str] = {}
+        self.temp_dir: Optional[Path] = None
+        self.dashboard_url: Optional[str] = None
+        self.gcs_address: Optional[str] = None
+        self._supervisor: Optional[subprocess.Popen[bytes]] = None
+        self._log_path: Optional[Path] = None
+
+    def start(self, progress: Callable[[str], None] = lambda _: None, timeout: float = START_TIMEOUT) -> str:
+        from raybridge.jobapi.client import ensure_ray_can_start
+
+        ensure_ray_can_start()
+        remove_stale_temp_dirs()
+        # mkdtemp makes it 0700; Ray makes its own temp dir (a subdir) 0777, which this one closes.
+        self.temp_dir = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+        os.chmod(self.temp_dir, 0o700)
+        _write_owners(self.temp_dir, [os.getpid()])
+        token_path = _write_token(self.temp_dir) if self.token_auth else None
+        if token_path is not None:
+            self.auth_headers = {"Authorization": f"Bearer {token_path.read_text()}"}
+        gcs, dashboard = free_port(), free_port()
+        command = [
+            sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+            "--node-ip-address", "127.0.0.1",
+            "--port", str(gcs),
+            "--dashboard-host", "127.0.0.1",
+            "--dashboard-port", str(dashboard),
+            "--ray-client-server-port", str(free_port()),
+            "--dashboard-agent-listen-port", str(free_port()),
+            "--metrics-export-port", str(free_port()),
+            "--temp-dir", str(self.temp_dir / RAY_TEMP_SUBDIR),
+            "--include-dashboard", "true",
+            "--disable-usage-stats",
+            "--no-monitor",  # the autoscaler: a private head has nothing to scale
+        ]  # fmt: skip
+        if self.num_cpus is not None:
+            command += ["--num-cpus", str(self.num_cpus)]
+        if self.num_gpus is not None:
+            command += ["--num-gpus", str(self.num_gpus)]
+        self._log_path = self.temp_dir / "raybridge-head.log"
+        log = open(self._log_path, "wb")
+        env = head_environment(dict(os.environ), str(token_path) if token_path is not None else None)
+        # The job's `python` is the one raybridge runs under, activated or not.
+        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+        self._supervisor = subprocess.Popen(
+            [sys.executable, "-m", "raybridge.jobs.head_supervisor", "--temp-dir", str(self.temp_dir), "--", *command],
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
+        log.close()
+        _write_owners(self.temp_dir, [os.getpid(), self._supervisor.pid])
+        self.gcs_address = f"127.0.0.1:{gcs}"
+        self.dashboard_url = f"http://127.0.0.1:{dashboard}"
+        progress(f"starting a private local Ray head (dashboard {self.dashboard_url})")
+        _import_job_client()  # while the head starts, not after
+        self._wait_ready(timeout)
+        return self.dashboard_url
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        assert self._supervisor is not None and self.dashboard_url is not None
+        while time.monotonic() < deadline:
+            if self._supervisor.poll() is not None:
+                raise InfraError(f"the local Ray head exited while starting: {self.log_tail()}")
+            if _answers(f"{self.dashboard_url}/api/version", self.auth_headers) and _answers(
+                f"{self.dashboard_url}/api/jobs/", self.auth_headers
+            ):
+                return
+            time.sleep(READY_POLL_SECONDS)
+        tail = self.log_tail()  # before stop() removes the log with the temp dir
+        self.stop()
+        raise InfraError(f"the local Ray head did not start within {timeout:.0f}s: {tail}")
+
+    def log_tail(self, lines: int = 5) -> str:
+        try:
+            text = self._log_path.read_text(errors="replace") if self._log_path else ""
+        except OSError:
+            return "(no log)"
+        return " | ".join(text.strip().splitlines()[-lines:]) or "(empty log)"
+
+    def release(self) -> None:
+        """Tell the supervisor to end the head and return at once.
+
+        The supervisor runs in a session of its own and outlives this process
+        if need be: it kills the head's processes and removes the temp dir on
+        its own, so the job's result need not wait for Ray to wind down.
+        """
+        proc, self._supervisor = self._supervisor, None
+        temp_dir, self.temp_dir = self.temp_dir, None  # the supervisor removes it
+        if proc is not None and proc.poll() is not None and temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)  # the head had died: the supervisor left it
+        if proc is not None and proc.stdin:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Close the supervisor's stdin and wait until it has ended the head's whole process group."""
+        proc, self._supervisor = self._supervisor, None
+        if proc is not None:
+            try:
+                if proc.stdin:
+                    proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, 9)
+                except OSError:
+                    pass
+                proc.wait(timeout=5)
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+            self.temp_dir = None
+
+
+def _import_job_client() -> None:
+    """Import Ray's Job API client now (a second or more of CPU), overlapping the head's start."""
+    try:
+        import ray.job_submission  # noqa: F401
+    except Exception:
+        return  # the submission reports it, with context
+    from raybridge.noise import after_ray_import
+
+    after_ray_import()
+
+
+def _write_token(temp_dir: Path) -> Path:
+    """A fresh random token in `temp_dir`, readable by this user alone."""
+    path = temp_dir / TOKEN_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    return path
+
+
+def _answers(url: str, headers: Optional[dict[str, str]] = None) -> bool:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=2) as response:
+            return bool(200 <= response.status < 300)
+    except Exception:
+        return False
+
+
+def _start_time(pid: int) -> Optional[str]:
+    """The kernel's start time of `pid` (so a reused pid is not taken for the owner), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def _write_owners(temp_dir: Path, pids: list[int]) -> None:
+    lines = [f"{pid} {_start_time(pid)}" for pid in pids]
+    (temp_dir / OWNERS_FILE).write_text("\n".join(lines) + "\n")
+
+
+def _owned(temp_dir: Path) -> bool:
+    """True while any process listed as its owner is alive (or the dir says nothing about owners yet)."""
+    try:
+        lines = (temp_dir / OWNERS_FILE).read_text().split("\n")
+    except FileNotFoundError:
+        try:  # a dir just made by another run that has not written its owners yet
+            return time.time() - temp_dir.stat().st_mtime < 60
+        except OSError:
+            return False
+    except OSError:
+        return True
+    for line in lines:
+        pid, _, started = line.partition(" ")
+        if pid.isdigit() and _start_time(int(pid)) == started:
+            return True
+    return False
+
+
+def remove_stale_temp_dirs(root: Optional[str] = None) -> list[str]:
+    """Remove private-head temp dirs whose owners are all gone (a run that was SIGKILLed with its supervisor)."""
+    removed = []
+    base = Path(root or tempfile.gettempdir())
+    try:
+        candidates = [p for p in base.iterdir() if p.name.startswith(TEMP_PREFIX) and p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return removed
+    for path in candidates:
+        try:
+            if path.stat().st_uid != os.getuid() or _owned(path):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(str(path))
+    return removed

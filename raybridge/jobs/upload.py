@@ -1,0 +1,102 @@
+"""Listing a local working dir as Ray's Job API client would upload it, without following a link.
+
+ray@2.60 python/ray/_private/runtime_env/packaging.py (_zip_files, _dir_travel,
+get_excludes_from_ignore_files) walks the directory, skipping every path that the
+runtime env's `excludes` (relative to the working dir) or a `.gitignore` (unless
+RAY_RUNTIME_ENV_IGNORE_GITIGNORE=1, dashboard/modules/dashboard_sdk.py) or
+`.rayignore` of the directory being walked (relative to it) match, with Ray's
+own gitwildmatch implementation. This module walks the same way with the same
+matcher, so what `core.upload` counts is what Ray zips; unlike Ray it never
+follows a symlink: it reports where the link leads.
+
+It decides nothing (`core.upload.plan_upload` does) and prints nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from raybridge.jobs.decision.upload import Entry, UploadPlan, plan_upload
+from raybridge.errors import BadInput
+
+#: Bound on the entries listed: a working dir is source code, not a data set.
+MAX_ENTRIES = 200_000
+IGNORE_GITIGNORE_ENV = "RAY_RUNTIME_ENV_IGNORE_GITIGNORE"
+
+Matcher = Callable[[Path], bool]
+
+
+def _matcher(base: Path, lines: list[str]) -> Matcher:
+    from ray._private.thirdparty.pathspec import PathSpec
+
+    spec = PathSpec.from_lines("gitwildmatch", lines)
+    return lambda path: bool(spec.match_file(str(path.relative_to(base))))
+
+
+def _ignore_file_matchers(directory: Path, include_gitignore: bool) -> list[Matcher]:
+    found = []
+    for name in (".gitignore", ".rayignore") if include_gitignore else (".rayignore",):
+        path = directory / name
+        if path.is_file() and not path.is_symlink():
+            try:
+                lines = path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            found.append(_matcher(directory, lines))
+    return found
+
+
+def _inside(path: Path, root: Path) -> bool:
+    target = os.path.realpath(path)
+    return target == str(root) or target.startswith(str(root) + os.sep)
+
+
+def list_working_dir(root: Path, excludes: list[str], include_gitignore: bool = True) -> list[Entry]:
+    """Every path Ray would reach under `root` (absolute, resolved), less what its ignore rules skip."""
+    entries: list[Entry] = []
+    base = [_matcher(root, excludes)] if excludes else []
+    stack: list[tuple[Path, list[Matcher]]] = [(root, base)]
+    while stack:
+        directory, inherited = stack.pop()
+        matchers = inherited + _ignore_file_matchers(directory, include_gitignore)
+        if any(match(directory) for match in matchers):
+            continue  # as Ray does: a directory's own ignore files apply to it too ("*" skips it whole)
+        try:
+            children = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as exc:
+            raise BadInput(f"workingDir: {str(directory)!r} cannot be read: {exc.strerror}") from None
+        for child in children:
+            path = Path(child.path)
+            if any(match(path) for match in matchers):
+                continue
+            relative = path.relative_to(root).as_posix()
+            if len(entries) >= MAX_ENTRIES:
+                raise BadInput(
+                    f"workingDir: more than {MAX_ENTRIES} files and directories under {str(root)!r}; "
+                    "leave out what the job does not need (.gitignore, .rayignore or runtimeEnv.excludes)"
+                )
+            if child.is_symlink():
+                inside = _inside(path, root)
+                if path.is_dir():
+                    entries.append(Entry(relative, "dir-link", inside=inside))
+                else:
+                    size = path.stat().st_size if inside and path.is_file() else 0
+                    entries.append(Entry(relative, "file-link", size, inside=inside and path.is_file()))
+            elif child.is_dir(follow_symlinks=False):
+                entries.append(Entry(relative, "dir"))
+                stack.append((path, matchers))
+            elif child.is_file(follow_symlinks=False):
+                entries.append(Entry(relative, "file", child.stat(follow_symlinks=False).st_size))
+            else:
+                entries.append(Entry(relative, "other"))
+    return entries
+
+
+def plan_working_dir_upload(working_dir: str, runtime_env: Optional[dict[str, Any]]) -> UploadPlan:
+    """What of `working_dir` (a local directory) Ray will upload, and what raybridge leaves out of it."""
+    excludes = [str(e) for e in (runtime_env or {}).get("excludes") or []]
+    include_gitignore = os.environ.get(IGNORE_GITIGNORE_ENV, "0") != "1"
+    root = Path(working_dir).expanduser().resolve()
+    return plan_upload(list_working_dir(root, excludes, include_gitignore))

@@ -1,0 +1,1 @@
+"""raybridge/queues/decision"""

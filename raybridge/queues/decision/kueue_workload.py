@@ -1,0 +1,788 @@
+"""Plain words and the arithmetic for "why is my job pending?" in Kueue.
+
+Pure functions from a RayJob/RayCluster, its Kueue Workload, the queue
+position and (when readable) the ClusterQueue, its cohort, the
+ResourceFlavors, the Nodes and the Workload's ProvisioningRequests to data
+(`KueueExplanation`) and sentences: which queue and cohort, which condition
+and reason, what each pod set asks of each flavor (the assigned one, or
+every candidate while pending) against that flavor's nominal quota, usage,
+borrowing limit and what the cohorts can lend (`kueue_fit.QuotaForest`,
+the one home of that arithmetic), whether it could ever fit (a flavor with
+enough quota, a node big enough for one pod), the position, and the
+admission checks with their ProvisioningRequest's state. The launcher prints
+`progress_line` while it waits; `status` and `explain` print
+`KueueExplanation.lines()`.
+
+A deactivated Workload (`spec.active: false`, set by Kueue when the
+run-time limit `maximumExecutionTimeSeconds` runs out, when it was requeued
+too often or an admission check rejected it) is never admitted again:
+`deactivation` says so in plain words, and `workload_state` answers
+"deactivated" rather than "evicted" (an evicted Workload is requeued).
+
+Nothing here reads the cluster. What the cohorts lend comes from
+`kueue_fit.QuotaForest` (Cohort objects and their parents included); when the
+ClusterQueues or Cohorts could not be read it is unknown, shown as such, and
+nothing is called "never" on its account. It does not model Kueue's flavor
+fungibility policies, preemption, flavor taints or topology-aware scheduling:
+what it says "could fit" Kueue may still refuse for those reasons, never the
+other way round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Optional, Sequence
+
+from raybridge.queues.decision.kueue_fit import UNLIMITED, QuotaForest, cohort_of, pod_requests
+from raybridge.core.kubeobjects import as_dict, as_list, cluster_queue_usage, quantity_or_none
+from raybridge.core.quantity import parse_quantity
+
+RESOURCES_SHOWN = ("nvidia.com/gpu", "amd.com/gpu", "cpu", "memory")
+
+
+def condition(obj: Optional[dict[str, Any]], kind: str) -> Optional[dict[str, Any]]:
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return cond
+    return None
+
+
+def is_true(obj: Optional[dict[str, Any]], kind: str) -> bool:
+    cond = condition(obj, kind)
+    return bool(cond and cond.get("status") == "True")
+
+
+def _reason(cond: Optional[dict[str, Any]]) -> str:
+    if not cond:
+        return ""
+    reason = cond.get("reason") or ""
+    message = cond.get("message") or ""
+    return f"{reason}: {message}" if reason and message else reason or message
+
+
+@dataclass(frozen=True)
+class Deactivation:
+    """Why Kueue deactivated a Workload (or is about to): it will not be admitted again.
+
+    `reason` and `message` are Kueue's (the Evicted condition's, e.g.
+    `DeactivatedDueToMaximumExecutionTimeExceeded`, or the DeactivationTarget's before
+    the eviction is written); `cause` is what led to it (MaximumExecutionTimeExceeded,
+    RequeuingLimitExceeded, AdmissionCheck, "" when someone set `spec.active: false`);
+    `words` says it to a user.
+    """
+
+    reason: str
+    cause: str
+    message: str
+    words: str
+
+
+_DEACTIVATED = "Deactivated"  # kueue.WorkloadDeactivated; the Evicted reason is it or "DeactivatedDueTo<cause>"
+
+
+def _deactivation_words(cause: str, reason: str, message: str, workload: dict[str, Any]) -> str:
+    limit = (workload.get("spec") or {}).get("maximumExecutionTimeSeconds")
+    if cause == "MaximumExecutionTimeExceeded":
+        return "the run-time limit was reached" + (f" (maximumExecutionTimeSeconds={limit})" if limit is not None else "")
+    if cause == "RequeuingLimitExceeded":
+        return "Kueue requeued it more often than its requeuing limit allows (waitForPodsReady.requeuingStrategy)"
+    if cause == "AdmissionCheck":
+        return f"an admission check rejected it ({message})" if message else "an admission check rejected it"
+    if cause == "" and reason in (_DEACTIVATED, ""):
+        return "its Workload was deactivated by hand (spec.active: false)"
+    return f"deactivated: {reason}: {message}" if message else f"deactivated: {reason}"
+
+
+def deactivation(workload: Optional[dict[str, Any]]) -> Optional[Deactivation]:
+    """Why the Workload is deactivated, or None while Kueue may still admit it (again).
+
+    Deactivated: `spec.active` is false (Kueue sets it once a DeactivationTarget condition
+    is True, then evicts with reason `Deactivated` or `DeactivatedDueTo<cause>`, the same
+    words in Kueue v0.13 to v0.20), or a DeactivationTarget is True already (the
+    deactivation is decided, the write follows). A Workload set active again is not.
+    """
+    if workload is None or is_true(workload, "Finished"):
+        return None
+    active = (workload.get("spec") or {}).get("active") is not False
+    evicted = condition(workload, "Evicted")
+    target = condition(workload, "DeactivationTarget")
+    target = target if target and target.get("status") == "True" else None
+    if not active and evicted and evicted.get("status") == "True" and str(evicted.get("reason") or "").startswith(_DEACTIVATED):
+        reason = str(evicted.get("reason"))
+        cause = reason[len(_DEACTIVATED + "DueTo") :] if reason.startswith(_DEACTIVATED + "DueTo") else ""
+        message = str(evicted.get("message") or "")
+    elif target is not None:
+        cause = reason = str(target.get("reason") or "")
+        message = str(target.get("message") or "")
+    elif not active:
+        cause, reason, message = "", _DEACTIVATED, "spec.active is false"
+    else:
+        return None
+    return Deactivation(reason, cause, message, _deactivation_words(cause, reason, message, workload))
+
+
+def workload_state(workload: Optional[dict[str, Any]]) -> str:
+    """admitted | deactivated | evicted | finished | pending | none
+
+    "deactivated" (see `deactivation`): Kueue will not admit it again; "evicted": it lost its
+    quota and waits to be admitted again.
+    """
+    if workload is None:
+        return "none"
+    if is_true(workload, "Finished"):
+        return "finished"
+    if deactivation(workload) is not None:
+        return "deactivated"
+    if is_true(workload, "Evicted") and not is_true(workload, "Admitted"):
+        return "evicted"
+    if is_true(workload, "Admitted"):
+        return "admitted"
+    return "pending"
+
+
+def _position(position: Optional[dict[str, Any]]) -> str:
+    if not position:
+        return ""
+    parts = []
+    if position.get("positionInLocalQueue") is not None:
+        parts.append(f"#{int(position['positionInLocalQueue']) + 1} in its LocalQueue")
+    if position.get("positionInClusterQueue") is not None:
+        parts.append(f"#{int(position['positionInClusterQueue']) + 1} in the ClusterQueue")
+    return ", ".join(parts)
+
+
+def admission_checks(workload: Optional[dict[str, Any]]) -> list[str]:
+    checks = ((workload or {}).get("status") or {}).get("admissionChecks") or []
+    return [f"{c.get('name')}: {c.get('state')}" + (f" ({c['message']})" if c.get("message") else "") for c in checks]
+
+
+def progress_line(ray_object: dict[str, Any], workload: Optional[dict[str, Any]], position: Optional[dict[str, Any]]) -> str:
+    """One line saying where the job stands now; printed when it changes."""
+    status = ray_object.get("status") or {}
+    deployment = status.get("jobDeploymentStatus") or status.get("state") or "New"
+    queue = (workload or {}).get("spec", {}).get("queueName")
+    state = workload_state(workload)
+    if state == "pending":
+        reserved = condition(workload, "QuotaReserved")
+        text = f"queued in {queue}" if queue else "queued"
+        if reserved is not None and reserved.get("status") != "True":
+            text += f": {_reason(reserved)}"
+        elif reserved is not None:
+            text += ": quota reserved, waiting for admission checks"
+        where = _position(position)
+        checks = admission_checks(workload)
+        return text + (f" ({where})" if where else "") + (f"; checks: {'; '.join(checks)}" if checks else "")
+    if state == "deactivated":
+        words = deactivation(workload).words  # type: ignore[union-attr]
+        return f"deactivated by Kueue{f' in {queue}' if queue else ''}: {words}; it will not be admitted again"
+    if state == "evicted":
+        return f"evicted from {queue}: {_reason(condition(workload, 'Evicted'))}; waiting to be admitted again"
+    if deployment in ("Initializing", "Running", "Waiting") or status.get("state") == "ready":
+        cluster = status.get("rayClusterStatus") or {}
+        ready = cluster.get("readyWorkerReplicas")
+        desired = cluster.get("desiredWorkerReplicas")
+        workers = f", workers ready {ready}/{desired}" if desired else ""
+        return f"admitted{f' by {queue}' if queue else ''}; Ray cluster {deployment.lower()}{workers}"
+    if state == "none" and deployment in ("Suspended", "New", ""):
+        return "waiting for Kueue to pick the job up (no Workload yet)"
+    reason = status.get("reason")
+    return f"{deployment}" + (f" ({reason}: {status.get('message', '')})" if reason else "")
+
+
+def podset_requests(workload: Optional[dict[str, Any]]) -> dict[str, Decimal]:
+    """Total requests of all pod sets: one pod's requests (as Kueue counts them) times the count."""
+    totals: dict[str, Decimal] = {}
+    for podset in as_list(as_dict(as_dict(workload).get("spec")).get("podSets")):
+        count = _count(as_dict(podset).get("count"))
+        for name, amount in pod_requests(as_dict(podset).get("template")).items():
+            totals[name] = totals.get(name, Decimal(0)) + amount * count
+    return totals
+
+
+def _count(raw: Any) -> int:
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else 1
+
+
+def quota(cluster_queue: Optional[dict[str, Any]]) -> dict[str, tuple[Decimal, Decimal]]:
+    """resource -> (nominal quota summed over all flavors, used): a total only; whether a job fits is per flavor
+    (`flavor_requests`), as Kueue puts each pod set in one flavor per resource group."""
+    nominal: dict[str, Decimal] = {}
+    used: dict[str, Decimal] = {}
+    spec = (cluster_queue or {}).get("spec") or {}
+    for group in spec.get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for res in flavor.get("resources") or []:
+                try:
+                    nominal[res["name"]] = nominal.get(res["name"], Decimal(0)) + parse_quantity(res.get("nominalQuota", 0))
+                except (KeyError, ValueError):
+                    continue
+    for (_flavor, resource), amount in cluster_queue_usage(cluster_queue).items():
+        used[resource] = used.get(resource, Decimal(0)) + amount
+    return {name: (value, used.get(name, Decimal(0))) for name, value in nominal.items()}
+
+
+def _fmt(value: Decimal, resource: str) -> str:
+    if value == UNLIMITED:
+        return "an unknown amount"
+    if resource == "memory":
+        return f"{value / (1 << 30):.1f}Gi"
+    return f"{value.normalize():f}"
+
+
+# --- the per-flavor arithmetic ------------------------------------------------------------------
+
+#: Row verdicts, from best to worst.
+FITS = "fits"  # within the flavor's unused nominal quota
+WAITS = "waits-for-quota"  # within the nominal quota, but part of it is in use
+BORROWS = "needs-borrowing"  # above the nominal quota, within what the cohort can lend
+NEVER = "never-fits"  # above the most the flavor can ever hold here
+
+
+def _number(value: Optional[Decimal]) -> Any:
+    """A Decimal as JSON: an int when whole, else a float; None stays None."""
+    if value is None or value == UNLIMITED:
+        return None
+    if value == value.to_integral_value():
+        return int(value)
+    return float(value)
+
+
+@dataclass(frozen=True)
+class FlavorRequest:
+    """What one pod set asks of one resource in one flavor, against that flavor's quota in the ClusterQueue."""
+
+    pod_set: str
+    count: int
+    flavor: str
+    resource: str
+    per_pod: Decimal
+    requested: Decimal
+    nominal: Decimal
+    used: Decimal
+    borrowing_limit: Optional[Decimal]
+    lending_limit: Optional[Decimal]
+    #: The most this ClusterQueue could ever hold of it (nominal plus what the cohort can lend, capped by the borrowing limit).
+    potential: Decimal
+    #: What the cohort can lend on top of the nominal quota (None: no cohort).
+    cohort_can_lend: Optional[Decimal]
+    #: True: Kueue assigned this flavor; False: a candidate while pending.
+    assigned: bool
+    verdict: str
+    #: The largest allocatable of the resource on a node with the flavor's labels (None: nodes not known).
+    largest_node: Optional[Decimal] = None
+
+    @property
+    def fits_a_node(self) -> Optional[bool]:
+        if self.largest_node is None:
+            return None
+        return self.per_pod <= self.largest_node
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "podSet": self.pod_set,
+            "count": self.count,
+            "flavor": self.flavor,
+            "resource": self.resource,
+            "assigned": self.assigned,
+            "perPod": _number(self.per_pod),
+            "requested": _number(self.requested),
+            "nominalQuota": _number(self.nominal),
+            "used": _number(self.used),
+            "borrowingLimit": _number(self.borrowing_limit),
+            "lendingLimit": _number(self.lending_limit),
+            "cohortCanLend": _number(self.cohort_can_lend),
+            "potentialAvailable": _number(self.potential),
+            "verdict": self.verdict,
+            "largestNode": _number(self.largest_node),
+            "fitsANode": self.fits_a_node,
+        }
+
+    def sentence(self) -> str:
+        r = self.resource
+        text = f"{r}: {_fmt(self.requested, r)} of {_fmt(self.nominal, r)} quota ({_fmt(self.used, r)} in use)"
+        if self.borrowing_limit is not None:
+            text += f", borrowing limit {_fmt(self.borrowing_limit, r)}"
+        if self.cohort_can_lend is not None:
+            text += f", the cohort can lend {_fmt(self.cohort_can_lend, r)} more"
+        if self.verdict == NEVER:
+            if self.cohort_can_lend is None:
+                text += " -- more than the whole quota of this flavor, and no cohort to borrow from: it can never be admitted here"
+            else:
+                text += (
+                    f" -- more than the whole quota, and more than the {_fmt(self.potential, r)} it could ever hold with "
+                    "borrowing: it can never be admitted here"
+                )
+        elif self.verdict == BORROWS:
+            text += f" -- needs to borrow {_fmt(self.requested - self.nominal, r)} from the cohort"
+            blocked = self.requested + self.used - self.potential
+            if blocked > 0:
+                text += f", and {_fmt(blocked, r)} of the {_fmt(self.used, r)} in use here must be freed first"
+        elif self.verdict == WAITS:
+            text += f" -- waits for {_fmt(self.requested - max(Decimal(0), self.nominal - self.used), r)} in use to be freed (or borrowed)"
+        if self.fits_a_node is False:
+            text += f"; one pod asks for {_fmt(self.per_pod, r)}, more than the largest node of this flavor has ({_fmt(self.largest_node or Decimal(0), r)})"
+        return text
+
+
+@dataclass(frozen=True)
+class CheckState:
+    """One admission check of the Workload, and the state of its ProvisioningRequest when there is one."""
+
+    name: str
+    state: str
+    message: str = ""
+    provisioning_request: Optional[str] = None
+    #: provisioned | failed | capacity-revoked | booking-expired | accepted | waiting (None: no ProvisioningRequest found)
+    provisioning_state: Optional[str] = None
+    provisioning_message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "state": self.state,
+            "message": self.message,
+            "provisioningRequest": self.provisioning_request,
+            "provisioningState": self.provisioning_state,
+            "provisioningMessage": self.provisioning_message,
+        }
+
+    def sentence(self) -> str:
+        text = f"admission check {self.name}: {self.state}" + (f" ({self.message})" if self.message else "")
+        if self.provisioning_request:
+            text += f"; ProvisioningRequest {self.provisioning_request}: {self.provisioning_state}"
+            if self.provisioning_message:
+                text += f" ({self.provisioning_message})"
+        return text
+
+
+_PROVISIONING_STATES = (  # the first True condition wins (autoscaling.x-k8s.io/v1 condition types)
+    ("Failed", "failed"),
+    ("CapacityRevoked", "capacity-revoked"),
+    ("BookingExpired", "booking-expired"),
+    ("Provisioned", "provisioned"),
+    ("Accepted", "accepted"),
+)
+
+
+def provisioning_state(request: dict[str, Any]) -> tuple[str, str]:
+    """(state, reason and message) of a ProvisioningRequest from its conditions."""
+    for kind, state in _PROVISIONING_STATES:
+        cond = condition(request, kind)
+        if cond is not None and cond.get("status") == "True":
+            return state, _reason(cond)
+    return "waiting", "the autoscaler has not accepted it yet"
+
+
+def _request_for_check(workload: dict[str, Any], check: str, requests: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """Kueue names them `<workload>-<check>-<attempt>` and owns them by the Workload; the latest attempt."""
+    meta = workload.get("metadata") or {}
+    prefix = f"{meta.get('name')}-{check}-"
+    uid = meta.get("uid")
+    best: Optional[tuple[int, dict[str, Any]]] = None
+    for request in requests:
+        rmeta = request.get("metadata") or {}
+        name = str(rmeta.get("name") or "")
+        owners = rmeta.get("ownerReferences") or []
+        if uid and owners and not any(o.get("uid") == uid for o in owners):
+            continue
+        if not name.startswith(prefix) or not name[len(prefix) :].isdigit():
+            continue
+        attempt = int(name[len(prefix) :])
+        if best is None or attempt > best[0]:
+            best = (attempt, request)
+    return best[1] if best else None
+
+
+def check_states(workload: Optional[dict[str, Any]], provisioning_requests: Optional[list[dict[str, Any]]]) -> list[CheckState]:
+    out = []
+    for check in ((workload or {}).get("status") or {}).get("admissionChecks") or []:
+        name = str(check.get("name"))
+        request = _request_for_check(workload or {}, name, provisioning_requests or [])
+        state = message = None
+        if request is not None:
+            state, message = provisioning_state(request)
+        out.append(
+            CheckState(
+                name, str(check.get("state") or "Pending"), str(check.get("message") or ""),
+                (request or {}).get("metadata", {}).get("name"), state, message or "",
+            )
+        )  # fmt: skip
+    return out
+
+
+def _resource_groups(cq: dict[str, Any]) -> list[tuple[list[str], list[str]]]:
+    """(covered resources, flavor names in order) per resource group."""
+    groups = []
+    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+        flavors = [str(f.get("name")) for f in group.get("flavors") or []]
+        covered = list(group.get("coveredResources") or [])
+        if not covered:
+            covered = sorted({str(r.get("name")) for f in group.get("flavors") or [] for r in f.get("resources") or []})
+        groups.append((covered, flavors))
+    return groups
+
+
+def _flavor_quota(cq: dict[str, Any], flavor: str, resource: str) -> dict[str, Optional[Decimal]]:
+    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+        for f in group.get("flavors") or []:
+            if f.get("name") != flavor:
+                continue
+            for res in f.get("resources") or []:
+                if res.get("name") == resource:
+                    return {
+                        "nominal": quantity_or_none(res.get("nominalQuota")) or Decimal(0),
+                        "borrowingLimit": quantity_or_none(res.get("borrowingLimit")),
+                        "lendingLimit": quantity_or_none(res.get("lendingLimit")),
+                    }
+    return {"nominal": Decimal(0), "borrowingLimit": None, "lendingLimit": None}
+
+
+def _largest_node(flavor: Optional[dict[str, Any]], nodes: Optional[list[dict[str, Any]]], resource: str) -> Optional[Decimal]:
+    if nodes is None:
+        return None
+    wanted = ((flavor or {}).get("spec") or {}).get("nodeLabels") or {}
+    best = Decimal(0)
+    for node in nodes:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        if node.get("spec", {}).get("unschedulable") or any(labels.get(k) != v for k, v in wanted.items()):
+            continue
+        value = quantity_or_none(((node.get("status") or {}).get("allocatable") or {}).get(resource))
+        if value is not None and value > best:
+            best = value
+    return best
+
+
+@dataclass(frozen=True)
+class PodSet:
+    name: str
+    count: int
+    per_pod: dict[str, Decimal]
+
+
+def workload_podsets(workload: Optional[dict[str, Any]]) -> list[PodSet]:
+    out = []
+    for podset in ((workload or {}).get("spec") or {}).get("podSets") or []:
+        count = int(podset.get("count") if podset.get("count") is not None else 1)
+        out.append(PodSet(str(podset.get("name")), count, pod_requests(podset.get("template"))))
+    return out
+
+
+def _verdict(requested: Decimal, nominal: Decimal, used: Decimal, potential: Decimal) -> str:
+    if requested > potential:
+        return NEVER
+    if requested <= nominal - used:
+        return FITS
+    if requested <= nominal:
+        return WAITS
+    return BORROWS
+
+
+def flavor_requests(
+    workload: dict[str, Any],
+    cluster_queue: dict[str, Any],
+    cohort_members: Optional[list[dict[str, Any]]],
+    flavors: Optional[dict[str, dict[str, Any]]] = None,
+    nodes: Optional[list[dict[str, Any]]] = None,
+    cohorts: Optional[Sequence[dict[str, Any]]] = (),
+) -> tuple[list[FlavorRequest], list[str]]:
+    """Rows per pod set, flavor and resource (assigned flavors once quota is reserved, every candidate before);
+    and the requested resources no resource group of the ClusterQueue covers.
+
+    `cohort_members`: the other ClusterQueues (None: not read); `cohorts`: the Cohort objects
+    (None: not readable). Either unknown makes what the cohorts lend unknown."""
+    forest = QuotaForest([*(cohort_members or []), cluster_queue], cohorts, complete=cohort_members is not None)
+    podsets = workload_podsets(workload)
+    assignments = {
+        str(a.get("name")): a for a in (((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or [])
+    }
+    usage = cluster_queue_usage(cluster_queue)
+    groups = _resource_groups(cluster_queue)
+    covered_all = {r for covered, _ in groups for r in covered}
+    rows: list[FlavorRequest] = []
+    uncovered: list[str] = []
+
+    def row(ps: PodSet, flavor: str, resource: str, requested: Decimal, assigned: bool) -> FlavorRequest:
+        q = _flavor_quota(cluster_queue, flavor, resource)
+        nominal = q["nominal"] or Decimal(0)
+        used = usage.get((flavor, resource), Decimal(0))
+        potential = forest.potential(cluster_queue, flavor, resource)
+        cohort = cohort_of(cluster_queue)
+        return FlavorRequest(
+            ps.name, ps.count, flavor, resource, ps.per_pod.get(resource, Decimal(0)), requested, nominal, used,
+            q["borrowingLimit"], q["lendingLimit"], potential,
+            max(Decimal(0), potential - nominal) if cohort else None, assigned,
+            _verdict(requested, nominal, used, potential) if not assigned else FITS,
+            _largest_node((flavors or {}).get(flavor), nodes, resource) if (flavors is not None or nodes is not None) else None,
+        )  # fmt: skip
+
+    for ps in podsets:
+        asked = [r for r, v in ps.per_pod.items() if v > 0 and ps.count > 0]
+        for resource in sorted(set(asked) - covered_all):
+            if resource not in uncovered:
+                uncovered.append(resource)
+        assignment = assignments.get(ps.name)
+        if assignment and assignment.get("flavors"):
+            usage_of = assignment.get("resourceUsage") or {}
+            for resource, flavor in sorted((assignment.get("flavors") or {}).items()):
+                requested = quantity_or_none(usage_of.get(resource))
+                if requested is None:
+                    requested = ps.per_pod.get(resource, Decimal(0)) * ps.count
+                rows.append(row(ps, str(flavor), resource, requested, True))
+            continue
+        for covered, flavor_names in groups:
+            wanted = [r for r in covered if r in asked]
+            if not wanted:
+                continue
+            for flavor in flavor_names:
+                for resource in wanted:
+                    rows.append(row(ps, flavor, resource, ps.per_pod[resource] * ps.count, False))
+    return rows, uncovered
+
+
+def fit_problems(rows: list[FlavorRequest], cluster_queue: dict[str, Any], uncovered: list[str]) -> list[str]:
+    """Why the job could never be admitted: per pod set and resource group, no flavor with enough quota and a big enough node."""
+    name = (cluster_queue.get("metadata") or {}).get("name", "?")
+    problems = [f"ClusterQueue {name} does not cover {r}: Kueue can never admit the job" for r in uncovered]
+    groups = _resource_groups(cluster_queue)
+    by_podset: dict[str, list[FlavorRequest]] = {}
+    for r in rows:
+        if not r.assigned:
+            by_podset.setdefault(r.pod_set, []).append(r)
+    for podset, podset_rows in by_podset.items():
+        for covered, flavor_names in groups:
+            group_rows = [r for r in podset_rows if r.resource in covered]
+            if not group_rows:
+                continue
+            usable = []
+            for flavor in flavor_names:
+                mine = [r for r in group_rows if r.flavor == flavor]
+                if mine and all(r.verdict != NEVER and r.fits_a_node is not False for r in mine):
+                    usable.append(flavor)
+            if usable:
+                continue
+            reasons = []
+            for flavor in flavor_names:
+                mine = [r for r in group_rows if r.flavor == flavor]
+                short = [f"{r.resource} {_fmt(r.requested, r.resource)} > {_fmt(r.potential, r.resource)}" for r in mine if r.verdict == NEVER]
+                small = [f"one pod's {r.resource} {_fmt(r.per_pod, r.resource)} > largest node {_fmt(r.largest_node or Decimal(0), r.resource)}" for r in mine if r.fits_a_node is False]
+                reasons.append(f"{flavor}: {', '.join(short + small)}")
+            problems.append(
+                f"pod set {podset} fits no flavor of ClusterQueue {name} for {', '.join(sorted({r.resource for r in group_rows}))} "
+                f"({'; '.join(reasons)})"
+            )
+    return problems
+
+
+@dataclass(frozen=True)
+class KueueExplanation:
+    """Everything `explain` knows about a Kueue-queued job, as data; `lines()` says it in words."""
+
+    kind: str
+    name: str
+    namespace: str
+    deployment: str
+    job_status: Optional[str]
+    job_id: Optional[str]
+    reason: str
+    dashboard: Optional[str]
+    local_queue: Optional[str]
+    cluster_queue: Optional[str]
+    cohort: Optional[str]
+    workload: Optional[str]
+    state: str
+    conditions: tuple[dict[str, Any], ...] = ()
+    position: Optional[dict[str, Any]] = None
+    checks: tuple[CheckState, ...] = ()
+    requests: tuple[FlavorRequest, ...] = ()
+    totals: tuple[tuple[str, Decimal], ...] = ()
+    quota_readable: bool = True
+    could_fit: Optional[bool] = None
+    problems: tuple[str, ...] = ()
+    managed_by_kueue: bool = True
+    #: The cohorts above `cohort`, nearest first (Cohort objects' parentName).
+    cohort_parents: tuple[str, ...] = ()
+    #: Why Kueue deactivated the Workload (`deactivation`), in words; None when it did not.
+    deactivated: Optional[str] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scheduler": "kueue",
+            "kind": self.kind,
+            "name": self.name,
+            "namespace": self.namespace,
+            "deployment": self.deployment,
+            "jobStatus": self.job_status,
+            "jobId": self.job_id,
+            "reason": self.reason or None,
+            "dashboard": self.dashboard,
+            "managedByKueue": self.managed_by_kueue,
+            "localQueue": self.local_queue,
+            "clusterQueue": self.cluster_queue,
+            "cohort": self.cohort,
+            "cohortParents": list(self.cohort_parents),
+            "workload": self.workload,
+            "state": self.state,
+            "deactivated": self.deactivated,
+            "conditions": [dict(c) for c in self.conditions],
+            "position": self.position,
+            "admissionChecks": [c.to_dict() for c in self.checks],
+            "units": "cpu in cores, memory in bytes, GPUs in devices",
+            "requested": {r: _number(v) for r, v in self.totals},
+            "flavors": [r.to_dict() for r in self.requests],
+            "quotaReadable": self.quota_readable,
+            "couldFit": self.could_fit,
+            "neverFits": list(self.problems),
+        }
+
+    def lines(self) -> list[str]:
+        lines = [f"{self.kind} {self.namespace}/{self.name}"]
+        if self.kind == "RayJob":
+            lines.append(
+                f"  deployment: {self.deployment}; Ray job: {self.job_status or 'not started'}" + (f" ({self.job_id})" if self.job_id else "")
+            )
+        else:
+            lines.append(f"  state: {self.deployment}")
+        if self.reason:
+            lines.append(f"  reason: {self.reason}")
+        if self.dashboard:
+            lines.append(f"  dashboard: {self.dashboard}")
+        if not self.managed_by_kueue:
+            lines.append("  queue: none (no kueue.x-k8s.io/queue-name label; Kueue does not manage it)")
+            return lines
+        queue = f"  queue: LocalQueue {self.local_queue}" + (f" -> ClusterQueue {self.cluster_queue}" if self.cluster_queue else "")
+        parents = "".join(f" under {p}" for p in self.cohort_parents)
+        lines.append(queue + (f" (cohort {self.cohort}{parents})" if self.cohort else ""))
+        if self.workload is None:
+            lines.append("  Kueue has not created a Workload for it yet (is Kueue running, and the LocalQueue there?)")
+            return lines
+        lines.append(f"  Kueue workload {self.workload}: {self.state}")
+        if self.deactivated:
+            lines.append(f"  Kueue deactivated it: {self.deactivated}; it will not be admitted again")
+        for cond in self.conditions:
+            lines.append(f"    {cond['type']}={cond.get('status')}" + (f" ({_reason(cond)})" if _reason(cond) else ""))
+        for check in self.checks:
+            lines.append(f"    {check.sentence()}")
+        where = _position(self.position)
+        if where and self.state == "pending":
+            lines.append(f"  position: {where}")
+        if not self.quota_readable or not self.requests:
+            if self.totals:
+                lines.append("  asks for:" + ("" if self.quota_readable else " (ClusterQueue quota not readable)"))
+                for resource, value in self.totals:
+                    lines.append(f"    {resource}: {_fmt(value, resource)}")
+            return lines
+        lines.append("  asks for, per pod set and flavor:")
+        current = None
+        for row in self.requests:
+            key = (row.pod_set, row.flavor)
+            if key != current:
+                current = key
+                how = "assigned" if row.assigned else "candidate"
+                lines.append(f"    pod set {row.pod_set} ({row.count} pod{'s' if row.count != 1 else ''}), flavor {row.flavor} ({how}):")
+            lines.append(f"      {row.sentence()}")
+        if self.state == "pending":
+            if self.problems:
+                lines.append("  it can never be admitted as it is:")
+                lines.extend(f"    {p}" for p in self.problems)
+            else:
+                waiting = [r for r in self.requests if not r.assigned and r.verdict != FITS]
+                if waiting:
+                    lines.append("  it could fit: a flavor has enough quota for each pod set once quota is freed or borrowed")
+                else:
+                    lines.append("  it fits the quota: it waits for something else (admission checks, its turn, or Kueue's next pass)")
+        return lines
+
+
+def _ordered_totals(asks: dict[str, Decimal]) -> tuple[tuple[str, Decimal], ...]:
+    order = [r for r in RESOURCES_SHOWN if r in asks] + sorted(set(asks) - set(RESOURCES_SHOWN))
+    return tuple((r, asks[r]) for r in order)
+
+
+def explain_kueue(
+    ray_object: dict[str, Any],
+    workload: Optional[dict[str, Any]],
+    position: Optional[dict[str, Any]],
+    cluster_queue: Optional[dict[str, Any]],
+    cluster_queue_name: Optional[str] = None,
+    *,
+    cohort_members: Optional[list[dict[str, Any]]] = None,
+    cohorts: Optional[Sequence[dict[str, Any]]] = (),
+    flavors: Optional[dict[str, dict[str, Any]]] = None,
+    nodes: Optional[list[dict[str, Any]]] = None,
+    provisioning_requests: Optional[list[dict[str, Any]]] = None,
+) -> KueueExplanation:
+    """The whole Kueue picture of one RayJob/RayCluster.
+
+    `cohort_members`: the other ClusterQueues (any; only its cohort tree counts; None: not
+    read); `cohorts`: the Cohort objects (None: not readable). Unknown lending is shown as
+    unknown and never makes a verdict "never"."""
+    meta = ray_object.get("metadata") or {}
+    status = ray_object.get("status") or {}
+    kind = ray_object.get("kind", "RayJob")
+    queue = (meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name")
+    reason = f"{status['reason']}: {status.get('message', '')}" if kind == "RayJob" and status.get("reason") else ""
+    base = dict(
+        kind=kind,
+        name=str(meta.get("name")),
+        namespace=str(meta.get("namespace")),
+        deployment=(status.get("jobDeploymentStatus") or "New") if kind == "RayJob" else (status.get("state") or "not ready"),
+        job_status=status.get("jobStatus"),
+        job_id=status.get("jobId"),
+        reason=reason,
+        dashboard=status.get("dashboardURL"),
+        local_queue=queue or ((workload or {}).get("spec") or {}).get("queueName"),
+        cluster_queue=cluster_queue_name,
+        cohort=cohort_of(cluster_queue) if cluster_queue else None,
+        cohort_parents=tuple(QuotaForest([], cohorts).parents(cluster_queue)[1:]) if cluster_queue else (),
+        workload=((workload or {}).get("metadata") or {}).get("name"),
+        state=workload_state(workload),
+        deactivated=(lambda d: d.words if d else None)(deactivation(workload)),
+    )
+    if not queue and workload is None:
+        return KueueExplanation(**base, managed_by_kueue=False)  # type: ignore[arg-type]
+    if workload is None:
+        return KueueExplanation(**base)  # type: ignore[arg-type]
+    kinds = ("QuotaReserved", "Admitted", "DeactivationTarget", "Evicted", "Preempted", "Requeued", "Finished")
+    conditions = tuple(c for kind_ in kinds if (c := condition(workload, kind_)))
+    totals = _ordered_totals(podset_requests(workload))
+    checks = tuple(check_states(workload, provisioning_requests))
+    if cluster_queue is None:
+        return KueueExplanation(**base, conditions=conditions, position=position, checks=checks, totals=totals, quota_readable=False)  # type: ignore[arg-type]
+    rows, uncovered = flavor_requests(workload, cluster_queue, cohort_members, flavors, nodes, cohorts)
+    pending = base["state"] == "pending"
+    problems = tuple(fit_problems(rows, cluster_queue, uncovered)) if pending else ()
+    return KueueExplanation(
+        **base,  # type: ignore[arg-type]
+        conditions=conditions, position=position, checks=checks, requests=tuple(rows), totals=totals,
+        could_fit=(not problems) if pending else None, problems=problems,
+    )  # fmt: skip
+
+
+def explain(
+    ray_object: dict[str, Any],
+    workload: Optional[dict[str, Any]],
+    position: Optional[dict[str, Any]],
+    cluster_queue: Optional[dict[str, Any]],
+    cluster_queue_name: Optional[str] = None,
+) -> list[str]:
+    """The `status` command's plain-words report, from what `status` reads (no cohort, flavors or nodes)."""
+    return explain_kueue(ray_object, workload, position, cluster_queue, cluster_queue_name).lines()
+
+
+def eviction_summary(workload: Optional[dict[str, Any]], queue: Optional[str]) -> str:
+    """Who evicted the job and from where, in plain words (from the Workload's Evicted and Preempted conditions)."""
+    evicted = condition(workload, "Evicted")
+    preempted = condition(workload, "Preempted")
+    admission = ((workload or {}).get("status") or {}).get("admission") or {}
+    where = f"queue {queue}" if queue else "its queue"
+    if admission.get("clusterQueue"):
+        where += f" (ClusterQueue {admission['clusterQueue']})"
+    stopped = deactivation(workload)
+    if stopped is not None:
+        return f"deactivated in {where}: {stopped.words}; Kueue will not admit it again"
+    if preempted is not None and preempted.get("status") == "True":
+        return f"preempted in {where}: {_reason(preempted)}"
+    if evicted is not None and evicted.get("status") == "True":
+        return f"evicted from {where}: {_reason(evicted)}"
+    return f"suspended in {where} (Kueue took its quota back)"

@@ -1,0 +1,112 @@
+"""Every import in raybridge follows the layer diagram in docs/architecture.md.
+
+Layers, bottom up: `errors.py`; `core/` (what every domain shares, pure);
+each domain's pure `decision/` packages (`jobs/`, `queues/`, `adjuster/`, plus
+`adjuster/consts.py`); the adapters (`kube/`, `gpu/`, `jobapi/`, `files.py`,
+`noise.py`); the services (the rest of `jobs/`, `queues/`, `adjuster/`); `cli/`
+and the package's entry points on top. A module may import only from its own
+layer's allowed set below it. Imports inside functions count too: a lazy import
+is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "raybridge"
+
+PURE_FORBIDDEN_THIRD_PARTY = {"ray", "kubernetes", "prometheus_client", "pynvml", "amdsmi", "urllib3", "requests",
+                              "socket", "subprocess", "threading", "http", "urllib", "shutil", "tempfile", "random"}
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    if module in {"raybridge", "raybridge.__main__"}:
+        return "entry"
+    if module == "raybridge.errors":
+        return "errors"
+    if parts[1] == "core":
+        return "core"
+    if len(parts) > 2 and parts[2] == "decision" or module == "raybridge.adjuster.consts":
+        return "decision"
+    if parts[1] in {"kube", "gpu", "jobapi", "files", "noise"}:
+        return "adapter"
+    if parts[1] in {"jobs", "queues", "adjuster"}:
+        return "service"
+    if parts[1] == "cli" or module in {"raybridge", "raybridge.__main__"}:
+        return "entry"
+    raise AssertionError(f"{module} is in no layer of the diagram")
+
+
+ALLOWED = {
+    "errors": set(),
+    "core": {"errors", "core"},
+    "decision": {"errors", "core", "decision"},
+    "adapter": {"errors", "core", "adapter"},
+    "service": {"errors", "core", "decision", "adapter", "service"},
+    "entry": {"errors", "core", "decision", "adapter", "service", "entry"},
+}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text())
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+            # `from raybridge.adjuster import consts` imports the module raybridge.adjuster.consts
+            found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names
+                      if (PACKAGE.parent / (f"{node.module}.{a.name}".replace(".", "/") + ".py")).exists()]
+    return found
+
+
+def own_domain(module: str) -> str:
+    return module.split(".")[1]
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_imports_follow_the_layers(path):
+    me = module_name(path)
+    mine = layer(me)
+    wrong = []
+    for line, target in imports_of(path):
+        top = target.split(".")[0]
+        if top != "raybridge":
+            if mine in {"core", "decision", "errors"} and top in PURE_FORBIDDEN_THIRD_PARTY:
+                wrong.append(f"line {line}: {target} (I/O in a pure layer)")
+            continue
+        if target == "raybridge" or (me.startswith(target + ".") and target.count(".") == 1 and not (PACKAGE.parent / (target.replace(".", "/") + ".py")).exists()):
+            continue  # a package's own __init__ path prefix
+        theirs = layer(target)
+        if theirs not in ALLOWED[mine]:
+            wrong.append(f"line {line}: {target} ({mine} -> {theirs})")
+        elif mine == "decision" and theirs == "decision" and own_domain(target) != own_domain(me):
+            wrong.append(f"line {line}: {target} (one domain's decision reaching into another's)")
+    assert not wrong, f"{me} breaks the layer diagram:\n" + "\n".join(wrong)
+
+
+def test_no_private_helper_is_imported_across_modules():
+    wrong = []
+    for path in MODULES:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("raybridge"):
+                wrong += [f"{module_name(path)} line {node.lineno}: {node.module}.{a.name}"
+                          for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not wrong, "\n".join(wrong)
