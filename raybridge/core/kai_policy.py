@@ -341,20 +341,22 @@ def kai_pass(
     if cooling or need == 0:
         return KaiPass(need, (), tuple(kept), tuple(deleted), cooling, tuple(skipped), tuple(warnings))
     existing_names = {s.name for s in kept} | {_key(p)[1] for p in all_pods if _key(p)[0] == scaling_namespace}
-    current = list(kept)
+    # The scaling pods so far (kept, then each created one), summed up as they come: the largest
+    # and the total are running values and the targets a set, so a pass is linear in the pods.
+    targets = {(s.name, s.target) for s in kept}
+    provisioned = sum(s.devices for s in kept)
+    largest: Optional[int] = max((s.devices for s in kept), default=None)  # None: no scaling pod yet (counts as 0)
     for pod in counted:
         namespace, name = _key(pod)
         scaling_name = scaling_pod_name(namespace, name)
         if scaling_name in existing_names:
-            if not any(s.name == scaling_name and s.target == f"{namespace}/{name}" for s in current):
+            if (scaling_name, f"{namespace}/{name}") not in targets:
                 skipped.append((f"{namespace}/{name}", f"the scaling pod name {scaling_name} is taken by another pod's"))
             continue
         devices = num_devices(pod)
         if devices is None:  # cannot happen after needed_devices, as in KAI
             continue
-        largest = max((s.devices for s in current), default=0)
-        provisioned = sum(s.devices for s in current)
-        if not (need > provisioned or devices > largest):
+        if not (need > provisioned or devices > (0 if largest is None else largest)):
             skipped.append((f"{namespace}/{name}", f"already scaling up ({provisioned} GPUs in scaling pods for a need of {need})"))
             continue
         refused = _creation_refused(pod, scaling_name, devices)
@@ -371,6 +373,8 @@ def kai_pass(
             tolerations=tuple(t for t in _list(spec.get("tolerations")) if isinstance(t, dict)),
         )
         created.append(scaling)
-        current.append(scaling)
+        targets.add((scaling_name, scaling.target))
+        provisioned += devices
+        largest = devices if largest is None else max(largest, devices)
         existing_names.add(scaling_name)
     return KaiPass(need, tuple(created), tuple(kept), tuple(deleted), False, tuple(skipped), tuple(warnings))
