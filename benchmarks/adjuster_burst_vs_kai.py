@@ -1,7 +1,9 @@
 """A burst of pending fractional-GPU pods -> all of them running: raybridge's adjuster against KAI's rule.
 
-Both run against the same simulation (the test API server, tests/kubeapi/sim_gpu.py's GPU-sharing
-scheduler, kubelet and cluster autoscaler), one scenario at a time, from an empty GPU pool:
+Both run against the same simulation (the test API server, tests/kubeapi/sim_gpu.py's kube-scheduler,
+KAI scheduler and binder with its reservation pods, kubelet, and sim_autoscaler.py's cluster autoscaler with
+its expendable cutoff of -10, a system node with CPU and memory beside the GPU pool), one scenario at a
+time, from an empty GPU pool. The placeholders run at the shipped PriorityClass (-1, configs/adjuster/):
 
 * raybridge: `raybridge.adjuster.Controller` (placeholders, exact packing, no cooldown);
 * KAI: a loop that runs `core/kai_policy.kai_pass` (one `Adjust()` of KAI's node-scale-adjuster)
@@ -122,7 +124,7 @@ def run_one(scenario: Scenario, policy: str, scale: float, provisioning: float, 
         for ns in (WORK, KAI_NS, consts.DEFAULT_NAMESPACE):
             server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                              "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS}, "value": -1000})
+                              "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS}, "value": -1, "preemptionPolicy": "Never"})
         asked: list[int] = []
 
         def hook(obj: dict[str, Any], operation: str) -> None:

@@ -488,6 +488,9 @@ class Controller:
         result = decide(all_pods, nodes.snapshot(), self.settings, self.clock(),
                         pod_groups=pod_groups.snapshot() if pod_groups is not None else ())
         decision = result.decision
+        # First, before any create or delete: a node a placeholder was just bound to is held while that
+        # placeholder has not run yet, so no other placeholder is bound to its GPUs once it exits.
+        self._hold_nodes(nodes, scaler, decision.held_nodes)
         by_name = {(p.get("metadata") or {}).get("name"): p for p in all_pods
                    if (p.get("metadata") or {}).get("namespace") == self.settings.namespace}
         for name, reason in decision.delete:
@@ -524,7 +527,6 @@ class Controller:
                 message = f"asked for {ph.gpus} {ph.resource_key} for this pod" + (f" and {others} others" if others else "") + f" (placeholder {self.settings.namespace}/{planned.name})"
                 self._event(scaler, pod, "ScaleUpRequested", message)
                 events += 1
-        self._hold_nodes(nodes, scaler, decision.held_nodes)
         reported = [i for i in decision.plan.ignored if i.code in REPORTED_IGNORED_CODES]
         self._notified &= {i.pod for i in reported}  # a pod that recovers and fails again is told again
         for ignored in reported:

@@ -175,6 +175,35 @@ def placeholder_resources(ph: Placeholder) -> dict[str, dict[str, str]]:
     }
 
 
+#: The requirement every placeholder carries: no node the adjuster holds (consts.HOLD_LABEL).
+NOT_HELD = {"key": consts.HOLD_LABEL, "operator": "DoesNotExist"}
+
+
+def away_from_held_nodes(affinity: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """The group's affinity with one more required node expression: the adjuster's hold label absent.
+
+    A placeholder exits once scheduled, and the node it brought up is then free until KAI binds the pods it
+    was made for (KAI's scheduler runs a session every second; kube-scheduler binds at once). Another
+    placeholder still pending (waiting for its own node) would be bound to those free GPUs, be counted for
+    nothing there and be asked for again. The controller holds that node (the label) as soon as it sees the
+    first placeholder bound there, before that one has run: kube-scheduler then keeps every other placeholder
+    off it (NodeAffinity Filter; terms are ORed and a term's expressions ANDed, so the expression goes into
+    every term). The autoscalers' node templates never carry the label, so the scale-up is not affected.
+    """
+    merged: dict[str, Any] = json.loads(json.dumps(dict(affinity))) if isinstance(affinity, Mapping) else {}
+    node_affinity = merged.get("nodeAffinity")
+    node_affinity = dict(node_affinity) if isinstance(node_affinity, Mapping) else {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = dict(required) if isinstance(required, Mapping) else {}
+    terms = [dict(t) for t in required.get("nodeSelectorTerms") or () if isinstance(t, Mapping)] or [{}]
+    for term in terms:
+        term["matchExpressions"] = [*(term.get("matchExpressions") or ()), dict(NOT_HELD)]
+    required["nodeSelectorTerms"] = terms
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    merged["nodeAffinity"] = node_affinity
+    return merged
+
+
 def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> dict[str, Any]:
     """A pod that asks for whole GPUs (and its pods' CPU and memory) where the group's pods may run, below every real
     workload but not below the autoscaler's expendable cutoff, and exits."""
@@ -213,8 +242,7 @@ def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> 
     }
     if ph.node_selector:
         spec["nodeSelector"] = dict(ph.node_selector)
-    if ph.affinity:
-        spec["affinity"] = json.loads(json.dumps(ph.affinity))
+    spec["affinity"] = away_from_held_nodes(ph.affinity)
     if ph.tolerations:
         spec["tolerations"] = [dict(t) for t in ph.tolerations]
     return {

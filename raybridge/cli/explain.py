@@ -1,9 +1,11 @@
 """`explain NAME`: why a job or pod is waiting, in words or as data.
 
 Connects with the flags' kubeconfig, context and namespace, calls
-`raybridge.launch.explain.explain`, and prints its sentences (default) or
-its facts as JSON/YAML (`-o json|yaml`). Deciding what NAME is and reading
-the cluster is the service's job; imports kubernetes only in the handler.
+`raybridge.launch.explain.explain`, and prints its sentences (default), its
+facts as JSON/YAML (`-o json|yaml`), or a picture of the queue tree with the
+job's path highlighted and the sentences under it (`-o svg`). Deciding what
+NAME is and reading the cluster is the service's job; imports kubernetes
+only in the handler.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("name", metavar="NAME")
     add_cluster_args(p)
-    add_output_arg(p, "text", choices=("text", "json", "yaml"))
+    add_output_arg(p, "text", choices=("text", "json", "yaml", "svg"))
     p.set_defaults(handler=cmd_explain)
 
 
@@ -36,7 +38,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from raybridge.launch.explain import explain
 
     result = explain(cluster_target(args).connect(), args.name)
-    if args.output == "text":
+    if args.output == "svg":
+        import sys
+
+        from raybridge.core.queue_svg import kai_explain_svg, kueue_explain_svg
+
+        if result.kueue is not None:
+            sys.stdout.write(kueue_explain_svg(result.kueue))
+        elif result.kai is not None:
+            sys.stdout.write(kai_explain_svg(result.kai, f"{result.kind} {result.namespace}/{result.name}"))
+        for text in result.warnings:
+            warn(text)
+    elif args.output == "text":
         for line in result.lines():
             print(message_lines(line))
         for text in result.warnings:

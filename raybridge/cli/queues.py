@@ -1,7 +1,8 @@
 """queues fairshare, queues generate: KAI's fair share, and queue configs sized from the nodes.
 
 Turns flags into calls of `raybridge.queues` and prints what comes back:
-fair shares as JSON, YAML or a table with the notes under it; configs as
+fair shares as JSON, YAML, a table with the notes under it or an SVG
+picture of the queue tree (`core.queue_svg`); configs as
 multi-document YAML (with comment lines saying what they were sized from) or
 a JSON List. Nothing heavy is imported at module level.
 """
@@ -12,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from raybridge.cli.args import Parser, add_output_arg
+from raybridge.cli.args import OUTPUT_FORMATS, Parser, add_output_arg
 from raybridge.core.consts import EXIT_BAD_INPUT, EXIT_OK
 from raybridge.core.printable import one_line
 
@@ -43,7 +44,7 @@ def register(sub: Any) -> None:
         "queue wants without bound (with --from-cluster: the KAI pods' requests by their kai.scheduler/queue label)",
     )  # fmt: skip
     _cluster_args(p)
-    add_output_arg(p, "table")
+    add_output_arg(p, "table", (*OUTPUT_FORMATS, "svg"))
     p.set_defaults(handler=cmd_fairshare)
 
     p = queues.add_parser(
@@ -141,6 +142,11 @@ def cmd_fairshare(args: argparse.Namespace) -> int:
         report = file_fair_share(args.queues, args.capacity, args.demand)
     for warning in report.warnings:
         warn(warning)
+    if args.output == "svg":
+        from raybridge.core.queue_svg import fair_share_svg
+
+        sys.stdout.write(fair_share_svg(report.result, report.warnings))
+        return EXIT_OK
     if args.output != "table":
         dump(report.to_dict(), args.output)
         return EXIT_OK

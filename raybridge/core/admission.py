@@ -35,6 +35,7 @@ from decimal import Decimal
 from typing import Any, Optional, Sequence
 
 from raybridge.core.kueue_fit import UNLIMITED, QuotaForest, cohort_of, pod_requests
+from raybridge.core.kubeobjects import as_dict, as_list, cluster_queue_usage, quantity_or_none
 from raybridge.core.quantity import parse_quantity
 
 RESOURCES_SHOWN = ("nvidia.com/gpu", "amd.com/gpu", "cpu", "memory")
@@ -190,20 +191,17 @@ def progress_line(ray_object: dict[str, Any], workload: Optional[dict[str, Any]]
 
 
 def podset_requests(workload: Optional[dict[str, Any]]) -> dict[str, Decimal]:
-    """Total requests of all pod sets (requests, else limits, times count)."""
+    """Total requests of all pod sets: one pod's requests (as Kueue counts them) times the count."""
     totals: dict[str, Decimal] = {}
-    for podset in ((workload or {}).get("spec") or {}).get("podSets") or []:
-        count = int(podset.get("count") or 1)
-        containers = ((podset.get("template") or {}).get("spec") or {}).get("containers") or []
-        for container in containers:
-            res = container.get("resources") or {}
-            merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-            for name, value in merged.items():
-                try:
-                    totals[name] = totals.get(name, Decimal(0)) + parse_quantity(value) * count
-                except ValueError:
-                    continue
+    for podset in as_list(as_dict(as_dict(workload).get("spec")).get("podSets")):
+        count = _count(as_dict(podset).get("count"))
+        for name, amount in pod_requests(as_dict(podset).get("template")).items():
+            totals[name] = totals.get(name, Decimal(0)) + amount * count
     return totals
+
+
+def _count(raw: Any) -> int:
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else 1
 
 
 def quota(cluster_queue: Optional[dict[str, Any]]) -> dict[str, tuple[Decimal, Decimal]]:
@@ -219,13 +217,8 @@ def quota(cluster_queue: Optional[dict[str, Any]]) -> dict[str, tuple[Decimal, D
                     nominal[res["name"]] = nominal.get(res["name"], Decimal(0)) + parse_quantity(res.get("nominalQuota", 0))
                 except (KeyError, ValueError):
                     continue
-    status = (cluster_queue or {}).get("status") or {}
-    for flavor in status.get("flavorsUsage") or status.get("flavorsReservation") or []:
-        for res in flavor.get("resources") or []:
-            try:
-                used[res["name"]] = used.get(res["name"], Decimal(0)) + parse_quantity(res.get("total", 0))
-            except (KeyError, ValueError):
-                continue
+    for (_flavor, resource), amount in cluster_queue_usage(cluster_queue).items():
+        used[resource] = used.get(resource, Decimal(0)) + amount
     return {name: (value, used.get(name, Decimal(0))) for name, value in nominal.items()}
 
 
@@ -244,15 +237,6 @@ FITS = "fits"  # within the flavor's unused nominal quota
 WAITS = "waits-for-quota"  # within the nominal quota, but part of it is in use
 BORROWS = "needs-borrowing"  # above the nominal quota, within what the cohort can lend
 NEVER = "never-fits"  # above the most the flavor can ever hold here
-
-
-def _quantity(value: Any) -> Optional[Decimal]:
-    if value is None:
-        return None
-    try:
-        return parse_quantity(value)
-    except (ValueError, TypeError):
-        return None
 
 
 def _number(value: Optional[Decimal]) -> Any:
@@ -447,23 +431,11 @@ def _flavor_quota(cq: dict[str, Any], flavor: str, resource: str) -> dict[str, O
             for res in f.get("resources") or []:
                 if res.get("name") == resource:
                     return {
-                        "nominal": _quantity(res.get("nominalQuota")) or Decimal(0),
-                        "borrowingLimit": _quantity(res.get("borrowingLimit")),
-                        "lendingLimit": _quantity(res.get("lendingLimit")),
+                        "nominal": quantity_or_none(res.get("nominalQuota")) or Decimal(0),
+                        "borrowingLimit": quantity_or_none(res.get("borrowingLimit")),
+                        "lendingLimit": quantity_or_none(res.get("lendingLimit")),
                     }
     return {"nominal": Decimal(0), "borrowingLimit": None, "lendingLimit": None}
-
-
-def flavor_usage(cq: Optional[dict[str, Any]]) -> dict[tuple[str, str], Decimal]:
-    """(flavor, resource) -> quota reserved in the ClusterQueue (reservations, else admitted usage)."""
-    status = (cq or {}).get("status") or {}
-    used: dict[tuple[str, str], Decimal] = {}
-    for flavor in status.get("flavorsReservation") or status.get("flavorsUsage") or []:
-        for res in flavor.get("resources") or []:
-            value = _quantity(res.get("total"))
-            if value is not None:
-                used[(str(flavor.get("name")), str(res.get("name")))] = value
-    return used
 
 
 def _largest_node(flavor: Optional[dict[str, Any]], nodes: Optional[list[dict[str, Any]]], resource: str) -> Optional[Decimal]:
@@ -475,7 +447,7 @@ def _largest_node(flavor: Optional[dict[str, Any]], nodes: Optional[list[dict[st
         labels = (node.get("metadata") or {}).get("labels") or {}
         if node.get("spec", {}).get("unschedulable") or any(labels.get(k) != v for k, v in wanted.items()):
             continue
-        value = _quantity(((node.get("status") or {}).get("allocatable") or {}).get(resource))
+        value = quantity_or_none(((node.get("status") or {}).get("allocatable") or {}).get(resource))
         if value is not None and value > best:
             best = value
     return best
@@ -524,7 +496,7 @@ def flavor_requests(
     assignments = {
         str(a.get("name")): a for a in (((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or [])
     }
-    usage = flavor_usage(cluster_queue)
+    usage = cluster_queue_usage(cluster_queue)
     groups = _resource_groups(cluster_queue)
     covered_all = {r for covered, _ in groups for r in covered}
     rows: list[FlavorRequest] = []
@@ -553,7 +525,7 @@ def flavor_requests(
         if assignment and assignment.get("flavors"):
             usage_of = assignment.get("resourceUsage") or {}
             for resource, flavor in sorted((assignment.get("flavors") or {}).items()):
-                requested = _quantity(usage_of.get(resource))
+                requested = quantity_or_none(usage_of.get(resource))
                 if requested is None:
                     requested = ps.per_pod.get(resource, Decimal(0)) * ps.count
                 rows.append(row(ps, str(flavor), resource, requested, True))

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 from raybridge.core.consts import GPU_MEMORY_LABELS, GPU_PRODUCT_LABELS, GPU_RESOURCE_KEYS
 from raybridge.core.pod_identity import SeenPods
 from raybridge.core.quantity import parse_quantity
+from raybridge.core.kubeobjects import as_dict, as_list, pod_requests
 
 #: Pods in these phases no longer hold their requests.
 _FINISHED_PHASES = {"Succeeded", "Failed"}
@@ -132,14 +133,6 @@ def _capacity_dict(capacity: VendorCapacity) -> dict[str, Any]:
 # and says in a warning what it could not read and what it did instead.
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _string_labels(labels: dict[str, Any]) -> dict[str, str]:
     return {str(k): v for k, v in labels.items() if isinstance(v, str)}
 
@@ -151,7 +144,7 @@ def node_is_ready(node: dict[str, Any]) -> bool:
 
 def not_ready_reason(node: dict[str, Any]) -> Optional[str]:
     """Why the node does not count as Ready ("not Ready", with "(no Ready condition)" when it has none), or None."""
-    for cond in _list(_dict(node.get("status")).get("conditions")):
+    for cond in as_list(as_dict(node.get("status")).get("conditions")):
         if isinstance(cond, dict) and cond.get("type") == "Ready":
             return None if cond.get("status") == "True" else "not Ready"
     return "not Ready (no Ready condition)"
@@ -218,7 +211,7 @@ def _gpu_count(resources: dict[str, Any], key: str, where: str, warnings: list[s
 def pod_gpu_requests(pod: dict[str, Any], warnings: Optional[list[str]] = None) -> dict[str, int]:
     """Whole GPUs a pod holds, by resource key: max(sum of containers, any init container)."""
     sink: list[str] = [] if warnings is None else warnings
-    spec = _dict(pod.get("spec"))
+    spec = as_dict(pod.get("spec"))
     name = _pod_name(pod)
     for field_name in ("containers", "initContainers"):
         if spec.get(field_name) is not None and not isinstance(spec.get(field_name), list):
@@ -227,22 +220,22 @@ def pod_gpu_requests(pod: dict[str, Any], warnings: Optional[list[str]] = None) 
     for key in GPU_RESOURCE_KEYS.values():
 
         def request(container: Any) -> int:
-            res = _dict(_dict(container).get("resources"))
-            where = f"{name} container {_dict(container).get('name') or '?'}"
-            requests, limits = _dict(res.get("requests")), _dict(res.get("limits"))
+            res = as_dict(as_dict(container).get("resources"))
+            where = f"{name} container {as_dict(container).get('name') or '?'}"
+            requests, limits = as_dict(res.get("requests")), as_dict(res.get("limits"))
             if key in requests:
                 return _gpu_count(requests, key, where, sink)
             return _gpu_count(limits, key, where, sink)
 
-        app = sum(request(c) for c in _list(spec.get("containers")))
-        init = max((request(c) for c in _list(spec.get("initContainers"))), default=0)
+        app = sum(request(c) for c in as_list(spec.get("containers")))
+        init = max((request(c) for c in as_list(spec.get("initContainers"))), default=0)
         if max(app, init):
             totals[key] = max(app, init)
     return totals
 
 
 def _pod_name(pod: dict[str, Any]) -> str:
-    meta = _dict(pod.get("metadata"))
+    meta = as_dict(pod.get("metadata"))
     return f"pod {meta.get('namespace') or '?'}/{meta.get('name') or '?'}"
 
 
@@ -264,11 +257,11 @@ def gpus_in_use(pods: Iterable[Any], warnings: Optional[list[str]] = None) -> di
         if repeat is not None:
             sink.append(repeat)
             continue
-        node = _dict(pod.get("spec")).get("nodeName")
+        node = as_dict(pod.get("spec")).get("nodeName")
         if node is not None and not isinstance(node, str):
             sink.append(f"{_pod_name(pod)}: spec.nodeName {node!r} is not a node name: its GPUs are not counted")
             continue
-        if not node or _dict(pod.get("status")).get("phase") in _FINISHED_PHASES:
+        if not node or as_dict(pod.get("status")).get("phase") in _FINISHED_PHASES:
             continue
         for key, count in pod_gpu_requests(pod, sink).items():
             used[(node, key)] = used.get((node, key), 0) + count
@@ -277,7 +270,7 @@ def gpus_in_use(pods: Iterable[Any], warnings: Optional[list[str]] = None) -> di
 
 def _taint_reasons(node: dict[str, Any], tolerations: Sequence[Any], key: Optional[str]) -> list[str]:
     reasons = []
-    for taint in _list(_dict(node.get("spec")).get("taints")):
+    for taint in as_list(as_dict(node.get("spec")).get("taints")):
         if not isinstance(taint, dict):
             continue
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(taint, tolerations, key):
@@ -292,7 +285,7 @@ def unschedulable_reasons(node: dict[str, Any], tolerations: Sequence[Any] = (),
     not_ready = not_ready_reason(node)
     if not_ready:
         reasons.append(not_ready)
-    if _dict(node.get("spec")).get("unschedulable") is True:
+    if as_dict(node.get("spec")).get("unschedulable") is True:
         reasons.append("cordoned")
     return reasons + _taint_reasons(node, tolerations, resource_key)
 
@@ -310,7 +303,7 @@ def named_nodes(nodes: Iterable[Any], warnings: list[str]) -> Iterator[tuple[str
     """(name, metadata, node) once per node name; a node without a name, or listed again, is said in `warnings`."""
     seen: set[str] = set()
     for index, node in enumerate(nodes):
-        meta = _dict(_dict(node).get("metadata"))
+        meta = as_dict(as_dict(node).get("metadata"))
         name = meta.get("name")
         if not isinstance(name, str) or not name:
             warnings.append(f"item {index} of the node list has no metadata.name: skipped")
@@ -324,8 +317,8 @@ def named_nodes(nodes: Iterable[Any], warnings: list[str]) -> Iterator[tuple[str
 
 def node_gpus_by_vendor(name: str, node: dict[str, Any], labels: dict[str, Any], warnings: list[str]) -> dict[str, tuple[int, Optional[int]]]:
     """vendor -> (allocatable GPUs, MiB per GPU from the vendor's labels or None), for the vendors it has any of."""
-    status = _dict(node.get("status"))
-    allocatable = _dict(status.get("allocatable")) or _dict(status.get("capacity"))
+    status = as_dict(node.get("status"))
+    allocatable = as_dict(status.get("allocatable")) or as_dict(status.get("capacity"))
     found: dict[str, tuple[int, Optional[int]]] = {}
     for vendor, key in GPU_RESOURCE_KEYS.items():
         count = _gpu_count(allocatable, key, f"node {name}", warnings)
@@ -350,7 +343,7 @@ def inventory_from_nodes(
     used = gpus_in_use(pods, warnings) if pods is not None else None
     result: list[NodeGpus] = []
     for name, meta, node in named_nodes(nodes, warnings):
-        labels = _dict(meta.get("labels"))
+        labels = as_dict(meta.get("labels"))
         not_ready = not_ready_reason(node)
         gpus = node_gpus_by_vendor(name, node, labels, warnings)
         for vendor, (count, memory_mib) in gpus.items():
@@ -435,45 +428,26 @@ def _add(total: dict[str, int], resources: Any) -> dict[str, int]:
 
 
 def pod_resource_requests(spec: Any) -> tuple[tuple[str, int], ...]:
-    """What a pod requests of a node besides GPUs, as the scheduler and the autoscaler count it, in thousandths.
+    """What a pod requests of a node besides what is not carried (NOT_CARRIED), in thousandths, sorted.
 
-    kubernetes@v1.33 staging/src/k8s.io/component-helpers/resource/helpers.go (PodRequests,
-    AggregateContainerRequests): the containers' sum; restartable init containers (sidecars) run beside
-    them and add to it; each other init container runs alone with the sidecars started before it, and the
-    pod needs the largest of those; pod-level requests (cpu, memory, hugepages-*) replace the containers'
-    where set; the RuntimeClass overhead is added. Malformed amounts count as none (the API server refuses them).
+    The amounts are `core/kubeobjects.py` `pod_requests` (kube-scheduler's PodRequests), rounded up to
+    thousandths as the scheduler's milli-units are.
     """
-    spec = _dict(spec)
-    total: dict[str, int] = {}
-    for container in _list(spec.get("containers")):
-        _add(total, _dict(_dict(container).get("resources")).get("requests"))
-    sidecars: dict[str, int] = {}
-    peak: dict[str, int] = {}
-    for container in _list(spec.get("initContainers")):
-        requests = _add({}, _dict(_dict(container).get("resources")).get("requests"))
-        if _dict(container).get("restartPolicy") == "Always":
-            for name, amount in requests.items():
-                total[name] = total.get(name, 0) + amount
-                sidecars[name] = sidecars.get(name, 0) + amount
-            running = dict(sidecars)
-        else:
-            running = {name: sidecars.get(name, 0) + requests.get(name, 0) for name in set(sidecars) | set(requests)}
-        for name, amount in running.items():
-            peak[name] = max(peak.get(name, 0), amount)
-    for name, amount in peak.items():
-        total[name] = max(total.get(name, 0), amount)
-    pod_level = _add({}, _dict(_dict(spec.get("resources")).get("requests")))
-    for name, amount in pod_level.items():
-        if name in ("cpu", "memory") or name.startswith("hugepages-"):
-            total[name] = amount
-    _add(total, spec.get("overhead"))
-    return tuple(sorted((name, amount) for name, amount in total.items() if amount > 0))
+    out = []
+    for name, amount in pod_requests(spec).items():
+        if name in NOT_CARRIED:
+            continue
+        milli = amount * 1000
+        whole = int(milli.to_integral_value(rounding="ROUND_CEILING")) if milli.is_finite() else 0
+        if whole > 0:
+            out.append((name, whole))
+    return tuple(sorted(out))
 
 
 def node_allocatable_resources(node: Any) -> tuple[tuple[str, int], ...]:
     """A node's allocatable besides GPUs and the pod count, in thousandths of each unit."""
-    status = _dict(_dict(node).get("status"))
-    allocatable = _dict(status.get("allocatable")) or _dict(status.get("capacity"))
+    status = as_dict(as_dict(node).get("status"))
+    allocatable = as_dict(status.get("allocatable")) or as_dict(status.get("capacity"))
     return tuple(sorted(_add({}, allocatable).items()))
 
 

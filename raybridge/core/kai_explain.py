@@ -23,19 +23,12 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from raybridge.core.consts import GPU_RESOURCE_KEYS, KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL
+from raybridge.core.kubeobjects import as_dict, as_list
 from raybridge.core.fairshare import UNLIMITED, Amounts, FairShareResult, number, to_queue_units
 from raybridge.core.quantity import parse_quantity
 
 RESOURCES = ("gpu", "cpu", "memory")
 _UNITS = {"gpu": "GPUs", "cpu": "millicores", "memory": "MB"}
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _fmt(value: float) -> str:
@@ -51,7 +44,7 @@ def _amount(resource: str, value: float) -> str:
 
 def allocated_from_status(queue: Mapping[str, Any]) -> Optional[Amounts]:
     """A Queue's `status.allocated` in KAI's internal units (millicores, bytes, devices); None when absent."""
-    allocated = _dict(_dict(queue.get("status")).get("allocated"))
+    allocated = as_dict(as_dict(queue.get("status")).get("allocated"))
     if not allocated:
         return None
 
@@ -155,6 +148,8 @@ class KaiExplanation:
     queues: tuple[QueueFacts, ...] = ()
     queue_exists: bool = True
     notes: tuple[str, ...] = ()
+    #: Every queue of the cluster with the same facts, parents before children (for the picture; not in `to_dict`).
+    tree: tuple[QueueFacts, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -206,24 +201,24 @@ class KaiExplanation:
 
 
 def pod_group_name(pod: Mapping[str, Any]) -> Optional[str]:
-    name = _dict(_dict(pod.get("metadata")).get("annotations")).get(KAI_POD_GROUP_ANNOTATION)
+    name = as_dict(as_dict(pod.get("metadata")).get("annotations")).get(KAI_POD_GROUP_ANNOTATION)
     return name if isinstance(name, str) and name else None
 
 
 def queue_name(pod: Optional[Mapping[str, Any]], pod_group: Optional[Mapping[str, Any]]) -> Optional[str]:
     """The PodGroup's `spec.queue`, else the pod's queue label."""
-    queue = _dict(_dict(pod_group).get("spec")).get("queue") if pod_group else None
+    queue = as_dict(as_dict(pod_group).get("spec")).get("queue") if pod_group else None
     if not queue and pod:
-        queue = _dict(_dict(pod.get("metadata")).get("labels")).get(KAI_QUEUE_LABEL)
+        queue = as_dict(as_dict(pod.get("metadata")).get("labels")).get(KAI_QUEUE_LABEL)
     return str(queue) if queue else None
 
 
 def _reasons(pod_group: Optional[Mapping[str, Any]]) -> tuple[SchedulingReason, ...]:
     out = []
-    for sc in _list(_dict(_dict(pod_group).get("status")).get("schedulingConditions")):
+    for sc in as_list(as_dict(as_dict(pod_group).get("status")).get("schedulingConditions")):
         if not isinstance(sc, dict) or sc.get("status") not in (None, "True"):
             continue
-        reasons = [r for r in _list(sc.get("reasons")) if isinstance(r, dict)]
+        reasons = [r for r in as_list(sc.get("reasons")) if isinstance(r, dict)]
         if not reasons and (sc.get("reason") or sc.get("message")):
             reasons = [{"reason": sc.get("reason") or "", "message": sc.get("message") or ""}]
         for r in reasons:
@@ -242,7 +237,7 @@ def explain_kai(
 ) -> KaiExplanation:
     """The KAI picture: `queues` are the cluster's Queue objects; `pod_allocations` each queue's own bound-pod requests
     (KAI units), used where a Queue has no `status.allocated`."""
-    by_name = {str(_dict(q.get("metadata")).get("name")): q for q in queues}
+    by_name = {str(as_dict(q.get("metadata")).get("name")): q for q in queues}
     queue = queue_name(pod, pod_group)
     chain: list[QueueFacts] = []
     seen: set[str] = set()
@@ -250,10 +245,10 @@ def explain_kai(
     while current and current in by_name and current not in seen:
         seen.add(current)
         chain.append(_queue_facts(current, by_name, fair_share, pod_allocations))
-        current = _dict(by_name[current].get("spec")).get("parentQueue")
-    pod_meta, pod_status = _dict(_dict(pod).get("metadata")), _dict(_dict(pod).get("status"))
-    scheduled = next((c for c in _list(pod_status.get("conditions")) if _dict(c).get("type") == "PodScheduled"), None)
-    pg_meta, pg_spec, pg_status = (_dict(_dict(pod_group).get(k)) for k in ("metadata", "spec", "status"))
+        current = as_dict(by_name[current].get("spec")).get("parentQueue")
+    pod_meta, pod_status = as_dict(as_dict(pod).get("metadata")), as_dict(as_dict(pod).get("status"))
+    scheduled = next((c for c in as_list(pod_status.get("conditions")) if as_dict(c).get("type") == "PodScheduled"), None)
+    pg_meta, pg_spec, pg_status = (as_dict(as_dict(pod_group).get(k)) for k in ("metadata", "spec", "status"))
     return KaiExplanation(
         namespace=namespace,
         pod=pod_meta.get("name") if pod else None,
@@ -263,12 +258,30 @@ def explain_kai(
         pod_group_phase=pg_status.get("phase") if pod_group else None,
         min_member=pg_spec.get("minMember") if pod_group else None,
         queue=queue,
-        conditions=tuple(c for c in _list(pg_status.get("conditions")) if isinstance(c, dict)),
+        conditions=tuple(c for c in as_list(pg_status.get("conditions")) if isinstance(c, dict)),
         reasons=_reasons(pod_group),
         queues=tuple(chain),
         queue_exists=queue is None or queue in by_name,
         notes=tuple(notes),
+        tree=tuple(_queue_facts(n, by_name, fair_share, pod_allocations) for n in _tree_order(by_name)),
     )
+
+
+def _tree_order(by_name: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Queue names depth first, parents before children, siblings by name; queues in a parent cycle last."""
+    children: dict[str, list[str]] = {}
+    for name, obj in by_name.items():
+        parent = as_dict(obj.get("spec")).get("parentQueue")
+        children.setdefault(parent if parent in by_name else "", []).append(name)
+    order: list[str] = []
+    pending = sorted(children.get("", []), reverse=True)
+    while pending:
+        name = pending.pop()
+        if name in order:
+            continue
+        order.append(name)
+        pending.extend(sorted(children.get(name, []), reverse=True))
+    return order + sorted(set(by_name) - set(order))
 
 
 def _queue_facts(
@@ -278,7 +291,7 @@ def _queue_facts(
     pod_allocations: Optional[Mapping[str, Amounts]],
 ) -> QueueFacts:
     obj = by_name[name]
-    spec = _dict(obj.get("spec"))
+    spec = as_dict(obj.get("spec"))
     share = None
     if fair_share is not None:
         try:
@@ -294,9 +307,9 @@ def _queue_facts(
         source = "unknown"
     resources: dict[str, dict[str, Any]] = {}
     for resource in RESOURCES:
-        raw = _dict(_dict(spec.get("resources")).get(resource))
+        raw = as_dict(as_dict(spec.get("resources")).get(resource))
         entry: dict[str, Any] = {
-            "configured": resource in _dict(spec.get("resources")),
+            "configured": resource in as_dict(spec.get("resources")),
             "quota": number(_float(raw.get("quota"))),
             "limit": number(_float(raw.get("limit"))),
             "overQuotaWeight": number(_float(raw.get("overQuotaWeight"))),
@@ -329,6 +342,6 @@ def _subtree_allocation(
     """The queue's own bound pods plus its descendants' (as KAI's queue controller sums them); cycles cut."""
     total = own.get(name, Amounts())
     for child, obj in sorted(by_name.items()):
-        if _dict(obj.get("spec")).get("parentQueue") == name and child not in seen | {name}:
+        if as_dict(obj.get("spec")).get("parentQueue") == name and child not in seen | {name}:
             total = total.plus(_subtree_allocation(child, by_name, own, seen | {name}))
     return total

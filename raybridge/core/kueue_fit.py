@@ -42,7 +42,8 @@ from decimal import Decimal
 from typing import Any, Iterable, Mapping, Optional
 
 from raybridge.core.consts import GPU_RESOURCE_KEYS
-from raybridge.core.quantity import parse_quantity
+from raybridge.core import kubeobjects
+from raybridge.core.kubeobjects import as_dict, quantity_or_none
 
 _GPU_KEYS = frozenset(GPU_RESOURCE_KEYS.values())
 #: What a cohort can lend when the ClusterQueues or Cohorts could not be read.
@@ -64,28 +65,8 @@ class PodSetRequest:
 
 
 def pod_requests(template: Optional[Mapping[str, Any]]) -> dict[str, Decimal]:
-    """Requests of a pod template: sum of containers (requests, else limits), max with any init container."""
-    spec = (template or {}).get("spec") or {}
-
-    def of(container: Mapping[str, Any]) -> dict[str, Decimal]:
-        res = container.get("resources") or {}
-        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        out: dict[str, Decimal] = {}
-        for name, value in merged.items():
-            try:
-                out[name] = parse_quantity(value)
-            except (ValueError, TypeError):
-                continue
-        return out
-
-    total: dict[str, Decimal] = {}
-    for container in spec.get("containers") or []:
-        for name, value in of(container).items():
-            total[name] = total.get(name, Decimal(0)) + value
-    for container in spec.get("initContainers") or []:
-        for name, value in of(container).items():
-            total[name] = max(total.get(name, Decimal(0)), value)
-    return total
+    """Requests of one pod of a pod template, as Kueue totals a pod set (`core/kubeobjects.py` pod_requests)."""
+    return kubeobjects.pod_requests(as_dict(template).get("spec"))
 
 
 def _placement(template: Optional[Mapping[str, Any]]) -> dict[str, Any]:
@@ -109,15 +90,6 @@ def ray_podsets(obj: Mapping[str, Any]) -> list[PodSetRequest]:
     return podsets
 
 
-def _quantity(value: Any) -> Optional[Decimal]:
-    if value is None:
-        return None
-    try:
-        return parse_quantity(value)
-    except (ValueError, TypeError):
-        return None
-
-
 def _name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
 
@@ -129,9 +101,9 @@ def _quotas(obj: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Optional[
         for flavor in group.get("flavors") or []:
             for res in flavor.get("resources") or []:
                 out[(str(flavor.get("name")), str(res.get("name")))] = {
-                    "nominal": _quantity(res.get("nominalQuota")) or Decimal(0),
-                    "borrowingLimit": _quantity(res.get("borrowingLimit")),
-                    "lendingLimit": _quantity(res.get("lendingLimit")),
+                    "nominal": quantity_or_none(res.get("nominalQuota")) or Decimal(0),
+                    "borrowingLimit": quantity_or_none(res.get("borrowingLimit")),
+                    "lendingLimit": quantity_or_none(res.get("lendingLimit")),
                 }
     return out
 

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 import urllib.request
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -301,10 +301,62 @@ def test_a_restart_mid_reconcile_adopts_leaks_nothing_and_duplicates_nothing(clu
         wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
     names = [n for n, _ in log.created]
     assert len(names) == len(set(names)), log.created  # nothing created twice, the adopted one included
-    # A 2-GPU placeholder may land on the first new node's GPUs once the 8-GPU one has exited there:
-    # it is then asked for again (a node's GPUs are credited once), so 12 GPUs at most, 2 nodes.
+    # The 2-GPU placeholder is kept off the first new node (held once the 8-GPU one is bound there, see
+    # test_a_pending_placeholder_is_kept_off_the_node_another_one_just_brought_up); where the hold came after
+    # the 8-GPU one exited, it is asked for again (a node's GPUs are credited once): 12 GPUs at most, 2 nodes.
     assert 10 <= log.gpus <= 12, log.created
     assert len(sim.added_nodes) == 2, sim.added_nodes
+
+
+def test_a_pending_placeholder_is_kept_off_the_node_another_one_just_brought_up(tmp_path: Path) -> None:
+    # The race of the restart test above, made deterministic: the sim runs no thread here, each `step()` is one
+    # round of the autoscaler, kubelet, binder and schedulers, and the test waits on the controller between steps.
+    # Placeholder A (8 GPUs) is bound to the node added for it; before A has run, a later wave's placeholder B
+    # (2 GPUs) is pending for a node of its own. Once A exits, kube-scheduler would bind B to A's free GPUs (it
+    # binds at once, KAI's session comes later), where A's pods are about to land: B would be counted for
+    # nothing there, deleted ("node-already-counted") and asked for again. The controller holds A's node as soon
+    # as it sees A bound, and every placeholder requires that hold absent.
+    with KubeApiServer() as server:
+        _setup(server)
+        sim = GpuSim(server, provisioning_delay=0.0, scan_interval=0.0)  # nodes come at the step after the decision
+        log = PlaceholderLog(server)
+        clock = lambda: datetime.now(timezone.utc) + timedelta(seconds=30)  # noqa: E731 - past every grace period
+        controller = Controller(_settings(provision_timeout=600.0), server.api_client(retries=False), clock=clock)
+        thread = threading.Thread(target=controller.run, daemon=True)
+        _burst(server, 16, "0.5", prefix="a")
+        sim.step()  # the 16 are unschedulable: no GPU node
+        thread.start()
+        try:
+            wait_for(lambda: len(_placeholders(server)) == 1, timeout=20, what="placeholder A")
+            sim.kubelet_paused = True  # A's node takes a while to start A's container
+            sim.step()  # A unschedulable, the autoscaler decides a node
+            sim.step()  # the node registers, A is bound to it
+            first = sim.added_nodes[0][0]
+            assert [p["spec"].get("nodeName") for p in _placeholders(server)] == [first]
+            _burst(server, 4, "0.5", prefix="b")
+            sim.step()  # the 4 are unschedulable: the new node's GPUs are A's
+            wait_for(lambda: len(_placeholders(server)) == 2, timeout=20, what="placeholder B")
+            wait_for(lambda: _hold_label(server, first) == "true", timeout=20, what="A's node held")
+            (b,) = [p for p in _placeholders(server) if not p["spec"].get("nodeName")]
+            sim.kubelet_paused = False
+            sim.step()  # A exits; kube-scheduler tries B, KAI binds A's pods
+            found = server.get_object("v1", "Pod", b["metadata"]["name"], NS) or {}
+            assert not found.get("spec", {}).get("nodeName"), found.get("spec", {}).get("nodeName")  # B kept off A's node
+
+            def settled() -> bool:
+                sim.step()
+                return _running(server) == 20 and not _placeholders(server)
+
+            wait_for(settled, timeout=60, interval=0.1, what="all 20 pods running and the placeholders gone")
+        finally:
+            controller.stop.set()
+            thread.join(10)
+        assert sorted(g for _, g in log.created) == [2, 8], log.created  # each asked for once, none again
+        assert len(sim.added_nodes) == 2, sim.added_nodes
+        registry = controller.metrics.registry
+        assert not registry.get_sample_value("raybridge_adjuster_placeholder_actions_total",
+                                             {"action": "delete", "reason": "node-already-counted"})
+        assert sim.errors == []
 
 
 def test_a_bad_pod_is_reported_and_does_not_stop_the_others(cluster: Any) -> None:

@@ -179,6 +179,9 @@ class GpuSim:
         #: KAI's sessions do not run while this is set (a session at scale takes seconds; its binder can wait on
         #: scaling pods): what leaves a node a placeholder brought up empty for a while after it exited.
         self.kai_paused = False
+        #: The kubelet starts no container while this is set: what a real node takes to create the sandbox and pull
+        #: the image before a bound pod runs (seconds on a node that just came); a test sets it to act in that time.
+        self.kubelet_paused = False
         self._serial = 0
         self._random = random.Random(0)
         self.errors: list[str] = []
@@ -429,6 +432,8 @@ class GpuSim:
                 raise
 
     def _kubelet(self, pods: list[dict[str, Any]]) -> None:
+        if self.kubelet_paused:
+            return
         for pod in pods:
             phase = pod.get("status", {}).get("phase", "Pending")
             if not pod["spec"].get("nodeName") or phase != "Pending" or pod["metadata"].get("deletionTimestamp"):

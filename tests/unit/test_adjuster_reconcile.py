@@ -282,13 +282,49 @@ def test_the_placeholder_pod_is_small_safe_and_below_every_workload():
     container = spec["containers"][0]
     assert container["resources"]["requests"]["amd.com/gpu"] == container["resources"]["limits"]["amd.com/gpu"] == "8"
     assert spec["nodeSelector"] == {"pool": "a"} and spec["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
-    assert spec["affinity"] == {"nodeAffinity": {"x": 1}}
+    assert spec["affinity"] == {"nodeAffinity": {"x": 1, "requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": consts.HOLD_LABEL, "operator": "DoesNotExist"}]}]}}}
     assert spec["priorityClassName"] == "low" and spec["automountServiceAccountToken"] is False
     assert spec["securityContext"]["runAsNonRoot"] is True and container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     # a read-only root makes the NVIDIA toolkit's CDI hook fail the container's create on some toolkit versions (1.20.0)
     assert not container["securityContext"].get("readOnlyRootFilesystem")
     assert meta["namespace"] == "adj" and name_problem("Pod", meta["name"]) is None
     assert all(label_value_problem(v) is None for v in meta["labels"].values())
+
+
+NOT_HELD = {"key": consts.HOLD_LABEL, "operator": "DoesNotExist"}
+POOL_A = {"key": "pool", "operator": "In", "values": ["a"]}
+ZONE = {"key": "zone", "operator": "Exists"}
+PREFERRED = [{"weight": 1, "preference": {"matchExpressions": [ZONE]}}]
+
+
+def required(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}
+
+
+# (case, the group's affinity, the placeholder's affinity)
+HELD_NODE_ROWS = [
+    ("no affinity: one term, the hold absent", None, {"nodeAffinity": required({"matchExpressions": [NOT_HELD]})}),
+    ("one term: the hold ANDed into it", {"nodeAffinity": required({"matchExpressions": [POOL_A]})},
+     {"nodeAffinity": required({"matchExpressions": [POOL_A, NOT_HELD]})}),
+    ("two terms (ORed): the hold ANDed into each", {"nodeAffinity": required({"matchExpressions": [POOL_A]}, {"matchExpressions": [ZONE]})},
+     {"nodeAffinity": required({"matchExpressions": [POOL_A, NOT_HELD]}, {"matchExpressions": [ZONE, NOT_HELD]})}),
+    ("a matchFields term keeps its fields", {"nodeAffinity": required({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]})},
+     {"nodeAffinity": required({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}], "matchExpressions": [NOT_HELD]})}),
+    ("preferred terms and pod affinity stay as they are", {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": PREFERRED},
+                                                           "podAffinity": {"x": 1}},
+     {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": PREFERRED, **required({"matchExpressions": [NOT_HELD]})},
+      "podAffinity": {"x": 1}}),
+]
+
+
+@pytest.mark.parametrize("case,group_affinity,expected", HELD_NODE_ROWS, ids=[r[0] for r in HELD_NODE_ROWS])
+def test_every_placeholder_requires_a_node_the_adjuster_does_not_hold(case, group_affinity, expected):
+    """A pending placeholder must not be bound to the GPUs a placeholder that just exited brought up for its pods."""
+    planned = PlannedPlaceholder(f"{PREFIX}-{GROUP}-2g-0", Placeholder(gpus=2, resource_key="nvidia.com/gpu", pods=("team/p0",),
+                                                                        affinity=group_affinity, group=GROUP))
+    assert placeholder_manifest(planned, RunSettings())["spec"]["affinity"] == expected
+    assert planned.placeholder.affinity == group_affinity  # the plan's own value is not changed
 
 
 def test_ten_thousand_pending_pods_reconcile_within_the_bound_of_a_plan():
