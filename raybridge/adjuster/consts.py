@@ -53,6 +53,9 @@ DEFAULT_PROVISION_TIMEOUT_SECONDS = 300.0
 DEFAULT_RESYNC_SECONDS = 1.0
 #: Quiet time after an event before reconciling, so a burst is one reconcile.
 DEFAULT_DEBOUNCE_SECONDS = 0.1
+#: `--metrics-bind-address` ":8080": every interface, port 8080 (controller-runtime's old default), so the
+#: kubelet's probes and Prometheus reach it on the pod's address; `127.0.0.1:8080` outside a pod.
+DEFAULT_METRICS_HOST = ""
 DEFAULT_METRICS_PORT = 8080
 DEFAULT_LEASE_DURATION_SECONDS = 15
 DEFAULT_RENEW_DEADLINE_SECONDS = 10

@@ -8,6 +8,7 @@ caches are synced, or the replica is a healthy standby). It computes nothing.
 
 from __future__ import annotations
 
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Optional
@@ -53,10 +54,15 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class HealthServer:
-    """/metrics, /healthz and /readyz on `port` (0: an ephemeral port, see `.port`)."""
+class _IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
 
-    def __init__(self, metrics: Metrics, port: int, healthy: Callable[[], bool], ready: Callable[[], bool], host: str = "0.0.0.0") -> None:
+
+class HealthServer:
+    """/metrics, /healthz and /readyz on `host`:`port` (port 0: an ephemeral port, see `.port`;
+    host '': every IPv4 interface; an IPv6 literal binds IPv6)."""
+
+    def __init__(self, metrics: Metrics, port: int, healthy: Callable[[], bool], ready: Callable[[], bool], host: str = "") -> None:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -86,7 +92,8 @@ class HealthServer:
         self.metrics = metrics
         self.healthy = healthy
         self.ready = ready
-        self._server = ThreadingHTTPServer((host, port), Handler)
+        server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
+        self._server = server_class((host, port), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self._thread: Optional[threading.Thread] = None

@@ -4,11 +4,14 @@
 `adjuster plan`) plus what only the in-cluster controller needs. `problems()`
 names every bad value in one sentence each; the CLI turns them into exit 2
 before anything connects. `env_default` reads the `RAYBRIDGE_ADJUSTER_*`
-environment variable a flag falls back to. Nothing here talks to a cluster.
+environment variable a flag falls back to. `parse_bind_address` reads
+`--metrics-bind-address` (controller-runtime's HOST:PORT); the port's range is
+checked in `port_problem` alone. Nothing here talks to a cluster or binds.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -22,6 +25,71 @@ from raybridge.core.names import name_problem, namespace_problem
 MODES = ("placeholder", "provisioning-request")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 LOG_FORMATS = ("text", "json")
+#: RFC 1123 host names (what `--metrics-bind-address` accepts besides IP literals).
+_HOST_NAME = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*")
+_PORT_DIGITS = re.compile(r"[0-9]{1,5}")
+MAX_PORT = 65535
+
+
+def port_problem(port: object) -> Optional[str]:
+    """The one range check of the metrics port, whichever flag gave it (0: no server)."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= MAX_PORT:
+        return f"the port must be 0 (off) or a TCP port up to {MAX_PORT} (got {port!r})"
+    return None
+
+
+def host_problem(host: object) -> Optional[str]:
+    """'' (every interface), an IPv4 or IPv6 literal, or an RFC 1123 host name."""
+    if not isinstance(host, str):
+        return f"the host must be text (got {host!r})"
+    if host == "":
+        return None
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    if _HOST_NAME.fullmatch(host):
+        return None
+    return f"the host must be an IP address or a host name (got {host!r})"
+
+
+def parse_bind_address(text: str) -> tuple[str, int]:
+    """`--metrics-bind-address`, as controller-runtime reads it: `HOST:PORT`, `:PORT` for every
+    interface, `[::1]:PORT` for an IPv6 address, `0` for no server. Returns (host, port); port 0 is off.
+    Raises ValueError with the reason."""
+    if text == "0":
+        return "", 0
+    host, colon, port_text = text.rpartition(":")
+    if not colon:
+        raise ValueError(f"must be HOST:PORT, :PORT (every interface) or 0 (off) (got {text!r})")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        if ":" not in host:
+            raise ValueError(f"only an IPv6 address goes in brackets (got {text!r})")
+    elif ":" in host:
+        raise ValueError(f"an IPv6 address goes in brackets, e.g. [::1]:8080 (got {text!r})")
+    port = parse_port(port_text)
+    problem = host_problem(host)
+    if problem:
+        raise ValueError(problem)
+    return host, port
+
+
+def parse_port(text: str) -> int:
+    """A port as typed: ASCII digits only (no sign, space, '_' or other scripts' digits), then `port_problem`."""
+    if not _PORT_DIGITS.fullmatch(text):
+        raise ValueError(f"the port must be digits 0-9 (got {text!r})")
+    port = int(text)
+    problem = port_problem(port)
+    if problem:
+        raise ValueError(problem)
+    return port
+
+
+def bind_address_text(host: str, port: int) -> str:
+    """(host, port) written back as `--metrics-bind-address` takes it."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def env_name(flag: str) -> str:
@@ -53,6 +121,8 @@ class RunSettings:
     log_format: str = "text"
     #: 0: no metrics/health server.
     metrics_port: int = consts.DEFAULT_METRICS_PORT
+    #: '': every interface (in a pod: the pod's own network, where the kubelet probes and Prometheus scrape).
+    metrics_host: str = consts.DEFAULT_METRICS_HOST
     leader_election: bool = True
     lease_name: str = consts.DEFAULT_LEASE_NAME
     lease_namespace: Optional[str] = None
@@ -91,8 +161,9 @@ class RunSettings:
                 found.append(f"{what} must be a finite number of seconds >= {low} (got {value!r})")
         if self.log_format not in LOG_FORMATS:
             found.append(f"--log-format must be one of {', '.join(LOG_FORMATS)} (got {self.log_format!r})")
-        if not isinstance(self.metrics_port, int) or not 0 <= self.metrics_port <= 65535:
-            found.append(f"--metrics-port must be 0 (off) or a TCP port up to 65535 (got {self.metrics_port!r})")
+        for problem in (port_problem(self.metrics_port), host_problem(self.metrics_host)):
+            if problem:
+                found.append(f"--metrics-bind-address (or --metrics-port): {problem}")
         if self.leader_election:
             # The official leader-election module's own rules, checked here so it never calls sys.exit.
             if self.retry_period < 1:

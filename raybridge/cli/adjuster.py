@@ -294,6 +294,24 @@ def _print_tables(plan: Any) -> None:
 
 # --- adjuster run ----------------------------------------------------------------------------------
 
+def _bind_address(text: str) -> tuple[str, int]:
+    from raybridge.adjuster.settings import parse_bind_address
+
+    try:
+        return parse_bind_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _metrics_port(text: str) -> int:
+    from raybridge.adjuster.settings import parse_port
+
+    try:
+        return parse_port(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 #: The shared settings flags (above) whose defaults an environment variable may set for `run`.
 _ENV_SETTINGS = ("scheduler-name", "grace-period", "memory-fraction", "max-gpus", "default-vendor", "node-gpus")
 
@@ -328,7 +346,10 @@ def _register_run(commands: Any) -> None:
     flag("resync", str(consts.DEFAULT_RESYNC_SECONDS), "seconds between reconciles without an event", type=_non_negative_seconds)
     flag("debounce", str(consts.DEFAULT_DEBOUNCE_SECONDS), "quiet seconds after an event before reconciling", type=_non_negative_seconds)
     flag("log-format", "text", "text or json", choices=LOG_FORMATS)
-    flag("metrics-port", str(consts.DEFAULT_METRICS_PORT), "port of /metrics, /healthz and /readyz (0: off)", type=_whole(0))
+    flag("metrics-bind-address", None, "HOST:PORT of /metrics, /healthz and /readyz: 127.0.0.1:8080 for this machine "
+         "alone, :8080 for every interface, 0 for no server (default: :8080, what a pod needs for its probes)",
+         type=_bind_address, metavar="HOST:PORT")
+    flag("metrics-port", None, "the same as --metrics-bind-address :PORT (0: off)", type=_metrics_port, metavar="PORT")
     section = p.add_argument_group("leader election")
     flag("leader-election", "true", "true (default) or false: only the holder of the Lease acts", choices=("true", "false"))
     flag("lease-name", consts.DEFAULT_LEASE_NAME, "name of the coordination.k8s.io Lease")
@@ -350,9 +371,18 @@ def _register_run(commands: Any) -> None:
 
 
 def run_settings_from_args(args: argparse.Namespace) -> Any:
+    from raybridge.adjuster import consts
     from raybridge.adjuster.settings import RunSettings
     from raybridge.errors import BadInput
 
+    if args.metrics_bind_address is not None and args.metrics_port is not None:
+        raise BadInput("give --metrics-bind-address or --metrics-port, not both (flags or RAYBRIDGE_ADJUSTER_ variables)")
+    if args.metrics_bind_address is not None:
+        metrics_host, metrics_port = args.metrics_bind_address
+    elif args.metrics_port is not None:
+        metrics_host, metrics_port = consts.DEFAULT_METRICS_HOST, args.metrics_port
+    else:
+        metrics_host, metrics_port = consts.DEFAULT_METRICS_HOST, consts.DEFAULT_METRICS_PORT
     settings = RunSettings(
         planner=settings_from_args(args),
         namespace=args.namespace,
@@ -368,7 +398,8 @@ def run_settings_from_args(args: argparse.Namespace) -> Any:
         request_timeout=args.request_timeout,
         kubeconfig=args.kubeconfig,
         log_format=args.log_format,
-        metrics_port=args.metrics_port,
+        metrics_host=metrics_host,
+        metrics_port=metrics_port,
         leader_election=args.leader_election == "true",
         lease_name=args.lease_name,
         lease_duration=args.lease_duration,
@@ -447,6 +478,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from raybridge.adjuster.controller import Controller
     from raybridge.adjuster.metrics import HealthServer, Metrics
+    from raybridge.adjuster.settings import bind_address_text
     from raybridge.errors import BadInput
     from raybridge.kube.client import connect
 
@@ -470,9 +502,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     server = None
     if settings.metrics_port:
         try:
-            server = HealthServer(metrics, settings.metrics_port, controller.healthy, controller.ready).start()
+            server = HealthServer(metrics, settings.metrics_port, controller.healthy, controller.ready, host=settings.metrics_host).start()
         except OSError as exc:
-            raise BadInput(f"--metrics-port {settings.metrics_port}: {exc.strerror or exc}") from None
+            where = bind_address_text(settings.metrics_host, settings.metrics_port)
+            raise BadInput(f"--metrics-bind-address {where}: {exc.strerror or exc}") from None
 
     failures: list[BaseException] = []
 

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from raybridge.core.consts import GPU_MEMORY_LABELS, GPU_PRODUCT_LABELS, GPU_RESOURCE_KEYS
+from raybridge.core.pod_identity import SeenPods
 from raybridge.core.quantity import parse_quantity
 from raybridge.core.kubeobjects import as_dict, as_list, pod_requests
 
@@ -241,24 +242,21 @@ def _pod_name(pod: dict[str, Any]) -> str:
 def gpus_in_use(pods: Iterable[Any], warnings: Optional[list[str]] = None) -> dict[tuple[str, str], int]:
     """(node name, resource key) -> GPUs requested by pods bound there and not finished.
 
-    A pod listed twice (same namespace and name) counts once, the first; a
+    A pod listed twice (same namespace and name, or same uid: core/pod_identity.py) counts once, the first; a
     `nodeName` that is not a string leaves the pod uncounted. Both are said
     in `warnings`, naming the pod.
     """
     sink: list[str] = [] if warnings is None else warnings
     used: dict[tuple[str, str], int] = {}
-    seen: set[tuple[Any, Any]] = set()
+    seen = SeenPods()
     for index, pod in enumerate(pods):
         if not isinstance(pod, dict):
             sink.append(f"item {index} of the pod list is not an object: skipped")
             continue
-        meta = as_dict(pod.get("metadata"))
-        identity = (meta.get("namespace"), meta.get("name"))
-        if isinstance(identity[1], str) and identity[1]:
-            if identity in seen:
-                sink.append(f"{_pod_name(pod)} is listed more than once: counted once")
-                continue
-            seen.add(identity)
+        repeat = seen.repeat(pod)
+        if repeat is not None:
+            sink.append(repeat)
+            continue
         node = as_dict(pod.get("spec")).get("nodeName")
         if node is not None and not isinstance(node, str):
             sink.append(f"{_pod_name(pod)}: spec.nodeName {node!r} is not a node name: its GPUs are not counted")

@@ -1,6 +1,7 @@
 """Input that was read silently into a wrong answer is refused, or read as the cluster reads it.
 
-KAI's gpu-fraction parser (Go's strconv.ParseFloat) refuses "0.5\\n", " 0.5" and non-ASCII digits;
+KAI's gpu-fraction parser (Go's strconv.ParseFloat) refuses "0.5\\n", " 0.5" and non-ASCII digits
+and takes hex floats and '_' between digits (core/go_number.py);
 `queues fairshare` refuses quotas below -1, negative or astronomically large weights (they made
 fair shares negative or left every GPU unassigned) and a capacity that is not a finite number
 (it printed `Infinity`, which is not JSON); a node with negative allocatable adds no negative
@@ -25,7 +26,11 @@ FRACTIONS = [
     ("a leading space", " 0.5", 0.0),
     ("Arabic-Indic digits", "\u0660.\u0665", 0.0),
     ("full-width digits", "\uff10.\uff15", 0.0),
-    ("an underscore without a base prefix", "0.2_5", 0.0),
+    # Go's ParseFloat takes '_' between digits in base 10 too (src/strconv/atof.go readFloat, atoi.go
+    # underscoreOK; atof_test.go: "1_23.50_0_0e+1_2" is 1.235e+14), so KAI counts these:
+    ("an underscore between digits", "0.2_5", 0.25),
+    ("a hex float", "0x1p-2", 0.25),
+    ("an underscore after a point", "0._25", 0.0),
 ]
 
 

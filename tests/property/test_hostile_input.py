@@ -6,7 +6,8 @@ command in this process as `python -m raybridge` would. Each example must end wi
 (never "internal error"), within `DEADLINE` and `MEMORY_BYTES` more address space (a MemoryError
 beyond it would be an internal error), and when it
 succeeds its JSON must be JSON (no NaN or Infinity) and its YAML must parse into the kinds the
-command makes (no injected document).
+command makes (no injected document). `adjuster plan` must also count each pod once: listed
+again or reordered, the same plan, each pod in one placeholder or among those not planned for.
 
 The default run draws `EXAMPLES` examples per test (about a minute in all); set
 RAYBRIDGE_PROPERTY_EXAMPLES=2000 (say) for a longer search.
@@ -329,3 +330,71 @@ def test_hostile_queue_files_and_capacities(queues: str, capacity: str) -> None:
 def test_hostile_flags(flag: str, value: str, command: str) -> None:
     nodes = str(EXAMPLES_DIR / "cluster" / "nodes.json")
     check([command, "--nodes", nodes, f"{flag}={value}", "-o", "json", "--", "python", "x.py"], "json")
+
+
+# --- adjuster plan: each pod counted once ------------------------------------------------------
+
+ADJUSTER_NOW = "2025-06-01T12:00:00Z"
+
+
+@st.composite
+def pending_pods(draw: Any) -> list[dict[str, Any]]:
+    """Distinct pending GPU-sharing pods: names repeat across namespaces, fractions and devices vary."""
+    from tests.unit.adjuster_objects import pod
+
+    count = draw(st.integers(min_value=1, max_value=24))
+    keys = draw(st.lists(st.tuples(st.sampled_from(["team-a", "team-b"]), st.sampled_from([f"p{i}" for i in range(16)])),
+                         min_size=count, max_size=count, unique=True))  # fmt: skip
+    pods = []
+    for namespace, name in keys:
+        fraction = draw(st.sampled_from(["0.1", "0.25", "0.3", "0.5", "0.6", "0.75", "0x1p-2", "0.2_5"]))
+        devices = draw(st.sampled_from([None, None, "2", "4"]))
+        waited = draw(st.sampled_from([600, 60, 5]))  # 5 s: still inside the grace period
+        made = pod(name, fraction, devices=devices, namespace=namespace, waited=None)
+        made["metadata"]["uid"] = f"uid-{namespace}-{name}"
+        made["status"]["conditions"][0]["lastTransitionTime"] = _ago(waited)
+        pods.append(made)
+    return pods
+
+
+def _ago(seconds: int) -> str:
+    from datetime import datetime, timezone
+
+    now = datetime.fromisoformat(ADJUSTER_NOW.replace("Z", "+00:00"))
+    return (now - timedelta(seconds=seconds)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _plan(directory: Path, pods: list[Any], policy: str, name: str) -> tuple[dict[str, Any], str]:
+    path = directory / name
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
+    status, out, err = check(["adjuster", "plan", "--pods", str(path), "--nodes", str(EXAMPLES_DIR / "cluster" / "nodes.json"),
+                              "--policy", policy, "--now", ADJUSTER_NOW, "-o", "json"], "json")  # fmt: skip
+    assert status == 0, err[-800:]
+    return json.loads(out), err
+
+
+@run_settings
+@given(pods=pending_pods(), data=st.data(), policy=st.sampled_from(["exact", "kai"]))
+def test_adjuster_plan_counts_each_pod_once(pods: list[dict[str, Any]], data: Any, policy: str) -> None:
+    """Listed twice or in another order, the pods make the same plan, and each pod is in exactly one
+    placeholder or among the pods not planned for (ignored, or cut by the cap)."""
+    repeated = data.draw(st.lists(st.sampled_from(pods), max_size=len(pods)), label="listed again")
+    shuffled = data.draw(st.permutations(pods + repeated), label="order")
+
+    def body(directory: Path) -> None:
+        once, _ = _plan(directory, pods, policy, "once.json")
+        again, err = _plan(directory, shuffled, policy, "again.json")
+        keys = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods}
+        for plan in (once, again):
+            placed = [member for placeholder in plan["placeholders"] for member in placeholder["pods"]]
+            assert len(placed) == len(set(placed)), f"a pod in two placeholders: {placed}"
+            left = [i["pod"] for i in plan["ignored"]] + list((plan.get("capped") or {}).get("cutPods", []))
+            assert len(left) == len(set(left)) and not set(placed) & set(left), (placed, left)
+            assert set(placed) | set(left) <= keys
+            if policy == "exact":
+                assert set(placed) | set(left) == keys, keys - set(placed) - set(left)
+        assert again["totalGpus"] == once["totalGpus"]
+        assert sorted(sorted(p["pods"]) for p in again["placeholders"]) == sorted(sorted(p["pods"]) for p in once["placeholders"])
+        assert err.count("listed more than once") == len(repeated)
+
+    _with_dir(body)

@@ -44,6 +44,7 @@ from raybridge.core.consts import (
     KAI_SCHEDULER_NAME,
     VENDORS,
 )
+from raybridge.core.go_number import go_float_exact, go_float_kind, go_parse_int
 from raybridge.core.inventory import (
     format_milli,
     named_nodes,
@@ -86,11 +87,10 @@ QUOTA_MESSAGE_MARKERS = (
 
 #: Annotation values longer than this are refused before any parsing.
 _MAX_VALUE_LENGTH = 64
-_DECIMAL = re.compile(r"^\+?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
-_WHOLE = re.compile(r"^\+?\d{1,18}$")
+#: Smaller gpu-fraction values are refused (a pod asking for less is a typo, not a demand).
+_SMALLEST_FRACTION = Fraction(1, 10**30)
 _GPU_KEYS = tuple(GPU_RESOURCE_KEYS.values())
 _QUOTA_PATTERN = re.compile("|".join(re.escape(m) for m in QUOTA_MESSAGE_MARKERS))
-_SPECIAL_FLOATS = {"nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity", "-nan", "+nan"}
 
 
 @dataclass(frozen=True)
@@ -317,35 +317,39 @@ def _aware(now: datetime) -> datetime:
 
 
 def parse_fraction(raw: Any) -> tuple[Optional[Fraction], Optional[str]]:
-    """A gpu-fraction annotation as an exact Fraction in (0, 1), or the reason it is not one."""
+    """A gpu-fraction annotation as an exact Fraction in (0, 1), or the reason it is not one.
+
+    The text is read as KAI reads it, Go's strconv.ParseFloat (core/go_number.py: hex floats and '_'
+    between digits included; a trailing newline, spaces or other scripts' digits not), and the value
+    kept exact (0.33 is 33/100). KAI's binder admits 0 < f < 1 (gpu_request_validator.go).
+    """
     if not isinstance(raw, str):
         return None, f"gpu-fraction {raw!r} is not a string"
-    text = raw
-    if len(text) > _MAX_VALUE_LENGTH:
-        return None, f"gpu-fraction is {len(text)} characters long, not a number"
-    if text.strip().lower() in _SPECIAL_FLOATS:
+    if len(raw) > _MAX_VALUE_LENGTH:
+        return None, f"gpu-fraction is {len(raw)} characters long, not a number"
+    kind = go_float_kind(raw)
+    if kind in ("nan", "inf") or raw.lstrip("+-").lower() == "nan":  # Go takes no sign on NaN: a syntax error
         return None, f"gpu-fraction {raw!r} is NaN or infinite"
-    if text.startswith("-") and _DECIMAL.match(text[1:]):
+    if kind is None:
+        return None, f"gpu-fraction {raw!r} is not a number (Go's strconv.ParseFloat syntax, as KAI reads it)"
+    value = go_float_exact(raw)
+    if value is None:
+        return None, f"gpu-fraction {raw!r} is out of range (0 < f < 1)"  # beyond float64: Go's range error
+    if not _SMALLEST_FRACTION <= value < 1:
         return None, f"gpu-fraction {raw!r} is out of range (0 < f < 1)"
-    if not _DECIMAL.match(text):
-        return None, f"gpu-fraction {raw!r} is not a decimal number"
-    try:
-        value = Decimal(text)
-    except InvalidOperation:  # pragma: no cover - the pattern admits only decimals
-        return None, f"gpu-fraction {raw!r} is not a decimal number"
-    if value.is_zero() or value.adjusted() >= 0 or value.adjusted() < -30:
-        return None, f"gpu-fraction {raw!r} is out of range (0 < f < 1)"
-    return Fraction(value), None
+    return value, None
 
 
 def parse_whole(raw: Any, what: str, minimum: int) -> tuple[Optional[int], Optional[str]]:
+    """A whole-number annotation as KAI reads it (Go's strconv.ParseInt base 10: ASCII digits, no '_'),
+    at least `minimum` and at most 18 digits."""
     if not isinstance(raw, str):
         return None, f"{what} {raw!r} is not a string"
-    if len(raw) > _MAX_VALUE_LENGTH or not _WHOLE.match(raw):
-        if raw.strip().lower() in _SPECIAL_FLOATS:
+    value = go_parse_int(raw) if len(raw) <= _MAX_VALUE_LENGTH else None
+    if value is None or len(raw.lstrip("+-")) > 18:
+        if go_float_kind(raw[:_MAX_VALUE_LENGTH]) in ("nan", "inf"):
             return None, f"{what} {raw[:_MAX_VALUE_LENGTH]!r} is NaN or infinite"
         return None, f"{what} {raw[:_MAX_VALUE_LENGTH]!r} is not a whole number"
-    value = int(raw)
     if value < minimum:
         return None, f"{what} {raw!r} is out of range (at least {minimum})"
     return value, None

@@ -17,7 +17,8 @@ translated from it. The quirks, each where it is implemented below:
    float64 in list order (calculator.go: calculateNumNeededDevices), so
    0.33 + 0.56 + 0.11 is 1.0000000000000002 and needs 2; no bin packing.
 4. Values are not validated: Go's strconv.ParseFloat syntax (hex floats,
-   '_' between digits, Inf, NaN), negative, zero and >1 fractions, and
+   '_' between digits, Inf, NaN; read by core/go_number.py, the one reader
+   the planner and the fair-share view use too), negative, zero and >1 fractions, and
    num-devices 0 or negative all pass (pkg/common/resources/gpu_sharing.go).
    float64 -> int64 of NaN, ±Inf or out-of-range values follows amd64
    (CVTTSD2SI gives math.MinInt64); int64 products wrap.
@@ -48,7 +49,6 @@ Pure: pods and scaling pods in, a `KaiPass` out; the caller keeps the cooldown c
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -61,50 +61,12 @@ from raybridge.core.consts import (
     KAI_SCALING_POD_NAME_LABEL,
     KAI_SCALING_POD_NAMESPACE_LABEL,
 )
+from raybridge.core.go_number import INT64_MAX, INT64_MIN, go_parse_float, go_parse_int  # noqa: F401 - KAI's parsers
 from raybridge.core.quantity import parse_quantity
 
 KAI_RESOURCE_KEY = "nvidia.com/gpu"
 #: calculator.go: gpuFractionDecimalRoundingFactor
 ROUNDING_FACTOR = 100
-INT64_MIN = -(1 << 63)
-INT64_MAX = (1 << 63) - 1
-
-# strconv.ParseFloat syntax: decimal or hexadecimal, '_' only between digits (underscoreOK).
-_DIGITS = r"\d+(?:_\d+)*"
-_HEX = r"[0-9a-fA-F]+(?:_[0-9a-fA-F]+)*"
-_GO_DECIMAL = re.compile(rf"^[+-]?(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})(?:[eE][+-]?{_DIGITS})?$")
-_GO_HEX = re.compile(rf"^[+-]?0[xX]_?(?:{_HEX}(?:\.(?:{_HEX})?)?|\.{_HEX})[pP][+-]?{_DIGITS}$")
-_GO_INF = re.compile(r"^[+-]?(?:inf|infinity)$", re.IGNORECASE)
-_GO_NAN = re.compile(r"^nan$", re.IGNORECASE)
-_GO_INT = re.compile(r"^[+-]?\d+$")
-
-
-def go_parse_float(text: Any) -> Optional[float]:
-    """strconv.ParseFloat(text, 64), or None where Go returns an error (syntax, or overflow to ±Inf)."""
-    if not isinstance(text, str) or len(text) > 4096:
-        return None
-    if _GO_NAN.match(text):
-        return math.nan
-    if _GO_INF.match(text):
-        return -math.inf if text.startswith("-") else math.inf
-    if _GO_DECIMAL.match(text):
-        value = float(text.replace("_", ""))
-    elif _GO_HEX.match(text):
-        try:
-            value = float.fromhex(text.replace("_", ""))
-        except OverflowError:
-            return None
-    else:
-        return None
-    return None if math.isinf(value) else value
-
-
-def go_parse_int(text: Any) -> Optional[int]:
-    """strconv.ParseInt(text, 10, 64), or None on a syntax or range error (no '_' in base 10)."""
-    if not isinstance(text, str) or not _GO_INT.match(text):
-        return None
-    value = int(text)
-    return value if INT64_MIN <= value <= INT64_MAX else None
 
 
 def go_round(x: float) -> float:
@@ -341,20 +303,22 @@ def kai_pass(
     if cooling or need == 0:
         return KaiPass(need, (), tuple(kept), tuple(deleted), cooling, tuple(skipped), tuple(warnings))
     existing_names = {s.name for s in kept} | {_key(p)[1] for p in all_pods if _key(p)[0] == scaling_namespace}
-    current = list(kept)
+    # The scaling pods so far (kept, then each created one), summed up as they come: the largest
+    # and the total are running values and the targets a set, so a pass is linear in the pods.
+    targets = {(s.name, s.target) for s in kept}
+    provisioned = sum(s.devices for s in kept)
+    largest: Optional[int] = max((s.devices for s in kept), default=None)  # None: no scaling pod yet (counts as 0)
     for pod in counted:
         namespace, name = _key(pod)
         scaling_name = scaling_pod_name(namespace, name)
         if scaling_name in existing_names:
-            if not any(s.name == scaling_name and s.target == f"{namespace}/{name}" for s in current):
+            if (scaling_name, f"{namespace}/{name}") not in targets:
                 skipped.append((f"{namespace}/{name}", f"the scaling pod name {scaling_name} is taken by another pod's"))
             continue
         devices = num_devices(pod)
         if devices is None:  # cannot happen after needed_devices, as in KAI
             continue
-        largest = max((s.devices for s in current), default=0)
-        provisioned = sum(s.devices for s in current)
-        if not (need > provisioned or devices > largest):
+        if not (need > provisioned or devices > (0 if largest is None else largest)):
             skipped.append((f"{namespace}/{name}", f"already scaling up ({provisioned} GPUs in scaling pods for a need of {need})"))
             continue
         refused = _creation_refused(pod, scaling_name, devices)
@@ -371,6 +335,8 @@ def kai_pass(
             tolerations=tuple(t for t in _list(spec.get("tolerations")) if isinstance(t, dict)),
         )
         created.append(scaling)
-        current.append(scaling)
+        targets.add((scaling_name, scaling.target))
+        provisioned += devices
+        largest = devices if largest is None else max(largest, devices)
         existing_names.add(scaling_name)
     return KaiPass(need, tuple(created), tuple(kept), tuple(deleted), False, tuple(skipped), tuple(warnings))

@@ -113,8 +113,21 @@ def _dff_bound(sizes: Sequence[int], capacity: int) -> int:
         # in units of 1/(k * capacity): a whole item is s * k, a rounded one floor((k+1) s / capacity) * capacity
         total = sum(n * (s * k if ((k + 1) * s) % capacity == 0 else ((k + 1) * s // capacity) * capacity) for s, n in counts.items())
         best = max(best, -(-total // (k * capacity)))
-    for t in {s for s in counts if 2 * s <= capacity}:
-        total = sum(n * (capacity if s > capacity - t else (0 if s < t else s)) for s, n in counts.items())
+    # u_t for every t at once: over the sizes in order, prefix sums of the counts and of count x size, so each
+    # t costs two bisections (the bound is linear in the distinct sizes, not quadratic).
+    keys = sorted(counts)
+    items_from = [0] * (len(keys) + 1)  # items_from[i]: how many items have a size in keys[i:]
+    weight_to = [0] * (len(keys) + 1)  # weight_to[i]: the sum of the sizes in keys[:i], each times its count
+    for i in range(len(keys) - 1, -1, -1):
+        items_from[i] = items_from[i + 1] + counts[keys[i]]
+    for i, size in enumerate(keys):
+        weight_to[i + 1] = weight_to[i] + counts[size] * size
+    for t in keys:
+        if 2 * t > capacity:
+            break
+        whole = bisect.bisect_right(keys, capacity - t)  # keys[whole:] are above 1 - t: a bin each
+        kept = bisect.bisect_left(keys, t)  # keys[kept:whole] count as themselves; below t, nothing
+        total = items_from[whole] * capacity + weight_to[whole] - weight_to[kept]
         best = max(best, -(-total // capacity))
     return best
 
@@ -137,6 +150,57 @@ def _l2_bound(sizes: Sequence[int], capacity: int) -> int:
         spare = j2 * capacity - sum_j2
         best = max(best, j1 + j2 + max(0, -((spare - sum_j3) // capacity)))
     return best
+
+
+class _LeftmostAtLeast:
+    """A growing list of integers that finds the leftmost one at least a given value in O(log n)
+    (a max tree over the positions), so first fit costs n log n, not a scan of every bin per piece."""
+
+    def __init__(self) -> None:
+        self.values: list[int] = []
+        self.width = 1
+        self.tree: list[Optional[int]] = [None, None]  # tree[width + i] is values[i]; tree[k] the max of its children
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def append(self, value: int) -> None:
+        self.values.append(value)
+        if len(self.values) > self.width:
+            self.width *= 2
+            self.tree = [None] * (2 * self.width)
+            for i, v in enumerate(self.values):
+                self.tree[self.width + i] = v
+            for k in range(self.width - 1, 0, -1):
+                self.tree[k] = self._max(self.tree[2 * k], self.tree[2 * k + 1])
+        else:
+            self.set(len(self.values) - 1, value)
+
+    def set(self, position: int, value: int) -> None:
+        self.values[position] = value
+        k = self.width + position
+        self.tree[k] = value
+        k //= 2
+        while k:
+            self.tree[k] = self._max(self.tree[2 * k], self.tree[2 * k + 1])
+            k //= 2
+
+    def leftmost(self, at_least: int) -> Optional[int]:
+        """The first position whose value is >= `at_least`, or None."""
+        top = self.tree[1]
+        if top is None or top < at_least:
+            return None
+        k = 1
+        while k < self.width:
+            left = self.tree[2 * k]
+            k = 2 * k if left is not None and left >= at_least else 2 * k + 1
+        return k - self.width
+
+    @staticmethod
+    def _max(a: Optional[int], b: Optional[int]) -> Optional[int]:
+        if a is None:
+            return b
+        return a if b is None or a >= b else b
 
 
 class _State:
@@ -183,6 +247,13 @@ def _ffd(order: Sequence[int], sizes: Sequence[int], devices: Sequence[int], cap
     """
     state = _State(node_gpus)
     free = state.free
+    room = _LeftmostAtLeast()  # mirrors `free`: the first GPU with room for a piece
+
+    def sync(gpu: int) -> None:
+        while len(room) <= gpu:
+            room.append(free[len(room)])
+        room.set(gpu, free[gpu])
+
     placed: list[list[int]] = [[] for _ in sizes]
     first_with_slot = 0
     i = 0
@@ -194,11 +265,10 @@ def _ffd(order: Sequence[int], sizes: Sequence[int], devices: Sequence[int], cap
         run = order[i:j]
         i = j
         if n == 1:
-            gpu = k = 0
+            k = 0
             while k < len(run):
-                while gpu < len(free) and free[gpu] < s:
-                    gpu += 1
-                if gpu == len(free):
+                gpu = room.leftmost(s)
+                if gpu is None:
                     while first_with_slot < len(state.slots) and state.slots[first_with_slot] == 0:
                         first_with_slot += 1
                     node = first_with_slot if first_with_slot < len(state.slots) else state.open_node()
@@ -207,6 +277,7 @@ def _ffd(order: Sequence[int], sizes: Sequence[int], devices: Sequence[int], cap
                 for item in run[k : k + take]:
                     placed[item] = [gpu]
                 free[gpu] -= take * s
+                sync(gpu)
                 k += take
             continue
         node = 0
@@ -221,6 +292,7 @@ def _ffd(order: Sequence[int], sizes: Sequence[int], devices: Sequence[int], cap
                 node += 1
             for gpu in chosen:
                 free[gpu] -= s
+                sync(gpu)
             placed[item] = chosen
     return state, placed
 
@@ -741,12 +813,15 @@ def fewest_nodes(nodes: Sequence[PackedNode], node_gpus: int) -> tuple[PackedNod
             members.setdefault(root(g), []).append(g)
         parts.extend([(node.gpu_pods[g], node.loads[g]) for g in gpus] for gpus in members.values())
     bins: list[list[tuple[tuple[str, ...], Fraction]]] = []
+    room = _LeftmostAtLeast()  # per bin, the GPUs it can still take: the first bin with room for a part
     for part in sorted(parts, key=len, reverse=True):  # stable: equal parts keep the plan's order
-        home = next((b for b in bins if len(b) + len(part) <= node_gpus), None)
+        home = room.leftmost(len(part))
         if home is None:
             bins.append(list(part))
+            room.append(node_gpus - len(part))
         else:
-            home.extend(part)
+            bins[home].extend(part)
+            room.set(home, node_gpus - len(bins[home]))
     if len(bins) >= len(nodes):
         return tuple(nodes)
     return tuple(

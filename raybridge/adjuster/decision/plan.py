@@ -11,7 +11,8 @@ holding exactly the pods it places there and only the GPUs they land on, so
 that each pod stands in one placeholder. Then it applies the cap (trimming the
 placeholder that does not fit whole rather than dropping it). With
 `policy="kai"` it reports what one pass of KAI's own node-scale-adjuster would
-do (`adjuster/decision/kai_policy.py`).
+do (`adjuster/decision/kai_policy.py`). Either way a pod listed twice counts once, with a
+warning (`core/pod_identity.py`, the rule `discover` uses too).
 
 Pure: plain dicts in, frozen dataclasses out, `to_dict()` in camelCase for
 JSON and YAML. It does not create, delete or remember placeholders; comparing
@@ -35,6 +36,7 @@ from raybridge.adjuster.decision.demand import (
 )
 from raybridge.adjuster.decision.packing import BestFitScheduler, PackedNode, PackItem, Resources, fewest_nodes, pack
 from raybridge.core.inventory import format_milli
+from raybridge.core.pod_identity import first_listings
 from raybridge.core.quantity import format_fraction
 
 __all__ = [
@@ -191,9 +193,10 @@ def plan_placeholders(
     problems = settings.problems()
     if problems:
         raise ValueError("; ".join(problems))
+    pods, repeats = first_listings(pods)  # a pod listed twice is counted once, whichever the policy
     if settings.policy == "kai":
-        return _plan_kai(pods, settings)
-    pods = list(pods)
+        plan = _plan_kai(pods, settings)
+        return replace(plan, warnings=(*repeats, *plan.warnings))
     selection = select_demand(pods, nodes, settings, now, pod_groups)
     by_group: dict[ConstraintGroup, list[DemandPiece]] = {}
     for piece in selection.pieces:
@@ -322,7 +325,7 @@ def plan_placeholders(
         pieces=selection.pieces,
         cap=cap,
         notes=tuple(notes),
-        warnings=selection.warnings,
+        warnings=(*repeats, *selection.warnings),
     )
 
 

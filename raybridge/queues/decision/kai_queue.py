@@ -20,7 +20,6 @@ historical usage (that lives in KAI's Prometheus).
 from __future__ import annotations
 
 import math
-import re
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -37,6 +36,7 @@ from raybridge.core.consts import (
     KAI_UTILITY_APP_VALUES,
 )
 from raybridge.queues.decision.fairshare import DEFAULT_PRIORITY, Amounts, QueueSpec, ResourceTerms
+from raybridge.core.go_number import go_parse_float
 from raybridge.core.inventory import node_is_ready, pod_gpu_requests
 from raybridge.core.names import subdomain_problem
 from raybridge.core.quantity import parse_quantity
@@ -320,29 +320,10 @@ def pod_amounts(pod: Mapping[str, Any], min_gpu_memory_mib: Optional[float] = No
     return Amounts(cpu=float(totals["cpu"] * 1000), memory=float(totals["memory"]), gpu=gpus)
 
 
-#: Go's strconv.ParseFloat base-10 syntax (ASCII digits; '_' only after a base prefix, so never here).
-_GO_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_GO_HEX = re.compile(r"[+-]?0[xX]_?(?:[0-9a-fA-F]+(?:_[0-9a-fA-F]+)*(?:\.(?:[0-9a-fA-F]+(?:_[0-9a-fA-F]+)*)?)?|\.[0-9a-fA-F]+(?:_[0-9a-fA-F]+)*)[pP][+-]?[0-9]+")
-
-
 def _number(raw: Any) -> Optional[float]:
-    """A positive finite annotation value as KAI reads it (Go's strconv.ParseFloat), or None.
-
-    The whole text must match (`fullmatch`, ASCII digits): Python's float() would also take
-    "0.5\n", " 0.5" and Arabic-Indic or full-width digits, which KAI refuses.
-    """
-    if not isinstance(raw, str) or len(raw) > 256:
-        return None
-    try:
-        if _GO_DECIMAL.fullmatch(raw):
-            value = float(raw)
-        elif _GO_HEX.fullmatch(raw):
-            value = float.fromhex(raw.replace("_", ""))
-        else:
-            return None
-    except (ValueError, OverflowError):
-        return None
-    return value if math.isfinite(value) and value > 0 else None
+    """A positive finite annotation value as KAI reads it (Go's strconv.ParseFloat: core/go_number.py), or None."""
+    value = go_parse_float(raw)
+    return value if value is not None and math.isfinite(value) and value > 0 else None
 
 
 def _active_on_node(pod: Mapping[str, Any]) -> bool:

@@ -1,0 +1,128 @@
+"""Go's strconv.ParseFloat and ParseInt as KAI reads its annotations (core/go_number.py), and the three
+readers of gpu-fraction (the planner, the KAI baseline, the fair-share view) agreeing on every row.
+
+Rows follow Go's src/strconv/atof.go (readFloat, special) and atoi.go (underscoreOK, ParseInt); what
+KAI v0.13.0 does after parsing is each caller's range: the planner takes 0 < f < 1 (the binder's
+gpu_request_validator.go), the fair-share view any positive finite value, the baseline anything.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Optional
+
+import pytest
+
+from raybridge.adjuster.decision import kai_policy
+from raybridge.queues.decision import kai_queue
+from raybridge.adjuster.decision.demand import parse_fraction
+from raybridge.core.go_number import go_float_exact, go_parse_float, go_parse_int
+
+NAN = "nan"
+
+# (text, what Go's ParseFloat(text, 64) returns: a float, NAN, or None for an error)
+FLOAT_ROWS = [
+    ("0.5", 0.5),
+    ("+.5", 0.5),
+    ("-0.5", -0.5),
+    ("5.", 5.0),
+    ("5e-1", 0.5),
+    ("5E-1", 0.5),
+    ("0x1p-1", 0.5),  # hex float: Go takes it
+    ("0X1P-1", 0.5),
+    ("0x.8p0", 0.5),
+    ("0x_1p-1", 0.5),  # '_' after the base prefix
+    ("0x1", None),  # a hex float needs its p exponent
+    ("0x", None),
+    ("1_0.5", 10.5),  # '_' between digits, in base 10 too
+    ("0.2_5", 0.25),
+    ("1e1_0", 1e10),
+    ("_1", None),
+    ("1_", None),
+    ("1__0", None),
+    ("1_.5", None),
+    ("1._5", None),
+    ("1_e5", None),
+    ("0.5\n", None),  # Python's float() strips it; Go does not
+    (" 0.5", None),
+    ("0.5 ", None),
+    ("\u0660.\u0665", None),  # Arabic-Indic 0.5
+    ("\uff10.\uff15", None),  # full-width 0.5
+    ("0,5", None),
+    ("", None),
+    (".", None),
+    ("e5", None),
+    ("Inf", math.inf),
+    ("+inf", math.inf),
+    ("-Infinity", -math.inf),
+    ("INFINITY", math.inf),
+    ("infin", None),
+    ("NaN", NAN),
+    ("nan", NAN),
+    ("+NaN", None),  # Go takes no sign on NaN
+    ("-nan", None),
+    ("1e400", None),  # beyond float64: Go's range error
+    ("0x1p2000", None),
+    ("1e-400", 0.0),  # below float64's smallest: zero, no error
+    ("4" * 5000, None),  # longer than any annotation we read
+]
+
+
+@pytest.mark.parametrize("text,value", FLOAT_ROWS, ids=[repr(t[:20]) for t, _ in FLOAT_ROWS])
+def test_go_parse_float(text: str, value: object) -> None:
+    got = go_parse_float(text)
+    if value == NAN:
+        assert got is not None and math.isnan(got)
+    else:
+        assert got == value
+
+
+@pytest.mark.parametrize("text,value", FLOAT_ROWS, ids=[repr(t[:20]) for t, _ in FLOAT_ROWS])
+def test_the_three_readers_of_gpu_fraction_agree_with_go(text: str, value: object) -> None:
+    go = None if value in (None, NAN) else value
+    # the KAI baseline: whatever Go returns, NaN and infinities included
+    baseline = kai_policy.go_parse_float(text)
+    assert (baseline is None) == (value is None)
+    # the fair-share view: a positive finite value, else nothing
+    share: Optional[float] = kai_queue._number(text)
+    assert share == (go if isinstance(go, float) and math.isfinite(go) and go > 0 else None)
+    # the planner: the exact value, 0 < f < 1
+    fraction, why = parse_fraction(text)
+    exact = go_float_exact(text)
+    expected = exact if exact is not None and 0 < exact < 1 and len(text) <= 64 else None
+    assert fraction == expected, why
+    if fraction is not None:
+        assert float(fraction) == go
+
+
+def test_the_planner_keeps_the_decimal_exact() -> None:
+    assert go_float_exact("0.33") == Fraction(33, 100) != Fraction(0.33)
+    assert go_float_exact("0x1p-1") == Fraction(1, 2)
+
+
+# (text, what Go's ParseInt(text, 10, 64) returns, None for an error)
+INT_ROWS = [
+    ("1024", 1024),
+    ("+7", 7),
+    ("-3", -3),
+    ("08", 8),
+    ("1_0", None),  # '_' only with base 0
+    ("1.0", None),
+    ("1e3", None),
+    ("0x10", None),
+    ("2\n", None),
+    (" 2", None),
+    ("\u0662", None),  # Arabic-Indic 2
+    ("\uff12", None),  # full-width 2
+    ("9223372036854775807", 2**63 - 1),
+    ("9223372036854775808", None),
+    ("-9223372036854775808", -(2**63)),
+    ("", None),
+]
+
+
+@pytest.mark.parametrize("text,value", INT_ROWS, ids=[repr(t) for t, _ in INT_ROWS])
+def test_go_parse_int(text: str, value: Optional[int]) -> None:
+    assert go_parse_int(text) == value
+    assert kai_policy.go_parse_int(text) == value
