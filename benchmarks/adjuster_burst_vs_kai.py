@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from raybridge.adjuster import consts  # noqa: E402
 from raybridge.adjuster.controller import Controller  # noqa: E402
-from raybridge.adjuster.settings import RunSettings  # noqa: E402
+from raybridge.adjuster.decision.settings import RunSettings  # noqa: E402
 from raybridge.core.consts import KAI_COOLDOWN_SECONDS, KAI_SCALING_POD_NAME_LABEL, KAI_SCALING_POD_NAMESPACE_LABEL  # noqa: E402
 from raybridge.adjuster.decision.demand import AdjusterSettings  # noqa: E402
 from raybridge.adjuster.decision.kai_policy import kai_pass  # noqa: E402

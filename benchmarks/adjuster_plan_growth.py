@@ -42,7 +42,8 @@ def _pods(n: int, distinct: bool) -> dict:
 def _time_plan(pods: list, policy: str) -> float:
     from datetime import datetime
 
-    from raybridge.adjuster.decision.plan import AdjusterSettings, plan_placeholders
+    from raybridge.adjuster.decision.settings import AdjusterSettings
+    from raybridge.adjuster.decision.plan import plan_placeholders
 
     now = datetime.fromisoformat(NOW.replace("Z", "+00:00"))
     settings = AdjusterSettings(node_gpus=8, policy=policy)

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from raybridge.adjuster import consts  # noqa: E402
 from raybridge.adjuster.decision.scale_adjuster import decide  # noqa: E402
-from raybridge.adjuster.settings import RunSettings  # noqa: E402
+from raybridge.adjuster.decision.settings import RunSettings  # noqa: E402
 from raybridge.adjuster.decision.plan import plan_placeholders  # noqa: E402
 from raybridge.adjuster.decision.demand import AdjusterSettings  # noqa: E402
 from kubesim.fixtures import free_port, make_gpu_node  # noqa: E402

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from raybridge.core.documents import load_json_or_yaml, load_yaml_documents
 from raybridge.core.inventory import items_of

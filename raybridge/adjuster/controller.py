@@ -48,7 +48,7 @@ from raybridge.adjuster.decision.scale_adjuster import (
     request_state,
 )
 from raybridge.adjuster.scaler import Scaler
-from raybridge.adjuster.settings import RunSettings
+from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.core.consts import KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION
 
 log = logging.getLogger("raybridge.adjuster")

@@ -56,7 +56,7 @@ def register(sub: Any) -> None:
     add_settings_args(p)
     add_output_arg(p, None, shown_default="table; yaml with --manifests")
     from raybridge.adjuster import consts
-    from raybridge.adjuster.settings import MODES
+    from raybridge.adjuster.decision.settings import MODES
 
     m = p.add_argument_group("manifests (what `adjuster run` would create)")
     m.add_argument("--manifests", action="store_true", help="print the placeholder pods (or ProvisioningRequests and their "
@@ -138,7 +138,7 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> Any:
-    from raybridge.adjuster.decision.plan import AdjusterSettings
+    from raybridge.adjuster.decision.settings import AdjusterSettings
     from raybridge.errors import BadInput
 
     values: dict[str, Any] = {
@@ -210,7 +210,7 @@ def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: 
     """What one pass of `adjuster run` would create now: the same decision (`decide`, `decide_requests`), the same
     manifests. Placeholders of ours in `--pods` (by label and namespace) count as existing, as in the cluster."""
     from raybridge.adjuster.decision.scale_adjuster import decide, decide_requests, placeholder_manifest
-    from raybridge.adjuster.settings import RunSettings
+    from raybridge.adjuster.decision.settings import RunSettings
     from raybridge.cli.render import dump_documents, note, warn
     from raybridge.errors import BadInput
 
@@ -295,7 +295,7 @@ def _print_tables(plan: Any) -> None:
 # --- adjuster run ----------------------------------------------------------------------------------
 
 def _bind_address(text: str) -> tuple[str, int]:
-    from raybridge.adjuster.settings import parse_bind_address
+    from raybridge.adjuster.decision.settings import parse_bind_address
 
     try:
         return parse_bind_address(text)
@@ -304,7 +304,7 @@ def _bind_address(text: str) -> tuple[str, int]:
 
 
 def _metrics_port(text: str) -> int:
-    from raybridge.adjuster.settings import parse_port
+    from raybridge.adjuster.decision.settings import parse_port
 
     try:
         return parse_port(text)
@@ -318,7 +318,8 @@ _ENV_SETTINGS = ("scheduler-name", "grace-period", "memory-fraction", "max-gpus"
 
 def _register_run(commands: Any) -> None:
     from raybridge.adjuster import consts
-    from raybridge.adjuster.settings import LOG_FORMATS, MODES, env_default, env_name
+    from raybridge.adjuster.decision.settings import LOG_FORMATS, MODES
+    from raybridge.adjuster.env import env_default, env_name
 
     p = commands.add_parser(
         "run",
@@ -372,7 +373,7 @@ def _register_run(commands: Any) -> None:
 
 def run_settings_from_args(args: argparse.Namespace) -> Any:
     from raybridge.adjuster import consts
-    from raybridge.adjuster.settings import RunSettings
+    from raybridge.adjuster.decision.settings import RunSettings
     from raybridge.errors import BadInput
 
     if args.metrics_bind_address is not None and args.metrics_port is not None:
@@ -478,7 +479,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from raybridge.adjuster.controller import Controller
     from raybridge.adjuster.metrics import HealthServer, Metrics
-    from raybridge.adjuster.settings import bind_address_text
+    from raybridge.adjuster.decision.settings import bind_address_text
     from raybridge.errors import BadInput
     from raybridge.kube.client import connect
 

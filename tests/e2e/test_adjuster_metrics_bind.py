@@ -20,8 +20,8 @@ from typing import Iterator, Optional
 import pytest
 
 from raybridge.adjuster import consts
-from tests.kubeapi.fixtures import free_port, wait_for
-from tests.kubeapi.server import KubeApiServer
+from kubesim.fixtures import free_port, wait_for
+from kubesim.server import KubeApiServer
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -25,9 +25,9 @@ import pytest
 
 from raybridge.adjuster import consts
 from raybridge.adjuster.controller import Controller
-from raybridge.adjuster.settings import RunSettings
+from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.plan import plan_placeholders
-from raybridge.adjuster.decision.demand import AdjusterSettings
+from raybridge.adjuster.decision.settings import AdjusterSettings
 from kubesim.fixtures import free_port, wait_for
 from kubesim.server import KubeApiServer
 from kubesim.sim_gpu import GpuSim, fraction_pod

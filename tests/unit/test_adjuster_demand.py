@@ -8,7 +8,8 @@ from fractions import Fraction
 
 import pytest
 
-from raybridge.adjuster.decision.demand import AdjusterSettings, parse_fraction, parse_whole, select_demand
+from raybridge.adjuster.decision.settings import AdjusterSettings
+from raybridge.adjuster.decision.demand import parse_fraction, parse_whole, select_demand
 from tests.unit.adjuster_objects import NOW, node, pod
 
 SETTINGS = AdjusterSettings()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from raybridge.adjuster.settings import RunSettings, parse_bind_address
+from raybridge.adjuster.decision.settings import RunSettings, parse_bind_address
 
 REPO = Path(__file__).resolve().parents[2]
 

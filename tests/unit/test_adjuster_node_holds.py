@@ -16,7 +16,8 @@ import pytest
 
 from raybridge.adjuster import consts
 from raybridge.adjuster.decision.scale_adjuster import hold_patch, node_holds
-from raybridge.adjuster.decision.plan import AdjusterSettings, plan_placeholders
+from raybridge.adjuster.decision.settings import AdjusterSettings
+from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.reconcile import DELETE_NODE_GONE, PENDING, PROVIDED, ExistingPlaceholder, reconcile
 from tests.unit.adjuster_objects import NOW, node, pod
 

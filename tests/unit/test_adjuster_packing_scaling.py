@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from raybridge.adjuster.decision.plan import AdjusterSettings, plan_placeholders
+from raybridge.adjuster.decision.settings import AdjusterSettings
+from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.packing import PackItem, lower_bound, pack
 from tests.unit.adjuster_objects import NOW, pod
 from tests.unit.step_count import growth

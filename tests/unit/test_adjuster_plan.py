@@ -6,7 +6,8 @@ from fractions import Fraction
 
 import pytest
 
-from raybridge.adjuster.decision.plan import AdjusterSettings, plan_placeholders
+from raybridge.adjuster.decision.settings import AdjusterSettings
+from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.core.quantity import format_fraction
 from tests.unit.adjuster_objects import NOW, node, pod
 

@@ -15,8 +15,9 @@ import pytest
 
 from raybridge.adjuster import consts
 from raybridge.adjuster.decision.scale_adjuster import decide, decide_requests, placeholder_manifest, read_placeholder
-from raybridge.adjuster.settings import RunSettings
-from raybridge.adjuster.decision.plan import AdjusterSettings, Placeholder, plan_placeholders
+from raybridge.adjuster.decision.settings import RunSettings
+from raybridge.adjuster.decision.settings import AdjusterSettings
+from raybridge.adjuster.decision.plan import Placeholder, plan_placeholders
 from raybridge.core.names import label_value_problem, name_problem
 from raybridge.adjuster.decision.reconcile import (
     DELETE_CAPACITY_TAKEN,

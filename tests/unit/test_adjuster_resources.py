@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from raybridge.adjuster.decision.scale_adjuster import placeholder_manifest, read_placeholder
-from raybridge.adjuster.settings import RunSettings
-from raybridge.adjuster.decision.plan import AdjusterSettings, Placeholder, plan_placeholders
+from raybridge.adjuster.decision.settings import RunSettings
+from raybridge.adjuster.decision.settings import AdjusterSettings
+from raybridge.adjuster.decision.plan import Placeholder, plan_placeholders
 from raybridge.core.inventory import pod_resource_requests
 from raybridge.adjuster.decision.reconcile import PROVIDED, ExistingPlaceholder, PlannedPlaceholder, reconcile
 from tests.unit.adjuster_objects import NOW, node, pod

@@ -7,7 +7,8 @@ from fractions import Fraction
 
 import pytest
 
-from raybridge.adjuster.decision.demand import AdjusterSettings, select_demand
+from raybridge.adjuster.decision.settings import AdjusterSettings
+from raybridge.adjuster.decision.demand import select_demand
 from tests.unit.adjuster_objects import NOW, node, pod
 
 SETTINGS = AdjusterSettings()

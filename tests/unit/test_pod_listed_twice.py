@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from raybridge.adjuster.decision.plan import AdjusterSettings, plan_placeholders
+from raybridge.adjuster.decision.settings import AdjusterSettings
+from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.core.pod_identity import first_listings
 from tests.unit.adjuster_objects import NOW, pod
 

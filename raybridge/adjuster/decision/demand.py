@@ -22,26 +22,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.core.consts import (
-    ADJUSTER_DEFAULT_GRACE_SECONDS,
-    ADJUSTER_DEFAULT_MEMORY_FRACTION,
-    ADJUSTER_DEFAULT_VENDOR,
     GPU_RESOURCE_KEYS,
     GPU_VENDOR_ANNOTATION,
     KAI_GPU_DEVICES_ANNOTATION,
     KAI_GPU_FRACTION_ANNOTATION,
     KAI_GPU_MEMORY_ANNOTATION,
     KAI_POD_GROUP_ANNOTATION,
-    KAI_SCALE_ADJUST_NAMESPACE,
-    KAI_SCHEDULER_NAME,
     VENDORS,
 )
 from raybridge.core.go_number import go_float_exact, go_float_kind, go_parse_int
@@ -63,7 +57,6 @@ from raybridge.core.placement import (
 )
 from raybridge.core.quantity import format_fraction
 
-POLICIES = ("exact", "kai")
 
 # --- Quota and fair-share blocking, as KAI words it ------------------------------------------
 # KAI writes the same PodScheduled=False/Unschedulable condition whether a pod waits for nodes
@@ -91,66 +84,6 @@ _MAX_VALUE_LENGTH = 64
 _SMALLEST_FRACTION = Fraction(1, 10**30)
 _GPU_KEYS = tuple(GPU_RESOURCE_KEYS.values())
 _QUOTA_PATTERN = re.compile("|".join(re.escape(m) for m in QUOTA_MESSAGE_MARKERS))
-
-
-@dataclass(frozen=True)
-class AdjusterSettings:
-    """Every knob of the planner; `problems()` says what is wrong with a value."""
-
-    scheduler_name: str = KAI_SCHEDULER_NAME
-    grace_period_seconds: float = ADJUSTER_DEFAULT_GRACE_SECONDS
-    #: A gpu-memory pod's fraction where the GPU memory of its nodes is unknown (KAI: 0.1 always).
-    memory_fallback_fraction: Fraction = Fraction(ADJUSTER_DEFAULT_MEMORY_FRACTION)
-    #: At most this many placeholder GPUs in all (None: no cap).
-    max_total_gpus: Optional[int] = None
-    #: The vendor of pods whose annotation and nodes do not say.
-    default_vendor: str = ADJUSTER_DEFAULT_VENDOR
-    policy: str = "exact"
-    #: GPUs per node where the nodes of a group are unknown (None: placeholders no larger than the largest pod).
-    node_gpus: Optional[int] = None
-    #: Exact search for groups of at most this many GPU slices; larger groups get first-fit-decreasing.
-    exact_max_slices: int = 400
-    #: Search steps per group (bin completion; a tenth of it for the branch and bound after it) before settling for
-    #: the best packing found: about a second of CPU at most.
-    search_budget: int = 200_000
-    #: KAI policy: where KAI's scaling pods live.
-    kai_namespace: str = KAI_SCALE_ADJUST_NAMESPACE
-
-    def __post_init__(self) -> None:
-        ratio = self.memory_fallback_fraction
-        if not isinstance(ratio, Fraction) and isinstance(ratio, (int, float, Decimal, str)) and not isinstance(ratio, bool):
-            try:  # through the decimal text, so 0.1 is 1/10 and not the binary float's fraction
-                value = Decimal(str(ratio))
-                if value.is_finite():
-                    object.__setattr__(self, "memory_fallback_fraction", Fraction(value))
-            except (InvalidOperation, ValueError):
-                pass  # problems() names it
-
-    def problems(self) -> list[str]:
-        found = []
-        if not isinstance(self.scheduler_name, str) or not self.scheduler_name:
-            found.append("scheduler name must be a non-empty string")
-        grace = self.grace_period_seconds
-        if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not math.isfinite(grace) or grace < 0:
-            found.append(f"grace period must be a finite number of seconds >= 0 (got {grace!r})")
-        ratio = self.memory_fallback_fraction
-        if not isinstance(ratio, Fraction) or not 0 < ratio <= 1:
-            found.append(f"memory fallback fraction must be above 0 and at most 1 (got {ratio!r})")
-        cap = self.max_total_gpus
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
-            found.append(f"the GPU cap must be a whole number >= 0 (got {cap!r})")
-        if self.default_vendor not in VENDORS:
-            found.append(f"default vendor must be one of {', '.join(VENDORS)} (got {self.default_vendor!r})")
-        if self.policy not in POLICIES:
-            found.append(f"policy must be one of {', '.join(POLICIES)} (got {self.policy!r})")
-        node_gpus = self.node_gpus
-        if node_gpus is not None and (isinstance(node_gpus, bool) or not isinstance(node_gpus, int) or node_gpus < 1):
-            found.append(f"GPUs per node must be a whole number >= 1 (got {node_gpus!r})")
-        for name in ("exact_max_slices", "search_budget"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                found.append(f"{name} must be a whole number >= 0 (got {value!r})")
-        return found
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional
 
+from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.demand import (
-    AdjusterSettings,
     ConstraintGroup,
     DemandPiece,
     GroupShape,
@@ -41,7 +41,6 @@ from raybridge.core.quantity import format_fraction
 
 __all__ = [
     "AdjusterPlan",
-    "AdjusterSettings",
     "CapReport",
     "GroupPlan",
     "Placeholder",

@@ -68,7 +68,8 @@ from raybridge.core.consts import (
     KAI_GPU_FRACTION_ANNOTATION,
     KAI_GPU_MEMORY_ANNOTATION,
 )
-from raybridge.adjuster.decision.demand import AdjusterSettings, DemandPiece, parse_fraction, parse_whole, pod_key, select_demand
+from raybridge.adjuster.decision.settings import AdjusterSettings
+from raybridge.adjuster.decision.demand import DemandPiece, parse_fraction, parse_whole, pod_key, select_demand
 from raybridge.core.inventory import node_allocatable_resources, pod_gpu_requests, pod_resource_requests
 from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem, Resources
 

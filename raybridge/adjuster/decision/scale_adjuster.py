@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.adjuster import consts
-from raybridge.adjuster.settings import RunSettings
+from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.plan import Placeholder
 from raybridge.adjuster.decision.demand import parse_time
 from raybridge.core.inventory import format_milli, pod_resource_requests

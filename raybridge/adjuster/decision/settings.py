@@ -3,8 +3,8 @@
 `RunSettings` holds the planner's settings (the same `AdjusterSettings` as
 `adjuster plan`) plus what only the in-cluster controller needs. `problems()`
 names every bad value in one sentence each; the CLI turns them into exit 2
-before anything connects. `env_default` reads the `RAYBRIDGE_ADJUSTER_*`
-environment variable a flag falls back to. `parse_bind_address` reads
+before anything connects. `AdjusterSettings` is every knob of the planner
+(`adjuster plan` and `run` alike). `parse_bind_address` reads
 `--metrics-bind-address` (controller-runtime's HOST:PORT); the port's range is
 checked in `port_problem` alone. Nothing here talks to a cluster or binds.
 """
@@ -13,13 +13,21 @@ from __future__ import annotations
 
 import ipaddress
 import math
-import os
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from typing import Optional
 
 from raybridge.adjuster import consts
-from raybridge.adjuster.decision.demand import AdjusterSettings
+from raybridge.core.consts import (
+    ADJUSTER_DEFAULT_GRACE_SECONDS,
+    ADJUSTER_DEFAULT_MEMORY_FRACTION,
+    ADJUSTER_DEFAULT_VENDOR,
+    KAI_SCALE_ADJUST_NAMESPACE,
+    KAI_SCHEDULER_NAME,
+    VENDORS,
+)
 from raybridge.core.names import name_problem, namespace_problem
 
 MODES = ("placeholder", "provisioning-request")
@@ -92,14 +100,67 @@ def bind_address_text(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def env_name(flag: str) -> str:
-    """`--grace-period` -> `RAYBRIDGE_ADJUSTER_GRACE_PERIOD`."""
-    return consts.ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
+POLICIES = ("exact", "kai")
 
 
-def env_default(flag: str, default: Optional[str] = None) -> Optional[str]:
-    value = os.environ.get(env_name(flag))
-    return value if value not in (None, "") else default
+@dataclass(frozen=True)
+class AdjusterSettings:
+    """Every knob of the planner; `problems()` says what is wrong with a value."""
+
+    scheduler_name: str = KAI_SCHEDULER_NAME
+    grace_period_seconds: float = ADJUSTER_DEFAULT_GRACE_SECONDS
+    #: A gpu-memory pod's fraction where the GPU memory of its nodes is unknown (KAI: 0.1 always).
+    memory_fallback_fraction: Fraction = Fraction(ADJUSTER_DEFAULT_MEMORY_FRACTION)
+    #: At most this many placeholder GPUs in all (None: no cap).
+    max_total_gpus: Optional[int] = None
+    #: The vendor of pods whose annotation and nodes do not say.
+    default_vendor: str = ADJUSTER_DEFAULT_VENDOR
+    policy: str = "exact"
+    #: GPUs per node where the nodes of a group are unknown (None: placeholders no larger than the largest pod).
+    node_gpus: Optional[int] = None
+    #: Exact search for groups of at most this many GPU slices; larger groups get first-fit-decreasing.
+    exact_max_slices: int = 400
+    #: Search steps per group (bin completion; a tenth of it for the branch and bound after it) before settling for
+    #: the best packing found: about a second of CPU at most.
+    search_budget: int = 200_000
+    #: KAI policy: where KAI's scaling pods live.
+    kai_namespace: str = KAI_SCALE_ADJUST_NAMESPACE
+
+    def __post_init__(self) -> None:
+        ratio = self.memory_fallback_fraction
+        if not isinstance(ratio, Fraction) and isinstance(ratio, (int, float, Decimal, str)) and not isinstance(ratio, bool):
+            try:  # through the decimal text, so 0.1 is 1/10 and not the binary float's fraction
+                value = Decimal(str(ratio))
+                if value.is_finite():
+                    object.__setattr__(self, "memory_fallback_fraction", Fraction(value))
+            except (InvalidOperation, ValueError):
+                pass  # problems() names it
+
+    def problems(self) -> list[str]:
+        found = []
+        if not isinstance(self.scheduler_name, str) or not self.scheduler_name:
+            found.append("scheduler name must be a non-empty string")
+        grace = self.grace_period_seconds
+        if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not math.isfinite(grace) or grace < 0:
+            found.append(f"grace period must be a finite number of seconds >= 0 (got {grace!r})")
+        ratio = self.memory_fallback_fraction
+        if not isinstance(ratio, Fraction) or not 0 < ratio <= 1:
+            found.append(f"memory fallback fraction must be above 0 and at most 1 (got {ratio!r})")
+        cap = self.max_total_gpus
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+            found.append(f"the GPU cap must be a whole number >= 0 (got {cap!r})")
+        if self.default_vendor not in VENDORS:
+            found.append(f"default vendor must be one of {', '.join(VENDORS)} (got {self.default_vendor!r})")
+        if self.policy not in POLICIES:
+            found.append(f"policy must be one of {', '.join(POLICIES)} (got {self.policy!r})")
+        node_gpus = self.node_gpus
+        if node_gpus is not None and (isinstance(node_gpus, bool) or not isinstance(node_gpus, int) or node_gpus < 1):
+            found.append(f"GPUs per node must be a whole number >= 1 (got {node_gpus!r})")
+        for name in ("exact_max_slices", "search_budget"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                found.append(f"{name} must be a whole number >= 0 (got {value!r})")
+        return found
 
 
 @dataclass(frozen=True)
