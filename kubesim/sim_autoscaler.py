@@ -122,8 +122,12 @@ class ClusterAutoscaler:
     """What `GpuSim` calls: `register_due`, then `run_once` after its schedulers ran."""
 
     def __init__(self, server: Any, add_node: Callable[[NodeGroup, tuple[str, ...]], str], *, node_groups: Iterable[NodeGroup],
-                 provisioning_delay: float = 0.5, scan_interval: float = 0.5, expendable_cutoff: int = -10) -> None:
+                 provisioning_delay: float = 0.5, scan_interval: float = 0.5, expendable_cutoff: int = -10,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """`clock`: the seconds the scan interval and the provisioning delay are measured in (a test pauses it to
+        keep every decided node from coming, whatever the machine's speed)."""
         self.server = server
+        self.clock = clock
         self.add_node = add_node
         self.node_groups = list(node_groups)
         self.provisioning_delay = provisioning_delay
@@ -138,14 +142,14 @@ class ClusterAutoscaler:
         self._first_seen: dict[str, float] = {}
 
     def register_due(self) -> None:
-        now = time.monotonic()
+        now = self.clock()
         due = [u for u in self.upcoming if u[0] <= now]
         self.upcoming = [u for u in self.upcoming if u[0] > now]
         for _, group, pods in due:
             self.add_node(group, pods)
 
     def run_once(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> None:
-        now = time.monotonic()
+        now = self.clock()
         self._provision_requests(now)
         if now - self._last_scan < self.scan_interval:
             return

@@ -57,10 +57,11 @@ import copy
 import random
 import string
 import threading
+import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from kubesim.errors import ApiError
 from kubesim.fixtures import make_gpu_node
@@ -147,13 +148,15 @@ class GpuSim:
     def __init__(self, server: Any, *, provisioning_delay: float = 0.5, node_gpus: int = 8, interval: float = 0.05,
                  node_labels: Optional[dict[str, str]] = None, scan_interval: float = 0.5,
                  expendable_cutoff: int = -10, node_groups: Optional[Iterable[NodeGroup]] = None,
-                 autoscaler: str = "cluster-autoscaler", system_node: bool = True, **karpenter: Any) -> None:
+                 autoscaler: str = "cluster-autoscaler", system_node: bool = True,
+                 autoscaler_clock: Callable[[], float] = time.monotonic, **karpenter: Any) -> None:
         """`system_node`: a CPU node (`system-0`, 16 CPUs, 64 GiB, no GPU) as every real cluster has one besides its GPU
         nodes: a KAI pod asks for its GPU share by annotation, so the autoscaler sees it fit there by its requests
         and does not scale up for it; on a cluster with no node at all the real autoscaler would.
         `node_groups`: the autoscaler's node groups (Karpenter: NodePools); by default one of `node_gpus`-GPU
         nodes with 128 CPUs and 1 TiB, labelled `node_labels`. `autoscaler`: "cluster-autoscaler" or "karpenter"
-        (extra keywords: sim_karpenter.Karpenter's consolidation settings)."""
+        (extra keywords: sim_karpenter.Karpenter's consolidation settings). `autoscaler_clock`: the autoscaler's
+        clock (sim_autoscaler.ClusterAutoscaler)."""
         self.server = server
         self.node_gpus = node_gpus
         self.interval = interval
@@ -162,10 +165,11 @@ class GpuSim:
             from kubesim.sim_karpenter import Karpenter
 
             self.autoscaler: ClusterAutoscaler = Karpenter(server, self._add_node, node_groups=groups, provisioning_delay=provisioning_delay,
-                                                           scan_interval=scan_interval, **karpenter)
+                                                           scan_interval=scan_interval, clock=autoscaler_clock, **karpenter)
         else:
             self.autoscaler = ClusterAutoscaler(server, self._add_node, node_groups=groups, provisioning_delay=provisioning_delay,
-                                                scan_interval=scan_interval, expendable_cutoff=expendable_cutoff)
+                                                scan_interval=scan_interval, expendable_cutoff=expendable_cutoff,
+                                                clock=autoscaler_clock)
         if system_node and server.get_object("v1", "Node", "system-0") is None:
             _system_node(server)
         self.stop_event = threading.Event()

@@ -60,11 +60,11 @@ def _active(pod: dict[str, Any]) -> bool:
 class Karpenter(ClusterAutoscaler):
     def __init__(self, server: Any, add_node: Callable[[NodeGroup, tuple[str, ...]], str], *, node_groups: Iterable[NodeGroup],
                  provisioning_delay: float = 0.5, scan_interval: float = 0.5, consolidate_after: float = 0.0,
-                 disruption_interval: float = 0.5, validation_delay: float = 1.5) -> None:
+                 disruption_interval: float = 0.5, validation_delay: float = 1.5, clock: Callable[[], float] = time.monotonic) -> None:
         groups = [NodeGroup(g.name, g.gpus, g.cpu, g.memory, {**g.labels, NODEPOOL_LABEL: g.name}, g.taints, g.max_size) for g in node_groups]
         # No expendable cutoff: every priority is provisioned for.
         super().__init__(server, add_node, node_groups=groups, provisioning_delay=provisioning_delay,
-                         scan_interval=scan_interval, expendable_cutoff=-(2**31))
+                         scan_interval=scan_interval, expendable_cutoff=-(2**31), clock=clock)
         self.consolidate_after = consolidate_after
         self.disruption_interval = disruption_interval
         self.validation_delay = validation_delay
@@ -81,7 +81,7 @@ class Karpenter(ClusterAutoscaler):
         self._disrupt(pods, nodes)
 
     def _disrupt(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> None:
-        now = time.monotonic()
+        now = self.clock()
         active: dict[str, list[dict[str, Any]]] = {}
         for pod in pods:
             node = pod["spec"].get("nodeName")
