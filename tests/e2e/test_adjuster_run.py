@@ -19,7 +19,7 @@ import time
 import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
@@ -34,6 +34,7 @@ from kubesim.sim_gpu import GpuSim, fraction_pod
 
 NS = consts.DEFAULT_NAMESPACE
 WORK = "work"
+GRACE_PERIOD = 0.2  # _settings' grace period
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -44,11 +45,31 @@ def _setup(server: KubeApiServer) -> None:
                           "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS}, "value": -1, "preemptionPolicy": "Never"})
 
 
+class PausableClock:
+    """The simulated autoscaler's clock (monotonic seconds): real time, except that a test can stop it, so that no
+    node decided meanwhile comes whatever the machine's speed, and start it again where it stopped."""
+
+    def __init__(self) -> None:
+        self._behind = 0.0
+        self._stopped_at: Optional[float] = None
+
+    def __call__(self) -> float:
+        return self._stopped_at if self._stopped_at is not None else time.monotonic() - self._behind
+
+    def pause(self) -> None:
+        self._stopped_at = self()
+
+    def resume(self) -> None:
+        assert self._stopped_at is not None
+        self._behind = time.monotonic() - self._stopped_at
+        self._stopped_at = None
+
+
 @pytest.fixture
 def cluster() -> Iterator[tuple[KubeApiServer, GpuSim]]:
     with KubeApiServer() as server:
         _setup(server)
-        with GpuSim(server, provisioning_delay=0.5) as sim:
+        with GpuSim(server, provisioning_delay=0.5, autoscaler_clock=PausableClock()) as sim:
             yield server, sim
         assert sim.errors == []
 
@@ -68,7 +89,7 @@ def either_cluster(request: pytest.FixtureRequest) -> Iterator[tuple[KubeApiServ
 
 def _settings(**extra: Any) -> RunSettings:
     values: dict[str, Any] = dict(
-        planner=AdjusterSettings(grace_period_seconds=0.2, node_gpus=8),
+        planner=AdjusterSettings(grace_period_seconds=GRACE_PERIOD, node_gpus=8),
         provision_timeout=20.0, resync=0.2, debounce=0.05, request_timeout=5.0,
         leader_election=False, metrics_port=0,
     )
@@ -76,11 +97,28 @@ def _settings(**extra: Any) -> RunSettings:
     return RunSettings(**values)
 
 
+def past_grace() -> datetime:
+    """A controller clock a second ahead of real time (more than the grace period): a pod already Unschedulable
+    is past its grace period at the controller's next pass, without the test waiting it out."""
+    return datetime.now(timezone.utc) + timedelta(seconds=1 + GRACE_PERIOD)
+
+
+class ShiftedClock:
+    """A controller clock `ahead` seconds past real time; a test moves it on instead of waiting."""
+
+    def __init__(self, ahead: float) -> None:
+        self.ahead = ahead
+
+    def __call__(self) -> datetime:
+        return datetime.now(timezone.utc) + timedelta(seconds=self.ahead)
+
+
 class Running:
     """A controller in a thread, stopped on exit."""
 
-    def __init__(self, server: KubeApiServer, settings: RunSettings) -> None:
-        self.controller = Controller(settings, server.api_client(retries=False))
+    def __init__(self, server: KubeApiServer, settings: RunSettings,
+                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+        self.controller = Controller(settings, server.api_client(retries=False), clock=clock)
         self.thread = threading.Thread(target=self.controller.run, daemon=True)
 
     def __enter__(self) -> Controller:
@@ -110,6 +148,16 @@ class PlaceholderLog:
         return sum(g for _, g in self.created)
 
 
+def _deleted_by_reason(controller: Controller) -> dict[str, int]:
+    """The placeholders the controller deleted, counted by the reason it gave (its metrics)."""
+    found: dict[str, int] = {}
+    for metric in controller.metrics.registry.collect():
+        for sample in metric.samples:
+            if sample.name == "raybridge_adjuster_placeholder_actions_total" and sample.labels.get("action") == "delete" and sample.value:
+                found[sample.labels["reason"]] = int(sample.value)
+    return found
+
+
 def _burst(server: KubeApiServer, count: int, fraction: str, prefix: str = "p") -> None:
     for i in range(count):
         server.create_object(fraction_pod(f"{prefix}-{i}", WORK, fraction=fraction))
@@ -129,10 +177,17 @@ def _unschedulable(server: KubeApiServer) -> int:
 
 
 def _settled(server: KubeApiServer, count: int) -> None:
-    """Wait until `count` pods are Unschedulable and past the grace period: the condition's time has
-    whole seconds, so pods marked within one wall second can read as a second apart."""
+    """Wait until `count` pods are Unschedulable. A controller with the `past_grace` clock then finds them all
+    past their grace period at once (the condition's time has whole seconds, so pods marked within one wall
+    second can read as a second apart; the clock is ahead by more than that)."""
     wait_for(lambda: _unschedulable(server) == count, timeout=20, what="the burst unschedulable")
-    time.sleep(1.2)
+
+
+def _settled_in_real_time(server: KubeApiServer, count: int) -> None:
+    """`_settled` for a controller in another process (whose clock is the real one): waits out the grace period
+    and the condition time's whole second."""
+    _settled(server, count)
+    time.sleep(1 + GRACE_PERIOD)
 
 
 def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_go(either_cluster: Any) -> None:
@@ -140,15 +195,14 @@ def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_g
     log = PlaceholderLog(server)
     _burst(server, 20, "0.5")  # 10 GPUs: one 8-GPU placeholder and one of 2
     _settled(server, 20)
-    started = time.monotonic()
-    with Running(server, _settings()) as controller:
+    with Running(server, _settings(), clock=past_grace) as controller:
         wait_for(lambda: _running(server) == 20, timeout=40, what="all 20 pods running")
-        landed = time.monotonic() - started
         wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
         assert controller.passes > 0
     assert sorted(g for _, g in log.created) == [2, 8], log.created
     assert len(sim.added_nodes) == 2, sim.added_nodes  # ceil(10 / 8): one scale-up, no second round
-    assert landed < 10
+    # The pods landed on the nodes the first placeholders brought up: none timed out or was replaced on the way.
+    assert _deleted_by_reason(controller) == {"pods-landed": 2}
 
 
 def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(either_cluster: Any) -> None:
@@ -177,6 +231,7 @@ def _hold_label(server: KubeApiServer, node: str) -> Optional[str]:
     return ((found or {}).get("metadata", {}).get("labels") or {}).get("raybridge.io/adjuster-hold")  # what an admin lists
 
 
+@pytest.mark.realtime
 def test_karpenter_keeps_the_node_a_placeholder_brought_up_until_its_pods_land(tmp_path: Path) -> None:
     # Karpenter consolidates an empty node (consolidateAfter 0 s) once a validation delay has passed; the node is empty
     # from the placeholder's exit until KAI binds the pods, which takes a while when KAI's session is slow.
@@ -187,7 +242,7 @@ def test_karpenter_keeps_the_node_a_placeholder_brought_up_until_its_pods_land(t
             _burst(server, 4, "0.5")
             _settled(server, 4)
             sim.kai_paused = True
-            with Running(server, _settings()):
+            with Running(server, _settings(), clock=past_grace):
                 wait_for(lambda: sim.added_nodes and [p for p in _placeholders(server) if p["status"].get("phase") == "Succeeded"],
                          timeout=20, what="the placeholder exited on its new node")
                 node = sim.added_nodes[0][0]
@@ -218,7 +273,7 @@ def test_a_higher_priority_pod_that_takes_the_new_node_first_costs_one_more_node
     rival = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rival", "namespace": WORK},
              "spec": {"priorityClassName": "rival", "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "1d"],
                       "resources": {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]}}
-    with Running(server, _settings(provision_timeout=60.0)):
+    with Running(server, _settings(provision_timeout=60.0), clock=past_grace):
         wait_for(lambda: sim.autoscaler.upcoming, timeout=20, what="a node decided for the placeholder")
         server.create_object(rival)  # before that node comes
         wait_for(lambda: _running(server) == 17, timeout=40, what="the burst and the rival running")
@@ -229,6 +284,7 @@ def test_a_higher_priority_pod_that_takes_the_new_node_first_costs_one_more_node
     assert log.created == [(log.created[0][0], 8)]  # one placeholder, never replaced
 
 
+@pytest.mark.realtime
 def test_pods_arriving_over_seconds_get_one_scale_up_without_replacing_placeholders(cluster: Any) -> None:
     server, sim = cluster
     log = PlaceholderLog(server)
@@ -248,22 +304,26 @@ def test_pods_arriving_over_seconds_get_one_scale_up_without_replacing_placehold
 def test_waves_fill_the_slack_of_pending_placeholders_and_ask_for_no_extra_gpu(cluster: Any) -> None:
     server, sim = cluster
     log = PlaceholderLog(server)
-    sim.provisioning_delay = 5.0  # every placeholder still pending when the last wave comes
-    with Running(server, _settings()) as controller:
+    sim.autoscaler.clock.pause()  # every placeholder still pending when the last wave comes
+    with Running(server, _settings(), clock=past_grace) as controller:
         for wave in range(4):
             _burst(server, 5, "0.5", prefix=f"w{wave}")
-            time.sleep(0.4)
-        wait_for(lambda: sum(g for _, g in log.created) >= 10, timeout=10, what="placeholders for the 20 pods")
-        time.sleep(1.0)
+            # Each wave is its own pass: the next comes once this one's 5 halves are asked for (GPUs round up).
+            halves = 5 * (wave + 1)
+            wait_for(lambda: log.gpus >= (halves + 1) // 2, timeout=20, what=f"placeholders for wave {wave}")
+        passes = controller.passes
+        wait_for(lambda: controller.passes >= passes + 2, timeout=20, what="two more passes")
         asked = list(log.created)
         assert not sim.added_nodes  # still all pending: what the waves asked for, before any node came
+        sim.autoscaler.clock.resume()
         wait_for(lambda: _running(server) == 20, timeout=40, what="all 20 pods running")
         wait_for(lambda: not _placeholders(server), timeout=30, what="the placeholders deleted")
     registry = controller.metrics.registry
     assert not registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "delete", "reason": "demand-gone"})
-    assert sum(g for _, g in asked) == 10, asked  # 20 halves: exactly 10 GPUs, however the waves split
+    assert sum(g for _, g in asked) == 10, asked  # 20 halves in 4 waves: exactly 10 GPUs, the slack filled
 
 
+@pytest.mark.realtime
 def test_a_new_pod_gets_its_signal_within_a_second_of_its_grace_period(cluster: Any) -> None:
     server, sim = cluster
     log = PlaceholderLog(server)
@@ -287,13 +347,13 @@ def test_a_restart_mid_reconcile_adopts_leaks_nothing_and_duplicates_nothing(clu
             failing.append(server.fail_next("POST", rf"/api/v1/namespaces/{NS}/pods", code=503, times=None))
 
     server.add_mutating_hook("", "Pod", fail_after_first)
-    first = Running(server, _settings())
+    first = Running(server, _settings(), clock=past_grace)
     with first:  # dies while retrying its second create
         wait_for(lambda: failing and failing[0].hits >= 1, timeout=20, what="the second create failing")
     adopted = {p["metadata"]["name"]: p["metadata"]["uid"] for p in _placeholders(server)}
     assert len(adopted) == 1, adopted
     failing[0].clear()
-    with Running(server, _settings()):
+    with Running(server, _settings(), clock=past_grace):
         wait_for(lambda: len(_placeholders(server)) == 2 or _running(server) == 20, timeout=20, what="the second placeholder")
         survivors = {p["metadata"]["name"]: p["metadata"]["uid"] for p in _placeholders(server)}
         assert all(survivors.get(name) in (uid, None) for name, uid in adopted.items())  # adopted, not replaced
@@ -388,7 +448,7 @@ def test_a_placeholder_stuck_terminating_blocks_nothing(cluster: Any) -> None:
         "annotations": {consts.PODS_ANNOTATION: json.dumps([f"{WORK}/p-{i}" for i in range(4)])}},
         "spec": {"nodeSelector": {"no-such-node": "true"}, "containers": [{"name": "c", "image": "busybox"}]}})
     server.delete_object("v1", "Pod", stuck, NS)
-    with Running(server, _settings()):
+    with Running(server, _settings(), clock=past_grace):
         wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
         wait_for(lambda: [p["metadata"]["name"] for p in _placeholders(server)] == [stuck], timeout=20, what="only the stuck one left")
     assert server.get_object("v1", "Pod", stuck, NS)["metadata"].get("deletionTimestamp")
@@ -414,7 +474,7 @@ def test_api_faults_are_survived(cluster: Any, fault: dict[str, Any]) -> None:
     _burst(server, 6, "0.5")  # 3 GPUs: one placeholder
     _settled(server, 6)
     injected = server.fail_next(spec.pop("method"), spec.pop("path"), **spec)
-    with Running(server, _settings()) as controller:
+    with Running(server, _settings(), clock=past_grace) as controller:
         wait_for(lambda: _running(server) == 6, timeout=40, what="all pods running")
         wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
         assert controller.leading.is_set()
@@ -464,13 +524,14 @@ def _metric(port: int, name: str) -> str:
     return "\n".join(line for line in text.splitlines() if line.startswith(name))
 
 
+@pytest.mark.realtime
 def test_the_cli_runs_reports_metrics_and_health_and_stops_on_sigterm(cluster: Any, tmp_path: Path) -> None:
     server, sim = cluster
     kubeconfig = tmp_path / "kubeconfig"
     server.write_kubeconfig(kubeconfig)
     port = free_port()
     _burst(server, 4, "0.5")
-    _settled(server, 4)
+    _settled_in_real_time(server, 4)
     proc = _cli("--kubeconfig", str(kubeconfig), "--grace-period", "0.2", "--node-gpus", "8", "--resync", "0.2",
                 "--leader-election", "false", "--metrics-port", str(port), "--log-format", "json")
     try:
@@ -506,6 +567,7 @@ def _holder(server: KubeApiServer) -> str:
     return ((lease or {}).get("spec") or {}).get("holderIdentity") or ""
 
 
+@pytest.mark.realtime
 def test_a_standby_takes_over_when_the_leader_dies(cluster: Any, tmp_path: Path) -> None:
     server, sim = cluster
     kubeconfig = tmp_path / "kubeconfig"
@@ -538,6 +600,7 @@ def _terminate(*procs: Optional[subprocess.Popen]) -> None:
             proc.communicate(timeout=60)
 
 
+@pytest.mark.realtime
 def test_a_leader_stopped_with_sigterm_hands_the_lease_over_at_once(cluster: Any, tmp_path: Path) -> None:
     server, sim = cluster
     kubeconfig = tmp_path / "kubeconfig"
@@ -588,17 +651,18 @@ def test_the_shipped_priority_class_is_one_the_autoscaler_scales_up_for(cluster:
     _with_priority(server, shipped["value"])
     _burst(server, 4, "0.5")
     _settled(server, 4)
-    with Running(server, _settings()):
+    with Running(server, _settings(), clock=past_grace):
         wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
     assert len(sim.added_nodes) == 1, sim.added_nodes
 
 
+@pytest.mark.realtime
 def test_placeholders_below_the_cutoff_never_add_a_node(cluster: Any) -> None:
     server, sim = cluster
     _with_priority(server, -1000)
     _burst(server, 4, "0.5")
     _settled(server, 4)
-    with Running(server, _settings()):
+    with Running(server, _settings(), clock=past_grace):
         wait_for(lambda: len(_placeholders(server)) == 1, timeout=20, what="the placeholder")
         time.sleep(2 * sim.scan_interval + sim.provisioning_delay + 0.5)  # the simulated autoscaler's loops: no scale-up
     assert sim.added_nodes == [] and _running(server) == 0
@@ -648,7 +712,7 @@ def test_the_cli_refuses_to_run_beside_kai_s_own_node_scale_adjuster(cluster: An
 def test_kai_s_adjuster_appearing_later_stops_new_placeholders_until_it_goes(cluster: Any) -> None:
     server, sim = cluster
     log = PlaceholderLog(server)
-    with Running(server, _settings()) as controller:
+    with Running(server, _settings(), clock=past_grace) as controller:
         wait_for(lambda: controller.passes > 0, timeout=20, what="a first pass")
         kai = _kai_adjuster_pod(server)
         wait_for(lambda: controller.metrics.kai_adjuster_running._value.get() == 1, timeout=20, what="KAI's adjuster seen")
@@ -801,7 +865,7 @@ def test_provisioning_request_mode_asks_once_per_group_and_cleans_up(cluster: An
     created = _request_log(server)
     _burst(server, 20, "0.5")  # 10 GPUs: podSets of one 8-GPU and one 2-GPU placeholder
     _settled(server, 20)
-    with Running(server, _settings(mode="provisioning-request")):
+    with Running(server, _settings(mode="provisioning-request"), clock=past_grace):
         wait_for(lambda: _running(server) == 20, timeout=40, what="all 20 pods running")
         wait_for(lambda: not _requests(server) and not _templates(server), timeout=20, what="the request and its templates deleted")
     assert len(created) == 1, [c["metadata"]["name"] for c in created]
@@ -818,12 +882,15 @@ def test_a_failed_request_is_asked_for_again_after_the_backoff(cluster: Any) -> 
     sim.fail_requests = True
     _burst(server, 4, "0.5")
     _settled(server, 4)
-    with Running(server, _settings(mode="provisioning-request", failed_backoff=4.0)):
+    clock = ShiftedClock(ahead=1 + GRACE_PERIOD)  # past_grace, moved on past the backoff below instead of waiting it out
+    with Running(server, _settings(mode="provisioning-request", failed_backoff=60.0, provision_timeout=600.0), clock=clock) as controller:
         wait_for(lambda: any(c.get("type") == "Failed" for r in _requests(server) for c in (r.get("status") or {}).get("conditions") or []),
                  timeout=20, what="the request Failed")
-        time.sleep(0.5)
+        passes = controller.passes
+        wait_for(lambda: controller.passes >= passes + 3, timeout=20, what="passes within the backoff")
         assert len(created) == 1  # within the backoff, nothing new
         sim.fail_requests = False
+        clock.ahead += 60.0
         wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
         wait_for(lambda: not _requests(server) and not _templates(server), timeout=20, what="cleaned up")
     assert len(created) == 2, [c["metadata"]["name"] for c in created]
@@ -837,7 +904,7 @@ def test_a_request_short_of_capacity_is_kept_until_the_autoscaler_finds_it(clust
     sim.shortage = True
     _burst(server, 4, "0.5")
     _settled(server, 4)
-    with Running(server, _settings(mode="provisioning-request", failed_backoff=0.5)) as controller:
+    with Running(server, _settings(mode="provisioning-request", failed_backoff=0.5), clock=past_grace) as controller:
         wait_for(lambda: any(c.get("reason") == "CapacityIsNotFound" for r in _requests(server) for c in (r.get("status") or {}).get("conditions") or []),
                  timeout=20, what="the request short of capacity")
         passes = controller.passes
@@ -858,7 +925,7 @@ def test_a_waiting_request_is_replaced_when_its_groups_demand_grows(cluster: Any
     sim.provisioning_delay = 4.0  # the first request still waits when the second wave comes
     _burst(server, 4, "0.5", prefix="a")
     _settled(server, 4)
-    with Running(server, _settings(mode="provisioning-request")) as controller:
+    with Running(server, _settings(mode="provisioning-request"), clock=past_grace) as controller:
         wait_for(lambda: len(created) == 1, timeout=20, what="the first request")
         _burst(server, 4, "0.5", prefix="b")
         # The second wave's pods may pass their grace period a second apart (lastTransitionTime has whole
@@ -917,7 +984,7 @@ def test_a_waiting_request_is_replaced_by_a_smaller_one_when_its_groups_demand_s
     sim.provisioning_delay = 6.0  # the first request still waits when half of its pods go
     _burst(server, 24, "0.5")  # 12 GPUs: two nodes of 8
     _settled(server, 24)
-    with Running(server, _settings(mode="provisioning-request")) as controller:
+    with Running(server, _settings(mode="provisioning-request"), clock=past_grace) as controller:
         wait_for(lambda: len(created) == 1, timeout=20, what="the first request")
         assert created[0]["metadata"]["labels"][consts.GPUS_LABEL] == "12"
         for i in range(12, 24):
@@ -983,7 +1050,7 @@ def test_a_pod_whose_pod_group_is_over_quota_gets_no_placeholder_until_the_quota
     _settled(server, 1)
     message = server.get_object("v1", "Pod", "a", WORK)["status"]["conditions"][0]["message"]
     assert "OverLimit" not in message and "quota" not in message  # only the PodGroup tells
-    with Running(server, _settings()) as controller:
+    with Running(server, _settings(), clock=past_grace) as controller:
         wait_for(lambda: [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"],
                  timeout=20, what="an event on the quota-blocked pod")
         passes = controller.passes
