@@ -157,9 +157,14 @@ def _finished(workload: dict[str, Any]) -> bool:
     return any(c.get("type") == "Finished" and c.get("status") == "True" for c in (workload.get("status") or {}).get("conditions") or [])
 
 
+@pytest.mark.realtime
 def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(cluster: Cluster) -> None:
     """SIGKILL once the cluster is ready (KubeRay's Waiting, where v1.3-v1.5 check neither suspend nor
-    deadlines): the RayJob fails within --orphan-timeout and Kueue marks it finished (quota freed)."""
+    deadlines): the RayJob fails within --orphan-timeout and Kueue marks it finished (quota freed).
+
+    Real time: it waits out the 60 s minimum orphan bound. Neither the bound nor the simulated KubeRay's clock is
+    changed for speed: raybridge renews activeDeadlineSeconds from its own clock against status.startTime, so a
+    faster KubeRay clock would fail a job raybridge still renews. The releases run side by side on the workers."""
     if cluster.release not in KUBERAY_RELEASES:
         pytest.skip("the RayJob state machine is KubeRay's: one run per KubeRay release")
     namespace, lq = cluster.queue()
