@@ -1,29 +1,57 @@
-"""Shared fixtures: one real local Ray head for the whole test session.
+"""Shared fixtures: one real local Ray head for the whole test session, shared by every worker.
 
 The test API server and the release matrix (`kube_server`, `kube_api`, `release`,
 `release_server`) come from kubesim/pytest_plugin.py, the check that no module leaks Ray state
 from the top-level conftest.py; both apply to kubesim/tests as well.
+
+With pytest-xdist (the default, see pyproject.toml's addopts) the head belongs to the controlling
+process, which outlives every worker: it starts the head when a worker first asks for it (a file in a
+directory the workers are told of) and stops it at the end. A head owned by one worker would die
+with that worker (its supervisor takes it down with its owner) while others still use it.
+What this deliberately does not do: no head for tests about a head's own life (marked `fresh_head`,
+they start their own), and no head at all when no test asks for one.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Optional
 
 import pytest
 
+#: The workers' key (in `workerinput`) for the directory through which they ask for the shared head.
+HEAD_DIR_KEY = "raybridge_ray_head_dir"
+WANTED = "wanted"
+STARTED = "head.json"
+FAILED = "failed"
+#: How long a worker waits for the controller to start the head (a head starts in 5 to 30 s).
+HEAD_WAIT_SECONDS = 240.0
 
-@pytest.fixture(scope="session")
-def ray_head():
-    """A real Ray head (raybridge's own private head: free ports, its own temp dir).
 
-    Yields the dashboard URL; stopped (process group and all) at the end of the session.
-    """
+@dataclass(frozen=True)
+class SharedHead:
+    """What tests use of the head: where its dashboard (Job API) and its GCS answer."""
+
+    dashboard_url: str
+    gcs_address: str
+
+
+def _start_head() -> Any:
+    """raybridge's own private head (free ports, its own temp dir), without a token: it stands for a
+    cluster reached by address."""
     from raybridge.jobs.private_head import PrivateRayHead
     from tests.helpers import short_tmpdir
 
     old = os.environ.get("TMPDIR")
     os.environ["TMPDIR"] = short_tmpdir()
-    head = PrivateRayHead(num_cpus=4, token_auth=False)  # stands for a cluster reached by address, without a token
+    head = PrivateRayHead(num_cpus=4, token_auth=False)
     try:
         head.start()
     finally:
@@ -31,5 +59,90 @@ def ray_head():
             os.environ.pop("TMPDIR", None)
         else:
             os.environ["TMPDIR"] = old
-    yield head
-    head.stop()
+    return head
+
+
+class _HeadOnRequest:
+    """In the controlling process: starts the head once a worker writes WANTED, stops it at the end."""
+
+    def __init__(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="rbhead"))
+        self.head: Any = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, name="ray-head-on-request", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.done.wait(0.1):
+            if (self.directory / WANTED).exists():
+                break
+        else:
+            return
+        try:
+            self.head = _start_head()
+        except Exception as exc:  # noqa: BLE001 - told to every worker that waits
+            (self.directory / FAILED).write_text(f"{type(exc).__name__}: {exc}")
+            return
+        written = self.directory / (STARTED + ".new")
+        written.write_text(json.dumps({"dashboard_url": self.head.dashboard_url, "gcs_address": self.head.gcs_address}))
+        written.rename(self.directory / STARTED)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join(HEAD_WAIT_SECONDS)
+        if self.head is not None:
+            self.head.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+_on_request: Optional[_HeadOnRequest] = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _on_request
+    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None):
+        _on_request = _HeadOnRequest()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist, in the controlling process: tell each worker where to ask for the head."""
+    if _on_request is not None:
+        node.workerinput[HEAD_DIR_KEY] = str(_on_request.directory)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _on_request
+    if _on_request is not None:
+        _on_request.stop()
+        _on_request = None
+
+
+def _ask_controller(directory: Path) -> SharedHead:
+    (directory / WANTED).touch()
+    deadline = time.monotonic() + HEAD_WAIT_SECONDS
+    while not (directory / STARTED).exists():
+        if (directory / FAILED).exists():
+            raise RuntimeError(f"the shared Ray head did not start: {(directory / FAILED).read_text()}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the shared Ray head did not start within {HEAD_WAIT_SECONDS:.0f}s")
+        time.sleep(0.1)
+    found = json.loads((directory / STARTED).read_text())
+    return SharedHead(found["dashboard_url"], found["gcs_address"])
+
+
+@pytest.fixture(scope="session")
+def ray_head(request: pytest.FixtureRequest) -> Iterator[SharedHead]:
+    """A real Ray head without a token, shared by the whole session (every worker's tests alike).
+
+    Yields its dashboard URL and GCS address; stopped (process group and all) at the end of the session.
+    """
+    directory = getattr(request.config, "workerinput", {}).get(HEAD_DIR_KEY)
+    if directory is not None:
+        yield _ask_controller(Path(directory))
+        return
+    head = _start_head()  # one process, no workers: this process owns the head
+    try:
+        yield SharedHead(head.dashboard_url, head.gcs_address)
+    finally:
+        head.stop()

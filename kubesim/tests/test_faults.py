@@ -77,6 +77,7 @@ def test_a_fault_without_a_count_lasts_until_cleared(kube_server: KubeApiServer,
     core.list_namespaced_config_map("default")
 
 
+@pytest.mark.realtime
 def test_a_delay_longer_than_the_client_timeout_is_a_hang(kube_server: KubeApiServer,
                                                           kube_api: client.ApiClient) -> None:
     core = client.CoreV1Api(kube_api)
@@ -126,6 +127,7 @@ def _watch_events(kube_api: client.ApiClient, **kwargs: Any) -> tuple[list[str],
     return seen, None
 
 
+@pytest.mark.realtime
 def test_a_watch_dropped_mid_stream(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
     for name in ("a", "b", "c"):
         kube_server.create_object(_cm(name))

@@ -986,6 +986,7 @@ def _watch_in_thread(func: Callable[..., Any], *args: Any, **kwargs: Any) -> tup
     return events, thread
 
 
+@pytest.mark.realtime
 def test_watch_replays_changes_after_a_resource_version_and_ends_at_the_timeout(kube_api: client.ApiClient) -> None:
     custom = client.CustomObjectsApi(kube_api)
     start = custom.list_namespaced_custom_object(*RAY, "default", "rayjobs")["metadata"]["resourceVersion"]
@@ -1074,6 +1075,7 @@ def test_a_bounded_history_expires_old_versions_by_itself() -> None:
     assert caught.value.status == 410 and "too old resource version" in caught.value.reason
 
 
+@pytest.mark.realtime
 def test_stop_ends_open_watches_log_streams_and_port_forwards_promptly(
     kube_server: KubeApiServer, kube_api: client.ApiClient, echo_server: int
 ) -> None:
@@ -1168,6 +1170,7 @@ def test_pod_log_follow_streams_until_the_log_is_closed(kube_server: KubeApiServ
     assert lines.get(timeout=2) is None
 
 
+@pytest.mark.realtime
 def test_pod_log_follow_ends_when_the_pod_is_deleted(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
     core = client.CoreV1Api(kube_api)
     running_pod(kube_server, "p")

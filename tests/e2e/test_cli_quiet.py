@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import socket
 
+import pytest
+
 from tests.helpers import cli_env, run_cli, short_tmpdir, wait_until_gone
 
 
+@pytest.mark.fresh_head
 def test_a_piped_local_run_prints_the_job_s_own_output() -> None:
     tmp = short_tmpdir()
     out = run_cli("submit", "examples/hello.yaml", env=cli_env(TMPDIR=tmp), timeout=240)

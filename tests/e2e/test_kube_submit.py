@@ -74,6 +74,7 @@ def test_not_admitted_within_timeout_exits_3_and_frees_the_queue(cluster, queue)
     assert set(leftovers(server, namespace).get("RayJob", [])) == {"holder"}
 
 
+@pytest.mark.realtime
 def test_a_request_that_can_never_be_admitted_is_refused_at_once_with_the_arithmetic(cluster, queue):
     namespace, lq, cq = queue
     started = time.monotonic()

@@ -15,6 +15,7 @@ from raybridge.jobs.private_head import _start_time
 from tests.helpers import ROOT, cli_env, processes_using, run_cli, short_tmpdir, wait_for_output, wait_until_gone
 
 
+@pytest.mark.fresh_head
 def test_main_command_runs_the_example_on_a_private_head():
     """The README's main command, as a newcomer runs it: no kubeconfig, embedded local Ray."""
     tmp = short_tmpdir()
@@ -26,6 +27,7 @@ def test_main_command_runs_the_example_on_a_private_head():
     assert wait_until_gone(tmp) == [], "the private head left processes behind"
 
 
+@pytest.mark.fresh_head
 def test_a_ray_auth_token_in_home_does_not_lock_raybridge_out_of_its_own_head(tmp_path):
     """Ray turns token auth on by itself when ~/.ray/auth_token exists; the private head must still answer."""
     home = tmp_path / "home"
@@ -84,6 +86,7 @@ def _start_long_job(tmp: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+@pytest.mark.fresh_head
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 130)], ids=["ctrl-c", "sigterm"])
 def test_interrupt_stops_the_job_and_the_head(sig, code):
     tmp = short_tmpdir()
@@ -98,6 +101,7 @@ def test_interrupt_stops_the_job_and_the_head(sig, code):
     assert wait_until_gone(tmp) == []
 
 
+@pytest.mark.fresh_head
 def test_sigkill_of_raybridge_still_takes_the_head_down():
     """raybridge cannot clean up after SIGKILL; the head's supervisor must."""
     tmp = short_tmpdir()
@@ -112,6 +116,7 @@ def test_sigkill_of_raybridge_still_takes_the_head_down():
     assert wait_until_gone(tmp, timeout=40) == []
 
 
+@pytest.mark.fresh_head
 def test_sigkill_takes_the_jobs_background_grandchildren_and_the_temp_dir_down_too():
     """A job that leaves processes in the background (even in a session of their own) must not outlive the run."""
     tmp = short_tmpdir()
@@ -132,6 +137,7 @@ def test_sigkill_takes_the_jobs_background_grandchildren_and_the_temp_dir_down_t
     assert [p for p in os.listdir(tmp) if p.startswith("raybridge-")] == []
 
 
+@pytest.mark.fresh_head
 def test_stale_temp_dirs_of_runs_that_are_gone_are_removed_at_start(tmp_path):
     tmp = short_tmpdir()
     stale = os.path.join(tmp, "raybridge-stale0")
@@ -197,6 +203,7 @@ def test_stderr_carries_raybridges_messages_only_unless_verbose(ray_head):
     assert loud.returncode == 0
 
 
+@pytest.mark.fresh_head
 def test_local_timeout_stops_waiting_for_the_head_and_cleans_up():
     """--timeout bounds the local backend too: past it, exit 3 with one line and nothing left behind."""
     tmp = short_tmpdir()

@@ -115,6 +115,7 @@ def _head_sockets(head: PrivateRayHead) -> list[tuple[str, str, int]]:
     return listening_sockets(_family(head._supervisor.pid))
 
 
+@pytest.mark.fresh_head
 def test_every_port_of_the_private_head_listens_on_loopback_only(running_head: PrivateRayHead) -> None:
     sockets = _head_sockets(running_head)
     assert len(sockets) >= 6, sockets  # GCS, raylet, dashboard, its agents, the client server, workers
@@ -133,6 +134,7 @@ def _network_addresses() -> list[str]:
     ]
 
 
+@pytest.mark.fresh_head
 def test_the_machines_network_address_reaches_no_port_of_the_head(running_head: PrivateRayHead) -> None:
     addresses = _network_addresses()
     if not addresses:
@@ -191,6 +193,7 @@ def _as_nobody(head: PrivateRayHead) -> dict[str, str]:
     return json.loads(text)
 
 
+@pytest.mark.fresh_head
 @pytest.mark.skipif(os.geteuid() != 0, reason="probing as another user needs root to switch users")
 def test_another_user_can_neither_submit_nor_read_the_head_dir(running_head: PrivateRayHead) -> None:
     assert _as_nobody(running_head) == {
@@ -204,6 +207,7 @@ def test_another_user_can_neither_submit_nor_read_the_head_dir(running_head: Pri
         jobs.client.get_job_info("intruder")
 
 
+@pytest.mark.fresh_head
 def test_the_head_dir_and_token_are_the_owners_alone(running_head: PrivateRayHead) -> None:
     assert running_head.temp_dir is not None
     assert running_head.temp_dir.stat().st_mode & 0o777 == 0o700

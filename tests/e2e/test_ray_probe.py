@@ -66,6 +66,7 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.fresh_head
 def test_probe_reuses_the_open_connection(cluster: str) -> None:
     inventory = probe_ray_cluster(timeout=60)
 
@@ -80,6 +81,7 @@ def test_probe_reuses_the_open_connection(cluster: str) -> None:
     assert all(n.startswith(f"{node.name}: ") for n in inventory.notes)
 
 
+@pytest.mark.fresh_head
 def test_probe_from_a_new_process_connects_prints_only_json_and_disconnects(cluster: str) -> None:
     result = _python(
         """
@@ -98,6 +100,7 @@ def test_probe_from_a_new_process_connects_prints_only_json_and_disconnects(clus
     assert all(n["Alive"] for n in ray.nodes())  # the cluster outlived the other driver
 
 
+@pytest.mark.fresh_head
 def test_a_node_that_does_not_answer_in_time_is_reported_not_raised(cluster: str) -> None:
     inventory = probe_ray_cluster(timeout=0)
 

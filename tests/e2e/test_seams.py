@@ -206,6 +206,7 @@ def _with_flags(argv: list[str], flags: tuple[str, ...]) -> list[str]:
     return argv[:cut] + list(flags) + argv[cut:]
 
 
+@pytest.mark.realtime
 @pytest.mark.parametrize("row", ROWS, ids=str)
 def test_a_fault_gives_the_normal_answer_after_a_retry_or_exit_3_in_one_line(api, row: Row) -> None:
     server, kubeconfig = api

@@ -105,6 +105,7 @@ COMMANDS = [
 ]
 
 
+@pytest.mark.realtime
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
 def test_a_broken_api_server_is_exit_3_and_one_line(broken_api, command):
     kind, kubeconfig, port = broken_api
@@ -119,6 +120,7 @@ def test_a_broken_api_server_is_exit_3_and_one_line(broken_api, command):
     assert elapsed < 60, f"took {elapsed:.0f}s"
 
 
+@pytest.mark.realtime
 @pytest.mark.parametrize("behaviour", [None, _silent], ids=["nothing listens", "accepts and never answers"])
 def test_discover_gives_up_on_a_ray_address_that_does_not_answer(behaviour):
     if behaviour is None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from raybridge.jobs.decision.upload import REASON_DIR_LINK, REASON_OUTSIDE, REASON_SECRET, REASON_SPECIAL, Entry, anchored_pattern, looks_secret, plan_upload
 from raybridge.jobs.upload import _matcher, list_working_dir
-from tests.helpers import cli_env, run_cli, short_tmpdir, wait_until_gone
+from tests.helpers import run_cli
 
 LIST_FILES = "import os\nfor d, _, fs in os.walk('.'):\n    for f in fs: print('UPLOADED', os.path.join(d, f)[2:])\n"
 
@@ -42,12 +43,12 @@ def _working_dir(tmp_path: Path) -> Path:
     return wd
 
 
-def test_submit_uploads_only_what_belongs_and_says_so(tmp_path: Path) -> None:
+def test_submit_uploads_only_what_belongs_and_says_so(tmp_path: Path, ray_head: Any) -> None:
+    """Through the session's shared head: what is uploaded is the subject here, not the head."""
     wd = _working_dir(tmp_path)
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"entrypoint": "python main.py", "workingDir": str(wd), "runtimeEnv": {"excludes": ["excluded.txt"]}}))
-    tmp = short_tmpdir()
-    out = run_cli("submit", "--backend", "local", str(spec), env=cli_env(TMPDIR=tmp), timeout=240)
+    out = run_cli("submit", "--address", ray_head.dashboard_url, str(spec), timeout=240)
     assert out.returncode == 0, out.stderr
     uploaded = sorted(line.split(" ", 1)[1] for line in out.stdout.splitlines() if line.startswith("UPLOADED "))
     assert uploaded == [".gitignore", "data/inside.txt", "inside_link", "main.py"]
@@ -55,7 +56,6 @@ def test_submit_uploads_only_what_belongs_and_says_so(tmp_path: Path) -> None:
     assert said and "4 files" in said[0], out.stderr
     for left_out in (".env", "key.pem", "outside_link", "outside_dir", "pipe"):
         assert left_out in said[0], said
-    assert wait_until_gone(tmp) == []
 
 
 # (case, entries, files, bytes, left out)

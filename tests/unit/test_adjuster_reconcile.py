@@ -328,6 +328,7 @@ def test_every_placeholder_requires_a_node_the_adjuster_does_not_hold(case, grou
     assert planned.placeholder.affinity == group_affinity  # the plan's own value is not changed
 
 
+@pytest.mark.realtime
 def test_ten_thousand_pending_pods_reconcile_within_the_bound_of_a_plan():
     """The steady pass (every pod already has its pending placeholder) costs one plan, no more."""
     import time

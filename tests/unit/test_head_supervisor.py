@@ -114,6 +114,7 @@ def test_the_private_head_starts_only_what_a_job_submission_needs(
     assert started["env"]["RAY_prestart_worker_first_driver"] == prestart, case
 
 
+@pytest.mark.realtime
 def test_a_head_that_fails_to_start_is_reported_at_once_with_its_log(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A stand-in `ray start` that prints an error and exits: InfraError quoting it, long before the timeout."""
     real_popen = subprocess.Popen

@@ -47,6 +47,7 @@ def _adapter(client: object) -> RayJobs:
     return jobs
 
 
+@pytest.mark.realtime
 @pytest.mark.parametrize("runs_for", [0.0, 0.5, 1.5])
 def test_a_jobs_end_is_noticed_at_once_with_the_whole_output_once(runs_for: float) -> None:
     written: list[str] = []
@@ -72,6 +73,7 @@ class AgentNotReadyClient:
         return str(kwargs["submission_id"])
 
 
+@pytest.mark.realtime
 def test_a_submission_to_a_head_whose_agent_is_not_up_yet_is_retried_quickly() -> None:
     client = AgentNotReadyClient(ready_after=3)
     start = time.monotonic()
