@@ -567,6 +567,12 @@ def _holder(server: KubeApiServer) -> str:
     return ((lease or {}).get("spec") or {}).get("holderIdentity") or ""
 
 
+def _lease_time(server: KubeApiServer, field: str) -> datetime:
+    """spec.renewTime or spec.acquireTime of the adjuster's Lease (RFC 3339 with microseconds)."""
+    lease = server.get_object("coordination.k8s.io/v1", "Lease", consts.DEFAULT_LEASE_NAME, NS) or {}
+    return datetime.fromisoformat(lease["spec"][field].replace("Z", "+00:00"))
+
+
 @pytest.mark.realtime
 def test_a_standby_takes_over_when_the_leader_dies(cluster: Any, tmp_path: Path) -> None:
     server, sim = cluster
@@ -583,9 +589,12 @@ def test_a_standby_takes_over_when_the_leader_dies(cluster: Any, tmp_path: Path)
         assert _holder(server) == "replica-a"  # the standby waits while the lease is renewed
         leader.kill()  # no goodbye: the lease simply stops being renewed
         leader.communicate(timeout=10)
-        died = time.monotonic()
+        last_renewed = _lease_time(server, "renewTime")
         wait_for(lambda: _holder(server) == "replica-b", timeout=20, what="replica-b taking over")
-        assert time.monotonic() - died < 3 + 2 + 1  # lease duration, a retry period and slack
+        # Read from the Lease the replicas wrote (not from this test's polling): never before the lease expired,
+        # and within a retry period and slack after.
+        waited = (_lease_time(server, "acquireTime") - last_renewed).total_seconds()
+        assert 3 <= waited < 3 + 1 + 2, waited
         _burst(server, 4, "0.5")
         wait_for(lambda: _running(server) == 4, timeout=40, what="the new leader acting")
     finally:
@@ -605,7 +614,7 @@ def test_a_leader_stopped_with_sigterm_hands_the_lease_over_at_once(cluster: Any
     server, sim = cluster
     kubeconfig = tmp_path / "kubeconfig"
     server.write_kubeconfig(kubeconfig)
-    lease_duration = 15
+    lease_duration = 60
     common = ["--kubeconfig", str(kubeconfig), "--grace-period", "0.2", "--node-gpus", "8", "--resync", "0.2",
               "--metrics-port", "0", "--lease-duration", str(lease_duration), "--renew-deadline", "10", "--retry-period", "1"]
     leader = _cli(*common, "--identity", "replica-a")
@@ -618,9 +627,9 @@ def test_a_leader_stopped_with_sigterm_hands_the_lease_over_at_once(cluster: Any
         leader.send_signal(signal.SIGTERM)
         _, err = leader.communicate(timeout=60)
         assert leader.returncode == 0, err
-        stopped = time.monotonic()
-        wait_for(lambda: _holder(server) == "replica-b", timeout=lease_duration, what="replica-b taking over")
-        assert time.monotonic() - stopped < 1 + 2  # a retry period and slack, not the 15 s lease
+        assert _holder(server) in ("", "replica-b")  # released on the way out, not left to expire
+        # Taken over well within the 60 s lease: through the release, not its expiry.
+        wait_for(lambda: _holder(server) == "replica-b", timeout=lease_duration / 2, what="replica-b taking over")
         _burst(server, 4, "0.5")
         wait_for(lambda: _running(server) == 4, timeout=40, what="the new leader acting")
     finally:
