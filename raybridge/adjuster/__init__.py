@@ -2,7 +2,7 @@
 
 consts (labels, defaults), settings (validated settings), scale_adjuster (one
 pass: cache -> decision -> manifests), scaler (API calls with retries),
-controller (list/watch caches, the reconcile loop, leader election), metrics
+controller (the caches' wiring, the reconcile loop, leader election; the informer and the Lease are kube/'s), metrics
 (Prometheus, /healthz, /readyz). The decision itself is `adjuster/decision/reconcile.py`.
 Lazy, so that building the CLI's parser (which reads consts and settings)
 imports neither kubernetes nor prometheus-client.
@@ -15,7 +15,6 @@ from typing import Any
 
 _EXPORTS = {
     "Controller": "controller",
-    "Informer": "controller",
     "HealthServer": "metrics",
     "Metrics": "metrics",
     "decide": "scale_adjuster",

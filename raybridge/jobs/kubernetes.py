@@ -54,6 +54,7 @@ from raybridge.jobapi.client import TERMINAL, RayJobs
 from raybridge.kube.client import Kube
 from raybridge.kube.kueue import find_workload, pending_position
 from raybridge.kube.rayapi import RayObjects
+from raybridge.kube.retry import RetryPolicy, calls_tried_once
 from raybridge.jobs.dashboard import auth_headers, connect_dashboard
 from raybridge.jobs.discovery import discover_inventory
 from raybridge.jobs.handle import JobHandle
@@ -67,7 +68,10 @@ _LINGER_NOTE = (
     f"when the job ends, Kueue frees its quota at once but KubeRay keeps its Ray cluster, GPU pods included, "
     f"{FINISHED_CLUSTER_TTL_SECONDS}s longer for its logs"
 )
-MAX_API_FAILURES = 5
+#: A wait's observation that fails is tried again after 0.25 s, doubled up to 10 s, MAX_API_FAILURES times:
+#: a hiccup costs a quarter of a second, a restarting API server about half a minute.
+MAX_API_FAILURES = 8
+RIDE_OUT_POLICY = RetryPolicy(attempts=MAX_API_FAILURES + 1, first_backoff=0.25, max_backoff=10.0)
 HEARTBEAT_SECONDS = 30.0
 #: How long a lost dashboard may stay lost while the RayJob says its job still runs.
 SETTLE_SECONDS = 120.0
@@ -195,18 +199,21 @@ def _observe(kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str,
 def _observe_riding_out(
     kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, queued: bool, waiter: Waiter
 ) -> tuple[dict[str, Any], Optional[dict[str, Any]], Optional[dict[str, Any]]]:
-    """`_observe`, retried with backoff: a long wait rides out API hiccups; a dead API server still ends it
-    (more than MAX_API_FAILURES failures in a row, or the waiter's deadline)."""
+    """`_observe`, retried per `RIDE_OUT_POLICY`: a long wait rides out API hiccups; a dead API server still ends it
+    (more than MAX_API_FAILURES failures in a row, or the waiter's deadline). This loop is the one level that
+    retries the observation's calls: the client tries each once."""
     failures = 0
     while True:
         try:
-            return _observe(kube, rays, kind, name, namespace, queued)
+            with calls_tried_once():
+                return _observe(kube, rays, kind, name, namespace, queued)
         except ClusterUnreachable as exc:
             failures += 1
-            if failures > MAX_API_FAILURES or waiter.expired():
+            wait = RIDE_OUT_POLICY.wait_before_retry(failures, "status", None)
+            if wait is None or waiter.expired():
                 raise
             waiter.say(f"API error, retrying: {exc}")
-            time.sleep(min(waiter.poll * 2**failures, 10.0))
+            time.sleep(wait)
 
 
 def _end_if_deactivated(what: str, workload: Optional[dict[str, Any]]) -> None:
