@@ -1,0 +1,42 @@
+"""What a newcomer reads first: each flag's default in the help, and warnings and notes that say what is true.
+
+CLI in, output and exit status out.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tests.helpers import cli_env, run_cli
+
+#: `adjuster run` flags that have no RAYBRIDGE_ADJUSTER_ variable: they matter to `adjuster plan --policy kai` only.
+NO_ENV = {"--help", "--policy", "--kai-namespace"}
+
+
+def flag_help(help_text: str) -> dict[str, str]:
+    """`--flag` -> its help, from `--help` printed wide enough that no line wraps."""
+    found: dict[str, str] = {}
+    flag = ""
+    for line in help_text.splitlines():
+        if line.startswith("  -"):
+            invocation = re.split(r"\s{2,}", line.strip(), maxsplit=1)
+            flag = re.findall(r"--[a-z][a-z-]*", invocation[0])[-1]
+            found[flag] = invocation[1] if len(invocation) > 1 else ""
+        elif line.startswith("   ") and flag:
+            found[flag] += " " + line.strip()
+        else:
+            flag = ""
+    return found
+
+
+def test_adjuster_run_help_shows_every_flags_default_and_its_variable() -> None:
+    out = run_cli("adjuster", "run", "--help", env=cli_env(COLUMNS="400"))
+    assert out.returncode == 0, out.stderr
+    flags = flag_help(out.stdout)
+    assert len(flags) > 25 and "--lease-name" in flags and "--request-timeout" in flags
+    no_default = [flag for flag, text in flags.items() if flag != "--help" and "(default: " not in text]
+    assert no_default == []
+    no_variable = [flag for flag, text in flags.items()
+                   if flag not in NO_ENV and f"env RAYBRIDGE_ADJUSTER_{flag[2:].replace('-', '_').upper()})" not in text]
+    assert no_variable == []
+    assert "(default: 15; env RAYBRIDGE_ADJUSTER_LEASE_DURATION)" in flags["--lease-duration"]
