@@ -155,6 +155,19 @@ def _print_warnings(decision: Any) -> None:
         warn(text)
 
 
+def _warn_unpinned_image(spec: Any, decision: Any) -> None:
+    """The AMD default image is a moving tag from ROCm, not a Ray release (docs/spec.md: pin one): said on stderr."""
+    from raybridge.cli.render import warn
+    from raybridge.jobs.decision.images import AMD_DEFAULT_IMAGE, installed_ray_version
+    from raybridge.jobs.decision.manifests import image_for
+
+    if not spec.image and image_for(spec, decision) == AMD_DEFAULT_IMAGE:
+        warn(
+            f"image {AMD_DEFAULT_IMAGE} is the AMD default: Ray publishes no ROCm image, and this tag moves and need not run "
+            f"the Ray installed here ({installed_ray_version()}); pin one with `image:` in the spec or --image"
+        )
+
+
 def _namespace(args: argparse.Namespace, spec: Any) -> str:
     """-n (or the spec's namespace), else the kubeconfig context's, else `default`: what submit would use."""
     from raybridge.kube.target import ClusterTarget
@@ -215,6 +228,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     decision = plan_job(spec, _inventory(args, spec))
     data = decision.to_dict()
     _print_warnings(decision)
+    _warn_unpinned_image(spec, decision)
     if args.output == "table":
         rows = [(k, v) for k, v in data.items() if k not in ("warnings", "notes")]
         table("Sizing decision", ("FIELD", "VALUE"), rows)
@@ -230,6 +244,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     spec = _spec_from_args(args, "render")
     decision = plan_job(spec, _inventory(args, spec))
     _print_warnings(decision)
+    _warn_unpinned_image(spec, decision)
     _say_where_the_entrypoint_goes(spec)
     objects = render_job(
         spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=_namespace(args, spec), submission_mode=args.submission_mode
@@ -352,6 +367,7 @@ def _dry_run(spec: Any, options: Any, output: str) -> int:
     decision = unsized_decision(SizingRequest.from_spec(spec)) if inventory is None else plan_job(spec, inventory)
     result: dict[str, Any] = {"backend": backend, "plan": decision.to_dict(), "entrypoint": spec.entrypoint}
     if backend == "kubernetes":
+        _warn_unpinned_image(spec, decision)
         namespace = replace(options.cluster, namespace=spec.namespace or options.namespace).resolved_namespace()
         result["objects"] = render_job(spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=namespace)
     dump(result, "json" if output == "json" else "yaml")

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import re
 
-from tests.helpers import cli_env, run_cli
+import pytest
+
+from tests.helpers import EXAMPLES, cli_env, run_cli
 
 #: `adjuster run` flags that have no RAYBRIDGE_ADJUSTER_ variable: they matter to `adjuster plan --policy kai` only.
 NO_ENV = {"--help", "--policy", "--kai-namespace"}
@@ -40,3 +42,26 @@ def test_adjuster_run_help_shows_every_flags_default_and_its_variable() -> None:
                    if flag not in NO_ENV and f"env RAYBRIDGE_ADJUSTER_{flag[2:].replace('-', '_').upper()})" not in text]
     assert no_variable == []
     assert "(default: 15; env RAYBRIDGE_ADJUSTER_LEASE_DURATION)" in flags["--lease-duration"]
+
+
+NODES = str(EXAMPLES / "cluster" / "nodes.json")
+AMD_DEFAULT_WARNING = "warning: image rocm/ray:latest is the AMD default: Ray publishes no ROCm image"
+SIZE = ["--gpus", "16", "--nodes", NODES]
+
+# (case, command line, whether the AMD default image is warned of)
+IMAGE_WARNING_ROWS = [
+    ("plan on AMD", ["plan", *SIZE, "--gpu-vendor", "amd"], True),
+    ("render on AMD", ["render", *SIZE, "--gpu-vendor", "amd"], True),
+    ("dry run on Kubernetes, AMD", ["submit", "--dry-run", "--backend", "kubernetes", *SIZE, "--gpu-vendor", "amd"], True),
+    ("render on AMD, image pinned", ["render", *SIZE, "--gpu-vendor", "amd", "--image", "rocm/ray:6.3"], False),
+    ("render on NVIDIA", ["render", *SIZE, "--gpu-vendor", "nvidia"], False),
+    ("render without GPUs", ["render", "--nodes", NODES], False),
+]
+
+
+@pytest.mark.parametrize("case, command, warned", IMAGE_WARNING_ROWS, ids=[row[0] for row in IMAGE_WARNING_ROWS])
+def test_the_unpinned_amd_default_image_is_warned_of(case: str, command: list[str], warned: bool) -> None:
+    out = run_cli(*command, "--", "python", "x.py")
+    assert out.returncode == 0, out.stderr
+    assert (AMD_DEFAULT_WARNING in out.stderr) is warned, out.stderr
+    assert AMD_DEFAULT_WARNING not in out.stdout
