@@ -130,9 +130,7 @@ def _spec_from_args(args: argparse.Namespace, purpose: str, submission_id: Optio
 
 
 def _inventory(args: argparse.Namespace, spec: Any = None) -> Any:
-    from raybridge.core.consts import VENDORS
     from raybridge.jobs.discovery import discover_inventory
-    from raybridge.noise import without_probe_library_notes
 
     inventory = discover_inventory(
         nodes_file=args.nodes,
@@ -141,7 +139,15 @@ def _inventory(args: argparse.Namespace, spec: Any = None) -> Any:
         cluster=cluster_target(args),
         tolerations=spec.tolerations if spec is not None else (),
     )
-    if inventory.source != "local" or any(node.vendor for node in inventory.nodes):
+    return _without_library_notes(inventory)
+
+
+def _without_library_notes(inventory: Any) -> Any:
+    """This machine's inventory without its GPU-library notes when it has no GPUs and `-v` is not given."""
+    from raybridge.core.consts import VENDORS
+    from raybridge.noise import without_probe_library_notes
+
+    if inventory is None or inventory.source != "local" or any(node.vendor for node in inventory.nodes):
         return inventory
     return replace(inventory, notes=without_probe_library_notes(tuple(inventory.notes), tuple(VENDORS)))
 
@@ -363,7 +369,7 @@ def _dry_run(spec: Any, options: Any, output: str) -> int:
 
     backend, why = choose_backend(options)
     progress(f"backend: {backend} ({why}); dry run, nothing is created")
-    inventory = submission_inventory(backend, options, spec.tolerations)
+    inventory = _without_library_notes(submission_inventory(backend, options, spec.tolerations))
     decision = unsized_decision(SizingRequest.from_spec(spec)) if inventory is None else plan_job(spec, inventory)
     result: dict[str, Any] = {"backend": backend, "plan": decision.to_dict(), "entrypoint": spec.entrypoint}
     if backend == "kubernetes":

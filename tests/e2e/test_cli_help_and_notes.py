@@ -5,6 +5,7 @@ CLI in, output and exit status out.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -65,3 +66,24 @@ def test_the_unpinned_amd_default_image_is_warned_of(case: str, command: list[st
     assert out.returncode == 0, out.stderr
     assert (AMD_DEFAULT_WARNING in out.stderr) is warned, out.stderr
     assert AMD_DEFAULT_WARNING not in out.stdout
+
+
+HELLO = str(EXAMPLES / "hello.yaml")
+
+# (case, command line): a job with no GPUs on the example's mixed AMD and NVIDIA nodes
+CPU_ONLY_ROWS = [
+    ("plan", ["plan", HELLO, "--nodes", NODES, "-o", "json"]),
+    ("dry run, Kubernetes", ["submit", HELLO, "--dry-run", "--backend", "kubernetes", "--nodes", NODES, "-o", "json"]),
+    ("dry run, local", ["submit", HELLO, "--dry-run", "--nodes", NODES, "-o", "json"]),
+]
+
+
+@pytest.mark.parametrize("case, command", CPU_ONLY_ROWS, ids=[row[0] for row in CPU_ONLY_ROWS])
+def test_a_cpu_only_job_picks_no_gpu_vendor_and_notes_none(case: str, command: list[str]) -> None:
+    out = run_cli(*command)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    plan = result.get("plan", result)
+    assert (plan["gpuVendor"], plan["resourceKey"], plan["totalGpus"]) == (None, None, 0)
+    assert plan["notes"] == []  # no mixed-cluster note, and no note that this machine lacks GPU libraries
+    assert "mixed cluster" not in out.stderr
