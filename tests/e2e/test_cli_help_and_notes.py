@@ -87,3 +87,11 @@ def test_a_cpu_only_job_picks_no_gpu_vendor_and_notes_none(case: str, command: l
     assert (plan["gpuVendor"], plan["resourceKey"], plan["totalGpus"]) == (None, None, 0)
     assert plan["notes"] == []  # no mixed-cluster note, and no note that this machine lacks GPU libraries
     assert "mixed cluster" not in out.stderr
+
+
+@pytest.mark.parametrize("command", [["status", "hello"], ["logs", "hello"], ["list"], ["stop", "hello"], ["delete", "hello"]])
+def test_without_a_cluster_the_job_commands_say_where_a_local_runs_job_went(command: list[str]) -> None:
+    out = run_cli(*command)  # no kubeconfig, not in a pod: where a local run leaves the user
+    assert out.returncode == 3
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("error: no kubeconfig found"), out.stderr
+    assert "a local run's job lives only while its `submit` runs" in out.stderr and "submit with --address" in out.stderr
