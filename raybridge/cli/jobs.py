@@ -368,10 +368,10 @@ def _dry_run(spec: Any, options: Any, output: str) -> int:
     from raybridge.jobs.discovery import submission_inventory
 
     backend, why = choose_backend(options)
-    progress(f"backend: {backend} ({why}); dry run, nothing is created")
+    progress("dry run, nothing is created")  # the backend and why it was chosen are in the document, said once
     inventory = _without_library_notes(submission_inventory(backend, options, spec.tolerations))
     decision = unsized_decision(SizingRequest.from_spec(spec)) if inventory is None else plan_job(spec, inventory)
-    result: dict[str, Any] = {"backend": backend, "plan": decision.to_dict(), "entrypoint": spec.entrypoint}
+    result: dict[str, Any] = {"backend": backend, "backendReason": why, "plan": decision.to_dict(), "entrypoint": spec.entrypoint}
     if backend == "kubernetes":
         _warn_unpinned_image(spec, decision)
         namespace = replace(options.cluster, namespace=spec.namespace or options.namespace).resolved_namespace()

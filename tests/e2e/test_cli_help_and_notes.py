@@ -95,3 +95,14 @@ def test_without_a_cluster_the_job_commands_say_where_a_local_runs_job_went(comm
     assert out.returncode == 3
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("error: no kubeconfig found"), out.stderr
     assert "a local run's job lives only while its `submit` runs" in out.stderr and "submit with --address" in out.stderr
+
+
+@pytest.mark.parametrize("flags", [[], ["-o", "yaml"], ["-o", "json"], ["-v"]], ids=["default", "yaml", "json", "verbose"])
+def test_a_dry_run_says_its_backend_once(flags: list[str]) -> None:
+    out = run_cli("submit", HELLO, "--dry-run", *flags)  # no kubeconfig: the local backend
+    assert out.returncode == 0, out.stderr
+    said = [line for line in (out.stderr + out.stdout).splitlines() if re.match(r'\s*"?backend"?: "?local', line)]
+    assert len(said) == 1, out.stderr + out.stdout
+    result = json.loads(out.stdout) if "json" in flags else None
+    assert result is None or result["backendReason"] == "no kubeconfig or in-cluster config was found"
+    assert "dry run, nothing is created" in out.stderr
