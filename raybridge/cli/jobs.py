@@ -335,8 +335,10 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
     if args.dashboard_address:
         raise BadInput("--dashboard-address is for the kubernetes backend; locally use --address")
     address = args.address or os.environ.get("RAY_ADDRESS")
-    if address and address != "auto" and not args.dry_run:
-        # Ray itself retries a GCS address that does not answer for about 40 s, writing its C++ warnings to stderr.
+    checked = bool(address and address != "auto" and not args.dry_run)
+    if checked:
+        # Ray itself retries a GCS address that refuses or never answers for about 40 s, writing its C++
+        # warnings to stderr: --request-timeout bounds this check instead.
         from raybridge.gpu.ray_probe import check_reachable
 
         check_reachable(address, options.request_timeout)
@@ -346,7 +348,7 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
             ("--namespace", args.namespace),
             ("--kubeconfig", args.kubeconfig),
             ("--context", args.context),
-            ("--request-timeout", args.request_timeout),
+            ("--request-timeout", args.request_timeout is not None and not checked),
             ("--queue", args.queue),
             ("--priority-class", args.priority_class),
             ("--nodes", args.nodes),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 
 import pytest
 
@@ -106,3 +107,13 @@ def test_a_dry_run_says_its_backend_once(flags: list[str]) -> None:
     result = json.loads(out.stdout) if "json" in flags else None
     assert result is None or result["backendReason"] == "no kubeconfig or in-cluster config was found"
     assert "dry run, nothing is created" in out.stderr
+
+
+def test_a_ray_address_that_accepts_and_never_answers_is_one_line_and_exit_3_within_the_request_timeout() -> None:
+    with socket.socket() as listener:  # the kernel completes the handshake (backlog); nothing ever answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        out = run_cli("submit", HELLO, "--address", address, "--request-timeout", "2", timeout=120)
+    assert out.returncode == 3
+    assert out.stderr == f"error: cannot connect to the Ray cluster at {address!r}: it accepts connections but does not answer within 2s\n"
