@@ -164,10 +164,10 @@ def _now(text: Any) -> Any:
 
     if not text:
         return datetime.now(timezone.utc)
-    from raybridge.adjuster.decision.demand import parse_time
+    from raybridge.core.kubeobjects import parse_rfc3339
     from raybridge.errors import BadInput
 
-    parsed = parse_time(text)
+    parsed = parse_rfc3339(text)
     if parsed is None:
         raise BadInput(f"--now {text!r} is not an RFC 3339 time (e.g. 2025-01-31T12:00:00Z)")
     return parsed

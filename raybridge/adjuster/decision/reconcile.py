@@ -61,16 +61,17 @@ from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.adjuster.decision.plan import AdjusterPlan, Placeholder, plan_placeholders, scheduling_order
-from raybridge.core.consts import (
-    GPU_MEMORY_LABELS,
-    GPU_RESOURCE_KEYS,
-    KAI_GPU_DEVICES_ANNOTATION,
-    KAI_GPU_FRACTION_ANNOTATION,
-    KAI_GPU_MEMORY_ANNOTATION,
-)
+from raybridge.adjuster.decision.kai_share import landed_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
-from raybridge.adjuster.decision.demand import DemandPiece, parse_fraction, parse_whole, pod_key, select_demand
-from raybridge.core.inventory import node_allocatable_resources, pod_gpu_requests, pod_resource_requests
+from raybridge.adjuster.decision.demand import DemandPiece, pod_key, select_demand
+from raybridge.core.inventory import (
+    named_nodes,
+    node_allocatable_resources,
+    node_gpus_by_vendor,
+    pod_gpu_requests,
+    pod_resource_requests,
+)
+from raybridge.core.kubeobjects import as_dict
 from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem, Resources
 
 #: States of an existing placeholder.
@@ -190,6 +191,22 @@ def _gpu_groups_of(labels: Mapping[str, Any]) -> list[str]:
     return groups
 
 
+def _node_gpus(nodes: Optional[Iterable[Any]]) -> tuple[dict[str, list[Fraction]], dict[str, Optional[int]]]:
+    """Per node: a whole room for each of its GPUs (any vendor), and the MiB per GPU its labels give (None: unknown).
+
+    Read by `core/inventory.py` `node_gpus_by_vendor`, as demand.py reads the nodes a pod may land on, so a
+    pod's share counts the same waiting and landed (allocatable, else capacity; NVIDIA's MiB and AMD's "192G").
+    """
+    rooms: dict[str, list[Fraction]] = {}
+    memory: dict[str, Optional[int]] = {}
+    warnings: list[str] = []  # what the inventory could not read is said by the demand's reading of the same nodes
+    for name, meta, node in named_nodes((n for n in nodes or () if isinstance(n, dict)), warnings):
+        gpus = node_gpus_by_vendor(name, node, as_dict(meta.get("labels")), warnings)
+        rooms[name] = [Fraction(1)] * sum(count for count, _ in gpus.values())
+        memory[name] = next((mib for _, mib in gpus.values() if mib), None)
+    return rooms, memory
+
+
 def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str, list[Fraction]]:
     """Per node: the room left on each GPU (any vendor) once the pods bound there and not finished are placed.
 
@@ -199,26 +216,7 @@ def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str
     packed first fit, largest first, into what is left: never more room than is really free on a node
     packed as well, and a node filled by any pods (not only a placeholder's own) shows no room.
     """
-    rooms: dict[str, list[Fraction]] = {}
-    memory: dict[str, Optional[int]] = {}
-    for node in nodes or ():
-        if not isinstance(node, Mapping):
-            continue
-        meta = node.get("metadata") if isinstance(node.get("metadata"), Mapping) else {}
-        name = meta.get("name")
-        allocatable = (node.get("status") or {}).get("allocatable") if isinstance(node.get("status"), Mapping) else None
-        if not isinstance(name, str) or not isinstance(allocatable, Mapping):
-            continue
-        total = 0
-        for key in GPU_RESOURCE_KEYS.values():
-            try:
-                total += int(str(allocatable.get(key, "0")))
-            except ValueError:
-                pass
-        rooms[name] = [Fraction(1)] * max(total, 0)
-        labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
-        memory[name] = next((int(str(labels[k])) for ks in GPU_MEMORY_LABELS.values() for k in ks
-                             if str(labels.get(k, "")).isdigit() and int(str(labels[k])) > 0), None)
+    rooms, memory = _node_gpus(nodes)
     bound: list[tuple[str, Mapping[str, Any], Mapping[str, Any]]] = []  # (node, pod, labels)
     for pod in pods:
         if not isinstance(pod, Mapping):
@@ -254,7 +252,7 @@ def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str
             if free is None:
                 break
             room[free] = Fraction(0)
-        share = _landed_share(pod, memory.get(node_name))
+        share = landed_share(as_dict(as_dict(pod.get("metadata")).get("annotations")), memory.get(node_name))
         if share is None:
             continue
         on = [shared[(node_name, g)] for g in _gpu_groups_of(labels) if (node_name, g) in shared]
@@ -273,26 +271,6 @@ def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str
             for i in sorted(range(len(room)), key=lambda i: -room[i])[: devices - len(chosen)]:
                 room[i] = max(Fraction(0), room[i] - fraction)
     return rooms
-
-
-def _landed_share(pod: Mapping[str, Any], gpu_memory_mib: Optional[int]) -> Optional[tuple[Fraction, int]]:
-    """(fraction of a GPU, devices) a bound GPU-sharing pod holds; a gpu-memory pod on a node whose GPU memory is unknown holds whole GPUs."""
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
-    if not annotations.get(KAI_GPU_FRACTION_ANNOTATION) and not annotations.get(KAI_GPU_MEMORY_ANNOTATION):
-        return None
-    devices, _ = parse_whole(annotations.get(KAI_GPU_DEVICES_ANNOTATION, "1"), "devices", 1)
-    devices = devices or 1
-    if annotations.get(KAI_GPU_FRACTION_ANNOTATION):
-        fraction, _ = parse_fraction(annotations.get(KAI_GPU_FRACTION_ANNOTATION))
-        return (fraction, devices) if fraction is not None else (Fraction(1), devices)
-    try:
-        mib = int(str(annotations.get(KAI_GPU_MEMORY_ANNOTATION)))
-    except ValueError:
-        mib = 0
-    if not gpu_memory_mib or mib <= 0:
-        return Fraction(1), devices
-    return min(Fraction(1), Fraction(mib, gpu_memory_mib)), devices
 
 
 def _with_room(room: list[Fraction]) -> list[int]:

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from raybridge.adjuster import consts
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.plan import Placeholder
-from raybridge.adjuster.decision.demand import parse_time
+from raybridge.core.kubeobjects import parse_rfc3339
 from raybridge.core.inventory import format_milli, pod_resource_requests
 from raybridge.adjuster.decision.reconcile import (
     FINISHED,
@@ -84,10 +84,10 @@ def _signal_identity(meta: Mapping[str, Any]) -> Optional[tuple[str, str, int, t
 def _scheduled_at(pod: Mapping[str, Any]) -> Optional[datetime]:
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled" and condition.get("status") == "True":
-            found = parse_time(condition.get("lastTransitionTime"))
+            found = parse_rfc3339(condition.get("lastTransitionTime"))
             if found:
                 return found
-    return parse_time((pod.get("status") or {}).get("startTime")) or parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    return parse_rfc3339((pod.get("status") or {}).get("startTime")) or parse_rfc3339((pod.get("metadata") or {}).get("creationTimestamp"))
 
 
 @dataclass(frozen=True)
@@ -317,7 +317,7 @@ def read_request(obj: Mapping[str, Any], now: datetime, failed_backoff: float) -
         condition = conditions.get(kind) or {}
         if condition.get("status") != "True":
             return None
-        return parse_time(condition.get("lastTransitionTime")) or now
+        return parse_rfc3339(condition.get("lastTransitionTime")) or now
 
     if true("CapacityRevoked") or true("BookingExpired"):
         # The capacity (or its booking) is gone: the request is spent; pods still waiting are planned again.
