@@ -147,9 +147,9 @@ def waiting_pod_keys(pods: Iterable[Any]) -> set[str]:
     for pod in pods:
         if not isinstance(pod, Mapping):
             continue
-        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
-        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+        spec = as_dict(pod.get("spec"))
+        status = as_dict(pod.get("status"))
+        meta = as_dict(pod.get("metadata"))
         if spec.get("nodeName") or meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
             continue
         keys.add(pod_key(pod))
@@ -221,13 +221,13 @@ def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str
     for pod in pods:
         if not isinstance(pod, Mapping):
             continue
-        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+        spec = as_dict(pod.get("spec"))
+        status = as_dict(pod.get("status"))
         node_name = spec.get("nodeName")
         if node_name not in rooms or status.get("phase") in ("Succeeded", "Failed"):
             continue
-        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-        labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+        meta = as_dict(pod.get("metadata"))
+        labels = as_dict(meta.get("labels"))
         bound.append((node_name, pod, labels))
     # The shared GPUs first: one GPU per reservation pod, keyed by its group.
     shared: dict[tuple[str, str], int] = {}
@@ -323,8 +323,8 @@ def _node_resources_left(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) ->
     for pod in pods:
         if not isinstance(pod, Mapping):
             continue
-        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+        spec = as_dict(pod.get("spec"))
+        status = as_dict(pod.get("status"))
         mine = left.get(spec.get("nodeName"))  # type: ignore[arg-type]
         if mine is None or status.get("phase") in ("Succeeded", "Failed"):
             continue
