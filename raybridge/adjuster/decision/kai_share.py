@@ -30,7 +30,7 @@ MAX_VALUE_LENGTH = 64
 SMALLEST_FRACTION = Fraction(1, 10**30)
 #: How each whole-number annotation is named in the reasons given for refusing it.
 MEMORY_WHAT = "gpu-memory (MiB)"
-DEVICES_WHAT = "gpu-fraction-num-devices"
+DEVICES_WHAT = KAI_GPU_DEVICES_ANNOTATION
 #: Bound on a cache handed to `read_kai_share` (pods repeat a few texts; a hostile list could repeat none).
 MAX_CACHED = 10_000
 
