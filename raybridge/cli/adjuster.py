@@ -16,7 +16,6 @@ It imports neither ray nor (outside `run`) kubernetes, and decides nothing itsel
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 from raybridge.cli.args import Parser, add_cluster_args, add_output_arg
@@ -77,36 +76,23 @@ def _group_help(parser: argparse.ArgumentParser) -> int:
 
 
 # --- settings shared by the group's commands ------------------------------------------------
+# The flag types below only read the text as a number; what range each value must be in is checked once, in
+# `adjuster/decision/settings.py` (AdjusterSettings.problems, RunSettings.problems), for flags and
+# RAYBRIDGE_ADJUSTER_* variables alike.
 
 
-def _non_negative_seconds(text: str) -> float:
+def _seconds(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0 (got {text!r})")
-    return value
 
 
-def _integer(text: str) -> int:
+def _whole(text: str) -> int:
     try:
-        return int(text)
+        return int(text, 10)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})") from None
-
-
-def _whole(minimum: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text, 10)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum} (got {text!r})")
-        return value
-
-    return parse
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
 
 
 def _fraction(text: str) -> Any:
@@ -117,8 +103,8 @@ def _fraction(text: str) -> Any:
         value = Decimal(text)
     except InvalidOperation:
         raise argparse.ArgumentTypeError(f"not a decimal number: {text!r}") from None
-    if not value.is_finite() or not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be above 0 and at most 1 (got {text!r})")
+    if not value.is_finite():  # a Fraction holds no NaN or infinity
+        raise argparse.ArgumentTypeError(f"not a finite decimal number: {text!r}")
     return Fraction(value)
 
 
@@ -126,14 +112,14 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("adjuster settings")
     g.add_argument("--policy", choices=("exact", "kai"), default="exact", help="exact: bin packing per constraint group (default); kai: KAI's node-scale-adjuster rule, one pass")
     g.add_argument("--scheduler-name", default=KAI_SCHEDULER_NAME, help=f"pods of this scheduler count (default: {KAI_SCHEDULER_NAME})")
-    g.add_argument("--grace-period", type=_non_negative_seconds, default=float(ADJUSTER_DEFAULT_GRACE_SECONDS), metavar="SECONDS",
+    g.add_argument("--grace-period", type=_seconds, default=float(ADJUSTER_DEFAULT_GRACE_SECONDS), metavar="SECONDS",
                    help=f"a pod counts once it has been Unschedulable this long (default: {ADJUSTER_DEFAULT_GRACE_SECONDS}; 0 to compare with KAI)")  # fmt: skip
     g.add_argument("--memory-fraction", type=_fraction, default=None, metavar="F",
                    help=f"a gpu-memory pod's fraction where its nodes' GPU memory is unknown (default: {ADJUSTER_DEFAULT_MEMORY_FRACTION}, as KAI)")  # fmt: skip
-    g.add_argument("--max-gpus", type=_whole(0), default=None, metavar="N", help="at most N placeholder GPUs in all; what is cut is reported")
+    g.add_argument("--max-gpus", type=_whole, default=None, metavar="N", help="at most N placeholder GPUs in all; what is cut is reported")
     g.add_argument("--default-vendor", choices=VENDORS, default=ADJUSTER_DEFAULT_VENDOR,
                    help=f"vendor of pods whose annotation ({'raybridge.io/gpu-vendor'}) and nodes do not say (default: {ADJUSTER_DEFAULT_VENDOR})")  # fmt: skip
-    g.add_argument("--node-gpus", type=_whole(1), default=None, metavar="N", help="GPUs per node where no node of a group is known")
+    g.add_argument("--node-gpus", type=_whole, default=None, metavar="N", help="GPUs per node where no node of a group is known")
     g.add_argument("--kai-namespace", default=KAI_SCALE_ADJUST_NAMESPACE, help=f"--policy kai: namespace of KAI's scaling pods (default: {KAI_SCALE_ADJUST_NAMESPACE})")
 
 
@@ -339,13 +325,13 @@ def _register_run(commands: Any) -> None:
          f"autoscaler's cutoff (default: {consts.DEFAULT_PRIORITY_CLASS})")
     flag("expendable-pods-priority-cutoff", str(consts.DEFAULT_EXPENDABLE_CUTOFF), "the cluster autoscaler's flag of that name: "
          f"placeholders below it never cause a scale-up, so a PriorityClass below it is refused (default: {consts.DEFAULT_EXPENDABLE_CUTOFF}, "
-         "the autoscaler's)", type=_integer)
+         "the autoscaler's)", type=_whole)
     flag("placeholder-image", consts.DEFAULT_PLACEHOLDER_IMAGE, "image of the placeholders: it must have /bin/true; it exits at once")
-    flag("provision-timeout", str(consts.DEFAULT_PROVISION_TIMEOUT_SECONDS), "seconds capacity a placeholder brought up counts for its pods before they must land", type=_non_negative_seconds)
+    flag("provision-timeout", str(consts.DEFAULT_PROVISION_TIMEOUT_SECONDS), "seconds capacity a placeholder brought up counts for its pods before they must land", type=_seconds)
     flag("provisioning-class", consts.DEFAULT_PROVISIONING_CLASS, f"--mode provisioning-request: the requests' class (default: {consts.DEFAULT_PROVISIONING_CLASS})")
-    flag("failed-backoff", str(consts.DEFAULT_FAILED_BACKOFF_SECONDS), "--mode provisioning-request: seconds a Failed request waits before it is asked for again", type=_non_negative_seconds)
-    flag("resync", str(consts.DEFAULT_RESYNC_SECONDS), "seconds between reconciles without an event", type=_non_negative_seconds)
-    flag("debounce", str(consts.DEFAULT_DEBOUNCE_SECONDS), "quiet seconds after an event before reconciling", type=_non_negative_seconds)
+    flag("failed-backoff", str(consts.DEFAULT_FAILED_BACKOFF_SECONDS), "--mode provisioning-request: seconds a Failed request waits before it is asked for again", type=_seconds)
+    flag("resync", str(consts.DEFAULT_RESYNC_SECONDS), "seconds between reconciles without an event", type=_seconds)
+    flag("debounce", str(consts.DEFAULT_DEBOUNCE_SECONDS), "quiet seconds after an event before reconciling", type=_seconds)
     flag("log-format", "text", "text or json", choices=LOG_FORMATS)
     flag("metrics-bind-address", None, "HOST:PORT of /metrics, /healthz and /readyz: 127.0.0.1:8080 for this machine "
          "alone, :8080 for every interface, 0 for no server (default: :8080, what a pod needs for its probes)",
@@ -354,9 +340,9 @@ def _register_run(commands: Any) -> None:
     section = p.add_argument_group("leader election")
     flag("leader-election", "true", "true (default) or false: only the holder of the Lease acts", choices=("true", "false"))
     flag("lease-name", consts.DEFAULT_LEASE_NAME, "name of the coordination.k8s.io Lease")
-    flag("lease-duration", str(consts.DEFAULT_LEASE_DURATION_SECONDS), "seconds a standby waits before taking over", type=_whole(1))
-    flag("renew-deadline", str(consts.DEFAULT_RENEW_DEADLINE_SECONDS), "seconds the leader tries to renew before giving up", type=_whole(1))
-    flag("retry-period", str(consts.DEFAULT_RETRY_PERIOD_SECONDS), "seconds between Lease attempts", type=_whole(1))
+    flag("lease-duration", str(consts.DEFAULT_LEASE_DURATION_SECONDS), "seconds a standby waits before taking over", type=_whole)
+    flag("renew-deadline", str(consts.DEFAULT_RENEW_DEADLINE_SECONDS), "seconds the leader tries to renew before giving up", type=_whole)
+    flag("retry-period", str(consts.DEFAULT_RETRY_PERIOD_SECONDS), "seconds between Lease attempts", type=_whole)
     flag("identity", "", "this replica's name in the Lease (default: host name and a random suffix)")
     add_cluster_args(
         p, namespace_help=f"namespace of the placeholders and the Lease (default: {consts.DEFAULT_NAMESPACE}; env {env_name('namespace')})",
