@@ -225,6 +225,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump
+    from raybridge.jobapi.ray_import import installed_ray_version
     from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
 
     spec = _spec_from_args(args, "render")
@@ -232,7 +233,8 @@ def cmd_render(args: argparse.Namespace) -> int:
     _print_warnings(decision)
     _say_where_the_entrypoint_goes(spec)
     objects = render_job(
-        spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=_namespace(args, spec), submission_mode=args.submission_mode
+        spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=_namespace(args, spec), submission_mode=args.submission_mode,
+        ray_version=installed_ray_version(),
     )
     _say_what_it_is_for(objects)
     if args.output == "json":
@@ -341,6 +343,7 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
 
 def _dry_run(spec: Any, options: Any, output: str) -> int:
     from raybridge.cli.render import dump, progress
+    from raybridge.jobapi.ray_import import installed_ray_version
     from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
     from raybridge.jobs.decision.sizing import SizingRequest, unsized_decision
     from raybridge.jobs import choose_backend
@@ -353,7 +356,8 @@ def _dry_run(spec: Any, options: Any, output: str) -> int:
     result: dict[str, Any] = {"backend": backend, "plan": decision.to_dict(), "entrypoint": spec.entrypoint}
     if backend == "kubernetes":
         namespace = replace(options.cluster, namespace=spec.namespace or options.namespace).resolved_namespace()
-        result["objects"] = render_job(spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=namespace)
+        result["objects"] = render_job(spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=namespace,
+                                       ray_version=installed_ray_version())
     dump(result, "json" if output == "json" else "yaml")
     return EXIT_OK
 
