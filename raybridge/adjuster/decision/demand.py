@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from raybridge.adjuster.decision.kai_share import asks_for_share, read_kai_share
+from raybridge.adjuster.decision.kai_share import KaiShare, asks_for_share, read_kai_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.core.consts import (
     GPU_RESOURCE_KEYS,
@@ -559,6 +559,10 @@ def _daemon_set_requests(pods: Sequence[Any]) -> dict[str, dict[str, int]]:
     return found
 
 
+#: Why a pod is not demand: (code, reason).
+_Verdict = tuple[str, str]
+
+
 def _judge(
     pod: dict[str, Any],
     meta: dict[str, Any],
@@ -568,50 +572,88 @@ def _judge(
     now: datetime,
     pod_groups: Mapping[tuple[str, str], Any],
 ) -> DemandPiece | IgnoredPod:
+    """The pod's demand piece, or why it is not one: each step below may say why not."""
     key = _key_of_meta(meta)
+    spec, status = pod.get("spec"), pod.get("status")
+    verdict = _not_pending_here(pod, meta, spec, status, settings)
+    if verdict is not None:
+        return IgnoredPod(key, *verdict)
+    assert isinstance(spec, dict)  # _not_pending_here refuses a pod without one
+    verdict, share, vendor = _what_it_asks(annotations, groups)
+    if verdict is None:
+        problem, constraints = groups.constraints(spec)
+        verdict = ("bad-constraints", problem) if problem else None
+    if verdict is not None:
+        return IgnoredPod(key, *verdict)
+    verdict, waited = _waiting_for_nodes(pod, status, groups, settings, now, pod_groups)
+    if verdict is not None:
+        return IgnoredPod(key, *verdict)
+    assert share is not None and share.devices is not None  # _what_it_asks refuses a share it cannot read
+    group, shape = groups.group(constraints, groups.vendor_for(constraints, vendor))
+    verdict, fraction, source = _share_of_a_gpu(share, group, shape, groups, settings)
+    if verdict is not None:
+        return IgnoredPod(key, *verdict)
+    resources = pod_resource_requests(spec)
+    verdict = _too_large(resources, shape)
+    if verdict is not None:
+        return IgnoredPod(key, *verdict)
+    created = meta.get("creationTimestamp")
+    return DemandPiece(
+        pod=key,
+        fraction=fraction,
+        devices=share.devices,
+        group=group,
+        source=source,
+        memory_mib=share.memory_mib,
+        waiting_seconds=waited,
+        created=created if isinstance(created, str) else None,
+        resources=resources,
+    )
 
-    def ignore(code: str, reason: str) -> IgnoredPod:
-        return IgnoredPod(key, code, reason)
 
+def _not_pending_here(pod: dict[str, Any], meta: dict[str, Any], spec: Any, status: Any, settings: AdjusterSettings) -> Optional[_Verdict]:
+    """Why the pod is not a pending pod of our scheduler that shares GPUs (malformed, landed, whole GPUs), or None."""
     name = meta.get("name")
     if not isinstance(name, str) or not name:
-        return ignore("malformed", "the pod has no metadata.name")
-    spec = pod.get("spec")
+        return "malformed", "the pod has no metadata.name"
     if not isinstance(spec, dict):
-        return ignore("malformed", "the pod has no spec")
-    status = pod.get("status")
+        return "malformed", "the pod has no spec"
     phase = status.get("phase") if isinstance(status, dict) else None
     if phase in ("Succeeded", "Failed"):
-        return ignore("finished", f"phase {phase}")
+        return "finished", f"phase {phase}"
     node_name = spec.get("nodeName")
     if node_name:
-        return ignore("bound", f"bound to node {node_name}")
+        return "bound", f"bound to node {node_name}"
     if meta.get("deletionTimestamp"):
-        return ignore("deleting", "the pod is being deleted")
+        return "deleting", "the pod is being deleted"
     scheduler = spec.get("schedulerName") or "default-scheduler"
     if scheduler != settings.scheduler_name:
-        return ignore("other-scheduler", f"scheduled by {scheduler!s:.63}, not {settings.scheduler_name}: its GPU-sharing annotation has no effect")
+        return "other-scheduler", f"scheduled by {scheduler!s:.63}, not {settings.scheduler_name}: its GPU-sharing annotation has no effect"
     whole = pod_gpu_requests(pod) if _mentions_gpu_resources(spec) else None
     if whole:
         asked = ", ".join(f"{n} {k}" for k, n in sorted(whole.items()))
-        return ignore("whole-gpu-request", f"requests whole GPUs ({asked}): the cluster autoscaler sees those itself")
+        return "whole-gpu-request", f"requests whole GPUs ({asked}): the cluster autoscaler sees those itself"
+    return None
 
-    # --- the annotations (adjuster/decision/kai_share.py reads them, as for pods that landed) ---
+
+def _what_it_asks(annotations: dict[str, Any], groups: _Groups) -> tuple[Optional[_Verdict], Optional[KaiShare], Optional[str]]:
+    """(why its annotations are not a request, the share it asks for, the vendor it names). The share is read by
+    adjuster/decision/kai_share.py, as for pods that landed."""
     share = read_kai_share(annotations, groups.parsed_texts)
     if share.problem or share.devices is None:
-        return ignore("bad-annotation", share.problem or "bad gpu-fraction-num-devices")
-    fraction, memory_mib, devices = share.fraction, share.memory_mib, share.devices
+        return ("bad-annotation", share.problem or "bad gpu-fraction-num-devices"), None, None
     vendor_annotation = annotations.get(GPU_VENDOR_ANNOTATION)
     vendor: Optional[str] = None
     if vendor_annotation is not None:
         vendor = vendor_annotation.lower() if isinstance(vendor_annotation, str) else None
         if vendor not in VENDORS:
-            return ignore("bad-annotation", f"{GPU_VENDOR_ANNOTATION} {vendor_annotation!r} is not one of {', '.join(VENDORS)}")
-    problem, constraints = groups.constraints(spec)
-    if problem:
-        return ignore("bad-constraints", problem)
+            return ("bad-annotation", f"{GPU_VENDOR_ANNOTATION} {vendor_annotation!r} is not one of {', '.join(VENDORS)}"), None, None
+    return None, share, vendor
 
-    # --- is it waiting for nodes? ---
+
+def _waiting_for_nodes(pod: dict[str, Any], status: Any, groups: _Groups, settings: AdjusterSettings, now: datetime,
+                       pod_groups: Mapping[tuple[str, str], Any]) -> tuple[Optional[_Verdict], Optional[float]]:
+    """(why it does not wait for nodes: not Unschedulable, within the grace period, out of quota; seconds it waited)."""
     cond = None  # pod_scheduled_condition(pod), without walking to the status again
     conditions = status.get("conditions") if isinstance(status, dict) else None
     if isinstance(conditions, list):
@@ -621,22 +663,13 @@ def _judge(
                 break
     if cond is None or cond.get("status") != "False" or cond.get("reason") != "Unschedulable":
         shown = "no PodScheduled condition" if cond is None else f"PodScheduled {cond.get('status')}/{cond.get('reason') or '-'}"
-        return ignore("not-unschedulable", f"not marked Unschedulable ({shown})")
-    stamp = cond.get("lastTransitionTime")
-    if isinstance(stamp, str) and stamp in groups.waits:
-        waited = groups.waits[stamp]
-    else:
-        waited = None
-        since = parse_rfc3339(stamp) if isinstance(stamp, str) else None
-        if since is not None:
-            waited = (now - since).total_seconds()
-        if isinstance(stamp, str) and len(groups.waits) < 100_000:
-            groups.waits[stamp] = waited
+        return ("not-unschedulable", f"not marked Unschedulable ({shown})"), None
+    waited = _waited(cond.get("lastTransitionTime"), groups, now)
     if settings.grace_period_seconds > 0:
         if waited is None:
-            return ignore("grace-period", "PodScheduled has no valid lastTransitionTime: how long it has waited is unknown")
+            return ("grace-period", "PodScheduled has no valid lastTransitionTime: how long it has waited is unknown"), None
         if waited < settings.grace_period_seconds:
-            return ignore("grace-period", f"unschedulable for {max(waited, 0):.1f} s, under the {settings.grace_period_seconds:g} s grace period")
+            return ("grace-period", f"unschedulable for {max(waited, 0):.1f} s, under the {settings.grace_period_seconds:g} s grace period"), None
     message = cond.get("message")
     if isinstance(message, str):
         if message in groups.quota_messages:
@@ -649,45 +682,52 @@ def _judge(
         blocked = None
     blocked = blocked or _quota_in_pod_group(pod, pod_groups)
     if blocked:
-        return ignore("quota-blocked", blocked)
+        return ("quota-blocked", blocked), None
+    return None, waited
 
-    # --- which nodes, and how much of a GPU ---
-    group, shape = groups.group(constraints, groups.vendor_for(constraints, vendor))
+
+def _waited(stamp: Any, groups: _Groups, now: datetime) -> Optional[float]:
+    """Seconds since the transition time `stamp` (None: not a time), once per distinct text."""
+    if isinstance(stamp, str) and stamp in groups.waits:
+        return groups.waits[stamp]
+    waited = None
+    since = parse_rfc3339(stamp) if isinstance(stamp, str) else None
+    if since is not None:
+        waited = (now - since).total_seconds()
+    if isinstance(stamp, str) and len(groups.waits) < 100_000:
+        groups.waits[stamp] = waited
+    return waited
+
+
+def _share_of_a_gpu(share: KaiShare, group: ConstraintGroup, shape: GroupShape, groups: _Groups,
+                    settings: AdjusterSettings) -> tuple[Optional[_Verdict], Fraction, str]:
+    """(why it fits no node of its group, the fraction of each GPU it asks for, where that fraction came from)."""
+    devices, memory_mib = share.devices or 1, share.memory_mib
     node_gpus = shape.node_gpus or settings.node_gpus
     if node_gpus is not None and devices > node_gpus:
         where = "the largest node it may land on has" if shape.node_gpus else "nodes have (--node-gpus)"
-        return ignore("too-many-devices", f"asks for {devices} devices, but {where} {node_gpus} {group.resource_key}")
-    if fraction is not None:
-        source = "gpu-fraction"
-    elif shape.gpu_memory_mib:
-        fraction = groups.memory_fractions.get((memory_mib or 0, shape.gpu_memory_mib))
-        if fraction is None:
-            fraction = Fraction(memory_mib or 0, shape.gpu_memory_mib)
-            groups.memory_fractions[(memory_mib or 0, shape.gpu_memory_mib)] = fraction
-        source = "gpu-memory"
-        if (memory_mib or 0) > shape.gpu_memory_mib:  # the fraction is above 1, compared without Fraction arithmetic
-            return ignore("memory-exceeds-gpu", f"asks for {memory_mib} MiB per GPU, but the GPUs it may land on have {shape.gpu_memory_mib} MiB")
-    else:
-        fraction = settings.memory_fallback_fraction
-        source = "gpu-memory-fallback"
-    resources = pod_resource_requests(spec)
-    if resources and shape.node_resources is not None:
-        room = dict(shape.node_resources)
-        short = [(name, amount) for name, amount in resources if amount > room.get(name, 0)]
-        if short:
-            said = ", ".join(f"{format_milli(name, amount)} {name}" for name, amount in short)
-            has = ", ".join(f"{format_milli(name, room.get(name, 0))}" for name, _ in short)
-            return ignore("too-large", f"requests {said}, but a node it may land on has room for {has} (allocatable less its DaemonSet pods)")
-    created = meta.get("creationTimestamp")
-    return DemandPiece(
-        pod=key,
-        fraction=fraction,
-        devices=devices,
-        group=group,
-        source=source,
-        memory_mib=memory_mib,
-        waiting_seconds=waited,
-        created=created if isinstance(created, str) else None,
-        resources=resources,
-    )
+        return ("too-many-devices", f"asks for {devices} devices, but {where} {node_gpus} {group.resource_key}"), Fraction(0), ""
+    if share.fraction is not None:
+        return None, share.fraction, "gpu-fraction"
+    if not shape.gpu_memory_mib:
+        return None, settings.memory_fallback_fraction, "gpu-memory-fallback"
+    if (memory_mib or 0) > shape.gpu_memory_mib:  # the fraction is above 1, compared without Fraction arithmetic
+        return ("memory-exceeds-gpu", f"asks for {memory_mib} MiB per GPU, but the GPUs it may land on have {shape.gpu_memory_mib} MiB"), Fraction(0), ""
+    fraction = groups.memory_fractions.get((memory_mib or 0, shape.gpu_memory_mib))
+    if fraction is None:
+        fraction = Fraction(memory_mib or 0, shape.gpu_memory_mib)
+        groups.memory_fractions[(memory_mib or 0, shape.gpu_memory_mib)] = fraction
+    return None, fraction, "gpu-memory"
 
+
+def _too_large(resources: tuple[tuple[str, int], ...], shape: GroupShape) -> Optional[_Verdict]:
+    """Why what the pod requests besides GPUs fits no node of its group (allocatable less DaemonSet pods), or None."""
+    if not resources or shape.node_resources is None:
+        return None
+    room = dict(shape.node_resources)
+    short = [(name, amount) for name, amount in resources if amount > room.get(name, 0)]
+    if not short:
+        return None
+    said = ", ".join(f"{format_milli(name, amount)} {name}" for name, amount in short)
+    has = ", ".join(f"{format_milli(name, room.get(name, 0))}" for name, _ in short)
+    return "too-large", f"requests {said}, but a node it may land on has room for {has} (allocatable less its DaemonSet pods)"
