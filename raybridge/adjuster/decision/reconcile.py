@@ -24,7 +24,7 @@ offline, and so one burst of pending pods yields one scale-up:
   GPUs it asked for: the node came up whole) holds other waiting pods of
   its group, which land there within seconds; a placeholder whose own pods
   all landed stays (until the timeout) only while that room holds some.
-* The remaining pods are planned (`core/adjuster.plan_placeholders`). The
+* The remaining pods are planned (`adjuster/decision/plan.plan_placeholders`). The
   pending placeholders (not on a node yet) of a group stand for GPUs on their
   way: the group's waiting pods, oldest first, best fit, are placed on their
   whole GPUs as the scheduler will place them when the nodes come (the pods
