@@ -164,13 +164,15 @@ def _print_warnings(decision: Any) -> None:
 def _warn_unpinned_image(spec: Any, decision: Any) -> None:
     """The AMD default image is a moving tag from ROCm, not a Ray release (docs/spec.md: pin one): said on stderr."""
     from raybridge.cli.render import warn
-    from raybridge.jobs.decision.images import AMD_DEFAULT_IMAGE, installed_ray_version
+    from raybridge.jobapi.ray_import import installed_ray_version
+    from raybridge.jobs.decision.images import AMD_DEFAULT_IMAGE
     from raybridge.jobs.decision.manifests import image_for
 
-    if not spec.image and image_for(spec, decision) == AMD_DEFAULT_IMAGE:
+    ray_version = installed_ray_version()
+    if not spec.image and image_for(spec, decision, ray_version) == AMD_DEFAULT_IMAGE:
         warn(
             f"image {AMD_DEFAULT_IMAGE} is the AMD default: Ray publishes no ROCm image, and this tag moves and need not run "
-            f"the Ray installed here ({installed_ray_version()}); pin one with `image:` in the spec or --image"
+            f"the Ray installed here ({ray_version}); pin one with `image:` in the spec or --image"
         )
 
 
@@ -245,6 +247,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump
+    from raybridge.jobapi.ray_import import installed_ray_version
     from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
 
     spec = _spec_from_args(args, "render")
@@ -253,7 +256,8 @@ def cmd_render(args: argparse.Namespace) -> int:
     _warn_unpinned_image(spec, decision)
     _say_where_the_entrypoint_goes(spec)
     objects = render_job(
-        spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=_namespace(args, spec), submission_mode=args.submission_mode
+        spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=_namespace(args, spec), submission_mode=args.submission_mode,
+        ray_version=installed_ray_version(),
     )
     _say_what_it_is_for(objects)
     if args.output == "json":
@@ -364,6 +368,7 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
 
 def _dry_run(spec: Any, options: Any, output: str) -> int:
     from raybridge.cli.render import dump, progress
+    from raybridge.jobapi.ray_import import installed_ray_version
     from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
     from raybridge.jobs.decision.sizing import SizingRequest, unsized_decision
     from raybridge.jobs import choose_backend
@@ -377,7 +382,8 @@ def _dry_run(spec: Any, options: Any, output: str) -> int:
     if backend == "kubernetes":
         _warn_unpinned_image(spec, decision)
         namespace = replace(options.cluster, namespace=spec.namespace or options.namespace).resolved_namespace()
-        result["objects"] = render_job(spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=namespace)
+        result["objects"] = render_job(spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=namespace,
+                                       ray_version=installed_ray_version())
     dump(result, "json" if output == "json" else "yaml")
     return EXIT_OK
 

@@ -115,7 +115,7 @@ class RayJobs:
         A head that has just started can answer 500 until its job agent has
         registered. The submission id is fixed, so a retry never runs the job twice.
         """
-        deadline = Deadline.after(retry_for)
+        deadline = Deadline.after(retry_for, time.monotonic)
         failed_before = False
         attempt = 0
         while True:

@@ -45,12 +45,13 @@ from raybridge.queues.decision.kueue_workload import deactivation, eviction_summ
 from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
 from raybridge.core.deadline import Deadline
 from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS
-from raybridge.jobs.decision.planning import plan_job, render_job, unique_name
+from raybridge.jobs.decision.planning import plan_job, render_job
 from raybridge.jobs.decision.protection import handover_notes, handover_patch, protections_of, unknown_fields
 from raybridge.jobs.decision.sizing import SizingDecision
 from raybridge.jobs.decision.spec import JobSpec
 from raybridge.errors import BadInput, ClusterUnreachable, InfraError, JobEnded
 from raybridge.jobapi.client import TERMINAL, RayJobs
+from raybridge.jobapi.ray_import import installed_ray_version
 from raybridge.kube.client import Kube
 from raybridge.kube.kueue import find_workload, pending_position
 from raybridge.kube.rayapi import RayObjects
@@ -58,7 +59,7 @@ from raybridge.kube.retry import RetryPolicy, calls_tried_once
 from raybridge.jobs.dashboard import auth_headers, connect_dashboard
 from raybridge.jobs.discovery import discover_inventory
 from raybridge.jobs.handle import JobHandle
-from raybridge.jobs.options import SubmitOptions, new_submission_id, resolve_runtime_env
+from raybridge.jobs.options import SubmitOptions, new_submission_id, resolve_runtime_env, unique_name
 from raybridge.jobs.orphan_guard import OrphanGuard
 from raybridge.jobs.preflight import preflight
 
@@ -122,7 +123,7 @@ class _Prepared:
 
 def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
     # --timeout bounds the whole command up to the job's submission: every API call meanwhile gets the time left.
-    kube = replace(options.cluster, namespace=spec.namespace or options.namespace).connect(Deadline.after(options.timeout))
+    kube = replace(options.cluster, namespace=spec.namespace or options.namespace).connect(Deadline.after(options.timeout, time.monotonic))
     inventory = discover_inventory(nodes_file=options.nodes_file, pods_file=options.pods_file, tolerations=spec.tolerations, kube=kube)
     decision = plan_job(spec, inventory)
     for text in decision.notes:
@@ -131,7 +132,8 @@ def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
         options.progress(f"warning: {text}")
     name = spec.name or unique_name()
     submission_id = options.submission_id or new_submission_id(name)
-    objects = render_job(spec, decision, name=name, namespace=kube.namespace, job_id=submission_id, orphan_bound=options.orphan_bound)
+    objects = render_job(spec, decision, name=name, namespace=kube.namespace, job_id=submission_id, orphan_bound=options.orphan_bound,
+                         ray_version=installed_ray_version())
     labels = [dict(n.labels) for n in inventory.nodes] if inventory.source in ("kubernetes", "file") else None
     return _Prepared(kube, kube.namespace, name, decision, objects, labels, submission_id)
 
@@ -289,7 +291,7 @@ class _RayJobRun:
         `evicted_from`: the cluster the job ran on before an eviction; then only a new cluster counts.
         """
         if self.kube.deadline is None:  # a resubmission after an eviction gets a fresh --timeout
-            self.kube.deadline = Deadline.after(self.options.timeout)
+            self.kube.deadline = Deadline.after(self.options.timeout, time.monotonic)
         waiter = Waiter(self.options.progress, self.options.timeout)
         waiter.deadline = min(waiter.deadline, self.kube.deadline.at)
         if evicted_from is None:
