@@ -6,7 +6,7 @@ its expendable cutoff of -10, a system node with CPU and memory beside the GPU p
 time, from an empty GPU pool. The placeholders run at the shipped PriorityClass (-1, configs/adjuster/):
 
 * raybridge: `raybridge.adjuster.Controller` (placeholders, exact packing, no cooldown);
-* KAI: a loop that runs `core/kai_policy.kai_pass` (one `Adjust()` of KAI's node-scale-adjuster)
+* KAI: a loop that runs `adjuster/decision/kai_policy.kai_pass` (one `Adjust()` of KAI's node-scale-adjuster)
   on every change and creates/deletes its scaling pods as KAI does, with its 60 s cooldown after a
   deletion.
 

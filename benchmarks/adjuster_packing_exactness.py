@@ -3,7 +3,7 @@
 Seeded random constraint groups of 40, 100, 200 and 300 pieces, mixed as the
 groups in benchmarks/adjuster_plan_speed.py (60% `gpu-fraction` pods of common fractions, 40% `gpu-memory`
 pods converted against an 80 GB GPU, 8% of all pods on two devices), packed
-into 8-GPU nodes by `core/packing.pack` with its default limits. Reported per
+into 8-GPU nodes by `adjuster/decision/packing.pack` with its default limits. Reported per
 size: the share of groups whose count is proven minimal ("exact"), the GPUs
 above the lower bound summed over the groups, and the median and worst CPU
 time per group (CPU, not wall time: the numbers hold on a busy machine).

@@ -45,6 +45,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -320,36 +321,39 @@ def measure(shape: str, args: argparse.Namespace) -> dict:
         nodes = [kubectl_node(node, i, detail) for i, node in enumerate(nodes)]
         pods = [kubectl_pod(pod, i, detail) for i, pod in enumerate(pods)]
     tmp = Path(tempfile.mkdtemp(prefix=f"rb-adjuster-{shape}-"))
-    pods_file, nodes_file = tmp / "pods.json", tmp / "nodes.json"
-    nodes_file.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}, indent=4))  # as kubectl indents
-    pods_file.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}, indent=4))
-    load = f"json.load(open({str(pods_file)!r})); json.load(open({str(nodes_file)!r}))"
-    commands = {
-        "load the JSON files": [sys.executable, "-c", f"import json; {load}"],
-        "load the JSON files, GC off": [sys.executable, "-c", f"import json, gc; gc.disable(); {load}"],
-        "adjuster plan": [sys.executable, "-m", "raybridge", "adjuster", "plan", "--pods", str(pods_file), "--nodes", str(nodes_file), "--now", NOW, "-o", "json"],
-        "startup only: adjuster plan --help": [sys.executable, "-m", "raybridge", "adjuster", "plan", "--help"],
-    }
-    env = child_environment(tmp / "pycache")
-    plan_text = subprocess.run(commands["adjuster plan"], capture_output=True, text=True, cwd=str(ROOT), env=env, check=True).stdout
-    for command in commands.values():  # warm-up: page cache, bytecode caches
-        timed(command, env)
-    samples: dict[str, list[float]] = {name: [] for name in commands}
-    cpu: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(args.runs):
-        for name, command in commands.items():
-            wall, used = timed(command, env)
-            samples[name].append(wall)
-            cpu[name].append(used)
-    return {
-        "shape": shape,
-        "size_mb": (pods_file.stat().st_size + nodes_file.stat().st_size) / 1e6,
-        "pod_kb": pods_file.stat().st_size / args.pods / 1e3,
-        "node_kb": nodes_file.stat().st_size / args.nodes / 1e3,
-        "wall": {name: statistics.median(values) for name, values in samples.items()},
-        "cpu": {name: statistics.median(values) for name, values in cpu.items()},
-        "plan_text": plan_text,
-    }
+    try:
+        pods_file, nodes_file = tmp / "pods.json", tmp / "nodes.json"
+        nodes_file.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}, indent=4))  # as kubectl indents
+        pods_file.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}, indent=4))
+        load = f"json.load(open({str(pods_file)!r})); json.load(open({str(nodes_file)!r}))"
+        commands = {
+            "load the JSON files": [sys.executable, "-c", f"import json; {load}"],
+            "load the JSON files, GC off": [sys.executable, "-c", f"import json, gc; gc.disable(); {load}"],
+            "adjuster plan": [sys.executable, "-m", "raybridge", "adjuster", "plan", "--pods", str(pods_file), "--nodes", str(nodes_file), "--now", NOW, "-o", "json"],
+            "startup only: adjuster plan --help": [sys.executable, "-m", "raybridge", "adjuster", "plan", "--help"],
+        }
+        env = child_environment(tmp / "pycache")
+        plan_text = subprocess.run(commands["adjuster plan"], capture_output=True, text=True, cwd=str(ROOT), env=env, check=True).stdout
+        for command in commands.values():  # warm-up: page cache, bytecode caches
+            timed(command, env)
+        samples: dict[str, list[float]] = {name: [] for name in commands}
+        cpu: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(args.runs):
+            for name, command in commands.items():
+                wall, used = timed(command, env)
+                samples[name].append(wall)
+                cpu[name].append(used)
+        return {
+            "shape": shape,
+            "size_mb": (pods_file.stat().st_size + nodes_file.stat().st_size) / 1e6,
+            "pod_kb": pods_file.stat().st_size / args.pods / 1e3,
+            "node_kb": nodes_file.stat().st_size / args.nodes / 1e3,
+            "wall": {name: statistics.median(values) for name, values in samples.items()},
+            "cpu": {name: statistics.median(values) for name, values in cpu.items()},
+            "plan_text": plan_text,
+        }
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # 200 MB of files per shape
 
 
 def main() -> int:

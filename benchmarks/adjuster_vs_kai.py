@@ -17,7 +17,7 @@ on Pod and Node JSON built from the simulation, round after round:
   pool whose vendor key, labels and taints match, packing the placeholders into
   new nodes first-fit as its estimator does; the nodes are Ready after a
   provisioning delay and the placeholders waiting for them bind there first;
-* raybridge's policy: its controller's own decision, `core/reconcile.reconcile`
+* raybridge's policy: its controller's own decision, `adjuster/decision/reconcile.reconcile`
   (which calls `plan_placeholders`), on every change, every 30 s and when a
   pod's 10 s grace period ends, as the controller reconciles: a placeholder
   waiting for a node keeps covering its pods (and, in the room its whole GPUs

@@ -26,6 +26,7 @@ _EXPORTS = {
     "discover_inventory": "raybridge.jobs.discovery",
     "plan_job": "raybridge.jobs.decision.planning",
     "render_job": "raybridge.jobs.decision.planning",
+    "installed_ray_version": "raybridge.jobapi.ray_import",
     "submit": "raybridge.jobs",
     "JobHandle": "raybridge.jobs",
     "RaybridgeError": "raybridge.errors",

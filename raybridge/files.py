@@ -23,7 +23,28 @@ from raybridge.errors import BadInput
 
 
 #: The largest file raybridge reads: node and pod lists of large clusters fit many times over.
-MAX_FILE_BYTES = 64 * 1024 * 1024
+#: Generous for `kubectl get pods -A -o json` of a large cluster (10,000 pods is about 130 MB indented),
+#: a bound for what is not a file of objects (`/dev/zero` given by mistake).
+MAX_FILE_BYTES = 512 * 1024 * 1024
+_CHUNK = 4 * 1024 * 1024
+
+
+def _read_bounded(f: Any, expected: int) -> bytes:
+    """At most MAX_FILE_BYTES + 1 bytes: the size the file says it has in one read (memory follows what the
+    file holds, not the bound: one `read(bound)` would ask for the whole bound at once), then, should it have
+    grown, the rest in chunks."""
+    first = f.read(min(expected, MAX_FILE_BYTES) + 1)
+    if len(first) <= expected:
+        return first
+    chunks: list[bytes] = [first]
+    total = len(first)
+    while total <= MAX_FILE_BYTES:
+        chunk = f.read(min(_CHUNK, MAX_FILE_BYTES + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
 
 
 def read_user_file(path: str | Path, what: str) -> str:
@@ -42,13 +63,17 @@ def read_user_file(path: str | Path, what: str) -> str:
         if stat.S_ISDIR(mode):
             raise BadInput(f"{what} file {shown} is a directory")
         raise BadInput(f"{what} file {shown} is not a regular file (a pipe, device or socket)")
+    too_large = f"{what} file {shown} is larger than {MAX_FILE_BYTES // 2**20} MiB"
     with os.fdopen(fd, "rb") as f:
+        expected = os.fstat(f.fileno()).st_size
+        if expected > MAX_FILE_BYTES:
+            raise BadInput(too_large)
         try:
-            data = f.read(MAX_FILE_BYTES + 1)
+            data = _read_bounded(f, expected)
         except OSError as exc:
             raise BadInput(f"{what} file {shown} cannot be read: {exc.strerror}") from None
     if len(data) > MAX_FILE_BYTES:
-        raise BadInput(f"{what} file {shown} is larger than {MAX_FILE_BYTES // 2**20} MiB")
+        raise BadInput(too_large)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

@@ -1,8 +1,9 @@
 """The in-cluster node-scale-adjuster (`adjuster run`): re-exports only, imported lazily.
 
-consts (labels, defaults), settings (validated settings), scale_adjuster (one
-pass: cache -> decision -> manifests), scaler (API calls with retries),
-controller (list/watch caches, the reconcile loop, leader election), metrics
+consts (labels, defaults), decision/ (the pure decision: settings, demand,
+packing, plan, reconcile, scale_adjuster), env (the flags' environment
+variables), scaler (API calls with retries),
+controller (the caches' wiring, the reconcile loop, leader election; the informer and the Lease are kube/'s), metrics
 (Prometheus, /healthz, /readyz). The decision itself is `adjuster/decision/reconcile.py`.
 Lazy, so that building the CLI's parser (which reads consts and settings)
 imports neither kubernetes nor prometheus-client.
@@ -15,17 +16,16 @@ from typing import Any
 
 _EXPORTS = {
     "Controller": "controller",
-    "Informer": "controller",
     "HealthServer": "metrics",
     "Metrics": "metrics",
-    "decide": "scale_adjuster",
-    "decide_requests": "scale_adjuster",
-    "placeholder_manifest": "scale_adjuster",
-    "read_placeholder": "scale_adjuster",
-    "read_request": "scale_adjuster",
+    "decide": "decision.scale_adjuster",
+    "decide_requests": "decision.scale_adjuster",
+    "placeholder_manifest": "decision.scale_adjuster",
+    "read_placeholder": "decision.scale_adjuster",
+    "read_request": "decision.scale_adjuster",
     "Outcome": "scaler",
     "Scaler": "scaler",
-    "RunSettings": "settings",
+    "RunSettings": "decision.settings",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -2,13 +2,22 @@
 
 Each rule lives here once, so the controller, the placeholder builder, the
 configs' tests and the reconcile core agree on what marks the adjuster's own
-objects. It holds constants only and imports nothing from raybridge.
+objects. It holds constants only; the names every raybridge component shares (the managed-by
+label key, the ProvisioningRequest API and class) come from `core/consts.py`.
 """
 
 from __future__ import annotations
 
-#: Every object the adjuster creates carries these two labels; the controller adopts by them.
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+from raybridge.core.consts import (  # noqa: F401 - read as consts.<NAME> by the adjuster's modules
+    MANAGED_BY_LABEL,
+    PROVISIONING_CLASS,
+    PROVISIONING_GROUP,
+    PROVISIONING_PLURAL,
+    PROVISIONING_VERSION,
+)
+
+#: Every object the adjuster creates carries these two labels (the key is raybridge's: core/consts.py);
+#: the controller adopts by them.
 MANAGED_BY_VALUE = "raybridge-adjuster"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 PLACEHOLDER_COMPONENT = "placeholder"
@@ -73,9 +82,6 @@ REQUEST_COMPONENT = "provisioning-request"
 REQUEST_LABEL = "raybridge.io/provisioning-request"
 REQUEST_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{COMPONENT_LABEL}={REQUEST_COMPONENT}"
 REQUEST_NAME_PREFIX = "rb-request"
-PROVISIONING_GROUP = "autoscaling.x-k8s.io"
-PROVISIONING_VERSION = "v1"
-PROVISIONING_PLURAL = "provisioningrequests"
-DEFAULT_PROVISIONING_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+DEFAULT_PROVISIONING_CLASS = PROVISIONING_CLASS
 #: A Failed request keeps covering its pods this long before it is deleted and asked for again.
 DEFAULT_FAILED_BACKOFF_SECONDS = 60.0

@@ -1,43 +1,48 @@
-"""The adjuster's event wiring: caches fed by list-then-watch, a debounced reconcile loop, leader election.
+"""The adjuster's event wiring: informers feed caches, a debounced reconcile loop decides and acts, leader election.
 
-`Informer` lists a resource once (paged), then watches it from that
-resourceVersion with the official client's `kubernetes.watch.Watch`, relisting
-on 410 Gone and backing off on any other failure (dropped streams, garbage
-lines, 5xx), so a bad answer never kills the process. KAI's PodGroups (whose
-scheduling conditions say when a pod's queue is over quota) are read the same
-way but are optional: where the cluster serves no PodGroup API (404) or RBAC
-forbids listing it (403), one warning is logged, the `podgroups_unavailable`
-gauge is 1 and the adjuster goes on without them (a pod is then quota-blocked
-only when its own condition says so), asking again every few minutes.
-`Controller` reconciles on events (debounced, so a burst is one pass) and on a
-timer (so a pod's grace period ending is noticed within `resync` seconds), calls the pure
-decision (`scale_adjuster.decide`) and hands the actions to the `Scaler`. With
-leader election on, only the holder of a coordination.k8s.io Lease acts
-(`kubernetes.leaderelection`); a standby keeps nothing but its health server.
-On a clean stop the leader stops acting, then clears the Lease's holder so a
-standby takes over at its next retry instead of after a lease duration.
+The caches are `kube.informer.Informer`s (list, then watch, relist on 410):
+pods, nodes and KAI's PodGroups, plus ProvisioningRequests and PodTemplates
+in `--mode provisioning-request`. PodGroups (whose scheduling conditions say
+when a pod's queue is over quota) are optional: where the cluster serves no
+PodGroup API (404) or RBAC forbids listing it (403), one warning is logged, the
+`podgroups_unavailable` gauge is 1 and the adjuster goes on without them (a pod
+is then quota-blocked only when its own condition says so), asking again every
+few minutes. `Controller` reconciles on events (debounced, so a burst is one
+pass) and on a timer (so a pod's grace period ending is noticed within `resync`
+seconds). Each pass has a decide step that differs by mode
+(`scale_adjuster.decide` for placeholder pods, `decide_requests` for
+ProvisioningRequests) and one act step for both (`_act`: deletions, creations,
+ScaleUpRequested and ScaleUpIgnored Events), which hands every call to the
+`Scaler`. With leader election on, only the holder of a coordination.k8s.io
+Lease acts (`kube.lease`); a standby keeps nothing but its health server. On a
+clean stop the leader stops acting, then clears the Lease's holder so a standby
+takes over at its next retry instead of after a lease duration.
 
 It renders nothing: the CLI sets up logging and exit statuses.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import threading
 import time
 import uuid
 from collections import Counter as Tally
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from raybridge.adjuster import consts
 from raybridge.adjuster.metrics import Metrics
 from raybridge.adjuster.preflight import kai_adjuster_pods, kai_adjuster_verdict
+from raybridge.adjuster.decision.demand import IgnoredPod
+from raybridge.adjuster.decision.plan import AdjusterPlan
+from raybridge.adjuster.decision.reconcile import PlannedPlaceholder
 from raybridge.adjuster.decision.scale_adjuster import (
     Pass,
+    PlannedRequest,
     RequestPass,
     decide,
     decide_requests,
@@ -50,15 +55,13 @@ from raybridge.adjuster.decision.scale_adjuster import (
 from raybridge.adjuster.scaler import Scaler
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.core.consts import KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION
+from raybridge.kube.informer import Informer, object_key, one_line_error
+from raybridge.kube.lease import releasable_lease_lock, run_elections
 
 log = logging.getLogger("raybridge.adjuster")
 
 #: Why a waiting ProvisioningRequest is deleted when its group's demand changed (a new one asks for it all).
 REPLACED = "replaced"
-#: How often an optional resource found missing (404) or forbidden (403) is asked for again.
-UNAVAILABLE_RETRY_SECONDS = 300.0
-#: The answers that make an optional resource unavailable rather than failing.
-UNAVAILABLE_CODES = (403, 404)
 #: Events posted per reconcile pass at most (one per pod acted for; the rest wait for the next pass).
 MAX_EVENTS_PER_PASS = 50
 #: Why a GPU-sharing pod is not counted, worth a Warning Event on it (once): what its owner can fix.
@@ -69,251 +72,45 @@ REPORTED_IGNORED_CODES = frozenset({
 })
 
 
-def _key(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+@dataclass(frozen=True)
+class _Creation:
+    """One thing a pass asks capacity with (a placeholder pod, or a ProvisioningRequest and its PodTemplates)."""
+
+    name: str
+    gpus: int
+    resource_key: str
+    #: "namespace/name" of the pods it asks for.
+    pods: tuple[str, ...]
+    #: Makes the objects; True when they exist.
+    create: Callable[[], bool]
+    #: What follows once they exist (a request deletes the ones it replaces).
+    then: Callable[[], None] = lambda: None
 
 
-class Informer:
-    """A cache of one resource kept current by list + watch; `changed` is set on every change."""
+@dataclass
+class _Acts:
+    """What one pass does, whichever mode decided it: the deletions, then the creations, then the Events."""
 
-    def __init__(self, name: str, list_fn: Callable[..., Any], *, request_timeout: float, stop: threading.Event,
-                 changed: threading.Event, on_error: Callable[[str, str], None] = lambda op, code: None,
-                 page_size: int = 500, watch_timeout: int = consts.WATCH_TIMEOUT_SECONDS,
-                 optional: bool = False, on_available: Callable[[bool], None] = lambda available: None,
-                 unavailable_retry: float = UNAVAILABLE_RETRY_SECONDS, unavailable_note: str = "") -> None:
-        """`optional`: a 404 or 403 empties the cache and counts as synced (one warning, `on_available(False)`),
-        and the resource is asked for again every `unavailable_retry` seconds (`on_available(True)` once it answers)."""
-        self.name = name
-        self.list_fn = list_fn
-        self.timeout = request_timeout
-        self.stop = stop
-        self.changed = changed
-        self.on_error = on_error
-        self.page_size = page_size
-        self.watch_timeout = watch_timeout
-        self.synced = threading.Event()
-        self.lock = threading.Lock()
-        self.items: dict[str, dict[str, Any]] = {}
-        #: UIDs we deleted ourselves: a late event for them must not bring them back.
-        self._tombstones: set[str] = set()
-        self._watch: Any = None
-        self.relists = 0
-        self.optional = optional
-        self.on_available = on_available
-        self.unavailable_retry = unavailable_retry
-        self.unavailable_note = unavailable_note
-        #: Why an optional resource is not read ("404 Not Found", "403 Forbidden"), None while it is.
-        self.unavailable: Optional[str] = None
-        self.thread = threading.Thread(target=self._run, name=f"informer-{name}", daemon=True)
-
-    def start(self) -> "Informer":
-        self.thread.start()
-        return self
-
-    def snapshot(self) -> list[dict[str, Any]]:
-        with self.lock:
-            return list(self.items.values())
-
-    def put(self, obj: Mapping[str, Any]) -> None:
-        with self.lock:
-            self.items[_key(obj)] = dict(obj)
-
-    def forget(self, key: str) -> None:
-        with self.lock:
-            obj = self.items.pop(key, None)
-            uid = ((obj or {}).get("metadata") or {}).get("uid")
-            if uid:
-                self._tombstones.add(uid)
-
-    def halt(self) -> None:
-        watch = self._watch
-        if watch is not None:
-            watch.stop()
-
-    def _run(self) -> None:
-        backoff = 0.1
-        resource_version: Optional[str] = None
-        while not self.stop.is_set():
-            try:
-                if resource_version is None:
-                    resource_version = self._relist()
-                    backoff = 0.1
-                resource_version = self._watch_from(resource_version)
-            except _Gone:
-                log.info("%s watch expired (410 Gone): listing again", self.name)
-                resource_version = None
-                continue
-            except Exception as exc:  # noqa: BLE001 - any failure: back off, never die
-                code = str(getattr(exc, "status", "") or type(exc).__name__)
-                self.on_error(f"watch {self.name}", code)
-                if self.optional and getattr(exc, "status", None) in UNAVAILABLE_CODES:
-                    self._go_without(exc)
-                    if self.stop.wait(self.unavailable_retry):
-                        return
-                    resource_version = None
-                    continue
-                log.warning("%s list/watch failed (%s): retrying in %.1fs", self.name, _one_line(exc), backoff)
-                if self.stop.wait(backoff):
-                    return
-                backoff = min(backoff * 2, 5.0)
-                if not self.synced.is_set():
-                    resource_version = None
-
-    def _go_without(self, exc: BaseException) -> None:
-        """An optional resource the cluster does not serve or we may not list: an empty, synced cache."""
-        status = getattr(exc, "status", "")
-        why = f"{status} {getattr(exc, 'reason', '') or ''}".strip()
-        with self.lock:
-            self.items = {}
-            self._tombstones.clear()
-        if self.unavailable is None:
-            log.warning("cannot read %s (%s): going on without them%s; asking again every %.0fs", self.name, why,
-                        f" ({self.unavailable_note})" if self.unavailable_note else "", self.unavailable_retry,
-                        extra={"resource": self.name, "code": status})
-            self.on_available(False)
-        self.unavailable = why
-        self.synced.set()
-        self.changed.set()
-
-    def _relist(self) -> str:
-        items: dict[str, dict[str, Any]] = {}
-        token: Optional[str] = None
-        resource_version = ""
-        while True:
-            kwargs: dict[str, Any] = {"limit": self.page_size, "_preload_content": False,
-                                      "_request_timeout": (self.timeout, self.timeout)}
-            if token:
-                kwargs["_continue"] = token
-            response = self.list_fn(**kwargs)
-            try:
-                data = json.loads(response.data)
-            except (ValueError, UnicodeDecodeError):
-                raise RuntimeError(f"listing {self.name}: the API answered something that is not JSON") from None
-            if not isinstance(data, dict) or not isinstance(data.get("items"), list):
-                raise RuntimeError(f"listing {self.name}: the API answered JSON that is not a list")
-            for item in data["items"]:
-                if isinstance(item, dict):
-                    items[_key(item)] = item
-            meta = data.get("metadata") or {}
-            resource_version = meta.get("resourceVersion") or resource_version
-            token = meta.get("continue")
-            if not token:
-                break
-        with self.lock:
-            self.items = items
-            self._tombstones.clear()
-        if self.unavailable is not None:
-            log.info("reading %s again", self.name, extra={"resource": self.name})
-            self.unavailable = None
-        if self.optional:
-            self.on_available(True)
-        self.relists += 1
-        self.synced.set()
-        self.changed.set()
-        return resource_version
-
-    def _watch_from(self, resource_version: str) -> Optional[str]:
-        from kubernetes import watch
-        from kubernetes.client.exceptions import ApiException
-
-        w = watch.Watch(return_type="object")
-        self._watch = w
-        try:
-            for event in w.stream(self.list_fn, resource_version=resource_version, timeout_seconds=self.watch_timeout,
-                                  allow_watch_bookmarks=True, _request_timeout=(self.timeout, self.watch_timeout + self.timeout)):
-                if self.stop.is_set():
-                    break
-                if not isinstance(event, dict):
-                    continue
-                kind = event.get("type")
-                obj = event.get("raw_object")
-                if not isinstance(obj, dict):
-                    continue
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise _Gone()
-                    raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
-                rv = (obj.get("metadata") or {}).get("resourceVersion")
-                if rv:
-                    resource_version = rv
-                if kind == "BOOKMARK":
-                    continue
-                self._apply(kind, obj)
-        except ApiException as exc:
-            if exc.status == 410:
-                raise _Gone() from None
-            raise
-        finally:
-            self._watch = None
-        return resource_version
-
-    def _apply(self, kind: Optional[str], obj: dict[str, Any]) -> None:
-        key = _key(obj)
-        uid = (obj.get("metadata") or {}).get("uid")
-        with self.lock:
-            if kind == "DELETED":
-                self.items.pop(key, None)
-                self._tombstones.discard(uid)
-            elif uid not in self._tombstones:
-                self.items[key] = obj
-        self.changed.set()
+    #: "placeholder" or "ProvisioningRequest", for logs and Events; `log_key`: the structured log field.
+    noun: str
+    log_key: str
+    deletions: list[Callable[[], None]] = field(default_factory=list)
+    creations: list[_Creation] = field(default_factory=list)
 
 
-class _Gone(Exception):
-    pass
+class _Caches:
+    """The leader's informers: pods, nodes, PodGroups; ProvisioningRequests and PodTemplates in that mode."""
 
+    def __init__(self, pods: Informer, nodes: Informer, pod_groups: Informer,
+                 requests: Optional[Informer] = None, templates: Optional[Informer] = None) -> None:
+        self.pods, self.nodes, self.pod_groups, self.requests, self.templates = pods, nodes, pod_groups, requests, templates
 
-def _releasable_lease_lock(settings: RunSettings, identity: str, api_client: Any) -> Any:
-    """The official LeaseLock, plus `release`: after it, this replica writes the Lease no more."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-    from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+    @property
+    def all(self) -> list[Informer]:
+        return [i for i in (self.pods, self.nodes, self.pod_groups, self.requests, self.templates) if i is not None]
 
-    class ReleasableLeaseLock(LeaseLock):  # type: ignore[misc]
-        def __init__(self) -> None:
-            super().__init__(settings.lease_name, settings.lease_namespace or settings.namespace, identity)
-            self.api_instance = client.CoordinationV1Api(api_client)
-            self.released = False
-            self.writing = threading.Lock()
-
-        def create(self, name: str, namespace: str, election_record: Any) -> bool:
-            with self.writing:
-                return False if self.released else super().create(name, namespace, election_record)
-
-        def update(self, name: str, namespace: str, updated_record: Any) -> bool:
-            with self.writing:
-                return False if self.released else super().update(name, namespace, updated_record)
-
-        def release(self, timeout: float) -> bool:
-            """Stop renewing; if the Lease is still ours, clear its holder (True when cleared).
-
-            An empty holderIdentity is what client-go writes on release: a standby of either
-            library takes it on its next retry instead of waiting for the lease to expire. The
-            replace carries the resourceVersion read, so a Lease taken meanwhile is left alone."""
-            with self.writing:
-                self.released = True
-                try:
-                    lease = self.api_instance.read_namespaced_lease(self.name, self.namespace, _request_timeout=(timeout, timeout))
-                    if lease.spec is None or lease.spec.holder_identity != self.identity:
-                        return False
-                    lease.spec.holder_identity = None
-                    lease.spec.lease_duration_seconds = 1
-                    lease.spec.renew_time = datetime.now(timezone.utc)
-                    self.api_instance.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=(timeout, timeout))
-                    return True
-                except (ApiException, OSError) as exc:
-                    log.warning("could not release the Lease %s (%s): it expires in its own time", self.name, _one_line(exc))
-                    return False
-                except Exception as exc:  # noqa: BLE001 - urllib3 errors and the like: never fail the shutdown
-                    log.warning("could not release the Lease %s (%s): it expires in its own time", self.name, _one_line(exc))
-                    return False
-
-    return ReleasableLeaseLock()
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200] or type(exc).__name__
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.all)
 
 
 class Controller:
@@ -359,42 +156,21 @@ class Controller:
         if not self.settings.leader_election:
             self._lead(self.stop)
             return
-        lock = _releasable_lease_lock(self.settings, self.identity, self.api_client)
-        thread = threading.Thread(target=self._elect, args=(lock,), name="adjuster-election", daemon=True)
-        thread.start()
+        s = self.settings
+        lock = releasable_lease_lock(s.lease_name, s.lease_namespace or s.namespace, self.identity, self.api_client, log)
+        elect = partial(run_elections, lock, lease_duration=s.lease_duration, renew_deadline=s.renew_deadline,
+                        retry_period=s.retry_period, lead=self._lead, stop=self.stop, logger=log)
+        threading.Thread(target=elect, name="adjuster-election", daemon=True).start()
         self.stop.wait()
         # The official module has no cancel: its thread is a daemon and ends with the process. Once
         # this replica has stopped acting, it gives the Lease up so that a standby need not wait a
         # whole lease duration (client-go's ReleaseOnCancel; the Python module has no such option).
-        if self._lead_lock.acquire(timeout=max(10.0, 2 * self.settings.request_timeout)):
+        if self._lead_lock.acquire(timeout=max(10.0, 2 * s.request_timeout)):
             self._lead_lock.release()
-            released = lock.release(self.settings.request_timeout)
-            log.info("released the Lease %s" if released else "did not hold the Lease %s: nothing to release",
-                     self.settings.lease_name)
+            released = lock.release(s.request_timeout)
+            log.info("released the Lease %s" if released else "did not hold the Lease %s: nothing to release", s.lease_name)
         else:
-            log.warning("still acting after the stop: leaving the Lease %s to expire", self.settings.lease_name)
-
-    def _elect(self, lock: Any) -> None:
-        from kubernetes.leaderelection import electionconfig, leaderelection
-
-        s = self.settings
-        while not self.stop.is_set():
-            term = threading.Event()
-
-            def started() -> None:
-                self._lead(term)
-
-            def stopped() -> None:
-                log.warning("lost the Lease %s: standing by", s.lease_name)
-                term.set()
-
-            config = electionconfig.Config(lock, s.lease_duration, s.renew_deadline, s.retry_period, started, stopped)
-            try:
-                leaderelection.LeaderElection(config).run()
-            except Exception as exc:  # noqa: BLE001 - an election round failed: try again
-                log.warning("leader election failed (%s): retrying", _one_line(exc))
-            term.set()
-            self.stop.wait(s.retry_period)
+            log.warning("still acting after the stop: leaving the Lease %s to expire", s.lease_name)
 
     def _lead(self, term: threading.Event) -> None:
         """Act until `term` or `stop` is set; a new term waits until the last one has finished acting."""
@@ -403,59 +179,20 @@ class Controller:
                 self._lead_term(term)
 
     def _lead_term(self, term: threading.Event) -> None:
-        from kubernetes import client
-
         log.info("leading: reconciling placeholders in namespace %s", self.settings.namespace)
         self._term = term
         self.leading.set()
         self.metrics.leader.set(1)
         changed = threading.Event()
         halt = threading.Event()
-        on_error = lambda op, code: self.metrics.api_errors.labels(op, code).inc()  # noqa: E731
-        pods = Informer("pods", self.core.list_pod_for_all_namespaces, request_timeout=self.settings.request_timeout,
-                        stop=halt, changed=changed, on_error=on_error)
-        nodes = Informer("nodes", self.core.list_node, request_timeout=self.settings.request_timeout,
-                         stop=halt, changed=changed, on_error=on_error)
-        custom = client.CustomObjectsApi(self.api_client)
-        pod_groups = Informer(
-            "podgroups", partial(custom.list_cluster_custom_object, KAI_POD_GROUP_GROUP, KAI_POD_GROUP_VERSION, KAI_POD_GROUP_PLURAL),
-            request_timeout=self.settings.request_timeout, stop=halt, changed=changed, on_error=on_error, optional=True,
-            on_available=lambda available: self.metrics.podgroups_unavailable.set(0 if available else 1),
-            unavailable_note="a pod then counts as quota-blocked only where its own condition says so",
-        )  # fmt: skip
-        self._informers = [pods, nodes, pod_groups]
-        requests = templates = None
-        if self.settings.mode == "provisioning-request":
-            requests = Informer("provisioningrequests", partial(
-                custom.list_namespaced_custom_object, consts.PROVISIONING_GROUP, consts.PROVISIONING_VERSION,
-                self.settings.namespace, consts.PROVISIONING_PLURAL, label_selector=consts.REQUEST_SELECTOR,
-            ), request_timeout=self.settings.request_timeout, stop=halt, changed=changed, on_error=on_error)  # fmt: skip
-            templates = Informer("podtemplates", partial(
-                self.core.list_namespaced_pod_template, self.settings.namespace, label_selector=consts.REQUEST_SELECTOR,
-            ), request_timeout=self.settings.request_timeout, stop=halt, changed=changed, on_error=on_error)  # fmt: skip
-            self._informers += [requests, templates]
+        caches = self._caches(halt, changed)
+        self._informers = caches.all
         scaler = Scaler(self.api_client, request_timeout=self.settings.request_timeout, stop=(halt, term, self.stop),
-                        on_api_error=on_error)
+                        on_api_error=self._count_api_error)
         for informer in self._informers:
             informer.start()
         try:
-            while not (term.is_set() or self.stop.is_set()):
-                self.last_loop = time.monotonic()
-                changed.wait(self.settings.resync)
-                if term.is_set() or self.stop.is_set():
-                    break
-                if changed.is_set() and self.settings.debounce:
-                    time.sleep(self.settings.debounce)
-                changed.clear()
-                if not all(informer.synced.is_set() for informer in self._informers):
-                    continue
-                try:
-                    if requests is not None and templates is not None:
-                        self.reconcile_requests_once(pods, nodes, requests, templates, scaler, pod_groups)
-                    else:
-                        self.reconcile_once(pods, nodes, scaler, pod_groups)
-                except Exception as exc:  # noqa: BLE001 - a bad pass must not stop the next
-                    log.exception("reconcile failed: %s", _one_line(exc))
+            self._reconcile_until_stopped(term, changed, caches, scaler)
         finally:
             halt.set()
             for informer in self._informers:
@@ -468,7 +205,150 @@ class Controller:
             self.metrics.leader.set(0)
             log.info("stopped leading")
 
-    # --- one pass -----------------------------------------------------------------------------
+    def _count_api_error(self, operation: str, code: str) -> None:
+        self.metrics.api_errors.labels(operation, code).inc()
+
+    def _caches(self, halt: threading.Event, changed: threading.Event) -> _Caches:
+        """The informers this mode reads (not started)."""
+        from kubernetes import client
+
+        cache = partial(Informer, request_timeout=self.settings.request_timeout, stop=halt, changed=changed,
+                        on_error=self._count_api_error, watch_timeout=consts.WATCH_TIMEOUT_SECONDS, logger=log)
+        custom = client.CustomObjectsApi(self.api_client)
+        pod_groups = cache(
+            "podgroups", partial(custom.list_cluster_custom_object, KAI_POD_GROUP_GROUP, KAI_POD_GROUP_VERSION, KAI_POD_GROUP_PLURAL),
+            optional=True, on_available=lambda available: self.metrics.podgroups_unavailable.set(0 if available else 1),
+            unavailable_note="a pod then counts as quota-blocked only where its own condition says so",
+        )  # fmt: skip
+        caches = _Caches(cache("pods", self.core.list_pod_for_all_namespaces), cache("nodes", self.core.list_node), pod_groups)
+        if self.settings.mode == "provisioning-request":
+            caches.requests = cache("provisioningrequests", partial(
+                custom.list_namespaced_custom_object, consts.PROVISIONING_GROUP, consts.PROVISIONING_VERSION,
+                self.settings.namespace, consts.PROVISIONING_PLURAL, label_selector=consts.REQUEST_SELECTOR,
+            ))  # fmt: skip
+            caches.templates = cache("podtemplates", partial(
+                self.core.list_namespaced_pod_template, self.settings.namespace, label_selector=consts.REQUEST_SELECTOR,
+            ))  # fmt: skip
+        return caches
+
+    def _reconcile_until_stopped(self, term: threading.Event, changed: threading.Event, caches: _Caches, scaler: Scaler) -> None:
+        """A pass on every change (debounced) and every `resync` seconds, once every cache has synced."""
+        while not (term.is_set() or self.stop.is_set()):
+            self.last_loop = time.monotonic()
+            changed.wait(self.settings.resync)
+            if term.is_set() or self.stop.is_set():
+                break
+            if changed.is_set() and self.settings.debounce:
+                time.sleep(self.settings.debounce)
+            changed.clear()
+            if not caches.synced():
+                continue
+            try:
+                if caches.requests is not None and caches.templates is not None:
+                    self.reconcile_requests_once(caches.pods, caches.nodes, caches.requests, caches.templates, scaler,
+                                                 caches.pod_groups)
+                else:
+                    self.reconcile_once(caches.pods, caches.nodes, scaler, caches.pod_groups)
+            except Exception as exc:  # noqa: BLE001 - a bad pass must not stop the next
+                log.exception("reconcile failed: %s", one_line_error(exc))
+
+    # --- one pass: decide (by mode), then act (one step for both) ------------------------------
+
+    def reconcile_once(self, pods: Informer, nodes: Informer, scaler: Scaler, pod_groups: Optional[Informer] = None) -> Pass:
+        """--mode placeholder: placeholder pods that bring nodes up."""
+        started = time.perf_counter()
+        all_pods = pods.snapshot()
+        result = decide(all_pods, nodes.snapshot(), self.settings, self.clock(),
+                        pod_groups=pod_groups.snapshot() if pod_groups is not None else ())
+        decision = result.decision
+        # First, before any create or delete: a node a placeholder was just bound to is held while that
+        # placeholder has not run yet, so no other placeholder is bound to its GPUs once it exits.
+        self._hold_nodes(nodes, scaler, decision.held_nodes)
+        acts = _Acts("placeholder", "placeholder")
+        acts.deletions = [partial(self._delete_placeholder, scaler, pods, name, reason) for name, reason in decision.delete]
+        acts.creations = [self._placeholder_creation(scaler, pods, planned) for planned in decision.create]
+        self._act(acts, all_pods, decision.plan.ignored, scaler)
+        states = {"pending": sum(p.placeholder.gpus for p in decision.create), "provided": 0}
+        self._record(decision.plan, states, [(ph.state, ph.gpus) for ph in result.placeholders], started)
+        return result
+
+    def reconcile_requests_once(self, pods: Informer, nodes: Informer, requests: Informer, templates: Informer,
+                                scaler: Scaler, pod_groups: Optional[Informer] = None) -> RequestPass:
+        """--mode provisioning-request: one ProvisioningRequest (and its PodTemplates) per group and round."""
+        started = time.perf_counter()
+        all_pods = pods.snapshot()
+        request_objects = requests.snapshot()
+        self._report_request_states(request_objects)
+        result = decide_requests(all_pods, nodes.snapshot(), request_objects, templates.snapshot(), self.settings, self.clock(),
+                                 pod_groups=pod_groups.snapshot() if pod_groups is not None else ())
+        acts = _Acts("ProvisioningRequest", "request")
+        acts.deletions = [partial(self._delete_request, scaler, requests, templates, name, reason)
+                          for name, reason in [*result.decision.delete, *((name, REPLACED) for name in result.superseded)]]
+        acts.deletions += [partial(self._delete_template, scaler, templates, name) for name in result.orphan_templates]
+        acts.creations = [self._request_creation(scaler, requests, templates, planned) for planned in result.create]
+        self._act(acts, all_pods, result.decision.plan.ignored, scaler)
+        states = {"pending": sum(p.gpus for p in result.create), "provided": 0}
+        self._record(result.decision.plan, states, [(r.state, r.gpus) for r in result.requests], started)
+        return result
+
+    def _act(self, acts: _Acts, all_pods: Sequence[Mapping[str, Any]], ignored: Sequence[IgnoredPod], scaler: Scaler) -> None:
+        """The one act step of both modes: delete, then create (unless KAI's own adjuster runs), then tell the pods."""
+        for delete in acts.deletions:
+            if self._stopping():
+                break
+            delete()
+        pods_by_key = {object_key(p): p for p in all_pods}
+        events = 0
+        for creation in () if self._kai_adjuster_running(list(all_pods)) else acts.creations:
+            if self._stopping():
+                break
+            if not creation.create():
+                continue
+            self.metrics.actions.labels("create", "demand").inc()
+            log.info("created %s %s: %d %s for %d pods", acts.noun, creation.name, creation.gpus, creation.resource_key,
+                     len(creation.pods), extra={acts.log_key: creation.name, "gpus": creation.gpus, "pods": len(creation.pods)})
+            creation.then()
+            events = self._tell_requested(scaler, acts.noun, creation, pods_by_key, events)
+        self._tell_ignored(scaler, ignored, pods_by_key, events)
+
+    def _tell_requested(self, scaler: Scaler, noun: str, creation: _Creation, pods_by_key: Mapping[str, Any], events: int) -> int:
+        """A ScaleUpRequested Event on each pod `creation` asks for (within the pass's budget); the Events posted so far."""
+        others = len(creation.pods) - 1
+        message = (f"asked for {creation.gpus} {creation.resource_key} for this pod" + (f" and {others} others" if others else "")
+                   + f" ({noun} {self.settings.namespace}/{creation.name})")
+        for pod_name in creation.pods:
+            pod = pods_by_key.get(pod_name)
+            if pod is None or events >= MAX_EVENTS_PER_PASS:
+                continue
+            self._event(scaler, pod, "ScaleUpRequested", message)
+            events += 1
+        return events
+
+    def _tell_ignored(self, scaler: Scaler, ignored: Sequence[IgnoredPod], pods_by_key: Mapping[str, Any], events: int) -> None:
+        """A ScaleUpIgnored Warning, once, on each pod not counted for a reason its owner can fix."""
+        reported = [i for i in ignored if i.code in REPORTED_IGNORED_CODES]
+        self._notified &= {i.pod for i in reported}  # a pod that recovers and fails again is told again
+        for pod_ignored in reported:
+            if pod_ignored.pod in self._notified or events >= MAX_EVENTS_PER_PASS:
+                continue
+            pod = pods_by_key.get(pod_ignored.pod)
+            if pod is not None:
+                self._notified.add(pod_ignored.pod)
+                self._event(scaler, pod, "ScaleUpIgnored", f"the node-scale-adjuster does not count this pod: {pod_ignored.reason}",
+                            "Warning")
+                events += 1
+
+    def _record(self, plan: AdjusterPlan, states: dict[str, int], existing: Sequence[tuple[str, int]], started: float) -> None:
+        """The pass's gauges: demand, ignored pods, GPUs asked for by state (`existing`: (state, GPUs) of what exists)."""
+        self.metrics.set_demand({v: float(d) for v, d in plan.demand_by_vendor.items()})
+        self.metrics.set_ignored(dict(Tally(i.code for i in plan.ignored)))
+        for state, gpus in existing:
+            if state in states:
+                states[state] += gpus
+        for state, gpus in states.items():
+            self.metrics.placeholder_gpus.labels(state).set(gpus)
+        self.passes += 1
+        self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
 
     def _kai_adjuster_running(self, all_pods: list[dict[str, Any]]) -> bool:
         """Whether KAI's own node-scale-adjuster is at work (its pods or its scaling pods): then nothing is created,
@@ -482,65 +362,7 @@ class Controller:
         self._kai_seen = bool(found)
         return self._kai_seen
 
-    def reconcile_once(self, pods: Informer, nodes: Informer, scaler: Scaler, pod_groups: Optional[Informer] = None) -> Pass:
-        started = time.perf_counter()
-        all_pods = pods.snapshot()
-        result = decide(all_pods, nodes.snapshot(), self.settings, self.clock(),
-                        pod_groups=pod_groups.snapshot() if pod_groups is not None else ())
-        decision = result.decision
-        # First, before any create or delete: a node a placeholder was just bound to is held while that
-        # placeholder has not run yet, so no other placeholder is bound to its GPUs once it exits.
-        self._hold_nodes(nodes, scaler, decision.held_nodes)
-        by_name = {(p.get("metadata") or {}).get("name"): p for p in all_pods
-                   if (p.get("metadata") or {}).get("namespace") == self.settings.namespace}
-        for name, reason in decision.delete:
-            if self._stopping():
-                break
-            outcome = scaler.delete_pod(self.settings.namespace, name)
-            if outcome.ok:
-                pods.forget(f"{self.settings.namespace}/{name}")
-                self.metrics.actions.labels("delete", reason).inc()
-                log.info("deleted placeholder %s (%s)", name, reason, extra={"placeholder": name, "reason": reason})
-            else:
-                log.warning("could not delete placeholder %s: %s", name, outcome.detail)
-        pods_by_key = {_key(p): p for p in all_pods}
-        events = 0
-        for planned in () if self._kai_adjuster_running(all_pods) else decision.create:
-            if self._stopping():
-                break
-            manifest = placeholder_manifest(planned, self.settings)
-            outcome = scaler.create_pod(manifest)
-            if not outcome.ok:
-                log.warning("could not create placeholder %s: %s", planned.name, outcome.detail)
-                continue
-            if outcome.obj:
-                pods.put(outcome.obj)
-            ph = planned.placeholder
-            self.metrics.actions.labels("create", "demand").inc()
-            log.info("created placeholder %s: %d %s for %d pods", planned.name, ph.gpus, ph.resource_key, len(ph.pods),
-                     extra={"placeholder": planned.name, "gpus": ph.gpus, "pods": len(ph.pods)})
-            for pod_name in ph.pods:
-                pod = pods_by_key.get(pod_name)
-                if pod is None or events >= MAX_EVENTS_PER_PASS:
-                    continue
-                others = len(ph.pods) - 1
-                message = f"asked for {ph.gpus} {ph.resource_key} for this pod" + (f" and {others} others" if others else "") + f" (placeholder {self.settings.namespace}/{planned.name})"
-                self._event(scaler, pod, "ScaleUpRequested", message)
-                events += 1
-        reported = [i for i in decision.plan.ignored if i.code in REPORTED_IGNORED_CODES]
-        self._notified &= {i.pod for i in reported}  # a pod that recovers and fails again is told again
-        for ignored in reported:
-            if ignored.pod in self._notified or events >= MAX_EVENTS_PER_PASS:
-                continue
-            pod = pods_by_key.get(ignored.pod)
-            if pod is not None:
-                self._notified.add(ignored.pod)
-                self._event(scaler, pod, "ScaleUpIgnored", f"the node-scale-adjuster does not count this pod: {ignored.reason}", "Warning")
-                events += 1
-        self._record(result, by_name)
-        self.passes += 1
-        self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
-        return result
+    # --- the acts of --mode placeholder ---------------------------------------------------------
 
     def _hold_nodes(self, nodes: Informer, scaler: Scaler, held: frozenset[str]) -> None:
         """Keep the nodes placeholders brought up from voluntary disruption until their pods land (consts.HOLD_LABEL)."""
@@ -558,76 +380,66 @@ class Controller:
                 self._hold_failed.add(name)
                 log.warning("could not %s node %s: %s", "hold" if hold else "release", name, outcome.detail)
 
-    def reconcile_requests_once(self, pods: Informer, nodes: Informer, requests: Informer, templates: Informer,
-                                scaler: Scaler, pod_groups: Optional[Informer] = None) -> RequestPass:
-        """--mode provisioning-request: one ProvisioningRequest (and its PodTemplates) per group and round."""
-        started = time.perf_counter()
-        all_pods = pods.snapshot()
-        request_objects = requests.snapshot()
-        for obj in request_objects:  # follow and report the autoscaler's answer
+    def _delete_placeholder(self, scaler: Scaler, pods: Informer, name: str, reason: str) -> None:
+        outcome = scaler.delete_pod(self.settings.namespace, name)
+        if not outcome.ok:
+            log.warning("could not delete placeholder %s: %s", name, outcome.detail)
+            return
+        pods.forget(f"{self.settings.namespace}/{name}")
+        self.metrics.actions.labels("delete", reason).inc()
+        log.info("deleted placeholder %s (%s)", name, reason, extra={"placeholder": name, "reason": reason})
+
+    def _placeholder_creation(self, scaler: Scaler, pods: Informer, planned: PlannedPlaceholder) -> _Creation:
+        def create() -> bool:
+            outcome = scaler.create_pod(placeholder_manifest(planned, self.settings))
+            if not outcome.ok:
+                log.warning("could not create placeholder %s: %s", planned.name, outcome.detail)
+                return False
+            if outcome.obj:
+                pods.put(outcome.obj)
+            return True
+
+        ph = planned.placeholder
+        return _Creation(planned.name, ph.gpus, ph.resource_key, tuple(ph.pods), create)
+
+    # --- the acts of --mode provisioning-request ------------------------------------------------
+
+    def _report_request_states(self, request_objects: Sequence[Mapping[str, Any]]) -> None:
+        """Follow and report the autoscaler's answer: one line per request whenever its state changes."""
+        for obj in request_objects:
             meta = obj.get("metadata") or {}
             state = request_state(obj)
             key = f"{meta.get('name')}:{meta.get('uid')}"
-            if self._request_states.get(key) != state:
-                self._request_states[key] = state
-                condition = next((c for c in request_conditions(obj).values() if c.get("status") == "True"
-                                  and request_state({"status": {"conditions": [c]}}) == state), {})
-                log.info("ProvisioningRequest %s is %s%s", meta.get("name"), state,
-                         f": {condition.get('reason')}: {condition.get('message')}" if condition else "",
-                         extra={"request": meta.get("name"), "state": state})
-        ns = self.settings.namespace
-        result = decide_requests(all_pods, nodes.snapshot(), request_objects, templates.snapshot(), self.settings, self.clock(),
-                                 pod_groups=pod_groups.snapshot() if pod_groups is not None else ())
-        for name, reason in [*result.decision.delete, *((name, REPLACED) for name in result.superseded)]:
-            if self._stopping():
-                break
-            self._delete_request(scaler, requests, templates, name, reason)
-        for name in result.orphan_templates:
-            if not self._stopping():
-                self._delete_template(scaler, templates, name)
-        pods_by_key = {_key(p): p for p in all_pods}
-        events = 0
-        for planned in () if self._kai_adjuster_running(all_pods) else result.create:
-            if self._stopping():
-                break
+            if self._request_states.get(key) == state:
+                continue
+            self._request_states[key] = state
+            condition = next((c for c in request_conditions(obj).values() if c.get("status") == "True"
+                              and request_state({"status": {"conditions": [c]}}) == state), {})
+            log.info("ProvisioningRequest %s is %s%s", meta.get("name"), state,
+                     f": {condition.get('reason')}: {condition.get('message')}" if condition else "",
+                     extra={"request": meta.get("name"), "state": state})
+
+    def _request_creation(self, scaler: Scaler, requests: Informer, templates: Informer, planned: PlannedRequest) -> _Creation:
+        def create() -> bool:
             created = [scaler.create_template(t) for t in planned.templates]
             if not all(o.ok for o in created):
                 log.warning("could not create the PodTemplates of %s: %s", planned.name, "; ".join(o.detail for o in created if not o.ok))
-                continue
+                return False
             for outcome in created:
                 if outcome.obj:
                     templates.put(outcome.obj)
             outcome = scaler.create_request(planned.request)
             if not outcome.ok:
                 log.warning("could not create ProvisioningRequest %s: %s", planned.name, outcome.detail)
-                continue
+                return False
             requests.put(outcome.obj or planned.request)
-            self.metrics.actions.labels("create", "demand").inc()
-            log.info("created ProvisioningRequest %s: %d %s for %d pods", planned.name, planned.gpus, planned.resource_key,
-                     len(planned.pods), extra={"request": planned.name, "gpus": planned.gpus, "pods": len(planned.pods)})
+            return True
+
+        def then() -> None:
             for old in planned.replaces:  # the new request exists: the one it replaces goes
                 self._delete_request(scaler, requests, templates, old, REPLACED)
-            for pod_name in planned.pods:
-                pod = pods_by_key.get(pod_name)
-                if pod is None or events >= MAX_EVENTS_PER_PASS:
-                    continue
-                others = len(planned.pods) - 1
-                message = (f"asked for {planned.gpus} {planned.resource_key} for this pod" + (f" and {others} others" if others else "")
-                           + f" (ProvisioningRequest {ns}/{planned.name})")
-                self._event(scaler, pod, "ScaleUpRequested", message)
-                events += 1
-        plan = result.decision.plan
-        self.metrics.set_demand({v: float(d) for v, d in plan.demand_by_vendor.items()})
-        self.metrics.set_ignored(dict(Tally(i.code for i in plan.ignored)))
-        states: dict[str, int] = {"pending": sum(p.gpus for p in result.create), "provided": 0}
-        for request in result.requests:
-            if request.state in states:
-                states[request.state] += request.gpus
-        for state, gpus in states.items():
-            self.metrics.placeholder_gpus.labels(state).set(gpus)
-        self.passes += 1
-        self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
-        return result
+
+        return _Creation(planned.name, planned.gpus, planned.resource_key, tuple(planned.pods), create, then)
 
     def _delete_request(self, scaler: Scaler, requests: Informer, templates: Informer, name: str, reason: str) -> None:
         ns = self.settings.namespace
@@ -649,24 +461,13 @@ class Controller:
         else:
             log.warning("could not delete PodTemplate %s: %s", name, outcome.detail)
 
+    # --- helpers --------------------------------------------------------------------------------
+
     @staticmethod
     def _event(scaler: Scaler, pod: Mapping[str, Any], reason: str, message: str, event_type: str = "Normal") -> None:
         outcome = scaler.post_event(pod, reason, message, event_type)
         if not outcome.ok:
-            log.warning("could not post a %s event on %s: %s", reason, _key(pod), outcome.detail)
+            log.warning("could not post a %s event on %s: %s", reason, object_key(pod), outcome.detail)
 
     def _stopping(self) -> bool:
         return self.stop.is_set() or self._term.is_set()
-
-    def _record(self, result: Pass, by_name: Mapping[Any, Any]) -> None:
-        plan = result.decision.plan
-        self.metrics.set_demand({v: float(d) for v, d in plan.demand_by_vendor.items()})
-        self.metrics.set_ignored(dict(Tally(i.code for i in plan.ignored)))
-        states: dict[str, int] = {"pending": 0, "provided": 0}
-        for ph in result.placeholders:
-            if ph.state in states:
-                states[ph.state] += ph.gpus
-        for planned in result.decision.create:
-            states["pending"] += planned.placeholder.gpus
-        for state, gpus in states.items():
-            self.metrics.placeholder_gpus.labels(state).set(gpus)

@@ -32,7 +32,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
-from raybridge.core.consts import KAI_SCALING_POD_NAME_LABEL, KAI_SCALING_POD_NAMESPACE_LABEL
+from raybridge.core.consts import (
+    KAI_SCALING_POD_NAME_LABEL,
+    KAI_SCALING_POD_NAMESPACE_LABEL,
+    PROVISIONING_GROUP,
+    PROVISIONING_PLURAL,
+    PROVISIONING_VERSION,
+)
 
 #: The label KAI's operator puts on the node-scale-adjuster's pods, and its value.
 KAI_ADJUSTER_APP_LABEL = "app"
@@ -151,7 +157,7 @@ def check(api_client: Any, *, mode: str, priority_class: str, cutoff: int, reque
         served: Optional[bool] = True
         try:
             client.CustomObjectsApi(api_client).list_namespaced_custom_object(
-                "autoscaling.x-k8s.io", "v1", namespace, "provisioningrequests", limit=1, _request_timeout=timeout)
+                PROVISIONING_GROUP, PROVISIONING_VERSION, namespace, PROVISIONING_PLURAL, limit=1, _request_timeout=timeout)
         except ApiException as exc:
             if exc.status == 404:
                 served = False

@@ -1,11 +1,15 @@
 """Acting on the decision: create and delete placeholder pods, post Events, through the official client.
 
-Every call carries a timeout and is retried with backoff on what a busy or
-flaky API server answers (409 conflicts, 429 with Retry-After, 5xx, dropped
-connections, bodies that are not JSON). Creating a name that exists counts as
-done (the names are deterministic, so a retried or repeated create adopts);
-deleting one that is gone counts as done. Nothing here raises: each call
-returns an `Outcome` the controller logs and counts. It decides nothing.
+Every call carries a timeout and is retried here, and only here, with the one
+retry policy (`kube.retry.RetryPolicy`, `ACT_POLICY`) on what a busy or flaky
+API server answers (429 with Retry-After, 5xx, dropped connections, bodies
+that are not JSON): the calls run inside `calls_tried_once()`, so the
+client does not repeat them too, and a wait between tries ends at once when a
+stop event is set. A 409 is not retried: creating a name that exists
+(AlreadyExists) counts as done, since the names are deterministic and a
+repeated create adopts; any other conflict fails the call and the next pass
+decides again. Deleting what is gone counts as done. Nothing here raises: each
+call returns an `Outcome` the controller logs and counts. It decides nothing.
 """
 
 from __future__ import annotations
@@ -13,17 +17,19 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Optional
 
+from raybridge.kube.retry import TRANSIENT_STATUSES, RetryPolicy, calls_tried_once, pause, retry_after_seconds
+
 log = logging.getLogger("raybridge.adjuster.scaler")
 
-#: Statuses worth trying again (a conflict, throttling, the server's trouble).
-RETRIABLE = frozenset({409, 429, 500, 502, 503, 504})
-#: The longest Retry-After honoured; a longer one waits this long and tries again.
-MAX_RETRY_AFTER_SECONDS = 10.0
+#: The adjuster's writes: five quick tries, then the next pass (a resync later) decides again.
+#: A Retry-After longer than `max_retry_after` is left to that next pass too.
+ACT_POLICY = RetryPolicy(attempts=5, first_backoff=0.1, max_backoff=2.0, max_retry_after=10.0)
+#: Events are best effort: one retry.
+EVENT_POLICY = RetryPolicy(attempts=2, first_backoff=0.1, max_backoff=2.0, max_retry_after=10.0)
 
 
 @dataclass(frozen=True)
@@ -42,9 +48,7 @@ class Scaler:
         api_client: Any,
         *,
         request_timeout: float,
-        attempts: int = 5,
-        backoff: float = 0.1,
-        max_backoff: float = 2.0,
+        policy: RetryPolicy = ACT_POLICY,
         stop: tuple[threading.Event, ...] = (),
         on_api_error: Callable[[str, str], None] = lambda operation, code: None,
     ) -> None:
@@ -53,9 +57,7 @@ class Scaler:
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.timeout = request_timeout
-        self.attempts = attempts
-        self.backoff = backoff
-        self.max_backoff = max_backoff
+        self.policy = policy
         #: Any of these set: stop retrying at once (shutdown, or the Lease lost).
         self.stop = stop
         self.on_api_error = on_api_error
@@ -145,7 +147,7 @@ class Scaler:
         def call() -> Any:
             return self.core.create_namespaced_event(namespace, body, _preload_content=False, _request_timeout=(self.timeout, self.timeout))
 
-        return self._retry("create event", call, done_on={}, success="created", attempts=2)
+        return self._retry("create event", call, done_on={}, success="created", policy=EVENT_POLICY)
 
     # --- retries ---------------------------------------------------------------------------
 
@@ -156,63 +158,55 @@ class Scaler:
         *,
         done_on: Mapping[int, str],
         success: str,
-        attempts: Optional[int] = None,
+        policy: Optional[RetryPolicy] = None,
         already_exists_only: bool = False,
     ) -> Outcome:
+        """`call` tried per `policy` (this level only: the client tries each once); an `Outcome`, never an exception."""
+        policy = policy or self.policy
+        attempt = 0
+        while True:
+            attempt += 1
+            outcome, retry_after = self._try(operation, call, done_on, success, already_exists_only, attempt)
+            if outcome.ok or outcome.result != "retry":
+                return outcome
+            wait = policy.wait_before_retry(attempt, "status", None, retry_after)
+            log.warning("%s (attempt %d of %d)", outcome.detail, attempt, policy.attempts)
+            if wait is None or pause(wait, self.stop):
+                return Outcome(False, "failed", outcome.detail, attempts=attempt)
+
+    def _try(
+        self, operation: str, call: Callable[[], Any], done_on: Mapping[int, str], success: str,
+        already_exists_only: bool, attempt: int,
+    ) -> tuple[Outcome, Optional[float]]:
+        """One try: its `Outcome` ("retry" when worth another, with the server's Retry-After)."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError as Urllib3Error
 
-        attempts = attempts or self.attempts
-        delay = self.backoff
-        detail = ""
-        for attempt in range(1, attempts + 1):
-            wait = delay
-            try:
+        try:
+            with calls_tried_once():
                 response = call()
-                data = getattr(response, "data", b"")
-                try:
-                    obj = json.loads(data) if data else None
-                except (ValueError, UnicodeDecodeError):
-                    obj = None
-                    raise _NotJson(repr(data[:60]))
-                return Outcome(True, success, obj=obj if isinstance(obj, dict) else None, attempts=attempt)
-            except ApiException as exc:
-                status = exc.status or 0
-                reason = _status_reason(exc)
-                if status in done_on and (not already_exists_only or status != 409 or reason == "AlreadyExists"):
-                    return Outcome(True, done_on[status], attempts=attempt)
-                self.on_api_error(operation, str(status))
-                detail = f"{operation}: HTTP {status} {reason}".strip()
-                if status not in RETRIABLE:
-                    return Outcome(False, "failed", detail, attempts=attempt)
-                retry_after = _retry_after(exc)
-                if retry_after is not None:
-                    wait = min(retry_after, MAX_RETRY_AFTER_SECONDS)
-            except _NotJson as exc:
-                self.on_api_error(operation, "not-json")
-                detail = f"{operation}: the API answered something that is not JSON ({exc})"
-            except (Urllib3Error, OSError) as exc:
-                self.on_api_error(operation, "connection")
-                detail = f"{operation}: {type(exc).__name__}: {str(exc)[:160]}"
-            log.warning("%s (attempt %d of %d)", detail, attempt, attempts)
-            if attempt < attempts and self._wait(wait):
-                break
-            delay = min(delay * 2, self.max_backoff)
-        return Outcome(False, "failed", detail, attempts=attempts)
-
-
-    def _wait(self, seconds: float) -> bool:
-        """Sleep up to `seconds`; True when told to stop."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if any(event.is_set() for event in self.stop):
-                return True
-            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
-        return any(event.is_set() for event in self.stop)
-
-
-class _NotJson(Exception):
-    pass
+        except ApiException as exc:
+            status = exc.status or 0
+            reason = _status_reason(exc)
+            if status in done_on and (not already_exists_only or status != 409 or reason == "AlreadyExists"):
+                return Outcome(True, done_on[status], attempts=attempt), None
+            self.on_api_error(operation, str(status))
+            detail = f"{operation}: HTTP {status} {reason}".strip()
+            if status not in TRANSIENT_STATUSES:
+                return Outcome(False, "failed", detail, attempts=attempt), None
+            return Outcome(False, "retry", detail, attempts=attempt), retry_after_seconds(getattr(exc, "headers", None) or {})
+        except (Urllib3Error, OSError) as exc:
+            # Timeouts too: the adjuster has no command bound, and a create that got through is adopted (409).
+            self.on_api_error(operation, "connection")
+            return Outcome(False, "retry", f"{operation}: {type(exc).__name__}: {str(exc)[:160]}", attempts=attempt), None
+        data = getattr(response, "data", b"")
+        try:
+            obj = json.loads(data) if data else None
+        except (ValueError, UnicodeDecodeError):
+            self.on_api_error(operation, "not-json")
+            detail = f"{operation}: the API answered something that is not JSON ({data[:60]!r})"
+            return Outcome(False, "retry", detail, attempts=attempt), None
+        return Outcome(True, success, obj=obj if isinstance(obj, dict) else None, attempts=attempt), None
 
 
 def _status_reason(exc: Any) -> str:
@@ -221,13 +215,3 @@ def _status_reason(exc: Any) -> str:
         return str(body.get("reason") or exc.reason or "") if isinstance(body, dict) else str(exc.reason or "")
     except (ValueError, TypeError):
         return str(getattr(exc, "reason", "") or "")
-
-
-def _retry_after(exc: Any) -> Optional[float]:
-    headers = getattr(exc, "headers", None) or {}
-    value = headers.get("Retry-After") if hasattr(headers, "get") else None
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return seconds if seconds is not None and seconds >= 0 else None

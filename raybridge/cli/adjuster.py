@@ -16,10 +16,9 @@ It imports neither ray nor (outside `run`) kubernetes, and decides nothing itsel
 from __future__ import annotations
 
 import argparse
-import math
-from typing import Any
+from typing import Any, Callable, Optional
 
-from raybridge.cli.args import Parser, add_cluster_args, add_output_arg
+from raybridge.cli.args import Parser, add_cluster_args, add_output_arg, described
 from raybridge.core.consts import (
     ADJUSTER_DEFAULT_GRACE_SECONDS,
     ADJUSTER_DEFAULT_MEMORY_FRACTION,
@@ -77,36 +76,23 @@ def _group_help(parser: argparse.ArgumentParser) -> int:
 
 
 # --- settings shared by the group's commands ------------------------------------------------
+# The flag types below only read the text as a number; what range each value must be in is checked once, in
+# `adjuster/decision/settings.py` (AdjusterSettings.problems, RunSettings.problems), for flags and
+# RAYBRIDGE_ADJUSTER_* variables alike.
 
 
-def _non_negative_seconds(text: str) -> float:
+def _seconds(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0 (got {text!r})")
-    return value
 
 
-def _integer(text: str) -> int:
+def _whole(text: str) -> int:
     try:
-        return int(text)
+        return int(text, 10)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})") from None
-
-
-def _whole(minimum: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text, 10)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum} (got {text!r})")
-        return value
-
-    return parse
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
 
 
 def _fraction(text: str) -> Any:
@@ -117,24 +103,31 @@ def _fraction(text: str) -> Any:
         value = Decimal(text)
     except InvalidOperation:
         raise argparse.ArgumentTypeError(f"not a decimal number: {text!r}") from None
-    if not value.is_finite() or not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be above 0 and at most 1 (got {text!r})")
+    if not value.is_finite():  # a Fraction holds no NaN or infinity
+        raise argparse.ArgumentTypeError(f"not a finite decimal number: {text!r}")
     return Fraction(value)
 
 
-def add_settings_args(p: argparse.ArgumentParser) -> None:
+def add_settings_args(p: argparse.ArgumentParser, env: Optional[Callable[[str], str]] = None) -> None:
+    """The planner's settings; `env`, for `adjuster run`, names the variable each flag falls back to ('' for none)."""
+    env_of = env or (lambda flag: "")
     g = p.add_argument_group("adjuster settings")
-    g.add_argument("--policy", choices=("exact", "kai"), default="exact", help="exact: bin packing per constraint group (default); kai: KAI's node-scale-adjuster rule, one pass")
-    g.add_argument("--scheduler-name", default=KAI_SCHEDULER_NAME, help=f"pods of this scheduler count (default: {KAI_SCHEDULER_NAME})")
-    g.add_argument("--grace-period", type=_non_negative_seconds, default=float(ADJUSTER_DEFAULT_GRACE_SECONDS), metavar="SECONDS",
-                   help=f"a pod counts once it has been Unschedulable this long (default: {ADJUSTER_DEFAULT_GRACE_SECONDS}; 0 to compare with KAI)")  # fmt: skip
-    g.add_argument("--memory-fraction", type=_fraction, default=None, metavar="F",
-                   help=f"a gpu-memory pod's fraction where its nodes' GPU memory is unknown (default: {ADJUSTER_DEFAULT_MEMORY_FRACTION}, as KAI)")  # fmt: skip
-    g.add_argument("--max-gpus", type=_whole(0), default=None, metavar="N", help="at most N placeholder GPUs in all; what is cut is reported")
-    g.add_argument("--default-vendor", choices=VENDORS, default=ADJUSTER_DEFAULT_VENDOR,
-                   help=f"vendor of pods whose annotation ({'raybridge.io/gpu-vendor'}) and nodes do not say (default: {ADJUSTER_DEFAULT_VENDOR})")  # fmt: skip
-    g.add_argument("--node-gpus", type=_whole(1), default=None, metavar="N", help="GPUs per node where no node of a group is known")
-    g.add_argument("--kai-namespace", default=KAI_SCALE_ADJUST_NAMESPACE, help=f"--policy kai: namespace of KAI's scaling pods (default: {KAI_SCALE_ADJUST_NAMESPACE})")
+    g.add_argument("--policy", choices=("exact", "kai"), default="exact", help=described(
+        "exact: bin packing per constraint group; kai: KAI's node-scale-adjuster rule, one pass", "exact", env_of("policy")))
+    g.add_argument("--scheduler-name", default=KAI_SCHEDULER_NAME, help=described(
+        "pods of this scheduler count", KAI_SCHEDULER_NAME, env_of("scheduler-name")))
+    g.add_argument("--grace-period", type=_seconds, default=float(ADJUSTER_DEFAULT_GRACE_SECONDS), metavar="SECONDS", help=described(
+        "a pod counts once it has been Unschedulable this long", f"{ADJUSTER_DEFAULT_GRACE_SECONDS}; 0 to compare with KAI", env_of("grace-period")))
+    g.add_argument("--memory-fraction", type=_fraction, default=None, metavar="F", help=described(
+        "a gpu-memory pod's fraction where its nodes' GPU memory is unknown", f"{ADJUSTER_DEFAULT_MEMORY_FRACTION}, as KAI", env_of("memory-fraction")))
+    g.add_argument("--max-gpus", type=_whole, default=None, metavar="N", help=described(
+        "at most N placeholder GPUs in all; what is cut is reported", "no limit", env_of("max-gpus")))
+    g.add_argument("--default-vendor", choices=VENDORS, default=ADJUSTER_DEFAULT_VENDOR, help=described(
+        "vendor of pods whose annotation (raybridge.io/gpu-vendor) and nodes do not say", ADJUSTER_DEFAULT_VENDOR, env_of("default-vendor")))
+    g.add_argument("--node-gpus", type=_whole, default=None, metavar="N", help=described(
+        "GPUs per node where no node of a group is known", "the group's largest pod", env_of("node-gpus")))
+    g.add_argument("--kai-namespace", default=KAI_SCALE_ADJUST_NAMESPACE, help=described(
+        "--policy kai: namespace of KAI's scaling pods", KAI_SCALE_ADJUST_NAMESPACE, env_of("kai-namespace")))
 
 
 def settings_from_args(args: argparse.Namespace) -> Any:
@@ -164,10 +157,10 @@ def _now(text: Any) -> Any:
 
     if not text:
         return datetime.now(timezone.utc)
-    from raybridge.adjuster.decision.demand import parse_time
+    from raybridge.core.kubeobjects import parse_rfc3339
     from raybridge.errors import BadInput
 
-    parsed = parse_time(text)
+    parsed = parse_rfc3339(text)
     if parsed is None:
         raise BadInput(f"--now {text!r} is not an RFC 3339 time (e.g. 2025-01-31T12:00:00Z)")
     return parsed
@@ -314,6 +307,8 @@ def _metrics_port(text: str) -> int:
 
 #: The shared settings flags (above) whose defaults an environment variable may set for `run`.
 _ENV_SETTINGS = ("scheduler-name", "grace-period", "memory-fraction", "max-gpus", "default-vendor", "node-gpus")
+#: The cluster flags whose defaults an environment variable may set for `run`.
+_ENV_CLUSTER = ("kubeconfig", "context", "namespace", "request-timeout")
 
 
 def _register_run(commands: Any) -> None:
@@ -325,42 +320,48 @@ def _register_run(commands: Any) -> None:
         "run",
         help="run the node-scale-adjuster in the cluster: placeholders for pending fractional-GPU pods",
         description="Watch pending GPU-sharing pods and keep whole-GPU placeholder pods that make the cluster "
-        "autoscaler add the nodes they need. Every flag can also come from RAYBRIDGE_ADJUSTER_<FLAG> (the flag wins).",
+        "autoscaler add the nodes they need. A flag named with an env variable below can also come from it (the flag wins).",
     )
-    add_settings_args(p)
+
+    def env_of(name: str) -> str:
+        return env_name(name) if name in _ENV_SETTINGS or name in _ENV_CLUSTER else ""
+
+    add_settings_args(p, env=env_of)
     p.set_defaults(**{flag.replace("-", "_"): env_default(flag) for flag in _ENV_SETTINGS if env_default(flag) is not None})
 
-    def flag(name: str, default: Any, help_text: str, **kwargs: Any) -> None:
-        section.add_argument(f"--{name}", default=env_default(name, default), help=f"{help_text} (env {env_name(name)})", **kwargs)
+    def flag(name: str, default: Any, help_text: str, shown: Any = None, **kwargs: Any) -> None:
+        """A controller flag, its default (`shown` where the default is decided later) and its variable."""
+        section.add_argument(f"--{name}", default=env_default(name, default),
+                             help=described(help_text, shown if shown is not None else default, env_name(name)), **kwargs)
 
     section = p.add_argument_group("controller")
-    flag("mode", "placeholder", "placeholder (default) or provisioning-request", choices=MODES)
-    flag("priority-class", consts.DEFAULT_PRIORITY_CLASS, f"PriorityClass of the placeholders: below every workload, not below the "
-         f"autoscaler's cutoff (default: {consts.DEFAULT_PRIORITY_CLASS})")
+    flag("mode", "placeholder", "placeholder or provisioning-request", choices=MODES)
+    flag("priority-class", consts.DEFAULT_PRIORITY_CLASS, "PriorityClass of the placeholders: below every workload, not below the autoscaler's cutoff")
     flag("expendable-pods-priority-cutoff", str(consts.DEFAULT_EXPENDABLE_CUTOFF), "the cluster autoscaler's flag of that name: "
-         f"placeholders below it never cause a scale-up, so a PriorityClass below it is refused (default: {consts.DEFAULT_EXPENDABLE_CUTOFF}, "
-         "the autoscaler's)", type=_integer)
-    flag("placeholder-image", consts.DEFAULT_PLACEHOLDER_IMAGE, "image of the placeholders: it must have /bin/true; it exits at once")
-    flag("provision-timeout", str(consts.DEFAULT_PROVISION_TIMEOUT_SECONDS), "seconds capacity a placeholder brought up counts for its pods before they must land", type=_non_negative_seconds)
-    flag("provisioning-class", consts.DEFAULT_PROVISIONING_CLASS, f"--mode provisioning-request: the requests' class (default: {consts.DEFAULT_PROVISIONING_CLASS})")
-    flag("failed-backoff", str(consts.DEFAULT_FAILED_BACKOFF_SECONDS), "--mode provisioning-request: seconds a Failed request waits before it is asked for again", type=_non_negative_seconds)
-    flag("resync", str(consts.DEFAULT_RESYNC_SECONDS), "seconds between reconciles without an event", type=_non_negative_seconds)
-    flag("debounce", str(consts.DEFAULT_DEBOUNCE_SECONDS), "quiet seconds after an event before reconciling", type=_non_negative_seconds)
+         "placeholders below it never cause a scale-up, so a PriorityClass below it is refused",
+         shown=f"{consts.DEFAULT_EXPENDABLE_CUTOFF}, the autoscaler's", type=_whole, metavar="PRIORITY")
+    flag("placeholder-image", consts.DEFAULT_PLACEHOLDER_IMAGE, "image of the placeholders: it must have /bin/true; it exits at once", metavar="IMAGE")
+    flag("provision-timeout", _seconds_text(consts.DEFAULT_PROVISION_TIMEOUT_SECONDS), "seconds capacity a placeholder brought up counts for its pods before they must land", type=_seconds, metavar="SECONDS")
+    flag("provisioning-class", consts.DEFAULT_PROVISIONING_CLASS, "--mode provisioning-request: the requests' class", metavar="CLASS")
+    flag("failed-backoff", _seconds_text(consts.DEFAULT_FAILED_BACKOFF_SECONDS), "--mode provisioning-request: seconds a Failed request waits before it is asked for again", type=_seconds, metavar="SECONDS")
+    flag("resync", _seconds_text(consts.DEFAULT_RESYNC_SECONDS), "seconds between reconciles without an event", type=_seconds, metavar="SECONDS")
+    flag("debounce", _seconds_text(consts.DEFAULT_DEBOUNCE_SECONDS), "quiet seconds after an event before reconciling", type=_seconds, metavar="SECONDS")
     flag("log-format", "text", "text or json", choices=LOG_FORMATS)
     flag("metrics-bind-address", None, "HOST:PORT of /metrics, /healthz and /readyz: 127.0.0.1:8080 for this machine "
-         "alone, :8080 for every interface, 0 for no server (default: :8080, what a pod needs for its probes)",
+         "alone, :8080 for every interface, 0 for no server", shown=f":{consts.DEFAULT_METRICS_PORT}, what a pod needs for its probes",
          type=_bind_address, metavar="HOST:PORT")
-    flag("metrics-port", None, "the same as --metrics-bind-address :PORT (0: off)", type=_metrics_port, metavar="PORT")
+    flag("metrics-port", None, "the same as --metrics-bind-address :PORT (0: off)", shown="that of --metrics-bind-address",
+         type=_metrics_port, metavar="PORT")
     section = p.add_argument_group("leader election")
-    flag("leader-election", "true", "true (default) or false: only the holder of the Lease acts", choices=("true", "false"))
-    flag("lease-name", consts.DEFAULT_LEASE_NAME, "name of the coordination.k8s.io Lease")
-    flag("lease-duration", str(consts.DEFAULT_LEASE_DURATION_SECONDS), "seconds a standby waits before taking over", type=_whole(1))
-    flag("renew-deadline", str(consts.DEFAULT_RENEW_DEADLINE_SECONDS), "seconds the leader tries to renew before giving up", type=_whole(1))
-    flag("retry-period", str(consts.DEFAULT_RETRY_PERIOD_SECONDS), "seconds between Lease attempts", type=_whole(1))
-    flag("identity", "", "this replica's name in the Lease (default: host name and a random suffix)")
+    flag("leader-election", "true", "true or false: only the holder of the Lease acts", choices=("true", "false"))
+    flag("lease-name", consts.DEFAULT_LEASE_NAME, "name of the coordination.k8s.io Lease", metavar="NAME")
+    flag("lease-duration", str(consts.DEFAULT_LEASE_DURATION_SECONDS), "seconds a standby waits before taking over", type=_whole, metavar="SECONDS")
+    flag("renew-deadline", str(consts.DEFAULT_RENEW_DEADLINE_SECONDS), "seconds the leader tries to renew before giving up", type=_whole, metavar="SECONDS")
+    flag("retry-period", str(consts.DEFAULT_RETRY_PERIOD_SECONDS), "seconds between Lease attempts", type=_whole, metavar="SECONDS")
+    flag("identity", "", "this replica's name in the Lease", shown="host name and a random suffix", metavar="NAME")
     add_cluster_args(
-        p, namespace_help=f"namespace of the placeholders and the Lease (default: {consts.DEFAULT_NAMESPACE}; env {env_name('namespace')})",
-        request_timeout_default=f"{consts.DEFAULT_REQUEST_TIMEOUT_SECONDS}; env {env_name('request-timeout')}",
+        p, namespace_help="namespace of the placeholders and the Lease", namespace_default=consts.DEFAULT_NAMESPACE,
+        request_timeout_default=_seconds_text(consts.DEFAULT_REQUEST_TIMEOUT_SECONDS), env=env_of,
     )  # fmt: skip
     p.set_defaults(
         namespace=env_default("namespace", consts.DEFAULT_NAMESPACE),
@@ -369,6 +370,11 @@ def _register_run(commands: Any) -> None:
         context=env_default("context"),
         handler=cmd_run,
     )
+
+
+def _seconds_text(value: float) -> str:
+    """300.0 -> '300', 0.1 -> '0.1': a default as a user would type it."""
+    return f"{value:g}"
 
 
 def run_settings_from_args(args: argparse.Namespace) -> Any:

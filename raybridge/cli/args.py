@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 #: `-o` of every command that prints a result: what kubectl's `-o` takes for the same output.
 OUTPUT_FORMATS = ("table", "json", "yaml")
@@ -118,20 +118,31 @@ def add_output_arg(
     p.add_argument("-o", "--output", type=output_format, choices=choices, default=default, help=f"output format{shown}")
 
 
+def described(text: str, default: Optional[str] = None, env: Optional[str] = None) -> str:
+    """A flag's help: what it does, then "(default: D; env VAR)" for whichever of the two it has."""
+    parts = ([f"default: {default}"] if default is not None else []) + ([f"env {env}"] if env else [])
+    return f"{text} ({'; '.join(parts)})" if parts else text
+
+
 def add_cluster_args(
     p: argparse.ArgumentParser,
     title: str = "cluster",
-    namespace_help: str = "namespace (default: the context's, else 'default')",
+    namespace_help: str = "namespace",
+    namespace_default: Optional[str] = "the context's, else 'default'",
     request_timeout_default: str = "30",
+    env: Optional[Callable[[str], str]] = None,
 ) -> None:
-    """The flags of every command that talks to a cluster (`CLUSTER_FLAGS`), named and meant as kubectl's."""
+    """The flags of every command that talks to a cluster (`CLUSTER_FLAGS`), named and meant as kubectl's.
+
+    `env`, where the command reads environment variables too, names the one each flag falls back to."""
+    env_of = env or (lambda flag: "")
     g = p.add_argument_group(title)
-    g.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
-    g.add_argument("--context", help="kubeconfig context")
-    g.add_argument("-n", "--namespace", help=namespace_help)
+    g.add_argument("--kubeconfig", help=described("kubeconfig file", "$KUBECONFIG, ~/.kube/config, in-cluster", env_of("kubeconfig")))
+    g.add_argument("--context", help=described("kubeconfig context", "the kubeconfig's current context", env_of("context")))
+    g.add_argument("-n", "--namespace", help=described(namespace_help, namespace_default, env_of("namespace")))
     g.add_argument(
         "--request-timeout", type=seconds, default=None, metavar="SECONDS",
-        help=f"bound on each Kubernetes API call, connect and read (default: {request_timeout_default})",
+        help=described("bound on each Kubernetes API call, connect and read", request_timeout_default, env_of("request-timeout")),
     )  # fmt: skip
 
 

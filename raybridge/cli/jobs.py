@@ -130,9 +130,7 @@ def _spec_from_args(args: argparse.Namespace, purpose: str, submission_id: Optio
 
 
 def _inventory(args: argparse.Namespace, spec: Any = None) -> Any:
-    from raybridge.core.consts import VENDORS
     from raybridge.jobs.discovery import discover_inventory
-    from raybridge.noise import without_probe_library_notes
 
     inventory = discover_inventory(
         nodes_file=args.nodes,
@@ -141,7 +139,15 @@ def _inventory(args: argparse.Namespace, spec: Any = None) -> Any:
         cluster=cluster_target(args),
         tolerations=spec.tolerations if spec is not None else (),
     )
-    if inventory.source != "local" or any(node.vendor for node in inventory.nodes):
+    return _without_library_notes(inventory)
+
+
+def _without_library_notes(inventory: Any) -> Any:
+    """This machine's inventory without its GPU-library notes when it has no GPUs and `-v` is not given."""
+    from raybridge.core.consts import VENDORS
+    from raybridge.noise import without_probe_library_notes
+
+    if inventory is None or inventory.source != "local" or any(node.vendor for node in inventory.nodes):
         return inventory
     return replace(inventory, notes=without_probe_library_notes(tuple(inventory.notes), tuple(VENDORS)))
 
@@ -153,6 +159,21 @@ def _print_warnings(decision: Any) -> None:
         note(text)
     for text in decision.warnings:
         warn(text)
+
+
+def _warn_unpinned_image(spec: Any, decision: Any) -> None:
+    """The AMD default image is a moving tag from ROCm, not a Ray release (docs/spec.md: pin one): said on stderr."""
+    from raybridge.cli.render import warn
+    from raybridge.jobapi.ray_import import installed_ray_version
+    from raybridge.jobs.decision.images import AMD_DEFAULT_IMAGE
+    from raybridge.jobs.decision.manifests import image_for
+
+    ray_version = installed_ray_version()
+    if not spec.image and image_for(spec, decision, ray_version) == AMD_DEFAULT_IMAGE:
+        warn(
+            f"image {AMD_DEFAULT_IMAGE} is the AMD default: Ray publishes no ROCm image, and this tag moves and need not run "
+            f"the Ray installed here ({ray_version}); pin one with `image:` in the spec or --image"
+        )
 
 
 def _namespace(args: argparse.Namespace, spec: Any) -> str:
@@ -215,6 +236,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     decision = plan_job(spec, _inventory(args, spec))
     data = decision.to_dict()
     _print_warnings(decision)
+    _warn_unpinned_image(spec, decision)
     if args.output == "table":
         rows = [(k, v) for k, v in data.items() if k not in ("warnings", "notes")]
         table("Sizing decision", ("FIELD", "VALUE"), rows)
@@ -225,14 +247,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump
+    from raybridge.jobapi.ray_import import installed_ray_version
     from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
 
     spec = _spec_from_args(args, "render")
     decision = plan_job(spec, _inventory(args, spec))
     _print_warnings(decision)
+    _warn_unpinned_image(spec, decision)
     _say_where_the_entrypoint_goes(spec)
     objects = render_job(
-        spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=_namespace(args, spec), submission_mode=args.submission_mode
+        spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=_namespace(args, spec), submission_mode=args.submission_mode,
+        ray_version=installed_ray_version(),
     )
     _say_what_it_is_for(objects)
     if args.output == "json":
@@ -314,8 +339,10 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
     if args.dashboard_address:
         raise BadInput("--dashboard-address is for the kubernetes backend; locally use --address")
     address = args.address or os.environ.get("RAY_ADDRESS")
-    if address and address != "auto" and not args.dry_run:
-        # Ray itself retries a GCS address that does not answer for about 40 s, writing its C++ warnings to stderr.
+    checked = bool(address and address != "auto" and not args.dry_run)
+    if checked:
+        # Ray itself retries a GCS address that refuses or never answers for about 40 s, writing its C++
+        # warnings to stderr: --request-timeout bounds this check instead.
         from raybridge.gpu.ray_probe import check_reachable
 
         check_reachable(address, options.request_timeout)
@@ -325,7 +352,7 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
             ("--namespace", args.namespace),
             ("--kubeconfig", args.kubeconfig),
             ("--context", args.context),
-            ("--request-timeout", args.request_timeout),
+            ("--request-timeout", args.request_timeout is not None and not checked),
             ("--queue", args.queue),
             ("--priority-class", args.priority_class),
             ("--nodes", args.nodes),
@@ -341,19 +368,22 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
 
 def _dry_run(spec: Any, options: Any, output: str) -> int:
     from raybridge.cli.render import dump, progress
+    from raybridge.jobapi.ray_import import installed_ray_version
     from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
     from raybridge.jobs.decision.sizing import SizingRequest, unsized_decision
     from raybridge.jobs import choose_backend
     from raybridge.jobs.discovery import submission_inventory
 
     backend, why = choose_backend(options)
-    progress(f"backend: {backend} ({why}); dry run, nothing is created")
-    inventory = submission_inventory(backend, options, spec.tolerations)
+    progress("dry run, nothing is created")  # the backend and why it was chosen are in the document, said once
+    inventory = _without_library_notes(submission_inventory(backend, options, spec.tolerations))
     decision = unsized_decision(SizingRequest.from_spec(spec)) if inventory is None else plan_job(spec, inventory)
-    result: dict[str, Any] = {"backend": backend, "plan": decision.to_dict(), "entrypoint": spec.entrypoint}
+    result: dict[str, Any] = {"backend": backend, "backendReason": why, "plan": decision.to_dict(), "entrypoint": spec.entrypoint}
     if backend == "kubernetes":
+        _warn_unpinned_image(spec, decision)
         namespace = replace(options.cluster, namespace=spec.namespace or options.namespace).resolved_namespace()
-        result["objects"] = render_job(spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=namespace)
+        result["objects"] = render_job(spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=namespace,
+                                       ray_version=installed_ray_version())
     dump(result, "json" if output == "json" else "yaml")
     return EXIT_OK
 

@@ -1,7 +1,9 @@
 """status, logs, stop, delete, list: the commands about jobs raybridge already created.
 
 Connects with the flags' kubeconfig, context and namespace, calls
-`raybridge.jobs.lifecycle`, and prints what it returns. Imports ray and
+`raybridge.jobs.lifecycle`, and prints what it returns. Without a cluster to
+ask it says where a local run's job went (it ended with its `submit`): the
+local backend keeps no record of its jobs. Imports ray and
 kubernetes only inside the handlers.
 """
 
@@ -42,8 +44,26 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_list)
 
 
+#: What the user of a local run hears when there is no cluster to ask: where that run's job went.
+LOCAL_JOBS = (
+    "these commands read the jobs raybridge created on Kubernetes; a local run's job lives only while its `submit` "
+    "runs (its private Ray head ends with it): to keep one, start a Ray cluster (`ray start --head`), submit with "
+    "--address, and follow the job with `ray job status` and `ray job logs`"
+)
+
+
 def _kube(args: argparse.Namespace) -> Any:
-    return cluster_target(args).connect()
+    """The cluster of the flags; without any (no kubeconfig, not in a pod), exit 3 that also says where local jobs went."""
+    from raybridge.errors import ClusterUnreachable
+
+    target = cluster_target(args)
+    try:
+        return target.connect()
+    except ClusterUnreachable as exc:
+        resolved = target.resolve()
+        if resolved.files or resolved.in_cluster:
+            raise
+        raise ClusterUnreachable(f"{'; '.join(exc.problems)}; {LOCAL_JOBS}") from None
 
 
 def cmd_status(args: argparse.Namespace) -> int:

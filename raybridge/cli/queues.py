@@ -75,7 +75,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _cluster_args(p: argparse.ArgumentParser) -> None:
-    add_cluster_args(p, "cluster (with --from-cluster)", namespace_help="accepted as everywhere; Queues and Nodes are cluster-wide")
+    add_cluster_args(p, "cluster (with --from-cluster)", namespace_help="accepted as everywhere; Queues and Nodes are cluster-wide", namespace_default=None)
 
 
 def _count(text: str) -> int:

@@ -12,7 +12,6 @@ time is spent (`raybridge.kube.client`).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,14 +23,15 @@ MIN_CALL_SECONDS = 0.5
 
 @dataclass(frozen=True)
 class Deadline:
-    """`at` on the `clock` (time.monotonic); `seconds` the budget it was made from."""
+    """`at` on the `clock` (the caller's: time.monotonic in the commands, a fake one in tests); `seconds` the
+    budget it was made from."""
 
     at: float
     seconds: float
-    clock: Callable[[], float] = time.monotonic
+    clock: Callable[[], float]
 
     @classmethod
-    def after(cls, seconds: float, clock: Callable[[], float] = time.monotonic) -> "Deadline":
+    def after(cls, seconds: float, clock: Callable[[], float]) -> "Deadline":
         return cls(clock() + seconds, seconds, clock)
 
     def left(self) -> float:

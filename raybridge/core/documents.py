@@ -5,9 +5,13 @@ of values; a file nested 3,000 levels deep, or an integer of 5,000 digits,
 makes the parsers raise RecursionError or ValueError instead of a YAML error.
 Here every such document is refused with `BadInput` naming the file and what
 is wrong, before anything walks the data: at most `MAX_DEPTH` levels of
-nesting, at most `MAX_VALUES` values once aliases are expanded (counted on the
-parsed graph, where an alias is one shared node, in time proportional to the
-text), only finite numbers, integers of at most `MAX_INT_DIGITS` digits.
+nesting, at most `MAX_VALUES` values added by aliases (an alias repeats the
+node it names: the document's values once aliases are expanded, less the values
+written in it; counted on the parsed graph, where an alias is one shared node,
+in time proportional to the text), only finite numbers, integers of at most
+`MAX_INT_DIGITS` digits. A document without aliases (every JSON document) costs
+what its text costs, whatever its size: `kubectl get pods -A -o json` of a large
+cluster is millions of values, and the file's size is bounded where it is read.
 
 It parses text it is given; reading files, and their size, is `raybridge.files`'s business.
 """
@@ -23,15 +27,17 @@ import yaml
 from raybridge.errors import BadInput
 
 MAX_DEPTH = 64
+#: Values that aliases may add to a document (its expanded size less its written size).
 MAX_VALUES = 1_000_000
 #: Python's own bound on int <-> str conversion (sys.int_info.default_max_str_digits).
 MAX_INT_DIGITS = 4300
 
 
 def _shape_problem(root: Any, children: Callable[[Any], Iterable[Any]], is_container: Callable[[Any], bool]) -> str | None:
-    """Too deep or too many values (aliases expanded): the problem, or None. Iterative; shared nodes counted once per use."""
+    """Too deep, or aliases that add too many values: the problem, or None. Iterative; shared nodes counted once per use."""
     # (expanded size, height) of each container already measured, by identity
     measured: dict[int, tuple[int, int]] = {}
+    written = 0  # the values the text holds: each container once, with its scalar children
     stack: list[tuple[Any, bool]] = [(root, False)]
     on_path: set[int] = set()
     while stack:
@@ -42,14 +48,19 @@ def _shape_problem(root: Any, children: Callable[[Any], Iterable[Any]], is_conta
         if done:
             on_path.discard(key)
             size, height = 1, 1  # a container is one level, and one more than its deepest child
+            written += 1
             for child in children(node):
-                child_size, child_height = measured.get(id(child), (1, 0)) if is_container(child) else (1, 0)
+                if is_container(child):
+                    child_size, child_height = measured.get(id(child), (1, 0))
+                else:
+                    child_size, child_height = 1, 0
+                    written += 1
                 size += child_size
                 height = max(height, child_height + 1)
             if height > MAX_DEPTH:
                 return f"is nested more than {MAX_DEPTH} levels deep"
-            if size > MAX_VALUES:
-                return f"has more than {MAX_VALUES:,} values once its aliases are expanded"
+            if size - written > MAX_VALUES:
+                return f"has aliases that add more than {MAX_VALUES:,} values once expanded"
             measured[key] = (size, height)
             continue
         if key in measured:
@@ -152,10 +163,45 @@ def load_yaml(text: str, origin: str) -> Any:
     return documents[0] if documents else None
 
 
+class _NotFinite(Exception):
+    """A JSON number that is not finite (NaN, Infinity, 1e400), found while parsing."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(text[:40])
+    return value
+
+
+def _json_depth_problem(data: Any) -> str | None:
+    """Nested more than MAX_DEPTH levels: the problem, or None. Walks containers only, level by level.
+
+    JSON has no aliases, so its values cost what its text costs: only the depth is checked, and
+    non-finite numbers are refused by the parser's own hooks; the full walk of `_shape_problem`
+    would cost several times the parse on a large `kubectl get -o json`.
+    """
+    level = [data] if isinstance(data, (dict, list)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH:
+            return f"is nested more than {MAX_DEPTH} levels deep"
+        level = [v for container in level for v in (container.values() if type(container) is dict else container)
+                 if type(v) is dict or type(v) is list]
+    return None
+
+
 def load_json_or_yaml(text: str, origin: str) -> Any:
     """JSON if it parses as JSON, else YAML; bounded either way."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except _NotFinite as exc:
+        raise BadInput(f"{origin} holds a number that is not finite ({exc})") from None
     except RecursionError:
         raise BadInput(f"{origin} is nested more than {MAX_DEPTH} levels deep") from None
     except ValueError as exc:
@@ -167,4 +213,7 @@ def load_json_or_yaml(text: str, origin: str) -> Any:
             if " is not valid YAML" in exc.problems[0]:
                 raise BadInput(f"{origin} is neither JSON nor YAML") from None
             raise
-    return _checked(data, origin)
+    problem = _json_depth_problem(data)
+    if problem:
+        raise BadInput(f"{origin} {problem}")
+    return data

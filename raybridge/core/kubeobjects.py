@@ -15,9 +15,11 @@ GPUs a pod shares): that is each domain's business.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Any, Mapping, Optional
+from functools import lru_cache
+from typing import Any, Optional
 
 from raybridge.core.quantity import parse_quantity
 
@@ -29,7 +31,9 @@ _POD_LEVEL = ("cpu", "memory")
 
 def as_dict(value: Any) -> dict[str, Any]:
     """`value` if it is a mapping, else an empty one: a field of the wrong type reads as absent."""
-    return dict(value) if isinstance(value, Mapping) and not isinstance(value, dict) else value if isinstance(value, dict) else {}
+    if type(value) is dict:  # the common case first: parsed JSON and YAML
+        return value
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def as_list(value: Any) -> list[Any]:
@@ -41,8 +45,19 @@ def quantity_or_none(value: Any) -> Optional[Decimal]:
     """A quantity in base units, or None when absent or malformed (the API server refuses those)."""
     if value is None:
         return None
+    if type(value) is str:
+        return _text_quantity(value)
     try:
         return parse_quantity(value)
+    except (ValueError, TypeError):
+        return None
+
+
+@lru_cache(maxsize=4096)
+def _text_quantity(text: str) -> Optional[Decimal]:
+    """Quantities repeat ("1", "8Gi", "500m"): each text is parsed once."""
+    try:
+        return parse_quantity(text)
     except (ValueError, TypeError):
         return None
 

@@ -44,17 +44,43 @@ _NAMES_IN_NOTE = 3
 # --- connecting -------------------------------------------------------------------------
 
 
+#: What a gRPC client sends first on a cleartext connection (RFC 9113 section 3.4): the HTTP/2
+#: preface and an empty SETTINGS frame. A GCS (a gRPC server) answers with its own SETTINGS frame.
+_HTTP2_CLIENT_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
 def check_reachable(address: str, timeout: float) -> None:
-    """InfraError at once when nothing listens at a `host:port` GCS address (Ray itself retries for minutes)."""
+    """InfraError within `timeout` when a `host:port` GCS address refuses or never answers.
+
+    Ray itself retries such an address for about 40 s, printing its C++ warnings. Something must
+    listen there and answer the HTTP/2 preface a gRPC client opens with: a socket that accepts and
+    stays silent (a hung process, a firewall that swallows the traffic) is refused here.
+    Whether what answers is a GCS is left to Ray.
+    """
+    import time
+
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or is_uri(address):
         return
+    where = f"cannot connect to the Ray cluster at {address!r}"
+    deadline = time.monotonic() + timeout
     try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
-            return
+        sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout)
+    except socket.timeout:
+        raise InfraError(f"{where}: no connection within {timeout:g}s") from None
     except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise InfraError(f"cannot connect to the Ray cluster at {address!r}: nothing answers there ({reason})") from None
+        raise InfraError(f"{where}: nothing answers there ({exc.strerror or type(exc).__name__})") from None
+    try:
+        with sock:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            sock.sendall(_HTTP2_CLIENT_PREFACE)
+            answered = sock.recv(1)
+    except socket.timeout:
+        raise InfraError(f"{where}: it accepts connections but does not answer within {timeout:g}s") from None
+    except OSError as exc:
+        raise InfraError(f"{where}: the connection failed before an answer ({exc.strerror or type(exc).__name__})") from None
+    if not answered:
+        raise InfraError(f"{where}: it closes the connection without answering") from None
 
 
 def _init_bounded(ray: Any, target: str, timeout: float) -> None:
@@ -86,7 +112,7 @@ def _ray_connection(ray: Any, address: Optional[str], timeout: float = CONNECT_T
         yield
         return
     target = address or "auto"
-    check_reachable(target, min(timeout, 5.0))
+    check_reachable(target, timeout)
     with _node_address_on_loopback(target):
         with native_stderr_quiet():  # Ray's C++ core prints its connection retries there
             _init_bounded(ray, target, timeout)

@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 from typing import Any, Callable, Optional
 
+from raybridge.core.deadline import Deadline
 from raybridge.errors import InfraError
 from raybridge.jobapi.ray_import import ray_import_problem
+from raybridge.kube.retry import RetryPolicy
 from raybridge.noise import after_ray_import
 
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
@@ -42,8 +44,9 @@ FAST_POLL_WINDOW_SECONDS = 60.0
 #: it has not delivered by then is read from the whole log instead (one request, no waiting
 #: for Ray's own tail loop to notice the end and close the WebSocket).
 DRAIN_SECONDS = 0.3
-#: Pause between submission attempts while a just-started head's job agent registers.
-SUBMIT_RETRY_PAUSE_SECONDS = 0.25
+#: Submission attempts while a just-started head's job agent registers: every 0.25 s while `retry_for` lasts
+#: (the one retry policy, kube/retry.py, with a deadline and a constant backoff).
+SUBMIT_RETRY_POLICY = RetryPolicy(first_backoff=0.25, max_backoff=0.25)
 
 
 def ensure_ray_can_start() -> None:
@@ -112,9 +115,11 @@ class RayJobs:
         A head that has just started can answer 500 until its job agent has
         registered. The submission id is fixed, so a retry never runs the job twice.
         """
-        deadline = time.monotonic() + retry_for
+        deadline = Deadline.after(retry_for, time.monotonic)
         failed_before = False
+        attempt = 0
         while True:
+            attempt += 1
             try:
                 return self.client.submit_job(
                     entrypoint=entrypoint, submission_id=submission_id, runtime_env=runtime_env or None, metadata=metadata
@@ -123,10 +128,11 @@ class RayJobs:
                 text = str(exc)
                 if failed_before and "already exists" in text:
                     return submission_id  # an earlier attempt got through after all
-                if "status code 5" not in text or time.monotonic() > deadline:
+                wait = SUBMIT_RETRY_POLICY.wait_before_retry(attempt, "status", deadline) if "status code 5" in text else None
+                if wait is None:
                     raise InfraError(f"submitting to the Ray Job API at {self.address} failed: {_first_line(exc)}") from None
                 failed_before = True
-                time.sleep(SUBMIT_RETRY_PAUSE_SECONDS)
+                time.sleep(wait)
 
     def status(self, submission_id: str) -> str:
         try:

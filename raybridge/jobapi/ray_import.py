@@ -19,6 +19,16 @@ from typing import Optional
 
 #: The first Ray release that imports amdsmi inside `import ray`.
 RAY_IMPORTS_AMDSMI_FROM = (2, 56)
+#: The Ray release the default images follow where Ray is not installed here (rendering manifests without Ray).
+FALLBACK_RAY_VERSION = "2.60.0"
+
+
+def installed_ray_version() -> str:
+    """The version of the `ray` package installed here (package metadata, no `import ray`), or `FALLBACK_RAY_VERSION`."""
+    try:
+        return version("ray")
+    except PackageNotFoundError:
+        return FALLBACK_RAY_VERSION
 
 
 def _release(text: str) -> tuple[int, ...]:

@@ -3,7 +3,8 @@
 Both backends return one. It waits, reads logs, streams them, stops the job
 and, on `close()` or leaving a `with` block, removes what the run created
 (the private head; the RayJob unless kept). It holds no opinion on how the
-job got there and prints nothing.
+job got there and prints nothing: streamed logs go to the sink the caller
+passes (the CLI passes stdout), never to a default.
 
 Dropping a handle removes nothing: a notebook that loses its variable must
 not kill a running job. Clean-up happens on `close()`, on leaving a `with`
@@ -13,7 +14,6 @@ private local head still ends with the Python process that started it.
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any, Callable, Optional
 
@@ -105,8 +105,8 @@ class JobHandle:
     def logs(self) -> str:
         return self.jobs.logs(self.submission_id)
 
-    def stream_logs(self, write: Callable[[str], None] = sys.stdout.write) -> str:
-        """Stream the logs until the job ends (through resubmissions after an eviction); the final status."""
+    def stream_logs(self, write: Callable[[str], None]) -> str:
+        """Stream the logs into `write` until the job ends (through resubmissions after an eviction); the final status."""
         while True:
             final = self.jobs.stream_logs(self.submission_id, write)
             if final in TERMINAL:

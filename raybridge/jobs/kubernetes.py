@@ -45,19 +45,21 @@ from raybridge.queues.decision.kueue_workload import deactivation, eviction_summ
 from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
 from raybridge.core.deadline import Deadline
 from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS
-from raybridge.jobs.decision.planning import plan_job, render_job, unique_name
+from raybridge.jobs.decision.planning import plan_job, render_job
 from raybridge.jobs.decision.protection import handover_notes, handover_patch, protections_of, unknown_fields
 from raybridge.jobs.decision.sizing import SizingDecision
 from raybridge.jobs.decision.spec import JobSpec
 from raybridge.errors import BadInput, ClusterUnreachable, InfraError, JobEnded
 from raybridge.jobapi.client import TERMINAL, RayJobs
+from raybridge.jobapi.ray_import import installed_ray_version
 from raybridge.kube.client import Kube
 from raybridge.kube.kueue import find_workload, pending_position
 from raybridge.kube.rayapi import RayObjects
+from raybridge.kube.retry import RetryPolicy, calls_tried_once
 from raybridge.jobs.dashboard import auth_headers, connect_dashboard
 from raybridge.jobs.discovery import discover_inventory
 from raybridge.jobs.handle import JobHandle
-from raybridge.jobs.options import SubmitOptions, new_submission_id, resolve_runtime_env
+from raybridge.jobs.options import SubmitOptions, new_submission_id, resolve_runtime_env, unique_name
 from raybridge.jobs.orphan_guard import OrphanGuard
 from raybridge.jobs.preflight import preflight
 
@@ -67,7 +69,10 @@ _LINGER_NOTE = (
     f"when the job ends, Kueue frees its quota at once but KubeRay keeps its Ray cluster, GPU pods included, "
     f"{FINISHED_CLUSTER_TTL_SECONDS}s longer for its logs"
 )
-MAX_API_FAILURES = 5
+#: A wait's observation that fails is tried again after 0.25 s, doubled up to 10 s, MAX_API_FAILURES times:
+#: a hiccup costs a quarter of a second, a restarting API server about half a minute.
+MAX_API_FAILURES = 8
+RIDE_OUT_POLICY = RetryPolicy(attempts=MAX_API_FAILURES + 1, first_backoff=0.25, max_backoff=10.0)
 HEARTBEAT_SECONDS = 30.0
 #: How long a lost dashboard may stay lost while the RayJob says its job still runs.
 SETTLE_SECONDS = 120.0
@@ -118,7 +123,7 @@ class _Prepared:
 
 def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
     # --timeout bounds the whole command up to the job's submission: every API call meanwhile gets the time left.
-    kube = replace(options.cluster, namespace=spec.namespace or options.namespace).connect(Deadline.after(options.timeout))
+    kube = replace(options.cluster, namespace=spec.namespace or options.namespace).connect(Deadline.after(options.timeout, time.monotonic))
     inventory = discover_inventory(nodes_file=options.nodes_file, pods_file=options.pods_file, tolerations=spec.tolerations, kube=kube)
     decision = plan_job(spec, inventory)
     for text in decision.notes:
@@ -127,7 +132,8 @@ def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
         options.progress(f"warning: {text}")
     name = spec.name or unique_name()
     submission_id = options.submission_id or new_submission_id(name)
-    objects = render_job(spec, decision, name=name, namespace=kube.namespace, job_id=submission_id, orphan_bound=options.orphan_bound)
+    objects = render_job(spec, decision, name=name, namespace=kube.namespace, job_id=submission_id, orphan_bound=options.orphan_bound,
+                         ray_version=installed_ray_version())
     labels = [dict(n.labels) for n in inventory.nodes] if inventory.source in ("kubernetes", "file") else None
     return _Prepared(kube, kube.namespace, name, decision, objects, labels, submission_id)
 
@@ -195,18 +201,21 @@ def _observe(kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str,
 def _observe_riding_out(
     kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, queued: bool, waiter: Waiter
 ) -> tuple[dict[str, Any], Optional[dict[str, Any]], Optional[dict[str, Any]]]:
-    """`_observe`, retried with backoff: a long wait rides out API hiccups; a dead API server still ends it
-    (more than MAX_API_FAILURES failures in a row, or the waiter's deadline)."""
+    """`_observe`, retried per `RIDE_OUT_POLICY`: a long wait rides out API hiccups; a dead API server still ends it
+    (more than MAX_API_FAILURES failures in a row, or the waiter's deadline). This loop is the one level that
+    retries the observation's calls: the client tries each once."""
     failures = 0
     while True:
         try:
-            return _observe(kube, rays, kind, name, namespace, queued)
+            with calls_tried_once():
+                return _observe(kube, rays, kind, name, namespace, queued)
         except ClusterUnreachable as exc:
             failures += 1
-            if failures > MAX_API_FAILURES or waiter.expired():
+            wait = RIDE_OUT_POLICY.wait_before_retry(failures, "status", None)
+            if wait is None or waiter.expired():
                 raise
             waiter.say(f"API error, retrying: {exc}")
-            time.sleep(min(waiter.poll * 2**failures, 10.0))
+            time.sleep(wait)
 
 
 def _end_if_deactivated(what: str, workload: Optional[dict[str, Any]]) -> None:
@@ -282,7 +291,7 @@ class _RayJobRun:
         `evicted_from`: the cluster the job ran on before an eviction; then only a new cluster counts.
         """
         if self.kube.deadline is None:  # a resubmission after an eviction gets a fresh --timeout
-            self.kube.deadline = Deadline.after(self.options.timeout)
+            self.kube.deadline = Deadline.after(self.options.timeout, time.monotonic)
         waiter = Waiter(self.options.progress, self.options.timeout)
         waiter.deadline = min(waiter.deadline, self.kube.deadline.at)
         if evicted_from is None:

@@ -6,7 +6,7 @@ given, submits through the Job API and returns a handle whose `close()`
 stops the head. `options.timeout` bounds the wait for the head to start and
 answer and for the submission to be accepted: past it, the head is stopped
 and `InfraError` raised (exit 3 on the command line). Which inventory to size
-against is `launch.discovery`'s decision, not this module's.
+against is `jobs/discovery.py`'s decision, not this module's.
 """
 
 from __future__ import annotations

@@ -75,6 +75,12 @@ def new_submission_id(name: str) -> str:
     return f"{name}-{secrets.token_hex(3)}"
 
 
+def unique_name(prefix: str = "raybridge") -> str:
+    """A fresh DNS-1035 name for a run that was not given one."""
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    return f"{prefix}-{''.join(secrets.choice(alphabet) for _ in range(5))}"
+
+
 def resolve_runtime_env(spec: JobSpec, decision: SizingDecision) -> dict[str, Any]:
     """The Job API runtime env: the spec's, its working dir (resolved to an absolute path), the allocation vars.
 

@@ -4,7 +4,8 @@ One place resolves the kubeconfig (every file of $KUBECONFIG merged as kubectl
 merges them, the context, the namespace: `resolve_kube_target`) and builds the
 `ApiClient` (`connect_target`); one place (`BoundedApiClient.call_api`) bounds
 every request by `--request-timeout` and the command's `Deadline` and retries
-what is safe to retry (`RetryPolicy`); one place (`api_call`) maps connection
+what is safe to retry (`kube.retry.RetryPolicy`; calls made inside
+`kube.retry.calls_tried_once()` are tried once, their caller retries); one place (`api_call`) maps connection
 failures, API statuses and bodies that are not JSON onto `ClusterUnreachable`,
 `InfraError` or `BadInput`, naming the server and what was being done. Every
 other kube module goes through all three, so a user never sees a client
@@ -29,6 +30,8 @@ from typing import Any, Callable, Optional, TypeVar
 from raybridge.core.consts import DEFAULT_NAMESPACE
 from raybridge.core.deadline import Deadline
 from raybridge.errors import BadInput, ClusterUnreachable, InfraError
+from raybridge.kube.retry import DEFAULT_RETRY_POLICY, RETRIED_METHODS, TRANSIENT_STATUSES, RetryPolicy, client_retries
+from raybridge.kube.retry import retry_after_seconds
 
 T = TypeVar("T")
 
@@ -189,81 +192,11 @@ def context_namespace(kubeconfig: Optional[str] = None, context: Optional[str] =
     return resolve_kube_target(kubeconfig, context).context_namespace
 
 
-# --- retries and the time budget: the one policy ----------------------------------------------
-
-
-#: Statuses worth asking again: throttled, or the server (or a proxy before it) failed for now.
-TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
-#: Methods repeated without asking: reads, and DELETE (a second delete of a deleted object is a 404).
-RETRIED_METHODS = frozenset({"GET", "HEAD", "DELETE"})
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how long to wait before asking again.
-
-    With a `Deadline` (a command with `--timeout`), a transient answer (429,
-    5xx) is retried while time is left; without one, at most `attempts` tries
-    in all. A request that timed out is never repeated: `--request-timeout`
-    was the user's bound for it (client-go does not repeat a timed-out read
-    either). A server that cannot be reached at all (refused, reset,
-    unresolvable) is retried only while it has been failing for less than the
-    request timeout, deadline or not. So a stale kubeconfig or a silent
-    server ends a command within `--request-timeout`, never after the whole
-    `--timeout` of a job; long waits ride out hiccups one level up, where a
-    few failed polls in a row are tolerated.
-    """
-
-    attempts: int = 4
-    first_backoff: float = 0.25
-    max_backoff: float = 4.0
-    #: Without a deadline, a Retry-After longer than this is not waited for.
-    max_retry_after: float = 10.0
-
-    def backoff(self, attempt: int) -> float:
-        return min(self.max_backoff, self.first_backoff * 2 ** max(0, attempt - 1))
-
-    def wait_before_retry(
-        self,
-        attempt: int,
-        failure: str,
-        deadline: Optional[Deadline],
-        retry_after: Optional[float] = None,
-        unreachable_for: Optional[tuple[float, float]] = None,
-    ) -> Optional[float]:
-        """Seconds to wait before try `attempt + 1`, or None to give up. `failure`: status, connection or timeout.
-
-        `unreachable_for`: (seconds the server has been unreachable in this call, the request timeout).
-        """
-        if failure == "timeout":
-            return None
-        wait = max(self.backoff(attempt), retry_after or 0.0)
-        if failure == "connection" and unreachable_for is not None:
-            failing, bound = unreachable_for
-            if failing + wait > bound:
-                return None
-        if deadline is not None:
-            return wait if deadline.allows(wait) else None
-        if attempt >= self.attempts or failure == "timeout":
-            return None
-        if retry_after is not None and retry_after > self.max_retry_after:
-            return None
-        return wait
-
-
-DEFAULT_RETRY_POLICY = RetryPolicy()
+# --- retries and the time budget: the policy is kube/retry.py's ------------------------------
 
 
 class TimeBudgetSpent(ClusterUnreachable):
     """The command's `--timeout` ran out while a call was waiting for the API server."""
-
-
-def _retry_after(response: Any) -> Optional[float]:
-    value = (getattr(response, "headers", None) or {}).get("Retry-After")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except (TypeError, ValueError):
-        return None  # an HTTP date: fall back to the backoff
 
 
 def _failure_kind(exc: BaseException) -> str:
@@ -297,7 +230,7 @@ def _bounded_api_client(configuration: Any, request_timeout: float, policy: Retr
         def call_api(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
             asked = kwargs.get("_request_timeout")
             base = request_timeout if asked is None else (asked if isinstance(asked, (int, float)) else max(asked))
-            retried = kwargs.pop("_retry", True) and method.upper() in RETRIED_METHODS and not _streams(url)
+            retried = kwargs.pop("_retry", True) and client_retries() and method.upper() in RETRIED_METHODS and not _streams(url)
             attempt = 0
             unreachable_since: Optional[float] = None
             while True:
@@ -326,7 +259,7 @@ def _bounded_api_client(configuration: Any, request_timeout: float, policy: Retr
                     continue
                 status = getattr(response, "status", 200)
                 if retried and status in TRANSIENT_STATUSES:
-                    wait = policy.wait_before_retry(attempt, "status", deadline, _retry_after(response))
+                    wait = policy.wait_before_retry(attempt, "status", deadline, retry_after_seconds(getattr(response, "headers", None) or {}))
                     if wait is not None:
                         time.sleep(wait)
                         continue

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from raybridge.core.consts import KUEUE_JOB_UID_LABEL
+from raybridge.core.consts import KUEUE_GROUP, KUEUE_JOB_UID_LABEL
 from raybridge.kube.client import (
     Kube,
     PermissionDenied,
@@ -26,7 +26,7 @@ from raybridge.kube.client import (
     raw_get,
 )
 
-GROUP = "kueue.x-k8s.io"
+GROUP = KUEUE_GROUP
 VERSIONS = ("v1beta2", "v1beta1")
 VISIBILITY = "visibility.kueue.x-k8s.io"
 

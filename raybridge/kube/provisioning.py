@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from raybridge.core.consts import PROVISIONING_GROUP, PROVISIONING_VERSION
 from raybridge.errors import InfraError
 from raybridge.kube.client import Kube, api_call
 
-GROUP = "autoscaling.x-k8s.io"
-VERSION = "v1"
+GROUP = PROVISIONING_GROUP
+VERSION = PROVISIONING_VERSION
 
 
 def list_provisioning_requests(kube: Kube, namespace: str) -> Optional[list[dict[str, Any]]]:

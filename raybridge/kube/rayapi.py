@@ -9,7 +9,7 @@ that is not a Kubernetes object of the kind asked for is exit 3 naming it
 A create is not blindly repeated: one that failed in a way that may have
 happened anyway (a timeout, a dropped answer, a 5xx) is re-read first and
 taken as done when the object there is ours. Reads, lists and deletes are
-retried by the client's policy (`kube.client.RetryPolicy`).
+retried by the client's policy (`kube.retry.RetryPolicy`).
 """
 
 from __future__ import annotations

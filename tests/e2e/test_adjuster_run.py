@@ -419,11 +419,13 @@ def test_a_pending_placeholder_is_kept_off_the_node_another_one_just_brought_up(
         assert sim.errors == []
 
 
-def test_a_bad_pod_is_reported_and_does_not_stop_the_others(cluster: Any) -> None:
+@pytest.mark.parametrize("mode", ["placeholder", "provisioning-request"])
+def test_a_bad_pod_is_reported_and_does_not_stop_the_others(cluster: Any, mode: str) -> None:
+    """Both modes share one act step: each posts ScaleUpIgnored on a pod it does not count."""
     server, sim = cluster
     server.create_object(fraction_pod("bad", WORK, fraction="1.5"))  # more than a GPU: not a GPU-sharing request
     _burst(server, 2, "0.5")
-    with Running(server, _settings()) as controller:
+    with Running(server, _settings(mode=mode)) as controller:
         wait_for(lambda: _running(server) == 2, timeout=40, what="the good pods running")
         wait_for(lambda: [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"],
                  timeout=20, what="an event on the bad pod")

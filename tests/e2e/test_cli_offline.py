@@ -510,4 +510,4 @@ def test_a_ray_address_that_never_answers_prints_only_raybridges_line():
         address = f"127.0.0.1:{listener.getsockname()[1]}"
         result = run_cli("discover", "--address", address, "--request-timeout", "7", timeout=60)
     assert result.returncode == 3
-    assert result.stderr == f"error: cannot connect to the Ray cluster at {address!r}: no answer within 7s\n"
+    assert result.stderr == f"error: cannot connect to the Ray cluster at {address!r}: it accepts connections but does not answer within 7s\n"

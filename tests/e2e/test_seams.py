@@ -265,7 +265,7 @@ def test_kubeconfig_files_that_do_not_exist_are_said_once_before_anything_else(t
     note = f"kubeconfig '{gone}' does not exist"
     dry = run_cli("submit", "--dry-run", "--", "python", "x.py", env=env, timeout=60)
     assert dry.returncode == 0, dry.stderr
-    assert dry.stderr.count(note) == 1 and dry.stderr.index(note) < dry.stderr.index("backend: local"), dry.stderr
+    assert dry.stderr.count(note) == 1 and dry.stderr.index(note) < dry.stderr.index("dry run, nothing is created"), dry.stderr
     for argv in (["list"], ["status", "some-job"]):
         out = run_cli(*argv, env=env, timeout=60)
         assert out.returncode == 3, out.stderr

@@ -9,7 +9,8 @@ from fractions import Fraction
 import pytest
 
 from raybridge.adjuster.decision.settings import AdjusterSettings
-from raybridge.adjuster.decision.demand import parse_fraction, parse_whole, select_demand
+from raybridge.adjuster.decision.demand import select_demand
+from raybridge.adjuster.decision.kai_share import parse_fraction, parse_whole
 from tests.unit.adjuster_objects import NOW, node, pod
 
 SETTINGS = AdjusterSettings()

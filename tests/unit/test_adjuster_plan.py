@@ -159,7 +159,7 @@ def test_exact_sum_is_never_inflated_by_floats():
 
 
 def test_bad_settings_are_refused():
-    with pytest.raises(ValueError, match="grace period"):
+    with pytest.raises(ValueError, match="--grace-period"):
         plan_placeholders([], None, AdjusterSettings(grace_period_seconds=float("nan")), NOW)
     with pytest.raises(ValueError, match="GPU cap"):
         plan_placeholders([], None, AdjusterSettings(max_total_gpus=-1), NOW)

@@ -23,7 +23,7 @@ REFUSED = [
     ("NaN in JSON", '{"a": NaN}', "not finite"),
     ("infinity in YAML", "a: .inf", "not finite"),
     ("1e400 in JSON", '{"a": 1e400}', "not finite"),
-    ("aliases expanding past a million values", "a: &a [" + ",".join(["0"] * 1000) + "]\nb: &b [" + ",".join(["*a"] * 1001) + "]", "aliases are expanded"),
+    ("aliases expanding past a million values", "a: &a [" + ",".join(["0"] * 1000) + "]\nb: &b [" + ",".join(["*a"] * 1001) + "]", "add more than 1,000,000 values"),
     ("not YAML at all", "a: [", "neither JSON nor YAML"),
 ]
 
@@ -44,3 +44,17 @@ def test_every_document_is_bounded_and_one_is_asked_for_where_one_is_meant() -> 
     assert load_yaml_documents("a: 1\n---\nb: 2\n", "f") == [{"a": 1}, {"b": 2}]
     with pytest.raises(BadInput, match="2 YAML documents"):
         load_yaml("a: 1\n---\nb: 2\n", "f")
+
+
+def test_a_document_without_aliases_is_bounded_by_its_size_alone() -> None:
+    # `kubectl get pods -A -o json` of a few thousand pods holds millions of values; none is added by an alias
+    pod = {"metadata": {"name": "p", "labels": {f"k{i}": "v" for i in range(40)}}, "spec": {"containers": [{"name": "c"}]}}
+    text = '{"items": [' + ",".join([__import__("json").dumps(pod)] * 30_000) + "]}"
+    assert len(load_json_or_yaml(text, "pods file")["items"]) == 30_000
+
+
+def test_an_alias_that_adds_values_is_counted_whatever_the_document_holds_besides() -> None:
+    written = "w: [" + ",".join(["0"] * 2_000) + "]\n"
+    added = "a: &a [" + ",".join(["0"] * 1000) + "]\nb: [" + ",".join(["*a"] * 1001) + "]\n"
+    with pytest.raises(BadInput, match="add more than 1,000,000 values"):
+        load_yaml(written + added, "spec")

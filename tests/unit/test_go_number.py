@@ -16,7 +16,7 @@ import pytest
 
 from raybridge.adjuster.decision import kai_policy
 from raybridge.queues.decision import kai_queue
-from raybridge.adjuster.decision.demand import parse_fraction
+from raybridge.adjuster.decision.kai_share import parse_fraction
 from raybridge.core.go_number import go_float_exact, go_parse_float, go_parse_int
 
 NAN = "nan"

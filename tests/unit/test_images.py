@@ -6,7 +6,8 @@ from importlib.metadata import version
 
 import pytest
 
-from raybridge.jobs.decision.images import FALLBACK_RAY_VERSION, default_image, installed_ray_version
+from raybridge.jobapi.ray_import import FALLBACK_RAY_VERSION, installed_ray_version
+from raybridge.jobs.decision.images import default_image
 
 ROWS = [
     # vendor, ray version, python, expected
@@ -25,4 +26,4 @@ def test_default_image(vendor, ray_version, python, expected) -> None:
 
 def test_the_installed_ray_version_is_the_default() -> None:
     assert installed_ray_version() == version("ray") != FALLBACK_RAY_VERSION or version("ray") == FALLBACK_RAY_VERSION
-    assert default_image("nvidia").startswith(f"rayproject/ray:{version('ray')}-py3")
+    assert default_image("nvidia", installed_ray_version()).startswith(f"rayproject/ray:{version('ray')}-py3")

@@ -62,3 +62,18 @@ def test_detach_leaves_everything_running():
     handle.detach()
     handle.close()
     assert calls == []
+
+
+class _StreamingJobs(_Jobs):
+    def stream_logs(self, submission_id: str, write: Any) -> str:
+        write("line 1\n")
+        return "SUCCEEDED"
+
+
+def test_logs_go_to_the_sink_the_caller_passes_and_never_to_stdout(capsys):
+    handle = _handle([], _StreamingJobs())
+    with pytest.raises(TypeError):
+        handle.stream_logs()  # type: ignore[call-arg]  # no default that prints
+    written: list[str] = []
+    assert handle.stream_logs(written.append) == "SUCCEEDED"
+    assert written == ["line 1\n"] and capsys.readouterr().out == ""

@@ -249,3 +249,31 @@ def test_capacity_left_out():
 
     assert capacity_left_out("gpu=4") == ["cpu", "memory"]
     assert capacity_left_out("gpu=4,cpu=1,memory=1G") == []
+
+
+def _containers(*cpus, restart_policy=None):
+    return [{"name": f"c{i}", "resources": {"requests": {"cpu": cpu}}, **({"restartPolicy": restart_policy} if restart_policy else {})}
+            for i, cpu in enumerate(cpus)]
+
+
+# (case, pod spec, cpu KAI counts in millicores, cpu kube-scheduler's PodRequests counts in cores)
+KAI_COUNTING = [
+    ("containers are summed", {"containers": _containers("1", "2")}, 3000, 3),
+    ("an init container larger than the sum: the largest", {"containers": _containers("1"), "initContainers": _containers("4")}, 4000, 4),
+    ("a sidecar is no more than an init container to KAI; kube adds it to the sum",
+     {"containers": _containers("2"), "initContainers": _containers("1", restart_policy="Always")}, 2000, 3),
+    ("a limit without a request requests the limit", {"containers": [{"name": "c", "resources": {"limits": {"cpu": "2"}}}]}, 2000, 2),
+    ("overhead is added", {"containers": _containers("1"), "overhead": {"cpu": "250m"}}, 1250, 1.25),
+    ("pod-level requests are not read by KAI; kube's replace the containers'",
+     {"containers": _containers("1"), "resources": {"requests": {"cpu": "3"}}}, 1000, 3),
+]
+
+
+@pytest.mark.parametrize("case,spec,kai_milli,kube_cores", KAI_COUNTING, ids=[r[0] for r in KAI_COUNTING])
+def test_kai_counts_a_pod_s_cpu_by_its_own_rule(case, spec, kai_milli, kube_cores):
+    from decimal import Decimal
+
+    from raybridge.core.kubeobjects import pod_requests
+
+    assert pod_amounts({"spec": spec}).cpu == kai_milli
+    assert pod_requests(spec)["cpu"] == Decimal(str(kube_cores))

@@ -1,4 +1,4 @@
-"""The retry policy, the command's time budget and the object shape check of `raybridge.kube.client`, as tables.
+"""The retry policy (`raybridge.kube.retry`), the command's time budget and the object shape check of `raybridge.kube.client`, as tables.
 
 Why: every Kubernetes call is retried and bounded by these few rules, so each
 rule gets one readable row here; the seam tests (tests/e2e/test_seams.py)
@@ -13,7 +13,8 @@ import pytest
 
 from raybridge.core.deadline import MIN_CALL_SECONDS, Deadline
 from raybridge.errors import ClusterUnreachable
-from raybridge.kube.client import RetryPolicy, checked_items, object_shape_problem, resolve_kube_target
+from raybridge.kube.client import checked_items, object_shape_problem, resolve_kube_target
+from raybridge.kube.retry import RetryPolicy
 from raybridge.kube.rayapi import is_ours
 
 

@@ -80,6 +80,25 @@ def test_vendor_choice(case, inventory, kwargs, vendor, note):
         assert any(note in n for n in decision.notes)
 
 
+MIXED = Inventory((NodeGpus("a", "amd", 8), NodeGpus("n", "nvidia", 8)), "test")
+
+# (case, inventory, request kwargs, vendor of the decision): a job without GPUs has no vendor unless it names one
+NO_GPU_VENDOR_ROWS = [
+    ("no GPUs on a mixed cluster", MIXED, dict(), None),
+    ("no GPUs on a one-vendor cluster", cluster(8, vendor="nvidia"), dict(), None),
+    ("no GPUs, Ray replicas only", MIXED, dict(replicas=3), None),
+    ("no GPUs, a plain job", MIXED, dict(ray=False, kind="job"), None),
+    ("no GPUs, vendor named", MIXED, dict(gpu_vendor="nvidia"), "nvidia"),
+]
+
+
+@pytest.mark.parametrize("case,inventory,kwargs,vendor", NO_GPU_VENDOR_ROWS, ids=[r[0] for r in NO_GPU_VENDOR_ROWS])
+def test_a_job_without_gpus_gets_no_vendor_and_no_vendor_note(case, inventory, kwargs, vendor):
+    decision = size_workload(SizingRequest(**kwargs), inventory)
+    assert (decision.gpu_vendor, decision.total_gpus) == (vendor, 0)
+    assert not [n for n in decision.notes if "gpuVendor" in n]
+
+
 def test_absent_vendor_names_the_vendors_present():
     with pytest.raises(BadInput) as err:
         size_workload(SizingRequest(gpus=2, gpu_vendor="nvidia"), cluster(8, vendor="amd"))

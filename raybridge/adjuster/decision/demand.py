@@ -28,17 +28,14 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from raybridge.adjuster.decision.kai_share import KaiShare, asks_for_share, read_kai_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.core.consts import (
     GPU_RESOURCE_KEYS,
     GPU_VENDOR_ANNOTATION,
-    KAI_GPU_DEVICES_ANNOTATION,
-    KAI_GPU_FRACTION_ANNOTATION,
-    KAI_GPU_MEMORY_ANNOTATION,
     KAI_POD_GROUP_ANNOTATION,
     VENDORS,
 )
-from raybridge.core.go_number import go_float_exact, go_float_kind, go_parse_int
 from raybridge.core.inventory import (
     format_milli,
     named_nodes,
@@ -47,6 +44,7 @@ from raybridge.core.inventory import (
     pod_gpu_requests,
     pod_resource_requests,
 )
+from raybridge.core.kubeobjects import as_dict, as_list, parse_rfc3339
 from raybridge.core.placement import (
     constraint_problem,
     is_default_not_ready_toleration,
@@ -78,10 +76,6 @@ QUOTA_MESSAGE_MARKERS = (
     "Non-preemptible workload is over quota",
 )
 
-#: Annotation values longer than this are refused before any parsing.
-_MAX_VALUE_LENGTH = 64
-#: Smaller gpu-fraction values are refused (a pod asking for less is a typo, not a demand).
-_SMALLEST_FRACTION = Fraction(1, 10**30)
 _GPU_KEYS = tuple(GPU_RESOURCE_KEYS.values())
 _QUOTA_PATTERN = re.compile("|".join(re.escape(m) for m in QUOTA_MESSAGE_MARKERS))
 
@@ -208,16 +202,8 @@ class DemandSelection:
 # --- small readers that never raise --------------------------------------------------------
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def pod_key(pod: Any) -> str:
-    return _key_of_meta(_dict(_dict(pod).get("metadata")))
+    return _key_of_meta(as_dict(as_dict(pod).get("metadata")))
 
 
 def _key_of_meta(meta: Mapping[str, Any]) -> str:
@@ -228,64 +214,14 @@ def _key_of_meta(meta: Mapping[str, Any]) -> str:
 
 def pod_scheduled_condition(pod: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     """The first PodScheduled condition (KAI and kube-scheduler keep one)."""
-    for cond in _list(_dict(pod.get("status")).get("conditions")):
+    for cond in as_list(as_dict(pod.get("status")).get("conditions")):
         if isinstance(cond, dict) and cond.get("type") == "PodScheduled":
             return cond
     return None
 
 
-def parse_time(value: Any) -> Optional[datetime]:
-    """An RFC 3339 timestamp as an aware datetime, or None."""
-    if not isinstance(value, str) or not value or len(value) > 40:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-
-
 def _aware(now: datetime) -> datetime:
     return now if now.tzinfo else now.replace(tzinfo=timezone.utc)
-
-
-def parse_fraction(raw: Any) -> tuple[Optional[Fraction], Optional[str]]:
-    """A gpu-fraction annotation as an exact Fraction in (0, 1), or the reason it is not one.
-
-    The text is read as KAI reads it, Go's strconv.ParseFloat (core/go_number.py: hex floats and '_'
-    between digits included; a trailing newline, spaces or other scripts' digits not), and the value
-    kept exact (0.33 is 33/100). KAI's binder admits 0 < f < 1 (gpu_request_validator.go).
-    """
-    if not isinstance(raw, str):
-        return None, f"gpu-fraction {raw!r} is not a string"
-    if len(raw) > _MAX_VALUE_LENGTH:
-        return None, f"gpu-fraction is {len(raw)} characters long, not a number"
-    kind = go_float_kind(raw)
-    if kind in ("nan", "inf") or raw.lstrip("+-").lower() == "nan":  # Go takes no sign on NaN: a syntax error
-        return None, f"gpu-fraction {raw!r} is NaN or infinite"
-    if kind is None:
-        return None, f"gpu-fraction {raw!r} is not a number (Go's strconv.ParseFloat syntax, as KAI reads it)"
-    value = go_float_exact(raw)
-    if value is None:
-        return None, f"gpu-fraction {raw!r} is out of range (0 < f < 1)"  # beyond float64: Go's range error
-    if not _SMALLEST_FRACTION <= value < 1:
-        return None, f"gpu-fraction {raw!r} is out of range (0 < f < 1)"
-    return value, None
-
-
-def parse_whole(raw: Any, what: str, minimum: int) -> tuple[Optional[int], Optional[str]]:
-    """A whole-number annotation as KAI reads it (Go's strconv.ParseInt base 10: ASCII digits, no '_'),
-    at least `minimum` and at most 18 digits."""
-    if not isinstance(raw, str):
-        return None, f"{what} {raw!r} is not a string"
-    value = go_parse_int(raw) if len(raw) <= _MAX_VALUE_LENGTH else None
-    if value is None or len(raw.lstrip("+-")) > 18:
-        if go_float_kind(raw[:_MAX_VALUE_LENGTH]) in ("nan", "inf"):
-            return None, f"{what} {raw[:_MAX_VALUE_LENGTH]!r} is NaN or infinite"
-        return None, f"{what} {raw[:_MAX_VALUE_LENGTH]!r} is not a whole number"
-    if value < minimum:
-        return None, f"{what} {raw!r} is out of range (at least {minimum})"
-    return value, None
 
 
 # --- nodes ---------------------------------------------------------------------------------
@@ -306,10 +242,10 @@ def _node_facts(nodes: Iterable[Any]) -> tuple[list[_NodeFacts], list[str]]:
     warnings: list[str] = []
     facts = []
     for name, meta, node in named_nodes((n for n in nodes if isinstance(n, dict)), warnings):
-        raw_labels = _dict(meta.get("labels"))
+        raw_labels = as_dict(meta.get("labels"))
         labels = {k: v for k, v in raw_labels.items() if isinstance(v, str)}
         gpus = node_gpus_by_vendor(name, node, raw_labels, warnings)
-        facts.append(_NodeFacts(name, labels, _list(_dict(node.get("spec")).get("taints")), gpus,
+        facts.append(_NodeFacts(name, labels, as_list(as_dict(node.get("spec")).get("taints")), gpus,
                                 node_allocatable_resources(node) if gpus else ()))
     return facts, list(dict.fromkeys(warnings))
 
@@ -323,7 +259,7 @@ def _canonical_terms(terms: list[dict[str, Any]]) -> str:
         c: dict[str, Any] = {}
         for part in ("matchExpressions", "matchFields"):
             exprs = []
-            for expr in _list(term.get(part)):
+            for expr in as_list(term.get(part)):
                 e: dict[str, Any] = {"key": expr["key"], "operator": expr["operator"]}
                 if expr.get("values"):
                     e["values"] = sorted(set(expr["values"]))
@@ -346,11 +282,11 @@ def _canonical_tolerations(tolerations: list[dict[str, Any]]) -> str:
 
 
 def _constraints_of(spec: Mapping[str, Any]) -> tuple[str, str, str]:
-    selector = _dict(spec.get("nodeSelector"))
+    selector = as_dict(spec.get("nodeSelector"))
     return (
         json.dumps(selector, sort_keys=True),
         _canonical_terms(required_node_affinity_terms(spec) or []),
-        _canonical_tolerations(_list(spec.get("tolerations"))),
+        _canonical_tolerations(as_list(spec.get("tolerations"))),
     )
 
 
@@ -358,7 +294,7 @@ def _vendor_from_keys(selector: Mapping[str, Any], terms: Sequence[Mapping[str, 
     """A vendor named by the label keys a pod selects on (amd.com/..., nvidia.com/...), when only one is."""
     keys = set(selector)
     for term in terms:
-        keys.update(e.get("key") for e in _list(term.get("matchExpressions")) if e.get("operator") in ("In", "Exists", "Gt", "Lt"))
+        keys.update(e.get("key") for e in as_list(term.get("matchExpressions")) if e.get("operator") in ("In", "Exists", "Gt", "Lt"))
     found = set()
     for key in keys:
         domain = str(key).split("/", 1)[0] if "/" in str(key) else ""
@@ -407,10 +343,9 @@ class _Groups:
         self._vendors: dict[tuple[str, str, str], str] = {}
         self._groups: dict[tuple[tuple[str, str, str], str], tuple[ConstraintGroup, GroupShape]] = {}
         self.shapes: dict[ConstraintGroup, GroupShape] = {}
-        self.fractions: dict[str, tuple[Optional[Fraction], Optional[str]]] = {}
         self.memory_fractions: dict[tuple[int, int], Fraction] = {}
-        #: Per distinct text (pods repeat them): parsed whole numbers, the wait since a transition time, quota verdicts.
-        self.wholes: dict[tuple[str, str], tuple[Optional[int], Optional[str]]] = {}
+        #: Per distinct text (pods repeat them): parsed annotations, the wait since a transition time, quota verdicts.
+        self.parsed_texts: dict[Any, Any] = {}
         self.waits: dict[Any, Optional[float]] = {}
         self.quota_messages: dict[str, Optional[str]] = {}
         #: Per node, what its DaemonSet pods request (set by select_demand before any group is made).
@@ -500,7 +435,7 @@ class _Groups:
 def _pod_group_index(pod_groups: Iterable[Any]) -> dict[tuple[str, str], dict[str, Any]]:
     index = {}
     for pg in pod_groups:
-        meta = _dict(_dict(pg).get("metadata"))
+        meta = as_dict(as_dict(pg).get("metadata"))
         if isinstance(meta.get("name"), str):
             index[(str(meta.get("namespace") or "default"), meta["name"])] = pg
     return index
@@ -531,15 +466,15 @@ def _quota_in_message(message: Any) -> Optional[str]:
 def _quota_in_pod_group(pod: Mapping[str, Any], pod_groups: Mapping[tuple[str, str], Any]) -> Optional[str]:
     if not pod_groups:
         return None
-    meta = _dict(pod.get("metadata"))
-    pg_name = _dict(meta.get("annotations")).get(KAI_POD_GROUP_ANNOTATION)
+    meta = as_dict(pod.get("metadata"))
+    pg_name = as_dict(meta.get("annotations")).get(KAI_POD_GROUP_ANNOTATION)
     if isinstance(pg_name, str) and pod_groups:
         pg = pod_groups.get((str(meta.get("namespace") or "default"), pg_name))
-        for sc in _list(_dict(_dict(pg).get("status")).get("schedulingConditions")):
+        for sc in as_list(as_dict(as_dict(pg).get("status")).get("schedulingConditions")):
             if not isinstance(sc, dict) or sc.get("status") not in (None, "True"):
                 continue
-            for explanation in _list(sc.get("reasons")):
-                reason = _dict(explanation).get("reason")
+            for explanation in as_list(sc.get("reasons")):
+                reason = as_dict(explanation).get("reason")
                 if reason in QUOTA_REASONS:
                     return f"its queue is out of quota, not out of nodes (PodGroup {pg_name}: {reason})"
     return None
@@ -586,11 +521,9 @@ def select_demand(
     for pod in pods:
         if not isinstance(pod, dict):
             continue
-        meta = _dict(pod.get("metadata"))
+        meta = as_dict(pod.get("metadata"))
         annotations = meta.get("annotations")
-        if not isinstance(annotations, dict) or not (
-            KAI_GPU_FRACTION_ANNOTATION in annotations or KAI_GPU_MEMORY_ANNOTATION in annotations
-        ):
+        if not isinstance(annotations, dict) or not asks_for_share(annotations):
             continue
         outcome = _judge(pod, meta, annotations, groups, settings, now, pg_index)
         if isinstance(outcome, DemandPiece):
@@ -614,11 +547,11 @@ def _daemon_set_requests(pods: Sequence[Any]) -> dict[str, dict[str, int]]:
     for pod in pods:
         if not isinstance(pod, dict):
             continue
-        spec = _dict(pod.get("spec"))
+        spec = as_dict(pod.get("spec"))
         node = spec.get("nodeName")
-        if not node or not any(_dict(o).get("kind") == "DaemonSet" for o in _list(_dict(pod.get("metadata")).get("ownerReferences"))):
+        if not node or not any(as_dict(o).get("kind") == "DaemonSet" for o in as_list(as_dict(pod.get("metadata")).get("ownerReferences"))):
             continue
-        if _dict(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
+        if as_dict(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
             continue
         mine = found.setdefault(str(node), {})
         for name, amount in pod_resource_requests(spec):
@@ -626,16 +559,8 @@ def _daemon_set_requests(pods: Sequence[Any]) -> dict[str, dict[str, int]]:
     return found
 
 
-def _whole_cached(groups: "_Groups", raw: Any, what: str) -> tuple[Optional[int], Optional[str]]:
-    """`parse_whole(raw, what, 1)`, once per distinct text."""
-    if not isinstance(raw, str):
-        return parse_whole(raw, what, 1)
-    found = groups.wholes.get((what, raw))
-    if found is None:
-        found = parse_whole(raw, what, 1)
-        if len(groups.wholes) < 10_000:
-            groups.wholes[(what, raw)] = found
-    return found
+#: Why a pod is not demand: (code, reason).
+_Verdict = tuple[str, str]
 
 
 def _judge(
@@ -647,71 +572,88 @@ def _judge(
     now: datetime,
     pod_groups: Mapping[tuple[str, str], Any],
 ) -> DemandPiece | IgnoredPod:
+    """The pod's demand piece, or why it is not one: each step below may say why not."""
     key = _key_of_meta(meta)
+    spec, status = pod.get("spec"), pod.get("status")
+    verdict = _not_pending_here(pod, meta, spec, status, settings)
+    if verdict is not None:
+        return IgnoredPod(key, *verdict)
+    assert isinstance(spec, dict)  # _not_pending_here refuses a pod without one
+    verdict, share, vendor = _what_it_asks(annotations, groups)
+    if verdict is None:
+        problem, constraints = groups.constraints(spec)
+        verdict = ("bad-constraints", problem) if problem else None
+    if verdict is not None:
+        return IgnoredPod(key, *verdict)
+    verdict, waited = _waiting_for_nodes(pod, status, groups, settings, now, pod_groups)
+    if verdict is not None:
+        return IgnoredPod(key, *verdict)
+    assert share is not None and share.devices is not None  # _what_it_asks refuses a share it cannot read
+    group, shape = groups.group(constraints, groups.vendor_for(constraints, vendor))
+    verdict, fraction, source = _share_of_a_gpu(share, group, shape, groups, settings)
+    if verdict is not None:
+        return IgnoredPod(key, *verdict)
+    resources = pod_resource_requests(spec)
+    verdict = _too_large(resources, shape)
+    if verdict is not None:
+        return IgnoredPod(key, *verdict)
+    created = meta.get("creationTimestamp")
+    return DemandPiece(
+        pod=key,
+        fraction=fraction,
+        devices=share.devices,
+        group=group,
+        source=source,
+        memory_mib=share.memory_mib,
+        waiting_seconds=waited,
+        created=created if isinstance(created, str) else None,
+        resources=resources,
+    )
 
-    def ignore(code: str, reason: str) -> IgnoredPod:
-        return IgnoredPod(key, code, reason)
 
+def _not_pending_here(pod: dict[str, Any], meta: dict[str, Any], spec: Any, status: Any, settings: AdjusterSettings) -> Optional[_Verdict]:
+    """Why the pod is not a pending pod of our scheduler that shares GPUs (malformed, landed, whole GPUs), or None."""
     name = meta.get("name")
     if not isinstance(name, str) or not name:
-        return ignore("malformed", "the pod has no metadata.name")
-    spec = pod.get("spec")
+        return "malformed", "the pod has no metadata.name"
     if not isinstance(spec, dict):
-        return ignore("malformed", "the pod has no spec")
-    status = pod.get("status")
+        return "malformed", "the pod has no spec"
     phase = status.get("phase") if isinstance(status, dict) else None
     if phase in ("Succeeded", "Failed"):
-        return ignore("finished", f"phase {phase}")
+        return "finished", f"phase {phase}"
     node_name = spec.get("nodeName")
     if node_name:
-        return ignore("bound", f"bound to node {node_name}")
+        return "bound", f"bound to node {node_name}"
     if meta.get("deletionTimestamp"):
-        return ignore("deleting", "the pod is being deleted")
+        return "deleting", "the pod is being deleted"
     scheduler = spec.get("schedulerName") or "default-scheduler"
     if scheduler != settings.scheduler_name:
-        return ignore("other-scheduler", f"scheduled by {scheduler!s:.63}, not {settings.scheduler_name}: its GPU-sharing annotation has no effect")
+        return "other-scheduler", f"scheduled by {scheduler!s:.63}, not {settings.scheduler_name}: its GPU-sharing annotation has no effect"
     whole = pod_gpu_requests(pod) if _mentions_gpu_resources(spec) else None
     if whole:
         asked = ", ".join(f"{n} {k}" for k, n in sorted(whole.items()))
-        return ignore("whole-gpu-request", f"requests whole GPUs ({asked}): the cluster autoscaler sees those itself")
+        return "whole-gpu-request", f"requests whole GPUs ({asked}): the cluster autoscaler sees those itself"
+    return None
 
-    # --- the annotations ---
-    fraction: Optional[Fraction] = None
-    memory_mib: Optional[int] = None
-    # An empty gpu-fraction counts as absent, as KAI reads it (pkg/common/resources/gpu_sharing.go,
-    # parseGpuFractionalPortion): gpu-memory, if any, decides.
-    raw = annotations.get(KAI_GPU_FRACTION_ANNOTATION, "")
-    fraction_given = raw != ""
-    if not fraction_given and annotations.get(KAI_GPU_MEMORY_ANNOTATION, "") == "":
-        return ignore("bad-annotation", "gpu-fraction and gpu-memory are both empty or absent")
-    if fraction_given:
-        cached = groups.fractions.get(raw) if isinstance(raw, str) else None
-        if cached is None:
-            cached = parse_fraction(raw)
-            if isinstance(raw, str) and len(groups.fractions) < 10_000:
-                groups.fractions[raw] = cached
-        fraction, problem = cached
-    else:
-        memory_mib, problem = _whole_cached(groups, annotations[KAI_GPU_MEMORY_ANNOTATION], "gpu-memory (MiB)")
-    if problem:
-        return ignore("bad-annotation", problem)
-    devices = 1
-    if KAI_GPU_DEVICES_ANNOTATION in annotations:
-        parsed, problem = _whole_cached(groups, annotations[KAI_GPU_DEVICES_ANNOTATION], "gpu-fraction-num-devices")
-        if problem or parsed is None:
-            return ignore("bad-annotation", problem or "bad gpu-fraction-num-devices")
-        devices = parsed
+
+def _what_it_asks(annotations: dict[str, Any], groups: _Groups) -> tuple[Optional[_Verdict], Optional[KaiShare], Optional[str]]:
+    """(why its annotations are not a request, the share it asks for, the vendor it names). The share is read by
+    adjuster/decision/kai_share.py, as for pods that landed."""
+    share = read_kai_share(annotations, groups.parsed_texts)
+    if share.problem or share.devices is None:
+        return ("bad-annotation", share.problem or "bad gpu-fraction-num-devices"), None, None
     vendor_annotation = annotations.get(GPU_VENDOR_ANNOTATION)
     vendor: Optional[str] = None
     if vendor_annotation is not None:
         vendor = vendor_annotation.lower() if isinstance(vendor_annotation, str) else None
         if vendor not in VENDORS:
-            return ignore("bad-annotation", f"{GPU_VENDOR_ANNOTATION} {vendor_annotation!r} is not one of {', '.join(VENDORS)}")
-    problem, constraints = groups.constraints(spec)
-    if problem:
-        return ignore("bad-constraints", problem)
+            return ("bad-annotation", f"{GPU_VENDOR_ANNOTATION} {vendor_annotation!r} is not one of {', '.join(VENDORS)}"), None, None
+    return None, share, vendor
 
-    # --- is it waiting for nodes? ---
+
+def _waiting_for_nodes(pod: dict[str, Any], status: Any, groups: _Groups, settings: AdjusterSettings, now: datetime,
+                       pod_groups: Mapping[tuple[str, str], Any]) -> tuple[Optional[_Verdict], Optional[float]]:
+    """(why it does not wait for nodes: not Unschedulable, within the grace period, out of quota; seconds it waited)."""
     cond = None  # pod_scheduled_condition(pod), without walking to the status again
     conditions = status.get("conditions") if isinstance(status, dict) else None
     if isinstance(conditions, list):
@@ -721,22 +663,13 @@ def _judge(
                 break
     if cond is None or cond.get("status") != "False" or cond.get("reason") != "Unschedulable":
         shown = "no PodScheduled condition" if cond is None else f"PodScheduled {cond.get('status')}/{cond.get('reason') or '-'}"
-        return ignore("not-unschedulable", f"not marked Unschedulable ({shown})")
-    stamp = cond.get("lastTransitionTime")
-    if isinstance(stamp, str) and stamp in groups.waits:
-        waited = groups.waits[stamp]
-    else:
-        waited = None
-        since = parse_time(stamp)
-        if since is not None:
-            waited = (now - since).total_seconds()
-        if isinstance(stamp, str) and len(groups.waits) < 100_000:
-            groups.waits[stamp] = waited
+        return ("not-unschedulable", f"not marked Unschedulable ({shown})"), None
+    waited = _waited(cond.get("lastTransitionTime"), groups, now)
     if settings.grace_period_seconds > 0:
         if waited is None:
-            return ignore("grace-period", "PodScheduled has no valid lastTransitionTime: how long it has waited is unknown")
+            return ("grace-period", "PodScheduled has no valid lastTransitionTime: how long it has waited is unknown"), None
         if waited < settings.grace_period_seconds:
-            return ignore("grace-period", f"unschedulable for {max(waited, 0):.1f} s, under the {settings.grace_period_seconds:g} s grace period")
+            return ("grace-period", f"unschedulable for {max(waited, 0):.1f} s, under the {settings.grace_period_seconds:g} s grace period"), None
     message = cond.get("message")
     if isinstance(message, str):
         if message in groups.quota_messages:
@@ -749,45 +682,52 @@ def _judge(
         blocked = None
     blocked = blocked or _quota_in_pod_group(pod, pod_groups)
     if blocked:
-        return ignore("quota-blocked", blocked)
+        return ("quota-blocked", blocked), None
+    return None, waited
 
-    # --- which nodes, and how much of a GPU ---
-    group, shape = groups.group(constraints, groups.vendor_for(constraints, vendor))
+
+def _waited(stamp: Any, groups: _Groups, now: datetime) -> Optional[float]:
+    """Seconds since the transition time `stamp` (None: not a time), once per distinct text."""
+    if isinstance(stamp, str) and stamp in groups.waits:
+        return groups.waits[stamp]
+    waited = None
+    since = parse_rfc3339(stamp) if isinstance(stamp, str) else None
+    if since is not None:
+        waited = (now - since).total_seconds()
+    if isinstance(stamp, str) and len(groups.waits) < 100_000:
+        groups.waits[stamp] = waited
+    return waited
+
+
+def _share_of_a_gpu(share: KaiShare, group: ConstraintGroup, shape: GroupShape, groups: _Groups,
+                    settings: AdjusterSettings) -> tuple[Optional[_Verdict], Fraction, str]:
+    """(why it fits no node of its group, the fraction of each GPU it asks for, where that fraction came from)."""
+    devices, memory_mib = share.devices or 1, share.memory_mib
     node_gpus = shape.node_gpus or settings.node_gpus
     if node_gpus is not None and devices > node_gpus:
         where = "the largest node it may land on has" if shape.node_gpus else "nodes have (--node-gpus)"
-        return ignore("too-many-devices", f"asks for {devices} devices, but {where} {node_gpus} {group.resource_key}")
-    if fraction is not None:
-        source = "gpu-fraction"
-    elif shape.gpu_memory_mib:
-        fraction = groups.memory_fractions.get((memory_mib or 0, shape.gpu_memory_mib))
-        if fraction is None:
-            fraction = Fraction(memory_mib or 0, shape.gpu_memory_mib)
-            groups.memory_fractions[(memory_mib or 0, shape.gpu_memory_mib)] = fraction
-        source = "gpu-memory"
-        if (memory_mib or 0) > shape.gpu_memory_mib:  # the fraction is above 1, compared without Fraction arithmetic
-            return ignore("memory-exceeds-gpu", f"asks for {memory_mib} MiB per GPU, but the GPUs it may land on have {shape.gpu_memory_mib} MiB")
-    else:
-        fraction = settings.memory_fallback_fraction
-        source = "gpu-memory-fallback"
-    resources = pod_resource_requests(spec)
-    if resources and shape.node_resources is not None:
-        room = dict(shape.node_resources)
-        short = [(name, amount) for name, amount in resources if amount > room.get(name, 0)]
-        if short:
-            said = ", ".join(f"{format_milli(name, amount)} {name}" for name, amount in short)
-            has = ", ".join(f"{format_milli(name, room.get(name, 0))}" for name, _ in short)
-            return ignore("too-large", f"requests {said}, but a node it may land on has room for {has} (allocatable less its DaemonSet pods)")
-    created = meta.get("creationTimestamp")
-    return DemandPiece(
-        pod=key,
-        fraction=fraction,
-        devices=devices,
-        group=group,
-        source=source,
-        memory_mib=memory_mib,
-        waiting_seconds=waited,
-        created=created if isinstance(created, str) else None,
-        resources=resources,
-    )
+        return ("too-many-devices", f"asks for {devices} devices, but {where} {node_gpus} {group.resource_key}"), Fraction(0), ""
+    if share.fraction is not None:
+        return None, share.fraction, "gpu-fraction"
+    if not shape.gpu_memory_mib:
+        return None, settings.memory_fallback_fraction, "gpu-memory-fallback"
+    if (memory_mib or 0) > shape.gpu_memory_mib:  # the fraction is above 1, compared without Fraction arithmetic
+        return ("memory-exceeds-gpu", f"asks for {memory_mib} MiB per GPU, but the GPUs it may land on have {shape.gpu_memory_mib} MiB"), Fraction(0), ""
+    fraction = groups.memory_fractions.get((memory_mib or 0, shape.gpu_memory_mib))
+    if fraction is None:
+        fraction = Fraction(memory_mib or 0, shape.gpu_memory_mib)
+        groups.memory_fractions[(memory_mib or 0, shape.gpu_memory_mib)] = fraction
+    return None, fraction, "gpu-memory"
 
+
+def _too_large(resources: tuple[tuple[str, int], ...], shape: GroupShape) -> Optional[_Verdict]:
+    """Why what the pod requests besides GPUs fits no node of its group (allocatable less DaemonSet pods), or None."""
+    if not resources or shape.node_resources is None:
+        return None
+    room = dict(shape.node_resources)
+    short = [(name, amount) for name, amount in resources if amount > room.get(name, 0)]
+    if not short:
+        return None
+    said = ", ".join(f"{format_milli(name, amount)} {name}" for name, amount in short)
+    has = ", ".join(f"{format_milli(name, room.get(name, 0))}" for name, _ in short)
+    return "too-large", f"requests {said}, but a node it may land on has room for {has} (allocatable less its DaemonSet pods)"

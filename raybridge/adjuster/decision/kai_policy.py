@@ -61,6 +61,7 @@ from raybridge.core.consts import (
     KAI_SCALING_POD_NAME_LABEL,
     KAI_SCALING_POD_NAMESPACE_LABEL,
 )
+from raybridge.core.kubeobjects import as_dict, as_list
 from raybridge.core.go_number import INT64_MAX, INT64_MIN, go_parse_float, go_parse_int  # noqa: F401 - KAI's parsers
 from raybridge.core.quantity import parse_quantity
 
@@ -88,45 +89,37 @@ def wrap_int64(value: int) -> int:
     return value - (1 << 64) if value >= (1 << 63) else value
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _annotation(pod: Mapping[str, Any], key: str) -> Optional[str]:
-    value = _dict(_dict(pod.get("metadata")).get("annotations")).get(key)
+    value = as_dict(as_dict(pod.get("metadata")).get("annotations")).get(key)
     return value if isinstance(value, str) else None
 
 
 def _has_annotation(pod: Mapping[str, Any], key: str) -> bool:
-    return key in _dict(_dict(pod.get("metadata")).get("annotations"))
+    return key in as_dict(as_dict(pod.get("metadata")).get("annotations"))
 
 
 def _first_pod_scheduled(pod: Mapping[str, Any]) -> Optional[dict[str, Any]]:
-    for cond in _list(_dict(pod.get("status")).get("conditions")):
+    for cond in as_list(as_dict(pod.get("status")).get("conditions")):
         if isinstance(cond, dict) and cond.get("type") == "PodScheduled":
             return cond
     return None
 
 
 def _key(pod: Mapping[str, Any]) -> tuple[str, str]:
-    meta = _dict(pod.get("metadata"))
+    meta = as_dict(pod.get("metadata"))
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
 def is_candidate(pod: Mapping[str, Any], scheduler_name: str) -> bool:
     """getUnschedulablePods: unbound, this scheduler, a non-empty sharing annotation, alive, Unschedulable."""
-    spec = _dict(pod.get("spec"))
+    spec = as_dict(pod.get("spec"))
     if spec.get("nodeName"):
         return False
     if (spec.get("schedulerName") or "") != scheduler_name:
         return False
     if not (_annotation(pod, KAI_GPU_FRACTION_ANNOTATION) or _annotation(pod, KAI_GPU_MEMORY_ANNOTATION)):
         return False
-    if _dict(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
+    if as_dict(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
         return False
     cond = _first_pod_scheduled(pod)  # quirk 1: any Unschedulable reason, no grace period
     return cond is not None and cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
@@ -218,11 +211,11 @@ def scaling_pod_name(namespace: str, name: str) -> str:
 
 def _devices_of_scaling_pod(pod: Mapping[str, Any], warnings: list[str]) -> int:
     """calculateNumScalingDevices reads containers[0] requests nvidia.com/gpu; Quantity.Value() rounds up."""
-    containers = _list(_dict(pod.get("spec")).get("containers"))
+    containers = as_list(as_dict(pod.get("spec")).get("containers"))
     if not containers:
         warnings.append(f"scaling pod {_key(pod)[1]} has no containers: KAI would panic on it (counted as 0 GPUs)")
         return 0
-    raw = _dict(_dict(_dict(containers[0]).get("resources")).get("requests")).get(KAI_RESOURCE_KEY)
+    raw = as_dict(as_dict(as_dict(containers[0]).get("resources")).get("requests")).get(KAI_RESOURCE_KEY)
     if raw is None:
         return 0
     try:
@@ -233,9 +226,9 @@ def _devices_of_scaling_pod(pod: Mapping[str, Any], warnings: list[str]) -> int:
 
 def still_needed(scaling_pod: Mapping[str, Any], pods_by_key: Mapping[tuple[str, str], Mapping[str, Any]]) -> tuple[bool, str]:
     """IsScalingPodStillNeeded (quirk 7)."""
-    if _dict(scaling_pod.get("status")).get("phase") == "Succeeded":
+    if as_dict(scaling_pod.get("status")).get("phase") == "Succeeded":
         return False, "it Succeeded (its node came up)"
-    labels = _dict(_dict(scaling_pod.get("metadata")).get("labels"))
+    labels = as_dict(as_dict(scaling_pod.get("metadata")).get("labels"))
     target = (str(labels.get(KAI_SCALING_POD_NAMESPACE_LABEL) or ""), str(labels.get(KAI_SCALING_POD_NAME_LABEL) or ""))
     pod = pods_by_key.get(target)
     if pod is None:
@@ -282,16 +275,16 @@ def kai_pass(
         if not needed:
             deleted.append((_key(pod)[1], why))
             continue
-        labels = _dict(_dict(pod.get("metadata")).get("labels"))
-        spec = _dict(pod.get("spec"))
+        labels = as_dict(as_dict(pod.get("metadata")).get("labels"))
+        spec = as_dict(pod.get("spec"))
         kept.append(
             ScalingPod(
                 name=_key(pod)[1],
                 devices=_devices_of_scaling_pod(pod, warnings),
                 target=f"{labels.get(KAI_SCALING_POD_NAMESPACE_LABEL, '')}/{labels.get(KAI_SCALING_POD_NAME_LABEL, '')}",
-                node_selector=_dict(spec.get("nodeSelector")),
+                node_selector=as_dict(spec.get("nodeSelector")),
                 affinity=spec.get("affinity") if isinstance(spec.get("affinity"), dict) else None,
-                tolerations=tuple(t for t in _list(spec.get("tolerations")) if isinstance(t, dict)),
+                tolerations=tuple(t for t in as_list(spec.get("tolerations")) if isinstance(t, dict)),
                 existing=True,
             )
         )
@@ -325,14 +318,14 @@ def kai_pass(
         if refused:
             skipped.append((f"{namespace}/{name}", f"creating its scaling pod fails: {refused}"))
             continue
-        spec = _dict(pod.get("spec"))
+        spec = as_dict(pod.get("spec"))
         scaling = ScalingPod(
             name=scaling_name,
             devices=devices,
             target=f"{namespace}/{name}",
-            node_selector=_dict(spec.get("nodeSelector")),
+            node_selector=as_dict(spec.get("nodeSelector")),
             affinity=spec.get("affinity") if isinstance(spec.get("affinity"), dict) else None,
-            tolerations=tuple(t for t in _list(spec.get("tolerations")) if isinstance(t, dict)),
+            tolerations=tuple(t for t in as_list(spec.get("tolerations")) if isinstance(t, dict)),
         )
         created.append(scaling)
         targets.add((scaling_name, scaling.target))

@@ -24,7 +24,7 @@ offline, and so one burst of pending pods yields one scale-up:
   GPUs it asked for: the node came up whole) holds other waiting pods of
   its group, which land there within seconds; a placeholder whose own pods
   all landed stays (until the timeout) only while that room holds some.
-* The remaining pods are planned (`core/adjuster.plan_placeholders`). The
+* The remaining pods are planned (`adjuster/decision/plan.plan_placeholders`). The
   pending placeholders (not on a node yet) of a group stand for GPUs on their
   way: the group's waiting pods, oldest first, best fit, are placed on their
   whole GPUs as the scheduler will place them when the nodes come (the pods
@@ -61,16 +61,17 @@ from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.adjuster.decision.plan import AdjusterPlan, Placeholder, plan_placeholders, scheduling_order
-from raybridge.core.consts import (
-    GPU_MEMORY_LABELS,
-    GPU_RESOURCE_KEYS,
-    KAI_GPU_DEVICES_ANNOTATION,
-    KAI_GPU_FRACTION_ANNOTATION,
-    KAI_GPU_MEMORY_ANNOTATION,
-)
+from raybridge.adjuster.decision.kai_share import landed_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
-from raybridge.adjuster.decision.demand import DemandPiece, parse_fraction, parse_whole, pod_key, select_demand
-from raybridge.core.inventory import node_allocatable_resources, pod_gpu_requests, pod_resource_requests
+from raybridge.adjuster.decision.demand import DemandPiece, pod_key, select_demand
+from raybridge.core.inventory import (
+    named_nodes,
+    node_allocatable_resources,
+    node_gpus_by_vendor,
+    pod_gpu_requests,
+    pod_resource_requests,
+)
+from raybridge.core.kubeobjects import as_dict
 from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem, Resources
 
 #: States of an existing placeholder.
@@ -146,9 +147,9 @@ def waiting_pod_keys(pods: Iterable[Any]) -> set[str]:
     for pod in pods:
         if not isinstance(pod, Mapping):
             continue
-        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
-        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+        spec = as_dict(pod.get("spec"))
+        status = as_dict(pod.get("status"))
+        meta = as_dict(pod.get("metadata"))
         if spec.get("nodeName") or meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
             continue
         keys.add(pod_key(pod))
@@ -190,6 +191,22 @@ def _gpu_groups_of(labels: Mapping[str, Any]) -> list[str]:
     return groups
 
 
+def _node_gpus(nodes: Optional[Iterable[Any]]) -> tuple[dict[str, list[Fraction]], dict[str, Optional[int]]]:
+    """Per node: a whole room for each of its GPUs (any vendor), and the MiB per GPU its labels give (None: unknown).
+
+    Read by `core/inventory.py` `node_gpus_by_vendor`, as demand.py reads the nodes a pod may land on, so a
+    pod's share counts the same waiting and landed (allocatable, else capacity; NVIDIA's MiB and AMD's "192G").
+    """
+    rooms: dict[str, list[Fraction]] = {}
+    memory: dict[str, Optional[int]] = {}
+    warnings: list[str] = []  # what the inventory could not read is said by the demand's reading of the same nodes
+    for name, meta, node in named_nodes((n for n in nodes or () if isinstance(n, dict)), warnings):
+        gpus = node_gpus_by_vendor(name, node, as_dict(meta.get("labels")), warnings)
+        rooms[name] = [Fraction(1)] * sum(count for count, _ in gpus.values())
+        memory[name] = next((mib for _, mib in gpus.values() if mib), None)
+    return rooms, memory
+
+
 def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str, list[Fraction]]:
     """Per node: the room left on each GPU (any vendor) once the pods bound there and not finished are placed.
 
@@ -199,48 +216,20 @@ def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str
     packed first fit, largest first, into what is left: never more room than is really free on a node
     packed as well, and a node filled by any pods (not only a placeholder's own) shows no room.
     """
-    rooms: dict[str, list[Fraction]] = {}
-    memory: dict[str, Optional[int]] = {}
-    for node in nodes or ():
-        if not isinstance(node, Mapping):
-            continue
-        meta = node.get("metadata") if isinstance(node.get("metadata"), Mapping) else {}
-        name = meta.get("name")
-        allocatable = (node.get("status") or {}).get("allocatable") if isinstance(node.get("status"), Mapping) else None
-        if not isinstance(name, str) or not isinstance(allocatable, Mapping):
-            continue
-        total = 0
-        for key in GPU_RESOURCE_KEYS.values():
-            try:
-                total += int(str(allocatable.get(key, "0")))
-            except ValueError:
-                pass
-        rooms[name] = [Fraction(1)] * max(total, 0)
-        labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
-        memory[name] = next((int(str(labels[k])) for ks in GPU_MEMORY_LABELS.values() for k in ks
-                             if str(labels.get(k, "")).isdigit() and int(str(labels[k])) > 0), None)
+    rooms, memory = _node_gpus(nodes)
     bound: list[tuple[str, Mapping[str, Any], Mapping[str, Any]]] = []  # (node, pod, labels)
     for pod in pods:
         if not isinstance(pod, Mapping):
             continue
-        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+        spec = as_dict(pod.get("spec"))
+        status = as_dict(pod.get("status"))
         node_name = spec.get("nodeName")
         if node_name not in rooms or status.get("phase") in ("Succeeded", "Failed"):
             continue
-        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-        labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+        meta = as_dict(pod.get("metadata"))
+        labels = as_dict(meta.get("labels"))
         bound.append((node_name, pod, labels))
-    # The shared GPUs first: one GPU per reservation pod, keyed by its group.
-    shared: dict[tuple[str, str], int] = {}
-    for node_name, pod, labels in bound:
-        group = labels.get(KAI_GPU_GROUP_LABEL)
-        if labels.get(KAI_RESERVATION_APP_LABEL) != KAI_RESERVATION_APP or not isinstance(group, str) or not group:
-            continue
-        room = rooms[node_name]
-        index = len([k for k in shared if k[0] == node_name])
-        if index < len(room) and (node_name, group) not in shared:
-            shared[(node_name, group)] = index
+    shared = _kai_shared_gpus(bound, rooms)
     # GPUs are numbered here, not as the device plugin does: the shared ones first, then the others.
     sharing: dict[str, list[tuple[Fraction, int]]] = {}
     for node_name, pod, labels in bound:
@@ -254,7 +243,7 @@ def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str
             if free is None:
                 break
             room[free] = Fraction(0)
-        share = _landed_share(pod, memory.get(node_name))
+        share = landed_share(as_dict(as_dict(pod.get("metadata")).get("annotations")), memory.get(node_name))
         if share is None:
             continue
         on = [shared[(node_name, g)] for g in _gpu_groups_of(labels) if (node_name, g) in shared]
@@ -264,35 +253,33 @@ def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str
         else:
             sharing.setdefault(node_name, []).append(share)
     for node_name, shares in sharing.items():
-        room = rooms[node_name]
-        for fraction, devices in sorted(shares, key=lambda s: (-s[0] * s[1], -s[1])):
-            chosen = sorted((i for i, r in enumerate(room) if r >= fraction), key=lambda i: (room[i], i))[:devices]
-            for i in chosen:
-                room[i] -= fraction
-            # Not placeable as packed here (it landed, so the scheduler packed it otherwise): take the emptiest.
-            for i in sorted(range(len(room)), key=lambda i: -room[i])[: devices - len(chosen)]:
-                room[i] = max(Fraction(0), room[i] - fraction)
+        _pack_shares(rooms[node_name], shares)
     return rooms
 
 
-def _landed_share(pod: Mapping[str, Any], gpu_memory_mib: Optional[int]) -> Optional[tuple[Fraction, int]]:
-    """(fraction of a GPU, devices) a bound GPU-sharing pod holds; a gpu-memory pod on a node whose GPU memory is unknown holds whole GPUs."""
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
-    if not annotations.get(KAI_GPU_FRACTION_ANNOTATION) and not annotations.get(KAI_GPU_MEMORY_ANNOTATION):
-        return None
-    devices, _ = parse_whole(annotations.get(KAI_GPU_DEVICES_ANNOTATION, "1"), "devices", 1)
-    devices = devices or 1
-    if annotations.get(KAI_GPU_FRACTION_ANNOTATION):
-        fraction, _ = parse_fraction(annotations.get(KAI_GPU_FRACTION_ANNOTATION))
-        return (fraction, devices) if fraction is not None else (Fraction(1), devices)
-    try:
-        mib = int(str(annotations.get(KAI_GPU_MEMORY_ANNOTATION)))
-    except ValueError:
-        mib = 0
-    if not gpu_memory_mib or mib <= 0:
-        return Fraction(1), devices
-    return min(Fraction(1), Fraction(mib, gpu_memory_mib)), devices
+def _kai_shared_gpus(bound: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]],
+                     rooms: Mapping[str, list[Fraction]]) -> dict[tuple[str, str], int]:
+    """(node, KAI GPU group) -> the index of the GPU its reservation pod marks as shared: one GPU per group."""
+    shared: dict[tuple[str, str], int] = {}
+    for node_name, _pod, labels in bound:
+        group = labels.get(KAI_GPU_GROUP_LABEL)
+        if labels.get(KAI_RESERVATION_APP_LABEL) != KAI_RESERVATION_APP or not isinstance(group, str) or not group:
+            continue
+        index = len([k for k in shared if k[0] == node_name])
+        if index < len(rooms[node_name]) and (node_name, group) not in shared:
+            shared[(node_name, group)] = index
+    return shared
+
+
+def _pack_shares(room: list[Fraction], shares: list[tuple[Fraction, int]]) -> None:
+    """Lower `room` by GPU-sharing pods whose GPU group is not recorded yet: first fit, largest first, best fit."""
+    for fraction, devices in sorted(shares, key=lambda s: (-s[0] * s[1], -s[1])):
+        chosen = sorted((i for i, r in enumerate(room) if r >= fraction), key=lambda i: (room[i], i))[:devices]
+        for i in chosen:
+            room[i] -= fraction
+        # Not placeable as packed here (it landed, so the scheduler packed it otherwise): take the emptiest.
+        for i in sorted(range(len(room)), key=lambda i: -room[i])[: devices - len(chosen)]:
+            room[i] = max(Fraction(0), room[i] - fraction)
 
 
 def _with_room(room: list[Fraction]) -> list[int]:
@@ -345,8 +332,8 @@ def _node_resources_left(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) ->
     for pod in pods:
         if not isinstance(pod, Mapping):
             continue
-        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+        spec = as_dict(pod.get("spec"))
+        status = as_dict(pod.get("status"))
         mine = left.get(spec.get("nodeName"))  # type: ignore[arg-type]
         if mine is None or status.get("phase") in ("Succeeded", "Failed"):
             continue
@@ -361,6 +348,198 @@ def _capped(settings: AdjusterSettings, already: int) -> AdjusterSettings:
     return replace(settings, max_total_gpus=max(0, settings.max_total_gpus - already))
 
 
+@dataclass
+class _Pass:
+    """What one pass has decided so far; each step below adds to it."""
+
+    pods: Sequence[Any]
+    nodes: Optional[Iterable[Any]]
+    existing: Sequence[ExistingPlaceholder]
+    settings: AdjusterSettings
+    now: datetime
+    provision_timeout_seconds: float
+    pod_groups: Iterable[Any]
+    waiting: set[str]
+    delete: list[tuple[str, str]] = field(default_factory=list)
+    keep: list[str] = field(default_factory=list)
+    covered: set[str] = field(default_factory=set)
+    provided_gpus: int = 0
+    pending_gpus: int = 0
+
+    @property
+    def uncapped(self) -> AdjusterSettings:
+        return replace(self.settings, max_total_gpus=None)
+
+    def demand(self, pods: Sequence[Any]) -> Sequence[DemandPiece]:
+        """The demand pieces of `pods`, without the cap (what capacity already brought up holds is not capped)."""
+        return select_demand(pods, self.nodes, self.uncapped, self.now, self.pod_groups).pieces
+
+
+def _by_state(state: _Pass) -> tuple[list[ExistingPlaceholder], list[ExistingPlaceholder]]:
+    """(pending, provided) placeholders, by name; finished ones are deleted, terminating ones ignored."""
+    pending: list[ExistingPlaceholder] = []
+    provided: list[ExistingPlaceholder] = []
+    for ph in sorted(state.existing, key=lambda p: p.name):
+        if ph.state == TERMINATING:
+            continue
+        if ph.state == FINISHED:
+            state.delete.append((ph.name, DELETE_FINISHED))
+        elif ph.state == PROVIDED:
+            provided.append(ph)
+        else:
+            pending.append(ph)
+    return pending, provided
+
+
+@dataclass
+class _Rooms:
+    """The room each node has left, in GPUs and in its other resources, as the provided placeholders are credited."""
+
+    gpus: dict[str, list[Fraction]]
+    resources: dict[str, dict[str, int]]
+    #: Provided placeholders kept with room left on their node: (placeholder, its node's room, the GPUs credited).
+    slack: list[tuple[ExistingPlaceholder, list[Fraction], list[int]]] = field(default_factory=list)
+    #: Provided placeholders whose own pods all landed: kept only while their node's room holds other waiting pods.
+    landed: list[ExistingPlaceholder] = field(default_factory=list)
+
+
+def _credit_provided(state: _Pass, provided: list[ExistingPlaceholder]) -> _Rooms:
+    """Capacity brought up, oldest first.
+
+    A placeholder exits once scheduled, so the next one can land on the same free GPUs, and any pod may take the
+    GPUs it brought up: it is credited only the room its node has left (after every pod bound there and every
+    earlier placeholder's credit), and covers only the pods that room holds, planned with what is known now (a
+    node's GPU memory, say). Pods it cannot hold are planned again at once, not after the timeout.
+    """
+    rooms = _Rooms(_node_rooms(state.nodes, state.pods) if provided else {},
+                   _node_resources_left(state.nodes, state.pods) if provided else {})
+    by_key = {pod_key(p): p for p in state.pods} if provided else {}
+    credited_nodes: set[str] = set()
+    for ph in sorted(provided, key=lambda p: (p.provided_at or state.now, p.name)):
+        still_waiting = state.waiting.intersection(ph.pods)
+        age = (state.now - ph.provided_at).total_seconds() if ph.provided_at else 0.0
+        if not still_waiting:
+            if ph.node and ph.node in rooms.gpus and age < state.provision_timeout_seconds:
+                rooms.landed.append(ph)
+            else:
+                state.delete.append((ph.name, DELETE_PODS_LANDED))
+            if ph.node:
+                credited_nodes.add(ph.node)
+            continue
+        if age >= state.provision_timeout_seconds:
+            state.delete.append((ph.name, DELETE_TIMED_OUT))
+            continue
+        if ph.node and state.nodes is not None and ph.node not in rooms.gpus:
+            state.delete.append((ph.name, DELETE_NODE_GONE))
+            continue
+        node_room = rooms.gpus.get(ph.node) if ph.node else None
+        if node_room is None:  # where the capacity is, is not known (a ProvisioningRequest): its whole GPUs
+            node_room = [Fraction(1)] * max(ph.gpus, 0)
+        share = _credit(node_room, ph.gpus)
+        own = [by_key[k] for k in sorted(still_waiting) if k in by_key]
+        node_resources = rooms.resources.get(ph.node) if ph.node else None
+        held = _fill_at(state.demand(own), node_room, share, node_resources) if own and share else set()
+        if not held and ph.node is not None:
+            reason = DELETE_DOUBLE_COUNTED if ph.node in credited_nodes else DELETE_CAPACITY_TAKEN
+            state.delete.append((ph.name, reason))
+            continue
+        if ph.node:
+            credited_nodes.add(ph.node)
+        state.keep.append(ph.name)
+        state.provided_gpus += ph.gpus
+        state.covered |= held
+        if any(room > 0 for room in node_room):
+            rooms.slack.append((ph, node_room, share))
+    return rooms
+
+
+def _fill_provided_slack(state: _Pass, rooms: _Rooms) -> None:
+    """The room left on a provided placeholder's node holds other waiting pods of its group.
+
+    Every GPU of the node, not only those it asked for: the node came up whole, and the group's waiting pods will
+    land in that room within seconds; asking again for them would add a node the room makes needless. It holds
+    later pods, and pods of another provided placeholder whose node had no room for them (pods land wherever the
+    scheduler puts them). Where the node is not known (a ProvisioningRequest), only the GPUs it asked for. A
+    placeholder whose own pods all landed stays while that room holds such pods (they were about to be asked for
+    again, and the new placeholder would only land in that room); else it is deleted.
+    """
+    if not rooms.slack and not rooms.landed:
+        return
+    claimed = {k for ph in state.existing if ph.state == PENDING for k in ph.pods} | state.covered
+    others = [p for p in state.pods if pod_key(p) in state.waiting and pod_key(p) not in claimed]
+    pieces = state.demand(others) if others else ()
+
+    def fill(group: str, node_room: list[Fraction], where: list[int], node: Optional[str]) -> set[str]:
+        wanted = [piece for piece in pieces if piece.group.id == group and piece.pod not in state.covered]
+        return _fill_at(wanted, node_room, where, rooms.resources.get(node) if node else None)
+
+    for ph, node_room, share in rooms.slack:
+        state.covered |= fill(ph.group, node_room, _with_room(node_room) if ph.node else share, ph.node)
+    for ph in rooms.landed:
+        assert ph.node is not None  # only placeholders on a known node are kept for their room
+        held = fill(ph.group, rooms.gpus[ph.node], _with_room(rooms.gpus[ph.node]), ph.node)
+        if held:
+            state.keep.append(ph.name)
+            state.provided_gpus += ph.gpus
+            state.covered |= held
+        else:
+            state.delete.append((ph.name, DELETE_PODS_LANDED))
+
+
+def _place_on_pending(state: _Pass, pending: list[ExistingPlaceholder], plan: AdjusterPlan) -> set[str]:
+    """The pods the pending placeholders hold; keeps those that hold some and deletes the others.
+
+    The pending placeholders of a group stand for the GPUs on their way to it. When those GPUs come, the
+    scheduler places the group's waiting pods on them oldest first, best fit: the pods each placeholder was made
+    for and the pods that came after it alike (so pods arriving in waves fill the room the earlier ones leave, and
+    the count is what the scheduler will really do, not a packing it will not find). A pending placeholder that
+    holds none is deleted. None is resized or replaced: the autoscaler may be adding a node for it already.
+    """
+    counted = {piece.pod for piece in plan.pieces}
+    held: set[str] = set()
+    pending_by_group: dict[str, list[ExistingPlaceholder]] = {}
+    for ph in pending:
+        pending_by_group.setdefault(ph.group, []).append(ph)
+    pieces_by_group: dict[str, list[DemandPiece]] = {}
+    for piece in plan.pieces:
+        pieces_by_group.setdefault(piece.group.id, []).append(piece)
+    for group_id, placeholders in pending_by_group.items():
+        ordered = sorted(pieces_by_group.get(group_id, ()), key=scheduling_order)
+        scheduler = BestFitScheduler([PackItem(p.pod, p.fraction, p.devices, p.resources) for p in ordered], [ph.gpus for ph in placeholders],
+                                     [ph.resources for ph in placeholders])
+        left = set(scheduler.run())
+        held.update(p.pod for i, p in enumerate(ordered) if i not in left)
+        for index, ph in enumerate(placeholders):
+            if scheduler.holds_pods(index):
+                state.keep.append(ph.name)
+                state.pending_gpus += ph.gpus
+            elif counted.intersection(ph.pods):
+                state.delete.append((ph.name, DELETE_HELD_ELSEWHERE))
+            else:
+                state.delete.append((ph.name, DELETE_DEMAND_GONE if state.waiting.intersection(ph.pods) else DELETE_PODS_LANDED))
+    return held
+
+
+def _new_placeholders(state: _Pass, demand_pods: list[Any], plan: AdjusterPlan, held_by_pending: set[str], name_prefix: str) -> list[PlannedPlaceholder]:
+    """Placeholders for the pods no placeholder holds, each named after the names in use."""
+    counted = {piece.pod for piece in plan.pieces}
+    if not held_by_pending:
+        new_plan: Optional[AdjusterPlan] = plan
+    elif counted <= held_by_pending:
+        new_plan = None
+    else:
+        uncovered = counted - held_by_pending
+        new_plan = plan_placeholders([p for p in demand_pods if pod_key(p) in uncovered], state.nodes,
+                                     _capped(state.settings, state.provided_gpus + state.pending_gpus), state.now, state.pod_groups)
+    taken = {ph.name for ph in state.existing}
+    create: list[PlannedPlaceholder] = []
+    for wanted in new_plan.placeholders if new_plan is not None else ():
+        name = placeholder_name(name_prefix, wanted.group or "default", wanted.gpus, taken)
+        taken.add(name)
+        create.append(PlannedPlaceholder(name, wanted))
+    return create
+
+
 def reconcile(
     pods: Sequence[Any],
     nodes: Optional[Iterable[Any]],
@@ -373,159 +552,25 @@ def reconcile(
     pod_groups: Iterable[Any] = (),
 ) -> Reconcile:
     """Decide one pass. `pods` are the cluster's pods without the placeholders themselves."""
-    waiting = waiting_pod_keys(pods)
-    delete: list[tuple[str, str]] = []
-    keep: list[str] = []
-    covered: set[str] = set()
-    provided_gpus = 0
-    pending: list[ExistingPlaceholder] = []
-    provided: list[ExistingPlaceholder] = []
-    for ph in sorted(existing, key=lambda p: p.name):
-        if ph.state == TERMINATING:
-            continue
-        if ph.state == FINISHED:
-            delete.append((ph.name, DELETE_FINISHED))
-        elif ph.state == PROVIDED:
-            provided.append(ph)
-        else:
-            pending.append(ph)
-
-    # Capacity brought up, oldest first. A placeholder exits once scheduled, so the next one can
-    # land on the same free GPUs, and any pod may take the GPUs it brought up: it is credited only
-    # the room its node has left (after every pod bound there and every earlier placeholder's
-    # credit), and covers only the pods that room holds, planned with what is known now (a node's
-    # GPU memory, say). Pods it cannot hold are planned again at once, not after the timeout.
-    uncapped = replace(settings, max_total_gpus=None)
-    provided_slack: list[tuple[ExistingPlaceholder, list[Fraction], list[int]]] = []
-    rooms = _node_rooms(nodes, pods) if provided else {}
-    resources_left = _node_resources_left(nodes, pods) if provided else {}
-    by_key = {pod_key(p): p for p in pods} if provided else {}
-    credited_nodes: set[str] = set()
-    #: Provided placeholders whose own pods all landed: kept only while their node's room holds other waiting pods.
-    landed: list[ExistingPlaceholder] = []
-    for ph in sorted(provided, key=lambda p: (p.provided_at or now, p.name)):
-        still_waiting = waiting.intersection(ph.pods)
-        age = (now - ph.provided_at).total_seconds() if ph.provided_at else 0.0
-        if not still_waiting:
-            if ph.node and ph.node in rooms and age < provision_timeout_seconds:
-                landed.append(ph)
-            else:
-                delete.append((ph.name, DELETE_PODS_LANDED))
-            if ph.node:
-                credited_nodes.add(ph.node)
-            continue
-        if age >= provision_timeout_seconds:
-            delete.append((ph.name, DELETE_TIMED_OUT))
-            continue
-        if ph.node and nodes is not None and ph.node not in rooms:
-            delete.append((ph.name, DELETE_NODE_GONE))
-            continue
-        node_room = rooms.get(ph.node) if ph.node else None
-        if node_room is None:  # where the capacity is, is not known (a ProvisioningRequest): its whole GPUs
-            node_room = [Fraction(1)] * max(ph.gpus, 0)
-        share = _credit(node_room, ph.gpus)
-        own = [by_key[k] for k in sorted(still_waiting) if k in by_key]
-        node_resources = resources_left.get(ph.node) if ph.node else None
-        held = _fill_at(select_demand(own, nodes, uncapped, now, pod_groups).pieces, node_room, share, node_resources) if own and share else set()
-        if not held and ph.node is not None:
-            reason = DELETE_DOUBLE_COUNTED if ph.node in credited_nodes else DELETE_CAPACITY_TAKEN
-            delete.append((ph.name, reason))
-            continue
-        if ph.node:
-            credited_nodes.add(ph.node)
-        keep.append(ph.name)
-        provided_gpus += ph.gpus
-        covered |= held
-        if any(room > 0 for room in node_room):
-            provided_slack.append((ph, node_room, share))
-    # The room left on a provided placeholder's node (every GPU of it, not only those it asked for: the
-    # node came up whole, and the group's waiting pods will land in that room within seconds; asking
-    # again for them would add a node the room makes needless) holds other waiting pods of its group:
-    # later ones, and pods of another provided placeholder whose node had no room for them (pods land
-    # wherever the scheduler puts them). Where the node is not known (a ProvisioningRequest), only the
-    # GPUs it asked for.
-    # A placeholder whose own pods all landed stays while that room holds such pods (they were about to
-    # be asked for again, and the new placeholder would only land in that room); else it is deleted.
-    if provided_slack or landed:
-        claimed = {k for ph in existing if ph.state == PENDING for k in ph.pods} | covered
-        others = [p for p in pods if pod_key(p) in waiting and pod_key(p) not in claimed]
-        pieces = select_demand(others, nodes, uncapped, now, pod_groups).pieces if others else ()
-
-        def fill(group: str, node_room: list[Fraction], where: list[int], node: Optional[str]) -> set[str]:
-            wanted = [piece for piece in pieces if piece.group.id == group and piece.pod not in covered]
-            return _fill_at(wanted, node_room, where, resources_left.get(node) if node else None)
-
-        for ph, node_room, share in provided_slack:
-            covered |= fill(ph.group, node_room, _with_room(node_room) if ph.node else share, ph.node)
-        for ph in landed:
-            held = fill(ph.group, rooms[ph.node], _with_room(rooms[ph.node]), ph.node)
-            if held:
-                keep.append(ph.name)
-                provided_gpus += ph.gpus
-                covered |= held
-            else:
-                delete.append((ph.name, DELETE_PODS_LANDED))
-
-    demand_pods = [p for p in pods if pod_key(p) not in covered] if covered else list(pods)
-    plan = plan_placeholders(demand_pods, nodes, _capped(settings, provided_gpus), now, pod_groups)
-    counted = {piece.pod for piece in plan.pieces}
-
-    # The pending placeholders of a group stand for the GPUs on their way to it. When those GPUs come,
-    # the scheduler places the group's waiting pods on them oldest first, best fit: the pods each
-    # placeholder was made for and the pods that came after it alike (so pods arriving in waves fill the
-    # room the earlier ones leave, and the count is what the scheduler will really do, not a packing it
-    # will not find). The pods that placement holds are covered; a pending placeholder that holds none
-    # is deleted. None is resized or replaced: the autoscaler may be adding a node for it already.
-    pending_gpus = 0
-    waiting_for_pending: set[str] = set()
-    pending_by_group: dict[str, list[ExistingPlaceholder]] = {}
-    for ph in pending:
-        pending_by_group.setdefault(ph.group, []).append(ph)
-    pieces_by_group: dict[str, list[DemandPiece]] = {}
-    for piece in plan.pieces:
-        pieces_by_group.setdefault(piece.group.id, []).append(piece)
-    for group_id, placeholders in pending_by_group.items():
-        ordered = sorted(pieces_by_group.get(group_id, ()), key=scheduling_order)
-        scheduler = BestFitScheduler([PackItem(p.pod, p.fraction, p.devices, p.resources) for p in ordered], [ph.gpus for ph in placeholders],
-                                     [ph.resources for ph in placeholders])
-        left = set(scheduler.run())
-        waiting_for_pending.update(p.pod for i, p in enumerate(ordered) if i not in left)
-        for index, ph in enumerate(placeholders):
-            if scheduler.holds_pods(index):
-                keep.append(ph.name)
-                pending_gpus += ph.gpus
-            elif counted.intersection(ph.pods):
-                delete.append((ph.name, DELETE_HELD_ELSEWHERE))
-            else:
-                delete.append((ph.name, DELETE_DEMAND_GONE if waiting.intersection(ph.pods) else DELETE_PODS_LANDED))
-    if not waiting_for_pending:
-        new_plan = plan
-    elif counted <= waiting_for_pending:
-        new_plan = None
-    else:
-        uncovered = counted - waiting_for_pending
-        new_plan = plan_placeholders(
-            [p for p in demand_pods if pod_key(p) in uncovered], nodes, _capped(settings, provided_gpus + pending_gpus), now, pod_groups
-        )
-    taken = {ph.name for ph in existing}
-    create: list[PlannedPlaceholder] = []
-    for wanted in new_plan.placeholders if new_plan is not None else ():
-        name = placeholder_name(name_prefix, wanted.group or "default", wanted.gpus, taken)
-        taken.add(name)
-        create.append(PlannedPlaceholder(name, wanted))
-    kept = set(keep)
-    held_nodes = frozenset(ph.node for ph in provided if ph.node and ph.name in kept)
+    state = _Pass(pods, nodes, existing, settings, now, provision_timeout_seconds, pod_groups, waiting_pod_keys(pods))
+    pending, provided = _by_state(state)
+    _fill_provided_slack(state, _credit_provided(state, provided))
+    demand_pods = [p for p in pods if pod_key(p) not in state.covered] if state.covered else list(pods)
+    plan = plan_placeholders(demand_pods, nodes, _capped(settings, state.provided_gpus), now, pod_groups)
+    held_by_pending = _place_on_pending(state, pending, plan)
+    create = _new_placeholders(state, demand_pods, plan, held_by_pending, name_prefix)
+    kept = set(state.keep)
     notes = []
-    if covered:
-        notes.append(f"{len(covered)} pending pods wait for {provided_gpus} GPUs that placeholders already brought up")
+    if state.covered:
+        notes.append(f"{len(state.covered)} pending pods wait for {state.provided_gpus} GPUs that placeholders already brought up")
     return Reconcile(
         create=tuple(create),
-        delete=tuple(delete),
-        keep=tuple(sorted(keep)),
-        covered_pods=frozenset(covered),
-        provided_gpus=provided_gpus,
-        pending_gpus=pending_gpus,
+        delete=tuple(state.delete),
+        keep=tuple(sorted(state.keep)),
+        covered_pods=frozenset(state.covered),
+        provided_gpus=state.provided_gpus,
+        pending_gpus=state.pending_gpus,
         plan=plan,
         notes=tuple(notes),
-        held_nodes=held_nodes,
+        held_nodes=frozenset(ph.node for ph in provided if ph.node and ph.name in kept),
     )

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from raybridge.adjuster import consts
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.plan import Placeholder
-from raybridge.adjuster.decision.demand import parse_time
+from raybridge.core.kubeobjects import as_dict, parse_rfc3339
 from raybridge.core.inventory import format_milli, pod_resource_requests
 from raybridge.adjuster.decision.reconcile import (
     FINISHED,
@@ -43,13 +43,13 @@ def is_placeholder(pod: Mapping[str, Any], namespace: str) -> bool:
 
 def read_placeholder(pod: Mapping[str, Any]) -> Optional[ExistingPlaceholder]:
     """The placeholder's state, or None when its labels are not ours (never raises)."""
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    meta = as_dict(pod.get("metadata"))
     identity = _signal_identity(meta)
     if identity is None:
         return None
     name, group, gpus, pods = identity
-    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+    spec = as_dict(pod.get("spec"))
+    status = as_dict(pod.get("status"))
     if meta.get("deletionTimestamp"):
         return ExistingPlaceholder(name, group, gpus, TERMINATING, pods)
     if spec.get("nodeName"):
@@ -68,7 +68,7 @@ def _signal_identity(meta: Mapping[str, Any]) -> Optional[tuple[str, str, int, t
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         return None
-    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    labels = as_dict(meta.get("labels"))
     try:
         gpus = int(labels.get(consts.GPUS_LABEL, ""))
     except ValueError:
@@ -84,10 +84,10 @@ def _signal_identity(meta: Mapping[str, Any]) -> Optional[tuple[str, str, int, t
 def _scheduled_at(pod: Mapping[str, Any]) -> Optional[datetime]:
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled" and condition.get("status") == "True":
-            found = parse_time(condition.get("lastTransitionTime"))
+            found = parse_rfc3339(condition.get("lastTransitionTime"))
             if found:
                 return found
-    return parse_time((pod.get("status") or {}).get("startTime")) or parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    return parse_rfc3339((pod.get("status") or {}).get("startTime")) or parse_rfc3339((pod.get("metadata") or {}).get("creationTimestamp"))
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def node_holds(nodes: Iterable[Mapping[str, Any]], held: Iterable[str]) -> NodeH
     hold: list[str] = []
     release: list[str] = []
     for node in nodes:
-        meta = node.get("metadata") if isinstance(node.get("metadata"), Mapping) else {}
+        meta = as_dict(node.get("metadata"))
         name = meta.get("name")
         if not isinstance(name, str):
             continue
@@ -304,7 +304,7 @@ def request_state(obj: Mapping[str, Any]) -> str:
 
 def read_request(obj: Mapping[str, Any], now: datetime, failed_backoff: float) -> Optional[ExistingPlaceholder]:
     """A ProvisioningRequest as the reconcile core sees a placeholder (never raises)."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    meta = as_dict(obj.get("metadata"))
     identity = _signal_identity(meta)
     if identity is None:
         return None
@@ -317,7 +317,7 @@ def read_request(obj: Mapping[str, Any], now: datetime, failed_backoff: float) -
         condition = conditions.get(kind) or {}
         if condition.get("status") != "True":
             return None
-        return parse_time(condition.get("lastTransitionTime")) or now
+        return parse_rfc3339(condition.get("lastTransitionTime")) or now
 
     if true("CapacityRevoked") or true("BookingExpired"):
         # The capacity (or its booking) is gone: the request is spent; pods still waiting are planned again.

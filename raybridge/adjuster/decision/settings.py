@@ -139,23 +139,24 @@ class AdjusterSettings:
     def problems(self) -> list[str]:
         found = []
         if not isinstance(self.scheduler_name, str) or not self.scheduler_name:
-            found.append("scheduler name must be a non-empty string")
+            found.append("--scheduler-name: the scheduler name must be a non-empty string")
         grace = self.grace_period_seconds
         if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not math.isfinite(grace) or grace < 0:
-            found.append(f"grace period must be a finite number of seconds >= 0 (got {grace!r})")
+            found.append(f"--grace-period must be a finite number of seconds >= 0 (got {grace!r})")
         ratio = self.memory_fallback_fraction
         if not isinstance(ratio, Fraction) or not 0 < ratio <= 1:
-            found.append(f"memory fallback fraction must be above 0 and at most 1 (got {ratio!r})")
+            shown = f"{float(ratio):g}" if isinstance(ratio, Fraction) else repr(ratio)
+            found.append(f"--memory-fraction (the memory fallback fraction) must be above 0 and at most 1 (got {shown})")
         cap = self.max_total_gpus
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
-            found.append(f"the GPU cap must be a whole number >= 0 (got {cap!r})")
+            found.append(f"--max-gpus (the GPU cap) must be a whole number >= 0 (got {cap!r})")
         if self.default_vendor not in VENDORS:
-            found.append(f"default vendor must be one of {', '.join(VENDORS)} (got {self.default_vendor!r})")
+            found.append(f"--default-vendor must be one of {', '.join(VENDORS)} (got {self.default_vendor!r})")
         if self.policy not in POLICIES:
-            found.append(f"policy must be one of {', '.join(POLICIES)} (got {self.policy!r})")
+            found.append(f"--policy must be one of {', '.join(POLICIES)} (got {self.policy!r})")
         node_gpus = self.node_gpus
         if node_gpus is not None and (isinstance(node_gpus, bool) or not isinstance(node_gpus, int) or node_gpus < 1):
-            found.append(f"GPUs per node must be a whole number >= 1 (got {node_gpus!r})")
+            found.append(f"--node-gpus (GPUs per node) must be a whole number >= 1 (got {node_gpus!r})")
         for name in ("exact_max_slices", "search_budget"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -225,10 +226,17 @@ class RunSettings:
         for problem in (port_problem(self.metrics_port), host_problem(self.metrics_host)):
             if problem:
                 found.append(f"--metrics-bind-address (or --metrics-port): {problem}")
-        if self.leader_election:
+        cutoff = self.expendable_cutoff
+        if isinstance(cutoff, bool) or not isinstance(cutoff, int):
+            found.append(f"--expendable-pods-priority-cutoff must be a whole number (got {cutoff!r})")
+        lease_ok = True
+        for what, value in (("--lease-duration", self.lease_duration), ("--renew-deadline", self.renew_deadline),
+                            ("--retry-period", self.retry_period)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                found.append(f"{what} must be a whole number of seconds, at least 1 (got {value!r})")
+                lease_ok = False
+        if self.leader_election and lease_ok:
             # The official leader-election module's own rules, checked here so it never calls sys.exit.
-            if self.retry_period < 1:
-                found.append(f"--retry-period must be at least 1 second (got {self.retry_period})")
             if self.renew_deadline <= 1.2 * self.retry_period:
                 found.append(f"--renew-deadline must be more than 1.2 x --retry-period (got {self.renew_deadline} and {self.retry_period})")
             if self.lease_duration <= self.renew_deadline:

@@ -1,13 +1,12 @@
 """Spec + inventory -> sizing decision -> manifests: the preview path.
 
 `plan` and `render` print exactly what `submit` creates, because all three
-call these functions. Nothing here talks to a cluster; the inventory is
-handed in.
+call these functions. Nothing here talks to a cluster; the inventory, the
+installed Ray version and the run's name are handed in.
 """
 
 from __future__ import annotations
 
-import secrets
 from typing import Any, Optional
 
 from raybridge.core.inventory import Inventory
@@ -30,14 +29,10 @@ def render_job(
     job_id: Optional[str] = None,
     submission_mode: str = "InteractiveMode",
     orphan_bound: Optional[int] = None,
+    ray_version: str,
 ) -> list[dict[str, Any]]:
     from raybridge.jobs.decision.manifests import render_manifests
 
     extra = {"orphan_bound": orphan_bound} if orphan_bound is not None else {}
-    return render_manifests(spec, decision, name=name, namespace=namespace, job_id=job_id, submission_mode=submission_mode, **extra)
-
-
-def unique_name(prefix: str = "raybridge") -> str:
-    """A fresh DNS-1035 name for a run that was not given one."""
-    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-    return f"{prefix}-{''.join(secrets.choice(alphabet) for _ in range(5))}"
+    return render_manifests(spec, decision, name=name, namespace=namespace, job_id=job_id, submission_mode=submission_mode,
+                            ray_version=ray_version, **extra)

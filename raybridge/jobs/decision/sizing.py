@@ -106,11 +106,15 @@ def _clean(value: Number) -> Number:
 
 
 def choose_vendor(request: SizingRequest, inventory: Inventory) -> tuple[Optional[str], list[str]]:
-    """The vendor to size for, and notes on the choice. BadInput when the asked vendor is absent."""
+    """The vendor to size for, and notes on the choice. BadInput when the asked vendor is absent.
+
+    A job that asks for no GPUs has no vendor unless it names one: nothing is chosen, nothing noted."""
     present = inventory.vendors(eligible_only=False)
     notes: list[str] = []
+    if not request.wants_gpus:
+        return request.gpu_vendor, notes
     if request.gpu_vendor:
-        if request.wants_gpus and request.gpu_vendor not in present:
+        if request.gpu_vendor not in present:
             have = ", ".join(f"{v} ({n} GPUs)" for v, n in present.items()) or "none"
             raise BadInput(f"gpuVendor: no {request.gpu_vendor} GPUs in the {inventory.source} inventory; vendors present: {have}")
         return request.gpu_vendor, notes

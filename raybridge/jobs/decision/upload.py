@@ -3,7 +3,7 @@
 Ray's Job API client zips the working dir whole, less what `.gitignore`,
 `.rayignore` and the runtime env's `excludes` name, and it follows every
 symlink: a link to `~/.ssh` uploads the keys. raybridge decides first, from a
-listing of the directory that follows no link (`launch.upload` makes it,
+listing of the directory that follows no link (`jobs/upload.py` makes it,
 with Ray's own ignore rules applied), and leaves out:
 
 - a symlinked directory (never followed: it may lead anywhere, even back up);

@@ -41,17 +41,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Optional, Sequence
 
-from raybridge.core.consts import GPU_RESOURCE_KEYS, KAI_QUEUE_API_VERSION
+from raybridge.core.consts import GPU_RESOURCE_KEYS, KAI_QUEUE_API_VERSION, KUEUE_GROUP, PROVISIONING_CLASS
 from raybridge.core.inventory import inventory_from_nodes, product_label, unschedulable_reasons
 from raybridge.core.quantity import format_memory, parse_quantity
 
-KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_API_VERSIONS = ("v1beta2", "v1beta1")
 DEFAULT_COHORT = "gpu"
 PROVISIONING_CHECK = "gpu-provisioning"
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
-#: The autoscaler's class that provisions all of a request or nothing (ProvisioningRequest v1).
-PROVISIONING_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CPU_FLAVOR = "cpu-nodes"
 #: The Run:ai classes of seed 003: (name, value, preemptible, description).
 PRIORITY_CLASSES: tuple[tuple[str, int, bool, str], ...] = (

@@ -20,7 +20,7 @@ historical usage (that lives in KAI's Prometheus).
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -38,6 +38,7 @@ from raybridge.core.consts import (
 from raybridge.queues.decision.fairshare import DEFAULT_PRIORITY, Amounts, QueueSpec, ResourceTerms
 from raybridge.core.go_number import go_parse_float
 from raybridge.core.inventory import node_is_ready, pod_gpu_requests
+from raybridge.core.kubeobjects import as_dict, as_list, container_requests, parse_rfc3339, quantity_or_none
 from raybridge.core.names import subdomain_problem
 from raybridge.core.quantity import parse_quantity
 from raybridge.errors import BadInput
@@ -187,17 +188,13 @@ def _terms(raw: Any, where: str, problems: list[str], strict: bool) -> ResourceT
 def _timestamp(raw: Any, where: str, problems: list[str]) -> Optional[datetime]:
     if raw is None:
         return None
-    if isinstance(raw, datetime):  # YAML reads an unquoted timestamp as a datetime
-        return raw if raw.tzinfo else raw.replace(tzinfo=timezone.utc)
-    if not isinstance(raw, str):
+    if not isinstance(raw, (str, datetime)):  # YAML reads an unquoted timestamp as a datetime
         problems.append(f"{where}: metadata.creationTimestamp must be an RFC 3339 time")
         return None
-    try:
-        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
+    parsed = parse_rfc3339(raw)
+    if parsed is None:
         problems.append(f"{where}: metadata.creationTimestamp {raw!r} is not an RFC 3339 time")
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed
 
 
 # --- quantities ------------------------------------------------------------------------------
@@ -283,33 +280,34 @@ def parse_demand(document: Any, where: str = "--demand") -> dict[str, Amounts]:
 # --- the cluster: capacity and requests as KAI counts them -------------------------------------
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+def _amount_of(resources: Mapping[str, Any], key: str) -> Decimal:
+    """An amount of `resources`; absent or malformed reads as 0 (core/kubeobjects.py quantity_or_none)."""
+    return quantity_or_none(resources.get(key)) or Decimal(0)
 
 
-def _quantity(resources: Mapping[str, Any], key: str) -> Decimal:
-    try:
-        return parse_quantity(resources.get(key, 0))
-    except (ValueError, TypeError):
-        return Decimal(0)
+def kai_pod_requests(spec: Any) -> dict[str, Decimal]:
+    """A pod's cpu and memory as KAI's scheduler counts them, which is not kube-scheduler's PodRequests.
+
+    kai-scheduler@v0.13.0 pkg/scheduler/api/pod_info/pod_info.go getPodResourceRequest: the containers'
+    requests summed, then the largest of that and each init container's requests, per resource (restartable
+    init containers, sidecars, get no sum of their own, and pod-level `spec.resources` is not read), plus
+    `spec.overhead`. Each container's requests are core/kubeobjects.py `container_requests` (a limit without a
+    request requests its limit, as the API server defaults it before KAI sees the pod).
+    """
+    spec = as_dict(spec)
+    totals: dict[str, Decimal] = {}
+    for resource in ("cpu", "memory"):
+        containers = sum((container_requests(c).get(resource, Decimal(0)) for c in as_list(spec.get("containers"))), Decimal(0))
+        init = max((container_requests(c).get(resource, Decimal(0)) for c in as_list(spec.get("initContainers"))), default=Decimal(0))
+        totals[resource] = max(containers, init) + _amount_of(as_dict(spec.get("overhead")), resource)
+    return totals
 
 
 def pod_amounts(pod: Mapping[str, Any], min_gpu_memory_mib: Optional[float] = None) -> Amounts:
     """A pod's requests as KAI counts them: cpu, memory, and GPUs whole, shared or by memory."""
-    spec = _dict(pod.get("spec"))
-    totals: dict[str, Decimal] = {}
-    for resource in ("cpu", "memory"):
-
-        def request(container: Any, resource: str = resource) -> Decimal:
-            res = _dict(_dict(container).get("resources"))
-            requests = _dict(res.get("requests"))
-            return _quantity(requests if resource in requests else _dict(res.get("limits")), resource)
-
-        containers = sum((request(c) for c in spec.get("containers") or []), Decimal(0))
-        init = max((request(c) for c in spec.get("initContainers") or []), default=Decimal(0))
-        totals[resource] = max(containers, init) + _quantity(_dict(spec.get("overhead")), resource)
+    totals = kai_pod_requests(pod.get("spec"))
     gpus = float(sum(pod_gpu_requests(dict(pod)).values()))
-    annotations = _dict(_dict(pod.get("metadata")).get("annotations"))
+    annotations = as_dict(as_dict(pod.get("metadata")).get("annotations"))
     devices = _number(annotations.get(KAI_GPU_DEVICES_ANNOTATION)) or 1.0
     fraction = _number(annotations.get(KAI_GPU_FRACTION_ANNOTATION))
     memory_mib = _number(annotations.get(KAI_GPU_MEMORY_ANNOTATION))
@@ -328,8 +326,8 @@ def _number(raw: Any) -> Optional[float]:
 
 def _active_on_node(pod: Mapping[str, Any]) -> bool:
     """KAI's active-used statuses: bound or running (releasing included), not finished."""
-    phase = _dict(pod.get("status")).get("phase")
-    return bool(_dict(pod.get("spec")).get("nodeName")) and phase in ("Running", "Pending")
+    phase = as_dict(pod.get("status")).get("phase")
+    return bool(as_dict(pod.get("spec")).get("nodeName")) and phase in ("Running", "Pending")
 
 
 def kai_capacity(nodes: Iterable[Any], pods: Iterable[Any] = (), scheduler_name: str = KAI_SCHEDULER_NAME) -> Amounts:
@@ -339,17 +337,17 @@ def kai_capacity(nodes: Iterable[Any], pods: Iterable[Any] = (), scheduler_name:
     for node in nodes:
         if not isinstance(node, dict) or not node_is_ready(node):
             continue
-        ready.add(str(_dict(node.get("metadata")).get("name")))
-        allocatable = _dict(_dict(node.get("status")).get("allocatable"))
-        gpus = sum(_quantity(allocatable, key) for key in GPU_RESOURCE_KEYS.values())
+        ready.add(str(as_dict(node.get("metadata")).get("name")))
+        allocatable = as_dict(as_dict(node.get("status")).get("allocatable"))
+        gpus = sum(_amount_of(allocatable, key) for key in GPU_RESOURCE_KEYS.values())
         total = total.plus(
-            Amounts(cpu=float(_quantity(allocatable, "cpu") * 1000), memory=float(_quantity(allocatable, "memory")), gpu=float(gpus))
+            Amounts(cpu=float(_amount_of(allocatable, "cpu") * 1000), memory=float(_amount_of(allocatable, "memory")), gpu=float(gpus))
         )
     for pod in pods:
         if not isinstance(pod, dict) or not _active_on_node(pod):
             continue
-        spec = _dict(pod.get("spec"))
-        labels = _dict(_dict(pod.get("metadata")).get("labels"))
+        spec = as_dict(pod.get("spec"))
+        labels = as_dict(as_dict(pod.get("metadata")).get("labels"))
         if spec.get("nodeName") not in ready or spec.get("schedulerName", "default-scheduler") == scheduler_name:
             continue
         if labels.get(KAI_UTILITY_APP_LABEL) in KAI_UTILITY_APP_VALUES:
@@ -368,14 +366,14 @@ def kai_requests(
     for pod in pods:
         if not isinstance(pod, dict):
             continue
-        spec, meta, status = _dict(pod.get("spec")), _dict(pod.get("metadata")), _dict(pod.get("status"))
+        spec, meta, status = as_dict(pod.get("spec")), as_dict(pod.get("metadata")), as_dict(pod.get("status"))
         if spec.get("schedulerName") != scheduler_name or meta.get("deletionTimestamp"):
             continue
         phase = status.get("phase")
         pending = phase == "Pending" and not spec.get("nodeName")
         if phase not in ("Running", "Pending") or (pending and spec.get("schedulingGates")):
             continue
-        queue = _dict(meta.get("labels")).get(KAI_QUEUE_LABEL)
+        queue = as_dict(meta.get("labels")).get(KAI_QUEUE_LABEL)
         if not queue:
             unlabelled += 1
             continue

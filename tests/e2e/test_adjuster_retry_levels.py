@@ -1,0 +1,91 @@
+"""Each adjuster call is retried at one level only, through the client `adjuster run` builds (`kube.client.connect`).
+
+Why: the adjuster's client retries reads and deletes on its own, and the
+adjuster's writes are retried by the `Scaler`; stacked, one failing DELETE
+was tried 4 x 5 = 20 times and the client's inner sleeps ignored the stop.
+The tests here run over HTTP against the test API server with its fault
+injection, count the requests it saw, and stop the adjuster mid-backoff.
+What they do not do: time anything; the stop test's bound is many times
+shorter than the backoff it cuts.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from raybridge.adjuster import consts
+from raybridge.adjuster.scaler import ACT_POLICY, Scaler
+from raybridge.kube.client import connect
+from raybridge.kube.retry import RetryPolicy
+from kubesim.fixtures import wait_for
+from kubesim.server import KubeApiServer
+
+NS = consts.DEFAULT_NAMESPACE
+PLACEHOLDER_PATH = rf"/api/v1/namespaces/{NS}/pods/rb-placeholder-x"
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[tuple[KubeApiServer, Any]]:
+    """The test API server and the client `adjuster run` would build for it."""
+    with KubeApiServer() as server:
+        server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        kube = connect(str(server.write_kubeconfig(tmp_path / "kubeconfig")), request_timeout=5.0)
+        yield server, kube.api_client
+
+
+# (case, method, status answered every time, what the scaler does)
+FAILING_CALLS = [
+    ("a DELETE answered 500", "DELETE", 500, lambda scaler: scaler.delete_pod(NS, "rb-placeholder-x")),
+    ("a create answered 500", "POST", 500, lambda scaler: scaler.create_pod(_placeholder())),
+    ("a DELETE answered 502", "DELETE", 502, lambda scaler: scaler.delete_pod(NS, "rb-placeholder-x")),
+]
+
+
+@pytest.mark.parametrize(("case", "method", "status", "act"), FAILING_CALLS, ids=[c[0] for c in FAILING_CALLS])
+def test_a_failing_call_is_tried_at_most_the_policy_s_attempts(api: Any, case: str, method: str, status: int, act: Any) -> None:
+    server, api_client = api
+    path = PLACEHOLDER_PATH if method == "DELETE" else rf"/api/v1/namespaces/{NS}/pods"
+    fault = server.fail_next(method, path, code=status, times=None)
+    outcome = act(Scaler(api_client, request_timeout=5.0))
+    assert not outcome.ok and outcome.result == "failed"
+    assert fault.hits == ACT_POLICY.attempts, f"{case}: tried {fault.hits} times, the policy allows {ACT_POLICY.attempts}"
+
+
+def test_a_create_that_already_exists_is_adopted_not_retried(api: Any) -> None:
+    server, api_client = api
+    server.create_object(_placeholder())
+    seen: list[str] = []
+    server.add_mutating_hook("", "Pod", lambda obj, op: seen.append(op))
+    outcome = Scaler(api_client, request_timeout=5.0).create_pod(_placeholder())
+    assert outcome.ok and outcome.result == "exists" and outcome.attempts == 1
+    assert seen == ["CREATE"]  # asked once
+
+
+def test_a_stop_ends_the_backoff_at_once(api: Any) -> None:
+    server, api_client = api
+    fault = server.fail_next("DELETE", PLACEHOLDER_PATH, code=500, times=None)
+    stop = threading.Event()
+    # A backoff of a minute: a call still running after a few seconds is one that did not wake.
+    scaler = Scaler(api_client, request_timeout=5.0, policy=RetryPolicy(attempts=5, first_backoff=60.0, max_backoff=60.0),
+                    stop=(threading.Event(), stop))
+    outcomes: list[Any] = []
+    worker = threading.Thread(target=lambda: outcomes.append(scaler.delete_pod(NS, "rb-placeholder-x")), daemon=True)
+    worker.start()
+    try:
+        wait_for(lambda: fault.hits >= 1, timeout=10, what="the DELETE at the server")
+        stop.set()
+        worker.join(5.0)
+        assert not worker.is_alive(), "the stop did not end the backoff"
+    finally:
+        stop.set()
+        fault.clear()
+    assert fault.hits == 1 and outcomes and not outcomes[0].ok
+
+
+def _placeholder() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rb-placeholder-x", "namespace": NS},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/e2e-test-images/busybox:1.36.1-1"}]}}
