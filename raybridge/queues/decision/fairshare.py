@@ -669,73 +669,102 @@ def surprises(result: FairShareResult) -> Iterable[FairShareNote]:
     for queue in result.queues:
         levels.setdefault(queue.parent or "", []).append(queue)
     for resource in RESOURCES:
-        unit = _UNITS[resource]
         for queue in result.queues:
-            share = queue.resource(resource)
-            fair = share.fair_share
-            if share.limit == 0 and share.quota != 0:
-                quota = "unlimited quota" if share.quota == UNLIMITED else f"quota of {_fmt(share.quota)} {unit}"
-                yield FairShareNote(
-                    queue.name, resource, "limit-zero",
-                    f"limit is 0 (unset): KAI caps what the queue may request at 0, so even its {quota} "
-                    "is not granted; set limit: -1 for no limit",
-                )  # fmt: skip
-            if share.request is not None and fair > share.request and not _close(fair, share.request):
-                yield FairShareNote(
-                    queue.name, resource, "above-request",
-                    f"fair share {_fmt(fair)} {unit} is above the request of {_fmt(share.request)}: KAI hands out "
-                    "the rounding remainder one unit at a time without checking the request again",
-                )  # fmt: skip
-            if share.limit not in (UNLIMITED, 0) and fair > share.limit and not _close(fair, share.limit):
-                yield FairShareNote(
-                    queue.name, resource, "above-limit",
-                    f"fair share {_fmt(fair)} {unit} is above the limit of {_fmt(share.limit)}: KAI hands out the "
-                    "rounding remainder one unit at a time without checking the limit again",
-                )  # fmt: skip
+            yield from _queue_notes(queue, resource)
         for parent, members in sorted(levels.items()):
             available = result.capacity[resource] if not parent else by_name[parent].resource(resource).fair_share
-            total = sum(m.resource(resource).fair_share for m in members)
-            where = "the capacity" if not parent else f"the fair share of their parent {parent}"
-            if total > available and not _close(total, available):
-                if not parent:
-                    what = f"fair shares of the top-level queues add up to {_fmt(total)} {unit}, more than {where} ({_fmt(available)})"
-                else:
-                    what = f"children of {parent} get {_fmt(total)} {unit} together, more than {where} ({_fmt(available)})"
-                yield FairShareNote(
-                    parent or "<top>", resource, "oversubscribed",
-                    what + ": KAI grants each queue's deserved quota in full even when the quotas oversubscribe "
-                    "what is divided",
-                )  # fmt: skip
+            yield from _oversubscribed_note(parent, members, resource, available)
             left = result.unassigned.get(parent, {}).get(resource, 0.0)
-            wanting = [m for m in members if _wants_more(m.resource(resource))]
-            if left > 0 and not _close(left, 0.0) and wanting:
-                zero = [m.name for m in wanting if m.resource(resource).over_quota_weight == 0]
-                why = (
-                    f"over-quota weight 0 ({', '.join(zero)}) gets nothing beyond quota"
-                    if zero
-                    else "each round's share is floored to whole units"
-                )
-                yield FairShareNote(
-                    parent or "<top>", resource, "unassigned",
-                    f"{_fmt(left)} {unit} of {where} stay unassigned although "
-                    f"{', '.join(m.name for m in wanting)} want more: {why}",
-                )  # fmt: skip
-            for low in members:
-                low_share = low.resource(resource)
-                if low_share.over_quota <= 0 or _close(low_share.over_quota, 0.0):
-                    continue
-                starved = [
-                    m.name for m in members
-                    if m.priority > low.priority and _wants_more(m.resource(resource))
-                    and m.resource(resource).over_quota_weight > 0
-                ]  # fmt: skip
-                if starved:
-                    yield FairShareNote(
-                        low.name, resource, "priority-inversion",
-                        f"gets {_fmt(low_share.over_quota)} {unit} over quota although higher-priority "
-                        f"{', '.join(starved)} want more: KAI passes what a priority level leaves (whole-unit flooring, "
-                        "or weights zeroed by historical usage) to lower priorities before it hands out the remainders",
-                    )  # fmt: skip
+            yield from _unassigned_note(parent, members, resource, left)
+            yield from _priority_inversion_notes(members, resource)
+
+
+def _queue_notes(queue: QueueShare, resource: str) -> Iterable[FairShareNote]:
+    """One queue's own surprises: a limit of 0 that cancels its quota, a share above its request or limit."""
+    unit = _UNITS[resource]
+    share = queue.resource(resource)
+    fair = share.fair_share
+    if share.limit == 0 and share.quota != 0:
+        quota = "unlimited quota" if share.quota == UNLIMITED else f"quota of {_fmt(share.quota)} {unit}"
+        yield FairShareNote(
+            queue.name, resource, "limit-zero",
+            f"limit is 0 (unset): KAI caps what the queue may request at 0, so even its {quota} "
+            "is not granted; set limit: -1 for no limit",
+        )  # fmt: skip
+    if share.request is not None and fair > share.request and not _close(fair, share.request):
+        yield FairShareNote(
+            queue.name, resource, "above-request",
+            f"fair share {_fmt(fair)} {unit} is above the request of {_fmt(share.request)}: KAI hands out "
+            "the rounding remainder one unit at a time without checking the request again",
+        )  # fmt: skip
+    if share.limit not in (UNLIMITED, 0) and fair > share.limit and not _close(fair, share.limit):
+        yield FairShareNote(
+            queue.name, resource, "above-limit",
+            f"fair share {_fmt(fair)} {unit} is above the limit of {_fmt(share.limit)}: KAI hands out the "
+            "rounding remainder one unit at a time without checking the limit again",
+        )  # fmt: skip
+
+
+def _where(parent: str) -> str:
+    return "the capacity" if not parent else f"the fair share of their parent {parent}"
+
+
+def _oversubscribed_note(
+    parent: str, members: Sequence[QueueShare], resource: str, available: float
+) -> Iterable[FairShareNote]:
+    """Siblings whose fair shares add up to more than their level divided."""
+    unit = _UNITS[resource]
+    total = sum(m.resource(resource).fair_share for m in members)
+    where = _where(parent)
+    if total > available and not _close(total, available):
+        if not parent:
+            what = f"fair shares of the top-level queues add up to {_fmt(total)} {unit}, more than {where} ({_fmt(available)})"
+        else:
+            what = f"children of {parent} get {_fmt(total)} {unit} together, more than {where} ({_fmt(available)})"
+        yield FairShareNote(
+            parent or "<top>", resource, "oversubscribed",
+            what + ": KAI grants each queue's deserved quota in full even when the quotas oversubscribe "
+            "what is divided",
+        )  # fmt: skip
+
+
+def _unassigned_note(parent: str, members: Sequence[QueueShare], resource: str, left: float) -> Iterable[FairShareNote]:
+    """What a level leaves unassigned while some of its queues still want more."""
+    unit = _UNITS[resource]
+    wanting = [m for m in members if _wants_more(m.resource(resource))]
+    if left > 0 and not _close(left, 0.0) and wanting:
+        zero = [m.name for m in wanting if m.resource(resource).over_quota_weight == 0]
+        why = (
+            f"over-quota weight 0 ({', '.join(zero)}) gets nothing beyond quota"
+            if zero
+            else "each round's share is floored to whole units"
+        )
+        yield FairShareNote(
+            parent or "<top>", resource, "unassigned",
+            f"{_fmt(left)} {unit} of {_where(parent)} stay unassigned although "
+            f"{', '.join(m.name for m in wanting)} want more: {why}",
+        )  # fmt: skip
+
+
+def _priority_inversion_notes(members: Sequence[QueueShare], resource: str) -> Iterable[FairShareNote]:
+    """Queues that get more than quota while higher-priority siblings still want more."""
+    unit = _UNITS[resource]
+    for low in members:
+        low_share = low.resource(resource)
+        if low_share.over_quota <= 0 or _close(low_share.over_quota, 0.0):
+            continue
+        starved = [
+            m.name for m in members
+            if m.priority > low.priority and _wants_more(m.resource(resource))
+            and m.resource(resource).over_quota_weight > 0
+        ]  # fmt: skip
+        if starved:
+            yield FairShareNote(
+                low.name, resource, "priority-inversion",
+                f"gets {_fmt(low_share.over_quota)} {unit} over quota although higher-priority "
+                f"{', '.join(starved)} want more: KAI passes what a priority level leaves (whole-unit flooring, "
+                "or weights zeroed by historical usage) to lower priorities before it hands out the remainders",
+            )  # fmt: skip
 
 
 _UNITS = {"gpu": "GPUs", "cpu": "millicores", "memory": "MB"}
