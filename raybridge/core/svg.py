@@ -222,7 +222,23 @@ def cut(text: str, room: float, char_width: float = CHAR_WIDTH_12) -> str:
 def render(chart: Chart) -> str:
     """The chart as a standalone SVG document."""
     box = layout(chart)
-    svg = ET.Element(
+    svg = _document(box)
+    ET.SubElement(svg, "title").text = clean(chart.title)
+    _hatch_patterns(ET.SubElement(svg, "defs"), chart.series)
+    ET.SubElement(svg, "rect", {"width": "100%", "height": "100%", "fill": BACKGROUND})
+    _header(svg, chart, box)
+    series_by_key = {s.key: s for s in chart.series}
+    bars = iter(box.bars)
+    for row, row_box in zip(chart.rows, box.rows):
+        placed = [(bar, next(bars)) for cell in row.cells[: len(chart.columns)] for bar in cell]
+        _row(svg, row, row_box, box.width, placed, series_by_key)
+    _notes(svg, chart, box)
+    return ET.tostring(svg, encoding="unicode") + "\n"
+
+
+def _document(box: Layout) -> ET.Element:
+    """The root `svg` element, sized to the layout."""
+    return ET.Element(
         "svg",
         {
             "xmlns": SVG_NAMESPACE,
@@ -235,17 +251,22 @@ def render(chart: Chart) -> str:
             "{http://www.w3.org/XML/1998/namespace}space": "preserve",
         },
     )
-    ET.SubElement(svg, "title").text = clean(chart.title)
-    defs = ET.SubElement(svg, "defs")
-    for series in chart.series:
+
+
+def _hatch_patterns(defs: ET.Element, series: Sequence[Series]) -> None:
+    """One hatched fill per series, for the bars drawn hatched."""
+    for one in series:
         pattern = ET.SubElement(
             defs, "pattern",
-            {"id": f"hatch-{_ident(series.key)}", "width": "6", "height": "6", "patternUnits": "userSpaceOnUse",
+            {"id": f"hatch-{_ident(one.key)}", "width": "6", "height": "6", "patternUnits": "userSpaceOnUse",
              "patternTransform": "rotate(45)"},
         )  # fmt: skip
-        ET.SubElement(pattern, "rect", {"width": "6", "height": "6", "fill": series.colour, "fill-opacity": "0.35"})
-        ET.SubElement(pattern, "rect", {"width": "3", "height": "6", "fill": series.colour})
-    ET.SubElement(svg, "rect", {"width": "100%", "height": "100%", "fill": BACKGROUND})
+        ET.SubElement(pattern, "rect", {"width": "6", "height": "6", "fill": one.colour, "fill-opacity": "0.35"})
+        ET.SubElement(pattern, "rect", {"width": "3", "height": "6", "fill": one.colour})
+
+
+def _header(svg: ET.Element, chart: Chart, box: Layout) -> None:
+    """Title, subtitle, legend, the column titles and the rule under them."""
     _text(svg, MARGIN, 28, chart.title, size=16, bold=True, room=box.width - 2 * MARGIN)
     if chart.subtitle:
         _text(svg, MARGIN, 48, chart.subtitle, size=12, colour=MUTED, room=box.width - 2 * MARGIN)
@@ -258,38 +279,48 @@ def render(chart: Chart) -> str:
         {"x1": str(MARGIN), "x2": str(box.width - MARGIN), "y1": str(HEADER_TOP + 6), "y2": str(HEADER_TOP + 6),
          "stroke": RULE},
     )  # fmt: skip
-    series_by_key = {s.key: s for s in chart.series}
-    bars = iter(box.bars)
-    for r, (row, row_box) in enumerate(zip(chart.rows, box.rows)):
-        group = ET.SubElement(svg, "g", {"class": "row"})
-        if row.highlight:
-            ET.SubElement(
-                group, "rect",
-                {"x": str(MARGIN - 8), "y": f"{row_box.y + 1:g}", "width": str(box.width - 2 * MARGIN + 16),
-                 "height": f"{row_box.height - 2:g}", "fill": HIGHLIGHT},
-            )  # fmt: skip
-            ET.SubElement(
-                group, "rect",
-                {"x": str(MARGIN - 8), "y": f"{row_box.y + 1:g}", "width": "4", "height": f"{row_box.height - 2:g}",
-                 "fill": ACCENT},
-            )  # fmt: skip
-        indent = MARGIN + INDENT * row.depth
-        room = LABEL_WIDTH - 10 - INDENT * row.depth
-        label = clean(row.label)
-        name = _text(group, indent, row_box.y + 18, cut(label, room), bold=row.highlight)
-        if label != cut(label, room):
-            ET.SubElement(name, "title").text = label
-        if row.note:
-            _text(group, indent, row_box.y + 31, cut(clean(row.note), room, 5.7), size=10, colour=MUTED)
-        for c, cell in enumerate(row.cells[: len(chart.columns)]):
-            for bar in cell:
-                placed = next(bars)
-                _bar(group, bar, placed, series_by_key.get(bar.series))
+
+
+def _row(
+    svg: ET.Element,
+    row: Row,
+    row_box: RowBox,
+    width: int,
+    placed: Sequence[tuple[Bar, BarBox]],
+    series_by_key: dict[str, Series],
+) -> None:
+    """One row: its highlight, its label (cut, whole in a tooltip), its note, its bars and the rule under it."""
+    group = ET.SubElement(svg, "g", {"class": "row"})
+    if row.highlight:
         ET.SubElement(
-            group, "line",
-            {"x1": str(MARGIN), "x2": str(box.width - MARGIN), "y1": f"{row_box.y + row_box.height:g}",
-             "y2": f"{row_box.y + row_box.height:g}", "stroke": RULE},
+            group, "rect",
+            {"x": str(MARGIN - 8), "y": f"{row_box.y + 1:g}", "width": str(width - 2 * MARGIN + 16),
+             "height": f"{row_box.height - 2:g}", "fill": HIGHLIGHT},
         )  # fmt: skip
+        ET.SubElement(
+            group, "rect",
+            {"x": str(MARGIN - 8), "y": f"{row_box.y + 1:g}", "width": "4", "height": f"{row_box.height - 2:g}",
+             "fill": ACCENT},
+        )  # fmt: skip
+    indent = MARGIN + INDENT * row.depth
+    room = LABEL_WIDTH - 10 - INDENT * row.depth
+    label = clean(row.label)
+    name = _text(group, indent, row_box.y + 18, cut(label, room), bold=row.highlight)
+    if label != cut(label, room):
+        ET.SubElement(name, "title").text = label
+    if row.note:
+        _text(group, indent, row_box.y + 31, cut(clean(row.note), room, 5.7), size=10, colour=MUTED)
+    for bar, box in placed:
+        _bar(group, bar, box, series_by_key.get(bar.series))
+    ET.SubElement(
+        group, "line",
+        {"x1": str(MARGIN), "x2": str(width - MARGIN), "y1": f"{row_box.y + row_box.height:g}",
+         "y2": f"{row_box.y + row_box.height:g}", "stroke": RULE},
+    )  # fmt: skip
+
+
+def _notes(svg: ET.Element, chart: Chart, box: Layout) -> None:
+    """The notes under the chart, under their title when there is one."""
     if box.notes or chart.notes_title:
         y = box.notes_top
         if chart.notes_title:
@@ -298,7 +329,6 @@ def render(chart: Chart) -> str:
         for line in box.notes:
             _text(svg, MARGIN, y, line)
             y += NOTE_LINE
-    return ET.tostring(svg, encoding="unicode") + "\n"
 
 
 def _ident(key: str) -> str:

@@ -462,46 +462,17 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
     found = preflight(kube, namespace, rayjob, prepared.node_labels)
     for text in found.notes:
         options.progress(f"note: {text}")
-    rays = RayObjects(kube)
-    created = False
-    run: Optional[_RayJobRun] = None
-    guard: Optional[OrphanGuard] = None
-
-    def cleanup() -> None:
-        if guard is not None:
-            guard.stop()
-        if run is not None:
-            run.close_forward()
-        if created and not options.keep:
-            delete_and_wait(rays, "RayJob", name, namespace, options.progress)
-        elif created:
-            options.progress(f"kept RayJob {namespace}/{name} (`raybridge delete {name}` removes it); {_LINGER_NOTE}")
-
-    def handover() -> list[str]:
-        if guard is not None:
-            guard.stop()
-        if run is not None:
-            run.close_forward()
-            return run.handover() + [_LINGER_NOTE]
-        return []
-
+    submitted = _Submitted(RayObjects(kube), name, namespace, options)
     try:
-        stored = create_protected(rays, rayjob)
-        created = True
-        queue = (stored["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
-        options.progress(f"created RayJob {namespace}/{name}" + (f" in queue {queue}" if queue else " (not queued by Kueue)"))
-        protections = protections_of(stored)
-        for protection in protections:
-            options.progress(f"orphan protection: {protection.describe()}")
-        if not protections:
-            options.progress("warning: no orphan protection is in force: if raybridge dies before the job ends, delete the RayJob yourself")
-        # Its own client: the renewals must not share the command's deadline or the waits' retries.
-        guard_rays = RayObjects(replace(options.cluster, namespace=namespace).connect(None))
-        guard = OrphanGuard(guard_rays, name, namespace, options.orphan_bound, spec.max_run_seconds, bool(queue), options.progress).start()
-        run = _RayJobRun(kube, rays, options, spec, name, runtime_env, queued=bool(queue), submission_id=prepared.submission_id)
+        stored = create_protected(submitted.rays, rayjob)
+        submitted.created = True
+        queued = _announce_created(stored, namespace, name, options)
+        submitted.guard = _start_orphan_guard(spec, options, name, namespace, queued)
+        run = _RayJobRun(kube, submitted.rays, options, spec, name, runtime_env, queued=queued, submission_id=prepared.submission_id)
+        submitted.run = run
         run.start()
     except BaseException:
-        cleanup()
+        submitted.cleanup()
         raise
     assert run.jobs is not None
     return JobHandle(
@@ -511,11 +482,65 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
         submission_id=run.submission_id,
         jobs=run.jobs,
         decision=prepared.decision,
-        cleanup=cleanup,
+        cleanup=submitted.cleanup,
         keep=options.keep,
         recover=run.recover,
-        handover=handover,
+        handover=submitted.handover,
     )
+
+
+@dataclass
+class _Submitted:
+    """A RayJob being submitted: what exists so far, and so what cleaning up or handing over must undo."""
+
+    rays: RayObjects
+    name: str
+    namespace: str
+    options: SubmitOptions
+    created: bool = False
+    run: Optional[_RayJobRun] = None
+    guard: Optional[OrphanGuard] = None
+
+    def cleanup(self) -> None:
+        """Stop renewing, close the port-forward, delete the RayJob unless it is kept."""
+        if self.guard is not None:
+            self.guard.stop()
+        if self.run is not None:
+            self.run.close_forward()
+        if self.created and not self.options.keep:
+            delete_and_wait(self.rays, "RayJob", self.name, self.namespace, self.options.progress)
+        elif self.created:
+            self.options.progress(
+                f"kept RayJob {self.namespace}/{self.name} (`raybridge delete {self.name}` removes it); {_LINGER_NOTE}"
+            )
+
+    def handover(self) -> list[str]:
+        """Stop renewing and leave the running job to itself; what still bounds it, in words."""
+        if self.guard is not None:
+            self.guard.stop()
+        if self.run is not None:
+            self.run.close_forward()
+            return self.run.handover() + [_LINGER_NOTE]
+        return []
+
+
+def _announce_created(stored: dict[str, Any], namespace: str, name: str, options: SubmitOptions) -> bool:
+    """Say the RayJob exists, in which queue, and which orphan protections the server kept; whether Kueue queues it."""
+    queue = (stored["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+    options.progress(f"created RayJob {namespace}/{name}" + (f" in queue {queue}" if queue else " (not queued by Kueue)"))
+    protections = protections_of(stored)
+    for protection in protections:
+        options.progress(f"orphan protection: {protection.describe()}")
+    if not protections:
+        options.progress("warning: no orphan protection is in force: if raybridge dies before the job ends, delete the RayJob yourself")
+    return bool(queue)
+
+
+def _start_orphan_guard(spec: JobSpec, options: SubmitOptions, name: str, namespace: str, queued: bool) -> OrphanGuard:
+    """Start renewing the RayJob's orphan bound until the job ends or is handed over."""
+    # Its own client: the renewals must not share the command's deadline or the waits' retries.
+    guard_rays = RayObjects(replace(options.cluster, namespace=namespace).connect(None))
+    return OrphanGuard(guard_rays, name, namespace, options.orphan_bound, spec.max_run_seconds, queued, options.progress).start()
 
 
 def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:

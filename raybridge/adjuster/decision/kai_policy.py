@@ -266,8 +266,24 @@ def kai_pass(
     this pass starts the cooldown unless `cooldown_seconds` is 0.
     """
     all_pods = [p for p in pods if isinstance(p, dict)]
-    pods_by_key = {_key(p): p for p in all_pods}
     warnings: list[str] = []
+    kept, deleted = _kept_or_deleted(all_pods, scaling_namespace, warnings)
+    cooling = in_cooldown or (bool(deleted) and cooldown_seconds > 0)
+    candidates = sorted((p for p in all_pods if is_candidate(p, scheduler_name)), key=_key)  # quirk 8
+    need, counted, not_counted = needed_devices(candidates, memory_ratio)
+    skipped = [(f"{_key(p)[0]}/{_key(p)[1]}", why) for p, why in not_counted]
+    if cooling or need == 0:
+        return KaiPass(need, (), tuple(kept), tuple(deleted), cooling, tuple(skipped), tuple(warnings))
+    existing_names = {s.name for s in kept} | {_key(p)[1] for p in all_pods if _key(p)[0] == scaling_namespace}
+    created = _created_scaling_pods(counted, kept, existing_names, need, skipped)
+    return KaiPass(need, tuple(created), tuple(kept), tuple(deleted), False, tuple(skipped), tuple(warnings))
+
+
+def _kept_or_deleted(
+    all_pods: list[dict[str, Any]], scaling_namespace: str, warnings: list[str]
+) -> tuple[list[ScalingPod], list[tuple[str, str]]]:
+    """The deletion step (quirk 7): the scaling pods still needed, and the names of the others with why."""
+    pods_by_key = {_key(p): p for p in all_pods}
     kept: list[ScalingPod] = []
     deleted: list[tuple[str, str]] = []
     for pod in sorted((p for p in all_pods if _key(p)[0] == scaling_namespace), key=_key):
@@ -276,31 +292,45 @@ def kai_pass(
             deleted.append((_key(pod)[1], why))
             continue
         labels = as_dict(as_dict(pod.get("metadata")).get("labels"))
-        spec = as_dict(pod.get("spec"))
         kept.append(
-            ScalingPod(
+            _scaling_pod(
                 name=_key(pod)[1],
                 devices=_devices_of_scaling_pod(pod, warnings),
                 target=f"{labels.get(KAI_SCALING_POD_NAMESPACE_LABEL, '')}/{labels.get(KAI_SCALING_POD_NAME_LABEL, '')}",
-                node_selector=as_dict(spec.get("nodeSelector")),
-                affinity=spec.get("affinity") if isinstance(spec.get("affinity"), dict) else None,
-                tolerations=tuple(t for t in as_list(spec.get("tolerations")) if isinstance(t, dict)),
+                spec=as_dict(pod.get("spec")),
                 existing=True,
             )
         )
-    cooling = in_cooldown or (bool(deleted) and cooldown_seconds > 0)
-    candidates = sorted((p for p in all_pods if is_candidate(p, scheduler_name)), key=_key)  # quirk 8
-    need, counted, not_counted = needed_devices(candidates, memory_ratio)
-    skipped = [(f"{_key(p)[0]}/{_key(p)[1]}", why) for p, why in not_counted]
-    created: list[ScalingPod] = []
-    if cooling or need == 0:
-        return KaiPass(need, (), tuple(kept), tuple(deleted), cooling, tuple(skipped), tuple(warnings))
-    existing_names = {s.name for s in kept} | {_key(p)[1] for p in all_pods if _key(p)[0] == scaling_namespace}
+    return kept, deleted
+
+
+def _scaling_pod(name: str, devices: int, target: str, spec: Mapping[str, Any], existing: bool = False) -> ScalingPod:
+    """A scaling pod with the nodeSelector, affinity and tolerations of `spec` (quirk 6)."""
+    return ScalingPod(
+        name=name,
+        devices=devices,
+        target=target,
+        node_selector=as_dict(spec.get("nodeSelector")),
+        affinity=spec.get("affinity") if isinstance(spec.get("affinity"), dict) else None,
+        tolerations=tuple(t for t in as_list(spec.get("tolerations")) if isinstance(t, dict)),
+        existing=existing,
+    )
+
+
+def _created_scaling_pods(
+    counted: Sequence[Mapping[str, Any]], kept: list[ScalingPod], existing_names: set[str], need: int,
+    skipped: list[tuple[str, str]],
+) -> list[ScalingPod]:
+    """The creation step (quirks 5, 6): a scaling pod per counted pod while the rule asks for one.
+
+    Appends to `skipped` why a counted pod gets none, and to `existing_names` each name it takes.
+    """
     # The scaling pods so far (kept, then each created one), summed up as they come: the largest
     # and the total are running values and the targets a set, so a pass is linear in the pods.
     targets = {(s.name, s.target) for s in kept}
     provisioned = sum(s.devices for s in kept)
     largest: Optional[int] = max((s.devices for s in kept), default=None)  # None: no scaling pod yet (counts as 0)
+    created: list[ScalingPod] = []
     for pod in counted:
         namespace, name = _key(pod)
         scaling_name = scaling_pod_name(namespace, name)
@@ -318,18 +348,10 @@ def kai_pass(
         if refused:
             skipped.append((f"{namespace}/{name}", f"creating its scaling pod fails: {refused}"))
             continue
-        spec = as_dict(pod.get("spec"))
-        scaling = ScalingPod(
-            name=scaling_name,
-            devices=devices,
-            target=f"{namespace}/{name}",
-            node_selector=as_dict(spec.get("nodeSelector")),
-            affinity=spec.get("affinity") if isinstance(spec.get("affinity"), dict) else None,
-            tolerations=tuple(t for t in as_list(spec.get("tolerations")) if isinstance(t, dict)),
-        )
+        scaling = _scaling_pod(scaling_name, devices, f"{namespace}/{name}", as_dict(pod.get("spec")))
         created.append(scaling)
         targets.add((scaling_name, scaling.target))
         provisioned += devices
         largest = devices if largest is None else max(largest, devices)
         existing_names.add(scaling_name)
-    return KaiPass(need, tuple(created), tuple(kept), tuple(deleted), False, tuple(skipped), tuple(warnings))
+    return created

@@ -703,10 +703,50 @@ def _nodes(free: Sequence[int], node_members: Sequence[Sequence[int]], placed: S
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class _Problem:
+    """The items of one `pack` call on the integers: each size in 1/`capacity` of a GPU, and the lower bound."""
+
+    capacity: int
+    sizes: list[int]
+    devices: list[int]
+    pods: list[str]
+    #: The items largest first (size, then devices, then name): FFD's order and the searches'.
+    order: list[int]
+    #: One size per GPU slice: an item of `devices` GPUs is that many slices.
+    slices: list[int]
+    bound: int
+    size_of_node: int
+
+    def nodes(self, free: Sequence[int], node_members: Sequence[Sequence[int]], placed: Sequence[Sequence[int]]) -> tuple[PackedNode, ...]:
+        return _nodes(free, node_members, placed, self.pods, self.capacity)
+
+
 def pack(items: Sequence[PackItem], node_gpus: Optional[int] = None, exact_max_slices: int = 400, budget: int = 200_000) -> Packing:
     """Pack `items` into the fewest GPUs, nodes of `node_gpus` GPUs (None: the largest device count)."""
     if not items:
         return Packing(gpus=0, lower_bound=0, method="exact", proof="nothing to pack", node_gpus=node_gpus or 0)
+    problem = _integer_problem(items, node_gpus)
+    size_of_node, bound = problem.size_of_node, problem.bound
+    state, placed = _ffd(problem.order, problem.sizes, problem.devices, problem.capacity, size_of_node)
+    best = len(state.free)
+    if best == bound:
+        return Packing(best, bound, "exact", "first-fit-decreasing meets the lower bound",
+                       problem.nodes(state.free, state.node_members, placed), size_of_node)  # fmt: skip
+    if len(problem.slices) > exact_max_slices or budget <= 0:
+        return Packing(best, bound, "heuristic", f"{FFD_BOUND}; {len(problem.slices)} GPU slices is more than the exact search takes ({exact_max_slices})",
+                       problem.nodes(state.free, state.node_members, placed), size_of_node)  # fmt: skip
+    found, proven, ungroupable, steps = _bin_completion(problem, best, budget)
+    if found is not None:
+        return found
+    if proven == best:
+        proof = f"first-fit-decreasing; bin completion proved that {best - 1} GPUs cannot hold these pieces"
+        return Packing(best, proven, "exact", proof, problem.nodes(state.free, state.node_members, placed), size_of_node, steps)
+    return _branch_and_bound(problem, state, placed, proven, budget, steps, ungroupable)
+
+
+def _integer_problem(items: Sequence[PackItem], node_gpus: Optional[int]) -> _Problem:
+    """The items checked and scaled to integers over their common denominator, with the lower bound."""
     largest = max(i.devices for i in items)
     size_of_node = node_gpus or largest
     ratios = [(i.size.numerator, i.size.denominator) for i in items]  # tuples hash fast, Fractions do not
@@ -721,53 +761,57 @@ def pack(items: Sequence[PackItem], node_gpus: Optional[int] = None, exact_max_s
     order = sorted(range(len(items)), key=lambda i: (-sizes[i], -devices[i], pods[i]))
     slices = [sizes[i] for i in range(len(items)) for _ in range(devices[i])]
     bound = max(lower_bound(slices, capacity), largest)
+    return _Problem(capacity, sizes, devices, pods, order, slices, bound, size_of_node)
 
-    state, placed = _ffd(order, sizes, devices, capacity, size_of_node)
-    best = len(state.free)
-    if best == bound:
-        return Packing(best, bound, "exact", "first-fit-decreasing meets the lower bound",
-                       _nodes(state.free, state.node_members, placed, pods, capacity), size_of_node)  # fmt: skip
-    if len(slices) > exact_max_slices or budget <= 0:
-        return Packing(best, bound, "heuristic", f"{FFD_BOUND}; {len(slices)} GPU slices is more than the exact search takes ({exact_max_slices})",
-                       _nodes(state.free, state.node_members, placed, pods, capacity), size_of_node)  # fmt: skip
-    # bin completion: the fewest GPUs from the bound up, each target either met or proven unreachable
+
+def _bin_completion(problem: _Problem, best: int, budget: int) -> tuple[Optional[Packing], int, bool, int]:
+    """Bin completion from the bound up to FFD's `best`: each target either met or proven unreachable.
+
+    Returns the packing it found that groups into nodes (or None), the GPUs proven needed, whether
+    a packing it found could not be grouped into nodes, and the steps it took.
+    """
+    capacity, size_of_node = problem.capacity, problem.size_of_node
     kinds: dict[tuple[int, int], list[int]] = {}
-    for i in order:
-        kinds.setdefault((sizes[i], devices[i]), []).append(i)
+    for i in problem.order:
+        kinds.setdefault((problem.sizes[i], problem.devices[i]), []).append(i)
     kind_keys = list(kinds)  # order is by size, then devices, descending
     kind_sizes, kind_devices = [s for s, _ in kind_keys], [n for _, n in kind_keys]
     # Multi-device kinds go at most once per GPU, so that the packing groups into nodes easily (a second attempt
     # without that rule on more budget proved no better on benchmarks/adjuster_packing_exactness.py).
     completion = _Completion(kind_sizes, [len(kinds[k]) * n for k, n in zip(kind_keys, kind_devices)], capacity, budget,
                              width=COMPLETION_WIDTH, one_per_gpu=[n > 1 for n in kind_devices])  # fmt: skip
-    proven = bound
-    ungroupable = False
+    proven = problem.bound
     while proven < best:
         found = completion.solve(proven)
         if found is not None:
             members = _group_nodes(found, kind_devices, size_of_node)
             if members is None:
-                ungroupable = True
-                break
-            free, placed_by = _realise(found, members, [kinds[k] for k in kind_keys], kind_sizes, kind_devices, capacity, len(items))
-            proof = "bin completion found a packing that meets the lower bound" if proven == bound else f"bin completion: {proven - 1} GPUs cannot hold these pieces, {proven} can"
-            return Packing(len(found), proven, "exact", proof, _nodes(free, members, placed_by, pods, capacity), size_of_node, completion.steps)
+                return None, proven, True, completion.steps
+            free, placed_by = _realise(found, members, [kinds[k] for k in kind_keys], kind_sizes, kind_devices, capacity, len(problem.sizes))
+            proof = "bin completion found a packing that meets the lower bound" if proven == problem.bound else f"bin completion: {proven - 1} GPUs cannot hold these pieces, {proven} can"
+            packing = Packing(len(found), proven, "exact", proof, problem.nodes(free, members, placed_by), size_of_node, completion.steps)
+            return packing, proven, False, completion.steps
         if not completion.exhausted:
             break
         proven += 1
-    steps = completion.steps
-    if proven == best:
-        proof = f"first-fit-decreasing; bin completion proved that {best - 1} GPUs cannot hold these pieces"
-        return Packing(best, proven, "exact", proof, _nodes(state.free, state.node_members, placed, pods, capacity), size_of_node, steps)
-    search = _Search(order, sizes, devices, capacity, size_of_node, sum(slices), best, max(1, budget // 10))
+    return None, proven, False, completion.steps
+
+
+def _branch_and_bound(
+    problem: _Problem, state: _State, placed: list[list[int]], proven: int, budget: int, steps: int, ungroupable: bool
+) -> Packing:
+    """Branch and bound on a tenth of the budget, from FFD's packing (`state`, `placed`) down to `proven` GPUs."""
+    best = len(state.free)
+    search = _Search(problem.order, problem.sizes, problem.devices, problem.capacity, problem.size_of_node, sum(problem.slices), best, max(1, budget // 10))
     search.target = proven
     search.run()
     visited = steps + search.visited
     if search.best_state is not None and search.best_placed is not None:
         free, _, members = search.best_state
-        nodes = _nodes(free, members, search.best_placed, pods, capacity)
+        nodes = problem.nodes(free, members, search.best_placed)
     else:
-        nodes = _nodes(state.free, state.node_members, placed, pods, capacity)
+        nodes = problem.nodes(state.free, state.node_members, placed)
+    size_of_node = problem.size_of_node
     if not search.aborted:
         proof = "branch and bound: the search completed" + ("" if search.best == proven else f" (the lower bound {proven} is not reachable)")
         return Packing(search.best, search.best, "exact", proof, nodes, size_of_node, visited)

@@ -200,132 +200,172 @@ def plan_placeholders(
     by_group: dict[ConstraintGroup, list[DemandPiece]] = {}
     for piece in selection.pieces:
         by_group.setdefault(piece.group, []).append(piece)
-    groups: list[GroupPlan] = []
-    placeholders: list[tuple[Placeholder, tuple[tuple[str, ...], ...]]] = []
-    waiting: dict[str, float] = {}
-    resources_of: dict[str, Resources] = {}
-    demand_by_vendor: dict[str, Fraction] = {}
-    notes: list[str] = []
+    so_far = _PlanSoFar()
     for group in sorted(by_group, key=lambda g: (g.vendor, g.id)):
-        pieces = by_group[group]
-        shape = selection.shapes.get(group, GroupShape())
-        if shape.node_gpus:
-            node_gpus, source = shape.node_gpus, "nodes"
-        elif settings.node_gpus:
-            node_gpus, source = settings.node_gpus, "flag"
-        else:
-            node_gpus, source = max(p.devices for p in pieces), "largest pod"
-            notes.append(
-                f"group {group.id}: no known node of this group, so placeholders are no larger than its largest pod "
-                f"({node_gpus} GPUs); pass --nodes or --node-gpus to pack whole nodes"
-            )
-        if any(p.source == "gpu-memory-fallback" for p in pieces):
-            notes.append(f"group {group.id}: GPU memory of its nodes unknown: gpu-memory pods count as {format_fraction(settings.memory_fallback_fraction)} of a GPU")
-        items = [PackItem(p.pod, p.fraction, p.devices, p.resources) for p in pieces]
-        # What else a node of the group has room for (CPU, memory, ...): the scheduler places a pod only where
-        # its requests fit, and the autoscaler adds a node only for a placeholder that fits a new one.
-        room = shape.node_resources
-        if room is None and any(p.resources for p in pieces):
-            notes.append(
-                f"group {group.id}: no known node of this group, so what one node has of CPU and memory is unknown: "
-                "each placeholder carries the requests of the pods it stands for, which a new node may not hold"
-            )
-
-        def rooms(count: int) -> Optional[list[Optional[tuple[tuple[str, int], ...]]]]:
-            return None if room is None else [room] * count
-
-        packing = pack(
-            items,
-            node_gpus,
-            exact_max_slices=settings.exact_max_slices,
-            budget=settings.search_budget,
-        )
-        # The scheduler places pods one by one, not as the exact packing does: add GPUs until a best-fit
-        # placement in its order (KAI's within a queue: oldest first) also finds room for every pod (each
-        # round places at least the first pod the last one left: it fits an empty node on its own).
-        order_keys = [scheduling_order(p) for p in pieces]
-        ordered_items = [items[i] for i in sorted(range(len(pieces)), key=order_keys.__getitem__)]
-        planned_nodes = list(packing.nodes)
-        check = BestFitScheduler(ordered_items, [n.gpus for n in planned_nodes], rooms(len(planned_nodes)))
-        while True:
-            left = check.run()
-            if not left:
-                break
-            extra = pack([ordered_items[i] for i in left], node_gpus, exact_max_slices=0, budget=0)
-            planned_nodes.extend(extra.nodes)
-            # the same placements up to the first leftover
-            check = check.resumed_with([n.gpus for n in extra.nodes], rooms(len(extra.nodes)))
-        # Fewer, fuller placeholders where the GPUs regroup into fewer nodes (the autoscaler adds a node for
-        # each it cannot fit): kept only where the scheduler's placement still finds room for every pod.
-        regrouped = fewest_nodes(planned_nodes, node_gpus)
-        if len(regrouped) < len(planned_nodes):
-            regrouped_check = BestFitScheduler(ordered_items, [n.gpus for n in regrouped], rooms(len(regrouped)))
-            if not regrouped_check.run():
-                check = regrouped_check
-        # The placeholders are the scheduler's placement itself, not the packing: each pod in the one
-        # placeholder whose GPUs it will land on, and no GPU that no pod lands on.
-        scheduled = _scheduled_nodes(check, ordered_items, room)
-        scheduled_gpus = sum(n.gpus for n in scheduled)
-        if scheduled_gpus > packing.gpus:
-            notes.append(
-                f"group {group.id}: placed one by one, oldest first, best fit, these pods need {scheduled_gpus - packing.gpus} GPU(s) more "
-                f"than the packing's {packing.gpus}; the plan asks for them"
-            )
-        counts: dict[tuple[int, int, int], int] = {}
-        for p in pieces:
-            key = (p.fraction.numerator, p.fraction.denominator, p.devices)
-            counts[key] = counts.get(key, 0) + 1
-        demand = sum((Fraction(num, den) * d * n for (num, den, d), n in counts.items()), Fraction(0))
-        demand_by_vendor[group.vendor] = demand_by_vendor.get(group.vendor, Fraction(0)) + demand
-        groups.append(
-            GroupPlan(
-                group=group,
-                pods=len(pieces),
-                demand=demand,
-                gpus=scheduled_gpus,
-                packed_gpus=packing.gpus,
-                lower_bound=packing.lower_bound,
-                method=packing.method,
-                proof=packing.proof,
-                node_gpus=node_gpus,
-                node_gpus_source=source,
-                gpu_memory_mib=shape.gpu_memory_mib,
-                known_nodes=shape.nodes,
-            )
-        )
-        waiting.update((p.pod, p.waiting_seconds or 0.0) for p in pieces)
-        resources_of.update((p.pod, p.resources) for p in pieces)
-        tolerations, group_id = tuple(group.tolerations), group.id  # once per group, not per placeholder
-        for node in scheduled:
-            placeholders.append(
-                (
-                    Placeholder(
-                        gpus=node.gpus,
-                        resource_key=group.resource_key,
-                        pods=node.pods,
-                        resources=summed_resources(resources_of[p] for p in node.pods),
-                        node_selector=group.node_selector,
-                        affinity=group.affinity,
-                        tolerations=tolerations,
-                        group=group_id,
-                    ),
-                    node.gpu_pods,
-                )
-            )
-    kept, cap = _apply_cap(placeholders, waiting, settings.max_total_gpus, resources_of)
+        _plan_group(group, by_group[group], selection.shapes.get(group, GroupShape()), settings, so_far)
+    kept, cap = _apply_cap(so_far.placeholders, so_far.waiting, settings.max_total_gpus, so_far.resources_of)
     return AdjusterPlan(
         policy="exact",
         total_gpus=sum(p.gpus for p in kept),
         placeholders=tuple(kept),
-        groups=tuple(groups),
+        groups=tuple(so_far.groups),
         ignored=selection.ignored,
         skipped=selection.skipped,
-        demand_by_vendor=demand_by_vendor,
+        demand_by_vendor=so_far.demand_by_vendor,
         pieces=selection.pieces,
         cap=cap,
-        notes=tuple(notes),
+        notes=tuple(so_far.notes),
         warnings=(*repeats, *selection.warnings),
     )
+
+
+@dataclass
+class _PlanSoFar:
+    """What the groups planned so far add up to: each group's step appends to it, in the groups' order."""
+
+    groups: list[GroupPlan] = field(default_factory=list)
+    #: Each placeholder with the pods on each of its GPUs (what the cap trims by).
+    placeholders: list[tuple[Placeholder, tuple[tuple[str, ...], ...]]] = field(default_factory=list)
+    waiting: dict[str, float] = field(default_factory=dict)
+    resources_of: dict[str, Resources] = field(default_factory=dict)
+    demand_by_vendor: dict[str, Fraction] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _plan_group(
+    group: ConstraintGroup, pieces: list[DemandPiece], shape: GroupShape, settings: AdjusterSettings, so_far: _PlanSoFar
+) -> None:
+    """One constraint group: pack it exactly, take the scheduler's placement of it as its placeholders."""
+    node_gpus, source = _node_size(group, pieces, shape, settings, so_far.notes)
+    if any(p.source == "gpu-memory-fallback" for p in pieces):
+        so_far.notes.append(f"group {group.id}: GPU memory of its nodes unknown: gpu-memory pods count as {format_fraction(settings.memory_fallback_fraction)} of a GPU")
+    items = [PackItem(p.pod, p.fraction, p.devices, p.resources) for p in pieces]
+    # What else a node of the group has room for (CPU, memory, ...): the scheduler places a pod only where
+    # its requests fit, and the autoscaler adds a node only for a placeholder that fits a new one.
+    room = shape.node_resources
+    if room is None and any(p.resources for p in pieces):
+        so_far.notes.append(
+            f"group {group.id}: no known node of this group, so what one node has of CPU and memory is unknown: "
+            "each placeholder carries the requests of the pods it stands for, which a new node may not hold"
+        )
+    packing = pack(
+        items,
+        node_gpus,
+        exact_max_slices=settings.exact_max_slices,
+        budget=settings.search_budget,
+    )
+    order_keys = [scheduling_order(p) for p in pieces]
+    ordered_items = [items[i] for i in sorted(range(len(pieces)), key=order_keys.__getitem__)]
+    check = _placement_with_room_for_all(list(packing.nodes), ordered_items, node_gpus, room)
+    # The placeholders are the scheduler's placement itself, not the packing: each pod in the one
+    # placeholder whose GPUs it will land on, and no GPU that no pod lands on.
+    scheduled = _scheduled_nodes(check, ordered_items, room)
+    scheduled_gpus = sum(n.gpus for n in scheduled)
+    if scheduled_gpus > packing.gpus:
+        so_far.notes.append(
+            f"group {group.id}: placed one by one, oldest first, best fit, these pods need {scheduled_gpus - packing.gpus} GPU(s) more "
+            f"than the packing's {packing.gpus}; the plan asks for them"
+        )
+    demand = _exact_demand(pieces)
+    so_far.demand_by_vendor[group.vendor] = so_far.demand_by_vendor.get(group.vendor, Fraction(0)) + demand
+    so_far.groups.append(
+        GroupPlan(
+            group=group,
+            pods=len(pieces),
+            demand=demand,
+            gpus=scheduled_gpus,
+            packed_gpus=packing.gpus,
+            lower_bound=packing.lower_bound,
+            method=packing.method,
+            proof=packing.proof,
+            node_gpus=node_gpus,
+            node_gpus_source=source,
+            gpu_memory_mib=shape.gpu_memory_mib,
+            known_nodes=shape.nodes,
+        )
+    )
+    so_far.waiting.update((p.pod, p.waiting_seconds or 0.0) for p in pieces)
+    so_far.resources_of.update((p.pod, p.resources) for p in pieces)
+    so_far.placeholders.extend(_group_placeholders(group, scheduled, so_far.resources_of))
+
+
+def _node_size(
+    group: ConstraintGroup, pieces: list[DemandPiece], shape: GroupShape, settings: AdjusterSettings, notes: list[str]
+) -> tuple[int, str]:
+    """The GPUs of one node of the group and where that number comes from: its nodes, the flag, or its largest pod."""
+    if shape.node_gpus:
+        return shape.node_gpus, "nodes"
+    if settings.node_gpus:
+        return settings.node_gpus, "flag"
+    node_gpus = max(p.devices for p in pieces)
+    notes.append(
+        f"group {group.id}: no known node of this group, so placeholders are no larger than its largest pod "
+        f"({node_gpus} GPUs); pass --nodes or --node-gpus to pack whole nodes"
+    )
+    return node_gpus, "largest pod"
+
+
+def _rooms(room: Optional[Resources], count: int) -> Optional[list[Optional[Resources]]]:
+    """What each of `count` nodes has room for besides GPUs (None: unknown)."""
+    return None if room is None else [room] * count
+
+
+def _placement_with_room_for_all(
+    planned_nodes: list[PackedNode], ordered_items: list[PackItem], node_gpus: int, room: Optional[Resources]
+) -> BestFitScheduler:
+    """A best-fit run over the packed nodes, plus nodes where it left pods over, regrouped where that still fits all."""
+    # The scheduler places pods one by one, not as the exact packing does: add GPUs until a best-fit
+    # placement in its order (KAI's within a queue: oldest first) also finds room for every pod (each
+    # round places at least the first pod the last one left: it fits an empty node on its own).
+    check = BestFitScheduler(ordered_items, [n.gpus for n in planned_nodes], _rooms(room, len(planned_nodes)))
+    while True:
+        left = check.run()
+        if not left:
+            break
+        extra = pack([ordered_items[i] for i in left], node_gpus, exact_max_slices=0, budget=0)
+        planned_nodes.extend(extra.nodes)
+        # the same placements up to the first leftover
+        check = check.resumed_with([n.gpus for n in extra.nodes], _rooms(room, len(extra.nodes)))
+    # Fewer, fuller placeholders where the GPUs regroup into fewer nodes (the autoscaler adds a node for
+    # each it cannot fit): kept only where the scheduler's placement still finds room for every pod.
+    regrouped = fewest_nodes(planned_nodes, node_gpus)
+    if len(regrouped) < len(planned_nodes):
+        regrouped_check = BestFitScheduler(ordered_items, [n.gpus for n in regrouped], _rooms(room, len(regrouped)))
+        if not regrouped_check.run():
+            check = regrouped_check
+    return check
+
+
+def _exact_demand(pieces: list[DemandPiece]) -> Fraction:
+    """Σ fraction × devices of the group's pods, summed by kind so that each distinct fraction is built once."""
+    counts: dict[tuple[int, int, int], int] = {}
+    for p in pieces:
+        key = (p.fraction.numerator, p.fraction.denominator, p.devices)
+        counts[key] = counts.get(key, 0) + 1
+    return sum((Fraction(num, den) * d * n for (num, den, d), n in counts.items()), Fraction(0))
+
+
+def _group_placeholders(
+    group: ConstraintGroup, scheduled: tuple[PackedNode, ...], resources_of: Mapping[str, Resources]
+) -> list[tuple[Placeholder, tuple[tuple[str, ...], ...]]]:
+    """One placeholder per node the scheduler uses, holding the pods it places there, with their pods per GPU."""
+    tolerations, group_id = tuple(group.tolerations), group.id  # once per group, not per placeholder
+    return [
+        (
+            Placeholder(
+                gpus=node.gpus,
+                resource_key=group.resource_key,
+                pods=node.pods,
+                resources=summed_resources(resources_of[p] for p in node.pods),
+                node_selector=group.node_selector,
+                affinity=group.affinity,
+                tolerations=tolerations,
+                group=group_id,
+            ),
+            node.gpu_pods,
+        )
+        for node in scheduled
+    ]
 
 
 def _scheduled_nodes(check: BestFitScheduler, ordered_items: list[PackItem], room: Optional[Resources]) -> tuple[PackedNode, ...]:

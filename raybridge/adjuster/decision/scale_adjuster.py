@@ -384,53 +384,76 @@ def decide_requests(
     by_group: dict[str, list[PlannedPlaceholder]] = {}
     for planned in decision.create:
         by_group.setdefault(planned.placeholder.group or "default", []).append(planned)
-    # The waiting requests kept, by group: a group with one gets its whole demand in one new request.
-    kept = set(decision.keep)
-    waiting: dict[str, list[ExistingPlaceholder]] = {}
-    for r in existing:
-        if r.state == PENDING and r.name in kept:
-            waiting.setdefault(r.group or "default", []).append(r)
+    waiting = _waiting_by_group(existing, set(decision.keep))
     whole_demand: dict[str, list[PlannedPlaceholder]] = {}
     for wanted in decision.plan.placeholders:
-        group = wanted.group or "default"
-        whole_demand.setdefault(group, []).append(PlannedPlaceholder("", wanted))
+        whole_demand.setdefault(wanted.group or "default", []).append(PlannedPlaceholder("", wanted))
     taken = {r.name for r in existing}
     create = []
     superseded: list[str] = []
     for group in sorted(set(by_group) | set(waiting)):
         old = sorted(waiting.get(group, ()), key=lambda r: r.name)
-        planned = by_group.get(group, [])
         if any(r.name in backing_off for r in old):
             continue
-        if old:
-            wanted = whole_demand.get(group, [])
-            wanted_pods = tuple(sorted(p for item in wanted for p in item.placeholder.pods))
-            current = next((r for r in old if tuple(sorted(r.pods)) == wanted_pods), None)
-            if current is not None or not wanted_pods:
-                # The demand is what a waiting request asks for: keep it, drop any other (a crash left it).
-                superseded += [r.name for r in old if r is not current] if current is not None else []
-                continue
-            wanted_gpus = sum(item.placeholder.gpus for item in wanted)
-            if not planned and len(old) == 1 and wanted_gpus >= old[0].gpus:
-                continue  # other pods, not fewer GPUs: the request under way still covers them all, no churn
-            planned = wanted  # more GPUs than it holds, or fewer than it asks for: one request for the demand
+        planned = _to_request(by_group.get(group, []), old, whole_demand.get(group, []), superseded)
         if not planned:
             continue
-        pods_of_group = tuple(sorted(p for item in planned for p in item.placeholder.pods))
-        digest = hashlib.sha256("\n".join(pods_of_group).encode()).hexdigest()[:10]
-        name, n = f"{consts.REQUEST_NAME_PREFIX}-{group}-{digest}", 1
-        while name in taken:
-            name, n = f"{consts.REQUEST_NAME_PREFIX}-{group}-{digest}-{n}", n + 1
-        taken.add(name)
+        name = _request_name(group, planned, taken)
         objects = _request_objects(name, group, planned, settings)
         create.append(replace(objects, replaces=tuple(r.name for r in old)))
-    live = taken
-    orphans = tuple(sorted(
+    orphans = _orphan_templates(templates, taken, settings.namespace)
+    return RequestPass(decision, tuple(existing), tuple(create), orphans, tuple(superseded))
+
+
+def _waiting_by_group(existing: list[ExistingPlaceholder], kept: set[str]) -> dict[str, list[ExistingPlaceholder]]:
+    """The waiting requests kept, by group: a group with one gets its whole demand in one new request."""
+    waiting: dict[str, list[ExistingPlaceholder]] = {}
+    for r in existing:
+        if r.state == PENDING and r.name in kept:
+            waiting.setdefault(r.group or "default", []).append(r)
+    return waiting
+
+
+def _to_request(
+    planned: list[PlannedPlaceholder], old: list[ExistingPlaceholder], wanted: list[PlannedPlaceholder], superseded: list[str]
+) -> list[PlannedPlaceholder]:
+    """What one group's new request holds: the placeholders to create, its whole demand, or nothing.
+
+    With waiting requests (`old`) the new one, if any, asks for the whole demand (`wanted`) and
+    replaces them; a waiting one that already asks for it is kept and the others go to `superseded`.
+    """
+    if not old:
+        return planned
+    wanted_pods = tuple(sorted(p for item in wanted for p in item.placeholder.pods))
+    current = next((r for r in old if tuple(sorted(r.pods)) == wanted_pods), None)
+    if current is not None or not wanted_pods:
+        # The demand is what a waiting request asks for: keep it, drop any other (a crash left it).
+        superseded.extend([r.name for r in old if r is not current] if current is not None else [])
+        return []
+    wanted_gpus = sum(item.placeholder.gpus for item in wanted)
+    if not planned and len(old) == 1 and wanted_gpus >= old[0].gpus:
+        return []  # other pods, not fewer GPUs: the request under way still covers them all, no churn
+    return wanted  # more GPUs than it holds, or fewer than it asks for: one request for the demand
+
+
+def _request_name(group: str, planned: list[PlannedPlaceholder], taken: set[str]) -> str:
+    """A name from the group and a digest of its pods, numbered past those `taken`; adds it to `taken`."""
+    pods_of_group = tuple(sorted(p for item in planned for p in item.placeholder.pods))
+    digest = hashlib.sha256("\n".join(pods_of_group).encode()).hexdigest()[:10]
+    name, n = f"{consts.REQUEST_NAME_PREFIX}-{group}-{digest}", 1
+    while name in taken:
+        name, n = f"{consts.REQUEST_NAME_PREFIX}-{group}-{digest}-{n}", n + 1
+    taken.add(name)
+    return name
+
+
+def _orphan_templates(templates: Iterable[Mapping[str, Any]], live: set[str], namespace: str) -> tuple[str, ...]:
+    """The PodTemplates in `namespace` whose request is not among the `live` ones."""
+    return tuple(sorted(
         (t.get("metadata") or {}).get("name") for t in templates
         if ((t.get("metadata") or {}).get("labels") or {}).get(consts.REQUEST_LABEL) not in live
-        and (t.get("metadata") or {}).get("namespace") == settings.namespace
+        and (t.get("metadata") or {}).get("namespace") == namespace
     ))  # fmt: skip
-    return RequestPass(decision, tuple(existing), tuple(create), orphans, tuple(superseded))
 
 
 def _request_objects(name: str, group: str, planned: list[PlannedPlaceholder], settings: RunSettings) -> PlannedRequest:

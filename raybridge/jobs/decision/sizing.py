@@ -178,63 +178,90 @@ def even_splits(total: int, per_node: int, cap: int) -> list[str]:
 
 def size_worker_group(request: SizingRequest, capacity: VendorCapacity) -> SizingDecision:
     """Seed 000's rules for a Ray worker group, against one vendor's capacity."""
-    c, m = capacity.total, capacity.min_per_node
-    key = GPU_RESOURCE_KEYS[capacity.vendor]
     replicas_in = request.replicas or 0
     per_in = request.gpus_per_replica or 0
-    warnings: list[str] = []
-    common = dict(
+    common = _capacity_fields(request, capacity)
+    if replicas_in > 0 and per_in > 0 and replicas_in * per_in <= capacity.total:
+        return _shape_as_asked(request, capacity, replicas_in, per_in, common)
+    requested: Number = request.gpus if request.gpus > 0 else _clean(replicas_in * per_in)
+    if requested <= 0:
+        return _no_gpus(request, replicas_in, per_in, common)
+    warnings = _ignored_shape_warnings(request, capacity, replicas_in, per_in)
+    return _shape_from_total(requested, capacity, warnings, common)
+
+
+def _capacity_fields(request: SizingRequest, capacity: VendorCapacity) -> dict[str, Any]:
+    """The decision's fields that come from the cluster, the same whatever the shape."""
+    return dict(
         gpu_vendor=capacity.vendor,
-        resource_key=key,
-        cluster_gpus=c,
-        min_gpus_per_node=m,
+        resource_key=GPU_RESOURCE_KEYS[capacity.vendor],
+        cluster_gpus=capacity.total,
+        min_gpus_per_node=capacity.min_per_node,
         max_gpus_per_node=capacity.max_per_node,
         kind=request.kind,
     )
 
-    if replicas_in > 0 and per_in > 0 and replicas_in * per_in <= c:
-        if request.gpus > 0 and request.gpus != replicas_in * per_in:
-            warnings.append(
-                f"gpus={request.gpus} is ignored: replicas={replicas_in} and gpusPerReplica={_clean(per_in)} "
-                f"are both set and fit ({_clean(replicas_in * per_in)} GPUs)"
-            )
-        if per_in > capacity.max_per_node:
-            warnings.append(
-                f"gpusPerReplica={_clean(per_in)} exceeds every node's GPUs (largest node has {capacity.max_per_node}): "
-                "these workers can never be scheduled"
-            )
-        return SizingDecision(
-            replicas=replicas_in,
-            gpus_per_replica=_clean(per_in),
-            requested_gpus=_clean(replicas_in * per_in),
-            calculated=False,
-            warnings=tuple(warnings),
-            **common,
-        )
 
-    requested: Number = request.gpus if request.gpus > 0 else _clean(replicas_in * per_in)
-    if requested <= 0:
-        if per_in > 0:
-            warnings.append(
-                f"gpusPerReplica={_clean(per_in)} with replicas unset and gpus={request.gpus} allocates no GPUs; "
-                f"set replicas (e.g. --replicas 1) or gpus"
-            )
-        return SizingDecision(
-            replicas=replicas_in or 1, gpus_per_replica=0, requested_gpus=0, calculated=False, warnings=tuple(warnings), **common
+def _shape_as_asked(
+    request: SizingRequest, capacity: VendorCapacity, replicas_in: int, per_in: Number, common: dict[str, Any]
+) -> SizingDecision:
+    """Replicas and GPUs per replica both set and within the cluster: taken as they are."""
+    warnings: list[str] = []
+    if request.gpus > 0 and request.gpus != replicas_in * per_in:
+        warnings.append(
+            f"gpus={request.gpus} is ignored: replicas={replicas_in} and gpusPerReplica={_clean(per_in)} "
+            f"are both set and fit ({_clean(replicas_in * per_in)} GPUs)"
         )
+    if per_in > capacity.max_per_node:
+        warnings.append(
+            f"gpusPerReplica={_clean(per_in)} exceeds every node's GPUs (largest node has {capacity.max_per_node}): "
+            "these workers can never be scheduled"
+        )
+    return SizingDecision(
+        replicas=replicas_in,
+        gpus_per_replica=_clean(per_in),
+        requested_gpus=_clean(replicas_in * per_in),
+        calculated=False,
+        warnings=tuple(warnings),
+        **common,
+    )
 
+
+def _no_gpus(request: SizingRequest, replicas_in: int, per_in: Number, common: dict[str, Any]) -> SizingDecision:
+    """Nothing asks for GPUs: workers without any, and a warning if GPUs per replica alone was set."""
+    warnings: list[str] = []
+    if per_in > 0:
+        warnings.append(
+            f"gpusPerReplica={_clean(per_in)} with replicas unset and gpus={request.gpus} allocates no GPUs; "
+            f"set replicas (e.g. --replicas 1) or gpus"
+        )
+    return SizingDecision(
+        replicas=replicas_in or 1, gpus_per_replica=0, requested_gpus=0, calculated=False, warnings=tuple(warnings), **common
+    )
+
+
+def _ignored_shape_warnings(request: SizingRequest, capacity: VendorCapacity, replicas_in: int, per_in: Number) -> list[str]:
+    """Why the replicas or GPUs per replica the user set are not the shape we size."""
+    warnings: list[str] = []
     if replicas_in > 0 and per_in > 0:
         warnings.append(
             f"replicas={replicas_in} x gpusPerReplica={_clean(per_in)} = {_clean(replicas_in * per_in)} GPUs exceeds "
-            f"the {c} {capacity.vendor} GPUs in the cluster: sizing from "
+            f"the {capacity.total} {capacity.vendor} GPUs in the cluster: sizing from "
             + (f"gpus={request.gpus}" if request.gpus > 0 else "the cluster's capacity")
         )
     elif request.gpus > 0 and (replicas_in > 0 or per_in > 0):
         ignored = " and ".join(
             f"{n}={_clean(v)}" for n, v in (("replicas", replicas_in), ("gpusPerReplica", per_in)) if v > 0
         )
-        warnings.append(f"{ignored} ignored: sizing from gpus={request.gpus} and the smallest node ({m} GPUs)")
+        warnings.append(f"{ignored} ignored: sizing from gpus={request.gpus} and the smallest node ({capacity.min_per_node} GPUs)")
+    return warnings
 
+
+def _shape_from_total(
+    requested: Number, capacity: VendorCapacity, warnings: list[str], common: dict[str, Any]
+) -> SizingDecision:
+    """A total in whole GPUs, capped at the cluster, split into as few replicas as the smallest node allows."""
+    c, m = capacity.total, capacity.min_per_node
     total = requested
     if total > c:
         warnings.append(f"requested {_clean(total)} {capacity.vendor} GPUs but the cluster has {c}: capped at {c}")

@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from raybridge.core.consts import GPU_RESOURCE_KEYS, KAI_QUEUE_API_VERSION, KUEUE_GROUP, PROVISIONING_CLASS
 from raybridge.core.inventory import inventory_from_nodes, product_label, unschedulable_reasons
@@ -220,79 +220,111 @@ def kueue_configs(pools: Pools, options: KueueOptions) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     if options.namespaces:
         objects += [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in options.names]
-    for pool in flavors:
-        spec: dict[str, Any] = {}
-        if pool.label:
-            spec["nodeLabels"] = {pool.label[0]: pool.label[1]}
-        objects.append({"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": pool.flavor_name}, "spec": spec})
-    for name, value, preemptible, description in PRIORITY_CLASSES:
-        objects.append(
-            {"apiVersion": api, "kind": "WorkloadPriorityClass", "metadata": {"name": name}, "value": value, "description": description}
-        )
+    objects += [_resource_flavor(api, pool) for pool in flavors]
+    objects += _priority_classes(api)
     if options.provisioning:
-        objects.append(
-            {
-                "apiVersion": api,
-                "kind": "ProvisioningRequestConfig",
-                "metadata": {"name": PROVISIONING_CHECK},
-                "spec": {"provisioningClassName": PROVISIONING_CLASS, "managedResources": gpu_keys},
-            }
-        )
-        objects.append(
-            {
-                "apiVersion": api,
-                "kind": "AdmissionCheck",
-                "metadata": {"name": PROVISIONING_CHECK},
-                "spec": {
-                    "controllerName": PROVISIONING_CONTROLLER,
-                    "parameters": {"apiGroup": KUEUE_GROUP, "kind": "ProvisioningRequestConfig", "name": PROVISIONING_CHECK},
-                },
-            }
-        )
-    count = len(options.names)
-    splits = {
-        (pool.flavor_name, resource): split_evenly(amount, count)
-        for pool in flavors
-        for resource, amount in _pool_amounts(pool, covered).items()
-    }
+        objects += _provisioning_check(api, gpu_keys)
+    splits = _nominal_splits(flavors, covered, len(options.names))
     for index, name in enumerate(options.names):
-        flavor_entries = []
-        for pool in flavors:
-            resources = []
-            for resource in covered:
-                shares = splits[(pool.flavor_name, resource)]
-                nominal = shares[index]
-                others = sum(shares) - nominal
-                borrow = others * options.borrowing_percent // 100
-                resources.append(
-                    {
-                        "name": resource,
-                        "nominalQuota": _format(resource, nominal),
-                        "borrowingLimit": _format(resource, borrow),
-                    }
-                )
-            flavor_entries.append({"name": pool.flavor_name, "resources": resources})
-        spec = {
-            ("cohortName" if options.api_version == "v1beta2" else "cohort"): options.cohort,
-            "namespaceSelector": {},
-            "queueingStrategy": "BestEffortFIFO",
-            "preemption": {
-                "reclaimWithinCohort": "Any",
-                "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": PREEMPTIBLE_BELOW - 1},
-                "withinClusterQueue": "LowerPriority",
-            },
-            "resourceGroups": [{"coveredResources": covered, "flavors": flavor_entries}],
-        }
-        if options.provisioning:
-            spec["admissionChecksStrategy"] = {
-                "admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": [p.flavor_name for p in pools.gpu_pools]}]
-            }
+        flavor_entries = [_flavor_quotas(pool, covered, splits, index, options.borrowing_percent) for pool in flavors]
+        spec = _cluster_queue_spec(pools, options, covered, flavor_entries)
         objects.append({"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec})
     for name in options.names:
         objects.append(
             {"apiVersion": api, "kind": "LocalQueue", "metadata": {"name": name, "namespace": name}, "spec": {"clusterQueue": name}}
         )
     return objects
+
+
+def _resource_flavor(api: str, pool: NodePool) -> dict[str, Any]:
+    """A pool's ResourceFlavor, pinned to its nodes by their own model label when they carry one."""
+    spec: dict[str, Any] = {}
+    if pool.label:
+        spec["nodeLabels"] = {pool.label[0]: pool.label[1]}
+    return {"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": pool.flavor_name}, "spec": spec}
+
+
+def _priority_classes(api: str) -> list[dict[str, Any]]:
+    return [
+        {"apiVersion": api, "kind": "WorkloadPriorityClass", "metadata": {"name": name}, "value": value, "description": description}
+        for name, value, _preemptible, description in PRIORITY_CLASSES
+    ]
+
+
+def _provisioning_check(api: str, gpu_keys: Sequence[str]) -> list[dict[str, Any]]:
+    """The ProvisioningRequestConfig and the AdmissionCheck that uses it, for the GPU resources."""
+    return [
+        {
+            "apiVersion": api,
+            "kind": "ProvisioningRequestConfig",
+            "metadata": {"name": PROVISIONING_CHECK},
+            "spec": {"provisioningClassName": PROVISIONING_CLASS, "managedResources": gpu_keys},
+        },
+        {
+            "apiVersion": api,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": PROVISIONING_CHECK},
+            "spec": {
+                "controllerName": PROVISIONING_CONTROLLER,
+                "parameters": {"apiGroup": KUEUE_GROUP, "kind": "ProvisioningRequestConfig", "name": PROVISIONING_CHECK},
+            },
+        },
+    ]
+
+
+def _nominal_splits(flavors: Sequence[NodePool], covered: Sequence[str], count: int) -> dict[tuple[str, str], list[int]]:
+    """Per (flavor, resource): the pool's amount split evenly among the `count` queues."""
+    return {
+        (pool.flavor_name, resource): split_evenly(amount, count)
+        for pool in flavors
+        for resource, amount in _pool_amounts(pool, covered).items()
+    }
+
+
+def _flavor_quotas(
+    pool: NodePool,
+    covered: Sequence[str],
+    splits: Mapping[tuple[str, str], list[int]],
+    index: int,
+    borrowing_percent: int,
+) -> dict[str, Any]:
+    """Queue `index`'s nominal quota of one flavor, and what it may borrow of the others' share."""
+    resources = []
+    for resource in covered:
+        shares = splits[(pool.flavor_name, resource)]
+        nominal = shares[index]
+        others = sum(shares) - nominal
+        borrow = others * borrowing_percent // 100
+        resources.append(
+            {
+                "name": resource,
+                "nominalQuota": _format(resource, nominal),
+                "borrowingLimit": _format(resource, borrow),
+            }
+        )
+    return {"name": pool.flavor_name, "resources": resources}
+
+
+def _cluster_queue_spec(
+    pools: Pools, options: KueueOptions, covered: list[str], flavor_entries: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A ClusterQueue's spec: cohort, preemption, one resource group, the admission check on GPU flavors."""
+    spec: dict[str, Any] = {
+        ("cohortName" if options.api_version == "v1beta2" else "cohort"): options.cohort,
+        "namespaceSelector": {},
+        "queueingStrategy": "BestEffortFIFO",
+        "preemption": {
+            "reclaimWithinCohort": "Any",
+            "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": PREEMPTIBLE_BELOW - 1},
+            "withinClusterQueue": "LowerPriority",
+        },
+        "resourceGroups": [{"coveredResources": covered, "flavors": flavor_entries}],
+    }
+    if options.provisioning:
+        spec["admissionChecksStrategy"] = {
+            "admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": [p.flavor_name for p in pools.gpu_pools]}]
+        }
+    return spec
 
 
 def _pool_amounts(pool: NodePool, covered: Sequence[str]) -> dict[str, int]:

@@ -56,7 +56,7 @@ their subtrees, as KAI does (`cleanQueueOrphans`), and reported in `dropped`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -474,53 +474,71 @@ def divide_fair_share(
     per queue, normalised to the capacity (KAI's usage database); absent means 0.
     `k_value`: the plugin's kValue.
     """
-    names = [q.name for q in queues]
-    if len(set(names)) != len(names):
-        raise ValueError("queue names must be unique: " + "; ".join(hierarchy_problems(queues)))
+    _require_unique_names(queues)
     by_name = {q.name: q for q in queues}
     dropped = _dropped(by_name)
     live = {name: q for name, q in by_name.items() if name not in dict(dropped)}
+    walk = _Walk(
+        live=live,
+        children=_children_by_name(live),
+        total_request=_propagate(live, requests),
+        usage=usage or {},
+        k_value=k_value,
+        shares={name: {} for name in live},
+        deserved={name: {} for name in live},
+    )
+    order = _divide_top_down(walk, capacity)
+    result = FairShareResult(
+        queues=tuple(_queue_share(walk, name, requests) for name in order),
+        capacity={r: to_queue_units(r, capacity.get(r)) for r in RESOURCES},
+        unassigned={p: {r: to_queue_units(r, v[r]) for r in RESOURCES} for p, v in walk.unassigned.items()},
+        dropped=dropped + _cycle_members(live, order),
+        demand_given=requests is not None,
+    )
+    return replace(result, notes=tuple(surprises(result)))
+
+
+@dataclass
+class _Walk:
+    """What the level-by-level division shares: the live queues and what each level gave them."""
+
+    live: Mapping[str, QueueSpec]
+    children: Mapping[str, list[str]]
+    #: Each queue's request plus its descendants', in KAI units.
+    total_request: Mapping[str, Amounts]
+    usage: Mapping[str, Amounts]
+    k_value: float
+    #: Per queue, per resource: the fair share and the deserved-phase grant, in KAI units.
+    shares: dict[str, dict[str, float]]
+    deserved: dict[str, dict[str, float]]
+    #: Per parent ("" for the top level), per resource: what its division left, in KAI units.
+    unassigned: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def _require_unique_names(queues: Sequence[QueueSpec]) -> None:
+    """A queue name defined twice is bad input, not something to divide."""
+    names = [q.name for q in queues]
+    if len(set(names)) != len(names):
+        raise ValueError("queue names must be unique: " + "; ".join(hierarchy_problems(queues)))
+
+
+def _children_by_name(live: Mapping[str, QueueSpec]) -> dict[str, list[str]]:
+    """Each live queue's children, by name."""
     children: dict[str, list[str]] = {name: [] for name in live}
     for name, queue in sorted(live.items()):
         if queue.parent:
             children[queue.parent].append(name)
-    total_request = _propagate(live, requests)
-    usage = usage or {}
+    return children
 
-    shares: dict[str, dict[str, float]] = {name: {} for name in live}
-    deserved: dict[str, dict[str, float]] = {name: {} for name in live}
-    unassigned: dict[str, dict[str, float]] = {}
+
+def _divide_top_down(walk: _Walk, capacity: Amounts) -> list[str]:
+    """Divide level by level; returns the queues reached, parents before children.
+
+    Depth first, siblings by name, parents before children; a stack, not recursion, so a
+    hierarchy of any depth costs time in proportion to its size.
+    """
     order: list[str] = []
-
-    def divide_level(parent: str, members: list[str], totals: Mapping[str, float]) -> None:
-        left: dict[str, float] = {}
-        for resource in RESOURCES:
-            entries = []
-            for name in members:
-                queue = live[name]
-                quota, limit, weight = kai_terms(queue, resource)
-                entries.append(
-                    DivisionEntry(
-                        name=name,
-                        deserved=quota,
-                        max_allowed=limit,
-                        weight=weight,
-                        request=total_request[name].get(resource),
-                        priority=queue.priority,
-                        created=queue.created,
-                        usage=usage.get(name, Amounts()).get(resource),
-                    )
-                )
-            division = divide_resource(totals[resource], entries, k_value)
-            left[resource] = division.remaining
-            for name in members:
-                shares[name][resource] = division.fair_share[name]
-                deserved[name][resource] = division.deserved_share[name]
-        unassigned[parent] = left
-
-    # Depth first, siblings by name, parents before children; a stack, not recursion, so a
-    # hierarchy of any depth costs time in proportion to its size.
-    top = sorted(name for name, q in live.items() if not q.parent)
+    top = sorted(name for name, q in walk.live.items() if not q.parent)
     pending: list[tuple[str, str]] = [("level", "")]
     level_totals: dict[str, Mapping[str, float]] = {"": {r: capacity.get(r) for r in RESOURCES}}
     level_members: dict[str, list[str]] = {"": top}
@@ -528,37 +546,65 @@ def divide_fair_share(
         what, name = pending.pop()
         if what == "queue":
             order.append(name)
-            level_members[name], level_totals[name] = children[name], shares[name]
+            level_members[name], level_totals[name] = walk.children[name], walk.shares[name]
             pending.append(("level", name))
             continue
         members = level_members[name]
         if members:
-            divide_level(name, members, level_totals[name])
+            _divide_level(walk, name, members, level_totals[name])
             pending.extend(("queue", child) for child in sorted(members, reverse=True))
+    return order
 
-    computed = list(order)
-    result_queues = tuple(
-        QueueShare(
-            name=name,
-            parent=live[name].parent or None,
-            priority=live[name].priority,
-            children=tuple(children[name]),
-            **{r: _resource_share(live[name], r, requests, total_request[name], deserved[name], shares[name]) for r in RESOURCES},
-        )
-        for name in computed
+
+def _divide_level(walk: _Walk, parent: str, members: list[str], totals: Mapping[str, float]) -> None:
+    """Divide what `parent` has among its `members`, one resource at a time."""
+    left: dict[str, float] = {}
+    for resource in RESOURCES:
+        entries = [_division_entry(walk, name, resource) for name in members]
+        division = divide_resource(totals[resource], entries, walk.k_value)
+        left[resource] = division.remaining
+        for name in members:
+            walk.shares[name][resource] = division.fair_share[name]
+            walk.deserved[name][resource] = division.deserved_share[name]
+    walk.unassigned[parent] = left
+
+
+def _division_entry(walk: _Walk, name: str, resource: str) -> DivisionEntry:
+    """One queue's terms, request and usage for one resource, in KAI units."""
+    queue = walk.live[name]
+    quota, limit, weight = kai_terms(queue, resource)
+    return DivisionEntry(
+        name=name,
+        deserved=quota,
+        max_allowed=limit,
+        weight=weight,
+        request=walk.total_request[name].get(resource),
+        priority=queue.priority,
+        created=queue.created,
+        usage=walk.usage.get(name, Amounts()).get(resource),
     )
-    cycle_members = [n for n in live if n not in set(computed)]
-    dropped = dropped + tuple((n, "its parents form a cycle, so no top-level queue reaches it") for n in sorted(cycle_members))
-    capacity_units = {r: to_queue_units(r, capacity.get(r)) for r in RESOURCES}
-    unassigned_units = {p: {r: to_queue_units(r, v[r]) for r in RESOURCES} for p, v in unassigned.items()}
-    result = FairShareResult(
-        queues=result_queues,
-        capacity=capacity_units,
-        unassigned=unassigned_units,
-        dropped=dropped,
-        demand_given=requests is not None,
+
+
+def _queue_share(walk: _Walk, name: str, requests: Optional[Mapping[str, Amounts]]) -> QueueShare:
+    """One computed queue's result, in the queue's units."""
+    queue = walk.live[name]
+    return QueueShare(
+        name=name,
+        parent=queue.parent or None,
+        priority=queue.priority,
+        children=tuple(walk.children[name]),
+        **{
+            r: _resource_share(queue, r, requests, walk.total_request[name], walk.deserved[name], walk.shares[name])
+            for r in RESOURCES
+        },
     )
-    return replace(result, notes=tuple(surprises(result)))
+
+
+def _cycle_members(live: Mapping[str, QueueSpec], reached: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """Live queues no top-level queue reaches: their parents form a cycle."""
+    reached_set = set(reached)
+    members = [n for n in live if n not in reached_set]
+    return tuple((n, "its parents form a cycle, so no top-level queue reaches it") for n in sorted(members))
 
 
 def _dropped(by_name: Mapping[str, QueueSpec]) -> tuple[tuple[str, str], ...]:
@@ -623,73 +669,102 @@ def surprises(result: FairShareResult) -> Iterable[FairShareNote]:
     for queue in result.queues:
         levels.setdefault(queue.parent or "", []).append(queue)
     for resource in RESOURCES:
-        unit = _UNITS[resource]
         for queue in result.queues:
-            share = queue.resource(resource)
-            fair = share.fair_share
-            if share.limit == 0 and share.quota != 0:
-                quota = "unlimited quota" if share.quota == UNLIMITED else f"quota of {_fmt(share.quota)} {unit}"
-                yield FairShareNote(
-                    queue.name, resource, "limit-zero",
-                    f"limit is 0 (unset): KAI caps what the queue may request at 0, so even its {quota} "
-                    "is not granted; set limit: -1 for no limit",
-                )  # fmt: skip
-            if share.request is not None and fair > share.request and not _close(fair, share.request):
-                yield FairShareNote(
-                    queue.name, resource, "above-request",
-                    f"fair share {_fmt(fair)} {unit} is above the request of {_fmt(share.request)}: KAI hands out "
-                    "the rounding remainder one unit at a time without checking the request again",
-                )  # fmt: skip
-            if share.limit not in (UNLIMITED, 0) and fair > share.limit and not _close(fair, share.limit):
-                yield FairShareNote(
-                    queue.name, resource, "above-limit",
-                    f"fair share {_fmt(fair)} {unit} is above the limit of {_fmt(share.limit)}: KAI hands out the "
-                    "rounding remainder one unit at a time without checking the limit again",
-                )  # fmt: skip
+            yield from _queue_notes(queue, resource)
         for parent, members in sorted(levels.items()):
             available = result.capacity[resource] if not parent else by_name[parent].resource(resource).fair_share
-            total = sum(m.resource(resource).fair_share for m in members)
-            where = "the capacity" if not parent else f"the fair share of their parent {parent}"
-            if total > available and not _close(total, available):
-                if not parent:
-                    what = f"fair shares of the top-level queues add up to {_fmt(total)} {unit}, more than {where} ({_fmt(available)})"
-                else:
-                    what = f"children of {parent} get {_fmt(total)} {unit} together, more than {where} ({_fmt(available)})"
-                yield FairShareNote(
-                    parent or "<top>", resource, "oversubscribed",
-                    what + ": KAI grants each queue's deserved quota in full even when the quotas oversubscribe "
-                    "what is divided",
-                )  # fmt: skip
+            yield from _oversubscribed_note(parent, members, resource, available)
             left = result.unassigned.get(parent, {}).get(resource, 0.0)
-            wanting = [m for m in members if _wants_more(m.resource(resource))]
-            if left > 0 and not _close(left, 0.0) and wanting:
-                zero = [m.name for m in wanting if m.resource(resource).over_quota_weight == 0]
-                why = (
-                    f"over-quota weight 0 ({', '.join(zero)}) gets nothing beyond quota"
-                    if zero
-                    else "each round's share is floored to whole units"
-                )
-                yield FairShareNote(
-                    parent or "<top>", resource, "unassigned",
-                    f"{_fmt(left)} {unit} of {where} stay unassigned although "
-                    f"{', '.join(m.name for m in wanting)} want more: {why}",
-                )  # fmt: skip
-            for low in members:
-                low_share = low.resource(resource)
-                if low_share.over_quota <= 0 or _close(low_share.over_quota, 0.0):
-                    continue
-                starved = [
-                    m.name for m in members
-                    if m.priority > low.priority and _wants_more(m.resource(resource))
-                    and m.resource(resource).over_quota_weight > 0
-                ]  # fmt: skip
-                if starved:
-                    yield FairShareNote(
-                        low.name, resource, "priority-inversion",
-                        f"gets {_fmt(low_share.over_quota)} {unit} over quota although higher-priority "
-                        f"{', '.join(starved)} want more: KAI passes what a priority level leaves (whole-unit flooring, "
-                        "or weights zeroed by historical usage) to lower priorities before it hands out the remainders",
-                    )  # fmt: skip
+            yield from _unassigned_note(parent, members, resource, left)
+            yield from _priority_inversion_notes(members, resource)
+
+
+def _queue_notes(queue: QueueShare, resource: str) -> Iterable[FairShareNote]:
+    """One queue's own surprises: a limit of 0 that cancels its quota, a share above its request or limit."""
+    unit = _UNITS[resource]
+    share = queue.resource(resource)
+    fair = share.fair_share
+    if share.limit == 0 and share.quota != 0:
+        quota = "unlimited quota" if share.quota == UNLIMITED else f"quota of {_fmt(share.quota)} {unit}"
+        yield FairShareNote(
+            queue.name, resource, "limit-zero",
+            f"limit is 0 (unset): KAI caps what the queue may request at 0, so even its {quota} "
+            "is not granted; set limit: -1 for no limit",
+        )  # fmt: skip
+    if share.request is not None and fair > share.request and not _close(fair, share.request):
+        yield FairShareNote(
+            queue.name, resource, "above-request",
+            f"fair share {_fmt(fair)} {unit} is above the request of {_fmt(share.request)}: KAI hands out "
+            "the rounding remainder one unit at a time without checking the request again",
+        )  # fmt: skip
+    if share.limit not in (UNLIMITED, 0) and fair > share.limit and not _close(fair, share.limit):
+        yield FairShareNote(
+            queue.name, resource, "above-limit",
+            f"fair share {_fmt(fair)} {unit} is above the limit of {_fmt(share.limit)}: KAI hands out the "
+            "rounding remainder one unit at a time without checking the limit again",
+        )  # fmt: skip
+
+
+def _where(parent: str) -> str:
+    return "the capacity" if not parent else f"the fair share of their parent {parent}"
+
+
+def _oversubscribed_note(
+    parent: str, members: Sequence[QueueShare], resource: str, available: float
+) -> Iterable[FairShareNote]:
+    """Siblings whose fair shares add up to more than their level divided."""
+    unit = _UNITS[resource]
+    total = sum(m.resource(resource).fair_share for m in members)
+    where = _where(parent)
+    if total > available and not _close(total, available):
+        if not parent:
+            what = f"fair shares of the top-level queues add up to {_fmt(total)} {unit}, more than {where} ({_fmt(available)})"
+        else:
+            what = f"children of {parent} get {_fmt(total)} {unit} together, more than {where} ({_fmt(available)})"
+        yield FairShareNote(
+            parent or "<top>", resource, "oversubscribed",
+            what + ": KAI grants each queue's deserved quota in full even when the quotas oversubscribe "
+            "what is divided",
+        )  # fmt: skip
+
+
+def _unassigned_note(parent: str, members: Sequence[QueueShare], resource: str, left: float) -> Iterable[FairShareNote]:
+    """What a level leaves unassigned while some of its queues still want more."""
+    unit = _UNITS[resource]
+    wanting = [m for m in members if _wants_more(m.resource(resource))]
+    if left > 0 and not _close(left, 0.0) and wanting:
+        zero = [m.name for m in wanting if m.resource(resource).over_quota_weight == 0]
+        why = (
+            f"over-quota weight 0 ({', '.join(zero)}) gets nothing beyond quota"
+            if zero
+            else "each round's share is floored to whole units"
+        )
+        yield FairShareNote(
+            parent or "<top>", resource, "unassigned",
+            f"{_fmt(left)} {unit} of {_where(parent)} stay unassigned although "
+            f"{', '.join(m.name for m in wanting)} want more: {why}",
+        )  # fmt: skip
+
+
+def _priority_inversion_notes(members: Sequence[QueueShare], resource: str) -> Iterable[FairShareNote]:
+    """Queues that get more than quota while higher-priority siblings still want more."""
+    unit = _UNITS[resource]
+    for low in members:
+        low_share = low.resource(resource)
+        if low_share.over_quota <= 0 or _close(low_share.over_quota, 0.0):
+            continue
+        starved = [
+            m.name for m in members
+            if m.priority > low.priority and _wants_more(m.resource(resource))
+            and m.resource(resource).over_quota_weight > 0
+        ]  # fmt: skip
+        if starved:
+            yield FairShareNote(
+                low.name, resource, "priority-inversion",
+                f"gets {_fmt(low_share.over_quota)} {unit} over quota although higher-priority "
+                f"{', '.join(starved)} want more: KAI passes what a priority level leaves (whole-unit flooring, "
+                "or weights zeroed by historical usage) to lower priorities before it hands out the remainders",
+            )  # fmt: skip
 
 
 _UNITS = {"gpu": "GPUs", "cpu": "millicores", "memory": "MB"}
