@@ -114,3 +114,24 @@ def test_no_private_helper_is_imported_across_modules():
                 wrong += [f"{module_name(path)} line {node.lineno}: {node.module}.{a.name}"
                           for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
     assert not wrong, "\n".join(wrong)
+
+
+def test_no_two_modules_import_each_other_even_through_others():
+    graph: dict[str, set[str]] = {}
+    for path in MODULES:
+        me = module_name(path)
+        graph[me] = {target for _, target in imports_of(path)
+                     if target.startswith("raybridge.") and target != me and not me.startswith(target + ".")
+                     and (PACKAGE.parent / (target.replace(".", "/") + ".py")).exists()}
+    cycles = []
+    for start in graph:
+        seen, stack = set(), [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in graph.get(node, ()):
+                if nxt == start:
+                    cycles.append(" -> ".join(path + [start]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, path + [nxt]))
+    assert not cycles, "\n".join(sorted(set(cycles))[:10])
