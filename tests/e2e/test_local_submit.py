@@ -94,7 +94,9 @@ def test_interrupt_stops_the_job_and_the_head(sig, code):
     try:
         wait_for_output(proc, "started")
         proc.send_signal(sig)
-        assert proc.wait(timeout=60) == code
+        # Alone this takes 10 to 18 s; beside three parallel workers on two cores the clean-up has taken more
+        # than 60 s (not yet traced): the bound is what "never a hang" means here, not a speed claim.
+        assert proc.wait(timeout=150) == code
         assert "interrupted: stopping the job" in proc.stderr.read()  # type: ignore[union-attr]
     finally:
         proc.kill()
