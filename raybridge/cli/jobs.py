@@ -404,6 +404,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(spec, options, args.output)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # A process started with SIGINT ignored (a parent that ignores it: a test runner's worker, `nohup`) keeps
+    # it ignored in Python, and Ctrl-C would then never stop the job: submit always handles it.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     handle = None
     machine = args.output in ("json", "yaml")
     log_stream = sys.stderr if machine else sys.stdout
@@ -434,6 +437,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
         if handle is not None:
             handle.close()
 
