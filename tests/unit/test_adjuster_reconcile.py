@@ -47,6 +47,10 @@ def halves(n: int, start: int = 0, **kw: Any) -> list[dict[str, Any]]:
     return [pod(f"p{i}", "0.5", **kw) for i in range(start, start + n)]
 
 
+def sixes(n: int, start: int = 0, **kw: Any) -> list[dict[str, Any]]:
+    return [pod(f"p{i}", "0.6", **kw) for i in range(start, start + n)]
+
+
 def keys(n: int, start: int = 0) -> tuple[str, ...]:
     return tuple(f"team/p{i}" for i in range(start, start + n))
 
@@ -118,6 +122,41 @@ def test_reconcile(case, pods, existing, cap, created, deleted, kept, covered):
     assert len(names) == len(set(names))  # never a name in use, terminating ones included
 
 
+def whole(name: str, gpus: int, pods: tuple[str, ...]) -> ExistingPlaceholder:
+    """A pending placeholder pod, as `read_placeholder` reads one: the node added for it comes whole."""
+    return ExistingPlaceholder(name, GROUP, gpus, PENDING, pods, whole_node=True)
+
+
+def cpu_pods(n: int, cpu: str) -> list[dict[str, Any]]:
+    return [pod(f"p{i}", "0.5", containers=[{"name": "main", "image": "ubuntu", "resources": {"requests": {"cpu": cpu}}}])
+            for i in range(n)]
+
+
+# (case, pods, existing, node GPUs (None: not known), nodes, created GPUs, deleted, kept)
+WHOLE_NODE_ROWS = [
+    ("a burst seen in two passes: the rest fills the other 3 GPUs of the first placeholder's node first (30 GPUs, 4 nodes)",
+     sixes(30), [whole("a", 5, keys(5))], 8, None, [8, 8, 6], {}, ["a"]),
+    ("a later pod fits the pending placeholder's node: nothing more", halves(6), [whole("a", 2, keys(4))], 8, None, [], {}, ["a"]),
+    ("a later wave bigger than the node: only the rest is asked for", halves(20), [whole("a", 2, keys(4))], 8, None, [2], {}, ["a"]),
+    ("the node's size not known (no node, no --node-gpus): only its own GPUs", halves(6), [whole("a", 2, keys(4))], None, None, [1], {}, ["a"]),
+    ("two on their way: the later pods land on the older one's node, the later one holds none and goes",
+     halves(6), [whole("a", 2, keys(4)), whole("b", 1, keys(2, 4))], 8, None, [], {"b": DELETE_HELD_ELSEWHERE}, ["a"]),
+    ("a known node of the group limits the other resources: 96 CPUs hold 6 pods of 16, the rest gets a node",
+     cpu_pods(8, "16"), [whole("a", 1, keys(2))], None, [node("n1", 8)], [1], {}, ["a"]),
+    ("a ProvisioningRequest (not whole_node): credited as the GPUs it asked for", halves(6),
+     [ph("a", 2, PENDING, keys(4))], 8, None, [1], {}, ["a"]),
+]
+
+
+@pytest.mark.parametrize("case,pods,existing,node_gpus,nodes,created,deleted,kept", WHOLE_NODE_ROWS, ids=[r[0] for r in WHOLE_NODE_ROWS])
+def test_a_pending_placeholder_pod_stands_for_the_whole_node_added_for_it(case, pods, existing, node_gpus, nodes, created, deleted, kept):
+    settings = AdjusterSettings(node_gpus=node_gpus)
+    result = reconcile(pods, nodes, existing, settings, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
+    assert sorted((p.placeholder.gpus for p in result.create), reverse=True) == created
+    assert dict(result.delete) == deleted
+    assert list(result.keep) == kept
+
+
 def test_a_nodes_gpus_are_credited_once():
     """Placeholders exit once scheduled, so a second can land on the GPUs the first brought up."""
     nodes = [node("n1", 8)]
@@ -135,10 +174,6 @@ def test_a_node_with_room_credits_both():
             ExistingPlaceholder("b", GROUP, 4, PROVIDED, keys(8, 8), NOW - timedelta(seconds=5), "n1")]
     result = reconcile(halves(16), nodes, both, SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
     assert result.delete == () and result.create == () and len(result.covered_pods) == 16
-
-
-def sixes(n: int, start: int = 0, **kw: Any) -> list[dict[str, Any]]:
-    return [pod(f"p{i}", "0.6", **kw) for i in range(start, start + n)]
 
 
 def whole_gpu_pod(name: str, gpus: int, node_name: str) -> dict[str, Any]:

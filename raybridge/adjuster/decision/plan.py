@@ -106,6 +106,8 @@ class GroupPlan:
     known_nodes: int
     #: The packing's count (`method` and `proof` are about this one).
     packed_gpus: int = 0
+    #: What one node of the group has besides GPUs (thousandths), from its known nodes; None where none is known.
+    node_resources: Optional[Resources] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -282,6 +284,7 @@ def _plan_group(
             node_gpus_source=source,
             gpu_memory_mib=shape.gpu_memory_mib,
             known_nodes=shape.nodes,
+            node_resources=room,
         )
     )
     so_far.waiting.update((p.pod, p.waiting_seconds or 0.0) for p in pieces)

@@ -43,6 +43,14 @@ offline, and so one burst of pending pods yields one scale-up:
   slack gives the same GPU count with nothing deleted. A later pod that
   does not fit the slack gets its own placeholder. Once the placeholder
   is provided, the same slack covers those later pods until they land.
+  A pending placeholder pod stands for the whole node the autoscaler adds
+  for it (the group's node size, where its nodes or --node-gpus tell it),
+  not only its own GPUs: that node comes whole, and the pods of a burst
+  seen in two passes fill its other GPUs before any further node is asked
+  for (5 GPUs asked, then 25 more pods: 3 land beside it, 22 get new
+  placeholders, 4 nodes in all, not 5). Where the node that comes is smaller
+  (Karpenter may pick a smaller instance type), the pods it cannot hold are
+  planned again once it is provided, as for any provided placeholder.
 * A placeholder being deleted (stuck terminating) counts for nothing and
   blocks nothing: new names skip every name in use.
 * Placeholders left by an earlier instance are the same objects (found by
@@ -107,6 +115,11 @@ class ExistingPlaceholder:
     #: What it asks for besides GPUs (CPU, memory, ...; thousandths), the room its pods have on its node;
     #: None where not known (a ProvisioningRequest): GPUs only.
     resources: Optional[Resources] = None
+    #: A pending placeholder pod: the node added for it comes whole, so while it is on its way the group's waiting
+    #: pods are placed on a whole node of the group (its size known from its nodes or --node-gpus), as they will
+    #: be once it comes and its slack is credited (`_fill_provided_slack`). False for a ProvisioningRequest, whose
+    #: capacity is credited as the GPUs it asked for, pending or provided.
+    whole_node: bool = False
 
 
 @dataclass(frozen=True)
@@ -503,10 +516,20 @@ def _place_on_pending(state: _Pass, pending: list[ExistingPlaceholder], plan: Ad
     pieces_by_group: dict[str, list[DemandPiece]] = {}
     for piece in plan.pieces:
         pieces_by_group.setdefault(piece.group.id, []).append(piece)
+    node_shapes = {g.group.id: g for g in plan.groups if g.node_gpus_source in ("nodes", "flag")}
     for group_id, placeholders in pending_by_group.items():
         ordered = sorted(pieces_by_group.get(group_id, ()), key=scheduling_order)
-        scheduler = BestFitScheduler([PackItem(p.pod, p.fraction, p.devices, p.resources) for p in ordered], [ph.gpus for ph in placeholders],
-                                     [ph.resources for ph in placeholders])
+        shape = node_shapes.get(group_id)
+        sizes: list[int] = []
+        rooms: list[Optional[Resources]] = []
+        for ph in placeholders:
+            if ph.whole_node and shape is not None and shape.node_gpus > ph.gpus:
+                sizes.append(shape.node_gpus)
+                rooms.append(shape.node_resources)  # None (not limited) where no node of the group is known
+            else:
+                sizes.append(ph.gpus)
+                rooms.append(ph.resources)
+        scheduler = BestFitScheduler([PackItem(p.pod, p.fraction, p.devices, p.resources) for p in ordered], sizes, rooms)
         left = set(scheduler.run())
         held.update(p.pod for i, p in enumerate(ordered) if i not in left)
         for index, ph in enumerate(placeholders):

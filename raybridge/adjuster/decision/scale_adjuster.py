@@ -56,7 +56,7 @@ def read_placeholder(pod: Mapping[str, Any]) -> Optional[ExistingPlaceholder]:
         return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, _scheduled_at(pod), spec.get("nodeName"))
     if status.get("phase") in ("Succeeded", "Failed"):
         return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
-    return ExistingPlaceholder(name, group, gpus, PENDING, pods, resources=pod_resource_requests(spec))
+    return ExistingPlaceholder(name, group, gpus, PENDING, pods, resources=pod_resource_requests(spec), whole_node=True)
 
 
 def _signal_identity(meta: Mapping[str, Any]) -> Optional[tuple[str, str, int, tuple[str, ...]]]:
