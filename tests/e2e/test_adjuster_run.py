@@ -226,6 +226,22 @@ def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(eit
     assert len(sim.added_nodes) == 4, sim.added_nodes
 
 
+def test_a_burst_seen_in_two_passes_fills_the_first_placeholders_node_before_asking_for_more(either_cluster: Any) -> None:
+    # The CI failure behind the rule: the burst crossed a second boundary, the first pass asked for 5 GPUs and
+    # the next, with that placeholder still waiting for its node, for 8+8+8+1 more: 5 nodes for 30 GPUs.
+    server, sim = either_cluster
+    sim.provisioning_delay = 4.0  # the first node is still on its way when the second wave is planned
+    log = PlaceholderLog(server)
+    with Running(server, _settings(provision_timeout=120.0), clock=past_grace) as controller:
+        _burst(server, 5, "0.6")
+        wait_for(lambda: log.created, timeout=20, what="the first placeholder")
+        assert log.gpus < 8, log.created  # asked for part of a node: the rest of the burst comes next
+        _burst(server, 25, "0.6", prefix="q")
+        wait_for(lambda: _running(server) == 30, timeout=40, what="all 30 pods running")
+        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+    assert len(sim.added_nodes) == 4, (sim.added_nodes, log.created, _deleted_by_reason(controller))
+
+
 def _hold_label(server: KubeApiServer, node: str) -> Optional[str]:
     found = server.get_object("v1", "Node", node)
     return ((found or {}).get("metadata", {}).get("labels") or {}).get("raybridge.io/adjuster-hold")  # what an admin lists
