@@ -39,3 +39,18 @@ def no_ray_state_leaks_out_of_a_module():
     assert after == before, f"this module changed Ray's environment: {before} -> {after}"
     assert token.exists() == had_token, f"this module created or removed {token}"
 
+
+
+def _run_order(item: pytest.Item) -> int:
+    """Longest first, so the parallel workers end together: the tests that wait in real time or start a Ray
+    head of their own (tens of seconds, mostly idle), then the other end-to-end tests (seconds each), then the
+    rest (milliseconds each), which fill the workers' gaps to the end. xdist deals tests out in this order."""
+    if item.get_closest_marker("realtime") or item.get_closest_marker("fresh_head"):
+        return 0
+    if "/e2e/" in item.nodeid or item.nodeid.startswith("kubesim/tests/test_controllers"):
+        return 1
+    return 2
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_run_order)  # stable: the order within each class is the collection order

@@ -336,8 +336,9 @@ def test_waves_fill_the_slack_of_pending_placeholders_and_ask_for_no_extra_gpu(c
     registry = controller.metrics.registry
     assert not registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "delete", "reason": "demand-gone"})
     # 20 halves in 4 waves: the first wave asks for 3 GPUs, whose node (8 GPUs) holds the next two waves and one
-    # more pod; the last wave's other 4 halves ask for 2 GPUs. Two nodes, as for the 20 halves at once.
-    assert sorted(g for _, g in asked) == [2, 3], asked
+    # more pod; the last wave's other 4 halves ask for at most 2 GPUs (less where a pass saw part of a wave, whose
+    # placeholder's node then holds the rest). Two nodes, as for the 20 halves at once; 10 GPUs on the old rule.
+    assert sum(g for _, g in asked) <= 5, asked
     assert len(sim.added_nodes) == 2, sim.added_nodes
 
 
