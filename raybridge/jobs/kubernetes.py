@@ -64,6 +64,9 @@ from raybridge.jobs.orphan_guard import OrphanGuard
 from raybridge.jobs.preflight import preflight
 
 POLL_SECONDS = 1.0
+#: The first look after a change of state: the next change often follows within a second (admitted, then the
+#: pods created, then the head ready), so a wait looks again after 0.2 s, then 1.5 times longer up to POLL_SECONDS.
+FIRST_POLL_SECONDS = 0.2
 #: What a kept or handed-over RayJob does after its job ends (FINISHED_CLUSTER_TTL_SECONDS in jobs/decision/manifests.py).
 _LINGER_NOTE = (
     f"when the job ends, Kueue frees its quota at once but KubeRay keeps its Ray cluster, GPU pods included, "
@@ -83,31 +86,40 @@ __all__ = ["Waiter", "connect_dashboard", "create_cluster", "delete_and_wait", "
 
 
 class Waiter:
-    """Polls until a condition holds, printing a line whenever the state changes."""
+    """Polls until a condition holds, printing a line whenever the state changes.
 
-    def __init__(self, progress: Callable[[str], None], timeout: float, poll: float = POLL_SECONDS) -> None:
+    It looks again soon after a change (FIRST_POLL_SECONDS) and less often while nothing changes (up to `poll`),
+    never past its deadline."""
+
+    def __init__(self, progress: Callable[[str], None], timeout: float, poll: float = POLL_SECONDS,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
         self.progress = progress
-        self.deadline = time.monotonic() + timeout
+        self.clock = clock
+        self._sleep = sleep
+        self.deadline = clock() + timeout
         self.timeout = timeout
         self.poll = poll
-        self.started = time.monotonic()
+        self.started = clock()
         self._last: Optional[str] = None
         self._last_time = 0.0
+        self.interval = min(FIRST_POLL_SECONDS, poll)
 
     def say(self, line: str) -> None:
-        now = time.monotonic()
+        now = self.clock()
         if line != self._last:
             self.progress(line)
             self._last, self._last_time = line, now
+            self.interval = min(FIRST_POLL_SECONDS, self.poll)
         elif now - self._last_time >= HEARTBEAT_SECONDS:
             self.progress(f"still {line[0].lower() + line[1:]} ({int(now - self.started)}s)")
             self._last_time = now
 
     def expired(self) -> bool:
-        return time.monotonic() > self.deadline
+        return self.clock() >= self.deadline
 
     def sleep(self) -> None:
-        time.sleep(self.poll)
+        self._sleep(max(0.0, min(self.interval, self.deadline - self.clock())))
+        self.interval = min(self.interval * 1.5, self.poll)
 
 
 @dataclass

@@ -1,0 +1,54 @@
+"""jobs/kubernetes.py Waiter: how often a wait looks again, and that it never sleeps past its deadline."""
+
+from __future__ import annotations
+
+import pytest
+
+from raybridge.jobs.kubernetes import FIRST_POLL_SECONDS, POLL_SECONDS, Waiter
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(round(seconds, 4))
+        self.now += seconds
+
+
+def waiter(timeout: float = 600.0) -> tuple[Waiter, FakeTime, list[str]]:
+    fake, said = FakeTime(), []
+    return Waiter(said.append, timeout, clock=fake.clock, sleep=fake.sleep), fake, said
+
+
+# (case, the state seen before each sleep, the sleeps)
+ROWS = [
+    ("nothing changes: 0.2 s, then 1.5 times longer up to a second",
+     ["Queued"] * 7, [0.2, 0.3, 0.45, 0.675, 1.0, 1.0, 1.0]),
+    ("a change looks again after 0.2 s", ["Queued", "Queued", "Queued", "Admitted", "Admitted"], [0.2, 0.3, 0.45, 0.2, 0.3]),
+]
+
+
+@pytest.mark.parametrize("case,states,sleeps", ROWS, ids=[r[0] for r in ROWS])
+def test_a_wait_looks_again_soon_after_a_change_and_less_often_while_nothing_changes(case, states, sleeps):
+    w, fake, said = waiter()
+    for state in states:
+        w.say(state)
+        w.sleep()
+    assert fake.slept == sleeps
+    assert said == list(dict.fromkeys(states))  # each state said once
+
+
+def test_it_never_sleeps_past_its_deadline():
+    w, fake, _ = waiter(timeout=1.0)
+    while not w.expired():
+        w.say("Queued")
+        w.sleep()
+    assert sum(fake.slept) == pytest.approx(1.0) and max(fake.slept) <= POLL_SECONDS
+    assert fake.slept[0] == FIRST_POLL_SECONDS
+    w.sleep()
+    assert fake.slept[-1] == 0.0  # past the deadline: no more sleeping
