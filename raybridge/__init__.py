@@ -11,13 +11,11 @@ Names are imported lazily so that `import raybridge` (and `--help`) stays
 fast and never pulls in ray or kubernetes.
 """
 
-from __future__ import annotations
-
-from typing import Any
+from raybridge.core.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-_EXPORTS = {
+__all__, __getattr__ = lazy_exports(__name__, {
     "JobSpec": "raybridge.jobs.decision.spec",
     "load_spec": "raybridge.jobs.spec_file",
     "build_spec": "raybridge.jobs.decision.spec",
@@ -33,15 +31,5 @@ _EXPORTS = {
     "BadInput": "raybridge.errors",
     "InfraError": "raybridge.errors",
     "ClusterUnreachable": "raybridge.errors",
-}
-
-__all__ = sorted(_EXPORTS) + ["__version__"]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'raybridge' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+})
+__all__ = [*__all__, "__version__"]

@@ -9,30 +9,18 @@ Lazy, so that building the CLI's parser (which reads consts and settings)
 imports neither kubernetes nor prometheus-client.
 """
 
-from __future__ import annotations
+from raybridge.core.lazy import lazy_exports
 
-from importlib import import_module
-from typing import Any
-
-_EXPORTS = {
-    "Controller": "controller",
-    "HealthServer": "metrics",
-    "Metrics": "metrics",
-    "decide": "decision.scale_adjuster",
-    "decide_requests": "decision.scale_adjuster",
-    "placeholder_manifest": "decision.scale_adjuster",
-    "read_placeholder": "decision.scale_adjuster",
-    "read_request": "decision.scale_adjuster",
-    "Outcome": "scaler",
-    "Scaler": "scaler",
-    "RunSettings": "decision.settings",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'raybridge.adjuster' has no attribute {name!r}")
-    return getattr(import_module(f"raybridge.adjuster.{module}"), name)
+__all__, __getattr__ = lazy_exports(__name__, {
+    "Controller": ".controller",
+    "HealthServer": ".metrics",
+    "Metrics": ".metrics",
+    "decide": ".decision.scale_adjuster",
+    "decide_requests": ".decision.scale_adjuster",
+    "placeholder_manifest": ".decision.scale_adjuster",
+    "read_placeholder": ".decision.scale_adjuster",
+    "read_request": ".decision.scale_adjuster",
+    "Outcome": ".scaler",
+    "Scaler": ".scaler",
+    "RunSettings": ".decision.settings",
+})

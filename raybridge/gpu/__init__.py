@@ -2,26 +2,22 @@
 
 Both fill the same `raybridge.core.inventory` records that the Kubernetes
 path fills, so sizing does not care where the numbers came from.
-
 Importing this package imports none of ray, pynvml or amdsmi; each is
-loaded only when a probe runs.
+loaded only when a probe runs. Re-exports only, lazily: importing one
+adapter does not load the others.
 """
 
-from __future__ import annotations
+from raybridge.core.lazy import lazy_exports
 
-from raybridge.gpu.local import LocalGpus, discover_local, local_inventory, records_from_scan
-from raybridge.gpu.ray_probe import probe_ray_cluster
-from raybridge.gpu.scan import DEFAULT_PROBES, probe_amd, probe_nvidia, quiet_output, scan_node
-
-__all__ = [
-    "DEFAULT_PROBES",
-    "LocalGpus",
-    "discover_local",
-    "local_inventory",
-    "probe_amd",
-    "probe_nvidia",
-    "probe_ray_cluster",
-    "quiet_output",
-    "records_from_scan",
-    "scan_node",
-]
+__all__, __getattr__ = lazy_exports(__name__, {
+    "DEFAULT_PROBES": ".scan",
+    "LocalGpus": ".local",
+    "discover_local": ".local",
+    "local_inventory": ".local",
+    "probe_amd": ".scan",
+    "probe_nvidia": ".scan",
+    "probe_ray_cluster": ".ray_probe",
+    "quiet_output": ".scan",
+    "records_from_scan": ".local",
+    "scan_node": ".scan",
+})

@@ -1,13 +1,20 @@
 """Launching: `submit(spec) -> JobHandle`, on a local Ray or on Kubernetes; and the lifecycle commands.
 
 The service the CLI and the Python API share. This `__init__` only
-re-exports: the options and backend choice are in `options.py`, the handle
-in `handle.py`, `submit` in `service.py`, the backends in `local.py` and
-`kubernetes.py`, the after-the-fact commands in `lifecycle.py`.
+re-exports, lazily: the options and backend choice are in `options.py`, the
+handle in `handle.py`, `submit` in `service.py`, the backends in `local.py`
+and `kubernetes.py`, the after-the-fact commands in `lifecycle.py`. Lazy, so
+that a lifecycle command (`list`, `status`, `logs`) does not import the job
+spec's models and the submit path it never uses.
 """
 
-from raybridge.jobs.handle import JobHandle
-from raybridge.jobs.options import DEFAULT_TIMEOUT, SubmitOptions, choose_backend, new_submission_id
-from raybridge.jobs.service import submit
+from raybridge.core.lazy import lazy_exports
 
-__all__ = ["DEFAULT_TIMEOUT", "JobHandle", "SubmitOptions", "choose_backend", "new_submission_id", "submit"]
+__all__, __getattr__ = lazy_exports(__name__, {
+    "DEFAULT_TIMEOUT": ".options",
+    "JobHandle": ".handle",
+    "SubmitOptions": ".options",
+    "choose_backend": ".options",
+    "new_submission_id": ".options",
+    "submit": ".service",
+})
