@@ -42,7 +42,6 @@ def no_ray_state_leaks_out_of_a_module():
     assert token.exists() == had_token, f"this module created or removed {token}"
 
 
-
 def _run_order(item: pytest.Item) -> int:
     """Longest first, so the parallel workers end together: the tests that wait in real time or start a Ray
     head of their own (tens of seconds, mostly idle), then the other end-to-end tests (seconds each), then the

@@ -48,6 +48,10 @@ __all__ = [
 ]
 
 
+#: Where a group's node size comes from when no node of it is known and no --node-gpus is given.
+NODE_SIZE_GUESSED = "largest pod"
+
+
 @dataclass(frozen=True)
 class Placeholder:
     """One placeholder pod: `gpus` whole GPUs of the group's vendor, on one node of the group."""
@@ -108,6 +112,12 @@ class GroupPlan:
     packed_gpus: int = 0
     #: What one node of the group has besides GPUs (thousandths), from its known nodes; None where none is known.
     node_resources: Optional[Resources] = None
+
+    @property
+    def node_size_known(self) -> bool:
+        """Whether `node_gpus` is what a node of the group has (from its nodes or --node-gpus), not a guess from
+        its largest pod."""
+        return self.node_gpus_source != NODE_SIZE_GUESSED
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -305,7 +315,7 @@ def _node_size(
         f"group {group.id}: no known node of this group, so placeholders are no larger than its largest pod "
         f"({node_gpus} GPUs); pass --nodes or --node-gpus to pack whole nodes"
     )
-    return node_gpus, "largest pod"
+    return node_gpus, NODE_SIZE_GUESSED
 
 
 def _rooms(room: Optional[Resources], count: int) -> Optional[list[Optional[Resources]]]:

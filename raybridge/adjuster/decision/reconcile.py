@@ -516,7 +516,7 @@ def _place_on_pending(state: _Pass, pending: list[ExistingPlaceholder], plan: Ad
     pieces_by_group: dict[str, list[DemandPiece]] = {}
     for piece in plan.pieces:
         pieces_by_group.setdefault(piece.group.id, []).append(piece)
-    node_shapes = {g.group.id: g for g in plan.groups if g.node_gpus_source in ("nodes", "flag")}
+    node_shapes = {g.group.id: g for g in plan.groups if g.node_size_known}
     for group_id, placeholders in pending_by_group.items():
         ordered = sorted(pieces_by_group.get(group_id, ()), key=scheduling_order)
         shape = node_shapes.get(group_id)
