@@ -29,6 +29,7 @@ from kubesim.fixtures import (
     make_priority_class,
     raycluster_manifest,
     rayjob_manifest,
+    report_status,
     wait_for,
 )
 
@@ -343,13 +344,8 @@ def test_kueue_releases_quota_when_a_job_finishes_or_is_deleted(server: Any, kue
     wait_for(lambda: _pending_reason(server, "RayJob", "third"), what="third pending")
 
     # As KubeRay reports a finished job: Kueue marks the Workload Finished and frees its quota.
-    first = server.get_object(RAY_API, "RayJob", "first", "default")
-    first["status"] = {
-        "jobDeploymentStatus": "Complete",
-        "jobStatus": "SUCCEEDED",
-        "message": "Job finished successfully.",
-    }
-    server.update_status(first)
+    finished_status = {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "message": "Job finished successfully."}
+    report_status(server, RAY_API, "RayJob", "first", finished_status)
     finished = wait_for(
         lambda: _condition(_workload_of(server, "RayJob", "first"), "Finished"), what="Finished condition"
     )
@@ -385,9 +381,7 @@ def test_kueue_eviction_suspends_and_releases_until_requeued(server: Any, kueue:
     server.create_object(rayjob_manifest("victim", workers=1, gpus_per_worker=4))
     wl = wait_for(lambda: _admitted(server, "RayJob", "victim"), what="victim admitted")
     # As KubeRay would report it: the job runs, then goes Suspended once suspended.
-    job = server.get_object(RAY_API, "RayJob", "victim", "default")
-    job["status"] = {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}
-    server.update_status(job)
+    report_status(server, RAY_API, "RayJob", "victim", {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"})
 
     kueue.evict("default", wl["metadata"]["name"])
     evicted = wait_for(lambda: _condition(_workload_of(server, "RayJob", "victim"), "Evicted"), what="Evicted")
@@ -396,9 +390,7 @@ def test_kueue_eviction_suspends_and_releases_until_requeued(server: Any, kueue:
     kueue.wait_passes(3)
     assert (_workload_of(server, "RayJob", "victim") or {})["status"].get("admission"), "quota held while the job runs"
 
-    job = server.get_object(RAY_API, "RayJob", "victim", "default")
-    job["status"] = {"jobDeploymentStatus": "Suspended", "jobStatus": ""}
-    server.update_status(job)
+    report_status(server, RAY_API, "RayJob", "victim", {"jobDeploymentStatus": "Suspended", "jobStatus": ""})
     wait_for(
         lambda: not (_workload_of(server, "RayJob", "victim") or {}).get("status", {}).get("admission"),
         what="admission cleared",

@@ -28,6 +28,7 @@ from kubernetes.stream import portforward
 
 from kubesim import schemas
 from kubesim.errors import AdmissionDenied, ApiError
+from kubesim.fixtures import report_status
 from kubesim.server import TOKEN, KubeApiServer
 from kubesim.tls import make_certificates
 
@@ -1414,6 +1415,24 @@ def test_direct_access_goes_through_the_same_logic(kube_server: KubeApiServer) -
     assert invalid.value.code == 422
     kube_server.delete_object("v1", "Pod", "p", "default")
     assert kube_server.get_object("v1", "Pod", "p", "default") is None
+
+
+def test_a_status_report_reads_again_when_another_writer_got_there_first(kube_server: KubeApiServer) -> None:
+    """fixtures.report_status: a write between its read and its update is a 409, read again, not a failure."""
+    kube_server.create_object(pod_manifest("raced"))
+    real_get = kube_server.get_object
+    raced = []
+
+    def get_then_another_writer(*args: Any, **kwargs: Any) -> Any:
+        obj = real_get(*args, **kwargs)
+        if not raced:  # another controller updates the pod after the first read
+            raced.append(kube_server.update_status({**obj, "status": {"phase": "Pending"}}))
+        return obj
+
+    kube_server.get_object = get_then_another_writer  # type: ignore[method-assign]
+    reported = report_status(kube_server, "v1", "Pod", "raced", {"phase": "Running"})
+    assert raced and reported["status"]["phase"] == "Running"
+    assert real_get("v1", "Pod", "raced", "default")["status"]["phase"] == "Running"
 
 
 # --- paged lists ----------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Optional
 import pytest
 
 from kubesim.errors import ApiError
-from kubesim.fixtures import rayjob_manifest, wait_for
+from kubesim.fixtures import rayjob_manifest, report_status, wait_for
 from kubesim.server import KubeApiServer
 from kubesim.sim_common import condition_is_true, find_condition
 from kubesim.sim_kueue import (
@@ -401,9 +401,8 @@ def suspended(server: KubeApiServer, name: str) -> Optional[bool]:
 
 def set_deployment_status(server: KubeApiServer, name: str, deployment: str) -> None:
     """What KubeRay reports: Running while the cluster runs, Suspended once it is torn down."""
-    rayjob = server.get_object(RAY_API, "RayJob", name, "default")
-    rayjob["status"] = {"jobDeploymentStatus": deployment, "jobStatus": "RUNNING" if deployment == "Running" else ""}
-    server.update_status(rayjob)
+    status = {"jobDeploymentStatus": deployment, "jobStatus": "RUNNING" if deployment == "Running" else ""}
+    report_status(server, RAY_API, "RayJob", name, status)
 
 
 def test_fake_kueue_speaks_the_api_version_of_its_release(kueue_server: tuple) -> None:
