@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import select
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -23,11 +28,158 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 
 def run_cli(*args: str, env: Optional[dict[str, str]] = None, timeout: float = 180, cwd: Optional[Path] = None) -> subprocess.CompletedProcess[str]:
-    """`python -m raybridge ARGS` in a fresh process; stdout, stderr and the exit status come back."""
+    """`python -m raybridge ARGS` in a process of its own; stdout, stderr and the exit status come back.
+
+    The process is forked from a `tests/cli_zygote.py` server started with the same environment
+    and working directory, which has imported raybridge's dependencies once, when one serves this
+    environment (from the second call with it on) and is free; otherwise a fresh interpreter.
+    RAYBRIDGE_TEST_FRESH_CLI=1 makes every call a fresh interpreter.
+    """
+    env, where = env or cli_env(), str(cwd or ROOT)
+    if os.environ.get(FRESH_CLI_ENV) != "1":
+        served = _zygotes.run(args, env, where, timeout)
+        if served is not None:
+            return served
+    return run_cli_fresh(*args, env=env, timeout=timeout, cwd=cwd)
+
+
+def run_cli_fresh(*args: str, env: Optional[dict[str, str]] = None, timeout: float = 180, cwd: Optional[Path] = None) -> subprocess.CompletedProcess[str]:
+    """`python -m raybridge ARGS` in a fresh interpreter: for tests whose subject is the process start itself."""
     return subprocess.run(
         [sys.executable, "-m", "raybridge", *args],
         capture_output=True, text=True, timeout=timeout, env=env or cli_env(), cwd=str(cwd or ROOT),
     )  # fmt: skip
+
+
+#: Set to 1 in the test run's environment: every `run_cli` is a fresh interpreter, no zygote.
+FRESH_CLI_ENV = "RAYBRIDGE_TEST_FRESH_CLI"
+
+
+class _Zygote:
+    """One `tests/cli_zygote.py` server: its environment and working directory are its calls'."""
+
+    def __init__(self, env: dict[str, str], cwd: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "cli_zygote.py")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd,
+        )  # fmt: skip
+        self.lock = threading.Lock()
+        self._pending = b""
+        ready = self._answer(time.monotonic() + 120)
+        self.usable = bool(ready.get("ready")) and not ready.get("noise")
+
+    def _answer(self, deadline: float) -> dict:
+        """The next answer line; TimeoutError at the deadline, EOFError when the server is gone."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._pending:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise EOFError
+            self._pending += chunk
+        line, self._pending = self._pending.split(b"\n", 1)
+        return json.loads(line)
+
+    def run(self, args: tuple[str, ...], timeout: float) -> subprocess.CompletedProcess[str]:
+        assert self.proc.stdin is not None
+        with tempfile.TemporaryDirectory(prefix="rbcli") as tmp:
+            out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
+            open(out, "w").close()
+            open(err, "w").close()
+            request = {"args": list(args), "stdin": os.devnull, "stdout": out, "stderr": err}
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+            pid = self._answer(time.monotonic() + 30)["pid"]  # before this, a failure means nothing ran
+            try:
+                returncode = self._answer(time.monotonic() + timeout)["returncode"]
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)  # as subprocess.run does at its timeout
+                self._answer(time.monotonic() + 30)
+                raise subprocess.TimeoutExpired(["raybridge", *args], timeout, _read(out), _read(err)) from None
+            except EOFError:
+                raise AssertionError(f"the CLI server died while `raybridge {' '.join(args)}` ran") from None
+            return subprocess.CompletedProcess(["raybridge", *args], returncode, _read(out), _read(err))
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+class _Zygotes:
+    """This test process's zygotes, one per (environment, working directory) seen twice, the last few kept."""
+
+    KEEP = 3
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._servers: dict[tuple, _Zygote] = {}
+        self._seen: set[tuple] = set()
+        self._refused: set[tuple] = set()
+        atexit.register(self.close)
+
+    def run(self, args: tuple[str, ...], env: dict[str, str], cwd: str, timeout: float) -> Optional[subprocess.CompletedProcess[str]]:
+        """The call served by a zygote, or None: run it fresh."""
+        key = (tuple(sorted(env.items())), cwd)
+        server = self._server_for(key, env, cwd)
+        if server is None or not server.lock.acquire(blocking=False):
+            return None  # the first call in this environment, or one already running: a fresh process
+        try:
+            return server.run(args, timeout)
+        except (EOFError, TimeoutError, OSError, ValueError):
+            self._drop(key)
+            return None
+        finally:
+            server.lock.release()
+
+    def _server_for(self, key: tuple, env: dict[str, str], cwd: str) -> Optional[_Zygote]:
+        with self._lock:
+            if key in self._refused:
+                return None
+            if key not in self._seen:
+                self._seen.add(key)
+                return None
+            server = self._servers.pop(key, None)
+            if server is None:
+                try:
+                    server = _Zygote(env, cwd)
+                except (EOFError, TimeoutError, OSError, ValueError):
+                    self._refused.add(key)
+                    return None
+                if not server.usable:  # its imports printed something: a fresh process shows it
+                    server.close()
+                    self._refused.add(key)
+                    return None
+            self._servers[key] = server  # most recently used last
+            while len(self._servers) > self.KEEP:
+                oldest = next(iter(self._servers))
+                if self._servers[oldest].lock.locked():
+                    break
+                self._servers.pop(oldest).close()
+            return server
+
+    def _drop(self, key: tuple) -> None:
+        with self._lock:
+            server = self._servers.pop(key, None)
+            self._refused.add(key)
+        if server is not None:
+            server.close()
+
+    def close(self) -> None:
+        with self._lock:
+            servers, self._servers = list(self._servers.values()), {}
+        for server in servers:
+            server.close()
+
+
+_zygotes = _Zygotes()
 
 
 def short_tmpdir() -> str:
