@@ -57,7 +57,7 @@ import unicodedata
 import urllib.error
 import urllib.parse
 import urllib.request
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any, Mapping, Optional
 
@@ -72,7 +72,6 @@ from kubesim.sim_common import (
     PollingController,
     find_condition,
     format_quantity,
-    now_rfc3339,
     owner_reference,
     pod_requests,
     set_condition,
@@ -247,11 +246,11 @@ def head_service_name(cluster: Mapping[str, Any]) -> str:
     return override or f"{cluster['metadata']['name']}-head-svc"
 
 
-def _seconds_since(timestamp: Optional[str]) -> float:
+def _seconds_between(timestamp: Optional[str], now: datetime) -> float:
     if not timestamp:
         return 0.0
     then = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-    return (datetime.now(timezone.utc) - then).total_seconds()
+    return (now - then).total_seconds()
 
 
 # --------------------------------------------------------------------------
@@ -663,6 +662,7 @@ class FakeKubeRay(PollingController):
         self._url_mode = dashboard_url_mode
         self._ready_delay = ready_delay
         self._first_seen: dict[str, float] = {}  # RayCluster uid -> monotonic time
+        self._clock_ahead = 0.0  # seconds the operator's wall clock runs ahead of the real one
         self._ray_jobs: dict[str, str] = {}  # RayJob uid -> Ray job id it is running
         self.release: str = release or getattr(server, "kuberay", None) or "kuberay-newest"
         self._dashboards: dict[str, ClusterDashboard] = {}  # RayCluster uid -> its dashboard
@@ -674,6 +674,20 @@ class FakeKubeRay(PollingController):
     @property
     def version(self) -> tuple[int, int, int]:
         return kuberay_version(self.release)
+
+    def advance_clock(self, seconds: float) -> None:
+        """Move the operator's wall clock (KubeRay's time.Now()) ahead: the timestamps it writes and
+        the deadlines and TTLs it measures from them, for a test that would otherwise wait one out."""
+        self._clock_ahead += seconds
+
+    def _now(self) -> datetime:
+        return datetime.now(timezone.utc) + timedelta(seconds=self._clock_ahead)
+
+    def _now_rfc3339(self) -> str:
+        return self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def _seconds_since(self, timestamp: Optional[str]) -> float:
+        return _seconds_between(timestamp, self._now())
 
     def cluster_dashboard(self, namespace: str, cluster_name: str) -> Optional[ClusterDashboard]:
         """The dashboard of a live, ready RayCluster, or None."""
@@ -869,7 +883,7 @@ class FakeKubeRay(PollingController):
         )
         transitions = dict(status.get("stateTransitionTimes") or {})
         if status.get("state") != "ready":
-            transitions["ready"] = now_rfc3339()
+            transitions["ready"] = self._now_rfc3339()
         status.update(
             state="ready",
             conditions=conds,
@@ -897,7 +911,7 @@ class FakeKubeRay(PollingController):
 
     def _write_cluster_status(self, cluster: Obj, status: Obj) -> None:
         if status != (cluster.get("status") or {}):
-            status["lastUpdateTime"] = now_rfc3339()
+            status["lastUpdateTime"] = self._now_rfc3339()
             self._api.patch_status(RAY_GROUP, RAY_VERSION, "rayclusters", cluster, status)
 
     def _ensure_pods(self, cluster: Obj, pods: list[Obj]) -> str:
@@ -945,7 +959,7 @@ class FakeKubeRay(PollingController):
             "spec": copy.deepcopy(template.get("spec") or {}),
         }
         created = self._api.create_pod(pod)
-        now = now_rfc3339()
+        now = self._now_rfc3339()
         containers = (created.get("spec") or {}).get("containers") or []
         self._api.patch_pod_status(
             pod_meta["namespace"],
@@ -1046,7 +1060,7 @@ class FakeKubeRay(PollingController):
             status.setdefault("rayClusterName", f"{meta['name']}-{random_suffix()}")
             status.setdefault("jobStatus", "")
             status["jobDeploymentStatus"] = "Initializing"
-            status["startTime"] = now_rfc3339()
+            status["startTime"] = self._now_rfc3339()
         elif deployment == "Initializing":
             if spec.get("suspend"):
                 status["jobDeploymentStatus"] = "Suspending"
@@ -1113,7 +1127,7 @@ class FakeKubeRay(PollingController):
             self._ray_jobs.pop(meta["uid"], None)
             if spec.get("shutdownAfterJobFinishes") and cluster is not None and not spec.get("clusterSelector"):
                 ttl = int(spec.get("ttlSecondsAfterFinished") or 0)
-                if _seconds_since(status.get("endTime")) >= ttl:
+                if self._seconds_since(status.get("endTime")) >= ttl:
                     self._api.delete(RAY_GROUP, RAY_VERSION, "rayclusters", cluster_name, namespace)
             return
         else:
@@ -1126,7 +1140,7 @@ class FakeKubeRay(PollingController):
         later) checkPreRunningDeadlineAndUpdateStatusIfNeeded. kuberay@v1.3.2..v1.7.0 rayjob_controller.go: both
         measure from status.startTime, which initRayJobStatusIfNeed sets anew at every start (New), so after
         a suspension (a Kueue eviction) the clock starts again at readmission."""
-        elapsed = _seconds_since(status.get("startTime"))
+        elapsed = self._seconds_since(status.get("startTime"))
         active = spec.get("activeDeadlineSeconds")
         if active is not None and elapsed >= int(active):
             status.update(
@@ -1140,11 +1154,10 @@ class FakeKubeRay(PollingController):
             return True
         return status.get("jobDeploymentStatus") == "Initializing" and self.version >= (1, 6, 0) and self._pre_running_deadline_exceeded(spec, status)
 
-    @staticmethod
-    def _pre_running_deadline_exceeded(spec: Obj, status: Obj) -> bool:
+    def _pre_running_deadline_exceeded(self, spec: Obj, status: Obj) -> bool:
         """kuberay@v1.6.0 rayjob_controller.go checkPreRunningDeadlineAndUpdateStatusIfNeeded (the field exists from v1.6)."""
         pre_running = spec.get("preRunningDeadlineSeconds")
-        if pre_running and _seconds_since(status.get("startTime")) >= int(pre_running):
+        if pre_running and self._seconds_since(status.get("startTime")) >= int(pre_running):
             status.update(
                 jobDeploymentStatus="Failed",
                 reason="PreRunningDeadlineExceeded",
@@ -1249,7 +1262,7 @@ class FakeKubeRay(PollingController):
         ):
             return
         if status.get("jobDeploymentStatus") in ("Complete", "Failed"):
-            status["endTime"] = now_rfc3339()
+            status["endTime"] = self._now_rfc3339()
         self._api.patch_status(RAY_GROUP, RAY_VERSION, "rayjobs", job, status)
 
     def _create_cluster_for(self, job: Obj, cluster_name: str) -> Obj:

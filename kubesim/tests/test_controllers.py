@@ -841,6 +841,26 @@ def test_older_releases_ignore_token_auth_and_the_pre_running_deadline(server: A
         newest.wait_passes(1)
 
 
+def test_the_operators_clock_moved_ahead_reaches_a_deadline_without_waiting_for_it(server: Any, ray_head: RayHead) -> None:
+    """FakeKubeRay.advance_clock: what KubeRay measures from status.startTime (activeDeadlineSeconds)
+    is measured on the moved clock, and the endTime it writes is on that clock too."""
+    with ctl.FakeKubeRay(server, dashboard_address=ray_head.dashboard_address) as kuberay:
+        server.create_object(rayjob_manifest("hour", queue=None, activeDeadlineSeconds=3600, jobId="hour-id"))
+        running = _StateRecorder(server, "hour").wait_state("Running")["status"]
+        kuberay.wait_passes(2)
+        assert server.get_object(RAY_API, "RayJob", "hour", "default")["status"]["jobDeploymentStatus"] == "Running"
+        kuberay.advance_clock(3600)
+        failed = _StateRecorder(server, "hour").wait_state("Failed", timeout=20)["status"]
+        assert (failed["reason"], failed["startTime"]) == ("DeadlineExceeded", running["startTime"])
+        assert failed["endTime"] >= _rfc3339_in(3599)
+
+
+def _rfc3339_in(seconds: float) -> str:
+    from datetime import datetime, timedelta, timezone
+
+    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 @pytest.mark.parametrize("release", ["kuberay-v1.3.2", "kuberay-v1.5.2", "kuberay-newest"])
 def test_waiting_checks_neither_suspend_nor_active_deadline_but_a_preset_job_id_leaves_it(
     server: Any, ray_head: RayHead, release: str

@@ -22,14 +22,15 @@ import subprocess
 import sys
 import time
 import uuid
-from typing import Any, Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterator, Optional
 from urllib.parse import urlparse
 
 import pytest
 
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
 from kubesim.controllers import FakeKubeRay, FakeKueue
-from kubesim.fixtures import leftovers, make_gpu_node
+from kubesim.fixtures import leftovers, make_gpu_node, wait_for
 from kubesim.server import KubeApiServer
 from kubesim.sim_kueue import kueue_api_version
 from kubesim.schemas import KUBERAY_RELEASES, RELEASES
@@ -40,9 +41,10 @@ RAY = "ray.io/v1"
 class Cluster:
     """A test API server of one release with simulated Kueue and KubeRay, and a kubeconfig for the CLI."""
 
-    def __init__(self, release: str, server: KubeApiServer, kubeconfig: str) -> None:
+    def __init__(self, release: str, server: KubeApiServer, kubeconfig: str, kuberay: FakeKubeRay) -> None:
         self.release = release
         self.server = server
+        self.kuberay = kuberay
         self.kubeconfig = kubeconfig
         self.kueue_api = kueue_api_version(server)
 
@@ -89,7 +91,7 @@ def cluster(request: pytest.FixtureRequest, ray_head: Any, tmp_path_factory: pyt
             make_gpu_node(server, f"gpu-{i}", vendor="nvidia", gpus=8)
         kueue = FakeKueue(server).start()
         kuberay = FakeKubeRay(server, dashboard_address=urlparse(ray_head.dashboard_url).netloc).start()
-        yield Cluster(release, server, str(kubeconfig))
+        yield Cluster(release, server, str(kubeconfig), kuberay)
     finally:
         for controller in (kuberay, kueue):
             if controller is not None:
@@ -157,20 +159,20 @@ def _finished(workload: dict[str, Any]) -> bool:
     return any(c.get("type") == "Finished" and c.get("status") == "True" for c in (workload.get("status") or {}).get("conditions") or [])
 
 
-@pytest.mark.realtime
 def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(cluster: Cluster) -> None:
     """SIGKILL once the cluster is ready (KubeRay's Waiting, where v1.3-v1.5 check neither suspend nor
-    deadlines): the RayJob fails within --orphan-timeout and Kueue marks it finished (quota freed).
+    deadlines): the RayJob's deadline falls within --orphan-timeout of the kill, and once KubeRay's clock
+    reaches it the RayJob fails and Kueue marks it finished (quota freed).
 
-    Real time: it waits out the 60 s minimum orphan bound. Neither the bound nor the simulated KubeRay's clock is
-    changed for speed: raybridge renews activeDeadlineSeconds from its own clock against status.startTime, so a
-    faster KubeRay clock would fail a job raybridge still renews. The releases run side by side on the workers."""
+    Only KubeRay's clock moves, and only after the kill: raybridge renews activeDeadlineSeconds from its own
+    clock against status.startTime, so while it lives the two clocks must agree."""
     if cluster.release not in KUBERAY_RELEASES:
         pytest.skip("the RayJob state machine is KubeRay's: one run per KubeRay release")
+    bound = 60
     namespace, lq = cluster.queue()
     proc = subprocess.Popen(
         [sys.executable, "-m", "raybridge", "submit", "-n", namespace, "--queue", lq, "--name", "orphan",
-         "--orphan-timeout", "60", "--", "python", "-c", "import time; time.sleep(600)"],
+         "--orphan-timeout", str(bound), "--", "python", "-c", "import time; time.sleep(600)"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(KUBECONFIG=cluster.kubeconfig), cwd=str(ROOT),
     )  # fmt: skip
     seen: list[str] = []
@@ -185,15 +187,33 @@ def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(
     finally:
         if proc.poll() is None:
             proc.kill()
+    killed_at = datetime.now(timezone.utc)
     assert any("is ready" in line for line in seen), "".join(seen)
-    deadline = time.monotonic() + 150  # the bound, plus a renewal interval and the controllers' polls
-    while True:
-        job = cluster.server.get_object(RAY, "RayJob", "orphan", namespace) or {}
-        workloads = cluster.server.list_objects(cluster.kueue_api, "Workload", namespace)
-        status = job.get("status") or {}
-        if status.get("jobDeploymentStatus") == "Failed" and workloads and all(_finished(w) for w in workloads):
-            break
-        assert time.monotonic() < deadline, f"still holding its quota: {status.get('jobDeploymentStatus')} {status.get('reason')}"
-        time.sleep(2)
-    assert status.get("reason") == "DeadlineExceeded"
+
+    job = wait_for(lambda: _measured(cluster.server.get_object(RAY, "RayJob", "orphan", namespace)), timeout=30,
+                   what="KubeRay measuring the RayJob's deadline")  # fmt: skip
+    started = datetime.strptime(job["status"]["startTime"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    fails_at = started + timedelta(seconds=job["spec"]["activeDeadlineSeconds"])
+    assert fails_at - killed_at <= timedelta(seconds=bound + 1), (fails_at, killed_at)  # +1: startTime's whole seconds
+    time.sleep(1)
+    assert _holding(cluster, namespace), "failed before its deadline"
+
+    cluster.kuberay.advance_clock((fails_at - killed_at).total_seconds() + 1)
+    wait_for(lambda: not _holding(cluster, namespace), timeout=30, what="the RayJob failed and its Workload finished")
+    status = cluster.server.get_object(RAY, "RayJob", "orphan", namespace)["status"]
+    assert (status["jobDeploymentStatus"], status.get("reason")) == ("Failed", "DeadlineExceeded")
     assert cluster.cli("delete", "orphan", "-n", namespace).returncode == 0
+
+
+def _measured(job: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """The RayJob once KubeRay measures its deadline (Running, with a startTime), else None."""
+    status = (job or {}).get("status") or {}
+    return job if status.get("jobDeploymentStatus") == "Running" and status.get("startTime") else None
+
+
+def _holding(cluster: Cluster, namespace: str) -> bool:
+    """Whether the RayJob still holds its quota: not Failed, or a Workload not yet finished."""
+    job = cluster.server.get_object(RAY, "RayJob", "orphan", namespace) or {}
+    workloads = cluster.server.list_objects(cluster.kueue_api, "Workload", namespace)
+    failed = (job.get("status") or {}).get("jobDeploymentStatus") == "Failed"
+    return not (failed and workloads and all(_finished(w) for w in workloads))
