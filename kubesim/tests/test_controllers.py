@@ -546,7 +546,9 @@ def test_kuberay_runs_an_interactive_rayjob_through_its_lifecycle(
     assert recorder.seen[-4:] == ["Initializing", "Waiting", "Running", "Complete"]
     assert done["status"]["endTime"] and done["status"]["startTime"]
     wait_for(lambda: server.get_object(RAY_API, "RayCluster", cluster_name, "default") is None, what="cluster deleted")
-    assert server.list_objects("v1", "Pod", "default", label_selector=f"ray.io/cluster={cluster_name}") == []
+    # Its pods go after it: the garbage collector deletes dependents of a background-deleted owner.
+    wait_for(lambda: server.list_objects("v1", "Pod", "default", label_selector=f"ray.io/cluster={cluster_name}") == [],
+             what="the cluster's pods deleted")  # fmt: skip
     wait_for(
         lambda: ctl.condition_is_true(_workload_of(server, "RayJob", "hello") or {}, "Finished"),
         what="Workload Finished",
