@@ -10,17 +10,19 @@ the heavy modules once, and for each call forks a child that runs
 own process, its own stdin/stdout/stderr, `sys.exit`'s status and
 `atexit` handlers at the end, a signal's death reported as one.
 
-What it deliberately does not do: serve calls whose environment or working
-directory differs from its own (module-level reads of the environment,
-`KUBECONFIG` and `TMPDIR` among them, would then be wrong), hide what an
+What it deliberately does not do: serve calls whose working directory or
+environment differs from its own beyond the variables raybridge reads only
+when a command runs (`KUBECONFIG`: `tests/helpers.py` CALL_TIME_ENV), since
+module-level reads (Ray's `RAY_*` settings, `tempfile`'s `TMPDIR`) would
+then be wrong; hide what an
 import prints (anything printed while it imports disqualifies it, and the
 callers fall back to fresh processes), or stand in for a test whose subject
 is the process start itself (imports, start-up time, signals while
 importing): those run `python -m raybridge` directly.
 
 Protocol, one JSON object per line: it says `{"ready": true, "noise": TEXT}`
-once its imports are done; then for each request `{"args": [...],
-"stdin": PATH, "stdout": PATH, "stderr": PATH}` it answers `{"pid": N}`
+once its imports are done; then for each request `{"args": [...], "env":
+{...}, "stdin": PATH, "stdout": PATH, "stderr": PATH}` it answers `{"pid": N}`
 when the child starts and `{"returncode": N}` when it has ended.
 """
 
@@ -92,6 +94,8 @@ def _run_child(request: dict, channels: tuple[int, int]) -> None:
         os.close(opened)
     import runpy
 
+    os.environ.clear()  # the variables that may differ from the server's (helpers.CALL_TIME_ENV)
+    os.environ.update(request["env"])
     sys.argv = ["raybridge", *request["args"]]
     runpy.run_module("raybridge", run_name="__main__", alter_sys=True)
     sys.exit(0)  # a __main__ that returns is a status of 0, as for `python -m`

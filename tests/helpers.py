@@ -53,6 +53,11 @@ def run_cli_fresh(*args: str, env: Optional[dict[str, str]] = None, timeout: flo
 
 #: Set to 1 in the test run's environment: every `run_cli` is a fresh interpreter, no zygote.
 FRESH_CLI_ENV = "RAYBRIDGE_TEST_FRESH_CLI"
+#: Variables a call may set differently from its zygote's: raybridge reads KUBECONFIG only when a
+#: command runs (kube/client.py resolves the files and hands them to the client by name), and the
+#: kubernetes package's import-time default (kube_config.KUBE_CONFIG_DEFAULT_LOCATION) is not used;
+#: pytest sets PYTEST_CURRENT_TEST for each test, and nothing the CLI imports reads it.
+CALL_TIME_ENV = frozenset({"KUBECONFIG", "PYTEST_CURRENT_TEST"})
 
 
 class _Zygote:
@@ -83,13 +88,13 @@ class _Zygote:
         line, self._pending = self._pending.split(b"\n", 1)
         return json.loads(line)
 
-    def run(self, args: tuple[str, ...], timeout: float) -> subprocess.CompletedProcess[str]:
+    def run(self, args: tuple[str, ...], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
         assert self.proc.stdin is not None
         with tempfile.TemporaryDirectory(prefix="rbcli") as tmp:
             out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
             open(out, "w").close()
             open(err, "w").close()
-            request = {"args": list(args), "stdin": os.devnull, "stdout": out, "stderr": err}
+            request = {"args": list(args), "env": env, "stdin": os.devnull, "stdout": out, "stderr": err}
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             self.proc.stdin.flush()
             pid = self._answer(time.monotonic() + 30)["pid"]  # before this, a failure means nothing ran
@@ -127,12 +132,12 @@ class _Zygotes:
 
     def run(self, args: tuple[str, ...], env: dict[str, str], cwd: str, timeout: float) -> Optional[subprocess.CompletedProcess[str]]:
         """The call served by a zygote, or None: run it fresh."""
-        key = (tuple(sorted(env.items())), cwd)
+        key = (tuple(sorted((k, v) for k, v in env.items() if k not in CALL_TIME_ENV)), cwd)
         server = self._server_for(key, env, cwd)
         if server is None or not server.lock.acquire(blocking=False):
             return None  # the first call in this environment, or one already running: a fresh process
         try:
-            return server.run(args, timeout)
+            return server.run(args, env, timeout)
         except (EOFError, TimeoutError, OSError, ValueError):
             self._drop(key)
             return None
