@@ -66,12 +66,19 @@ class _Zygote:
     def __init__(self, env: dict[str, str], cwd: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "tests" / "cli_zygote.py")],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd,
         )  # fmt: skip
         self.lock = threading.Lock()
         self._pending = b""
         ready = self._answer(time.monotonic() + 120)
-        self.usable = bool(ready.get("ready")) and not ready.get("noise")
+        # Anything printed at start-up (a sitecustomize, a warning) or while importing: a fresh process shows it.
+        self.usable = bool(ready.get("ready")) and not ready.get("noise") and not self._printed_at_start()
+
+    def _printed_at_start(self) -> bytes:
+        """What the server wrote to stderr before it said it was ready (written before that answer)."""
+        assert self.proc.stderr is not None
+        fd = self.proc.stderr.fileno()
+        return os.read(fd, 65536) if select.select([fd], [], [], 0)[0] else b""
 
     def _answer(self, deadline: float) -> dict:
         """The next answer line; TimeoutError at the deadline, EOFError when the server is gone."""

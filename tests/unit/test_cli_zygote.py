@@ -1,0 +1,74 @@
+"""`run_cli` through the zygote answers exactly as a fresh `python -m raybridge` does.
+
+The suite's CLI calls are forked from `tests/cli_zygote.py` (see tests/helpers.py); these rows
+hold it to a fresh interpreter: the same exit status, stdout and stderr, a call's own KUBECONFIG,
+a timeout that kills the call, and a server that gives way to a fresh process when its imports
+printed something.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+
+import pytest
+
+from tests.helpers import EXAMPLES, _Zygote, cli_env, run_cli, run_cli_fresh
+
+ROWS = [
+    pytest.param(["--version"], id="version"),
+    pytest.param(["plan", "--help"], id="a subcommand's help"),
+    pytest.param(["sumbit"], id="a misspelt command: exit 2, did you mean"),
+    pytest.param(["plan", "--gpus", "-3"], id="a bad value: exit 2"),
+    pytest.param(["render", str(EXAMPLES / "hello.yaml"), "-o", "json"], id="an offline render"),
+    pytest.param(["adjuster", "plan", "--pods", str(EXAMPLES / "cluster" / "pods.json"), "--node-gpus", "8"], id="an adjuster plan"),
+    pytest.param(["list"], id="no cluster: exit 3 or a note"),
+]
+
+
+@pytest.mark.parametrize("argv", ROWS)
+def test_a_forked_call_answers_as_a_fresh_one(argv: list[str]) -> None:
+    fresh = run_cli_fresh(*argv)
+    run_cli(*argv)  # the first call in an environment runs fresh; the second is forked
+    forked = run_cli(*argv)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+
+
+def test_a_call_reads_its_own_kubeconfig(tmp_path) -> None:
+    run_cli("list")  # the zygote for this environment exists, started without KUBECONFIG
+    run_cli("list")
+    missing = tmp_path / "no-such-config"
+    env = cli_env(KUBECONFIG=str(missing))
+    forked, fresh = run_cli("list", env=env), run_cli_fresh("list", env=env)
+    assert str(missing) in fresh.stderr
+    assert (forked.returncode, forked.stderr) == (fresh.returncode, fresh.stderr)
+
+
+def test_a_call_past_its_timeout_is_killed_and_raises_as_subprocess_run_does() -> None:
+    with socket.socket() as silent:  # accepts, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        address = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        argv = ("submit", "--address", address, "--request-timeout", "60", "--", "python", "-c", "1")
+        run_cli("--version")
+        run_cli("--version")  # the zygote is up: the next call is forked
+        started = time.monotonic()
+        with pytest.raises(subprocess.TimeoutExpired):
+            run_cli(*argv, timeout=2)
+        assert time.monotonic() - started < 30
+    assert run_cli("--version").returncode == 0  # the server goes on serving
+
+
+def test_a_server_whose_imports_print_is_not_used(tmp_path) -> None:
+    noisy = tmp_path / "sitecustomize.py"
+    noisy.write_text("import sys\nprint('noise at start-up', file=sys.stderr)\n")
+    env = cli_env(PYTHONPATH=str(tmp_path))
+    server = _Zygote(env, str(tmp_path))
+    try:
+        assert not server.usable
+    finally:
+        server.close()
+    run_cli("--version", env=env)
+    second = run_cli("--version", env=env)
+    assert "noise at start-up" in second.stderr  # run fresh, so a user would see it too
