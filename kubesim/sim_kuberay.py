@@ -663,6 +663,11 @@ class FakeKubeRay(PollingController):
         self._ready_delay = ready_delay
         self._first_seen: dict[str, float] = {}  # RayCluster uid -> monotonic time
         self._clock_ahead = 0.0  # seconds the operator's wall clock runs ahead of the real one
+        #: How long a RayJob stays in Waiting before the operator reconciles it again: 0 is the reconcile that the
+        #: Waiting status write's own event starts; a busy operator's workqueue (or, with no event, the 3 s
+        #: RayJobDefaultRequeueDuration) makes it later. Set by tests.
+        self.waiting_delay = 0.0
+        self._waiting_since: dict[tuple[str, str], float] = {}  # (RayJob uid, its cluster) -> first seen Waiting
         self._ray_jobs: dict[str, str] = {}  # RayJob uid -> Ray job id it is running
         self.release: str = release or getattr(server, "kuberay", None) or "kuberay-newest"
         self._dashboards: dict[str, ClusterDashboard] = {}  # RayCluster uid -> its dashboard
@@ -1080,6 +1085,9 @@ class FakeKubeRay(PollingController):
             # kuberay@v1.3.2 and @v1.5.2 rayjob_controller.go, case JobDeploymentStatusWaiting: only spec.jobId
             # is looked at -- no suspend, no activeDeadlineSeconds. kuberay@v1.6.0 and @v1.7.0 add
             # checkPreRunningDeadlineAndUpdateStatusIfNeeded first, still no suspend and no activeDeadlineSeconds.
+            since = self._waiting_since.setdefault((meta["uid"], status.get("rayClusterName", "")), time.monotonic())
+            if time.monotonic() - since < self.waiting_delay:
+                return  # a busy operator: its next reconcile of this RayJob has not come yet
             if self.version >= (1, 6, 0) and self._pre_running_deadline_exceeded(spec, status):
                 pass
             elif spec.get("jobId"):

@@ -81,6 +81,10 @@ HEARTBEAT_SECONDS = 30.0
 SETTLE_SECONDS = 120.0
 #: How many times in a row the dashboard may be reconnected without the job ending.
 MAX_RECONNECTS = 5
+#: `--no-wait` on KubeRay v1.6+: how long to wait for KubeRay to take the job id (status.jobId) before clearing
+#: spec.jobId. It takes it at its next reconcile of Waiting, on the status write's own event or at most
+#: RayJobDefaultRequeueDuration (3 s) later (kuberay@v1.7.0 rayjob_controller.go, case Waiting).
+TAKE_JOB_ID_SECONDS = 15.0
 
 __all__ = ["Waiter", "connect_dashboard", "create_cluster", "delete_and_wait", "submit_kubernetes", "wait_for_ready"]
 
@@ -440,17 +444,40 @@ class _RayJobRun:
         self.start(evicted_from=old_cluster)
 
     def handover(self) -> list[str]:
-        """`--no-wait`: leave the running job to itself (no renewed bound); what still bounds it, in words."""
+        """`--no-wait`: leave the running job to itself (no renewed bound); what still bounds it, in words.
+
+        The job id is cleared (KubeRay v1.6+) only once KubeRay has taken it into status.jobId: cleared
+        while the RayJob is still in Waiting, KubeRay would never poll the job, and the RayJob would fail
+        at preRunningDeadlineSeconds with its job still running.
+        """
         bound, max_run = self.options.orphan_bound, self.spec.max_run_seconds
-        try:
-            self.rays.patch("RayJob", self.name, self.namespace, handover_patch(max_run, self.queued, bound, True), field_validation="Strict")
-            return []
-        except BadInput as exc:
-            if "preRunningDeadlineSeconds" not in str(exc):
-                raise
+        if self._job_id_taken():
+            try:
+                self.rays.patch("RayJob", self.name, self.namespace, handover_patch(max_run, self.queued, bound, True), field_validation="Strict")
+                return []
+            except BadInput as exc:
+                if "preRunningDeadlineSeconds" not in str(exc):
+                    raise
+            notes = []
+        else:
+            notes = [f"KubeRay had not taken job {self.submission_id} within {TAKE_JOB_ID_SECONDS:.0f}s: the RayJob keeps its job id"]
         # kuberay before v1.6 (no such field): the job id stays, so a readmitted RayJob is in Running, where Kueue can preempt it.
         self.rays.patch("RayJob", self.name, self.namespace, handover_patch(max_run, self.queued, bound, False))
-        return handover_notes(False, self.queued, max_run)
+        return notes + handover_notes(False, self.queued, max_run)
+
+    def _job_id_taken(self) -> bool:
+        """Whether KubeRay polls the job (status.jobId is its id) or the RayJob has ended, within TAKE_JOB_ID_SECONDS."""
+        waiter = Waiter(self.options.progress, TAKE_JOB_ID_SECONDS)
+        while True:
+            obj = self.rays.get("RayJob", self.name, self.namespace)
+            status = (obj or {}).get("status") or {}
+            if obj is None or status.get("jobId") == self.submission_id or status.get("jobDeploymentStatus") in ("Complete", "Failed"):
+                return True  # (a RayJob that is gone: the patch says so)
+            if waiter.expired():
+                return False
+            if waiter.clock() - waiter.started >= 1.0:
+                waiter.say(f"waiting for KubeRay to take job {self.submission_id} (RayJob {status.get('jobDeploymentStatus') or 'new'})")
+            waiter.sleep()
 
 
 def _deadline_cause(obj: dict[str, Any], max_run_seconds: Optional[int], queued: bool) -> str:

@@ -203,6 +203,29 @@ def test_existing_name_is_bad_input_and_the_existing_job_is_untouched(cluster, q
     assert leftovers(server, namespace) == {}
 
 
+def test_no_wait_hands_the_job_over_only_once_kuberay_polls_it(cluster, queue):
+    """--no-wait clears spec.jobId (KubeRay v1.6+) only once KubeRay has taken it into status.jobId. Cleared
+    while a busy operator still has the RayJob in Waiting, KubeRay would never poll the job: the RayJob would
+    stay Waiting until preRunningDeadlineSeconds failed it, its job still running, and `stop` found no job."""
+    server, kuberay = cluster[0], cluster[3]
+    namespace, lq, _ = queue
+    kuberay.waiting_delay = 2.0  # its next reconcile of the Waiting RayJob comes 2 s late
+    try:
+        out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "busy", "--no-wait", "-o", "json",
+                       "--", "python", "-c", "import time; time.sleep(300)")  # fmt: skip
+    finally:
+        kuberay.waiting_delay = 0.0
+    assert out.returncode == 0, out.stderr
+    job_id = json.loads(out.stdout)["submissionId"]
+    rayjob = server.get_object(RAY, "RayJob", "busy", namespace)
+    assert (rayjob["status"]["jobDeploymentStatus"], rayjob["status"].get("jobId")) == ("Running", job_id)
+    assert not rayjob["spec"].get("jobId") and rayjob["spec"]["preRunningDeadlineSeconds"]  # handed over
+    stopped = kube_cli(cluster, "stop", "busy", "-n", namespace)
+    assert stopped.returncode == 0, stopped.stderr
+    assert kube_cli(cluster, "delete", "busy", "-n", namespace).returncode == 0
+    assert leftovers(server, namespace) == {}
+
+
 def test_no_wait_then_logs_follow_then_delete(cluster, queue):
     namespace, lq, _ = queue
     out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "later", "--no-wait", "--keep", "-o", "json", "--", "python", "-c", "import time; time.sleep(2); print('done later')")

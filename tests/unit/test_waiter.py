@@ -52,3 +52,45 @@ def test_it_never_sleeps_past_its_deadline():
     assert fake.slept[0] == FIRST_POLL_SECONDS
     w.sleep()
     assert fake.slept[-1] == 0.0  # past the deadline: no more sleeping
+
+
+# --- --no-wait's handover waits for KubeRay to take the job id ------------------------------------------------
+
+class _Rays:
+    """A RayJob whose status the rows script, read once per look; the patches sent."""
+
+    def __init__(self, statuses: list[dict]) -> None:
+        self.statuses, self.patches = statuses, []
+
+    def get(self, kind: str, name: str, namespace: str) -> dict:
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        return {"metadata": {"name": name}, "spec": {"jobId": "job-1"}, "status": status}
+
+    def patch(self, kind: str, name: str, namespace: str, body: dict, **_: object) -> None:
+        self.patches.append(body)
+
+
+WAITING = {"jobDeploymentStatus": "Waiting"}
+TAKEN = {"jobDeploymentStatus": "Running", "jobId": "job-1"}
+HANDOVER_ROWS = [
+    pytest.param([TAKEN], True, id="already taken: the id is cleared"),
+    pytest.param([WAITING, WAITING, TAKEN], True, id="taken after two looks: cleared then"),
+    pytest.param([{"jobDeploymentStatus": "Complete"}], True, id="ended: nothing left to poll"),
+    pytest.param([WAITING], False, id="never taken in time: the id stays, and it says so"),
+]
+
+
+@pytest.mark.parametrize("statuses, cleared", HANDOVER_ROWS)
+def test_no_wait_clears_the_job_id_only_once_kuberay_has_taken_it(monkeypatch, statuses, cleared) -> None:
+    from raybridge.jobs import kubernetes as backend
+    from raybridge.jobs.options import SubmitOptions
+
+    monkeypatch.setattr(backend, "TAKE_JOB_ID_SECONDS", 0.5)
+    run = backend._RayJobRun.__new__(backend._RayJobRun)
+    run.rays, run.options, run.name, run.namespace = _Rays(statuses), SubmitOptions(), "job", "ns"
+    run.spec, run.queued, run.submission_id = type("Spec", (), {"max_run_seconds": None})(), True, "job-1"
+    notes = run.handover()
+    assert len(run.rays.patches) == 1
+    spec = run.rays.patches[0]["spec"]
+    assert ("jobId" in spec and spec["jobId"] is None) == cleared
+    assert any("had not taken job job-1" in note for note in notes) == (not cleared)
