@@ -165,15 +165,13 @@ def _warn_unpinned_image(spec: Any, decision: Any) -> None:
     """The AMD default image is a moving tag from ROCm, not a Ray release (docs/spec.md: pin one): said on stderr."""
     from raybridge.cli.render import warn
     from raybridge.jobapi.ray_import import installed_ray_version
-    from raybridge.jobs.decision.images import AMD_DEFAULT_IMAGE
+    from raybridge.jobs.decision.images import unpinned_image_warning
     from raybridge.jobs.decision.manifests import image_for
 
     ray_version = installed_ray_version()
-    if not spec.image and image_for(spec, decision, ray_version) == AMD_DEFAULT_IMAGE:
-        warn(
-            f"image {AMD_DEFAULT_IMAGE} is the AMD default: Ray publishes no ROCm image, and this tag moves and need not run "
-            f"the Ray installed here ({ray_version}); pin one with `image:` in the spec or --image"
-        )
+    warning = unpinned_image_warning(spec.image, image_for(spec, decision, ray_version), ray_version)
+    if warning:
+        warn(warning)
 
 
 def _namespace(args: argparse.Namespace, spec: Any) -> str:

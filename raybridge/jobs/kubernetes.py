@@ -44,7 +44,8 @@ from typing import Any, Callable, Optional
 from raybridge.queues.decision.kueue_workload import deactivation, eviction_summary, progress_line, workload_state
 from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
 from raybridge.core.deadline import Deadline
-from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS
+from raybridge.jobs.decision.images import unpinned_image_warning
+from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS, image_for
 from raybridge.jobs.decision.planning import plan_job, render_job
 from raybridge.jobs.decision.protection import handover_notes, handover_patch, protections_of, unknown_fields
 from raybridge.jobs.decision.sizing import SizingDecision
@@ -146,10 +147,14 @@ def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
         options.progress(f"note: {text}")
     for text in decision.warnings:
         options.progress(f"warning: {text}")
+    ray_version = installed_ray_version()
+    warning = unpinned_image_warning(spec.image, image_for(spec, decision, ray_version), ray_version)
+    if warning:
+        options.progress(f"warning: {warning}")
     name = spec.name or unique_name()
     submission_id = options.submission_id or new_submission_id(name)
     objects = render_job(spec, decision, name=name, namespace=kube.namespace, job_id=submission_id, orphan_bound=options.orphan_bound,
-                         ray_version=installed_ray_version())
+                         ray_version=ray_version)
     labels = [dict(n.labels) for n in inventory.nodes] if inventory.source in ("kubernetes", "file") else None
     return _Prepared(kube, kube.namespace, name, decision, objects, labels, submission_id)
 

@@ -283,3 +283,19 @@ def test_stop_a_running_job(cluster, queue):
     assert (rayjob.get("status") or {}).get("jobStatus") == "STOPPED"
     assert kube_cli(cluster, "delete", "long", "-n", namespace).returncode == 0
     assert leftovers(server, namespace) == {}
+
+
+def test_a_real_submit_on_amd_nodes_warns_of_the_unpinned_default_image_once(cluster, queue):
+    """As the dry run and render do: the AMD default image is a moving ROCm tag, said once, before the checks
+    (here the queue, which covers no AMD GPUs, refuses the job: nothing is created)."""
+    namespace, lq, _ = queue
+    nodes = str(EXAMPLES / "cluster" / "nodes.json")
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "amd", "--gpus", "8", "--gpu-vendor", "amd",
+                   "--nodes", nodes, "--timeout", "3", "--", "python", "-c", "1")  # fmt: skip
+    warning = "warning: image rocm/ray:latest is the AMD default: Ray publishes no ROCm image"
+    assert out.returncode == 2 and "does not cover amd.com/gpu" in out.stderr, out.stderr
+    assert out.stderr.count(warning) == 1, out.stderr
+    pinned = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "amd-pinned", "--gpus", "8", "--gpu-vendor", "amd",
+                      "--nodes", nodes, "--image", "rocm/ray:6.3", "--timeout", "3", "--", "python", "-c", "1")  # fmt: skip
+    assert warning not in pinned.stderr, pinned.stderr
+    assert leftovers(cluster[0], namespace) == {}

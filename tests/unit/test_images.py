@@ -7,7 +7,7 @@ from importlib.metadata import version
 import pytest
 
 from raybridge.jobapi.ray_import import FALLBACK_RAY_VERSION, installed_ray_version
-from raybridge.jobs.decision.images import default_image
+from raybridge.jobs.decision.images import default_image, unpinned_image_warning
 
 ROWS = [
     # vendor, ray version, python, expected
@@ -27,3 +27,19 @@ def test_default_image(vendor, ray_version, python, expected) -> None:
 def test_the_installed_ray_version_is_the_default() -> None:
     assert installed_ray_version() == version("ray") != FALLBACK_RAY_VERSION or version("ray") == FALLBACK_RAY_VERSION
     assert default_image("nvidia", installed_ray_version()).startswith(f"rayproject/ray:{version('ray')}-py3")
+
+
+@pytest.mark.parametrize(
+    "spec_image, image, warned",
+    [
+        (None, "rocm/ray:latest", True),  # left on the AMD default
+        ("rocm/ray:latest", "rocm/ray:latest", False),  # asked for by name: the user's choice
+        (None, "rayproject/ray:2.60.0-py311-gpu", False),  # a Ray release
+        ("rocm/ray:6.3", "rocm/ray:6.3", False),  # pinned
+    ],
+)
+def test_the_unpinned_amd_default_is_warned_of_once_by_one_rule(spec_image, image, warned) -> None:
+    warning = unpinned_image_warning(spec_image, image, "2.60.0")
+    assert (warning is not None) is warned
+    if warning:
+        assert "rocm/ray:latest" in warning and "2.60.0" in warning and "--image" in warning

@@ -32,3 +32,13 @@ def default_image(vendor: Optional[str], ray_version: str, python: Optional[tupl
         py = DEFAULT_IMAGE_PYTHON
     tag = f"{version}-py{py[0]}{py[1]}"
     return f"rayproject/ray:{tag}-gpu" if vendor == "nvidia" else f"rayproject/ray:{tag}"
+
+
+def unpinned_image_warning(spec_image: Optional[str], image: str, ray_version: str) -> Optional[str]:
+    """The warning for a job left on the AMD default (a moving ROCm tag, not a Ray release), or None."""
+    if spec_image or image != AMD_DEFAULT_IMAGE:
+        return None
+    return (
+        f"image {AMD_DEFAULT_IMAGE} is the AMD default: Ray publishes no ROCm image, and this tag moves and need not run "
+        f"the Ray installed here ({ray_version}); pin one with `image:` in the spec or --image"
+    )
