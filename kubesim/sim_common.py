@@ -363,7 +363,7 @@ def _ident(item: Any) -> str:
 #: the real operators do on a timer rather than on an informer event (KubeRay requeues a RayJob
 #: every RayJobDefaultRequeueDuration, 3 s at kuberay@v1.3.2 and @v1.5.2 rayjob_controller.go,
 #: to poll the Ray job and check deadlines) is seen within this, sooner than upstream.
-IDLE_PASS_SECONDS = 0.5
+IDLE_PASS_SECONDS = 0.25
 
 
 class PollingController:
