@@ -70,7 +70,11 @@ class _Zygote:
         )  # fmt: skip
         self.lock = threading.Lock()
         self._pending = b""
-        ready = self._answer(time.monotonic() + 120)
+        try:
+            ready = self._answer(time.monotonic() + 120)
+        except BaseException:  # never ready (or not JSON): the caller runs fresh, and no server is left behind
+            self.close()
+            raise
         # Anything printed at start-up (a sitecustomize, a warning) or while importing: a fresh process shows it.
         self.usable = bool(ready.get("ready")) and not ready.get("noise") and not self._printed_at_start()
 
@@ -109,7 +113,10 @@ class _Zygote:
                 returncode = self._answer(time.monotonic() + timeout)["returncode"]
             except TimeoutError:
                 os.kill(pid, signal.SIGKILL)  # as subprocess.run does at its timeout
-                self._answer(time.monotonic() + 30)
+                try:
+                    self._answer(time.monotonic() + 30)  # reaped
+                except (TimeoutError, EOFError):
+                    self.close()  # out of step: the next call finds it gone and runs fresh; this one is not run again
                 raise subprocess.TimeoutExpired(["raybridge", *args], timeout, _read(out), _read(err)) from None
             except EOFError:
                 raise AssertionError(f"the CLI server died while `raybridge {' '.join(args)}` ran") from None
