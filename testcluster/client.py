@@ -1,0 +1,145 @@
+"""What a test does to a running cluster directly: create, read, list, replace and delete objects.
+
+Why: the end-to-end tests set up state (namespaces, queues, nodes, a rival RayJob)
+and check what raybridge left behind. `ClusterClient` does that through the official
+client as the admin, with the same method names as kubesim's in-process server, so a
+test helper (`fresh_queue`, `leftovers`, ...) works on either. Objects are plain dicts.
+
+What this does not do: no fault injection and no simulated controllers (the real
+ones run), no waiting (a test waits for what it expects with its own bound).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+__all__ = ["ClusterClient"]
+
+
+class ClusterClient:
+    """The admin's view of the cluster whose admin kubeconfig is `kubeconfig`."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        from kubernetes import config, dynamic
+
+        self.kubeconfig = Path(kubeconfig)
+        self._config = yaml.safe_load(self.kubeconfig.read_text())
+        self._api = config.new_client_from_config(str(self.kubeconfig))
+        self._dynamic = dynamic.DynamicClient(self._api)
+
+    @property
+    def url(self) -> str:
+        return self._config["clusters"][0]["cluster"]["server"]
+
+    @property
+    def ca_data(self) -> str:
+        return self._config["clusters"][0]["cluster"]["certificate-authority-data"]
+
+    def close(self) -> None:
+        self._api.close()
+
+    # -- clients and kubeconfigs --------------------------------------------------------------
+    def api_client(self, token: Optional[str] = None, *, retries: Optional[bool] = None) -> Any:
+        """An official-client ApiClient: the admin's, or one that sends `token`."""
+        from kubernetes import client, config
+
+        if token is None:
+            api = config.new_client_from_config(str(self.kubeconfig))
+        else:
+            configuration = client.Configuration()
+            configuration.host = self.url
+            configuration.ssl_ca_cert = self._ca_file()
+            configuration.api_key = {"authorization": token}
+            configuration.api_key_prefix = {"authorization": "Bearer"}
+            api = client.ApiClient(configuration)
+        if retries is not None:
+            api.configuration.retries = retries
+        return api
+
+    def _ca_file(self) -> str:
+        path = self.kubeconfig.with_name(self.kubeconfig.name + ".ca.crt")
+        if not path.exists():
+            path.write_bytes(base64.b64decode(self.ca_data))
+        return str(path)
+
+    def write_kubeconfig(self, path: str | Path, namespace: str = "default", context: str = "raybridge-test", *, token: Optional[str] = None) -> Path:
+        """A kubeconfig for this cluster in `namespace`: the admin's credentials, or the bearer `token`."""
+        admin = self._config["users"][0]["user"]
+        user = {"token": token} if token is not None else admin
+        written = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "testcluster", "cluster": {"server": self.url, "certificate-authority-data": self.ca_data}}],
+            "users": [{"name": "user", "user": user}],
+            "contexts": [{"name": context, "context": {"cluster": "testcluster", "user": "user", "namespace": namespace}}],
+            "current-context": context,
+        }
+        target = Path(path)
+        target.write_text(yaml.safe_dump(written))
+        target.chmod(0o600)
+        return target
+
+    def service_account_token(self, namespace: str, name: str, *, expiration_seconds: int = 3600) -> str:
+        """A token for ServiceAccount namespace/name, from the TokenRequest API."""
+        from kubernetes import client
+
+        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": expiration_seconds}}
+        answer = client.CoreV1Api(self._api).create_namespaced_service_account_token(name, namespace, request, _preload_content=False)
+        return json.loads(answer.data)["status"]["token"]
+
+    # -- objects ------------------------------------------------------------------------------
+    def _resource(self, api_version: str, kind: str) -> Any:
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+        try:
+            return self._dynamic.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            self._dynamic.invalidate_cache()  # a CRD installed since discovery was read
+            return self._dynamic.resources.get(api_version=api_version, kind=kind)
+
+    @staticmethod
+    def _namespace(resource: Any, namespace: Optional[str]) -> Optional[str]:
+        return (namespace or "default") if resource.namespaced else None
+
+    def create_object(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create `obj`; a `status` it carries is then written through the status subresource."""
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        namespace = self._namespace(resource, obj.get("metadata", {}).get("namespace"))
+        created = resource.create(body=obj, namespace=namespace).to_dict()
+        if obj.get("status") is not None and "status" in resource.subresources:
+            created = self.update_status(dict(created, status=obj["status"]))
+        return created
+
+    def get_object(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None) -> Optional[dict[str, Any]]:
+        from kubernetes.dynamic.exceptions import NotFoundError
+
+        resource = self._resource(api_version, kind)
+        try:
+            return resource.get(name=name, namespace=self._namespace(resource, namespace)).to_dict()
+        except NotFoundError:
+            return None
+
+    def list_objects(self, api_version: str, kind: str, namespace: Optional[str] = None, label_selector: Optional[str] = None) -> list[dict[str, Any]]:
+        resource = self._resource(api_version, kind)
+        listed = resource.get(namespace=namespace if resource.namespaced else None, label_selector=label_selector).to_dict()
+        return [dict(item, apiVersion=api_version, kind=kind) for item in listed.get("items", [])]
+
+    def replace_object(self, obj: dict[str, Any]) -> dict[str, Any]:
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        namespace = self._namespace(resource, obj.get("metadata", {}).get("namespace"))
+        return resource.replace(body=obj, namespace=namespace).to_dict()
+
+    def update_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        namespace = self._namespace(resource, obj.get("metadata", {}).get("namespace"))
+        return resource.status.replace(body=obj, namespace=namespace).to_dict()
+
+    def delete_object(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None, propagation_policy: Optional[str] = None) -> dict[str, Any]:
+        resource = self._resource(api_version, kind)
+        body = {"propagationPolicy": propagation_policy} if propagation_policy else None
+        return resource.delete(name=name, namespace=self._namespace(resource, namespace), body=body).to_dict()

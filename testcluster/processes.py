@@ -1,0 +1,137 @@
+"""Starting, watching and stopping the stack's processes.
+
+Why: a test cluster is a dozen long-lived processes; each must log to a file of its
+own, be waited for until it answers, and die with the stack, even when the Python
+process that started it is killed (`PR_SET_PDEATHSIG`: the kernel sends SIGKILL to
+the child when its starting thread ends, so a stack is started and stopped on one
+thread that lives as long as it does).
+
+What this does not do: no restarts (a program that exits is an error the stack
+reports), no log rotation.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+__all__ = ["Process", "StartError", "free_port", "http_ok", "wait_until"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+class StartError(RuntimeError):
+    """A program exited or did not become ready; the message ends with its log's last lines."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 free now (the kernel's ephemeral range, outside 10002-19999)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _log_tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+@dataclass
+class Process:
+    """One program of the stack: its command, environment and log file."""
+
+    name: str
+    argv: Sequence[str]
+    log: Path
+    env: Optional[dict[str, str]] = None
+    cwd: Optional[Path] = None
+    popen: Optional[subprocess.Popen] = field(default=None, repr=False)
+
+    def start(self) -> "Process":
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as out:
+            self.popen = subprocess.Popen(
+                list(self.argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                env=self.env, cwd=self.cwd, start_new_session=True, preexec_fn=_die_with_parent,
+            )  # fmt: skip
+        return self
+
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def failure(self, why: str) -> StartError:
+        return StartError(f"{self.name} {why}; the end of its log ({self.log}):\n{_log_tail(self.log)}")
+
+    def wait_ready(self, ready: Callable[[], bool], timeout: float) -> None:
+        """Until `ready()` is true; a StartError if the process exits or `timeout` passes first."""
+        deadline = time.monotonic() + timeout
+        delay = 0.05
+        while True:
+            if not self.running():
+                code = self.popen.returncode if self.popen else None
+                raise self.failure(f"exited with status {code} before it was ready")
+            if ready():
+                return
+            if time.monotonic() > deadline:
+                raise self.failure(f"was not ready within {timeout:.0f} s")
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM to its process group, SIGKILL after `grace` seconds."""
+        if self.popen is None:
+            return
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+            if self.popen.poll() is not None:
+                break
+            try:
+                os.killpg(self.popen.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.popen.wait(wait)
+            except subprocess.TimeoutExpired:
+                continue
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)  # whatever it started in its group
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def http_ok(url: str, context: Optional[ssl.SSLContext] = None, expect: Optional[str] = None, timeout: float = 2.0) -> bool:
+    """True when `url` answers 200 (and its body contains `expect`, if given)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as answer:  # noqa: S310 - loopback only
+            body = answer.read().decode(errors="replace")
+            return answer.status == 200 and (expect is None or expect in body)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    """Until `check()` is true, or a TimeoutError naming `what`."""
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} within {timeout:.0f} s")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)

@@ -1,0 +1,164 @@
+"""The upstream programs a test cluster is made of, and building them from their Go modules.
+
+Why: the tests judge raybridge against the real kube-apiserver, etcd, scheduler,
+controller manager, kwok, KubeRay and Kueue, not against our idea of them. Each
+program is built from its published Go module through a small wrapper module in
+`gomod/` (committed with its `go.sum`, so every build is the same source): a
+wrapper requires the upstream module at one version and pins the command in
+`tools.go`; Kubernetes' wrapper also replaces each staging module, which
+`k8s.io/kubernetes` requires at v0.0.0, by its published release.
+
+A binary is built once into a cache (`$RAYBRIDGE_TESTCLUSTER_CACHE`, else
+`~/.cache/raybridge-testcluster`), named by program, version, Go version and a hash
+of the wrapper's go.mod and go.sum, so a new version or a new Go builds anew and
+nothing else does.
+
+What this does not do: no downloads of prebuilt binaries or images (everything comes
+from the Go module proxy), no cross-compiling, no builds in parallel (one Go build
+already uses every core).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+__all__ = [
+    "GOMOD",
+    "PROGRAMS",
+    "BuildError",
+    "GoMissing",
+    "Program",
+    "cache_dir",
+    "ensure_built",
+    "go_version",
+]
+
+GOMOD = Path(__file__).resolve().parent / "gomod"
+
+
+class GoMissing(RuntimeError):
+    """No Go toolchain: the real-stack tests cannot run here."""
+
+
+class BuildError(RuntimeError):
+    """A program did not build; the message ends with the build's last lines."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """One upstream command: built from `package` in the wrapper module `gomod/<wrapper>`."""
+
+    name: str
+    version: str
+    wrapper: str
+    package: str
+    ldflags: tuple[str, ...] = ()
+
+    @property
+    def module_dir(self) -> Path:
+        return GOMOD / self.wrapper
+
+    def upstream_module(self) -> str:
+        """The upstream module and version the wrapper requires (its first `require` line)."""
+        for line in (self.module_dir / "go.mod").read_text().splitlines():
+            if line.startswith("require "):
+                return line.split(None, 1)[1].strip()
+        raise BuildError(f"{self.module_dir / 'go.mod'} has no single-line require")
+
+
+def _kube(command: str, version: str) -> Program:
+    minor = version.split(".")[1]
+    stamp = (
+        f"-X k8s.io/component-base/version.gitVersion={version}",
+        "-X k8s.io/component-base/version.gitMajor=1",
+        f"-X k8s.io/component-base/version.gitMinor={minor}",
+        "-X k8s.io/component-base/version.gitTreeState=clean",
+    )
+    return Program(command, version, "kube", f"k8s.io/kubernetes/cmd/{command}", stamp)
+
+
+KUBERNETES_VERSION = "v1.34.4"
+
+#: Every program the stack can start, by name.
+PROGRAMS: dict[str, Program] = {
+    p.name: p
+    for p in (
+        Program("etcd", "v3.6.16", "etcd-v3.6.16", "go.etcd.io/etcd/server/v3"),
+        _kube("kube-apiserver", KUBERNETES_VERSION),
+        _kube("kube-controller-manager", KUBERNETES_VERSION),
+        _kube("kube-scheduler", KUBERNETES_VERSION),
+        Program("kwok", "v0.8.0", "kwok-v0.8.0", "sigs.k8s.io/kwok/cmd/kwok", ("-X sigs.k8s.io/kwok/pkg/consts.Version=v0.8.0",)),
+        Program("kuberay", "v1.5.0", "kuberay-v1.5.0", "github.com/ray-project/kuberay/ray-operator"),
+        Program("kueue", "v0.17.0", "kueue-v0.17.0", "sigs.k8s.io/kueue/cmd/kueue"),
+    )
+}
+
+
+def cache_dir() -> Path:
+    """Where built binaries live: `$RAYBRIDGE_TESTCLUSTER_CACHE`, else `~/.cache/raybridge-testcluster`."""
+    configured = os.environ.get("RAYBRIDGE_TESTCLUSTER_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "raybridge-testcluster"
+
+
+def _go() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise GoMissing("Go is not installed: the real-cluster tests need Go 1.24 or later (https://go.dev/doc/install) and the Go module proxy")
+    return go
+
+
+def go_version() -> str:
+    """`go1.26.8`, say: part of every binary's cache key."""
+    out = subprocess.run([_go(), "env", "GOVERSION"], capture_output=True, text=True, timeout=60, check=True)
+    return out.stdout.strip()
+
+
+def _wrapper_hash(program: Program) -> str:
+    digest = hashlib.sha256()
+    for name in ("go.mod", "go.sum"):
+        digest.update((program.module_dir / name).read_bytes())
+    digest.update(" ".join(program.ldflags).encode())
+    return digest.hexdigest()[:12]
+
+
+def binary_path(program: Program, go: Optional[str] = None) -> Path:
+    """Where `program`'s binary is (or will be) in the cache."""
+    go = go or go_version()
+    return cache_dir() / "bin" / f"{program.name}-{program.version}-{go}-{_wrapper_hash(program)}"
+
+
+def _build(program: Program, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{program.name}-", dir=target.parent) as scratch:
+        output = Path(scratch) / program.name
+        command = [_go(), "build", "-trimpath", "-o", str(output), "-ldflags", " ".join(("-s", "-w") + program.ldflags), program.package]
+        env = dict(os.environ, GOFLAGS="-mod=readonly -buildvcs=false")
+        run = subprocess.run(command, cwd=program.module_dir, env=env, capture_output=True, text=True, timeout=3600)
+        if run.returncode != 0:
+            tail = "\n".join((run.stdout + run.stderr).strip().splitlines()[-15:])
+            raise BuildError(f"{program.name} {program.version} did not build (go build in {program.module_dir}):\n{tail}")
+        os.replace(output, target)  # whole or not at all: a build cut short leaves no binary
+
+
+def ensure_built(names: list[str], progress: Callable[[str], None] = lambda line: None) -> dict[str, Path]:
+    """The binaries of `names`, building those missing from the cache (a line of progress each)."""
+    go = go_version()
+    found: dict[str, Path] = {}
+    for name in names:
+        program = PROGRAMS[name]
+        path = binary_path(program, go)
+        if not path.exists():
+            progress(f"building {program.name} {program.version} from {program.upstream_module()} with {go} ...")
+            started = time.monotonic()
+            _build(program, path)
+            progress(f"built {program.name} in {time.monotonic() - started:.0f} s")
+        found[name] = path
+    return found

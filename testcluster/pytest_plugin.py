@@ -1,0 +1,193 @@
+"""pytest support: one real cluster per test session, shared by every xdist worker.
+
+Why: a stack takes 20 to 40 s to start and about 1.5 GB of memory, so a session starts
+one, in the controlling process (which outlives every worker), when a worker first
+asks for it, and stops it at the end, as tests/conftest.py does for the shared Ray
+head. The programs are built before the workers start (a first build takes many
+minutes, longer than any test's timeout), with a line of progress per program, and
+only when the run includes the end-to-end tests. Without Go the tests that need the
+cluster are skipped with one line saying what to install.
+
+The stack is started and stopped on one thread that lives as long as it does: its
+processes die with the thread that started them (processes.py).
+
+What this does not do: no cluster per test or per module (tests isolate themselves by
+namespace and unique names), no cluster state beyond the stack's (tests add theirs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import pytest
+
+from testcluster.programs import BuildError, GoMissing, PROGRAMS, ensure_built
+
+__all__ = ["RealCluster", "real_cluster"]
+
+CLUSTER_DIR_KEY = "testcluster_dir"
+WANTED, STARTED, FAILED = "wanted.json", "cluster.json", "failed"
+#: How long a worker waits for the controller to start the stack (the programs are built already).
+START_WAIT_SECONDS = 240.0
+#: Set to 0 to skip the real-cluster tests without looking for Go.
+ENABLE_ENV = "RAYBRIDGE_TESTCLUSTER"
+
+
+class RealCluster:
+    """What a test gets: the admin kubeconfig, the server, and where the programs log."""
+
+    def __init__(self, kubeconfig: Path, server: str, logs: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.server = server
+        self.logs = logs
+
+    def client(self) -> Any:
+        from testcluster.client import ClusterClient
+
+        return ClusterClient(self.kubeconfig)
+
+
+def _unavailable() -> Optional[str]:
+    if os.environ.get(ENABLE_ENV) == "0":
+        return f"{ENABLE_ENV}=0: the real-cluster tests are off"
+    if shutil.which("go") is None:
+        return "Go is not installed: install Go 1.24 or later (and reach the Go module proxy) to run the real-cluster tests"
+    return None
+
+
+class _ClusterOnRequest:
+    """In the controlling process: starts the stack once a worker asks, stops it at the end, on one thread."""
+
+    def __init__(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="testcluster-req-"))
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, name="testcluster-on-request", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        from testcluster.stack import Stack, StackOptions
+
+        wanted = self.directory / WANTED
+        while not wanted.exists():
+            if self.done.wait(0.1):
+                return
+        time.sleep(0.05)  # the asking worker writes the file whole before renaming it in
+        request = json.loads(wanted.read_text())
+        try:
+            stack = Stack(StackOptions(ray_dashboard=request.get("ray_dashboard"), nodes=request.get("nodes", []))).start()
+        except Exception as exc:  # noqa: BLE001 - told to every worker that waits
+            (self.directory / FAILED).write_text(f"{type(exc).__name__}: {exc}")
+            return
+        try:
+            found = {"kubeconfig": str(stack.kubeconfig), "server": stack.server, "logs": str(stack.workdir / "logs")}
+            (self.directory / (STARTED + ".new")).write_text(json.dumps(found))
+            (self.directory / (STARTED + ".new")).rename(self.directory / STARTED)
+            self.done.wait()
+        finally:
+            stack.stop()
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join(120)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+_on_request: Optional[_ClusterOnRequest] = None
+
+
+def _wants_end_to_end(config: pytest.Config) -> bool:
+    """Whether this run may reach the real-cluster tests: no path given, or a path that holds e2e tests."""
+    paths = [arg.split("::")[0] for arg in config.args] or ["."]
+    for path in paths:
+        resolved = Path(path).resolve()
+        if resolved.is_dir() and (any(resolved.glob("e2e")) or resolved.name == "e2e" or any(resolved.glob("tests/e2e"))):
+            return True
+        if "e2e" in resolved.parts or "realstack" in resolved.name:
+            return True
+    return False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _on_request
+    if hasattr(config, "workerinput") or _unavailable() is not None or not _wants_end_to_end(config):
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(f"testcluster: {line}")
+
+    try:
+        ensure_built(list(PROGRAMS), progress)
+    except (GoMissing, BuildError) as exc:
+        raise pytest.UsageError(f"testcluster: {exc}") from exc
+    _on_request = _ClusterOnRequest()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist, in the controlling process: tell each worker where to ask for the cluster."""
+    if _on_request is not None:
+        node.workerinput[CLUSTER_DIR_KEY] = str(_on_request.directory)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _on_request
+    if _on_request is not None:
+        _on_request.stop()
+        _on_request = None
+
+
+def _ask(directory: Path, request: dict) -> RealCluster:
+    wanted = directory / WANTED
+    if not wanted.exists():
+        temporary = directory / f"{WANTED}.{os.getpid()}"
+        temporary.write_text(json.dumps(request))
+        try:
+            os.link(temporary, wanted)  # the first worker's request wins
+        except FileExistsError:
+            pass
+        temporary.unlink()
+    deadline = time.monotonic() + START_WAIT_SECONDS
+    while not (directory / STARTED).exists():
+        if (directory / FAILED).exists():
+            raise RuntimeError(f"the test cluster did not start: {(directory / FAILED).read_text()}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the test cluster did not start within {START_WAIT_SECONDS:.0f} s")
+        time.sleep(0.1)
+    found = json.loads((directory / STARTED).read_text())
+    return RealCluster(Path(found["kubeconfig"]), found["server"], Path(found["logs"]))
+
+
+@pytest.fixture(scope="session")
+def testcluster_request() -> dict:
+    """What the session's cluster is started with: override it (a `ray_dashboard` host:port, `nodes`)."""
+    return {}
+
+
+@pytest.fixture(scope="session")
+def real_cluster(request: pytest.FixtureRequest, testcluster_request: dict) -> Iterator[RealCluster]:
+    """The session's real cluster (started on first use); skipped where Go is absent."""
+    why = _unavailable()
+    if why is not None:
+        pytest.skip(why)
+    directory = getattr(request.config, "workerinput", {}).get(CLUSTER_DIR_KEY)
+    if directory is None and _on_request is not None:
+        directory = str(_on_request.directory)
+    if directory is not None:
+        yield _ask(Path(directory), testcluster_request)
+        return
+    from testcluster.stack import Stack, StackOptions  # a run that did not build up front (a unit-test path given)
+
+    stack = Stack(StackOptions(ray_dashboard=testcluster_request.get("ray_dashboard"), nodes=testcluster_request.get("nodes", []))).start()
+    try:
+        yield RealCluster(stack.kubeconfig, stack.server, stack.workdir / "logs")
+    finally:
+        stack.stop()

@@ -1,0 +1,465 @@
+"""A Kubernetes cluster made of the real upstream programs, on loopback, for tests and by hand.
+
+Why: raybridge's tests judge it against the real kube-apiserver (and etcd), the
+scheduler and controller manager, kwok's nodes and pods, the KubeRay operator and
+Kueue, built from their Go modules (programs.py). `Stack` starts them in order, each
+waited for until it answers, installs the operators' CRDs and Kueue's webhooks from
+their modules, and writes an admin kubeconfig.
+
+How the parts reach each other without leaving loopback:
+- the API server listens on 127.0.0.1 only; every client (the controllers, kwok, the
+  operators, the tests) uses a kubeconfig with a client certificate of the stack's CA.
+- kwok plays every node's kubelet: nodes get `127.0.0.1` as their InternalIP and kwok's
+  own port as their kubelet port, and the API server is told to prefer the InternalIP,
+  so `kubectl logs` and port-forward reach kwok on loopback. A port-forward to a pod's
+  port 8265 is sent by kwok to the local Ray head's dashboard (a ClusterPortForward).
+- Pods get IPs of a documentation range (192.0.2.0/24, RFC 5737) that nothing dials.
+- KubeRay dials head services through `HTTP_PROXY` (dashboard_proxy.py).
+- Kueue's webhooks are called by `url: https://127.0.0.1:PORT/...` with the stack's CA,
+  as Kueue's envtest does (`updateClientConfig` in its pkg/util/testing envtest).
+
+What this does not do: no kubelet, no container runtime, no kube-proxy or DNS (nothing
+in the stack resolves a Service), no aggregated API servers (Kueue's visibility API is
+off: its server reads certificates from a fixed `/visibility` and is reached only
+through a Service's endpoints), no leader election (one replica of each).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+import yaml
+
+from testcluster.dashboard_proxy import DashboardProxy
+from testcluster.pki import Pki
+from testcluster.processes import Process, StartError, free_port, http_ok, wait_until
+from testcluster.programs import PROGRAMS, ensure_built
+
+__all__ = ["Stack", "StackOptions", "CORE", "OPERATORS"]
+
+#: The control plane and the nodes: always started.
+CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+#: The operators a stack may add (`--with`).
+OPERATORS = ("kuberay", "kueue")
+#: Pod IPs kwok hands out: TEST-NET-1, reserved for documentation and never routed.
+POD_CIDR = "192.0.2.0/24"
+SERVICE_CIDR = "198.51.100.0/24"  # TEST-NET-2: the Services' cluster IPs, as data only
+KUEUE_NAMESPACE = "kueue-system"
+#: The integrations of Kueue's default install (config/components/manager/controller_manager_config.yaml
+#: at v0.17.0) that this stack can serve; those of absent CRDs are skipped by Kueue itself.
+KUEUE_FRAMEWORKS = ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice", "pod", "deployment", "statefulset"]
+
+
+@dataclass
+class StackOptions:
+    """What to start: the operators, the Ray head pods stand for, the nodes to create."""
+
+    operators: tuple[str, ...] = OPERATORS
+    #: host:port of the Ray dashboard every head pod stands for (None: head pods answer nothing).
+    ray_dashboard: Optional[str] = None
+    #: Node objects (plain dicts) to create once the stack is up.
+    nodes: list[dict] = field(default_factory=list)
+    kuberay_feature_gates: str = ""
+    progress: Callable[[str], None] = lambda line: None
+
+
+def _module_dir(module_at_version: str, wrapper: Path) -> Path:
+    """Where the Go module cache holds `module version`'s source (downloaded if missing)."""
+    module, version = module_at_version.split()
+    out = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"], cwd=wrapper, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise StartError(f"go mod download {module}@{version} failed: {out.stderr.strip() or out.stdout.strip()}")
+    return Path(json.loads(out.stdout)["Dir"])
+
+
+def _yaml_documents(path: Path) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+class Stack:
+    """The started programs, their temp directory and the admin kubeconfig; `stop()` ends all of them."""
+
+    def __init__(self, options: Optional[StackOptions] = None, workdir: Optional[Path] = None) -> None:
+        self.options = options or StackOptions()
+        self._own_workdir = workdir is None
+        self.workdir = Path(tempfile.mkdtemp(prefix="testcluster-")) if workdir is None else workdir
+        self.processes: list[Process] = []
+        self.proxy: Optional[DashboardProxy] = None
+        self.kubeconfig = self.workdir / "admin.kubeconfig"
+        self.api_port = 0
+        self.pki: Optional[Pki] = None
+        self.binaries: dict[str, Path] = {}
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def start(self) -> "Stack":
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __enter__(self) -> "Stack":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Every process (the operators first, etcd last), the proxy, then the temp directory."""
+        for process in reversed(self.processes):
+            process.stop()
+        self.processes.clear()
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = None
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _start(self) -> None:
+        say = self.options.progress
+        wanted = list(CORE) + [name for name in OPERATORS if name in self.options.operators]
+        self.binaries = ensure_built(wanted, say)
+        self.pki = Pki(self.workdir / "pki")
+        started = time.monotonic()
+        self._start_etcd()
+        self._start_apiserver()
+        self._write_kubeconfigs()
+        self._start_controller_manager()
+        self._start_scheduler()
+        self._start_kwok()
+        say(f"control plane ready in {time.monotonic() - started:.1f} s (Kubernetes {PROGRAMS['kube-apiserver'].version})")
+        if "kuberay" in self.options.operators:
+            self._start_kuberay()
+            say(f"KubeRay {PROGRAMS['kuberay'].version} ready")
+        if "kueue" in self.options.operators:
+            self._start_kueue()
+            say(f"Kueue {PROGRAMS['kueue'].version} ready")
+        self._create_nodes(self.options.nodes)
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _process(self, name: str, argv: list[str], env: Optional[dict[str, str]] = None) -> Process:
+        process = Process(name, argv, self.workdir / "logs" / f"{name}.log", env=env).start()
+        self.processes.append(process)
+        return process
+
+    def _tls(self, client: bool = True) -> ssl.SSLContext:
+        assert self.pki is not None
+        context = ssl.create_default_context(cafile=str(self.pki.ca_file))
+        if client:
+            admin = self.pki.directory
+            context.load_cert_chain(admin / "admin.crt", admin / "admin.key")
+        return context
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.api_port}"
+
+    def api_client(self) -> Any:
+        """An official-client ApiClient acting as the admin."""
+        from kubernetes import client, config
+
+        return config.new_client_from_config(str(self.kubeconfig))
+
+    # -- the control plane -------------------------------------------------------------------
+    def _start_etcd(self) -> None:
+        port, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{port}"
+        data = self.workdir / "etcd"
+        argv = [
+            str(self.binaries["etcd"]), "--name=testcluster", f"--data-dir={data}",
+            f"--listen-client-urls={self.etcd_url}", f"--advertise-client-urls={self.etcd_url}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-cluster=testcluster=http://127.0.0.1:{peer}", "--unsafe-no-fsync", "--log-level=warn",
+        ]  # fmt: skip
+        self._process("etcd", argv).wait_ready(lambda: http_ok(f"{self.etcd_url}/health", expect='"health":"true"'), 60)
+
+    def _start_apiserver(self) -> None:
+        assert self.pki is not None
+        pki = self.pki
+        serving = pki.serving("apiserver", ("127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"))
+        pki.client("admin", "testcluster-admin", ("system:masters",))
+        kubelet_client = pki.client("apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",))
+        sa_key, sa_pub = pki.service_account_keys()
+        self.api_port = free_port()
+        argv = [
+            str(self.binaries["kube-apiserver"]), f"--etcd-servers={self.etcd_url}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.api_port}",
+            f"--cert-dir={self.workdir / 'apiserver-certs'}", f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}",
+            f"--client-ca-file={pki.ca_file}", "--authorization-mode=Node,RBAC", "--allow-privileged=true",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", "--endpoint-reconciler-type=none",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-client-certificate={kubelet_client.cert}", f"--kubelet-client-key={kubelet_client.key}",
+            "--profiling=false", "--v=1",
+        ]  # fmt: skip
+        self._sa_key = sa_key
+        context = self._tls()
+        self._process("kube-apiserver", argv).wait_ready(lambda: http_ok(f"{self.server}/readyz", context, expect="ok"), 120)
+
+    def _write_kubeconfigs(self) -> None:
+        assert self.pki is not None
+        admin = self.pki.directory
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "testcluster", "cluster": {"server": self.server, "certificate-authority-data": self.pki.ca_data}}],
+            "users": [{"name": "admin", "user": {
+                "client-certificate-data": _b64(admin / "admin.crt"), "client-key-data": _b64(admin / "admin.key"),
+            }}],  # fmt: skip
+            "contexts": [{"name": "testcluster", "context": {"cluster": "testcluster", "user": "admin", "namespace": "default"}}],
+            "current-context": "testcluster",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config))
+        self.kubeconfig.chmod(0o600)
+
+    def _start_controller_manager(self) -> None:
+        assert self.pki is not None
+        port = free_port()
+        argv = [
+            str(self.binaries["kube-controller-manager"]), f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}", f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1", f"--secure-port={port}", "--leader-elect=false",
+            f"--root-ca-file={self.pki.ca_file}", f"--service-account-private-key-file={self._sa_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", "--cluster-name=testcluster", "--v=1",
+        ]  # fmt: skip
+        context = self._tls(client=False)
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # its self-signed serving certificate
+        self._process("kube-controller-manager", argv).wait_ready(lambda: http_ok(f"https://127.0.0.1:{port}/healthz", context, expect="ok"), 60)
+
+    def _start_scheduler(self) -> None:
+        port = free_port()
+        argv = [
+            str(self.binaries["kube-scheduler"]), f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}", f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1", f"--secure-port={port}", "--leader-elect=false", "--v=1",
+        ]  # fmt: skip
+        context = self._tls(client=False)
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        self._process("kube-scheduler", argv).wait_ready(lambda: http_ok(f"https://127.0.0.1:{port}/healthz", context, expect="ok"), 60)
+
+    def _kwok_config(self) -> Path:
+        """kwok's stages from its module (node-fast, heartbeat with lease, pod-fast without pod-complete),
+        and the port-forward of head pods' dashboard port to the local Ray head."""
+        kwok = PROGRAMS["kwok"]
+        source = _module_dir(kwok.upstream_module(), kwok.module_dir) / "kustomize" / "stage"
+        stage_files = [
+            source / "node" / "fast" / "node-initialize.yaml",
+            source / "node" / "heartbeat-with-lease" / "node-heartbeat-with-lease.yaml",
+            source / "pod" / "fast" / "pod-ready.yaml",
+            source / "pod" / "fast" / "pod-delete.yaml",
+        ]
+        documents = [doc for path in stage_files for doc in _yaml_documents(path)]
+        if self.options.ray_dashboard:
+            host, port = self.options.ray_dashboard.rsplit(":", 1)
+            documents.append({
+                "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterPortForward", "metadata": {"name": "ray-dashboard"},
+                "spec": {"forwards": [{"ports": [8265], "target": {"address": host, "port": int(port)}}]},
+            })  # fmt: skip
+        path = self.workdir / "kwok.yaml"
+        path.write_text(yaml.safe_dump_all(documents))
+        return path
+
+    def _start_kwok(self) -> None:
+        assert self.pki is not None
+        port = free_port()
+        serving = self.pki.serving("kwok", ("127.0.0.1", "localhost"))
+        argv = [
+            str(self.binaries["kwok"]), f"--kubeconfig={self.kubeconfig}", f"--config={self._kwok_config()}",
+            "--manage-all-nodes=true", "--node-ip=127.0.0.1", f"--node-port={port}", f"--server-address=127.0.0.1:{port}",
+            f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}", f"--cidr={POD_CIDR}",
+            "--node-lease-duration-seconds=40",
+        ]  # fmt: skip
+        context = self._tls(client=False)
+        self._process("kwok", argv).wait_ready(lambda: http_ok(f"https://127.0.0.1:{port}/healthz", context), 60)
+
+    # -- objects ------------------------------------------------------------------------------
+    def apply(self, documents: Iterable[dict]) -> None:
+        """Create each object (server-side apply, field manager `testcluster`)."""
+        from kubernetes import dynamic
+
+        api = self.api_client()
+        try:
+            client = dynamic.DynamicClient(api)
+            for document in documents:
+                resource = client.resources.get(api_version=document["apiVersion"], kind=document["kind"])
+                client.server_side_apply(
+                    resource, body=document, name=document["metadata"]["name"],
+                    namespace=document["metadata"].get("namespace"), field_manager="testcluster", force_conflicts=True,
+                )  # fmt: skip
+        finally:
+            api.close()
+
+    def _install_crds(self, crds: list[dict]) -> None:
+        from kubernetes import client
+
+        api = self.api_client()
+        try:
+            extensions = client.ApiextensionsV1Api(api)
+            for crd in crds:
+                extensions.create_custom_resource_definition(crd, _preload_content=False)
+
+            def established() -> bool:
+                for crd in crds:
+                    found = json.loads(extensions.read_custom_resource_definition(crd["metadata"]["name"], _preload_content=False).data)
+                    conditions = {c["type"]: c["status"] for c in found.get("status", {}).get("conditions", [])}
+                    if conditions.get("Established") != "True":
+                        return False
+                return True
+
+            wait_until(established, 60, "the CRDs were not established")
+        finally:
+            api.close()
+
+    def _create_nodes(self, nodes: list[dict]) -> None:
+        """Create `nodes` as kwok nodes: their status conditions dropped, so kwok initializes them
+        (addresses, kubelet endpoint, Ready) as a kubelet registering would; capacity and labels kept."""
+        if not nodes:
+            return
+        from kubernetes import client
+
+        api = self.api_client()
+        try:
+            core = client.CoreV1Api(api)
+            for node in nodes:
+                body = copy.deepcopy(node)
+                body.setdefault("apiVersion", "v1")
+                body.setdefault("kind", "Node")
+                body.get("status", {}).pop("conditions", None)
+                body["metadata"] = {k: v for k, v in body["metadata"].items() if k in ("name", "labels", "annotations")}
+                core.create_node(body, _preload_content=False)
+
+            def ready() -> bool:
+                listed = json.loads(core.list_node(_preload_content=False).data)["items"]
+                status = {n["metadata"]["name"]: {c["type"]: c["status"] for c in n.get("status", {}).get("conditions", [])} for n in listed}
+                return all(status.get(n["metadata"]["name"], {}).get("Ready") == "True" for n in nodes)
+
+            wait_until(ready, 60, "the nodes did not become Ready")
+        finally:
+            api.close()
+
+    # -- the operators ------------------------------------------------------------------------
+    def _start_kuberay(self) -> None:
+        kuberay = PROGRAMS["kuberay"]
+        source = _module_dir(kuberay.upstream_module(), kuberay.module_dir)
+        self._install_crds([doc for path in sorted((source / "config" / "crd" / "bases").glob("*.yaml")) for doc in _yaml_documents(path)])
+        self.proxy = DashboardProxy(self._dashboard_backend()).start()
+        probe, metrics = free_port(), free_port()
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), HTTP_PROXY=self.proxy.url, http_proxy=self.proxy.url, NO_PROXY="", no_proxy="")
+        env.pop("HTTPS_PROXY", None)
+        argv = [
+            str(self.binaries["kuberay"]), f"--metrics-addr=127.0.0.1:{metrics}", f"--health-probe-bind-address=127.0.0.1:{probe}",
+            "--enable-leader-election=false", "--log-stdout-encoder=console",
+        ]  # fmt: skip
+        if self.options.kuberay_feature_gates:
+            argv.append(f"--feature-gates={self.options.kuberay_feature_gates}")
+        self._process("kuberay", argv, env).wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 60)
+
+    def _dashboard_backend(self) -> tuple[str, int]:
+        if not self.options.ray_dashboard:
+            return ("127.0.0.1", 9)  # discard: nothing answers, as a head pod without a head
+        host, port = self.options.ray_dashboard.rsplit(":", 1)
+        return host, int(port)
+
+    def _kueue_certificates(self) -> tuple[Path, Path]:
+        """The webhook serving certificate (in certDir) and the metrics certificate Kueue reads from the
+        fixed /etc/kueue/metrics/certs (cmd/kueue/main.go): laid in a directory that an overlay puts over /etc."""
+        assert self.pki is not None
+        webhook = self.pki.serving("kueue-webhook", ("127.0.0.1", "localhost"))
+        cert_dir = self.workdir / "kueue" / "webhook-certs"
+        cert_dir.mkdir(parents=True)
+        shutil.copy(webhook.cert, cert_dir / "tls.crt")
+        shutil.copy(webhook.key, cert_dir / "tls.key")
+        etc_layer = self.workdir / "kueue" / "etc"
+        metrics_dir = etc_layer / "kueue" / "metrics" / "certs"
+        metrics_dir.mkdir(parents=True)
+        shutil.copy(webhook.cert, metrics_dir / "tls.crt")
+        shutil.copy(webhook.key, metrics_dir / "tls.key")
+        return cert_dir, etc_layer
+
+    def _kueue_webhooks(self, source: Path, port: int) -> list[dict]:
+        """Kueue's webhook configurations (config/components/webhook), called by URL with the stack's CA,
+        with the namespace selectors its kustomization adds for pods, deployments and statefulsets."""
+        assert self.pki is not None
+        folder = source / "config" / "components" / "webhook"
+        selectors: dict[str, dict] = {}
+        for patch in yaml.safe_load((folder / "kustomization.yaml").read_text()).get("patches", []):
+            for hook in yaml.safe_load(patch.get("patch", "{}") or "{}").get("webhooks", []):
+                selectors[hook["name"]] = hook["namespaceSelector"]
+        configurations = []
+        for document in _yaml_documents(folder / "manifests.yaml"):
+            document["metadata"]["name"] = "kueue-" + document["metadata"]["name"]
+            for hook in document.get("webhooks", []):
+                path = hook["clientConfig"]["service"]["path"]
+                hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": self.pki.ca_data}
+                if hook["name"] in selectors:
+                    hook["namespaceSelector"] = selectors[hook["name"]]
+            configurations.append(document)
+        return configurations
+
+    def _kueue_crds(self, source: Path, port: int) -> list[dict]:
+        """Kueue's CRDs, with the conversion webhook its kustomization patches in (config/components/crd/patches)."""
+        assert self.pki is not None
+        crd_folder = source / "config" / "components" / "crd"
+        converted = {doc["metadata"]["name"] for path in (crd_folder / "patches").glob("webhook_in_*.yaml") for doc in _yaml_documents(path)}
+        crds = [doc for path in sorted((crd_folder / "bases").glob("*.yaml")) for doc in _yaml_documents(path)]
+        for crd in crds:
+            if crd["metadata"]["name"] in converted:
+                crd["spec"]["conversion"] = {
+                    "strategy": "Webhook",
+                    "webhook": {"clientConfig": {"url": f"https://127.0.0.1:{port}/convert", "caBundle": self.pki.ca_data}, "conversionReviewVersions": ["v1"]},
+                }
+        return crds
+
+    def _start_kueue(self) -> None:
+        kueue = PROGRAMS["kueue"]
+        source = _module_dir(kueue.upstream_module(), kueue.module_dir)
+        webhook_port, probe, metrics = free_port(), free_port(), free_port()
+        cert_dir, etc_layer = self._kueue_certificates()
+        self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUEUE_NAMESPACE}}])
+        self._install_crds(self._kueue_crds(source, webhook_port))
+        config = {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": KUEUE_NAMESPACE,
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{probe}"},
+            "metrics": {"bindAddress": f"127.0.0.1:{metrics}"},
+            "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "integrations": {"frameworks": KUEUE_FRAMEWORKS},
+        }  # fmt: skip
+        config_path = self.workdir / "kueue" / "config.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        kueue_argv = [str(self.binaries["kueue"]), f"--config={config_path}", f"--kubeconfig={self.kubeconfig}", "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=info"]
+        argv = _with_etc_layer(etc_layer, kueue_argv)
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), POD_NAMESPACE=KUEUE_NAMESPACE)
+        process = self._process("kueue", argv, env)
+        process.wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 120)
+        self.apply(self._kueue_webhooks(source, webhook_port))
+
+
+def _with_etc_layer(layer: Path, argv: list[str]) -> list[str]:
+    """`argv` run in a mount namespace of its own whose /etc is the host's with `layer` over it (read-only
+    overlay): nothing is written to the host's /etc. Root uses a plain mount namespace, others a user
+    namespace mapped to root (Linux 5.11 or later)."""
+    unshare = ["unshare", "--mount", "--propagation", "private"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--mount"]
+    script = 'mount -t overlay testcluster-etc -o "lowerdir=$1:/etc" /etc && shift && exec "$@"'
+    return unshare + ["sh", "-c", script, "sh", str(layer)] + argv
+
+
+def _b64(path: Path) -> str:
+    import base64
+
+    return base64.b64encode(path.read_bytes()).decode()
