@@ -13,6 +13,11 @@ Queue and ProvisioningRequest CRDs always come from the top folder.
 project at its newest), which is what a test parametrized over `RELEASES`
 starts its server with.
 
+Where the CRD folder is absent (a clone with nothing beside it), every function
+that reads it raises `CrdsAbsent` instead of serving fewer kinds; the pytest
+plugin (kubesim/pytest_plugin.py) turns that into a skip of the test that asked.
+A folder that is present but lacks a release is not covered: that is an error.
+
 What this does not check: CEL rules (`x-kubernetes-validations`) and list-map
 uniqueness; the test API server checks both (kubesim/cel.py, validation.py).
 """
@@ -53,13 +58,37 @@ def crd_dir() -> Path:
     return shared_dir() / "crds"
 
 
+class CrdsAbsent(Exception):
+    """The CRD folder (`crd_dir()`) does not exist, so no KubeRay, Kueue or KAI CRD can be read.
+
+    Deliberately not an OSError or LookupError: code that handles a missing file or an unknown
+    kind must not take this for one (and so go on with fewer CRDs than the project has).
+    """
+
+
+def crds_present() -> bool:
+    return crd_dir().is_dir()
+
+
+def require_crds() -> Path:
+    """`crd_dir()`, or CrdsAbsent (with what to do about it) where that folder does not exist."""
+    folder = crd_dir()
+    if not folder.is_dir():
+        raise CrdsAbsent(
+            f"needs ../shared/crds (KubeRay/Kueue CRD schemas), absent here ({folder}); "
+            "set RAYBRIDGE_SHARED_DIR to the folder that holds crds/"
+        )
+    return folder
+
+
 def release_dir(release: str) -> Path:
-    """The folder holding the CRDs of one release id; ValueError for an unknown id."""
-    if release in _NEWEST_FOLDERS:
-        return crd_dir() / _NEWEST_FOLDERS[release]
+    """The folder holding the CRDs of one release id; ValueError for an unknown id, CrdsAbsent without the CRD folder."""
     if release not in RELEASES:
         raise ValueError(f"unknown release {release!r}; known: {', '.join(RELEASES)}")
-    return crd_dir() / "versions" / release
+    folder = require_crds()
+    if release in _NEWEST_FOLDERS:
+        return folder / _NEWEST_FOLDERS[release]
+    return folder / "versions" / release
 
 
 def release_pair(release: str) -> tuple[str, str]:
@@ -117,7 +146,10 @@ def _folder_crds(folder: Path) -> tuple[dict[str, Any], ...]:
 
 @functools.lru_cache(maxsize=None)
 def crds(kuberay: str = KUBERAY_NEWEST, kueue: str = KUEUE_NEWEST) -> dict[tuple[str, str], dict[str, Any]]:
-    """(group, kind) -> the CRD object, for the given KubeRay and Kueue releases (newest by default)."""
+    """(group, kind) -> the CRD object, for the given KubeRay and Kueue releases (newest by default).
+
+    CrdsAbsent where the CRD folder does not exist (never just the test-only CRDs).
+    """
     if kuberay not in KUBERAY_RELEASES:
         raise ValueError(f"unknown KubeRay release {kuberay!r}; known: {', '.join(KUBERAY_RELEASES)}")
     if kueue not in KUEUE_RELEASES:
@@ -191,14 +223,14 @@ def _describe(error: jsonschema.ValidationError) -> str:
 
 def releases() -> list[str]:
     """The release folders under crds/versions, e.g. "kueue-v0.13.10"."""
-    return sorted(p.name for p in (crd_dir() / "versions").iterdir() if p.is_dir())
+    return sorted(p.name for p in (require_crds() / "versions").iterdir() if p.is_dir())
 
 
 @functools.lru_cache(maxsize=None)
 def release_crds(release: str) -> dict[tuple[str, str], dict[str, Any]]:
     """(group, kind) -> CRD object, for the CRD files of one release folder."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted((crd_dir() / "versions" / release).glob("*.yaml")):
+    for path in sorted((require_crds() / "versions" / release).glob("*.yaml")):
         for doc in yaml.load_all(path.read_text(), Loader=_LOADER):
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                 found[(doc["spec"]["group"], doc["spec"]["names"]["kind"])] = doc
