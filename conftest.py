@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["kubesim.pytest_plugin"]
+pytest_plugins = ["kubesim.pytest_plugin", "testcluster.pytest_plugin"]
 
 
 @pytest.fixture(scope="module", autouse=True)

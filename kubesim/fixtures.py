@@ -44,16 +44,22 @@ RAY_IMAGE = "rayproject/ray:2.55.1"
 def make_resource_flavor(
     server: Any, name: str = "default-flavor", node_labels: Optional[Mapping[str, str]] = None
 ) -> dict:
-    """A ResourceFlavor, created unless one of that name exists."""
+    """A ResourceFlavor, created unless one of that name exists (also when a test beside this one creates it
+    at the same moment, on a cluster the tests share)."""
     existing = server.get_object(KUEUE_API, "ResourceFlavor", name)
     if existing is not None:
         return existing
     spec: dict[str, Any] = {}
     if node_labels:
         spec["nodeLabels"] = dict(node_labels)
-    return server.create_object(
-        {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
-    )
+    try:
+        return server.create_object(
+            {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
+        )
+    except Exception as exc:  # a test beside this one on a shared cluster created it first: 409 AlreadyExists
+        if getattr(exc, "status", None) != 409 and getattr(exc, "code", None) != 409:
+            raise
+        return server.get_object(KUEUE_API, "ResourceFlavor", name)
 
 
 def make_cluster_queue(

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from testcluster.processes import StartError
-from testcluster.programs import PROGRAMS, BuildError, GoMissing, ensure_built
+from testcluster.programs import PROGRAMS, RELEASES, BuildError, GoMissing, ensure_built
 from testcluster.stack import OPERATORS, Stack, StackOptions
 
 EXAMPLE_NODES = Path(__file__).resolve().parent.parent / "examples" / "cluster" / "nodes.json"
@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--ray-dashboard", metavar="HOST:PORT", help="the Ray head every head pod stands for (default: start a local one)")
     up.add_argument("--no-ray", action="store_true", help="start no Ray head: head pods answer nothing")
     build = commands.add_parser("build", help="build the programs missing from the cache, and exit")
-    build.add_argument("programs", nargs="*", help=f"programs to build (default all: {', '.join(PROGRAMS)})")
+    build.add_argument("programs", nargs="*", help=f"programs to build, every release of each (default all: {', '.join(PROGRAMS)})")
     return parser
 
 
@@ -70,18 +70,12 @@ def _say(line: str) -> None:
 def _up(args: argparse.Namespace) -> int:
     operators = _operators(args.operators)
     nodes = _nodes(args.nodes) if args.nodes else []
-    head = None
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        dashboard: Optional[str] = args.ray_dashboard
-        if dashboard is None and not args.no_ray:
-            from kubesim.fixtures import RayHead
-
-            _say("starting a local Ray head for the head pods ...")
-            head = RayHead(num_cpus=4).start()
-            dashboard = head.dashboard_address
-        options = StackOptions(operators=operators, ray_dashboard=dashboard, nodes=nodes, progress=_say)
+        options = StackOptions(
+            operators=operators, ray_dashboard=args.ray_dashboard, start_ray_head=not args.no_ray, nodes=nodes, progress=_say,
+        )  # fmt: skip
         with Stack(options) as stack:
             args.kubeconfig.write_text(stack.kubeconfig.read_text())
             args.kubeconfig.chmod(0o600)
@@ -101,9 +95,6 @@ def _up(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _say("interrupted while starting; stopped")
         return 130
-    finally:
-        if head is not None:
-            head.stop()
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -113,8 +104,10 @@ def _build(args: argparse.Namespace) -> int:
         _say(f"python -m testcluster: error: unknown program {unknown[0]!r} (choose from {', '.join(PROGRAMS)})")
         return 2
     try:
-        for name, path in ensure_built(names, _say).items():
-            print(json.dumps({"program": name, "version": PROGRAMS[name].version, "binary": str(path)}))
+        for name in names:
+            for version, release in RELEASES[name].items():
+                path = ensure_built([release], _say)[name]
+                print(json.dumps({"program": name, "version": version, "binary": str(path)}))
     except (GoMissing, BuildError) as exc:
         _say(f"error: {exc}")
         return 1

@@ -33,12 +33,14 @@ from typing import Callable, Optional
 __all__ = [
     "GOMOD",
     "PROGRAMS",
+    "RELEASES",
     "BuildError",
     "GoMissing",
     "Program",
     "cache_dir",
     "ensure_built",
     "go_version",
+    "program",
 ]
 
 GOMOD = Path(__file__).resolve().parent / "gomod"
@@ -87,19 +89,41 @@ def _kube(command: str, version: str) -> Program:
 
 KUBERNETES_VERSION = "v1.34.4"
 
-#: Every program the stack can start, by name.
-PROGRAMS: dict[str, Program] = {
-    p.name: p
-    for p in (
-        Program("etcd", "v3.6.16", "etcd-v3.6.16", "go.etcd.io/etcd/server/v3"),
-        _kube("kube-apiserver", KUBERNETES_VERSION),
-        _kube("kube-controller-manager", KUBERNETES_VERSION),
-        _kube("kube-scheduler", KUBERNETES_VERSION),
-        Program("kwok", "v0.8.0", "kwok-v0.8.0", "sigs.k8s.io/kwok/cmd/kwok", ("-X sigs.k8s.io/kwok/pkg/consts.Version=v0.8.0",)),
-        Program("kuberay", "v1.5.0", "kuberay-v1.5.0", "github.com/ray-project/kuberay/ray-operator"),
-        Program("kueue", "v0.17.0", "kueue-v0.17.0", "sigs.k8s.io/kueue/cmd/kueue"),
-    )
-}
+
+def _kuberay(version: str) -> Program:
+    return Program("kuberay", version, f"kuberay-{version}", "github.com/ray-project/kuberay/ray-operator")
+
+
+def _kueue(version: str) -> Program:
+    return Program("kueue", version, f"kueue-{version}", "sigs.k8s.io/kueue/cmd/kueue")
+
+
+#: Every release each program can be built at (a wrapper module in gomod/ each), newest last.
+RELEASES: dict[str, dict[str, Program]] = {}
+for _program in (
+    Program("etcd", "v3.6.16", "etcd-v3.6.16", "go.etcd.io/etcd/server/v3"),
+    _kube("kube-apiserver", KUBERNETES_VERSION),
+    _kube("kube-controller-manager", KUBERNETES_VERSION),
+    _kube("kube-scheduler", KUBERNETES_VERSION),
+    Program("kwok", "v0.8.0", "kwok-v0.8.0", "sigs.k8s.io/kwok/cmd/kwok"),
+    _kuberay("v1.5.0"),
+    _kuberay("v1.6.1"),
+    _kueue("v0.17.0"),
+):
+    RELEASES.setdefault(_program.name, {})[_program.version] = _program
+
+#: Each program at the release a stack starts by default: the newest.
+PROGRAMS: dict[str, Program] = {name: list(by_version.values())[-1] for name, by_version in RELEASES.items()}
+
+
+def program(name: str, version: Optional[str] = None) -> Program:
+    """`name` at `version` (default: the newest); KeyError naming the releases there are."""
+    releases = RELEASES[name]
+    if version is None:
+        return PROGRAMS[name]
+    if version not in releases:
+        raise KeyError(f"{name} {version} is not built here (releases: {', '.join(releases)})")
+    return releases[version]
 
 
 def cache_dir() -> Path:
@@ -148,12 +172,12 @@ def _build(program: Program, target: Path) -> None:
         os.replace(output, target)  # whole or not at all: a build cut short leaves no binary
 
 
-def ensure_built(names: list[str], progress: Callable[[str], None] = lambda line: None) -> dict[str, Path]:
-    """The binaries of `names`, building those missing from the cache (a line of progress each)."""
+def ensure_built(programs: list[Program], progress: Callable[[str], None] = lambda line: None) -> dict[str, Path]:
+    """The binaries of `programs` by name, building those missing from the cache (a line of progress each)."""
     go = go_version()
     found: dict[str, Path] = {}
-    for name in names:
-        program = PROGRAMS[name]
+    for program in programs:
+        name = program.name
         path = binary_path(program, go)
         if not path.exists():
             progress(f"building {program.name} {program.version} from {program.upstream_module()} with {go} ...")

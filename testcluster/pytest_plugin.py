@@ -28,7 +28,7 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-from testcluster.programs import BuildError, GoMissing, PROGRAMS, ensure_built
+from testcluster.programs import RELEASES, BuildError, GoMissing, ensure_built
 
 __all__ = ["RealCluster", "real_cluster"]
 
@@ -125,7 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
             reporter.write_line(f"testcluster: {line}")
 
     try:
-        ensure_built(list(PROGRAMS), progress)
+        ensure_built([release for releases in RELEASES.values() for release in releases.values()], progress)
     except (GoMissing, BuildError) as exc:
         raise pytest.UsageError(f"testcluster: {exc}") from exc
     _on_request = _ClusterOnRequest()

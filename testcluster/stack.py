@@ -32,6 +32,7 @@ import os
 import shutil
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ import yaml
 from testcluster.dashboard_proxy import DashboardProxy
 from testcluster.pki import Pki
 from testcluster.processes import Process, StartError, free_port, http_ok, wait_until
-from testcluster.programs import PROGRAMS, ensure_built
+from testcluster.programs import Program, ensure_built, program
 
 __all__ = ["Stack", "StackOptions", "CORE", "OPERATORS"]
 
@@ -65,11 +66,15 @@ class StackOptions:
     """What to start: the operators, the Ray head pods stand for, the nodes to create."""
 
     operators: tuple[str, ...] = OPERATORS
+    #: Releases other than the newest, by program: {"kuberay": "v1.5.0"}.
+    versions: dict[str, str] = field(default_factory=dict)
     #: host:port of the Ray dashboard every head pod stands for (None: head pods answer nothing).
     ray_dashboard: Optional[str] = None
     #: Node objects (plain dicts) to create once the stack is up.
     nodes: list[dict] = field(default_factory=list)
     kuberay_feature_gates: str = ""
+    #: Start a local Ray head of the stack's own for the head pods (when `ray_dashboard` is not given).
+    start_ray_head: bool = False
     progress: Callable[[str], None] = lambda line: None
 
 
@@ -101,6 +106,7 @@ class Stack:
         self.api_port = 0
         self.pki: Optional[Pki] = None
         self.binaries: dict[str, Path] = {}
+        self.programs: dict[str, Program] = {}
 
     # -- life cycle ---------------------------------------------------------------------------
     def start(self) -> "Stack":
@@ -125,14 +131,24 @@ class Stack:
         if self.proxy is not None:
             self.proxy.stop()
             self.proxy = None
+        reaper = getattr(self, "_reaper", None)
+        if reaper is not None:
+            reaper.kill()
+            reaper.wait(10)
+            self._reaper = None
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def _start(self) -> None:
         say = self.options.progress
         wanted = list(CORE) + [name for name in OPERATORS if name in self.options.operators]
-        self.binaries = ensure_built(wanted, say)
+        self.programs = {name: program(name, self.options.versions.get(name)) for name in wanted}
+        self.binaries = ensure_built(list(self.programs.values()), say)
         self.pki = Pki(self.workdir / "pki")
+        self._start_reaper()
+        if self.options.start_ray_head and not self.options.ray_dashboard:
+            self.options.ray_dashboard = self._start_ray_head()
+            say(f"Ray head ready (dashboard http://{self.options.ray_dashboard}); every head pod stands for it")
         started = time.monotonic()
         self._start_etcd()
         self._start_apiserver()
@@ -140,20 +156,56 @@ class Stack:
         self._start_controller_manager()
         self._start_scheduler()
         self._start_kwok()
-        say(f"control plane ready in {time.monotonic() - started:.1f} s (Kubernetes {PROGRAMS['kube-apiserver'].version})")
+        say(f"control plane ready in {time.monotonic() - started:.1f} s (Kubernetes {self.programs['kube-apiserver'].version})")
         if "kuberay" in self.options.operators:
             self._start_kuberay()
-            say(f"KubeRay {PROGRAMS['kuberay'].version} ready")
+            say(f"KubeRay {self.programs['kuberay'].version} ready")
         if "kueue" in self.options.operators:
             self._start_kueue()
-            say(f"Kueue {PROGRAMS['kueue'].version} ready")
+            say(f"Kueue {self.programs['kueue'].version} ready")
         self._create_nodes(self.options.nodes)
 
     # -- helpers ------------------------------------------------------------------------------
     def _process(self, name: str, argv: list[str], env: Optional[dict[str, str]] = None) -> Process:
         process = Process(name, argv, self.workdir / "logs" / f"{name}.log", env=env).start()
         self.processes.append(process)
+        assert process.popen is not None
+        with open(self.workdir / "process-groups", "a") as groups:  # read by the reaper
+            groups.write(f"{process.popen.pid}\n")
         return process
+
+    def _start_reaper(self) -> None:
+        """A watcher, in a session of its own, that outlives this process: once this process is gone (even
+        SIGKILLed, when no `stop()` runs) it kills every process group the stack started and removes the
+        temp directory. `stop()` ends it first, having done the same itself."""
+        if not self._own_workdir:
+            return
+        script = (
+            'while kill -0 "$1" 2>/dev/null; do sleep 1; done; '
+            'for g in $(cat "$2/process-groups" 2>/dev/null); do kill -KILL -- "-$g" 2>/dev/null; done; rm -rf "$2"'
+        )
+        self._reaper = subprocess.Popen(
+            ["sh", "-c", script, "testcluster-reaper", str(os.getpid()), str(self.workdir)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+
+    def _start_ray_head(self) -> str:
+        """`ray start --head --block` with every port chosen free and its temp dir in the stack's; its dashboard."""
+        ray = Path(sys.executable).with_name("ray")
+        dashboard = free_port()
+        ports = ("port", "ray-client-server-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+                 "runtime-env-agent-port", "metrics-export-port", "node-manager-port", "object-manager-port")  # fmt: skip
+        argv = [
+            str(ray), "start", "--head", "--block", "--disable-usage-stats", "--node-ip-address=127.0.0.1",
+            "--dashboard-host=127.0.0.1", "--include-dashboard=true", f"--dashboard-port={dashboard}",
+            "--num-cpus=4", "--num-gpus=0", "--min-worker-port=0", "--max-worker-port=0", f"--temp-dir={self.workdir / 'ray'}",
+        ] + [f"--{flag}={free_port()}" for flag in ports]  # fmt: skip
+        # Ray 2.52+ turns token auth on where ~/.ray/auth_token exists; the head pods here have none (FIDELITY.md).
+        # Job drivers run `python ...` from PATH: this interpreter's first, as in the image a head pod runs.
+        path = os.pathsep.join([str(ray.parent), os.environ.get("PATH", "")])
+        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled", PATH=path)
+        self._process("ray-head", argv, env).wait_ready(lambda: http_ok(f"http://127.0.0.1:{dashboard}/api/version"), 120)
+        return f"127.0.0.1:{dashboard}"
 
     def _tls(self, client: bool = True) -> ssl.SSLContext:
         assert self.pki is not None
@@ -169,7 +221,7 @@ class Stack:
 
     def api_client(self) -> Any:
         """An official-client ApiClient acting as the admin."""
-        from kubernetes import client, config
+        from kubernetes import config
 
         return config.new_client_from_config(str(self.kubeconfig))
 
@@ -254,7 +306,7 @@ class Stack:
     def _kwok_config(self) -> Path:
         """kwok's stages from its module (node-fast, heartbeat with lease, pod-fast without pod-complete),
         and the port-forward of head pods' dashboard port to the local Ray head."""
-        kwok = PROGRAMS["kwok"]
+        kwok = self.programs["kwok"]
         source = _module_dir(kwok.upstream_module(), kwok.module_dir) / "kustomize" / "stage"
         stage_files = [
             source / "node" / "fast" / "node-initialize.yaml",
@@ -315,7 +367,7 @@ class Stack:
             def established() -> bool:
                 for crd in crds:
                     found = json.loads(extensions.read_custom_resource_definition(crd["metadata"]["name"], _preload_content=False).data)
-                    conditions = {c["type"]: c["status"] for c in found.get("status", {}).get("conditions", [])}
+                    conditions = {c["type"]: c["status"] for c in (found.get("status") or {}).get("conditions") or []}
                     if conditions.get("Established") != "True":
                         return False
                 return True
@@ -353,7 +405,7 @@ class Stack:
 
     # -- the operators ------------------------------------------------------------------------
     def _start_kuberay(self) -> None:
-        kuberay = PROGRAMS["kuberay"]
+        kuberay = self.programs["kuberay"]
         source = _module_dir(kuberay.upstream_module(), kuberay.module_dir)
         self._install_crds([doc for path in sorted((source / "config" / "crd" / "bases").glob("*.yaml")) for doc in _yaml_documents(path)])
         self.proxy = DashboardProxy(self._dashboard_backend()).start()
@@ -425,7 +477,7 @@ class Stack:
         return crds
 
     def _start_kueue(self) -> None:
-        kueue = PROGRAMS["kueue"]
+        kueue = self.programs["kueue"]
         source = _module_dir(kueue.upstream_module(), kueue.module_dir)
         webhook_port, probe, metrics = free_port(), free_port(), free_port()
         cert_dir, etc_layer = self._kueue_certificates()

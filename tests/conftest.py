@@ -146,3 +146,29 @@ def ray_head(request: pytest.FixtureRequest) -> Iterator[SharedHead]:
         yield SharedHead(head.dashboard_url, head.gcs_address)
     finally:
         head.stop()
+
+
+#: The nodes of the session's real cluster: eight 8-GPU NVIDIA H100 nodes, labelled as GPU feature discovery
+#: labels them. kwok's nodes cost nothing, so tests running side by side do not wait for each other's GPUs.
+REAL_CLUSTER_GPU_NODES = 8
+
+
+@pytest.fixture(scope="session")
+def testcluster_request(ray_head: SharedHead) -> dict:
+    """What the session's real cluster (testcluster) is started with: its head pods stand for the shared Ray
+    head, and its nodes are GPU nodes shaped as kubesim.fixtures.make_gpu_node shapes them."""
+    from urllib.parse import urlparse
+
+    from kubesim.fixtures import gpu_node_labels
+
+    capacity = {"cpu": "128", "memory": "1024Gi", "pods": "110", "nvidia.com/gpu": "8"}
+    nodes = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": f"gpu-{i}", "labels": gpu_node_labels(f"gpu-{i}", "nvidia", 8, "NVIDIA-H100-80GB-HBM3", 81559)},
+            "status": {"capacity": capacity, "allocatable": capacity},
+        }
+        for i in range(REAL_CLUSTER_GPU_NODES)
+    ]
+    return {"ray_dashboard": urlparse(ray_head.dashboard_url).netloc, "nodes": nodes}

@@ -109,14 +109,19 @@ class RayObjects:
         return checked_object(what, result, kind, self.server)
 
     def delete(self, kind: str, name: str, namespace: str) -> bool:
-        """Delete with background propagation (the RayCluster and Workload follow); False if absent."""
+        """Delete with foreground propagation; False if absent.
+
+        Foreground: the object stays (with `deletionTimestamp`) until the garbage collector has deleted what
+        it owns with `blockOwnerDeletion` (a RayJob's RayCluster and pods, its Kueue Workload), so once it is
+        gone (`wait_gone`) nothing of it holds GPUs or quota. With background propagation the RayJob vanished
+        at once and its RayCluster and Workload lived on until the collector reached them."""
         from kubernetes import client
 
         result = api_call(
             f"deleting {kind} {namespace}/{name}",
             self.api.delete_namespaced_custom_object,
             RAY_API_GROUP, RAY_API_VERSION, namespace, PLURALS[kind], name,
-            body=client.V1DeleteOptions(propagation_policy="Background"),
+            body=client.V1DeleteOptions(propagation_policy="Foreground"),
             not_found_ok=True,
         )  # fmt: skip
         return result is not None

@@ -1,8 +1,11 @@
-"""`submit --backend kubernetes` end to end: the real kubernetes client against the test
-API server, simulated Kueue and KubeRay, and a REAL local Ray head behind the dashboardURL.
+"""`submit --backend kubernetes` end to end, on the real cluster (testcluster): kube-apiserver,
+the scheduler and controller manager, kwok nodes, the KubeRay operator and Kueue, with the
+session's real local Ray head standing for every head pod (reached by port-forward, as on a
+real cluster).
 
 Every test checks what a user sees (exit status, output) and that nothing is left
-holding quota (no RayJob, RayCluster or Workload remains unless asked for).
+holding quota (no RayJob, RayCluster or Workload remains unless asked for). What needs a
+fault injected or an operator slowed down is in test_kube_submit_faults.py, on the simulation.
 """
 
 from __future__ import annotations
@@ -12,21 +15,24 @@ import signal
 import subprocess
 import sys
 import time
-from urllib.parse import urlparse
 
 import pytest
 
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli, wait_for_output
-from kubesim.controllers import FakeKubeRay
-from kubesim.fixtures import fresh_queue, leftovers, rayjob_manifest, simulated_cluster, wait_for
+from kubesim.fixtures import fresh_queue, leftovers, rayjob_manifest, wait_for
 
 RAY = "ray.io/v1"
 
 
 @pytest.fixture(scope="module")
-def cluster(ray_head, tmp_path_factory):
-    with simulated_cluster(urlparse(ray_head.dashboard_url).netloc, tmp_path_factory.mktemp("kube") / "config") as parts:
-        yield parts
+def cluster(real_cluster):
+    """(client, kubeconfig path, None, None): the shape of kubesim's simulated_cluster, without the simulated
+    controllers (the real ones run)."""
+    client = real_cluster.client()
+    try:
+        yield client, str(real_cluster.kubeconfig), None, None
+    finally:
+        client.close()
 
 
 @pytest.fixture
@@ -150,32 +156,15 @@ def test_status_explains_a_pending_job_and_ctrl_c_cleans_up(cluster, queue):
     assert leftovers(server, namespace) == {}
 
 
-def test_dashboard_through_port_forward(cluster, queue, ray_head):
-    """dashboardURL is the in-cluster service name (unreachable here): raybridge port-forwards."""
-    server = cluster[0]
+def test_dashboard_through_port_forward(cluster, queue):
+    """KubeRay's dashboardURL is the in-cluster service name (unreachable from here): raybridge port-forwards
+    to the head pod through the API server, and kwok's kubelet sends the stream to the Ray head."""
     namespace, lq, _ = queue
-    cluster[3].stop()
-    service_mode = FakeKubeRay(server, dashboard_address=urlparse(ray_head.dashboard_url).netloc, dashboard_url_mode="service").start()
-    try:
-        out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "pf", "--", "python", "-c", "print('through the tunnel')")
-    finally:
-        service_mode.stop()
-        cluster[3].start()
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "pf", "--", "python", "-c", "print('through the tunnel')")
     assert out.returncode == 0, out.stderr
     assert "port-forwarding 127.0.0.1:" in out.stderr
     assert "through the tunnel" in out.stdout
-    assert leftovers(server, namespace) == {}
-
-
-def test_transient_api_errors_while_waiting_are_ridden_out(cluster, queue):
-    server = cluster[0]
-    namespace, lq, _ = queue
-    # Within --timeout the client retries a failed read itself (kube/client.py RetryPolicy): the user sees nothing of it.
-    fault = server.fail_next("GET", rf"/apis/ray.io/v1/namespaces/{namespace}/rayjobs/hiccup$", code=500, times=2)
-    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "hiccup", "--", "python", "-c", "print('made it')")
-    assert out.returncode == 0, out.stderr
-    assert fault.hits == 2 and "made it" in out.stdout
-    assert leftovers(server, namespace) == {}
+    assert leftovers(cluster[0], namespace) == {}
 
 
 def test_failure_after_admission_deletes_everything(cluster, queue):
@@ -200,29 +189,6 @@ def test_existing_name_is_bad_input_and_the_existing_job_is_untouched(cluster, q
     assert server.get_object(RAY, "RayJob", "taken", namespace) is not None
     deleted = kube_cli(cluster, "delete", "taken", "-n", namespace)
     assert deleted.returncode == 0, deleted.stderr
-    assert leftovers(server, namespace) == {}
-
-
-def test_no_wait_hands_the_job_over_only_once_kuberay_polls_it(cluster, queue):
-    """--no-wait clears spec.jobId (KubeRay v1.6+) only once KubeRay has taken it into status.jobId. Cleared
-    while a busy operator still has the RayJob in Waiting, KubeRay would never poll the job: the RayJob would
-    stay Waiting until preRunningDeadlineSeconds failed it, its job still running, and `stop` found no job."""
-    server, kuberay = cluster[0], cluster[3]
-    namespace, lq, _ = queue
-    kuberay.waiting_delay = 2.0  # its next reconcile of the Waiting RayJob comes 2 s late
-    try:
-        out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "busy", "--no-wait", "-o", "json",
-                       "--", "python", "-c", "import time; time.sleep(300)")  # fmt: skip
-    finally:
-        kuberay.waiting_delay = 0.0
-    assert out.returncode == 0, out.stderr
-    job_id = json.loads(out.stdout)["submissionId"]
-    rayjob = server.get_object(RAY, "RayJob", "busy", namespace)
-    assert (rayjob["status"]["jobDeploymentStatus"], rayjob["status"].get("jobId")) == ("Running", job_id)
-    assert not rayjob["spec"].get("jobId") and rayjob["spec"]["preRunningDeadlineSeconds"]  # handed over
-    stopped = kube_cli(cluster, "stop", "busy", "-n", namespace)
-    assert stopped.returncode == 0, stopped.stderr
-    assert kube_cli(cluster, "delete", "busy", "-n", namespace).returncode == 0
     assert leftovers(server, namespace) == {}
 
 

@@ -1,5 +1,5 @@
 // Builds etcd from go.etcd.io/etcd/server/v3, whose main package is the server itself.
-module raybridge.test/testcluster/etcd
+module raybridge.test/testcluster/etcd-v3.6.16
 
 go 1.26.0
 

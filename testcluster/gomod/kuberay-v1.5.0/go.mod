@@ -1,5 +1,5 @@
-// Builds github.com/ray-project/kuberay/ray-operator from github.com/ray-project/kuberay/ray-operator.
-module raybridge.test/testcluster/kuberay
+// Builds the KubeRay operator (ray-operator) from its module.
+module raybridge.test/testcluster/kuberay-v1.5.0
 
 go 1.24.0
 

@@ -1,5 +1,5 @@
 // Builds sigs.k8s.io/kueue/cmd/kueue from sigs.k8s.io/kueue.
-module raybridge.test/testcluster/kueue
+module raybridge.test/testcluster/kueue-v0.17.0
 
 go 1.25.0
 

@@ -1,5 +1,5 @@
 // Builds sigs.k8s.io/kwok/cmd/kwok from sigs.k8s.io/kwok.
-module raybridge.test/testcluster/kwok
+module raybridge.test/testcluster/kwok-v0.8.0
 
 go 1.26.0
 

@@ -1,0 +1,68 @@
+"""`submit --backend kubernetes` where a fault must be injected or an operator slowed down: on kubesim.
+
+The real cluster (test_kube_submit.py) cannot fail a chosen request or hold KubeRay's reconcile of one
+RayJob, so these two stay on the simulated API server and operators (kubesim/FIDELITY.md): a read
+answered 500 twice within --timeout, and a KubeRay that takes a RayJob's jobId 2 s late.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlparse
+
+import pytest
+
+from tests.helpers import cli_env, run_cli
+from kubesim.fixtures import fresh_queue, leftovers, simulated_cluster
+
+RAY = "ray.io/v1"
+
+
+@pytest.fixture(scope="module")
+def cluster(ray_head, tmp_path_factory):
+    with simulated_cluster(urlparse(ray_head.dashboard_url).netloc, tmp_path_factory.mktemp("kube") / "config") as parts:
+        yield parts
+
+
+@pytest.fixture
+def queue(cluster):
+    """A fresh LocalQueue -> ClusterQueue with 8 GPUs, in a fresh namespace."""
+    return fresh_queue(cluster[0])
+
+
+def kube_cli(cluster, *args, timeout=180):
+    return run_cli(*args, env=cli_env(KUBECONFIG=cluster[1]), timeout=timeout)
+
+
+def test_transient_api_errors_while_waiting_are_ridden_out(cluster, queue):
+    server = cluster[0]
+    namespace, lq, _ = queue
+    # Within --timeout the client retries a failed read itself (kube/client.py RetryPolicy): the user sees nothing of it.
+    fault = server.fail_next("GET", rf"/apis/ray.io/v1/namespaces/{namespace}/rayjobs/hiccup$", code=500, times=2)
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "hiccup", "--", "python", "-c", "print('made it')")
+    assert out.returncode == 0, out.stderr
+    assert fault.hits == 2 and "made it" in out.stdout
+    assert leftovers(server, namespace) == {}
+
+
+def test_no_wait_hands_the_job_over_only_once_kuberay_polls_it(cluster, queue):
+    """--no-wait clears spec.jobId (KubeRay v1.6+) only once KubeRay has taken it into status.jobId. Cleared
+    while a busy operator still has the RayJob in Waiting, KubeRay would never poll the job: the RayJob would
+    stay Waiting until preRunningDeadlineSeconds failed it, its job still running, and `stop` found no job."""
+    server, kuberay = cluster[0], cluster[3]
+    namespace, lq, _ = queue
+    kuberay.waiting_delay = 2.0  # its next reconcile of the Waiting RayJob comes 2 s late
+    try:
+        out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "busy", "--no-wait", "-o", "json",
+                       "--", "python", "-c", "import time; time.sleep(300)")  # fmt: skip
+    finally:
+        kuberay.waiting_delay = 0.0
+    assert out.returncode == 0, out.stderr
+    job_id = json.loads(out.stdout)["submissionId"]
+    rayjob = server.get_object(RAY, "RayJob", "busy", namespace)
+    assert (rayjob["status"]["jobDeploymentStatus"], rayjob["status"].get("jobId")) == ("Running", job_id)
+    assert not rayjob["spec"].get("jobId") and rayjob["spec"]["preRunningDeadlineSeconds"]  # handed over
+    stopped = kube_cli(cluster, "stop", "busy", "-n", namespace)
+    assert stopped.returncode == 0, stopped.stderr
+    assert kube_cli(cluster, "delete", "busy", "-n", namespace).returncode == 0
+    assert leftovers(server, namespace) == {}
