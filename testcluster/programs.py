@@ -20,6 +20,8 @@ already uses every core).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -28,7 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 __all__ = [
     "GOMOD",
@@ -106,14 +108,23 @@ for _program in (
     _kube("kube-controller-manager", KUBERNETES_VERSION),
     _kube("kube-scheduler", KUBERNETES_VERSION),
     Program("kwok", "v0.8.0", "kwok-v0.8.0", "sigs.k8s.io/kwok/cmd/kwok"),
+    _kuberay("v1.3.2"),
     _kuberay("v1.5.0"),
     _kuberay("v1.6.1"),
+    _kueue("v0.13.10"),
     _kueue("v0.17.0"),
+    _kueue("v0.19.2"),
 ):
     RELEASES.setdefault(_program.name, {})[_program.version] = _program
 
-#: Each program at the release a stack starts by default: the newest.
-PROGRAMS: dict[str, Program] = {name: list(by_version.values())[-1] for name, by_version in RELEASES.items()}
+#: The release a stack starts by default where a program has several: the newest KubeRay, and the Kueue whose
+#: own go.mod pairs it with a KubeRay of that line (v0.17.0 requires ray-operator v1.6.0).
+DEFAULT_RELEASES = {"kuberay": "v1.6.1", "kueue": "v0.17.0"}
+
+#: Each program at the release a stack starts by default.
+PROGRAMS: dict[str, Program] = {
+    name: by_version[DEFAULT_RELEASES.get(name, list(by_version)[-1])] for name, by_version in RELEASES.items()
+}
 
 
 def program(name: str, version: Optional[str] = None) -> Program:
@@ -172,6 +183,17 @@ def _build(program: Program, target: Path) -> None:
         os.replace(output, target)  # whole or not at all: a build cut short leaves no binary
 
 
+@contextlib.contextmanager
+def _build_lock(target: Path) -> Iterator[None]:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def ensure_built(programs: list[Program], progress: Callable[[str], None] = lambda line: None) -> dict[str, Path]:
     """The binaries of `programs` by name, building those missing from the cache (a line of progress each)."""
     go = go_version()
@@ -180,9 +202,11 @@ def ensure_built(programs: list[Program], progress: Callable[[str], None] = lamb
         name = program.name
         path = binary_path(program, go)
         if not path.exists():
-            progress(f"building {program.name} {program.version} from {program.upstream_module()} with {go} ...")
-            started = time.monotonic()
-            _build(program, path)
-            progress(f"built {program.name} in {time.monotonic() - started:.0f} s")
+            with _build_lock(path):  # another process building the same binary: wait for it, then use its result
+                if not path.exists():
+                    progress(f"building {program.name} {program.version} from {program.upstream_module()} with {go} ...")
+                    started = time.monotonic()
+                    _build(program, path)
+                    progress(f"built {program.name} in {time.monotonic() - started:.0f} s")
         found[name] = path
     return found

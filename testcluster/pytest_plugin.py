@@ -17,6 +17,7 @@ namespace and unique names), no cluster state beyond the stack's (tests add thei
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -30,7 +31,7 @@ import pytest
 
 from testcluster.programs import RELEASES, BuildError, GoMissing, ensure_built
 
-__all__ = ["RealCluster", "real_cluster"]
+__all__ = ["RealCluster", "own_cluster", "real_cluster"]
 
 CLUSTER_DIR_KEY = "testcluster_dir"
 WANTED, STARTED, FAILED = "wanted.json", "cluster.json", "failed"
@@ -191,3 +192,16 @@ def real_cluster(request: pytest.FixtureRequest, testcluster_request: dict) -> I
         yield RealCluster(stack.kubeconfig, stack.server, stack.workdir / "logs")
     finally:
         stack.stop()
+
+
+@contextlib.contextmanager
+def own_cluster(options: Any) -> Iterator[Any]:
+    """A stack of a test module's own (`StackOptions`: other nodes, other releases), stopped after; skipped
+    where Go is absent. Started on the calling thread, which must outlive it (a module fixture's does)."""
+    why = _unavailable()
+    if why is not None:
+        pytest.skip(why)
+    from testcluster.stack import Stack
+
+    with Stack(options) as stack:
+        yield stack

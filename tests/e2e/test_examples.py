@@ -1,11 +1,10 @@
 """Every file in examples/ run as the README shows it, against the configs shipped beside it.
 
-Offline commands run for real. The cluster example (`submit examples/train-gpu.yaml --queue team-a`)
-runs against the test API server set up as a user would: the example's nodes, the example's
-namespace and `configs/kueue/gpu-queues.yaml` applied, the simulated Kueue admitting. No KubeRay
-runs, so the submission stops at its `--timeout` (exit 3) once Kueue has admitted it; what is
-checked is that raybridge's checks before creating anything (LocalQueue, WorkloadPriorityClass,
-quota) pass and that Kueue admits the job.
+Offline commands run for real. The cluster example (`submit examples/train-gpu.yaml`) runs end to
+end on a real cluster of its own (testcluster: the real API server, scheduler, Kueue and KubeRay)
+set up as a user would: the example's nodes, the example's namespace and
+`configs/kueue/gpu-queues.yaml` applied. Kueue admits it through the shipped queues, KubeRay builds
+its Ray cluster on the AMD nodes, and its entrypoint runs on the local Ray head the head pod stands for.
 """
 
 from __future__ import annotations
@@ -13,15 +12,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import urlparse
 
 import pytest
 import yaml
 
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
-from kubesim.controllers import FakeKueue
-from kubesim.fixtures import wait_for
-from kubesim.server import KubeApiServer
-from kubesim.sim_kueue import kueue_api_version
+from testcluster.pytest_plugin import own_cluster
+from testcluster.stack import StackOptions
 
 NODES = "examples/cluster/nodes.json"
 PODS = "examples/cluster/pods.json"
@@ -65,41 +63,54 @@ def load_documents(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def shipped_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeApiServer, str]]:
-    """The example's nodes, the example's namespace, configs/kueue/gpu-queues.yaml, the simulated Kueue (newest)."""
-    server = KubeApiServer().start()
-    kueue = FakeKueue(server).start()
-    try:
-        for node in json.loads((EXAMPLES / "cluster" / "nodes.json").read_text())["items"]:
-            created = server.create_object(node)
-            server.update_status({**created, "status": node["status"]})
+def shipped_cluster(ray_head: Any) -> Iterator[Any]:
+    """A real cluster of the example's nodes, the example's namespace and configs/kueue/gpu-queues.yaml applied."""
+    nodes = json.loads((EXAMPLES / "cluster" / "nodes.json").read_text())["items"]
+    options = StackOptions(nodes=nodes, ray_dashboard=urlparse(ray_head.dashboard_url).netloc)
+    with own_cluster(options) as stack:
         documents = load_documents(ROOT / "configs" / "kueue" / "gpu-queues.yaml")
-        for namespace in {d["metadata"]["namespace"] for d in documents if d["kind"] == "LocalQueue"}:  # as the config's header says
-            server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-        for doc in documents:
-            server.create_object(doc)
-        yield server, str(server.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config"))
-    finally:
-        kueue.stop()
-        server.stop()
+        namespaces = {d["metadata"]["namespace"] for d in documents if d["kind"] == "LocalQueue"}  # as the config's header says
+        stack.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in sorted(namespaces)] + documents)
+        yield stack
 
 
-def test_the_gpu_example_is_admitted_through_the_shipped_queues(shipped_cluster: tuple[KubeApiServer, str]) -> None:
-    server, kubeconfig = shipped_cluster
-    out = run_cli("submit", "examples/train-gpu.yaml", "--queue", "team-a", "--timeout", "5", "--keep",
-                  env=cli_env(KUBECONFIG=kubeconfig), timeout=120)  # fmt: skip
-    assert out.returncode == 3, out.stderr  # accepted; never ready only because no KubeRay runs here
+def _client(stack: Any) -> Any:
+    from testcluster.client import ClusterClient
+
+    return ClusterClient(stack.kubeconfig)
+
+
+def test_the_gpu_example_runs_end_to_end_through_the_shipped_queues(shipped_cluster: Any) -> None:
+    out = run_cli("submit", "examples/train-gpu.yaml", env=cli_env(KUBECONFIG=str(shipped_cluster.kubeconfig)), timeout=240)
+    assert out.returncode == 0, out.stderr
     assert "created RayJob team-a/train-gpu in queue team-a" in out.stderr, out.stderr
-    rayjob = server.get_object("ray.io/v1", "RayJob", "train-gpu", "team-a")
-    assert rayjob is not None and rayjob["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "train"
-    api = kueue_api_version(server)
+    assert "admitted by team-a" in out.stderr and "port-forwarding 127.0.0.1:" in out.stderr
+    assert "sum of squares: 285" in out.stdout
+    assert "allocated: NUM_GPUS=16 NUM_REPLICAS=2" in out.stdout  # two 8-GPU MI300X workers, as `plan` says
+    assert "deleted RayJob team-a/train-gpu" in out.stderr
+    client = _client(shipped_cluster)
+    try:
+        assert client.list_objects("ray.io/v1", "RayJob", "team-a") == []
+        assert client.list_objects("kueue.x-k8s.io/v1beta2", "Workload", "team-a") == []
+    finally:
+        client.close()
 
-    def admitted() -> Any:
-        for wl in server.list_objects(api, "Workload", "team-a", label_selector=f"kueue.x-k8s.io/job-uid={rayjob['metadata']['uid']}"):
-            if any(c["type"] == "Admitted" and c["status"] == "True" for c in (wl.get("status") or {}).get("conditions") or []):
-                return wl
-        return None
 
-    workload = wait_for(admitted, timeout=10, what="Kueue to admit the example")
-    usage = {a["name"]: a["resourceUsage"] for a in workload["status"]["admission"]["podSetAssignments"]}
-    assert usage["workers"]["amd.com/gpu"] == "16"
+def test_the_gpu_example_workload_asks_the_amd_flavor_for_16_gpus(shipped_cluster: Any) -> None:
+    """What Kueue admitted: the workers' pod set in the MI300X flavor with 16 amd.com/gpu (kept with --no-wait)."""
+    kubeconfig = str(shipped_cluster.kubeconfig)
+    out = run_cli("submit", "examples/train-gpu.yaml", "--name", "train-gpu-kept", "--no-wait", env=cli_env(KUBECONFIG=kubeconfig), timeout=240)
+    assert out.returncode == 0, out.stderr
+    client = _client(shipped_cluster)
+    try:
+        rayjob = client.get_object("ray.io/v1", "RayJob", "train-gpu-kept", "team-a")
+        assert rayjob is not None and rayjob["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "train"
+        selector = f"kueue.x-k8s.io/job-uid={rayjob['metadata']['uid']}"
+        workloads = client.list_objects("kueue.x-k8s.io/v1beta2", "Workload", "team-a", label_selector=selector)
+        assert len(workloads) == 1, workloads
+        assignments = {a["name"]: a for a in workloads[0]["status"]["admission"]["podSetAssignments"]}
+        assert assignments["workers"]["resourceUsage"]["amd.com/gpu"] == "16"
+        assert assignments["workers"]["flavors"]["amd.com/gpu"] == "amd-mi300x"
+    finally:
+        client.close()
+    assert run_cli("delete", "train-gpu-kept", "-n", "team-a", env=cli_env(KUBECONFIG=kubeconfig)).returncode == 0
