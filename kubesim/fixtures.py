@@ -73,11 +73,13 @@ def make_cluster_queue(
     *,
     node_labels: Optional[Mapping[str, str]] = None,
     queueing_strategy: Optional[str] = None,
+    preemption: Optional[Mapping[str, Any]] = None,
 ) -> dict:
     """A ClusterQueue with one resource group (cpu, memory and the GPU key) in one flavor.
 
     The flavor is created too (with `node_labels`, if given). `gpus=0` leaves the
-    GPU key out of the queue.
+    GPU key out of the queue. `preemption`: the queue's `spec.preemption`
+    (e.g. `{"withinClusterQueue": "LowerPriority"}`).
     """
     make_resource_flavor(server, flavor, node_labels)
     covered = ["cpu", "memory"]
@@ -91,6 +93,8 @@ def make_cluster_queue(
     }
     if queueing_strategy:
         spec["queueingStrategy"] = queueing_strategy
+    if preemption:
+        spec["preemption"] = dict(preemption)
     return server.create_object(
         {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
     )
@@ -147,8 +151,7 @@ def gpu_node_labels(name: str, vendor: str, gpus: int, product: str, memory_mib:
     return labels
 
 
-def make_gpu_node(
-    server: Any,
+def gpu_node_manifest(
     name: str,
     vendor: str = "nvidia",
     gpus: int = 8,
@@ -161,7 +164,7 @@ def make_gpu_node(
     cpu: str = "128",
     memory: str = "1024Gi",
 ) -> dict:
-    """A Node with `gpus` of the vendor's extended resource in capacity and allocatable."""
+    """The Node `make_gpu_node` creates, as a dict (for a cluster that creates its nodes itself)."""
     capacity = {"cpu": cpu, "memory": memory, "pods": "110", _VENDOR_KEYS.get(vendor, "nvidia.com/gpu"): str(gpus)}
     spec: dict[str, Any] = {}
     if unschedulable:
@@ -192,6 +195,28 @@ def make_gpu_node(
         "spec": spec,
         "status": status,
     }
+    return node
+
+
+def make_gpu_node(
+    server: Any,
+    name: str,
+    vendor: str = "nvidia",
+    gpus: int = 8,
+    product: str = "NVIDIA-H100-80GB-HBM3",
+    memory_mib: int = 81559,
+    ready: bool = True,
+    unschedulable: bool = False,
+    taints: Iterable[Mapping[str, str]] = (),
+    *,
+    cpu: str = "128",
+    memory: str = "1024Gi",
+) -> dict:
+    """A Node with `gpus` of the vendor's extended resource in capacity and allocatable."""
+    node = gpu_node_manifest(
+        name, vendor, gpus, product, memory_mib, ready, unschedulable, taints, cpu=cpu, memory=memory
+    )
+    status, capacity = node["status"], node["status"]["capacity"]
     created = server.create_object(node)
     if (created.get("status") or {}).get("capacity") != capacity:
         server.update_status({**created, "status": status})
@@ -340,12 +365,13 @@ def simulated_cluster(dashboard_address: str, kubeconfig: Path, gpu_nodes: int =
         server.stop()
 
 
-def fresh_queue(server: Any, gpus: int = 8) -> tuple[str, str, str]:
-    """A new namespace with a LocalQueue -> ClusterQueue of `gpus` GPUs: (namespace, local queue, cluster queue)."""
+def fresh_queue(server: Any, gpus: int = 8, *, preemption: Optional[Mapping[str, Any]] = None) -> tuple[str, str, str]:
+    """A new namespace with a LocalQueue -> ClusterQueue of `gpus` GPUs (and `preemption`, if given):
+    (namespace, local queue, cluster queue)."""
     suffix = uuid.uuid4().hex[:6]
     namespace = f"team-{suffix}"
     server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    make_cluster_queue(server, f"cq-{suffix}", gpus=gpus)
+    make_cluster_queue(server, f"cq-{suffix}", gpus=gpus, preemption=preemption)
     make_local_queue(server, f"lq-{suffix}", namespace, f"cq-{suffix}")
     return namespace, f"lq-{suffix}", f"cq-{suffix}"
 

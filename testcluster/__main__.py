@@ -79,7 +79,7 @@ def _up(args: argparse.Namespace) -> int:
         with Stack(options) as stack:
             args.kubeconfig.write_text(stack.kubeconfig.read_text())
             args.kubeconfig.chmod(0o600)
-            _say(f"ready: {stack.server}, kubeconfig {args.kubeconfig} ({len(nodes)} nodes; Ctrl-C stops everything)")
+            _say(f"ready: {stack.server}, kubeconfig {args.kubeconfig}, {len(nodes)} nodes, logs in {stack.workdir / 'logs'} (Ctrl-C stops everything)")
             try:
                 while not stop.wait(0.5):
                     dead = [p.name for p in stack.processes if not p.running()]

@@ -174,11 +174,12 @@ def testcluster_request() -> dict:
 
 
 @pytest.fixture(scope="session")
-def real_cluster(request: pytest.FixtureRequest, testcluster_request: dict) -> Iterator[RealCluster]:
-    """The session's real cluster (started on first use); skipped where Go is absent."""
+def real_cluster(request: pytest.FixtureRequest) -> Iterator[RealCluster]:
+    """The session's real cluster (started on first use); skipped where Go is absent, before anything starts."""
     why = _unavailable()
     if why is not None:
         pytest.skip(why)
+    testcluster_request = request.getfixturevalue("testcluster_request")
     directory = getattr(request.config, "workerinput", {}).get(CLUSTER_DIR_KEY)
     if directory is None and _on_request is not None:
         directory = str(_on_request.directory)

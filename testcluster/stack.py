@@ -56,9 +56,6 @@ OPERATORS = ("kuberay", "kueue")
 POD_CIDR = "192.0.2.0/24"
 SERVICE_CIDR = "198.51.100.0/24"  # TEST-NET-2: the Services' cluster IPs, as data only
 KUEUE_NAMESPACE = "kueue-system"
-#: The integrations of Kueue's default install (config/components/manager/controller_manager_config.yaml
-#: at v0.17.0) that this stack can serve; those of absent CRDs are skipped by Kueue itself.
-KUEUE_FRAMEWORKS = ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice", "pod", "deployment", "statefulset"]
 
 
 @dataclass
@@ -463,10 +460,14 @@ class Stack:
         return configurations
 
     def _kueue_crds(self, source: Path, port: int) -> list[dict]:
-        """Kueue's CRDs, with the conversion webhook its kustomization patches in (config/components/crd/patches)."""
+        """Kueue's CRDs, with the conversion webhook on those its kustomization patches (config/components/crd:
+        the `webhook_in_*` patches its kustomization.yaml lists; the folder holds more, such as ResourceFlavors',
+        whose types have no conversion, so a webhook there fails every read in the other version)."""
         assert self.pki is not None
         crd_folder = source / "config" / "components" / "crd"
-        converted = {doc["metadata"]["name"] for path in (crd_folder / "patches").glob("webhook_in_*.yaml") for doc in _yaml_documents(path)}
+        listed = [entry["path"] for entry in yaml.safe_load((crd_folder / "kustomization.yaml").read_text()).get("patches") or []]
+        patches = [crd_folder / path for path in listed if Path(path).name.startswith("webhook_in_")]
+        converted = {doc["metadata"]["name"] for path in patches for doc in _yaml_documents(path)}
         crds = [doc for path in sorted((crd_folder / "bases").glob("*.yaml")) for doc in _yaml_documents(path)]
         for crd in crds:
             if crd["metadata"]["name"] in converted:
@@ -483,15 +484,15 @@ class Stack:
         cert_dir, etc_layer = self._kueue_certificates()
         self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUEUE_NAMESPACE}}])
         self._install_crds(self._kueue_crds(source, webhook_port))
-        config = {
-            "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": KUEUE_NAMESPACE,
+        config = _kueue_config(source)
+        config.update({
+            "namespace": KUEUE_NAMESPACE,
             "health": {"healthProbeBindAddress": f"127.0.0.1:{probe}"},
             "metrics": {"bindAddress": f"127.0.0.1:{metrics}"},
             "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
-            "integrations": {"frameworks": KUEUE_FRAMEWORKS},
-        }  # fmt: skip
+        })  # fmt: skip
         config_path = self.workdir / "kueue" / "config.yaml"
         config_path.write_text(yaml.safe_dump(config))
         kueue_argv = [str(self.binaries["kueue"]), f"--config={config_path}", f"--kubeconfig={self.kubeconfig}", "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=info"]
@@ -500,6 +501,12 @@ class Stack:
         process = self._process("kueue", argv, env)
         process.wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 120)
         self.apply(self._kueue_webhooks(source, webhook_port))
+
+
+def _kueue_config(source: Path) -> dict:
+    """The release's own default Configuration (config/components/manager/controller_manager_config.yaml: its
+    API version, integrations and controller settings), which the stack then points at loopback."""
+    return yaml.safe_load((source / "config" / "components" / "manager" / "controller_manager_config.yaml").read_text())
 
 
 def _with_etc_layer(layer: Path, argv: list[str]) -> list[str]:

@@ -159,16 +159,7 @@ def testcluster_request(ray_head: SharedHead) -> dict:
     head, and its nodes are GPU nodes shaped as kubesim.fixtures.make_gpu_node shapes them."""
     from urllib.parse import urlparse
 
-    from kubesim.fixtures import gpu_node_labels
+    from kubesim.fixtures import gpu_node_manifest
 
-    capacity = {"cpu": "128", "memory": "1024Gi", "pods": "110", "nvidia.com/gpu": "8"}
-    nodes = [
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": f"gpu-{i}", "labels": gpu_node_labels(f"gpu-{i}", "nvidia", 8, "NVIDIA-H100-80GB-HBM3", 81559)},
-            "status": {"capacity": capacity, "allocatable": capacity},
-        }
-        for i in range(REAL_CLUSTER_GPU_NODES)
-    ]
+    nodes = [gpu_node_manifest(f"gpu-{i}") for i in range(REAL_CLUSTER_GPU_NODES)]
     return {"ray_dashboard": urlparse(ray_head.dashboard_url).netloc, "nodes": nodes}

@@ -1,27 +1,30 @@
 """`submit` and the lifecycle commands against every supported KubeRay and Kueue release.
 
-Why this module exists: raybridge must work on each release in
-`kubesim.schemas.RELEASES` (KubeRay v1.3.2, v1.5.2 and the newest; Kueue v0.13.10,
-v0.15.8 and the newest), which differ in the API versions they serve
-(Kueue v0.13 serves only `kueue.x-k8s.io/v1beta1`), their CRD fields and their
-webhooks. Each test runs once per release, on a test API server started with
-that release's CRDs and the simulated Kueue and KubeRay of that release, with a
-REAL local Ray head behind the dashboard. Test ids carry the release id, so
-`pytest -k kueue-v0.13.10` runs that release's tests.
+Why this module exists: raybridge must work on each release we support, which differ in the API
+versions they serve (Kueue v0.13 serves only `kueue.x-k8s.io/v1beta1`), their CRD fields, their
+webhooks and their state machines. Each test runs once per release, with a REAL local Ray head
+behind the head pods:
+- on the real programs (testcluster) for every release the Go module proxy serves: KubeRay
+  v1.3.2, v1.5.0 and v1.6.1, Kueue v0.13.10, v0.17.0 and v0.19.2 (one release moved at a time
+  from the default pair, KubeRay v1.6.1 with Kueue v0.17.0, which is the session's own cluster);
+- on the simulation (kubesim) only for the releases the proxy does not serve: KubeRay v1.5.2 and
+  the newest CRDs (v1.7.0), Kueue v0.15.8 and the newest (v0.20), marked `sim-` in the test id.
+Test ids carry the release, so `pytest -k kueue-v0.13.10` runs that release's tests.
 
-What it deliberately does not do: repeat every submit path of
-test_kube_submit.py per release (runtime: a few tests per release), or test
-the simulated controllers themselves (kubesim).
+What it deliberately does not do: repeat every submit path of test_kube_submit.py per release
+(runtime: a few tests per release), or test the simulated controllers themselves (kubesim).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from contextlib import ExitStack
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, Optional
 from urllib.parse import urlparse
@@ -29,24 +32,37 @@ from urllib.parse import urlparse
 import pytest
 
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
-from kubesim.controllers import FakeKubeRay, FakeKueue
-from kubesim.fixtures import leftovers, make_gpu_node, wait_for
-from kubesim.server import KubeApiServer
-from kubesim.sim_kueue import kueue_api_version
-from kubesim.schemas import KUBERAY_RELEASES, RELEASES
+from kubesim.fixtures import gpu_node_manifest, leftovers, make_gpu_node, wait_for
 
 RAY = "ray.io/v1"
 
+#: The releases the real programs run here, by test id: the versions moved from the default pair.
+REAL_RELEASES: dict[str, dict[str, str]] = {
+    "real-kuberay-v1.6.1-kueue-v0.17.0": {},
+    "real-kuberay-v1.3.2": {"kuberay": "v1.3.2"},
+    "real-kuberay-v1.5.0": {"kuberay": "v1.5.0"},
+    "real-kueue-v0.13.10": {"kueue": "v0.13.10"},
+    "real-kueue-v0.19.2": {"kueue": "v0.19.2"},
+}
+#: The simulated releases no served module covers (kubesim.schemas release ids).
+SIMULATED_RELEASES = ("kuberay-v1.5.2", "kuberay-newest", "kueue-v0.15.8", "kueue-newest")
+#: Kueue v0.13 serves kueue.x-k8s.io/v1beta1 only; later releases store v1beta2.
+KUEUE_V1BETA1_ONLY = ("v0.13.10",)
+
 
 class Cluster:
-    """A test API server of one release with simulated Kueue and KubeRay, and a kubeconfig for the CLI."""
+    """One release's cluster (real or simulated) and a kubeconfig for the CLI."""
 
-    def __init__(self, release: str, server: KubeApiServer, kubeconfig: str, kuberay: FakeKubeRay) -> None:
+    def __init__(self, release: str, server: Any, kubeconfig: str, kueue_api: str, kuberay: Any = None) -> None:
         self.release = release
         self.server = server
-        self.kuberay = kuberay
+        self.kuberay = kuberay  # the simulated operator, whose clock a test may move; None on the real programs
         self.kubeconfig = kubeconfig
-        self.kueue_api = kueue_api_version(server)
+        self.kueue_api = kueue_api
+
+    @property
+    def real(self) -> bool:
+        return self.kuberay is None
 
     def cli(self, *args: str, timeout: float = 180) -> Any:
         return run_cli(*args, env=cli_env(KUBECONFIG=self.kubeconfig), timeout=timeout)
@@ -57,9 +73,13 @@ class Cluster:
         namespace, lq, cq = f"team-{suffix}", f"lq-{suffix}", f"cq-{suffix}"
         self.server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         if self.server.get_object(self.kueue_api, "ResourceFlavor", "default-flavor") is None:
-            self.server.create_object(
-                {"apiVersion": self.kueue_api, "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}}
-            )
+            try:
+                self.server.create_object(
+                    {"apiVersion": self.kueue_api, "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}}
+                )
+            except Exception as exc:  # created meanwhile by a test beside this one (a shared cluster): 409
+                if getattr(exc, "status", None) != 409:
+                    raise
         quota = [("cpu", "64"), ("memory", "512Gi"), ("nvidia.com/gpu", "8")]
         group = {
             "coveredResources": [name for name, _ in quota],
@@ -79,19 +99,65 @@ class Cluster:
         return leftovers(self.server, namespace, self.kueue_api)
 
 
-@pytest.fixture(scope="module", params=RELEASES)
-def cluster(request: pytest.FixtureRequest, ray_head: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One release's cluster, shared by that release's tests (the id is the release id)."""
+#: One worker runs all tests of a release (`--dist loadgroup`), so each release's cluster starts once.
+MATRIX = [pytest.param(r, marks=pytest.mark.xdist_group(r), id=r) for r in [*REAL_RELEASES, *(f"sim-{r}" for r in SIMULATED_RELEASES)]]
+
+
+@pytest.fixture(scope="module", params=MATRIX)
+def cluster(request: pytest.FixtureRequest, ray_head: Any) -> Iterator[Cluster]:
+    """One release's cluster, shared by that release's tests (the id is the release)."""
     release = request.param
+    with ExitStack() as stack:
+        if release.startswith("sim-"):
+            yield stack.enter_context(_simulated(release.removeprefix("sim-"), ray_head, request))
+        else:
+            yield stack.enter_context(_real(release, ray_head, request))
+
+
+def _kueue_api(versions: dict[str, str]) -> str:
+    return "kueue.x-k8s.io/v1beta1" if versions.get("kueue") in KUEUE_V1BETA1_ONLY else "kueue.x-k8s.io/v1beta2"
+
+
+@contextlib.contextmanager
+def _real(release: str, ray_head: Any, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    from testcluster.pytest_plugin import own_cluster
+    from testcluster.stack import StackOptions
+    from testcluster.client import ClusterClient
+
+    versions = REAL_RELEASES[release]
+    if not versions:  # the default pair: the session's cluster
+        real = request.getfixturevalue("real_cluster")
+        client = real.client()
+        try:
+            yield Cluster(release, client, str(real.kubeconfig), _kueue_api(versions))
+        finally:
+            client.close()
+        return
+    nodes = [gpu_node_manifest(f"gpu-{i}") for i in range(2)]
+    options = StackOptions(versions=versions, nodes=nodes, ray_dashboard=urlparse(ray_head.dashboard_url).netloc)
+    with own_cluster(options) as stack:
+        client = ClusterClient(stack.kubeconfig)
+        try:
+            yield Cluster(release, client, str(stack.kubeconfig), _kueue_api(versions))
+        finally:
+            client.close()
+
+
+@contextlib.contextmanager
+def _simulated(release: str, ray_head: Any, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    from kubesim.controllers import FakeKubeRay, FakeKueue
+    from kubesim.server import KubeApiServer
+    from kubesim.sim_kueue import kueue_api_version
+
     server = KubeApiServer(release=release).start()
     kueue = kuberay = None
     try:
-        kubeconfig = server.write_kubeconfig(tmp_path_factory.mktemp(release) / "config")
+        kubeconfig = server.write_kubeconfig(request.getfixturevalue("tmp_path_factory").mktemp(release) / "config")
         for i in range(2):
             make_gpu_node(server, f"gpu-{i}", vendor="nvidia", gpus=8)
         kueue = FakeKueue(server).start()
         kuberay = FakeKubeRay(server, dashboard_address=urlparse(ray_head.dashboard_url).netloc).start()
-        yield Cluster(release, server, str(kubeconfig), kuberay)
+        yield Cluster(release, server, str(kubeconfig), kueue_api_version(server), kuberay)
     finally:
         for controller in (kuberay, kueue):
             if controller is not None:
@@ -159,6 +225,7 @@ def _finished(workload: dict[str, Any]) -> bool:
     return any(c.get("type") == "Finished" and c.get("status") == "True" for c in (workload.get("status") or {}).get("conditions") or [])
 
 
+@pytest.mark.realtime  # on the real programs the bound itself (a minute) passes in wall-clock time
 def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(cluster: Cluster) -> None:
     """SIGKILL once the cluster is ready (KubeRay's Waiting, where v1.3-v1.5 check neither suspend nor
     deadlines): the RayJob's deadline falls within --orphan-timeout of the kill, and once KubeRay's clock
@@ -166,7 +233,7 @@ def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(
 
     Only KubeRay's clock moves, and only after the kill: raybridge renews activeDeadlineSeconds from its own
     clock against status.startTime, so while it lives the two clocks must agree."""
-    if cluster.release not in KUBERAY_RELEASES:
+    if "kuberay" not in cluster.release:
         pytest.skip("the RayJob state machine is KubeRay's: one run per KubeRay release")
     bound = 60
     namespace, lq = cluster.queue()
@@ -198,8 +265,12 @@ def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(
     time.sleep(1)
     assert _holding(cluster, namespace), "failed before its deadline"
 
-    cluster.kuberay.advance_clock((fails_at - killed_at).total_seconds() + 1)
-    wait_for(lambda: not _holding(cluster, namespace), timeout=30, what="the RayJob failed and its Workload finished")
+    if cluster.real:  # the real operator's wall clock: wait for the deadline itself
+        wait_for(lambda: not _holding(cluster, namespace), timeout=(fails_at - killed_at).total_seconds() + 45,
+                 what="the RayJob failed at its deadline and its Workload finished")  # fmt: skip
+    else:
+        cluster.kuberay.advance_clock((fails_at - killed_at).total_seconds() + 1)
+        wait_for(lambda: not _holding(cluster, namespace), timeout=30, what="the RayJob failed and its Workload finished")
     status = cluster.server.get_object(RAY, "RayJob", "orphan", namespace)["status"]
     assert (status["jobDeploymentStatus"], status.get("reason")) == ("Failed", "DeadlineExceeded")
     assert cluster.cli("delete", "orphan", "-n", namespace).returncode == 0
