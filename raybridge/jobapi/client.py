@@ -24,7 +24,7 @@ from urllib.parse import urlencode
 from typing import Any, Callable, Optional
 
 from raybridge.core.deadline import Deadline
-from raybridge.errors import InfraError
+from raybridge.errors import BadInput, InfraError
 from raybridge.jobapi.ray_import import ray_import_problem
 from raybridge.kube.retry import RetryPolicy
 from raybridge.noise import after_ray_import
@@ -114,6 +114,9 @@ class RayJobs:
 
         A head that has just started can answer 500 until its job agent has
         registered. The submission id is fixed, so a retry never runs the job twice.
+        Ray answers an id it knows with a 500 ("already exists"): after a failed
+        attempt that is this run's job, which got through after all; to the first
+        attempt it is another job under that id (BadInput), never taken for ours.
         """
         deadline = Deadline.after(retry_for, time.monotonic)
         failed_before = False
@@ -126,8 +129,13 @@ class RayJobs:
                 )
             except Exception as exc:
                 text = str(exc)
-                if failed_before and "already exists" in text:
-                    return submission_id  # an earlier attempt got through after all
+                if "already exists" in text:
+                    if failed_before:
+                        return submission_id  # an earlier attempt got through after all
+                    raise BadInput(
+                        f"the Ray cluster at {self.address} already has a job with submission id {submission_id}, "
+                        "not submitted by this run: a submission id names one job; choose another (--submission-id)"
+                    ) from None
                 wait = SUBMIT_RETRY_POLICY.wait_before_retry(attempt, "status", deadline) if "status code 5" in text else None
                 if wait is None:
                     raise InfraError(f"submitting to the Ray Job API at {self.address} failed: {_first_line(exc)}") from None

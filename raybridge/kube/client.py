@@ -508,14 +508,17 @@ def describe_unreachable(exc: BaseException) -> str:
     return f"the Kubernetes API{where} is unreachable ({_short(reason)})"
 
 
-_WEBHOOK_DENIAL = re.compile(r'admission webhook "[^"]*" denied the request')
+#: The API server's words when admission refuses an object: a webhook's denial (apiserver
+#: admission/plugin/webhook/errors ToStatusErr) or a ValidatingAdmissionPolicy's (apiserver
+#: admission/plugin/policy/validating dispatcher.go, 403 or 422 by the validation's reason).
+_ADMISSION_DENIAL = re.compile(r"admission webhook \"[^\"]*\" denied the request|ValidatingAdmissionPolicy '[^']*' (with binding '[^']*' )?denied request")
 
 
 def translate_api_exception(what: str, exc: Any, server: str = "", attempts: int = 1) -> Exception:
     status = getattr(exc, "status", 0) or 0
     message = status_message(exc)
-    if status in (400, 403, 422) and _WEBHOOK_DENIAL.search(message):
-        return BadInput(f"{what}: {message}")  # a validating webhook refused the object: the input is wrong
+    if status in (400, 403, 422) and _ADMISSION_DENIAL.search(message):
+        return BadInput(f"{what}: {message}")  # the cluster's admission policy refused the object: the input is wrong, not the user's rights
     if status in (400, 409, 422):
         return BadInput(f"{what}: {message}")
     if status == 404:

@@ -1,150 +1,243 @@
-"""`submit --backend kubernetes` up to the point where a Ray job would be needed: the CLI against the
-test API server, no Ray head.
+"""`submit --backend kubernetes` where the cluster says no before anything runs, and what the server stored
+on the created RayJob: on the real cluster (testcluster: kube-apiserver v1.34.4, KubeRay v1.6.1, Kueue v0.17.0).
 
-What a user sees when the cluster says no before anything runs: a webhook's denial, a LocalQueue
-whose ClusterQueue is missing or inactive (exit 2, naming it, nothing created), with the inactive
-status written by the simulated Kueue of each release (a flavor it names is missing); a pod set that
-no flavor can take whole (CPU that fits only one flavor, GPUs only another: exit 2 with the
-arithmetic per flavor); a job that fits only with the quota of Cohort objects (and a parent
-Cohort's) is accepted and admitted; and what the server really set on the created RayJob: the
-queue Kueue defaulted, and the orphan protection (the same fields on every KubeRay release). The
-release tests carry the release directory name
-in their ids, so `pytest -k kuberay-v1.3.2` runs them for that release.
+What a user sees when the cluster says no: an admission denial (exit 2 with its words, never "permission
+denied"), from a webhook (a real one the API server calls, tests/e2e/admission_webhook.py) or from a
+ValidatingAdmissionPolicy (the API server's own); a LocalQueue whose ClusterQueue is missing, one Kueue found
+inactive (it names a ResourceFlavor that does not exist), a stopped LocalQueue (exit 2, naming it, no RayJob
+create even attempted: the test's webhook sees every one); a pod set that no flavor can take whole (CPU that
+fits only one flavor, GPUs only another: exit 2 with the arithmetic per flavor). A job that fits only with
+the quota of Cohort objects (and a parent Cohort's) is accepted and admitted. What the server set on the
+created RayJob: the queue Kueue's LocalQueue defaulting filled in, and the orphan protection. The tests that
+name a release carry it in their names (`pytest -k kueue_v0_17_0`).
 
-The flows that create a RayJob stop on `--timeout` (no simulated KubeRay runs, so the cluster never
-becomes ready) with `--keep`, so that the created object can be read back.
+Tests isolate themselves on the shared cluster: fresh namespaces, and cluster-scoped objects (ClusterQueues,
+ResourceFlavors, Cohorts, admission policies) under names of their own, deleted after the test.
+
+What it deliberately does not do: the other releases (KubeRay v1.3.2 and v1.5.2, Kueue v0.13.10 and v0.15.8,
+the newest CRDs) and Kueue with LocalQueue defaulting off (GA and locked on since Kueue v0.17):
+test_kube_preflight_sim.py runs those on the simulation.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
+import time
 import uuid
-from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator
 
 import pytest
 
+from tests.e2e.admission_webhook import AdmissionWebhook
 from tests.helpers import cli_env, run_cli
-from kubesim.controllers import FakeKueue
-from kubesim.errors import AdmissionDenied
-from kubesim.fixtures import leftovers, make_cluster_queue, make_gpu_node, make_local_queue, wait_for
-from kubesim.server import KubeApiServer
-from kubesim.sim_kueue import kueue_api_version
-from kubesim.schemas import KUBERAY_RELEASES, KUEUE_RELEASES
+from kubesim.fixtures import leftovers, make_cluster_queue, make_local_queue, make_resource_flavor, wait_for
 
 RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
+ADMISSION_API = "admissionregistration.k8s.io/v1"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 
 
 class Cluster:
-    """A started test API server with a GPU node, its kubeconfig, and every RayJob CREATE it was asked for."""
+    """The session's real cluster as the tests here use it: the admin's client, the kubeconfig, the webhook
+    that sees every RayJob create in the namespaces it makes, and the cluster-scoped objects to delete after."""
 
-    def __init__(self, server: KubeApiServer, kubeconfig: Path) -> None:
-        self.server = server
-        self.kubeconfig = str(kubeconfig)
-        self.create_requests: list[tuple[str, str]] = []  # (namespace, name), recorded before any validation
-        server.add_mutating_hook("ray.io", "RayJob", self._record)
-        make_gpu_node(server, "gpu-0", vendor="nvidia", gpus=8)
-
-    def _record(self, obj: dict[str, Any], operation: str) -> None:
-        if operation == "CREATE":
-            meta = obj.get("metadata") or {}
-            self.create_requests.append((meta.get("namespace", ""), meta.get("name", "")))
+    def __init__(self, client: Any, kubeconfig: str, webhook: AdmissionWebhook) -> None:
+        self.server = client
+        self.kubeconfig = kubeconfig
+        self.webhook = webhook
+        self.created_cluster_objects: list[tuple[str, str, str]] = []  # (apiVersion, kind, name)
 
     def namespace(self) -> str:
-        name = f"team-{uuid.uuid4().hex[:6]}"
-        self.server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-        return name
+        return self.webhook.namespace()
 
-    def submit(self, namespace: str, *args: str) -> Any:
-        return run_cli("submit", "-n", namespace, *args, "--", "python", "-c", "1", env=cli_env(KUBECONFIG=self.kubeconfig), timeout=120)
+    def cluster_object(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create a cluster-scoped object, deleted after the test."""
+        created = self.server.create_object(obj)
+        self.created_cluster_objects.append((obj["apiVersion"], obj["kind"], obj["metadata"]["name"]))
+        return created
+
+    def submit(self, namespace: str, *args: str, entrypoint: str = "1") -> Any:
+        return run_cli("submit", "-n", namespace, *args, "--", "python", "-c", entrypoint, env=cli_env(KUBECONFIG=self.kubeconfig), timeout=180)
+
+    def cli(self, *args: str) -> Any:
+        return run_cli(*args, env=cli_env(KUBECONFIG=self.kubeconfig), timeout=120)
 
     def created_in(self, namespace: str) -> list[str]:
-        return [name for ns, name in self.create_requests if ns == namespace]
+        return self.webhook.created_in(namespace)
 
     def leftovers(self, namespace: str) -> dict[str, list[str]]:
         return leftovers(self.server, namespace)
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """The newest releases, no simulated controllers: everything here fails before Kueue or KubeRay act."""
-    server = KubeApiServer().start()
+def real(real_cluster) -> Iterator[tuple[Any, str, AdmissionWebhook]]:
+    client = real_cluster.client()
+    webhook = AdmissionWebhook(client).start()
     try:
-        yield Cluster(server, server.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config"))
+        yield client, str(real_cluster.kubeconfig), webhook
     finally:
-        server.stop()
+        webhook.stop()
+        client.close()
 
 
-# --- an admission webhook's denial ----------------------------------------------------------------
+@pytest.fixture
+def cluster(real) -> Iterator[Cluster]:
+    """The real cluster; the cluster-scoped objects the test created are deleted after it, the last first."""
+    cluster = Cluster(*real)
+    yield cluster
+    for api_version, kind, name in reversed(cluster.created_cluster_objects):
+        with contextlib.suppress(Exception):  # already gone
+            cluster.server.delete_object(api_version, kind, name)
 
-# (case, HTTP code and reason the webhook answers with)
-DENIAL_ROWS = [("403 Forbidden", 403, "Forbidden"), ("422 Invalid", 422, "Invalid")]
+
+def suffix() -> str:
+    return uuid.uuid4().hex[:6]
 
 
-@pytest.mark.parametrize("case,code,reason", DENIAL_ROWS, ids=[r[0] for r in DENIAL_ROWS])
-def test_a_webhook_denial_is_bad_input_with_the_webhook_s_message(cluster: Cluster, case: str, code: int, reason: str) -> None:
+def queues(cluster: Cluster, namespace: str, local_queue: str = "lq") -> str:
+    """A ClusterQueue of this test's own (8 GPUs in default-flavor) and a LocalQueue `local_queue` for it, once
+    Kueue has seen the LocalQueue (it defaults only into one in its cache): the ClusterQueue's name."""
+    name = f"cq-{namespace}"
+    make_cluster_queue(cluster.server, name, gpus=8)
+    cluster.created_cluster_objects.append((KUEUE, "ClusterQueue", name))
+    make_local_queue(cluster.server, local_queue, namespace, name)
+    wait_for(lambda: (cluster.server.get_object(KUEUE, "LocalQueue", local_queue, namespace) or {}).get("status"),
+             timeout=30, what=f"Kueue to see LocalQueue {local_queue}")  # fmt: skip
+    return name
+
+
+def conditions(obj: Any) -> list[dict[str, Any]]:
+    return ((obj or {}).get("status") or {}).get("conditions") or []
+
+
+def condition_is(obj: Any, kind: str, status: str) -> bool:
+    return any(c["type"] == kind and c["status"] == status for c in conditions(obj))
+
+
+# --- an admission denial ---------------------------------------------------------------------------
+
+FROZEN = "RayJobs are frozen in this namespace until Monday"
+
+
+def webhook_denial(cluster: Cluster, namespace: str, code: int, reason: str) -> str:
+    """The test's webhook refuses RayJob creates in the namespace: the API server's words for it."""
+    cluster.webhook.deny(namespace, code, reason, FROZEN)
+    return f'admission webhook "{cluster.webhook.name}" denied the request: {FROZEN}'
+
+
+def policy_denial(cluster: Cluster, namespace: str, code: int, reason: str) -> str:
+    """A ValidatingAdmissionPolicy bound to the namespace refuses RayJob creates (its validation's reason,
+    Forbidden or Invalid, sets the code: apiserver admission/plugin/policy/validating dispatcher.go)."""
+    name = f"frozen-{suffix()}"
+    cluster.cluster_object({
+        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["ray.io"], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["rayjobs"]}]},
+            "validations": [{"expression": "false", "message": FROZEN, "reason": reason}],
+        },
+    })  # fmt: skip
+    cluster.cluster_object({
+        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}},
+    })  # fmt: skip
+    said = f"ValidatingAdmissionPolicy '{name}' with binding '{name}' denied request: {FROZEN}"
+
+    def in_force() -> bool:
+        status, answer = dry_run_refusal(cluster, namespace)
+        return status == code and said in answer
+
+    wait_for(in_force, timeout=60, what=f"policy {name} in force, refusing with {code}")
+    return said
+
+
+#: The RayJob a dry run creates to see whether a policy is in force (the test's webhook sees it too).
+PROBE = "policy-probe"
+
+
+def dry_run_refusal(cluster: Cluster, namespace: str) -> tuple[int, str]:
+    """How the API server refuses a dry-run RayJob create in the namespace: (HTTP status, body); (0, "") when it takes it."""
+    from kubernetes import client as k8s
+
+    body = {"apiVersion": RAY, "kind": "RayJob", "metadata": {"name": PROBE, "namespace": namespace}, "spec": {"entrypoint": "true"}}
+    with cluster.server.api_client() as api:
+        try:
+            k8s.CustomObjectsApi(api).create_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", body, dry_run="All")
+        except k8s.ApiException as exc:
+            return exc.status, str(exc.body)
+    return 0, ""
+
+
+# (case, who refuses, HTTP code and reason of the refusal)
+DENIAL_ROWS = [
+    ("a webhook, 403 Forbidden", webhook_denial, 403, "Forbidden"),
+    ("a webhook, 422 Invalid", webhook_denial, 422, "Invalid"),
+    ("a ValidatingAdmissionPolicy, 403 Forbidden", policy_denial, 403, "Forbidden"),
+    ("a ValidatingAdmissionPolicy, 422 Invalid", policy_denial, 422, "Invalid"),
+]
+
+
+@pytest.mark.parametrize("case,deny,code,reason", DENIAL_ROWS, ids=[r[0] for r in DENIAL_ROWS])
+def test_an_admission_denial_is_bad_input_with_the_api_server_s_words(cluster: Cluster, case: str, deny: Callable[..., str], code: int, reason: str) -> None:
+    """Exit 2 with the denial's words; a 403 from admission is the cluster's policy, not a missing permission
+    (a ValidatingAdmissionPolicy's 403 was once reported as "permission denied", exit 3)."""
     namespace = cluster.namespace()
-    make_cluster_queue(cluster.server, f"cq-{namespace}", gpus=8)
-    make_local_queue(cluster.server, "lq", namespace, f"cq-{namespace}")
-
-    def deny(obj: dict[str, Any], operation: str) -> None:
-        if (obj.get("metadata") or {}).get("namespace") == namespace:
-            raise AdmissionDenied("policy.example.com", "RayJobs are frozen in this namespace until Monday", code, reason)
-
-    cluster.server.add_mutating_hook("ray.io", "RayJob", deny)
+    queues(cluster, namespace)
+    said = deny(cluster, namespace, code, reason)
     out = cluster.submit(namespace, "--queue", "lq", "--name", "frozen", "--timeout", "5")
     assert out.returncode == 2, out.stderr
-    assert 'admission webhook "policy.example.com" denied the request: RayJobs are frozen in this namespace until Monday' in out.stderr
+    assert f"creating RayJob {namespace}/frozen: " in out.stderr and said in out.stderr
     assert "permission denied" not in out.stderr and "Traceback" not in out.stderr
+    assert [name for name in cluster.created_in(namespace) if name != PROBE] == ["frozen"]  # the one create, refused
     assert cluster.leftovers(namespace) == {}
 
 
-# --- a LocalQueue whose ClusterQueue is missing or inactive --------------------------------------
+# --- a LocalQueue whose ClusterQueue is missing, inactive, or that is stopped ------------------------
 
 
-def missing_cluster_queue(server: KubeApiServer, namespace: str) -> str:
-    make_local_queue(server, "lq", namespace, f"gone-{namespace}")
+def missing_cluster_queue(cluster: Cluster, namespace: str) -> str:
+    make_local_queue(cluster.server, "lq", namespace, f"gone-{namespace}")
     return f"LocalQueue lq points at ClusterQueue gone-{namespace}, which does not exist (ClusterQueues: "
 
 
-def inactive_cluster_queue(server: KubeApiServer, namespace: str) -> str:
-    """A ClusterQueue as Kueue reports one whose ResourceFlavor is missing (clusterqueue controller's words)."""
-    name = f"cq-{namespace}"
-    queue = make_cluster_queue(server, name, gpus=8)
-    condition = {
-        "type": "Active", "status": "False", "reason": "FlavorNotFound",
-        "message": "Can't admit new workloads: references missing ResourceFlavor(s): gpu.",
-        "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1,
-    }  # fmt: skip
-    server.update_status({**queue, "status": {"conditions": [condition]}})
-    make_local_queue(server, "lq", namespace, name)
+def inactive_cluster_queue(cluster: Cluster, namespace: str) -> str:
+    """A ClusterQueue naming a ResourceFlavor that does not exist: Kueue marks it inactive (Active=False,
+    FlavorNotFound: kueue@v0.17.0 pkg/cache/scheduler/clusterqueue.go inactiveReason)."""
+    flavor = f"h100-{suffix()}"
+    name = kueue_queues(cluster, namespace, [flavor_quota(flavor, "64", "8")])
+    wait_for(lambda: condition_is(cluster.server.get_object(KUEUE, "ClusterQueue", name), "Active", "False"),
+             timeout=30, what="Kueue to find the ClusterQueue inactive")  # fmt: skip
     return (
-        f"ClusterQueue {name} (behind LocalQueue lq) is not active: "
-        "FlavorNotFound: Can't admit new workloads: references missing ResourceFlavor(s): gpu."
+        f"ClusterQueue {name} (behind LocalQueue lq) is not active: FlavorNotFound: "
+        f"Can't admit new workloads: references missing ResourceFlavor(s): {flavor}. (ResourceFlavors: "
     )
 
 
-def stopped_local_queue(server: KubeApiServer, namespace: str) -> str:
-    """A LocalQueue with stopPolicy Hold: Kueue leaves its Workloads Inadmissible ("LocalQueue lq is inactive")."""
-    make_cluster_queue(server, f"cq-{namespace}", gpus=8)
-    queue = make_local_queue(server, "lq", namespace, f"cq-{namespace}")
-    server.replace_object({**queue, "spec": {**queue["spec"], "stopPolicy": "Hold"}})
+def stopped_local_queue(cluster: Cluster, namespace: str) -> str:
+    """A LocalQueue with stopPolicy Hold: Kueue admits nothing from it."""
+    name = f"cq-{namespace}"
+    make_cluster_queue(cluster.server, name, gpus=8)
+    cluster.created_cluster_objects.append((KUEUE, "ClusterQueue", name))
+    cluster.server.create_object({"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": namespace},
+                                  "spec": {"clusterQueue": name, "stopPolicy": "Hold"}})  # fmt: skip
     return f"LocalQueue lq in namespace {namespace} is stopped (stopPolicy Hold): Kueue admits nothing from it until it is resumed"
 
 
 # (case, sets up the queues in a namespace and returns what the one-line error must say)
-QUEUE_ROWS: list[tuple[str, Callable[[KubeApiServer, str], str]]] = [
+QUEUE_ROWS: list[tuple[str, Callable[[Cluster, str], str]]] = [
     ("ClusterQueue missing", missing_cluster_queue),
-    ("ClusterQueue inactive", inactive_cluster_queue),
+    ("ClusterQueue Kueue found inactive", inactive_cluster_queue),
     ("LocalQueue stopped", stopped_local_queue),
 ]
 
 
 @pytest.mark.parametrize("case,setup", QUEUE_ROWS, ids=[r[0] for r in QUEUE_ROWS])
-def test_a_broken_cluster_queue_is_refused_before_anything_is_created(cluster: Cluster, case: str, setup: Callable[[KubeApiServer, str], str]) -> None:
+def test_a_broken_cluster_queue_is_refused_before_anything_is_created(cluster: Cluster, case: str, setup: Callable[[Cluster, str], str]) -> None:
     namespace = cluster.namespace()
-    expected = setup(cluster.server, namespace)
+    expected = setup(cluster, namespace)
     out = cluster.submit(namespace, "--queue", "lq", "--name", "never", "--timeout", "5")
     assert out.returncode == 2, out.stderr
     assert expected in out.stderr
@@ -153,45 +246,37 @@ def test_a_broken_cluster_queue_is_refused_before_anything_is_created(cluster: C
     assert cluster.leftovers(namespace) == {}
 
 
-# --- what the server set: the defaulted queue and the protection each KubeRay release keeps -------
+def test_a_cluster_queue_kueue_v0_17_0_found_inactive_names_the_flavors_there_are(cluster: Cluster) -> None:
+    """The ClusterQueue names flavor h100-<id>, which does not exist: Kueue marks it inactive and admits
+    nothing; the error lists the ResourceFlavors the cluster has (default-flavor, and others' on the shared
+    cluster), and not the missing one."""
+    namespace = cluster.namespace()
+    make_resource_flavor(cluster.server)  # shared, never deleted
+    expected = inactive_cluster_queue(cluster, namespace)
+    missing = expected.split("references missing ResourceFlavor(s): ", 1)[1].split(".", 1)[0]
+    out = cluster.submit(namespace, "--queue", "lq", "--name", "never", "--gpus", "8", "--timeout", "30")
+    assert out.returncode == 2, out.stderr
+    assert expected in out.stderr
+    named = {name.strip() for name in out.stderr.split(expected, 1)[1].split(")", 1)[0].split(",")}
+    assert "default-flavor" in named and missing not in named, named
+    assert "Traceback" not in out.stderr and cluster.created_in(namespace) == []
+    assert cluster.leftovers(namespace) == {}
 
 
-@pytest.fixture
-def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
-    """Starts a server with one KubeRay release's CRDs (Kueue newest) and the simulated Kueue.
-
-    `default_queue`: the LocalQueue name Kueue's LocalQueue defaulting fills in (None: the feature
-    gate is off). Everything started is stopped after the test.
-    """
-    started: list[tuple[FakeKueue, KubeApiServer]] = []
-
-    def start(release: str, default_queue: Optional[str] = "default") -> Cluster:
-        server = KubeApiServer(release=release).start()
-        started.append((FakeKueue(server, namespace_default_queue=default_queue).start(), server))
-        return Cluster(server, server.write_kubeconfig(tmp_path / "config"))
-
-    yield start
-    for kueue, server in reversed(started):
-        kueue.stop()
-        server.stop()
+# --- what the server set: the defaulted queue and the orphan protection -----------------------------
 
 
-def queues(cluster: Cluster, namespace: str, local_queue: str) -> None:
-    make_cluster_queue(cluster.server, f"cq-{namespace}", gpus=8)
-    make_local_queue(cluster.server, local_queue, namespace, f"cq-{namespace}")
-    # Kueue defaults only into a LocalQueue it has seen (its cache), as the simulated one does.
-    wait_for(lambda: (cluster.server.get_object(KUEUE, "LocalQueue", local_queue, namespace) or {}).get("status"),
-             timeout=10, what=f"Kueue to see LocalQueue {local_queue}")  # fmt: skip
-
-
-def kept_rayjob(cluster: Cluster, namespace: str, name: str, *args: str) -> tuple[Any, dict[str, Any]]:
-    """Submit (it stops on the short timeout: no KubeRay runs), keep the RayJob, and read it back."""
-    out = cluster.submit(namespace, "--name", name, "--timeout", "2", "--keep", *args)
-    assert out.returncode == 3, out.stderr  # not ready within the timeout; what matters came before
-    assert "Traceback" not in out.stderr
-    stored = cluster.server.get_object(RAY, "RayJob", name, namespace)
-    assert stored is not None, out.stderr
-    return out, stored
+def hold_all_quota(cluster: Cluster, namespace: str, local_queue: str = "lq") -> None:
+    """A Workload of its own (no job behind it) that takes the queue's whole quota: Kueue admits nothing
+    else from it until the Workload is deleted, so a submit waits in the queue."""
+    requests = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"}
+    cluster.server.create_object({
+        "apiVersion": KUEUE, "kind": "Workload", "metadata": {"name": "holder", "namespace": namespace},
+        "spec": {"queueName": local_queue, "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "hold", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": requests}}]}}}]},
+    })  # fmt: skip
+    wait_for(lambda: condition_is(cluster.server.get_object(KUEUE, "Workload", "holder", namespace), "Admitted", "True"),
+             timeout=30, what="the holder admitted")  # fmt: skip
 
 
 ORPHAN_LINE = (
@@ -200,76 +285,59 @@ ORPHAN_LINE = (
 )
 
 
-@pytest.mark.parametrize("release", KUBERAY_RELEASES, ids=KUBERAY_RELEASES)
-def test_one_orphan_protection_on_every_kuberay_release(start_cluster: Callable[..., Cluster], release: str) -> None:
-    """The same fields on every release (kuberay@v1.3.2..v1.7.0 all honour activeDeadlineSeconds in Initializing
-    and Running; the job id set from the start keeps the RayJob out of Waiting, which checks neither), and no
-    one-day cap on the run as a side effect."""
-    cluster = start_cluster(release)
+def test_one_orphan_protection_on_kuberay_v1_6_1(cluster: Cluster) -> None:
+    """The fields the real KubeRay v1.6.1 and Kueue v0.17.0 keep (activeDeadlineSeconds, the job id set from the
+    start), and no one-day cap on the run as a side effect. The queue is full, so the submit stops on its
+    --timeout before anything runs, and --keep leaves the RayJob as the server stored it."""
     namespace = cluster.namespace()
-    queues(cluster, namespace, "lq")
-    out, stored = kept_rayjob(cluster, namespace, "guarded", "--queue", "lq", "--submission-id", "guarded-run-1")
+    queues(cluster, namespace)
+    hold_all_quota(cluster, namespace)
+    started = time.monotonic()
+    out = cluster.submit(namespace, "--queue", "lq", "--name", "guarded", "--submission-id", "guarded-run-1", "--timeout", "2", "--keep")
+    ran = math.ceil(time.monotonic() - started)
+    assert out.returncode == 3, out.stderr  # not admitted within the timeout; what matters came before
+    assert "was not admitted within 2s" in out.stderr and "Traceback" not in out.stderr
     assert ORPHAN_LINE in out.stderr
     assert out.stderr.count("orphan protection:") == 1  # nothing claimed that the server dropped
+    stored = cluster.server.get_object(RAY, "RayJob", "guarded", namespace)
     labels, spec = stored["metadata"].get("labels") or {}, stored["spec"]
-    assert spec["activeDeadlineSeconds"] == 1800
+    # 30 minutes after the last renewal: KubeRay v1.6.1 sets status.startTime as it first takes the RayJob into
+    # Initializing (rayjob_controller.go initRayJobStatusIfNeed), before it sees Kueue's suspend, and raybridge
+    # counts the seconds it saw since then into the deadline (protection.renewed_deadline).
+    assert 1800 <= spec["activeDeadlineSeconds"] <= 1800 + ran, spec["activeDeadlineSeconds"]
     assert spec["jobId"] == "guarded-run-1"
     assert "preRunningDeadlineSeconds" not in spec
     assert MAX_EXEC_LABEL not in labels
+    assert cluster.cli("delete", "guarded", "-n", namespace).returncode == 0
+    cluster.server.delete_object(KUEUE, "Workload", "holder", namespace)
+    wait_for(lambda: cluster.leftovers(namespace) == {}, timeout=60, what="nothing left")
 
 
-@pytest.mark.parametrize("release", ["kuberay-v1.3.2"], ids=["kuberay-v1.3.2"])
-def test_a_job_kueue_does_not_manage_is_guarded_too(start_cluster: Callable[..., Cluster], release: str) -> None:
-    """A `default` LocalQueue but LocalQueue defaulting off: an unqueued RayJob, bounded by the same renewed deadline."""
-    cluster = start_cluster(release, default_queue=None)
-    namespace = cluster.namespace()
-    queues(cluster, namespace, "default")
-    out, stored = kept_rayjob(cluster, namespace, "unqueued")
-    assert QUEUE_LABEL not in (stored["metadata"].get("labels") or {})
-    assert MAX_EXEC_LABEL not in (stored["metadata"].get("labels") or {})
-    assert ORPHAN_LINE in out.stderr
-
-
-# (case, Kueue's defaulting LocalQueue name (None: gate off), LocalQueue in the namespace,
-#  the queue label the created RayJob must carry (None: none), what the output says of it)
+# (case, the LocalQueue in the namespace, the queue label the created RayJob must carry (None: none),
+#  what the output says of it)
 DEFAULTING_ROWS = [
-    ("a default LocalQueue: Kueue fills it in", "default", "default", "default", "in queue default"),
-    ("no default LocalQueue: not queued", "default", "other", None, "(not queued by Kueue)"),
-    ("LocalQueueDefaulting off: the server set nothing", None, "default", None, "(not queued by Kueue)"),
+    ("a default LocalQueue: Kueue fills it in", "default", "default", "in queue default"),
+    ("no default LocalQueue: not queued", "other", None, "(not queued by Kueue)"),
 ]
 
 
-@pytest.mark.parametrize("case,defaulting,local_queue,label,said", DEFAULTING_ROWS, ids=[r[0] for r in DEFAULTING_ROWS])
-def test_without_queue_the_output_names_the_queue_the_created_object_carries(
-    start_cluster: Callable[..., Cluster], case: str, defaulting: Optional[str], local_queue: str, label: Optional[str], said: str
-) -> None:
-    cluster = start_cluster("kuberay-newest", default_queue=defaulting)
+@pytest.mark.parametrize("case,local_queue,label,said", DEFAULTING_ROWS, ids=[r[0] for r in DEFAULTING_ROWS])
+def test_without_queue_the_output_names_the_queue_the_created_object_carries(cluster: Cluster, case: str, local_queue: str, label: Any, said: str) -> None:
+    """Kueue v0.17.0's LocalQueue defaulting (GA) labels a RayJob without a queue in a namespace with a LocalQueue
+    named `default`; elsewhere the RayJob is not Kueue's, and KubeRay runs it at once. The job runs to its end
+    either way; --keep leaves the RayJob to read back."""
     namespace = cluster.namespace()
     queues(cluster, namespace, local_queue)
-    out, stored = kept_rayjob(cluster, namespace, "unlabelled")
-    assert (stored["metadata"].get("labels") or {}).get(QUEUE_LABEL) == label
+    out = cluster.submit(namespace, "--name", "unlabelled", "--keep", "--timeout", "120")
+    assert out.returncode == 0, out.stderr
     assert f"created RayJob {namespace}/unlabelled {said}" in out.stderr
+    stored = cluster.server.get_object(RAY, "RayJob", "unlabelled", namespace)
+    assert (stored["metadata"].get("labels") or {}).get(QUEUE_LABEL) == label
+    assert cluster.cli("delete", "unlabelled", "-n", namespace).returncode == 0
+    wait_for(lambda: cluster.leftovers(namespace) == {}, timeout=60, what="nothing left")
 
 
-# --- what the simulated Kueue of each release says about the queues --------------------------------
-
-
-@pytest.fixture
-def kueue_cluster(tmp_path: Path) -> Iterator[Callable[[str], Cluster]]:
-    """Starts a server with one Kueue release's CRDs (KubeRay newest), two 8-GPU nodes and the simulated Kueue."""
-    started: list[tuple[FakeKueue, KubeApiServer]] = []
-
-    def start(release: str) -> Cluster:
-        server = KubeApiServer(release=release).start()
-        started.append((FakeKueue(server).start(), server))
-        cluster = Cluster(server, server.write_kubeconfig(tmp_path / "config"))
-        make_gpu_node(server, "gpu-1", vendor="nvidia", gpus=8)
-        return cluster
-
-    yield start
-    for kueue, server in reversed(started):
-        kueue.stop()
-        server.stop()
+# --- what Kueue v0.17.0 says about the queues ---------------------------------------------------------
 
 
 def flavor_quota(name: str, cpu: str, gpus: str) -> dict[str, Any]:
@@ -277,99 +345,60 @@ def flavor_quota(name: str, cpu: str, gpus: str) -> dict[str, Any]:
                                         {"name": "nvidia.com/gpu", "nominalQuota": gpus}]}  # fmt: skip
 
 
-def kueue_queues(server: KubeApiServer, namespace: str, flavors: list[dict[str, Any]], *, cohort: str = "", existing: tuple[str, ...] = ()) -> str:
-    """ResourceFlavors `existing`, a ClusterQueue with one resource group over `flavors`, a LocalQueue lq; in the release's version."""
-    api = kueue_api_version(server)
+def kueue_queues(cluster: Cluster, namespace: str, flavors: list[dict[str, Any]], *, cohort: str = "", existing: tuple[str, ...] = ()) -> str:
+    """ResourceFlavors `existing`, a ClusterQueue with one resource group over `flavors`, a LocalQueue lq: its ClusterQueue's name."""
     for name in existing:
-        server.create_object({"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": name}})
+        cluster.cluster_object({"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": name}})
     spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": flavors}]}
     if cohort:
-        spec["cohort" if api.endswith("v1beta1") else "cohortName"] = cohort
+        spec["cohortName"] = cohort
     name = f"cq-{namespace}"
-    server.create_object({"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec})
-    server.create_object({"apiVersion": api, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": namespace}, "spec": {"clusterQueue": name}})
+    cluster.cluster_object({"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec})
+    make_local_queue(cluster.server, "lq", namespace, name)
     return name
 
 
-def cohort_object(server: KubeApiServer, name: str, gpus: str, parent: str = "") -> None:
+def cohort_object(cluster: Cluster, name: str, gpus: str, flavor: str, parent: str = "") -> None:
     spec: dict[str, Any] = {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-        {"name": "default-flavor", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]}]}]}  # fmt: skip
+        {"name": flavor, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]}]}]}  # fmt: skip
     if parent:
         spec["parentName"] = parent
-    server.create_object({"apiVersion": kueue_api_version(server), "kind": "Cohort", "metadata": {"name": name}, "spec": spec})
+    cluster.cluster_object({"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": name}, "spec": spec})
 
 
-@pytest.mark.parametrize("release", KUEUE_RELEASES)
-def test_a_job_that_fits_only_with_the_quota_of_cohort_objects_is_accepted(kueue_cluster: Callable[[str], Cluster], release: str) -> None:
+def test_a_job_that_fits_only_with_the_quota_of_cohort_objects_is_accepted_by_kueue_v0_17_0(cluster: Cluster) -> None:
     """4 GPUs of its own, 2 of its Cohort team, 4 of team's parent org: 10 GPUs can be admitted, and are."""
-    cluster = kueue_cluster(release)
     namespace = cluster.namespace()
-    kueue_queues(cluster.server, namespace, [flavor_quota("default-flavor", "64", "4")], cohort=f"team-{namespace}", existing=("default-flavor",))
-    cohort_object(cluster.server, f"team-{namespace}", "2", parent=f"org-{namespace}")
-    cohort_object(cluster.server, f"org-{namespace}", "4")
-    out = cluster.submit(namespace, "--queue", "lq", "--name", "wide", "--gpus", "10", "--timeout", "3", "--keep")
-    assert out.returncode == 3, out.stderr  # accepted; not ready within the timeout only because no KubeRay runs
+    flavor = f"flavor-{namespace}"
+    kueue_queues(cluster, namespace, [flavor_quota(flavor, "64", "4")], cohort=f"team-{namespace}", existing=(flavor,))
+    cohort_object(cluster, f"org-{namespace}", "4", flavor)
+    cohort_object(cluster, f"team-{namespace}", "2", flavor, parent=f"org-{namespace}")
+    wait_for(lambda: condition_is(cluster.server.get_object(KUEUE, "ClusterQueue", f"cq-{namespace}"), "Active", "True"),
+             timeout=30, what="Kueue to find the ClusterQueue active")  # fmt: skip
+    out = cluster.submit(namespace, "--queue", "lq", "--name", "wide", "--gpus", "10", "--timeout", "120", "--no-wait",
+                         entrypoint="import time; time.sleep(300)")  # fmt: skip
+    assert out.returncode == 0, out.stderr  # admitted, ready, submitted, handed over
     assert "can ever hold" not in out.stderr and "Traceback" not in out.stderr
     rayjob = cluster.server.get_object(RAY, "RayJob", "wide", namespace)
-    api = kueue_api_version(cluster.server)
-
-    def admitted() -> Any:
-        for wl in cluster.server.list_objects(api, "Workload", namespace, label_selector=f"kueue.x-k8s.io/job-uid={rayjob['metadata']['uid']}"):
-            if any(c["type"] == "Admitted" and c["status"] == "True" for c in (wl.get("status") or {}).get("conditions") or []):
-                return wl
-        return None
-
-    wl = wait_for(admitted, timeout=10, what="Kueue to admit the 10 GPUs")  # the simulated Kueue agrees
-    usage = {a["name"]: a["resourceUsage"] for a in wl["status"]["admission"]["podSetAssignments"]}
-    assert usage["workers"]["nvidia.com/gpu"] == "10"
+    workloads = cluster.server.list_objects(KUEUE, "Workload", namespace, label_selector=f"kueue.x-k8s.io/job-uid={rayjob['metadata']['uid']}")
+    admitted = [wl for wl in workloads if condition_is(wl, "Admitted", "True")]
+    assert len(admitted) == 1, workloads
+    usage = {a["name"]: a["resourceUsage"] for a in admitted[0]["status"]["admission"]["podSetAssignments"]}
+    assert sum(int(podset.get("nvidia.com/gpu", "0")) for podset in usage.values()) == 10, usage
+    assert cluster.cli("delete", "wide", "-n", namespace).returncode == 0  # KubeRay stops the job as it deletes the RayJob
+    wait_for(lambda: cluster.leftovers(namespace) == {}, timeout=60, what="nothing left")
 
 
-@pytest.mark.parametrize("release", KUEUE_RELEASES)
-def test_cpu_that_fits_one_flavor_and_gpus_another_are_refused_with_the_arithmetic(kueue_cluster: Callable[[str], Cluster], release: str) -> None:
+def test_cpu_that_fits_one_flavor_and_gpus_another_are_refused_by_kueue_v0_17_0_with_the_arithmetic(cluster: Cluster) -> None:
     """Kueue gives a pod set one flavor for all the resources of a group: a has the CPUs, b the GPUs, neither both."""
-    cluster = kueue_cluster(release)
     namespace = cluster.namespace()
-    name = kueue_queues(cluster.server, namespace, [flavor_quota("a", "64", "4"), flavor_quota("b", "8", "16")], existing=("a", "b"))
+    a, b = f"a-{namespace}", f"b-{namespace}"
+    name = kueue_queues(cluster, namespace, [flavor_quota(a, "64", "4"), flavor_quota(b, "8", "16")], existing=(a, b))
+    wait_for(lambda: condition_is(cluster.server.get_object(KUEUE, "ClusterQueue", name), "Active", "True"),
+             timeout=30, what="Kueue to find the ClusterQueue active")  # fmt: skip
     out = cluster.submit(namespace, "--queue", "lq", "--name", "split", "--gpus", "8", "--timeout", "30")
     assert out.returncode == 2, out.stderr
-    assert f"no flavor of ClusterQueue {name} can ever take it (flavor a: nvidia.com/gpu 8 > 4 it can ever hold; flavor b: cpu 32 > 8 it can ever hold)" in out.stderr
+    assert f"no flavor of ClusterQueue {name} can ever take it (flavor {a}: nvidia.com/gpu 8 > 4 it can ever hold; flavor {b}: cpu 32 > 8 it can ever hold)" in out.stderr
     assert "one flavor for all of cpu, memory, nvidia.com/gpu" in out.stderr
     assert "Traceback" not in out.stderr and "created RayJob" not in out.stderr
-    assert cluster.created_in(namespace) == [] and leftovers(cluster.server, namespace, kueue_api_version(cluster.server)) == {}
-
-
-@pytest.mark.parametrize("release", KUEUE_RELEASES)
-def test_a_cluster_queue_the_simulated_kueue_found_inactive_is_refused(kueue_cluster: Callable[[str], Cluster], release: str) -> None:
-    """The ClusterQueue names flavor h100, which does not exist: Kueue marks it inactive and admits nothing."""
-    cluster = kueue_cluster(release)
-    namespace = cluster.namespace()
-    name = kueue_queues(cluster.server, namespace, [flavor_quota("h100", "64", "8")])
-    api = kueue_api_version(cluster.server)
-    wait_for(lambda: any(c["type"] == "Active" and c["status"] == "False"
-                         for c in ((cluster.server.get_object(api, "ClusterQueue", name) or {}).get("status") or {}).get("conditions") or []),
-             timeout=10, what="Kueue to find the ClusterQueue inactive")  # fmt: skip
-    out = cluster.submit(namespace, "--queue", "lq", "--name", "never", "--gpus", "8", "--timeout", "30")
-    assert out.returncode == 2, out.stderr
-    assert (
-        f"ClusterQueue {name} (behind LocalQueue lq) is not active: FlavorNotFound: "
-        "Can't admit new workloads: references missing ResourceFlavor(s): h100. (ResourceFlavors: none)"
-    ) in out.stderr
-    assert "Traceback" not in out.stderr and cluster.created_in(namespace) == []
-    assert leftovers(cluster.server, namespace, kueue_api_version(cluster.server)) == {}
-
-
-@pytest.mark.parametrize("release", ["kuberay-v1.3.2"], ids=["kuberay-v1.3.2"])
-def test_token_auth_on_a_kuberay_without_auth_options_is_refused_naming_the_release(
-    start_cluster: Callable[..., Cluster], release: str, tmp_path: Any
-) -> None:
-    """kuberay@v1.5.1 ray-operator/apis/ray/v1/raycluster_types.go adds AuthOptions; v1.5.0 and older lack it."""
-    cluster = start_cluster(release)
-    namespace = cluster.namespace()
-    queues(cluster, namespace, "lq")
-    spec = tmp_path / "locked.yaml"
-    spec.write_text("name: locked\nauthMode: token\n")
-    out = cluster.submit(namespace, str(spec), "--queue", "lq")
-    assert out.returncode == 2, out.stderr
-    assert "authMode: token authentication needs KubeRay v1.5.1 or later" in out.stderr
-    assert "Traceback" not in out.stderr
-    assert cluster.server.get_object(RAY, "RayJob", "locked", namespace) is None
+    assert cluster.created_in(namespace) == [] and cluster.leftovers(namespace) == {}

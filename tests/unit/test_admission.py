@@ -50,6 +50,14 @@ def test_progress_line(case, wl, position, state, fragments):
         assert fragment in line
 
 
+@pytest.mark.parametrize("deployment", ["New", "Suspended", "Suspending"])
+def test_admitted_before_kuberay_unsuspends_says_so_not_a_bare_status(deployment):
+    """Real Kueue admits a RayJob before KubeRay, which took it New -> Initializing -> Suspending -> Suspended
+    meanwhile, has unsuspended it: the line says admitted, not a bare "Suspended"."""
+    line = progress_line({**RAYJOB, "status": {"jobDeploymentStatus": deployment}}, ADMITTED, None)
+    assert line == "admitted by lq; waiting for KubeRay to start the Ray cluster"
+
+
 def test_requests_add_up_over_pod_sets():
     asks = podset_requests(PENDING)
     assert (asks["nvidia.com/gpu"], asks["cpu"], asks["memory"]) == (8, 34, (8 + 128) * 2**30)

@@ -178,6 +178,9 @@ def progress_line(ray_object: dict[str, Any], workload: Optional[dict[str, Any]]
         return f"deactivated by Kueue{f' in {queue}' if queue else ''}: {words}; it will not be admitted again"
     if state == "evicted":
         return f"evicted from {queue}: {_reason(condition(workload, 'Evicted'))}; waiting to be admitted again"
+    if state == "admitted" and deployment in ("New", "Suspended", "Suspending"):
+        # Kueue admits first; KubeRay unsuspends at its next reconcile (Suspended -> New -> Initializing).
+        return f"admitted{f' by {queue}' if queue else ''}; waiting for KubeRay to start the Ray cluster"
     if deployment in ("Initializing", "Running", "Waiting") or status.get("state") == "ready":
         cluster = status.get("rayClusterStatus") or {}
         ready = cluster.get("readyWorkerReplicas")
