@@ -532,8 +532,16 @@ def translate_api_exception(what: str, exc: Any, server: str = "", attempts: int
     return InfraError(f"{what}: HTTP {status} ({message})")
 
 
+#: A quoted value long enough to be a whole object: kube-apiserver's 422 for a patch it cannot decode strictly
+#: quotes the whole patched object before the reason (apimachinery field.Invalid of the "patch" field, as
+#: `Invalid value: "{...}": strict decoding error: unknown field "spec.x"`), which would hide the reason.
+_LONG_INVALID_VALUE = re.compile(r'Invalid value: "(?:[^"\\]|\\.){120,}?"(?=: )')
+
+
 def status_message(exc: Any) -> str:
-    """The `message` of a Kubernetes Status body, else the reason phrase (and a snippet of a non-JSON body)."""
+    """The `message` of a Kubernetes Status body, else the reason phrase (and a snippet of a non-JSON body).
+
+    A whole object quoted as the invalid value is left out, so what follows it (the reason) is kept."""
     import json
 
     body = getattr(exc, "body", None)
@@ -541,7 +549,7 @@ def status_message(exc: Any) -> str:
         try:
             data = json.loads(body)
             if isinstance(data, dict) and data.get("message"):
-                return _short_text(str(data["message"]))
+                return _short_text(_LONG_INVALID_VALUE.sub("Invalid value: (the patched object)", str(data["message"])))
         except (ValueError, TypeError):
             return f"{getattr(exc, 'reason', '') or 'error'}: {_snippet(body)}"
     return _short_text(str(getattr(exc, "reason", "") or exc))
