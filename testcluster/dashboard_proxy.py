@@ -83,6 +83,13 @@ class _Server(ThreadingHTTPServer):
     service_suffix: str
     requests: list[str]
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that drops its kept-alive connection (Go's transport closes idle ones) is no error to print."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
 
 class DashboardProxy:
     """A forward proxy on 127.0.0.1 that sends head-service dashboard requests to `backend` (host, port)."""
