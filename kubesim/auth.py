@@ -15,8 +15,12 @@ resources with `*`, `resource/subresource`, `*/subresource` and
 `resource/*`, resourceNames, nonResourceURLs), over the request attributes
 kube-apiserver derives from a URL (list/watch/get/create/update/patch/
 delete/deletecollection; subresources such as `pods/log`, `pods/status`,
-`rayjobs/status`, `serviceaccounts/token`). Port-forward needs `create` on
-`pods/portforward` for the WebSocket GET too, as from Kubernetes 1.35. A
+`rayjobs/status`, `serviceaccounts/token`). A WebSocket port-forward, exec or
+attach (a GET) needs `get` on `pods/portforward` (`pods/exec`, `pods/attach`),
+as every release's RequestInfo derives it, and `create` as well, as the
+handler checks from Kubernetes 1.35 (AuthorizePodWebsocketUpgradeCreatePermission,
+pkg/registry/core/pod/rest/subresources.go): a client held to both works on
+either side of 1.35. A
 denial is 403 with the real message (`pods is forbidden: User "..." cannot
 list resource "pods" in API group "" in the namespace "ns"`), and names
 bindings whose role is missing (`RBAC: role.rbac.authorization.k8s.io "x"
@@ -36,7 +40,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from .errors import ApiError, qualified
@@ -166,9 +170,19 @@ def attributes(method: str, path: str, query: dict[str, list[str]]) -> Attribute
             verb = "list"
     elif method == "DELETE" and not name:
         verb = "deletecollection"
-    if resource == "pods" and subresource in ("portforward", "exec", "attach"):
-        verb = "create"
     return Attributes(verb, path, True, group, resource, subresource, namespace, name)
+
+
+#: Pod subresources a WebSocket GET upgrades; Kubernetes 1.35 also authorizes such a GET as `create`.
+UPGRADED_POD_SUBRESOURCES = ("portforward", "exec", "attach")
+
+
+def checked_attributes(attrs: Attributes) -> list[Attributes]:
+    """Every authorization a request must pass: its own attributes, and for a GET on a pod's portforward, exec
+    or attach also `create` (the handler's second check from Kubernetes 1.35)."""
+    if attrs.verb == "get" and attrs.resource == "pods" and attrs.subresource in UPGRADED_POD_SUBRESOURCES:
+        return [attrs, replace(attrs, verb="create")]
+    return [attrs]
 
 
 # --- RBAC --------------------------------------------------------------------------------

@@ -583,6 +583,32 @@ _NOT_CHECKED = FieldError(
 )
 
 
+class RoleStrategy(Strategy):
+    """Roles and ClusterRoles: each rule as ValidatePolicyRule (pkg/apis/rbac/validation) checks it."""
+
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+        namespaced = self.resource.kind == "Role"
+        return [error for i, rule in enumerate(obj.get("rules") or []) for error in _policy_rule_errors(rule, namespaced, f"rules[{i}]")]
+
+
+def _policy_rule_errors(rule: dict[str, Any], namespaced: bool, path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if not rule.get("verbs"):
+        errors.append(required_value(f"{path}.verbs", "verbs must contain at least one value"))
+    urls = rule.get("nonResourceURLs") or []
+    if urls:
+        if namespaced:
+            errors.append(invalid_value(f"{path}.nonResourceURLs", urls, "namespaced rules cannot apply to non-resource URLs"))
+        if rule.get("apiGroups") or rule.get("resources") or rule.get("resourceNames"):
+            errors.append(invalid_value(f"{path}.nonResourceURLs", urls, "rules cannot apply to both regular resources and non-resource URLs"))
+        return errors
+    if not rule.get("apiGroups"):
+        errors.append(required_value(f"{path}.apiGroups", "resource rules must supply at least one api group"))
+    if not rule.get("resources"):
+        errors.append(required_value(f"{path}.resources", "resource rules must supply at least one resource"))
+    return errors
+
+
 class RoleBindingStrategy(Strategy):
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
         if old is not None and obj.get("roleRef") != old.get("roleRef"):
@@ -665,6 +691,8 @@ _STRATEGIES: dict[tuple[str, str], type[Strategy]] = {
     ("apps", "Deployment"): DeploymentStrategy,
     ("batch", "Job"): JobStrategy,
     ("scheduling.k8s.io", "PriorityClass"): PriorityClassStrategy,
+    ("rbac.authorization.k8s.io", "Role"): RoleStrategy,
+    ("rbac.authorization.k8s.io", "ClusterRole"): RoleStrategy,
     ("rbac.authorization.k8s.io", "RoleBinding"): RoleBindingStrategy,
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): RoleBindingStrategy,
 }

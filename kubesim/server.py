@@ -65,7 +65,7 @@ import yaml
 
 from kubesim import schemas
 
-from .auth import ANONYMOUS, RBAC_GROUP, Attributes, Identity, Tokens, attributes, authorize, bootstrap_objects, forbidden
+from .auth import ANONYMOUS, RBAC_GROUP, Attributes, Identity, Tokens, attributes, authorize, bootstrap_objects, checked_attributes, forbidden
 from . import tables
 from .errors import (
     AdmissionDenied,
@@ -577,9 +577,10 @@ class KubeApiServer:
         return self.tokens.identify(header, account_uid)
 
     def _authorize(self, identity: Identity, method: str, path: str, query: dict[str, list[str]]) -> None:
-        allowed, reason = self.can(identity, attributes(method, path, query))
-        if not allowed:
-            raise forbidden(identity, attributes(method, path, query), reason)
+        for attrs in checked_attributes(attributes(method, path, query)):
+            allowed, reason = self.can(identity, attrs)
+            if not allowed:
+                raise forbidden(identity, attrs, reason)
 
     def can(self, identity: Identity, attrs: Attributes) -> tuple[bool, str]:
         """(allowed, reason) of the RBAC authorizer for these request attributes."""

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import pytest
 from kubernetes import client, config, dynamic
 from kubernetes.client.exceptions import ApiException
+from kubernetes.stream import portforward
 
 from kubesim.auth import attributes
 from kubesim.server import KubeApiServer
@@ -185,13 +186,48 @@ def test_a_kubeconfig_with_a_service_account_token(team: KubeApiServer, tmp_path
         _denied(lambda: client.CoreV1Api(api).list_namespaced_pod("other"))
 
 
+
+@pytest.mark.parametrize("verbs", [["create"], ["get"], ["get", "create"]], ids="+".join)
+def test_a_websocket_port_forward_is_authorized_as_get_and_as_create(team: KubeApiServer, verbs: list[str]) -> None:
+    """kube-apiserver derives `get` from the WebSocket GET; from 1.35 its handler checks `create` too
+    (pkg/registry/core/pod/rest/subresources.go PortForwardREST.Connect): both are needed."""
+    _role(team, "forwarder", [{"apiGroups": [""], "resources": ["pods/portforward"], "verbs": verbs}])
+    team.set_port_forward_target(lambda namespace, pod, port: ("127.0.0.1", 9))
+    with _as_runner(team) as api:
+        core = client.CoreV1Api(api)
+        if verbs == ["get", "create"]:
+            portforward(core.connect_get_namespaced_pod_portforward, "p", "team", ports="8265").close()
+            return
+        with pytest.raises(ApiException) as caught:
+            portforward(core.connect_get_namespaced_pod_portforward, "p", "team", ports="8265")
+    missing = "get" if verbs == ["create"] else "create"
+    assert "403" in str(caught.value.reason) or caught.value.status == 403
+    answer = str(caught.value.body or caught.value.reason).replace('\\"', '"')  # the body, JSON-quoted in the reason
+    assert f'cannot {missing} resource "pods/portforward"' in answer, answer
+
+
+@pytest.mark.parametrize(("rule", "field", "detail"), [
+    ({"apiGroups": [""], "resources": ["pods"], "verbs": []}, "rules[0].verbs", "verbs must contain at least one value"),
+    ({"resources": ["pods"], "verbs": ["get"]}, "rules[0].apiGroups", "resource rules must supply at least one api group"),
+    ({"apiGroups": [""], "verbs": ["get"]}, "rules[0].resources", "resource rules must supply at least one resource"),
+], ids=["no verbs", "no apiGroups", "no resources"])
+def test_a_role_rule_is_validated_as_the_real_server_does(kube_server: KubeApiServer, rule: dict[str, Any], field: str,
+                                                          detail: str) -> None:
+    """ValidatePolicyRule (pkg/apis/rbac/validation): 422, e.g. for a rule left without verbs."""
+    role = {"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": "r"}, "rules": [rule]}
+    with pytest.raises(ApiException) as caught:
+        dynamic.DynamicClient(kube_server.api_client()).resources.get(api_version=RBAC, kind="ClusterRole").create(body=role)
+    assert caught.value.status == 422
+    assert f'ClusterRole.rbac.authorization.k8s.io "r" is invalid: {field}: Required value: {detail}' in json.loads(caught.value.body)["message"]
+
 ATTRIBUTE_CASES = [
     # (method, path, query, verb, group, resource, subresource, namespace, name)
     ("GET", "/api/v1/namespaces/ns/pods", "", "list", "", "pods", "", "ns", ""),
     ("GET", "/api/v1/namespaces/ns/pods", "watch=true", "watch", "", "pods", "", "ns", ""),
     ("GET", "/api/v1/watch/namespaces/ns/pods/p", "", "watch", "", "pods", "", "ns", "p"),
     ("GET", "/api/v1/namespaces/ns/pods/p/log", "", "get", "", "pods", "log", "ns", "p"),
-    ("GET", "/api/v1/namespaces/ns/pods/p/portforward", "", "create", "", "pods", "portforward", "ns", "p"),
+    ("GET", "/api/v1/namespaces/ns/pods/p/portforward", "", "get", "", "pods", "portforward", "ns", "p"),
+    ("POST", "/api/v1/namespaces/ns/pods/p/portforward", "", "create", "", "pods", "portforward", "ns", "p"),
     ("POST", "/api/v1/namespaces/ns/serviceaccounts/sa/token", "", "create", "", "serviceaccounts", "token", "ns",
      "sa"),
     ("PATCH", "/apis/ray.io/v1/namespaces/ns/rayjobs/j/status", "", "patch", "ray.io", "rayjobs", "status", "ns", "j"),

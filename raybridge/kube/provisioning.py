@@ -2,9 +2,11 @@
 
 Read-only: lists them in one namespace so `explain` can say what the
 autoscaler did for a Workload's ProvisioningRequest admission check. A
-cluster without the CRD, or a user who may not list them, gets None
-("not known"), never an error: the explanation says what it can see. Calls
-get the client's default request timeout (`connect`).
+cluster that serves no ProvisioningRequests (no CRD: no cluster autoscaler
+with them, so none exists, whatever the Workload's admission checks are) gets
+an empty list; a user who may not list them gets None ("not known"), never an
+error: the explanation says what it can see. Calls get the client's default
+request timeout (`connect`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ VERSION = PROVISIONING_VERSION
 
 
 def list_provisioning_requests(kube: Kube, namespace: str) -> Optional[list[dict[str, Any]]]:
-    """Every ProvisioningRequest in `namespace`; None when the API will not say (no CRD, or forbidden)."""
+    """Every ProvisioningRequest in `namespace` ([] where the cluster serves none); None when forbidden to say."""
     try:
         result = api_call(
             "listing ProvisioningRequests", kube.custom().list_namespaced_custom_object,
@@ -30,6 +32,6 @@ def list_provisioning_requests(kube: Kube, namespace: str) -> Optional[list[dict
         if "permission denied" in str(exc):
             return None
         raise
-    if result is None:
-        return None
+    if result is None:  # 404: the resource is not served, so there are none
+        return []
     return list(result.get("items") or [])

@@ -824,6 +824,7 @@ def _start_under_service_account(server: KubeApiServer, tmp_path: Path, drop: tu
             for rule in doc["rules"]:
                 if drop[1] in rule["resources"]:
                     rule["verbs"] = [v for v in rule["verbs"] if v != drop[2]]
+            doc["rules"] = [rule for rule in doc["rules"] if rule["verbs"]]  # the API server refuses a rule without verbs
         server.create_object(doc)
     token = server.service_account_token(NS, "raybridge-adjuster")
     kubeconfig = tmp_path / "kubeconfig"
@@ -1016,6 +1017,7 @@ def test_the_provisioning_request_rbac_is_exactly_enough(bare_cluster: Any, tmp_
         for rule in docs[0]["rules"]:
             if drop[1] in rule["resources"]:
                 rule["verbs"] = [v for v in rule["verbs"] if v != drop[2]]
+        docs[0]["rules"] = [rule for rule in docs[0]["rules"] if rule["verbs"]]  # the API server refuses a rule without verbs
     run = _start_under_service_account(server, tmp_path, None, "--mode", "provisioning-request", extra_docs=docs)
     try:
         _burst(server, 4, "0.5")
