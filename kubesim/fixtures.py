@@ -198,24 +198,10 @@ def gpu_node_manifest(
     return node
 
 
-def make_gpu_node(
-    server: Any,
-    name: str,
-    vendor: str = "nvidia",
-    gpus: int = 8,
-    product: str = "NVIDIA-H100-80GB-HBM3",
-    memory_mib: int = 81559,
-    ready: bool = True,
-    unschedulable: bool = False,
-    taints: Iterable[Mapping[str, str]] = (),
-    *,
-    cpu: str = "128",
-    memory: str = "1024Gi",
-) -> dict:
-    """A Node with `gpus` of the vendor's extended resource in capacity and allocatable."""
-    node = gpu_node_manifest(
-        name, vendor, gpus, product, memory_mib, ready, unschedulable, taints, cpu=cpu, memory=memory
-    )
+def make_gpu_node(server: Any, name: str, *args: Any, **kwargs: Any) -> dict:
+    """A Node with `gpus` of the vendor's extended resource in capacity and allocatable, created on `server`
+    (the arguments are `gpu_node_manifest`'s)."""
+    node = gpu_node_manifest(name, *args, **kwargs)
     status, capacity = node["status"], node["status"]["capacity"]
     created = server.create_object(node)
     if (created.get("status") or {}).get("capacity") != capacity:

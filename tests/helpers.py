@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -249,3 +249,20 @@ def wait_for_output(proc: "subprocess.Popen[str]", text: str, timeout: float = 1
         if proc.poll() is not None:
             break
     raise AssertionError(f"never saw {text!r}: {seen} {proc.stderr.read() if proc.stderr else ''}")
+
+
+def status_logs_stop_delete(server: Any, name: str, namespace: str, env: dict[str, str], marker: str) -> None:
+    """The lifecycle commands on a running job, as a user runs them: `status` shows it running, `logs` shows
+    `marker`, `stop` ends it (the RayJob says STOPPED), `delete` removes it and nothing holds quota after."""
+    from kubesim.fixtures import leftovers, wait_for
+
+    shown = run_cli("status", name, "-n", namespace, "-o", "json", env=env, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["jobStatus"] in ("PENDING", "RUNNING")
+    wait_for(lambda: marker in run_cli("logs", name, "-n", namespace, env=env, timeout=60).stdout, timeout=60, what=f"{marker!r} in the log")
+    stopped = run_cli("stop", name, "-n", namespace, env=env, timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+    wait_for(lambda: (server.get_object("ray.io/v1", "RayJob", name, namespace) or {}).get("status", {}).get("jobStatus")
+             == "STOPPED", timeout=60, what="STOPPED")  # fmt: skip
+    assert run_cli("delete", name, "-n", namespace, env=env, timeout=60).returncode == 0
+    wait_for(lambda: leftovers(server, namespace) == {}, timeout=60, what="nothing left")

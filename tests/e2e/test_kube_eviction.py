@@ -43,7 +43,7 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-from tests.helpers import ROOT, cli_env, run_cli
+from tests.helpers import ROOT, cli_env, run_cli, status_logs_stop_delete
 from kubesim.fixtures import fresh_queue, leftovers, make_priority_class, rayjob_manifest, wait_for
 
 RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
@@ -384,14 +384,4 @@ def test_token_auth_reads_the_secret_kuberay_made(cluster, queue, head, tmp_path
     assert (len(cluster_name) > 50) == (name == LONG_NAME)
     assert base64.b64decode(secret["data"]["auth_token"])
 
-    shown = run_cli("status", name, "-n", namespace, "-o", "json", env=env, timeout=60)
-    assert shown.returncode == 0, shown.stderr
-    assert json.loads(shown.stdout)["jobStatus"] in ("PENDING", "RUNNING")
-    wait_for(lambda: "behind the token" in run_cli("logs", name, "-n", namespace, env=env, timeout=60).stdout,
-             timeout=60, what="the log through the token")  # fmt: skip
-    stopped = run_cli("stop", name, "-n", namespace, env=env, timeout=60)
-    assert stopped.returncode == 0, stopped.stderr
-    wait_for(lambda: (server.get_object(RAY, "RayJob", name, namespace) or {}).get("status", {}).get("jobStatus")
-             == "STOPPED", timeout=60, what="STOPPED")  # fmt: skip
-    assert run_cli("delete", name, "-n", namespace, env=env, timeout=60).returncode == 0
-    wait_for(lambda: leftovers(server, namespace) == {}, timeout=60, what="nothing left")
+    status_logs_stop_delete(server, name, namespace, env, "behind the token")

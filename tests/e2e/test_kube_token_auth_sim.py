@@ -17,7 +17,6 @@ without it (test_kube_preflight_sim.py).
 from __future__ import annotations
 
 import base64
-import json
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -25,8 +24,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.helpers import cli_env, run_cli
-from kubesim.fixtures import fresh_queue, leftovers, simulated_cluster, wait_for
+from tests.helpers import cli_env, run_cli, status_logs_stop_delete
+from kubesim.fixtures import fresh_queue, simulated_cluster
 
 RAY = "ray.io/v1"
 
@@ -80,14 +79,4 @@ def test_token_auth_submit_status_logs_and_stop(cluster, queue, tmp_path: Path, 
     job_id = status["jobId"]
     assert _call(address, f"/api/jobs/{job_id}", None) == 401
 
-    shown = run_cli("status", name, "-n", namespace, "-o", "json", env=env, timeout=60)
-    assert shown.returncode == 0, shown.stderr
-    assert json.loads(shown.stdout)["jobStatus"] in ("PENDING", "RUNNING")
-    wait_for(lambda: "behind the token" in run_cli("logs", name, "-n", namespace, env=env, timeout=60).stdout,
-             timeout=60, what="the log through the token")  # fmt: skip
-    stopped = run_cli("stop", name, "-n", namespace, env=env, timeout=60)
-    assert stopped.returncode == 0, stopped.stderr
-    wait_for(lambda: (server.get_object(RAY, "RayJob", name, namespace) or {}).get("status", {}).get("jobStatus")
-             == "STOPPED", timeout=60, what="STOPPED")  # fmt: skip
-    assert run_cli("delete", name, "-n", namespace, env=env, timeout=60).returncode == 0
-    wait_for(lambda: leftovers(server, namespace) == {}, timeout=30, what="nothing left")
+    status_logs_stop_delete(server, name, namespace, env, "behind the token")

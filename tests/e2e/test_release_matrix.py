@@ -175,7 +175,7 @@ def test_submit_runs_through_kueue_and_kuberay_and_cleans_up(cluster: Cluster) -
     assert "NUM_GPUS=8 NUM_REPLICAS=1" in out.stdout
     assert f"deleted RayJob {namespace}/hello" in out.stderr
     assert "Traceback" not in out.stderr
-    assert cluster.leftovers(namespace) == {}
+    wait_for(lambda: cluster.leftovers(namespace) == {}, timeout=30, what=f"nothing left in {namespace}")
 
 
 def wait_for_log(cluster: Cluster, name: str, namespace: str, marker: str, timeout: float = 90) -> Any:
@@ -218,7 +218,7 @@ def test_status_list_logs_stop_and_delete_of_a_running_job(cluster: Cluster) -> 
     assert (rayjob.get("status") or {}).get("jobStatus") == "STOPPED"
     deleted = cluster.cli("delete", "long", "-n", namespace)
     assert deleted.returncode == 0, deleted.stderr
-    assert cluster.leftovers(namespace) == {}
+    wait_for(lambda: cluster.leftovers(namespace) == {}, timeout=30, what=f"nothing left in {namespace}")
 
 
 def _finished(workload: dict[str, Any]) -> bool:

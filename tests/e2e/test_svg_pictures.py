@@ -15,7 +15,8 @@ import pytest
 from raybridge.queues.decision.queue_svg import fair_share_chart
 from raybridge.core.svg import render
 from raybridge.queues.fairshare import file_fair_share
-from tests.e2e.test_explain import NOW, NS, cluster  # noqa: F401 - the module's fixture, reused
+from tests.e2e.test_explain import scene  # noqa: F401 - the module's fixture (the real cluster's Kueue), reused
+from tests.e2e.test_explain_sim import NOW, NS, cluster  # noqa: F401 - the module's fixture, reused
 from tests.helpers import EXAMPLES, cli_env, run_cli
 from tests.pictures import check_bars, keep, rasterise
 
@@ -93,13 +94,14 @@ def test_explain_svg_of_a_kai_pod_highlights_its_queue_path(cluster):  # noqa: F
     assert rasterise(out.stdout)[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_explain_svg_of_a_kueue_job_shows_its_cohort_path_and_flavors(cluster):  # noqa: F811
-    out = explain_svg(cluster, "train")
+def test_explain_svg_of_a_kueue_job_shows_its_cohort_path_and_flavors(scene):  # noqa: F811
+    """On the real cluster: the RayJob the real Kueue leaves pending in test_explain.py's cohort."""
+    out = run_cli("explain", "train", "-n", scene.ns, "-o", "svg", env=cli_env(KUBECONFIG=scene.kubeconfig))
     assert out.returncode == 0, out.stderr
     keep("explain-kueue-rayjob", out.stdout)
     # the path, and the pod set that does not fit in each flavor (the head fits: drawn, not highlighted)
     assert highlighted_labels(out.stdout) == [
-        "cohort gpu", "ClusterQueue team-a", "flavor a100, pod set workers", "flavor h100, pod set workers",
+        f"cohort {scene.cohort}", f"ClusterQueue {scene.cq_a}", f"flavor {scene.a100}, pod set workers", f"flavor {scene.h100}, pod set workers",
     ]  # fmt: skip
     shown = texts(out.stdout)
     assert any("needs to borrow 2 from the cohort" in t for t in shown)

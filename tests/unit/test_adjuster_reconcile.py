@@ -372,11 +372,13 @@ def test_ten_thousand_pending_pods_reconcile_within_the_bound_of_a_plan():
     pods = [pod(f"p{i}", fractions[i % 5], namespace=f"ns{i % 50}") for i in range(10_000)]
 
     def fastest(fn, runs=3):
+        # This process's CPU time, not the wall clock: the parallel workers and the test clusters beside it
+        # take the cores for seconds at a time, and a ratio of wall times then measures them.
         best = float("inf")
         for _ in range(runs):
-            started = time.perf_counter()
+            started = time.process_time()
             result = fn()
-            best = min(best, time.perf_counter() - started)
+            best = min(best, time.process_time() - started)
         return best, result
 
     plan_time, _ = fastest(lambda: plan_placeholders(pods, None, SETTINGS, NOW))
