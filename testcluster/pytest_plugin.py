@@ -63,6 +63,13 @@ def _unavailable() -> Optional[str]:
     return None
 
 
+def _options(request: dict) -> Any:
+    """The session cluster's StackOptions from a `testcluster_request` (JSON-able: it crosses processes)."""
+    from testcluster.stack import StackOptions
+
+    return StackOptions(ray_dashboard=request.get("ray_dashboard"), nodes=request.get("nodes", []))
+
+
 class _ClusterOnRequest:
     """In the controlling process: starts the stack once a worker asks, stops it at the end, on one thread."""
 
@@ -73,7 +80,7 @@ class _ClusterOnRequest:
         self.thread.start()
 
     def _serve(self) -> None:
-        from testcluster.stack import Stack, StackOptions
+        from testcluster.stack import Stack
 
         wanted = self.directory / WANTED
         while not wanted.exists():
@@ -82,7 +89,7 @@ class _ClusterOnRequest:
         time.sleep(0.05)  # the asking worker writes the file whole before renaming it in
         request = json.loads(wanted.read_text())
         try:
-            stack = Stack(StackOptions(ray_dashboard=request.get("ray_dashboard"), nodes=request.get("nodes", []))).start()
+            stack = Stack(_options(request)).start()
         except Exception as exc:  # noqa: BLE001 - told to every worker that waits
             (self.directory / FAILED).write_text(f"{type(exc).__name__}: {exc}")
             return
@@ -186,9 +193,9 @@ def real_cluster(request: pytest.FixtureRequest) -> Iterator[RealCluster]:
     if directory is not None:
         yield _ask(Path(directory), testcluster_request)
         return
-    from testcluster.stack import Stack, StackOptions  # a run that did not build up front (a unit-test path given)
+    from testcluster.stack import Stack  # a run that did not build up front (a unit-test path given)
 
-    stack = Stack(StackOptions(ray_dashboard=testcluster_request.get("ray_dashboard"), nodes=testcluster_request.get("nodes", []))).start()
+    stack = Stack(_options(testcluster_request)).start()
     try:
         yield RealCluster(stack.kubeconfig, stack.server, stack.workdir / "logs")
     finally:

@@ -69,7 +69,6 @@ class StackOptions:
     ray_dashboard: Optional[str] = None
     #: Node objects (plain dicts) to create once the stack is up.
     nodes: list[dict] = field(default_factory=list)
-    kuberay_feature_gates: str = ""
     #: Start a local Ray head of the stack's own for the head pods (when `ray_dashboard` is not given).
     start_ray_head: bool = False
     progress: Callable[[str], None] = lambda line: None
@@ -208,8 +207,7 @@ class Stack:
         assert self.pki is not None
         context = ssl.create_default_context(cafile=str(self.pki.ca_file))
         if client:
-            admin = self.pki.directory
-            context.load_cert_chain(admin / "admin.crt", admin / "admin.key")
+            context.load_cert_chain(self._admin.cert, self._admin.key)
         return context
 
     @property
@@ -239,7 +237,7 @@ class Stack:
         assert self.pki is not None
         pki = self.pki
         serving = pki.serving("apiserver", ("127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"))
-        pki.client("admin", "testcluster-admin", ("system:masters",))
+        self._admin = pki.client("admin", "testcluster-admin", ("system:masters",))
         kubelet_client = pki.client("apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",))
         sa_key, sa_pub = pki.service_account_keys()
         self.api_port = free_port()
@@ -261,13 +259,12 @@ class Stack:
 
     def _write_kubeconfigs(self) -> None:
         assert self.pki is not None
-        admin = self.pki.directory
         config = {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "testcluster", "cluster": {"server": self.server, "certificate-authority-data": self.pki.ca_data}}],
             "users": [{"name": "admin", "user": {
-                "client-certificate-data": _b64(admin / "admin.crt"), "client-key-data": _b64(admin / "admin.key"),
+                "client-certificate-data": self._admin.cert_data(), "client-key-data": self._admin.key_data(),
             }}],  # fmt: skip
             "contexts": [{"name": "testcluster", "context": {"cluster": "testcluster", "user": "admin", "namespace": "default"}}],
             "current-context": "testcluster",
@@ -413,8 +410,6 @@ class Stack:
             str(self.binaries["kuberay"]), f"--metrics-addr=127.0.0.1:{metrics}", f"--health-probe-bind-address=127.0.0.1:{probe}",
             "--enable-leader-election=false", "--log-stdout-encoder=console",
         ]  # fmt: skip
-        if self.options.kuberay_feature_gates:
-            argv.append(f"--feature-gates={self.options.kuberay_feature_gates}")
         self._process("kuberay", argv, env).wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 60)
 
     def _dashboard_backend(self) -> tuple[str, int]:
@@ -517,8 +512,3 @@ def _with_etc_layer(layer: Path, argv: list[str]) -> list[str]:
     script = 'mount -t overlay testcluster-etc -o "lowerdir=$1:/etc" /etc && shift && exec "$@"'
     return unshare + ["sh", "-c", script, "sh", str(layer)] + argv
 
-
-def _b64(path: Path) -> str:
-    import base64
-
-    return base64.b64encode(path.read_bytes()).decode()
