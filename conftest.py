@@ -53,8 +53,21 @@ def _run_order(item: pytest.Item) -> int:
     return 2
 
 
+def _group(item: pytest.Item) -> object:
+    marker = item.get_closest_marker("xdist_group")
+    return marker.args[0] if marker and marker.args else marker.kwargs.get("name") if marker else None
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=_run_order)  # stable: the order within each class is the collection order
+    """Sort by `_run_order`, an xdist_group as a whole (at its most urgent member's place): a group shares a costly
+    module fixture (a cluster per release), which pytest set up once for the group's run in collection order;
+    pulling one member ahead of the others would set it up twice."""
+    group_order: dict[object, int] = {}
+    for item in items:
+        group = _group(item)
+        if group is not None:
+            group_order[group] = min(group_order.get(group, 2), _run_order(item))
+    items.sort(key=lambda item: group_order.get(_group(item), _run_order(item)) if _group(item) is not None else _run_order(item))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

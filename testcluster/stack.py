@@ -13,7 +13,7 @@ How the parts reach each other without leaving loopback:
   own port as their kubelet port, and the API server is told to prefer the InternalIP,
   so `kubectl logs` and port-forward reach kwok on loopback. A port-forward to a pod's
   port 8265 is sent by kwok to the local Ray head's dashboard (a ClusterPortForward).
-- Pods get IPs of a documentation range (192.0.2.0/24, RFC 5737) that nothing dials.
+- Pods and Services get IPs of documentation ranges no route of the machine covers: nothing dials them.
 - KubeRay dials head services through `HTTP_PROXY` (dashboard_proxy.py).
 - Kueue's webhooks are called by `url: https://127.0.0.1:PORT/...` with the stack's CA,
   as Kueue's envtest does (`updateClientConfig` in its pkg/util/testing envtest).
@@ -27,6 +27,7 @@ through a Service's endpoints), no leader election (one replica of each).
 from __future__ import annotations
 
 import copy
+import ipaddress
 import json
 import os
 import shutil
@@ -52,10 +53,21 @@ __all__ = ["Stack", "StackOptions", "CORE", "OPERATORS"]
 CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 #: The operators a stack may add (`--with`).
 OPERATORS = ("kuberay", "kueue")
-#: Pod IPs kwok hands out: TEST-NET-1, reserved for documentation and never routed.
-POD_CIDR = "192.0.2.0/24"
-SERVICE_CIDR = "198.51.100.0/24"  # TEST-NET-2: the Services' cluster IPs, as data only
+#: Ranges for pod and Service IPs (RFC 5737 documentation ranges, RFC 2544's benchmarking range): data only,
+#: nothing dials them. A machine may sit on one (a sandbox's eth0 in 192.0.2.0/24), so the stack takes the
+#: first two that no route of this machine covers (`_unrouted_ranges`).
+ADDRESS_RANGES = ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "198.18.0.0/24", "198.19.0.0/24")
 KUEUE_NAMESPACE = "kueue-system"
+#: The controller manager's controllers a cluster of workloads needs: owners and namespaces cleaned up, service
+#: accounts, the workload controllers, endpoints, node health and eviction, PDBs, ValidatingAdmissionPolicy status.
+#: Left out what nothing here uses: volumes, cloud, certificates and bootstrap tokens, HPA, resource quota, IPAM.
+CONTROLLERS = (
+    "garbage-collector-controller", "namespace-controller", "serviceaccount-controller", "serviceaccount-token-controller",
+    "root-ca-certificate-publisher-controller", "clusterrole-aggregation-controller", "job-controller", "cronjob-controller",
+    "replicaset-controller", "deployment-controller", "statefulset-controller", "daemonset-controller",
+    "endpointslice-controller", "endpoints-controller", "pod-garbage-collector-controller", "ttl-after-finished-controller",
+    "node-lifecycle-controller", "taint-eviction-controller", "disruption-controller", "validatingadmissionpolicy-status-controller",
+)  # fmt: skip
 
 
 @dataclass
@@ -85,6 +97,31 @@ def _module_dir(module_at_version: str, wrapper: Path) -> Path:
     return Path(json.loads(out.stdout)["Dir"])
 
 
+def _routed_networks() -> list[ipaddress.IPv4Network]:
+    """The IPv4 networks this machine routes other than the default route (/proc/net/route: hex, little-endian)."""
+    networks = []
+    try:
+        lines = Path("/proc/net/route").read_text().splitlines()[1:]
+    except OSError:
+        return networks
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 8 or fields[7] == "00000000":
+            continue
+        address, mask = (ipaddress.IPv4Address(int.from_bytes(bytes.fromhex(f), "little")) for f in (fields[1], fields[7]))
+        networks.append(ipaddress.IPv4Network(f"{address}/{mask}", strict=False))
+    return networks
+
+
+def _unrouted_ranges(count: int = 2) -> list[str]:
+    """The first `count` of ADDRESS_RANGES that no route of this machine overlaps (loopback aside)."""
+    routed = _routed_networks()
+    free = [r for r in ADDRESS_RANGES if not any(ipaddress.IPv4Network(r).overlaps(n) for n in routed)]
+    if len(free) < count:
+        raise StartError(f"every candidate range for pod and Service IPs is routed on this machine: {', '.join(ADDRESS_RANGES)}")
+    return free[:count]
+
+
 def _yaml_documents(path: Path) -> list[dict]:
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
@@ -103,6 +140,7 @@ class Stack:
         self.pki: Optional[Pki] = None
         self.binaries: dict[str, Path] = {}
         self.programs: dict[str, Program] = {}
+        self.pod_cidr, self.service_cidr = "", ""
 
     # -- life cycle ---------------------------------------------------------------------------
     def start(self) -> "Stack":
@@ -141,6 +179,7 @@ class Stack:
         self.programs = {name: program(name, self.options.versions.get(name)) for name in wanted}
         self.binaries = ensure_built(list(self.programs.values()), say)
         self.pki = Pki(self.workdir / "pki")
+        self.pod_cidr, self.service_cidr = _unrouted_ranges()
         self._start_reaper()
         if self.options.start_ray_head and not self.options.ray_dashboard:
             self.options.ray_dashboard = self._start_ray_head()
@@ -246,7 +285,7 @@ class Stack:
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.api_port}",
             f"--cert-dir={self.workdir / 'apiserver-certs'}", f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}",
             f"--client-ca-file={pki.ca_file}", "--authorization-mode=Node,RBAC", "--allow-privileged=true",
-            f"--service-cluster-ip-range={SERVICE_CIDR}", "--endpoint-reconciler-type=none",
+            f"--service-cluster-ip-range={self.service_cidr}", "--endpoint-reconciler-type=none",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
             "--kubelet-preferred-address-types=InternalIP",
@@ -280,7 +319,8 @@ class Stack:
             f"--authentication-kubeconfig={self.kubeconfig}", f"--authorization-kubeconfig={self.kubeconfig}",
             "--bind-address=127.0.0.1", f"--secure-port={port}", "--leader-elect=false",
             f"--root-ca-file={self.pki.ca_file}", f"--service-account-private-key-file={self._sa_key}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}", "--cluster-name=testcluster", "--v=1",
+            f"--service-cluster-ip-range={self.service_cidr}", "--cluster-name=testcluster", "--v=1",
+            f"--controllers={','.join(CONTROLLERS)}",
         ]  # fmt: skip
         context = self._tls(client=False)
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # its self-signed serving certificate
@@ -326,7 +366,7 @@ class Stack:
         argv = [
             str(self.binaries["kwok"]), f"--kubeconfig={self.kubeconfig}", f"--config={self._kwok_config()}",
             "--manage-all-nodes=true", "--node-ip=127.0.0.1", f"--node-port={port}", f"--server-address=127.0.0.1:{port}",
-            f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}", f"--cidr={POD_CIDR}",
+            f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}", f"--cidr={self.pod_cidr}",
             "--node-lease-duration-seconds=40",
         ]  # fmt: skip
         context = self._tls(client=False)

@@ -54,7 +54,7 @@ from raybridge.errors import BadInput, ClusterUnreachable, InfraError, JobEnded
 from raybridge.jobapi.client import TERMINAL, RayJobs
 from raybridge.jobapi.ray_import import installed_ray_version
 from raybridge.kube.client import Kube
-from raybridge.kube.kueue import find_workload, pending_position
+from raybridge.kube.kueue import find_workload, pending_position, wait_workload_gone
 from raybridge.kube.rayapi import RayObjects
 from raybridge.kube.retry import RetryPolicy, calls_tried_once
 from raybridge.jobs.dashboard import auth_headers, connect_dashboard
@@ -87,7 +87,7 @@ MAX_RECONNECTS = 5
 #: RayJobDefaultRequeueDuration (3 s) later (kuberay@v1.7.0 rayjob_controller.go, case Waiting).
 TAKE_JOB_ID_SECONDS = 15.0
 
-__all__ = ["Waiter", "connect_dashboard", "create_cluster", "delete_and_wait", "submit_kubernetes", "wait_for_ready"]
+__all__ = ["Waiter", "connect_dashboard", "create_cluster", "delete_and_wait", "submit_kubernetes", "wait_for_ready", "wait_released"]
 
 
 class Waiter:
@@ -194,17 +194,27 @@ def create_protected(rays: RayObjects, obj: dict[str, Any]) -> dict[str, Any]:
         raise BadInput(f"this cluster's KubeRay does not know {', '.join(fields)}: {exc.problems[0]}") from None
 
 
-def delete_and_wait(rays: RayObjects, kind: str, name: str, namespace: str, progress: Callable[[str], None], wait: float = 30.0) -> bool:
-    """Delete the object and wait (bounded) until it is gone; True once gone, False if only requested."""
+def delete_and_wait(kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, progress: Callable[[str], None], wait: float = 30.0) -> bool:
+    """Delete the object and wait (bounded) until it is gone with its Workload; True once gone, False if only requested."""
     try:
-        if not rays.delete(kind, name, namespace):
-            return True
+        deleted = rays.delete(kind, name, namespace)
     except Exception as exc:  # clean-up must not hide the original error
         progress(f"warning: could not delete {kind} {namespace}/{name}: {exc} -- delete it with `raybridge delete {name}`")
         return False
-    gone = rays.wait_gone(kind, name, namespace, wait)
+    if deleted is None:
+        return True
+    gone = wait_released(kube, rays, deleted, kind, name, namespace, wait)
     progress(f"deleted {kind} {namespace}/{name}" if gone else f"deletion of {kind} {namespace}/{name} requested")
     return gone
+
+
+def wait_released(kube: Kube, rays: RayObjects, deleted: dict[str, Any], kind: str, name: str, namespace: str, wait: float = 30.0) -> bool:
+    """True once a deleted RayJob or RayCluster is gone and so is any Kueue Workload of it, so nothing of it
+    holds GPUs or quota; False if something is still there after `wait` seconds (the deletion goes on)."""
+    deadline = time.monotonic() + wait
+    if not rays.wait_gone(kind, name, namespace, wait):
+        return False
+    return wait_workload_gone(kube, namespace, deleted, max(0.0, deadline - time.monotonic()))
 
 
 def _observe(kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, queued: bool) -> tuple[dict[str, Any], Optional[dict[str, Any]], Optional[dict[str, Any]]]:
@@ -506,7 +516,7 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
     found = preflight(kube, namespace, rayjob, prepared.node_labels)
     for text in found.notes:
         options.progress(f"note: {text}")
-    submitted = _Submitted(RayObjects(kube), name, namespace, options)
+    submitted = _Submitted(kube, RayObjects(kube), name, namespace, options)
     try:
         stored = create_protected(submitted.rays, rayjob)
         submitted.created = True
@@ -537,6 +547,7 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
 class _Submitted:
     """A RayJob being submitted: what exists so far, and so what cleaning up or handing over must undo."""
 
+    kube: Kube
     rays: RayObjects
     name: str
     namespace: str
@@ -552,7 +563,7 @@ class _Submitted:
         if self.run is not None:
             self.run.close_forward()
         if self.created and not self.options.keep:
-            delete_and_wait(self.rays, "RayJob", self.name, self.namespace, self.options.progress)
+            delete_and_wait(self.kube, self.rays, "RayJob", self.name, self.namespace, self.options.progress)
         elif self.created:
             self.options.progress(
                 f"kept RayJob {self.namespace}/{self.name} (`raybridge delete {self.name}` removes it); {_LINGER_NOTE}"
@@ -607,7 +618,7 @@ def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:
         ready = wait_for_ready(kube, rays, "RayCluster", name, namespace, waiter, queued=bool(queue))
     except BaseException:
         if created and not options.keep:
-            delete_and_wait(rays, "RayCluster", name, namespace, options.progress)
+            delete_and_wait(kube, rays, "RayCluster", name, namespace, options.progress)
         raise
     head = (ready.get("status") or {}).get("head") or {}
     service = head.get("serviceName") or f"{name}-head-svc"

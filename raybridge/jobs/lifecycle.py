@@ -24,6 +24,7 @@ from raybridge.kube.client import Kube
 from raybridge.kube.kueue import find_workload, get_cluster_queue, get_local_queue, pending_position
 from raybridge.kube.rayapi import RayObjects
 from raybridge.jobs.dashboard import auth_headers, connect_dashboard
+from raybridge.jobs.kubernetes import wait_released
 
 
 def find_job(kube: Kube, name: str) -> tuple[RayObjects, dict[str, Any]]:
@@ -147,7 +148,8 @@ def delete_job(kube: Kube, name: str, progress: Callable[[str], None] = lambda _
     """
     rays, obj = find_job(kube, name)
     kind = obj["kind"]
-    gone = rays.wait_gone(kind, name, kube.namespace) if rays.delete(kind, name, kube.namespace) else True
+    deleted = rays.delete(kind, name, kube.namespace)
+    gone = wait_released(kube, rays, deleted, kind, name, kube.namespace) if deleted is not None else True
     progress(f"deleted {kind} {kube.namespace}/{name}" if gone else f"deletion of {kind} {kube.namespace}/{name} requested")
     return {"kind": kind, "name": name, "namespace": kube.namespace, "deleted": gone}
 

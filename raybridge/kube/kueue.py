@@ -13,10 +13,12 @@ traceback. v1beta2 first, v1beta1 for clusters older than Kueue 0.15.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from raybridge.core.consts import KUEUE_GROUP, KUEUE_JOB_UID_LABEL
+from raybridge.errors import RaybridgeError
 from raybridge.kube.client import (
     Kube,
     PermissionDenied,
@@ -63,6 +65,30 @@ def find_workload(kube: Kube, namespace: str, owner: dict[str, Any]) -> Optional
             items = [w for w in checked_items(what, everything or {"items": []}, "Workload", kube.server) if _owned_by(w, uid)]
         return items[0] if items else None
     return None
+
+
+def wait_workload_gone(kube: Kube, namespace: str, owner: dict[str, Any], wait: float) -> bool:
+    """True once no Workload of `owner` (a deleted RayJob or RayCluster) is left, False if one still is after
+    `wait` seconds or the Workloads can no longer be read. A user who may not list Workloads cannot tell: True.
+
+    Why: the garbage collector removes the Workload before its owner, but Kueue's job reconciler, reading
+    the owner from its cache, can create a new one in between (`handleJobWithNoWorkload`, kueue@v0.17.0
+    pkg/controller/jobframework/reconciler.go); that one lives until the collector finds its owner gone.
+    """
+    if not (owner.get("metadata") or {}).get("uid"):
+        return True
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            if find_workload(kube, namespace, owner) is None:
+                return True
+        except PermissionDenied:
+            return True
+        except RaybridgeError:
+            return False
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
 
 
 def get_local_queue(kube: Kube, namespace: str, name: str) -> Optional[dict[str, Any]]:

@@ -108,8 +108,9 @@ class RayObjects:
         )  # fmt: skip
         return checked_object(what, result, kind, self.server)
 
-    def delete(self, kind: str, name: str, namespace: str) -> bool:
-        """Delete with foreground propagation; False if absent.
+    def delete(self, kind: str, name: str, namespace: str) -> Optional[dict[str, Any]]:
+        """Delete with foreground propagation; the object as the server answered (its uid tells what it owns),
+        None if absent.
 
         Foreground: the object stays (with `deletionTimestamp`) until the garbage collector has deleted what
         it owns with `blockOwnerDeletion` (a RayJob's RayCluster and pods, its Kueue Workload), so once it is
@@ -124,7 +125,9 @@ class RayObjects:
             body=client.V1DeleteOptions(propagation_policy="Foreground"),
             not_found_ok=True,
         )  # fmt: skip
-        return result is not None
+        if result is None:
+            return None
+        return result if isinstance(result, dict) else {}
 
     def wait_gone(self, kind: str, name: str, namespace: str, wait: float = 30.0) -> bool:
         """True once the object is gone (its finalizers done), False if it is still there after `wait` seconds

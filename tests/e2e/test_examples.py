@@ -62,6 +62,10 @@ def load_documents(path: Path) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
+#: The tests on the shipped cluster run on one worker (`--dist loadgroup`), so it starts once.
+ON_THE_SHIPPED_CLUSTER = pytest.mark.xdist_group("examples-shipped-cluster")
+
+
 @pytest.fixture(scope="module")
 def shipped_cluster(ray_head: Any) -> Iterator[Any]:
     """A real cluster of the example's nodes, the example's namespace and configs/kueue/gpu-queues.yaml applied."""
@@ -80,6 +84,7 @@ def _client(stack: Any) -> Any:
     return ClusterClient(stack.kubeconfig)
 
 
+@ON_THE_SHIPPED_CLUSTER
 def test_the_gpu_example_runs_end_to_end_through_the_shipped_queues(shipped_cluster: Any) -> None:
     out = run_cli("submit", "examples/train-gpu.yaml", env=cli_env(KUBECONFIG=str(shipped_cluster.kubeconfig)), timeout=240)
     assert out.returncode == 0, out.stderr
@@ -96,6 +101,7 @@ def test_the_gpu_example_runs_end_to_end_through_the_shipped_queues(shipped_clus
         client.close()
 
 
+@ON_THE_SHIPPED_CLUSTER
 def test_the_gpu_example_workload_asks_the_amd_flavor_for_16_gpus(shipped_cluster: Any) -> None:
     """What Kueue admitted: the workers' pod set in the MI300X flavor with 16 amd.com/gpu (kept with --no-wait)."""
     kubeconfig = str(shipped_cluster.kubeconfig)

@@ -5,8 +5,10 @@ versions they serve (Kueue v0.13 serves only `kueue.x-k8s.io/v1beta1`), their CR
 webhooks and their state machines. Each test runs once per release, with a REAL local Ray head
 behind the head pods:
 - on the real programs (testcluster) for every release the Go module proxy serves: KubeRay
-  v1.3.2, v1.5.0 and v1.6.1, Kueue v0.13.10, v0.17.0 and v0.19.2 (one release moved at a time
-  from the default pair, KubeRay v1.6.1 with Kueue v0.17.0, which is the session's own cluster);
+  v1.3.2, v1.5.0 and v1.6.1, Kueue v0.13.10, v0.17.0 and v0.19.2, in three pairs: the default one,
+  KubeRay v1.6.1 with Kueue v0.17.0, which is the session's own cluster, the oldest releases together
+  (v1.3.2 with v0.13.10, as a cluster that was never upgraded) and the others (v1.5.0 with v0.19.2);
+  a cluster costs a minute of the run to start, so each release is in one pair only;
 - on the simulation (kubesim) only for the releases the proxy does not serve: KubeRay v1.5.2 and
   the newest CRDs (v1.7.0), Kueue v0.15.8 and the newest (v0.20), marked `sim-` in the test id.
 Test ids carry the release, so `pytest -k kueue-v0.13.10` runs that release's tests.
@@ -39,10 +41,8 @@ RAY = "ray.io/v1"
 #: The releases the real programs run here, by test id: the versions moved from the default pair.
 REAL_RELEASES: dict[str, dict[str, str]] = {
     "real-kuberay-v1.6.1-kueue-v0.17.0": {},
-    "real-kuberay-v1.3.2": {"kuberay": "v1.3.2"},
-    "real-kuberay-v1.5.0": {"kuberay": "v1.5.0"},
-    "real-kueue-v0.13.10": {"kueue": "v0.13.10"},
-    "real-kueue-v0.19.2": {"kueue": "v0.19.2"},
+    "real-kuberay-v1.3.2-kueue-v0.13.10": {"kuberay": "v1.3.2", "kueue": "v0.13.10"},
+    "real-kuberay-v1.5.0-kueue-v0.19.2": {"kuberay": "v1.5.0", "kueue": "v0.19.2"},
 }
 #: The simulated releases no served module covers (kubesim.schemas release ids).
 SIMULATED_RELEASES = ("kuberay-v1.5.2", "kuberay-newest", "kueue-v0.15.8", "kueue-newest")
