@@ -54,8 +54,11 @@ def _run_order(item: pytest.Item) -> int:
 
 
 def _group(item: pytest.Item) -> object:
+    """The item's xdist_group name, None if it has none."""
     marker = item.get_closest_marker("xdist_group")
-    return marker.args[0] if marker and marker.args else marker.kwargs.get("name") if marker else None
+    if marker is None:
+        return None
+    return marker.args[0] if marker.args else marker.kwargs.get("name")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -67,7 +70,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         group = _group(item)
         if group is not None:
             group_order[group] = min(group_order.get(group, 2), _run_order(item))
-    items.sort(key=lambda item: group_order.get(_group(item), _run_order(item)) if _group(item) is not None else _run_order(item))
+    items.sort(key=lambda item: group_order.get(_group(item), _run_order(item)))  # no group: None is never a key
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -163,3 +163,25 @@ def testcluster_request(ray_head: SharedHead) -> dict:
 
     nodes = [gpu_node_manifest(f"gpu-{i}") for i in range(REAL_CLUSTER_GPU_NODES)]
     return {"ray_dashboard": urlparse(ray_head.dashboard_url).netloc, "nodes": nodes}
+
+
+@pytest.fixture(scope="module")
+def simulated_kube(ray_head: SharedHead, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A module's simulated cluster (kubesim.fixtures.simulated_cluster: server, kubeconfig, Kueue, KubeRay), its
+    head pods standing for the shared Ray head: for what only a fake can do (a fault injected, an operator held back,
+    a token-checking dashboard)."""
+    from urllib.parse import urlparse
+
+    from kubesim.fixtures import simulated_cluster
+
+    with simulated_cluster(urlparse(ray_head.dashboard_url).netloc, tmp_path_factory.mktemp("kube") / "config") as parts:
+        yield parts
+
+
+@pytest.fixture
+def queue(cluster: Any) -> Any:
+    """A fresh LocalQueue -> ClusterQueue with 8 GPUs, in a fresh namespace of the module's `cluster` fixture
+    (real or simulated; its first part is the admin's client): (namespace, LocalQueue, ClusterQueue)."""
+    from kubesim.fixtures import fresh_queue
+
+    return fresh_queue(cluster[0])

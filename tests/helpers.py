@@ -266,3 +266,27 @@ def status_logs_stop_delete(server: Any, name: str, namespace: str, env: dict[st
              == "STOPPED", timeout=60, what="STOPPED")  # fmt: skip
     assert run_cli("delete", name, "-n", namespace, env=env, timeout=60).returncode == 0
     wait_for(lambda: leftovers(server, namespace) == {}, timeout=60, what="nothing left")
+
+
+#: A job name whose RayCluster's name (the job's plus 6) passes 50 characters, of which KubeRay's token Secret keeps the last 50.
+LONG_TOKEN_JOB_NAME = "locked-" + "x" * 39
+#: What the token-protected job prints, for `logs` to show.
+TOKEN_JOB_OUTPUT = "behind the token"
+
+
+def submit_token_job(tmp_path: Path, name: str, namespace: str, queue: str, env: dict[str, str]) -> "subprocess.CompletedProcess[str]":
+    """`submit --no-wait` of a job with token authentication (authMode: token) that prints TOKEN_JOB_OUTPUT and sleeps."""
+    spec = tmp_path / "locked.yaml"
+    spec.write_text(
+        f"name: {name}\nauthMode: token\n"
+        f"entrypoint: python -c \"import time; print('{TOKEN_JOB_OUTPUT}', flush=True); time.sleep(300)\"\n"
+    )
+    return run_cli("submit", str(spec), "-n", namespace, "--queue", queue, "--no-wait", env=env, timeout=180)
+
+
+def kuberay_token_secret(server: Any, name: str, namespace: str) -> tuple[str, Optional[dict[str, Any]]]:
+    """RayJob `name`'s cluster name and the Secret KubeRay made for its token, None if absent: KubeRay names it
+    `utils.CheckName(cluster name)`, which keeps the last 50 characters (kuberay@v1.5.2 and v1.6.1,
+    raycluster_controller.go reconcileAuthSecret)."""
+    cluster_name = server.get_object("ray.io/v1", "RayJob", name, namespace)["status"]["rayClusterName"]
+    return cluster_name, server.get_object("v1", "Secret", cluster_name[-50:], namespace)

@@ -43,7 +43,9 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-from tests.helpers import ROOT, cli_env, run_cli, status_logs_stop_delete
+from tests.helpers import (
+    LONG_TOKEN_JOB_NAME, ROOT, TOKEN_JOB_OUTPUT, cli_env, kuberay_token_secret, run_cli, status_logs_stop_delete, submit_token_job,
+)
 from kubesim.fixtures import fresh_queue, leftovers, make_priority_class, rayjob_manifest, wait_for
 
 RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
@@ -61,12 +63,6 @@ def cluster(real_cluster):
         yield client, str(real_cluster.kubeconfig)
     finally:
         client.close()
-
-
-@pytest.fixture
-def queue(cluster):
-    """A fresh LocalQueue -> ClusterQueue with 8 GPUs, in a fresh namespace."""
-    return fresh_queue(cluster[0])
 
 
 @pytest.fixture
@@ -183,12 +179,15 @@ class Cli:
         wait_for(lambda: text in getattr(self, where) or self.proc.poll() is not None, timeout=timeout, what=text)
         assert text in getattr(self, where), f"never saw {text!r}:\n{self.stdout}\n{self.stderr}"
 
+    def kill_if_running(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+
     def finish(self, timeout: float = 180) -> int:
         try:
             code = self.proc.wait(timeout=timeout)
         finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
+            self.kill_if_running()
         for reader in self._readers:
             reader.join(timeout=5)
         return code
@@ -253,8 +252,7 @@ def test_an_evicted_job_is_reported_and_runs_again_on_the_new_cluster(cluster, p
         server.delete_object(RAY, "RayJob", "preemptor", namespace)  # frees the quota: Kueue readmits the job
         code = run.finish()
     finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
+        run.kill_if_running()
         head.track(run.stderr)
     assert code == 0, run.stderr
     # Kueue v0.17.0 pkg/scheduler/preemption/preemption.go preemptionMessage, under the Preempted condition's reason
@@ -285,8 +283,7 @@ def test_an_evicted_job_that_is_never_readmitted_exits_3_and_deletes_everything(
         server.create_object(preemptor(namespace, lq, high))
         code = run.finish(timeout=120)
     finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
+        run.kill_if_running()
         head.track(run.stderr)
     assert code == 3, run.stderr
     assert f"evicted: preempted in queue {lq}" in run.stderr
@@ -328,8 +325,7 @@ def test_a_workload_deactivated_by_hand_ends_the_run_with_exit_1_not_a_wait_for_
         deactivate(server, namespace, "halted")
         code = run.finish(timeout=120)
     finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
+        run.kill_if_running()
         head.track(run.stderr)
     assert code == 1, run.stderr
     assert "its Workload was deactivated by hand (spec.active: false); Kueue will not run it again" in run.stderr
@@ -357,31 +353,21 @@ def test_the_run_time_limit_ends_the_run_with_exit_1_not_a_wait_for_readmission(
     wait_for(lambda: leftovers(server, namespace) == {}, timeout=60, what="nothing left")
 
 
-LONG_NAME = "locked-" + "x" * 39  # 46 characters: its cluster (+6) is 52, and KubeRay keeps the last 50 for the Secret
-
-
-@pytest.mark.parametrize("name", ["locked", LONG_NAME], ids=["short-name", "46-character-name"])
+@pytest.mark.parametrize("name", ["locked", LONG_TOKEN_JOB_NAME], ids=["short-name", "46-character-name"])
 def test_token_auth_reads_the_secret_kuberay_made(cluster, queue, head, tmp_path: Path, name: str):
     """authMode token: every command reads the token from the Secret KubeRay v1.6.1 made for the cluster
     (raybridge refuses to call the Job API without it); the shared head takes the calls either way."""
     server = cluster[0]
     namespace, lq, _ = queue
-    spec = tmp_path / "locked.yaml"
-    spec.write_text(
-        f"name: {name}\nauthMode: token\n"
-        "entrypoint: python -c \"import time; print('behind the token', flush=True); time.sleep(300)\"\n"
-    )
     env = cli_env(KUBECONFIG=cluster[1])
-    out = run_cli("submit", str(spec), "-n", namespace, "--queue", lq, "--no-wait", env=env, timeout=180)
+    out = submit_token_job(tmp_path, name, namespace, lq, env)
     head.track(out.stderr)
     assert out.returncode == 0, out.stderr
     assert not {"New", "Suspended", "Suspending"} & set(out.stderr.splitlines()), out.stderr  # admission said in words
 
-    cluster_name = server.get_object(RAY, "RayJob", name, namespace)["status"]["rayClusterName"]
-    # kuberay@v1.6.1 raycluster_controller.go reconcileAuthSecret names it utils.CheckName(cluster): the last 50 characters.
-    secret = server.get_object("v1", "Secret", cluster_name[-50:], namespace)
+    cluster_name, secret = kuberay_token_secret(server, name, namespace)
     assert secret is not None, [s["metadata"]["name"] for s in server.list_objects("v1", "Secret", namespace)]
-    assert (len(cluster_name) > 50) == (name == LONG_NAME)
+    assert (len(cluster_name) > 50) == (name == LONG_TOKEN_JOB_NAME)
     assert base64.b64decode(secret["data"]["auth_token"])
 
-    status_logs_stop_delete(server, name, namespace, env, "behind the token")
+    status_logs_stop_delete(server, name, namespace, env, TOKEN_JOB_OUTPUT)

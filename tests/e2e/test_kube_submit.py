@@ -19,7 +19,7 @@ import time
 import pytest
 
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli, wait_for_output
-from kubesim.fixtures import fresh_queue, leftovers, rayjob_manifest, wait_for
+from kubesim.fixtures import leftovers, rayjob_manifest, wait_for
 
 RAY = "ray.io/v1"
 
@@ -33,12 +33,6 @@ def cluster(real_cluster):
         yield client, str(real_cluster.kubeconfig), None, None
     finally:
         client.close()
-
-
-@pytest.fixture
-def queue(cluster):
-    """A fresh LocalQueue -> ClusterQueue with 8 GPUs, in a fresh namespace."""
-    return fresh_queue(cluster[0])
 
 
 def kube_cli(cluster, *args, timeout=180):

@@ -8,26 +8,18 @@ answered 500 twice within --timeout, and a KubeRay that takes a RayJob's jobId 2
 from __future__ import annotations
 
 import json
-from urllib.parse import urlparse
 
 import pytest
 
 from tests.helpers import cli_env, run_cli
-from kubesim.fixtures import fresh_queue, leftovers, simulated_cluster
+from kubesim.fixtures import leftovers
 
 RAY = "ray.io/v1"
 
 
 @pytest.fixture(scope="module")
-def cluster(ray_head, tmp_path_factory):
-    with simulated_cluster(urlparse(ray_head.dashboard_url).netloc, tmp_path_factory.mktemp("kube") / "config") as parts:
-        yield parts
-
-
-@pytest.fixture
-def queue(cluster):
-    """A fresh LocalQueue -> ClusterQueue with 8 GPUs, in a fresh namespace."""
-    return fresh_queue(cluster[0])
+def cluster(simulated_kube):
+    return simulated_kube
 
 
 def kube_cli(cluster, *args, timeout=180):

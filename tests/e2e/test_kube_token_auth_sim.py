@@ -20,26 +20,17 @@ import base64
 import urllib.error
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
-from tests.helpers import cli_env, run_cli, status_logs_stop_delete
-from kubesim.fixtures import fresh_queue, simulated_cluster
+from tests.helpers import LONG_TOKEN_JOB_NAME, TOKEN_JOB_OUTPUT, cli_env, kuberay_token_secret, status_logs_stop_delete, submit_token_job
 
 RAY = "ray.io/v1"
 
 
 @pytest.fixture(scope="module")
-def cluster(ray_head, tmp_path_factory):
-    with simulated_cluster(urlparse(ray_head.dashboard_url).netloc, tmp_path_factory.mktemp("kube") / "config") as parts:
-        yield parts
-
-
-@pytest.fixture
-def queue(cluster):
-    """A fresh LocalQueue -> ClusterQueue with 8 GPUs, in a fresh namespace."""
-    return fresh_queue(cluster[0])
+def cluster(simulated_kube):
+    return simulated_kube
 
 
 def _call(address: str, path: str, token: str | None) -> int:
@@ -52,31 +43,21 @@ def _call(address: str, path: str, token: str | None) -> int:
         return exc.code
 
 
-LONG_NAME = "locked-" + "x" * 39  # 46 characters: its cluster (+6) is 52, and KubeRay keeps the last 50 for the Secret
-
-
-@pytest.mark.parametrize("name", ["locked", LONG_NAME], ids=["short-name", "46-character-name"])
+@pytest.mark.parametrize("name", ["locked", LONG_TOKEN_JOB_NAME], ids=["short-name", "46-character-name"])
 def test_token_auth_submit_status_logs_and_stop(cluster, queue, tmp_path: Path, name: str):
     server = cluster[0]
     namespace, lq, _ = queue
-    spec = tmp_path / "locked.yaml"
-    spec.write_text(
-        f"name: {name}\nauthMode: token\n"
-        "entrypoint: python -c \"import time; print('behind the token', flush=True); time.sleep(300)\"\n"
-    )
     env = cli_env(KUBECONFIG=cluster[1])
-    out = run_cli("submit", str(spec), "-n", namespace, "--queue", lq, "--no-wait", env=env, timeout=180)
+    out = submit_token_job(tmp_path, name, namespace, lq, env)
     assert out.returncode == 0, out.stderr
 
-    status = server.get_object(RAY, "RayJob", name, namespace)["status"]
-    cluster_name = status["rayClusterName"]
-    # kuberay@v1.5.2 utils.CheckName: the Secret keeps the last 50 characters of the cluster's name.
-    secret = server.get_object("v1", "Secret", cluster_name[-50:], namespace)
-    assert (len(cluster_name) > 50) == (name == LONG_NAME)
+    cluster_name, secret = kuberay_token_secret(server, name, namespace)
+    assert (len(cluster_name) > 50) == (name == LONG_TOKEN_JOB_NAME)
     token = base64.b64decode(secret["data"]["auth_token"]).decode()
+    status = server.get_object(RAY, "RayJob", name, namespace)["status"]
     address = status["dashboardURL"]
     assert [_call(address, "/api/version", t) for t in (None, "wrong", token)] == [401, 403, 200]
     job_id = status["jobId"]
     assert _call(address, f"/api/jobs/{job_id}", None) == 401
 
-    status_logs_stop_delete(server, name, namespace, env, "behind the token")
+    status_logs_stop_delete(server, name, namespace, env, TOKEN_JOB_OUTPUT)

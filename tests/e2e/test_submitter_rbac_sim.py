@@ -13,18 +13,15 @@ other rule are checked on the real cluster, in test_submitter_rbac.py.
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
 
 import pytest
 
-from kubesim.fixtures import simulated_cluster
 from tests.e2e.test_submitter_rbac import RAY, _refusals, _submitter, token_spec
 
 
 @pytest.fixture(scope="module")
-def cluster(ray_head, tmp_path_factory):
-    with simulated_cluster(urlparse(ray_head.dashboard_url).netloc, tmp_path_factory.mktemp("kube") / "config") as parts:
-        yield parts
+def cluster(simulated_kube):
+    return simulated_kube
 
 
 def test_a_token_protected_cluster_works_under_the_shipped_rules(cluster, tmp_path):
