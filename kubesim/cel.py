@@ -89,7 +89,7 @@ class Quantity:
 def _quantity(text: Any) -> Quantity:
     parsed = _parse_quantity(str(text))
     if parsed is None:
-        raise ValueError(f"quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
+        raise ValueError("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
     return Quantity(parsed, str(text))
 
 

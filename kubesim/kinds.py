@@ -53,7 +53,6 @@ from .validation import (
     schema_field_errors,
     served_schema,
     validate_labels,
-    validate_name,
 )
 
 

@@ -1,56 +1,49 @@
-"""A Kubernetes API server for tests, spoken to by the official client and by a real kubectl.
+"""A Kubernetes API server for tests that only a fake can be: faults on demand, releases not served.
 
-`KubeApiServer` serves the Kubernetes REST API on 127.0.0.1 (a kernel-chosen
-port), over plain HTTP or, with `tls=True`, over HTTPS with a CA and serving
-certificate made at start (tls.py): discovery, OpenAPI v3 (openapi.py),
-CRUD/list/watch/patch/delete on built-in kinds (core/v1, apps/v1
-Deployments, batch/v1 Jobs, Leases, PriorityClasses, RBAC) and on the CRDs of
-one KubeRay and one Kueue release (`release=`/`kuberay=`/`kueue=`, see
-kubesim/schemas.py), serving exactly the versions those CRDs mark served and
-converting Kueue objects between them (conversion.py). Status subresources,
-pod logs, pod port-forwarding over WebSocket (a pod that is not Running fails
-as on a real cluster), TokenRequest and SelfSubjectAccessReview; custom
-resources print as the `meta.k8s.io` Table `kubectl get` asks for
-(tables.py). What it accepts, a real API server of that release accepts too,
-with the same status codes and `Status` bodies: see store.py (write pipeline,
-paging, garbage collection), kinds.py and podspec.py (per-kind behaviour and
-pod validation), validation.py (schemas), cel.py (CRD CEL rules), ssa.py
-(server-side apply and managedFields), auth.py (tokens and RBAC). Field
-validation defaults to Warn as on a real server (unknown fields dropped with
-a `Warning` header); Strict and Ignore when the request asks.
+Why it exists: the end-to-end tests run on the real kube-apiserver (testcluster). This
+server is for what that cannot do: fail a chosen request (`fail_next`: delays, dropped
+connections, error statuses, bodies that are not JSON, broken watches), serve the CRDs of
+a KubeRay or Kueue release the Go module proxy does not serve (`release=`/`kuberay=`/
+`kueue=`, see kubesim/schemas.py) to the simulated operators of those releases, and host
+the node-scale-adjuster's simulated world (KAI, the autoscalers) until those run for real.
 
-Tests drive it three ways: through HTTP with `kubernetes.client` (via
-`api_client(token)` or `write_kubeconfig(path, token=...)`; the default token
-is the admin's, `service_account_token(ns, name)` mints a ServiceAccount's;
-over TLS the kubeconfig names the CA as a file or inline data, and its user
-may be an exec credential plugin), with a real `kubectl` through such a
-kubeconfig, and directly through `create_object`/`get_object`/`list_objects`/
-`update_status`/`delete_object`, which take the same path through the store
-(defaults, hooks, validation, watch events; no authorization) without HTTP.
-Extension points simulate webhooks (`add_mutating_hook`), aggregated APIs
-(`add_handler`) and faults (`fail_next`: delays, dropped connections, error
-statuses, bodies that are not JSON, broken watches).
+`KubeApiServer` serves the Kubernetes REST API over plain HTTP on 127.0.0.1 (a
+kernel-chosen port): discovery, CRUD/list/watch/patch/delete on built-in kinds (core/v1,
+apps/v1 Deployments, batch/v1 Jobs, Leases, PriorityClasses, RBAC) and on the chosen
+CRDs, serving exactly the versions those CRDs mark served and converting Kueue objects
+between them (conversion.py). Status subresources, pod logs, pod port-forwarding over
+WebSocket (a pod that is not Running fails as on a real cluster), TokenRequest and
+SelfSubjectAccessReview. What it accepts, a real API server of that release accepts too,
+with the same status codes and `Status` bodies: see store.py (write pipeline, paging,
+garbage collection), kinds.py and podspec.py (per-kind behaviour and pod validation),
+validation.py (schemas), cel.py (CRD CEL rules), auth.py (tokens and RBAC). Field
+validation defaults to Warn as on a real server (unknown fields dropped with a `Warning`
+header); Strict and Ignore when the request asks.
 
-What this does not do: no client certificates, no protobuf (a protobuf body
-is 415; `/openapi/v2` is an empty document) or CBOR, no exec/attach, no SPDY
-(port-forward is WebSocket only, and over plain HTTP only: with TLS one thread
-would read and another write the same SSL connection), no kubelet or
-controllers beyond the garbage collector, the namespace controller and the
-ServiceAccount controller's `default` account. It never listens on anything
-but loopback. kubesim/README.md lists where it still differs from a
-real server.
+Tests drive it two ways: through HTTP with `kubernetes.client` (via `api_client(token)` or
+`write_kubeconfig(path, token=...)`; the default token is the admin's,
+`service_account_token(ns, name)` mints a ServiceAccount's), and directly through
+`create_object`/`get_object`/`list_objects`/`update_status`/`delete_object`, which take
+the same path through the store (defaults, hooks, validation, watch events; no
+authorization) without HTTP. Extension points simulate webhooks (`add_mutating_hook`),
+aggregated APIs (`add_handler`) and faults (`fail_next`).
+
+What this does not do: what the real API server of testcluster is for. No TLS, no client
+certificates, no kubeconfig forms beyond a bearer token, no OpenAPI documents, no
+`meta.k8s.io` Tables, no server-side apply or managedFields (a real `kubectl` runs against
+testcluster: tests/e2e/test_kubectl_client.py), no protobuf or CBOR (415), no exec/attach,
+no SPDY (port-forward is WebSocket only), no kubelet or controllers beyond the garbage
+collector, the namespace controller and the ServiceAccount controller's `default` account.
+It never listens on anything but loopback. kubesim/README.md lists where it still differs
+from a real server.
 """
-
 from __future__ import annotations
 
-import atexit
 import datetime as dt
 import json
 import re
 import socket
-import ssl
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -66,7 +59,6 @@ import yaml
 from kubesim import schemas
 
 from .auth import ANONYMOUS, RBAC_GROUP, Attributes, Identity, Tokens, attributes, authorize, bootstrap_objects, checked_attributes, forbidden
-from . import tables
 from .errors import (
     AdmissionDenied,
     ApiError,
@@ -77,11 +69,9 @@ from .errors import (
     unknown_path,
     unsupported_media_type,
 )
-from .openapi import OpenApiV3, openapi_v2
 from .resources import BUILTIN_TYPES, ResourceRegistry, ResourceType, from_crd
 from .selectors import parse_field_selector, parse_label_selector
 from .store import INITIAL_NAMESPACES, DeleteOptions, MutatingHook, Store, WatchFilter, now_rfc3339
-from .tls import ServingCertificates, make_certificates
 from .validation import K8S_SCHEMA_VERSION
 from .websocket import WebSocketConnection, accept_key, choose_protocol
 
@@ -95,9 +85,7 @@ TOKEN = "raybridge-test-token"
 PORT_FORWARD_PROTOCOL = "v4.channel.k8s.io"
 DEFAULT_WATCH_TIMEOUT = 1800.0
 CLOSE_GRACE_SECONDS = 2.0
-TLS_HANDSHAKE_TIMEOUT = 10.0
 _BODY_MEDIA_TYPES = ("application/json", "application/yaml", "text/yaml", "application/x-yaml", "*/*")
-EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 _TRUE = ("1", "t", "T", "true", "TRUE", "True")
 
 
@@ -173,7 +161,6 @@ class KubeApiServer:
         kueue: str | None = None,
         history_limit: int = 2000,
         default_field_validation: str = "Warn",
-        tls: bool = False,
     ) -> None:
         """Which CRDs to serve: `crds` as given, or those of a release combination.
 
@@ -183,9 +170,6 @@ class KubeApiServer:
 
         `default_field_validation` is what a request without `fieldValidation`
         gets: Warn, as on a real server (unknown fields dropped with a warning).
-
-        `tls=True` serves HTTPS with a CA and serving certificate made here
-        (`certificates`; `write_kubeconfig` puts the CA in the kubeconfig).
         """
         if release is not None:
             if kuberay is not None or kueue is not None:
@@ -196,7 +180,6 @@ class KubeApiServer:
         chosen = list(schemas.crds(self.kuberay, self.kueue).values()) if crds is None else list(crds)
         self.registry = ResourceRegistry([*BUILTIN_TYPES, *(from_crd(c) for c in chosen)])
         self.store = Store(self.registry, history_limit)
-        self.openapi = OpenApiV3(self.registry)
         self.default_field_validation = default_field_validation
         self.request_log: list[tuple[str, str]] = []
         self.internal_errors: list[str] = []
@@ -210,8 +193,6 @@ class KubeApiServer:
         self._sockets: set[socket.socket] = set()
         self._sockets_lock = threading.Lock()
         self.tokens = Tokens(TOKEN)
-        self.certificates: ServingCertificates | None = make_certificates() if tls else None
-        self._ca_path: Path | None = None
         # Requests without credentials to paths served by `add_handler` skip authorization.
         # Not what a real server does (it would answer 403); kept True only until the test
         # helpers that call such handlers without a token send one. Set False for the real behaviour.
@@ -228,8 +209,7 @@ class KubeApiServer:
     def start(self) -> "KubeApiServer":
         if self._httpd is not None:
             return self
-        tls = self.certificates.server_context() if self.certificates is not None else None
-        self._httpd = _HttpServer(("127.0.0.1", 0), _RequestHandler, self, tls)
+        self._httpd = _HttpServer(("127.0.0.1", 0), _RequestHandler, self)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="kubeapi-server", daemon=True
         )
@@ -241,7 +221,7 @@ class KubeApiServer:
         if self._httpd is None:
             raise RuntimeError("the server is not started")
         host, port = self._httpd.server_address[:2]
-        return f"{'https' if self.certificates is not None else 'http'}://{host}:{port}"
+        return f"http://{host}:{port}"
 
     def stop(self) -> None:
         """Stop serving and end every open watch, log stream and port-forward."""
@@ -267,72 +247,26 @@ class KubeApiServer:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def write_kubeconfig(
-        self, path: str | Path, namespace: str = "default", context: str = "raybridge-test", *, token: str | None = None,
-        certificate_authority: str = "file", exec_api_version: str | None = None,
-    ) -> Path:
-        """A kubeconfig for this server; `token` (e.g. from `service_account_token`) instead of the admin token.
-
-        Over TLS the cluster names the CA as a real kubeconfig does:
-        `certificate_authority="file"` writes it next to the kubeconfig
-        (`<name>.ca.crt`) and names that file, `"data"` inlines it
-        (`certificate-authority-data`). `exec_api_version`
-        (`client.authentication.k8s.io/v1` or `/v1beta1`) makes the user an exec
-        credential plugin: a script next to the kubeconfig (`<name>.exec.sh`)
-        that prints an ExecCredential carrying the token, as cloud plugins do.
-        """
+    def write_kubeconfig(self, path: str | Path, namespace: str = "default", context: str = "raybridge-test", *,
+                         token: str | None = None) -> Path:
+        """A kubeconfig for this server; `token` (e.g. from `service_account_token`) instead of the admin token."""
         path = Path(path)
-        cluster: dict[str, Any] = {"server": self.url}
-        if self.certificates is not None:
-            if certificate_authority == "data":
-                cluster["certificate-authority-data"] = self.certificates.ca_data
-            elif certificate_authority == "file":
-                ca_file = path.with_name(path.name + ".ca.crt")
-                ca_file.write_bytes(self.certificates.ca_pem)
-                cluster["certificate-authority"] = str(ca_file)
-            else:
-                raise ValueError(f"certificate_authority is 'file' or 'data', not {certificate_authority!r}")
-        user: dict[str, Any] = {"token": token or TOKEN}
-        if exec_api_version is not None:
-            user = {"exec": self._write_exec_plugin(path.with_name(path.name + ".exec.sh"), token or TOKEN,
-                                                    exec_api_version)}
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": context, "cluster": cluster}],
-            "users": [{"name": context, "user": user}],
+            "clusters": [{"name": context, "cluster": {"server": self.url}}],
+            "users": [{"name": context, "user": {"token": token or TOKEN}}],
             "contexts": [{"name": context, "context": {"cluster": context, "user": context, "namespace": namespace}}],
             "current-context": context,
         }
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         return path
 
-    @staticmethod
-    def _write_exec_plugin(script: Path, token: str, api_version: str) -> dict[str, Any]:
-        """An exec credential plugin (client.authentication.k8s.io v1/v1beta1 ExecCredential) and its kubeconfig entry.
-
-        The script refuses to run without KUBERNETES_EXEC_INFO (clients set it,
-        with the apiVersion they expect), as a real plugin would.
-        """
-        if api_version not in EXEC_API_VERSIONS:
-            raise ValueError(f"exec_api_version is one of {EXEC_API_VERSIONS}, not {api_version!r}")
-        credential = json.dumps({"apiVersion": api_version, "kind": "ExecCredential", "status": {"token": token}})
-        script.write_text(
-            "#!/bin/sh\n"
-            'if [ -z "$KUBERNETES_EXEC_INFO" ]; then echo "KUBERNETES_EXEC_INFO is not set" >&2; exit 1; fi\n'
-            f"cat <<'EOF'\n{credential}\nEOF\n"
-        )
-        script.chmod(0o755)
-        # interactiveMode is required by client.authentication.k8s.io/v1 (optional in v1beta1).
-        return {"apiVersion": api_version, "command": str(script), "interactiveMode": "Never",
-                "provideClusterInfo": False}
-
     def api_client(self, token: str | None = None, *, retries: bool | None = None) -> kubernetes.client.ApiClient:
         """An official-client ApiClient; `token` defaults to the admin token.
 
         `retries=False` turns off urllib3's own retries (by default it retries
         reads that fail, and idempotent requests answered 429/503 with Retry-After).
-        Over TLS it verifies the server against the server's CA.
         """
         configuration = kubernetes.client.Configuration()
         configuration.host = self.url
@@ -340,21 +274,7 @@ class KubeApiServer:
             configuration.retries = retries
         configuration.api_key = {"authorization": token or TOKEN}
         configuration.api_key_prefix = {"authorization": "Bearer"}
-        if self.certificates is not None:
-            configuration.ssl_ca_cert = str(self._ca_file())
         return kubernetes.client.ApiClient(configuration)
-
-    def _ca_file(self) -> Path:
-        """The CA in a file of the server's own (removed when the process ends), for clients that read files."""
-        assert self.certificates is not None
-        with self._config_lock:
-            if self._ca_path is None:
-                handle = tempfile.NamedTemporaryFile("wb", prefix="kubeapi-ca-", suffix=".crt", delete=False)
-                with handle:
-                    handle.write(self.certificates.ca_pem)
-                self._ca_path = Path(handle.name)
-                atexit.register(self._ca_path.unlink, missing_ok=True)
-            return self._ca_path
 
     def service_account_token(self, namespace: str, name: str, *, expiration_seconds: int = 3600) -> str:
         """A bearer token for an existing ServiceAccount, as TokenRequest mints it (LookupError if absent)."""
@@ -624,31 +544,9 @@ class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], api: KubeApiServer,
-                 tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], api: KubeApiServer) -> None:
         self.api = api
-        self.tls = tls
         super().__init__(address, handler)
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        """With TLS, the handshake happens on the connection's own thread (a slow client blocks no one else)."""
-        if self.tls is None:
-            super().finish_request(request, client_address)
-            return
-        try:
-            request.settimeout(TLS_HANDSHAKE_TIMEOUT)
-            connection = self.tls.wrap_socket(request, server_side=True)
-            connection.settimeout(None)
-        except (ssl.SSLError, OSError):
-            return  # a client that does not trust the CA hangs up during the handshake: routine
-        try:
-            super().finish_request(connection, client_address)
-        finally:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            connection.close()
 
     def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
         """A client that hung up mid-request (a killed controller, a dropped watch) is routine, not a traceback."""
@@ -856,16 +754,6 @@ class _RequestHandler(BaseHTTPRequestHandler):
                                       "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25.0",
                                       "compiler": "gc", "platform": "linux/amd64"})
                 return
-            if segments == ["openapi", "v2"]:
-                found = openapi_v2(self.headers.get("Accept"), f"v{K8S_SCHEMA_VERSION}")
-                if found is None:
-                    self._send_bytes(406, b"", "text/plain")
-                else:
-                    self._send_bytes(200, found[0], found[1], {"Vary": "Accept"})
-                return
-            if segments[:2] == ["openapi", "v3"]:
-                self._serve_openapi("/".join(segments[2:]), query)
-                return
             if segments == ["api"]:
                 host, port = self.server.server_address[:2]
                 self._send_json(200, registry.api_versions(f"{host}:{port}"))
@@ -922,19 +810,6 @@ class _RequestHandler(BaseHTTPRequestHandler):
             raise bad_request(f'fieldValidation: Unsupported value: "{value}": supported values: "Ignore", "Strict", "Warn"')
         return value
 
-    def _field_manager(self, query: dict[str, list[str]]) -> str:
-        """`fieldManager`, or what kube-apiserver derives from the User-Agent (its first segment)."""
-        given = (query.get("fieldManager") or [""])[0]
-        if given:
-            return given
-        agent = self.headers.get("User-Agent") or ""
-        return agent.split("/")[0][:128] or "unknown"
-
-    def _patch_options(self, query: dict[str, list[str]]) -> dict[str, Any]:
-        force_text = (query.get("force") or [None])[0]
-        return {"manager": self._field_manager(query), "manager_given": bool((query.get("fieldManager") or [""])[0]),
-                "force": None if force_text is None else force_text in _TRUE}
-
     @staticmethod
     def _paging(query: dict[str, list[str]]) -> dict[str, Any]:
         limit_text = (query.get("limit") or [""])[0]
@@ -959,41 +834,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         return WatchFilter(route.namespace if resource.namespaced else None, labels, fields)
 
     def _send_answer(self, route: _Route, answer: dict[str, Any], query: dict[str, list[str]]) -> None:
-        """A GET's object or list, as a meta.k8s.io Table when the client asks for one first and the
-        resource has one (custom resources: tables.py)."""
-        table_version = tables.wants_table(self.headers.get("Accept"))
-        if table_version is not None and route.resource.crd is not None:
-            answer = tables.to_table(route.resource, route.version, answer, table_version,
-                                     (query.get("includeObject") or [""])[0])
+        """A GET's object or list (never a meta.k8s.io Table: no kubectl talks to this server)."""
         self._send_json(200, answer)
-
-    def _serve_openapi(self, key: str, query: dict[str, list[str]]) -> None:
-        """`/openapi/v3` and one group-version's document (kube-openapi pkg/handler3/handler.go)."""
-        documents = self.api.openapi
-        if not key:
-            self._send_bytes(200, documents.discovery(), "application/json")
-            return
-        found = documents.document(key)
-        if found is None:
-            raise unknown_path()
-        data, etag = found
-        accept = self.headers.get("Accept") or "*/*"
-        if not any(clause.split(";")[0].strip() in ("application/json", "application/*", "*/*")
-                   for clause in accept.split(",")):
-            self._send_bytes(406, b"", "text/plain")
-            return
-        headers = {"Etag": f'"{etag}"', "Vary": "Accept"}
-        asked = (query.get("hash") or [""])[0]
-        if asked and asked != etag:
-            location = f"/openapi/v3/{key}?hash={etag}"
-            self._send_bytes(301, f'<a href="{location}">Moved Permanently</a>.\n\n'.encode(), "text/html; charset=utf-8",
-                             {"Location": location})
-            return
-        if asked:
-            headers["Cache-Control"] = "public, immutable"
-            expires = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=365)
-            headers["Expires"] = expires.strftime("%a, %d %b %Y %H:%M:%S UTC")
-        self._send_bytes(200, data, "application/json", headers)
 
     def _send_bytes(self, code: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
         self.send_response(code)
@@ -1041,8 +883,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 return
             if method == "POST" and (namespace is not None or not resource.namespaced):
                 obj, warnings = store.create(resource, version, namespace, self._body_json(body), dry_run=dry_run,
-                                             field_validation=self._field_validation(query),
-                                             manager=self._field_manager(query))
+                                             field_validation=self._field_validation(query))
                 self._send_json(201, obj, warnings=warnings)
                 return
             if method == "DELETE" and (namespace is not None or not resource.namespaced) and not resource.read_only:
@@ -1066,13 +907,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 self._send_answer(route, store.get(resource, version, namespace, name), query)
             elif method == "PUT":
                 obj, warnings, created = store.replace(resource, version, namespace, name, self._body_json(body),
-                                                       dry_run=dry_run, field_validation=self._field_validation(query),
-                                                       manager=self._field_manager(query))
+                                                       dry_run=dry_run, field_validation=self._field_validation(query))
                 self._send_json(201 if created else 200, obj, warnings=warnings)
             elif method == "PATCH":
                 obj, warnings, created = store.patch(
                     resource, version, namespace, name, self.headers.get("Content-Type", ""), body or b"",
-                    dry_run=dry_run, field_validation=self._field_validation(query), **self._patch_options(query))
+                    dry_run=dry_run, field_validation=self._field_validation(query))
                 self._send_json(201 if created else 200, obj, warnings=warnings)
             elif method == "DELETE":
                 options = DeleteOptions.parse(query, self._body_json(body, allow_empty=True))
@@ -1086,14 +926,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
             elif method == "PUT" and not resource.read_only:
                 obj, warnings, _ = store.replace(resource, version, namespace, name, self._body_json(body),
                                                  subresource="status", dry_run=dry_run,
-                                                 field_validation=self._field_validation(query),
-                                                 manager=self._field_manager(query))
+                                                 field_validation=self._field_validation(query))
                 self._send_json(200, obj, warnings=warnings)
             elif method == "PATCH" and not resource.read_only:
                 obj, warnings, _ = store.patch(resource, version, namespace, name, self.headers.get("Content-Type", ""),
                                                body or b"", subresource="status", dry_run=dry_run,
-                                               field_validation=self._field_validation(query),
-                                               **self._patch_options(query))
+                                               field_validation=self._field_validation(query))
                 self._send_json(200, obj, warnings=warnings)
             else:
                 raise method_not_allowed()

@@ -4,7 +4,7 @@ One lock guards everything. Every write goes through the same pipeline as on
 kube-apiserver: decode (unknown fields per `fieldValidation`), defaulting,
 admission (namespace lifecycle, built-in admission, then the registered
 mutating hooks), validation (schemas and CEL rules), optimistic concurrency
-on `resourceVersion`, managedFields (ssa.py), conversion to the CRD's storage
+on `resourceVersion`, conversion to the CRD's storage
 version, storage, and a watch event. There is a single global
 resourceVersion counter (like etcd's revision); each stored change bumps it
 once and is kept in a bounded event history that watches replay and that
@@ -23,8 +23,9 @@ owner never existed), references to some gone owners are removed, and a
 deleted namespace takes its content with it before it disappears.
 `wait_for_garbage_collection` lets a test wait for the collector.
 
-What this does not do: no kubelet (pods are deleted at once, graceful
-termination is not simulated), no other controllers, no
+What this does not do: no server-side apply and no managedFields (kubectl's
+apply is tested on the real API server, testcluster), no kubelet (pods are
+deleted at once, graceful termination is not simulated), no other controllers, no
 `resourceVersionMatch` semantics (lists serve the latest state or a paged
 snapshot), no watch bookmarks.
 """
@@ -43,9 +44,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-import yaml
-
-from . import ssa
 from .errors import (
     AdmissionDenied,
     ApiError,
@@ -54,13 +52,11 @@ from .errors import (
     bad_request,
     conflict,
     expired,
-    forbidden,
     forbidden_error,
     internal,
     invalid,
     not_found,
     not_supported,
-    required_value,
     unsupported_media_type,
 )
 from .conversion import convert
@@ -68,7 +64,7 @@ from .kinds import Strategy, strategy_for
 from .patches import json_patch, merge_patch, strategic_merge_patch
 from .resources import ResourceRegistry, ResourceType
 from .selectors import FieldSelector, LabelSelector, field_value
-from .validation import handle_unknown_fields, served_schema, validate_immutable_meta, validate_object_meta
+from .validation import handle_unknown_fields, validate_immutable_meta, validate_object_meta
 
 MutatingHook = Callable[[dict[str, Any], str], None]
 
@@ -76,10 +72,8 @@ SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePe
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
-APPLY_PATCH = "application/apply-patch+yaml"
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-DIRECT_MANAGER = "kubeapi-direct"  # the field manager of writes through KubeApiServer's direct methods
 
 
 def now_rfc3339() -> str:
@@ -359,10 +353,8 @@ class Store:
         *,
         dry_run: bool = False,
         field_validation: str = "Strict",
-        manager: str = DIRECT_MANAGER,
-        applied: bool = False,
     ) -> tuple[dict[str, Any], list[str]]:
-        """POST; `applied`: the body is a server-side apply result that carries its managedFields."""
+        """POST."""
         if resource.read_only:
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource", {})
         if not isinstance(body, dict):
@@ -395,8 +387,6 @@ class Store:
                 else:
                     obj["status"] = status
             warnings += self._validate(resource, obj, None)
-            if not applied:
-                ssa.track_update(None, obj, self._shape(resource, version), manager, "")
             key = (meta.get("namespace", "") if resource.namespaced else "", meta["name"])
             if key in self._bucket(resource):
                 raise _already_exists(resource, meta["name"])
@@ -540,7 +530,6 @@ class Store:
         subresource: str | None = None,
         dry_run: bool = False,
         field_validation: str = "Strict",
-        manager: str = DIRECT_MANAGER,
     ) -> tuple[dict[str, Any], list[str], bool]:
         """PUT; returns (object, warnings, created)."""
         if resource.read_only:
@@ -564,7 +553,7 @@ class Store:
                     # A precondition on an object that does not exist cannot hold.
                     raise conflict(resource.group, resource.plural, name, STALE_OBJECT)
                 created, warnings = self.create(resource, version, namespace, obj, dry_run=dry_run,
-                                                field_validation=field_validation, manager=manager)
+                                                field_validation=field_validation)
                 return created, warnings, True
             if resource.is_custom and not meta.get("resourceVersion"):
                 # Custom resources do not allow unconditional updates (AllowUnconditionalUpdate is false).
@@ -572,8 +561,7 @@ class Store:
                     FieldError("metadata.resourceVersion", "FieldValueInvalid",
                                "Invalid value: 0x0: must be specified for an update")])
             warnings = self._strategy(resource).decode(obj, field_validation)
-            result, more = self._update(resource, version, obj, old, subresource=subresource, dry_run=dry_run,
-                                        manager=manager)
+            result, more = self._update(resource, version, obj, old, subresource=subresource, dry_run=dry_run)
             return result, warnings + more, False
 
     def _update(
@@ -585,8 +573,6 @@ class Store:
         *,
         subresource: str | None,
         dry_run: bool,
-        manager: str = DIRECT_MANAGER,
-        applied: bool = False,
     ) -> tuple[dict[str, Any], list[str]]:
         stored_old = old
         if resource.crd is not None:
@@ -633,10 +619,6 @@ class Store:
         warnings = self._validate(resource, obj, old, status_only=subresource is not None)
         if subresource is None and resource.tracks_generation and strategy.generation_changed(obj, old):
             meta["generation"] = old_meta.get("generation", 1) + 1
-        if applied:
-            ssa.keep_time_if_unchanged(old, obj)
-        else:
-            ssa.track_update(old, obj, self._shape(resource, version), manager, subresource or "")
         result = self.render(resource, obj, version)
         comparable_old = self.render(resource, old, version)
         if result == comparable_old or dry_run:
@@ -663,27 +645,17 @@ class Store:
         subresource: str | None = None,
         dry_run: bool = False,
         field_validation: str = "Strict",
-        manager: str = DIRECT_MANAGER,
-        manager_given: bool = True,
-        force: bool | None = None,
     ) -> tuple[dict[str, Any], list[str], bool]:
-        """PATCH in one of the four dialects; `application/apply-patch+yaml` is server-side apply.
+        """PATCH in one of the three dialects; server-side apply (`application/apply-patch+yaml`) is not served
+        (415): what applies objects (kubectl) runs against the real API server of testcluster.
 
-        Returns (object, warnings, created); only an apply creates."""
+        Returns (object, warnings, created); never created."""
         if resource.read_only:
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource", {})
         media = content_type.split(";")[0].strip().lower()
         accepted = [JSON_PATCH, MERGE_PATCH] if resource.is_custom else [JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH]
-        accepted.append(APPLY_PATCH)
         if media not in accepted:
             raise unsupported_media_type(media, accepted)
-        if media == APPLY_PATCH and not manager_given:
-            raise invalid("meta.k8s.io", "PatchOptions", "", [required_value("fieldManager", "is required for apply patch")])
-        if media != APPLY_PATCH and force is not None:
-            raise invalid("meta.k8s.io", "PatchOptions", "", [forbidden("force", "may not be specified for non-apply patch")])
-        if media == APPLY_PATCH:
-            return self._apply(resource, version, namespace, name, patch_body, subresource=subresource,
-                               dry_run=dry_run, field_validation=field_validation, manager=manager, force=bool(force))
         try:
             patch = json.loads(patch_body or b"null")
         except ValueError as error:
@@ -708,57 +680,8 @@ class Store:
             if patched["metadata"].get("name") != name:
                 raise bad_request(f"the name of the object ({patched['metadata'].get('name')}) does not match the name on the URL ({name})")
             warnings = self._strategy(resource).decode(patched, field_validation)
-            result, more = self._update(resource, version, patched, old, subresource=subresource, dry_run=dry_run,
-                                        manager=manager)
+            result, more = self._update(resource, version, patched, old, subresource=subresource, dry_run=dry_run)
             return result, warnings + more, False
-
-    def _apply(
-        self, resource: ResourceType, version: str, namespace: str | None, name: str, body: bytes, *,
-        subresource: str | None, dry_run: bool, field_validation: str, manager: str, force: bool,
-    ) -> tuple[dict[str, Any], list[str], bool]:
-        try:
-            config = yaml.safe_load(body or b"")
-        except yaml.YAMLError as error:
-            raise bad_request(f"error decoding YAML: {error}") from None
-        if not isinstance(config, dict):
-            raise bad_request("the object provided is unrecognized (must be of type Patch)")
-        if not config.get("apiVersion") or not config.get("kind"):
-            summary = json.dumps(config, separators=(",", ":"))[:60]
-            missing = "Kind" if not config.get("kind") else "apiVersion"
-            raise bad_request(f"Object '{missing}' is missing in '{summary}'")
-        self._check_type(resource, version, config)
-        meta = config["metadata"]
-        if meta.get("name") and meta["name"] != name:
-            raise bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
-        meta["name"] = name
-        self._check_namespace(resource, config, namespace)
-        if meta.get("managedFields") is not None:
-            raise bad_request("metadata.managedFields must be nil")
-        warnings = self._strategy(resource).decode(config, field_validation)
-        shape = self._shape(resource, version)
-        with self.lock:
-            key = (namespace or "" if resource.namespaced else "", name)
-            old = self._bucket(resource).get(key)
-            if old is None:
-                if subresource is not None:
-                    raise _not_found(resource, name)
-                merged = ssa.apply(None, config, shape, manager, "", force, resource.group, resource.plural, name)
-                merged["metadata"].pop("resourceVersion", None)
-                created, more = self.create(resource, version, namespace, merged, dry_run=dry_run,
-                                            field_validation="Ignore", applied=True)
-                return created, warnings + more, True
-            current = self.render(resource, old, version)
-            merged = ssa.apply(current, config, shape, manager, subresource or "", force, resource.group,
-                               resource.plural, name)
-            result, more = self._update(resource, version, merged, old, subresource=subresource, dry_run=dry_run,
-                                        applied=True)
-            return result, warnings + more, False
-
-    @staticmethod
-    def _shape(resource: ResourceType, version: str) -> ssa.Shape:
-        if resource.crd is not None:
-            return ssa.Shape(served_schema(resource.crd, version))
-        return ssa.Shape(None, "", True)
 
     # --- delete ------------------------------------------------------------------
 

@@ -67,19 +67,39 @@ class ClusterClient:
             path.write_bytes(base64.b64decode(self.ca_data))
         return str(path)
 
-    def write_kubeconfig(self, path: str | Path, namespace: str = "default", context: str = "raybridge-test", *, token: Optional[str] = None) -> Path:
-        """A kubeconfig for this cluster in `namespace`: the admin's credentials, or the bearer `token`."""
-        admin = self._config["users"][0]["user"]
-        user = {"token": token} if token is not None else admin
+    def write_kubeconfig(
+        self, path: str | Path, namespace: str = "default", context: str = "raybridge-test", *, token: Optional[str] = None,
+        certificate_authority: str = "data", exec_api_version: Optional[str] = None,
+    ) -> Path:
+        """A kubeconfig for this cluster in `namespace`: the admin's credentials, or the bearer `token`.
+
+        The CA as real kubeconfigs name it: `certificate_authority="data"` inlines it, `"file"` writes it next to the
+        kubeconfig (`<name>.ca.crt`) and names that file. `exec_api_version` (`client.authentication.k8s.io/v1` or
+        `/v1beta1`) hands `token` out through an exec credential plugin, a script next to the kubeconfig
+        (`<name>.exec.sh`) that prints an ExecCredential, as cloud plugins do."""
+        target = Path(path)
+        cluster: dict[str, Any] = {"server": self.url}
+        if certificate_authority == "data":
+            cluster["certificate-authority-data"] = self.ca_data
+        elif certificate_authority == "file":
+            ca_file = target.with_name(target.name + ".ca.crt")
+            ca_file.write_bytes(base64.b64decode(self.ca_data))
+            cluster["certificate-authority"] = str(ca_file)
+        else:
+            raise ValueError(f"certificate_authority is 'file' or 'data', not {certificate_authority!r}")
+        user: dict[str, Any] = {"token": token} if token is not None else self._config["users"][0]["user"]
+        if exec_api_version is not None:
+            if token is None:
+                raise ValueError("an exec credential plugin hands out a token: pass token=")
+            user = {"exec": _exec_plugin(target.with_name(target.name + ".exec.sh"), token, exec_api_version)}
         written = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "testcluster", "cluster": {"server": self.url, "certificate-authority-data": self.ca_data}}],
+            "clusters": [{"name": "testcluster", "cluster": cluster}],
             "users": [{"name": "user", "user": user}],
             "contexts": [{"name": context, "context": {"cluster": "testcluster", "user": "user", "namespace": namespace}}],
             "current-context": context,
         }
-        target = Path(path)
         target.write_text(yaml.safe_dump(written))
         target.chmod(0o600)
         return target
@@ -143,3 +163,24 @@ class ClusterClient:
         resource = self._resource(api_version, kind)
         body = {"propagationPolicy": propagation_policy} if propagation_policy else None
         return resource.delete(name=name, namespace=self._namespace(resource, namespace), body=body).to_dict()
+
+
+EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
+
+
+def _exec_plugin(script: Path, token: str, api_version: str) -> dict[str, Any]:
+    """An exec credential plugin printing an ExecCredential of `api_version` with `token`, and its kubeconfig entry.
+
+    The script refuses to run without KUBERNETES_EXEC_INFO (clients set it, with the apiVersion they expect), as a
+    real plugin would."""
+    if api_version not in EXEC_API_VERSIONS:
+        raise ValueError(f"exec_api_version is one of {EXEC_API_VERSIONS}, not {api_version!r}")
+    credential = json.dumps({"apiVersion": api_version, "kind": "ExecCredential", "status": {"token": token}})
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ -z "$KUBERNETES_EXEC_INFO" ]; then echo "KUBERNETES_EXEC_INFO is not set" >&2; exit 1; fi\n'
+        f"cat <<'EOF'\n{credential}\nEOF\n"
+    )
+    script.chmod(0o755)
+    # interactiveMode is required by client.authentication.k8s.io/v1 (optional in v1beta1).
+    return {"apiVersion": api_version, "command": str(script), "interactiveMode": "Never", "provideClusterInfo": False}

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-import yaml
 from kubernetes import client, config, dynamic, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import portforward
@@ -30,7 +29,6 @@ from kubesim import schemas
 from kubesim.errors import AdmissionDenied, ApiError
 from kubesim.fixtures import report_status
 from kubesim.server import TOKEN, KubeApiServer
-from kubesim.tls import make_certificates
 
 RAY = ("ray.io", "v1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -1626,104 +1624,7 @@ def test_priority_admission_plugin(
     assert (created["priority"], created.get("priorityClassName"), created["preemptionPolicy"]) == outcome
 
 
-# --- what kubectl needs: TLS, OpenAPI, Tables, media types ----------------------------------------
-
-
-@pytest.fixture
-def tls_server() -> Iterator[KubeApiServer]:
-    with KubeApiServer(tls=True) as server:
-        yield server
-    assert server.internal_errors == [], "\n".join(server.internal_errors)
-
-
-def test_tls_server_is_verified_against_its_own_ca(tls_server: KubeApiServer, tmp_path: Path) -> None:
-    assert tls_server.url.startswith("https://127.0.0.1:")
-    with tls_server.api_client() as api:
-        assert "default" in {n.metadata.name for n in client.CoreV1Api(api).list_namespace().items}
-    # Another CA, as a client configured for another cluster has: the handshake fails.
-    other_ca = tmp_path / "other-ca.crt"
-    other_ca.write_bytes(make_certificates().ca_pem)
-    configuration = client.Configuration()
-    configuration.host, configuration.ssl_ca_cert, configuration.retries = tls_server.url, str(other_ca), False
-    configuration.api_key = {"authorization": f"Bearer {TOKEN}"}
-    with client.ApiClient(configuration) as api, pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):
-        client.CoreV1Api(api).list_namespace()
-
-
-@pytest.mark.parametrize(("authority", "exec_api_version"), [
-    ("file", None), ("data", None), ("data", "client.authentication.k8s.io/v1"),
-    ("file", "client.authentication.k8s.io/v1beta1"),
-])
-def test_tls_kubeconfig_forms_load_in_the_official_client(
-    tls_server: KubeApiServer, tmp_path: Path, authority: str, exec_api_version: str | None
-) -> None:
-    path = tls_server.write_kubeconfig(tmp_path / "config", certificate_authority=authority,
-                                       exec_api_version=exec_api_version)
-    cluster = yaml.safe_load(path.read_text())["clusters"][0]["cluster"]
-    assert ("certificate-authority" if authority == "file" else "certificate-authority-data") in cluster
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=str(path), client_configuration=configuration)
-    with client.ApiClient(configuration) as api:
-        assert client.CustomObjectsApi(api).list_namespaced_custom_object(*RAY, "default", "rayjobs")["items"] == []
-
-
-def _get(api: client.ApiClient, path: str, accept: str = "application/json") -> Any:
-    return api.rest_client.pool_manager.request(
-        "GET", api.configuration.host + path, headers={"Accept": accept, "Authorization": f"Bearer {TOKEN}"},
-        redirect=False)
-
-
-def test_openapi_v3_lists_every_group_version_and_marks_field_validation(kube_api: client.ApiClient) -> None:
-    discovery = json.loads(_get(kube_api, "/openapi/v3").data)["paths"]
-    assert {"api/v1", "apis/apps/v1", "apis/batch/v1", "apis/ray.io/v1", "apis/kueue.x-k8s.io/v1beta2"} <= set(discovery)
-    url = discovery["apis/ray.io/v1"]["serverRelativeURL"]
-    answer = _get(kube_api, url)
-    assert answer.status == 200 and answer.headers["Cache-Control"] == "public, immutable"
-    document = json.loads(answer.data)
-    patch = document["paths"]["/apis/ray.io/v1/namespaces/{namespace}/rayjobs/{name}"]["patch"]
-    assert patch["x-kubernetes-group-version-kind"] == {"group": "ray.io", "version": "v1", "kind": "RayJob"}
-    assert "fieldValidation" in {p["name"] for p in patch["parameters"]}
-    assert set(patch["requestBody"]["content"]) == {
-        "application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"}
-    assert document["components"]["schemas"]["io.ray.v1.RayJob"]["properties"]["spec"]["type"] == "object"
-    core = json.loads(_get(kube_api, discovery["api/v1"]["serverRelativeURL"]).data)
-    pod_patch = core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]
-    assert "application/strategic-merge-patch+json" in pod_patch["requestBody"]["content"]
-    containers = core["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"]
-    assert containers["x-kubernetes-patch-merge-key"] == "name"
-    assert containers["items"] == {"$ref": "#/components/schemas/io.k8s.api.core.v1.Container"}
-    stale = _get(kube_api, "/openapi/v3/apis/ray.io/v1?hash=0")
-    assert stale.status == 301 and stale.headers["Location"] == url
-    assert _get(kube_api, "/openapi/v3/apis/nothing.example/v1").status == 404
-
-
-def test_openapi_v2_is_an_empty_protobuf_document(kube_api: client.ApiClient) -> None:
-    answer = _get(kube_api, "/openapi/v2", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
-    assert answer.status == 200
-    assert answer.headers["Content-Type"] == "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
-    assert answer.data.startswith(b"\n\x032.0\x12")  # field 1 (swagger) "2.0", then field 2 (info)
-    assert _get(kube_api, "/openapi/v2", "text/html").status == 406
-
-
-TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
-
-
-def test_custom_resources_are_printed_as_tables_with_their_printer_columns(
-    kube_server: KubeApiServer, kube_api: client.ApiClient
-) -> None:
-    job = kube_server.create_object(rayjob_manifest("printed"))
-    kube_server.update_status({**job, "status": {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running"}})
-    table = json.loads(_get(kube_api, "/apis/ray.io/v1/namespaces/default/rayjobs", TABLE).data)
-    assert (table["kind"], table["apiVersion"]) == ("Table", "meta.k8s.io/v1")
-    assert [c["name"] for c in table["columnDefinitions"]][:4] == ["Name", "job status", "deployment status",
-                                                                   "ray cluster name"]
-    row = table["rows"][0]
-    assert row["cells"][:3] == ["printed", "RUNNING", "Running"] and row["cells"][-1].endswith("s")
-    assert row["object"]["kind"] == "PartialObjectMetadata" and row["object"]["metadata"]["name"] == "printed"
-    one = json.loads(_get(kube_api, "/apis/ray.io/v1/namespaces/default/rayjobs/printed", TABLE).data)
-    assert one["rows"][0]["cells"][0] == "printed"
-    # Built-in kinds answer the plain list, which kubectl accepts from the same Accept header.
-    assert json.loads(_get(kube_api, "/api/v1/namespaces", TABLE).data)["kind"] == "NamespaceList"
+# --- media types: what the fake does not speak is 415, never a silent misreading ----------------------
 
 
 def test_a_protobuf_body_is_415(kube_api: client.ApiClient) -> None:
@@ -1736,13 +1637,12 @@ def test_a_protobuf_body_is_415(kube_api: client.ApiClient) -> None:
                                "application/json, application/yaml")
 
 
-def test_reapplying_ports_without_protocol_keeps_one_item_per_port(kube_api: client.ApiClient) -> None:
-    # The CRD defaults `protocol: TCP`; structured-merge-diff keys the applied item with that default.
-    job = rayjob_manifest("ports", rayClusterSpec={"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {
-        "containers": [{"name": "head", "image": "ray:2", "ports": [{"containerPort": 8265, "name": "dashboard"}]}]}}}})
+def test_server_side_apply_is_415_naming_what_it_speaks(kube_api: client.ApiClient) -> None:
+    """kubectl's apply runs against the real API server (tests/e2e/test_kubectl_client.py); here it is refused."""
     custom = client.CustomObjectsApi(kube_api)
-    for _ in range(2):
-        applied = custom.patch_namespaced_custom_object(*RAY, "default", "rayjobs", "ports", job,
-                                                        field_manager="kubectl", _content_type="application/apply-patch+yaml")
-    ports = applied["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]
-    assert ports == [{"containerPort": 8265, "name": "dashboard", "protocol": "TCP"}]
+    with pytest.raises(client.ApiException) as raised:
+        custom.patch_namespaced_custom_object(*RAY, "default", "rayjobs", "applied", rayjob_manifest("applied"),
+                                              field_manager="kubectl", _content_type="application/apply-patch+yaml")
+    body = json.loads(raised.value.body)
+    assert (raised.value.status, body["reason"]) == (415, "UnsupportedMediaType")
+    assert "application/merge-patch+json" in body["message"]

@@ -1,16 +1,17 @@
-"""A real `kubectl` and raybridge against the test API server over TLS.
+"""A real `kubectl` and raybridge against the real API server (testcluster) over TLS.
 
 Why: the README says `render` prints manifests "ready for `kubectl apply -f -`";
 this pipes `python -m raybridge render` into the `kubectl` these machines carry
 (the oldest and the newest of 1.27 to 1.33 when the versioned binaries are
-there) and reads the objects back with `kubectl get`. It also runs raybridge's
-own commands through the kubeconfig forms real clusters hand out: a CA file
-(absolute and relative to the kubeconfig), inline CA data, and an exec
-credential plugin (client.authentication.k8s.io v1 and v1beta1), including one
-that fails.
+there), server-side and client-side, into the session's real cluster (kube-apiserver
+with the real KubeRay and Kueue, whose webhooks see each object), and reads the
+objects back with `kubectl get`. It also runs raybridge's own commands through the
+kubeconfig forms real clusters hand out: a CA file (absolute and relative to the
+kubeconfig), inline CA data, and an exec credential plugin (client.authentication.k8s.io
+v1 and v1beta1) handing out a ServiceAccount's token, including one that fails.
 
-What it deliberately does not do: run any controller (nothing is reconciled;
-the objects are only checked to exist as applied) or test kubectl itself.
+What it deliberately does not do: wait for what the controllers make of the applied
+objects (each test's namespace is deleted after it), or test kubectl itself.
 """
 
 from __future__ import annotations
@@ -21,14 +22,12 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 import yaml
 
 from tests.helpers import EXAMPLES, ROOT, cli_env
-from kubesim.fixtures import make_gpu_node
-from kubesim.server import KubeApiServer
 
 pytestmark = pytest.mark.e2e
 
@@ -49,29 +48,47 @@ if not KUBECTLS:
     pytest.skip("no kubectl on PATH", allow_module_level=True)
 
 
+#: The example cluster's nodes (three 8-GPU AMD nodes among them), so that examples/train-gpu.yaml (gpuVendor: amd)
+#: sizes to two 8-GPU workers; the session's cluster has NVIDIA nodes only.
+NODES = EXAMPLES / "cluster" / "nodes.json"
+
+
 @pytest.fixture(scope="module")
-def server() -> Iterator[KubeApiServer]:
-    """A TLS server with two 8-GPU AMD nodes, so that examples/train-gpu.yaml sizes to 16 GPUs."""
-    with KubeApiServer(tls=True) as api:
-        for index in range(2):
-            make_gpu_node(api, f"gpu-{index}", vendor="amd", gpus=8, product="AMD-Instinct-MI300X", memory_mib=196592)
-        yield api
-    assert api.internal_errors == [], "\n".join(api.internal_errors)
+def server(real_cluster) -> Iterator[Any]:
+    """The admin's client of the session's real cluster."""
+    client = real_cluster.client()
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 @pytest.fixture
-def namespace(server: KubeApiServer) -> str:
+def namespace(server) -> Iterator[str]:
+    """A fresh namespace, with a ServiceAccount `kubectl-user` bound to cluster-admin for the exec plugin's token;
+    deleted after the test with everything applied into it."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    return name
+    server.create_object({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "kubectl-user", "namespace": name}})
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": f"{name}-kubectl-user"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+               "subjects": [{"kind": "ServiceAccount", "name": "kubectl-user", "namespace": name}]}  # fmt: skip
+    server.create_object(binding)
+    try:
+        yield name
+    finally:
+        server.delete_object("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", binding["metadata"]["name"])
+        server.delete_object("v1", "Namespace", name)
 
 
-def kubeconfig(server: KubeApiServer, folder: Path, namespace: str, form: str) -> Path:
-    """A kubeconfig of one form: `ca-file`, `ca-data`, `ca-relative`, `exec-v1`, `exec-v1beta1`."""
+def kubeconfig(server: Any, folder: Path, namespace: str, form: str) -> Path:
+    """A kubeconfig of one form: `ca-file`, `ca-data`, `ca-relative` (the admin's certificate), `exec-v1`,
+    `exec-v1beta1` (the ServiceAccount's token through an exec plugin)."""
     path = folder / f"config-{form}"
     if form.startswith("exec-"):
-        return server.write_kubeconfig(path, namespace, certificate_authority="data",
-                                       exec_api_version=f"client.authentication.k8s.io/{form.split('-', 1)[1]}")
+        token = server.service_account_token(namespace, "kubectl-user")
+        return server.write_kubeconfig(path, namespace, token=token, certificate_authority="data",
+                                       exec_api_version=f"client.authentication.k8s.io/{form.split('-', 1)[1]}")  # fmt: skip
     server.write_kubeconfig(path, namespace, certificate_authority="file" if form != "ca-data" else "data")
     if form == "ca-relative":  # as kubectl resolves it: relative to the kubeconfig's folder
         config = yaml.safe_load(path.read_text())
@@ -99,17 +116,14 @@ def rendered(config: Path, *args: str) -> str:
 
 @pytest.mark.parametrize("binary", KUBECTLS, ids=lambda b: Path(b).name)
 @pytest.mark.parametrize("form", ["ca-file", "exec-v1"])
-def test_render_applies_server_side_and_reads_back(server, tmp_path, binary, form):
-    namespace = yaml.safe_load((EXAMPLES / "train-gpu.yaml").read_text())["namespace"]  # the shipped configs' team-a
-    if server.get_object("v1", "Namespace", namespace) is None:
-        server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+def test_render_applies_server_side_and_reads_back(server, namespace, tmp_path, binary, form):
     config = kubeconfig(server, tmp_path, namespace, form)
-    manifests = rendered(config, str(EXAMPLES / "train-gpu.yaml"))
+    manifests = rendered(config, str(EXAMPLES / "train-gpu.yaml"), "-n", namespace, "--nodes", str(NODES))
     applied = kubectl(binary, config, "apply", "--server-side", "-f", "-", stdin=manifests)
     assert applied.returncode == 0, applied.stderr
     assert applied.stdout.strip() == "rayjob.ray.io/train-gpu serverside-applied"
     again = kubectl(binary, config, "apply", "--server-side", "-f", "-", stdin=manifests)
-    assert again.returncode == 0, again.stderr  # re-applying the same manifests is a no-op, not a conflict
+    assert again.returncode == 0, again.stderr  # re-applying is a no-op, not a conflict with what Kueue's webhook set
 
     listed = kubectl(binary, config, "get", "rayjobs")
     assert listed.returncode == 0, listed.stderr
@@ -121,9 +135,10 @@ def test_render_applies_server_side_and_reads_back(server, tmp_path, binary, for
     obj = json.loads(got.stdout)
     worker = obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
     assert worker["resources"]["limits"]["amd.com/gpu"] == "8"
+    assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert obj["spec"]["suspend"] is True  # Kueue's webhook took it: it waits for admission, not for a kubelet
     stored = server.get_object("ray.io/v1", "RayJob", "train-gpu", namespace)
-    assert stored is not None and stored["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
-    assert [(e["manager"], e["operation"]) for e in stored["metadata"]["managedFields"]] == [("kubectl", "Apply")]
+    assert ("kubectl", "Apply") in [(e["manager"], e["operation"]) for e in stored["metadata"]["managedFields"]]
 
 
 @pytest.mark.parametrize("binary", KUBECTLS, ids=lambda b: Path(b).name)
@@ -134,7 +149,7 @@ def test_render_applies_server_side_and_reads_back(server, tmp_path, binary, for
 ], ids=["rayjob-k8sjobmode", "job", "service"])
 def test_render_applies_client_side_as_the_readme_says(server, namespace, tmp_path, binary, kind_args):
     config = kubeconfig(server, tmp_path, namespace, "ca-data")
-    manifests = rendered(config, str(EXAMPLES / "hello.yaml"), *kind_args)
+    manifests = rendered(config, str(EXAMPLES / "hello.yaml"), "-n", namespace, *kind_args)
     kinds = [doc["kind"] for doc in yaml.safe_load_all(manifests) if doc]
     first = kubectl(binary, config, "apply", "-f", "-", stdin=manifests)
     assert first.returncode == 0, first.stderr
@@ -149,7 +164,9 @@ def test_render_applies_client_side_as_the_readme_says(server, namespace, tmp_pa
 @pytest.mark.parametrize("form", ["ca-file", "ca-relative", "ca-data", "exec-v1", "exec-v1beta1"])
 def test_raybridge_commands_work_through_each_kubeconfig_form(server, namespace, tmp_path, form):
     config = kubeconfig(server, tmp_path, namespace, form)
-    server.create_object(yaml.safe_load(rendered(config, str(EXAMPLES / "hello.yaml"), "--name", "probe")))
+    probe = yaml.safe_load(rendered(config, str(EXAMPLES / "hello.yaml"), "--name", "probe", "-n", namespace))
+    probe["spec"]["suspend"] = True  # listed, not run
+    server.create_object(probe)
     listed = raybridge(config, "list", "-o", "json")
     assert listed.returncode == 0, listed.stderr
     assert "probe" in listed.stdout
