@@ -12,10 +12,12 @@ deleted or suspended it stops listening and its jobs are stopped, so a
 cluster built after an eviction knows nothing of the old job, as on a real
 cluster. `status.dashboardURL` and the port-forward target of the head pod
 (`set_port_forward_target`) lead to that cluster's dashboard. It behaves as
-the server's KubeRay release (or `release=`): token auth (`authOptions.mode:
-token`, a Secret named after the cluster with key `auth_token`, 401/403
-from the dashboard as Ray answers) only from v1.5, `preRunningDeadlineSeconds`
-only from v1.6. The RayJob finalizer `ray.io/rayjob-finalizer` is added first
+the server's KubeRay release (or `release=`), of those the Go module proxy does
+not serve (v1.5.2 and the newest CRDs, v1.7.0; the served v1.3.2, v1.5.0 and
+v1.6.1 run for real in testcluster, and `FakeKubeRay` refuses them): token auth
+(`authOptions.mode: token`, a Secret named after the cluster with key
+`auth_token`, 401/403 from the dashboard as Ray answers), and
+`preRunningDeadlineSeconds` only from v1.6. The RayJob finalizer `ray.io/rayjob-finalizer` is added first
 and removed on deletion after stopping a job that may still run;
 `ValidationFailed` (ValidateRayJobSpec, including ValidateRayClusterSpec's
 checks a rendered manifest could hit) is a failure that creates nothing; an
@@ -112,6 +114,10 @@ def check_name(name: str) -> str:
     return name
 
 
+#: The KubeRay releases the simulation plays: those the Go module proxy does not serve (testcluster runs the others).
+SIMULATED_RELEASES = ("kuberay-v1.5.2", "kuberay-newest")
+
+
 def kuberay_version(release: str) -> tuple[int, int, int]:
     """(1, 5, 2) for "kuberay-v1.5.2"; the newest CRDs' release for "kuberay-newest"."""
     match = re.match(r"^kuberay-v(\d+)\.(\d+)\.(\d+)$", release)
@@ -127,10 +133,8 @@ def _ray_version(text: str) -> Optional[tuple[int, ...]]:
     return tuple(int(part or 0) for part in match.groups())
 
 
-def token_auth_enabled(cluster_spec: Mapping[str, Any], release: str = "kuberay-newest") -> bool:
-    """IsAuthEnabled: `authOptions.mode: token`, which KubeRay knows from v1.5."""
-    if kuberay_version(release) < (1, 5, 0):
-        return False
+def token_auth_enabled(cluster_spec: Mapping[str, Any]) -> bool:
+    """IsAuthEnabled: `authOptions.mode: token` (every simulated release knows it: from v1.5.1)."""
     return ((cluster_spec.get("authOptions") or {}).get("mode")) == "token"
 
 
@@ -149,9 +153,7 @@ def _group_checks(group_name: str, group: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
-def validate_raycluster_spec(
-    spec: Mapping[str, Any], annotations: Optional[Mapping[str, str]] = None, release: str = "kuberay-newest"
-) -> Optional[str]:
+def validate_raycluster_spec(spec: Mapping[str, Any], annotations: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """The checks of KubeRay's ValidateRayClusterSpec a rendered manifest could hit; the error text or None."""
     head = spec.get("headGroupSpec") or {}
     head_containers = ((head.get("template") or {}).get("spec") or {}).get("containers") or []
@@ -180,7 +182,7 @@ def validate_raycluster_spec(
             f"environment variable RAY_enable_autoscaler_v2 cannot be set to '{env['RAY_enable_autoscaler_v2']}' "
             "when enableInTreeAutoscaling is false. Please set enableInTreeAutoscaling: true to use autoscaler v2"
         )
-    if token_auth_enabled(spec, release):
+    if token_auth_enabled(spec):
         wanted = ".".join(str(part) for part in MIN_RAY_FOR_TOKEN_AUTH)
         if not spec.get("rayVersion"):
             return f"authOptions.mode is 'token' but RayVersion was not specified. Ray version {wanted} or later is required"
@@ -192,13 +194,13 @@ def validate_raycluster_spec(
     return None
 
 
-def validate_rayjob(job: Mapping[str, Any], release: str = "kuberay-newest") -> Optional[str]:
+def validate_rayjob(job: Mapping[str, Any]) -> Optional[str]:
     """The subset of KubeRay's ValidateRayJobSpec that raybridge can trip over; the error text or None."""
     spec = job.get("spec") or {}
     # kuberay@v1.5.2 rayjob_controller.go validateRayJob: ValidateRayJobMetadata (name <= MaxRayJobNameLength,
-    # 53 - 6 = 47) runs before the spec checks; kuberay@v1.3.2 checks no name length in the RayJob controller.
+    # 53 - 6 = 47) runs before the spec checks.
     name = (job.get("metadata") or {}).get("name") or ""
-    if kuberay_version(release) >= (1, 5, 0) and len(name) > 47:
+    if len(name) > 47:
         return "The RayJob metadata is invalid: RayJob name should be no more than 47 characters"
     shutdown = bool(spec.get("shutdownAfterJobFinishes"))
     if spec.get("suspend") and not shutdown:
@@ -222,9 +224,7 @@ def validate_rayjob(job: Mapping[str, Any], release: str = "kuberay-newest") -> 
     if spec.get("submissionMode") == "InteractiveMode" and backoff is not None and int(backoff) > 0:
         return "The RayJob spec is invalid: BackoffLimit is incompatible with InteractiveMode"
     if spec.get("rayClusterSpec"):
-        error = validate_raycluster_spec(
-            spec["rayClusterSpec"], (job.get("metadata") or {}).get("annotations"), release
-        )
+        error = validate_raycluster_spec(spec["rayClusterSpec"], (job.get("metadata") or {}).get("annotations"))
         if error:
             return f"The RayJob spec is invalid: {error}"
     if spec.get("runtimeEnvYAML"):
@@ -638,8 +638,8 @@ class FakeKubeRay(PollingController):
     `<cluster>-head-svc.<ns>.svc.cluster.local:8265`, and a port-forward to a
     head pod's port 8265 reaches the cluster's dashboard. `ready_delay` is how
     long a cluster waits before its pods exist and it turns ready. `release`
-    (default: the server's KubeRay release) decides what the operator knows:
-    token auth from v1.5, `preRunningDeadlineSeconds` from v1.6.
+    (default: the server's KubeRay release; one of `SIMULATED_RELEASES`) decides
+    what the operator knows: `preRunningDeadlineSeconds` from v1.6.
     """
 
     name = "kuberay"
@@ -670,6 +670,9 @@ class FakeKubeRay(PollingController):
         self._waiting_since: dict[tuple[str, str], float] = {}  # (RayJob uid, its cluster) -> first seen Waiting
         self._ray_jobs: dict[str, str] = {}  # RayJob uid -> Ray job id it is running
         self.release: str = release or getattr(server, "kuberay", None) or "kuberay-newest"
+        if self.release not in SIMULATED_RELEASES:
+            raise ValueError(f"{self.release} runs for real in testcluster (tests/e2e/test_release_matrix.py); the "
+                             f"simulation plays only the releases the Go module proxy does not serve: {', '.join(SIMULATED_RELEASES)}")
         self._dashboards: dict[str, ClusterDashboard] = {}  # RayCluster uid -> its dashboard
         self._dashboard_keys: dict[tuple[str, str], str] = {}  # (namespace, name) -> RayCluster uid
         self._dashboards_lock = threading.Lock()
@@ -722,7 +725,7 @@ class FakeKubeRay(PollingController):
 
     def _ensure_dashboard(self, cluster: Obj) -> ClusterDashboard:
         meta = cluster["metadata"]
-        token = self._ensure_auth_secret(cluster) if token_auth_enabled(cluster.get("spec") or {}, self.release) else None
+        token = self._ensure_auth_secret(cluster) if token_auth_enabled(cluster.get("spec") or {}) else None
         with self._dashboards_lock:
             dashboard = self._dashboards.get(meta["uid"])
             if dashboard is None:
@@ -827,7 +830,7 @@ class FakeKubeRay(PollingController):
         if meta.get("deletionTimestamp"):
             self._drop_dashboard(meta["uid"])
             return
-        if validate_raycluster_spec(cluster.get("spec") or {}, meta.get("annotations"), self.release):
+        if validate_raycluster_spec(cluster.get("spec") or {}, meta.get("annotations")):
             return  # KubeRay records an InvalidRayClusterSpec event and does nothing else
         namespace, name = meta["namespace"], meta["name"]
         self._first_seen.setdefault(meta["uid"], time.monotonic())
@@ -1036,7 +1039,7 @@ class FakeKubeRay(PollingController):
         if meta.get("deletionTimestamp"):
             self._finalize_rayjob(job, cluster)
             return
-        error = validate_rayjob(job, self.release)
+        error = validate_rayjob(job)
         if error:
             status.update(jobDeploymentStatus="ValidationFailed", reason="ValidationFailed", message=error)
             self._write_rayjob_status(job, old, status)

@@ -12,11 +12,13 @@ podSets, flavor assignment, webhook checks, preemption targets, queue order) is
 unit-tested without a server.
 
 It plays the Kueue release the server was started with (`KubeApiServer(release=...)`,
-`KUEUE_RELEASE_PROFILES`): the API version it reads and writes (v0.13: only
-`kueue.x-k8s.io/v1beta1`), the visibility API versions, the webhook's limits and
-messages (v0.13 and v0.15: at most 7 worker groups, i.e. 8 pod sets; the newest:
-18 pod sets), the priority-class update rule, and whether a missing
-WorkloadPriorityClass is reported with a Warning event (only the newest).
+`KUEUE_RELEASE_PROFILES`), and only the releases the Go module proxy does not serve:
+v0.15.8 and the newest (v0.20-devel). The served ones (v0.13.10, v0.17.0, v0.19.2)
+run for real in testcluster (tests/e2e/test_release_matrix.py), and `FakeKueue`
+refuses them. What differs between the two: the visibility API versions, the
+webhook's limits and messages (v0.15: at most 7 worker groups, i.e. 8 pod sets; the
+newest: 18 pod sets), and whether a missing WorkloadPriorityClass is reported with a
+Warning event (only the newest).
 
 What it simulates: the webhook on CREATE and UPDATE (LocalQueue defaulting,
 suspension, Kueue's RayJob/RayCluster checks, the queue-name label as a DNS
@@ -161,49 +163,38 @@ def is_kueue_managed(kind: str, obj: Mapping[str, Any]) -> bool:
 class KueueRelease:
     """What differs between the supported Kueue releases, as far as this simulation goes.
 
-    Each field names the Kueue source it follows (tags v0.13.10, v0.15.8 and main).
+    Each field names the Kueue source it follows (tags v0.15.8 and main).
     """
 
     name: str
     api_version: str  # the kueue.x-k8s.io version the controller reads and writes
     visibility_versions: tuple[str, ...]  # apis/visibility/<version> that release serves
-    # v0.13/v0.15 `len(workerGroupSpecs) > 7` (8 pod sets); main `ExpectedPodSetsCount > MaxPodSets` (18).
+    # v0.15 `len(workerGroupSpecs) > 7` (8 pod sets); main `ExpectedPodSetsCount > MaxPodSets` (18).
     max_worker_groups: Optional[int]
     max_pod_sets: int
     autoscaling_message: str
     elastic_jobs_allowed: bool  # ElasticJobsViaWorkloadSlices on by default (beta from 0.18)
-    checks_queue_annotation: bool  # v0.13 ValidateQueueName also checks the old queue-name annotation
-    wpc_update_rule: str  # "immutable" (v0.13) or "add-remove" (v0.15 and later)
     validates_updates_of_unlabelled: bool  # ValidateRayAndSparkJobUpdates (beta, on from 0.18)
     missing_wpc_event: bool  # the WorkloadPriorityClassNotFound event (main, kueue#13775)
-    preemption_paths: bool  # "; preemptor path: ...; preemptee path: ..." in the message (from v0.15)
-    # A deactivation's schedulingStats.evictions entry: v0.13 {reason: DeactivatedDueTo<cause>, underlyingCause: ""}
-    # (workload_controller.go builds the reason); from v0.15 {reason: Deactivated, underlyingCause: <cause>} (Evict).
-    deactivation_cause_in_stats: bool
 
 
-_OLD_AUTOSCALING = "a kueue managed job should not use autoscaling"
+#: The Kueue releases that run for real in testcluster (the Go module proxy serves them): not simulated.
+SERVED_RELEASES = ("kueue-v0.13.10",)
+
 _NEW_AUTOSCALING = "a kueue managed job should only use autoscaling when workload slicing is enabled"
 
 KUEUE_RELEASE_PROFILES: dict[str, KueueRelease] = {
-    "kueue-v0.13.10": KueueRelease(
-        "kueue-v0.13.10", "v1beta1", ("v1beta1",), 7, 8, _OLD_AUTOSCALING, False, True, "immutable", False, False, False,
-        False,
-    ),
-    "kueue-v0.15.8": KueueRelease(
-        "kueue-v0.15.8", "v1beta2", ("v1beta1", "v1beta2"), 7, 8, _NEW_AUTOSCALING, False, False, "add-remove",
-        False, False, True, True,
-    ),
-    "kueue-newest": KueueRelease(
-        "kueue-newest", "v1beta2", ("v1beta1", "v1beta2"), None, 18, _NEW_AUTOSCALING, True, False, "add-remove",
-        True, True, True, True,
-    ),
+    "kueue-v0.15.8": KueueRelease("kueue-v0.15.8", "v1beta2", ("v1beta1", "v1beta2"), 7, 8, _NEW_AUTOSCALING, False, False, False),
+    "kueue-newest": KueueRelease("kueue-newest", "v1beta2", ("v1beta1", "v1beta2"), None, 18, _NEW_AUTOSCALING, True, True, True),
 }
 NEWEST_RELEASE = "kueue-newest"
 
 
 def kueue_release(name: Optional[str]) -> KueueRelease:
-    """The profile of a Kueue release id (`kubesim.schemas.KUEUE_RELEASES`); None is the newest."""
+    """The profile of a simulated Kueue release id (`kubesim.schemas.KUEUE_RELEASES`); None is the newest."""
+    if name in SERVED_RELEASES:
+        raise ValueError(f"{name} runs for real in testcluster (tests/e2e/test_release_matrix.py); the simulation plays "
+                         f"only the releases the Go module proxy does not serve: {', '.join(KUEUE_RELEASE_PROFILES)}")
     try:
         return KUEUE_RELEASE_PROFILES[name or NEWEST_RELEASE]
     except KeyError:
@@ -216,7 +207,6 @@ def kueue_api_version(server: Any) -> str:
 
 
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
-QUEUE_ANNOTATION = "kueue.x-k8s.io/queue-name"
 ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS1123_SUBDOMAIN_MESSAGE = (
@@ -268,11 +258,6 @@ def _job_on_create_errors(obj: Mapping[str, Any], release: KueueRelease) -> list
     queue = _labels(obj).get(QUEUE_LABEL)
     if queue is not None and _subdomain_errors(queue):
         errors.append(_invalid(f"metadata.labels[{QUEUE_LABEL}]", queue, ",".join(_subdomain_errors(queue))))
-    annotation = ((obj.get("metadata") or {}).get("annotations") or {}).get(QUEUE_ANNOTATION)
-    if release.checks_queue_annotation and annotation is not None and _subdomain_errors(annotation):
-        errors.append(
-            _invalid(f"metadata.annotations[{QUEUE_ANNOTATION}]", annotation, ",".join(_subdomain_errors(annotation)))
-        )
     raw = _labels(obj).get(MAX_EXEC_TIME_LABEL)
     if raw is not None:
         path = f"metadata.labels[{MAX_EXEC_TIME_LABEL}]"
@@ -376,10 +361,7 @@ def kueue_update_errors(
             errors.append(_invalid(f"metadata.labels[{MAX_EXEC_TIME_LABEL}]", new_max, "field is immutable"))
     new_wpc, old_wpc = _labels(new).get(PRIORITY_LABEL, ""), _labels(old).get(PRIORITY_LABEL, "")
     wpc_path = f"metadata.labels[{PRIORITY_LABEL}]"
-    if profile.wpc_update_rule == "immutable":
-        if (not _is_suspended(new) or not new_wpc) and new_wpc != old_wpc:
-            errors.append(_invalid(wpc_path, new_wpc, "field is immutable"))
-    elif not _is_suspended(new) and not old_wpc and new_wpc:
+    if not _is_suspended(new) and not old_wpc and new_wpc:
         errors.append(_invalid(wpc_path, new_wpc, "WorkloadPriorityClass cannot be added to a non-suspended workload"))
     elif not new_wpc and old_wpc:
         errors.append(_invalid(wpc_path, new_wpc, "WorkloadPriorityClass cannot be removed from a workload"))
@@ -1472,8 +1454,8 @@ class FakeKueue(PollingController):
 
     @property
     def _accumulated_field(self) -> str:
-        """The Workload status field of earlier admissions' run time; v1beta1 keeps Kueue's old misspelling."""
-        return "accumulatedPastExexcutionTimeSeconds" if self._version == "v1beta1" else "accumulatedPastExecutionTimeSeconds"
+        """The Workload status field of earlier admissions' run time (v1beta2's spelling)."""
+        return "accumulatedPastExecutionTimeSeconds"
 
     def _accumulate_admitted_time(self, wl: Obj, status: Obj) -> None:
         """SyncAdmittedCondition: when Admitted turns False, add the time it was True to the accumulated run time."""
@@ -1526,7 +1508,7 @@ class FakeKueue(PollingController):
         cause = str((target or {}).get("reason") or "")
         message = "The workload is deactivated" + (f" due to {target.get('message', '')}" if target else "")
         reason = f"DeactivatedDueTo{cause}" if cause else "Deactivated"
-        stats = ("Deactivated", cause) if self._release.deactivation_cause_in_stats else (reason, "")
+        stats = ("Deactivated", cause)
         workloads[uid] = self._mark_evicted(wl, reason, message, None, stats=stats, drop=("DeactivationTarget",))
         return True
 
@@ -1629,7 +1611,7 @@ class FakeKueue(PollingController):
         spec = cq.get("spec") or {}
         cohort = spec.get("cohortName") or spec.get("cohort")
         path = "/" + "/".join([cohort, cq_name] if cohort else [cq_name])
-        paths = (path, path) if self._release.preemption_paths else None
+        paths = (path, path)
         message = preemption_message(preemptor, "InClusterQueue", paths)
         for target in targets:
             if condition_is_true(target, "Evicted"):

@@ -685,36 +685,35 @@ def _token_spec(ray_version: Optional[str] = "2.60.0") -> Any:
 
 
 @pytest.mark.parametrize(
-    "spec_change, release, error",
+    "spec_change, error",
     [
-        (lambda s: None, "kuberay-newest", None),
-        (lambda s: s["headGroupSpec"]["template"]["spec"].update(containers=[]), "kuberay-newest",
+        (lambda s: None, None),
+        (lambda s: s["headGroupSpec"]["template"]["spec"].update(containers=[]),
          "headGroupSpec should have at least one container"),
-        (lambda s: s["workerGroupSpecs"][0]["template"]["spec"].update(containers=[]), "kuberay-newest",
+        (lambda s: s["workerGroupSpecs"][0]["template"]["spec"].update(containers=[]),
          "workerGroupSpec should have at least one container"),
-        (lambda s: s["headGroupSpec"].setdefault("rayStartParams", {}).update(labels="a=b"), "kuberay-newest",
+        (lambda s: s["headGroupSpec"].setdefault("rayStartParams", {}).update(labels="a=b"),
          "rayStartParams['labels'] is not supported for Head group; please use the top-level Labels field instead"),
         (lambda s: s["headGroupSpec"]["template"]["spec"]["containers"][0].setdefault("env", []).append(
-            {"name": "RAY_enable_autoscaler_v2", "value": "1"}), "kuberay-newest",
+            {"name": "RAY_enable_autoscaler_v2", "value": "1"}),
          "environment variable RAY_enable_autoscaler_v2 cannot be set to '1' when enableInTreeAutoscaling is false. "
          "Please set enableInTreeAutoscaling: true to use autoscaler v2"),
-        (_token_spec(None), "kuberay-newest",
+        (_token_spec(None),
          "authOptions.mode is 'token' but RayVersion was not specified. Ray version 2.52.0 or later is required"),
-        (_token_spec("2.50.1"), "kuberay-v1.5.2",
+        (_token_spec("2.50.1"),
          "authOptions.mode is 'token' but minimum Ray version is 2.52.0, got 2.50.1"),
-        (_token_spec(None), "kuberay-v1.3.2", None),  # v1.3 knows no authOptions
-        (_token_spec("2.60.0"), "kuberay-newest", None),
+        (_token_spec("2.60.0"), None),
     ],
     ids=["valid", "no-head-container", "no-worker-container", "labels-in-ray-start-params",
          "autoscaler-v2-env-without-autoscaling", "token-without-ray-version", "token-with-old-ray",
-         "token-ignored-before-v1.5", "token-with-new-ray"],
+         "token-with-new-ray"],
 )  # fmt: skip
-def test_raycluster_spec_validation_matches_kuberay(spec_change: Any, release: str, error: Optional[str]) -> None:
+def test_raycluster_spec_validation_matches_kuberay(spec_change: Any, error: Optional[str]) -> None:
     job = rayjob_manifest("checked", queue=None)
     spec_change(job["spec"]["rayClusterSpec"])
-    assert sim_kuberay.validate_raycluster_spec(job["spec"]["rayClusterSpec"], release=release) == error
+    assert sim_kuberay.validate_raycluster_spec(job["spec"]["rayClusterSpec"]) == error
     expected = None if error is None else f"The RayJob spec is invalid: {error}"
-    assert ctl.validate_rayjob(job, release) == expected
+    assert ctl.validate_rayjob(job) == expected
 
 
 def _dashboard_call(address: str, path: str, headers: Optional[dict] = None) -> tuple[int, str]:
@@ -823,14 +822,11 @@ def test_token_auth_secret_and_refusals(server: Any, kuberay: ctl.FakeKubeRay) -
     assert _dashboard_call(address, "/api/healthz")[0] not in (401, 403)  # public, as in Ray
 
 
-def test_older_releases_ignore_token_auth_and_the_pre_running_deadline(server: Any, ray_head: RayHead) -> None:
-    with ctl.FakeKubeRay(server, dashboard_address=ray_head.dashboard_address, release="kuberay-v1.3.2") as old:
-        job = rayjob_manifest("old", queue=None, preRunningDeadlineSeconds=1)
-        job["spec"]["rayClusterSpec"]["authOptions"] = {"mode": "token"}
-        server.create_object(job)
-        status = _StateRecorder(server, "old").wait_state("Waiting")["status"]
-        assert server.get_object("v1", "Secret", status["rayClusterName"], "default") is None
-        assert _dashboard_call(status["dashboardURL"], "/api/version")[0] == 200
+def test_an_older_release_ignores_the_pre_running_deadline(server: Any, ray_head: RayHead) -> None:
+    """kuberay@v1.5.2 knows no preRunningDeadlineSeconds (checkPreRunningDeadlineAndUpdateStatusIfNeeded came with v1.6)."""
+    with ctl.FakeKubeRay(server, dashboard_address=ray_head.dashboard_address, release="kuberay-v1.5.2") as old:
+        server.create_object(rayjob_manifest("old", queue=None, preRunningDeadlineSeconds=1))
+        _StateRecorder(server, "old").wait_state("Waiting")
         import time
 
         time.sleep(2.5)
@@ -841,6 +837,11 @@ def test_older_releases_ignore_token_auth_and_the_pre_running_deadline(server: A
         failed = _StateRecorder(server, "new").wait_state("Failed", timeout=20)["status"]
         assert failed["reason"] == "PreRunningDeadlineExceeded"
         newest.wait_passes(1)
+
+
+def test_fake_kuberay_refuses_a_release_that_runs_for_real(server: Any, ray_head: RayHead) -> None:
+    with pytest.raises(ValueError, match="runs for real in testcluster"):
+        ctl.FakeKubeRay(server, dashboard_address=ray_head.dashboard_address, release="kuberay-v1.3.2")
 
 
 def test_the_operators_clock_moved_ahead_reaches_a_deadline_without_waiting_for_it(server: Any, ray_head: RayHead) -> None:
@@ -863,7 +864,7 @@ def _rfc3339_in(seconds: float) -> str:
     return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@pytest.mark.parametrize("release", ["kuberay-v1.3.2", "kuberay-v1.5.2", "kuberay-newest"])
+@pytest.mark.parametrize("release", ["kuberay-v1.5.2", "kuberay-newest"])
 def test_waiting_checks_neither_suspend_nor_active_deadline_but_a_preset_job_id_leaves_it(
     server: Any, ray_head: RayHead, release: str
 ) -> None:

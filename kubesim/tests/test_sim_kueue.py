@@ -1,12 +1,13 @@
-"""The simulated Kueue per supported Kueue release: API version, webhook, missing priority classes, preemption,
+"""The simulated Kueue per simulated Kueue release (v0.15.8 and the newest): API version, webhook, missing priority classes, preemption,
 cohort quota (Cohort objects, nested cohorts), ClusterQueue activity, flavor assignment per resource group,
 deactivation on the maximum execution time.
 
 Why this module exists: raybridge's tests trust FakeKueue to be no more lenient
 than the Kueue release under test. Each row and test here pins one behaviour to
-what that release's source does (tags v0.13.10 and v0.15.8, and main for
-`kueue-newest`): the pure webhook checks first, then FakeKueue against a test
-API server started with that release's CRDs.
+what that release's source does (tag v0.15.8, and main for `kueue-newest`):
+the pure webhook checks first, then FakeKueue against a test API server
+started with that release's CRDs. The served releases run for real
+(tests/e2e/test_release_matrix.py), and FakeKueue refuses them (tested here).
 
 What it deliberately does not do: test KubeRay's side (test_controllers.py)
 or raybridge itself (tests/e2e).
@@ -37,12 +38,15 @@ from kubesim.sim_kueue import (
     quota_limits,
 )
 from kubesim.schemas import KUEUE_RELEASES
+from kubesim.sim_kueue import SERVED_RELEASES
 
 RAY_API = "ray.io/v1"
 QUEUE = "kueue.x-k8s.io/queue-name"
 PRIORITY = "kueue.x-k8s.io/priority-class"
 MAX_EXEC = "kueue.x-k8s.io/max-exec-time-seconds"
-OLD, MID, NEW = KUEUE_RELEASES  # kueue-v0.13.10, kueue-v0.15.8, kueue-newest
+#: The simulated Kueue releases (the served ones, v0.13.10 among them, run for real: tests/e2e/test_release_matrix.py).
+SIMULATED = tuple(release for release in KUEUE_RELEASES if release not in SERVED_RELEASES)
+MID, NEW = SIMULATED  # kueue-v0.15.8, kueue-newest
 
 
 def job(
@@ -79,27 +83,21 @@ SUBDOMAIN = (
 
 # (release, RayJob, the errors of Kueue's validating webhook on CREATE)
 CREATE_ROWS = [
-    (OLD, job(groups=7), []),
-    (OLD, job(groups=8), ["spec.rayClusterSpec.workerGroupSpecs: Too many: 8: must have at most 7 items"]),
     (MID, job(groups=8), ["spec.rayClusterSpec.workerGroupSpecs: Too many: 8: must have at most 7 items"]),
     (NEW, job(groups=17), []),
     (NEW, job(groups=18), ["spec.rayClusterSpec.workerGroupSpecs: Too many: 19: must have at most 18 items"]),
     (NEW, renamed_group("head"), ['spec.rayClusterSpec.workerGroupSpecs[0].groupName: Forbidden: "head" is reserved for the head group']),
-    (OLD, job(queue="Team_A"), [f'metadata.labels[{QUEUE}]: Invalid value: "Team_A": {SUBDOMAIN}']),
     (NEW, job(queue="team-a.gpu"), []),
     (NEW, job(labels={MAX_EXEC: "0"}), [f"metadata.labels[{MAX_EXEC}]: Invalid value: 0: should be greater than 0"]),
     (MID, job(labels={MAX_EXEC: "ten"}), [f'metadata.labels[{MAX_EXEC}]: Invalid value: "ten": strconv.Atoi: parsing "ten": invalid syntax']),
-    (OLD, job(labels={MAX_EXEC: "600"}), []),
-    (OLD, job(rayClusterSpec=None), ["spec.rayClusterSpec: Required value: rayClusterSpec is required for Kueue-managed jobs that don't use clusterSelector"]),
     (NEW, job(clusterSelector={"ray.io/cluster": "c"}), ['spec.clusterSelector: Invalid value: map[string]string{"ray.io/cluster":"c"}: a kueue managed job should not use an existing cluster']),
     (NEW, job(shutdownAfterJobFinishes=False, clusterSelector={"ray.io/cluster": "c"}), ['spec.clusterSelector: Invalid value: map[string]string{"ray.io/cluster":"c"}: a kueue managed job should not use an existing cluster']),
     (NEW, job(queue=None, groups=30), []),
 ]  # fmt: skip
-_AUTOSCALING_OLD = job()
-_AUTOSCALING_OLD["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = True
+_AUTOSCALING = job()
+_AUTOSCALING["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = True
 CREATE_ROWS += [
-    (OLD, _AUTOSCALING_OLD, ["spec.rayClusterSpec.enableInTreeAutoscaling: Invalid value: true: a kueue managed job should not use autoscaling"]),
-    (NEW, _AUTOSCALING_OLD, ["spec.rayClusterSpec.enableInTreeAutoscaling: Invalid value: true: a kueue managed job should only use autoscaling when workload slicing is enabled"]),
+    (NEW, _AUTOSCALING, ["spec.rayClusterSpec.enableInTreeAutoscaling: Invalid value: true: a kueue managed job should only use autoscaling when workload slicing is enabled"]),
 ]  # fmt: skip
 
 
@@ -112,12 +110,9 @@ RUNNING, SUSPENDED = False, True
 # (release, old labels, old suspended, new labels, new suspended, errors of the UPDATE webhook)
 UPDATE_ROWS = [
     (NEW, {QUEUE: "lq"}, RUNNING, {QUEUE: "other"}, RUNNING, [f'metadata.labels[{QUEUE}]: Invalid value: "other": field is immutable']),
-    (OLD, {QUEUE: "lq"}, RUNNING, {QUEUE: "other"}, RUNNING, [f'metadata.labels[{QUEUE}]: Invalid value: "other": field is immutable']),
     (NEW, {QUEUE: "lq"}, SUSPENDED, {QUEUE: "other"}, SUSPENDED, []),
     (NEW, {QUEUE: "lq"}, RUNNING, {QUEUE: "lq", PRIORITY: "high"}, RUNNING, [f'metadata.labels[{PRIORITY}]: Invalid value: "high": WorkloadPriorityClass cannot be added to a non-suspended workload']),
-    (OLD, {QUEUE: "lq"}, RUNNING, {QUEUE: "lq", PRIORITY: "high"}, RUNNING, [f'metadata.labels[{PRIORITY}]: Invalid value: "high": field is immutable']),
     (MID, {QUEUE: "lq", PRIORITY: "high"}, SUSPENDED, {QUEUE: "lq"}, SUSPENDED, [f'metadata.labels[{PRIORITY}]: Invalid value: "": WorkloadPriorityClass cannot be removed from a workload']),
-    (OLD, {QUEUE: "lq", PRIORITY: "high"}, SUSPENDED, {QUEUE: "lq", PRIORITY: "low"}, SUSPENDED, []),
     (NEW, {QUEUE: "lq", MAX_EXEC: "60"}, RUNNING, {QUEUE: "lq", MAX_EXEC: "600"}, RUNNING, [f'metadata.labels[{MAX_EXEC}]: Invalid value: "600": field is immutable']),
     (NEW, {QUEUE: "lq", MAX_EXEC: "60"}, SUSPENDED, {QUEUE: "lq", MAX_EXEC: "600"}, SUSPENDED, []),
     (NEW, {QUEUE: "lq"}, RUNNING, {}, RUNNING, [f'metadata.labels[{QUEUE}]: Invalid value: "": field is immutable']),
@@ -318,7 +313,7 @@ def test_a_flavor_with_a_taint_the_pod_set_does_not_tolerate_is_skipped() -> Non
 # --------------------------------------------------------------------------
 
 
-@pytest.fixture(params=KUEUE_RELEASES)
+@pytest.fixture(params=SIMULATED)
 def kueue_server(request: pytest.FixtureRequest) -> Iterator[tuple[KubeApiServer, FakeKueue, str]]:
     with KubeApiServer(release=request.param) as server:
         kueue = FakeKueue(server).start()
@@ -411,7 +406,7 @@ def test_fake_kueue_speaks_the_api_version_of_its_release(kueue_server: tuple) -
     server.create_object(rayjob_manifest("a", workers=1, gpus_per_worker=4))
     wl = wait_for(lambda: admitted(server, "a"), what="admission of a")
     assert wl["apiVersion"] == kueue_api_version(server)
-    assert kueue_api_version(server) == ("kueue.x-k8s.io/v1beta1" if release == OLD else "kueue.x-k8s.io/v1beta2")
+    assert kueue_api_version(server) == "kueue.x-k8s.io/v1beta2"
     wait_for(lambda: suspended(server, "a") is False, what="a started")
     lq = wait_for(lambda: (server.get_object(kueue_api_version(server), "LocalQueue", "lq", "default") or {}).get("status", {}).get("admittedWorkloads"), what="LocalQueue status")  # fmt: skip
     assert lq == 1
@@ -476,7 +471,7 @@ def test_a_higher_priority_job_preempts_within_the_cluster_queue(kueue_server: t
 
     evicted = wait_for(lambda: find_condition(workload_of(server, "low") or {}, "Evicted"), what="low evicted")
     preemptor = wait_for(lambda: workload_of(server, "urgent"), what="urgent's workload")
-    expected = preemption_message(preemptor, "InClusterQueue", None if release == OLD else ("/cq", "/cq"))
+    expected = preemption_message(preemptor, "InClusterQueue", ("/cq", "/cq"))
     assert expected.startswith(f"Preempted to accommodate a workload (UID: {preemptor['metadata']['uid']}, JobUID: ")
     assert (evicted["status"], evicted["reason"], evicted["message"]) == ("True", "Preempted", expected)
     preempted = find_condition(workload_of(server, "low"), "Preempted")
@@ -640,8 +635,7 @@ def test_the_maximum_execution_time_deactivates_the_workload_for_good(kueue_serv
     wl = workload_of(server, "limited")
     assert wl["spec"]["active"] is False
     assert find_condition(wl, "DeactivationTarget") is None  # removed with the eviction
-    stats = {"reason": "DeactivatedDueToMaximumExecutionTimeExceeded", "underlyingCause": ""} if release == OLD else {
-        "reason": "Deactivated", "underlyingCause": "MaximumExecutionTimeExceeded"}  # fmt: skip
+    stats = {"reason": "Deactivated", "underlyingCause": "MaximumExecutionTimeExceeded"}
     assert wl["status"]["schedulingStats"]["evictions"] == [{**stats, "count": 1}]
     wait_for(lambda: suspended(server, "limited") is True, what="limited suspended")
     events = {(e["type"], e["reason"], e["message"]) for e in server.list_objects("v1", "Event", "default") if e["involvedObject"]["name"] == wl["metadata"]["name"]}
@@ -654,6 +648,10 @@ def test_the_maximum_execution_time_deactivates_the_workload_for_good(kueue_serv
     kueue.wait_passes(4)
     wl = workload_of(server, "limited")
     assert not wl["status"].get("admission") and find_condition(wl, "QuotaReserved")["status"] == "False"
-    accumulated = "accumulatedPastExexcutionTimeSeconds" if release == OLD else "accumulatedPastExecutionTimeSeconds"
-    assert wl["status"][accumulated] >= 1  # the admitted time of this admission, as SyncAdmittedCondition adds it
+    assert wl["status"]["accumulatedPastExecutionTimeSeconds"] >= 1  # the admitted time of this admission, as SyncAdmittedCondition adds it
     assert suspended(server, "limited") is True
+
+
+def test_fake_kueue_refuses_a_release_that_runs_for_real() -> None:
+    with KubeApiServer(release="kueue-v0.13.10") as server, pytest.raises(ValueError, match="runs for real in testcluster"):
+        FakeKueue(server)

@@ -1,14 +1,12 @@
-"""`submit --backend kubernetes` against the releases the real cluster does not run: on kubesim, with one
-release's CRDs and the simulated Kueue.
+"""`submit --backend kubernetes` where Kueue's LocalQueue defaulting is off: on kubesim, with the simulated Kueue.
 
-Why on the simulation: the real cluster (test_kube_preflight.py) runs KubeRay v1.6.1 and Kueue v0.17.0. These
-tests check raybridge against the other releases it supports, whose CRDs (and, for Kueue, whose LocalQueue
-defaulting, an off-able feature gate before v0.17) only the simulation serves: the orphan protection on KubeRay
-v1.3.2, v1.5.2 and the newest CRDs; a RayJob Kueue does not manage (LocalQueue defaulting off); the Cohort
-quota, the split flavors and the inactive ClusterQueue per Kueue release (v0.13.10, v0.15.8, the newest); token
-authentication refused on a KubeRay without it (v1.3.2). The release tests carry the release directory name in
-their ids, so `pytest -k kuberay-v1.3.2` runs them for that release. Each test's case for the real default
-releases runs on the real cluster instead.
+Why on the simulation: Kueue v0.17 and later lock LocalQueueDefaulting on, and the real clusters here run
+Kueue with it on; before v0.17 it is a feature gate a cluster may turn off. These tests check what raybridge
+does when the server set no queue: a RayJob Kueue does not manage is still bounded by the renewed orphan
+deadline, and the output says it is not queued. The per-release behaviour (the orphan protection of each
+KubeRay release, the Cohort quota, split flavors and inactive ClusterQueues of each Kueue release, token
+authentication refused on a KubeRay without it) is in test_release_matrix.py, on the real programs for every
+release the Go module proxy serves.
 
 The flows that create a RayJob stop on `--timeout` (no simulated KubeRay runs, so the cluster never
 becomes ready) with `--keep`, so that the created object can be read back.
@@ -16,7 +14,6 @@ becomes ready) with `--keep`, so that the created object can be read back.
 What it deliberately does not do: anything the real cluster can show (admission denials, broken queues, the
 defaulted queue with defaulting on): test_kube_preflight.py.
 """
-
 from __future__ import annotations
 
 import uuid
@@ -29,8 +26,6 @@ from tests.helpers import cli_env, run_cli
 from kubesim.controllers import FakeKueue
 from kubesim.fixtures import leftovers, make_cluster_queue, make_gpu_node, make_local_queue, wait_for
 from kubesim.server import KubeApiServer
-from kubesim.sim_kueue import kueue_api_version
-from kubesim.schemas import KUBERAY_RELEASES, KUEUE_RELEASES
 
 RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -114,28 +109,9 @@ ORPHAN_LINE = (
 )
 
 
-@pytest.mark.parametrize("release", KUBERAY_RELEASES, ids=KUBERAY_RELEASES)
-def test_one_orphan_protection_on_every_kuberay_release(start_cluster: Callable[..., Cluster], release: str) -> None:
-    """The same fields on every release (kuberay@v1.3.2..v1.7.0 all honour activeDeadlineSeconds in Initializing
-    and Running; the job id set from the start keeps the RayJob out of Waiting, which checks neither), and no
-    one-day cap on the run as a side effect."""
-    cluster = start_cluster(release)
-    namespace = cluster.namespace()
-    queues(cluster, namespace, "lq")
-    out, stored = kept_rayjob(cluster, namespace, "guarded", "--queue", "lq", "--submission-id", "guarded-run-1")
-    assert ORPHAN_LINE in out.stderr
-    assert out.stderr.count("orphan protection:") == 1  # nothing claimed that the server dropped
-    labels, spec = stored["metadata"].get("labels") or {}, stored["spec"]
-    assert spec["activeDeadlineSeconds"] == 1800
-    assert spec["jobId"] == "guarded-run-1"
-    assert "preRunningDeadlineSeconds" not in spec
-    assert MAX_EXEC_LABEL not in labels
-
-
-@pytest.mark.parametrize("release", ["kuberay-v1.3.2"], ids=["kuberay-v1.3.2"])
-def test_a_job_kueue_does_not_manage_is_guarded_too(start_cluster: Callable[..., Cluster], release: str) -> None:
+def test_a_job_kueue_does_not_manage_is_guarded_too(start_cluster: Callable[..., Cluster]) -> None:
     """A `default` LocalQueue but LocalQueue defaulting off: an unqueued RayJob, bounded by the same renewed deadline."""
-    cluster = start_cluster(release, default_queue=None)
+    cluster = start_cluster("kuberay-newest", default_queue=None)
     namespace = cluster.namespace()
     queues(cluster, namespace, "default")
     out, stored = kept_rayjob(cluster, namespace, "unqueued")
@@ -162,127 +138,3 @@ def test_without_queue_the_output_names_the_queue_the_created_object_carries(
     out, stored = kept_rayjob(cluster, namespace, "unlabelled")
     assert (stored["metadata"].get("labels") or {}).get(QUEUE_LABEL) == label
     assert f"created RayJob {namespace}/unlabelled {said}" in out.stderr
-
-
-# --- what the simulated Kueue of each release says about the queues --------------------------------
-
-
-@pytest.fixture
-def kueue_cluster(tmp_path: Path) -> Iterator[Callable[[str], Cluster]]:
-    """Starts a server with one Kueue release's CRDs (KubeRay newest), two 8-GPU nodes and the simulated Kueue."""
-    started: list[tuple[FakeKueue, KubeApiServer]] = []
-
-    def start(release: str) -> Cluster:
-        server = KubeApiServer(release=release).start()
-        started.append((FakeKueue(server).start(), server))
-        cluster = Cluster(server, server.write_kubeconfig(tmp_path / "config"))
-        make_gpu_node(server, "gpu-1", vendor="nvidia", gpus=8)
-        return cluster
-
-    yield start
-    for kueue, server in reversed(started):
-        kueue.stop()
-        server.stop()
-
-
-def flavor_quota(name: str, cpu: str, gpus: str) -> dict[str, Any]:
-    return {"name": name, "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "512Gi"},
-                                        {"name": "nvidia.com/gpu", "nominalQuota": gpus}]}  # fmt: skip
-
-
-def kueue_queues(server: KubeApiServer, namespace: str, flavors: list[dict[str, Any]], *, cohort: str = "", existing: tuple[str, ...] = ()) -> str:
-    """ResourceFlavors `existing`, a ClusterQueue with one resource group over `flavors`, a LocalQueue lq; in the release's version."""
-    api = kueue_api_version(server)
-    for name in existing:
-        server.create_object({"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": name}})
-    spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": flavors}]}
-    if cohort:
-        spec["cohort" if api.endswith("v1beta1") else "cohortName"] = cohort
-    name = f"cq-{namespace}"
-    server.create_object({"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec})
-    server.create_object({"apiVersion": api, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": namespace}, "spec": {"clusterQueue": name}})
-    return name
-
-
-def cohort_object(server: KubeApiServer, name: str, gpus: str, parent: str = "") -> None:
-    spec: dict[str, Any] = {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-        {"name": "default-flavor", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]}]}]}  # fmt: skip
-    if parent:
-        spec["parentName"] = parent
-    server.create_object({"apiVersion": kueue_api_version(server), "kind": "Cohort", "metadata": {"name": name}, "spec": spec})
-
-
-@pytest.mark.parametrize("release", KUEUE_RELEASES)
-def test_a_job_that_fits_only_with_the_quota_of_cohort_objects_is_accepted(kueue_cluster: Callable[[str], Cluster], release: str) -> None:
-    """4 GPUs of its own, 2 of its Cohort team, 4 of team's parent org: 10 GPUs can be admitted, and are."""
-    cluster = kueue_cluster(release)
-    namespace = cluster.namespace()
-    kueue_queues(cluster.server, namespace, [flavor_quota("default-flavor", "64", "4")], cohort=f"team-{namespace}", existing=("default-flavor",))
-    cohort_object(cluster.server, f"team-{namespace}", "2", parent=f"org-{namespace}")
-    cohort_object(cluster.server, f"org-{namespace}", "4")
-    out = cluster.submit(namespace, "--queue", "lq", "--name", "wide", "--gpus", "10", "--timeout", "3", "--keep")
-    assert out.returncode == 3, out.stderr  # accepted; not ready within the timeout only because no KubeRay runs
-    assert "can ever hold" not in out.stderr and "Traceback" not in out.stderr
-    rayjob = cluster.server.get_object(RAY, "RayJob", "wide", namespace)
-    api = kueue_api_version(cluster.server)
-
-    def admitted() -> Any:
-        for wl in cluster.server.list_objects(api, "Workload", namespace, label_selector=f"kueue.x-k8s.io/job-uid={rayjob['metadata']['uid']}"):
-            if any(c["type"] == "Admitted" and c["status"] == "True" for c in (wl.get("status") or {}).get("conditions") or []):
-                return wl
-        return None
-
-    wl = wait_for(admitted, timeout=10, what="Kueue to admit the 10 GPUs")  # the simulated Kueue agrees
-    usage = {a["name"]: a["resourceUsage"] for a in wl["status"]["admission"]["podSetAssignments"]}
-    assert usage["workers"]["nvidia.com/gpu"] == "10"
-
-
-@pytest.mark.parametrize("release", KUEUE_RELEASES)
-def test_cpu_that_fits_one_flavor_and_gpus_another_are_refused_with_the_arithmetic(kueue_cluster: Callable[[str], Cluster], release: str) -> None:
-    """Kueue gives a pod set one flavor for all the resources of a group: a has the CPUs, b the GPUs, neither both."""
-    cluster = kueue_cluster(release)
-    namespace = cluster.namespace()
-    name = kueue_queues(cluster.server, namespace, [flavor_quota("a", "64", "4"), flavor_quota("b", "8", "16")], existing=("a", "b"))
-    out = cluster.submit(namespace, "--queue", "lq", "--name", "split", "--gpus", "8", "--timeout", "30")
-    assert out.returncode == 2, out.stderr
-    assert f"no flavor of ClusterQueue {name} can ever take it (flavor a: nvidia.com/gpu 8 > 4 it can ever hold; flavor b: cpu 32 > 8 it can ever hold)" in out.stderr
-    assert "one flavor for all of cpu, memory, nvidia.com/gpu" in out.stderr
-    assert "Traceback" not in out.stderr and "created RayJob" not in out.stderr
-    assert cluster.created_in(namespace) == [] and leftovers(cluster.server, namespace, kueue_api_version(cluster.server)) == {}
-
-
-@pytest.mark.parametrize("release", KUEUE_RELEASES)
-def test_a_cluster_queue_the_simulated_kueue_found_inactive_is_refused(kueue_cluster: Callable[[str], Cluster], release: str) -> None:
-    """The ClusterQueue names flavor h100, which does not exist: Kueue marks it inactive and admits nothing."""
-    cluster = kueue_cluster(release)
-    namespace = cluster.namespace()
-    name = kueue_queues(cluster.server, namespace, [flavor_quota("h100", "64", "8")])
-    api = kueue_api_version(cluster.server)
-    wait_for(lambda: any(c["type"] == "Active" and c["status"] == "False"
-                         for c in ((cluster.server.get_object(api, "ClusterQueue", name) or {}).get("status") or {}).get("conditions") or []),
-             timeout=10, what="Kueue to find the ClusterQueue inactive")  # fmt: skip
-    out = cluster.submit(namespace, "--queue", "lq", "--name", "never", "--gpus", "8", "--timeout", "30")
-    assert out.returncode == 2, out.stderr
-    assert (
-        f"ClusterQueue {name} (behind LocalQueue lq) is not active: FlavorNotFound: "
-        "Can't admit new workloads: references missing ResourceFlavor(s): h100. (ResourceFlavors: none)"
-    ) in out.stderr
-    assert "Traceback" not in out.stderr and cluster.created_in(namespace) == []
-    assert leftovers(cluster.server, namespace, kueue_api_version(cluster.server)) == {}
-
-
-@pytest.mark.parametrize("release", ["kuberay-v1.3.2"], ids=["kuberay-v1.3.2"])
-def test_token_auth_on_a_kuberay_without_auth_options_is_refused_naming_the_release(
-    start_cluster: Callable[..., Cluster], release: str, tmp_path: Any
-) -> None:
-    """kuberay@v1.5.1 ray-operator/apis/ray/v1/raycluster_types.go adds AuthOptions; v1.5.0 and older lack it."""
-    cluster = start_cluster(release)
-    namespace = cluster.namespace()
-    queues(cluster, namespace, "lq")
-    spec = tmp_path / "locked.yaml"
-    spec.write_text("name: locked\nauthMode: token\n")
-    out = cluster.submit(namespace, str(spec), "--queue", "lq")
-    assert out.returncode == 2, out.stderr
-    assert "authMode: token authentication needs KubeRay v1.5.1 or later" in out.stderr
-    assert "Traceback" not in out.stderr
-    assert cluster.server.get_object(RAY, "RayJob", "locked", namespace) is None

@@ -13,6 +13,11 @@ behind the head pods:
   the newest CRDs (v1.7.0), Kueue v0.15.8 and the newest (v0.20), marked `sim-` in the test id.
 Test ids carry the release, so `pytest -k kueue-v0.13.10` runs that release's tests.
 
+Per release: submit and clean-up, the lifecycle commands, the orphan bound (and the one protection the
+created RayJob carries) on every KubeRay release; the Cohort quota, split flavors and an inactive
+ClusterQueue as each Kueue release sees them; token authentication refused, naming the release, on a
+KubeRay without AuthOptions (before v1.5.1).
+
 What it deliberately does not do: repeat every submit path of test_kube_submit.py per release
 (runtime: a few tests per release), or test the simulated controllers themselves (kubesim).
 """
@@ -24,6 +29,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from contextlib import ExitStack
@@ -237,25 +243,39 @@ def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(
         pytest.skip("the RayJob state machine is KubeRay's: one run per KubeRay release")
     bound = 60
     namespace, lq = cluster.queue()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "raybridge", "submit", "-n", namespace, "--queue", lq, "--name", "orphan",
-         "--orphan-timeout", str(bound), "--", "python", "-c", "import time; time.sleep(600)"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(KUBECONFIG=cluster.kubeconfig), cwd=str(ROOT),
-    )  # fmt: skip
-    seen: list[str] = []
-    try:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            seen.append(line)
-            if "is ready" in line:
-                break
-        proc.send_signal(signal.SIGKILL)  # no clean-up of any kind runs
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    killed_at = datetime.now(timezone.utc)
-    assert any("is ready" in line for line in seen), "".join(seen)
+    with created_rayjobs(cluster.kubeconfig, namespace) as created:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "raybridge", "submit", "-n", namespace, "--queue", lq, "--name", "orphan",
+             "--submission-id", "orphan-run-1", "--orphan-timeout", str(bound), "--", "python", "-c", "import time; time.sleep(600)"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(KUBECONFIG=cluster.kubeconfig), cwd=str(ROOT),
+        )  # fmt: skip
+        seen: list[str] = []
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                seen.append(line)
+                if "is ready" in line:
+                    break
+            proc.send_signal(signal.SIGKILL)  # no clean-up of any kind runs
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        killed_at = datetime.now(timezone.utc)
+        assert any("is ready" in line for line in seen), "".join(seen)
+        wait_for(lambda: created, timeout=10, what="the RayJob's creation, as the API server stored it")
+    # One protection, the same fields on every release (kuberay@v1.3.2..v1.7.0 honour activeDeadlineSeconds in
+    # Initializing and Running; the job id set from the start keeps the RayJob out of Waiting, which checks
+    # neither), and no one-day cap on the run as a side effect.
+    as_created = created[0]
+    assert [line for line in seen if "orphan protection:" in line] == [
+        "orphan protection: if raybridge stops renewing it, the RayJob fails within 1m and frees its cluster and quota "
+        "(spec.activeDeadlineSeconds, renewed while raybridge runs)\n"
+    ], "".join(seen)
+    assert as_created["spec"]["activeDeadlineSeconds"] == bound
+    assert as_created["spec"]["jobId"] == "orphan-run-1"
+    assert "preRunningDeadlineSeconds" not in as_created["spec"]
+    assert "kueue.x-k8s.io/max-exec-time-seconds" not in (as_created["metadata"].get("labels") or {})
 
     job = wait_for(lambda: _measured(cluster.server.get_object(RAY, "RayJob", "orphan", namespace)), timeout=30,
                    what="KubeRay measuring the RayJob's deadline")  # fmt: skip
@@ -276,6 +296,34 @@ def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(
     assert cluster.cli("delete", "orphan", "-n", namespace).returncode == 0
 
 
+@contextlib.contextmanager
+def created_rayjobs(kubeconfig: str, namespace: str) -> Iterator[list[dict[str, Any]]]:
+    """Every RayJob created in `namespace` while the block runs, as the API server stored it at creation (its
+    ADDED event, after the admission webhooks), however the operators change it afterwards."""
+    from kubernetes import client, config, watch
+
+    api = config.new_client_from_config(kubeconfig)
+    custom = client.CustomObjectsApi(api)
+    since = custom.list_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs")["metadata"]["resourceVersion"]
+    found: list[dict[str, Any]] = []
+    stream = watch.Watch()
+
+    def follow() -> None:
+        with contextlib.suppress(Exception):  # ended by stream.stop(), or the API server gone with the test
+            for event in stream.stream(custom.list_namespaced_custom_object, "ray.io", "v1", namespace, "rayjobs",
+                                       resource_version=since, timeout_seconds=300):  # fmt: skip
+                if event["type"] == "ADDED":
+                    found.append(event["object"])
+
+    follower = threading.Thread(target=follow, name="created-rayjobs", daemon=True)
+    follower.start()
+    try:
+        yield found
+    finally:
+        stream.stop()
+        api.close()
+
+
 def _measured(job: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
     """The RayJob once KubeRay measures its deadline (Running, with a startTime), else None."""
     status = (job or {}).get("status") or {}
@@ -288,3 +336,117 @@ def _holding(cluster: Cluster, namespace: str) -> bool:
     workloads = cluster.server.list_objects(cluster.kueue_api, "Workload", namespace)
     failed = (job.get("status") or {}).get("jobDeploymentStatus") == "Failed"
     return not (failed and workloads and all(_finished(w) for w in workloads))
+
+
+# --- what each Kueue release says about the queues, and what a KubeRay release cannot do ----------------
+
+
+def _kuberay_version(release: str) -> Optional[tuple[int, ...]]:
+    """The KubeRay release of a matrix id (`real-kuberay-v1.3.2-kueue-v0.13.10` -> (1, 3, 2)); None: the newest."""
+    for part in release.split("-kueue")[0].split("-"):
+        if part.startswith("v") and part[1:2].isdigit():
+            return tuple(int(n) for n in part[1:].split("."))
+    return None
+
+
+def _flavor_quota(name: str, cpu: str, gpus: str) -> dict[str, Any]:
+    return {"name": name, "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "512Gi"},
+                                        {"name": "nvidia.com/gpu", "nominalQuota": gpus}]}  # fmt: skip
+
+
+def _create_if_absent(cluster: Cluster, obj: dict[str, Any]) -> None:
+    """Create a cluster-scoped object other tests of a shared cluster may have created too (409 is fine)."""
+    if cluster.server.get_object(obj["apiVersion"], obj["kind"], obj["metadata"]["name"]) is None:
+        try:
+            cluster.server.create_object(obj)
+        except Exception as exc:
+            if getattr(exc, "status", None) != 409:
+                raise
+
+
+def _kueue_queues(cluster: Cluster, flavors: list[dict[str, Any]], *, cohort: str = "", existing: tuple[str, ...] = ()) -> tuple[str, str]:
+    """A fresh namespace, ResourceFlavors `existing`, a ClusterQueue with one resource group over `flavors` and a
+    LocalQueue lq, in the release's Kueue version: (namespace, ClusterQueue)."""
+    api, suffix = cluster.kueue_api, uuid.uuid4().hex[:6]
+    namespace, name = f"team-{suffix}", f"cq-{suffix}"
+    cluster.server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    for flavor in existing:
+        _create_if_absent(cluster, {"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": flavor}})
+    spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": flavors}]}
+    if cohort:
+        spec["cohort" if api.endswith("v1beta1") else "cohortName"] = cohort
+    cluster.server.create_object({"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec})
+    cluster.server.create_object({"apiVersion": api, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": namespace}, "spec": {"clusterQueue": name}})
+    return namespace, name
+
+
+def _cohort(cluster: Cluster, name: str, gpus: str, parent: str = "") -> None:
+    spec: dict[str, Any] = {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+        {"name": "default-flavor", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]}]}]}  # fmt: skip
+    if parent:
+        spec["parentName"] = parent
+    cluster.server.create_object({"apiVersion": cluster.kueue_api, "kind": "Cohort", "metadata": {"name": name}, "spec": spec})
+
+
+def _needs_kueue(cluster: Cluster) -> None:
+    if "kueue" not in cluster.release:
+        pytest.skip("the queues are Kueue's: one run per Kueue release")
+
+
+def test_a_job_that_fits_only_with_the_quota_of_cohort_objects_is_accepted_and_runs(cluster: Cluster) -> None:
+    """4 GPUs of its own, 2 of its Cohort team, 4 of team's parent org: 10 GPUs can be admitted, and are."""
+    _needs_kueue(cluster)
+    suffix = uuid.uuid4().hex[:6]
+    namespace, _ = _kueue_queues(cluster, [_flavor_quota("default-flavor", "64", "4")], cohort=f"team-{suffix}", existing=("default-flavor",))
+    _cohort(cluster, f"team-{suffix}", "2", parent=f"org-{suffix}")
+    _cohort(cluster, f"org-{suffix}", "4")
+    out = cluster.cli("submit", "-n", namespace, "--queue", "lq", "--name", "wide", "--gpus", "10", "--", "python", "-c", "print('wide ran')")
+    assert out.returncode == 0, out.stderr  # admitted by Kueue with the Cohorts' quota, run by KubeRay
+    assert "wide ran" in out.stdout
+    assert "can ever hold" not in out.stderr and "Traceback" not in out.stderr
+    wait_for(lambda: cluster.leftovers(namespace) == {}, timeout=30, what=f"nothing left in {namespace}")
+
+
+def test_cpu_that_fits_one_flavor_and_gpus_another_are_refused_with_the_arithmetic(cluster: Cluster) -> None:
+    """Kueue gives a pod set one flavor for all the resources of a group: a has the CPUs, b the GPUs, neither both."""
+    _needs_kueue(cluster)
+    namespace, name = _kueue_queues(cluster, [_flavor_quota("a", "64", "4"), _flavor_quota("b", "8", "16")], existing=("a", "b"))
+    out = cluster.cli("submit", "-n", namespace, "--queue", "lq", "--name", "split", "--gpus", "8", "--timeout", "30", "--", "python", "-c", "1")
+    assert out.returncode == 2, out.stderr
+    assert f"no flavor of ClusterQueue {name} can ever take it (flavor a: nvidia.com/gpu 8 > 4 it can ever hold; flavor b: cpu 32 > 8 it can ever hold)" in out.stderr
+    assert "one flavor for all of cpu, memory, nvidia.com/gpu" in out.stderr
+    assert "Traceback" not in out.stderr and "created RayJob" not in out.stderr
+    assert cluster.leftovers(namespace) == {}
+
+
+def test_a_cluster_queue_kueue_found_inactive_is_refused(cluster: Cluster) -> None:
+    """The ClusterQueue names a flavor that does not exist: Kueue marks it inactive and admits nothing."""
+    _needs_kueue(cluster)
+    missing = f"h100-{uuid.uuid4().hex[:6]}"
+    namespace, name = _kueue_queues(cluster, [_flavor_quota(missing, "64", "8")])
+    wait_for(lambda: any(c["type"] == "Active" and c["status"] == "False"
+                         for c in ((cluster.server.get_object(cluster.kueue_api, "ClusterQueue", name) or {}).get("status") or {}).get("conditions") or []),
+             timeout=30, what="Kueue to find the ClusterQueue inactive")  # fmt: skip
+    out = cluster.cli("submit", "-n", namespace, "--queue", "lq", "--name", "never", "--gpus", "8", "--timeout", "30", "--", "python", "-c", "1")
+    assert out.returncode == 2, out.stderr
+    assert (
+        f"ClusterQueue {name} (behind LocalQueue lq) is not active: FlavorNotFound: "
+        f"Can't admit new workloads: references missing ResourceFlavor(s): {missing}."
+    ) in out.stderr
+    assert "Traceback" not in out.stderr and "created RayJob" not in out.stderr
+    assert cluster.leftovers(namespace) == {}
+
+
+def test_token_auth_on_a_kuberay_without_auth_options_is_refused_naming_the_release(cluster: Cluster, tmp_path: Any) -> None:
+    """kuberay@v1.5.1 ray-operator/apis/ray/v1/raycluster_types.go adds AuthOptions; v1.5.0 and older lack it."""
+    version = _kuberay_version(cluster.release) if "kuberay" in cluster.release else None
+    if version is None or version >= (1, 5, 1):
+        pytest.skip("this KubeRay release has AuthOptions (token auth is tested in test_kube_eviction.py)")
+    namespace, lq = cluster.queue()
+    spec = tmp_path / "locked.yaml"
+    spec.write_text("name: locked\nauthMode: token\n")
+    out = cluster.cli("submit", str(spec), "-n", namespace, "--queue", lq, "--", "python", "-c", "1")
+    assert out.returncode == 2, out.stderr
+    assert "authMode: token authentication needs KubeRay v1.5.1 or later" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert cluster.server.get_object(RAY, "RayJob", "locked", namespace) is None
