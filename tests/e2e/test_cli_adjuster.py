@@ -201,3 +201,24 @@ def test_plan_manifests_refuses_a_table_and_a_bad_namespace():
     for args, expected in ((["-o", "table"], "-o yaml or -o json"), (["--namespace", "Bad_NS"], "--namespace")):
         out = run_cli("adjuster", "plan", "--pods", PODS, *NOW, "--manifests", *args)
         assert out.returncode == 2 and expected in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_tenant_pod_asking_for_300000_devices_does_not_stall_the_plan_of_the_others(tmp_path):
+    """One tenant's pod in a pool scaled from zero (its nodeSelector matches no node) asks for 0.5 GPU on 300,000
+    devices; the exact packer's work grows faster than the devices, so it once ran for minutes while every other
+    tenant waited. It is refused before any work (no GPU node holds more than 64 GPUs), and the other tenant's pod
+    gets its placeholder within the call's bound."""
+    from tests.unit.adjuster_objects import pod
+
+    pods = {"apiVersion": "v1", "kind": "List", "items": [
+        pod("hostile", "0.5", namespace="tenant-x", devices="300000", nodeSelector={"pool": "from-zero"}),
+        pod("ordinary", "0.5", namespace="tenant-y"),
+    ]}  # fmt: skip
+    path = tmp_path / "pods.json"
+    path.write_text(json.dumps(pods))
+    out = run_cli("adjuster", "plan", "--pods", str(path), *NOW, "-o", "json", timeout=60)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert [(i["pod"], i["code"]) for i in data["ignored"]] == [("tenant-x/hostile", "too-many-devices")]
+    assert "no GPU node holds more than 64" in data["ignored"][0]["reason"]
+    assert [p["pods"] for p in data["placeholders"]] == [["tenant-y/ordinary"]]

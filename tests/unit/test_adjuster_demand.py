@@ -105,6 +105,11 @@ SELECTION_ROWS = [
     ("devices NaN", pod("a", "0.5", devices="NaN"), None, ("ignored", "bad-annotation", "NaN or infinite")),
     ("more devices than any node has", pod("a", "0.5", devices="16"), [H100], ("ignored", "too-many-devices", "16 devices")),
     ("devices within the node", pod("a", "0.5", devices="8"), [H100], ("piece", Fraction(1, 2), 8, "gpu-fraction")),
+    # no node of its group known (a pool scaled from zero): the bound on what any GPU node holds, before any work
+    ("300000 devices, no node known", pod("a", "0.5", devices="300000"), None, ("ignored", "too-many-devices", "no GPU node holds more than 64")),
+    ("65 devices, no node known", pod("a", "0.5", devices="65"), None, ("ignored", "too-many-devices", "65 devices")),
+    ("64 devices, no node known", pod("a", "0.5", devices="64"), None, ("piece", Fraction(1, 2), 64, "gpu-fraction")),
+    ("18 digits of devices", pod("a", "0.5", devices="9" * 18), None, ("ignored", "too-many-devices", "no GPU node holds")),
     ("bad vendor annotation", pod("a", "0.5", annotations={"raybridge.io/gpu-vendor": "intel"}), None, ("ignored", "bad-annotation", "intel")),
     ("bad nodeSelector", pod("a", "0.5", nodeSelector={"pool": 7}), None, ("ignored", "bad-constraints", "nodeSelector")),
     ("bad tolerations", pod("a", "0.5", tolerations="all"), None, ("ignored", "bad-constraints", "tolerations")),

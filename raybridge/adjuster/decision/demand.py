@@ -55,6 +55,11 @@ from raybridge.core.placement import (
 )
 from raybridge.core.quantity import format_fraction
 
+#: No GPU node holds more GPUs than this (the largest GPU servers hold 8 or 16). Where the group's node size is not
+#: known (a pool scaled from zero, no --node-gpus), a pod asking for more devices can never land, and the packer's
+#: work grows with every device it asks for: it is refused before any work (a tenant pod cannot stall the pass).
+MAX_NODE_GPUS = 64
+
 
 # --- Quota and fair-share blocking, as KAI words it ------------------------------------------
 # KAI writes the same PodScheduled=False/Unschedulable condition whether a pod waits for nodes
@@ -707,6 +712,9 @@ def _share_of_a_gpu(share: KaiShare, group: ConstraintGroup, shape: GroupShape, 
     if node_gpus is not None and devices > node_gpus:
         where = "the largest node it may land on has" if shape.node_gpus else "nodes have (--node-gpus)"
         return ("too-many-devices", f"asks for {devices} devices, but {where} {node_gpus} {group.resource_key}"), Fraction(0), ""
+    if node_gpus is None and devices > MAX_NODE_GPUS:
+        return ("too-many-devices", f"asks for {devices} devices, but no GPU node holds more than {MAX_NODE_GPUS} "
+                                    "(no node of its group is known: pass --node-gpus to say what yours hold)"), Fraction(0), ""
     if share.fraction is not None:
         return None, share.fraction, "gpu-fraction"
     if not shape.gpu_memory_mib:
