@@ -129,10 +129,35 @@ def _yaml_documents(text: str, origin: str) -> list[Any]:
             problem = _shape_problem(node, _node_children, _is_collection_node)
             if problem:
                 raise BadInput(f"{origin} {problem}")
-            documents.append(loader.construct_document(node))
+            try:
+                documents.append(loader.construct_document(node))
+            except (AttributeError, KeyError, TypeError) as exc:  # PyYAML's constructors on a value its tag refuses
+                raise BadInput(f"{origin} {_tagged_value_problem(node, loader) or 'cannot be read: ' + type(exc).__name__}") from None
     finally:
         loader.dispose()
     return documents
+
+
+def _tagged_value_problem(root: Any, loader: Any) -> str | None:
+    """Where a scalar whose explicit YAML tag (`!!timestamp x`, `!!bool x`) does not fit its text is, and what it is."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:  # an alias shares its node
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            implicit = loader.resolve(yaml.ScalarNode, node.value, (True, False))
+            if node.tag != implicit and node.tag.startswith("tag:yaml.org,2002:"):
+                try:
+                    loader.construct_object(node, deep=True)
+                except (AttributeError, KeyError, TypeError, ValueError, yaml.YAMLError):
+                    mark, kind = node.start_mark, node.tag.rsplit(":", 1)[-1]
+                    return f"is not valid YAML at line {mark.line + 1}, column {mark.column + 1}: {node.value[:60]!r} is not a {kind}"
+        else:
+            stack.extend(reversed(list(_node_children(node))))
+    return None
 
 
 def _checked(data: Any, origin: str) -> Any:

@@ -385,14 +385,19 @@ def items_of(document: Any, kind: str) -> list[dict[str, Any]]:
         items = [document]
     else:
         raise ValueError(f"expected a {kind} list (kubectl get {kind.lower()}s -o json)")
-    wrong = {i.get("kind") for i in items if isinstance(i, dict) and i.get("kind") not in (None, kind)}
+    wrong = {_kind_shown(i.get("kind")) for i in items if isinstance(i, dict) and i.get("kind") not in (None, kind)}
     if wrong:
-        raise ValueError(f"expected {kind} objects, found {', '.join(sorted(map(str, wrong)))}")
+        raise ValueError(f"expected {kind} objects, found {', '.join(sorted(wrong))}")
     objects = [i for i in items if isinstance(i, dict) and isinstance(i.get("metadata"), dict)]
     if len(objects) < len(items):
         bad = len(items) - len(objects)
         raise ValueError(f"{bad} of {len(items)} items are not {kind} objects (no metadata)")
     return objects
+
+
+def _kind_shown(value: Any) -> str:
+    """A `kind` as the refusal names it: its text, or what it is when it is no text (a mapping, a list)."""
+    return value if isinstance(value, str) else f"a kind that is a {type(value).__name__}, not a name"
 
 
 # --- CPU, memory and the other resources a node offers and a pod requests ----------------------

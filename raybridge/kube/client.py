@@ -154,7 +154,8 @@ def _merged_view(files: tuple[Path, ...]) -> tuple[Optional[str], dict[str, Any]
             continue
         if current is None and isinstance(data.get("current-context"), str) and data["current-context"]:
             current = data["current-context"]
-        for item in data.get("contexts") or []:
+        listed = data.get("contexts")
+        for item in listed if isinstance(listed, list) else []:  # a malformed list is the client loader's to refuse
             if isinstance(item, dict) and isinstance(item.get("name"), str):
                 contexts.setdefault(item["name"], item.get("context") or {})
     return current, contexts

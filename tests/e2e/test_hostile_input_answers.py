@@ -46,6 +46,7 @@ REFUSED_FAIRSHARE = [
     ("a negative weight", [{"name": "a", "weight": -1e308}, {"name": "b"}], "gpu=10", "overQuotaWeight"),
     ("two weights of 1e308", [{"name": "a", "weight": 1e308}, {"name": "b", "weight": 1e308}], "gpu=10", "out of range"),
     ("a capacity of 1e400 GPUs", [{"name": "a"}], "gpu=1e400", "--capacity"),
+    ("a capacity of 2^63-1 GPUs: float64 is not exact there", [{"name": "a", "quota": 40}], "gpu=9223372036854775807", "at most 2^53 devices"),
 ]
 
 

@@ -101,7 +101,8 @@ def check(argv: list[str], output: Optional[str] = None, kinds: Optional[set[str
 
 depths = st.integers(min_value=1, max_value=5000)
 HOSTILE_QUANTITIES = ["1e400", "1e99999999", "-5", "-5Gi", "1e-400", "٣", "３", "1\n", " 1", "NaN", "Infinity", "0x10",
-                      "1_000", "9" * 5000, "", "1e18", "1000000007", "0.5", "2^63", "1.5Ki"]  # fmt: skip
+                      "1_000", "9" * 5000, "", "1e18", "1000000007", "0.5", "2^63", "1.5Ki", "1e-31", "1e-30",
+                      "9223372036854775807"]  # fmt: skip
 
 scalars = st.one_of(
     st.none(), st.booleans(),
@@ -130,6 +131,10 @@ hostile_texts = st.one_of(
     st.text(max_size=200),
     values.map(lambda v: json.dumps(v)),
     values.map(lambda v: yaml.safe_dump(v)),
+    # PyYAML's explicit tags on texts they do not fit: its constructors raise AttributeError, KeyError, ValueError
+    st.tuples(st.sampled_from(["timestamp", "bool", "int", "float", "binary", "null", "set", "omap", "pairs", "str"]),
+              st.sampled_from(["x", "", "1", "2025-13-45", "@@", "[1]", "{a: 1}"]),
+              st.sampled_from(["name", "gpus", "kind", "items", "entrypoint"])).map(lambda t: f"{t[2]}: !!{t[0]} {t[1]}\n"),
 )  # fmt: skip
 hostile_bytes = st.one_of(
     st.binary(max_size=200),
@@ -175,7 +180,7 @@ def _with_dir(body: Callable[[Path], None]) -> None:
 
 NODE_FIELDS = [
     ("metadata", "name"), ("metadata", "labels"), ("status", "allocatable"), ("status", "capacity"), ("status", "conditions"),
-    ("spec", "taints"), ("spec", "unschedulable"), ("metadata",), ("status",), ("spec",),
+    ("spec", "taints"), ("spec", "unschedulable"), ("metadata",), ("status",), ("spec",), ("kind",),
 ]  # fmt: skip
 LABEL_KEYS = ["nvidia.com/gpu.memory", "nvidia.com/gpu.product", "amd.com/gpu.vram", "amd.com/gpu.product-name", "kubernetes.io/hostname"]
 RESOURCE_KEYS = ["nvidia.com/gpu", "amd.com/gpu", "cpu", "memory", "pods"]
@@ -235,7 +240,8 @@ def queue_files(draw: Any) -> str:
 
 
 capacities = st.one_of(
-    st.sampled_from(["gpu=40", "gpu=1e400", "gpu=-1", "gpu=NaN", "gpu=٣", "gpu=40,gpu=2", "cpu=1e99999999", "memory=1e18", "gpu=" + "9" * 500]),
+    st.sampled_from(["gpu=40", "gpu=1e400", "gpu=-1", "gpu=NaN", "gpu=٣", "gpu=40,gpu=2", "cpu=1e99999999", "memory=1e18", "gpu=" + "9" * 500,
+                     "gpu=9223372036854775807", "gpu=9007199254740993", "memory=1e16"]),
     st.text(max_size=30),
 )
 
@@ -348,7 +354,7 @@ def pending_pods(draw: Any) -> list[dict[str, Any]]:
     pods = []
     for namespace, name in keys:
         fraction = draw(st.sampled_from(["0.1", "0.25", "0.3", "0.5", "0.6", "0.75", "0x1p-2", "0.2_5"]))
-        devices = draw(st.sampled_from([None, None, "2", "4"]))
+        devices = draw(st.sampled_from([None, None, "2", "4", "65", "300000"]))
         waited = draw(st.sampled_from([600, 60, 5]))  # 5 s: still inside the grace period
         made = pod(name, fraction, devices=devices, namespace=namespace, waited=None)
         made["metadata"]["uid"] = f"uid-{namespace}-{name}"

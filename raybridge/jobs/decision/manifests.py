@@ -381,8 +381,14 @@ def worker_cpu_memory(spec: JobSpec, decision: SizingDecision) -> tuple[str, str
     gpus = decision.gpus_per_replica
     if gpus > 0:
         factor = Decimal(str(gpus))
-        cpu = format_cpu(Decimal(str(spec.cpus_per_gpu)) * factor)
-        memory = format_memory(parse_quantity(spec.memory_per_gpu) * factor)
+        cores, num_bytes = Decimal(str(spec.cpus_per_gpu)) * factor, parse_quantity(spec.memory_per_gpu) * factor
+        if not spec.worker.cpu and (cores * 1000).to_integral_value() < 1:
+            raise BadInput(f"cpusPerGpu: {spec.cpus_per_gpu:g} CPU per GPU on {gpus:g} GPU(s) per replica is {cores:g} CPU, "
+                           "below 1m, the smallest CPU amount Kubernetes keeps (it would be a 0m request)")
+        if not spec.worker.memory and num_bytes.to_integral_value() < 1:
+            raise BadInput(f"memoryPerGpu: {spec.memory_per_gpu} per GPU on {gpus:g} GPU(s) per replica is below 1 byte "
+                           "(it would be a 0 request)")
+        cpu, memory = format_cpu(cores), format_memory(num_bytes)
     else:
         cpu, memory = DEFAULT_WORKER_CPU, DEFAULT_WORKER_MEMORY
     return spec.worker.cpu or cpu, spec.worker.memory or memory
