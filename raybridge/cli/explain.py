@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump, warn
-    from raybridge.core.printable import message_lines
+    from raybridge.core.printable import one_line
     from raybridge.queues.explain import explain
 
     result = explain(cluster_target(args).connect(), args.name)
@@ -51,7 +51,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             warn(text)
     elif args.output == "table":
         for line in result.lines():
-            print(message_lines(line))
+            print(one_line(line))
         for text in result.warnings:
             warn(text)
     else:

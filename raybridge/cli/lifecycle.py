@@ -15,7 +15,7 @@ from typing import Any
 
 from raybridge.cli.args import add_cluster_args, add_output_arg, cluster_target
 from raybridge.errors import EXIT_OK
-from raybridge.core.printable import message_lines
+from raybridge.core.printable import one_line
 
 
 def register(sub: Any) -> None:
@@ -73,7 +73,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     report = job_status(_kube(args), args.name)
     if args.output == "table":
         for line in report["explanation"]:
-            print(message_lines(line))
+            print(one_line(line))
     else:
         dump(report, args.output)
     return EXIT_OK

@@ -100,14 +100,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if entrypoint and not getattr(args, "takes_entrypoint", False):
         parser.error(f"'{args.command}' takes no command after --")
     args.entrypoint_after_dashdash = entrypoint
-    from raybridge.core.printable import message_lines, one_line
+    from raybridge.core.printable import one_line
     from raybridge.errors import RaybridgeError
 
     try:
         return handler(args)
     except RaybridgeError as exc:
         for problem in exc.problems:
-            sys.stderr.write(f"error: {message_lines(problem)}\n")
+            sys.stderr.write(f"error: {one_line(problem)}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any, Iterable, Optional, Sequence, TextIO
 
-from raybridge.core.printable import message_lines, one_line
+from raybridge.core.printable import one_line
 
 
 def dump(data: Any, fmt: str, stream: Optional[TextIO] = None) -> None:
@@ -67,21 +67,26 @@ def plain_columns(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Each message is one line: a line break in it came from input (a file name, a node name, a condition message)
+# and is printed escaped, so input can never forge a line of raybridge's own. Messages of several lines are
+# several messages.
+
+
 def warn(message: str) -> None:
-    sys.stderr.write(f"warning: {message_lines(message)}\n")
+    sys.stderr.write(f"warning: {one_line(message)}\n")
 
 
 def note(message: str) -> None:
-    sys.stderr.write(f"note: {message_lines(message)}\n")
+    sys.stderr.write(f"note: {one_line(message)}\n")
 
 
 def error(message: str) -> None:
-    sys.stderr.write(f"error: {message_lines(message)}\n")
+    sys.stderr.write(f"error: {one_line(message)}\n")
 
 
 def progress(message: str) -> None:
     """One line of progress on stderr, flushed (long waits must show life)."""
-    sys.stderr.write(f"{message_lines(message)}\n")
+    sys.stderr.write(f"{one_line(message)}\n")
     sys.stderr.flush()
 
 

@@ -3,7 +3,8 @@
 A node name, a label or a file name comes from a file the user was handed or
 from a cluster; printed as it is, a line break in it ends a YAML comment line
 and starts a document of its own (`queues generate`'s header), and an escape
-sequence rewrites the terminal. Everything the CLI prints passes through here:
+sequence rewrites the terminal. Everything the CLI prints passes through here,
+one line at a time (a message is one line; several lines are several messages):
 line breaks, control and format characters (bidi overrides included) and
 unpaired surrogates are written as Python-style escapes (`\\n`, `\\x1b`,
 `\\u2028`), so what is printed says exactly what was read and can never
@@ -38,8 +39,3 @@ def one_line(text: str) -> str:
     if text.isprintable():  # the common case, no copy (isprintable is False for every escaped category)
         return text
     return "".join(_escape(ch) if unicodedata.category(ch) in _ESCAPED_CATEGORIES else ch for ch in text)
-
-
-def message_lines(text: str) -> str:
-    """A message that may span lines on purpose: each `\\n`-separated line made `one_line`."""
-    return "\n".join(one_line(line) for line in text.split("\n"))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from raybridge.core.printable import message_lines, one_line
+from raybridge.core.printable import one_line
 from tests.helpers import EXAMPLES, run_cli
 
 INJECTED = (
@@ -73,5 +73,50 @@ def test_one_line_escapes_what_could_end_a_line_or_reach_the_terminal(case: str,
     assert one_line(text) == printed, case
 
 
-def test_a_message_keeps_its_own_lines_and_escapes_the_rest() -> None:
-    assert message_lines("first: a\x1bb\nsecond") == "first: a\\x1bb\nsecond"
+FORGED = "\nerror: forged"
+
+
+def _forged_lines(text: str) -> list[str]:
+    """Lines of raybridge's output that the input wrote: the forged line at the start of a line."""
+    return [line for line in text.splitlines() if line.startswith("error: forged")]
+
+
+def _working_dir(tmp_path: Path) -> str:
+    folder = tmp_path / "wd"
+    folder.mkdir()
+    (folder / "main.py").write_text("print(1)\n")
+    (folder / f"key{FORGED}.pem").write_text("k")  # left out as a secret, and named in the report
+    return str(folder)
+
+
+# (case, command line for a temp dir): each prints a value read from input inside a line of its own
+INJECTION_SITES = [
+    ("a file name in the upload report", lambda t: ["submit", "--dry-run", "--working-dir", _working_dir(t), "--", "python", "main.py"]),
+    ("an unknown spec key", lambda t: ["render", _text(t, "s.yaml", f'entrypoint: x\n"foo{FORGED.encode("unicode_escape").decode()}": 1\n'), "--nodes", str(EXAMPLES / "cluster" / "nodes.json")]),
+    ("a queue name", lambda t: ["render", str(EXAMPLES / "hello.yaml"), "--queue", f"team{FORGED}", "--nodes", str(EXAMPLES / "cluster" / "nodes.json")]),
+    ("a --capacity key", lambda t: ["queues", "fairshare", "--queues", str(EXAMPLES / "queues" / "node-pool-a.yaml"), "--capacity", f"gpu{FORGED}=1"]),
+    ("a --demand key", lambda t: ["queues", "fairshare", "--queues", str(EXAMPLES / "queues" / "node-pool-a.yaml"), "--capacity", "gpu=8",
+                                  "--demand", _text(t, "d.json", json.dumps({"project-1": {f"gpu{FORGED}": 1}}))]),
+    ("a cordoned node's name in queues generate's notes", lambda t: ["queues", "generate", "--nodes", _cordoned_node(t)]),
+]
+
+
+def _text(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def _cordoned_node(tmp_path: Path) -> str:
+    document = json.loads((EXAMPLES / "cluster" / "nodes.json").read_text())
+    document["items"][0]["metadata"]["name"] = f"gpu{FORGED}"
+    document["items"][0].setdefault("spec", {})["unschedulable"] = True
+    return _text(tmp_path, "nodes.json", json.dumps(document))
+
+
+@pytest.mark.parametrize("case, argv", INJECTION_SITES, ids=[c[0] for c in INJECTION_SITES])
+def test_a_line_break_read_from_input_forges_no_line(tmp_path: Path, case: str, argv) -> None:
+    out = run_cli(*argv(tmp_path))
+    assert "Traceback" not in out.stderr, out.stderr
+    assert _forged_lines(out.stdout + "\n" + out.stderr) == [], (case, out.stderr)
+    assert "\\nerror: forged" in out.stdout + out.stderr, (case, out.stderr)  # said, escaped
