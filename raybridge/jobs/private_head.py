@@ -1,6 +1,6 @@
 """The local backend: a private Ray head on this machine, or a Ray cluster at an address.
 
-With no address, it starts a private head (its own temp dir, free ports)
+With no address, it starts a private head (its own temp dir, ports the kernel picks)
 under `head_supervisor`, so the head dies with raybridge however raybridge
 ends. The head is reachable by its owner alone: every Ray component listens
 on loopback only, Ray's token authentication is on with a token that only
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from raybridge.errors import InfraError
+from raybridge.jobs.head_listener import dashboard_port_in, gcs_address_in, listener_problem
 
 START_TIMEOUT = 120.0
 TEMP_PREFIX = "raybridge-"
@@ -55,7 +56,7 @@ READY_POLL_SECONDS = 0.1
 
 
 def free_port() -> int:
-    """A port the kernel hands out now (ephemeral range, outside Ray's worker ports)."""
+    """A port the kernel hands out now (ephemeral range, outside Ray's worker ports); free only until someone binds it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -115,16 +116,18 @@ class PrivateRayHead:
         token_path = _write_token(self.temp_dir) if self.token_auth else None
         if token_path is not None:
             self.auth_headers = {"Authorization": f"Bearer {token_path.read_text()}"}
-        gcs, dashboard = free_port(), free_port()
+        # Port 0: the kernel picks each port as its listener binds it, so no local user can learn it first from
+        # this command line and bind it before the head (head_listener.py). Ray's client server takes no 0; raybridge
+        # never sends it anything, so a port bound there first costs that server, not the token.
         command = [
             sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
             "--node-ip-address", "127.0.0.1",
-            "--port", str(gcs),
+            "--port", "0",
             "--dashboard-host", "127.0.0.1",
-            "--dashboard-port", str(dashboard),
+            "--dashboard-port", "0",
             "--ray-client-server-port", str(free_port()),
-            "--dashboard-agent-listen-port", str(free_port()),
-            "--metrics-export-port", str(free_port()),
+            "--dashboard-agent-listen-port", "0",
+            "--metrics-export-port", "0",
             "--temp-dir", str(self.temp_dir / RAY_TEMP_SUBDIR),
             "--include-dashboard", "true",
             "--disable-usage-stats",
@@ -149,27 +152,47 @@ class PrivateRayHead:
         )
         log.close()
         _write_owners(self.temp_dir, [os.getpid(), self._supervisor.pid])
-        self.gcs_address = f"127.0.0.1:{gcs}"
-        self.dashboard_url = f"http://127.0.0.1:{dashboard}"
-        progress(f"starting a private local Ray head (dashboard {self.dashboard_url})")
+        progress("starting a private local Ray head")
         _import_job_client()  # while the head starts, not after
         self._wait_ready(timeout)
+        assert self.dashboard_url is not None
+        progress(f"private local Ray head ready (dashboard {self.dashboard_url})")
         return self.dashboard_url
 
     def _wait_ready(self, timeout: float) -> None:
+        """Until the head's dashboard answers: its port read from the head's own log, its listener proven the head's
+        (head_listener.py) before the first request that carries the token."""
         deadline = time.monotonic() + timeout
-        assert self._supervisor is not None and self.dashboard_url is not None
+        assert self._supervisor is not None and self.temp_dir is not None
         while time.monotonic() < deadline:
             if self._supervisor.poll() is not None:
                 raise InfraError(f"the local Ray head exited while starting: {self.log_tail()}")
-            if _answers(f"{self.dashboard_url}/api/version", self.auth_headers) and _answers(
+            if self.dashboard_url is None:
+                self._find_dashboard()
+            elif _answers(f"{self.dashboard_url}/api/version", self.auth_headers) and _answers(
                 f"{self.dashboard_url}/api/jobs/", self.auth_headers
             ):
+                self.gcs_address = gcs_address_in(self.temp_dir / RAY_TEMP_SUBDIR)
                 return
             time.sleep(READY_POLL_SECONDS)
         tail = self.log_tail()  # before stop() removes the log with the temp dir
         self.stop()
         raise InfraError(f"the local Ray head did not start within {timeout:.0f}s: {tail}")
+
+    def _find_dashboard(self) -> None:
+        """Set `dashboard_url` once the head has printed its port and the listener there is the head's own."""
+        assert self._supervisor is not None
+        try:
+            port = dashboard_port_in(self._log_path.read_text(errors="replace")) if self._log_path else None
+        except OSError:
+            port = None
+        if port is None:
+            return
+        problem = listener_problem(port, session=self._supervisor.pid)
+        if problem is not None:
+            self.stop()
+            raise InfraError(f"the local Ray head's dashboard port is not the head's own ({problem}): nothing was sent to it")
+        self.dashboard_url = f"http://127.0.0.1:{port}"
 
     def log_tail(self, lines: int = 5) -> str:
         try:
