@@ -4,6 +4,11 @@ Each controller gets its own `CollectorRegistry`, so two in one process (tests,
 a standby beside a leader) never share counters. The server answers
 `/metrics`, `/healthz` (the process and its loops are alive) and `/readyz` (the
 caches are synced, or the replica is a healthy standby). It computes nothing.
+
+The server is bounded: a connection that sends nothing for `REQUEST_TIMEOUT_SECONDS` is closed,
+and beyond `MAX_CONNECTIONS` at once a new one is closed at once, so idle or half-sent requests
+cannot pin threads without end (configs/adjuster/50-networkpolicy.yaml keeps the port to the
+monitoring namespace).
 """
 
 from __future__ import annotations
@@ -54,7 +59,40 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class _IPv6Server(ThreadingHTTPServer):
+#: Seconds a connection may stay silent (a half-sent request) before it is closed.
+REQUEST_TIMEOUT_SECONDS = 5.0
+#: Connections served at once; more are closed at once (a scrape and two probes need three).
+MAX_CONNECTIONS = 16
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, at most MAX_CONNECTIONS of them."""
+
+    daemon_threads = True
+    request_queue_size = 64  # the listen backlog: connections beyond the bound are accepted and closed, not left waiting
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # full: the client sees the connection closed and tries again
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+class _IPv6Server(_BoundedServer):
     address_family = socket.AF_INET6
 
 
@@ -66,6 +104,8 @@ class HealthServer:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = REQUEST_TIMEOUT_SECONDS  # the connection's socket timeout (StreamRequestHandler.setup)
+
             def do_GET(self) -> None:  # noqa: N802 - the base class's name
                 path = self.path.split("?")[0]
                 if path == "/metrics":
@@ -92,9 +132,8 @@ class HealthServer:
         self.metrics = metrics
         self.healthy = healthy
         self.ready = ready
-        server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
+        server_class = _IPv6Server if ":" in host else _BoundedServer
         self._server = server_class((host, port), Handler)
-        self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self._thread: Optional[threading.Thread] = None
 
