@@ -83,7 +83,8 @@ def list_working_dir(root: Path, excludes: list[str], include_gitignore: bool = 
                     entries.append(Entry(relative, "dir-link", inside=inside))
                 else:
                     size = path.stat().st_size if inside and path.is_file() else 0
-                    entries.append(Entry(relative, "file-link", size, inside=inside and path.is_file()))
+                    target = Path(os.path.realpath(path)).relative_to(root).as_posix() if inside else ""
+                    entries.append(Entry(relative, "file-link", size, inside=inside and path.is_file(), target=target))
             elif child.is_dir(follow_symlinks=False):
                 entries.append(Entry(relative, "dir"))
                 stack.append((path, matchers))

@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from raybridge.jobs.decision.upload import REASON_DIR_LINK, REASON_OUTSIDE, REASON_SECRET, REASON_SPECIAL, Entry, anchored_pattern, looks_secret, plan_upload
+from raybridge.jobs.decision.upload import (
+    REASON_DIR_LINK, REASON_LINK_TO_SECRET, REASON_OUTSIDE, REASON_SECRET, REASON_SPECIAL, Entry, anchored_pattern, looks_secret, plan_upload,
+)  # fmt: skip
 from raybridge.jobs.upload import _matcher, list_working_dir
 from tests.helpers import run_cli
 
@@ -37,6 +39,9 @@ def _working_dir(tmp_path: Path) -> Path:
     (wd / "ignored.txt").write_text("ignored")
     (wd / "excluded.txt").write_text("excluded")
     (wd / "inside_link").symlink_to(wd / "data" / "inside.txt")
+    (wd / ".ssh").mkdir()
+    (wd / ".ssh" / "id_ed25519").write_text("-----BEGIN OPENSSH PRIVATE KEY-----")
+    (wd / "notes.txt").symlink_to(wd / ".ssh" / "id_ed25519")  # the key under another name
     (wd / "outside_link").symlink_to(outside / "secret.txt")
     (wd / "outside_dir").symlink_to(outside / "dir")
     os.mkfifo(wd / "pipe")
@@ -54,8 +59,9 @@ def test_submit_uploads_only_what_belongs_and_says_so(tmp_path: Path, ray_head: 
     assert uploaded == [".gitignore", "data/inside.txt", "inside_link", "main.py"]
     said = [line for line in out.stderr.splitlines() if line.startswith("uploading working dir")]
     assert said and "4 files" in said[0], out.stderr
-    for left_out in (".env", "key.pem", "outside_link", "outside_dir", "pipe"):
-        assert left_out in said[0], said
+    assert "and 2 more" in said[0], said  # seven left out, five named
+    left_out = {path for path, _ in plan_upload(list_working_dir(wd.resolve(), ["excluded.txt"])).left_out}
+    assert left_out == {".env", "key.pem", "outside_link", "outside_dir", "pipe", ".ssh/id_ed25519", "notes.txt"}
 
 
 # (case, entries, files, bytes, left out)
@@ -70,7 +76,23 @@ PLANS = [
      [("out", REASON_OUTSIDE)]),
     ("a symlinked directory is never followed", [Entry("lib", "dir-link", inside=True)], 0, 0, [("lib", REASON_DIR_LINK)]),
     ("a FIFO or socket is left out", [Entry("pipe", "other")], 0, 0, [("pipe", REASON_SPECIAL)]),
+    ("a link inside to a secret uploads the secret: left out", [Entry("notes.txt", "file-link", 9, target=".ssh/id_ed25519")], 0, 0,
+     [("notes.txt", REASON_LINK_TO_SECRET)]),
 ]
+
+# (name, whether it looks like a secret): what a reviewer found passing, and what must not be caught
+SECRET_NAMES = [
+    (".vault-token", True), ("secrets.yaml", True), ("service-account.json", True), ("my-service-account-key.json", True),
+    (".dockercfg", True), ("prod.tfvars", True), ("id_rsa.bak", True), (".bash_history", True), (".python_history", True),
+    ("x.pem ", True), ("x.pem.", True), ("id_rsa.pub", False), ("secrets.py", False), ("history.py", False),
+    ("accounts.json", False), ("README.md", False),
+]
+
+
+@pytest.mark.parametrize("name, secret", SECRET_NAMES, ids=[repr(n[0]) for n in SECRET_NAMES])
+def test_names_that_hold_credentials(name: str, secret: bool) -> None:
+    assert looks_secret(name) is secret
+    assert looks_secret(f"deep/dir/{name}") is secret
 
 
 @pytest.mark.parametrize("case, entries, files, size, left_out", PLANS, ids=[p[0] for p in PLANS])

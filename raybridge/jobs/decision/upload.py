@@ -8,8 +8,10 @@ with Ray's own ignore rules applied), and leaves out:
 
 - a symlinked directory (never followed: it may lead anywhere, even back up);
 - a symlinked file whose target is outside the directory (or nowhere);
-- a file that looks like a secret by its name (`.env`, `*.pem`, `id_rsa`, `.netrc`, ...)
-  or lies in a credentials directory (`.ssh`, `.aws`, `.gnupg`, `.kube`, `.docker`);
+- a file that looks like a secret by its name (`.env`, `*.pem`, `id_rsa*`, `.netrc`, `.vault-token`,
+  `secrets.yaml`, `*.tfvars`, shell histories, ...; trailing spaces and dots ignored) or lies in a
+  credentials directory (`.ssh`, `.aws`, `.gnupg`, `.kube`, `.docker`), and a link to one under
+  another name;
 - anything that is not a regular file (a FIFO would block the upload for ever).
 
 What is left out becomes anchored `excludes` patterns for Ray, so Ray uploads
@@ -28,9 +30,11 @@ EntryKind = Literal["file", "dir", "file-link", "dir-link", "other"]
 SECRET_FILE_PATTERNS = (
     ".env", ".env.*", "*.env",
     "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.ppk",
-    "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk", "id_ed25519_sk",
-    ".netrc", "_netrc", ".pgpass", ".npmrc", ".pypirc", ".git-credentials", ".htpasswd",
-    "credentials", "credentials.json", "kubeconfig", "*.kubeconfig", "*.tfstate", "*.tfstate.backup",
+    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",  # id_rsa.bak, id_ed25519_sk, ... (the .pub halves are not secret)
+    ".netrc", "_netrc", ".pgpass", ".npmrc", ".pypirc", ".git-credentials", ".htpasswd", ".vault-token", ".dockercfg",
+    "credentials", "credentials.json", "kubeconfig", "*.kubeconfig", "*.tfstate", "*.tfstate.backup", "*.tfvars",
+    "secret.yaml", "secret.yml", "secrets.yaml", "secrets.yml", "secrets.json", "*service-account*.json",
+    "*service_account*.json", ".*_history", ".*history",  # shell and REPL histories carry pasted tokens
 )  # fmt: skip
 #: Examples and templates of such files hold no secrets.
 NOT_SECRET_PATTERNS = (".env.example", ".env.sample", ".env.template", "*.pub")
@@ -41,6 +45,7 @@ REASON_SECRET = "looks like a secret"
 REASON_DIR_LINK = "a symlinked directory (not followed)"
 REASON_OUTSIDE = "a symlink to outside the directory"
 REASON_SPECIAL = "not a regular file"
+REASON_LINK_TO_SECRET = "a symlink to a file that looks like a secret"
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,8 @@ class Entry:
     kind: EntryKind
     size: int = 0
     inside: bool = True
+    #: Where a link inside the directory leads (relative, '/' separators): a link to a secret uploads the secret.
+    target: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,7 +80,7 @@ class UploadPlan:
 
 def looks_secret(path: str) -> bool:
     parts = path.split("/")
-    name = parts[-1].lower()
+    name = parts[-1].lower().rstrip(" .")  # "x.pem " and "x.pem." are x.pem to a reader of the file
     if any(fnmatch.fnmatchcase(name, p) for p in NOT_SECRET_PATTERNS):
         return False
     if any(fnmatch.fnmatchcase(name, p) for p in SECRET_FILE_PATTERNS):
@@ -104,6 +111,8 @@ def plan_upload(entries: list[Entry]) -> UploadPlan:
             reason = REASON_OUTSIDE
         elif entry.kind in ("file", "file-link") and looks_secret(entry.path):
             reason = REASON_SECRET
+        elif entry.kind == "file-link" and entry.target and looks_secret(entry.target):
+            reason = REASON_LINK_TO_SECRET
         if reason is not None:
             left_out.append((entry.path, reason))
         elif entry.kind in ("file", "file-link"):
