@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from raybridge.jobs.decision.upload import Entry, UploadPlan, plan_upload
+from raybridge.jobs.decision.upload import Entry, UploadPlan, format_bytes, plan_upload
 from raybridge.errors import BadInput
 
 #: Bound on the entries listed: a working dir is source code, not a data set.
@@ -100,4 +100,20 @@ def plan_working_dir_upload(working_dir: str, runtime_env: Optional[dict[str, An
     excludes = [str(e) for e in (runtime_env or {}).get("excludes") or []]
     include_gitignore = os.environ.get(IGNORE_GITIGNORE_ENV, "0") != "1"
     root = Path(working_dir).expanduser().resolve()
-    return plan_upload(list_working_dir(root, excludes, include_gitignore))
+    plan = plan_upload(list_working_dir(root, excludes, include_gitignore))
+    limit = _ray_package_limit()
+    if plan.bytes >= limit:  # refused before Ray reads (and hashes) every byte of it, a sparse file's too
+        raise BadInput(
+            f"workingDir: {format_bytes(plan.bytes)} in {plan.files} files under {str(root)!r}, more than Ray uploads "
+            f"({format_bytes(limit)}, RAY_max_grpc_message_size); leave out what the job does not need "
+            "(.gitignore, .rayignore or runtimeEnv.excludes)"
+        )
+    return plan
+
+
+def _ray_package_limit() -> int:
+    """The largest package Ray's Job API client uploads (ray@2.60 runtime_env/packaging.py GCS_STORAGE_MAX_SIZE:
+    the gRPC message limit; packages are zipped uncompressed, so their size is the files' size)."""
+    from ray._private.runtime_env.packaging import GCS_STORAGE_MAX_SIZE
+
+    return int(GCS_STORAGE_MAX_SIZE)

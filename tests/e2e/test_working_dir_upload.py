@@ -115,3 +115,17 @@ def test_an_anchored_pattern_leaves_out_that_path_alone_under_rays_matcher(tmp_p
 def test_looks_secret_reads_names_not_contents() -> None:
     assert looks_secret("config/prod.env") and looks_secret("certs/server.PEM")
     assert not looks_secret("environment.py") and not looks_secret("keys.py")
+
+
+def test_a_working_dir_larger_than_ray_uploads_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """A sparse 1 GiB file: Ray would read and hash all of it before refusing the package (its limit is the gRPC
+    message size, 512 MiB in ray@2.60, packages zipped uncompressed); raybridge refuses it from the listing."""
+    wd = tmp_path / "wd"
+    wd.mkdir()
+    (wd / "main.py").write_text("print(1)\n")
+    with open(wd / "huge.bin", "wb") as f:
+        f.truncate(1 << 30)
+    out = run_cli("submit", "--dry-run", "--working-dir", str(wd), "--", "python", "main.py", timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert "workingDir: 1.0 GiB in 2 files" in out.stderr and "more than Ray uploads (512.0 MiB" in out.stderr
+    assert "dry run" not in out.stderr  # nothing planned past the refusal
