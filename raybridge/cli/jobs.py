@@ -389,16 +389,15 @@ def _dry_run(spec: Any, options: Any, output: str) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     from raybridge.cli.render import progress
     from raybridge.jobs import submit
-    from raybridge.jobs.options import working_dir_upload
+    from raybridge.jobs.options import local_uploads
     from raybridge.noise import JobOutput
 
     spec = _spec_from_args(args, "submit", args.submission_id)
     cluster_target(args)  # a --kubeconfig that does not exist is exit 2 whatever the backend; missing KUBECONFIG files are said
     options = _options_from_args(args)
     _check_flags_for_backend(args, spec, options)
-    upload = working_dir_upload(spec)
-    if upload is not None:
-        progress(upload[1].describe(upload[0]))
+    for what, where, plan in local_uploads(spec):
+        progress(plan.describe(where, what=what))
     if args.dry_run:
         return _dry_run(spec, options, args.output)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)

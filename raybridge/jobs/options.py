@@ -20,7 +20,7 @@ from raybridge.core.consts import ORPHAN_BOUND_SECONDS
 from raybridge.core.names import submission_id_problem
 from raybridge.core.runtime_env import allocation_env, local_working_dir, submission_runtime_env
 from raybridge.jobs.decision.upload import UploadPlan
-from raybridge.jobs.upload import plan_working_dir_upload
+from raybridge.jobs.upload import local_path_problems, plan_working_dir_upload, py_module_uploads
 from raybridge.jobs.decision.sizing import SizingDecision
 from raybridge.jobs.decision.spec import JobSpec, Purpose, entrypoint_problem
 from raybridge.errors import BadInput
@@ -109,6 +109,18 @@ def working_dir_upload(spec: JobSpec) -> Optional[tuple[str, UploadPlan]]:
     return working_dir, plan_working_dir_upload(working_dir, spec.runtime_env)
 
 
+def local_uploads(spec: JobSpec) -> list[tuple[str, str, UploadPlan]]:
+    """Every local directory a submission uploads, as (what, where, what goes of it): the working dir, then each
+    py_modules one."""
+    uploads = []
+    working = working_dir_upload(spec)
+    if working is not None:
+        uploads.append(("working dir", *working))
+    if spec.ray and spec.resolved_kind == "RayJob":
+        uploads.extend(("py_modules", where, plan) for where, plan in py_module_uploads(spec.runtime_env))
+    return uploads
+
+
 def runnable_problems(spec: JobSpec, submission_id: Optional[str] = None, purpose: Purpose = "submit") -> list[str]:
     """What keeps this spec from going ahead for `purpose`, one sentence each; [] when it can.
 
@@ -123,6 +135,8 @@ def runnable_problems(spec: JobSpec, submission_id: Optional[str] = None, purpos
     local = local_working_dir(spec.runtime_env, spec.working_dir)
     if local is not None and not Path(local).expanduser().is_dir():
         problems.append(f"workingDir: {local!r} is not a directory")
+    if purpose == "submit":
+        problems.extend(local_path_problems(spec.runtime_env))
     if submission_id is not None:
         problem = submission_id_problem(submission_id)
         if problem:

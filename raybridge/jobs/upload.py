@@ -117,3 +117,61 @@ def _ray_package_limit() -> int:
     from ray._private.runtime_env.packaging import GCS_STORAGE_MAX_SIZE
 
     return int(GCS_STORAGE_MAX_SIZE)
+
+
+#: Runtime env fields whose text value may name a local file that Ray's client reads and sends (a requirements or
+#: environment file): ray@2.60 runtime_env/pip.py, conda.py and uv.py read it on the submitting machine.
+FILE_FIELDS = ("pip", "conda", "uv")
+
+
+def local_py_modules(runtime_env: Optional[dict[str, Any]]) -> list[str]:
+    """The `py_modules` entries that are local paths (Ray's client zips and uploads each)."""
+    from raybridge.core.runtime_env import is_uri
+
+    modules = (runtime_env or {}).get("py_modules")
+    return [str(m) for m in modules if isinstance(m, str) and not is_uri(m)] if isinstance(modules, list) else []
+
+
+def py_module_uploads(runtime_env: Optional[dict[str, Any]]) -> list[tuple[str, UploadPlan]]:
+    """What each local `py_modules` directory uploads, listed and judged as the working dir is."""
+    excludes = [str(e) for e in (runtime_env or {}).get("excludes") or []]
+    include_gitignore = os.environ.get(IGNORE_GITIGNORE_ENV, "0") != "1"
+    plans = []
+    for module in local_py_modules(runtime_env):
+        root = Path(module).expanduser().resolve()
+        if root.is_dir():
+            plans.append((str(root), plan_upload(list_working_dir(root, excludes, include_gitignore))))
+    return plans
+
+
+def local_path_problems(runtime_env: Optional[dict[str, Any]]) -> list[str]:
+    """Local paths of the runtime env that would send what the working dir's filter keeps home, one sentence each.
+
+    A `py_modules` directory holding what the filter leaves out is refused (its left-out paths would have to be
+    excluded from every uploaded directory alike, the working dir's files of the same name too); so is a
+    `pip`/`conda`/`uv` file that looks like a secret, is no regular file or is reached through a link."""
+    from raybridge.jobs.decision.upload import looks_secret
+
+    problems = []
+    for module in local_py_modules(runtime_env):
+        path = Path(module).expanduser()
+        if path.is_symlink():
+            problems.append(f"runtimeEnv.py_modules: {module!r} is a symlink; give the directory itself")
+        elif not path.exists():
+            problems.append(f"runtimeEnv.py_modules: {module!r} does not exist")
+    for root, plan in py_module_uploads(runtime_env):
+        if plan.left_out:
+            shown = ", ".join(f"{p} ({why})" for p, why in plan.left_out[:5])
+            problems.append(f"runtimeEnv.py_modules: {root!r} holds what raybridge never uploads: {shown}; move it out of the module")
+    for field_name in FILE_FIELDS:
+        value = (runtime_env or {}).get(field_name)
+        if not isinstance(value, str) or not value.strip():
+            continue
+        path = Path(value).expanduser()
+        if not (path.exists() or path.is_symlink()):
+            continue  # a package or environment name, not a file
+        if path.is_symlink() or not path.is_file():
+            problems.append(f"runtimeEnv.{field_name}: {value!r} is not a regular file (Ray's client would read it and send it)")
+        elif looks_secret(path.name):
+            problems.append(f"runtimeEnv.{field_name}: {value!r} looks like a secret; Ray's client would read it and send it")
+    return problems

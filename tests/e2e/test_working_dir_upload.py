@@ -129,3 +129,47 @@ def test_a_working_dir_larger_than_ray_uploads_is_refused_before_it_is_read(tmp_
     assert out.returncode == 2, out.stderr
     assert "workingDir: 1.0 GiB in 2 files" in out.stderr and "more than Ray uploads (512.0 MiB" in out.stderr
     assert "dry run" not in out.stderr  # nothing planned past the refusal
+
+
+def _spec(tmp_path: Path, runtime_env: dict[str, Any], working_dir: str | None = None) -> str:
+    spec = {"entrypoint": "python main.py", "runtimeEnv": runtime_env, **({"workingDir": working_dir} if working_dir else {})}
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    return str(path)
+
+
+def _module(tmp_path: Path, *extra: str) -> Path:
+    module = tmp_path / "mylib"
+    module.mkdir()
+    (module / "__init__.py").write_text("X = 1\n")
+    for name in extra:
+        (module / name).write_text("API_KEY=hunter2\n")
+    return module
+
+
+# (case, runtime env for a temp dir, exit status, what stderr says)
+LOCAL_PATH_ROWS = [
+    ("a py_modules directory holding a secret is refused, naming it",
+     lambda t: {"py_modules": [str(_module(t, ".env"))]}, 2, "holds what raybridge never uploads: .env (looks like a secret)"),
+    ("a clean py_modules directory is reported as the working dir is",
+     lambda t: {"py_modules": [str(_module(t))]}, 0, "uploading py_modules "),
+    ("a py_modules URI is Ray's to fetch", lambda t: {"py_modules": ["s3://bucket/lib.zip"]}, 0, "dry run"),
+    ("pip from a file that looks like a secret", lambda t: {"pip": str(_module(t, "id_rsa") / "id_rsa")}, 2, "looks like a secret"),
+    ("pip from a directory", lambda t: {"pip": "/etc"}, 2, "not a regular file"),
+    ("pip from a requirements file", lambda t: {"pip": _requirements(t)}, 0, "dry run"),
+    ("pip packages by name", lambda t: {"pip": ["requests"]}, 0, "dry run"),
+]
+
+
+def _requirements(tmp_path: Path) -> str:
+    path = tmp_path / "requirements.txt"
+    path.write_text("requests\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("case, runtime_env, status, said", LOCAL_PATH_ROWS, ids=[r[0] for r in LOCAL_PATH_ROWS])
+def test_every_local_path_of_the_runtime_env_passes_the_same_filter(tmp_path: Path, case: str, runtime_env: Any, status: int, said: str) -> None:
+    out = run_cli("submit", "--dry-run", _spec(tmp_path, runtime_env(tmp_path)), timeout=60)
+    assert out.returncode == status, (case, out.stderr)
+    assert said in out.stderr, (case, out.stderr)
+    assert "Traceback" not in out.stderr

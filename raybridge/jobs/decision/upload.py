@@ -68,9 +68,9 @@ class UploadPlan:
     #: Anchored `excludes` patterns (gitwildmatch) that leave out exactly `left_out`.
     excludes: tuple[str, ...] = field(default=())
 
-    def describe(self, where: str, names_shown: int = 5) -> str:
-        """`working dir X: 12 files, 3.4 MiB; left out: .env (looks like a secret), ...`."""
-        text = f"uploading working dir {where}: {self.files} file{'s' if self.files != 1 else ''}, {format_bytes(self.bytes)}"
+    def describe(self, where: str, names_shown: int = 5, what: str = "working dir") -> str:
+        """`uploading working dir X: 12 files, 3.4 MiB; left out: .env (looks like a secret), ...` (`what`: py_modules)."""
+        text = f"uploading {what} {where}: {self.files} file{'s' if self.files != 1 else ''}, {format_bytes(self.bytes)}"
         if self.left_out:
             shown = ", ".join(f"{path} ({reason})" for path, reason in self.left_out[:names_shown])
             more = f" and {len(self.left_out) - names_shown} more" if len(self.left_out) > names_shown else ""
