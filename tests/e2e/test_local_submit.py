@@ -216,3 +216,40 @@ def test_local_timeout_stops_waiting_for_the_head_and_cleans_up():
     assert "Traceback" not in out.stderr and "never" not in out.stdout
     assert wait_until_gone(tmp) == []
     assert not [d for d in os.listdir(tmp) if d.startswith("raybridge-")], "the head's temp dir was left behind"
+
+
+@pytest.mark.fresh_head
+def test_a_head_whose_raybridge_and_supervisor_were_killed_together_is_ended_by_the_next_run():
+    """SIGKILL of raybridge and its supervisor at once: nothing is left to end the head, and its job runs on.
+    The next run finds the dead run's temp dir, ends the processes still running in it, then removes it (it used
+    to remove the dir, token and logs, from under the running head)."""
+    tmp = short_tmpdir()
+    proc = _start_long_job(tmp)
+    try:
+        wait_for_output(proc, "started")
+        supervisors = [int(p.split()[0]) for p in _pids_and_cmdlines() if "raybridge.jobs.head_supervisor" in p and tmp in p]
+        assert supervisors, "the head's supervisor should be running"
+        for pid in [proc.pid, *supervisors]:
+            os.kill(pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        time.sleep(2)
+        assert processes_using(tmp), "the head outlives a kill of both (what the next run must end)"
+    finally:
+        proc.kill()
+    out = run_cli("submit", "--backend", "local", "--", "python", "-c", "print('next run')", env=cli_env(TMPDIR=tmp), timeout=240)
+    assert out.returncode == 0, out.stderr
+    assert "next run" in out.stdout
+    assert wait_until_gone(tmp, timeout=60) == []
+    assert [p for p in os.listdir(tmp) if p.startswith("raybridge-")] == []
+
+
+def _pids_and_cmdlines() -> list[str]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    found.append(f"{entry} " + f.read().replace(b"\0", b" ").decode(errors="replace"))
+            except OSError:
+                continue
+    return found
