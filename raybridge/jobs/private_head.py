@@ -29,7 +29,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, Optional
 
-from raybridge.errors import InfraError
+from raybridge.errors import BadInput, InfraError
 from raybridge.jobs.head_listener import dashboard_port_in, gcs_address_in, listener_problem
 
 START_TIMEOUT = 120.0
@@ -55,6 +55,28 @@ HEAD_ENV_DEFAULTS = {"RAY_prestart_worker_first_driver": "0"}
 READY_POLL_SECONDS = 0.1
 
 
+#: Ray's longest Unix socket path below the head's temp dir (ray@2.60 node.py _prepare_socket_file: the plasma
+#: store's, in the session dir), and the kernel's limit on such a path (utils.py validate_socket_filepath).
+RAY_SOCKET_SUFFIX = "/raybridge-xxxxxxxx/ray/session_2026-01-01_00-00-00_000000_4194304/sockets/plasma_store"
+UNIX_SOCKET_PATH_MAX = 107
+SHORT_TEMP_BASE = "/tmp"
+
+
+def head_temp_base() -> str:
+    """Where the private head's temp dir goes: the user's temp dir, or /tmp when Ray's socket paths under the user's
+    would be too long (the head's own dir is closed to others either way). BadInput when neither fits."""
+    base = tempfile.gettempdir()
+    if len(base) + len(RAY_SOCKET_SUFFIX) <= UNIX_SOCKET_PATH_MAX:
+        return base
+    if os.path.isdir(SHORT_TEMP_BASE) and os.access(SHORT_TEMP_BASE, os.W_OK | os.X_OK):
+        return SHORT_TEMP_BASE
+    raise BadInput(
+        f"TMPDIR {base!r} is {len(base)} characters: Ray's Unix socket paths under it would exceed "
+        f"{UNIX_SOCKET_PATH_MAX} bytes; set TMPDIR to a directory of at most "
+        f"{UNIX_SOCKET_PATH_MAX - len(RAY_SOCKET_SUFFIX)} characters"
+    )
+
+
 def free_port() -> int:
     """A port the kernel hands out now (ephemeral range, outside Ray's worker ports); free only until someone binds it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -62,14 +84,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def head_environment(user_env: dict[str, str], token_path: Optional[str]) -> dict[str, str]:
+def head_environment(user_env: dict[str, str], token_path: Optional[str], temp_dir: Optional[str] = None) -> dict[str, str]:
     """The environment of the head's processes: the user's, with the head kept to its owner.
+
+    With `temp_dir`, TMPDIR is the head's own directory: what its processes and the job leave in their temp dir
+    (multiprocessing's `pymp-*` directories, its forkserver socket) is removed with the head, and a long TMPDIR of
+    the user's cannot make their Unix socket paths too long.
 
     With `token_path`, Ray's token authentication is on with that token, whatever the user's
     environment says about authentication (it concerns the user's own clusters); without, it
     is off. Either way every component listens on loopback only.
     """
     env = {k: v for k, v in user_env.items() if k not in HEAD_ENV_DROPPED}
+    if temp_dir is not None:
+        env["TMPDIR"] = temp_dir
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     env[LOOPBACK_ONLY_ENV] = "0"
     if token_path is not None:
@@ -108,9 +136,10 @@ class PrivateRayHead:
         from raybridge.jobapi.client import ensure_ray_can_start
 
         ensure_ray_can_start()
-        remove_stale_temp_dirs()
+        base = head_temp_base()
+        remove_stale_temp_dirs(base)
         # mkdtemp makes it 0700; Ray makes its own temp dir (a subdir) 0777, which this one closes.
-        self.temp_dir = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+        self.temp_dir = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=base))
         os.chmod(self.temp_dir, 0o700)
         _write_owners(self.temp_dir, [os.getpid()])
         token_path = _write_token(self.temp_dir) if self.token_auth else None
@@ -139,7 +168,7 @@ class PrivateRayHead:
             command += ["--num-gpus", str(self.num_gpus)]
         self._log_path = self.temp_dir / "raybridge-head.log"
         log = open(self._log_path, "wb")
-        env = head_environment(dict(os.environ), str(token_path) if token_path is not None else None)
+        env = head_environment(dict(os.environ), str(token_path) if token_path is not None else None, str(self.temp_dir))
         # The job's `python` is the one raybridge runs under, activated or not.
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         self._supervisor = subprocess.Popen(

@@ -253,3 +253,21 @@ def _pids_and_cmdlines() -> list[str]:
             except OSError:
                 continue
     return found
+
+
+@pytest.mark.fresh_head
+def test_a_run_leaves_nothing_in_tmpdir_and_a_long_tmpdir_still_runs():
+    """Ray's Unix socket paths (and Python's forkserver socket) under a long TMPDIR exceed 107 bytes: the head's
+    dir goes to /tmp then, and the head's processes keep their temp files (multiprocessing's `pymp-*`) in the
+    head's own dir, removed with it."""
+    short = short_tmpdir()
+    out = run_cli("submit", "--backend", "local", "--", "python", "-c", "print('short tmpdir')", env=cli_env(TMPDIR=short), timeout=240)
+    assert out.returncode == 0, out.stderr
+    assert wait_until_gone(short) == []
+    assert os.listdir(short) == [], os.listdir(short)  # no raybridge-* dir, no pymp-* dir
+    long = os.path.join(short_tmpdir(), "x" * 90)
+    os.makedirs(long)
+    out = run_cli("submit", "--backend", "local", "--", "python", "-c", "print('long tmpdir')", env=cli_env(TMPDIR=long), timeout=240)
+    assert out.returncode == 0, out.stderr
+    assert "long tmpdir" in out.stdout
+    assert os.listdir(long) == []

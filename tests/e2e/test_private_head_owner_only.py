@@ -221,10 +221,11 @@ HEAD_ENVIRONMENTS = [
     ("the token file is the head's", {"RAY_AUTH_TOKEN_PATH": "/home/u/.ray/t"}, {"RAY_AUTH_TOKEN_PATH": "/h/auth_token"}),
     ("the node address stays loopback", {}, {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}),
     ("an address set for other clusters is dropped", {"RAY_ADDRESS": "10.0.0.1:6379"}, {"RAY_ADDRESS": None}),
+    ("temp files go in the head's own dir, removed with it", {"TMPDIR": "/home/u/very/long/tmp"}, {"TMPDIR": "/h"}),
 ]
 
 
 @pytest.mark.parametrize("case, user_env, expected", HEAD_ENVIRONMENTS, ids=[c[0] for c in HEAD_ENVIRONMENTS])
 def test_the_head_environment_keeps_the_head_to_its_owner(case: str, user_env: dict[str, str], expected: dict[str, object]) -> None:
-    env = head_environment(user_env, "/h/auth_token")
+    env = head_environment(user_env, "/h/auth_token", "/h")
     assert {name: env.get(name) for name in expected} == expected, case
