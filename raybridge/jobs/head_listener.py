@@ -107,3 +107,57 @@ def listener_problem(port: int, session: int, proc: Path = Path("/proc")) -> Opt
     if _holder_in_session(inode, session, proc) is None:
         return f"the listener on 127.0.0.1:{port} is held by no process of the head raybridge started"
     return None
+
+
+def _inodes_in_session(session: int, proc: Path) -> set[str]:
+    """Socket inodes held open by the processes of `session`."""
+    found: set[str] = set()
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or _session_of(entry.name, proc) != session:
+            continue
+        try:
+            descriptors = list((entry / "fd").iterdir())
+        except OSError:
+            continue
+        for descriptor in descriptors:
+            try:
+                target = os.readlink(descriptor)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                found.add(target[len("socket:[") : -1])
+    return found
+
+
+def _shown_address(hex_address: str, hex_port: str) -> str:
+    if len(hex_address) == 8:
+        octets = [str(int(hex_address[i : i + 2], 16)) for i in (6, 4, 2, 0)]
+        return f"{'.'.join(octets)}:{int(hex_port, 16)}"
+    return f"[{hex_address}]:{int(hex_port, 16)}"
+
+
+def exposed_listeners(session: int, proc: Path = Path("/proc")) -> list[str]:
+    """Listening sockets of the head's session bound to anything but loopback ("0.0.0.0:8265"); [] where the socket
+    table cannot be read. The head relies on a Ray setting (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0) that a Ray release
+    may drop: this checks what it was for, not the setting."""
+    loopback_v4 = "0100007F"
+    loopback_v6 = {"00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
+    inodes: Optional[set[str]] = None
+    exposed = []
+    for table in _TCP_TABLES:
+        try:
+            lines = (proc / Path(table).relative_to("/proc")).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != _LISTEN:
+                continue
+            address, _, port = fields[1].partition(":")
+            if address == loopback_v4 or address in loopback_v6:
+                continue
+            if inodes is None:
+                inodes = _inodes_in_session(session, proc)
+            if fields[9] in inodes:
+                exposed.append(_shown_address(address, port))
+    return exposed

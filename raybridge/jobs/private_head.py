@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from raybridge.errors import BadInput, InfraError
-from raybridge.jobs.head_listener import dashboard_port_in, gcs_address_in, listener_problem
+from raybridge.jobs.head_listener import dashboard_port_in, exposed_listeners, gcs_address_in, listener_problem
 
 START_TIMEOUT = 120.0
 TEMP_PREFIX = "raybridge-"
@@ -184,7 +184,14 @@ class PrivateRayHead:
         progress("starting a private local Ray head")
         _import_job_client()  # while the head starts, not after
         self._wait_ready(timeout)
-        assert self.dashboard_url is not None
+        assert self.dashboard_url is not None and self._supervisor is not None
+        exposed = exposed_listeners(self._supervisor.pid)
+        if exposed:
+            self.stop()
+            raise InfraError(
+                f"the local Ray head listens beyond loopback ({', '.join(exposed[:3])}): this Ray no longer keeps a "
+                f"head to 127.0.0.1 with {LOOPBACK_ONLY_ENV}=0, so raybridge runs no job on it"
+            )
         progress(f"private local Ray head ready (dashboard {self.dashboard_url})")
         return self.dashboard_url
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from raybridge.jobs.decision.upload import Entry, UploadPlan, format_bytes, plan_upload
-from raybridge.errors import BadInput
+from raybridge.errors import BadInput, InfraError
 
 #: Bound on the entries listed: a working dir is source code, not a data set.
 MAX_ENTRIES = 200_000
@@ -28,9 +28,24 @@ IGNORE_GITIGNORE_ENV = "RAY_RUNTIME_ENV_IGNORE_GITIGNORE"
 Matcher = Callable[[Path], bool]
 
 
-def _matcher(base: Path, lines: list[str]) -> Matcher:
-    from ray._private.thirdparty.pathspec import PathSpec
+def _ray_internal(module: str, name: str) -> Any:
+    """`name` of Ray's internal `module`, which the filter must share with Ray's client (its matcher, its limit); a Ray
+    release that moved it would make the filter disagree with what Ray uploads, so raybridge refuses to go on."""
+    import importlib
 
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        import ray
+
+        raise InfraError(
+            f"Ray {ray.__version__} has no {module}.{name}, which raybridge's upload filter uses to see the working dir "
+            "as Ray's client uploads it; install a Ray release raybridge supports (pyproject.toml)"
+        ) from None
+
+
+def _matcher(base: Path, lines: list[str]) -> Matcher:
+    PathSpec = _ray_internal("ray._private.thirdparty.pathspec", "PathSpec")
     spec = PathSpec.from_lines("gitwildmatch", lines)
     return lambda path: bool(spec.match_file(str(path.relative_to(base))))
 
@@ -114,9 +129,7 @@ def plan_working_dir_upload(working_dir: str, runtime_env: Optional[dict[str, An
 def _ray_package_limit() -> int:
     """The largest package Ray's Job API client uploads (ray@2.60 runtime_env/packaging.py GCS_STORAGE_MAX_SIZE:
     the gRPC message limit; packages are zipped uncompressed, so their size is the files' size)."""
-    from ray._private.runtime_env.packaging import GCS_STORAGE_MAX_SIZE
-
-    return int(GCS_STORAGE_MAX_SIZE)
+    return int(_ray_internal("ray._private.runtime_env.packaging", "GCS_STORAGE_MAX_SIZE"))
 
 
 #: Runtime env fields whose text value may name a local file that Ray's client reads and sends (a requirements or

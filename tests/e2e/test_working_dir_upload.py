@@ -19,7 +19,7 @@ from raybridge.jobs.decision.upload import (
     REASON_DIR_LINK, REASON_LINK_TO_SECRET, REASON_OUTSIDE, REASON_SECRET, REASON_SPECIAL, Entry, anchored_pattern, looks_secret, plan_upload,
 )  # fmt: skip
 from raybridge.jobs.upload import _matcher, list_working_dir
-from tests.helpers import run_cli
+from tests.helpers import EXAMPLES as ROOT_EXAMPLES, run_cli
 
 LIST_FILES = "import os\nfor d, _, fs in os.walk('.'):\n    for f in fs: print('UPLOADED', os.path.join(d, f)[2:])\n"
 
@@ -173,3 +173,16 @@ def test_every_local_path_of_the_runtime_env_passes_the_same_filter(tmp_path: Pa
     assert out.returncode == status, (case, out.stderr)
     assert said in out.stderr, (case, out.stderr)
     assert "Traceback" not in out.stderr
+
+
+def test_a_ray_without_the_internals_the_filter_shares_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The filter lists the working dir with Ray's own matcher and limit; a Ray that moved them is refused, never
+    silently filtered by another rule than the one Ray uploads by."""
+    import ray._private.runtime_env.packaging as packaging
+
+    from raybridge.errors import InfraError
+    from raybridge.jobs.upload import plan_working_dir_upload
+
+    monkeypatch.delattr(packaging, "GCS_STORAGE_MAX_SIZE")
+    with pytest.raises(InfraError, match="has no ray._private.runtime_env.packaging.GCS_STORAGE_MAX_SIZE"):
+        plan_working_dir_upload(str(ROOT_EXAMPLES / "hello"), None)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from raybridge.jobs.head_listener import dashboard_port_in, gcs_address_in, listener_problem
+from raybridge.jobs.head_listener import dashboard_port_in, exposed_listeners, gcs_address_in, listener_problem
 
 LINUX = Path("/proc/net/tcp").exists()
 needs_linux = pytest.mark.skipif(not LINUX, reason="the socket table is Linux's /proc/net/tcp")
@@ -19,18 +19,19 @@ needs_linux = pytest.mark.skipif(not LINUX, reason="the socket table is Linux's 
 LISTENER = textwrap.dedent(
     """
     import os, socket, sys
+    host = os.environ.get("BIND", "127.0.0.1")
     if len(sys.argv) > 1:
         os.setgid(int(sys.argv[1])); os.setuid(int(sys.argv[1]))
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+    s = socket.socket(); s.bind((host, 0)); s.listen()
     print(s.getsockname()[1], flush=True)
     sys.stdin.read()
     """
 )
 
 
-def _listener(*args: str, new_session: bool = True) -> tuple[subprocess.Popen[str], int]:
+def _listener(*args: str, new_session: bool = True, bind: str = "127.0.0.1") -> tuple[subprocess.Popen[str], int]:
     proc = subprocess.Popen([sys.executable, "-c", LISTENER, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            start_new_session=new_session)  # fmt: skip
+                            start_new_session=new_session, env={**os.environ, "BIND": bind})  # fmt: skip
     assert proc.stdout is not None
     return proc, int(proc.stdout.readline())
 
@@ -103,3 +104,15 @@ def test_the_gcs_address_is_read_from_the_head_s_temp_dir(tmp_path: Path) -> Non
     assert gcs_address_in(tmp_path) == "127.0.0.1:46743"
     (tmp_path / "ray_current_cluster").write_text("10.1.2.3:6379")
     assert gcs_address_in(tmp_path) is None
+
+
+@needs_linux
+def test_a_listener_of_the_head_s_session_on_every_interface_is_exposed() -> None:
+    everywhere, port = _listener(bind="0.0.0.0")
+    loopback, _ = _listener()
+    try:
+        assert exposed_listeners(everywhere.pid) == [f"0.0.0.0:{port}"]
+        assert exposed_listeners(loopback.pid) == []  # its own listener is on 127.0.0.1
+    finally:
+        _end(everywhere)
+        _end(loopback)
