@@ -202,9 +202,14 @@ def delete_and_wait(kube: Kube, rays: RayObjects, kind: str, name: str, namespac
         progress(f"warning: could not delete {kind} {namespace}/{name}: {exc} -- delete it with `raybridge delete {name}`")
         return False
     if deleted is None:
-        return True
-    gone = wait_released(kube, rays, deleted, kind, name, namespace, wait)
-    progress(f"deleted {kind} {namespace}/{name}" if gone else f"deletion of {kind} {namespace}/{name} requested")
+        gone = True
+    else:
+        gone = wait_released(kube, rays, deleted, kind, name, namespace, wait)
+        progress(f"deleted {kind} {namespace}/{name}" if gone else f"deletion of {kind} {namespace}/{name} requested")
+    if (kind, namespace, name) in rays.unanswered_creates:
+        progress(f"a create of {kind} {namespace}/{name} went unanswered and may still land: watching for it, to delete it")
+        if rays.sweep_late_create(kind, name, namespace):
+            progress(f"deleted {kind} {namespace}/{name}, created late by the unanswered request")
     return gone
 
 

@@ -196,7 +196,12 @@ def context_namespace(kubeconfig: Optional[str] = None, context: Optional[str] =
 # --- retries and the time budget: the policy is kube/retry.py's ------------------------------
 
 
-class TimeBudgetSpent(ClusterUnreachable):
+class NoAnswer(ClusterUnreachable):
+    """The API server did not answer in time: unlike a refused or dropped connection or an error status, the request
+    may still be on its way and be carried out later (a create that lands after the caller gave up)."""
+
+
+class TimeBudgetSpent(NoAnswer):
     """The command's `--timeout` ran out while a call was waiting for the API server."""
 
 
@@ -421,7 +426,8 @@ def api_call(what: str, fn: Callable[..., T], *args: Any, not_found_ok: bool = F
     except TimeBudgetSpent as exc:
         raise TimeBudgetSpent(f"{what}: {exc.problems[0]}") from None
     except (Urllib3Error, OSError) as exc:
-        raise ClusterUnreachable(f"{what}: {describe_unreachable(exc)}{_tries(_attempts_of(fn, args))}") from None
+        error = NoAnswer if _failure_kind(exc) == "timeout" else ClusterUnreachable
+        raise error(f"{what}: {describe_unreachable(exc)}{_tries(_attempts_of(fn, args))}") from None
     except ValueError as exc:  # the client failed to decode what the server sent
         raise ClusterUnreachable(f"{what}: {_api_at(_server_of(fn, args))} answered something that is not JSON ({_short(exc)})") from None
     if isinstance(result, (str, bytes)):

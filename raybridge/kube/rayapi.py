@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from raybridge.core.consts import MANAGED_BY_LABEL, RAY_API_GROUP, RAY_API_VERSION
 from raybridge.errors import BadInput, ClusterUnreachable, RaybridgeError
-from raybridge.kube.client import Kube, api_call, checked_items, checked_object
+from raybridge.kube.client import Kube, NoAnswer, api_call, checked_items, checked_object
 
 PLURALS = {"RayJob": "rayjobs", "RayCluster": "rayclusters"}
 
@@ -35,10 +35,21 @@ def is_ours(existing: dict[str, Any], sent: dict[str, Any]) -> bool:
     return (existing.get("spec") or {}).get("entrypoint") == (sent.get("spec") or {}).get("entrypoint")
 
 
+#: The longest a clean-up watches for a create that went unanswered to land late. The server's own request timeout
+#: bounds it (kube-apiserver's --request-timeout, 60 s by default); within that, three times the client's own
+#: request timeout (the user's word on how long a request may take) and at least 10 s.
+LATE_CREATE_WINDOW_SECONDS = 60.0
+LATE_CREATE_TIMEOUTS = 3
+LATE_CREATE_MIN_SECONDS = 10.0
+
+
 class RayObjects:
     def __init__(self, kube: Kube) -> None:
         self.api = kube.custom()
         self.server = kube.server
+        self.late_create_window = min(LATE_CREATE_WINDOW_SECONDS, max(LATE_CREATE_MIN_SECONDS, LATE_CREATE_TIMEOUTS * kube.request_timeout))
+        #: (kind, namespace, name) -> (when, what was sent) of creates whose answer never came: one may still land.
+        self.unanswered_creates: dict[tuple[str, str, str], tuple[float, dict[str, Any]]] = {}
 
     def create(self, obj: dict[str, Any], field_validation: str = "Strict") -> dict[str, Any]:
         """Create with `fieldValidation=Strict`: a field this KubeRay release does not know is refused (400),
@@ -47,16 +58,21 @@ class RayObjects:
         After a failure that may hide a create that happened, the object is re-read: ours
         is the answer, absent means one more try, someone else's is the original error."""
         kind, meta = obj["kind"], obj["metadata"]
+        sent_at = time.monotonic()
         try:
             return self._create_once(obj, field_validation)
         except ClusterUnreachable as first:
             existing = self.get(kind, meta["name"], meta["namespace"])
             if existing is not None:
                 if is_ours(existing, obj):
-                    return existing
+                    return existing  # the unanswered create landed: nothing of it is still on its way
                 raise first from None
+            unanswered = isinstance(first, NoAnswer)
         try:
-            return self._create_once(obj, field_validation)
+            created = self._create_once(obj, field_validation)
+            if unanswered:  # the first may still be on its way and land once this object is gone: sweep_late_create
+                self.unanswered_creates[(kind, meta["namespace"], meta["name"])] = (sent_at, obj)
+            return created
         except BadInput as exc:
             # AlreadyExists now: the first create, still on its way when we looked, landed after all.
             existing = self.get(kind, meta["name"], meta["namespace"]) if "already exists" in str(exc) else None
@@ -128,6 +144,26 @@ class RayObjects:
         if result is None:
             return None
         return result if isinstance(result, dict) else {}
+
+    def sweep_late_create(self, kind: str, name: str, namespace: str) -> bool:
+        """After a clean-up: if a create of this object once went unanswered, the server may still carry it out and
+        bring the object back; watch for it (until `late_create_window` after that request) and delete it if it
+        comes and is ours. True when such an object was found and deleted."""
+        unanswered = self.unanswered_creates.pop((kind, namespace, name), None)
+        if unanswered is None:
+            return False
+        sent_at, sent = unanswered
+        deadline = sent_at + self.late_create_window
+        while time.monotonic() < deadline:
+            try:
+                existing = self.get(kind, name, namespace)
+            except RaybridgeError:
+                existing = None
+            if existing is not None and is_ours(existing, sent) and not (existing.get("metadata") or {}).get("deletionTimestamp"):
+                self.delete(kind, name, namespace)
+                return True
+            time.sleep(0.5)
+        return False
 
     def wait_gone(self, kind: str, name: str, namespace: str, wait: float = 30.0) -> bool:
         """True once the object is gone (its finalizers done), False if it is still there after `wait` seconds

@@ -60,6 +60,8 @@ FAULTS = {
     # bound on one call is the bound on a silent server (exit 3 within it), not the job's whole --timeout.
     "silent once": Fault({"code": None, "delay": 4}, lasting=True, retried=False),
     "late once": Fault({"code": None, "delay": 3}),  # past the client's timeout, then served: a create lands late
+    # Later still: it lands after the clean-up deleted what the second try created, and would bring the RayJob back.
+    "late past the clean-up once": Fault({"code": None, "delay": 8}),
     "503 always": Fault({"code": 503, "times": None}, lasting=True),
     "dropped always": Fault({"code": None, "drop": True, "times": None}, lasting=True),
     "silent always": Fault({"code": None, "delay": 25, "times": None}, lasting=True, retried=False),
@@ -168,6 +170,7 @@ ROWS = [
     Row("submit (create)", "POST", RAYJOBS, "503 once"),
     Row("submit (create)", "POST", RAYJOBS, "dropped once"),
     Row("submit (create)", "POST", RAYJOBS, "late once", RT2),
+    Row("submit (create)", "POST", RAYJOBS, "late past the clean-up once", RT2, bound=25),
 ]
 
 
@@ -230,6 +233,8 @@ def test_a_fault_gives_the_normal_answer_after_a_retry_or_exit_3_in_one_line(api
         assert out.returncode == command.exit_code, shown
         assert command.says(job) in shown, shown
         if row.command == "submit (create)":
+            # a delayed create is carried out once its delay is over, whether raybridge still waits or not
+            time.sleep(max(0.0, started + fault.options.get("delay", 0) + 4 - time.monotonic()))  # + the preflight before it
             assert server.get_object(RAY, "RayJob", job, NS) is None, "the RayJob was left behind"
         return
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
