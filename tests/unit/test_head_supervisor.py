@@ -95,11 +95,14 @@ def test_the_private_head_starts_only_what_a_job_submission_needs(
 
     def popen(command: list[str], **kwargs: Any) -> _FakeSupervisor:
         started.update(command=command, env=kwargs["env"])
+        kwargs["stdout"].write(b"  RAY_API_SERVER_ADDRESS='http://127.0.0.1:45678' ray job submit -- python x.py\n")  # as ray start says it
         return _FakeSupervisor()
 
     fake_subprocess = types.SimpleNamespace(Popen=popen, PIPE=subprocess.PIPE, STDOUT=subprocess.STDOUT)
     monkeypatch.setattr(private_head, "subprocess", fake_subprocess)
     monkeypatch.setattr(private_head, "_answers", lambda url, headers=None: True)
+    monkeypatch.setattr(private_head, "listener_problem", lambda port, session: None)  # no real listener here
+    monkeypatch.setattr(private_head, "exposed_listeners", lambda session: [])
     monkeypatch.setattr(private_head, "_import_job_client", lambda: None)
     monkeypatch.setattr(private_head, "_start_time", lambda pid: "1")
     monkeypatch.setenv("TMPDIR", str(tmp_path))
