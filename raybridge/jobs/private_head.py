@@ -315,8 +315,12 @@ def _start_time(pid: int) -> Optional[str]:
 
 
 def _write_owners(temp_dir: Path, pids: list[int]) -> None:
+    """Written whole or not at all (a new file renamed over the old): another run's clean-up reading it meanwhile
+    must never see it empty and take a live head's dir for a dead one's."""
     lines = [f"{pid} {_start_time(pid)}" for pid in pids]
-    (temp_dir / OWNERS_FILE).write_text("\n".join(lines) + "\n")
+    fresh = temp_dir / (OWNERS_FILE + ".new")
+    fresh.write_text("\n".join(lines) + "\n")
+    os.replace(fresh, temp_dir / OWNERS_FILE)
 
 
 def _owned(temp_dir: Path) -> bool:

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from raybridge.jobs import private_head
+from tests.helpers import short_tmpdir
 
 SUPERVISOR = [sys.executable, "-m", "raybridge.jobs.head_supervisor"]
 
@@ -105,7 +106,7 @@ def test_the_private_head_starts_only_what_a_job_submission_needs(
     monkeypatch.setattr(private_head, "exposed_listeners", lambda session: [])
     monkeypatch.setattr(private_head, "_import_job_client", lambda: None)
     monkeypatch.setattr(private_head, "_start_time", lambda pid: "1")
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", short_tmpdir())  # short: the head's dir stays in it, and so does its stale-dir sweep
     monkeypatch.setattr(private_head.tempfile, "tempdir", None)
     monkeypatch.delenv("RAY_prestart_worker_first_driver", raising=False)
     for name, value in user_env.items():
@@ -129,7 +130,7 @@ def test_a_head_that_fails_to_start_is_reported_at_once_with_its_log(monkeypatch
     fake_subprocess = types.SimpleNamespace(Popen=popen, PIPE=subprocess.PIPE, STDOUT=subprocess.STDOUT)
     monkeypatch.setattr(private_head, "subprocess", fake_subprocess)
     monkeypatch.setattr(private_head, "_import_job_client", lambda: None)
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", short_tmpdir())  # short: the head's dir stays in it, and so does its stale-dir sweep
     monkeypatch.setattr(private_head.tempfile, "tempdir", None)
     head = private_head.PrivateRayHead(num_gpus=0)
     start = time.monotonic()
@@ -137,4 +138,4 @@ def test_a_head_that_fails_to_start_is_reported_at_once_with_its_log(monkeypatch
         head.start(timeout=60)
     assert time.monotonic() - start < 15
     head.stop()
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(private_head.TEMP_PREFIX)]
+    assert not [p for p in Path(os.environ["TMPDIR"]).iterdir() if p.name.startswith(private_head.TEMP_PREFIX)]
