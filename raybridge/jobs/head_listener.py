@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 #: `ray start` prints the Job API address once the head is up (ray@2.60 scripts.py, "To submit a Ray job ...").
 _JOB_API_ADDRESS = re.compile(r"RAY_API_SERVER_ADDRESS='https?://127\.0\.0\.1:(\d{1,5})'")
@@ -45,10 +45,12 @@ def gcs_address_in(temp_dir: Path) -> Optional[str]:
     return text if re.fullmatch(r"127\.0\.0\.1:\d{1,5}", text) else None
 
 
-def _loopback_listener(port: int, proc: Path) -> Optional[tuple[int, str]]:
-    """(uid, socket inode) of the socket listening on 127.0.0.1:`port` (or ::1 / ::ffff:127.0.0.1), from the kernel's table."""
-    wanted = f"{port:04X}"
-    loopback = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
+#: 127.0.0.1, ::1 and ::ffff:127.0.0.1 as the kernel's socket tables write them.
+_LOOPBACK = frozenset({"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"})
+
+
+def _listening(proc: Path) -> Iterator[tuple[str, int, int, str]]:
+    """(address, port, uid, socket inode) of every listening TCP socket, from the kernel's tables."""
     for table in _TCP_TABLES:
         try:
             lines = (proc / Path(table).relative_to("/proc")).read_text().splitlines()[1:]
@@ -56,12 +58,9 @@ def _loopback_listener(port: int, proc: Path) -> Optional[tuple[int, str]]:
             continue
         for line in lines:
             fields = line.split()
-            if len(fields) < 10 or fields[3] != _LISTEN:
-                continue
-            address, _, local_port = fields[1].partition(":")
-            if local_port == wanted and address in loopback:
-                return int(fields[7]), fields[9]
-    return None
+            if len(fields) >= 10 and fields[3] == _LISTEN:
+                address, _, port = fields[1].partition(":")
+                yield address, int(port, 16), int(fields[7]), fields[9]
 
 
 def _session_of(pid: str, proc: Path) -> Optional[int]:
@@ -72,46 +71,9 @@ def _session_of(pid: str, proc: Path) -> Optional[int]:
     return int(fields[3]) if len(fields) > 3 else None
 
 
-def _holder_in_session(inode: str, session: int, proc: Path) -> Optional[int]:
-    """A process of `session` that holds socket `inode` open, or None."""
-    target = f"socket:[{inode}]"
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or _session_of(entry.name, proc) != session:
-            continue
-        try:
-            descriptors = list((entry / "fd").iterdir())
-        except OSError:
-            continue
-        for descriptor in descriptors:
-            try:
-                if os.readlink(descriptor) == target:
-                    return int(entry.name)
-            except OSError:
-                continue
-    return None
-
-
-def listener_problem(port: int, session: int, proc: Path = Path("/proc")) -> Optional[str]:
-    """Why the listener on 127.0.0.1:`port` is not the head's own (None when it is, or cannot be checked here).
-
-    Its own: the socket belongs to this user and a process of `session` (the head's, which raybridge
-    started) holds it open."""
-    if not any((proc / Path(table).relative_to("/proc")).exists() for table in _TCP_TABLES):
-        return None  # no Linux socket table: the kernel-chosen port is the protection
-    found = _loopback_listener(port, proc)
-    if found is None:
-        return f"nothing listens on 127.0.0.1:{port}"
-    uid, inode = found
-    if uid != os.getuid():
-        return f"the listener on 127.0.0.1:{port} belongs to user id {uid}, not to this user ({os.getuid()})"
-    if _holder_in_session(inode, session, proc) is None:
-        return f"the listener on 127.0.0.1:{port} is held by no process of the head raybridge started"
-    return None
-
-
-def _inodes_in_session(session: int, proc: Path) -> set[str]:
-    """Socket inodes held open by the processes of `session`."""
-    found: set[str] = set()
+def _socket_holders(session: int, proc: Path) -> dict[str, int]:
+    """Socket inode -> a process of `session` that holds it open."""
+    holders: dict[str, int] = {}
     for entry in proc.iterdir():
         if not entry.name.isdigit() or _session_of(entry.name, proc) != session:
             continue
@@ -125,39 +87,41 @@ def _inodes_in_session(session: int, proc: Path) -> set[str]:
             except OSError:
                 continue
             if target.startswith("socket:["):
-                found.add(target[len("socket:[") : -1])
-    return found
+                holders.setdefault(target[len("socket:[") : -1], int(entry.name))
+    return holders
 
 
-def _shown_address(hex_address: str, hex_port: str) -> str:
+def listener_problem(port: int, session: int, proc: Path = Path("/proc")) -> Optional[str]:
+    """Why the listener on 127.0.0.1:`port` is not the head's own (None when it is, or cannot be checked here).
+
+    Its own: the socket belongs to this user and a process of `session` (the head's, which raybridge
+    started) holds it open."""
+    if not any((proc / Path(table).relative_to("/proc")).exists() for table in _TCP_TABLES):
+        return None  # no Linux socket table: the kernel-chosen port is the protection
+    found = next(((uid, inode) for address, bound, uid, inode in _listening(proc) if bound == port and address in _LOOPBACK), None)
+    if found is None:
+        return f"nothing listens on 127.0.0.1:{port}"
+    uid, inode = found
+    if uid != os.getuid():
+        return f"the listener on 127.0.0.1:{port} belongs to user id {uid}, not to this user ({os.getuid()})"
+    if inode not in _socket_holders(session, proc):
+        return f"the listener on 127.0.0.1:{port} is held by no process of the head raybridge started"
+    return None
+
+
+def _shown_address(hex_address: str, port: int) -> str:
     if len(hex_address) == 8:
         octets = [str(int(hex_address[i : i + 2], 16)) for i in (6, 4, 2, 0)]
-        return f"{'.'.join(octets)}:{int(hex_port, 16)}"
-    return f"[{hex_address}]:{int(hex_port, 16)}"
+        return f"{'.'.join(octets)}:{port}"
+    return f"[{hex_address}]:{port}"
 
 
 def exposed_listeners(session: int, proc: Path = Path("/proc")) -> list[str]:
     """Listening sockets of the head's session bound to anything but loopback ("0.0.0.0:8265"); [] where the socket
     table cannot be read. The head relies on a Ray setting (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0) that a Ray release
     may drop: this checks what it was for, not the setting."""
-    loopback_v4 = "0100007F"
-    loopback_v6 = {"00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
-    inodes: Optional[set[str]] = None
-    exposed = []
-    for table in _TCP_TABLES:
-        try:
-            lines = (proc / Path(table).relative_to("/proc")).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 10 or fields[3] != _LISTEN:
-                continue
-            address, _, port = fields[1].partition(":")
-            if address == loopback_v4 or address in loopback_v6:
-                continue
-            if inodes is None:
-                inodes = _inodes_in_session(session, proc)
-            if fields[9] in inodes:
-                exposed.append(_shown_address(address, port))
-    return exposed
+    beyond = [(address, port, inode) for address, port, _, inode in _listening(proc) if address not in _LOOPBACK]
+    if not beyond:
+        return []
+    holders = _socket_holders(session, proc)
+    return [_shown_address(address, port) for address, port, inode in beyond if inode in holders]
