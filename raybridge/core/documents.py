@@ -131,7 +131,7 @@ def _yaml_documents(text: str, origin: str) -> list[Any]:
                 raise BadInput(f"{origin} {problem}")
             try:
                 documents.append(loader.construct_document(node))
-            except (AttributeError, KeyError, TypeError) as exc:  # PyYAML's constructors on a value its tag refuses
+            except (AttributeError, IndexError, KeyError, TypeError) as exc:  # PyYAML's constructors on a value its tag refuses
                 raise BadInput(f"{origin} {_tagged_value_problem(node, loader) or 'cannot be read: ' + type(exc).__name__}") from None
     finally:
         loader.dispose()
@@ -152,9 +152,9 @@ def _tagged_value_problem(root: Any, loader: Any) -> str | None:
             if node.tag != implicit and node.tag.startswith("tag:yaml.org,2002:"):
                 try:
                     loader.construct_object(node, deep=True)
-                except (AttributeError, KeyError, TypeError, ValueError, yaml.YAMLError):
+                except (AttributeError, IndexError, KeyError, TypeError, ValueError, yaml.YAMLError):
                     mark, kind = node.start_mark, node.tag.rsplit(":", 1)[-1]
-                    return f"is not valid YAML at line {mark.line + 1}, column {mark.column + 1}: {node.value[:60]!r} is not a {kind}"
+                    return f"is not valid YAML at line {mark.line + 1}, column {mark.column + 1}: {node.value[:60]!r} is not a valid {kind}"
         else:
             stack.extend(reversed(list(_node_children(node))))
     return None
