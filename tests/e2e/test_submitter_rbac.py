@@ -28,6 +28,7 @@ from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
 from kubesim.fixtures import leftovers, make_cluster_queue, make_local_queue, rayjob_manifest, wait_for
 
 RBAC_FILE = ROOT / "configs" / "rbac" / "submitter.yaml"
+TOKEN_AUTH_FILE = ROOT / "configs" / "rbac" / "submitter-token-auth.yaml"
 EXAMPLE_NAMESPACE, ACCOUNT = "team-a", "raybridge-submitter"
 RAY = "ray.io/v1"
 
@@ -42,8 +43,10 @@ def server(real_cluster):
         client.close()
 
 
-def _shipped_docs() -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(RBAC_FILE.read_text()) if d]
+def _shipped_docs(token_auth: bool = False) -> list[dict[str, Any]]:
+    """The shipped RBAC: submitter.yaml, and with `token_auth` the opt-in submitter-token-auth.yaml beside it."""
+    files = [RBAC_FILE, TOKEN_AUTH_FILE] if token_auth else [RBAC_FILE]
+    return [d for path in files for d in yaml.safe_load_all(path.read_text()) if d]
 
 
 def _for_namespace(doc: dict[str, Any], namespace: str) -> dict[str, Any]:
@@ -61,6 +64,10 @@ def _for_namespace(doc: dict[str, Any], namespace: str) -> dict[str, Any]:
     return doc
 
 
+def _grants(doc: dict[str, Any], group: str, resource: str) -> bool:
+    return any(group in rule["apiGroups"] and resource in rule["resources"] for rule in doc.get("rules") or [])
+
+
 def _without(doc: dict[str, Any], group: str, resource: str, verb: str) -> dict[str, Any]:
     """The shipped role less one verb; a rule left with none goes (the API server refuses a rule without verbs)."""
     for rule in doc["rules"]:
@@ -72,18 +79,22 @@ def _without(doc: dict[str, Any], group: str, resource: str, verb: str) -> dict[
     raise AssertionError(f"no rule for {group}/{resource} in the shipped {doc['kind']}")
 
 
-def _submitter(server: Any, tmp_path: Path, *drops: tuple[str, str, str, str] | None) -> tuple[str, str, Callable[..., Any]]:
-    """A fresh namespace with a LocalQueue, the shipped RBAC applied there (less `drops`), and a CLI runner as its ServiceAccount."""
+def _submitter(server: Any, tmp_path: Path, *drops: tuple[str, str, str, str] | None, token_auth: bool = False) -> tuple[str, str, Callable[..., Any]]:
+    """A fresh namespace with a LocalQueue, the shipped RBAC applied there (with the opt-in token-auth file when
+    `token_auth`; less `drops`), and a CLI runner as its ServiceAccount."""
     suffix = uuid.uuid4().hex[:6]
     namespace, lq = f"team-{suffix}", f"lq-{suffix}"
     server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     make_cluster_queue(server, f"cq-{suffix}", gpus=8)
     make_local_queue(server, lq, namespace, f"cq-{suffix}")
-    for doc in _shipped_docs():
-        doc = _for_namespace(doc, namespace)
-        for drop in drops:
-            if drop and doc["kind"] == drop[0]:
-                doc = _without(doc, *drop[1:])
+    docs = [_for_namespace(doc, namespace) for doc in _shipped_docs(token_auth)]
+    for drop in drops:
+        if drop:
+            holders = [doc for doc in docs if doc["kind"] == drop[0] and _grants(doc, drop[1], drop[2])]
+            assert holders, f"no shipped {drop[0]} grants {drop[1]}/{drop[2]}"
+            for doc in holders:
+                _without(doc, *drop[1:])
+    for doc in docs:
         server.create_object(doc)
     kubeconfig = tmp_path / "kubeconfig"
     server.write_kubeconfig(kubeconfig, namespace=namespace, token=server.service_account_token(namespace, ACCOUNT))
@@ -185,7 +196,7 @@ def _id(drop: tuple[str, ...], command: str) -> str:
 
 @pytest.mark.parametrize(("drop", "command", "message"), REQUIRED, ids=[_id(d, c) for d, c, _ in REQUIRED])
 def test_each_required_rule_is_needed_and_its_absence_is_a_clear_exit_3(server, tmp_path, drop, command, message):
-    namespace, lq, cli = _submitter(server, tmp_path, drop)
+    namespace, lq, cli = _submitter(server, tmp_path, drop, token_auth=command == "submit-token")
     out = cli(*_command(command, namespace, lq, _held(server, namespace, lq), tmp_path))
     assert out.returncode == 3, out.stderr
     assert "permission denied" in out.stderr and message in out.stderr, out.stderr
@@ -275,3 +286,15 @@ def test_without_cohorts_list_what_the_cohort_lends_is_not_held_against_the_job(
     assert f"Cohorts could not be listed: what cohort pool-{namespace} can lend to ClusterQueue {cq['metadata']['name']} was not checked" in out.stderr
     assert "can ever hold" not in out.stderr and "Traceback" not in out.stderr
     assert leftovers(server, namespace) == {}
+
+
+def test_the_default_rbac_reads_no_secret_and_a_token_job_needs_the_opt_in_file(server, tmp_path):
+    """Reading the namespace's Secrets is granted only by the opt-in submitter-token-auth.yaml: without it a token
+    job is refused with a clear exit 3 and leaves nothing behind."""
+    assert not any(_grants(doc, "", "secrets") for doc in _shipped_docs())
+    assert any(_grants(doc, "", "secrets") for doc in _shipped_docs(token_auth=True))
+    namespace, lq, cli = _submitter(server, tmp_path)
+    out = cli(*_command("submit-token", namespace, lq, "none", tmp_path))
+    assert out.returncode == 3, out.stderr
+    assert 'cannot get resource "secrets"' in out.stderr, out.stderr
+    assert "refused" not in [o["metadata"]["name"] for o in server.list_objects(RAY, "RayJob", namespace)]
