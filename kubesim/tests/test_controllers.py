@@ -500,11 +500,18 @@ def _submit(dashboard_url: str, entrypoint: str, headers: Optional[dict] = None)
     """Submit through a cluster's dashboard (its `status.dashboardURL`, "host:port")."""
     from ray.job_submission import JobSubmissionClient
 
+    import time
+
     submission_id = f"rb-{uuid.uuid4().hex[:8]}"
-    JobSubmissionClient(f"http://{dashboard_url}", headers=headers).submit_job(
-        entrypoint=entrypoint, submission_id=submission_id
-    )
-    return submission_id
+    client, deadline = JobSubmissionClient(f"http://{dashboard_url}", headers=headers), time.monotonic() + 60
+    while True:
+        try:
+            client.submit_job(entrypoint=entrypoint, submission_id=submission_id)
+            return submission_id
+        except RuntimeError as exc:  # Ray: "No available agent to submit job, please try again later" on a new head
+            if "No available agent" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def _patch_job_id(server: Any, name: str, job_id: str) -> None:
