@@ -480,6 +480,7 @@ def _preflight(api_client: Any, settings: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import logging
     import signal
     import threading
 
@@ -532,6 +533,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         runner.join(30)
         if server is not None:
             server.stop()
+        # The official leader election module has no cancel: its daemon thread goes on (renewing, or finding the
+        # Lease released) and logs while the interpreter shuts down, and a daemon thread holding stderr's lock
+        # then makes the shutdown abort (SIGABRT, exit -6). Nothing is logged after the controller has stopped.
+        logging.disable(logging.CRITICAL)
     if failures:
         raise failures[0]
     return EXIT_OK
