@@ -23,7 +23,8 @@ from typing import Iterator, Optional
 
 #: `ray start` prints the Job API address once the head is up (ray@2.60 scripts.py, "To submit a Ray job ...").
 _JOB_API_ADDRESS = re.compile(r"RAY_API_SERVER_ADDRESS='https?://127\.0\.0\.1:(\d{1,5})'")
-_TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+#: The kernel's TCP socket tables, below /proc.
+_TCP_TABLES = ("net/tcp", "net/tcp6")
 _LISTEN = "0A"
 
 
@@ -53,7 +54,7 @@ def _listening(proc: Path) -> Iterator[tuple[str, int, int, str]]:
     """(address, port, uid, socket inode) of every listening TCP socket, from the kernel's tables."""
     for table in _TCP_TABLES:
         try:
-            lines = (proc / Path(table).relative_to("/proc")).read_text().splitlines()[1:]
+            lines = (proc / table).read_text().splitlines()[1:]
         except OSError:
             continue
         for line in lines:
@@ -96,7 +97,7 @@ def listener_problem(port: int, session: int, proc: Path = Path("/proc")) -> Opt
 
     Its own: the socket belongs to this user and a process of `session` (the head's, which raybridge
     started) holds it open."""
-    if not any((proc / Path(table).relative_to("/proc")).exists() for table in _TCP_TABLES):
+    if not any((proc / table).exists() for table in _TCP_TABLES):
         return None  # no Linux socket table: the kernel-chosen port is the protection
     found = next(((uid, inode) for address, bound, uid, inode in _listening(proc) if bound == port and address in _LOOPBACK), None)
     if found is None:

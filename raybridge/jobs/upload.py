@@ -113,12 +113,17 @@ def list_working_dir(root: Path, excludes: list[str], include_gitignore: bool = 
     return entries
 
 
+def _listing_rules(runtime_env: Optional[dict[str, Any]]) -> tuple[list[str], bool]:
+    """What Ray's client skips in every directory it uploads: the runtime env's `excludes`, and whether it reads
+    `.gitignore` (not with RAY_RUNTIME_ENV_IGNORE_GITIGNORE=1)."""
+    excludes = [str(e) for e in (runtime_env or {}).get("excludes") or []]
+    return excludes, os.environ.get(IGNORE_GITIGNORE_ENV, "0") != "1"
+
+
 def plan_working_dir_upload(working_dir: str, runtime_env: Optional[dict[str, Any]]) -> UploadPlan:
     """What of `working_dir` (a local directory) Ray will upload, and what raybridge leaves out of it."""
-    excludes = [str(e) for e in (runtime_env or {}).get("excludes") or []]
-    include_gitignore = os.environ.get(IGNORE_GITIGNORE_ENV, "0") != "1"
     root = Path(working_dir).expanduser().resolve()
-    plan = plan_upload(list_working_dir(root, excludes, include_gitignore))
+    plan = plan_upload(list_working_dir(root, *_listing_rules(runtime_env)))
     limit = _ray_package_limit()
     if plan.bytes >= limit:  # refused before Ray reads (and hashes) every byte of it, a sparse file's too
         raise BadInput(
@@ -150,13 +155,12 @@ def local_py_modules(runtime_env: Optional[dict[str, Any]]) -> list[str]:
 
 def py_module_uploads(runtime_env: Optional[dict[str, Any]]) -> list[tuple[str, UploadPlan]]:
     """What each local `py_modules` directory uploads, listed and judged as the working dir is."""
-    excludes = [str(e) for e in (runtime_env or {}).get("excludes") or []]
-    include_gitignore = os.environ.get(IGNORE_GITIGNORE_ENV, "0") != "1"
+    rules = _listing_rules(runtime_env)
     plans = []
     for module in local_py_modules(runtime_env):
         root = Path(module).expanduser().resolve()
         if root.is_dir():
-            plans.append((str(root), plan_upload(list_working_dir(root, excludes, include_gitignore))))
+            plans.append((str(root), plan_upload(list_working_dir(root, *rules))))
     return plans
 
 
@@ -177,8 +181,8 @@ def local_path_problems(runtime_env: Optional[dict[str, Any]]) -> list[str]:
             problems.append(f"runtimeEnv.py_modules: {module!r} does not exist")
     for root, plan in py_module_uploads(runtime_env):
         if plan.left_out:
-            shown = ", ".join(f"{p} ({why})" for p, why in plan.left_out[:5])
-            problems.append(f"runtimeEnv.py_modules: {root!r} holds what raybridge never uploads: {shown}; move it out of the module")
+            problems.append(f"runtimeEnv.py_modules: {root!r} holds what raybridge never uploads: {plan.left_out_text()}; "
+                            "move it out of the module")
     for field_name in FILE_FIELDS:
         value = (runtime_env or {}).get(field_name)
         if not isinstance(value, str) or not value.strip():

@@ -34,7 +34,7 @@ SECRET_FILE_PATTERNS = (
     ".netrc", "_netrc", ".pgpass", ".npmrc", ".pypirc", ".git-credentials", ".htpasswd", ".vault-token", ".dockercfg",
     "credentials", "credentials.json", "kubeconfig", "*.kubeconfig", "*.tfstate", "*.tfstate.backup", "*.tfvars",
     "secret.yaml", "secret.yml", "secrets.yaml", "secrets.yml", "secrets.json", "*service-account*.json",
-    "*service_account*.json", ".*_history", ".*history",  # shell and REPL histories carry pasted tokens
+    "*service_account*.json", ".*history",  # shell and REPL histories (.bash_history, .python_history) carry pasted tokens
 )  # fmt: skip
 #: Examples and templates of such files hold no secrets.
 NOT_SECRET_PATTERNS = (".env.example", ".env.sample", ".env.template", "*.pub")
@@ -72,10 +72,13 @@ class UploadPlan:
         """`uploading working dir X: 12 files, 3.4 MiB; left out: .env (looks like a secret), ...` (`what`: py_modules)."""
         text = f"uploading {what} {where}: {self.files} file{'s' if self.files != 1 else ''}, {format_bytes(self.bytes)}"
         if self.left_out:
-            shown = ", ".join(f"{path} ({reason})" for path, reason in self.left_out[:names_shown])
-            more = f" and {len(self.left_out) - names_shown} more" if len(self.left_out) > names_shown else ""
-            text += f"; left out: {shown}{more}"
+            text += f"; left out: {self.left_out_text(names_shown)}"
         return text
+
+    def left_out_text(self, names_shown: int = 5) -> str:
+        """`.env (looks like a secret), key.pem (looks like a secret) and 3 more`."""
+        shown = ", ".join(f"{path} ({reason})" for path, reason in self.left_out[:names_shown])
+        return shown + (f" and {len(self.left_out) - names_shown} more" if len(self.left_out) > names_shown else "")
 
 
 def looks_secret(path: str) -> bool:
