@@ -129,6 +129,8 @@ class Controller:
         self._notified: set[str] = set()
         #: Nodes whose hold or release failed (said once until it works).
         self._hold_failed: set[str] = set()
+        #: When a hold was last refused for want of permission (monotonic): no node is patched for a while.
+        self._holds_refused_at: Optional[float] = None
         self._request_states: dict[str, str] = {}
         self._kai_seen = False
         self._lead_lock = threading.Lock()
@@ -366,11 +368,21 @@ class Controller:
 
     def _hold_nodes(self, nodes: Informer, scaler: Scaler, held: frozenset[str]) -> None:
         """Keep the nodes placeholders brought up from voluntary disruption until their pods land (consts.HOLD_LABEL)."""
+        if self._holds_refused_at is not None and time.monotonic() - self._holds_refused_at < consts.HOLDS_RETRY_SECONDS:
+            return
         holds = node_holds(nodes.snapshot(), held)
         for name, hold in [(n, True) for n in holds.hold] + [(n, False) for n in holds.release]:
             if self._stopping():
                 break
             outcome = scaler.patch_node(name, hold_patch(hold))
+            if outcome.status == 403:
+                if self._holds_refused_at is None:
+                    log.warning("node holds are off: %s (patching nodes is opt-in: apply %s so that Karpenter leaves a "
+                                "node the adjuster brought up alone until its pods land); trying again every %d minutes",
+                                outcome.detail, consts.HOLD_GRANT_FILE, consts.HOLDS_RETRY_SECONDS // 60)
+                self._holds_refused_at = time.monotonic()
+                return
+            self._holds_refused_at = None
             if outcome.ok:
                 self._hold_failed.discard(name)
                 if outcome.obj:

@@ -40,6 +40,8 @@ class Outcome:
     detail: str = ""
     obj: Optional[dict[str, Any]] = None
     attempts: int = 1
+    #: The API server's HTTP status when it refused (0: it answered yes, or not at all).
+    status: int = 0
 
 
 class Scaler:
@@ -172,7 +174,7 @@ class Scaler:
             wait = policy.wait_before_retry(attempt, "status", None, retry_after)
             log.warning("%s (attempt %d of %d)", outcome.detail, attempt, policy.attempts)
             if wait is None or pause(wait, self.stop):
-                return Outcome(False, "failed", outcome.detail, attempts=attempt)
+                return Outcome(False, "failed", outcome.detail, attempts=attempt, status=outcome.status)
 
     def _try(
         self, operation: str, call: Callable[[], Any], done_on: Mapping[int, str], success: str,
@@ -193,8 +195,8 @@ class Scaler:
             self.on_api_error(operation, str(status))
             detail = f"{operation}: HTTP {status} {reason}".strip()
             if status not in TRANSIENT_STATUSES:
-                return Outcome(False, "failed", detail, attempts=attempt), None
-            return Outcome(False, "retry", detail, attempts=attempt), retry_after_seconds(getattr(exc, "headers", None) or {})
+                return Outcome(False, "failed", detail, attempts=attempt, status=status), None
+            return Outcome(False, "retry", detail, attempts=attempt, status=status), retry_after_seconds(getattr(exc, "headers", None) or {})
         except (Urllib3Error, OSError) as exc:
             # Timeouts too: the adjuster has no command bound, and a create that got through is adopted (409).
             self.on_api_error(operation, "connection")

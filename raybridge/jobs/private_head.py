@@ -49,6 +49,13 @@ HEAD_ENV_DROPPED = ("RAY_ADDRESS", "RAY_AUTH_TOKEN", AUTH_TOKEN_PATH_ENV)
 #: 127.0.0.1 and the GCS server, raylet, dashboard agent, runtime-env agent and Ray client server
 #: listen on loopback only (dashboard/agent.py, http_server_agent.py, util/client/server).
 LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+#: The head serves no metrics: Ray's metrics servers answer any local user without the token (task and actor names,
+#: submission ids, the dashboard's endpoints). ray@2.60: with RayConfig enable_metrics_collection false the raylet
+#: starts the dashboard agent with --disable-metrics-collection, and the agent opens no exporter
+#: (dashboard/modules/reporter/reporter_agent.py ReporterAgent); the dashboard's own metrics server (dashboard/head.py
+#: _setup_metrics) has no switch and binds DASHBOARD_METRIC_PORT (44227 for every user of the machine alike): on -1
+#: its bind fails, which the dashboard logs and goes on. Set whatever the user's environment says.
+HEAD_METRICS_OFF = {"RAY_enable_metrics_collection": "0", "DASHBOARD_METRIC_PORT": "-1"}
 #: Ray settings for the private head, unless the user's environment sets them.
 HEAD_ENV_DEFAULTS = {"RAY_prestart_worker_first_driver": "0"}
 #: How often the dashboard is asked whether it answers yet.
@@ -100,6 +107,7 @@ def head_environment(user_env: dict[str, str], token_path: Optional[str], temp_d
         env["TMPDIR"] = temp_dir
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     env[LOOPBACK_ONLY_ENV] = "0"
+    env.update(HEAD_METRICS_OFF)
     if token_path is not None:
         env[AUTH_MODE_ENV] = "token"
         env[AUTH_TOKEN_PATH_ENV] = token_path

@@ -676,10 +676,12 @@ def test_a_leader_stopped_with_sigterm_hands_the_lease_over_at_once(cluster: Any
 CONFIG_DIR = REPO / "configs" / "adjuster"
 
 
-def _config_docs() -> list[dict[str, Any]]:
+def _config_docs(*opt_in: str) -> list[dict[str, Any]]:
+    """The shipped configs/adjuster/*.yaml, and the opt-in files of configs/adjuster/optional/ named (stems)."""
     import yaml
 
-    return [doc for path in sorted(CONFIG_DIR.glob("*.yaml")) for doc in yaml.safe_load_all(path.read_text()) if doc]
+    paths = [*sorted(CONFIG_DIR.glob("*.yaml")), *(CONFIG_DIR / "optional" / f"{name}.yaml" for name in opt_in)]
+    return [doc for path in paths for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
 def _with_priority(server: KubeApiServer, value: int) -> None:
@@ -771,15 +773,26 @@ def test_kai_s_adjuster_appearing_later_stops_new_placeholders_until_it_goes(clu
 
 
 def test_the_configs_are_complete_and_validate() -> None:
-    from tests.unit.k8s_schemas import K8S_VERSIONS, k8s_schema_errors
+    from tests.unit.k8s_schemas import k8s_schema_errors, versions_for
 
     docs = _config_docs()
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-                            "PriorityClass", "Deployment", "Service", "NetworkPolicy"])
-    for doc in docs:
-        for version in K8S_VERSIONS:
+                            "PriorityClass", "Deployment", "Service", "NetworkPolicy",
+                            "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"])
+    for doc in [*docs, *_config_docs("karpenter-hold")[len(docs):]]:
+        for version in versions_for(doc):
             assert k8s_schema_errors(doc, version) == [], (doc["kind"], version)
+    # The policies name the adjuster's ServiceAccount and the hold's label and annotation as the code spells them
+    account = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]
+    username = f"system:serviceaccount:{account['namespace']}:{account['name']}"
+    for policy in [d for d in _config_docs("karpenter-hold") if d["kind"] == "ValidatingAdmissionPolicy"]:
+        assert [c["expression"] for c in policy["spec"]["matchConditions"]] == [f"request.userInfo.username == '{username}'"]
+    hold_policy = json.dumps(next(d for d in _config_docs("karpenter-hold")[len(docs):] if d["kind"] == "ValidatingAdmissionPolicy"))
+    assert f"'{consts.HOLD_LABEL}'" in hold_policy and f"'{consts.DO_NOT_DISRUPT_ANNOTATION}'" in hold_policy
+    assert (CONFIG_DIR.parent.parent / consts.HOLD_GRANT_FILE).is_file()
+    # Patching nodes is granted only by the opt-in file
+    assert not [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"] if "nodes" in r["resources"] and "patch" in r["verbs"]]
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     assert deployment["spec"]["replicas"] == 2
@@ -825,10 +838,13 @@ class _Collected:
 
 
 def _start_under_service_account(server: KubeApiServer, tmp_path: Path, drop: tuple[str, str, str] | None,
-                                 *extra_args: str, extra_docs: tuple[dict[str, Any], ...] = ()) -> _Collected:
-    for doc in [*_config_docs(), *extra_docs]:
-        if doc["kind"] == "NetworkPolicy":
-            continue  # the simulated cluster has no network plugin: a policy would be stored and do nothing
+                                 *extra_args: str, extra_docs: tuple[dict[str, Any], ...] = (),
+                                 opt_in: tuple[str, ...] = ("karpenter-hold",)) -> _Collected:
+    for doc in [*_config_docs(*opt_in), *extra_docs]:
+        if doc["kind"] == "NetworkPolicy" or doc["kind"].startswith("ValidatingAdmissionPolicy"):
+            # the simulated cluster has no network plugin and no admission policies: stored, they would do nothing
+            # (test_adjuster_admission_policy.py runs the policies on the real kube-apiserver)
+            continue
         if drop and doc["kind"] == drop[0]:
             doc = json.loads(json.dumps(doc))
             for rule in doc["rules"]:
@@ -865,6 +881,30 @@ def test_the_shipped_rbac_is_enough(bare_cluster: Any, tmp_path: Path) -> None:
         code = run.stop()
     assert code == 0, run.text
     assert "403" not in run.text and "orbidden" not in run.text, run.text
+
+
+def test_without_the_opt_in_node_hold_the_adjuster_says_once_that_holds_are_off(bare_cluster: Any, tmp_path: Path) -> None:
+    """Patching nodes is opt-in (configs/adjuster/optional/karpenter-hold.yaml): without it the pods still run, and
+    the refusal is said once, not once per node and pass."""
+    server, sim = bare_cluster
+    run = _start_under_service_account(server, tmp_path, None, opt_in=())
+    try:
+        _burst(server, 12, "0.5")  # 6 GPUs: one node of 8
+        wait_for(lambda: _unschedulable(server) == 12, timeout=20, what="the burst unschedulable")
+        sim.kai_paused = True  # the pods land only after a pass that would hold their new node
+        wait_for(lambda: "node holds are off" in run.text, timeout=40, what="the refusal said")
+        time.sleep(1.5)  # passes every 0.2 s (--resync), each of which would patch the node again
+        sim.kai_paused = False
+        wait_for(lambda: _running(server) == 12, timeout=60, what="all pods running")
+        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+    finally:
+        code = run.stop()
+    assert code == 0, run.text
+    assert run.text.count("node holds are off: patch node: HTTP 403 Forbidden") == 1, run.text
+    assert consts.HOLD_GRANT_FILE in run.text and run.text.count("403") == 1, run.text
+    assert not [n for n in server.list_objects("v1", "Node") if consts.HOLD_LABEL in (n["metadata"].get("labels") or {})]
+    node_patches = [path for method, path in server.request_log if method == "PATCH" and path.startswith("/api/v1/nodes/")]
+    assert len(node_patches) == 1, node_patches  # tried again only after consts.HOLDS_RETRY_SECONDS
 
 
 # (kind, resource, verb): each is used, so without it the adjuster hits a 403

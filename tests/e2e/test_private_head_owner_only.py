@@ -207,6 +207,30 @@ def test_another_user_can_neither_submit_nor_read_the_head_dir(running_head: Pri
         jobs.client.get_job_info("intruder")
 
 
+def _http_get(port: int, path: str) -> str:
+    """What a local user without the token gets from GET `path` on a loopback port: the status, or the failure."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return f"HTTP {response.status}"
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code}"
+    except Exception as exc:  # noqa: BLE001 - a gRPC port answers no HTTP: any failure is a refusal here
+        return type(exc).__name__
+
+
+@pytest.mark.fresh_head
+def test_no_port_of_the_head_answers_without_the_token(running_head: PrivateRayHead) -> None:
+    """Any local user reaches every loopback port: none may answer a request without the token. Ray's two metrics
+    servers (the agent's exporter and the dashboard's own, on 44227) once gave out task and actor names and the
+    dashboard's endpoints to anyone; a task has run, so the exporter would have something to say."""
+    sockets = _head_sockets(running_head)
+    dashboard = int((running_head.dashboard_url or "").rsplit(":", 1)[1])
+    answered = {(port, path): _http_get(port, path) for _, _, port in sockets for path in ("/metrics", "/api/version", "/")}
+    # The dashboard's web page itself is static (its data comes from the API, which wants the token)
+    assert [where for where, got in answered.items() if got == "HTTP 200" and where != (dashboard, "/")] == [], answered
+    assert 44227 not in {port for _, _, port in sockets}
+
+
 @pytest.mark.fresh_head
 def test_the_head_dir_and_token_are_the_owners_alone(running_head: PrivateRayHead) -> None:
     assert running_head.temp_dir is not None
@@ -222,6 +246,8 @@ HEAD_ENVIRONMENTS = [
     ("the node address stays loopback", {}, {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}),
     ("an address set for other clusters is dropped", {"RAY_ADDRESS": "10.0.0.1:6379"}, {"RAY_ADDRESS": None}),
     ("temp files go in the head's own dir, removed with it", {"TMPDIR": "/home/u/very/long/tmp"}, {"TMPDIR": "/h"}),
+    ("no metrics exporter, whatever the user asks", {"RAY_enable_metrics_collection": "1"}, {"RAY_enable_metrics_collection": "0"}),
+    ("the dashboard's metrics server binds nothing", {"DASHBOARD_METRIC_PORT": "44227"}, {"DASHBOARD_METRIC_PORT": "-1"}),
 ]
 
 

@@ -29,6 +29,7 @@ from kubesim.fixtures import leftovers, make_cluster_queue, make_local_queue, ra
 
 RBAC_FILE = ROOT / "configs" / "rbac" / "submitter.yaml"
 TOKEN_AUTH_FILE = ROOT / "configs" / "rbac" / "submitter-token-auth.yaml"
+CLUSTER_PODS_FILE = ROOT / "configs" / "rbac" / "submitter-cluster-pods.yaml"
 EXAMPLE_NAMESPACE, ACCOUNT = "team-a", "raybridge-submitter"
 RAY = "ray.io/v1"
 
@@ -43,9 +44,10 @@ def server(real_cluster):
         client.close()
 
 
-def _shipped_docs(token_auth: bool = False) -> list[dict[str, Any]]:
-    """The shipped RBAC: submitter.yaml, and with `token_auth` the opt-in submitter-token-auth.yaml beside it."""
-    files = [RBAC_FILE, TOKEN_AUTH_FILE] if token_auth else [RBAC_FILE]
+def _shipped_docs(token_auth: bool = False, cluster_pods: bool = False) -> list[dict[str, Any]]:
+    """The shipped RBAC: submitter.yaml, with the opt-in submitter-token-auth.yaml (`token_auth`) and
+    submitter-cluster-pods.yaml (`cluster_pods`) beside it."""
+    files = [RBAC_FILE, *([TOKEN_AUTH_FILE] if token_auth else []), *([CLUSTER_PODS_FILE] if cluster_pods else [])]
     return [d for path in files for d in yaml.safe_load_all(path.read_text()) if d]
 
 
@@ -79,15 +81,17 @@ def _without(doc: dict[str, Any], group: str, resource: str, verb: str) -> dict[
     raise AssertionError(f"no rule for {group}/{resource} in the shipped {doc['kind']}")
 
 
-def _submitter(server: Any, tmp_path: Path, *drops: tuple[str, str, str, str] | None, token_auth: bool = False) -> tuple[str, str, Callable[..., Any]]:
+def _submitter(server: Any, tmp_path: Path, *drops: tuple[str, str, str, str] | None, token_auth: bool = False,
+               cluster_pods: bool = True) -> tuple[str, str, Callable[..., Any]]:
     """A fresh namespace with a LocalQueue, the shipped RBAC applied there (with the opt-in token-auth file when
-    `token_auth`; less `drops`), and a CLI runner as its ServiceAccount."""
+    `token_auth`, the opt-in cluster-wide pod list when `cluster_pods`; less `drops`), and a CLI runner as its
+    ServiceAccount."""
     suffix = uuid.uuid4().hex[:6]
     namespace, lq = f"team-{suffix}", f"lq-{suffix}"
     server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     make_cluster_queue(server, f"cq-{suffix}", gpus=8)
     make_local_queue(server, lq, namespace, f"cq-{suffix}")
-    docs = [_for_namespace(doc, namespace) for doc in _shipped_docs(token_auth)]
+    docs = [_for_namespace(doc, namespace) for doc in _shipped_docs(token_auth, cluster_pods)]
     for drop in drops:
         if drop:
             holders = [doc for doc in docs if doc["kind"] == drop[0] and _grants(doc, drop[1], drop[2])]
@@ -298,3 +302,17 @@ def test_the_default_rbac_reads_no_secret_and_a_token_job_needs_the_opt_in_file(
     assert out.returncode == 3, out.stderr
     assert 'cannot get resource "secrets"' in out.stderr, out.stderr
     assert "refused" not in [o["metadata"]["name"] for o in server.list_objects(RAY, "RayJob", namespace)]
+
+
+def test_the_default_rbac_lists_pods_in_its_namespace_only_and_says_free_gpus_are_unknown(server, tmp_path):
+    """The cluster-wide pod list (every pod's spec, env values included) is granted only by the opt-in
+    submitter-cluster-pods.yaml: without it submit still runs the job and says once what it could not check."""
+    cluster_wide = [doc for doc in _shipped_docs() if doc["kind"] == "ClusterRole" and _grants(doc, "", "pods")]
+    assert cluster_wide == []
+    assert any(_grants(doc, "", "pods") for doc in _shipped_docs(cluster_pods=True) if doc["kind"] == "ClusterRole")
+    namespace, lq, cli = _submitter(server, tmp_path, cluster_pods=False)
+    out = cli("submit", "-n", namespace, "--queue", lq, "--name", "scoped", "--", "python", "-c", "print('ran without the pod list')")
+    assert out.returncode == 0, out.stderr
+    assert "ran without the pod list" in out.stdout
+    assert _refusals(out.stderr) == ["note: free GPUs unknown: no permission to list pods"], out.stderr
+    assert leftovers(server, namespace) == {}

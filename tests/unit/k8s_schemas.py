@@ -18,6 +18,17 @@ import kubernetes_validate
 
 #: The oldest Kubernetes release raybridge targets, and the newest the package knows.
 K8S_VERSIONS: tuple[str, ...] = ("1.29", kubernetes_validate.latest_version())
+#: Kinds shipped for newer clusters only, with the first release that serves them (their files say so).
+FIRST_SERVED = {("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): "1.30",
+                ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): "1.30"}
+
+
+def versions_for(obj: dict[str, Any]) -> tuple[str, ...]:
+    """The releases of K8S_VERSIONS that serve `obj`'s kind."""
+    first = FIRST_SERVED.get((obj.get("apiVersion"), obj.get("kind")))
+    if first is None:
+        return K8S_VERSIONS
+    return tuple(v for v in K8S_VERSIONS if tuple(map(int, v.split("."))) >= tuple(map(int, first.split("."))))
 
 
 def k8s_schema_errors(obj: dict[str, Any], version: str) -> list[str]:

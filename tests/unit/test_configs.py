@@ -15,7 +15,7 @@ from kubesim.controllers import assign_flavors, ray_podsets
 from kubesim.fixtures import gpu_node_labels, rayjob_manifest
 from kubesim.schemas import KUEUE_RELEASES, is_crd_kind, schema_errors
 from kubesim.server import KubeApiServer
-from tests.unit.k8s_schemas import K8S_VERSIONS, k8s_schema_errors
+from tests.unit.k8s_schemas import k8s_schema_errors, versions_for
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 CONFIGS = sorted(CONFIG_DIR.rglob("*.yaml"))
@@ -31,8 +31,8 @@ def test_config_validates(where, doc):
     if is_crd_kind(doc.get("apiVersion", ""), doc.get("kind", "")):
         assert schema_errors(doc) == []
     else:
-        # Built-in kinds (Namespaces; the adjuster's RBAC, Deployment, Service, PriorityClass).
-        for version in K8S_VERSIONS:
+        # Built-in kinds (Namespaces; the adjuster's RBAC, Deployment, Service, PriorityClass, admission policies).
+        for version in versions_for(doc):
             assert k8s_schema_errors(doc, version) == [], version
 
 
