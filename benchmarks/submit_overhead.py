@@ -44,8 +44,10 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "KUBECONFIG")}
     env["HOME"] = tmp  # no kubeconfig: nothing but the local path is measured
     ray_cli = str(Path(sys.executable).with_name("ray"))
-    head = PrivateRayHead(num_cpus=2, token_auth=False)  # `ray job submit` is given no token
+    head = PrivateRayHead(num_cpus=2)  # token authentication on, as every private head: no other user gets in
     head.start()
+    # Both clients read the token as Ray's client does for any cluster with token authentication
+    env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(head.token_path)})
     try:
         url = head.dashboard_url
         commands = {

@@ -12,16 +12,20 @@ loopback.
 
 What this does not do: no CONNECT (KubeRay speaks plain HTTP to the dashboard), no
 per-cluster heads (every RayCluster's service maps to the one head, as one head
-stands for every head pod), no token checks (the head's own).
+stands for every head pod), no token checks (the head's own). It serves this user's
+processes alone: a connection from another user's socket is closed unanswered.
 """
 
 from __future__ import annotations
 
 import http.client
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Optional
 from urllib.parse import urlsplit
+
+from testcluster.loopback import peer_uid
 
 __all__ = ["DashboardProxy"]
 
@@ -82,6 +86,12 @@ class _Server(ThreadingHTTPServer):
     backend: tuple[str, int]
     service_suffix: str
     requests: list[str]
+
+    def verify_request(self, request: object, client_address: object) -> bool:
+        """This user's processes only (the operator): the Ray head behind may take no token, and another local user
+        must not reach it through here (the kernel's socket table says who connected)."""
+        port = client_address[1] if isinstance(client_address, tuple) else -1
+        return peer_uid(self.server_address[1], port) == os.getuid()
 
     def handle_error(self, request: object, client_address: object) -> None:
         """A client that drops its kept-alive connection (Go's transport closes idle ones) is no error to print."""

@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -37,29 +37,49 @@ HEAD_WAIT_SECONDS = 240.0
 
 @dataclass(frozen=True)
 class SharedHead:
-    """What tests use of the head: where its dashboard (Job API) and its GCS answer."""
+    """What tests use of the head: where its dashboard (Job API) answers without a token (the front, for this
+    user's processes alone), where its GCS answers (with the token), and the token's file."""
 
     dashboard_url: str
     gcs_address: str
+    token_path: str
+
+    def token_env(self) -> dict[str, str]:
+        """What a Ray client needs in its environment to reach the GCS (as for any cluster with token auth)."""
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": self.token_path}
 
 
-def _start_head() -> Any:
-    """raybridge's own private head (free ports, its own temp dir), without a token: it stands for a
-    cluster reached by address."""
-    from raybridge.jobs.private_head import PrivateRayHead
-    from tests.helpers import short_tmpdir
+class _Head:
+    """raybridge's own private head (kernel-chosen ports, its own temp dir, Ray's token authentication), as `submit`
+    starts one, behind a front that lets this user's processes in without the token: the head stands for
+    clusters without authentication, which no other local user may use (tests/head_front.py)."""
 
-    old = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = short_tmpdir()
-    head = PrivateRayHead(num_cpus=4, token_auth=False)
-    try:
-        head.start()
-    finally:
-        if old is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = old
-    return head
+    def __init__(self) -> None:
+        from raybridge.jobs.private_head import PrivateRayHead
+        from testcluster.head_front import HeadFront
+        from tests.helpers import short_tmpdir
+
+        old = os.environ.get("TMPDIR")
+        os.environ["TMPDIR"] = short_tmpdir()
+        self.head = PrivateRayHead(num_cpus=4)
+        try:
+            self.head.start()
+        finally:
+            if old is None:
+                os.environ.pop("TMPDIR", None)
+            else:
+                os.environ["TMPDIR"] = old
+        assert self.head.dashboard_url is not None and self.head.token_path is not None
+        self.front = HeadFront(self.head.dashboard_url.split("://", 1)[1], self.head.token_path.read_text())
+        self.shared = SharedHead(f"http://{self.front.netloc}", self.head.gcs_address or "", str(self.head.token_path))
+
+    def stop(self) -> None:
+        self.front.close()
+        self.head.stop()
+
+
+def _start_head() -> _Head:
+    return _Head()
 
 
 class _HeadOnRequest:
@@ -84,7 +104,7 @@ class _HeadOnRequest:
             (self.directory / FAILED).write_text(f"{type(exc).__name__}: {exc}")
             return
         written = self.directory / (STARTED + ".new")
-        written.write_text(json.dumps({"dashboard_url": self.head.dashboard_url, "gcs_address": self.head.gcs_address}))
+        written.write_text(json.dumps(asdict(self.head.shared)))
         written.rename(self.directory / STARTED)
 
     def stop(self) -> None:
@@ -128,14 +148,16 @@ def _ask_controller(directory: Path) -> SharedHead:
             raise TimeoutError(f"the shared Ray head did not start within {HEAD_WAIT_SECONDS:.0f}s")
         time.sleep(0.1)
     found = json.loads((directory / STARTED).read_text())
-    return SharedHead(found["dashboard_url"], found["gcs_address"])
+    return SharedHead(**found)
 
 
 @pytest.fixture(scope="session")
 def ray_head(request: pytest.FixtureRequest) -> Iterator[SharedHead]:
-    """A real Ray head without a token, shared by the whole session (every worker's tests alike).
+    """A real Ray head, shared by the whole session (every worker's tests alike), reached without a token by this
+    user's processes through its front.
 
-    Yields its dashboard URL and GCS address; stopped (process group and all) at the end of the session.
+    Yields its dashboard URL (the front's), GCS address and token file; stopped (process group and all) at the end
+    of the session.
     """
     directory = getattr(request.config, "workerinput", {}).get(HEAD_DIR_KEY)
     if directory is not None:
@@ -143,7 +165,7 @@ def ray_head(request: pytest.FixtureRequest) -> Iterator[SharedHead]:
         return
     head = _start_head()  # one process, no workers: this process owns the head
     try:
-        yield SharedHead(head.dashboard_url, head.gcs_address)
+        yield head.shared
     finally:
         head.stop()
 

@@ -137,6 +137,8 @@ class PrivateRayHead:
         self.temp_dir: Optional[Path] = None
         self.dashboard_url: Optional[str] = None
         self.gcs_address: Optional[str] = None
+        #: The head's token file (readable by its owner alone), with token authentication, once started.
+        self.token_path: Optional[Path] = None
         self._supervisor: Optional[subprocess.Popen[bytes]] = None
         self._log_path: Optional[Path] = None
 
@@ -152,6 +154,7 @@ class PrivateRayHead:
         _write_owners(self.temp_dir, [os.getpid()])
         token_path = _write_token(self.temp_dir) if self.token_auth else None
         if token_path is not None:
+            self.token_path = token_path
             self.auth_headers = {"Authorization": f"Bearer {token_path.read_text()}"}
         # Port 0: the kernel picks each port as its listener binds it, so no local user can learn it first from
         # this command line and bind it before the head (head_listener.py). Ray's client server takes no 0; raybridge

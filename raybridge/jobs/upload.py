@@ -183,6 +183,9 @@ def local_path_problems(runtime_env: Optional[dict[str, Any]]) -> list[str]:
         if plan.left_out:
             problems.append(f"runtimeEnv.py_modules: {root!r} holds what raybridge never uploads: {plan.left_out_text()}; "
                             "move it out of the module")
+        elif plan.bytes >= _ray_package_limit():  # refused from the listing, as the working dir is
+            problems.append(f"runtimeEnv.py_modules: {format_bytes(plan.bytes)} in {plan.files} files under {root!r}, "
+                            f"more than Ray uploads ({format_bytes(_ray_package_limit())}, RAY_max_grpc_message_size)")
     for field_name in FILE_FIELDS:
         value = (runtime_env or {}).get(field_name)
         if not isinstance(value, str) or not value.strip():

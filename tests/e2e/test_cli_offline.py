@@ -183,7 +183,7 @@ def test_render_entrypoint_after_double_dash():
 
 
 def test_discover_probes_every_node_of_a_ray_cluster(ray_head):
-    out = run_cli("discover", "--ray-address", ray_head.gcs_address, "-o", "json", timeout=120)
+    out = run_cli("discover", "--ray-address", ray_head.gcs_address, "-o", "json", env=cli_env(**ray_head.token_env()), timeout=120)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["source"] == "ray" and len(data["nodes"]) == 1

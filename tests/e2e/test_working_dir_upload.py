@@ -154,11 +154,20 @@ LOCAL_PATH_ROWS = [
     ("a clean py_modules directory is reported as the working dir is",
      lambda t: {"py_modules": [str(_module(t))]}, 0, "uploading py_modules "),
     ("a py_modules URI is Ray's to fetch", lambda t: {"py_modules": ["s3://bucket/lib.zip"]}, 0, "dry run"),
+    ("a py_modules directory larger than Ray uploads is refused before it is read",
+     lambda t: {"py_modules": [str(_sparse(_module(t), 1 << 30))]}, 2, "runtimeEnv.py_modules: 1.0 GiB in 2 files under"),
     ("pip from a file that looks like a secret", lambda t: {"pip": str(_module(t, "id_rsa") / "id_rsa")}, 2, "looks like a secret"),
     ("pip from a directory", lambda t: {"pip": "/etc"}, 2, "not a regular file"),
     ("pip from a requirements file", lambda t: {"pip": _requirements(t)}, 0, "dry run"),
     ("pip packages by name", lambda t: {"pip": ["requests"]}, 0, "dry run"),
 ]
+
+
+def _sparse(directory: Path, size: int) -> Path:
+    """`directory` with a sparse file of `size` bytes in it (no disk used, but Ray would read every byte)."""
+    with open(directory / "weights.bin", "wb") as f:
+        f.truncate(size)
+    return directory
 
 
 def _requirements(tmp_path: Path) -> str:

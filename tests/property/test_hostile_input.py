@@ -404,3 +404,51 @@ def test_adjuster_plan_counts_each_pod_once(pods: list[dict[str, Any]], data: An
         assert err.count("listed more than once") == len(repeated)
 
     _with_dir(body)
+
+
+# --- hostile kubeconfigs: read by the offline commands too (the namespace) -----------------------
+
+_junk = st.one_of(st.integers(min_value=-(10**30), max_value=10**30), st.text(max_size=12), st.none(), st.booleans(),
+                  st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+
+
+def _child(value: Any, key: Any) -> Any:
+    """value[key] where value has it, else None (an earlier replacement may have changed its shape)."""
+    if isinstance(value, dict):
+        return value.get(key)
+    if isinstance(value, list) and isinstance(key, int) and key < len(value):
+        return value[key]
+    return None
+
+
+@st.composite
+def kubeconfigs(draw: Any) -> str:
+    """A kubeconfig with any of its parts replaced by the wrong shape (a number, a list, a mapping, junk)."""
+    context = {"name": "c", "context": {"cluster": "k", "user": "u", "namespace": draw(st.sampled_from(["team-a", "Bad_NS", "", "a\nb"]))}}
+    config: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "contexts": [context], "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+    }  # fmt: skip
+    for path in draw(st.lists(st.sampled_from([("contexts",), ("clusters",), ("users",), ("current-context",),
+                                                ("contexts", 0), ("contexts", 0, "context"), ("contexts", 0, "name"),
+                                                ("contexts", 0, "context", "namespace")]), max_size=3)):  # fmt: skip
+        target: Any = config
+        for key in path[:-1]:
+            target = _child(target, key)
+        if isinstance(target, dict) or (isinstance(target, list) and isinstance(path[-1], int) and path[-1] < len(target)):
+            target[path[-1]] = draw(_junk)
+    return yaml.safe_dump(config) if draw(st.booleans()) else json.dumps(config)
+
+
+@run_settings
+@given(kubeconfig=kubeconfigs(), command=st.sampled_from(["plan", "render"]))
+def test_hostile_kubeconfigs_in_offline_commands(kubeconfig: str, command: str) -> None:
+    """`plan` and `render` read the kubeconfig for the namespace only: a broken one is exit 2 naming it, or ignored."""
+    def body(directory: Path) -> None:
+        path = directory / "kubeconfig"
+        path.write_text(kubeconfig)
+        nodes = str(EXAMPLES_DIR / "cluster" / "nodes.json")
+        check([command, "--kubeconfig", str(path), "--nodes", nodes, "-o", "json", "--", "python", "x.py"], "json")
+
+    _with_dir(body)

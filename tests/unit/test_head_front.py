@@ -1,0 +1,138 @@
+"""The front of the test session's shared Ray head: this user's processes in, with the token; anyone else out.
+
+A real listener and a real upstream (a small HTTP server that says which Authorization it got), connected to
+from this process and, where the tests run as root, from a child that has become user `nobody`."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
+
+import pytest
+
+from testcluster.head_front import HeadFront, with_token
+
+NOBODY = 65534
+
+# (case, request head sent, request head passed on)
+HEADS = [
+    ("a plain GET gets the token and asks the head to close",
+     "GET /api/version HTTP/1.1\r\nHost: h\r\n\r\n",
+     "GET /api/version HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer tok\r\nConnection: close\r\n\r\n"),
+    ("a client's own Authorization is replaced",
+     "POST /api/jobs/ HTTP/1.1\r\nauthorization: Bearer theirs\r\nContent-Length: 2\r\n\r\n",
+     "POST /api/jobs/ HTTP/1.1\r\nContent-Length: 2\r\nAuthorization: Bearer tok\r\nConnection: close\r\n\r\n"),
+    ("keep-alive becomes close",
+     "GET / HTTP/1.1\r\nConnection: keep-alive\r\n\r\n",
+     "GET / HTTP/1.1\r\nAuthorization: Bearer tok\r\nConnection: close\r\n\r\n"),
+    ("a WebSocket upgrade keeps its Connection header",
+     "GET /api/jobs/x/logs/tail HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+     "GET /api/jobs/x/logs/tail HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nAuthorization: Bearer tok\r\n\r\n"),
+]
+
+
+@pytest.mark.parametrize("case, sent, passed", HEADS, ids=[row[0] for row in HEADS])
+def test_the_front_adds_the_token_to_a_request_head(case: str, sent: str, passed: str) -> None:
+    assert with_token(sent.encode(), "tok") == passed.encode(), case
+
+
+@pytest.mark.parametrize("head", [b"GET / HTTP/1.1\r\nHost: h\r\n", b"NONSENSE\r\n\r\n", b"GET / HTTP/1.1\r\nno colon\r\n\r\n"])
+def test_what_is_no_request_head_is_not_passed_on(head: bytes) -> None:
+    assert with_token(head, "tok") is None
+
+
+class _Upstream(BaseHTTPRequestHandler):
+    seen: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - the base class's name
+        type(self).seen.append(self.headers.get("Authorization") or "")
+        body = json.dumps({"authorization": self.headers.get("Authorization")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+@pytest.fixture
+def front() -> Iterator[HeadFront]:
+    _Upstream.seen = []
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    door = HeadFront(f"127.0.0.1:{upstream.server_address[1]}", "tok")
+    try:
+        yield door
+    finally:
+        door.close()
+        upstream.shutdown()
+        upstream.server_close()
+
+
+def test_this_user_gets_through_with_the_token(front: HeadFront) -> None:
+    for _ in range(3):  # one request per connection: each a new one
+        with urllib.request.urlopen(f"http://{front.netloc}/api/version", timeout=10) as answer:
+            assert json.loads(answer.read()) == {"authorization": "Bearer tok"}
+    assert _Upstream.seen == ["Bearer tok"] * 3 and front.refused == 0
+
+
+def _as_nobody(netloc: str, request: str = "GET /api/version HTTP/1.1\r\nHost: x\r\n\r\n") -> str:
+    """What another local user gets from the front: run in a child with uid and gid `nobody`."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            host, port = netloc.rsplit(":", 1)
+            with socket.create_connection((host, int(port)), timeout=10) as conn:
+                conn.sendall(request.encode())
+                got = conn.recv(65536)
+            result = "answered" if got else "closed unanswered"
+        except OSError as exc:
+            result = type(exc).__name__
+        os.write(write_end, result.encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as f:
+        text = f.read()
+    os.waitpid(pid, 0)
+    return text
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="connecting as another user needs root to switch users")
+def test_another_user_is_turned_away_before_anything_reaches_the_head(front: HeadFront) -> None:
+    assert _as_nobody(front.netloc) in ("closed unanswered", "ConnectionResetError")
+    assert _Upstream.seen == [] and front.refused == 1
+
+
+def test_the_dashboard_proxy_kuberay_dials_serves_this_user_alone() -> None:
+    """testcluster's forward proxy (KubeRay's HTTP_PROXY) reaches the head too: the same door, the same rule."""
+    from testcluster.dashboard_proxy import DashboardProxy
+
+    _Upstream.seen = []
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    proxy = DashboardProxy(("127.0.0.1", upstream.server_address[1])).start()
+    try:
+        netloc = proxy.url.split("://", 1)[1]
+        service = "http://head-svc.team-a.svc.cluster.local:8265/api/version"
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy.url}))
+        with opener.open(service, timeout=10) as answer:
+            assert answer.status == 200
+        assert len(_Upstream.seen) == 1
+        if os.geteuid() == 0:
+            assert _as_nobody(netloc, f"GET {service} HTTP/1.1\r\nHost: x\r\n\r\n") in ("closed unanswered", "ConnectionResetError")
+            assert len(_Upstream.seen) == 1
+    finally:
+        proxy.stop()
+        upstream.shutdown()
+        upstream.server_close()
