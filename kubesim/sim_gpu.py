@@ -82,6 +82,19 @@ GPU_GROUP_LABEL = "runai-gpu-group"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 
 
+def _kai_gpu_memory(label: Optional[str]) -> int:
+    """A GPU's memory in MiB as KAI reads it (kai-scheduler@v0.12.0 pkg/scheduler/api/node_info/node_info.go
+    getNodeGpuMemory): the label, taken as bytes from a tebibyte in MiB up (GPU feature discovery's bug), floored to
+    100 MiB; no label or an unreadable one is DefaultGpuMemory, 100."""
+    try:
+        mib = int(label or "")
+    except ValueError:
+        return 100
+    if mib >= 1024 * 1024:
+        mib //= 1024 * 1024
+    return mib - mib % 100
+
+
 def fraction_pod(name: str, namespace: str = "default", *, fraction: Optional[str] = None, memory_mib: Optional[int] = None,
                  devices: int = 1, node_selector: Optional[dict[str, str]] = None, scheduler: str = KAI,
                  cpu: Optional[str] = None, memory: Optional[str] = None) -> dict[str, Any]:
@@ -275,7 +288,7 @@ class GpuSim:
                 labels = node["metadata"].get("labels") or {}
                 allocatable = allocatable_of(node)
                 nodes.append(_Node(node["metadata"]["name"], labels, list((node.get("spec") or {}).get("taints") or []), allocatable,
-                                   int(allocatable.get(GPU_KEY, 0)), int(labels.get("nvidia.com/gpu.memory", "81920"))))
+                                   int(allocatable.get(GPU_KEY, 0)), _kai_gpu_memory(labels.get("nvidia.com/gpu.memory"))))
         by_name = {n.name: n for n in nodes}
         for pod in pods:
             node = by_name.get(pod["spec"].get("nodeName") or "")
@@ -298,7 +311,10 @@ class GpuSim:
         if "gpu-fraction" in ann:
             return Fraction(ann["gpu-fraction"]), devices
         if "gpu-memory" in ann:
-            return min(Fraction(1), Fraction(int(ann["gpu-memory"]), node.memory_mib)), devices
+            # more than a GPU holds: a share that fits on no GPU (KAI: enoughResourcesOnGpu is false everywhere)
+            if node.memory_mib <= 0:
+                return Fraction(2), devices
+            return Fraction(int(ann["gpu-memory"]), node.memory_mib), devices
         return None
 
     @staticmethod

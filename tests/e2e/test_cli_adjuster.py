@@ -222,3 +222,20 @@ def test_a_tenant_pod_asking_for_300000_devices_does_not_stall_the_plan_of_the_o
     assert [(i["pod"], i["code"]) for i in data["ignored"]] == [("tenant-x/hostile", "too-many-devices")]
     assert "no GPU node holds more than 64" in data["ignored"][0]["reason"]
     assert [p["pods"] for p in data["placeholders"]] == [["tenant-y/ordinary"]]
+
+
+def test_gpu_memory_pods_are_fitted_as_kai_fits_them(tmp_path):
+    """KAI floors a GPU's memory to 100 MiB (A100-80GB's label 81920 is 81900) and fits gpu-memory pods whose MiB sum
+    to at most that: 16 pods of 40960 MiB take a GPU each. Read as halves, they once got 8 GPUs, and after 8 landed
+    the other 8 waited on free halves that do not exist."""
+    from tests.unit.adjuster_objects import node, pod
+
+    pods = {"apiVersion": "v1", "kind": "List", "items": [pod(f"half-{i}", memory="40960") for i in range(16)]}
+    nodes = {"apiVersion": "v1", "kind": "List", "items": [node("a100-0", 8, memory="81920")]}
+    (tmp_path / "pods.json").write_text(json.dumps(pods))
+    (tmp_path / "nodes.json").write_text(json.dumps(nodes))
+    out = run_cli("adjuster", "plan", "--pods", str(tmp_path / "pods.json"), "--nodes", str(tmp_path / "nodes.json"), *NOW, "-o", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["totalGpus"] == 16 and data["ignored"] == [], data
+    assert [g["gpuMemoryMiB"] for g in data["groups"]] == [81900]

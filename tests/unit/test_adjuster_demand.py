@@ -46,12 +46,13 @@ SELECTION_ROWS = [
     ("decimal stays exact", pod("a", "0.11"), None, ("piece", Fraction(11, 100), 1, "gpu-fraction")),
     ("exponent form", pod("a", "25e-2"), None, ("piece", Fraction(1, 4), 1, "gpu-fraction")),
     ("several devices", pod("a", "0.3", devices="4"), None, ("piece", Fraction(3, 10), 4, "gpu-fraction")),
-    ("memory converts with the node's GPU memory", pod("a", memory="40960"), [node("n", memory="81920")], ("piece", Fraction(1, 2), 1, "gpu-memory")),
+    ("memory converts with the node's GPU memory as KAI floors it (81900)", pod("a", memory="40960"), [node("n", memory="81920")], ("piece", Fraction(40960, 81900), 1, "gpu-memory")),
     ("memory without known nodes falls back", pod("a", memory="40960"), None, ("piece", Fraction(1, 10), 1, "gpu-memory-fallback")),
     ("memory on nodes without a memory label falls back", pod("a", memory="1000"), [node("n", memory=None)], ("piece", Fraction(1, 10), 1, "gpu-memory-fallback")),
     ("AMD vram label in GiB", pod("a", memory="49152"), [node("m", 8, "amd", memory="192G")], ("piece", Fraction(1, 4), 1, "gpu-memory")),
-    ("memory larger than the GPU", pod("a", memory="90000"), [H100], ("ignored", "memory-exceeds-gpu", "81559 MiB")),
-    ("whole GPU memory is a whole GPU", pod("a", memory="81559"), [H100], ("piece", Fraction(1), 1, "gpu-memory")),
+    ("memory larger than the GPU", pod("a", memory="90000"), [H100], ("ignored", "memory-exceeds-gpu", "81500 MiB")),
+    ("the label's MiB are more than KAI's floored memory", pod("a", memory="81559"), [H100], ("ignored", "memory-exceeds-gpu", "81500 MiB")),
+    ("KAI's floored memory is a whole GPU", pod("a", memory="81500"), [H100], ("piece", Fraction(1), 1, "gpu-memory")),
     ("fraction wins over memory", pod("a", "0.25", memory="80000"), [H100], ("piece", Fraction(1, 4), 1, "gpu-fraction")),
     # not waiting for nodes
     ("bound pod", pod("a", "0.5", node_name="n1"), None, ("skipped", "bound")),
@@ -84,7 +85,7 @@ SELECTION_ROWS = [
     ("tiny exponent", pod("a", "1e-999999999"), None, ("ignored", "bad-annotation", "out of range")),
     ("words", pod("a", "half"), None, ("ignored", "bad-annotation", "not a number")),
     ("empty", pod("a", ""), None, ("ignored", "bad-annotation", "both empty or absent")),
-    ("empty fraction, valid memory: KAI reads the memory", pod("a", "", memory="40960"), [node("n", memory="81920")], ("piece", Fraction(1, 2), 1, "gpu-memory")),
+    ("empty fraction, valid memory: KAI reads the memory", pod("a", "", memory="40960"), [node("n", memory="81920")], ("piece", Fraction(40960, 81900), 1, "gpu-memory")),
     ("empty fraction and empty memory", pod("a", "", memory=""), None, ("ignored", "bad-annotation", "both empty or absent")),
     ("empty fraction, bad memory", pod("a", "", memory="lots"), None, ("ignored", "bad-annotation", "not a whole number")),
     ("padded", pod("a", " 0.5"), None, ("ignored", "bad-annotation", "not a number")),
@@ -210,12 +211,13 @@ def test_constraint_groups_split_and_merge():
 
 # (case, pod, nodes, expected fraction) - gpu-memory against the GPUs of the nodes the pod may use
 MEMORY_ROWS = [
-    ("the smallest GPU among the nodes it may use", pod("a", memory="20480"), [node("big", memory="81920"), node("small", memory="40960")], Fraction(1, 2)),
-    ("its selector picks the big ones", pod("a", memory="20480", nodeSelector={"size": "big"}), [node("big", memory="81920", labels={"size": "big"}), node("small", memory="40960")], Fraction(1, 4)),
-    ("a tainted node it cannot use does not count", pod("a", memory="20480"), [node("big", memory="81920"), node("small", memory="40960", taints=[{"key": "x", "effect": "NoSchedule"}])], Fraction(1, 4)),
-    ("PreferNoSchedule does not keep it off", pod("a", memory="20480"), [node("big", memory="81920"), node("small", memory="40960", taints=[{"key": "x", "effect": "PreferNoSchedule"}])], Fraction(1, 2)),
-    ("only nodes of its vendor", pod("a", memory="20480"), [node("h", memory="81920"), node("m", 8, "amd", memory="20G")], Fraction(1, 4)),
-    ("GFD MiB that do not divide evenly", pod("a", memory="2000"), [node("h", memory="81559")], Fraction(2000, 81559)),
+    ("the smallest GPU among the nodes it may use", pod("a", memory="20480"), [node("big", memory="81920"), node("small", memory="40960")], Fraction(20480, 40900)),
+    ("its selector picks the big ones", pod("a", memory="20480", nodeSelector={"size": "big"}), [node("big", memory="81920", labels={"size": "big"}), node("small", memory="40960")], Fraction(20480, 81900)),
+    ("a tainted node it cannot use does not count", pod("a", memory="20480"), [node("big", memory="81920"), node("small", memory="40960", taints=[{"key": "x", "effect": "NoSchedule"}])], Fraction(20480, 81900)),
+    ("PreferNoSchedule does not keep it off", pod("a", memory="20480"), [node("big", memory="81920"), node("small", memory="40960", taints=[{"key": "x", "effect": "PreferNoSchedule"}])], Fraction(20480, 40900)),
+    ("only nodes of its vendor", pod("a", memory="20480"), [node("h", memory="81920"), node("m", 8, "amd", memory="20G")], Fraction(20480, 81900)),
+    ("KAI floors the GPU memory to 100 MiB", pod("a", memory="2000"), [node("h", memory="81559")], Fraction(2000, 81500)),
+    ("GFD's bytes read as KAI reads them", pod("a", memory="20480"), [node("h", memory=str(81920 * 2**20))], Fraction(20480, 81900)),
 ]
 
 

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from raybridge.adjuster.decision.kai_share import KaiShare, asks_for_share, read_kai_share
+from raybridge.adjuster.decision.kai_share import KaiShare, asks_for_share, kai_gpu_memory_mib, read_kai_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.core.consts import (
     GPU_RESOURCE_KEYS,
@@ -422,7 +422,7 @@ class _Groups:
         if group not in self.shapes:
             members = [node for node in self.candidates(key) if vendor in node.gpus]
             sizes = [node.gpus[vendor] for node in members]
-            memories = [m for _, m in sizes if m]
+            memories = [m for m in (kai_gpu_memory_mib(m, vendor) for _, m in sizes) if m]  # as KAI fits gpu-memory pods
             node_gpus = max((g for g, _ in sizes), default=None)
             self.shapes[group] = GroupShape(
                 nodes=len(sizes),

@@ -123,8 +123,30 @@ def read_kai_share(annotations: Mapping[str, Any], cache: Optional[dict[Any, Any
     return KaiShare(fraction, memory_mib, devices, problem)
 
 
+#: KAI's reading of a GPU's memory (kai-scheduler@v0.12.0 pkg/scheduler/api/node_info/node_info.go getNodeGpuMemory):
+#: the node label in MiB, a value of a tebibyte in MiB or more taken as bytes (GPU feature discovery's bug), floored
+#: to a multiple of 100 MiB "so there will not be 2 jobs that get same bytes".
+_TIB_IN_MIB = 1024 * 1024
+_KAI_MEMORY_STEP_MIB = 100
+
+
+def kai_gpu_memory_mib(label_mib: Optional[int], vendor: str) -> Optional[int]:
+    """A GPU's memory as KAI fits `gpu-memory` pods into it (their MiB summed, at most this), from the node's label in
+    MiB; None when unknown or below KAI's 100 MiB step. A100-80GB's 81920 is 81900: two pods of 40960 MiB do not
+    share one GPU (gpu_sharing_node_info.go enoughResourcesOnGpu). KAI reads NVIDIA's label alone; another vendor's
+    memory is taken as its label says."""
+    if not label_mib or label_mib <= 0:
+        return None
+    if vendor != "nvidia":
+        return label_mib
+    mib = label_mib // _TIB_IN_MIB if label_mib >= _TIB_IN_MIB else label_mib
+    floored = mib - mib % _KAI_MEMORY_STEP_MIB
+    return floored or None
+
+
 def landed_share(annotations: Mapping[str, Any], gpu_memory_mib: Optional[int]) -> Optional[tuple[Fraction, int]]:
-    """(fraction of each GPU, GPUs) a pod that landed holds, or None when it shares no GPU.
+    """(fraction of each GPU, GPUs) a pod that landed holds, or None when it shares no GPU (`gpu_memory_mib`: the
+    node's GPU memory as KAI reads it, `kai_gpu_memory_mib`).
 
     It landed, so KAI placed it: what cannot be read as a share (a malformed fraction or memory, a
     gpu-memory pod on a node whose GPU memory is unknown) holds whole GPUs, the most it can hold; a

@@ -69,7 +69,7 @@ from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.adjuster.decision.plan import AdjusterPlan, Placeholder, plan_placeholders, scheduling_order
-from raybridge.adjuster.decision.kai_share import landed_share
+from raybridge.adjuster.decision.kai_share import kai_gpu_memory_mib, landed_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.demand import DemandPiece, pod_key, select_demand
 from raybridge.core.inventory import (
@@ -216,7 +216,7 @@ def _node_gpus(nodes: Optional[Iterable[Any]]) -> tuple[dict[str, list[Fraction]
     for name, meta, node in named_nodes((n for n in nodes or () if isinstance(n, dict)), warnings):
         gpus = node_gpus_by_vendor(name, node, as_dict(meta.get("labels")), warnings)
         rooms[name] = [Fraction(1)] * sum(count for count, _ in gpus.values())
-        memory[name] = next((mib for _, mib in gpus.values() if mib), None)
+        memory[name] = next((kai_gpu_memory_mib(mib, vendor) for vendor, (_, mib) in gpus.items() if mib), None)
     return rooms, memory
 
 
