@@ -26,6 +26,9 @@ GROUP_LABEL = "raybridge.io/adjuster-group"
 GPUS_LABEL = "raybridge.io/placeholder-gpus"
 #: JSON list of the "namespace/name" pods a placeholder was created for.
 PODS_ANNOTATION = "raybridge.io/placeholder-for"
+#: JSON mapping of resource name to thousandths: what the pods a placeholder stands for request beside their GPU
+#: shares (CPU, memory, ...). Recorded, not requested: the autoscalers see those pods' requests on the pods.
+POD_REQUESTS_ANNOTATION = "raybridge.io/placeholder-pod-requests"
 
 PLACEHOLDER_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{COMPONENT_LABEL}={PLACEHOLDER_COMPONENT}"
 

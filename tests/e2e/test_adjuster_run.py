@@ -671,6 +671,27 @@ def test_a_leader_stopped_with_sigterm_hands_the_lease_over_at_once(cluster: Any
         _terminate(leader, standby)
 
 
+@pytest.mark.parametrize("autoscaler", AUTOSCALERS)
+def test_the_pods_cpu_is_asked_for_once(autoscaler: str) -> None:
+    """4 pods of 0.5 GPU and 20 CPU in a pool of 8-GPU, 96-CPU nodes: one node holds them. The autoscalers place the
+    waiting pods (CPU, no GPU) themselves as well as the placeholder, so a placeholder that asked for the 80 CPU again
+    got two nodes."""
+    from kubesim.sim_autoscaler import NodeGroup
+
+    with KubeApiServer() as server:
+        _setup(server)
+        with GpuSim(server, provisioning_delay=0.5, autoscaler=autoscaler, system_node=True,
+                    node_groups=[NodeGroup("gpu-8x", gpus=8, cpu="96", memory="512Gi")]) as sim:
+            for i in range(4):
+                server.create_object(fraction_pod(f"cpu-{i}", WORK, fraction="0.5", cpu="20"))
+            _settled(server, 4)
+            with Running(server, _settings(), clock=past_grace):
+                wait_for(lambda: _running(server) == 4, timeout=60, what="all pods running")
+                time.sleep(2 * sim.scan_interval + sim.provisioning_delay)  # a second node would have been decided by now
+            assert len(sim.added_nodes) == 1, sim.added_nodes
+        assert sim.errors == []
+
+
 # --- configs/adjuster: the shipped objects, and exactly the verbs the adjuster uses ----------------
 
 CONFIG_DIR = REPO / "configs" / "adjuster"

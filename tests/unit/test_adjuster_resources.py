@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from raybridge.adjuster import consts
 from raybridge.adjuster.decision.scale_adjuster import placeholder_manifest, read_placeholder
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.settings import AdjusterSettings
@@ -89,16 +90,39 @@ def test_a_provided_placeholder_does_not_hold_pods_its_node_has_no_cpu_for():
     assert sorted(len(p.placeholder.pods) for p in result.create) == [2, 2, 2]
 
 
-def test_the_placeholder_asks_for_its_pods_cpu_and_memory_and_reads_back():
+def test_the_placeholder_asks_for_gpus_alone_and_records_its_pods_requests():
+    """The autoscalers see the pods' CPU and memory on the pods themselves: asked for again, they were doubled. What
+    the pods need beside their GPU shares is recorded on the placeholder and read back as its room."""
     placeholder = Placeholder(gpus=2, resource_key="nvidia.com/gpu", pods=("team/a", "team/b"),
                               resources=(("cpu", 80_000), ("example.com/nic", 2000), ("memory", 64 * 2**30 * 1000)))
     manifest = placeholder_manifest(PlannedPlaceholder("rb-x", placeholder), RunSettings())
     resources = manifest["spec"]["containers"][0]["resources"]
-    assert resources["requests"] == {"nvidia.com/gpu": "2", "cpu": "80", "example.com/nic": "2", "memory": "64Gi"}
-    assert resources["limits"] == resources["requests"]
+    assert resources == {
+        "requests": {"nvidia.com/gpu": "2", "cpu": "1m", "memory": "8Mi"},
+        "limits": {"nvidia.com/gpu": "2", "cpu": "10m", "memory": "16Mi"},
+    }
     assert read_placeholder(manifest).resources == placeholder.resources
     small = placeholder_manifest(PlannedPlaceholder("rb-y", Placeholder(gpus=1, resource_key="nvidia.com/gpu", pods=("team/a",))), RunSettings())
-    assert small["spec"]["containers"][0]["resources"] == {
-        "requests": {"nvidia.com/gpu": "1", "cpu": "1m", "memory": "8Mi"},
-        "limits": {"nvidia.com/gpu": "1", "cpu": "10m", "memory": "16Mi"},
-    }
+    assert small["spec"]["containers"][0]["resources"]["requests"] == {"nvidia.com/gpu": "1", "cpu": "1m", "memory": "8Mi"}
+    assert read_placeholder(small).resources == ()
+
+
+# (case, the recorded annotation, the room read back): our own annotation, read without trusting it
+RECORDED = [
+    ("absent: a placeholder made before the pods' requests were recorded asked for them", None, (("cpu", 80_000),)),
+    ("not JSON", "{cpu", (("cpu", 80_000),)),
+    ("not a mapping", "[1, 2]", (("cpu", 80_000),)),
+    ("amounts that are no counts are dropped", '{"cpu": 4000, "memory": "8Gi", "x": true, "y": -1}', (("cpu", 4000),)),
+]
+
+
+@pytest.mark.parametrize("case, recorded, expected", RECORDED, ids=[r[0] for r in RECORDED])
+def test_the_recorded_pod_requests_are_read_without_trusting_them(case: str, recorded: str | None, expected: tuple) -> None:
+    old = placeholder_manifest(PlannedPlaceholder("rb-old", Placeholder(gpus=1, resource_key="nvidia.com/gpu", pods=("team/a",))), RunSettings())
+    old["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "80"  # as the earlier placeholders asked
+    annotations = old["metadata"]["annotations"]
+    annotations.pop(consts.POD_REQUESTS_ANNOTATION)
+    if recorded is not None:
+        annotations[consts.POD_REQUESTS_ANNOTATION] = recorded
+    got = dict(read_placeholder(old).resources)
+    assert {k: v for k, v in got.items() if k == "cpu" or k in dict(expected)} == dict(expected), case

@@ -56,7 +56,10 @@ def read_placeholder(pod: Mapping[str, Any]) -> Optional[ExistingPlaceholder]:
         return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, _scheduled_at(pod), spec.get("nodeName"))
     if status.get("phase") in ("Succeeded", "Failed"):
         return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
-    return ExistingPlaceholder(name, group, gpus, PENDING, pods, resources=pod_resource_requests(spec), whole_node=True)
+    # The pods' requests it recorded; one made before they were recorded asked for them (its spec says them)
+    resources = recorded_pod_requests(as_dict(meta.get("annotations")))
+    return ExistingPlaceholder(name, group, gpus, PENDING, pods, resources=pod_resource_requests(spec) if resources is None else resources,
+                               whole_node=True)
 
 
 def _signal_identity(meta: Mapping[str, Any]) -> Optional[tuple[str, str, int, tuple[str, ...]]]:
@@ -161,18 +164,33 @@ _LEAST_LIMITS = {"cpu": 10, "memory": 16 * 2**20 * 1000}
 
 
 def placeholder_resources(ph: Placeholder) -> dict[str, dict[str, str]]:
-    """The GPUs and, summed, the CPU, memory and other resources its pods request, as KAI's scaling pod carries
-    the pending pod's CPU and memory (kai-scheduler@v0.13.0 pkg/nodescaleadjuster/scaler/scaling_pod.go,
-    createScalingPodSpec): the node added for it then has room for them, not just for the GPUs. Limits equal
-    the requests (extended resources and hugepages must), CPU and memory no lower than the least `true` needs."""
-    carried = dict(ph.resources)
-    requests = {name: max(carried.get(name, 0), least) for name, least in _LEAST_REQUESTS.items()}
-    requests.update({name: amount for name, amount in carried.items() if name not in requests})
-    limits = {name: max(amount, _LEAST_LIMITS.get(name, 0)) for name, amount in requests.items()}
-    return {
-        "requests": {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in sorted(requests.items())}},
-        "limits": {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in sorted(limits.items())}},
-    }
+    """Whole GPUs, and the least CPU and memory `true` needs: not its pods' CPU, memory or other requests.
+
+    Both autoscalers also place the waiting pods themselves, whatever their scheduler: cluster-autoscaler takes
+    every pod marked PodScheduled=False/Unschedulable (utils/kubernetes/listers.go), Karpenter every such pod
+    not yet bound (karpenter@v1.14.1 pkg/utils/pod/scheduling.go IsProvisionable), and KAI marks the pods it
+    cannot place so. Those pods carry their own CPU and memory but no GPU (their share is an annotation), so
+    the GPUs are what only the placeholder can say: asking for the pods' CPU again doubled it (4 pods of 0.5
+    GPU and 20 CPU on 96-CPU nodes got two nodes where one holds them). KAI's own scaling pod does add the
+    pod's CPU and memory (kai-scheduler@v0.12.0 pkg/nodescaleadjuster/scaler/scaling_pod.go) and so asks
+    twice too. The pods' requests are recorded on the placeholder (consts.POD_REQUESTS_ANNOTATION) for the
+    room its node must have. Limits equal the requests for the GPUs (extended resources must)."""
+    requests = {ph.resource_key: str(ph.gpus), **{name: format_milli(name, least) for name, least in _LEAST_REQUESTS.items()}}
+    limits = {ph.resource_key: str(ph.gpus), **{name: format_milli(name, most) for name, most in _LEAST_LIMITS.items()}}
+    return {"requests": requests, "limits": limits}
+
+
+def recorded_pod_requests(annotations: Mapping[str, Any]) -> Optional[tuple[tuple[str, int], ...]]:
+    """The pods' requests a placeholder recorded (resource, thousandths), or None when it recorded none readable."""
+    try:
+        recorded = json.loads(annotations.get(consts.POD_REQUESTS_ANNOTATION) or "null")
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(recorded, dict):
+        return None
+    kept = [(name, amount) for name, amount in recorded.items()
+            if isinstance(name, str) and isinstance(amount, int) and not isinstance(amount, bool) and 0 < amount < 2**63]
+    return tuple(sorted(kept))
 
 
 #: The requirement every placeholder carries: no node the adjuster holds (consts.HOLD_LABEL).
@@ -205,8 +223,8 @@ def away_from_held_nodes(affinity: Optional[Mapping[str, Any]]) -> dict[str, Any
 
 
 def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> dict[str, Any]:
-    """A pod that asks for whole GPUs (and its pods' CPU and memory) where the group's pods may run, below every real
-    workload but not below the autoscaler's expendable cutoff, and exits."""
+    """A pod that asks for whole GPUs where the group's pods may run (their CPU and memory recorded, not asked for
+    again), below every real workload but not below the autoscaler's expendable cutoff, and exits."""
     ph = planned.placeholder
     gpus = str(ph.gpus)
     spec: dict[str, Any] = {
@@ -257,7 +275,8 @@ def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> 
                 consts.GROUP_LABEL: ph.group or "default",
                 consts.GPUS_LABEL: gpus,
             },
-            "annotations": {consts.PODS_ANNOTATION: json.dumps(sorted(ph.pods), separators=(",", ":"))},
+            "annotations": {consts.PODS_ANNOTATION: json.dumps(sorted(ph.pods), separators=(",", ":")),
+                            consts.POD_REQUESTS_ANNOTATION: json.dumps(dict(sorted(ph.resources)), separators=(",", ":"))},
         },
         "spec": spec,
     }
