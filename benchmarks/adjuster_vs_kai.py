@@ -4,12 +4,13 @@ Both policies run the real planning code (`plan_placeholders` and `kai_pass`)
 on Pod and Node JSON built from the simulation, round after round:
 
 * a trace: bursts of fractional pods (mixed fractions, multi-device,
-  gpu-memory of several sizes, two vendors, three node pools with selectors and
-  taints), arriving at given times; every pool starts with one node whose GPUs
+  gpu-memory of several sizes, NVIDIA node pools with selectors and taints: KAI
+  shares no AMD GPU), arriving at given times; every pool starts with one node whose GPUs
   other work fills, so the planner knows each pool's shape but no pod fits;
 * a scheduler (KAI's, simplified) that places pending pods, in arrival order, into free slices:
   `devices` distinct GPUs of one Ready node of its pool with room for its
-  fraction (a gpu-memory pod's fraction of that node's GPU), best fit; a pod that
+  fraction (a gpu-memory pod's fraction of that node's GPU memory floored to
+  100 MiB, as KAI reads it), best fit; a pod that
   does not fit is marked PodScheduled=False/Unschedulable at that time;
 * placeholder pods bound by the default scheduler onto whole free GPUs of a
   matching node; they exit at once (Succeeded), as KAI's scaling pod does;
@@ -59,6 +60,8 @@ from raybridge.core.placement import matches_node_selector, untolerated_taints  
 from raybridge.adjuster.decision.reconcile import PENDING, PROVIDED, ExistingPlaceholder, reconcile  # noqa: E402
 
 EPOCH = datetime(2025, 6, 1, tzinfo=timezone.utc)
+#: What a node has beside its GPUs: enough that CPU never decides here (each pod asks for 1 CPU), as on an H100 node.
+NODE_CPU, NODE_MEMORY = "192", "2Ti"
 NODE_GPUS = 8
 TICK = 5  # seconds
 RECONCILE_EVERY = 30  # seconds, besides every change and every grace period's end
@@ -108,7 +111,10 @@ class SimPod:
         return f"team/{self.name}"
 
     def size_on(self, node: "SimNode") -> Fraction:
-        return self.fraction if self.fraction is not None else Fraction(self.memory_mib or 0, node.pool.memory_mib)
+        """Its share of a GPU as KAI fits it: gpu-memory against the GPU's memory floored to 100 MiB (node_info.go)."""
+        if self.fraction is not None:
+            return self.fraction
+        return Fraction(self.memory_mib or 0, node.pool.memory_mib - node.pool.memory_mib % 100)
 
     def tolerations(self) -> list[dict[str, str]]:
         t = self.pool.taint
@@ -144,7 +150,8 @@ class SimNode:
     def to_json(self) -> dict[str, Any]:
         spec = {"taints": [self.pool.taint]} if self.pool.taint else {}
         return {"metadata": {"name": self.name, "labels": self.pool.labels}, "spec": spec,
-                "status": {"allocatable": {self.pool.resource_key: str(NODE_GPUS)}, "conditions": [{"type": "Ready", "status": "True"}]}}  # fmt: skip
+                "status": {"allocatable": {self.pool.resource_key: str(NODE_GPUS), "cpu": NODE_CPU, "memory": NODE_MEMORY},
+                           "conditions": [{"type": "Ready", "status": "True"}]}}  # fmt: skip
 
 
 @dataclass
@@ -209,17 +216,18 @@ def trace(name: str, seed: int) -> list[SimPod]:
     elif name == "gpu-memory pods":
         add(60, 0, "h100", memory)
         add(20, 0, "a100", memory)
-    elif name == "three bursts, three pools, two vendors":
+    elif name == "three bursts, two pools":
+        # NVIDIA only: KAI shares no AMD GPU (its reservation pod asks for nvidia.com/gpu), so AMD pods that ask for a
+        # share wait whatever nodes come, and raybridge asks for none
         for at in (0, 900, 1800):
             add(40, at, "h100", mixed + memory)
-            add(15, at, "a100", mixed)
-            add(15, at, "mi300x", mixed + memory)
+            add(30, at, "a100", mixed)
     else:
         raise ValueError(name)
     return sorted(pods, key=lambda p: (p.arrival, p.name))
 
 
-TRACES = ("one burst, mixed fractions", "gpu-memory pods", "three bursts, three pools, two vendors")
+TRACES = ("one burst, mixed fractions", "gpu-memory pods", "three bursts, two pools")
 
 
 # --- the simulation ----------------------------------------------------------------------------

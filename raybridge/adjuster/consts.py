@@ -90,5 +90,8 @@ REQUEST_LABEL = "raybridge.io/provisioning-request"
 REQUEST_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{COMPONENT_LABEL}={REQUEST_COMPONENT}"
 REQUEST_NAME_PREFIX = "rb-request"
 DEFAULT_PROVISIONING_CLASS = PROVISIONING_CLASS
+#: cluster-autoscaler's class that only books capacity that already exists and never adds a node
+#: (provisioningrequest/checkcapacity/provisioningclass.go): requests of it cannot bring the pods' nodes.
+CHECK_CAPACITY_CLASS = "check-capacity.autoscaling.x-k8s.io"
 #: A Failed request keeps covering its pods this long before it is deleted and asked for again.
 DEFAULT_FAILED_BACKOFF_SECONDS = 60.0

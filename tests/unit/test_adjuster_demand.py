@@ -49,7 +49,7 @@ SELECTION_ROWS = [
     ("memory converts with the node's GPU memory as KAI floors it (81900)", pod("a", memory="40960"), [node("n", memory="81920")], ("piece", Fraction(40960, 81900), 1, "gpu-memory")),
     ("memory without known nodes falls back", pod("a", memory="40960"), None, ("piece", Fraction(1, 10), 1, "gpu-memory-fallback")),
     ("memory on nodes without a memory label falls back", pod("a", memory="1000"), [node("n", memory=None)], ("piece", Fraction(1, 10), 1, "gpu-memory-fallback")),
-    ("AMD vram label in GiB", pod("a", memory="49152"), [node("m", 8, "amd", memory="192G")], ("piece", Fraction(1, 4), 1, "gpu-memory")),
+    ("a pod for AMD GPUs: KAI shares NVIDIA's alone", pod("a", memory="49152"), [node("m", 8, "amd", memory="192G")], ("ignored", "vendor-not-shared", "amd.com/gpu")),
     ("memory larger than the GPU", pod("a", memory="90000"), [H100], ("ignored", "memory-exceeds-gpu", "81500 MiB")),
     ("the label's MiB are more than KAI's floored memory", pod("a", memory="81559"), [H100], ("ignored", "memory-exceeds-gpu", "81500 MiB")),
     ("KAI's floored memory is a whole GPU", pod("a", memory="81500"), [H100], ("piece", Fraction(1), 1, "gpu-memory")),
@@ -174,11 +174,15 @@ VENDOR_ROWS = [
 
 @pytest.mark.parametrize("case,p,nodes,default,expected", VENDOR_ROWS, ids=[r[0] for r in VENDOR_ROWS])
 def test_vendor(case, p, nodes, default, expected):
+    """The vendor a pod's GPUs are of; KAI shares NVIDIA's alone, so an AMD pod is ignored, naming AMD's GPUs."""
     selection = select_demand([p], nodes, AdjusterSettings(default_vendor=default), NOW)
-    assert selection.pieces, selection.ignored
-    group = selection.pieces[0].group
-    assert group.vendor == expected
-    assert group.resource_key == {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}[expected]
+    resource_key = {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}[expected]
+    if expected == "nvidia":
+        assert selection.pieces, selection.ignored
+        assert (selection.pieces[0].group.vendor, selection.pieces[0].group.resource_key) == (expected, resource_key)
+    else:
+        [ignored] = selection.ignored
+        assert ignored.code == "vendor-not-shared" and f"a node with {resource_key} would not let" in ignored.reason
 
 
 def groups_of(pods, nodes=None):
@@ -194,7 +198,6 @@ def test_constraint_groups_split_and_merge():
         pod("sel-a-reordered", "0.5", nodeSelector={"zone": "1", "pool": "a"}),
         pod("sel-b", "0.5", nodeSelector={"pool": "b"}),
         pod("tolerant", "0.5", tolerations=[{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]),
-        pod("amd", "0.5", annotations={"raybridge.io/gpu-vendor": "amd"}),
         pod("aff", "0.5", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["b", "a"]}]}]}}}),
         pod("aff-same", "0.5", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["a", "b"]}]}]}}}),
     ]
@@ -202,8 +205,8 @@ def test_constraint_groups_split_and_merge():
     assert g["plain1"] == g["plain2"]  # the default not-ready toleration says nothing about the node group
     assert g["sel-a"] == g["sel-a-reordered"]
     assert g["aff"] == g["aff-same"]
-    distinct = {g[k] for k in ("plain1", "sel-a", "sel-b", "tolerant", "amd", "aff")}
-    assert len(distinct) == 6
+    distinct = {g[k] for k in ("plain1", "sel-a", "sel-b", "tolerant", "aff")}
+    assert len(distinct) == 5
     assert g["sel-a"].node_selector == {"pool": "a", "zone": "1"}
     assert g["tolerant"].tolerations == [{"effect": "NoSchedule", "key": "spot", "operator": "Exists"}]
     assert g["aff"].affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["a", "b"]

@@ -26,12 +26,12 @@ def test_groups_are_packed_apart_and_placeholders_copy_their_constraints():
         pod("m1", "0.5", annotations={"raybridge.io/gpu-vendor": "amd"}),
     ]
     result = plan(pods)
-    assert result.total_gpus == 4  # four halves that may not share a GPU
+    assert result.total_gpus == 3  # three halves that may not share a GPU; KAI shares no AMD GPU
     by_pod = {p.pods[0]: p for p in result.placeholders}
     assert by_pod["team/a1"].node_selector == {"pool": "a"}
     assert by_pod["team/t1"].tolerations == ({"effect": "NoSchedule", "key": "spot", "operator": "Exists"},)
-    assert by_pod["team/m1"].resource_key == "amd.com/gpu"
     assert by_pod["team/b1"].resource_key == "nvidia.com/gpu"
+    assert [(i.pod, i.code) for i in result.ignored] == [("team/m1", "vendor-not-shared")]
 
 
 def test_placeholders_never_exceed_one_node_of_the_group():

@@ -182,6 +182,13 @@ class DemandPiece:
         }
 
 
+#: The vendors whose GPUs KAI can share: its binder reserves a shared GPU with a pod that asks for `nvidia.com/gpu` and
+#: whose image finds the GPU's index with NVML (kai-scheduler@v0.12.0 pkg/binder/binding/resourcereservation/
+#: resource_reservation.go createResourceReservationPod, constants.GpuResource; v0.20.1 alike). A fractional pod meant
+#: for another vendor's GPUs waits whatever nodes come.
+KAI_SHARED_VENDORS = frozenset({"nvidia"})
+
+
 @dataclass(frozen=True)
 class IgnoredPod:
     """An annotated pod that is not counted, with a short code (for metrics) and a sentence (for people)."""
@@ -595,6 +602,10 @@ def _judge(
         return IgnoredPod(key, *verdict)
     assert share is not None and share.devices is not None  # _what_it_asks refuses a share it cannot read
     group, shape = groups.group(constraints, groups.vendor_for(constraints, vendor))
+    if group.vendor not in KAI_SHARED_VENDORS:
+        return IgnoredPod(key, "vendor-not-shared", f"KAI shares NVIDIA GPUs only (its binder reserves each shared GPU with a pod "
+                          f"asking for nvidia.com/gpu and finds its index with NVML): a node with {group.resource_key} "
+                          "would not let this pod run, so none is asked for")
     verdict, fraction, source = _share_of_a_gpu(share, group, shape, groups, settings)
     if verdict is not None:
         return IgnoredPod(key, *verdict)

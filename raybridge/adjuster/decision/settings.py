@@ -206,6 +206,10 @@ class RunSettings:
             found.append(f"--mode must be one of {', '.join(MODES)} (got {self.mode!r})")
         if not isinstance(self.provisioning_class, str) or not _DNS_SUBDOMAIN.match(self.provisioning_class) or len(self.provisioning_class) > 253:
             found.append(f"--provisioning-class must be a DNS subdomain (got {self.provisioning_class!r})")
+        elif self.provisioning_class == consts.CHECK_CAPACITY_CLASS:
+            found.append(f"--provisioning-class {consts.CHECK_CAPACITY_CLASS} only checks for capacity that exists and never adds "
+                         f"a node, so the pods would wait on; use {consts.DEFAULT_PROVISIONING_CLASS} (the default) or your "
+                         "cloud's scale-up class")
         for what, value in (("--priority-class", self.priority_class), ("--lease-name", self.lease_name)):
             problem = name_problem("PriorityClass", value) if isinstance(value, str) and value else "must not be empty"
             if problem:
