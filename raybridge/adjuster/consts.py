@@ -40,6 +40,9 @@ PLACEHOLDER_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{COMPONENT_LABEL}
 #: what it set; `kubectl get nodes -l raybridge.io/adjuster-hold` lists the nodes it holds.
 DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
 HOLD_LABEL = "raybridge.io/adjuster-hold"
+#: The hold label's values: "true" when the adjuster set do-not-disrupt too, "label-only" when someone else had.
+HOLD_VALUE = "true"
+HOLD_LABEL_ONLY = "label-only"
 #: Patching nodes for the hold is granted only by this opt-in file (with a policy that lets the adjuster change
 #: nothing else on a node); refused (403), the adjuster says so once and tries again after HOLDS_RETRY_SECONDS.
 HOLD_GRANT_FILE = "configs/adjuster/optional/karpenter-hold.yaml"

@@ -374,7 +374,7 @@ class Controller:
         for name, hold in [(n, True) for n in holds.hold] + [(n, False) for n in holds.release]:
             if self._stopping():
                 break
-            outcome = scaler.patch_node(name, hold_patch(hold))
+            outcome = scaler.patch_node(name, hold_patch(hold, name in holds.label_only))
             if outcome.status == 403:
                 if self._holds_refused_at is None:
                     log.warning("node holds are off: %s (patching nodes is opt-in: apply %s so that Karpenter leaves a "

@@ -142,6 +142,17 @@ def test_the_shipped_hold_patch_holds_and_releases_the_node(adjuster: Any) -> No
     assert released.ok, released.detail
     meta = server.get_object("v1", "Node", NODE)["metadata"]
     assert consts.HOLD_LABEL not in (meta.get("labels") or {}) and consts.DO_NOT_DISRUPT_ANNOTATION not in (meta.get("annotations") or {})
+    # Beside a do-not-disrupt someone else set (a NodePool template): the label alone, set and removed
+    _release(server, {"metadata": {"annotations": {consts.DO_NOT_DISRUPT_ANNOTATION: "true"}}})
+    try:
+        for hold in (True, False):
+            outcome = scaler.patch_node(NODE, hold_patch(hold, label_only=True))
+            assert outcome.ok, outcome.detail
+            meta = server.get_object("v1", "Node", NODE)["metadata"]
+            assert (meta.get("labels") or {}).get(consts.HOLD_LABEL) == (consts.HOLD_LABEL_ONLY if hold else None)
+            assert meta["annotations"][consts.DO_NOT_DISRUPT_ANNOTATION] == "true"
+    finally:
+        _release(server, {"metadata": {"annotations": {consts.DO_NOT_DISRUPT_ANNOTATION: None}}})
 
 
 # What a stolen adjuster token might try on a node, and the policy's message that refuses it.

@@ -58,31 +58,36 @@ def test_a_placeholder_whose_node_is_gone_covers_nothing_and_its_pods_are_asked_
     assert sum(p.placeholder.gpus for p in result.create) == 2 and not result.covered_pods and not result.held_nodes
 
 
-def _node(name: str, *, ours: bool = False, annotated: bool = False) -> dict[str, Any]:
+def _node(name: str, *, ours: bool = False, annotated: bool = False, label: str = "true") -> dict[str, Any]:
     found = node(name)
     if ours:
-        found["metadata"]["labels"][consts.HOLD_LABEL] = "true"
+        found["metadata"]["labels"][consts.HOLD_LABEL] = label
     if annotated:
         found["metadata"]["annotations"] = {consts.DO_NOT_DISRUPT_ANNOTATION: "true"}
     return found
 
 
-# (case, the node, whether a placeholder wants it held, held, released)
+# (case, the node, whether a placeholder wants it held, held, released, of those the label alone changes)
 PATCH_ROWS = [
-    ("wanted and not held: held", _node("n"), True, ["n"], []),
-    ("wanted and held by us: nothing to do", _node("n", ours=True, annotated=True), True, [], []),
-    ("wanted and annotated by someone else: left alone", _node("n", annotated=True), True, [], []),
-    ("not wanted and held by us: released", _node("n", ours=True, annotated=True), False, [], ["n"]),
-    ("not wanted, our label without the annotation: released (the label removed too)", _node("n", ours=True), False, [], ["n"]),
-    ("not wanted and annotated by someone else: not ours to release", _node("n", annotated=True), False, [], []),
-    ("not wanted, never held: nothing to do", _node("n"), False, [], []),
+    ("wanted and not held: held", _node("n"), True, ["n"], [], []),
+    ("wanted and held by us: nothing to do", _node("n", ours=True, annotated=True), True, [], [], []),
+    ("wanted, annotated by someone else (a NodePool template): our label alone, which keeps placeholders off",
+     _node("n", annotated=True), True, ["n"], [], ["n"]),
+    ("wanted, our label beside someone else's annotation: nothing to do", _node("n", ours=True, annotated=True, label="label-only"), True, [], [], []),
+    ("not wanted and held by us: released", _node("n", ours=True, annotated=True), False, [], ["n"], []),
+    ("not wanted, our label without the annotation: released (the label removed too)", _node("n", ours=True), False, [], ["n"], []),
+    ("not wanted, our label beside someone else's annotation: the label alone removed",
+     _node("n", ours=True, annotated=True, label="label-only"), False, [], ["n"], ["n"]),
+    ("not wanted and annotated by someone else: not ours to release", _node("n", annotated=True), False, [], [], []),
+    ("not wanted, never held: nothing to do", _node("n"), False, [], [], []),
 ]
 
 
-@pytest.mark.parametrize("case,found,wanted,held,released", PATCH_ROWS, ids=[r[0] for r in PATCH_ROWS])
-def test_only_the_hold_we_set_is_set_and_released(case: str, found: dict[str, Any], wanted: bool, held: list[str], released: list[str]) -> None:
+@pytest.mark.parametrize("case,found,wanted,held,released,label_only", PATCH_ROWS, ids=[r[0] for r in PATCH_ROWS])
+def test_only_the_hold_we_set_is_set_and_released(case: str, found: dict[str, Any], wanted: bool, held: list[str], released: list[str],
+                                                  label_only: list[str]) -> None:
     holds = node_holds([found], {"n"} if wanted else set())
-    assert (list(holds.hold), list(holds.release)) == (held, released)
+    assert (list(holds.hold), list(holds.release), sorted(holds.label_only)) == (held, released, label_only)
 
 
 def test_the_patch_sets_and_removes_the_annotation_and_the_label_together() -> None:
@@ -90,3 +95,8 @@ def test_the_patch_sets_and_removes_the_annotation_and_the_label_together() -> N
                                              "annotations": {"karpenter.sh/do-not-disrupt": "true"}}}
     assert hold_patch(False) == {"metadata": {"labels": {"raybridge.io/adjuster-hold": None},
                                               "annotations": {"karpenter.sh/do-not-disrupt": None}}}
+
+
+def test_beside_someone_else_s_annotation_the_patch_touches_the_label_alone() -> None:
+    assert hold_patch(True, label_only=True) == {"metadata": {"labels": {"raybridge.io/adjuster-hold": "label-only"}}}
+    assert hold_patch(False, label_only=True) == {"metadata": {"labels": {"raybridge.io/adjuster-hold": None}}}

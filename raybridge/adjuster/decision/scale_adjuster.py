@@ -126,35 +126,50 @@ def decide(pods: Iterable[Mapping[str, Any]], nodes: Optional[Sequence[Any]], se
 
 @dataclass(frozen=True)
 class NodeHolds:
-    """Nodes to mark held (do-not-disrupt and our label) and to release (both removed)."""
+    """Nodes to mark held (our label, and do-not-disrupt unless someone else set it) and to release (what we set
+    removed); `label_only`: those of them whose do-not-disrupt annotation is not ours, so only the label changes."""
 
     hold: tuple[str, ...]
     release: tuple[str, ...]
+    label_only: frozenset[str] = frozenset()
 
 
 def node_holds(nodes: Iterable[Mapping[str, Any]], held: Iterable[str]) -> NodeHolds:
-    """What to change so that exactly the `held` nodes carry our hold. A node whose do-not-disrupt annotation
-    someone else set (without our label) is left alone either way: it is held already, and not ours to release."""
+    """What to change so that exactly the `held` nodes carry our hold.
+
+    The label is what keeps other placeholders off a held node (their required affinity), so every held node gets
+    it, also one whose do-not-disrupt annotation someone else set (a NodePool template may set it on every node:
+    such a node was once never labelled, and a second placeholder could bind to it). That annotation is not ours:
+    the label then says so (consts.HOLD_LABEL_ONLY) and the release removes the label alone."""
     wanted = set(held)
     hold: list[str] = []
     release: list[str] = []
+    label_only: set[str] = set()
     for node in nodes:
         meta = as_dict(node.get("metadata"))
         name = meta.get("name")
         if not isinstance(name, str):
             continue
-        ours = (meta.get("labels") or {}).get(consts.HOLD_LABEL) == "true"
+        label = (meta.get("labels") or {}).get(consts.HOLD_LABEL)
+        ours = label in (consts.HOLD_VALUE, consts.HOLD_LABEL_ONLY)
         annotated = (meta.get("annotations") or {}).get(consts.DO_NOT_DISRUPT_ANNOTATION) == "true"
-        if name in wanted and not ours and not annotated:
+        if name in wanted and not ours:
             hold.append(name)
+            if annotated:
+                label_only.add(name)
         elif name not in wanted and ours:
             release.append(name)
-    return NodeHolds(tuple(sorted(hold)), tuple(sorted(release)))
+            if label == consts.HOLD_LABEL_ONLY:
+                label_only.add(name)
+    return NodeHolds(tuple(sorted(hold)), tuple(sorted(release)), frozenset(label_only))
 
 
-def hold_patch(hold: bool) -> dict[str, Any]:
-    """The merge patch that sets (or removes) the hold on a node."""
-    return {"metadata": {"labels": {consts.HOLD_LABEL: "true" if hold else None},
+def hold_patch(hold: bool, label_only: bool = False) -> dict[str, Any]:
+    """The merge patch that sets (or removes) the hold on a node: our label, and the do-not-disrupt annotation
+    unless `label_only` (someone else's annotation, left as it is)."""
+    if label_only:
+        return {"metadata": {"labels": {consts.HOLD_LABEL: consts.HOLD_LABEL_ONLY if hold else None}}}
+    return {"metadata": {"labels": {consts.HOLD_LABEL: consts.HOLD_VALUE if hold else None},
                          "annotations": {consts.DO_NOT_DISRUPT_ANNOTATION: "true" if hold else None}}}
 
 
