@@ -76,7 +76,7 @@ KAI = "kai-scheduler"
 #: --resource-reservation-namespace / --resource-reservation-app-label defaults (cmd/binder/app/options.go).
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 RESERVATION_APP = "kai-resource-reservation"
-#: The binder's --scaling-pod-namespace default (cmd/binder/app/options.go).
+#: The binder's --scale-adjust-namespace default (kai-scheduler@v0.12.0 cmd/binder/app/options.go, constants.DefaultScaleAdjustName).
 SCALING_NAMESPACE = "kai-scale-adjust"
 GPU_GROUP_LABEL = "runai-gpu-group"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"

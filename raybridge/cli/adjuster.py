@@ -19,6 +19,7 @@ import argparse
 from typing import Any, Callable, Optional
 
 from raybridge.cli.args import Parser, add_cluster_args, add_output_arg, described
+from raybridge.cli.process import end_process_without_finalizing
 from raybridge.core.consts import (
     ADJUSTER_DEFAULT_GRACE_SECONDS,
     ADJUSTER_DEFAULT_MEMORY_FRACTION,
@@ -534,9 +535,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if server is not None:
             server.stop()
         # The official leader election module has no cancel: its daemon thread goes on (renewing, or finding the
-        # Lease released) and logs while the interpreter shuts down, and a daemon thread holding stderr's lock
-        # then makes the shutdown abort (SIGABRT, exit -6). Nothing is logged after the controller has stopped.
+        # Lease released) and may write to stderr while the interpreter shuts down, which then aborts (SIGABRT,
+        # exit -6). Nothing is logged after the controller has stopped, and the process ends without finalizing.
         logging.disable(logging.CRITICAL)
+        end_process_without_finalizing()
     if failures:
         raise failures[0]
     return EXIT_OK

@@ -18,6 +18,7 @@ import sys
 from typing import Callable, Optional, Sequence
 
 from raybridge.cli.args import Parser
+from raybridge.cli.process import ending_without_finalizing
 from raybridge.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 
 #: The command groups, in the order `--help` lists them.
@@ -100,6 +101,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if entrypoint and not getattr(args, "takes_entrypoint", False):
         parser.error(f"'{args.command}' takes no command after --")
     args.entrypoint_after_dashdash = entrypoint
+    code = _run(handler, args)
+    if ending_without_finalizing():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _run(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     from raybridge.core.printable import one_line
     from raybridge.errors import RaybridgeError
 
