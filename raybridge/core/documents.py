@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable, Iterable
+import sys
+import threading
+from typing import Any, Callable, Iterable, Optional
 
 import yaml
 
@@ -221,9 +223,72 @@ def _json_depth_problem(data: Any) -> str | None:
     return None
 
 
+_DEPTH_PROBES = ("[" * MAX_DEPTH + "]" * MAX_DEPTH, "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1))
+#: The recursion limit, above the caller's depth, at which the JSON parser refuses exactly what is nested more than
+#: MAX_DEPTH levels; None: not found on this Python (from 3.12 the C parser's recursion has its own, fixed limit).
+_depth_limit_offset: Optional[int] = None
+_depth_limit_probed = False
+
+
+def _stack_depth() -> int:
+    frame, depth = sys._getframe(1), 0
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth
+
+
+def _parse_bounded(text: str, offset: int) -> Any:
+    """json.loads without hooks under a recursion limit `offset` frames above this caller (RecursionError: too deep)."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(_stack_depth() + offset)
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def _probed_offset() -> Optional[int]:
+    """The offset at which the parser takes MAX_DEPTH levels and refuses one more, found once by trying both."""
+    global _depth_limit_offset, _depth_limit_probed
+    if not _depth_limit_probed:
+        _depth_limit_probed = True
+        for offset in range(MAX_DEPTH, MAX_DEPTH + 32):
+            try:
+                _parse_bounded(_DEPTH_PROBES[0], offset)
+            except RecursionError:
+                continue
+            try:
+                _parse_bounded(_DEPTH_PROBES[1], offset)
+            except RecursionError:
+                _depth_limit_offset = offset
+            break
+    return _depth_limit_offset
+
+
+def _json_fast(text: str) -> tuple[bool, Any]:
+    """(True, data) when the parser itself kept the depth within MAX_DEPTH (no second pass over the data: on a large
+    `kubectl get -o json` the walk cost more than the parse); (False, None) when the checked path must decide: a
+    Python whose parser the recursion limit does not bound, other threads running (the recursion limit is the
+    process's: lowered, it would bound theirs too), or a RecursionError here (too deep, or a number's hook called
+    at the deepest level: rare, and the checked path tells them apart)."""
+    if threading.active_count() > 1:
+        return False, None
+    offset = _probed_offset()
+    if offset is None:
+        return False, None
+    try:
+        return True, _parse_bounded(text, offset)
+    except RecursionError:
+        return False, None
+
+
 def load_json_or_yaml(text: str, origin: str) -> Any:
     """JSON if it parses as JSON, else YAML; bounded either way."""
     try:
+        fast, data = _json_fast(text)
+        if fast:
+            return data
         data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except _NotFinite as exc:
         raise BadInput(f"{origin} holds a number that is not finite ({exc})") from None
