@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import threading
 from typing import Any, Callable, Iterable, Optional
 
 import yaml
@@ -272,7 +271,7 @@ def _json_fast(text: str) -> tuple[bool, Any]:
     Python whose parser the recursion limit does not bound, other threads running (the recursion limit is the
     process's: lowered, it would bound theirs too), or a RecursionError here (too deep, or a number's hook called
     at the deepest level: rare, and the checked path tells them apart)."""
-    if threading.active_count() > 1:
+    if len(sys._current_frames()) > 1:  # other threads run
         return False, None
     offset = _probed_offset()
     if offset is None:
