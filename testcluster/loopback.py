@@ -15,25 +15,25 @@ from typing import Optional
 
 __all__ = ["peer_uid"]
 
-#: 127.0.0.1, and 127.0.0.1 mapped into IPv6, as the tables write them; the state of an established connection.
-_LOOPBACK = frozenset({"0100007F", "0000000000000000FFFF00000100007F"})
+#: The state of an established connection, as the tables write it.
 _ESTABLISHED = "01"
 
 
 def peer_uid(listen_port: int, peer_port: int, proc: Path = Path("/proc")) -> Optional[int]:
-    """The user id owning the socket at 127.0.0.1:`peer_port` that is connected to 127.0.0.1:`listen_port`, or None."""
-    for table in ("net/tcp", "net/tcp6"):
+    """The user id owning the socket at 127.0.0.1:`peer_port` that is connected to 127.0.0.1:`listen_port`, or None.
+
+    Called on every accepted connection while the tables may hold thousands of sockets (closed connections wait in
+    TIME_WAIT): the row is found with one substring search of each table's text, not by splitting every row."""
+    for table, loopback in (("net/tcp", "0100007F"), ("net/tcp6", "0000000000000000FFFF00000100007F")):
         try:
-            lines = (proc / table).read_text().splitlines()[1:]
+            text = (proc / table).read_text()
         except OSError:
             continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 8 or fields[3] != _ESTABLISHED:
-                continue
-            local, _, local_port = fields[1].partition(":")
-            remote, _, remote_port = fields[2].partition(":")
-            if (local in _LOOPBACK and remote in _LOOPBACK and int(local_port, 16) == peer_port
-                    and int(remote_port, 16) == listen_port):
-                return int(fields[7])
+        wanted = f" {loopback}:{peer_port:04X} {loopback}:{listen_port:04X} {_ESTABLISHED} "
+        at = text.find(wanted)
+        if at < 0:
+            continue
+        fields = text[at : text.find("\n", at)].split()
+        if len(fields) >= 7:
+            return int(fields[6])  # after the two addresses: state, queues, timer, retransmits, uid
     return None
