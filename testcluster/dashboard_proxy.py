@@ -19,13 +19,12 @@ processes alone: a connection from another user's socket is closed unanswered.
 from __future__ import annotations
 
 import http.client
-import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Optional
 from urllib.parse import urlsplit
 
-from testcluster.loopback import peer_uid
+from testcluster.loopback import peer_is_this_user
 
 __all__ = ["DashboardProxy"]
 
@@ -91,7 +90,7 @@ class _Server(ThreadingHTTPServer):
         """This user's processes only (the operator): the Ray head behind may take no token, and another local user
         must not reach it through here (the kernel's socket table says who connected)."""
         port = client_address[1] if isinstance(client_address, tuple) else -1
-        return peer_uid(self.server_address[1], port) == os.getuid()
+        return peer_is_this_user(self.server_address[1], port)
 
     def handle_error(self, request: object, client_address: object) -> None:
         """A client that drops its kept-alive connection (Go's transport closes idle ones) is no error to print."""

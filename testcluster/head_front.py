@@ -17,12 +17,11 @@ are let through: the front can only see who connected to it.
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 from typing import Optional
 
-from testcluster.loopback import peer_uid
+from testcluster.loopback import peer_is_this_user
 
 __all__ = ["HeadFront", "with_token"]
 
@@ -84,14 +83,14 @@ class HeadFront:
             if self._stop.is_set():
                 client.close()
                 return
-            if peer_uid(self.port, peer_port) != os.getuid():
-                self.refused += 1
-                client.close()
-                continue
-            threading.Thread(target=self._relay, args=(client,), name="head-front-relay", daemon=True).start()
+            threading.Thread(target=self._relay, args=(client, peer_port), name="head-front-relay", daemon=True).start()
 
-    def _relay(self, client: socket.socket) -> None:
+    def _relay(self, client: socket.socket, peer_port: int) -> None:
         upstream: Optional[socket.socket] = None
+        if not peer_is_this_user(self.port, peer_port):  # looked up here, so a slow lookup holds up no other caller
+            self.refused += 1
+            client.close()
+            return
         try:
             client.settimeout(HEAD_TIMEOUT_SECONDS)
             head = b""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["peer_uid"]
+__all__ = ["peer_uid", "peer_is_this_user"]
 
 #: The state of an established connection, as the tables write it.
 _ESTABLISHED = "01"
@@ -37,3 +37,18 @@ def peer_uid(listen_port: int, peer_port: int, proc: Path = Path("/proc")) -> Op
         if len(fields) >= 7:
             return int(fields[6])  # after the two addresses: state, queues, timer, retransmits, uid
     return None
+
+
+def peer_is_this_user(listen_port: int, peer_port: int, tries: int = 5, pause: float = 0.01) -> bool:
+    """The peer's socket belongs to the user running this process. The kernel lists the tables a page at a time
+    while connections come and go, so a row can be missing from one reading: looked for again before refusing."""
+    import os
+    import time
+
+    for attempt in range(tries):
+        uid = peer_uid(listen_port, peer_port)
+        if uid is not None:
+            return uid == os.getuid()
+        if attempt + 1 < tries:
+            time.sleep(pause)
+    return False
