@@ -10,6 +10,8 @@ which the doors take as a refusal.
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -42,9 +44,6 @@ def peer_uid(listen_port: int, peer_port: int, proc: Path = Path("/proc")) -> Op
 def peer_is_this_user(listen_port: int, peer_port: int, tries: int = 5, pause: float = 0.01) -> bool:
     """The peer's socket belongs to the user running this process. The kernel lists the tables a page at a time
     while connections come and go, so a row can be missing from one reading: looked for again before refusing."""
-    import os
-    import time
-
     for attempt in range(tries):
         uid = peer_uid(listen_port, peer_port)
         if uid is not None:

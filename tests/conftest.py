@@ -78,10 +78,6 @@ class _Head:
         self.head.stop()
 
 
-def _start_head() -> _Head:
-    return _Head()
-
-
 class _HeadOnRequest:
     """In the controlling process: starts the head once a worker writes WANTED, stops it at the end."""
 
@@ -99,7 +95,7 @@ class _HeadOnRequest:
         else:
             return
         try:
-            self.head = _start_head()
+            self.head = _Head()
         except Exception as exc:  # noqa: BLE001 - told to every worker that waits
             (self.directory / FAILED).write_text(f"{type(exc).__name__}: {exc}")
             return
@@ -163,7 +159,7 @@ def ray_head(request: pytest.FixtureRequest) -> Iterator[SharedHead]:
     if directory is not None:
         yield _ask_controller(Path(directory))
         return
-    head = _start_head()  # one process, no workers: this process owns the head
+    head = _Head()  # one process, no workers: this process owns the head
     try:
         yield head.shared
     finally:

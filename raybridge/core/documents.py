@@ -238,7 +238,8 @@ def _stack_depth() -> int:
 
 
 def _parse_bounded(text: str, offset: int) -> Any:
-    """json.loads without hooks under a recursion limit `offset` frames above this caller (RecursionError: too deep)."""
+    """json.loads, its hooks refusing non-finite numbers, under a recursion limit `offset` frames above this caller
+    (RecursionError: too deep)."""
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(_stack_depth() + offset)
     try:

@@ -124,14 +124,19 @@ def plan_working_dir_upload(working_dir: str, runtime_env: Optional[dict[str, An
     """What of `working_dir` (a local directory) Ray will upload, and what raybridge leaves out of it."""
     root = Path(working_dir).expanduser().resolve()
     plan = plan_upload(list_working_dir(root, *_listing_rules(runtime_env)))
-    limit = _ray_package_limit()
-    if plan.bytes >= limit:  # refused before Ray reads (and hashes) every byte of it, a sparse file's too
-        raise BadInput(
-            f"workingDir: {format_bytes(plan.bytes)} in {plan.files} files under {str(root)!r}, more than Ray uploads "
-            f"({format_bytes(limit)}, RAY_max_grpc_message_size); leave out what the job does not need "
-            "(.gitignore, .rayignore or runtimeEnv.excludes)"
-        )
+    too_large = _over_upload_limit("workingDir", str(root), plan)
+    if too_large:  # refused before Ray reads (and hashes) every byte of it, a sparse file's too
+        raise BadInput(f"{too_large}; leave out what the job does not need (.gitignore, .rayignore or runtimeEnv.excludes)")
     return plan
+
+
+def _over_upload_limit(field_name: str, root: str, plan: UploadPlan) -> Optional[str]:
+    """Why Ray would refuse to upload what `plan` lists under `root`, from the listing alone; None when it would not."""
+    limit = _ray_package_limit()
+    if plan.bytes < limit:
+        return None
+    return (f"{field_name}: {format_bytes(plan.bytes)} in {plan.files} files under {root!r}, more than Ray uploads "
+            f"({format_bytes(limit)}, RAY_max_grpc_message_size)")
 
 
 def _ray_package_limit() -> int:
@@ -183,9 +188,10 @@ def local_path_problems(runtime_env: Optional[dict[str, Any]]) -> list[str]:
         if plan.left_out:
             problems.append(f"runtimeEnv.py_modules: {root!r} holds what raybridge never uploads: {plan.left_out_text()}; "
                             "move it out of the module")
-        elif plan.bytes >= _ray_package_limit():  # refused from the listing, as the working dir is
-            problems.append(f"runtimeEnv.py_modules: {format_bytes(plan.bytes)} in {plan.files} files under {root!r}, "
-                            f"more than Ray uploads ({format_bytes(_ray_package_limit())}, RAY_max_grpc_message_size)")
+        else:
+            too_large = _over_upload_limit("runtimeEnv.py_modules", root, plan)  # refused from the listing, as the working dir is
+            if too_large:
+                problems.append(too_large)
     for field_name in FILE_FIELDS:
         value = (runtime_env or {}).get(field_name)
         if not isinstance(value, str) or not value.strip():
