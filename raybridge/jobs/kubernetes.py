@@ -53,7 +53,7 @@ from raybridge.jobs.decision.spec import JobSpec
 from raybridge.errors import BadInput, ClusterUnreachable, InfraError, JobEnded
 from raybridge.jobapi.client import TERMINAL, RayJobs
 from raybridge.jobapi.ray_import import installed_ray_version
-from raybridge.kube.client import Kube
+from raybridge.kube.client import Kube, TimeBudgetSpent
 from raybridge.kube.kueue import find_workload, pending_position, wait_workload_gone
 from raybridge.kube.rayapi import RayObjects
 from raybridge.kube.retry import RetryPolicy, calls_tried_once
@@ -266,8 +266,15 @@ def wait_for_ready(
 ) -> dict[str, Any]:
     """Wait through Kueue admission and cluster start-up; return the ready object."""
     admitted = False
+    seen: Optional[str] = None  # what the last observation showed, for a deadline that runs out mid-call
     while True:
-        obj, workload, position = _observe_riding_out(kube, rays, kind, name, namespace, queued, waiter)
+        try:
+            obj, workload, position = _observe_riding_out(kube, rays, kind, name, namespace, queued, waiter)
+        except TimeBudgetSpent:
+            if seen is None:
+                raise
+            what = "admitted" if queued and not admitted else "ready"
+            raise InfraError(f"{kind} {namespace}/{name} was not {what} within {waiter.timeout:.0f}s: {seen}") from None
         status = obj.get("status") or {}
         deployment = status.get("jobDeploymentStatus")
         _end_if_deactivated(f"{kind} {namespace}/{name}", workload)
@@ -282,10 +289,11 @@ def wait_for_ready(
         if ready:
             waiter.say(f"Ray cluster {status.get('rayClusterName') or name} is ready")
             return obj
-        waiter.say(progress_line(obj, workload, position))
+        seen = progress_line(obj, workload, position)
+        waiter.say(seen)
         if waiter.expired():
             what = "admitted" if queued and not admitted else "ready"
-            raise InfraError(f"{kind} {namespace}/{name} was not {what} within {waiter.timeout:.0f}s: {progress_line(obj, workload, position)}")
+            raise InfraError(f"{kind} {namespace}/{name} was not {what} within {waiter.timeout:.0f}s: {seen}")
         waiter.sleep()
 
 

@@ -94,3 +94,43 @@ def test_no_wait_clears_the_job_id_only_once_kuberay_has_taken_it(monkeypatch, s
     spec = run.rays.patches[0]["spec"]
     assert ("jobId" in spec and spec["jobId"] is None) == cleared
     assert any("had not taken job job-1" in note for note in notes) == (not cleared)
+
+
+def test_a_deadline_spent_inside_a_poll_still_says_the_job_was_not_admitted(monkeypatch):
+    """The --timeout can run out while the last poll is waiting for the API server (a loaded machine): the user
+    is told the job was not admitted in time and where it stood, not that the API server was slow."""
+    from raybridge.errors import InfraError
+    from raybridge.jobs import kubernetes as jobs_kubernetes
+    from raybridge.kube.client import TimeBudgetSpent
+
+    queued = ({"status": {"jobDeploymentStatus": "Suspended"}},
+              {"spec": {"queueName": "lq"}, "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                                                       "message": "insufficient quota for nvidia.com/gpu"}]}}, None)
+    answers = iter([queued, TimeBudgetSpent("GET /apis: did not answer in time, and the command's --timeout of 4s ran out")])
+
+    def observe(*_args):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(jobs_kubernetes, "_observe_riding_out", observe)
+    w, _fake, said = waiter(timeout=4)
+    with pytest.raises(InfraError) as caught:
+        jobs_kubernetes.wait_for_ready(None, None, "RayJob", "late", "team", w, queued=True)
+    assert not isinstance(caught.value, TimeBudgetSpent)
+    message = str(caught.value)
+    assert message.startswith("RayJob team/late was not admitted within 4s: ") and "insufficient" in message, message
+
+
+def test_a_deadline_spent_before_anything_was_seen_is_the_api_servers_silence(monkeypatch):
+    from raybridge.jobs import kubernetes as jobs_kubernetes
+    from raybridge.kube.client import TimeBudgetSpent
+
+    def observe(*_args):
+        raise TimeBudgetSpent("GET /apis: did not answer in time")
+
+    monkeypatch.setattr(jobs_kubernetes, "_observe_riding_out", observe)
+    w, _fake, _said = waiter(timeout=4)
+    with pytest.raises(TimeBudgetSpent):
+        jobs_kubernetes.wait_for_ready(None, None, "RayJob", "late", "team", w, queued=True)
