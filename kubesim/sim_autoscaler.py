@@ -34,9 +34,9 @@ from scratch from the API's pods and nodes as the real one is:
    Estimate: pods ordered by estimator/decreasing_pod_orderer.go, the sum of
    their CPU and memory shares of the template, largest first, a stable sort
    here; each pod onto the first new node it fits, else a new node). The
-   expander picks one option (the default `random`; here, deterministically,
-   the one helping most pods, then fewest nodes, then the group's name);
-   only that group grows this loop, capped at its max size.
+   expander picks one option (the default `least-waste` since 1.33: the least
+   CPU and memory left unrequested, GPUs not counted; ties by the group's name
+   here, at random there); only that group grows this loop, capped at its max size.
 
 Left out: scale-down (10 minutes of unneededness by default, longer than any
 test; terminal pods do not block it: simulator/drainability/rules/terminal),
@@ -87,9 +87,10 @@ class NodeGroup:
     def allocatable(self) -> dict[str, Decimal]:
         return {"cpu": parse_quantity(self.cpu), "memory": parse_quantity(self.memory), "pods": Decimal(110), GPU_KEY: Decimal(self.gpus)}
 
-    def admits(self, pod_spec: Mapping[str, Any]) -> bool:
-        """The scheduling predicates on the template node: selector, required affinity, taints, resources."""
-        labels = {**self.labels, NODE_GROUP_LABEL: self.name}
+    def admits(self, pod_spec: Mapping[str, Any], labels: Optional[Mapping[str, str]] = None) -> bool:
+        """The scheduling predicates on the template node: selector, required affinity, taints, resources.
+        `labels`: the template's labels where a live node of the group gave them (`ClusterAutoscaler._templates`)."""
+        labels = {**self.labels, NODE_GROUP_LABEL: self.name} if labels is None else labels
         return matches_node(pod_spec, labels) and tolerates_taints(pod_spec, self.taints) and fits_resources(requests_of(pod_spec), self.allocatable(), {})
 
 
@@ -163,7 +164,7 @@ class ClusterAutoscaler:
         unschedulable.sort(key=lambda p: -int(p["spec"].get("priority") or 0))
         unschedulable = [p for p in unschedulable if not any(node.hint(p["spec"]) for node in snapshot)]
         if unschedulable:
-            self._scale_up(unschedulable, now)
+            self._scale_up(unschedulable, now, nodes)
 
     def _snapshot(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> list[_Snapshot]:
         found: dict[str, _Snapshot] = {}
@@ -181,24 +182,60 @@ class ClusterAutoscaler:
                     for _, group, _ in self.upcoming]
         return list(found.values()) + upcoming
 
-    def _scale_up(self, pods: list[dict[str, Any]], now: float) -> None:
-        options: list[tuple[int, int, str, NodeGroup, list[list[str]]]] = []
+    def _templates(self, nodes: list[dict[str, Any]]) -> dict[str, Mapping[str, str]]:
+        """Each node group's template labels: a live node's, where the group has a ready one.
+
+        processors/nodeinfosprovider/mixed_nodeinfos_processor.go Process takes the template of a group
+        from one of its ready, schedulable nodes when it has one (cloud provider's template otherwise), and
+        simulator/node_info_utils.go SanitizedTemplateNodeInfoFromNodeInfo keeps every label of that node but
+        the hostname: a label an operator put on a live node (the adjuster's hold, say) is on the template."""
+        templates: dict[str, Mapping[str, str]] = {}
+        for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+            labels = node["metadata"].get("labels") or {}
+            group = labels.get(NODE_GROUP_LABEL)
+            if group and group not in templates and is_ready(node) and not (node.get("spec") or {}).get("unschedulable"):
+                templates[group] = {k: v for k, v in labels.items() if k != "kubernetes.io/hostname"}
+        return templates
+
+    def _scale_up(self, pods: list[dict[str, Any]], now: float, nodes: Optional[list[dict[str, Any]]] = None) -> None:
+        options: list[tuple[NodeGroup, list[dict[str, Any]], list[list[str]]]] = []
         sizes = self._group_sizes()
+        templates = self._templates(nodes or [])
         for group in self.node_groups:
             room = group.max_size - sizes.get(group.name, 0)
             if room <= 0:
                 continue
-            fitting = [p for p in pods if group.admits(p["spec"])]
+            fitting = [p for p in pods if group.admits(p["spec"], templates.get(group.name))]
             if not fitting:
                 continue
             new_nodes = self._estimate(group, fitting)[:room]
-            helped = sum(len(n) for n in new_nodes)
-            options.append((-helped, len(new_nodes), group.name, group, new_nodes))
+            helped = {name for members in new_nodes for name in members}
+            options.append((group, [p for p in fitting if p["metadata"]["name"] in helped], new_nodes))
         if not options:
             return
-        _, _, _, group, new_nodes = min(options, key=lambda o: o[:3])
+        group, _, new_nodes = self._best_option(options)
         for members in new_nodes:
             self.upcoming.append((now + self.provisioning_delay, group, tuple(members)))
+
+    @staticmethod
+    def _best_option(options: list[tuple[NodeGroup, list[dict[str, Any]], list[list[str]]]]) -> tuple[NodeGroup, list[dict[str, Any]], list[list[str]]]:
+        """The default expander, `least-waste` (config/flags/flags.go: --expander defaults to
+        expander.LeastWasteExpanderName from 1.33 on; expander/waste/waste.go BestOptions): the option whose
+        nodes leave the least CPU and memory unrequested by the option's pods, as fractions of the nodes'
+        capacity summed (GPUs do not count). Ties, broken at random by the real one (expander/random), go to
+        the group's name here."""
+
+        def waste(option: tuple[NodeGroup, list[dict[str, Any]], list[list[str]]]) -> tuple[Decimal, str]:
+            group, helped, new_nodes = option
+            capacity = group.allocatable()
+            wasted = Decimal(0)
+            for resource in ("cpu", "memory"):
+                available = capacity[resource] * len(new_nodes)
+                requested = sum((requests_of(p["spec"]).get(resource, Decimal(0)) for p in helped), Decimal(0))
+                wasted += (available - requested) / available
+            return wasted, group.name
+
+        return min(options, key=waste)
 
     @staticmethod
     def _estimate(group: NodeGroup, pods: list[dict[str, Any]]) -> list[list[str]]:

@@ -37,8 +37,9 @@ expiration, multi- and single-node replacement consolidation (they move
 running pods; the adjuster's nodes matter while empty), nomination of
 existing nodes for pending pods (it protects a node only while some pending
 pod fits it by its requests; leaving it out disrupts more, never less, so it
-cannot make the adjuster look better than it is), instance-type choice (one
-template per NodePool).
+cannot make the adjuster look better than it is), instance types within a
+NodePool (one template per NodePool; among NodePools the cheapest launch wins,
+`_best_option`).
 """
 
 from __future__ import annotations
@@ -79,6 +80,18 @@ class Karpenter(ClusterAutoscaler):
     def run_once(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> None:
         super().run_once(pods, nodes)
         self._disrupt(pods, nodes)
+
+    def _templates(self, nodes: list[dict[str, Any]]) -> dict[str, Any]:
+        """A NodePool's NodeClaims take its template's labels (and the instance type's), never a live node's."""
+        return {}
+
+    @staticmethod
+    def _best_option(options: list[Any]) -> Any:
+        """The cheapest launch (provisioning/scheduling/nodeclaim.go: a NodeClaim's instance types ordered by
+        price, the cheapest launched; the kwok provider's prices are its instance types file's, generated from
+        CPU and memory by kwok/tools/gen_instance_types.go priceFromResources): here the fewest GPUs, then
+        CPUs, then the pool's name (the GPU nodes here grow in both together)."""
+        return min(options, key=lambda o: (o[0].gpus * len(o[2]), o[0].allocatable()["cpu"] * len(o[2]), o[0].name))
 
     def _disrupt(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> None:
         now = self.clock()

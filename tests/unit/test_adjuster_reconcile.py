@@ -122,9 +122,9 @@ def test_reconcile(case, pods, existing, cap, created, deleted, kept, covered):
     assert len(names) == len(set(names))  # never a name in use, terminating ones included
 
 
-def whole(name: str, gpus: int, pods: tuple[str, ...]) -> ExistingPlaceholder:
-    """A pending placeholder pod, as `read_placeholder` reads one: the node added for it comes whole."""
-    return ExistingPlaceholder(name, GROUP, gpus, PENDING, pods, whole_node=True)
+def pending(name: str, gpus: int, pods: tuple[str, ...], resources: Any = None) -> ExistingPlaceholder:
+    """A pending placeholder pod, as `read_placeholder` reads one: the autoscaler packs it onto a node."""
+    return ExistingPlaceholder(name, GROUP, gpus, PENDING, pods, resources=resources, packed_onto_nodes=True)
 
 
 def cpu_pods(n: int, cpu: str) -> list[dict[str, Any]]:
@@ -133,23 +133,29 @@ def cpu_pods(n: int, cpu: str) -> list[dict[str, Any]]:
 
 
 # (case, pods, existing, node GPUs (None: not known), nodes, created GPUs, deleted, kept)
-WHOLE_NODE_ROWS = [
-    ("a burst seen in two passes: the rest fills the other 3 GPUs of the first placeholder's node first (30 GPUs, 4 nodes)",
-     sixes(30), [whole("a", 5, keys(5))], 8, None, [8, 8, 6], {}, ["a"]),
-    ("a later pod fits the pending placeholder's node: nothing more", halves(6), [whole("a", 2, keys(4))], 8, None, [], {}, ["a"]),
-    ("a later wave bigger than the node: only the rest is asked for", halves(20), [whole("a", 2, keys(4))], 8, None, [2], {}, ["a"]),
-    ("the node's size not known (no node, no --node-gpus): only its own GPUs", halves(6), [whole("a", 2, keys(4))], None, None, [1], {}, ["a"]),
-    ("two on their way: the later pods land on the older one's node, the later one holds none and goes",
-     halves(6), [whole("a", 2, keys(4)), whole("b", 1, keys(2, 4))], 8, None, [], {"b": DELETE_HELD_ELSEWHERE}, ["a"]),
+# The autoscaler sees only what placeholders ask for: later pods that the rest of a pending placeholder's node
+# will hold get a top-up placeholder of exactly those GPUs, which fills that node (no node more, none promised twice).
+PENDING_ROWS = [
+    ("a burst seen in two passes: a top-up of 3 fills the first node, 22 more GPUs in new placeholders (4 nodes)",
+     sixes(30), [pending("a", 5, keys(5))], 8, None, [8, 8, 6, 3], {}, ["a"]),
+    ("a 1-GPU wave, then 10 pods of 0.9: 7 top up its node, 3 more; counted without asking, the autoscaler "
+     "packed the 3 beside the 1 (one node where two were needed)",
+     [pod(f"p{i}", "0.9") for i in range(11)], [pending("a", 1, keys(1))], 8, None, [7, 3], {}, ["a"]),
+    ("a later pod fits the GPUs the placeholder asked for: nothing more", halves(4), [pending("a", 2, keys(3))], 8, None, [], {}, ["a"]),
+    ("two on one node: the later pods land on the older one's GPUs, the later one asks for nothing more and goes",
+     halves(4), [pending("a", 2, keys(2)), pending("b", 1, keys(2, 2))], 8, None, [], {"b": DELETE_HELD_ELSEWHERE}, ["a"]),
+    ("two that do not share a node (5 and 5 of 8): the scheduler fills the first node first, its top-up asks for 3",
+     sixes(12), [pending("a", 5, keys(5)), pending("b", 5, keys(5, 5))], 8, None, [3], {}, ["a", "b"]),
+    ("the node's size not known (no node, no --node-gpus): its own GPUs only", halves(6), [pending("a", 2, keys(4))], None, None, [1], {}, ["a"]),
     ("a known node of the group limits the other resources: 96 CPUs hold 6 pods of 16, the rest gets a node",
-     cpu_pods(8, "16"), [whole("a", 1, keys(2))], None, [node("n1", 8)], [1], {}, ["a"]),
-    ("a ProvisioningRequest (not whole_node): credited as the GPUs it asked for", halves(6),
+     cpu_pods(8, "16"), [pending("a", 1, keys(2))], None, [node("n1", 8)], [2, 1], {}, ["a"]),
+    ("a ProvisioningRequest: credited as the GPUs it asked for", halves(6),
      [ph("a", 2, PENDING, keys(4))], 8, None, [1], {}, ["a"]),
 ]
 
 
-@pytest.mark.parametrize("case,pods,existing,node_gpus,nodes,created,deleted,kept", WHOLE_NODE_ROWS, ids=[r[0] for r in WHOLE_NODE_ROWS])
-def test_a_pending_placeholder_pod_stands_for_the_whole_node_added_for_it(case, pods, existing, node_gpus, nodes, created, deleted, kept):
+@pytest.mark.parametrize("case,pods,existing,node_gpus,nodes,created,deleted,kept", PENDING_ROWS, ids=[r[0] for r in PENDING_ROWS])
+def test_a_pending_placeholder_stands_for_the_gpus_it_asks_for(case, pods, existing, node_gpus, nodes, created, deleted, kept):
     settings = AdjusterSettings(node_gpus=node_gpus)
     result = reconcile(pods, nodes, existing, settings, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
     assert sorted((p.placeholder.gpus for p in result.create), reverse=True) == created
@@ -318,8 +324,7 @@ def test_the_placeholder_pod_is_small_safe_and_below_every_workload():
     container = spec["containers"][0]
     assert container["resources"]["requests"]["amd.com/gpu"] == container["resources"]["limits"]["amd.com/gpu"] == "8"
     assert spec["nodeSelector"] == {"pool": "a"} and spec["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
-    assert spec["affinity"] == {"nodeAffinity": {"x": 1, "requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": consts.HOLD_LABEL, "operator": "DoesNotExist"}]}]}}}
+    assert spec["affinity"] == {"nodeAffinity": {"x": 1}}
     assert spec["priorityClassName"] == "low" and spec["automountServiceAccountToken"] is False
     assert spec["securityContext"]["runAsNonRoot"] is True and container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     # a read-only root makes the NVIDIA toolkit's CDI hook fail the container's create on some toolkit versions (1.20.0)
@@ -328,7 +333,6 @@ def test_the_placeholder_pod_is_small_safe_and_below_every_workload():
     assert all(label_value_problem(v) is None for v in meta["labels"].values())
 
 
-NOT_HELD = {"key": consts.HOLD_LABEL, "operator": "DoesNotExist"}
 POOL_A = {"key": "pool", "operator": "In", "values": ["a"]}
 ZONE = {"key": "zone", "operator": "Exists"}
 PREFERRED = [{"weight": 1, "preference": {"matchExpressions": [ZONE]}}]
@@ -339,27 +343,27 @@ def required(*terms: dict[str, Any]) -> dict[str, Any]:
 
 
 # (case, the group's affinity, the placeholder's affinity)
-HELD_NODE_ROWS = [
-    ("no affinity: one term, the hold absent", None, {"nodeAffinity": required({"matchExpressions": [NOT_HELD]})}),
-    ("one term: the hold ANDed into it", {"nodeAffinity": required({"matchExpressions": [POOL_A]})},
-     {"nodeAffinity": required({"matchExpressions": [POOL_A, NOT_HELD]})}),
-    ("two terms (ORed): the hold ANDed into each", {"nodeAffinity": required({"matchExpressions": [POOL_A]}, {"matchExpressions": [ZONE]})},
-     {"nodeAffinity": required({"matchExpressions": [POOL_A, NOT_HELD]}, {"matchExpressions": [ZONE, NOT_HELD]})}),
-    ("a matchFields term keeps its fields", {"nodeAffinity": required({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]})},
-     {"nodeAffinity": required({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}], "matchExpressions": [NOT_HELD]})}),
+AFFINITY_ROWS = [
+    ("no affinity: none", None, None),
+    ("one term", {"nodeAffinity": required({"matchExpressions": [POOL_A]})}, {"nodeAffinity": required({"matchExpressions": [POOL_A]})}),
+    ("two terms (ORed)", {"nodeAffinity": required({"matchExpressions": [POOL_A]}, {"matchExpressions": [ZONE]})},
+     {"nodeAffinity": required({"matchExpressions": [POOL_A]}, {"matchExpressions": [ZONE]})}),
     ("preferred terms and pod affinity stay as they are", {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": PREFERRED},
                                                            "podAffinity": {"x": 1}},
-     {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": PREFERRED, **required({"matchExpressions": [NOT_HELD]})},
-      "podAffinity": {"x": 1}}),
+     {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": PREFERRED}, "podAffinity": {"x": 1}}),
 ]
 
 
-@pytest.mark.parametrize("case,group_affinity,expected", HELD_NODE_ROWS, ids=[r[0] for r in HELD_NODE_ROWS])
-def test_every_placeholder_requires_a_node_the_adjuster_does_not_hold(case, group_affinity, expected):
-    """A pending placeholder must not be bound to the GPUs a placeholder that just exited brought up for its pods."""
+@pytest.mark.parametrize("case,group_affinity,expected", AFFINITY_ROWS, ids=[r[0] for r in AFFINITY_ROWS])
+def test_a_placeholder_requires_nothing_of_a_node_that_a_node_groups_template_lacks(case, group_affinity, expected):
+    """cluster-autoscaler builds a group's template from a live node and copies its labels (the adjuster's hold
+    label too): a placeholder that required the hold label absent matched no template while a node of the
+    group was held, and the group got no scale-up. The placeholder asks for what its pods ask for, no more."""
     planned = PlannedPlaceholder(f"{PREFIX}-{GROUP}-2g-0", Placeholder(gpus=2, resource_key="nvidia.com/gpu", pods=("team/p0",),
                                                                         affinity=group_affinity, group=GROUP))
-    assert placeholder_manifest(planned, RunSettings())["spec"]["affinity"] == expected
+    spec = placeholder_manifest(planned, RunSettings())["spec"]
+    assert spec.get("affinity") == expected
+    assert consts.HOLD_LABEL not in json.dumps(spec)
     assert planned.placeholder.affinity == group_affinity  # the plan's own value is not changed
 
 

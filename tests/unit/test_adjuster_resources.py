@@ -98,13 +98,25 @@ def test_the_placeholder_asks_for_gpus_alone_and_records_its_pods_requests():
     manifest = placeholder_manifest(PlannedPlaceholder("rb-x", placeholder), RunSettings())
     resources = manifest["spec"]["containers"][0]["resources"]
     assert resources == {
-        "requests": {"nvidia.com/gpu": "2", "cpu": "1m", "memory": "8Mi"},
+        "requests": {"nvidia.com/gpu": "2", "cpu": "2m", "memory": "8Mi"},
         "limits": {"nvidia.com/gpu": "2", "cpu": "10m", "memory": "16Mi"},
     }
     assert read_placeholder(manifest).resources == placeholder.resources
     small = placeholder_manifest(PlannedPlaceholder("rb-y", Placeholder(gpus=1, resource_key="nvidia.com/gpu", pods=("team/a",))), RunSettings())
     assert small["spec"]["containers"][0]["resources"]["requests"] == {"nvidia.com/gpu": "1", "cpu": "1m", "memory": "8Mi"}
     assert read_placeholder(small).resources == ()
+
+
+def test_larger_placeholders_ask_for_more_cpu_so_the_autoscalers_pack_them_largest_first():
+    """cluster-autoscaler orders pending pods by their CPU and memory before packing them onto new nodes
+    (estimator/decreasing_pod_orderer.go), Karpenter by CPU then memory (scheduling/queue.go): equal requests
+    left the order to chance, and smallest first took a node more."""
+    def cpu(gpus: int) -> tuple[str, str]:
+        manifest = placeholder_manifest(PlannedPlaceholder("rb-z", Placeholder(gpus=gpus, resource_key="nvidia.com/gpu", pods=("team/a",))), RunSettings())
+        resources = manifest["spec"]["containers"][0]["resources"]
+        return resources["requests"]["cpu"], resources["limits"]["cpu"]
+
+    assert [cpu(g) for g in (1, 2, 8, 16)] == [("1m", "10m"), ("2m", "10m"), ("8m", "10m"), ("16m", "16m")]
 
 
 # (case, the recorded annotation, the room read back): our own annotation, read without trusting it

@@ -25,32 +25,36 @@ offline, and so one burst of pending pods yields one scale-up:
   its group, which land there within seconds; a placeholder whose own pods
   all landed stays (until the timeout) only while that room holds some.
 * The remaining pods are planned (`adjuster/decision/plan.plan_placeholders`). The
-  pending placeholders (not on a node yet) of a group stand for GPUs on their
-  way: the group's waiting pods, oldest first, best fit, are placed on their
-  whole GPUs as the scheduler will place them when the nodes come (the pods
-  each was made for and pods that came later alike, so pods arriving in
-  waves fill the room earlier ones leave and cost no extra GPU, and what is
-  counted is a placement the scheduler really makes, not a tighter packing
-  it would not find). The pods that placement holds are covered; a pending
-  placeholder it puts no pod on is deleted; one that holds pods is kept,
-  unchanged, even when the pods it was made for are gone. Pods no pending
-  placeholder holds are planned again on their own and get new placeholders.
+  pending placeholders (not on a node yet) of a group stand for the nodes the
+  autoscaler adds for them: it packs them onto whole nodes of the group, as
+  it will (`_nodes_on_their_way`), and the group's waiting pods, oldest
+  first, best fit, are placed on those nodes as the scheduler will place them
+  when they come (the pods each was made for and pods that came later alike,
+  so pods arriving in waves fill the room earlier ones leave and cost no
+  extra GPU, and what is counted is a placement the scheduler really makes,
+  not a tighter packing it would not find). Where they use more of a node's
+  GPUs than its placeholders ask for, a top-up placeholder asks for exactly
+  the difference: the autoscaler sees only what placeholders ask for, so
+  counting the rest of a node for later pods without asking promised those
+  GPUs twice (it put the next placeholder into them: a 1-GPU wave, then 10
+  pods of 0.9, got one node where two were needed), while the top-up fills
+  the node on its way and adds none (5 GPUs asked, then 25 more pods: a
+  top-up of 3 and 22 in new placeholders, 4 nodes of 8 in all, not 5). The
+  pods those nodes hold are covered; a pending placeholder on a node that
+  holds no pod is deleted; one that holds pods is kept, unchanged, even when
+  the pods it was made for are gone. Pods no pending placeholder holds are
+  planned again on their own and get new placeholders.
   Why a pending placeholder is never replaced by a bigger one: a pod's
   resources are immutable, so resizing is delete + create of a pod every
   wave, and whether the autoscaler matches the new pod to the node it is
-  already adding for the old one is its own business (it is new demand to
-  it), so the scale-up in flight is not guaranteed to be kept. Filling the
-  slack gives the same GPU count with nothing deleted. A later pod that
-  does not fit the slack gets its own placeholder. Once the placeholder
-  is provided, the same slack covers those later pods until they land.
-  A pending placeholder pod stands for the whole node the autoscaler adds
-  for it (the group's node size, where its nodes or --node-gpus tell it),
-  not only its own GPUs: that node comes whole, and the pods of a burst
-  seen in two passes fill its other GPUs before any further node is asked
-  for (5 GPUs asked, then 25 more pods: 3 land beside it, 22 get new
-  placeholders, 4 nodes in all, not 5). Where the node that comes is smaller
-  (Karpenter may pick a smaller instance type), the pods it cannot hold are
-  planned again once it is provided, as for any provided placeholder.
+  already adding for the old one is its own business. Once a placeholder is
+  provided, the room its node has left covers those later pods until they
+  land (the node exists; its room is read from it).
+  Two placeholders may land on one new node, as the autoscaler packed them:
+  each is credited the room left after the one before (the ledger above), so
+  a placeholder that took the GPUs another one brought up is counted for
+  nothing there and its pods are asked for again, and the autoscaler puts
+  that new placeholder onto the node still on its way for the first.
 * A placeholder being deleted (stuck terminating) counts for nothing and
   blocks nothing: new names skip every name in use.
 * Placeholders left by an earlier instance are the same objects (found by
@@ -68,7 +72,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from raybridge.adjuster.decision.plan import AdjusterPlan, Placeholder, plan_placeholders, scheduling_order
+from raybridge.adjuster.decision.plan import AdjusterPlan, Placeholder, plan_placeholders, scheduling_order, summed_resources
 from raybridge.adjuster.decision.kai_share import kai_gpu_memory_mib, landed_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.demand import DemandPiece, pod_key, select_demand
@@ -115,11 +119,9 @@ class ExistingPlaceholder:
     #: What it asks for besides GPUs (CPU, memory, ...; thousandths), the room its pods have on its node;
     #: None where not known (a ProvisioningRequest): GPUs only.
     resources: Optional[Resources] = None
-    #: A pending placeholder pod: the node added for it comes whole, so while it is on its way the group's waiting
-    #: pods are placed on a whole node of the group (its size known from its nodes or --node-gpus), as they will
-    #: be once it comes and its slack is credited (`_fill_provided_slack`). False for a ProvisioningRequest, whose
-    #: capacity is credited as the GPUs it asked for, pending or provided.
-    whole_node: bool = False
+    #: A pending placeholder pod: the autoscaler packs the pending ones onto whole nodes of the group
+    #: (`_place_on_pending`). False for a ProvisioningRequest, whose nodes are its own: its GPUs alone.
+    packed_onto_nodes: bool = False
 
 
 @dataclass(frozen=True)
@@ -499,53 +501,119 @@ def _fill_provided_slack(state: _Pass, rooms: _Rooms) -> None:
             state.delete.append((ph.name, DELETE_PODS_LANDED))
 
 
-def _place_on_pending(state: _Pass, pending: list[ExistingPlaceholder], plan: AdjusterPlan) -> set[str]:
+def _nodes_on_their_way(placeholders: list[ExistingPlaceholder], node_gpus: int) -> list[list[ExistingPlaceholder]]:
+    """The pending placeholders of a group as the autoscaler packs them onto new nodes of `node_gpus` GPUs:
+    largest first, each onto the first node it fits (cluster-autoscaler's binpacking estimator orders pods by
+    size, estimator/decreasing_pod_orderer.go, and places each on the first new node it fits,
+    estimator/binpacking_estimator.go; Karpenter packs its queue, largest first, onto its NodeClaims)."""
+    nodes: list[tuple[int, list[ExistingPlaceholder]]] = []
+    for ph in sorted(placeholders, key=lambda p: (-p.gpus, p.name)):
+        for index, (used, members) in enumerate(nodes):
+            if used + ph.gpus <= node_gpus:
+                nodes[index] = (used + ph.gpus, members + [ph])
+                break
+        else:
+            nodes.append((ph.gpus, [ph]))
+    return [members for _, members in nodes]
+
+
+@dataclass
+class _PendingPlacement:
+    """What the pending placeholders hold: the pods, and the placeholders to add so the autoscaler sees the GPUs
+    that the rest of their nodes will give those pods."""
+
+    held: set[str] = field(default_factory=set)
+    top_ups: list[Placeholder] = field(default_factory=list)
+
+
+def _place_on_pending(state: _Pass, pending: list[ExistingPlaceholder], plan: AdjusterPlan) -> _PendingPlacement:
     """The pods the pending placeholders hold; keeps those that hold some and deletes the others.
 
-    The pending placeholders of a group stand for the GPUs on their way to it. When those GPUs come, the
-    scheduler places the group's waiting pods on them oldest first, best fit: the pods each placeholder was made
-    for and the pods that came after it alike (so pods arriving in waves fill the room the earlier ones leave, and
-    the count is what the scheduler will really do, not a packing it will not find). A pending placeholder that
-    holds none is deleted. None is resized or replaced: the autoscaler may be adding a node for it already.
+    The autoscaler packs a group's pending placeholders onto whole nodes of the group (`_nodes_on_their_way`).
+    When those nodes come, the scheduler places the group's waiting pods on them oldest first, best fit: the
+    pods each placeholder was made for and the pods that came after it alike (so pods arriving in waves fill the
+    room the earlier ones leave, and the count is what the scheduler will really do, not a packing it will not
+    find). Where they use more of a node's GPUs than its placeholders ask for, a top-up placeholder asks for the
+    difference: the autoscaler sees only what placeholders ask for, and counting the rest of the node for later
+    pods without asking promised those GPUs twice (it packed the next placeholder into them: a 1-GPU wave, then
+    10 pods of 0.9, got one node where two were needed). The top-up fills that node exactly, so the autoscaler
+    puts it there (no new node), and a burst seen in two passes costs no more nodes than seen at once. A node
+    of unknown size (no node of the group, no --node-gpus) and a ProvisioningRequest count their own GPUs only.
+    A pending placeholder on a node that holds no pod is deleted. None is resized or replaced: the autoscaler
+    may be adding a node for it already.
     """
     counted = {piece.pod for piece in plan.pieces}
-    held: set[str] = set()
+    found = _PendingPlacement()
     pending_by_group: dict[str, list[ExistingPlaceholder]] = {}
     for ph in pending:
         pending_by_group.setdefault(ph.group, []).append(ph)
     pieces_by_group: dict[str, list[DemandPiece]] = {}
     for piece in plan.pieces:
         pieces_by_group.setdefault(piece.group.id, []).append(piece)
-    node_shapes = {g.group.id: g for g in plan.groups if g.node_size_known}
+    shapes = {g.group.id: g for g in plan.groups if g.node_size_known}
+    room_for_top_ups = None if state.settings.max_total_gpus is None else state.settings.max_total_gpus - state.provided_gpus - sum(p.gpus for p in pending)
     for group_id, placeholders in pending_by_group.items():
         ordered = sorted(pieces_by_group.get(group_id, ()), key=scheduling_order)
-        shape = node_shapes.get(group_id)
-        sizes: list[int] = []
-        rooms: list[Optional[Resources]] = []
-        for ph in placeholders:
-            if ph.whole_node and shape is not None and shape.node_gpus > ph.gpus:
-                sizes.append(shape.node_gpus)
-                rooms.append(shape.node_resources)  # None (not limited) where no node of the group is known
-            else:
-                sizes.append(ph.gpus)
-                rooms.append(ph.resources)
+        shape = shapes.get(group_id)
+        if shape is not None and all(ph.packed_onto_nodes for ph in placeholders):
+            nodes = _nodes_on_their_way(placeholders, shape.node_gpus)
+            sizes = [max(shape.node_gpus, sum(ph.gpus for ph in members)) for members in nodes]
+            rooms = [shape.node_resources] * len(nodes)  # None (not limited) where no node of the group is known
+        else:
+            nodes = [[ph] for ph in placeholders]
+            sizes = [ph.gpus for ph in placeholders]
+            rooms = [ph.resources for ph in placeholders]
         scheduler = BestFitScheduler([PackItem(p.pod, p.fraction, p.devices, p.resources) for p in ordered], sizes, rooms)
         left = set(scheduler.run())
-        held.update(p.pod for i, p in enumerate(ordered) if i not in left)
-        for index, ph in enumerate(placeholders):
-            if scheduler.holds_pods(index):
-                state.keep.append(ph.name)
-                state.pending_gpus += ph.gpus
-            elif counted.intersection(ph.pods):
-                state.delete.append((ph.name, DELETE_HELD_ELSEWHERE))
-            else:
-                state.delete.append((ph.name, DELETE_DEMAND_GONE if state.waiting.intersection(ph.pods) else DELETE_PODS_LANDED))
-    return held
+        on_node: dict[int, list[int]] = {}
+        for index, (node, _gpus) in scheduler.placed.items():
+            on_node.setdefault(node, []).append(index)
+        for node, members in enumerate(nodes):
+            placed = on_node.get(node, [])
+            asked = sum(ph.gpus for ph in members)
+            used = len({gpu for i in placed for gpu in scheduler.placed[i][1]})
+            if used > asked:
+                theirs = {k for ph in members for k in ph.pods}
+                top_up = _top_up(plan.groups, group_id, [ordered[i] for i in placed if ordered[i].pod not in theirs], used - asked, room_for_top_ups)
+                if top_up is None:  # over the cap: the later pods are planned like any other, under it
+                    later = [i for i in placed if ordered[i].pod not in theirs]
+                    left.update(later)
+                    placed = [i for i in placed if i not in set(later)]
+                else:
+                    found.top_ups.append(top_up)
+                    if room_for_top_ups is not None:
+                        room_for_top_ups -= top_up.gpus
+            # The latest go first where the others ask for all the GPUs the node's pods use (none where it holds none).
+            for ph in sorted(members, key=lambda p: p.name, reverse=True):
+                if placed and asked - ph.gpus < used:
+                    state.keep.append(ph.name)
+                    state.pending_gpus += ph.gpus
+                    continue
+                asked -= ph.gpus
+                if counted.intersection(ph.pods):
+                    state.delete.append((ph.name, DELETE_HELD_ELSEWHERE))
+                else:
+                    state.delete.append((ph.name, DELETE_DEMAND_GONE if state.waiting.intersection(ph.pods) else DELETE_PODS_LANDED))
+        found.held.update(p.pod for i, p in enumerate(ordered) if i not in left)
+    return found
 
 
-def _new_placeholders(state: _Pass, demand_pods: list[Any], plan: AdjusterPlan, held_by_pending: set[str], name_prefix: str) -> list[PlannedPlaceholder]:
-    """Placeholders for the pods no placeholder holds, each named after the names in use."""
+def _top_up(groups: Iterable[Any], group_id: str, later: list[DemandPiece], gpus: int, room: Optional[int]) -> Optional[Placeholder]:
+    """A placeholder of `gpus` GPUs for the `later` pods that a node on its way holds beyond what its placeholders
+    ask for; None where that is over the cap (`room`)."""
+    if room is not None and gpus > room:
+        return None
+    group = next(g.group for g in groups if g.group.id == group_id)
+    return Placeholder(gpus=gpus, resource_key=group.resource_key, pods=tuple(sorted(p.pod for p in later)),
+                       resources=summed_resources(p.resources for p in later), node_selector=group.node_selector,
+                       affinity=group.affinity, tolerations=tuple(group.tolerations), group=group_id)
+
+
+def _new_placeholders(state: _Pass, demand_pods: list[Any], plan: AdjusterPlan, on_pending: _PendingPlacement, name_prefix: str) -> list[PlannedPlaceholder]:
+    """The top-ups, and placeholders for the pods no placeholder holds, each named after the names in use."""
     counted = {piece.pod for piece in plan.pieces}
+    held_by_pending = on_pending.held
+    state.pending_gpus += sum(p.gpus for p in on_pending.top_ups)
     if not held_by_pending:
         new_plan: Optional[AdjusterPlan] = plan
     elif counted <= held_by_pending:
@@ -556,7 +624,7 @@ def _new_placeholders(state: _Pass, demand_pods: list[Any], plan: AdjusterPlan, 
                                      _capped(state.settings, state.provided_gpus + state.pending_gpus), state.now, state.pod_groups)
     taken = {ph.name for ph in state.existing}
     create: list[PlannedPlaceholder] = []
-    for wanted in new_plan.placeholders if new_plan is not None else ():
+    for wanted in [*on_pending.top_ups, *(new_plan.placeholders if new_plan is not None else ())]:
         name = placeholder_name(name_prefix, wanted.group or "default", wanted.gpus, taken)
         taken.add(name)
         create.append(PlannedPlaceholder(name, wanted))
@@ -580,8 +648,8 @@ def reconcile(
     _fill_provided_slack(state, _credit_provided(state, provided))
     demand_pods = [p for p in pods if pod_key(p) not in state.covered] if state.covered else list(pods)
     plan = plan_placeholders(demand_pods, nodes, _capped(settings, state.provided_gpus), now, pod_groups)
-    held_by_pending = _place_on_pending(state, pending, plan)
-    create = _new_placeholders(state, demand_pods, plan, held_by_pending, name_prefix)
+    on_pending = _place_on_pending(state, pending, plan)
+    create = _new_placeholders(state, demand_pods, plan, on_pending, name_prefix)
     kept = set(state.keep)
     notes = []
     if state.covered:

@@ -59,7 +59,7 @@ def read_placeholder(pod: Mapping[str, Any]) -> Optional[ExistingPlaceholder]:
     # The pods' requests it recorded; one made before they were recorded asked for them (its spec says them)
     resources = recorded_pod_requests(as_dict(meta.get("annotations")))
     return ExistingPlaceholder(name, group, gpus, PENDING, pods, resources=pod_resource_requests(spec) if resources is None else resources,
-                               whole_node=True)
+                               packed_onto_nodes=True)
 
 
 def _signal_identity(meta: Mapping[str, Any]) -> Optional[tuple[str, str, int, tuple[str, ...]]]:
@@ -137,10 +137,14 @@ class NodeHolds:
 def node_holds(nodes: Iterable[Mapping[str, Any]], held: Iterable[str]) -> NodeHolds:
     """What to change so that exactly the `held` nodes carry our hold.
 
-    The label is what keeps other placeholders off a held node (their required affinity), so every held node gets
-    it, also one whose do-not-disrupt annotation someone else set (a NodePool template may set it on every node:
-    such a node was once never labelled, and a second placeholder could bind to it). That annotation is not ours:
-    the label then says so (consts.HOLD_LABEL_ONLY) and the release removes the label alone."""
+    The hold keeps Karpenter from consolidating a node whose placeholder has exited before KAI's pods are there
+    (the do-not-disrupt annotation); the label says the hold is ours (`kubectl get nodes -l
+    raybridge.io/adjuster-hold`) and whether the annotation is ours too. No placeholder requires the label
+    absent: cluster-autoscaler copies a live node's labels into its node group's template
+    (cluster-autoscaler-1.36.1 processors/nodeinfosprovider/mixed_nodeinfos_processor.go, simulator/
+    node_info_utils.go), so such a requirement kept every placeholder off the template while a node of the
+    group was held, and the group never grew. A node whose annotation someone else set (a NodePool template)
+    gets the label alone (consts.HOLD_LABEL_ONLY), and the release removes the label alone."""
     wanted = set(held)
     hold: list[str] = []
     release: list[str] = []
@@ -173,7 +177,8 @@ def hold_patch(hold: bool, label_only: bool = False) -> dict[str, Any]:
                          "annotations": {consts.DO_NOT_DISRUPT_ANNOTATION: "true" if hold else None}}}
 
 
-#: What a placeholder asks for at least, and may use at most, of CPU and memory (in thousandths): enough to run `true`.
+#: What a placeholder asks for at least, and may use at most, of CPU and memory (in thousandths): enough to run
+#: `true`. The CPU grows by a thousandth of a core per GPU (`placeholder_resources`).
 _LEAST_REQUESTS = {"cpu": 1, "memory": 8 * 2**20 * 1000}
 _LEAST_LIMITS = {"cpu": 10, "memory": 16 * 2**20 * 1000}
 
@@ -189,9 +194,18 @@ def placeholder_resources(ph: Placeholder) -> dict[str, dict[str, str]]:
     GPU and 20 CPU on 96-CPU nodes got two nodes where one holds them). KAI's own scaling pod does add the
     pod's CPU and memory (kai-scheduler@v0.12.0 pkg/nodescaleadjuster/scaler/scaling_pod.go) and so asks
     twice too. The pods' requests are recorded on the placeholder (consts.POD_REQUESTS_ANNOTATION) for the
-    room its node must have. Limits equal the requests for the GPUs (extended resources must)."""
-    requests = {ph.resource_key: str(ph.gpus), **{name: format_milli(name, least) for name, least in _LEAST_REQUESTS.items()}}
-    limits = {ph.resource_key: str(ph.gpus), **{name: format_milli(name, most) for name, most in _LEAST_LIMITS.items()}}
+    room its node must have. Limits equal the requests for the GPUs (extended resources must).
+
+    The CPU request is one thousandth of a core per GPU: both autoscalers pack pending pods onto new nodes in
+    the order of their CPU (and memory) requests, largest first (cluster-autoscaler
+    estimator/decreasing_pod_orderer.go, a score of CPU and memory only; Karpenter
+    provisioning/scheduling/queue.go), and with equal requests that order is arbitrary: placeholders of
+    2, 3, 5, 6, 6 and 8 GPUs packed smallest first take five nodes of 8 where four hold them. Growing with the
+    GPUs, the order is largest first and the packing the plan made is the one the autoscaler finds."""
+    least = dict(_LEAST_REQUESTS, cpu=_LEAST_REQUESTS["cpu"] * max(ph.gpus, 1))
+    most = dict(_LEAST_LIMITS, cpu=max(_LEAST_LIMITS["cpu"], least["cpu"]))
+    requests = {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in least.items()}}
+    limits = {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in most.items()}}
     return {"requests": requests, "limits": limits}
 
 
@@ -206,35 +220,6 @@ def recorded_pod_requests(annotations: Mapping[str, Any]) -> Optional[tuple[tupl
     kept = [(name, amount) for name, amount in recorded.items()
             if isinstance(name, str) and isinstance(amount, int) and not isinstance(amount, bool) and 0 < amount < 2**63]
     return tuple(sorted(kept))
-
-
-#: The requirement every placeholder carries: no node the adjuster holds (consts.HOLD_LABEL).
-NOT_HELD = {"key": consts.HOLD_LABEL, "operator": "DoesNotExist"}
-
-
-def away_from_held_nodes(affinity: Optional[Mapping[str, Any]]) -> dict[str, Any]:
-    """The group's affinity with one more required node expression: the adjuster's hold label absent.
-
-    A placeholder exits once scheduled, and the node it brought up is then free until KAI binds the pods it
-    was made for (KAI's scheduler runs a session every second; kube-scheduler binds at once). Another
-    placeholder still pending (waiting for its own node) would be bound to those free GPUs, be counted for
-    nothing there and be asked for again. The controller holds that node (the label) as soon as it sees the
-    first placeholder bound there, before that one has run: kube-scheduler then keeps every other placeholder
-    off it (NodeAffinity Filter; terms are ORed and a term's expressions ANDed, so the expression goes into
-    every term). The autoscalers' node templates never carry the label, so the scale-up is not affected.
-    """
-    merged: dict[str, Any] = json.loads(json.dumps(dict(affinity))) if isinstance(affinity, Mapping) else {}
-    node_affinity = merged.get("nodeAffinity")
-    node_affinity = dict(node_affinity) if isinstance(node_affinity, Mapping) else {}
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    required = dict(required) if isinstance(required, Mapping) else {}
-    terms = [dict(t) for t in required.get("nodeSelectorTerms") or () if isinstance(t, Mapping)] or [{}]
-    for term in terms:
-        term["matchExpressions"] = [*(term.get("matchExpressions") or ()), dict(NOT_HELD)]
-    required["nodeSelectorTerms"] = terms
-    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
-    merged["nodeAffinity"] = node_affinity
-    return merged
 
 
 def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> dict[str, Any]:
@@ -275,7 +260,8 @@ def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> 
     }
     if ph.node_selector:
         spec["nodeSelector"] = dict(ph.node_selector)
-    spec["affinity"] = away_from_held_nodes(ph.affinity)
+    if ph.affinity:
+        spec["affinity"] = json.loads(json.dumps(dict(ph.affinity)))  # the plan's own value is not shared
     if ph.tolerations:
         spec["tolerations"] = [dict(t) for t in ph.tolerations]
     return {
