@@ -23,7 +23,7 @@ from typing import Optional
 
 from testcluster.processes import StartError
 from testcluster.programs import PROGRAMS, RELEASES, BuildError, GoMissing, ensure_built
-from testcluster.stack import OPERATORS, Stack, StackOptions
+from testcluster.stack import DEFAULT_OPERATORS, OPERATORS, Stack, StackOptions
 
 EXAMPLE_NODES = Path(__file__).resolve().parent.parent / "examples" / "cluster" / "nodes.json"
 
@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     up = commands.add_parser("up", help="start a cluster and run until interrupted")
     up.add_argument("--kubeconfig", required=True, type=Path, help="where to write the admin kubeconfig")
-    up.add_argument("--with", dest="operators", default=",".join(OPERATORS), help=f"operators to start, comma-separated (default {','.join(OPERATORS)}; '' for none)")
+    up.add_argument("--with", dest="operators", default=",".join(DEFAULT_OPERATORS), help=f"operators to start, comma-separated, of {','.join(OPERATORS)} (default {','.join(DEFAULT_OPERATORS)}; '' for none)")
     up.add_argument("--nodes", type=Path, default=EXAMPLE_NODES, help="a Node list (JSON or YAML) to create as kwok nodes (default: the example cluster's)")
     up.add_argument("--ray-dashboard", metavar="HOST:PORT", help="the Ray head every head pod stands for (default: start a local one)")
     up.add_argument("--no-ray", action="store_true", help="start no Ray head: head pods answer nothing")

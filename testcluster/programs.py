@@ -100,6 +100,16 @@ def _kueue(version: str) -> Program:
     return Program("kueue", version, f"kueue-{version}", "sigs.k8s.io/kueue/cmd/kueue")
 
 
+#: KAI scheduler's commands a stack runs (kai.py): the scheduler, the binder (BindRequests, GPU reservation pods), the
+#: pod grouper (a PodGroup per workload) and the admission webhook (GPU-sharing pods' config map names, runtime class).
+#: Program `kai-<command>`.
+KAI_COMMANDS = ("scheduler", "binder", "podgrouper", "admission")
+
+
+def _kai(command: str, version: str) -> Program:
+    return Program(f"kai-{command}", version, f"kai-{version}", f"github.com/NVIDIA/KAI-scheduler/cmd/{command}")
+
+
 #: Every release each program can be built at (a wrapper module in gomod/ each), newest last.
 RELEASES: dict[str, dict[str, Program]] = {}
 for _program in (
@@ -114,6 +124,8 @@ for _program in (
     _kueue("v0.13.10"),
     _kueue("v0.17.0"),
     _kueue("v0.19.2"),
+    *(_kai(command, "v0.12.0") for command in KAI_COMMANDS),
+    Program("karpenter", "v1.14.1", "karpenter-v1.14.1", "sigs.k8s.io/karpenter/kwok"),  # Karpenter with its kwok cloud provider
 ):
     RELEASES.setdefault(_program.name, {})[_program.version] = _program
 

@@ -52,7 +52,9 @@ __all__ = ["Stack", "StackOptions", "CORE", "OPERATORS"]
 #: The control plane and the nodes: always started.
 CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 #: The operators a stack may add (`--with`).
-OPERATORS = ("kuberay", "kueue")
+OPERATORS = ("kuberay", "kueue", "karpenter", "kai")
+#: The operators a stack starts unless told; the others only on request (Karpenter launches nodes for every pending pod).
+DEFAULT_OPERATORS = ("kuberay", "kueue")
 #: Ranges for pod and Service IPs (RFC 5737 documentation ranges, RFC 2544's benchmarking range): data only,
 #: nothing dials them. A machine may sit on one (a sandbox's eth0 in 192.0.2.0/24), so the stack takes the
 #: first two that no route of this machine covers (`_unrouted_ranges`).
@@ -74,7 +76,7 @@ CONTROLLERS = (
 class StackOptions:
     """What to start: the operators, the Ray head pods stand for, the nodes to create."""
 
-    operators: tuple[str, ...] = OPERATORS
+    operators: tuple[str, ...] = DEFAULT_OPERATORS
     #: Releases other than the newest, by program: {"kuberay": "v1.5.0"}.
     versions: dict[str, str] = field(default_factory=dict)
     #: host:port of the Ray dashboard every head pod stands for (None: head pods answer nothing).
@@ -83,6 +85,8 @@ class StackOptions:
     nodes: list[dict] = field(default_factory=list)
     #: Start a local Ray head of the stack's own for the head pods (when `ray_dashboard` is not given).
     start_ray_head: bool = False
+    #: Karpenter's instance types, in its kwok provider's file format (karpenter.py; None: its DEFAULT_INSTANCE_TYPES).
+    karpenter_instance_types: Optional[list[dict]] = None
     progress: Callable[[str], None] = lambda line: None
 
 
@@ -175,8 +179,12 @@ class Stack:
 
     def _start(self) -> None:
         say = self.options.progress
-        wanted = list(CORE) + [name for name in OPERATORS if name in self.options.operators]
+        wanted = list(CORE) + [name for name in OPERATORS if name in self.options.operators and name != "kai"]
         self.programs = {name: program(name, self.options.versions.get(name)) for name in wanted}
+        if "kai" in self.options.operators:  # KAI is several programs (kai.py)
+            from testcluster import kai
+
+            self.programs.update(kai.kai_programs(self.options.versions.get("kai")))
         self.binaries = ensure_built(list(self.programs.values()), say)
         self.pki = Pki(self.workdir / "pki")
         self.pod_cidr, self.service_cidr = _unrouted_ranges()
@@ -198,6 +206,16 @@ class Stack:
         if "kueue" in self.options.operators:
             self._start_kueue()
             say(f"Kueue {self.programs['kueue'].version} ready")
+        if "karpenter" in self.options.operators:
+            from testcluster import karpenter  # its own module, which uses this one
+
+            karpenter.start(self)
+            say(f"Karpenter {self.programs['karpenter'].version} ready (kwok cloud provider)")
+        if "kai" in self.options.operators:
+            from testcluster import kai  # its own module, which uses this one
+
+            kai.start_kai(self)
+            say(f"KAI scheduler {self.programs['kai-scheduler'].version} ready")
         self._create_nodes(self.options.nodes)
 
     # -- helpers ------------------------------------------------------------------------------
@@ -349,6 +367,10 @@ class Stack:
             source / "pod" / "fast" / "pod-delete.yaml",
         ]
         documents = [doc for path in stage_files for doc in _yaml_documents(path)]
+        if "kai" in self.options.operators:  # the node-side step of KAI's GPU reservation pods (kai.py)
+            from testcluster import kai
+
+            documents.append(kai.reservation_gpu_stage())
         if self.options.ray_dashboard:
             host, port = self.options.ray_dashboard.rsplit(":", 1)
             documents.append({

@@ -1,0 +1,209 @@
+"""The real KAI scheduler (github.com/NVIDIA/KAI-scheduler v0.12.0) in a test cluster: operator `"kai"` of a Stack.
+
+Why: fractional GPUs (`gpu-fraction`, GPU reservation pods) and KAI's queues are judged against KAI itself, not
+against our reading of it. KAI ships as an operator that turns its `Config` and `SchedulingShard` into
+Deployments; here the same programs are started out of cluster with the stack's admin kubeconfig
+(each uses controller-runtime's `GetConfigOrDie`, so `KUBECONFIG` does), with the flags and scheduler
+configuration KAI's operator gives them for the chart's defaults (`pkg/operator/operands/*/resources*.go` at
+v0.12.0), GPU sharing turned on as `--set global.gpuSharing=true` would:
+- its CRDs from the module (`deployments/kai-scheduler/crds`), the namespaces and the reservation service account
+  the chart creates, and the RuntimeClass `nvidia` that KAI's admission gives GPU pods (the GPU operator creates it
+  on a real cluster);
+- the admission webhook (it names the config maps of GPU-sharing pods, which the binder then needs), called by
+  `url: https://127.0.0.1:PORT` with the stack's CA, with the selectors and rules of the operator's webhook
+  configurations; the binder; the pod grouper; the scheduler with the default shard's configuration;
+- the chart's default queues (`default-parent-queue`, and its leaf `default-queue`);
+- one kwok Stage that plays the one node-side step of a GPU reservation pod (`reservation_gpu_stage`).
+
+What this does not do: no KAI operator (what it would derive is derived here, once, from its code), no pod group or
+queue controllers (they write PodGroup and Queue status, which scheduling does not read), no node-scale-adjuster,
+no Prometheus (time-aware fairness off), no leader election, no MIG, no device plugin or NVML (kubesim/FIDELITY.md). The
+scheduler's plugin server and the admission webhook server take a port but no host, so they listen on every
+interface (a free port each; nothing outside loopback calls them).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+import yaml
+
+from testcluster.processes import free_port, http_ok
+from testcluster.programs import KAI_COMMANDS, Program, program
+
+if TYPE_CHECKING:
+    from testcluster.stack import Stack
+
+__all__ = [
+    "KAI_NAMESPACE", "QUEUE_LABEL", "RESERVATION_NAMESPACE", "SCHEDULER_NAME",
+    "kai_programs", "reservation_gpu_stage", "start_kai",
+]  # fmt: skip
+
+#: KAI's defaults (pkg/common/constants/constants.go at v0.12.0).
+SCHEDULER_NAME = "kai-scheduler"
+KAI_NAMESPACE = "kai-scheduler"
+QUEUE_LABEL = "kai.scheduler/queue"
+NODE_POOL_LABEL = "kai.scheduler/node-pool"
+RESERVATION_NAMESPACE = "kai-resource-reservation"  # also the reservation pods' service account and `app` label
+SCALE_ADJUST_NAMESPACE = "kai-scale-adjust"
+GPU_RUNTIME_CLASS = "nvidia"
+#: The annotation a GPU reservation pod's own container writes: the UUID of the one GPU it was given.
+GPU_INDEX_ANNOTATION = "run.ai/reserve_for_gpu_index"
+
+
+def kai_programs(version: Optional[str] = None) -> dict[str, Program]:
+    """KAI's programs a stack runs (`kai-scheduler`, ...), at `version` (default: the newest built here)."""
+    return {f"kai-{command}": program(f"kai-{command}", version) for command in KAI_COMMANDS}
+
+
+def reservation_gpu_stage() -> dict:
+    """A kwok Stage that plays what a GPU reservation pod's container does on a real node.
+
+    The binder creates a reservation pod per shared GPU and waits until the pod carries the annotation
+    `run.ai/reserve_for_gpu_index` (github.com/NVIDIA/KAI-scheduler@v0.12.0,
+    pkg/binder/binding/resourcereservation/resource_reservation.go, `waitForGPUReservationPodAllocation`). On a
+    real node the pod's container writes it: it asks NVML for the one GPU the device plugin gave it and patches its
+    own pod with that GPU's UUID (cmd/resourcereservation/app/app.go `Run`,
+    pkg/resourcereservation/discovery/discovery.go `GetGPUDevice`, pkg/resourcereservation/patcher/pod_patcher.go
+    `PatchDeviceInfo`). kwok runs no container, so this Stage writes it once the pod runs: `GPU-<pod uid>`, which
+    has a GPU UUID's form and is distinct for each reservation pod, as each gets a GPU of its own. Only this step is
+    played (kubesim/FIDELITY.md); which GPU of the node is not modelled (KAI's scheduler tracks GPU groups itself).
+    """
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": "kai-gpu-reservation"},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {
+                "matchLabels": {"app": RESERVATION_NAMESPACE},
+                "matchExpressions": [
+                    {"key": ".metadata.namespace", "operator": "In", "values": [RESERVATION_NAMESPACE]},
+                    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                    {"key": f'.metadata.annotations["{GPU_INDEX_ANNOTATION}"]', "operator": "DoesNotExist"},
+                ],
+            },
+            "next": {
+                "patches": [{
+                    "root": "metadata", "type": "merge",
+                    "template": f"annotations:\n  {GPU_INDEX_ANNOTATION}: GPU-{{{{ .metadata.uid }}}}\n",
+                }],
+            },
+        },
+    }  # fmt: skip
+
+
+def scheduler_config() -> dict:
+    """The scheduler configuration KAI's operator writes for the chart's default SchedulingShard (placement strategy
+    `binpack` for GPU and CPU, no kValue, minimum runtime, queue depth or usage database):
+    pkg/operator/operands/scheduler/resources_for_shard.go `configMapForShard` at v0.12.0."""
+    plugins = [
+        "predicates", "proportion", "priority", "nodeavailability", "resourcetype", "podaffinity", "elastic", "kubeflow",
+        "ray", "subgrouporder", "taskorder", "nominatednode", "dynamicresources", "minruntime", "topology", "snapshot",
+    ]  # fmt: skip
+    tier = [{"name": name} for name in plugins]
+    tier += [{"name": "gpupack"}, {"name": "nodeplacement", "arguments": {"gpu": "binpack", "cpu": "binpack"}}, {"name": "gpusharingorder"}]
+    return {"actions": "allocate, consolidation, reclaim, preempt, stalegangeviction", "tiers": [{"plugins": tier}]}
+
+
+def default_queues(source: Path) -> list[dict]:
+    """The chart's default queue hierarchy (templates/default-queue.yaml with values.yaml's `defaultQueue`)."""
+    values = yaml.safe_load((source / "deployments" / "kai-scheduler" / "values.yaml").read_text())["defaultQueue"]
+    parent = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": values["parentName"]},
+              "spec": {"resources": values["parentResources"]}}  # fmt: skip
+    child = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": values["childName"]},
+             "spec": {"parentQueue": values["parentName"], "resources": values["childResources"]}}  # fmt: skip
+    return [parent, child]
+
+
+def _webhook_configurations(stack: "Stack", port: int) -> list[dict]:
+    """The admission webhook configurations KAI's operator writes (pkg/operator/operands/admission/resources.go
+    `mutatingWCForKAIConfig`, `validatingWCForKAIConfig`, `buildWebhookSelectors` at v0.12.0), called by URL."""
+    assert stack.pki is not None
+    selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", KAI_NAMESPACE]}]}
+    rule = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"}
+
+    def hook(path: str, operations: list[str]) -> dict:
+        return {
+            "name": f"kai-admission.{KAI_NAMESPACE}.svc", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "namespaceSelector": selector, "failurePolicy": "Fail", "rules": [dict(rule, operations=operations)],
+            "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": stack.pki.ca_data},
+        }  # fmt: skip
+
+    mutating = dict(hook("/mutate--v1-pod", ["CREATE"]), reinvocationPolicy="IfNeeded")
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+         "metadata": {"name": "kai-admission"}, "webhooks": [mutating]},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+         "metadata": {"name": "kai-admission"}, "webhooks": [hook("/validate--v1-pod", ["CREATE", "UPDATE"])]},
+    ]  # fmt: skip
+
+
+def start_kai(stack: "Stack") -> None:
+    """KAI's CRDs and objects, then its admission webhook, binder, pod grouper and scheduler, then its default queues."""
+    from testcluster.stack import _module_dir, _yaml_documents
+
+    assert stack.pki is not None
+    scheduler = stack.programs["kai-scheduler"]
+    source = _module_dir(scheduler.upstream_module(), scheduler.module_dir)
+    crds = sorted((source / "deployments" / "kai-scheduler" / "crds").glob("*.yaml"))
+    stack._install_crds([doc for path in crds for doc in _yaml_documents(path)])
+    namespaces = (KAI_NAMESPACE, RESERVATION_NAMESPACE, SCALE_ADJUST_NAMESPACE)
+    stack.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}} for name in namespaces])
+    stack.apply([
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": RESERVATION_NAMESPACE, "namespace": RESERVATION_NAMESPACE}},
+        {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": GPU_RUNTIME_CLASS}, "handler": GPU_RUNTIME_CLASS},
+    ])  # fmt: skip
+    home = stack.workdir / "kai"
+    env = dict(os.environ, KUBECONFIG=str(stack.kubeconfig))
+
+    # The admission webhook: controller-runtime reads its serving certificate from $TMPDIR/k8s-webhook-server/serving-certs.
+    tmp = home / "admission-tmp"
+    certs = tmp / "k8s-webhook-server" / "serving-certs"
+    certs.mkdir(parents=True)
+    serving = stack.pki.serving("kai-admission", ("127.0.0.1", "localhost"))
+    shutil.copy(serving.cert, certs / "tls.crt")
+    shutil.copy(serving.key, certs / "tls.key")
+    webhook, probe = free_port(), free_port()
+    argv = [
+        str(stack.binaries["kai-admission"]), "--scheduler-name", SCHEDULER_NAME, "--webhook-addr", str(webhook),
+        "--health-probe-bind-address", f"127.0.0.1:{probe}", "--metrics-bind-address", "0",
+        "--gpu-sharing-enabled=true", "--gpu-pod-runtime-class-name", GPU_RUNTIME_CLASS,
+    ]  # fmt: skip
+    stack._process("kai-admission", argv, dict(env, TMPDIR=str(tmp))).wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 60)
+    stack.apply(_webhook_configurations(stack, webhook))
+
+    probe = free_port()
+    argv = [
+        str(stack.binaries["kai-binder"]), "--scheduler-name", SCHEDULER_NAME,
+        "--resource-reservation-namespace", RESERVATION_NAMESPACE, "--resource-reservation-service-account", RESERVATION_NAMESPACE,
+        "--resource-reservation-app-label", RESERVATION_NAMESPACE,
+        "--resource-reservation-pod-image", f"registry/local/kai-scheduler/resourcereservation:{scheduler.version}",
+        "--scale-adjust-namespace", SCALE_ADJUST_NAMESPACE, "--health-probe-bind-address", f"127.0.0.1:{probe}",
+        "--metrics-bind-address", "0", "--cdi-enabled=false",
+    ]  # fmt: skip
+    binder = stack._process("kai-binder", argv, env)  # no health checks of its own: ready once its workers run
+    binder.wait_ready(lambda: 'Starting workers\t{"controller": "bindrequest"' in binder.log.read_text(errors="replace"), 60)
+
+    probe = free_port()
+    argv = [
+        str(stack.binaries["kai-podgrouper"]), "--scheduler-name", SCHEDULER_NAME, "--queue-label-key", QUEUE_LABEL,
+        "--nodepool-label-key", NODE_POOL_LABEL, "--health-probe-bind-address", f"127.0.0.1:{probe}", "--metrics-bind-address", "0",
+    ]  # fmt: skip
+    stack._process("kai-podgrouper", argv, env).wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 60)
+
+    config = home / "scheduler-config.yaml"
+    config.write_text(yaml.safe_dump(scheduler_config(), sort_keys=False))
+    metrics = free_port()
+    argv = [
+        str(stack.binaries["kai-scheduler"]), f"--scheduler-conf={config}", f"--scheduler-name={SCHEDULER_NAME}",
+        f"--namespace={KAI_NAMESPACE}", f"--nodepool-label-key={NODE_POOL_LABEL}", "--partition-label-value=",
+        f"--resource-reservation-app-label={RESERVATION_NAMESPACE}", f"--listen-address=127.0.0.1:{metrics}",
+        f"--plugin-server-port={free_port()}",
+    ]  # fmt: skip
+    stack._process("kai-scheduler", argv, env).wait_ready(lambda: http_ok(f"http://127.0.0.1:{metrics}/metrics"), 60)
+    stack.apply(default_queues(source))
