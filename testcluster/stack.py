@@ -47,7 +47,7 @@ from testcluster.pki import Pki
 from testcluster.processes import Process, StartError, free_port, http_ok, wait_until
 from testcluster.programs import Program, ensure_built, program
 
-__all__ = ["Stack", "StackOptions", "CORE", "OPERATORS"]
+__all__ = ["Stack", "StackOptions", "CORE", "OPERATORS", "completing_stage"]
 
 #: The control plane and the nodes: always started.
 CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -87,6 +87,8 @@ class StackOptions:
     start_ray_head: bool = False
     #: Karpenter's instance types, in its kwok provider's file format (karpenter.py; None: its DEFAULT_INSTANCE_TYPES).
     karpenter_instance_types: Optional[list[dict]] = None
+    #: More kwok Stages (plain dicts), after the stack's own: what a test's pods do on their nodes (`completing_stage`).
+    stages: list[dict] = field(default_factory=list)
     progress: Callable[[str], None] = lambda line: None
 
 
@@ -371,6 +373,7 @@ class Stack:
             from testcluster import kai
 
             documents.append(kai.reservation_gpu_stage())
+        documents += [copy.deepcopy(stage) for stage in self.options.stages]
         if self.options.ray_dashboard:
             host, port = self.options.ray_dashboard.rsplit(":", 1)
             documents.append({
@@ -574,3 +577,41 @@ def _with_etc_layer(layer: Path, argv: list[str]) -> list[str]:
     script = 'mount -t overlay testcluster-etc -o "lowerdir=$1:/etc" /etc && shift && exec "$@"'
     return unshare + ["sh", "-c", script, "sh", str(layer)] + argv
 
+
+def completing_stage(name: str, match_labels: dict[str, str]) -> dict:
+    """A kwok Stage: a running pod with `match_labels` completes at once, exit code 0 (phase Succeeded), as a pod whose
+    one container runs `true` with `restartPolicy: Never` does on a node. kwok's own pod-complete Stage
+    (kustomize/stage/pod/fast/pod-complete.yaml at v0.8.0) does the same for Job pods only."""
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {
+                "matchLabels": dict(match_labels),
+                "matchExpressions": [
+                    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                ],
+            },
+            "next": {"statusTemplate": _COMPLETED_STATUS},
+        },
+    }  # fmt: skip
+
+
+_COMPLETED_STATUS = """{{ $now := Now }}
+containerStatuses:
+{{ range $index, $item := .spec.containers }}
+- image: {{ $item.image | Quote }}
+  name: {{ $item.name | Quote }}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated:
+      exitCode: 0
+      finishedAt: {{ $now | Quote }}
+      reason: Completed
+      startedAt: {{ $now | Quote }}
+{{ end }}
+phase: Succeeded
+"""

@@ -1,0 +1,220 @@
+"""`adjuster run` against the real KAI scheduler and the real Karpenter (testcluster: KAI v0.12.0, Karpenter v1.14.1
+with its kwok provider), on the real kube-apiserver and kube-scheduler.
+
+What a platform team would check before trusting the adjuster with its GPU bill: a burst of fractional pods gets
+the nodes it needs from Karpenter, KAI binds every pod onto them through its own reservation pods, and the
+placeholders go; and the pods' CPU, which Karpenter sees on KAI's pending pods itself, is not asked for again by
+the placeholders (4 pods of half a GPU and 20 CPUs fit one 96-CPU node, and got two while placeholders repeated
+their CPU). cluster-autoscaler is not served by the module proxy: tests/e2e/test_adjuster_run.py runs the same
+scenarios against its simulation (kubesim/FIDELITY.md).
+
+Played by the harness, because no container runs: the placeholder's `true` exiting (a kwok Stage,
+`testcluster.stack.completing_stage`) and KAI's reservation pod naming its GPU (testcluster/kai.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from raybridge.adjuster import consts
+from raybridge.adjuster.controller import Controller
+from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings
+from testcluster.pytest_plugin import _unavailable
+
+pytestmark = [
+    pytest.mark.skipif(_unavailable() is not None, reason=str(_unavailable())),
+    pytest.mark.realtime,
+    pytest.mark.xdist_group("testcluster-kai-karpenter"),  # one stack for the module's tests
+    pytest.mark.timeout(900),
+]
+
+#: The queue KAI's chart creates (testcluster/kai.py); pods name it with KAI's queue label.
+QUEUE = "default-queue"
+#: A CPU node beside the GPU pools, as every cluster has: KAI's pods ask for their GPU share by annotation, so
+#: Karpenter sees them fit there by their requests (else it would launch a CPU node for them).
+SYSTEM_NODE_RESOURCES = {"cpu": "16", "memory": "64Gi", "pods": "110"}
+
+
+def _system_node() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "system-0", "labels": {"kubernetes.io/hostname": "system-0"}},
+            "status": {"capacity": SYSTEM_NODE_RESOURCES, "allocatable": SYSTEM_NODE_RESOURCES}}
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Any]:
+    from testcluster.stack import Stack, StackOptions, completing_stage
+
+    placeholders_exit = completing_stage("placeholder-exits", {consts.MANAGED_BY_LABEL: consts.MANAGED_BY_VALUE,
+                                                               consts.COMPONENT_LABEL: consts.PLACEHOLDER_COMPONENT})
+    options = StackOptions(operators=("kai", "karpenter"), nodes=[_system_node()], stages=[placeholders_exit])
+    with Stack(options) as running:
+        running.apply([
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": consts.DEFAULT_NAMESPACE}},
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS},
+             "value": -1, "preemptionPolicy": "Never"},
+        ])  # fmt: skip
+        yield running
+
+
+@pytest.fixture
+def api(stack: Any) -> Iterator[Any]:
+    from kubernetes import client
+
+    api_client = stack.api_client()
+    try:
+        yield api_client, client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
+    finally:
+        _clean_up(stack, api_client)
+        api_client.close()
+
+
+def _clean_up(stack: Any, api_client: Any) -> None:
+    """Each test starts with no GPU node: its pods, then Karpenter's NodeClaims (their nodes go with them)."""
+    from kubernetes import client
+
+    core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
+    for namespace in ("work", consts.DEFAULT_NAMESPACE):
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+    for claim in custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"]:
+        custom.delete_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", claim["metadata"]["name"])
+    _wait(stack, lambda: not _gpu_nodes(core) and not custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"],
+          120, "the GPU nodes gone after the test")
+
+
+def _gpu_nodes(core: Any) -> list[Any]:
+    return [n for n in core.list_node().items if (n.status.allocatable or {}).get("nvidia.com/gpu") not in (None, "0")]
+
+
+def _wait(stack: Any, check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            tails = []
+            for name in ("karpenter", "kai-scheduler", "kai-binder"):
+                log = stack.workdir / "logs" / f"{name}.log"
+                if log.exists():
+                    tails.append(f"--- {name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-12:]))
+            pytest.fail(f"{what}: not within {timeout:.0f} s\n" + "\n".join(tails))
+        time.sleep(0.5)
+
+
+def _fraction_pod(name: str, fraction: str, cpu: str = "100m") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "work", "labels": {"kai.scheduler/queue": QUEUE}, "annotations": {"gpu-fraction": fraction}},
+        "spec": {"schedulerName": "kai-scheduler",
+                 "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]},
+    }  # fmt: skip
+
+
+class _Adjuster:
+    """`adjuster run`'s controller in a thread, with the admin's client, stopped on exit."""
+
+    def __init__(self, api_client: Any, node_gpus: int = 8) -> None:
+        settings = RunSettings(planner=AdjusterSettings(grace_period_seconds=0.5, node_gpus=node_gpus), provision_timeout=120.0,
+                               resync=0.5, debounce=0.1, request_timeout=5.0, leader_election=False, metrics_port=0)
+        self.controller = Controller(settings, api_client, clock=lambda: datetime.now(timezone.utc))
+        self.thread = threading.Thread(target=self.controller.run, daemon=True)
+
+    def __enter__(self) -> Controller:
+        self.thread.start()
+        return self.controller
+
+    def __exit__(self, *exc: object) -> None:
+        self.controller.stop.set()
+        self.thread.join(20)
+        assert not self.thread.is_alive()
+
+
+def _running(core: Any) -> int:
+    return sum(1 for p in core.list_namespaced_pod("work").items if p.status.phase == "Running" and p.spec.node_name)
+
+
+def _unschedulable(core: Any) -> int:
+    return sum(1 for p in core.list_namespaced_pod("work").items
+               if any(c.type == "PodScheduled" and c.reason == "Unschedulable" for c in p.status.conditions or ()))
+
+
+def _placeholders(core: Any) -> list[Any]:
+    return core.list_namespaced_pod(consts.DEFAULT_NAMESPACE, label_selector=consts.PLACEHOLDER_SELECTOR).items
+
+
+def _instance_types(core: Any) -> list[str]:
+    return sorted((n.metadata.labels or {}).get("node.kubernetes.io/instance-type", "?") for n in _gpu_nodes(core))
+
+
+def _burst(core: Any, count: int, fraction: str, cpu: str = "100m") -> None:
+    if not any(ns.metadata.name == "work" for ns in core.list_namespace().items):
+        core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "work"}})
+    for i in range(count):
+        core.create_namespaced_pod("work", _fraction_pod(f"p-{i}", fraction, cpu))
+
+
+def test_a_burst_gets_its_nodes_from_karpenter_and_kai_binds_every_pod(stack: Any, api: Any) -> None:
+    api_client, core, _ = api
+    with _Adjuster(api_client):
+        _burst(core, 20, "0.5")  # 10 GPUs: placeholders of 8 and 2
+        _wait(stack, lambda: _running(core) == 20, 240, "all 20 pods running")
+        _wait(stack, lambda: not _placeholders(core), 120, "the placeholders deleted")
+    # Karpenter launches the cheapest type that holds each: an 8-GPU node for the 8, a 4-GPU node for the 2.
+    assert _instance_types(core) == ["gpu-4x", "gpu-8x"], _instance_types(core)
+    shared = core.list_namespaced_pod("kai-resource-reservation").items
+    assert len(shared) == 10, [p.metadata.name for p in shared]  # KAI's own reservation pods: one per shared GPU
+
+
+def test_the_pods_cpu_is_asked_for_once(stack: Any, api: Any) -> None:
+    # 4 pods of half a GPU and 20 CPUs: Karpenter provisions for KAI's pending pods' CPU itself; a placeholder of
+    # 2 GPUs that asked for the 80 CPUs again found no room on the node launched for them and got a second one.
+    api_client, core, _ = api
+    with _Adjuster(api_client):
+        _burst(core, 4, "0.5", cpu="20")
+        _wait(stack, lambda: _running(core) == 4, 240, "all 4 pods running")
+        _wait(stack, lambda: not _placeholders(core), 120, "the placeholders deleted")
+    assert _instance_types(core) == ["gpu-8x"], _instance_types(core)
+
+
+class _KarpenterPaused:
+    """Karpenter stopped (SIGSTOP) until the block ends: what it launches is decided on everything pending then."""
+
+    def __init__(self, stack: Any) -> None:
+        self.process = next(p for p in stack.processes if p.name == "karpenter")
+
+    def __enter__(self) -> None:
+        os.kill(self.process.popen.pid, signal.SIGSTOP)
+
+    def __exit__(self, *exc: object) -> None:
+        os.kill(self.process.popen.pid, signal.SIGCONT)
+
+
+def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(stack: Any, api: Any) -> None:
+    # A pod of 0.9 GPU, then 10 more while its placeholder still waits: 11 GPUs. Counting the rest of the first
+    # node for 7 of the 10 without asking left Karpenter 1 + 3 GPUs to launch for (one 4-GPU node), and the pods
+    # it could not hold waited for another round. A top-up placeholder asks for those 7.
+    api_client, core, custom = api
+    with _Adjuster(api_client) as controller:
+        with _KarpenterPaused(stack):
+            _burst(core, 1, "0.9")
+            _wait(stack, lambda: len(_placeholders(core)) == 1, 60, "the first placeholder")
+            for i in range(1, 11):
+                core.create_namespaced_pod("work", _fraction_pod(f"p-{i}", "0.9"))
+            _wait(stack, lambda: _unschedulable(core) == 11, 60, "KAI finding no room for the 11")
+            passes = controller.passes
+            _wait(stack, lambda: controller.passes >= passes + 3, 30, "three passes more")
+            # What Karpenter will see when it wakes: every GPU the 11 pods need, not 1 + 3.
+            asked = sorted(int(p.metadata.labels[consts.GPUS_LABEL]) for p in _placeholders(core))
+        assert sum(asked) == 11, asked
+        _wait(stack, lambda: _running(core) == 11, 240, "all 11 pods running")
+        claims = [c["metadata"]["name"] for c in custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"]]
+        _wait(stack, lambda: not _placeholders(core), 120, "the placeholders deleted")
+    assert len(claims) == 2, claims  # one launch, no second round
+    assert sum(int(t.split("-")[1].rstrip("x")) for t in _instance_types(core)) >= 11, _instance_types(core)
