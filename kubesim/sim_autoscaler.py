@@ -161,10 +161,16 @@ class ClusterAutoscaler:
         unschedulable = [p for p in unschedulable if p["spec"].get("priority") is None or int(p["spec"]["priority"]) >= self.expendable_cutoff]
         # FilterOutSchedulable (filterOutSchedulableByPacking): highest priority first, each hinted onto the
         # snapshot's nodes (existing and upcoming); what fits is dropped.
-        unschedulable.sort(key=lambda p: -int(p["spec"].get("priority") or 0))
+        unschedulable = self._queue_order(unschedulable)
         unschedulable = [p for p in unschedulable if not any(node.hint(p["spec"]) for node in snapshot)]
         if unschedulable:
             self._scale_up(unschedulable, now, nodes)
+
+    @staticmethod
+    def _queue_order(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """filterOutSchedulableByPacking's order: highest priority first (a stable sort here; the real one's
+        `sort.Slice` leaves pods of one priority in any order)."""
+        return sorted(pods, key=lambda p: -int(p["spec"].get("priority") or 0))
 
     def _snapshot(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> list[_Snapshot]:
         found: dict[str, _Snapshot] = {}

@@ -45,10 +45,12 @@ NodePool (one template per NodePool; among NodePools the cheapest launch wins,
 from __future__ import annotations
 
 import time
+from decimal import Decimal
 from typing import Any, Callable, Iterable
 
 from kubesim.errors import ApiError
 from kubesim.sim_autoscaler import ClusterAutoscaler, NodeGroup
+from kubesim.sim_nodes import requests_of
 
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
@@ -80,6 +82,12 @@ class Karpenter(ClusterAutoscaler):
     def run_once(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> None:
         super().run_once(pods, nodes)
         self._disrupt(pods, nodes)
+
+    @staticmethod
+    def _queue_order(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """provisioning/scheduling/queue.go byCPUAndMemoryDescending: the most CPU first, then the most memory
+        (no priority order): pods go onto the nodes in flight, and into new NodeClaims, in that order."""
+        return sorted(pods, key=lambda p: (-requests_of(p["spec"]).get("cpu", Decimal(0)), -requests_of(p["spec"]).get("memory", Decimal(0))))
 
     def _templates(self, nodes: list[dict[str, Any]]) -> dict[str, Any]:
         """A NodePool's NodeClaims take its template's labels (and the instance type's), never a live node's."""

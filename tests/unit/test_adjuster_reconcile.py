@@ -24,6 +24,7 @@ from raybridge.adjuster.decision.reconcile import (
     DELETE_DEMAND_GONE,
     DELETE_DOUBLE_COUNTED,
     DELETE_FINISHED,
+    DELETE_GROWN,
     DELETE_HELD_ELSEWHERE,
     DELETE_PODS_LANDED,
     DELETE_TIMED_OUT,
@@ -133,22 +134,25 @@ def cpu_pods(n: int, cpu: str) -> list[dict[str, Any]]:
 
 
 # (case, pods, existing, node GPUs (None: not known), nodes, created GPUs, deleted, kept)
-# The autoscaler sees only what placeholders ask for: later pods that the rest of a pending placeholder's node
-# will hold get a top-up placeholder of exactly those GPUs, which fills that node (no node more, none promised twice).
+# The autoscaler sees only what placeholders ask for: when later pods will use more of a pending placeholder's node,
+# one placeholder asking for all of them replaces it (one per node on its way: any hinting order fits them).
 PENDING_ROWS = [
-    ("a burst seen in two passes: a top-up of 3 fills the first node, 22 more GPUs in new placeholders (4 nodes)",
-     sixes(30), [pending("a", 5, keys(5))], 8, None, [8, 8, 6, 3], {}, ["a"]),
-    ("a 1-GPU wave, then 10 pods of 0.9: 7 top up its node, 3 more; counted without asking, the autoscaler "
+    ("a burst seen in two passes: 8 in place of the first 5, 22 more GPUs in new placeholders (4 nodes)",
+     sixes(30), [pending("a", 5, keys(5))], 8, None, [8, 8, 8, 6], {"a": DELETE_GROWN}, []),
+    ("a 1-GPU wave, then 10 pods of 0.9: 8 in place of the 1, 3 more; counted without asking, the autoscaler "
      "packed the 3 beside the 1 (one node where two were needed)",
-     [pod(f"p{i}", "0.9") for i in range(11)], [pending("a", 1, keys(1))], 8, None, [7, 3], {}, ["a"]),
+     [pod(f"p{i}", "0.9") for i in range(11)], [pending("a", 1, keys(1))], 8, None, [8, 3], {"a": DELETE_GROWN}, []),
     ("a later pod fits the GPUs the placeholder asked for: nothing more", halves(4), [pending("a", 2, keys(3))], 8, None, [], {}, ["a"]),
     ("two on one node: the later pods land on the older one's GPUs, the later one asks for nothing more and goes",
      halves(4), [pending("a", 2, keys(2)), pending("b", 1, keys(2, 2))], 8, None, [], {"b": DELETE_HELD_ELSEWHERE}, ["a"]),
-    ("two that do not share a node (5 and 5 of 8): the scheduler fills the first node first, its top-up asks for 3",
-     sixes(12), [pending("a", 5, keys(5)), pending("b", 5, keys(5, 5))], 8, None, [3], {}, ["a", "b"]),
+    ("two on one node that holds more than both ask for: one placeholder for all replaces both",
+     halves(10), [pending("a", 2, keys(4)), pending("b", 1, keys(2, 4))], 8, None, [5], {"a": DELETE_GROWN, "b": DELETE_GROWN}, []),
+    ("two that do not share a node (5 and 5 of 8): the scheduler fills the first node first, which grows to 8",
+     sixes(12), [pending("a", 5, keys(5)), pending("b", 5, keys(5, 5))], 8, None, [8], {"a": DELETE_GROWN}, ["b"]),
+    ("a cap leaves no room to grow: the later pods are planned under it", halves(8), [pending("a", 2, keys(4))], 8, None, [], {}, ["a"]),
     ("the node's size not known (no node, no --node-gpus): its own GPUs only", halves(6), [pending("a", 2, keys(4))], None, None, [1], {}, ["a"]),
     ("a known node of the group limits the other resources: 96 CPUs hold 6 pods of 16, the rest gets a node",
-     cpu_pods(8, "16"), [pending("a", 1, keys(2))], None, [node("n1", 8)], [2, 1], {}, ["a"]),
+     cpu_pods(8, "16"), [pending("a", 1, keys(2))], None, [node("n1", 8)], [3, 1], {"a": DELETE_GROWN}, []),
     ("a ProvisioningRequest: credited as the GPUs it asked for", halves(6),
      [ph("a", 2, PENDING, keys(4))], 8, None, [1], {}, ["a"]),
 ]
@@ -156,11 +160,13 @@ PENDING_ROWS = [
 
 @pytest.mark.parametrize("case,pods,existing,node_gpus,nodes,created,deleted,kept", PENDING_ROWS, ids=[r[0] for r in PENDING_ROWS])
 def test_a_pending_placeholder_stands_for_the_gpus_it_asks_for(case, pods, existing, node_gpus, nodes, created, deleted, kept):
-    settings = AdjusterSettings(node_gpus=node_gpus)
+    settings = AdjusterSettings(node_gpus=node_gpus, max_total_gpus=2 if "cap" in case else None)
     result = reconcile(pods, nodes, existing, settings, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
     assert sorted((p.placeholder.gpus for p in result.create), reverse=True) == created
     assert dict(result.delete) == deleted
     assert list(result.keep) == kept
+    covered = {k for p in result.create for k in p.placeholder.pods}
+    assert not covered & {k for ph in existing if ph.name in kept for k in ph.pods}  # a pod stands in one placeholder
 
 
 def test_a_nodes_gpus_are_credited_once():

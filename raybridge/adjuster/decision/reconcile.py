@@ -33,22 +33,25 @@ offline, and so one burst of pending pods yields one scale-up:
   so pods arriving in waves fill the room earlier ones leave and cost no
   extra GPU, and what is counted is a placement the scheduler really makes,
   not a tighter packing it would not find). Where they use more of a node's
-  GPUs than its placeholders ask for, a top-up placeholder asks for exactly
-  the difference: the autoscaler sees only what placeholders ask for, so
-  counting the rest of a node for later pods without asking promised those
-  GPUs twice (it put the next placeholder into them: a 1-GPU wave, then 10
-  pods of 0.9, got one node where two were needed), while the top-up fills
-  the node on its way and adds none (5 GPUs asked, then 25 more pods: a
-  top-up of 3 and 22 in new placeholders, 4 nodes of 8 in all, not 5). The
-  pods those nodes hold are covered; a pending placeholder on a node that
-  holds no pod is deleted; one that holds pods is kept, unchanged, even when
-  the pods it was made for are gone. Pods no pending placeholder holds are
-  planned again on their own and get new placeholders.
-  Why a pending placeholder is never replaced by a bigger one: a pod's
-  resources are immutable, so resizing is delete + create of a pod every
-  wave, and whether the autoscaler matches the new pod to the node it is
-  already adding for the old one is its own business. Once a placeholder is
-  provided, the room its node has left covers those later pods until they
+  GPUs than its placeholders ask for, those are replaced by one placeholder
+  that asks for all of them (`grown`): the autoscaler sees only what
+  placeholders ask for, so counting the rest of a node for later pods without
+  asking promised those GPUs twice (it put the next placeholder into them: a
+  1-GPU wave, then 10 pods of 0.9, got one node where two were needed). One
+  placeholder per node on its way, not a top-up beside the first:
+  cluster-autoscaler hints pending pods onto its upcoming nodes in no set
+  order (filter_out_schedulable.go sorts by priority only, `sort.Slice`), and
+  several placeholders per node, taken smallest first, left a large one
+  without room and added a node; one per node fits in any order. The node
+  on its way takes the larger one (same template: cluster-autoscaler's
+  upcoming node, Karpenter's NodeClaim where its type holds it), so a burst
+  seen in two passes costs no more nodes than seen at once (5 GPUs asked,
+  then 25 more pods: 8 in place of the 5, and 22 in new placeholders, 4
+  nodes of 8, not 5). The pods those nodes hold are covered; a pending
+  placeholder on a node that holds no pod is deleted; one that holds pods
+  is kept, even when the pods it was made for are gone. Pods no pending
+  placeholder holds are planned again on their own and get new placeholders.
+  Once a placeholder is provided, the room its node has left covers those later pods until they
   land (the node exists; its room is read from it).
   Two placeholders may land on one new node, as the autoscaler packed them:
   each is credited the room left after the one before (the ledger above), so
@@ -101,6 +104,7 @@ DELETE_DOUBLE_COUNTED = "node-already-counted"  # its node's GPUs were already c
 DELETE_CAPACITY_TAKEN = "capacity-taken"  # other pods took the GPUs it brought up: its pods are asked for again
 DELETE_HELD_ELSEWHERE = "held-elsewhere"  # its pods still count, but fit the GPUs other pending placeholders ask for
 DELETE_NODE_GONE = "node-gone"  # the node it brought up is gone (consolidated, failed): its pods are asked for again
+DELETE_GROWN = "grown"  # still waiting, its node will hold more pods than it asks for: replaced by one asking for all
 
 
 @dataclass(frozen=True)
@@ -523,7 +527,7 @@ class _PendingPlacement:
     that the rest of their nodes will give those pods."""
 
     held: set[str] = field(default_factory=set)
-    top_ups: list[Placeholder] = field(default_factory=list)
+    grown: list[Placeholder] = field(default_factory=list)
 
 
 def _place_on_pending(state: _Pass, pending: list[ExistingPlaceholder], plan: AdjusterPlan) -> _PendingPlacement:
@@ -533,14 +537,13 @@ def _place_on_pending(state: _Pass, pending: list[ExistingPlaceholder], plan: Ad
     When those nodes come, the scheduler places the group's waiting pods on them oldest first, best fit: the
     pods each placeholder was made for and the pods that came after it alike (so pods arriving in waves fill the
     room the earlier ones leave, and the count is what the scheduler will really do, not a packing it will not
-    find). Where they use more of a node's GPUs than its placeholders ask for, a top-up placeholder asks for the
-    difference: the autoscaler sees only what placeholders ask for, and counting the rest of the node for later
-    pods without asking promised those GPUs twice (it packed the next placeholder into them: a 1-GPU wave, then
-    10 pods of 0.9, got one node where two were needed). The top-up fills that node exactly, so the autoscaler
-    puts it there (no new node), and a burst seen in two passes costs no more nodes than seen at once. A node
-    of unknown size (no node of the group, no --node-gpus) and a ProvisioningRequest count their own GPUs only.
-    A pending placeholder on a node that holds no pod is deleted. None is resized or replaced: the autoscaler
-    may be adding a node for it already.
+    find). Where they use more of a node's GPUs than its placeholders ask for, one placeholder asking for all of
+    them replaces those (deleted `grown`): the autoscaler sees only what placeholders ask for, and counting the
+    rest of the node without asking promised those GPUs twice (a 1-GPU wave, then 10 pods of 0.9, got one node
+    where two were needed). One per node, so that cluster-autoscaler, which hints pending pods onto its upcoming
+    nodes in no set order, fits them all in any order. A node of unknown size (no node of the group, no
+    --node-gpus) and a ProvisioningRequest count their own GPUs only. A pending placeholder on a node that holds
+    no pod is deleted.
     """
     counted = {piece.pod for piece in plan.pieces}
     found = _PendingPlacement()
@@ -551,7 +554,7 @@ def _place_on_pending(state: _Pass, pending: list[ExistingPlaceholder], plan: Ad
     for piece in plan.pieces:
         pieces_by_group.setdefault(piece.group.id, []).append(piece)
     shapes = {g.group.id: g for g in plan.groups if g.node_size_known}
-    room_for_top_ups = None if state.settings.max_total_gpus is None else state.settings.max_total_gpus - state.provided_gpus - sum(p.gpus for p in pending)
+    room_to_grow = None if state.settings.max_total_gpus is None else state.settings.max_total_gpus - state.provided_gpus - sum(p.gpus for p in pending)
     for group_id, placeholders in pending_by_group.items():
         ordered = sorted(pieces_by_group.get(group_id, ()), key=scheduling_order)
         shape = shapes.get(group_id)
@@ -573,16 +576,17 @@ def _place_on_pending(state: _Pass, pending: list[ExistingPlaceholder], plan: Ad
             asked = sum(ph.gpus for ph in members)
             used = len({gpu for i in placed for gpu in scheduler.placed[i][1]})
             if used > asked:
-                theirs = {k for ph in members for k in ph.pods}
-                top_up = _top_up(plan.groups, group_id, [ordered[i] for i in placed if ordered[i].pod not in theirs], used - asked, room_for_top_ups)
-                if top_up is None:  # over the cap: the later pods are planned like any other, under it
-                    later = [i for i in placed if ordered[i].pod not in theirs]
-                    left.update(later)
-                    placed = [i for i in placed if i not in set(later)]
-                else:
-                    found.top_ups.append(top_up)
-                    if room_for_top_ups is not None:
-                        room_for_top_ups -= top_up.gpus
+                if room_to_grow is None or used - asked <= room_to_grow:
+                    elsewhere = {k for other in placeholders if other not in members for k in other.pods}
+                    found.grown.append(_grown(plan.groups, group_id, [ordered[i] for i in placed if ordered[i].pod not in elsewhere], used))
+                    state.delete.extend((ph.name, DELETE_GROWN) for ph in members)
+                    if room_to_grow is not None:
+                        room_to_grow -= used - asked
+                    continue
+                theirs = {k for ph in members for k in ph.pods}  # over the cap: the later pods are planned under it
+                later = [i for i in placed if ordered[i].pod not in theirs]
+                left.update(later)
+                placed = [i for i in placed if i not in set(later)]
             # The latest go first where the others ask for all the GPUs the node's pods use (none where it holds none).
             for ph in sorted(members, key=lambda p: p.name, reverse=True):
                 if placed and asked - ph.gpus < used:
@@ -598,22 +602,20 @@ def _place_on_pending(state: _Pass, pending: list[ExistingPlaceholder], plan: Ad
     return found
 
 
-def _top_up(groups: Iterable[Any], group_id: str, later: list[DemandPiece], gpus: int, room: Optional[int]) -> Optional[Placeholder]:
-    """A placeholder of `gpus` GPUs for the `later` pods that a node on its way holds beyond what its placeholders
-    ask for; None where that is over the cap (`room`)."""
-    if room is not None and gpus > room:
-        return None
+def _grown(groups: Iterable[Any], group_id: str, placed: list[DemandPiece], gpus: int) -> Placeholder:
+    """The placeholder that replaces a node's pending ones: `gpus` GPUs for the `placed` pods (those another
+    pending placeholder was made for stand in that one)."""
     group = next(g.group for g in groups if g.group.id == group_id)
-    return Placeholder(gpus=gpus, resource_key=group.resource_key, pods=tuple(sorted(p.pod for p in later)),
-                       resources=summed_resources(p.resources for p in later), node_selector=group.node_selector,
+    return Placeholder(gpus=gpus, resource_key=group.resource_key, pods=tuple(sorted(p.pod for p in placed)),
+                       resources=summed_resources(p.resources for p in placed), node_selector=group.node_selector,
                        affinity=group.affinity, tolerations=tuple(group.tolerations), group=group_id)
 
 
 def _new_placeholders(state: _Pass, demand_pods: list[Any], plan: AdjusterPlan, on_pending: _PendingPlacement, name_prefix: str) -> list[PlannedPlaceholder]:
-    """The top-ups, and placeholders for the pods no placeholder holds, each named after the names in use."""
+    """The grown placeholders, and placeholders for the pods no placeholder holds, each named after the names in use."""
     counted = {piece.pod for piece in plan.pieces}
     held_by_pending = on_pending.held
-    state.pending_gpus += sum(p.gpus for p in on_pending.top_ups)
+    state.pending_gpus += sum(p.gpus for p in on_pending.grown)
     if not held_by_pending:
         new_plan: Optional[AdjusterPlan] = plan
     elif counted <= held_by_pending:
@@ -624,7 +626,7 @@ def _new_placeholders(state: _Pass, demand_pods: list[Any], plan: AdjusterPlan, 
                                      _capped(state.settings, state.provided_gpus + state.pending_gpus), state.now, state.pod_groups)
     taken = {ph.name for ph in state.existing}
     create: list[PlannedPlaceholder] = []
-    for wanted in [*on_pending.top_ups, *(new_plan.placeholders if new_plan is not None else ())]:
+    for wanted in [*on_pending.grown, *(new_plan.placeholders if new_plan is not None else ())]:
         name = placeholder_name(name_prefix, wanted.group or "default", wanted.gpus, taken)
         taken.add(name)
         create.append(PlannedPlaceholder(name, wanted))
