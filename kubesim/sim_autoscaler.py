@@ -304,7 +304,9 @@ class ClusterAutoscaler:
             for pod_set in request["spec"]["podSets"]:
                 template = self.server.get_object("v1", "PodTemplate", pod_set["podTemplateRef"]["name"], meta["namespace"])
                 if template is None:
-                    self._set_conditions(request, [("Failed", "PodTemplateNotFound", "a PodTemplate of the request is missing")])
+                    # processors/provreq/injector.go: pods it cannot build from the request are MarkAsFailed,
+                    # reason FailedToCreatePods (provisioningrequest/conditions/conditions.go FailedToCreatePodsReason).
+                    self._set_conditions(request, [("Failed", "FailedToCreatePods", f"podtemplates \"{pod_set['podTemplateRef']['name']}\" not found")])
                     return
                 # provisioningrequest/pods/pods.go PodsForProvisioningRequest: count pods from the template.
                 pods += [{"metadata": {"name": f"{meta['name']}-{len(pods) + i}"}, "spec": template["template"]["spec"]}

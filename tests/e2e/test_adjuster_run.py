@@ -1087,6 +1087,26 @@ def test_a_failed_request_is_asked_for_again_after_the_backoff(cluster: Any) -> 
     assert len(sim.added_nodes) == 1
 
 
+def test_a_request_whose_pod_template_is_gone_fails_and_is_asked_for_again(cluster: Any) -> None:
+    """cluster-autoscaler marks a request it cannot build pods for Failed, reason FailedToCreatePods
+    (processors/provreq/injector.go): a PodTemplate someone deleted. The adjuster asks again after its backoff."""
+    server, sim = cluster
+    created = _request_log(server)
+    sim.autoscaler.clock.pause()
+    _burst(server, 4, "0.5")
+    _settled(server, 4)
+    with Running(server, _settings(mode="provisioning-request", failed_backoff=0.5), clock=past_grace):
+        wait_for(lambda: _templates(server) and _requests(server), timeout=20, what="the request and its template")
+        for template in _templates(server):
+            server.delete_object("v1", "PodTemplate", template["metadata"]["name"], NS)
+        sim.autoscaler.clock.resume()
+        failed = wait_for(lambda: [c for r in _requests(server) for c in (r.get("status") or {}).get("conditions") or [] if c.get("type") == "Failed"],
+                          timeout=20, what="the request Failed")
+        assert failed[0]["reason"] == "FailedToCreatePods", failed
+        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
+    assert len(created) == 2, [c["metadata"]["name"] for c in created]
+
+
 def test_a_request_short_of_capacity_is_kept_until_the_autoscaler_finds_it(cluster: Any) -> None:
     """A shortage is Provisioned=False/CapacityIsNotFound, which the autoscaler retries: not a failure to replace."""
     server, sim = cluster
