@@ -218,3 +218,23 @@ def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(stack: Any,
         _wait(stack, lambda: not _placeholders(core), 120, "the placeholders deleted")
     assert len(claims) == 2, claims  # one launch, no second round
     assert sum(int(t.split("-")[1].rstrip("x")) for t in _instance_types(core)) >= 11, _instance_types(core)
+
+
+def test_replicas_that_must_not_share_a_host_get_a_node_each(stack: Any, api: Any) -> None:
+    # Two replicas of half a GPU with a required anti-affinity by hostname: one 1-GPU placeholder brought one
+    # node, KAI put one replica there and refused the other, whose GPUs the node's room "covered" until the
+    # provision timeout. Now a placeholder each, kept apart: two nodes, both replicas running.
+    api_client, core, _ = api
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "trainer"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    _burst(core, 0, "0.5")
+    for i in range(2):
+        replica = _fraction_pod(f"r-{i}", "0.5")
+        replica["metadata"]["labels"]["app"] = "trainer"
+        replica["spec"]["affinity"] = anti
+        core.create_namespaced_pod("work", replica)
+    with _Adjuster(api_client):
+        _wait(stack, lambda: _running(core) == 2, 90, "both replicas running")
+        _wait(stack, lambda: not _placeholders(core), 120, "the placeholders deleted")
+    nodes = {p.spec.node_name for p in core.list_namespaced_pod("work").items}
+    assert len(nodes) == 2 and len(_gpu_nodes(core)) == 2, (nodes, _instance_types(core))

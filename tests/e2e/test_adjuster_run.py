@@ -205,7 +205,9 @@ def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_g
         wait_for(lambda: _running(server) == 20, timeout=40, what="all 20 pods running")
         wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
         assert controller.passes > 0
-    assert sorted(g for _, g in log.created) == [2, 8], log.created
+    # One 8 and one 2; a 2-GPU placeholder bound to the first node's GPUs after the 8 exited (kube-scheduler binds
+    # at once, KAI a session later) is asked for again, onto the node on its way (no node more).
+    assert [g for _, g in log.created][:2] == [8, 2] and {g for _, g in log.created[2:]} <= {2}, log.created
     assert len(sim.added_nodes) == 2, sim.added_nodes  # ceil(10 / 8): one scale-up, no second round
     # The pods landed on the nodes the first placeholders brought up: none waited out its provisioning timeout.
     assert "provision-timeout" not in _deleted_by_reason(controller)

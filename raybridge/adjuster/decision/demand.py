@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from raybridge.adjuster.decision.host_spread import HostSpread, host_spread
 from raybridge.adjuster.decision.kai_share import KaiShare, asks_for_share, kai_gpu_memory_mib, read_kai_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.core.consts import (
@@ -97,6 +98,18 @@ class ConstraintGroup:
     node_selector_json: str = "{}"
     affinity_terms_json: str = "[]"
     tolerations_json: str = "[]"
+    #: Pods that must not share a host (host_spread.HostSpread as JSON); "" for pods any node may take together.
+    host_spread_json: str = ""
+
+    @property
+    def host_spread(self) -> Optional[HostSpread]:
+        return HostSpread.from_json(self.host_spread_json)
+
+    @property
+    def per_node(self) -> Optional[int]:
+        """At most this many of the group's pods on one node (None: no limit)."""
+        spread = self.host_spread
+        return spread.per_node if spread is not None else None
 
     @property
     def resource_key(self) -> str:
@@ -116,18 +129,23 @@ class ConstraintGroup:
 
     @property
     def affinity(self) -> Optional[dict[str, Any]]:
-        """The pod affinity a placeholder carries: the group's required node affinity, or None."""
+        """The affinity a placeholder carries: the group's required node affinity and the pods' required anti-affinity
+        by hostname (host_spread.py), or None."""
+        found: dict[str, Any] = {}
         terms = self.affinity_terms
-        if not terms:
-            return None
-        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+        if terms:
+            found["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+        spread = self.host_spread
+        anti = json.loads(spread.anti_affinity_terms) if spread is not None else []
+        if anti:
+            found["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": anti}
+        return found or None
 
     @property
     def id(self) -> str:
         """A short stable name: the vendor and a digest of the constraints."""
-        digest = hashlib.sha256(
-            "|".join((self.node_selector_json, self.affinity_terms_json, self.tolerations_json)).encode()
-        ).hexdigest()[:8]
+        parts = (self.node_selector_json, self.affinity_terms_json, self.tolerations_json) + ((self.host_spread_json,) if self.host_spread_json else ())
+        digest = hashlib.sha256("|".join(parts).encode()).hexdigest()[:8]
         return f"{self.vendor}-{digest}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -138,6 +156,7 @@ class ConstraintGroup:
             "nodeSelector": self.node_selector,
             "affinity": self.affinity,
             "tolerations": self.tolerations,
+            **({"perNode": self.per_node} if self.host_spread_json else {}),
         }
 
 
@@ -353,7 +372,7 @@ class _Groups:
         self._candidates: dict[tuple[str, str, str], list[_NodeFacts]] = {}
         self._constraints: dict[Any, tuple[Optional[str], tuple[str, str, str]]] = {}
         self._vendors: dict[tuple[str, str, str], str] = {}
-        self._groups: dict[tuple[tuple[str, str, str], str], tuple[ConstraintGroup, GroupShape]] = {}
+        self._groups: dict[tuple[tuple[str, str, str], str, str], tuple[ConstraintGroup, GroupShape]] = {}
         self.shapes: dict[ConstraintGroup, GroupShape] = {}
         self.memory_fractions: dict[tuple[int, int], Fraction] = {}
         #: Per distinct text (pods repeat them): parsed annotations, the wait since a transition time, quota verdicts.
@@ -421,11 +440,11 @@ class _Groups:
                 return from_keys
         return self.settings.default_vendor
 
-    def group(self, key: tuple[str, str, str], vendor: str) -> tuple[ConstraintGroup, GroupShape]:
-        found = self._groups.get((key, vendor))
+    def group(self, key: tuple[str, str, str], vendor: str, spread: str = "") -> tuple[ConstraintGroup, GroupShape]:
+        found = self._groups.get((key, vendor, spread))
         if found is not None:
             return found
-        group = ConstraintGroup(vendor, *key)
+        group = ConstraintGroup(vendor, *key, host_spread_json=spread)
         if group not in self.shapes:
             members = [node for node in self.candidates(key) if vendor in node.gpus]
             sizes = [node.gpus[vendor] for node in members]
@@ -437,7 +456,7 @@ class _Groups:
                 gpu_memory_mib=min(memories, default=None),
                 node_resources=self._room_of([n for n in members if n.gpus[vendor][0] == node_gpus]) if members else None,
             )
-        self._groups[(key, vendor)] = (group, self.shapes[group])
+        self._groups[(key, vendor, spread)] = (group, self.shapes[group])
         return group, self.shapes[group]
 
 
@@ -601,7 +620,8 @@ def _judge(
     if verdict is not None:
         return IgnoredPod(key, *verdict)
     assert share is not None and share.devices is not None  # _what_it_asks refuses a share it cannot read
-    group, shape = groups.group(constraints, groups.vendor_for(constraints, vendor))
+    spread = host_spread(pod) if (spec.get("topologySpreadConstraints") or as_dict(spec.get("affinity")).get("podAntiAffinity")) else None
+    group, shape = groups.group(constraints, groups.vendor_for(constraints, vendor), spread.to_json() if spread is not None else "")
     if group.vendor not in KAI_SHARED_VENDORS:
         return IgnoredPod(key, "vendor-not-shared", f"KAI shares NVIDIA GPUs only (its binder reserves each shared GPU with a pod "
                           f"asking for nvidia.com/gpu and finds its index with NVML): a node with {group.resource_key} "

@@ -905,8 +905,13 @@ class BestFitScheduler:
     """
 
     def __init__(self, items: Sequence[PackItem], node_sizes: Sequence[int],
-                 node_resources: Optional[Sequence[Optional[Resources]]] = None) -> None:
+                 node_resources: Optional[Sequence[Optional[Resources]]] = None, per_node: Optional[int] = None) -> None:
+        """`per_node`: at most this many pods on one node (pods that must not share a host: required pod
+        anti-affinity or topology spread by hostname; None: no limit)."""
         self.items = items
+        self.per_node = per_node
+        #: Per node, the pods placed there (read only where `per_node` is set).
+        self.pods_on: list[int] = []
         self.capacity = math.lcm(*{i.size.denominator for i in items}) if items else 1
         self.sizes = [i.size.numerator * (self.capacity // i.size.denominator) for i in items]
         self.smallest = min(self.sizes, default=0)
@@ -935,6 +940,7 @@ class BestFitScheduler:
             given = node_resources[position] if node_resources is not None else None
             limit = tuple(sorted(given)) if given is not None else None
             self.by_node.append([(capacity, gpu) for gpu in range(n)])
+            self.pods_on.append(0)
             self.resources_left.append(dict(limit) if limit is not None else None)
             # the new node's GPUs are empty and numbered after every other: they sort last
             self.slots.extend((capacity, node, gpu) for gpu in range(n))
@@ -944,6 +950,7 @@ class BestFitScheduler:
     def _copy(self) -> BestFitScheduler:
         twin = BestFitScheduler.__new__(BestFitScheduler)
         twin.items, twin.capacity, twin.sizes, twin.smallest = self.items, self.capacity, self.sizes, self.smallest
+        twin.per_node, twin.pods_on = self.per_node, list(self.pods_on)
         twin.by_node = [list(mine) for mine in self.by_node]
         twin.slots = list(self.slots)
         twin.in_use = list(self.in_use)
@@ -965,7 +972,10 @@ class BestFitScheduler:
         return resumed
 
     def _room_for(self, node: int, need: Optional[Resources]) -> bool:
-        """Whether node `node` has what is left of its other resources for `need`."""
+        """Whether node `node` has what is left of its other resources for `need` (and room for one more pod
+        where `per_node` limits them)."""
+        if self.per_node is not None and self.pods_on[node] >= self.per_node:
+            return False
         left = self.resources_left[node]
         if need is None or left is None:
             return True
@@ -1004,6 +1014,7 @@ class BestFitScheduler:
             node, fits = chosen
             for room, gpu in fits:
                 self._take(node, gpu, room, size)
+            self.pods_on[node] += 1
             left_on_node = self.resources_left[node]
             if need is not None and left_on_node is not None:
                 for name, amount in need:
@@ -1041,7 +1052,7 @@ class BestFitScheduler:
         at = bisect.bisect_left(self.slots, (size, -1, -1))
         while at < len(self.slots):
             room, node, gpu = self.slots[at]
-            if need is None or self._room_for(node, need):
+            if (need is None and self.per_node is None) or self._room_for(node, need):
                 return node, [(room, gpu)]
             at += 1  # the best-fitting GPU whose node has the pod's CPU, memory, ... left
         return None

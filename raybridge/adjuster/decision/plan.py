@@ -66,9 +66,12 @@ class Placeholder:
     #: KAI policy: the scaling pod's name, and whether it exists already.
     name: Optional[str] = None
     existing: bool = False
-    #: What its pods request of a node besides GPUs, summed (thousandths of each unit): the placeholder asks
-    #: for it too, so that the node added for it has room for them.
+    #: What its pods request of a node besides GPUs, summed (thousandths of each unit): recorded on the
+    #: placeholder as the room its node must have.
     resources: Resources = ()
+    #: Its pods must not share a host with others of their kind (host_spread.py): no two of the group's
+    #: placeholders on one node.
+    keep_apart: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -268,10 +271,17 @@ def _plan_group(
     )
     order_keys = [scheduling_order(p) for p in pieces]
     ordered_items = [items[i] for i in sorted(range(len(pieces)), key=order_keys.__getitem__)]
-    check = _placement_with_room_for_all(list(packing.nodes), ordered_items, node_gpus, room)
-    # The placeholders are the scheduler's placement itself, not the packing: each pod in the one
-    # placeholder whose GPUs it will land on, and no GPU that no pod lands on.
-    scheduled = _scheduled_nodes(check, ordered_items, room)
+    if group.per_node is not None:
+        # Pods that must not share a host: the scheduler's placement with at most `per_node` on a node (a node
+        # per pod at worst), each node's placeholder only the GPUs its pods land on.
+        capped = BestFitScheduler(ordered_items, [node_gpus] * len(ordered_items), _rooms(room, len(ordered_items)), per_node=group.per_node)
+        capped.run()
+        scheduled = capped.placement()
+    else:
+        check = _placement_with_room_for_all(list(packing.nodes), ordered_items, node_gpus, room)
+        # The placeholders are the scheduler's placement itself, not the packing: each pod in the one
+        # placeholder whose GPUs it will land on, and no GPU that no pod lands on.
+        scheduled = _scheduled_nodes(check, ordered_items, room)
     scheduled_gpus = sum(n.gpus for n in scheduled)
     if scheduled_gpus > packing.gpus:
         so_far.notes.append(
@@ -374,6 +384,7 @@ def _group_placeholders(
                 affinity=group.affinity,
                 tolerations=tolerations,
                 group=group_id,
+                keep_apart=group.per_node is not None,
             ),
             node.gpu_pods,
         )

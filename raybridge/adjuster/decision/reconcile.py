@@ -311,29 +311,37 @@ def _credit(room: list[Fraction], gpus: int) -> list[int]:
     return sorted(_with_room(room), key=lambda i: (-room[i], i))[: max(gpus, 0)]
 
 
-def _fill_at(pieces: Sequence[DemandPiece], room: list[Fraction], indices: list[int], resources_left: Optional[dict[str, int]] = None) -> set[str]:
-    """`_fill` into the GPUs `indices` of `room`, lowering `room` (and `resources_left`) in place."""
+def _fill_at(pieces: Sequence[DemandPiece], room: list[Fraction], indices: list[int], resources_left: Optional[dict[str, int]] = None,
+             kinds_left: Optional[dict[str, int]] = None) -> set[str]:
+    """`_fill` into the GPUs `indices` of `room`, lowering `room` (and `resources_left`, `kinds_left`) in place."""
     part = [room[i] for i in indices]
-    fitting = _fill(pieces, part, resources_left)
+    fitting = _fill(pieces, part, resources_left, kinds_left)
     for i, left in zip(indices, part):
         room[i] = left
     return fitting
 
 
-def _fill(pieces: Sequence[DemandPiece], free: list[Fraction], resources_left: Optional[dict[str, int]] = None) -> set[str]:
+def _fill(pieces: Sequence[DemandPiece], free: list[Fraction], resources_left: Optional[dict[str, int]] = None,
+          kinds_left: Optional[dict[str, int]] = None) -> set[str]:
     """Place what fits into `free` (room per GPU, lowered in place) and `resources_left` (the node's CPU, memory,
     ...; None: not limited): first fit, largest first. A pod whose GPU share fits but whose CPU or memory does
-    not is not held: the node it waits for could never take it."""
+    not is not held: the node it waits for could never take it; nor is a pod whose kind the node already holds
+    as many of as it may (`kinds_left`, by group: host_spread.py)."""
     fitting: set[str] = set()
     for piece in sorted(pieces, key=lambda p: (-p.fraction * p.devices, p.pod)):
         chosen = [i for i, room in enumerate(free) if room >= piece.fraction][: piece.devices]
         if len(chosen) < piece.devices:
+            continue
+        kind = piece.group.id if kinds_left is not None and piece.group.host_spread_json else None
+        if kind is not None and kinds_left.get(kind, 0) < 1:  # type: ignore[union-attr]
             continue
         if resources_left is not None:
             if any(resources_left.get(name, 0) < amount for name, amount in piece.resources):
                 continue
             for name, amount in piece.resources:
                 resources_left[name] -= amount
+        if kind is not None:
+            kinds_left[kind] -= 1  # type: ignore[index]
         for i in chosen:
             free[i] -= piece.fraction
         fitting.add(piece.pod)
@@ -420,6 +428,28 @@ class _Rooms:
     slack: list[tuple[ExistingPlaceholder, list[Fraction], list[int]]] = field(default_factory=list)
     #: Provided placeholders whose own pods all landed: kept only while their node's room holds other waiting pods.
     landed: list[ExistingPlaceholder] = field(default_factory=list)
+    #: Per node, per group of pods that must not share a host: how many more of them it may take (`kinds_on`).
+    kinds: dict[str, dict[str, int]] = field(default_factory=dict)
+    bound: Optional[dict[str, list[Mapping[str, Any]]]] = None
+
+    def kinds_on(self, node: Optional[str], pieces: Sequence[DemandPiece], pods: Sequence[Any]) -> Optional[dict[str, int]]:
+        """What node `node` may still take of each kind among `pieces` (host_spread.py): its limit less the pods of
+        the kind bound there and not finished; None where the node is not known."""
+        if node is None:
+            return None
+        if self.bound is None:
+            self.bound = {}
+            for pod in pods:
+                if isinstance(pod, Mapping) and as_dict(pod.get("status")).get("phase") not in ("Succeeded", "Failed"):
+                    on = as_dict(pod.get("spec")).get("nodeName")
+                    if isinstance(on, str):
+                        self.bound.setdefault(on, []).append(pod)
+        mine = self.kinds.setdefault(node, {})
+        for piece in pieces:
+            spread = piece.group.host_spread if piece.group.id not in mine else None
+            if spread is not None:
+                mine[piece.group.id] = spread.per_node - sum(1 for pod in self.bound.get(node, ()) if spread.is_one_of(pod))
+        return mine
 
 
 def _credit_provided(state: _Pass, provided: list[ExistingPlaceholder]) -> _Rooms:
@@ -457,7 +487,8 @@ def _credit_provided(state: _Pass, provided: list[ExistingPlaceholder]) -> _Room
         share = _credit(node_room, ph.gpus)
         own = [by_key[k] for k in sorted(still_waiting) if k in by_key]
         node_resources = rooms.resources.get(ph.node) if ph.node else None
-        held = _fill_at(state.demand(own), node_room, share, node_resources) if own and share else set()
+        pieces = state.demand(own) if own and share else ()
+        held = _fill_at(pieces, node_room, share, node_resources, rooms.kinds_on(ph.node, pieces, state.pods)) if pieces else set()
         if not held and ph.node is not None:
             reason = DELETE_DOUBLE_COUNTED if ph.node in credited_nodes else DELETE_CAPACITY_TAKEN
             state.delete.append((ph.name, reason))
@@ -490,7 +521,7 @@ def _fill_provided_slack(state: _Pass, rooms: _Rooms) -> None:
 
     def fill(group: str, node_room: list[Fraction], where: list[int], node: Optional[str]) -> set[str]:
         wanted = [piece for piece in pieces if piece.group.id == group and piece.pod not in state.covered]
-        return _fill_at(wanted, node_room, where, rooms.resources.get(node) if node else None)
+        return _fill_at(wanted, node_room, where, rooms.resources.get(node) if node else None, rooms.kinds_on(node, wanted, state.pods))
 
     for ph, node_room, share in rooms.slack:
         state.covered |= fill(ph.group, node_room, _with_room(node_room) if ph.node else share, ph.node)
@@ -558,7 +589,8 @@ def _place_on_pending(state: _Pass, pending: list[ExistingPlaceholder], plan: Ad
     for group_id, placeholders in pending_by_group.items():
         ordered = sorted(pieces_by_group.get(group_id, ()), key=scheduling_order)
         shape = shapes.get(group_id)
-        if shape is not None and all(ph.packed_onto_nodes for ph in placeholders):
+        per_node = ordered[0].group.per_node if ordered else None
+        if shape is not None and per_node is None and all(ph.packed_onto_nodes for ph in placeholders):
             nodes = _nodes_on_their_way(placeholders, shape.node_gpus)
             sizes = [max(shape.node_gpus, sum(ph.gpus for ph in members)) for members in nodes]
             rooms = [shape.node_resources] * len(nodes)  # None (not limited) where no node of the group is known
@@ -566,7 +598,7 @@ def _place_on_pending(state: _Pass, pending: list[ExistingPlaceholder], plan: Ad
             nodes = [[ph] for ph in placeholders]
             sizes = [ph.gpus for ph in placeholders]
             rooms = [ph.resources for ph in placeholders]
-        scheduler = BestFitScheduler([PackItem(p.pod, p.fraction, p.devices, p.resources) for p in ordered], sizes, rooms)
+        scheduler = BestFitScheduler([PackItem(p.pod, p.fraction, p.devices, p.resources) for p in ordered], sizes, rooms, per_node=per_node)
         left = set(scheduler.run())
         on_node: dict[int, list[int]] = {}
         for index, (node, _gpus) in scheduler.placed.items():

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.adjuster import consts
 from raybridge.adjuster.decision.settings import RunSettings
+from raybridge.adjuster.decision.host_spread import HOSTNAME_KEY
 from raybridge.adjuster.decision.plan import Placeholder
 from raybridge.core.kubeobjects import as_dict, parse_rfc3339
 from raybridge.core.inventory import format_milli, pod_resource_requests
@@ -260,8 +261,16 @@ def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> 
     }
     if ph.node_selector:
         spec["nodeSelector"] = dict(ph.node_selector)
-    if ph.affinity:
-        spec["affinity"] = json.loads(json.dumps(dict(ph.affinity)))  # the plan's own value is not shared
+    affinity = json.loads(json.dumps(dict(ph.affinity))) if ph.affinity else {}  # the plan's own value is not shared
+    if ph.keep_apart:
+        # Its pods must not share a host (host_spread.py): nor may the group's placeholders, so that the autoscaler
+        # adds a node for each (it simulates inter-pod anti-affinity on its template nodes) and no two bind together.
+        apart = {"labelSelector": {"matchLabels": {consts.MANAGED_BY_LABEL: consts.MANAGED_BY_VALUE, consts.GROUP_LABEL: ph.group or "default"}},
+                 "topologyKey": HOSTNAME_KEY}
+        anti = affinity.setdefault("podAntiAffinity", {})
+        anti["requiredDuringSchedulingIgnoredDuringExecution"] = [*anti.get("requiredDuringSchedulingIgnoredDuringExecution", []), apart]
+    if affinity:
+        spec["affinity"] = affinity
     if ph.tolerations:
         spec["tolerations"] = [dict(t) for t in ph.tolerations]
     return {

@@ -1,0 +1,101 @@
+"""adjuster/decision/host_spread.py and its use: pods that must not share a host get a node each (or `maxSkew` per
+node), their placeholders keep apart, and a node's room covers no more of them than it may take.
+
+Replicas with a required pod anti-affinity by hostname got one 2-GPU placeholder; after its node came, its room
+"covered" the replica KAI refused there until the provision timeout.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Optional
+
+import pytest
+
+from raybridge.adjuster import consts
+from raybridge.adjuster.decision.host_spread import host_spread
+from raybridge.adjuster.decision.plan import plan_placeholders
+from raybridge.adjuster.decision.reconcile import PROVIDED, ExistingPlaceholder, PlannedPlaceholder, reconcile
+from raybridge.adjuster.decision.scale_adjuster import placeholder_manifest
+from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings
+from tests.unit.adjuster_objects import NOW, node, pod
+
+SETTINGS = AdjusterSettings(node_gpus=8)
+APP = {"app": "trainer"}
+
+
+def anti(selector: Optional[dict[str, Any]] = None, key: str = "kubernetes.io/hostname") -> dict[str, Any]:
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": selector if selector is not None else APP}, "topologyKey": key}]}}
+
+
+def spread(skew: int, when: str = "DoNotSchedule", key: str = "kubernetes.io/hostname") -> list[dict[str, Any]]:
+    return [{"maxSkew": skew, "topologyKey": key, "whenUnsatisfiable": when, "labelSelector": {"matchLabels": APP}}]
+
+
+def replica(name: str, fraction: str = "0.5", labels: Optional[dict[str, str]] = None, **spec: Any) -> dict[str, Any]:
+    made = pod(name, fraction, **spec)
+    made["metadata"]["labels"] = dict(APP if labels is None else labels)
+    return made
+
+
+# (case, the pod, its limit per node: None for none)
+LIMIT_ROWS = [
+    ("no rules: no limit", replica("a"), None),
+    ("anti-affinity by hostname against its own kind: one per node", replica("a", affinity=anti()), 1),
+    ("anti-affinity against other pods only: no limit on its own kind", replica("a", affinity=anti({"app": "db"})), None),
+    ("anti-affinity by zone: a new node's zone is the autoscaler's choice, not counted", replica("a", affinity=anti(key="topology.kubernetes.io/zone")), None),
+    ("a hard spread by hostname, maxSkew 2: two per node", replica("a", topologySpreadConstraints=spread(2)), 2),
+    ("a soft spread (ScheduleAnyway): no limit", replica("a", topologySpreadConstraints=spread(1, "ScheduleAnyway")), None),
+    ("both: the tighter", replica("a", affinity=anti(), topologySpreadConstraints=spread(3)), 1),
+    ("a selector with expressions", replica("a", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["trainer", "x"]}]}, "topologyKey": "kubernetes.io/hostname"}]}}), 1),
+    ("malformed rules are no limit, never an error", replica("a", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["x", {"topologyKey": 3}]}},
+                                                             topologySpreadConstraints=[{"maxSkew": "1", "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}]), None),
+]
+
+
+@pytest.mark.parametrize("case,the_pod,limit", LIMIT_ROWS, ids=[r[0] for r in LIMIT_ROWS])
+def test_a_pods_limit_per_node_comes_from_its_own_rules(case, the_pod, limit):
+    found = host_spread(the_pod)
+    assert (found.per_node if found else None) == limit
+
+
+def test_replicas_that_must_not_share_a_host_get_a_placeholder_each_that_keeps_apart():
+    pods = [replica(f"r{i}", affinity=anti()) for i in range(3)] + [pod(f"p{i}", "0.5") for i in range(4)]
+    plan = plan_placeholders(pods, None, SETTINGS, NOW)
+    apart = [p for p in plan.placeholders if p.keep_apart]
+    assert sorted((p.gpus, len(p.pods)) for p in apart) == [(1, 1), (1, 1), (1, 1)]  # one node each, not one 2-GPU placeholder
+    assert [(p.gpus, len(p.pods)) for p in plan.placeholders if not p.keep_apart] == [(2, 4)]
+    manifest = placeholder_manifest(PlannedPlaceholder("rb-x", apart[0]), RunSettings())
+    terms = manifest["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert {"labelSelector": {"matchLabels": APP}, "namespaces": ["team"], "topologyKey": "kubernetes.io/hostname"} in terms  # the replicas' own
+    assert {"labelSelector": {"matchLabels": {consts.MANAGED_BY_LABEL: consts.MANAGED_BY_VALUE, consts.GROUP_LABEL: apart[0].group}},
+            "topologyKey": "kubernetes.io/hostname"} in terms  # and each other
+
+
+def test_a_hard_spread_puts_max_skew_on_a_node():
+    plan = plan_placeholders([replica(f"r{i}", "0.25", topologySpreadConstraints=spread(2)) for i in range(5)], None, SETTINGS, NOW)
+    assert sorted(len(p.pods) for p in plan.placeholders) == [1, 2, 2]
+
+
+def keys(*names: str) -> tuple[str, ...]:
+    return tuple(f"team/{n}" for n in names)
+
+
+# (case, pods besides the two waiting replicas, covered pods, created GPUs)
+ROOM_ROWS = [
+    ("a node brought up for two anti-affine replicas holds one; the other is asked for at once", [], 1, [1]),
+    ("a replica already runs there: it holds none", [replica("running", node_name="n1", phase="Running", affinity=anti())], 0, [1, 1]),
+    ("a finished replica there does not count", [replica("done", node_name="n1", phase="Succeeded", affinity=anti())], 1, [1]),
+]
+
+
+@pytest.mark.parametrize("case,others,covered,created", ROOM_ROWS, ids=[r[0] for r in ROOM_ROWS])
+def test_a_nodes_room_covers_no_more_of_a_kind_than_it_may_take(case, others, covered, created):
+    waiting = [replica("r0", affinity=anti()), replica("r1", affinity=anti())]
+    group = plan_placeholders(waiting, None, SETTINGS, NOW).placeholders[0].group
+    placeholder = ExistingPlaceholder("a", group, 2, PROVIDED, keys("r0", "r1"), NOW - timedelta(seconds=5), "n1")
+    result = reconcile(waiting + others, [node("n1", 8)], [placeholder], SETTINGS, NOW, provision_timeout_seconds=300.0, name_prefix="rb")
+    assert len(result.covered_pods) == covered
+    assert sorted((p.placeholder.gpus for p in result.create), reverse=True) == created
