@@ -21,6 +21,11 @@ seconds.
     python benchmarks/adjuster_burst_vs_kai.py [--scale 100] [--provisioning 90] [--timeout 1800]
 
 Run it on a quiet machine: at this scale a busy CPU adds whole simulated minutes to both sides.
+
+`--stack real` runs the same scenarios on the real programs instead (benchmarks/adjuster_burst_real.py: the real
+KAI scheduler and Karpenter of testcluster/, and KAI's own node-scale-adjuster binary rather than a loop of its
+rule), in wall seconds, `--runs` times each with the medians; it needs Go and the Go module proxy (or the built
+binaries in testcluster's cache). `--scenario NAME` (repeatable) runs only those scenarios, in either mode.
 """
 
 from __future__ import annotations
@@ -168,15 +173,35 @@ def run_one(scenario: Scenario, policy: str, scale: float, provisioning: float, 
             }
 
 
-def main() -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=float, default=100.0, help="simulated seconds per wall second")
-    parser.add_argument("--provisioning", type=float, default=90.0, help="simulated seconds a new node takes")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="simulated seconds before a run is given up")
-    args = parser.parse_args()
+    parser.add_argument("--stack", choices=("sim", "real"), default="sim",
+                        help="sim: the simulated cluster (default); real: testcluster's real programs (adjuster_burst_real.py)")
+    parser.add_argument("--scale", type=float, default=100.0, help="sim: simulated seconds per wall second")
+    parser.add_argument("--provisioning", type=float, default=90.0, help="sim: simulated seconds a new node takes")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds before a run is given up (sim: simulated, default 1800; real: wall, default 400)")
+    parser.add_argument("--runs", type=int, default=2, help="real: runs per scenario and side (the table gives the median)")
+    parser.add_argument("--scenario", action="append", default=None, metavar="NAME", help="only this scenario (repeatable)")
+    args = parser.parse_args(argv)
+    chosen = scenarios()
+    if args.scenario:
+        unknown = sorted(set(args.scenario) - {s.name for s in chosen})
+        if unknown:
+            parser.error(f"no scenario {', '.join(map(repr, unknown))}; there are: {', '.join(repr(s.name) for s in chosen)}")
+        chosen = [s for s in chosen if s.name in args.scenario]
+    if args.stack == "real":
+        if args.runs < 1:
+            parser.error("--runs must be at least 1")
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import adjuster_burst_real
+
+        adjuster_burst_real.run_real(chosen, args.runs, 400.0 if args.timeout is None else args.timeout)
+        return 0
+    args.timeout = 1800.0 if args.timeout is None else args.timeout
     print(f"| scenario | policy | burst -> all running (s) | GPUs asked | nodes added |")
     print("|---|---|---|---|---|")
-    for scenario in scenarios():
+    for scenario in chosen:
         for policy in ("raybridge", "kai"):
             row = run_one(scenario, policy, args.scale, args.provisioning, args.timeout)
             seconds = row["seconds"] if row["seconds"] is not None else f"> {int(args.timeout)}"

@@ -15,9 +15,14 @@ v0.12.0), GPU sharing turned on as `--set global.gpuSharing=true` would:
 - the chart's default queues (`default-parent-queue`, and its leaf `default-queue`);
 - one kwok Stage that plays the one node-side step of a GPU reservation pod (`reservation_gpu_stage`).
 
+KAI's node-scale-adjuster is built with the rest but started only on request (`start_node_scale_adjuster`, with the
+flags the operator gives it: pkg/operator/operands/node_scale_adjuster/resources.go), as the chart starts it only with
+`global.clusterAutoscaling`; its scaling pods' container exits at once (cmd/scalingpod's `main` returns), which a
+stack plays with `scaling_pod_stage()` among its `StackOptions.stages`.
+
 What this does not do: no KAI operator (what it would derive is derived here, once, from its code), no pod group or
-queue controllers (they write PodGroup and Queue status, which scheduling does not read), no node-scale-adjuster,
-no Prometheus (time-aware fairness off), no leader election, no MIG, no device plugin or NVML (kubesim/FIDELITY.md). The
+queue controllers (they write PodGroup and Queue status, which scheduling does not read), no
+Prometheus (time-aware fairness off), no leader election, no MIG, no device plugin or NVML (kubesim/FIDELITY.md). The
 scheduler's plugin server and the admission webhook server take a port but no host, so they listen on every
 interface (a free port each; nothing outside loopback calls them).
 """
@@ -31,15 +36,15 @@ from typing import TYPE_CHECKING, Optional
 
 import yaml
 
-from testcluster.processes import free_port, http_ok
+from testcluster.processes import Process, free_port, http_ok
 from testcluster.programs import KAI_COMMANDS, Program, program
 
 if TYPE_CHECKING:
     from testcluster.stack import Stack
 
 __all__ = [
-    "KAI_NAMESPACE", "QUEUE_LABEL", "RESERVATION_NAMESPACE", "SCHEDULER_NAME",
-    "kai_programs", "reservation_gpu_stage", "start_kai",
+    "KAI_NAMESPACE", "QUEUE_LABEL", "RESERVATION_NAMESPACE", "SCALE_ADJUST_NAMESPACE", "SCALING_POD_APP", "SCHEDULER_NAME",
+    "kai_programs", "reservation_gpu_stage", "scaling_pod_stage", "start_kai", "start_node_scale_adjuster",
 ]  # fmt: skip
 
 #: KAI's defaults (pkg/common/constants/constants.go at v0.12.0).
@@ -50,6 +55,9 @@ NODE_POOL_LABEL = "kai.scheduler/node-pool"
 RESERVATION_NAMESPACE = "kai-resource-reservation"  # also the reservation pods' service account and `app` label
 SCALE_ADJUST_NAMESPACE = "kai-scale-adjust"
 GPU_RUNTIME_CLASS = "nvidia"
+#: The `app` label of the node-scale-adjuster's scaling pods (its `--scaling-pod-app-label` default, which the operator
+#: leaves, and the scheduler's `ScalingPodAppLabelValue`).
+SCALING_POD_APP = "scaling-pod"
 #: The annotation a GPU reservation pod's own container writes: the UUID of the one GPU it was given.
 GPU_INDEX_ANNOTATION = "run.ai/reserve_for_gpu_index"
 
@@ -207,3 +215,44 @@ def start_kai(stack: "Stack") -> None:
     ]  # fmt: skip
     stack._process("kai-scheduler", argv, env).wait_ready(lambda: http_ok(f"http://127.0.0.1:{metrics}/metrics"), 60)
     stack.apply(default_queues(source))
+
+
+def scaling_pod_stage() -> dict:
+    """A kwok Stage: a running scaling pod of the node-scale-adjuster exits 0 at once, as its image does on a node
+    (cmd/scalingpod/main.go at v0.12.0: an empty `main`). The adjuster deletes a scaling pod that succeeded."""
+    from testcluster.stack import completing_stage
+
+    return completing_stage("kai-scaling-pod-exits", {"app": SCALING_POD_APP})
+
+
+def start_node_scale_adjuster(stack: "Stack") -> Process:
+    """KAI's node-scale-adjuster, started now with the flags KAI's operator gives it for the chart's defaults
+    (`argsForKAIConfig`: scheduler name, service account and namespace `kai-scale-adjust`, the scaling pod image),
+    once its controller's workers run. The caller stops it (`Process.stop()`); each start is a fresh adjuster (its
+    60 s cooldown is held in memory). The service account the operator creates for the scaling pods is created here.
+
+    The program has no flag for its metrics server: controller-runtime's default binds `:8080`, so one runs per
+    machine at a time (a second start fails, and says so in its log)."""
+    stack.apply([{"apiVersion": "v1", "kind": "ServiceAccount",
+                  "metadata": {"name": SCALE_ADJUST_NAMESPACE, "namespace": SCALE_ADJUST_NAMESPACE}}])  # fmt: skip
+    version = stack.programs["kai-scheduler"].version
+    argv = [
+        str(stack.binaries["kai-nodescaleadjuster"]), "--scheduler-name", SCHEDULER_NAME,
+        "--scaling-pod-service-account", SCALE_ADJUST_NAMESPACE, "--scale-adjust-namespace", SCALE_ADJUST_NAMESPACE,
+        "--scaling-pod-image", f"registry/local/kai-scheduler/scalingpod:{version}",
+    ]  # fmt: skip
+    log = stack.workdir / "logs" / "kai-nodescaleadjuster.log"
+    offset = log.stat().st_size if log.exists() else 0  # the log is appended to by every start
+    process = stack._process("kai-nodescaleadjuster", argv, dict(os.environ, KUBECONFIG=str(stack.kubeconfig)))
+
+    def workers_started() -> bool:
+        with open(log, "rb") as text:
+            text.seek(offset)
+            return b"Starting workers" in text.read()
+
+    try:
+        process.wait_ready(workers_started, 60)
+    except BaseException:
+        process.stop()
+        raise
+    return process

@@ -100,10 +100,11 @@ def _kueue(version: str) -> Program:
     return Program("kueue", version, f"kueue-{version}", "sigs.k8s.io/kueue/cmd/kueue")
 
 
-#: KAI scheduler's commands a stack runs (kai.py): the scheduler, the binder (BindRequests, GPU reservation pods), the
-#: pod grouper (a PodGroup per workload) and the admission webhook (GPU-sharing pods' config map names, runtime class).
-#: Program `kai-<command>`.
-KAI_COMMANDS = ("scheduler", "binder", "podgrouper", "admission")
+#: KAI scheduler's commands a stack builds (kai.py): the scheduler, the binder (BindRequests, GPU reservation pods), the
+#: pod grouper (a PodGroup per workload) and the admission webhook (GPU-sharing pods' config map names, runtime class),
+#: which every KAI stack starts; and the node-scale-adjuster (scaling pods for fractional pods), which only a caller of
+#: `kai.start_node_scale_adjuster` starts. Program `kai-<command>`.
+KAI_COMMANDS = ("scheduler", "binder", "podgrouper", "admission", "nodescaleadjuster")
 
 
 def _kai(command: str, version: str) -> Program:

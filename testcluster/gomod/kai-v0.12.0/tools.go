@@ -6,6 +6,7 @@ package tools
 import (
 	_ "github.com/NVIDIA/KAI-scheduler/cmd/admission"
 	_ "github.com/NVIDIA/KAI-scheduler/cmd/binder"
+	_ "github.com/NVIDIA/KAI-scheduler/cmd/nodescaleadjuster"
 	_ "github.com/NVIDIA/KAI-scheduler/cmd/podgrouper"
 	_ "github.com/NVIDIA/KAI-scheduler/cmd/scheduler"
 )
