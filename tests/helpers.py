@@ -290,3 +290,22 @@ def kuberay_token_secret(server: Any, name: str, namespace: str) -> tuple[str, O
     raycluster_controller.go reconcileAuthSecret)."""
     cluster_name = server.get_object("ray.io/v1", "RayJob", name, namespace)["status"]["rayClusterName"]
     return cluster_name, server.get_object("v1", "Secret", cluster_name[-50:], namespace)
+
+
+class ControllerThread:
+    """`adjuster run`'s controller (raybridge.adjuster.controller.Controller) run in a thread for a `with` block:
+    started on entry, stopped on exit (its loop ends once `stop` is set), and never left running."""
+
+    def __init__(self, controller: Any, join_seconds: float = 20.0) -> None:
+        self.controller = controller
+        self.join_seconds = join_seconds
+        self.thread = threading.Thread(target=controller.run, daemon=True)
+
+    def __enter__(self) -> Any:
+        self.thread.start()
+        return self.controller
+
+    def __exit__(self, *exc: object) -> None:
+        self.controller.stop.set()
+        self.thread.join(self.join_seconds)
+        assert not self.thread.is_alive()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
@@ -27,6 +26,7 @@ from raybridge.adjuster import consts
 from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings
 from testcluster.pytest_plugin import _unavailable
+from tests.helpers import ControllerThread
 
 pytestmark = [
     pytest.mark.skipif(_unavailable() is not None, reason=str(_unavailable())),
@@ -117,23 +117,11 @@ def _fraction_pod(name: str, fraction: str, cpu: str = "100m") -> dict[str, Any]
     }  # fmt: skip
 
 
-class _Adjuster:
-    """`adjuster run`'s controller in a thread, with the admin's client, stopped on exit."""
-
-    def __init__(self, api_client: Any, node_gpus: int = 8) -> None:
-        settings = RunSettings(planner=AdjusterSettings(grace_period_seconds=0.5, node_gpus=node_gpus), provision_timeout=120.0,
-                               resync=0.5, debounce=0.1, request_timeout=5.0, leader_election=False, metrics_port=0)
-        self.controller = Controller(settings, api_client, clock=lambda: datetime.now(timezone.utc))
-        self.thread = threading.Thread(target=self.controller.run, daemon=True)
-
-    def __enter__(self) -> Controller:
-        self.thread.start()
-        return self.controller
-
-    def __exit__(self, *exc: object) -> None:
-        self.controller.stop.set()
-        self.thread.join(20)
-        assert not self.thread.is_alive()
+def _Adjuster(api_client: Any, node_gpus: int = 8) -> ControllerThread:
+    """`adjuster run`'s controller with the admin's client, in a thread for the block."""
+    settings = RunSettings(planner=AdjusterSettings(grace_period_seconds=0.5, node_gpus=node_gpus), provision_timeout=120.0,
+                           resync=0.5, debounce=0.1, request_timeout=5.0, leader_election=False, metrics_port=0)
+    return ControllerThread(Controller(settings, api_client, clock=lambda: datetime.now(timezone.utc)))
 
 
 def _running(core: Any) -> int:

@@ -29,6 +29,7 @@ from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from kubesim.fixtures import free_port, wait_for
+from tests.helpers import ControllerThread
 from kubesim.server import KubeApiServer
 from kubesim.sim_autoscaler import NODE_GROUP_LABEL, NodeGroup
 from kubesim.sim_gpu import GpuSim, fraction_pod
@@ -119,22 +120,9 @@ class ShiftedClock:
         return datetime.now(timezone.utc) + timedelta(seconds=self.ahead)
 
 
-class Running:
-    """A controller in a thread, stopped on exit."""
-
-    def __init__(self, server: KubeApiServer, settings: RunSettings,
-                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
-        self.controller = Controller(settings, server.api_client(retries=False), clock=clock)
-        self.thread = threading.Thread(target=self.controller.run, daemon=True)
-
-    def __enter__(self) -> Controller:
-        self.thread.start()
-        return self.controller
-
-    def __exit__(self, *exc: object) -> None:
-        self.controller.stop.set()
-        self.thread.join(10)
-        assert not self.thread.is_alive()
+def Running(server: KubeApiServer, settings: RunSettings, clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> ControllerThread:
+    """A controller against `server` in a thread, stopped on exit."""
+    return ControllerThread(Controller(settings, server.api_client(retries=False), clock=clock), join_seconds=10)
 
 
 class PlaceholderLog:
