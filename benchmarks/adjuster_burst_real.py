@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 from raybridge.adjuster import consts  # noqa: E402
 from raybridge.adjuster.controller import Controller  # noqa: E402
 from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings  # noqa: E402
+from testcluster.processes import wait_until  # noqa: E402
 
 WORK = "work"
 #: The leaf queue KAI's chart creates (testcluster/kai.py): the burst's pods name it.
@@ -78,17 +79,6 @@ def on_real_stack(pod: dict[str, Any]) -> dict[str, Any]:
     found["metadata"]["namespace"] = WORK
     found["metadata"].setdefault("labels", {})["kai.scheduler/queue"] = QUEUE
     return found
-
-
-def _wait(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout:.0f} s")
-        time.sleep(0.5)
 
 
 class PodLog:
@@ -230,7 +220,7 @@ def clean_up(core: Any, custom: Any, timeout: float = 180.0) -> None:
     def empty() -> bool:
         return not _claims(custom) and not _gpu_nodes(core) and not any(_pods(core, ns) for ns in namespaces)
 
-    _wait(empty, timeout, "the GPU nodes and the run's pods gone")
+    wait_until(empty, timeout, "the GPU nodes and the run's pods gone")
 
 
 def _rounds(claims: list[dict[str, Any]]) -> int:
@@ -246,7 +236,7 @@ def run_once(stack: Any, api_client: Any, scenario: Any, side: str, timeout: flo
     pods = [on_real_stack(pod) for pod in scenario.pods]
     seconds: Optional[float] = None
     with PodLog(api_client) as log, SIDE_RUNNERS[side](stack, api_client):
-        _wait(lambda: log.listed, 30, "the pod watch's first list")
+        wait_until(lambda: log.listed, 30, "the pod watch's first list")
         started = time.monotonic()
         for pod in pods:
             core.create_namespaced_pod(WORK, pod, _preload_content=False)

@@ -87,7 +87,11 @@ class Karpenter(ClusterAutoscaler):
     def _queue_order(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """provisioning/scheduling/queue.go byCPUAndMemoryDescending: the most CPU first, then the most memory
         (no priority order): pods go onto the nodes in flight, and into new NodeClaims, in that order."""
-        return sorted(pods, key=lambda p: (-requests_of(p["spec"]).get("cpu", Decimal(0)), -requests_of(p["spec"]).get("memory", Decimal(0))))
+        def most_first(pod: dict[str, Any]) -> tuple[Decimal, Decimal]:
+            wanted = requests_of(pod["spec"])
+            return -wanted.get("cpu", Decimal(0)), -wanted.get("memory", Decimal(0))
+
+        return sorted(pods, key=most_first)
 
     def _templates(self, nodes: list[dict[str, Any]]) -> dict[str, Any]:
         """A NodePool's NodeClaims take its template's labels (and the instance type's), never a live node's."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
@@ -25,6 +24,7 @@ import pytest
 from raybridge.adjuster import consts
 from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings
+from testcluster.processes import wait_until
 from testcluster.pytest_plugin import _unavailable
 from tests.helpers import ControllerThread
 
@@ -92,20 +92,17 @@ def _gpu_nodes(core: Any) -> list[Any]:
     return [n for n in core.list_node().items if (n.status.allocatable or {}).get("nvidia.com/gpu") not in (None, "0")]
 
 
-def _wait(stack: Any, check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            tails = []
-            for name in ("karpenter", "kai-scheduler", "kai-binder"):
-                log = stack.workdir / "logs" / f"{name}.log"
-                if log.exists():
-                    tails.append(f"--- {name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-12:]))
-            pytest.fail(f"{what}: not within {timeout:.0f} s\n" + "\n".join(tails))
-        time.sleep(0.5)
+def _wait(stack: Any, check: Callable[[], Any], timeout: float, what: str) -> None:
+    """`wait_until`, failing the test with the end of Karpenter's and KAI's logs."""
+    try:
+        wait_until(check, timeout, what)
+    except TimeoutError as exc:
+        tails = []
+        for name in ("karpenter", "kai-scheduler", "kai-binder"):
+            log = stack.workdir / "logs" / f"{name}.log"
+            if log.exists():
+                tails.append(f"--- {name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-12:]))
+        pytest.fail(f"{exc}\n" + "\n".join(tails))
 
 
 def _fraction_pod(name: str, fraction: str, cpu: str = "100m") -> dict[str, Any]:

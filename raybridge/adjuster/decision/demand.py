@@ -20,6 +20,7 @@ pieces become whole GPUs is `adjuster/decision/packing.py`'s business; KAI's own
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -101,8 +102,9 @@ class ConstraintGroup:
     #: Pods that must not share a host (host_spread.HostSpread as JSON); "" for pods any node may take together.
     host_spread_json: str = ""
 
-    @property
+    @functools.cached_property
     def host_spread(self) -> Optional[HostSpread]:
+        """Read once per group (plan, reconcile and the placeholders ask it for every pod and node)."""
         return HostSpread.from_json(self.host_spread_json)
 
     @property

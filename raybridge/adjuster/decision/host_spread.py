@@ -17,6 +17,7 @@ plain dicts in, plain data out.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
@@ -47,11 +48,15 @@ class HostSpread:
         return HostSpread(data["perNode"], json.dumps(data["selectors"], sort_keys=True, separators=(",", ":")),
                           json.dumps(data["terms"], sort_keys=True, separators=(",", ":")))
 
+    @functools.cached_property
+    def _selectors(self) -> list[Any]:
+        return json.loads(self.selectors)
+
     def is_one_of(self, pod: Mapping[str, Any]) -> bool:
         """Whether `pod` is of this kind: a selector matches its labels in its namespace."""
         meta = as_dict(pod.get("metadata"))
         labels, namespace = as_dict(meta.get("labels")), meta.get("namespace") or "default"
-        return any(namespace in namespaces and selector_matches(selector, labels) for selector, namespaces in json.loads(self.selectors))
+        return any(namespace in namespaces and selector_matches(selector, labels) for selector, namespaces in self._selectors)
 
 
 def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, Any]) -> bool:

@@ -78,7 +78,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from raybridge.adjuster.decision.plan import AdjusterPlan, Placeholder, plan_placeholders, scheduling_order, summed_resources
 from raybridge.adjuster.decision.kai_share import kai_gpu_memory_mib, landed_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
-from raybridge.adjuster.decision.demand import DemandPiece, pod_key, select_demand
+from raybridge.adjuster.decision.demand import ConstraintGroup, DemandPiece, pod_key, select_demand
 from raybridge.core.inventory import (
     named_nodes,
     node_allocatable_resources,
@@ -610,7 +610,7 @@ def _place_on_pending(state: _Pass, pending: list[ExistingPlaceholder], plan: Ad
             if used > asked:
                 if room_to_grow is None or used - asked <= room_to_grow:
                     elsewhere = {k for other in placeholders if other not in members for k in other.pods}
-                    found.grown.append(_grown(plan.groups, group_id, [ordered[i] for i in placed if ordered[i].pod not in elsewhere], used))
+                    found.grown.append(_grown(ordered[0].group, [ordered[i] for i in placed if ordered[i].pod not in elsewhere], used))
                     state.delete.extend((ph.name, DELETE_GROWN) for ph in members)
                     if room_to_grow is not None:
                         room_to_grow -= used - asked
@@ -634,13 +634,12 @@ def _place_on_pending(state: _Pass, pending: list[ExistingPlaceholder], plan: Ad
     return found
 
 
-def _grown(groups: Iterable[Any], group_id: str, placed: list[DemandPiece], gpus: int) -> Placeholder:
-    """The placeholder that replaces a node's pending ones: `gpus` GPUs for the `placed` pods (those another
-    pending placeholder was made for stand in that one)."""
-    group = next(g.group for g in groups if g.group.id == group_id)
+def _grown(group: ConstraintGroup, placed: list[DemandPiece], gpus: int) -> Placeholder:
+    """The placeholder that replaces a node's pending ones: `gpus` GPUs for the `placed` pods of `group` (those
+    another pending placeholder was made for stand in that one)."""
     return Placeholder(gpus=gpus, resource_key=group.resource_key, pods=tuple(sorted(p.pod for p in placed)),
                        resources=summed_resources(p.resources for p in placed), node_selector=group.node_selector,
-                       affinity=group.affinity, tolerations=tuple(group.tolerations), group=group_id)
+                       affinity=group.affinity, tolerations=tuple(group.tolerations), group=group.id)
 
 
 def _new_placeholders(state: _Pass, demand_pods: list[Any], plan: AdjusterPlan, on_pending: _PendingPlacement, name_prefix: str) -> list[PlannedPlaceholder]:
