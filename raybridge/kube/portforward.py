@@ -76,11 +76,21 @@ class PortForward:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _open_stream(self) -> Any:
+        """A port-forward stream, opened on an ApiClient of its own (the command's configuration).
+
+        The client's `portforward` swaps `call_api` on the ApiClient it is given while the handshake runs
+        (kubernetes/stream/stream.py `_websocket_request`): on the command's shared client, a RayJob poll or
+        delete another thread made meanwhile went out as a port-forward and failed "Missing required parameter
+        `ports`". The stream's WebSocket is its own connection, so the private client is closed once it is open."""
         from kubernetes import client
         from kubernetes.stream import portforward
 
-        core = client.CoreV1Api(self.kube.api_client)
-        return portforward(core.connect_get_namespaced_pod_portforward, self.pod, self.namespace, ports=str(self.remote_port))
+        own = client.ApiClient(self.kube.api_client.configuration)
+        try:
+            core = client.CoreV1Api(own)
+            return portforward(core.connect_get_namespaced_pod_portforward, self.pod, self.namespace, ports=str(self.remote_port))
+        finally:
+            own.close()
 
     def _serve(self, conn: socket.socket) -> None:
         forward = None
