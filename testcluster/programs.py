@@ -13,6 +13,11 @@ A binary is built once into a cache (`$RAYBRIDGE_TESTCLUSTER_CACHE`, else
 of the wrapper's go.mod and go.sum, so a new version or a new Go builds anew and
 nothing else does.
 
+Where a release has a bug its own later patch releases fixed and the proxy serves none of them, the program
+is built with that fix as a `SourceEdit` (a few lines of ours, made in a copy of the module that the wrapper
+replaces it with for that build; the module cache is untouched): each names the upstream fix and is listed in
+kubesim/FIDELITY.md.
+
 What this does not do: no downloads of prebuilt binaries or images (everything comes
 from the Go module proxy), no cross-compiling, no builds in parallel (one Go build
 already uses every core).
@@ -23,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -39,6 +45,7 @@ __all__ = [
     "BuildError",
     "GoMissing",
     "Program",
+    "SourceEdit",
     "cache_dir",
     "ensure_built",
     "go_version",
@@ -57,6 +64,17 @@ class BuildError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class SourceEdit:
+    """`old` replaced by `new` (each found exactly once) in `path` of the upstream module, for the build only;
+    `fix` names the upstream change that does the same in a later release."""
+
+    path: str
+    old: str
+    new: str
+    fix: str
+
+
+@dataclass(frozen=True)
 class Program:
     """One upstream command: built from `package` in the wrapper module `gomod/<wrapper>`."""
 
@@ -65,6 +83,7 @@ class Program:
     wrapper: str
     package: str
     ldflags: tuple[str, ...] = ()
+    edits: tuple[SourceEdit, ...] = ()
 
     @property
     def module_dir(self) -> Path:
@@ -107,8 +126,41 @@ def _kueue(version: str) -> Program:
 KAI_COMMANDS = ("scheduler", "binder", "podgrouper", "admission", "nodescaleadjuster")
 
 
+_RESERVATION_GO = "pkg/binder/binding/resourcereservation/resource_reservation.go"
+_RESERVATION_FIX = ("kai-scheduler/KAI-Scheduler issue 1103, fixed by PR 1104 and in v0.12 by PR 1387 (v0.12.19): "
+                    "a reservation pod is kept while a BindRequest not yet Succeeded or Failed names its GPU group")
+
+#: KAI v0.12.0's binder deletes a GPU's reservation pod when its informer cache does not yet show the group label of
+#: the pod it has just bound there, and then deletes that running pod as having no reservation (issue 1103). Fixed
+#: in v0.12.19, which the module proxy does not serve; without it a burst of fractional pods loses pods at random.
+KAI_BINDER_EDITS = (
+    SourceEdit(_RESERVATION_GO, '\t"github.com/NVIDIA/KAI-scheduler/pkg/binder/binding/resourcereservation/group_mutex"\n',
+               '\tbindrequests "github.com/NVIDIA/KAI-scheduler/pkg/apis/scheduling/v1alpha2"\n'
+               '\t"github.com/NVIDIA/KAI-scheduler/pkg/binder/binding/resourcereservation/group_mutex"\n', _RESERVATION_FIX),
+    SourceEdit(_RESERVATION_GO,
+               '\t\tif _, found := fractionPods[gpuGroup]; !found {\n\t\t\tlogger.Info("Did not find fraction pod for gpu group',
+               '\t\tif _, found := fractionPods[gpuGroup]; !found {\n'
+               '\t\t\tif binding, err := rsc.groupBeingBound(ctx, gpuGroup); err != nil || binding {\n'
+               '\t\t\t\tif err != nil {\n\t\t\t\t\treturn err\n\t\t\t\t}\n\t\t\t\tcontinue\n\t\t\t}\n'
+               '\t\t\tlogger.Info("Did not find fraction pod for gpu group', _RESERVATION_FIX),
+    SourceEdit(_RESERVATION_GO, "func IsGPUReservationPod(pod *v1.Pod) bool {\n",
+               "// groupBeingBound: a BindRequest still in progress names the group, so the pod it binds may not show the\n"
+               "// group's label in the cache yet.\n"
+               "func (rsc *service) groupBeingBound(ctx context.Context, gpuGroup string) (bool, error) {\n"
+               "\trequests := &bindrequests.BindRequestList{}\n"
+               "\tif err := rsc.kubeClient.List(ctx, requests); err != nil {\n\t\treturn false, err\n\t}\n"
+               "\tfor _, request := range requests.Items {\n"
+               "\t\tphase := request.Status.Phase\n"
+               "\t\tif phase != bindrequests.BindRequestPhaseSucceeded && phase != bindrequests.BindRequestPhaseFailed &&\n"
+               "\t\t\tslices.Contains(request.Spec.SelectedGPUGroups, gpuGroup) {\n\t\t\treturn true, nil\n\t\t}\n\t}\n"
+               "\treturn false, nil\n}\n\n"
+               "func IsGPUReservationPod(pod *v1.Pod) bool {\n", _RESERVATION_FIX),
+)
+
+
 def _kai(command: str, version: str) -> Program:
-    return Program(f"kai-{command}", version, f"kai-{version}", f"github.com/NVIDIA/KAI-scheduler/cmd/{command}")
+    edits = KAI_BINDER_EDITS if command == "binder" and version == "v0.12.0" else ()
+    return Program(f"kai-{command}", version, f"kai-{version}", f"github.com/NVIDIA/KAI-scheduler/cmd/{command}", edits=edits)
 
 
 #: Every release each program can be built at (a wrapper module in gomod/ each), newest last.
@@ -174,6 +226,8 @@ def _wrapper_hash(program: Program) -> str:
     for name in ("go.mod", "go.sum"):
         digest.update((program.module_dir / name).read_bytes())
     digest.update(" ".join(program.ldflags).encode())
+    for edit in program.edits:
+        digest.update(json.dumps([edit.path, edit.old, edit.new]).encode())
     return digest.hexdigest()[:12]
 
 
@@ -189,11 +243,36 @@ def _build(program: Program, target: Path) -> None:
         output = Path(scratch) / program.name
         command = [_go(), "build", "-trimpath", "-o", str(output), "-ldflags", " ".join(("-s", "-w") + program.ldflags), program.package]
         env = dict(os.environ, GOFLAGS="-mod=readonly -buildvcs=false")
-        run = subprocess.run(command, cwd=program.module_dir, env=env, capture_output=True, text=True, timeout=3600)
+        where = _edited_wrapper(program, Path(scratch), env) if program.edits else program.module_dir
+        run = subprocess.run(command, cwd=where, env=env, capture_output=True, text=True, timeout=3600)
         if run.returncode != 0:
             tail = "\n".join((run.stdout + run.stderr).strip().splitlines()[-15:])
-            raise BuildError(f"{program.name} {program.version} did not build (go build in {program.module_dir}):\n{tail}")
+            raise BuildError(f"{program.name} {program.version} did not build (go build in {where}):\n{tail}")
         os.replace(output, target)  # whole or not at all: a build cut short leaves no binary
+
+
+def _edited_wrapper(program: Program, scratch: Path, env: dict[str, str]) -> Path:
+    """A copy of the wrapper module in `scratch` that builds against a copy of the upstream module with `edits` made
+    (Go takes no overlay of files in the module cache): the wrapper's go.mod with one `replace` line more."""
+    module = program.upstream_module().split()[0]
+    run = subprocess.run([_go(), "mod", "download", "-json", module], cwd=program.module_dir, env=env, capture_output=True, text=True, timeout=1800)
+    source = json.loads(run.stdout or "{}").get("Dir") if run.returncode == 0 else None
+    if not source:
+        raise BuildError(f"{program.name} {program.version}: {module} did not download:\n{(run.stdout + run.stderr)[-2000:]}")
+    upstream = scratch / "upstream"
+    shutil.copytree(source, upstream, copy_function=shutil.copyfile)  # copyfile: writable copies of read-only files
+    for edit in program.edits:
+        path = upstream / edit.path
+        text = path.read_text()
+        if text.count(edit.old) != 1:
+            raise BuildError(f"{program.name} {program.version}: {edit.path} holds {text.count(edit.old)} copies of the text the edit "
+                             f"for {edit.fix!r} replaces, not one")
+        path.write_text(text.replace(edit.old, edit.new))
+    wrapper = scratch / "wrapper"
+    shutil.copytree(program.module_dir, wrapper, copy_function=shutil.copyfile)
+    with open(wrapper / "go.mod", "a") as go_mod:
+        go_mod.write(f"\nreplace {module} => {upstream}\n")
+    return wrapper
 
 
 @contextlib.contextmanager

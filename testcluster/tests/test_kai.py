@@ -161,3 +161,26 @@ def test_a_pod_larger_than_any_node_stays_pending_with_kais_reason(stack: Any, c
     time.sleep(3)  # a few of KAI's scheduling cycles (1 s each): still not bound
     pod = _read(core, "too-large")
     assert not pod["spec"].get("nodeName") and pod["status"]["phase"] == "Pending"
+
+
+def test_a_burst_of_half_gpu_pods_keeps_every_pod_and_one_reservation_pod_per_shared_gpu(stack: Any, core: Any) -> None:
+    # Many binds onto one node at once: KAI v0.12.0's binder deleted a reservation pod whose group label its cache did
+    # not show yet on the pod just bound there, then deleted that running pod as unreserved (kai-scheduler issue
+    # 1103). The build carries the upstream fix (testcluster/programs.py KAI_BINDER_EDITS).
+    pods, _ = core
+    names = [f"burst-{i}" for i in range(24)]
+    for name in names:
+        pods.create_namespaced_pod(NAMESPACE, _pod(name, annotations={"gpu-fraction": "0.5"}), _preload_content=False)
+
+    def burst() -> list[dict]:
+        found = json.loads(pods.list_namespaced_pod(NAMESPACE, _preload_content=False).data)["items"]
+        return [p for p in found if p["metadata"]["name"] in names]
+
+    _wait(stack, lambda: sum(1 for p in burst() if p["status"].get("phase") == "Running") == len(names), 180, "the 24 half-GPU pods running")
+    time.sleep(3)  # the binder's clean-ups after the last binds
+    running = burst()
+    assert sorted(p["metadata"]["name"] for p in running if p["status"].get("phase") == "Running") == sorted(names)
+    groups = {p["metadata"]["labels"]["runai-gpu-group"] for p in running}
+    reserved = json.loads(pods.list_namespaced_pod("kai-resource-reservation", _preload_content=False).data)["items"]
+    reserved_groups = [r["metadata"]["labels"]["runai-gpu-group"] for r in reserved if r["metadata"]["labels"]["runai-gpu-group"] in groups]
+    assert sorted(reserved_groups) == sorted(groups), (sorted(reserved_groups), sorted(groups))
