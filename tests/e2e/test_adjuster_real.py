@@ -241,7 +241,9 @@ def test_replicas_that_must_not_share_a_host_get_a_node_each(stack: Any, api: An
         _wait(stack, lambda: _running(core) == 2, 90, "both replicas running")
         _wait(stack, lambda: not _placeholders(core), 120, "the placeholders deleted")
     nodes = {p.spec.node_name for p in core.list_namespaced_pod("work").items}
-    # Two placeholders, asked for once. (Karpenter also launches for the second replica itself, which fits no node
-    # beside the first: a CPU node where that NodeClaim holds the replica alone, which Karpenter decides, not the adjuster.)
+    # Two GPU nodes. (Karpenter also launches for the second replica itself, which fits no node beside the first: a
+    # CPU node where that NodeClaim holds the replica alone.) The second placeholder may land on the first's node
+    # once the first has exited (kube-scheduler forgets finished pods) and be replaced by one kept off that node:
+    # a placeholder more, never a node more.
     created = controller.metrics.registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "create", "reason": "demand"})
-    assert len(nodes) == 2 and created == 2, (nodes, created, _instance_types(core))
+    assert len(nodes) == 2 and len(_gpu_nodes(core)) == 2 and created in (2, 3), (nodes, created, _instance_types(core))

@@ -7,6 +7,7 @@ Replicas with a required pod anti-affinity by hostname got one 2-GPU placeholder
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Optional
 
@@ -99,3 +100,36 @@ def test_a_nodes_room_covers_no_more_of_a_kind_than_it_may_take(case, others, co
     result = reconcile(waiting + others, [node("n1", 8)], [placeholder], SETTINGS, NOW, provision_timeout_seconds=300.0, name_prefix="rb")
     assert len(result.covered_pods) == covered
     assert sorted((p.placeholder.gpus for p in result.create), reverse=True) == created
+
+
+def test_a_placeholder_that_landed_where_its_group_already_had_one_is_replaced_by_one_kept_off_that_node():
+    # Two replicas, a placeholder each. The first landed on n1 and exited; kube-scheduler forgets finished pods, so the
+    # second landed on n1 too before the replica did, and n1 holds one replica only: it is counted for nothing there.
+    # Its replacement must not land on n1 again (it did, under load, and a third node came).
+    waiting = [replica("r0", affinity=anti()), replica("r1", affinity=anti())]
+    group = plan_placeholders(waiting, None, SETTINGS, NOW).placeholders[0].group
+    first = ExistingPlaceholder("a", group, 1, PROVIDED, keys("r0"), NOW - timedelta(seconds=5), "n1")
+    second = ExistingPlaceholder("b", group, 1, PROVIDED, keys("r1"), NOW - timedelta(seconds=4), "n1")
+    # By its hostname label, which is not always its name (Karpenter's: its NodeClaim's name), and not matchFields,
+    # which Karpenter refuses.
+    n1 = node("n1", 4, labels={"kubernetes.io/hostname": "claim-1"})
+    result = reconcile(waiting, [n1], [first, second], SETTINGS, NOW, provision_timeout_seconds=300.0, name_prefix="rb")
+    assert ("b", "node-already-counted") in result.delete
+    [replacement] = result.create
+    assert replacement.placeholder.avoid_nodes == ("claim-1",)
+    affinity = placeholder_manifest(replacement, RunSettings())["spec"]["affinity"]
+    assert affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["claim-1"]}]}]
+
+
+def test_kept_off_nodes_are_added_to_every_node_selector_term_of_the_pods():
+    required = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]},
+                                      {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["b"]}]}]}
+    waiting = [replica(f"r{i}", affinity={**anti(), "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}) for i in range(2)]
+    [ph, *_] = plan_placeholders(waiting, None, SETTINGS, NOW).placeholders
+    manifest = placeholder_manifest(PlannedPlaceholder("rb-x", replace(ph, avoid_nodes=("n1", "n2"))), RunSettings())
+    terms = manifest["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    avoid = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["n1", "n2"]}
+    assert [t["matchExpressions"] for t in terms] == [[{"key": "pool", "operator": "In", "values": ["a"]}, avoid],
+                                                      [{"key": "pool", "operator": "In", "values": ["b"]}, avoid]]
+    assert ph.affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == required  # the plan's own value untouched

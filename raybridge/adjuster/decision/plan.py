@@ -72,6 +72,8 @@ class Placeholder:
     #: Its pods must not share a host with others of their kind (host_spread.py): no two of the group's
     #: placeholders on one node.
     keep_apart: bool = False
+    #: Hostnames of the nodes it must not land on: where placeholders of its group (one that keeps apart) landed.
+    avoid_nodes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -89,6 +91,8 @@ class Placeholder:
                 "pods": list(self.pods),
             }
         )
+        if self.avoid_nodes:
+            data["avoidNodes"] = list(self.avoid_nodes)
         if self.name is not None:
             data["existing"] = self.existing
         return data

@@ -79,6 +79,7 @@ from raybridge.adjuster.decision.plan import AdjusterPlan, Placeholder, plan_pla
 from raybridge.adjuster.decision.kai_share import kai_gpu_memory_mib, landed_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.demand import ConstraintGroup, DemandPiece, pod_key, select_demand
+from raybridge.adjuster.decision.host_spread import HOSTNAME_KEY
 from raybridge.core.inventory import (
     named_nodes,
     node_allocatable_resources,
@@ -642,6 +643,29 @@ def _grown(group: ConstraintGroup, placed: list[DemandPiece], gpus: int) -> Plac
                        affinity=group.affinity, tolerations=tuple(group.tolerations), group=group.id)
 
 
+def _landed_nodes(existing: Sequence[ExistingPlaceholder], nodes: Optional[Iterable[Any]]) -> dict[str, set[str]]:
+    """Per group, the hostnames (`kubernetes.io/hostname`, else the node's name) of the nodes its placeholders
+    landed on. A placeholder exits at once, and kube-scheduler forgets a finished pod (its informer leaves out
+    Succeeded and Failed pods), so the anti-affinity that kept a group's placeholders apart no longer holds against
+    one that finished: a later one can land on the same node before the pod it was made for does, and be counted
+    for nothing there. Its replacement is kept off those nodes by hostname: Karpenter refuses a node selector term
+    with `matchFields` (provisioner.go validateNodeSelectorTerm), and its nodes' hostname is their NodeClaim's name,
+    not theirs."""
+    landed: dict[str, set[str]] = {}
+    for ph in existing:
+        if ph.node:
+            landed.setdefault(ph.group, set()).add(ph.node)
+    if landed and nodes is not None:
+        hostnames = {}
+        for node in nodes:
+            meta = as_dict(node.get("metadata")) if isinstance(node, Mapping) else {}
+            hostname = as_dict(meta.get("labels")).get(HOSTNAME_KEY)
+            if isinstance(meta.get("name"), str) and isinstance(hostname, str) and hostname:
+                hostnames[meta["name"]] = hostname
+        landed = {group: {hostnames.get(name, name) for name in names} for group, names in landed.items()}
+    return landed
+
+
 def _new_placeholders(state: _Pass, demand_pods: list[Any], plan: AdjusterPlan, on_pending: _PendingPlacement, name_prefix: str) -> list[PlannedPlaceholder]:
     """The grown placeholders, and placeholders for the pods no placeholder holds, each named after the names in use."""
     counted = {piece.pod for piece in plan.pieces}
@@ -656,8 +680,11 @@ def _new_placeholders(state: _Pass, demand_pods: list[Any], plan: AdjusterPlan, 
         new_plan = plan_placeholders([p for p in demand_pods if pod_key(p) in uncovered], state.nodes,
                                      _capped(state.settings, state.provided_gpus + state.pending_gpus), state.now, state.pod_groups)
     taken = {ph.name for ph in state.existing}
+    landed = _landed_nodes(state.existing, state.nodes)
     create: list[PlannedPlaceholder] = []
     for wanted in [*on_pending.grown, *(new_plan.placeholders if new_plan is not None else ())]:
+        if wanted.keep_apart and landed.get(wanted.group or "default"):
+            wanted = replace(wanted, avoid_nodes=tuple(sorted(landed[wanted.group or "default"])))
         name = placeholder_name(name_prefix, wanted.group or "default", wanted.gpus, taken)
         taken.add(name)
         create.append(PlannedPlaceholder(name, wanted))

@@ -269,6 +269,8 @@ def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> 
                  "topologyKey": HOSTNAME_KEY}
         anti = affinity.setdefault("podAntiAffinity", {})
         anti["requiredDuringSchedulingIgnoredDuringExecution"] = [*anti.get("requiredDuringSchedulingIgnoredDuringExecution", []), apart]
+    if ph.avoid_nodes:
+        _keep_off(affinity, ph.avoid_nodes)
     if affinity:
         spec["affinity"] = affinity
     if ph.tolerations:
@@ -290,6 +292,18 @@ def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> 
         },
         "spec": spec,
     }
+
+
+def _keep_off(affinity: dict[str, Any], nodes: Sequence[str]) -> None:
+    """A required `kubernetes.io/hostname NotIn nodes` in every node selector term (terms are ORed; a new one where
+    there is none)."""
+    avoid = {"key": HOSTNAME_KEY, "operator": "NotIn", "values": list(nodes)}
+    required = affinity.setdefault("nodeAffinity", {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.setdefault("nodeSelectorTerms", [])
+    if not terms:
+        terms.append({})
+    for term in terms:
+        term["matchExpressions"] = [*term.get("matchExpressions", []), dict(avoid)]
 
 
 # --- --mode provisioning-request ---------------------------------------------------------------
