@@ -118,7 +118,8 @@ def add_settings_args(p: argparse.ArgumentParser, env: Optional[Callable[[str], 
     g.add_argument("--scheduler-name", default=KAI_SCHEDULER_NAME, help=described(
         "pods of this scheduler count", KAI_SCHEDULER_NAME, env_of("scheduler-name")))
     g.add_argument("--grace-period", type=_seconds, default=float(ADJUSTER_DEFAULT_GRACE_SECONDS), metavar="SECONDS", help=described(
-        "a pod counts once it has been Unschedulable this long", f"{ADJUSTER_DEFAULT_GRACE_SECONDS}; 0 to compare with KAI", env_of("grace-period")))
+        "a pod counts once it has been Unschedulable this long", f"{ADJUSTER_DEFAULT_GRACE_SECONDS}, as KAI; `adjuster run` "
+        "also waits for a burst to settle (--batch-idle-duration)", env_of("grace-period")))
     g.add_argument("--memory-fraction", type=_fraction, default=None, metavar="F", help=described(
         "a gpu-memory pod's fraction where its nodes' GPU memory is unknown", f"{ADJUSTER_DEFAULT_MEMORY_FRACTION}, as KAI", env_of("memory-fraction")))
     g.add_argument("--max-gpus", type=_whole, default=None, metavar="N", help=described(
@@ -347,6 +348,10 @@ def _register_run(commands: Any) -> None:
     flag("failed-backoff", _seconds_text(consts.DEFAULT_FAILED_BACKOFF_SECONDS), "--mode provisioning-request: seconds a Failed request waits before it is asked for again", type=_seconds, metavar="SECONDS")
     flag("resync", _seconds_text(consts.DEFAULT_RESYNC_SECONDS), "seconds between reconciles without an event", type=_seconds, metavar="SECONDS")
     flag("debounce", _seconds_text(consts.DEFAULT_DEBOUNCE_SECONDS), "quiet seconds after an event before reconciling", type=_seconds, metavar="SECONDS")
+    flag("batch-idle-duration", _seconds_text(consts.DEFAULT_BATCH_IDLE_SECONDS), "new placeholders wait until no pod has become "
+         "Unschedulable for this many seconds (0: at once), as Karpenter batches pods", type=_seconds, metavar="SECONDS")
+    flag("batch-max-duration", _seconds_text(consts.DEFAULT_BATCH_MAX_SECONDS), "... or until a pod they are for has waited this many seconds",
+         type=_seconds, metavar="SECONDS")
     flag("log-format", "text", "text or json", choices=LOG_FORMATS)
     flag("metrics-bind-address", None, "HOST:PORT of /metrics, /healthz and /readyz: 127.0.0.1:8080 for this machine "
          "alone, :8080 for every interface, 0 for no server", shown=f":{consts.DEFAULT_METRICS_PORT}, what a pod needs for its probes",
@@ -403,6 +408,8 @@ def run_settings_from_args(args: argparse.Namespace) -> Any:
         failed_backoff=args.failed_backoff,
         resync=args.resync,
         debounce=args.debounce,
+        batch_idle=args.batch_idle_duration,
+        batch_max=args.batch_max_duration,
         request_timeout=args.request_timeout,
         kubeconfig=args.kubeconfig,
         log_format=args.log_format,

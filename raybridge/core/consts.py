@@ -55,7 +55,7 @@ KAI_POD_GROUP_ANNOTATION = "pod-group-name"
 GPU_VENDOR_ANNOTATION = "raybridge.io/gpu-vendor"
 
 # --- Node-scale-adjuster -----------------------------------------------------------
-ADJUSTER_DEFAULT_GRACE_SECONDS = 10
+ADJUSTER_DEFAULT_GRACE_SECONDS = 0
 #: KAI's --gpu-memory-to-fraction-ratio default (pkg/nodescaleadjuster/consts/consts.go).
 ADJUSTER_DEFAULT_MEMORY_FRACTION = "0.1"
 ADJUSTER_DEFAULT_VENDOR = "nvidia"

@@ -349,7 +349,8 @@ def test_pods_arriving_over_seconds_get_one_scale_up(cluster: Any) -> None:
 def test_waves_grow_the_placeholder_of_the_node_they_will_share(cluster: Any) -> None:
     server, sim = cluster
     sim.autoscaler.clock.pause()  # every placeholder still pending when the last wave comes
-    with Running(server, _settings(), clock=past_grace) as controller:
+    # Waves that each come after the batch window closed (which `batch_idle=0` makes of every wave).
+    with Running(server, _settings(batch_idle=0.0), clock=past_grace) as controller:
         for wave in range(4):
             _burst(server, 5, "0.5", prefix=f"w{wave}")
             # Each wave is its own pass: the next comes once the controller has seen this one's pods waiting.
@@ -376,7 +377,8 @@ def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(either_clus
     server, sim = either_cluster
     log = PlaceholderLog(server)
     sim.autoscaler.clock.pause()
-    with Running(server, _settings(provision_timeout=120.0), clock=past_grace) as controller:
+    # A second wave after the batch window closed (which `batch_idle=0` makes of it).
+    with Running(server, _settings(provision_timeout=120.0, batch_idle=0.0), clock=past_grace) as controller:
         server.create_object(fraction_pod("first", WORK, fraction="0.9"))
         wait_for(lambda: log.created, timeout=20, what="the first placeholder")
         _burst(server, 10, "0.9", prefix="q")
@@ -393,12 +395,13 @@ def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(either_clus
 
 
 @pytest.mark.realtime
-def test_a_new_pod_gets_its_signal_within_a_second_of_its_grace_period(cluster: Any) -> None:
+def test_a_new_pod_gets_its_signal_within_a_second_of_its_grace_period_and_batch_window(cluster: Any) -> None:
     server, sim = cluster
     log = PlaceholderLog(server)
     with Running(server, _settings()):
         server.create_object(fraction_pod("late", WORK, fraction="0.25"))
-        wait_for(lambda: log.created, timeout=0.2 + 0.5 + 1.0 + 1.0, interval=0.02, what="a placeholder")
+        # grace, the batch window's idle time (whole-second transition times: up to a second more), a resync, slack
+        wait_for(lambda: log.created, timeout=0.2 + consts.DEFAULT_BATCH_IDLE_SECONDS + 1.0 + 0.2 + 1.0, interval=0.02, what="a placeholder")
         wait_for(lambda: _running(server) == 1, timeout=20, what="the pod running")
     assert log.gpus == 1
 

@@ -38,8 +38,8 @@ def test_plan_packs_the_fixture_cluster():
         "team-a/quota": "quota-blocked",
         "team-a/nan": "bad-annotation",
         "team-a/too-wide": "too-many-devices",
-        "team-a/just-now": "grace-period",
     }
+    assert any("team-a/just-now" in p["pods"] for p in data["placeholders"])  # no grace period by default, as KAI
     assert data["skipped"] == {"bound": 1}
 
 
@@ -71,7 +71,7 @@ def test_plan_table_says_what_the_cap_trimmed():
 # (case, extra flags, totalGpus)
 FLAG_ROWS = [
     ("no nodes: memory falls back, no device check", [], None),
-    ("grace period 0 counts the new pod (it fits the spare room)", ["--nodes", NODES, "--grace-period", "0"], 8),
+    ("a grace period of 10 s leaves out the pod marked just now (the others fill the node all the same)", ["--nodes", NODES, "--grace-period", "10"], 8),
     ("cap: the placeholder that does not fit whole is trimmed to the GPUs left", ["--nodes", NODES, "--max-gpus", "4"], 4),
     ("other scheduler name: nothing counts", ["--nodes", NODES, "--scheduler-name", "volcano"], 0),
 ]
@@ -87,8 +87,8 @@ def test_plan_flags(case, flags, total):
     if not flags:
         assert any("unknown" in n for n in data["notes"])
     if "--grace-period" in flags:
-        assert "team-a/just-now" not in {i["pod"] for i in data["ignored"]}
-        assert any("team-a/just-now" in p["pods"] for p in data["placeholders"])
+        assert {i["pod"]: i["code"] for i in data["ignored"]}["team-a/just-now"] == "grace-period"
+        assert not any("team-a/just-now" in p["pods"] for p in data["placeholders"])
 
 
 def write(tmp_path: Path, name: str, text: str) -> str:

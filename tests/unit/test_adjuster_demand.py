@@ -13,7 +13,7 @@ from raybridge.adjuster.decision.demand import select_demand
 from raybridge.adjuster.decision.kai_share import parse_fraction, parse_whole
 from tests.unit.adjuster_objects import NOW, node, pod
 
-SETTINGS = AdjusterSettings()
+SETTINGS = AdjusterSettings(grace_period_seconds=10)  # the grace period rows; shipped: 0
 H100 = node("h100-0", 8, memory="81559")
 
 

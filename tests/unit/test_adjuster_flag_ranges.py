@@ -25,6 +25,8 @@ ROWS = [
     ("a negative provision timeout", [*RUN, "--provision-timeout", "-5"], "--provision-timeout must be a finite number of seconds >= 0.0 (got -5.0)"),
     ("a resync of zero", [*RUN, "--resync", "0"], "--resync must be a finite number of seconds >= 0.01 (got 0.0)"),
     ("a retry period of zero", [*RUN, "--retry-period", "0"], "--retry-period must be a whole number of seconds, at least 1 (got 0)"),
+    ("a negative batch idle time", [*RUN, "--batch-idle-duration", "-1"], "--batch-idle-duration must be a finite number of seconds >= 0.0 (got -1.0)"),
+    ("an endless batch window", [*RUN, "--batch-max-duration", "inf"], "--batch-max-duration must be a finite number of seconds >= 0.0 (got inf)"),
 ]
 
 

@@ -32,6 +32,7 @@ from raybridge.adjuster.decision.reconcile import (
     PENDING,
     PROVIDED,
     TERMINATING,
+    BatchWindow,
     ExistingPlaceholder,
     PlannedPlaceholder,
     reconcile,
@@ -561,3 +562,34 @@ def test_a_landed_placeholder_is_not_replaced_while_its_node_s_shared_gpu_leaves
                        provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
     assert (result.delete, result.keep, len(result.covered_pods)) == ((), ("a",), 14)
     assert result.create == ()
+
+
+# The batch window (reconcile.BatchWindow, idle 2 s, at most 10 s): new placeholders wait while a burst still arrives.
+BATCH = BatchWindow(idle_seconds=2.0, max_seconds=10.0)
+
+# (case, pods, existing placeholders, created GPUs, deleted {name: reason}, held back)
+BATCH_ROWS = [
+    ("a pod marked half a second ago: the burst is still arriving, nothing is made yet",
+     halves(10, waited=5) + halves(2, start=10, waited=0.5), [], [], {}, True),
+    ("two seconds without a new one: the whole burst gets its placeholders",
+     halves(10, waited=5) + halves(2, start=10, waited=2), [], [6], {}, False),
+    ("pods keep coming, but the first has waited 10 s: made now",
+     halves(10, waited=10) + halves(2, start=10, waited=0.5), [], [6], {}, False),
+    ("a wave beside a pending placeholder still arriving: the placeholder is not grown yet",
+     halves(4, waited=30) + halves(8, start=4, waited=1), [pending("a", 2, keys(4))], [], {}, True),
+    ("and once it settled: grown to the node's worth, the rest asked for",
+     halves(4, waited=30) + halves(8, start=4, waited=3), [pending("a", 2, keys(4))], [6], {"a": "grown"}, False),
+    ("pods of a pending placeholder alone, one just marked: nothing new to make, nothing held",
+     halves(3, waited=0.5), [pending("a", 2, keys(3))], [], {}, False),
+]
+
+
+@pytest.mark.parametrize("case,pods,existing,created,deleted,held", BATCH_ROWS, ids=[r[0] for r in BATCH_ROWS])
+def test_new_placeholders_wait_for_a_burst_to_settle(case, pods, existing, created, deleted, held):
+    result = reconcile(pods, None, existing, SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX, batch=BATCH)
+    assert sorted((p.placeholder.gpus for p in result.create), reverse=True) == created
+    assert dict(result.delete) == deleted
+    assert any("still arriving" in note for note in result.notes) == held
+    if held:  # what is held back is made once it settles, never dropped: without the window it is made now
+        at_once = reconcile(pods, None, existing, SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
+        assert at_once.create

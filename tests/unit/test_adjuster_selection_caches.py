@@ -11,7 +11,7 @@ from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.demand import select_demand
 from tests.unit.adjuster_objects import NOW, node, pod
 
-SETTINGS = AdjusterSettings()
+SETTINGS = AdjusterSettings(grace_period_seconds=10)  # the grace period rows; shipped: 0
 H100 = node("h100-0", 8, memory="81559")
 QUOTA = "OverLimit: team quota has reached the allowable limit of GPUs."
 PG_OVER_LIMIT = {

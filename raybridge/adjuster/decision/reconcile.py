@@ -643,6 +643,34 @@ def _grown(group: ConstraintGroup, placed: list[DemandPiece], gpus: int) -> Plac
                        affinity=group.affinity, tolerations=tuple(group.tolerations), group=group.id)
 
 
+@dataclass(frozen=True)
+class BatchWindow:
+    """New placeholders wait until no pod has become Unschedulable for `idle_seconds`, or until a pod they are for
+    has waited `max_seconds` (Karpenter's batch window: BATCH_IDLE_DURATION 1 s, BATCH_MAX_DURATION 10 s,
+    pkg/controllers/provisioning/batcher.go). KAI marks a burst's pods Unschedulable over several of its
+    sessions; placeholders made for the first of them bring a node sized for those, and the rest grow it or need
+    another."""
+
+    idle_seconds: float
+    max_seconds: float
+
+
+def _still_arriving(batch: BatchWindow, plan: AdjusterPlan, create: Sequence[PlannedPlaceholder],
+                    existing: Sequence[ExistingPlaceholder]) -> Optional[str]:
+    """Why the new placeholders wait this pass (a burst still arriving), or None. Times are from the pods'
+    Unschedulable transitions (whole seconds), so a pass sees the same as `adjuster plan` would at that moment."""
+    waits = {piece.pod: piece.waiting_seconds for piece in plan.pieces}
+    known = [w for w in waits.values() if w is not None]
+    if not known or min(known) >= batch.idle_seconds:
+        return None
+    asked = {pod for ph in existing for pod in ph.pods}
+    new = [waits.get(pod) for planned in create for pod in planned.placeholder.pods if pod not in asked]
+    if not new or any(w is None for w in new) or max(w for w in new if w is not None) >= batch.max_seconds:
+        return None
+    return (f"a burst is still arriving (a pod became Unschedulable {max(min(known), 0):.1f} s ago): new placeholders wait until "
+            f"none has for {batch.idle_seconds:g} s, at most {batch.max_seconds:g} s")
+
+
 def _landed_nodes(existing: Sequence[ExistingPlaceholder], nodes: Optional[Iterable[Any]]) -> dict[str, set[str]]:
     """Per group, the hostnames (`kubernetes.io/hostname`, else the node's name) of the nodes its placeholders
     landed on. A placeholder exits at once, and kube-scheduler forgets a finished pod (its informer leaves out
@@ -701,8 +729,10 @@ def reconcile(
     provision_timeout_seconds: float,
     name_prefix: str,
     pod_groups: Iterable[Any] = (),
+    batch: Optional[BatchWindow] = None,
 ) -> Reconcile:
-    """Decide one pass. `pods` are the cluster's pods without the placeholders themselves."""
+    """Decide one pass. `pods` are the cluster's pods without the placeholders themselves; `batch`: new placeholders
+    wait while a burst is still arriving (None: they are made at once)."""
     state = _Pass(pods, nodes, existing, settings, now, provision_timeout_seconds, pod_groups, waiting_pod_keys(pods))
     pending, provided = _by_state(state)
     _fill_provided_slack(state, _credit_provided(state, provided))
@@ -710,8 +740,15 @@ def reconcile(
     plan = plan_placeholders(demand_pods, nodes, _capped(settings, state.provided_gpus), now, pod_groups)
     on_pending = _place_on_pending(state, pending, plan)
     create = _new_placeholders(state, demand_pods, plan, on_pending, name_prefix)
-    kept = set(state.keep)
     notes = []
+    arriving = _still_arriving(batch, plan, create, existing) if create and batch is not None else None
+    if arriving is not None:
+        notes.append(arriving)
+        create = []
+        grown = [name for name, reason in state.delete if reason == DELETE_GROWN]
+        state.delete = [(name, reason) for name, reason in state.delete if reason != DELETE_GROWN]
+        state.keep.extend(grown)
+    kept = set(state.keep)
     if state.covered:
         notes.append(f"{len(state.covered)} pending pods wait for {state.provided_gpus} GPUs that placeholders already brought up")
     return Reconcile(

@@ -25,6 +25,7 @@ from raybridge.adjuster.decision.reconcile import (
     PENDING,
     PROVIDED,
     TERMINATING,
+    BatchWindow,
     ExistingPlaceholder,
     PlannedPlaceholder,
     Reconcile,
@@ -121,8 +122,14 @@ def decide(pods: Iterable[Mapping[str, Any]], nodes: Optional[Sequence[Any]], se
         provision_timeout_seconds=settings.provision_timeout,
         name_prefix=consts.NAME_PREFIX,
         pod_groups=pod_groups,
+        batch=batch_window(settings),
     )
     return Pass(decision, tuple(placeholders))
+
+
+def batch_window(settings: RunSettings) -> Optional[BatchWindow]:
+    """The controller's batch window (None: `--batch-idle-duration 0`, placeholders at once)."""
+    return BatchWindow(settings.batch_idle, settings.batch_max) if settings.batch_idle > 0 else None
 
 
 @dataclass(frozen=True)
@@ -422,7 +429,7 @@ def decide_requests(
     decision = reconcile(
         list(pods), nodes, existing, settings.planner, now,
         provision_timeout_seconds=settings.provision_timeout, name_prefix=consts.REQUEST_NAME_PREFIX,
-        pod_groups=pod_groups,
+        pod_groups=pod_groups, batch=batch_window(settings),
     )  # fmt: skip
     by_group: dict[str, list[PlannedPlaceholder]] = {}
     for planned in decision.create:

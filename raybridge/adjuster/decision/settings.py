@@ -178,6 +178,9 @@ class RunSettings:
     failed_backoff: float = consts.DEFAULT_FAILED_BACKOFF_SECONDS
     resync: float = consts.DEFAULT_RESYNC_SECONDS
     debounce: float = consts.DEFAULT_DEBOUNCE_SECONDS
+    #: New placeholders wait while a burst is still arriving (reconcile.BatchWindow); idle 0: made at once.
+    batch_idle: float = consts.DEFAULT_BATCH_IDLE_SECONDS
+    batch_max: float = consts.DEFAULT_BATCH_MAX_SECONDS
     request_timeout: float = consts.DEFAULT_REQUEST_TIMEOUT_SECONDS
     kubeconfig: Optional[str] = None
     log_format: str = "text"
@@ -221,6 +224,8 @@ class RunSettings:
             ("--failed-backoff", self.failed_backoff, 0.0),
             ("--resync", self.resync, 0.01),
             ("--debounce", self.debounce, 0.0),
+            ("--batch-idle-duration", self.batch_idle, 0.0),
+            ("--batch-max-duration", self.batch_max, 0.0),
             ("--request-timeout", self.request_timeout, 0.1),
         ):
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value < low:
