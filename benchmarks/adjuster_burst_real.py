@@ -4,10 +4,12 @@ Why: `adjuster_burst_vs_kai.py` judges both on a simulation written from the aut
 the same scenarios run on testcluster's stack of the upstream programs (testcluster/): the real kube-apiserver
 and kube-scheduler, KAI scheduler v0.12.0 (scheduler, binder, pod grouper, admission), Karpenter v1.14.1 with its
 kwok cloud provider (instance types gpu-4x, gpu-8x and cpu-16x, the cheapest that fits launched), kwok nodes, and
-a CPU node `system-0` beside the GPU pool. The two sides:
+a CPU node `system-0` beside the GPU pool. KAI's binder carries its v0.12.19 fix of the reservation pod race
+(kubesim/FIDELITY.md), which the proxy does not serve. The two sides:
 
-* raybridge: `raybridge.adjuster.Controller` in a thread, with the shipped settings (10 s grace period, resync
-  1 s) but `--node-gpus 8` (the largest GPU type), its placeholders at the shipped PriorityClass (-1);
+* raybridge: `raybridge.adjuster.Controller` in a thread, with the shipped settings (no grace period, the batch
+  window, resync 1 s) but `--node-gpus 8` (the largest GPU type), its placeholders at the shipped
+  PriorityClass (-1);
 * KAI: KAI's node-scale-adjuster itself, the binary built from github.com/NVIDIA/KAI-scheduler v0.12.0
   `cmd/nodescaleadjuster`, started with the flags KAI's operator gives it (`kai.start_node_scale_adjuster`):
   its scaling pods in `kai-scale-adjust`, its 60 s cooldown after a deletion (a constant of the program).
@@ -20,8 +22,8 @@ launch rounds (NodeClaims more than 5 s apart). Placeholders and scaling pods ex
 a node (kwok Stages: `testcluster.stack.completing_stage`, `testcluster.kai.scaling_pod_stage`).
 
 What it does not do: no cloud delay. Karpenter's kwok provider creates the Node at once, so nodes come 1 to 2 s
-after the decision, not the minutes of a cloud; the times are the adjusters' own delays (raybridge's grace
-period, KAI's cooldown) and the rounds each needs, not a production scale-up time. No cluster-autoscaler (the
+after the decision, not the minutes of a cloud; the times are the adjusters' own delays (raybridge's batch
+window, KAI's cooldown) and the rounds each needs, not a production scale-up time. No cluster-autoscaler (the
 Go module proxy does not serve it). No pod requests CPU or memory (as in the simulation), so Karpenter sizes
 nodes by GPUs alone. Wall time on the machine it runs on, shared with every program of the stack.
 

@@ -72,10 +72,10 @@ DEFAULT_PROVISION_TIMEOUT_SECONDS = 300.0
 DEFAULT_RESYNC_SECONDS = 1.0
 #: Quiet time after an event before reconciling, so a burst is one reconcile.
 DEFAULT_DEBOUNCE_SECONDS = 0.1
-#: New placeholders wait until no pod has become Unschedulable for this long (transition times are whole seconds,
-#: so 2 is one to two seconds of quiet: at least one of KAI's 1 s sessions with nothing new) ...
-DEFAULT_BATCH_IDLE_SECONDS = 2.0
-#: ... or until a pod they are for has waited this long (Karpenter's BATCH_MAX_DURATION).
+#: New placeholders wait while GPU-sharing pods their scheduler has not looked at yet exist, and until none has
+#: been created for this long (Karpenter's BATCH_IDLE_DURATION; creation times are whole seconds) ...
+DEFAULT_BATCH_IDLE_SECONDS = 1.0
+#: ... never longer than until a pod they are for has waited this long (Karpenter's BATCH_MAX_DURATION).
 DEFAULT_BATCH_MAX_SECONDS = 10.0
 #: `--metrics-bind-address` ":8080": every interface, port 8080 (controller-runtime's old default), so the
 #: kubelet's probes and Prometheus reach it on the pod's address; `127.0.0.1:8080` outside a pod.

@@ -348,10 +348,11 @@ def _register_run(commands: Any) -> None:
     flag("failed-backoff", _seconds_text(consts.DEFAULT_FAILED_BACKOFF_SECONDS), "--mode provisioning-request: seconds a Failed request waits before it is asked for again", type=_seconds, metavar="SECONDS")
     flag("resync", _seconds_text(consts.DEFAULT_RESYNC_SECONDS), "seconds between reconciles without an event", type=_seconds, metavar="SECONDS")
     flag("debounce", _seconds_text(consts.DEFAULT_DEBOUNCE_SECONDS), "quiet seconds after an event before reconciling", type=_seconds, metavar="SECONDS")
-    flag("batch-idle-duration", _seconds_text(consts.DEFAULT_BATCH_IDLE_SECONDS), "new placeholders wait until no pod has become "
-         "Unschedulable for this many seconds (0: at once), as Karpenter batches pods", type=_seconds, metavar="SECONDS")
-    flag("batch-max-duration", _seconds_text(consts.DEFAULT_BATCH_MAX_SECONDS), "... or until a pod they are for has waited this many seconds",
+    flag("batch-idle-duration", _seconds_text(consts.DEFAULT_BATCH_IDLE_SECONDS), "new placeholders wait while GPU-sharing pods "
+         "the scheduler has not looked at yet exist, and until none has been created for this many seconds",
          type=_seconds, metavar="SECONDS")
+    flag("batch-max-duration", _seconds_text(consts.DEFAULT_BATCH_MAX_SECONDS), "... but no longer than until a pod they are for has "
+         "waited this many seconds (0: no waiting at all)", type=_seconds, metavar="SECONDS")
     flag("log-format", "text", "text or json", choices=LOG_FORMATS)
     flag("metrics-bind-address", None, "HOST:PORT of /metrics, /healthz and /readyz: 127.0.0.1:8080 for this machine "
          "alone, :8080 for every interface, 0 for no server", shown=f":{consts.DEFAULT_METRICS_PORT}, what a pod needs for its probes",

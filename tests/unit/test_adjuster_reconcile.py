@@ -564,23 +564,42 @@ def test_a_landed_placeholder_is_not_replaced_while_its_node_s_shared_gpu_leaves
     assert result.create == ()
 
 
-# The batch window (reconcile.BatchWindow, idle 2 s, at most 10 s): new placeholders wait while a burst still arrives.
-BATCH = BatchWindow(idle_seconds=2.0, max_seconds=10.0)
+def unseen(name: str, created_ago: float, **kw: Any) -> dict[str, Any]:
+    """A GPU-sharing pod its scheduler has not looked at: no PodScheduled condition yet."""
+    created = pod(name, "0.5", conditions=[], **kw)
+    created["metadata"]["creationTimestamp"] = (NOW - timedelta(seconds=created_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return created
+
+
+# The batch window (reconcile.BatchWindow, idle 1 s, at most 10 s): new placeholders wait while a burst still arrives.
+BATCH = BatchWindow(idle_seconds=1.0, max_seconds=10.0)
+
+
+def created(pods: list[dict[str, Any]], ago: float) -> list[dict[str, Any]]:
+    for each in pods:
+        each["metadata"]["creationTimestamp"] = (NOW - timedelta(seconds=ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return pods
+
 
 # (case, pods, existing placeholders, created GPUs, deleted {name: reason}, held back)
 BATCH_ROWS = [
-    ("a pod marked half a second ago: the burst is still arriving, nothing is made yet",
-     halves(10, waited=5) + halves(2, start=10, waited=0.5), [], [], {}, True),
-    ("two seconds without a new one: the whole burst gets its placeholders",
-     halves(10, waited=5) + halves(2, start=10, waited=2), [], [6], {}, False),
+    ("pods created this second, all looked at: the burst may still grow, nothing is made yet",
+     halves(10, waited=5) + created(halves(2, start=10, waited=0), 0), [], [], {}, True),
+    ("a second since the last pod came: the whole burst gets its placeholders",
+     halves(10, waited=5) + created(halves(2, start=10, waited=0), 1), [], [6], {}, False),
     ("pods keep coming, but the first has waited 10 s: made now",
-     halves(10, waited=10) + halves(2, start=10, waited=0.5), [], [6], {}, False),
+     halves(10, waited=10) + created(halves(2, start=10, waited=0), 0), [], [6], {}, False),
     ("a wave beside a pending placeholder still arriving: the placeholder is not grown yet",
-     halves(4, waited=30) + halves(8, start=4, waited=1), [pending("a", 2, keys(4))], [], {}, True),
+     halves(4, waited=30) + created(halves(8, start=4, waited=0), 0), [pending("a", 2, keys(4))], [], {}, True),
     ("and once it settled: grown to the node's worth, the rest asked for",
-     halves(4, waited=30) + halves(8, start=4, waited=3), [pending("a", 2, keys(4))], [6], {"a": "grown"}, False),
-    ("pods of a pending placeholder alone, one just marked: nothing new to make, nothing held",
-     halves(3, waited=0.5), [pending("a", 2, keys(3))], [], {}, False),
+     halves(4, waited=30) + created(halves(8, start=4, waited=2), 3), [pending("a", 2, keys(4))], [6], {"a": "grown"}, False),
+    ("pods of a pending placeholder alone, one created this second: nothing new to make, nothing held",
+     created(halves(3, waited=0), 0), [pending("a", 2, keys(3))], [], {}, False),
+    ("pods of the burst KAI has not looked at yet: the others wait for them",
+     halves(10, waited=5) + [unseen(f"q{i}", created_ago=2) for i in range(4)], [], [], {}, True),
+    ("one created long ago and never looked at is not a burst arriving",
+     halves(10, waited=5) + [unseen("q0", created_ago=60)], [], [5], {}, False),
+    ("nor is a pod of another scheduler", halves(10, waited=5) + [unseen("q0", created_ago=2, scheduler="default-scheduler")], [], [5], {}, False),
 ]
 
 

@@ -76,7 +76,7 @@ from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.adjuster.decision.plan import AdjusterPlan, Placeholder, plan_placeholders, scheduling_order, summed_resources
-from raybridge.adjuster.decision.kai_share import kai_gpu_memory_mib, landed_share
+from raybridge.adjuster.decision.kai_share import asks_for_share, kai_gpu_memory_mib, landed_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.demand import ConstraintGroup, DemandPiece, pod_key, select_demand
 from raybridge.adjuster.decision.host_spread import HOSTNAME_KEY
@@ -87,7 +87,7 @@ from raybridge.core.inventory import (
     pod_gpu_requests,
     pod_resource_requests,
 )
-from raybridge.core.kubeobjects import as_dict
+from raybridge.core.kubeobjects import as_dict, parse_rfc3339
 from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem, Resources
 
 #: States of an existing placeholder.
@@ -645,30 +645,55 @@ def _grown(group: ConstraintGroup, placed: list[DemandPiece], gpus: int) -> Plac
 
 @dataclass(frozen=True)
 class BatchWindow:
-    """New placeholders wait until no pod has become Unschedulable for `idle_seconds`, or until a pod they are for
-    has waited `max_seconds` (Karpenter's batch window: BATCH_IDLE_DURATION 1 s, BATCH_MAX_DURATION 10 s,
-    pkg/controllers/provisioning/batcher.go). KAI marks a burst's pods Unschedulable over several of its
-    sessions; placeholders made for the first of them bring a node sized for those, and the rest grow it or need
-    another."""
+    """New placeholders wait while a burst is still arriving: while a GPU-sharing pod of the scheduler has not been
+    looked at yet (no PodScheduled condition: KAI marks a burst's pods over several of its 1 s sessions, and its pod
+    grouper first gives each a PodGroup), and until none has been created for `idle_seconds`; never longer than
+    until a pod they are for has waited `max_seconds`. Karpenter batches pending pods the same way
+    (BATCH_IDLE_DURATION 1 s, BATCH_MAX_DURATION 10 s, pkg/controllers/provisioning/batcher.go); placeholders made
+    for the first pods of a burst bring a node sized for those, and the rest grow it or need another."""
 
     idle_seconds: float
     max_seconds: float
 
 
-def _still_arriving(batch: BatchWindow, plan: AdjusterPlan, create: Sequence[PlannedPlaceholder],
-                    existing: Sequence[ExistingPlaceholder]) -> Optional[str]:
-    """Why the new placeholders wait this pass (a burst still arriving), or None. Times are from the pods'
-    Unschedulable transitions (whole seconds), so a pass sees the same as `adjuster plan` would at that moment."""
+def _still_arriving(batch: BatchWindow, plan: AdjusterPlan, create: Sequence[PlannedPlaceholder], existing: Sequence[ExistingPlaceholder],
+                    pods: Sequence[Any], settings: AdjusterSettings, now: datetime) -> Optional[str]:
+    """Why the new placeholders wait this pass (a burst still arriving), or None. Times are from the pods' own
+    timestamps (whole seconds), so a pass decides as `adjuster plan` would at that moment."""
     waits = {piece.pod: piece.waiting_seconds for piece in plan.pieces}
-    known = [w for w in waits.values() if w is not None]
-    if not known or min(known) >= batch.idle_seconds:
-        return None
     asked = {pod for ph in existing for pod in ph.pods}
     new = [waits.get(pod) for planned in create for pod in planned.placeholder.pods if pod not in asked]
     if not new or any(w is None for w in new) or max(w for w in new if w is not None) >= batch.max_seconds:
         return None
-    return (f"a burst is still arriving (a pod became Unschedulable {max(min(known), 0):.1f} s ago): new placeholders wait until "
-            f"none has for {batch.idle_seconds:g} s, at most {batch.max_seconds:g} s")
+    unseen, youngest = _arrivals(pods, settings, now, batch.max_seconds)
+    if unseen:
+        return (f"a burst is still arriving ({unseen} GPU-sharing pods not looked at by {settings.scheduler_name} yet): new "
+                f"placeholders wait for them, at most {batch.max_seconds:g} s")
+    if youngest is not None and youngest < batch.idle_seconds:
+        return (f"a burst is still arriving (a GPU-sharing pod was created {max(youngest, 0):.1f} s ago): new placeholders wait "
+                f"until none has been for {batch.idle_seconds:g} s, at most {batch.max_seconds:g} s")
+    return None
+
+
+def _arrivals(pods: Sequence[Any], settings: AdjusterSettings, now: datetime, within: float) -> tuple[int, Optional[float]]:
+    """Of the scheduler's waiting GPU-sharing pods created less than `within` seconds ago: how many it has not looked
+    at yet (no PodScheduled condition), and the age of the youngest."""
+    unseen, youngest = 0, None
+    for pod in pods:
+        if not isinstance(pod, Mapping):
+            continue
+        meta, spec, status = as_dict(pod.get("metadata")), as_dict(pod.get("spec")), as_dict(pod.get("status"))
+        if (spec.get("schedulerName") != settings.scheduler_name or spec.get("nodeName") or meta.get("deletionTimestamp")
+                or status.get("phase") not in (None, "Pending") or not asks_for_share(as_dict(meta.get("annotations")))):
+            continue
+        created = parse_rfc3339(meta.get("creationTimestamp"))
+        age = (now - created).total_seconds() if created is not None else None
+        if age is None or age >= within:
+            continue
+        youngest = age if youngest is None else min(youngest, age)
+        if not any(isinstance(c, Mapping) and c.get("type") == "PodScheduled" for c in status.get("conditions") or ()):
+            unseen += 1
+    return unseen, youngest
 
 
 def _landed_nodes(existing: Sequence[ExistingPlaceholder], nodes: Optional[Iterable[Any]]) -> dict[str, set[str]]:
@@ -741,7 +766,7 @@ def reconcile(
     on_pending = _place_on_pending(state, pending, plan)
     create = _new_placeholders(state, demand_pods, plan, on_pending, name_prefix)
     notes = []
-    arriving = _still_arriving(batch, plan, create, existing) if create and batch is not None else None
+    arriving = _still_arriving(batch, plan, create, existing, pods, settings, now) if create and batch is not None else None
     if arriving is not None:
         notes.append(arriving)
         create = []

@@ -128,8 +128,8 @@ def decide(pods: Iterable[Mapping[str, Any]], nodes: Optional[Sequence[Any]], se
 
 
 def batch_window(settings: RunSettings) -> Optional[BatchWindow]:
-    """The controller's batch window (None: `--batch-idle-duration 0`, placeholders at once)."""
-    return BatchWindow(settings.batch_idle, settings.batch_max) if settings.batch_idle > 0 else None
+    """The controller's batch window (None: `--batch-max-duration 0`, placeholders at once)."""
+    return BatchWindow(settings.batch_idle, settings.batch_max) if settings.batch_max > 0 else None
 
 
 @dataclass(frozen=True)
