@@ -14,7 +14,8 @@ The autoscaler looks at unschedulable pods every 10 s (the cluster autoscaler's 
 --scan-interval) and adds the nodes it decides on 90 s later.
 
 Time is scaled: 1 s of wall time stands for `--scale` seconds (default 100), so KAI's 60 s cooldown
-is 0.6 s, a 90 s node provisioning 0.9 s, raybridge's 10 s grace period 0.1 s. The table gives the
+is 0.6 s, a 90 s node provisioning 0.9 s, raybridge's 1 s / 10 s batch window 0.01 s / 0.1 s (pods' timestamps
+are whole wall seconds, so at this scale the window waits only for pods KAI has not looked at). The table gives the
 time from the burst to all pods running, the GPUs asked for and the nodes added, in simulated
 seconds.
 
@@ -45,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from raybridge.adjuster import consts  # noqa: E402
 from raybridge.adjuster.controller import Controller  # noqa: E402
 from raybridge.adjuster.decision.settings import RunSettings  # noqa: E402
-from raybridge.core.consts import KAI_COOLDOWN_SECONDS, KAI_SCALING_POD_NAME_LABEL, KAI_SCALING_POD_NAMESPACE_LABEL  # noqa: E402
+from raybridge.core.consts import ADJUSTER_DEFAULT_GRACE_SECONDS, KAI_COOLDOWN_SECONDS, KAI_SCALING_POD_NAME_LABEL, KAI_SCALING_POD_NAMESPACE_LABEL  # noqa: E402
 from raybridge.adjuster.decision.demand import AdjusterSettings  # noqa: E402
 from raybridge.adjuster.decision.kai_policy import kai_pass  # noqa: E402
 from kubesim.server import KubeApiServer  # noqa: E402
@@ -139,11 +140,10 @@ def run_one(scenario: Scenario, policy: str, scale: float, provisioning: float, 
 
         server.add_mutating_hook("", "Pod", hook)
         with GpuSim(server, provisioning_delay=provisioning / scale, node_gpus=8, interval=0.02, scan_interval=CA_SCAN_SECONDS / scale) as sim:
-            started = time.monotonic()
-            for pod in scenario.pods:
-                server.create_object(pod)
+            # Each side is running before the burst, as in a cluster (the controller's informers synced, a pass made).
             if policy == "raybridge":
-                settings = RunSettings(planner=AdjusterSettings(grace_period_seconds=10 / scale, node_gpus=8),
+                settings = RunSettings(planner=AdjusterSettings(grace_period_seconds=ADJUSTER_DEFAULT_GRACE_SECONDS / scale, node_gpus=8),
+                                       batch_idle=consts.DEFAULT_BATCH_IDLE_SECONDS / scale, batch_max=consts.DEFAULT_BATCH_MAX_SECONDS / scale,
                                        provision_timeout=300 / scale * 10, resync=0.05, debounce=0.02,
                                        leader_election=False, metrics_port=0)
                 controller = Controller(settings, server.api_client(retries=False))
@@ -154,6 +154,13 @@ def run_one(scenario: Scenario, policy: str, scale: float, provisioning: float, 
             else:
                 kai = KaiLoop(server, cooldown=KAI_COOLDOWN_SECONDS / scale).__enter__()
                 stop = lambda: kai.__exit__()  # noqa: E731
+            if policy == "raybridge":
+                ready = time.monotonic() + 30
+                while controller.passes < 1 and time.monotonic() < ready:
+                    time.sleep(0.01)
+            started = time.monotonic()
+            for pod in scenario.pods:
+                server.create_object(pod)
             done = None
             try:
                 while time.monotonic() - started < timeout / scale:
@@ -199,7 +206,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         adjuster_burst_real.run_real(chosen, args.runs, 400.0 if args.timeout is None else args.timeout)
         return 0
     args.timeout = 1800.0 if args.timeout is None else args.timeout
-    print(f"| scenario | policy | burst -> all running (s) | GPUs asked | nodes added |")
+    print("| scenario | policy | burst -> all running (s) | GPUs asked | nodes added |")
     print("|---|---|---|---|---|")
     for scenario in chosen:
         for policy in ("raybridge", "kai"):
