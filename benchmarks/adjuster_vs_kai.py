@@ -65,7 +65,7 @@ NODE_CPU, NODE_MEMORY = "192", "2Ti"
 NODE_GPUS = 8
 TICK = 5  # seconds
 RECONCILE_EVERY = 30  # seconds, besides every change and every grace period's end
-GRACE = 10  # seconds: AdjusterSettings' default grace period
+GRACE = 10  # seconds: the grace period these traces were measured with (`adjuster run` now has none, and a batch window this model does not play)
 SCALE_NS = "kai-scale-adjust"
 
 
