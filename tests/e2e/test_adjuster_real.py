@@ -153,6 +153,11 @@ def _placeholders(core: Any) -> list[Any]:
     return core.list_namespaced_pod(consts.DEFAULT_NAMESPACE, label_selector=consts.PLACEHOLDER_SELECTOR).items
 
 
+def _asked(core: Any) -> int:
+    """The GPUs the placeholders ask for."""
+    return sum(int(p.metadata.labels[consts.GPUS_LABEL]) for p in _placeholders(core))
+
+
 def _instance_types(core: Any) -> list[str]:
     return sorted((n.metadata.labels or {}).get("node.kubernetes.io/instance-type", "?") for n in _gpu_nodes(core))
 
@@ -181,7 +186,9 @@ def test_the_pods_cpu_is_asked_for_once(stack: Any, api: Any) -> None:
     # 2 GPUs that asked for the 80 CPUs again found no room on the node launched for them and got a second one.
     api_client, core, _ = api
     with _Adjuster(api_client):
-        _burst(core, 4, "0.5", cpu="20")
+        with _KarpenterPaused(stack):  # it decides on the 4 pods and the placeholder together, however slowly they come
+            _burst(core, 4, "0.5", cpu="20")
+            _wait(stack, lambda: _unschedulable(core) == 4 and _asked(core) == 2, 60, "a placeholder of 2 GPUs for the 4")
         _wait(stack, lambda: _running(core) == 4, 240, "all 4 pods running")
         _wait(stack, lambda: not _placeholders(core), 120, "the placeholders deleted")
     assert _instance_types(core) == ["gpu-8x"], _instance_types(core)
@@ -213,8 +220,7 @@ def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(stack: Any,
                 core.create_namespaced_pod("work", _fraction_pod(f"p-{i}", "0.9"))
             _wait(stack, lambda: _unschedulable(core) == 11, 60, "KAI finding no room for the 11")
             # What Karpenter will see when it wakes: every GPU the 11 pods need, not 1 + 3.
-            _wait(stack, lambda: sum(int(p.metadata.labels[consts.GPUS_LABEL]) for p in _placeholders(core)) == 11, 30,
-                  "placeholders asking for the 11 GPUs")
+            _wait(stack, lambda: _asked(core) == 11, 30, "placeholders asking for the 11 GPUs")
         _wait(stack, lambda: _running(core) == 11, 240, "all 11 pods running")
         claims = [c["metadata"]["name"] for c in custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"]]
         _wait(stack, lambda: not _placeholders(core), 120, "the placeholders deleted")
@@ -230,12 +236,14 @@ def test_replicas_that_must_not_share_a_host_get_a_node_each(stack: Any, api: An
     anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "trainer"}}, "topologyKey": "kubernetes.io/hostname"}]}}
     _burst(core, 0, "0.5")
-    for i in range(2):
-        replica = _fraction_pod(f"r-{i}", "0.5")
-        replica["metadata"]["labels"]["app"] = "trainer"
-        replica["spec"]["affinity"] = anti
-        core.create_namespaced_pod("work", replica)
     with _Adjuster(api_client) as controller:
+        with _KarpenterPaused(stack):  # it decides on the replicas and both placeholders together
+            for i in range(2):
+                replica = _fraction_pod(f"r-{i}", "0.5")
+                replica["metadata"]["labels"]["app"] = "trainer"
+                replica["spec"]["affinity"] = anti
+                core.create_namespaced_pod("work", replica)
+            _wait(stack, lambda: _unschedulable(core) == 2 and len(_placeholders(core)) == 2, 60, "a placeholder for each replica")
         _wait(stack, lambda: _running(core) == 2, 90, "both replicas running")
         _wait(stack, lambda: not _placeholders(core), 120, "the placeholders deleted")
     nodes = {p.spec.node_name for p in core.list_namespaced_pod("work").items}
