@@ -490,7 +490,10 @@ def test_a_placeholder_bound_to_the_gpus_another_brought_up_costs_a_new_placehol
         assert len(sim.added_nodes) == 2, (sim.added_nodes, log.created)
         # B's pods are asked for again (a 2-GPU placeholder each time) until KAI's pods fill A's node: no more nodes.
         assert [g for _, g in log.created][:2] == [8, 2] and {g for _, g in log.created[2:]} == {2}, log.created
-        assert _deleted_by_reason(controller).get("node-already-counted", 0) >= 1, _deleted_by_reason(controller)
+        # B was counted for nothing on A's node: "node-already-counted" while A is still credited there,
+        # "capacity-taken" where A's pods landed and A went in the same moment (which comes first is the threads' race).
+        deleted = _deleted_by_reason(controller)
+        assert deleted.get("node-already-counted", 0) + deleted.get("capacity-taken", 0) >= 1, deleted
         assert sim.errors == []
 
 
