@@ -609,6 +609,9 @@ def test_new_placeholders_wait_for_a_burst_to_settle(case, pods, existing, creat
     assert sorted((p.placeholder.gpus for p in result.create), reverse=True) == created
     assert dict(result.delete) == deleted
     assert any("still arriving" in note for note in result.notes) == held
+    # The GPUs pending placeholders ask for: those that exist, while nothing is made or grown.
+    if held:
+        assert result.pending_gpus == sum(ph.gpus for ph in existing if ph.state == PENDING)
     if held:  # what is held back is made once it settles, never dropped: without the window it is made now
         at_once = reconcile(pods, None, existing, SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
         assert at_once.create

@@ -78,7 +78,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from raybridge.adjuster.decision.plan import AdjusterPlan, Placeholder, plan_placeholders, scheduling_order, summed_resources
 from raybridge.adjuster.decision.kai_share import asks_for_share, kai_gpu_memory_mib, landed_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
-from raybridge.adjuster.decision.demand import ConstraintGroup, DemandPiece, pod_key, select_demand
+from raybridge.adjuster.decision.demand import ConstraintGroup, DemandPiece, pod_key, pod_scheduled_condition, select_demand
 from raybridge.adjuster.decision.host_spread import HOSTNAME_KEY
 from raybridge.core.inventory import (
     named_nodes,
@@ -657,15 +657,16 @@ class BatchWindow:
 
 
 def _still_arriving(batch: BatchWindow, plan: AdjusterPlan, create: Sequence[PlannedPlaceholder], existing: Sequence[ExistingPlaceholder],
-                    pods: Sequence[Any], settings: AdjusterSettings, now: datetime) -> Optional[str]:
+                    pods: Sequence[Any], waiting: set[str], settings: AdjusterSettings, now: datetime) -> Optional[str]:
     """Why the new placeholders wait this pass (a burst still arriving), or None. Times are from the pods' own
     timestamps (whole seconds), so a pass decides as `adjuster plan` would at that moment."""
     waits = {piece.pod: piece.waiting_seconds for piece in plan.pieces}
     asked = {pod for ph in existing for pod in ph.pods}
     new = [waits.get(pod) for planned in create for pod in planned.placeholder.pods if pod not in asked]
-    if not new or any(w is None for w in new) or max(w for w in new if w is not None) >= batch.max_seconds:
+    known = [w for w in new if w is not None]
+    if not new or len(known) < len(new) or max(known) >= batch.max_seconds:
         return None
-    unseen, youngest = _arrivals(pods, settings, now, batch.max_seconds)
+    unseen, youngest = _arrivals(pods, waiting, settings, now, batch.max_seconds)
     if unseen:
         return (f"a burst is still arriving ({unseen} GPU-sharing pods not looked at by {settings.scheduler_name} yet): new "
                 f"placeholders wait for them, at most {batch.max_seconds:g} s")
@@ -675,23 +676,22 @@ def _still_arriving(batch: BatchWindow, plan: AdjusterPlan, create: Sequence[Pla
     return None
 
 
-def _arrivals(pods: Sequence[Any], settings: AdjusterSettings, now: datetime, within: float) -> tuple[int, Optional[float]]:
-    """Of the scheduler's waiting GPU-sharing pods created less than `within` seconds ago: how many it has not looked
-    at yet (no PodScheduled condition), and the age of the youngest."""
+def _arrivals(pods: Sequence[Any], waiting: set[str], settings: AdjusterSettings, now: datetime, within: float) -> tuple[int, Optional[float]]:
+    """Of the scheduler's `waiting` GPU-sharing pods (`waiting_pod_keys`) created less than `within` seconds ago: how
+    many it has not looked at yet (no PodScheduled condition), and the age of the youngest."""
     unseen, youngest = 0, None
     for pod in pods:
-        if not isinstance(pod, Mapping):
+        if not isinstance(pod, Mapping) or pod_key(pod) not in waiting:
             continue
-        meta, spec, status = as_dict(pod.get("metadata")), as_dict(pod.get("spec")), as_dict(pod.get("status"))
-        if (spec.get("schedulerName") != settings.scheduler_name or spec.get("nodeName") or meta.get("deletionTimestamp")
-                or status.get("phase") not in (None, "Pending") or not asks_for_share(as_dict(meta.get("annotations")))):
+        meta = as_dict(pod.get("metadata"))
+        if as_dict(pod.get("spec")).get("schedulerName") != settings.scheduler_name or not asks_for_share(as_dict(meta.get("annotations"))):
             continue
         created = parse_rfc3339(meta.get("creationTimestamp"))
         age = (now - created).total_seconds() if created is not None else None
         if age is None or age >= within:
             continue
         youngest = age if youngest is None else min(youngest, age)
-        if not any(isinstance(c, Mapping) and c.get("type") == "PodScheduled" for c in status.get("conditions") or ()):
+        if pod_scheduled_condition(pod) is None:
             unseen += 1
     return unseen, youngest
 
@@ -710,11 +710,10 @@ def _landed_nodes(existing: Sequence[ExistingPlaceholder], nodes: Optional[Itera
             landed.setdefault(ph.group, set()).add(ph.node)
     if landed and nodes is not None:
         hostnames = {}
-        for node in nodes:
-            meta = as_dict(node.get("metadata")) if isinstance(node, Mapping) else {}
+        for name, meta, _node in named_nodes(nodes, []):  # what the node list cannot give is said by the demand's reading
             hostname = as_dict(meta.get("labels")).get(HOSTNAME_KEY)
-            if isinstance(meta.get("name"), str) and isinstance(hostname, str) and hostname:
-                hostnames[meta["name"]] = hostname
+            if isinstance(hostname, str) and hostname:
+                hostnames[name] = hostname
         landed = {group: {hostnames.get(name, name) for name in names} for group, names in landed.items()}
     return landed
 
@@ -766,13 +765,14 @@ def reconcile(
     on_pending = _place_on_pending(state, pending, plan)
     create = _new_placeholders(state, demand_pods, plan, on_pending, name_prefix)
     notes = []
-    arriving = _still_arriving(batch, plan, create, existing, pods, settings, now) if create and batch is not None else None
-    if arriving is not None:
+    arriving = _still_arriving(batch, plan, create, existing, pods, state.waiting, settings, now) if create and batch is not None else None
+    if arriving is not None:  # nothing made this pass: the placeholders it would have grown stay as they are
         notes.append(arriving)
         create = []
         grown = [name for name, reason in state.delete if reason == DELETE_GROWN]
         state.delete = [(name, reason) for name, reason in state.delete if reason != DELETE_GROWN]
         state.keep.extend(grown)
+        state.pending_gpus += sum(ph.gpus for ph in existing if ph.name in grown) - sum(p.gpus for p in on_pending.grown)
     kept = set(state.keep)
     if state.covered:
         notes.append(f"{len(state.covered)} pending pods wait for {state.provided_gpus} GPUs that placeholders already brought up")
