@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any, Optional
 
 from raybridge.cli.args import DOCUMENT_FORMATS, add_cluster_args, add_entrypoint_usage, add_inventory_args, add_output_arg, cluster_target, orphan_seconds, seconds
+from raybridge.core.consts import RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
 from raybridge.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 from raybridge.core.printable import one_line
 
@@ -81,7 +82,7 @@ def register(sub: Any) -> None:
 def _spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", nargs="?", metavar="SPEC", help="job spec YAML file (flags override its fields)")
     g = p.add_argument_group("job spec (flags win over the file)")
-    g.add_argument("--name", help="object name (DNS-1035; RayJob <= 47 characters, RayCluster <= 53)")
+    g.add_argument("--name", help=f"object name (DNS-1035; RayJob <= {RAYJOB_NAME_MAX} characters, RayCluster <= {RAYCLUSTER_NAME_MAX})")
     g.add_argument("--entrypoint", help="command to run (or give it after --)")
     g.add_argument("--working-dir", help="local directory uploaded as the job's working_dir")
     g.add_argument("--image", help="container image (default: per GPU vendor)")

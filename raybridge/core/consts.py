@@ -87,7 +87,11 @@ PROVISIONING_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 # --- KubeRay --------------------------------------------------------------------
 RAY_API_GROUP = "ray.io"
 RAY_API_VERSION = "v1"
-RAYJOB_NAME_MAX = 47
+#: The longest RayJob name every supported KubeRay can run. KubeRay v1.3 names the job's cluster
+#: `<job>-raycluster-<5>` (kuberay@v1.3.2 ray-operator/controllers/ray/utils/util.go GenerateRayClusterName,
+#: `<job>-<5>` from v1.4.0), and that name is the `ray.io/cluster` label of its pods and head Service: at most
+#: 63 characters, so 46 for the job. v1.4 and later refuse names over 47 (MaxRayJobNameLength).
+RAYJOB_NAME_MAX = 46
 RAYCLUSTER_NAME_MAX = 53
 K8S_NAME_MAX = 63
 DASHBOARD_PORT = 8265

@@ -121,7 +121,7 @@ def kuberay_derived_name(name: str) -> str:
     kuberay@v1.5.2 and v1.7.0 ray-operator/controllers/ray/utils/util.go, CheckName: a name over 50
     characters keeps its last 50; one that then starts with a digit or punctuation gets an 'r' in place
     of its first character. A RayJob's cluster is its name plus a 6-character suffix
-    (GenerateRayClusterName), so RayJob names of 45 to 47 characters are cut.
+    (GenerateRayClusterName), so RayJob names of 45 and 46 characters are cut.
     """
     if not name:
         return name

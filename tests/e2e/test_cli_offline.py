@@ -87,7 +87,7 @@ def test_plan_spec_file_and_flags_win(tmp_path):
 BAD_INPUT_ROWS = [
     ("every bad field named at once", ["plan", "--entrypoint", "python train.py", "--nodes", NODES, "--gpus", "-1", "--gpu-vendor", "intel", "--replicas", "x"], ["gpus:", "gpuVendor:", "replicas:"]),
     ("bad name", ["render", "--entrypoint", "python train.py", "--nodes", NODES, "--name", "Bad_Name"], ["name: must be a DNS-1035 label"]),
-    ("name too long for a RayJob", ["render", "--entrypoint", "python train.py", "--nodes", NODES, "--name", "a" * 48], ["at most 47 characters"]),
+    ("name too long for a RayJob", ["render", "--entrypoint", "python train.py", "--nodes", NODES, "--name", "a" * 47], ["at most 46 characters"]),
     ("missing spec file", ["plan", "/nonexistent.yaml", "--nodes", NODES], ["does not exist"]),
     ("missing nodes file", ["plan", "--entrypoint", "python train.py", "--nodes", "/nonexistent.json"], ["does not exist"]),
     ("fraction above one", ["plan", "--entrypoint", "python train.py", "--nodes", NODES, "--replicas", "2", "--gpus-per-replica", "1.5"], ["whole number"]),

@@ -39,6 +39,7 @@ from urllib.parse import urlparse
 
 import pytest
 
+from raybridge.core.consts import RAYJOB_NAME_MAX
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
 from kubesim.fixtures import gpu_node_manifest, leftovers, make_gpu_node, wait_for
 
@@ -172,14 +173,20 @@ def _simulated(release: str, ray_head: Any, request: pytest.FixtureRequest) -> I
     assert server.internal_errors == [], "\n".join(server.internal_errors)
 
 
+#: The longest RayJob name raybridge accepts: on KubeRay v1.3 its cluster is `<name>-raycluster-xxxxx`, 63 characters,
+#: the most a label value (`ray.io/cluster` on its pods and head Service) may hold.
+LONGEST_NAME = "hello-" + "x" * (RAYJOB_NAME_MAX - len("hello-"))
+
+
 def test_submit_runs_through_kueue_and_kuberay_and_cleans_up(cluster: Cluster) -> None:
+    """Under the longest name raybridge accepts, which every release can run."""
     namespace, lq = cluster.queue()
-    out = cluster.cli("submit", str(EXAMPLES / "hello.yaml"), "-n", namespace, "--queue", lq, "--gpus", "8")
+    out = cluster.cli("submit", str(EXAMPLES / "hello.yaml"), "-n", namespace, "--queue", lq, "--gpus", "8", "--name", LONGEST_NAME)
     assert out.returncode == 0, out.stderr
-    assert f"created RayJob {namespace}/hello in queue {lq}" in out.stderr
+    assert f"created RayJob {namespace}/{LONGEST_NAME} in queue {lq}" in out.stderr
     assert "sum of squares: 285" in out.stdout
     assert "NUM_GPUS=8 NUM_REPLICAS=1" in out.stdout
-    assert f"deleted RayJob {namespace}/hello" in out.stderr
+    assert f"deleted RayJob {namespace}/{LONGEST_NAME}" in out.stderr
     assert "Traceback" not in out.stderr
     wait_for(lambda: cluster.leftovers(namespace) == {}, timeout=30, what=f"nothing left in {namespace}")
 
@@ -268,10 +275,18 @@ def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(
     # Initializing and Running; the job id set from the start keeps the RayJob out of Waiting, which checks
     # neither), and no one-day cap on the run as a side effect.
     as_created = created[0]
-    assert [line for line in seen if "orphan protection:" in line] == [
+    assert [line for line in seen if "orphan protection:" in line and "KubeRay operator" not in line] == [
         "orphan protection: if raybridge stops renewing it, the RayJob fails within 1m and frees its cluster and quota "
         "(spec.activeDeadlineSeconds, renewed while raybridge runs)\n"
     ], "".join(seen)
+    # What bounds an eviction after raybridge's end depends on the operator's release, read from its Deployment.
+    [eviction] = [line for line in seen if "KubeRay operator" in line]
+    operator = "v" + ".".join(map(str, cluster.kuberay.version)) if not cluster.real else REAL_RELEASES[cluster.release].get("kuberay", "v1.6.1")
+    assert f"KubeRay operator {operator} (Deployment kuberay-system/kuberay-operator)" in eviction, eviction
+    if tuple(int(part) for part in operator[1:].split(".")[:2]) >= (1, 6):
+        assert "honours preRunningDeadlineSeconds" in eviction and "fails within 1m of its new start" in eviction, eviction
+    else:
+        assert "predates v1.6, so no preRunningDeadlineSeconds" in eviction and "the job's age then plus 1m" in eviction, eviction
     assert as_created["spec"]["activeDeadlineSeconds"] == bound
     assert as_created["spec"]["jobId"] == "orphan-run-1"
     assert "preRunningDeadlineSeconds" not in as_created["spec"]

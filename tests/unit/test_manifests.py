@@ -533,8 +533,8 @@ def test_core_scheduling_labels(row: PlainRow) -> None:
 # (kind, name, namespace, accepted)
 # fmt: off
 NAME_ROWS = [
-    ("RayJob",     "a" * 47,  NS,        True),
-    ("RayJob",     "a" * 48,  NS,        False),
+    ("RayJob",     "a" * 46,  NS,        True),
+    ("RayJob",     "a" * 47,  NS,        False),  # KubeRay v1.3: <name>-raycluster-xxxxx is a 64-character label
     ("RayCluster", "a" * 53,  NS,        True),
     ("RayCluster", "a" * 54,  NS,        False),
     ("job",        "a" * 63,  NS,        True),
