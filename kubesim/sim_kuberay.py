@@ -683,6 +683,25 @@ class FakeKubeRay(PollingController):
     def version(self) -> tuple[int, int, int]:
         return kuberay_version(self.release)
 
+    def start(self) -> "FakeKubeRay":
+        """Start reconciling, with the operator recorded as its Helm chart's Deployment (no replicas), which is
+        where a client reads the operator's release (helm-chart/kuberay-operator/templates/_helpers.tpl labels)."""
+        version = "v" + ".".join(str(part) for part in self.version)
+        if self._server.get_object("apps/v1", "Deployment", "kuberay-operator", "kuberay-system") is None:
+            if self._server.get_object("v1", "Namespace", "kuberay-system") is None:
+                self._server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kuberay-system"}})
+            selector = {"app.kubernetes.io/name": "kuberay-operator"}
+            self._server.create_object({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "kuberay-operator", "namespace": "kuberay-system",
+                             "labels": {**selector, "app.kubernetes.io/version": version}},
+                "spec": {"replicas": 0, "selector": {"matchLabels": selector},
+                         "template": {"metadata": {"labels": selector},
+                                      "spec": {"containers": [{"name": "manager", "image": f"quay.io/kuberay/operator:{version}"}]}}},
+            })  # fmt: skip
+        super().start()
+        return self
+
     def advance_clock(self, seconds: float) -> None:
         """Move the operator's wall clock (KubeRay's time.Now()) ahead: the timestamps it writes and
         the deadlines and TTLs it measures from them, for a test that would otherwise wait one out."""

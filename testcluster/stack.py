@@ -89,6 +89,8 @@ class StackOptions:
     karpenter_instance_types: Optional[list[dict]] = None
     #: More kwok Stages (plain dicts), after the stack's own: what a test's pods do on their nodes (`completing_stage`).
     stages: list[dict] = field(default_factory=list)
+    #: Settings merged over Kueue's own default Configuration (e.g. {"manageJobsWithoutQueueName": True}).
+    kueue_config: dict = field(default_factory=dict)
     progress: Callable[[str], None] = lambda line: None
 
 
@@ -476,6 +478,7 @@ class Stack:
             "--enable-leader-election=false", "--log-stdout-encoder=console",
         ]  # fmt: skip
         self._process("kuberay", argv, env).wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 60)
+        self.apply(kuberay_operator_record(kuberay.version))
 
     def _dashboard_backend(self) -> tuple[str, int]:
         if not self.options.ray_dashboard:
@@ -553,6 +556,7 @@ class Stack:
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
         })  # fmt: skip
+        config.update(self.options.kueue_config)
         config_path = self.workdir / "kueue" / "config.yaml"
         config_path.write_text(yaml.safe_dump(config))
         kueue_argv = [str(self.binaries["kueue"]), f"--config={config_path}", f"--kubeconfig={self.kubeconfig}", "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=info"]
@@ -561,6 +565,31 @@ class Stack:
         process = self._process("kueue", argv, env)
         process.wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 120)
         self.apply(self._kueue_webhooks(source, webhook_port))
+
+
+#: Where the KubeRay operator's Deployment is recorded (the namespace its Helm chart's docs install it in).
+KUBERAY_NAMESPACE = "kuberay-system"
+
+
+def kuberay_operator_record(version: str) -> list[dict]:
+    """The Deployment KubeRay's Helm chart creates for the operator this stack runs as a process, with no replicas:
+    what a client reads to tell the operator's release (its labels and image, as
+    helm-chart/kuberay-operator/templates/deployment.yaml and _helpers.tpl "kuberay-operator.labels" at v1.6.1 write
+    them). No pod of it runs; the process is the operator."""
+    labels = {
+        "app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io/instance": "kuberay-operator",
+        "app.kubernetes.io/version": version, "app.kubernetes.io/managed-by": "Helm",
+        "helm.sh/chart": f"kuberay-operator-{version.removeprefix('v')}",
+    }  # fmt: skip
+    selector = {"app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io/instance": "kuberay-operator"}
+    container = {"name": "kuberay-operator", "image": f"quay.io/kuberay/operator:{version}", "command": ["/manager"]}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUBERAY_NAMESPACE}},
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": "kuberay-operator", "namespace": KUBERAY_NAMESPACE, "labels": labels},
+         "spec": {"replicas": 0, "selector": {"matchLabels": selector},
+                  "template": {"metadata": {"labels": selector}, "spec": {"containers": [container]}}}},
+    ]  # fmt: skip
 
 
 def _kueue_config(source: Path) -> dict:

@@ -47,14 +47,17 @@ from raybridge.core.deadline import Deadline
 from raybridge.jobs.decision.images import unpinned_image_warning
 from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS, image_for
 from raybridge.jobs.decision.planning import plan_job, render_job
-from raybridge.jobs.decision.protection import handover_notes, handover_patch, protections_of, unknown_fields
+from raybridge.jobs.decision.protection import (
+    Renewal, eviction_bound_note, handover_notes, handover_patch, kueue_limits_run, pre_running_supported, protections_of, unknown_fields,
+)
 from raybridge.jobs.decision.sizing import SizingDecision
 from raybridge.jobs.decision.spec import JobSpec
 from raybridge.errors import BadInput, ClusterUnreachable, InfraError, JobEnded
 from raybridge.jobapi.client import TERMINAL, RayJobs
 from raybridge.jobapi.ray_import import installed_ray_version
 from raybridge.kube.client import Kube, TimeBudgetSpent
-from raybridge.kube.kueue import find_workload, pending_position, wait_workload_gone
+from raybridge.kube.kueue import find_workload, list_local_queue_names, pending_position, wait_workload_gone
+from raybridge.kube.operators import kuberay_operator_release
 from raybridge.kube.rayapi import RayObjects
 from raybridge.kube.retry import RetryPolicy, calls_tried_once
 from raybridge.jobs.dashboard import auth_headers, connect_dashboard
@@ -328,6 +331,19 @@ class _RayJobRun:
         self.submission_id = submission_id  # spec.jobId since creation: KubeRay polls it on every cluster
         self.reconnects = 0
         self.cluster = ""  # the Ray cluster the job was submitted to
+        #: The operator honours preRunningDeadlineSeconds (v1.6+): the guard clears spec.jobId once KubeRay polls the job.
+        self.pre_running = False
+        #: Kueue enforces maxRunSeconds (its label); otherwise it lives in activeDeadlineSeconds.
+        self.kueue_limits_run = False
+        self.guard: Optional[OrphanGuard] = None
+
+    def guard_trouble(self) -> str:
+        """Why the orphan bound was not renewed, when the guard knows: its renewals failing, and the last error."""
+        guard = self.guard
+        failing = guard.failing_for() if guard is not None else None
+        if guard is None or failing is None:
+            return ""
+        return f"raybridge's renewals had failed for {failing:.0f}s (last: {guard.last_error})"
 
     def start(self, evicted_from: Optional[str] = None) -> None:
         """Wait until admitted and ready, reach the dashboard and submit under the RayJob's `spec.jobId`.
@@ -350,6 +366,16 @@ class _RayJobRun:
         )  # fmt: skip
         self.kube.deadline = None  # the job itself runs as long as it runs: each call keeps --request-timeout
         self.options.progress(f"submitted {self.submission_id} to {self.jobs.address}")
+        if evicted_from is not None:
+            self._hand_job_id_back()
+
+    def _hand_job_id_back(self) -> None:
+        """After a readmission: give KubeRay the job id again if the guard had cleared it (v1.6+), now that the
+        new cluster runs the job, so it leaves Waiting and polls it. Set after the submission, so that KubeRay
+        never polls an id the cluster has not heard of (an error return, and backoff, on v1.3 to v1.6)."""
+        obj = self.rays.get("RayJob", self.name, self.namespace)
+        if obj is not None and not (obj.get("spec") or {}).get("jobId"):
+            self.rays.patch("RayJob", self.name, self.namespace, {"spec": {"jobId": self.submission_id}})
 
     def _wait_for_new_cluster(self, waiter: Waiter, old_cluster: str) -> dict[str, Any]:
         """After an eviction: wait (within --timeout) until Kueue admits the RayJob again and KubeRay
@@ -436,8 +462,9 @@ class _RayJobRun:
             deployment = status.get("jobDeploymentStatus")
             workload = find_workload(self.kube, self.namespace, obj) if self.queued else None
             _end_if_deactivated(f"job {self.submission_id} of RayJob {self.namespace}/{self.name}", workload)
-            if deployment == "Failed" and status.get("reason") == "DeadlineExceeded":
-                raise JobEnded(f"RayJob {self.namespace}/{self.name} failed: {_deadline_cause(obj, self.spec.max_run_seconds, self.queued)}")
+            if deployment == "Failed" and status.get("reason") in ("DeadlineExceeded", "PreRunningDeadlineExceeded"):
+                cause = _deadline_cause(obj, self.spec.max_run_seconds, self.kueue_limits_run, self.guard_trouble())
+                raise JobEnded(f"RayJob {self.namespace}/{self.name} failed: {cause}")
             if deployment in ("Complete", "Failed"):
                 return str(status.get("jobStatus") or "FAILED")
             if self._evicted(obj, workload):
@@ -465,7 +492,8 @@ class _RayJobRun:
             f"evicted: {eviction_summary(workload, queue)}; Ray cluster {old_cluster} is gone and job {self.submission_id} with it; "
             f"waiting up to {self.options.timeout:.0f}s to be admitted again, then submitting the entrypoint again"
         )
-        # spec.jobId stays: KubeRay polls the same id on the new cluster, which never ran it, and it is submitted there.
+        # The job is submitted again under the same id on the new cluster, which never ran it: before v1.6 spec.jobId
+        # stayed, and KubeRay polls it there; from v1.6 the guard cleared it, and it is handed back after the submission.
         self.close_forward()
         self.reconnects = 0
         self.kube.deadline = None
@@ -474,24 +502,25 @@ class _RayJobRun:
     def handover(self) -> list[str]:
         """`--no-wait`: leave the running job to itself (no renewed bound); what still bounds it, in words.
 
-        The job id is cleared (KubeRay v1.6+) only once KubeRay has taken it into status.jobId: cleared
+        The job id is cleared (operator v1.6+) only once KubeRay has taken it into status.jobId: cleared
         while the RayJob is still in Waiting, KubeRay would never poll the job, and the RayJob would fail
         at preRunningDeadlineSeconds with its job still running.
         """
-        bound, max_run = self.options.orphan_bound, self.spec.max_run_seconds
-        if self._job_id_taken():
-            try:
-                self.rays.patch("RayJob", self.name, self.namespace, handover_patch(max_run, self.queued, bound, True), field_validation="Strict")
-                return []
-            except BadInput as exc:
-                if "preRunningDeadlineSeconds" not in str(exc):
-                    raise
-            notes = []
-        else:
-            notes = [f"KubeRay had not taken job {self.submission_id} within {TAKE_JOB_ID_SECONDS:.0f}s: the RayJob keeps its job id"]
-        # kuberay before v1.6 (no such field): the job id stays, so a readmitted RayJob is in Running, where Kueue can preempt it.
-        self.rays.patch("RayJob", self.name, self.namespace, handover_patch(max_run, self.queued, bound, False))
-        return notes + handover_notes(False, self.queued, max_run)
+        bound, max_run, limits = self.options.orphan_bound, self.spec.max_run_seconds, self.kueue_limits_run
+        notes: list[str] = []
+        if self.pre_running:
+            if self._job_id_taken():
+                try:
+                    self.rays.patch("RayJob", self.name, self.namespace, handover_patch(max_run, limits, bound, True), field_validation="Strict")
+                    return []
+                except BadInput as exc:
+                    if "preRunningDeadlineSeconds" not in str(exc):
+                        raise
+            else:
+                notes = [f"KubeRay had not taken job {self.submission_id} within {TAKE_JOB_ID_SECONDS:.0f}s: the RayJob keeps its job id"]
+        # Before v1.6 (or not known to be later): the job id stays, so a readmitted RayJob is in Running, where the deadline acts.
+        self.rays.patch("RayJob", self.name, self.namespace, handover_patch(max_run, limits, bound, False))
+        return notes + handover_notes(False, self.queued, max_run, limits)
 
     def _job_id_taken(self) -> bool:
         """Whether KubeRay polls the job (status.jobId is its id) or the RayJob has ended, within TAKE_JOB_ID_SECONDS."""
@@ -508,15 +537,15 @@ class _RayJobRun:
             waiter.sleep()
 
 
-def _deadline_cause(obj: dict[str, Any], max_run_seconds: Optional[int], queued: bool) -> str:
-    """Why a RayJob hit its activeDeadlineSeconds: the user's run-time limit, or the orphan bound not renewed."""
-    seconds = (obj.get("spec") or {}).get("activeDeadlineSeconds")
-    if max_run_seconds and not queued and seconds == max_run_seconds:
+def _deadline_cause(obj: dict[str, Any], max_run_seconds: Optional[int], kueue_limits_run: bool, trouble: str = "") -> str:
+    """Why a RayJob hit a deadline: the user's run-time limit, or the orphan bound not renewed (and why not)."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    field = "preRunningDeadlineSeconds" if status.get("reason") == "PreRunningDeadlineExceeded" else "activeDeadlineSeconds"
+    seconds = spec.get(field)
+    if field == "activeDeadlineSeconds" and max_run_seconds and not kueue_limits_run and seconds == max_run_seconds:
         return f"the run-time limit of {max_run_seconds}s (maxRunSeconds) was reached"
-    return (
-        f"its orphan bound (activeDeadlineSeconds={seconds}) ran out: raybridge could not reach the cluster "
-        "to renew it in time"
-    )
+    why = trouble or "raybridge could not renew it in time (was the machine asleep or the process stopped?)"
+    return f"its orphan bound ({field}={seconds}) ran out: {why}"
 
 
 def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
@@ -529,14 +558,21 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
     found = preflight(kube, namespace, rayjob, prepared.node_labels)
     for text in found.notes:
         options.progress(f"note: {text}")
+    operator = kuberay_operator_release(kube)
     submitted = _Submitted(kube, RayObjects(kube), name, namespace, options)
     try:
         stored = create_protected(submitted.rays, rayjob)
         submitted.created = True
         queued = _announce_created(stored, namespace, name, options)
-        submitted.guard = _start_orphan_guard(spec, options, name, namespace, queued)
+        _refuse_if_suspended_without_queue(kube, stored, namespace, name)
         run = _RayJobRun(kube, submitted.rays, options, spec, name, runtime_env, queued=queued, submission_id=prepared.submission_id)
+        run.pre_running, run.kueue_limits_run = pre_running_supported(operator.version), kueue_limits_run(stored)
+        if queued:
+            options.progress(eviction_bound_note(operator.describe(), operator.version is not None, run.pre_running, options.orphan_bound))
         submitted.run = run
+        run.guard = submitted.guard = _start_orphan_guard(options, name, namespace, Renewal(
+            options.orphan_bound, spec.max_run_seconds, run.kueue_limits_run, prepared.submission_id, run.pre_running,
+        ))  # fmt: skip
         run.start()
     except BaseException:
         submitted.cleanup()
@@ -604,11 +640,30 @@ def _announce_created(stored: dict[str, Any], namespace: str, name: str, options
     return bool(queue)
 
 
-def _start_orphan_guard(spec: JobSpec, options: SubmitOptions, name: str, namespace: str, queued: bool) -> OrphanGuard:
+def _refuse_if_suspended_without_queue(kube: Kube, stored: dict[str, Any], namespace: str, name: str) -> None:
+    """BadInput when Kueue suspended the RayJob although it names no queue: nothing will ever admit it.
+
+    Kueue's webhook suspends a job without a queue name when it manages every job (manageJobsWithoutQueueName)
+    and LocalQueue defaulting found no LocalQueue named `default` in the namespace (kueue@v0.13.10
+    pkg/controller/jobframework/defaults.go, ApplyDefaultForSuspend and ApplyDefaultLocalQueue).
+    """
+    labels = (stored.get("metadata") or {}).get("labels") or {}
+    if labels.get(KUEUE_QUEUE_LABEL) or not (stored.get("spec") or {}).get("suspend"):
+        return
+    queues = list_local_queue_names(kube, namespace)
+    known = f"LocalQueues in {namespace}: {', '.join(queues)}" if queues else f"{namespace} has no LocalQueue"
+    raise BadInput(
+        f"RayJob {namespace}/{name} names no queue and was suspended on creation: this cluster's Kueue manages jobs "
+        f"without a queue name (manageJobsWithoutQueueName) and {namespace} has no LocalQueue named 'default', so "
+        f"nothing would ever admit it; pass --queue ({known})"
+    )
+
+
+def _start_orphan_guard(options: SubmitOptions, name: str, namespace: str, renewal: Renewal) -> OrphanGuard:
     """Start renewing the RayJob's orphan bound until the job ends or is handed over."""
     # Its own client: the renewals must not share the command's deadline or the waits' retries.
     guard_rays = RayObjects(replace(options.cluster, namespace=namespace).connect(None))
-    return OrphanGuard(guard_rays, name, namespace, options.orphan_bound, spec.max_run_seconds, queued, options.progress).start()
+    return OrphanGuard(guard_rays, name, namespace, renewal, options.progress).start()
 
 
 def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:

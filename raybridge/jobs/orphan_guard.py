@@ -1,32 +1,51 @@
 """`OrphanGuard`: renews a RayJob's orphan bound while raybridge runs, so that the RayJob dies soon after it does.
 
-The decision (which deadline, why it frees the quota on every KubeRay and
-Kueue release) is `jobs/decision/protection.py`; this is its I/O: a daemon thread
-that reads the RayJob every renewal interval and writes
-`spec.activeDeadlineSeconds` when the right value changed, with the read's
-resourceVersion as a precondition, so a deadline computed from a
-`status.startTime` that has just been replaced (an eviction, a readmission)
-is never written. It measures time with the monotonic clock from the moment
-it first sees a `startTime`, so a skewed local clock cannot fire a deadline
-early.
+The decision (which fields, which values, why they free the quota on every
+KubeRay and Kueue release) is `jobs/decision/protection.py` (`Renewal`); this
+is its I/O: a daemon thread that reads the RayJob every renewal interval and
+writes what changed, with the read's resourceVersion as a precondition, so a
+deadline computed from a `status.startTime` that has just been replaced (an
+eviction, a readmission) is never written.
+
+Time since the start is measured twice, the larger wins
+(`seconds_since_start`): on a local clock that runs on while the machine
+sleeps (CLOCK_BOOTTIME on Linux, CLOCK_MONOTONIC on macOS; `time.monotonic`
+stops during sleep, and every lid-close would shorten every later deadline)
+from the moment the start was first seen, and by the API server's clock (the
+read's `Date`) against the start the operator wrote. A skewed local wall
+clock plays no part.
 
 After the first write, which raises what the API says (`start`), it never
-raises: a failed renewal is retried at the next interval, and the bound
-leaves room for several in a row (`renew_interval`); the first failure and
-the recovery are said once through `progress`. It does not
-decide when to stop: the backend stops it when the job ended, was deleted
-or was handed over.
+raises: a failed renewal is retried sooner (every RETRY_SECONDS) until one
+gets through, and the first failure says when the RayJob will fail if none
+does (a Kueue webhook that is down refuses every RayJob update); the
+recovery is said once too. It does not decide when to stop: the backend
+stops it when the job ended, was deleted or was handed over.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Callable, Optional
 
-from raybridge.jobs.decision.protection import renew_interval, renewed_deadline
-from raybridge.errors import RaybridgeError
+from raybridge.errors import BadInput, RaybridgeError
+from raybridge.jobs.decision.protection import Renewal, renew_interval, renewed_deadline, seconds_since_start, unknown_fields
 from raybridge.kube.rayapi import RayObjects
+
+#: How soon a failed renewal is tried again (the regular interval is a sixth of the bound, at most a minute).
+RETRY_SECONDS = 5.0
+
+
+def awake_or_asleep_clock() -> float:
+    """Seconds on a clock that also counts the time the machine slept: CLOCK_BOOTTIME (Linux), CLOCK_MONOTONIC
+    (macOS, where it runs on in sleep), else `time.monotonic`."""
+    if sys.platform.startswith("linux") and hasattr(time, "CLOCK_BOOTTIME"):
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+    if sys.platform == "darwin" and hasattr(time, "CLOCK_MONOTONIC"):
+        return time.clock_gettime(time.CLOCK_MONOTONIC)
+    return time.monotonic()
 
 
 class OrphanGuard:
@@ -35,22 +54,26 @@ class OrphanGuard:
         rays: RayObjects,
         name: str,
         namespace: str,
-        bound: int,
-        max_run_seconds: Optional[int],
-        queued: bool,
+        renewal: Renewal,
         progress: Callable[[str], None],
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = awake_or_asleep_clock,
     ) -> None:
         self.rays, self.name, self.namespace = rays, name, namespace
-        self.bound, self.max_run_seconds, self.queued = bound, max_run_seconds, queued
+        self.renewal = renewal
         self.progress = progress
         self.clock = clock
-        self.interval = renew_interval(bound)
+        self.interval = renew_interval(renewal.bound)
         self._start_seen: tuple[str, float] = ("", 0.0)
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self._failing = False
+        self._failing_since: Optional[float] = None
+        self._expires: Optional[float] = None  # (clock) when the last written deadline runs out, if known
         self.renewals = 0
+        self.last_error = ""
+
+    @property
+    def bound(self) -> int:
+        return self.renewal.bound
 
     def start(self) -> "OrphanGuard":
         """Write the bound once now, in the caller's thread, then renew it in the background.
@@ -58,9 +81,11 @@ class OrphanGuard:
         The first write raises what the API says (a missing `patch` right is an error before the
         job runs, not a job that fails half an hour later because its bound was never renewed).
         """
-        obj = self.rays.get("RayJob", self.name, self.namespace)
+        obj, server_now = self.rays.get_dated("RayJob", self.name, self.namespace)
         if obj is not None:
-            self.rays.patch("RayJob", self.name, self.namespace, {"spec": {"activeDeadlineSeconds": self.deadline_for(obj)}})
+            r, deployment = self.renewal, str((obj.get("status") or {}).get("jobDeploymentStatus") or "")
+            seconds = renewed_deadline(deployment, self._since(obj, server_now), r.bound, r.max_run_seconds, r.kueue_limits_run)
+            self.rays.patch("RayJob", self.name, self.namespace, {"spec": {"activeDeadlineSeconds": seconds}})
         self._thread = threading.Thread(target=self._run, name=f"orphan-guard-{self.name}", daemon=True)
         self._thread.start()
         return self
@@ -73,46 +98,90 @@ class OrphanGuard:
             thread.join(timeout=self.interval + 5.0)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        while not self._stop.wait(self.next_wait()):
             self.renew_once()
 
-    def deadline_for(self, obj: dict) -> int:
-        """The deadline the RayJob should carry now, from its state and when its start was first seen."""
-        status = obj.get("status") or {}
-        start = str(status.get("startTime") or "")
+    def next_wait(self) -> float:
+        """Seconds to the next renewal: the interval, or RETRY_SECONDS while renewals fail."""
+        return min(RETRY_SECONDS, self.interval) if self._failing_since is not None else self.interval
+
+    def _since(self, obj: dict, server_now: Optional[float]) -> Optional[float]:
+        """How long ago the RayJob's current start was (a lower bound on KubeRay's measure), or None."""
+        start = str((obj.get("status") or {}).get("startTime") or "")
         if start and start != self._start_seen[0]:
             self._start_seen = (start, self.clock())
-        since = self.clock() - self._start_seen[1] if start else None
-        return renewed_deadline(str(status.get("jobDeploymentStatus") or ""), since, self.bound, self.max_run_seconds, self.queued)
+        seen_for = self.clock() - self._start_seen[1] if start else None
+        return seconds_since_start(start, seen_for, server_now)
 
-    def renew_once(self) -> Optional[int]:
-        """Read, compute, write if changed; the deadline written, or None (unchanged, ended, or failed)."""
+    def renew_once(self) -> Optional[dict]:
+        """Read, compute, write what changed; the fields written, or None (nothing to change, ended, or failed)."""
         try:
-            obj = self.rays.get("RayJob", self.name, self.namespace)
+            obj, server_now = self.rays.get_dated("RayJob", self.name, self.namespace)
             if obj is None:
                 self._stop.set()  # deleted: nothing left to guard
                 return None
             if (obj.get("status") or {}).get("jobDeploymentStatus") in ("Complete", "Failed"):
                 return None
-            wanted = self.deadline_for(obj)
-            if (obj.get("spec") or {}).get("activeDeadlineSeconds") == wanted:
+            since = self._since(obj, server_now)
+            self._note_expiry((obj.get("spec") or {}).get("activeDeadlineSeconds"), since)
+            wanted = self.renewal.fields(obj, since)
+            if not wanted:
                 self._recovered()
                 return None
-            version = (obj.get("metadata") or {}).get("resourceVersion")
-            self.rays.patch(
-                "RayJob", self.name, self.namespace,
-                {"metadata": {"resourceVersion": version}, "spec": {"activeDeadlineSeconds": wanted}},
-            )  # fmt: skip
+            self._write(obj, wanted)
+            self._note_expiry(wanted.get("activeDeadlineSeconds"), since)
             self.renewals += 1
             self._recovered()
             return wanted
-        except RaybridgeError as exc:  # a conflict, an API hiccup: the next interval tries again
-            if "cannot be fulfilled" not in str(exc).lower() and not self._failing:  # 409: the object changed meanwhile
-                self._failing = True
-                self.progress(f"warning: could not renew the orphan bound of RayJob {self.namespace}/{self.name}: {exc}")
+        except RaybridgeError as exc:  # a conflict, an API hiccup, a webhook down: tried again soon
+            self._failed(exc)
             return None
 
+    def _write(self, obj: dict, wanted: dict) -> None:
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        patch = {"metadata": {"resourceVersion": version}, "spec": wanted}
+        try:
+            self.rays.patch("RayJob", self.name, self.namespace, patch, field_validation="Strict" if "jobId" in wanted else None)
+        except BadInput as exc:
+            if "preRunningDeadlineSeconds" not in " ".join(unknown_fields(str(exc))):
+                raise
+            # An operator of v1.6 or later beside an older CRD (Helm never upgrades CRDs): no such field to set.
+            self.renewal = Renewal(**{**self.renewal.__dict__, "pre_running": False})
+            self.progress(
+                f"note: the RayJob CRD of this cluster has no preRunningDeadlineSeconds (older than its KubeRay operator): "
+                f"RayJob {self.namespace}/{self.name} keeps its job id, and an eviction after raybridge exits is bounded "
+                "by the job's age plus the orphan bound"
+            )
+            return
+
+    def _note_expiry(self, deadline: object, since: Optional[float]) -> None:
+        """Remember when the deadline in force runs out, to say so if renewals start failing."""
+        if isinstance(deadline, int) and not isinstance(deadline, bool) and since is not None:
+            self._expires = self.clock() + deadline - since
+
+    def _failed(self, exc: RaybridgeError) -> None:
+        text = str(exc)
+        self.last_error = text
+        if "cannot be fulfilled" in text.lower():  # 409: the object changed meanwhile; the next read is newer
+            return
+        if self._failing_since is None:
+            self._failing_since = self.clock()
+            left = f"; the RayJob fails in about {_span(self._expires - self.clock())} unless a renewal gets through" if self._expires else ""
+            self.progress(
+                f"warning: could not renew the orphan bound of RayJob {self.namespace}/{self.name}: {text}{left} "
+                f"(trying every {RETRY_SECONDS:.0f}s)"
+            )
+
+    def failing_for(self) -> Optional[float]:
+        """Seconds since renewals started failing (None while they get through)."""
+        return None if self._failing_since is None else self.clock() - self._failing_since
+
     def _recovered(self) -> None:
-        if self._failing:
-            self._failing = False
+        if self._failing_since is not None:
+            self._failing_since = None
             self.progress(f"the orphan bound of RayJob {self.namespace}/{self.name} is renewed again")
+
+
+def _span(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"

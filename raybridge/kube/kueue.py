@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from raybridge.core.consts import KUEUE_GROUP, KUEUE_JOB_UID_LABEL
-from raybridge.errors import RaybridgeError
+from raybridge.errors import InfraError, RaybridgeError
 from raybridge.kube.client import (
     Kube,
     PermissionDenied,
@@ -219,3 +219,12 @@ def list_cohorts(kube: Kube, versions: list[str]) -> Optional[list[dict[str, Any
         if result is not None:
             return checked_items(what, result, "Cohort", kube.server)
     return []
+
+
+def list_local_queue_names(kube: Kube, namespace: str) -> list[str]:
+    """The names of the LocalQueues in `namespace`, sorted; [] when there are none, Kueue is absent or the API will not say."""
+    try:
+        found = list_kueue_objects(kube, served_versions(kube), "localqueues", namespace)
+    except InfraError:
+        return []
+    return sorted(str((q.get("metadata") or {}).get("name")) for q in found or [])

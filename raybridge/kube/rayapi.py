@@ -15,6 +15,7 @@ retried by the client's policy (`kube.retry.RetryPolicy`).
 from __future__ import annotations
 
 import time
+from email.utils import parsedate_to_datetime
 from typing import Any, Optional
 
 from raybridge.core.consts import MANAGED_BY_LABEL, RAY_API_GROUP, RAY_API_VERSION
@@ -41,6 +42,15 @@ def is_ours(existing: dict[str, Any], sent: dict[str, Any]) -> bool:
 LATE_CREATE_WINDOW_SECONDS = 60.0
 LATE_CREATE_TIMEOUTS = 3
 LATE_CREATE_MIN_SECONDS = 10.0
+
+
+def _server_time(headers: Any) -> Optional[float]:
+    """The time an HTTP `Date` header gives (whole seconds, so rounded up to the end of its second), or None."""
+    try:
+        value = headers.get("Date") or headers.get("date") if headers is not None else None
+        return parsedate_to_datetime(value).timestamp() + 1.0 if value else None
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 class RayObjects:
@@ -98,6 +108,22 @@ class RayObjects:
             not_found_ok=True,
         )  # fmt: skip
         return None if result is None else checked_object(what, result, kind, self.server)
+
+    def get_dated(self, kind: str, name: str, namespace: str) -> tuple[Optional[dict[str, Any]], Optional[float]]:
+        """`get`, with the API server's clock at the answer (its `Date` header, epoch seconds; None without one)."""
+        what = f"reading {kind} {namespace}/{name}"
+        answer = api_call(
+            what, self.api.get_namespaced_custom_object_with_http_info,
+            RAY_API_GROUP, RAY_API_VERSION, namespace, PLURALS[kind], name,
+            not_found_ok=True,
+        )  # fmt: skip
+        if answer is None:
+            return None, None
+        if isinstance(answer, tuple):  # (data, status, headers)
+            data, headers = answer[0], answer[2] if len(answer) > 2 else None
+        else:  # an ApiResponse
+            data, headers = getattr(answer, "data", answer), getattr(answer, "headers", None)
+        return checked_object(what, data, kind, self.server), _server_time(headers)
 
     def list(self, kind: str, namespace: Optional[str], label_selector: str = "") -> list[dict[str, Any]]:
         what = f"listing {kind}s" + (f" in {namespace}" if namespace else "")

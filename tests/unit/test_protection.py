@@ -6,13 +6,17 @@ import pytest
 
 from raybridge.queues.decision.kueue_workload import deactivation, eviction_summary
 from raybridge.jobs.decision.protection import (
+    Renewal,
     guarded,
     handover_notes,
     handover_patch,
+    kueue_limits_run,
     orphan_bound_problem,
+    pre_running_supported,
     protections_of,
     renew_interval,
     renewed_deadline,
+    seconds_since_start,
     unknown_fields,
     with_run_bound,
 )
@@ -163,3 +167,87 @@ DEACTIVATION_ROWS = [
 def test_deactivation_is_told_apart_from_eviction(case, workload, expected):
     found = deactivation(workload)
     assert (found is None) if expected is None else (found is not None and found.words.startswith(expected))
+
+
+def stored(labels: dict[str, str]) -> dict:
+    return {"metadata": {"labels": labels}, "spec": {}}
+
+
+# (case, labels of the RayJob as stored, Kueue enforces maxRunSeconds)
+KUEUE_LIMIT_ROWS = [
+    ("queue and limit labels", {"kueue.x-k8s.io/queue-name": "q", MAX_EXEC: "20"}, True),
+    ("a queue Kueue defaulted, no limit label: the deadline holds the limit", {"kueue.x-k8s.io/queue-name": "default"}, False),
+    ("no queue: Kueue ignores the label", {MAX_EXEC: "20"}, False),
+]
+
+
+@pytest.mark.parametrize("case,labels,expected", KUEUE_LIMIT_ROWS, ids=[r[0] for r in KUEUE_LIMIT_ROWS])
+def test_kueue_limits_run(case, labels, expected):
+    assert kueue_limits_run(stored(labels)) is expected
+
+
+def test_a_limit_kueue_does_not_enforce_caps_every_renewal():
+    # Created without a queue (limit in activeDeadlineSeconds); Kueue's LocalQueue defaulting then added its queue.
+    renewal = Renewal(1800, 20, kueue_limits_run(stored({"kueue.x-k8s.io/queue-name": "default"})), "j-1", False)
+    obj = {"spec": {"activeDeadlineSeconds": 20}, "status": {"jobDeploymentStatus": "Running"}}
+    assert renewal.fields(obj, 5.0) == {}
+
+
+START = "2026-01-01T00:00:00Z"
+START_EPOCH = 1767225600.0
+
+# (case, start, seconds seen on the local clock, server clock, measure)
+SINCE_ROWS = [
+    ("no start yet", "", 10.0, START_EPOCH + 50, None),
+    ("the server's clock when the machine slept", START, 10.0, START_EPOCH + 3610, 3610.0),
+    ("the local clock when it saw more", START, 100.0, START_EPOCH + 50, 100.0),
+    ("a server clock behind the start counts nothing", START, 5.0, START_EPOCH - 30, 5.0),
+    ("no Date header", START, 7.0, None, 7.0),
+    ("a start that is no time", "yesterday", 7.0, START_EPOCH, 7.0),
+]
+
+
+@pytest.mark.parametrize("case,start,seen,server,expected", SINCE_ROWS, ids=[r[0] for r in SINCE_ROWS])
+def test_seconds_since_start(case, start, seen, server, expected):
+    assert seconds_since_start(start, seen, server) == expected
+
+
+def job(deployment, spec_id="j-1", status_id="j-1", pre_running=None, deadline=1800):
+    spec = {"activeDeadlineSeconds": deadline}
+    if spec_id:
+        spec["jobId"] = spec_id
+    if pre_running is not None:
+        spec["preRunningDeadlineSeconds"] = pre_running
+    return {"spec": spec, "status": {"jobDeploymentStatus": deployment, "jobId": status_id}}
+
+
+# (case, operator v1.6+, RayJob, seconds since its start, fields written)
+RENEWAL_FIELD_ROWS = [
+    ("before v1.6: the deadline alone", False, job("Running"), 100.0, {"activeDeadlineSeconds": 1900}),
+    ("v1.6, still initializing: the id stays until KubeRay takes it", True, job("Initializing", status_id=""), 10.0, {"activeDeadlineSeconds": 1810}),
+    ("v1.6, KubeRay polls the job: the id goes, pre-running is the bound", True, job("Running"), 100.0,
+     {"activeDeadlineSeconds": 1900, "jobId": None, "preRunningDeadlineSeconds": 1800}),
+    ("v1.6, id polled is another: left alone", True, job("Running", status_id="other"), 100.0, {"activeDeadlineSeconds": 1900}),
+    ("v1.6, readmitted and waiting for the submitter: pre-running kept ahead", True, job("Waiting", spec_id="", status_id="", pre_running=1800),
+     600.0, {"activeDeadlineSeconds": 2400, "preRunningDeadlineSeconds": 2400}),
+    ("v1.6, id handed back, not yet taken: pre-running still ahead", True, job("Waiting", status_id="", pre_running=2400), 650.0,
+     {"activeDeadlineSeconds": 2450, "preRunningDeadlineSeconds": 2450}),
+    ("v1.6, running again after it: the bound, counted from the next start", True, job("Running", spec_id="", pre_running=2450), 700.0,
+     {"activeDeadlineSeconds": 2500, "preRunningDeadlineSeconds": 1800}),
+    ("v1.6, suspended: both the bound", True, job("Suspended", spec_id="", status_id="", pre_running=2450, deadline=2500), None,
+     {"activeDeadlineSeconds": 1800, "preRunningDeadlineSeconds": 1800}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case,pre_running,obj,since,expected", RENEWAL_FIELD_ROWS, ids=[r[0] for r in RENEWAL_FIELD_ROWS])
+def test_renewal_fields(case, pre_running, obj, since, expected):
+    assert Renewal(1800, None, True, "j-1", pre_running).fields(obj, since) == expected
+
+
+@pytest.mark.parametrize(
+    "version,supported",
+    [("v1.6.1", True), ("v1.6.0", True), ("1.7.0", True), ("v1.7.0-rc.0", True), ("v1.5.2", False), ("v1.3.2", False),
+     ("latest", False), ("", False), (None, False), ("v2.0.0", True)],
+)  # fmt: skip
+def test_pre_running_supported_by_operator_release(version, supported):
+    assert pre_running_supported(version) is supported

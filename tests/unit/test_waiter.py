@@ -89,11 +89,25 @@ def test_no_wait_clears_the_job_id_only_once_kuberay_has_taken_it(monkeypatch, s
     run = backend._RayJobRun.__new__(backend._RayJobRun)
     run.rays, run.options, run.name, run.namespace = _Rays(statuses), SubmitOptions(), "job", "ns"
     run.spec, run.queued, run.submission_id = type("Spec", (), {"max_run_seconds": None})(), True, "job-1"
+    run.pre_running, run.kueue_limits_run = True, False  # an operator of v1.6 or later
     notes = run.handover()
     assert len(run.rays.patches) == 1
     spec = run.rays.patches[0]["spec"]
     assert ("jobId" in spec and spec["jobId"] is None) == cleared
     assert any("had not taken job job-1" in note for note in notes) == (not cleared)
+
+
+def test_no_wait_on_an_operator_before_v1_6_keeps_the_job_id_and_says_what_bounds_it() -> None:
+    from raybridge.jobs import kubernetes as backend
+    from raybridge.jobs.options import SubmitOptions
+
+    run = backend._RayJobRun.__new__(backend._RayJobRun)
+    run.rays, run.options, run.name, run.namespace = _Rays([{"jobId": "job-1"}]), SubmitOptions(), "job", "ns"
+    run.spec, run.queued, run.submission_id = type("Spec", (), {"max_run_seconds": None})(), True, "job-1"
+    run.pre_running, run.kueue_limits_run = False, False
+    notes = run.handover()
+    assert run.rays.patches == [{"spec": {"activeDeadlineSeconds": None}}]
+    assert any("honours no preRunningDeadlineSeconds" in note for note in notes)
 
 
 def test_a_deadline_spent_inside_a_poll_still_says_the_job_was_not_admitted(monkeypatch):
