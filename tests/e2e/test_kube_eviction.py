@@ -38,6 +38,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -297,6 +298,63 @@ def test_an_evicted_job_that_is_never_readmitted_exits_3_and_deletes_everything(
 
     wait_for(only_the_preemptor_left, timeout=60, what="nothing of the stranded job left")
     server.delete_object(RAY, "RayJob", "preemptor", namespace)
+    wait_for(lambda: leftovers(server, namespace) == {}, timeout=60, what="nothing left")
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+
+
+@pytest.mark.realtime  # the bound after the readmission is waited out on KubeRay's own clock
+def test_an_eviction_after_raybridge_died_frees_the_new_cluster_within_the_bound_whatever_the_jobs_age(cluster, preemptible, head):
+    """raybridge SIGKILLed once the job has run longer than the bound; then Kueue preempts the job and, once
+    the preemptor is gone, admits it again. KubeRay v1.6.1 sets a new startTime at the readmission
+    (initRayJobStatusIfNeed), so a renewed activeDeadlineSeconds (the job's age at the kill plus the bound)
+    would hold the new cluster that long; with the job id cleared the RayJob waits in Waiting and fails at
+    preRunningDeadlineSeconds, the bound after its new start, and Kueue frees the quota."""
+    server = cluster[0]
+    namespace, lq, low, high = preemptible
+    bound = 60
+    run = Cli(cluster, "submit", "-n", namespace, "--queue", lq, "--priority-class", low, "--name", "orphaned", "--gpus", "8",
+              "--orphan-timeout", str(bound), "--", "python", "-c", "import time; print('running', flush=True); time.sleep(900)")  # fmt: skip
+    try:
+        run.wait_for("running")
+        [first_run] = head.track(run.stderr)
+
+        def job_id_cleared() -> bool:
+            return not (server.get_object(RAY, "RayJob", "orphaned", namespace)["spec"]).get("jobId")
+
+        wait_for(job_id_cleared, timeout=60, what="raybridge clearing spec.jobId once KubeRay polls the job")
+        first_start = parse_time(server.get_object(RAY, "RayJob", "orphaned", namespace)["status"]["startTime"])
+        # Older than the bound, renewed all along: the deadline written is the age plus the bound.
+        wait_for(lambda: datetime.now(timezone.utc) - first_start > timedelta(seconds=bound + 5), timeout=bound + 30,
+                 interval=1, what="the job older than the bound")  # fmt: skip
+    finally:
+        run.proc.kill()  # SIGKILL: no clean-up of any kind runs
+        run.finish(timeout=30)
+    assert "KubeRay operator v1.6.1 (Deployment kuberay-system/kuberay-operator) honours preRunningDeadlineSeconds" in run.stderr
+    server.create_object(preemptor(namespace, lq, high))
+    wait_for(lambda: condition_true(workload_of(server, namespace, "orphaned"), "Evicted"), timeout=60, what="Kueue to evict the job")
+    head.end(first_run)  # the evicted head pod's end
+    server.delete_object(RAY, "RayJob", "preemptor", namespace)  # frees the quota: Kueue readmits the job
+
+    def restarted() -> Optional[datetime]:
+        status = server.get_object(RAY, "RayJob", "orphaned", namespace).get("status") or {}
+        start = status.get("startTime")
+        return parse_time(start) if start and parse_time(start) > first_start else None
+
+    new_start = wait_for(restarted, timeout=60, interval=0.5, what="the RayJob admitted again, with a new start")
+
+    def failed() -> Optional[dict[str, Any]]:
+        job = server.get_object(RAY, "RayJob", "orphaned", namespace)
+        return job if (job.get("status") or {}).get("jobDeploymentStatus") == "Failed" else None
+
+    job = wait_for(failed, timeout=bound + 45, interval=1, what=f"the readmitted RayJob failed within {bound}s of its new start")
+    assert job["status"]["reason"] == "PreRunningDeadlineExceeded", job["status"]
+    failed_after = datetime.now(timezone.utc) - new_start
+    assert failed_after < timedelta(seconds=bound + 45), failed_after
+    wait_for(lambda: condition_true(workload_of(server, namespace, "orphaned"), "Finished"), timeout=60, what="Kueue freeing the quota")
+    server.delete_object(RAY, "RayJob", "orphaned", namespace)
     wait_for(lambda: leftovers(server, namespace) == {}, timeout=60, what="nothing left")
 
 
