@@ -37,7 +37,7 @@ def auth_headers(kube: Kube, namespace: str, obj: dict[str, Any], cluster_name: 
     options = auth_options(obj)
     if options.get("mode", "token" if options else "disabled") != "token":
         return {}
-    # KubeRay names the Secret after the cluster, cut as it cuts derived names (v1.7 also takes authOptions.secretName).
+    # KubeRay names the Secret after the cluster, cut as it cuts derived names (from v1.6.0 also authOptions.secretName).
     secret = options.get("secretName") or kuberay_derived_name(cluster_name)
     token = read_secret_value(kube, namespace, secret, AUTH_TOKEN_KEY)
     if not token:
