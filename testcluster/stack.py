@@ -565,6 +565,7 @@ class Stack:
         process = self._process("kueue", argv, env)
         process.wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 120)
         self.apply(self._kueue_webhooks(source, webhook_port))
+        self.apply(kueue_record(kueue.version))
 
 
 #: Where the KubeRay operator's Deployment is recorded (the namespace its Helm chart's docs install it in).
@@ -587,6 +588,21 @@ def kuberay_operator_record(version: str) -> list[dict]:
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUBERAY_NAMESPACE}},
         {"apiVersion": "apps/v1", "kind": "Deployment",
          "metadata": {"name": "kuberay-operator", "namespace": KUBERAY_NAMESPACE, "labels": labels},
+         "spec": {"replicas": 0, "selector": {"matchLabels": selector},
+                  "template": {"metadata": {"labels": selector}, "spec": {"containers": [container]}}}},
+    ]  # fmt: skip
+
+
+def kueue_record(version: str) -> list[dict]:
+    """The Deployment Kueue's Helm chart creates for the controller manager this stack runs as a process, with no
+    replicas (charts/kueue/templates/manager/manager.yaml and _helpers.tpl "kueue.controllerManager.labels" at
+    v0.17.0), for a client to read Kueue's release from."""
+    selector = {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/instance": "kueue", "control-plane": "controller-manager"}
+    labels = {**selector, "app.kubernetes.io/version": version, "app.kubernetes.io/component": "controller", "app.kubernetes.io/managed-by": "Helm"}
+    container = {"name": "manager", "image": f"registry.k8s.io/kueue/kueue:{version}", "command": ["/manager"]}
+    return [
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": "kueue-controller-manager", "namespace": KUEUE_NAMESPACE, "labels": labels},
          "spec": {"replicas": 0, "selector": {"matchLabels": selector},
                   "template": {"metadata": {"labels": selector}, "spec": {"containers": [container]}}}},
     ]  # fmt: skip

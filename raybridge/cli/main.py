@@ -28,6 +28,7 @@ COMMAND_GROUPS: tuple[str, ...] = (
     "raybridge.cli.queues",
     "raybridge.cli.adjuster",
     "raybridge.cli.explain",
+    "raybridge.cli.check",
 )
 
 #: The top-level commands each group module registers, so that a command line naming one builds
@@ -38,6 +39,7 @@ COMMANDS_OF_GROUP: dict[str, tuple[str, ...]] = {
     "raybridge.cli.queues": ("queues",),
     "raybridge.cli.adjuster": ("adjuster",),
     "raybridge.cli.explain": ("explain",),
+    "raybridge.cli.check": ("check",),
 }
 
 

@@ -6,13 +6,15 @@ operator is common. So the release that decides a behaviour (KubeRay's
 `preRunningDeadlineSeconds`, from v1.6) is read from the operator's own
 Deployment, as Helm labels it (`app.kubernetes.io/name: kuberay-operator`,
 `app.kubernetes.io/version`; helm-chart/kuberay-operator/templates/_helpers.tpl
-"kuberay-operator.labels") or, failing the label, from its image tag.
+"kuberay-operator.labels") or, failing the label, from its image tag. Kueue's
+controller manager is found the same way, for `check` to show.
 
-It lists Deployments cluster-wide by that label; a user who may not (the
-submitter role is namespaced) gets an unknown release with the reason, never
-an error: callers then assume the older behaviour and say so. It does not
-look at pods, guess from behaviour, or read Kueue's release (raybridge needs
-none of Kueue's by release).
+It lists Deployments cluster-wide by that label, else in the namespaces the
+operators are usually installed in (the submitter role is namespaced; an
+opt-in Role grants that one read); a user who may do neither gets an unknown
+release with the reason, never an error: callers then assume the older
+behaviour and say so. It does not
+look at pods or guess from behaviour.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from raybridge.errors import RaybridgeError
 from raybridge.kube.client import Kube, PermissionDenied, api_call, raw_get
 
 KUBERAY_OPERATOR_SELECTOR = "app.kubernetes.io/name=kuberay-operator"
+#: Kueue's controller manager, as its Helm chart and its kustomize manifests both label it
+#: (charts/kueue/templates/_helpers.tpl "kueue.selectorLabels"; config/default).
+KUEUE_CONTROLLER_SELECTOR = "app.kubernetes.io/name=kueue,control-plane=controller-manager"
 VERSION_LABEL = "app.kubernetes.io/version"
 
 
@@ -54,21 +59,58 @@ def release_of_deployment(deployment: dict[str, Any]) -> Optional[str]:
     return name.split(":", 1)[1] if ":" in name and "@" not in image else None
 
 
+#: Where the operators are installed when not cluster-wide visible: their Helm charts' documented namespaces and
+#: the default one (KubeRay's quick start installs into `default`).
+KUBERAY_NAMESPACES = ("kuberay-system", "ray-system", "kuberay-operator", "default")
+KUEUE_NAMESPACES = ("kueue-system",)
+
+
 def kuberay_operator_release(kube: Kube) -> OperatorRelease:
     """The KubeRay operator's release, from its Deployment; unknown (with why) when it cannot be read or told."""
-    path = f"/apis/apps/v1/deployments?labelSelector={quote(KUBERAY_OPERATOR_SELECTOR)}"
+    return operator_release(kube, "the KubeRay operator", KUBERAY_OPERATOR_SELECTOR, KUBERAY_NAMESPACES)
+
+
+def kueue_release(kube: Kube) -> OperatorRelease:
+    """Kueue's controller manager's release, from its Deployment; unknown (with why) when it cannot be read or told."""
+    return operator_release(kube, "Kueue's controller manager", KUEUE_CONTROLLER_SELECTOR, KUEUE_NAMESPACES)
+
+
+def operator_release(kube: Kube, what: str, selector: str, namespaces: tuple[str, ...]) -> OperatorRelease:
+    """The release of the operator whose Deployments `selector` finds: cluster-wide, or, where this user may not
+    list Deployments cluster-wide, in each of `namespaces` (a Role there may allow it:
+    configs/rbac/submitter-kuberay-release.yaml)."""
+    query = f"deployments?labelSelector={quote(selector)}"
+    items: list[dict[str, Any]] = []
     try:
-        answer = api_call("listing the KubeRay operator's Deployments", raw_get, kube, path, None, False, not_found_ok=True)
+        items = _deployments(kube, what, f"/apis/apps/v1/{query}")
     except PermissionDenied:
-        return OperatorRelease(None, unknown_because="this user may not list Deployments cluster-wide")
-    except RaybridgeError as exc:  # a failing or odd answer: the release stays unknown, the submit goes on
+        refused = []
+        for namespace in namespaces:
+            try:
+                items = _deployments(kube, what, f"/apis/apps/v1/namespaces/{namespace}/{query}")
+            except PermissionDenied:
+                refused.append(namespace)
+                continue
+            except RaybridgeError as exc:
+                return OperatorRelease(None, unknown_because=f"its Deployment could not be read: {exc}")
+            if items:
+                break
+        if not items and refused:
+            return OperatorRelease(None, unknown_because=f"this user may not list Deployments cluster-wide or in {', '.join(refused)}")
+    except RaybridgeError as exc:  # a failing or odd answer: the release stays unknown, the caller goes on
         return OperatorRelease(None, unknown_because=f"its Deployment could not be read: {exc}")
-    items = [d for d in (answer or {}).get("items") or [] if isinstance(d, dict)] if isinstance(answer, dict) else []
     if not items:
-        return OperatorRelease(None, unknown_because=f"no Deployment labelled {KUBERAY_OPERATOR_SELECTOR}")
+        return OperatorRelease(None, unknown_because=f"no Deployment labelled {selector}")
     releases = sorted({r for r in (release_of_deployment(d) for d in items) if r})
     where = ", ".join(f"Deployment {(d.get('metadata') or {}).get('namespace')}/{(d.get('metadata') or {}).get('name')}" for d in items)
     if len(releases) != 1:
         why = "its Deployment names no release" if not releases else f"several releases run: {', '.join(releases)}"
         return OperatorRelease(None, where, why)
     return OperatorRelease(releases[0], where)
+
+
+def _deployments(kube: Kube, what: str, path: str) -> list[dict[str, Any]]:
+    """The Deployments a list answers ([] when the API does not serve them); PermissionDenied and errors raise."""
+    answer = api_call(f"listing {what}'s Deployments", raw_get, kube, path, None, False, not_found_ok=True)
+    items = answer.get("items") if isinstance(answer, dict) else None
+    return [d for d in items if isinstance(d, dict)] if isinstance(items, list) else []

@@ -16,6 +16,7 @@ has no token to check.
 from __future__ import annotations
 
 import copy
+import json
 import re
 import uuid
 from pathlib import Path
@@ -30,6 +31,7 @@ from kubesim.fixtures import leftovers, make_cluster_queue, make_local_queue, ra
 RBAC_FILE = ROOT / "configs" / "rbac" / "submitter.yaml"
 TOKEN_AUTH_FILE = ROOT / "configs" / "rbac" / "submitter-token-auth.yaml"
 CLUSTER_PODS_FILE = ROOT / "configs" / "rbac" / "submitter-cluster-pods.yaml"
+KUBERAY_RELEASE_FILE = ROOT / "configs" / "rbac" / "submitter-kuberay-release.yaml"
 EXAMPLE_NAMESPACE, ACCOUNT = "team-a", "raybridge-submitter"
 RAY = "ray.io/v1"
 
@@ -44,10 +46,11 @@ def server(real_cluster):
         client.close()
 
 
-def _shipped_docs(token_auth: bool = False, cluster_pods: bool = False) -> list[dict[str, Any]]:
-    """The shipped RBAC: submitter.yaml, with the opt-in submitter-token-auth.yaml (`token_auth`) and
-    submitter-cluster-pods.yaml (`cluster_pods`) beside it."""
-    files = [RBAC_FILE, *([TOKEN_AUTH_FILE] if token_auth else []), *([CLUSTER_PODS_FILE] if cluster_pods else [])]
+def _shipped_docs(token_auth: bool = False, cluster_pods: bool = False, kuberay_release: bool = False) -> list[dict[str, Any]]:
+    """The shipped RBAC: submitter.yaml, with the opt-in submitter-token-auth.yaml (`token_auth`),
+    submitter-cluster-pods.yaml (`cluster_pods`) and submitter-kuberay-release.yaml (`kuberay_release`) beside it."""
+    files = [RBAC_FILE, *([TOKEN_AUTH_FILE] if token_auth else []), *([CLUSTER_PODS_FILE] if cluster_pods else []),
+             *([KUBERAY_RELEASE_FILE] if kuberay_release else [])]  # fmt: skip
     return [d for path in files for d in yaml.safe_load_all(path.read_text()) if d]
 
 
@@ -57,10 +60,10 @@ def _for_namespace(doc: dict[str, Any], namespace: str) -> dict[str, Any]:
     meta = doc["metadata"]
     if meta.get("namespace") == EXAMPLE_NAMESPACE:
         meta["namespace"] = namespace
-    elif doc["kind"].startswith("Cluster"):
+    elif doc["kind"].startswith("Cluster") or meta.get("namespace"):  # cluster-wide, or in another namespace (the operator's)
         meta["name"] = f"{meta['name']}-{namespace}"
-    if doc["kind"] == "ClusterRoleBinding":
-        doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{namespace}"
+        if doc["kind"].endswith("RoleBinding"):
+            doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{namespace}"
     for subject in doc.get("subjects", ()):
         subject["namespace"] = namespace
     return doc
@@ -82,16 +85,16 @@ def _without(doc: dict[str, Any], group: str, resource: str, verb: str) -> dict[
 
 
 def _submitter(server: Any, tmp_path: Path, *drops: tuple[str, str, str, str] | None, token_auth: bool = False,
-               cluster_pods: bool = True) -> tuple[str, str, Callable[..., Any]]:
+               cluster_pods: bool = True, kuberay_release: bool = True) -> tuple[str, str, Callable[..., Any]]:
     """A fresh namespace with a LocalQueue, the shipped RBAC applied there (with the opt-in token-auth file when
-    `token_auth`, the opt-in cluster-wide pod list when `cluster_pods`; less `drops`), and a CLI runner as its
-    ServiceAccount."""
+    `token_auth`, the opt-in cluster-wide pod list when `cluster_pods`, the operator's Deployment read when
+    `kuberay_release`; less `drops`), and a CLI runner as its ServiceAccount."""
     suffix = uuid.uuid4().hex[:6]
     namespace, lq = f"team-{suffix}", f"lq-{suffix}"
     server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     make_cluster_queue(server, f"cq-{suffix}", gpus=8)
     make_local_queue(server, lq, namespace, f"cq-{suffix}")
-    docs = [_for_namespace(doc, namespace) for doc in _shipped_docs(token_auth, cluster_pods)]
+    docs = [_for_namespace(doc, namespace) for doc in _shipped_docs(token_auth, cluster_pods, kuberay_release)]
     for drop in drops:
         if drop:
             holders = [doc for doc in docs if doc["kind"] == drop[0] and _grants(doc, drop[1], drop[2])]
@@ -315,4 +318,32 @@ def test_the_default_rbac_lists_pods_in_its_namespace_only_and_says_free_gpus_ar
     assert out.returncode == 0, out.stderr
     assert "ran without the pod list" in out.stdout
     assert _refusals(out.stderr) == ["note: free GPUs unknown: no permission to list pods"], out.stderr
+    assert leftovers(server, namespace) == {}
+
+
+def test_without_the_operator_read_submit_assumes_an_older_kuberay_and_says_so_and_check_shows_it(server, tmp_path):
+    """The operator's release decides the bound after an eviction (docs/lifecycle.md); the default RBAC cannot read
+    the operator's Deployment, so raybridge keeps the job id, as for an operator before v1.6, and says why. With
+    the opt-in Role (submitter-kuberay-release.yaml, in the operator's namespace) it reads v1.6.1."""
+    namespace, lq, cli = _submitter(server, tmp_path, kuberay_release=False)
+    out = cli("submit", "-n", namespace, "--queue", lq, "--name", "assumed", "--", "python", "-c", "print('ran')")
+    assert out.returncode == 0, out.stderr
+    assert _refusals(out.stderr) == [
+        "note: KubeRay operator release unknown (this user may not list Deployments cluster-wide or in kuberay-system, "
+        "ray-system, kuberay-operator, default): assuming one before v1.6, so no preRunningDeadlineSeconds: if Kueue evicts "
+        "the job after raybridge has exited, the readmitted RayJob holds its new cluster for the job's age then plus 30m, "
+        "and on v1.3 to v1.6 up to about 17 minutes longer (the operator's backoff)"
+    ], out.stderr
+    checked = cli("check", "-n", namespace, "--queue", lq, "-o", "json")
+    rows = {row["check"]: row for row in json.loads(checked.stdout)["checks"]}
+    assert checked.returncode == 0, checked.stderr
+    assert rows["KubeRay operator"]["status"] == "unknown" and rows["queue"]["status"] == "ok", rows
+    assert "assumed before v1.6" in rows["orphan bound"]["detail"]
+
+    (tmp_path / "opted-in").mkdir()
+    namespace, lq, cli = _submitter(server, tmp_path / "opted-in")
+    checked = cli("check", "-n", namespace, "--queue", lq, "-o", "json")
+    rows = {row["check"]: row for row in json.loads(checked.stdout)["checks"]}
+    assert rows["KubeRay operator"] == {"check": "KubeRay operator", "status": "ok",
+                                        "detail": "v1.6.1 (Deployment kuberay-system/kuberay-operator)"}, rows  # fmt: skip
     assert leftovers(server, namespace) == {}

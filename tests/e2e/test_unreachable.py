@@ -99,6 +99,7 @@ COMMANDS = [
     ["status", "some-job"],
     ["delete", "some-job"],
     ["discover"],
+    ["check"],
     # The job's --timeout (default 1800 s) bounds the wait for admission, not a dead API server.
     ["submit", "--entrypoint", "python x.py", "--backend", "kubernetes"],
     ["submit", "examples/hello.yaml"],

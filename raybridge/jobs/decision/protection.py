@@ -283,21 +283,31 @@ def handover_notes(pre_running: bool, queued: bool, max_run_seconds: Optional[in
     ]
 
 
+def after_eviction(pre_running: bool, bound: int) -> str:
+    """What bounds a RayJob that Kueue evicts after raybridge has exited, then admits again."""
+    if pre_running:
+        return f"the readmitted RayJob fails within {_span(bound)} of its new start (preRunningDeadlineSeconds)"
+    return (
+        f"the readmitted RayJob holds its new cluster for the job's age then plus {_span(bound)}, and on v1.3 to v1.6 "
+        "up to about 17 minutes longer (the operator's backoff)"
+    )
+
+
 def eviction_bound_note(operator: str, known: bool, pre_running: bool, bound: int) -> str:
-    """What bounds the RayJob if Kueue evicts it after raybridge has exited, given the operator's release
-    (`operator`: the release and where it was read, or why it is unknown)."""
+    """The submit's line on what bounds the RayJob if Kueue evicts it after raybridge has exited, given the
+    operator's release (`operator`: the release and where it was read, or why it is unknown)."""
     if pre_running:
         return (
-            f"orphan protection: KubeRay operator {operator} honours preRunningDeadlineSeconds: once the job runs its id "
-            f"is cleared, so if Kueue evicts it after raybridge has exited the readmitted RayJob fails within {_span(bound)} "
-            "of its new start"
+            f"orphan protection after an eviction: KubeRay operator {operator} honours preRunningDeadlineSeconds: once the job runs its id "
+            f"is cleared, so if Kueue evicts it after raybridge has exited {after_eviction(True, bound)}"
         )
     release = f"KubeRay operator {operator} predates v1.6" if known else f"KubeRay operator release {operator}: assuming one before v1.6"
-    return (
-        f"note: {release}, so no preRunningDeadlineSeconds: if Kueue evicts the job after raybridge has exited, the "
-        f"readmitted RayJob holds its new cluster for the job's age then plus {_span(bound)}, and on v1.3 to v1.6 up to "
-        "about 17 minutes longer (the operator's backoff)"
-    )
+    return f"note: {release}, so no preRunningDeadlineSeconds: if Kueue evicts the job after raybridge has exited, {after_eviction(False, bound)}"
+
+
+def orphan_bound_summary(pre_running: bool, bound: int) -> str:
+    """The orphan bound on a cluster, in one line: raybridge gone, and evicted after that."""
+    return f"raybridge gone: the RayJob fails within {_span(bound)}; evicted after that: {after_eviction(pre_running, bound)}"
 
 
 def protections_of(obj: dict[str, Any]) -> list[Protection]:
@@ -322,12 +332,14 @@ __all__ = [
     "ORPHAN_BOUND_SECONDS",
     "Protection",
     "Renewal",
+    "after_eviction",
     "eviction_bound_note",
     "guarded",
     "handover_notes",
     "handover_patch",
     "kueue_limits_run",
     "orphan_bound_problem",
+    "orphan_bound_summary",
     "parse_time",
     "pre_running_supported",
     "protections_of",

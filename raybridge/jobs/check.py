@@ -1,0 +1,168 @@
+"""`check`: before the first submit, what this cluster offers a job and what is missing, in one table.
+
+The service behind `python -m raybridge check`, in the spirit of `sky check`:
+it connects with the command's kubeconfig and context and reports, one row
+each, the API server (its address and Kubernetes version), the namespace,
+KubeRay (the API versions served, the fields the RayJob CRD knows, the
+operator's release from its Deployment), Kueue (API versions, controller
+release), the queue and WorkloadPriorityClass a job would name (through the
+same preflight `submit` runs), and the orphan bound a job gets on that
+KubeRay release. A row is `ok`, `missing` (a submit would fail or wait for
+ever), `unknown` (this user may not read it) or `note`.
+
+An API server that does not answer is exit 3 with one line, as for every
+command. It returns data (`ClusterCheck`) and prints nothing; it creates
+nothing and never asks for more than read rights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from raybridge.core.consts import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, RAY_API_GROUP
+from raybridge.errors import BadInput, RaybridgeError
+from raybridge.jobs.decision.protection import orphan_bound_summary, pre_running_supported
+from raybridge.jobs.preflight import preflight
+from raybridge.kube.client import Kube, PermissionDenied, api_call, namespace_exists, raw_get
+from raybridge.kube.kueue import served_versions
+from raybridge.kube.operators import kuberay_operator_release, kueue_release
+
+OK, MISSING, UNKNOWN, NOTE = "ok", "missing", "unknown", "note"
+RAYJOB_CRD = "rayjobs.ray.io"
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    check: str
+    status: str
+    detail: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"check": self.check, "status": self.status, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class ClusterCheck:
+    server: str
+    context: Optional[str]
+    namespace: str
+    rows: tuple[CheckRow, ...] = field(default=())
+
+    @property
+    def missing(self) -> list[CheckRow]:
+        return [row for row in self.rows if row.status == MISSING]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "server": self.server, "context": self.context, "namespace": self.namespace,
+            "ready": not self.missing, "checks": [row.to_dict() for row in self.rows],
+        }  # fmt: skip
+
+
+def check_cluster(kube: Kube, queue: Optional[str], priority_class: Optional[str], orphan_bound: int) -> ClusterCheck:
+    """Every row of the check against `kube` (connected, with the namespace to check)."""
+    rows = [_api_server(kube)]  # first: an API server that does not answer ends the check here (exit 3)
+    namespace = _namespace(kube)
+    rows.append(namespace)
+    kuberay_rows, pre_running, known = _kuberay(kube)
+    rows += kuberay_rows
+    rows += _kueue(kube)
+    if namespace.status != MISSING:  # the queue's preflight would only say the namespace is missing again
+        rows += _queue(kube, queue, priority_class)
+    summary = orphan_bound_summary(pre_running, orphan_bound)
+    rows.append(CheckRow("orphan bound", OK if pre_running else NOTE, summary if known else f"{summary} (operator release unknown: assumed before v1.6)"))
+    return ClusterCheck(kube.server, kube.context, kube.namespace, tuple(rows))
+
+
+def _api_server(kube: Kube) -> CheckRow:
+    """The Kubernetes version; an API server that does not answer raises (exit 3), as it would for any command."""
+    version = api_call("reading the API server's version", raw_get, kube, "/version")
+    git_version = version.get("gitVersion") if isinstance(version, dict) else None
+    return CheckRow("API server", OK, f"{kube.server} (Kubernetes {git_version or 'version not given'})")
+
+
+def _namespace(kube: Kube) -> CheckRow:
+    exists = namespace_exists(kube, kube.namespace)
+    if exists is None:
+        return CheckRow("namespace", UNKNOWN, f"{kube.namespace}: this user may not read namespaces")
+    return CheckRow("namespace", OK if exists else MISSING, kube.namespace if exists else f"{kube.namespace} does not exist")
+
+
+def _optional(kube: Kube, what: str, path: str) -> tuple[Any, str]:
+    """(answer, "") or (None, why not): not served, not allowed, or failing."""
+    try:
+        answer = api_call(what, raw_get, kube, path, None, False, not_found_ok=True)
+    except PermissionDenied:
+        return None, "this user may not read it"
+    except RaybridgeError as exc:
+        return None, str(exc)
+    return answer, "" if answer is not None else "not served"
+
+
+def _kuberay(kube: Kube) -> tuple[list[CheckRow], bool, bool]:
+    """The KubeRay rows, whether the operator honours preRunningDeadlineSeconds, whether its release is known."""
+    group, why = _optional(kube, "reading the ray.io API group", f"/apis/{RAY_API_GROUP}")
+    versions = [v.get("version") for v in (group or {}).get("versions") or [] if isinstance(v, dict)] if isinstance(group, dict) else []
+    rows = [CheckRow("KubeRay API", OK if "v1" in versions else MISSING,
+                     f"ray.io {', '.join(versions)}" if versions else f"ray.io is {why}: KubeRay is not installed")]  # fmt: skip
+    crd, why = _optional(kube, f"reading CRD {RAYJOB_CRD}", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{RAYJOB_CRD}")
+    if isinstance(crd, dict):
+        spec = _served_schema(crd, "v1")
+        fields = [
+            name for name, found in (
+                ("preRunningDeadlineSeconds", "preRunningDeadlineSeconds" in spec),
+                ("authOptions", "authOptions" in _properties(spec.get("rayClusterSpec"))),
+            ) if found
+        ]  # fmt: skip
+        rows.append(CheckRow("RayJob CRD", OK, f"knows {', '.join(fields)}" if fields else "knows neither preRunningDeadlineSeconds (v1.6) nor authOptions (v1.5.1)"))
+    elif versions:
+        rows.append(CheckRow("RayJob CRD", UNKNOWN, f"CRD {RAYJOB_CRD}: {why}"))
+    operator = kuberay_operator_release(kube)
+    if versions:
+        rows.append(CheckRow("KubeRay operator", OK if operator.version else UNKNOWN, operator.describe()))
+    return rows, pre_running_supported(operator.version), operator.version is not None
+
+
+def _properties(schema: Any) -> dict[str, Any]:
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return properties if isinstance(properties, dict) else {}
+
+
+def _served_schema(crd: dict[str, Any], version: str) -> dict[str, Any]:
+    """The `spec` properties of a CRD's version (its openAPIV3Schema), {} when absent."""
+    for entry in (crd.get("spec") or {}).get("versions") or []:
+        if isinstance(entry, dict) and entry.get("name") == version:
+            root = ((entry.get("schema") or {}).get("openAPIV3Schema")) or {}
+            return _properties(_properties(root).get("spec"))
+    return {}
+
+
+def _kueue(kube: Kube) -> list[CheckRow]:
+    versions = served_versions(kube)
+    if not versions:
+        return [CheckRow("Kueue API", NOTE, "kueue.x-k8s.io is not served: jobs are not queued")]
+    release = kueue_release(kube)
+    return [
+        CheckRow("Kueue API", OK, f"kueue.x-k8s.io {', '.join(versions)}"),
+        CheckRow("Kueue controller", OK if release.version else UNKNOWN, release.describe()),
+    ]
+
+
+def _queue(kube: Kube, queue: Optional[str], priority_class: Optional[str]) -> list[CheckRow]:
+    """The queue and priority class a job would name, through `submit`'s own preflight."""
+    labels = {k: v for k, v in ((KUEUE_QUEUE_LABEL, queue), (KUEUE_PRIORITY_LABEL, priority_class)) if v}
+    probe = {"kind": "RayJob", "metadata": {"name": "check", "namespace": kube.namespace, "labels": labels}, "spec": {}}
+    what = ", ".join(filter(None, (f"LocalQueue {queue}" if queue else "", f"WorkloadPriorityClass {priority_class}" if priority_class else "")))
+    try:
+        found = preflight(kube, kube.namespace, probe)
+    except BadInput as exc:
+        return [CheckRow("priority class" if "WorkloadPriorityClass" in p else "queue", MISSING, p) for p in exc.problems]
+    rows = []
+    if found.queue:
+        behind = f" -> ClusterQueue {found.cluster_queue}" if found.cluster_queue else ""
+        rows.append(CheckRow("queue", OK, f"LocalQueue {found.queue}{behind}" + (f" ({what})" if priority_class else "")))
+    elif not queue:
+        rows.append(CheckRow("queue", NOTE, "no --queue, and no LocalQueue named default here: the job is not queued by Kueue"))
+    rows += [CheckRow("queue", NOTE, text) for text in found.notes]
+    return rows
