@@ -58,6 +58,24 @@ def test_admitted_before_kuberay_unsuspends_says_so_not_a_bare_status(deployment
     assert line == "admitted by lq; waiting for KubeRay to start the Ray cluster"
 
 
+NOT_QUEUED = {"kind": "RayJob", "metadata": {"name": "train", "namespace": "ml", "labels": {}}}
+
+# (case, RayJob's deployment status, queued by Kueue, the line)
+UNADMITTED_ROWS = [
+    ("queued, no Workload yet", "Suspended", True, "waiting for Kueue to pick the job up (no Workload yet)"),
+    ("not queued, new: KubeRay's turn, not Kueue's", "New", False, "waiting for KubeRay to take it up"),
+    ("not queued, no status yet", "", False, "waiting for KubeRay to take it up"),
+    ("suspending, its Workload gone", "Suspending", True, "suspending: KubeRay is taking its Ray cluster down"),
+    ("suspended without a queue", "Suspended", False, "suspended"),
+]
+
+
+@pytest.mark.parametrize("case,deployment,queued,line", UNADMITTED_ROWS, ids=[r[0] for r in UNADMITTED_ROWS])
+def test_a_job_without_an_admitted_workload_is_said_in_words_never_a_bare_status(case, deployment, queued, line):
+    rayjob = {**(RAYJOB if queued else NOT_QUEUED), "status": {"jobDeploymentStatus": deployment}}
+    assert progress_line(rayjob, None, None) == line
+
+
 def test_requests_add_up_over_pod_sets():
     asks = podset_requests(PENDING)
     assert (asks["nvidia.com/gpu"], asks["cpu"], asks["memory"]) == (8, 34, (8 + 128) * 2**30)

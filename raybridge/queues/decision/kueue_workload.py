@@ -35,6 +35,7 @@ from decimal import Decimal
 from typing import Any, Optional, Sequence
 
 from raybridge.queues.decision.kueue_fit import UNLIMITED, QuotaForest, cohort_of, pod_requests
+from raybridge.core.consts import KUEUE_QUEUE_LABEL
 from raybridge.core.kubeobjects import as_dict, as_list, cluster_queue_usage, quantity_or_none
 from raybridge.core.quantity import parse_quantity
 
@@ -187,8 +188,15 @@ def progress_line(ray_object: dict[str, Any], workload: Optional[dict[str, Any]]
         desired = cluster.get("desiredWorkerReplicas")
         workers = f", workers ready {ready}/{desired}" if desired else ""
         return f"admitted{f' by {queue}' if queue else ''}; Ray cluster {deployment.lower()}{workers}"
-    if state == "none" and deployment in ("Suspended", "New", ""):
+    queued = bool(as_dict(as_dict(ray_object.get("metadata")).get("labels")).get(KUEUE_QUEUE_LABEL))
+    if state == "none" and queued and deployment in ("Suspended", "New", ""):
         return "waiting for Kueue to pick the job up (no Workload yet)"
+    if deployment in ("New", ""):
+        return "waiting for KubeRay to take it up"
+    if deployment == "Suspending":
+        return "suspending: KubeRay is taking its Ray cluster down"
+    if deployment == "Suspended":
+        return "suspended" + ("; waiting for Kueue to admit it" if queued else "")
     reason = status.get("reason")
     return f"{deployment}" + (f" ({reason}: {status.get('message', '')})" if reason else "")
 
