@@ -336,6 +336,19 @@ class _RayJobRun:
         #: Kueue enforces maxRunSeconds (its label); otherwise it lives in activeDeadlineSeconds.
         self.kueue_limits_run = False
         self.guard: Optional[OrphanGuard] = None
+        #: KubeRay failed the RayJob at a deadline while the job ran (seen by the guard): the job is over.
+        self.deadline_reached = False
+
+    def end_at_deadline(self, obj: dict[str, Any]) -> None:
+        """The guard saw KubeRay fail the RayJob at a deadline: stop the Ray job now (KubeRay stops nothing, and its
+        cluster lives ttlSecondsAfterFinished longer), so the log stream ends and `recover` says why."""
+        self.deadline_reached = True
+        jobs = self.jobs
+        if jobs is not None:
+            try:
+                jobs.stop(self.submission_id)
+            except Exception:  # the cluster may be going already: the stream ends either way
+                pass
 
     def guard_trouble(self) -> str:
         """Why the orphan bound was not renewed, when the guard knows: its renewals failing, and the last error."""
@@ -441,7 +454,10 @@ class _RayJobRun:
         return bool(self.cluster) and self.rays.get("RayCluster", self.cluster, self.namespace) is None
 
     def evicted_now(self) -> bool:
-        """Read the RayJob and its Workload now: has the job's cluster been taken away? False if unknown."""
+        """Read the RayJob and its Workload now: has the job's cluster been taken away (or KubeRay failed the RayJob
+        at a deadline)? False if unknown."""
+        if self.deadline_reached:
+            return True
         try:
             obj = self.rays.get("RayJob", self.name, self.namespace)
             if obj is None:
@@ -563,7 +579,7 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
     try:
         stored = create_protected(submitted.rays, rayjob)
         submitted.created = True
-        queued = _announce_created(stored, namespace, name, options)
+        queued = _announce_created(stored, namespace, name, options, spec.max_run_seconds)
         _refuse_if_suspended_without_queue(kube, stored, namespace, name)
         run = _RayJobRun(kube, submitted.rays, options, spec, name, runtime_env, queued=queued, submission_id=prepared.submission_id)
         run.pre_running, run.kueue_limits_run = pre_running_supported(operator.version), kueue_limits_run(stored)
@@ -572,7 +588,7 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
         submitted.run = run
         run.guard = submitted.guard = _start_orphan_guard(options, name, namespace, Renewal(
             options.orphan_bound, spec.max_run_seconds, run.kueue_limits_run, prepared.submission_id, run.pre_running,
-        ))  # fmt: skip
+        ), on_deadline=run.end_at_deadline)  # fmt: skip
         run.start()
     except BaseException:
         submitted.cleanup()
@@ -628,11 +644,11 @@ class _Submitted:
         return []
 
 
-def _announce_created(stored: dict[str, Any], namespace: str, name: str, options: SubmitOptions) -> bool:
+def _announce_created(stored: dict[str, Any], namespace: str, name: str, options: SubmitOptions, max_run_seconds: Optional[int]) -> bool:
     """Say the RayJob exists, in which queue, and which orphan protections the server kept; whether Kueue queues it."""
     queue = (stored["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
     options.progress(f"created RayJob {namespace}/{name}" + (f" in queue {queue}" if queue else " (not queued by Kueue)"))
-    protections = protections_of(stored)
+    protections = protections_of(stored, max_run_seconds)
     for protection in protections:
         options.progress(f"orphan protection: {protection.describe()}")
     if not protections:
@@ -659,11 +675,13 @@ def _refuse_if_suspended_without_queue(kube: Kube, stored: dict[str, Any], names
     )
 
 
-def _start_orphan_guard(options: SubmitOptions, name: str, namespace: str, renewal: Renewal) -> OrphanGuard:
+def _start_orphan_guard(
+    options: SubmitOptions, name: str, namespace: str, renewal: Renewal, on_deadline: Optional[Callable[[dict[str, Any]], None]] = None
+) -> OrphanGuard:
     """Start renewing the RayJob's orphan bound until the job ends or is handed over."""
     # Its own client: the renewals must not share the command's deadline or the waits' retries.
     guard_rays = RayObjects(replace(options.cluster, namespace=namespace).connect(None))
-    return OrphanGuard(guard_rays, name, namespace, renewal, options.progress).start()
+    return OrphanGuard(guard_rays, name, namespace, renewal, options.progress, on_deadline=on_deadline).start()
 
 
 def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:

@@ -36,6 +36,11 @@ from raybridge.kube.rayapi import RayObjects
 
 #: How soon a failed renewal is tried again (the regular interval is a sixth of the bound, at most a minute).
 RETRY_SECONDS = 5.0
+#: How long after a deadline runs out the guard looks (and looks again while KubeRay has not failed the RayJob yet:
+#: it checks at each reconcile of Running, at least every RayJobDefaultRequeueDuration, 3 s).
+DEADLINE_LOOK_SECONDS = 2.0
+#: The reasons KubeRay gives a RayJob it failed at a deadline (rayv1.DeadlineExceeded, PreRunningDeadlineExceeded).
+DEADLINE_REASONS = ("DeadlineExceeded", "PreRunningDeadlineExceeded")
 
 
 def awake_or_asleep_clock() -> float:
@@ -57,6 +62,7 @@ class OrphanGuard:
         renewal: Renewal,
         progress: Callable[[str], None],
         clock: Callable[[], float] = awake_or_asleep_clock,
+        on_deadline: Optional[Callable[[dict], None]] = None,
     ) -> None:
         self.rays, self.name, self.namespace = rays, name, namespace
         self.renewal = renewal
@@ -70,6 +76,9 @@ class OrphanGuard:
         self._expires: Optional[float] = None  # (clock) when the last written deadline runs out, if known
         self.renewals = 0
         self.last_error = ""
+        #: Called once, from the guard's thread, with the RayJob KubeRay failed at a deadline (the run-time limit
+        #: or the bound itself): the job's watcher ends the Ray job then, rather than when its cluster goes.
+        self.on_deadline = on_deadline
 
     @property
     def bound(self) -> int:
@@ -102,8 +111,14 @@ class OrphanGuard:
             self.renew_once()
 
     def next_wait(self) -> float:
-        """Seconds to the next renewal: the interval, or RETRY_SECONDS while renewals fail."""
-        return min(RETRY_SECONDS, self.interval) if self._failing_since is not None else self.interval
+        """Seconds to the next look: the interval, RETRY_SECONDS while renewals fail or no start has been seen,
+        and no later than just after the deadline in force runs out (a run-time limit shorter than the
+        interval), so its end is seen at once."""
+        if self._failing_since is not None:
+            return min(RETRY_SECONDS, self.interval)
+        if self._expires is not None:
+            return min(self.interval, max(DEADLINE_LOOK_SECONDS, self._expires - self.clock() + DEADLINE_LOOK_SECONDS))
+        return min(self.interval, RETRY_SECONDS)  # no start seen yet: KubeRay sets it within seconds
 
     def _since(self, obj: dict, server_now: Optional[float]) -> Optional[float]:
         """How long ago the RayJob's current start was (a lower bound on KubeRay's measure), or None."""
@@ -120,7 +135,11 @@ class OrphanGuard:
             if obj is None:
                 self._stop.set()  # deleted: nothing left to guard
                 return None
-            if (obj.get("status") or {}).get("jobDeploymentStatus") in ("Complete", "Failed"):
+            status = obj.get("status") or {}
+            if status.get("jobDeploymentStatus") in ("Complete", "Failed"):
+                if status.get("reason") in DEADLINE_REASONS and self.on_deadline is not None:
+                    on_deadline, self.on_deadline = self.on_deadline, None
+                    on_deadline(obj)
                 return None
             since = self._since(obj, server_now)
             self._note_expiry((obj.get("spec") or {}).get("activeDeadlineSeconds"), since)

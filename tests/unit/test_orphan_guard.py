@@ -212,3 +212,28 @@ def test_a_crd_older_than_its_v1_6_operator_keeps_the_job_id_and_says_why() -> N
     assert len(said) == 1 and "has no preRunningDeadlineSeconds" in said[0]
     clock.now += 60
     assert g.renew_once() == {"activeDeadlineSeconds": 1860}  # from now on the bound alone
+
+
+def test_a_run_time_limit_shorter_than_the_interval_is_looked_at_as_it_runs_out_and_its_end_handed_on_once() -> None:
+    rays, clock, ended = FakeRays(rayjob("Running", START, deadline=20)), Clock(), []
+    rays.server_now = START_EPOCH + 5
+    g = guard(rays, clock, [], max_run=20, kueue_limits_run=False)
+    g.on_deadline = ended.append
+    assert g.renew_once() is None  # 20 carried, 20 wanted
+    assert g.next_wait() == pytest.approx(20 - 5 + 2)  # just after the limit runs out, not a minute later
+    clock.now += 17
+    rays.server_now += 17
+    assert g.renew_once() is None and g.next_wait() == 2.0  # run out, KubeRay has not failed it yet: look again soon
+    rays.obj["status"].update(jobDeploymentStatus="Failed", reason="DeadlineExceeded")
+    g.renew_once()
+    g.renew_once()
+    assert [obj["status"]["reason"] for obj in ended] == ["DeadlineExceeded"]
+
+
+def test_a_job_that_failed_for_its_own_reasons_is_not_handed_on_as_a_deadline() -> None:
+    rays, clock, ended = FakeRays(rayjob("Failed", START)), Clock(), []
+    rays.obj["status"]["reason"] = "AppFailed"
+    g = guard(rays, clock, [])
+    g.on_deadline = ended.append
+    g.renew_once()
+    assert ended == []

@@ -115,6 +115,14 @@ def test_unknown_fields_of_a_strict_refusal():
     assert unknown_fields(message) == ["spec.preRunningDeadlineSeconds", "spec.x"]
 
 
+def test_a_deadline_that_is_the_run_time_limit_is_said_as_the_limit():
+    obj = guarded(rayjob(queued=False), "j-1", 1800, 20)
+    (limit,) = protections_of(obj, max_run_seconds=20)
+    assert limit.run_limit and limit.describe().startswith("the RayJob fails 20s after it starts, its run-time limit (maxRunSeconds")
+    (bound,) = protections_of(guarded(rayjob(queued=False), "j-1", 1800, 7200), max_run_seconds=7200)
+    assert not bound.run_limit  # the bound is shorter: the deadline is the bound
+
+
 def test_describe_names_the_bound_in_plain_words():
     (first,) = protections_of(guarded(rayjob(), "j-1"))
     assert first.describe().startswith("if raybridge stops renewing it, the RayJob fails within 30m")

@@ -87,9 +87,16 @@ class Protection:
 
     field: str
     seconds: int
+    #: The deadline is the user's run-time limit (maxRunSeconds, shorter than the bound), not the bound itself.
+    run_limit: bool = False
 
     def describe(self) -> str:
         span = _span(self.seconds)
+        if self.field == "spec.activeDeadlineSeconds" and self.run_limit:
+            return (
+                f"the RayJob fails {span} after it starts, its run-time limit (maxRunSeconds, in {self.field}), "
+                "and frees its cluster and quota then, whether or not raybridge is still there"
+            )
         if self.field == "spec.activeDeadlineSeconds":
             return (
                 f"if raybridge stops renewing it, the RayJob fails within {span} and frees its cluster and quota "
@@ -310,13 +317,16 @@ def orphan_bound_summary(pre_running: bool, bound: int) -> str:
     return f"raybridge gone: the RayJob fails within {_span(bound)}; evicted after that: {after_eviction(pre_running, bound)}"
 
 
-def protections_of(obj: dict[str, Any]) -> list[Protection]:
-    """The protections an object (as created, read back from the server) really carries."""
+def protections_of(obj: dict[str, Any], max_run_seconds: Optional[int] = None) -> list[Protection]:
+    """The protections an object (as created, read back from the server) really carries; `max_run_seconds`, the
+    user's limit, tells a deadline that is that limit from the orphan bound."""
     spec = obj.get("spec") or {}
     labels = (obj.get("metadata") or {}).get("labels") or {}
     found = []
     if spec.get("activeDeadlineSeconds"):
-        found.append(Protection("spec.activeDeadlineSeconds", int(spec["activeDeadlineSeconds"])))
+        seconds = int(spec["activeDeadlineSeconds"])
+        limit = bool(max_run_seconds) and seconds == max_run_seconds and not kueue_limits_run(obj)
+        found.append(Protection("spec.activeDeadlineSeconds", seconds, run_limit=limit))
     # Kueue reads the label only on a job it manages (one with a queue-name label); elsewhere it is inert.
     if labels.get(KUEUE_QUEUE_LABEL) and str(labels.get(KUEUE_MAX_EXEC_TIME_LABEL, "")).isdigit():
         found.append(Protection(f"metadata.labels[{KUEUE_MAX_EXEC_TIME_LABEL}]", int(labels[KUEUE_MAX_EXEC_TIME_LABEL])))

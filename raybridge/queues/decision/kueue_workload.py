@@ -184,7 +184,7 @@ def progress_line(ray_object: dict[str, Any], workload: Optional[dict[str, Any]]
         return f"admitted{f' by {queue}' if queue else ''}; waiting for KubeRay to start the Ray cluster"
     if deployment in ("Initializing", "Running", "Waiting") or status.get("state") == "ready":
         cluster = status.get("rayClusterStatus") or {}
-        ready = cluster.get("readyWorkerReplicas")
+        ready = cluster.get("readyWorkerReplicas") or 0  # KubeRay leaves it out until a worker is ready
         desired = cluster.get("desiredWorkerReplicas")
         workers = f", workers ready {ready}/{desired}" if desired else ""
         return f"admitted{f' by {queue}' if queue else ''}; Ray cluster {deployment.lower()}{workers}"
