@@ -3,8 +3,7 @@
 The public surface, one call away from a notebook or a Ray driver::
 
     import raybridge
-    spec = raybridge.load_spec("examples/hello.yaml")
-    handle = raybridge.submit(spec)          # local Ray, or KubeRay + Kueue
+    handle = raybridge.submit("examples/hello.yaml")   # a path, a mapping or a JobSpec; local Ray, or KubeRay + Kueue
     handle.wait(); print(handle.logs())
 
 Names are imported lazily so that `import raybridge` (and `--help`) stays

@@ -128,13 +128,18 @@ class JobOutput:
     writes what is left.
     """
 
-    def __init__(self, write: Callable[[str], Any], plain: bool) -> None:
+    def __init__(self, write: Callable[[str], Any], plain: bool, quiet: "bool | None" = None) -> None:
         self._write = write
         self._plain = plain
+        self._quiet = quiet  # None: as the command line chose (`quiet_libraries`)
         self._held = ""
 
+    @property
+    def quiet(self) -> bool:
+        return _quiet if self._quiet is None else self._quiet
+
     def __call__(self, chunk: str) -> None:
-        if not _quiet and not self._plain:
+        if not self.quiet and not self._plain:
             self._write(chunk)
             return
         text = self._held + chunk
@@ -153,7 +158,7 @@ class JobOutput:
     def _clean(self, line: str) -> str:
         if self._plain:
             line = _ANSI.sub("", line)
-        if _quiet and (_RAY_INFO_LINE.match(line) or _RAY_ENTRYPOINT_LINE.match(line)):
+        if self.quiet and (_RAY_INFO_LINE.match(line) or _RAY_ENTRYPOINT_LINE.match(line)):
             return ""
         return line
 

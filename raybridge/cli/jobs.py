@@ -423,7 +423,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         progress(f"streaming logs of {handle.submission_id} (Ctrl-C stops the job and cleans up)")
         output = JobOutput(lambda text: (log_stream.write(text), log_stream.flush()), plain=not log_stream.isatty())
         try:
-            status = handle.stream_logs(output)
+            status = handle.stream_logs(output, raw=True)  # JobOutput filters as -v says
         finally:
             output.close()
         _report(handle, status, args.output, handle.outcome() if status != "SUCCEEDED" else None)

@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional
 from raybridge.jobs.decision.sizing import SizingDecision
 from raybridge.errors import InfraError
 from raybridge.jobapi.client import TERMINAL, JobOutcome, RayJobs
+from raybridge.noise import JobOutput
 
 
 class JobHandle:
@@ -105,17 +106,24 @@ class JobHandle:
     def logs(self) -> str:
         return self.jobs.logs(self.submission_id)
 
-    def stream_logs(self, write: Callable[[str], None]) -> str:
-        """Stream the logs into `write` until the job ends (through resubmissions after an eviction); the final status."""
-        while True:
-            final = self.jobs.stream_logs(self.submission_id, write)
-            if final in TERMINAL:
-                self.final_status = final
-                return final
-            settled = self._settle()
-            if settled is not None:
-                self.final_status = settled
-                return settled
+    def stream_logs(self, write: Callable[[str], Any], raw: bool = False) -> str:
+        """Stream the job's output into `write` until the job ends (through resubmissions after an eviction); the
+        final status. Ray's own INFO lines about running the job and ANSI colours are left out, as the command
+        line leaves them out; `raw=True` passes the log as Ray writes it."""
+        output = write if raw else JobOutput(write, plain=True, quiet=True)
+        try:
+            while True:
+                final = self.jobs.stream_logs(self.submission_id, output)
+                if final in TERMINAL:
+                    self.final_status = final
+                    return final
+                settled = self._settle()
+                if settled is not None:
+                    self.final_status = settled
+                    return settled
+        finally:
+            if isinstance(output, JobOutput):
+                output.close()
 
     def stop(self) -> None:
         self.jobs.stop(self.submission_id)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -56,6 +56,17 @@ class SubmitOptions:
     @property
     def cluster(self) -> ClusterTarget:
         return ClusterTarget(self.kubeconfig, self.context, self.namespace, self.request_timeout)
+
+
+def submit_options(**kwargs: Any) -> SubmitOptions:
+    """SubmitOptions from keyword arguments; an unknown one is BadInput naming it and the known ones."""
+    known = [f.name for f in fields(SubmitOptions)]
+    unknown = sorted(set(kwargs) - set(known))
+    if unknown:
+        raise BadInput(f"unknown submit option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} (options: {', '.join(known)})")
+    if kwargs.get("backend") not in (None, "local", "kubernetes"):
+        raise BadInput(f"backend must be 'local' or 'kubernetes' (got {kwargs['backend']!r})")
+    return SubmitOptions(**kwargs)
 
 
 def choose_backend(options: SubmitOptions) -> tuple[str, str]:

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from raybridge.jobs.decision.spec import JobSpec
 from raybridge.errors import BadInput
 from raybridge.jobs.handle import JobHandle
-from raybridge.jobs.options import SubmitOptions, check_runnable, choose_backend
+from raybridge.jobs.options import SubmitOptions, check_runnable, choose_backend, submit_options
+from raybridge.jobs.spec_file import SpecLike, as_spec
 
 
-def submit(spec: JobSpec, options: Optional[SubmitOptions] = None, **kwargs: Any) -> JobHandle:
-    """Size, launch and submit; returns once the Ray job is submitted."""
-    options = options or SubmitOptions(**kwargs)
+def submit(spec: SpecLike, options: Optional[SubmitOptions] = None, **kwargs: Any) -> JobHandle:
+    """Size, launch and submit; returns once the Ray job is submitted.
+
+    `spec`: a JobSpec, a spec file's path, or a mapping of the spec's fields (`{"entrypoint": "python x.py",
+    "gpus": 1}`); `kwargs` are SubmitOptions' fields (`backend="local"`, `timeout=600`, ...).
+    """
+    spec = as_spec(spec)
+    options = options or submit_options(**kwargs)
     check_runnable(spec, options.submission_id)
     backend, why = choose_backend(options)
     options.progress(f"backend: {backend} ({why})")

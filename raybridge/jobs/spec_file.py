@@ -7,11 +7,16 @@ CLI and the Python API. It does not validate the spec beyond what the parser doe
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Union
 
+from raybridge.errors import BadInput
 from raybridge.files import read_user_file
-from raybridge.jobs.decision.spec import parse_spec
+from raybridge.jobs.decision.spec import JobSpec, build_spec, parse_spec
+
+#: What the Python API takes as a job: a JobSpec, a spec file's path, or a mapping of the spec's fields.
+SpecLike = Union[JobSpec, str, "os.PathLike[str]", Mapping[str, Any]]
 
 
 def load_spec(path: Optional[str | Path], overrides: Optional[dict[str, Any]] = None) -> Any:
@@ -20,3 +25,15 @@ def load_spec(path: Optional[str | Path], overrides: Optional[dict[str, Any]] = 
         return parse_spec(None, overrides=overrides)
     text = read_user_file(path, "spec")
     return parse_spec(text, f"spec file {str(path)!r}", str(Path(path).resolve().parent), overrides)
+
+
+def as_spec(spec: Any) -> JobSpec:
+    """A JobSpec from what a Python caller passed: a JobSpec as it is, a path (str or PathLike) read as a spec
+    file, a mapping validated as the spec's fields (camelCase or snake_case); anything else is BadInput."""
+    if isinstance(spec, JobSpec):
+        return spec
+    if isinstance(spec, (str, os.PathLike)):
+        return load_spec(spec)
+    if isinstance(spec, Mapping):
+        return build_spec(dict(spec))
+    raise BadInput(f"the spec must be a JobSpec, a spec file's path or a mapping of its fields, not {type(spec).__name__}")
