@@ -26,6 +26,7 @@ def register(sub: Any) -> None:
             "Exit 0 when nothing is missing, 1 when something is, 3 when the API server does not answer."
         ),
     )
+    p.add_argument("spec", nargs="?", metavar="SPEC", help="a job spec: its namespace, queue and priorityClass are checked (flags win)")
     p.add_argument("--queue", help="the Kueue LocalQueue the job would name")
     p.add_argument("--priority-class", help="the Kueue WorkloadPriorityClass the job would name")
     p.add_argument("--orphan-timeout", type=orphan_seconds, default=None, metavar="SECONDS", help="the orphan bound to describe (default: 1800)")
@@ -39,8 +40,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     from raybridge.core.consts import ORPHAN_BOUND_SECONDS
     from raybridge.jobs.check import check_cluster
 
-    kube = cluster_target(args).connect()
-    result = check_cluster(kube, args.queue, args.priority_class, args.orphan_timeout or ORPHAN_BOUND_SECONDS)
+    from raybridge.jobs.spec_file import load_spec
+
+    spec = load_spec(args.spec, {"queue": args.queue, "priority_class": args.priority_class, "namespace": args.namespace})
+    kube = cluster_target(args, spec.namespace).connect()
+    result = check_cluster(kube, spec.queue, spec.priority_class, args.orphan_timeout or ORPHAN_BOUND_SECONDS)
     if args.output == "table":
         title = f"{result.context or 'in-cluster'} ({result.server}), namespace {result.namespace}"
         table(title, ("check", "status", "detail"), [(r.check, r.status, r.detail) for r in result.rows])

@@ -23,7 +23,7 @@ from typing import Any, Optional
 from raybridge.core.consts import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, RAY_API_GROUP
 from raybridge.errors import BadInput, RaybridgeError
 from raybridge.jobs.decision.protection import orphan_bound_summary, pre_running_supported
-from raybridge.jobs.preflight import preflight
+from raybridge.jobs.preflight import Preflight, preflight
 from raybridge.kube.client import Kube, PermissionDenied, api_call, namespace_exists, raw_get
 from raybridge.kube.kueue import served_versions
 from raybridge.kube.operators import kuberay_operator_release, kueue_release
@@ -150,19 +150,32 @@ def _kueue(kube: Kube) -> list[CheckRow]:
 
 
 def _queue(kube: Kube, queue: Optional[str], priority_class: Optional[str]) -> list[CheckRow]:
-    """The queue and priority class a job would name, through `submit`'s own preflight."""
-    labels = {k: v for k, v in ((KUEUE_QUEUE_LABEL, queue), (KUEUE_PRIORITY_LABEL, priority_class)) if v}
-    probe = {"kind": "RayJob", "metadata": {"name": "check", "namespace": kube.namespace, "labels": labels}, "spec": {}}
-    what = ", ".join(filter(None, (f"LocalQueue {queue}" if queue else "", f"WorkloadPriorityClass {priority_class}" if priority_class else "")))
-    try:
-        found = preflight(kube, kube.namespace, probe)
-    except BadInput as exc:
-        return [CheckRow("priority class" if "WorkloadPriorityClass" in p else "queue", MISSING, p) for p in exc.problems]
-    rows = []
-    if found.queue:
+    """The queue and the priority class a job would name, each through `submit`'s own preflight."""
+    rows: list[CheckRow] = []
+    found, problems = _preflight(kube, {KUEUE_QUEUE_LABEL: queue})
+    rows += [CheckRow("queue", MISSING, problem) for problem in problems]
+    if found is not None and found.queue:
         behind = f" -> ClusterQueue {found.cluster_queue}" if found.cluster_queue else ""
-        rows.append(CheckRow("queue", OK, f"LocalQueue {found.queue}{behind}" + (f" ({what})" if priority_class else "")))
-    elif not queue:
+        rows.append(CheckRow("queue", OK, f"LocalQueue {found.queue}{behind}"))
+    elif found is not None and not queue:
         rows.append(CheckRow("queue", NOTE, "no --queue, and no LocalQueue named default here: the job is not queued by Kueue"))
-    rows += [CheckRow("queue", NOTE, text) for text in found.notes]
+    rows += [CheckRow("queue", NOTE, text) for text in (found.notes if found is not None else ())]
+    if priority_class:
+        found, problems = _preflight(kube, {KUEUE_PRIORITY_LABEL: priority_class})
+        missing = [p for p in problems if "WorkloadPriorityClass" in p]
+        unread = [text for text in (found.notes if found is not None else ()) if "WorkloadPriorityClass" in text]
+        if missing:
+            rows += [CheckRow("priority class", MISSING, problem) for problem in missing]
+        else:
+            rows.append(CheckRow("priority class", UNKNOWN if unread else OK, unread[0] if unread else f"WorkloadPriorityClass {priority_class}"))
     return rows
+
+
+def _preflight(kube: Kube, labels: dict[str, Optional[str]]) -> tuple[Optional[Preflight], list[str]]:
+    """`submit`'s preflight of a RayJob carrying only these Kueue labels: what it found, or the problems it names."""
+    present = {key: value for key, value in labels.items() if value}
+    probe = {"kind": "RayJob", "metadata": {"name": "check", "namespace": kube.namespace, "labels": present}, "spec": {}}
+    try:
+        return preflight(kube, kube.namespace, probe), []
+    except BadInput as exc:
+        return None, list(exc.problems)

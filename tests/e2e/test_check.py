@@ -72,3 +72,18 @@ def test_check_of_a_namespace_that_does_not_exist(cluster):
     assert out.returncode == 1, out.stderr
     rows = [re.split(r"\s{3,}", line, maxsplit=2) for line in out.stdout.splitlines()[1:]]
     assert [row for row in rows if row[1] == "missing"] == [["namespace", "missing", "no-such-namespace does not exist"]], out.stdout
+
+
+def test_check_reads_the_namespace_queue_and_priority_class_a_spec_names(cluster, tmp_path):
+    namespace, lq, cq = fresh_queue(cluster[0])
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"name: j\nnamespace: {namespace}\nqueue: {lq}\npriorityClass: no-such-class\nentrypoint: python x.py\n")
+    out = check(cluster, str(spec), "-o", "json")
+    assert out.returncode == 1, out.stderr
+    found = json.loads(out.stdout)
+    assert found["namespace"] == namespace
+    rows = {row["check"]: row for row in found["checks"]}
+    assert rows["priority class"]["status"] == "missing", rows
+    assert rows["queue"] == {"check": "queue", "status": "ok", "detail": f"LocalQueue {lq} -> ClusterQueue {cq}"}, rows
+    flags_win = check(cluster, str(spec), "-n", "no-such-namespace", "-o", "json")
+    assert flags_win.returncode == 1 and json.loads(flags_win.stdout)["namespace"] == "no-such-namespace", flags_win.stdout
