@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 from dataclasses import replace
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from raybridge.cli.args import DOCUMENT_FORMATS, add_cluster_args, add_entrypoint_usage, add_inventory_args, add_output_arg, cluster_target, orphan_seconds, seconds
 from raybridge.core.consts import RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
@@ -365,7 +365,7 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
         warn("--keep is ignored: the private local head ends with this command (start one with `ray start --head` to keep it)")
 
 
-def _dry_run(spec: Any, options: Any, output: str) -> int:
+def _dry_run(spec: Any, options: Any, output: str, uploads: Sequence[str] = ()) -> int:
     from raybridge.cli.render import dump, progress
     from raybridge.jobapi.ray_import import installed_ray_version
     from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
@@ -383,6 +383,8 @@ def _dry_run(spec: Any, options: Any, output: str) -> int:
         namespace = replace(options.cluster, namespace=spec.namespace or options.namespace).resolved_namespace()
         result["objects"] = render_job(spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=namespace,
                                        ray_version=installed_ray_version())
+    for line in uploads:
+        progress(line)
     dump(result, "json" if output == "json" else "yaml")
     return EXIT_OK
 
@@ -390,17 +392,16 @@ def _dry_run(spec: Any, options: Any, output: str) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     from raybridge.cli.render import progress
     from raybridge.jobs import submit
-    from raybridge.jobs.options import local_uploads
+    from raybridge.jobs.options import local_uploads, upload_lines
     from raybridge.noise import JobOutput
 
     spec = _spec_from_args(args, "submit", args.submission_id)
     cluster_target(args)  # a --kubeconfig that does not exist is exit 2 whatever the backend; missing KUBECONFIG files are said
     options = _options_from_args(args)
     _check_flags_for_backend(args, spec, options)
-    for what, where, plan in local_uploads(spec):
-        progress(plan.describe(where, what=what))
+    uploads = local_uploads(spec)  # refuses what Ray would refuse; said when the upload is near (submit) or planned
     if args.dry_run:
-        return _dry_run(spec, options, args.output)
+        return _dry_run(spec, options, args.output, upload_lines(uploads, dry_run=True))
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     # A process started with SIGINT ignored (a parent that ignores it: a test runner's worker, `nohup`) keeps
     # it ignored in Python, and Ctrl-C would then never stop the job: submit always handles it.

@@ -373,6 +373,7 @@ class _RayJobRun:
             ready = self._wait_for_new_cluster(waiter, evicted_from)
         self._connect(ready)
         assert self.jobs is not None
+        self.options.before_upload()
         self.jobs.submit(
             self.spec.entrypoint or "", self.submission_id, self.runtime_env,
             metadata={"raybridge.io/job-name": self.name}, retry_for=min(60.0, max(waiter.deadline - time.monotonic(), 5.0)),

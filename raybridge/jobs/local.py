@@ -81,6 +81,7 @@ def submit_local(spec: JobSpec, options: SubmitOptions) -> JobHandle:
         jobs = RayJobs(dashboard, headers=head.auth_headers if head is not None and head.auth_headers else None)
         submission_id = options.submission_id or new_submission_id(name)
         retry_for = min(_HEAD_SUBMIT_RETRY, _left(deadline, options.timeout, "to submit the job")) if head else 0.0
+        options.before_upload()
         jobs.submit(spec.entrypoint, submission_id, runtime_env, metadata={"raybridge.io/job-name": name}, retry_for=retry_for)
         options.progress(f"submitted {submission_id} to {jobs.address}")
     except BaseException:

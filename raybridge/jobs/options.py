@@ -52,6 +52,9 @@ class SubmitOptions:
     #: Kubernetes: how soon after raybridge stops renewing it a RayJob fails (`jobs/decision/protection.py`).
     orphan_bound: int = ORPHAN_BOUND_SECONDS
     progress: Callable[[str], None] = field(default=_quiet)
+    #: Says what of the local directories goes to Ray; the backends call it just before the submission (set by
+    #: `submit`, from the listing it checked first).
+    before_upload: Callable[[], None] = field(default=lambda: None)
 
     @property
     def cluster(self) -> ClusterTarget:
@@ -118,6 +121,12 @@ def working_dir_upload(spec: JobSpec) -> Optional[tuple[str, UploadPlan]]:
         return None
     working_dir = str(Path(local).expanduser().resolve())
     return working_dir, plan_working_dir_upload(working_dir, spec.runtime_env)
+
+
+def upload_lines(uploads: list[tuple[str, str, "UploadPlan"]], dry_run: bool = False) -> list[str]:
+    """What `local_uploads` found, a line each: `uploading ...`, or `would upload ...` in a dry run."""
+    lines = [plan.describe(where, what=what) for what, where, plan in uploads]
+    return [("would upload" + line.removeprefix("uploading")) if dry_run else line for line in lines]
 
 
 def local_uploads(spec: JobSpec) -> list[tuple[str, str, UploadPlan]]:

@@ -7,11 +7,13 @@ guarantees that for its own objects.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
 from typing import Any, Optional
 
 from raybridge.errors import BadInput
 from raybridge.jobs.handle import JobHandle
-from raybridge.jobs.options import SubmitOptions, check_runnable, choose_backend, submit_options
+from raybridge.jobs.options import SubmitOptions, check_runnable, choose_backend, local_uploads, submit_options, upload_lines
 from raybridge.jobs.spec_file import SpecLike, as_spec
 
 
@@ -24,6 +26,8 @@ def submit(spec: SpecLike, options: Optional[SubmitOptions] = None, **kwargs: An
     spec = as_spec(spec)
     options = options or submit_options(**kwargs)
     check_runnable(spec, options.submission_id)
+    lines = upload_lines(local_uploads(spec))  # refuses what Ray would refuse, before anything exists
+    options = replace(options, before_upload=partial(_say, options.progress, lines))
     backend, why = choose_backend(options)
     options.progress(f"backend: {backend} ({why})")
     if spec.resolved_kind not in ("RayJob", "RayCluster") or not spec.ray:
@@ -35,3 +39,8 @@ def submit(spec: SpecLike, options: Optional[SubmitOptions] = None, **kwargs: An
     from raybridge.jobs.kubernetes import submit_kubernetes
 
     return submit_kubernetes(spec, options)
+
+
+def _say(progress: Any, lines: list[str]) -> None:
+    for line in lines:
+        progress(line)

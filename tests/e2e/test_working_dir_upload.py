@@ -152,7 +152,7 @@ LOCAL_PATH_ROWS = [
     ("a py_modules directory holding a secret is refused, naming it",
      lambda t: {"py_modules": [str(_module(t, ".env"))]}, 2, "holds what raybridge never uploads: .env (looks like a secret)"),
     ("a clean py_modules directory is reported as the working dir is",
-     lambda t: {"py_modules": [str(_module(t))]}, 0, "uploading py_modules "),
+     lambda t: {"py_modules": [str(_module(t))]}, 0, "would upload py_modules "),
     ("a py_modules URI is Ray's to fetch", lambda t: {"py_modules": ["s3://bucket/lib.zip"]}, 0, "dry run"),
     ("a py_modules directory larger than Ray uploads is refused before it is read",
      lambda t: {"py_modules": [str(_sparse(_module(t), 1 << 30))]}, 2, "runtimeEnv.py_modules: 1.0 GiB in 2 files under"),
@@ -182,6 +182,29 @@ def test_every_local_path_of_the_runtime_env_passes_the_same_filter(tmp_path: Pa
     assert out.returncode == status, (case, out.stderr)
     assert said in out.stderr, (case, out.stderr)
     assert "Traceback" not in out.stderr
+
+
+def test_an_upload_is_said_when_it_is_near_would_upload_in_a_dry_run_and_never_before_an_error(tmp_path: Path) -> None:
+    """A dry run says what it would upload, after saying it creates nothing; a submit that fails before any
+    submission (an API server that refuses) says nothing of an upload."""
+    wd = tmp_path / "wd"
+    wd.mkdir()
+    (wd / "main.py").write_text("print('hi')\n")
+    spec = _spec(tmp_path, {}, working_dir=str(wd))
+    dry = run_cli("submit", "--dry-run", spec, timeout=60)
+    lines = dry.stderr.splitlines()
+    assert dry.returncode == 0, dry.stderr
+    would = [i for i, line in enumerate(lines) if line.startswith("would upload working dir ")]
+    assert would and would[0] > lines.index("dry run, nothing is created"), dry.stderr
+    assert not any(line.startswith("uploading") for line in lines), dry.stderr
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\nusers: [{name: u, user: {token: t}}]\n"
+    )
+    refused = run_cli("submit", spec, "--kubeconfig", str(kubeconfig), "--request-timeout", "2", timeout=60)
+    assert refused.returncode == 3, refused.stderr
+    assert "upload" not in refused.stderr, refused.stderr
 
 
 def test_a_ray_without_the_internals_the_filter_shares_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
