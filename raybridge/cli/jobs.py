@@ -252,6 +252,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     spec = _spec_from_args(args, "render")
     decision = plan_job(spec, _inventory(args, spec))
     _print_warnings(decision)
+    _warn_queue_of_another_namespace(args, spec)
     _warn_unpinned_image(spec, decision)
     _say_where_the_entrypoint_goes(spec)
     objects = render_job(
@@ -266,6 +267,21 @@ def cmd_render(args: argparse.Namespace) -> int:
 
         sys.stdout.write(to_yaml(objects))
     return EXIT_OK
+
+
+def _warn_queue_of_another_namespace(args: argparse.Namespace, spec: Any) -> None:
+    """-n moved the job out of the spec's namespace while the spec's queue (a namespaced LocalQueue) stayed."""
+    from raybridge.cli.render import warn
+    from raybridge.jobs.spec_file import load_spec
+
+    if not (args.spec and args.namespace and spec.queue and not args.queue):
+        return
+    written_for = load_spec(args.spec).namespace
+    if written_for and written_for != args.namespace:
+        warn(
+            f"the spec's queue {spec.queue} is a LocalQueue of namespace {written_for}; -n {args.namespace} renders the job "
+            f"into {args.namespace}, where Kueue looks for a LocalQueue {spec.queue} (--queue names another)"
+        )
 
 
 def _say_where_the_entrypoint_goes(spec: Any) -> None:

@@ -175,6 +175,9 @@ def resolve_kube_target(
     files.check_explicit()
     if files.existing:
         current, contexts = _merged_view(files.existing)
+        if context and context not in contexts:
+            where = ", ".join(str(path) for path in files.existing)
+            raise BadInput(f"no context named {context!r} in {where} (contexts: {', '.join(sorted(contexts)) or 'none'})")
         chosen_name = context or current
         chosen = contexts.get(chosen_name or "")
         ctx_ns = chosen.get("namespace") if isinstance(chosen, dict) else None
@@ -182,6 +185,9 @@ def resolve_kube_target(
         return KubeTarget(
             files.existing, files.missing, chosen_name, namespace or ctx_ns or DEFAULT_NAMESPACE, ctx_ns, False, request_timeout
         )
+    if context:
+        looked = ", ".join(str(path) for path in files.missing) or str(Path.home() / ".kube" / "config")
+        raise BadInput(f"--context {context}: no kubeconfig to find it in ({looked} does not exist; --kubeconfig or KUBECONFIG names one)")
     inside = in_cluster()
     ns_file = _SA_DIR / "namespace"
     sa_ns = (ns_file.read_text().strip() or None) if inside and ns_file.exists() else None

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.helpers import EXAMPLES, run_cli
+from tests.helpers import EXAMPLES, cli_env, run_cli
 
 NODES = str(EXAMPLES / "cluster" / "nodes.json")
 PODS = str(EXAMPLES / "cluster" / "pods.json")
@@ -85,3 +85,32 @@ def test_a_local_dry_run_warns_only_about_flags_not_the_spec_s_fields() -> None:
     assert "ignored by the local backend" not in from_spec.stderr
     from_flags = run_cli("submit", "examples/hello.yaml", "--backend", "local", "--dry-run", "--queue", "q", "--priority-class", "p")
     assert "warning: --queue, --priority-class are ignored by the local backend" in from_flags.stderr
+
+
+KUBECONFIG_TWO_CONTEXTS = (
+    "apiVersion: v1\nkind: Config\ncurrent-context: a\n"
+    "contexts:\n- {name: a, context: {cluster: c, user: u}}\n- {name: b, context: {cluster: c, user: u, namespace: team-b}}\n"
+    "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\nusers: [{name: u, user: {token: t}}]\n"
+)
+
+
+@pytest.mark.parametrize("command", [["status", "x"], ["list"], ["check"], ["render", "examples/hello.yaml"]], ids=lambda c: c[0])
+def test_a_context_that_is_not_there_is_named_as_kubectl_names_it(command: list[str], tmp_path) -> None:
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(KUBECONFIG_TWO_CONTEXTS)
+    out = run_cli(*command, "--kubeconfig", str(kubeconfig), "--context", "nosuch")
+    assert out.returncode == 2, out.stderr
+    assert f"error: no context named 'nosuch' in {kubeconfig} (contexts: a, b)" in out.stderr
+    assert "Invalid kube-config" not in out.stderr and "Traceback" not in out.stderr
+    without = run_cli(*command, "--context", "foo", env=cli_env())  # no kubeconfig anywhere (HOME has none)
+    assert without.returncode == 2, without.stderr
+    assert "error: --context foo: no kubeconfig to find it in (" in without.stderr
+
+
+def test_render_into_another_namespace_says_the_spec_s_queue_belongs_to_its_own() -> None:
+    out = run_cli("render", "examples/train-gpu.yaml", "--nodes", "examples/cluster/nodes.json", "-n", "team-b")
+    assert out.returncode == 0, out.stderr
+    assert ("warning: the spec's queue team-a is a LocalQueue of namespace team-a; -n team-b renders the job into team-b, "
+            "where Kueue looks for a LocalQueue team-a (--queue names another)") in out.stderr
+    quiet = run_cli("render", "examples/train-gpu.yaml", "--nodes", "examples/cluster/nodes.json", "-n", "team-b", "--queue", "team-b")
+    assert "is a LocalQueue of namespace" not in quiet.stderr and "queue-name: team-b" in quiet.stdout
