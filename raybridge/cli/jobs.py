@@ -381,7 +381,7 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
         warn("--keep is ignored: the private local head ends with this command (start one with `ray start --head` to keep it)")
 
 
-def _dry_run(spec: Any, options: Any, output: str, uploads: Sequence[str] = ()) -> int:
+def _dry_run(spec: Any, options: Any, output: str, uploads: Sequence[str] = (), reason: Optional[str] = None) -> int:
     from raybridge.cli.render import dump, progress
     from raybridge.jobapi.ray_import import installed_ray_version
     from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
@@ -390,6 +390,7 @@ def _dry_run(spec: Any, options: Any, output: str, uploads: Sequence[str] = ()) 
     from raybridge.jobs.discovery import submission_inventory
 
     backend, why = choose_backend(options)
+    why = reason or why
     progress("dry run, nothing is created")  # the backend and why it was chosen are in the document, said once
     inventory = _without_library_notes(submission_inventory(backend, options, spec.tolerations))
     decision = unsized_decision(SizingRequest.from_spec(spec)) if inventory is None else plan_job(spec, inventory)
@@ -414,10 +415,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
     spec = _spec_from_args(args, "submit", args.submission_id)
     cluster_target(args)  # a --kubeconfig that does not exist is exit 2 whatever the backend; missing KUBECONFIG files are said
     options = _options_from_args(args)
+    reason = None
+    if args.dry_run and (args.nodes or args.pods) and not (args.backend or args.address or os.environ.get("RAY_ADDRESS")):
+        # The nodes of a cluster were given: preview what would be created on them, as plan and render do.
+        options, reason = replace(options, backend="kubernetes"), f"{'--nodes' if args.nodes else '--pods'} describes a cluster"
     _check_flags_for_backend(args, spec, options)
     uploads = local_uploads(spec)  # refuses what Ray would refuse; said when the upload is near (submit) or planned
     if args.dry_run:
-        return _dry_run(spec, options, args.output, upload_lines(uploads, dry_run=True))
+        return _dry_run(spec, options, args.output, upload_lines(uploads, dry_run=True), reason)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     # A process started with SIGINT ignored (a parent that ignores it: a test runner's worker, `nohup`) keeps
     # it ignored in Python, and Ctrl-C would then never stop the job: submit always handles it.

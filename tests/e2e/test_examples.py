@@ -29,6 +29,7 @@ OFFLINE_ROWS = [
     ("plan the GPU example", ["plan", "examples/train-gpu.yaml", "--nodes", NODES, "-o", "json"]),
     ("render the GPU example", ["render", "examples/train-gpu.yaml", "--nodes", NODES]),
     ("render the small example", ["render", "examples/hello.yaml", "--nodes", NODES]),
+    ("dry run of the GPU example on the example nodes", ["submit", "examples/train-gpu.yaml", "--dry-run", "--nodes", NODES]),
     ("discover the example nodes", ["discover", "--nodes", NODES, "--pods", PODS]),
     ("adjuster plan on the example", ["adjuster", "plan", "--pods", PODS, "--nodes", NODES, "-o", "json"]),
     ("fair share of the example queues", ["queues", "fairshare", "--queues", "examples/queues/node-pool-a.yaml", "--capacity", "gpu=40,cpu=64000m,memory=512000M"]),
@@ -41,6 +42,20 @@ def test_offline_examples_run(case: str, argv: list[str]) -> None:
     out = run_cli(*argv)
     assert out.returncode == 0, out.stderr
     assert out.stdout and "Traceback" not in out.stderr
+
+
+def test_the_gpu_example_previews_offline_without_a_warning() -> None:
+    """The shipped GPU example shows good practice (a pinned image): no command of the tour warns about it, and a
+    dry run given the example nodes shows what would be created there, without --backend."""
+    for argv in [r[1] for r in OFFLINE_ROWS if "examples/train-gpu.yaml" in r[1]]:
+        out = run_cli(*argv)
+        assert out.returncode == 0 and "warning:" not in out.stderr, (argv, out.stderr)
+    dry = run_cli("submit", "examples/train-gpu.yaml", "--dry-run", "--nodes", NODES, "-o", "json")
+    preview = json.loads(dry.stdout)
+    assert (preview["backend"], preview["backendReason"]) == ("kubernetes", "--nodes describes a cluster")
+    assert (preview["plan"]["gpuVendor"], preview["plan"]["replicas"], preview["plan"]["gpusPerReplica"]) == ("amd", 2, 8)
+    assert [o["kind"] for o in preview["objects"]] == ["RayJob"] and preview["objects"][0]["metadata"]["namespace"] == "team-a"
+    assert "would upload working dir " in dry.stderr and "ignored by the local backend" not in dry.stderr
 
 
 def test_every_example_file_is_run_by_a_test() -> None:
