@@ -29,6 +29,7 @@ COMMAND_GROUPS: tuple[str, ...] = (
     "raybridge.cli.adjuster",
     "raybridge.cli.explain",
     "raybridge.cli.check",
+    "raybridge.cli.completion",
 )
 
 #: The top-level commands each group module registers, so that a command line naming one builds
@@ -40,6 +41,7 @@ COMMANDS_OF_GROUP: dict[str, tuple[str, ...]] = {
     "raybridge.cli.adjuster": ("adjuster",),
     "raybridge.cli.explain": ("explain",),
     "raybridge.cli.check": ("check",),
+    "raybridge.cli.completion": ("completion",),
 }
 
 
@@ -52,10 +54,19 @@ def _groups_for(argv: Sequence[str]) -> tuple[str, ...]:
     return COMMAND_GROUPS
 
 
-def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
+#: The name the package installs for kubectl to find raybridge as a plugin (`kubectl raybridge ...`).
+KUBECTL_PLUGIN = "kubectl-raybridge"
+
+
+def program_name() -> str:
+    """`kubectl raybridge` when run as the kubectl plugin, else `raybridge`: what usage and errors call it."""
+    return "kubectl raybridge" if os.path.basename(sys.argv[0] or "") == KUBECTL_PLUGIN else "raybridge"
+
+
+def build_parser(argv: Optional[Sequence[str]] = None, prog: Optional[str] = None) -> argparse.ArgumentParser:
     """The whole parser, or (given the command line) only the parsers of the group it names."""
     parser = Parser(
-        prog="raybridge",
+        prog=prog or program_name(),
         description="Run Ray jobs on Kubernetes GPU clusters (AMD and NVIDIA) through KubeRay and Kueue, or on a local Ray.",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
