@@ -10,6 +10,7 @@ settings are exit 2 with one line.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -210,17 +211,34 @@ def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(eit
     # guards is pinned in tests/unit/test_adjuster_reconcile.py (TAKEN_ROWS).
     server, sim = either_cluster
     sim.provisioning_delay = 1.0
+    started = time.monotonic()
+    timeline: list[str] = []  # what the controller decided, and when: the message of a failure
 
     def slow_create(obj: dict[str, Any], operation: str) -> None:
         if operation == "CREATE" and (obj.get("metadata", {}).get("labels") or {}).get(consts.MANAGED_BY_LABEL) == consts.MANAGED_BY_VALUE:
             time.sleep(0.2)
 
     server.add_mutating_hook("", "Pod", slow_create)
-    with Running(server, _settings(provision_timeout=120.0)) as controller:
-        _burst(server, 30, "0.6")
-        wait_for(lambda: _running(server) == 30, timeout=30, what="all 30 pods running")
-        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
-    assert len(sim.added_nodes) == 4, (sim.added_nodes, _deleted_by_reason(controller))
+
+    class Said(logging.Handler):  # what the controller decided, and when, for the message of a failure
+        def emit(self, record: logging.LogRecord) -> None:
+            timeline.append(f"{time.monotonic() - started:6.2f}s {record.getMessage()}")
+
+    said, logger = Said(), logging.getLogger("raybridge.adjuster")
+    level = logger.level
+    logger.addHandler(said)
+    logger.setLevel(logging.INFO)
+    try:
+        with Running(server, _settings(provision_timeout=120.0)) as controller:
+            _burst(server, 30, "0.6")
+            burst_done = round(time.monotonic() - started, 2)
+            wait_for(lambda: _running(server) == 30, timeout=30, what="all 30 pods running")
+            wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+    finally:
+        logger.removeHandler(said)
+        logger.setLevel(level)
+    assert len(sim.added_nodes) == 4, "\n".join(map(str, [
+        sim.added_nodes, _deleted_by_reason(controller), f"burst created by {burst_done}s", *timeline]))
 
 
 def test_a_burst_seen_in_two_passes_fills_the_first_placeholders_node_before_asking_for_more(either_cluster: Any) -> None:
