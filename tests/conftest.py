@@ -196,6 +196,16 @@ def simulated_kube(ray_head: SharedHead, tmp_path_factory: pytest.TempPathFactor
         yield parts
 
 
+@pytest.fixture(scope="module")
+def real_admin(real_cluster: Any) -> Iterator[tuple[Any, str]]:
+    """(the admin's client, the kubeconfig path) of the session's real cluster, for one module's tests."""
+    client = real_cluster.client()
+    try:
+        yield client, str(real_cluster.kubeconfig)
+    finally:
+        client.close()
+
+
 @pytest.fixture
 def queue(cluster: Any) -> Any:
     """A fresh LocalQueue -> ClusterQueue with 8 GPUs, in a fresh namespace of the module's `cluster` fixture

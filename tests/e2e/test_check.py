@@ -11,30 +11,19 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterator
-
-import pytest
+from typing import Any
 
 from kubesim.fixtures import fresh_queue
 from tests.helpers import cli_env, run_cli
 
 
-@pytest.fixture(scope="module")
-def cluster(real_cluster: Any) -> Iterator[tuple[Any, str]]:
-    client = real_cluster.client()
-    try:
-        yield client, str(real_cluster.kubeconfig)
-    finally:
-        client.close()
+def check(admin: tuple[Any, str], *args: str) -> Any:
+    return run_cli("check", *args, env=cli_env(KUBECONFIG=admin[1]), timeout=120)
 
 
-def check(cluster: tuple[Any, str], *args: str) -> Any:
-    return run_cli("check", *args, env=cli_env(KUBECONFIG=cluster[1]), timeout=120)
-
-
-def test_check_shows_the_releases_and_the_bound_and_exits_0_when_nothing_is_missing(cluster):
-    namespace, lq, cq = fresh_queue(cluster[0])
-    out = check(cluster, "-n", namespace, "--queue", lq)
+def test_check_shows_the_releases_and_the_bound_and_exits_0_when_nothing_is_missing(real_admin):
+    namespace, lq, cq = fresh_queue(real_admin[0])
+    out = check(real_admin, "-n", namespace, "--queue", lq)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].split() == ["CHECK", "STATUS", "DETAIL"]
@@ -54,9 +43,9 @@ def test_check_shows_the_releases_and_the_bound_and_exits_0_when_nothing_is_miss
     assert out.stderr == ""
 
 
-def test_check_names_what_is_missing_as_submit_would_and_exits_1(cluster):
-    namespace, lq, _ = fresh_queue(cluster[0])
-    out = check(cluster, "-n", namespace, "--queue", "no-such-queue", "--priority-class", "no-such-class", "--orphan-timeout", "600", "-o", "json")
+def test_check_names_what_is_missing_as_submit_would_and_exits_1(real_admin):
+    namespace, lq, _ = fresh_queue(real_admin[0])
+    out = check(real_admin, "-n", namespace, "--queue", "no-such-queue", "--priority-class", "no-such-class", "--orphan-timeout", "600", "-o", "json")
     assert out.returncode == 1, out.stderr
     found = json.loads(out.stdout)
     assert found["ready"] is False and found["namespace"] == namespace
@@ -67,23 +56,23 @@ def test_check_names_what_is_missing_as_submit_would_and_exits_1(cluster):
     assert "fails within 10m" in next(r["detail"] for r in found["checks"] if r["check"] == "orphan bound")
 
 
-def test_check_of_a_namespace_that_does_not_exist(cluster):
-    out = check(cluster, "-n", "no-such-namespace")
+def test_check_of_a_namespace_that_does_not_exist(real_admin):
+    out = check(real_admin, "-n", "no-such-namespace")
     assert out.returncode == 1, out.stderr
     rows = [re.split(r"\s{3,}", line, maxsplit=2) for line in out.stdout.splitlines()[1:]]
     assert [row for row in rows if row[1] == "missing"] == [["namespace", "missing", "no-such-namespace does not exist"]], out.stdout
 
 
-def test_check_reads_the_namespace_queue_and_priority_class_a_spec_names(cluster, tmp_path):
-    namespace, lq, cq = fresh_queue(cluster[0])
+def test_check_reads_the_namespace_queue_and_priority_class_a_spec_names(real_admin, tmp_path):
+    namespace, lq, cq = fresh_queue(real_admin[0])
     spec = tmp_path / "job.yaml"
     spec.write_text(f"name: j\nnamespace: {namespace}\nqueue: {lq}\npriorityClass: no-such-class\nentrypoint: python x.py\n")
-    out = check(cluster, str(spec), "-o", "json")
+    out = check(real_admin, str(spec), "-o", "json")
     assert out.returncode == 1, out.stderr
     found = json.loads(out.stdout)
     assert found["namespace"] == namespace
     rows = {row["check"]: row for row in found["checks"]}
     assert rows["priority class"]["status"] == "missing", rows
     assert rows["queue"] == {"check": "queue", "status": "ok", "detail": f"LocalQueue {lq} -> ClusterQueue {cq}"}, rows
-    flags_win = check(cluster, str(spec), "-n", "no-such-namespace", "-o", "json")
+    flags_win = check(real_admin, str(spec), "-n", "no-such-namespace", "-o", "json")
     assert flags_win.returncode == 1 and json.loads(flags_win.stdout)["namespace"] == "no-such-namespace", flags_win.stdout

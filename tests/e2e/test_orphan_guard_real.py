@@ -14,7 +14,7 @@ deadline, as test_release_matrix.py's orphan test shows for a dead raybridge).
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -22,15 +22,6 @@ from kubesim.fixtures import fresh_queue, leftovers, wait_for
 from tests.e2e.test_kube_eviction import Cli
 
 POLICY_API = "admissionregistration.k8s.io/v1"
-
-
-@pytest.fixture(scope="module")
-def cluster(real_cluster: Any) -> Iterator[tuple[Any, str]]:
-    client = real_cluster.client()
-    try:
-        yield client, str(real_cluster.kubeconfig)
-    finally:
-        client.close()
 
 
 def refuse_rayjob_updates(server: Any, namespace: str) -> list[tuple[str, str]]:
@@ -54,10 +45,10 @@ def refuse_rayjob_updates(server: Any, namespace: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.realtime  # renewals come every 10 s for a 60 s bound; the refusal is held for longer than that
-def test_renewals_refused_for_a_while_are_said_retried_and_the_job_runs_to_its_end(cluster):
-    server = cluster[0]
+def test_renewals_refused_for_a_while_are_said_retried_and_the_job_runs_to_its_end(real_admin):
+    server = real_admin[0]
     namespace, lq, _ = fresh_queue(server)
-    run = Cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "refused", "--orphan-timeout", "60",
+    run = Cli(real_admin, "submit", "-n", namespace, "--queue", lq, "--name", "refused", "--orphan-timeout", "60",
               "--", "python", "-c", "import time; print('started', flush=True); time.sleep(45); print('finished', flush=True)")  # fmt: skip
     policy: list[tuple[str, str]] = []
     try:
