@@ -109,7 +109,7 @@ def discover_inventory(
     from raybridge.gpu import local_inventory
 
     local = local_inventory()
-    return replace(local, notes=("no cluster configured: this machine's GPUs",) + tuple(local.notes))
+    return replace(local, notes=("no cluster configured: sizing for this machine's own GPUs",) + tuple(local.notes))
 
 
 def submission_inventory(backend: str, options: Any, tolerations: Sequence[Any] = (), kube: Any = None) -> Optional[Inventory]:

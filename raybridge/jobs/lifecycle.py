@@ -90,7 +90,10 @@ class _JobApiSession:
         job_id = status.get("jobId") or (obj.get("spec") or {}).get("jobId")
         if obj["kind"] != "RayJob" or not job_id:
             state = status.get("jobDeploymentStatus") or status.get("state") or "new"
-            raise BadInput(f"{obj['kind']} {name} has no Ray job submitted yet (state: {state})")
+            raise BadInput(
+                f"{obj['kind']} {name} has no Ray job submitted yet (state: {state}); "
+                f"`raybridge delete {name}` removes it and frees its place in the queue"
+            )
         cluster = status.get("rayClusterName")
         if not cluster and not dashboard_address:
             raise InfraError(f"RayJob {name} has no Ray cluster any more (it ended: {status.get('jobDeploymentStatus')}); its logs went with it")

@@ -97,7 +97,10 @@ class Command:
 COMMANDS = {
     "list": Command(lambda j: ["list", "-n", NS], 0, lambda j: j, "listing RayJobs in seams", job="rayjob"),
     "status": Command(lambda j: ["status", j, "-n", NS], 0, lambda j: f"RayJob {NS}/{j}", "reading", job="queued"),
-    "logs": Command(lambda j: ["logs", j, "-n", NS], 2, lambda j: "has no Ray job submitted yet", "reading RayJob", job="rayjob"),
+    "logs": Command(lambda j: ["logs", j, "-n", NS], 2, lambda j: f"has no Ray job submitted yet (state: new); `raybridge delete {j}` removes it",
+                    "reading RayJob", job="rayjob"),
+    "stop": Command(lambda j: ["stop", j, "-n", NS], 2, lambda j: f"has no Ray job submitted yet (state: new); `raybridge delete {j}` removes it",
+                    "reading RayJob", job="rayjob"),
     "delete": Command(lambda j: ["delete", j, "-n", NS], 0, lambda j: f"deleted RayJob {NS}/{j}", "deleting RayJob", job="rayjob"),
     "discover": Command(lambda j: ["discover"], 0, lambda j: "gpu-0", "listing"),
     "submit --dry-run": Command(
@@ -151,6 +154,7 @@ ROWS = [
     Row("status", "GET", LOCALQUEUE, "truncated JSON always", what="reading LocalQueue"),
     Row("logs", "GET", RAYJOBS + "/{job}", "503 once"),
     Row("logs", "GET", RAYJOBS + "/{job}", "dropped always", what="reading RayJob"),
+    Row("stop", "GET", RAYJOBS + "/{job}", "503 once"),
     Row("delete", "GET", RAYJOBS + "/{job}", "429 once, Retry-After 1", slower_than=1.0),
     Row("delete", "DELETE", RAYJOBS + "/{job}", "503 once"),
     Row("delete", "DELETE", RAYJOBS + "/{job}", "dropped once"),
