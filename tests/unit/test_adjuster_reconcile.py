@@ -615,3 +615,33 @@ def test_new_placeholders_wait_for_a_burst_to_settle(case, pods, existing, creat
     if held:  # what is held back is made once it settles, never dropped: without the window it is made now
         at_once = reconcile(pods, None, existing, SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
         assert at_once.create
+
+
+def made(name: str, seconds_ago: float, gpus: int = 8) -> dict[str, Any]:
+    """A node created `seconds_ago` before NOW."""
+    found = node(name, gpus)
+    found["metadata"]["creationTimestamp"] = (NOW - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return found
+
+
+# (case, the second node, more existing placeholders, GPUs asked for again, pods covered)
+# "a" brought up n1 and was credited there; "b" was bound to n1's GPUs too (a exited), though the autoscaler was
+# already adding n2 for it: b counts for nothing on n1, and its 8 pods (0.6 GPU each) are waiting.
+NEW_NODE_ROWS = [
+    ("n2 just came up for b: its room holds b's pods, nothing asked again", made("n2", 5), [], [], 16),
+    ("n2 came up a minute ago and the pods still wait: they do not fit there, asked again", made("n2", 60), [], [8], 8),
+    ("n2 has no room left", made("n2", 5, gpus=0), [], [8], 8),
+    ("a placeholder of the group still pending may be n2's: n2 not counted twice", made("n2", 5),
+     [ExistingPlaceholder("c", GROUP, 8, PENDING, keys(8, 16))], [8], 8),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case,second,more,asked,covered", NEW_NODE_ROWS, ids=[r[0] for r in NEW_NODE_ROWS])
+def test_a_node_that_came_up_for_a_placeholder_bound_elsewhere_holds_the_waiting_pods(case, second, more, asked, covered):
+    a = ExistingPlaceholder("a", GROUP, 8, PROVIDED, keys(8), NOW - timedelta(seconds=10), "n1")
+    b = ExistingPlaceholder("b", GROUP, 8, PROVIDED, keys(8, 8), NOW - timedelta(seconds=5), "n1")
+    pods = sixes(24 if more else 16)
+    result = reconcile(pods, [made("n1", 20), second], [a, b, *more], SETTINGS, NOW, provision_timeout_seconds=TIMEOUT, name_prefix=PREFIX)
+    assert dict(result.delete).get("b") == DELETE_DOUBLE_COUNTED
+    assert [p.placeholder.gpus for p in result.create] == asked
+    assert len(result.covered_pods) == covered

@@ -53,6 +53,9 @@ offline, and so one burst of pending pods yields one scale-up:
   placeholder holds are planned again on their own and get new placeholders.
   Once a placeholder is provided, the room its node has left covers those later pods until they
   land (the node exists; its room is read from it).
+  A node that came up within NEW_NODE_SECONDS with room left (its placeholder was bound to another node's
+  GPUs while the autoscaler was adding it) holds the waiting pods that fit it, for groups with no placeholder
+  still pending (`_fill_new_nodes`).
   Two placeholders may land on one new node, as the autoscaler packed them:
   each is credited the room left after the one before (the ledger above), so
   a placeholder that took the GPUs another one brought up is counted for
@@ -87,7 +90,8 @@ from raybridge.core.inventory import (
     pod_gpu_requests,
     pod_resource_requests,
 )
-from raybridge.core.kubeobjects import as_dict, parse_rfc3339
+from raybridge.core.kubeobjects import as_dict, as_list, parse_rfc3339
+from raybridge.core.placement import matches_node_selector, matches_required_affinity, untolerated_taints
 from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem, Resources
 
 #: States of an existing placeholder.
@@ -537,6 +541,66 @@ def _fill_provided_slack(state: _Pass, rooms: _Rooms) -> None:
             state.delete.append((ph.name, DELETE_PODS_LANDED))
 
 
+#: How long a node counts as new: one whose room the scheduler has not had its cycles to fill yet (KAI binds in
+#: sessions of a second; kube-scheduler at once). Its room holds the waiting pods that fit it (`_fill_new_nodes`).
+NEW_NODE_SECONDS = 30.0
+
+
+def _new_nodes(state: _Pass, rooms: _Rooms) -> list[tuple[str, dict[str, Any], list[Fraction]]]:
+    """(name, node, room) of each node that came up within NEW_NODE_SECONDS and still has room on a GPU, oldest first."""
+    found: list[tuple[datetime, str, dict[str, Any], list[Fraction]]] = []
+    for node in state.nodes or ():
+        meta = as_dict(as_dict(node).get("metadata"))
+        name, created = meta.get("name"), parse_rfc3339(meta.get("creationTimestamp"))
+        room = rooms.gpus.get(name) if isinstance(name, str) else None
+        if room is None or created is None or not any(r > 0 for r in room):
+            continue
+        if 0 <= (state.now - created).total_seconds() < NEW_NODE_SECONDS:
+            found.append((created, name, node, room))
+    return [(name, node, room) for _, name, node, room in sorted(found, key=lambda f: (f[0], f[1]))]
+
+
+def _fits(group: ConstraintGroup, name: str, node: Mapping[str, Any]) -> bool:
+    """Whether the group's pods may land on the node: its GPUs' vendor, nodeSelector, required affinity, taints."""
+    meta, spec, status = as_dict(node.get("metadata")), as_dict(node.get("spec")), as_dict(node.get("status"))
+    labels = as_dict(meta.get("labels"))
+    allocatable = as_dict(status.get("allocatable")) or as_dict(status.get("capacity"))
+    if spec.get("unschedulable") or not str(allocatable.get(group.resource_key, "0")).strip("0"):
+        return False
+    if not matches_node_selector(group.node_selector, labels):
+        return False
+    if group.affinity_terms and not matches_required_affinity(group.affinity_terms, labels, name):
+        return False
+    return not untolerated_taints(as_list(spec.get("taints")), group.tolerations)
+
+
+def _fill_new_nodes(state: _Pass, rooms: _Rooms) -> None:
+    """The room on a node that has just come up holds the waiting pods that fit it, which the scheduler places there
+    within its next cycles: asking for them again would add a node the room makes needless.
+
+    A placeholder exits once scheduled, so the scheduler may bind the next pending placeholder to the GPUs the first
+    one brought up; the node the autoscaler was already adding for that second placeholder then comes up with no
+    placeholder on it, and nothing else of this pass counts its room (the second placeholder is counted for nothing:
+    node-already-counted). Only nodes younger than NEW_NODE_SECONDS: a pod still waiting beside an older node's room
+    does not fit there for a reason this model does not see. Only groups with no placeholder pending.
+    """
+    claimed = {k for ph in state.existing if ph.state == PENDING for k in ph.pods} | state.covered
+    others = [p for p in state.pods if pod_key(p) in state.waiting and pod_key(p) not in claimed]
+    if not others or not state.nodes:
+        return
+    new = _new_nodes(state, rooms)
+    if not new:
+        return
+    # A group with a placeholder still pending may be the one a new node came up for: its nodes on their way
+    # already hold its waiting pods (`_place_on_pending`), and counting the node here too would count it twice.
+    waiting_for_nodes = {ph.group for ph in state.existing if ph.state == PENDING}
+    pieces = [piece for piece in state.demand(others) if piece.group.id not in waiting_for_nodes]
+    for name, node, room in new:
+        wanted = [piece for piece in pieces if piece.pod not in state.covered and _fits(piece.group, name, node)]
+        if wanted:
+            state.covered |= _fill_at(wanted, room, _with_room(room), rooms.resources.get(name), rooms.kinds_on(name, wanted, state.pods))
+
+
 def _nodes_on_their_way(placeholders: list[ExistingPlaceholder], node_gpus: int) -> list[list[ExistingPlaceholder]]:
     """The pending placeholders of a group as the autoscaler packs them onto new nodes of `node_gpus` GPUs:
     largest first, each onto the first node it fits (cluster-autoscaler's binpacking estimator orders pods by
@@ -759,7 +823,11 @@ def reconcile(
     wait while a burst is still arriving (None: they are made at once)."""
     state = _Pass(pods, nodes, existing, settings, now, provision_timeout_seconds, pod_groups, waiting_pod_keys(pods))
     pending, provided = _by_state(state)
-    _fill_provided_slack(state, _credit_provided(state, provided))
+    rooms = _credit_provided(state, provided)
+    _fill_provided_slack(state, rooms)
+    if not rooms.gpus and state.nodes:  # no placeholder on a node: the rooms were not read yet
+        rooms = _Rooms(_node_rooms(state.nodes, state.pods), _node_resources_left(state.nodes, state.pods))
+    _fill_new_nodes(state, rooms)
     demand_pods = [p for p in pods if pod_key(p) not in state.covered] if state.covered else list(pods)
     plan = plan_placeholders(demand_pods, nodes, _capped(settings, state.provided_gpus), now, pod_groups)
     on_pending = _place_on_pending(state, pending, plan)
