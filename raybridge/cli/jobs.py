@@ -297,15 +297,24 @@ def _say_what_it_is_for(objects: list[dict[str, Any]]) -> None:
     from raybridge.cli.render import note
 
     for obj in objects:
-        mode = (obj.get("spec") or {}).get("submissionMode")
+        spec = obj.get("spec") or {}
+        mode = spec.get("submissionMode")
         if obj.get("kind") == "RayJob" and mode == "InteractiveMode":
+            bound = spec.get("activeDeadlineSeconds")
             note(
-                "this RayJob is in InteractiveMode: after `kubectl apply` KubeRay starts its cluster and waits for "
-                "the entrypoint to be submitted, which `raybridge submit` does; for a RayJob that runs by itself, "
-                "render with --submission-mode K8sJobMode"
+                "this RayJob is what `raybridge submit` creates, in InteractiveMode: KubeRay starts its cluster and waits "
+                "for the entrypoint, which `raybridge submit` submits"
+                + (f"; applied alone with `kubectl apply`, nothing submits it and it fails after {bound}s "
+                   "(activeDeadlineSeconds: the orphan bound `raybridge submit` renews while it runs)" if bound else "")
+                + "; for a RayJob that runs by itself, render with --submission-mode K8sJobMode"
             )
         elif obj.get("kind") == "RayJob":
             note("this RayJob runs by itself after `kubectl apply`: KubeRay's submitter Job submits the entrypoint")
+            if "working_dir" not in str(spec.get("runtimeEnvYAML") or ""):
+                note(
+                    f"no working dir travels with it: {str(spec.get('entrypoint') or '').strip()!r} runs in the image's own "
+                    "working directory, so the image must hold what it names (or give workingDir a URI: s3://, gs://, https://)"
+                )
         elif obj.get("kind") == "RayCluster":
             note("this RayCluster holds its Kueue quota until it is deleted")
 

@@ -114,3 +114,16 @@ def test_render_into_another_namespace_says_the_spec_s_queue_belongs_to_its_own(
             "where Kueue looks for a LocalQueue team-a (--queue names another)") in out.stderr
     quiet = run_cli("render", "examples/train-gpu.yaml", "--nodes", "examples/cluster/nodes.json", "-n", "team-b", "--queue", "team-b")
     assert "is a LocalQueue of namespace" not in quiet.stderr and "queue-name: team-b" in quiet.stdout
+
+
+def test_render_says_what_a_rayjob_applied_by_kubectl_alone_does() -> None:
+    """The default RayJob is what submit creates (InteractiveMode, the orphan bound): render says that applied alone
+    it fails after that bound; a K8sJobMode one without a working dir says the image must hold the code."""
+    interactive = run_cli("render", "examples/hello.yaml")
+    assert interactive.returncode == 0, interactive.stderr
+    assert "applied alone with `kubectl apply`, nothing submits it and it fails after 1800s" in interactive.stderr
+    alone = run_cli("render", "examples/hello.yaml", "--submission-mode", "K8sJobMode", "--working-dir", "")
+    assert alone.returncode == 0, alone.stderr
+    assert "no working dir travels with it: 'python main.py' runs in the image's own working directory" in alone.stderr
+    fetched = run_cli("render", "examples/hello.yaml", "--submission-mode", "K8sJobMode", "--working-dir", "s3://bucket/wd.zip")
+    assert fetched.returncode == 0 and "no working dir travels" not in fetched.stderr, fetched.stderr

@@ -1,6 +1,6 @@
 """A real `kubectl` and raybridge against the real API server (testcluster) over TLS.
 
-Why: the README says `render` prints manifests "ready for `kubectl apply -f -`";
+Why: the README says `render` prints manifests `kubectl apply -f -` takes (valid, accepted by the webhooks);
 this pipes `python -m raybridge render` into the `kubectl` these machines carry
 (the oldest and the newest of 1.27 to 1.33 when the versioned binaries are
 there), server-side and client-side, into the session's real cluster (kube-apiserver
