@@ -104,6 +104,18 @@ def matches_required_affinity(terms: Sequence[Mapping[str, Any]], labels: Mappin
     return any(_term_matches(term, labels, node_name) for term in terms)
 
 
+def admits(
+    selector: Mapping[str, str], terms: Sequence[Mapping[str, Any]], tolerations: Sequence[Mapping[str, Any]],
+    labels: Mapping[str, Any], node_name: str, taints: Sequence[Any],
+) -> bool:
+    """Whether a node takes pods with this nodeSelector, required node affinity (none: any) and tolerations."""
+    if not matches_node_selector(selector, labels):
+        return False
+    if terms and not matches_required_affinity(terms, labels, node_name):
+        return False
+    return not untolerated_taints(taints, tolerations)
+
+
 def required_node_affinity_terms(spec: Mapping[str, Any]) -> Optional[list[dict[str, Any]]]:
     """The pod's required node-affinity terms, or None when it has none (malformed shapes: see constraint_problem)."""
     affinity = spec.get("affinity")

@@ -48,12 +48,10 @@ from raybridge.core.inventory import (
 )
 from raybridge.core.kubeobjects import as_dict, as_list, parse_rfc3339
 from raybridge.core.placement import (
+    admits,
     constraint_problem,
     is_default_not_ready_toleration,
-    matches_node_selector,
-    matches_required_affinity,
     required_node_affinity_terms,
-    untolerated_taints,
 )
 from raybridge.core.quantity import format_fraction
 
@@ -389,13 +387,8 @@ class _Groups:
             selector, terms, tolerations = json.loads(key[0]), json.loads(key[1]), json.loads(key[2])
             found = []
             for node in self.nodes or []:
-                if not node.gpus or not matches_node_selector(selector, node.labels):
-                    continue
-                if terms and not matches_required_affinity(terms, node.labels, node.name):
-                    continue
-                if untolerated_taints(node.taints, tolerations):
-                    continue
-                found.append(node)
+                if node.gpus and admits(selector, terms, tolerations, node.labels, node.name, node.taints):
+                    found.append(node)
             self._candidates[key] = found
         return self._candidates[key]
 

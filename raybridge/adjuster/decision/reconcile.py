@@ -91,7 +91,7 @@ from raybridge.core.inventory import (
     pod_resource_requests,
 )
 from raybridge.core.kubeobjects import as_dict, as_list, parse_rfc3339
-from raybridge.core.placement import matches_node_selector, matches_required_affinity, untolerated_taints
+from raybridge.core.placement import admits
 from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem, Resources
 
 #: States of an existing placeholder.
@@ -508,6 +508,12 @@ def _credit_provided(state: _Pass, provided: list[ExistingPlaceholder]) -> _Room
     return rooms
 
 
+def _unclaimed_waiting(state: _Pass) -> list[Any]:
+    """The waiting pods no pending placeholder was made for and no capacity already holds."""
+    claimed = {k for ph in state.existing if ph.state == PENDING for k in ph.pods} | state.covered
+    return [p for p in state.pods if pod_key(p) in state.waiting and pod_key(p) not in claimed]
+
+
 def _fill_provided_slack(state: _Pass, rooms: _Rooms) -> None:
     """The room left on a provided placeholder's node holds other waiting pods of its group.
 
@@ -520,8 +526,7 @@ def _fill_provided_slack(state: _Pass, rooms: _Rooms) -> None:
     """
     if not rooms.slack and not rooms.landed:
         return
-    claimed = {k for ph in state.existing if ph.state == PENDING for k in ph.pods} | state.covered
-    others = [p for p in state.pods if pod_key(p) in state.waiting and pod_key(p) not in claimed]
+    others = _unclaimed_waiting(state)
     pieces = state.demand(others) if others else ()
 
     def fill(group: str, node_room: list[Fraction], where: list[int], node: Optional[str]) -> set[str]:
@@ -546,32 +551,22 @@ def _fill_provided_slack(state: _Pass, rooms: _Rooms) -> None:
 NEW_NODE_SECONDS = 30.0
 
 
-def _new_nodes(state: _Pass, rooms: _Rooms) -> list[tuple[str, dict[str, Any], list[Fraction]]]:
-    """(name, node, room) of each node that came up within NEW_NODE_SECONDS and still has room on a GPU, oldest first."""
-    found: list[tuple[datetime, str, dict[str, Any], list[Fraction]]] = []
-    for node in state.nodes or ():
-        meta = as_dict(as_dict(node).get("metadata"))
-        name, created = meta.get("name"), parse_rfc3339(meta.get("creationTimestamp"))
-        room = rooms.gpus.get(name) if isinstance(name, str) else None
-        if room is None or created is None or not any(r > 0 for r in room):
-            continue
-        if 0 <= (state.now - created).total_seconds() < NEW_NODE_SECONDS:
-            found.append((created, name, node, room))
-    return [(name, node, room) for _, name, node, room in sorted(found, key=lambda f: (f[0], f[1]))]
+def _new_nodes(state: _Pass) -> list[tuple[str, dict[str, Any]]]:
+    """(name, node) of each node that came up within NEW_NODE_SECONDS, oldest first."""
+    found: list[tuple[datetime, str, dict[str, Any]]] = []
+    for name, meta, node in named_nodes((n for n in state.nodes or () if isinstance(n, dict)), []):
+        created = parse_rfc3339(meta.get("creationTimestamp"))
+        if created is not None and 0 <= (state.now - created).total_seconds() < NEW_NODE_SECONDS:
+            found.append((created, name, node))
+    return [(name, node) for _, name, node in sorted(found, key=lambda f: (f[0], f[1]))]
 
 
-def _fits(group: ConstraintGroup, name: str, node: Mapping[str, Any]) -> bool:
+def _fits(group: ConstraintGroup, name: str, node: dict[str, Any]) -> bool:
     """Whether the group's pods may land on the node: its GPUs' vendor, nodeSelector, required affinity, taints."""
-    meta, spec, status = as_dict(node.get("metadata")), as_dict(node.get("spec")), as_dict(node.get("status"))
-    labels = as_dict(meta.get("labels"))
-    allocatable = as_dict(status.get("allocatable")) or as_dict(status.get("capacity"))
-    if spec.get("unschedulable") or not str(allocatable.get(group.resource_key, "0")).strip("0"):
+    labels, spec = as_dict(as_dict(node.get("metadata")).get("labels")), as_dict(node.get("spec"))
+    if spec.get("unschedulable") or group.vendor not in node_gpus_by_vendor(name, node, labels, []):
         return False
-    if not matches_node_selector(group.node_selector, labels):
-        return False
-    if group.affinity_terms and not matches_required_affinity(group.affinity_terms, labels, name):
-        return False
-    return not untolerated_taints(as_list(spec.get("taints")), group.tolerations)
+    return admits(group.node_selector, group.affinity_terms, group.tolerations, labels, name, as_list(spec.get("taints")))
 
 
 def _fill_new_nodes(state: _Pass, rooms: _Rooms) -> None:
@@ -584,18 +579,20 @@ def _fill_new_nodes(state: _Pass, rooms: _Rooms) -> None:
     node-already-counted). Only nodes younger than NEW_NODE_SECONDS: a pod still waiting beside an older node's room
     does not fit there for a reason this model does not see. Only groups with no placeholder pending.
     """
-    claimed = {k for ph in state.existing if ph.state == PENDING for k in ph.pods} | state.covered
-    others = [p for p in state.pods if pod_key(p) in state.waiting and pod_key(p) not in claimed]
-    if not others or not state.nodes:
-        return
-    new = _new_nodes(state, rooms)
+    others = _unclaimed_waiting(state)
+    new = _new_nodes(state) if others else []
     if not new:
         return
+    if not rooms.gpus:  # no placeholder on a node this pass: the rooms were not read yet
+        rooms = _Rooms(_node_rooms(state.nodes, state.pods), _node_resources_left(state.nodes, state.pods))
     # A group with a placeholder still pending may be the one a new node came up for: its nodes on their way
     # already hold its waiting pods (`_place_on_pending`), and counting the node here too would count it twice.
     waiting_for_nodes = {ph.group for ph in state.existing if ph.state == PENDING}
     pieces = [piece for piece in state.demand(others) if piece.group.id not in waiting_for_nodes]
-    for name, node, room in new:
+    for name, node in new:
+        room = rooms.gpus.get(name)
+        if not room or not any(r > 0 for r in room):
+            continue
         wanted = [piece for piece in pieces if piece.pod not in state.covered and _fits(piece.group, name, node)]
         if wanted:
             state.covered |= _fill_at(wanted, room, _with_room(room), rooms.resources.get(name), rooms.kinds_on(name, wanted, state.pods))
@@ -825,8 +822,6 @@ def reconcile(
     pending, provided = _by_state(state)
     rooms = _credit_provided(state, provided)
     _fill_provided_slack(state, rooms)
-    if not rooms.gpus and state.nodes:  # no placeholder on a node: the rooms were not read yet
-        rooms = _Rooms(_node_rooms(state.nodes, state.pods), _node_resources_left(state.nodes, state.pods))
     _fill_new_nodes(state, rooms)
     demand_pods = [p for p in pods if pod_key(p) not in state.covered] if state.covered else list(pods)
     plan = plan_placeholders(demand_pods, nodes, _capped(settings, state.provided_gpus), now, pod_groups)
