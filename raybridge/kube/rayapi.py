@@ -101,13 +101,7 @@ class RayObjects:
         return checked_object(what, result, kind, self.server)
 
     def get(self, kind: str, name: str, namespace: str) -> Optional[dict[str, Any]]:
-        what = f"reading {kind} {namespace}/{name}"
-        result = api_call(
-            what, self.api.get_namespaced_custom_object,
-            RAY_API_GROUP, RAY_API_VERSION, namespace, PLURALS[kind], name,
-            not_found_ok=True,
-        )  # fmt: skip
-        return None if result is None else checked_object(what, result, kind, self.server)
+        return self.get_dated(kind, name, namespace)[0]
 
     def get_dated(self, kind: str, name: str, namespace: str) -> tuple[Optional[dict[str, Any]], Optional[float]]:
         """`get`, with the API server's clock at the answer (its `Date` header, epoch seconds; None without one)."""

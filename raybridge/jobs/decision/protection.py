@@ -328,7 +328,7 @@ def protections_of(obj: dict[str, Any], max_run_seconds: Optional[int] = None) -
         limit = bool(max_run_seconds) and seconds == max_run_seconds and not kueue_limits_run(obj)
         found.append(Protection("spec.activeDeadlineSeconds", seconds, run_limit=limit))
     # Kueue reads the label only on a job it manages (one with a queue-name label); elsewhere it is inert.
-    if labels.get(KUEUE_QUEUE_LABEL) and str(labels.get(KUEUE_MAX_EXEC_TIME_LABEL, "")).isdigit():
+    if kueue_limits_run(obj):
         found.append(Protection(f"metadata.labels[{KUEUE_MAX_EXEC_TIME_LABEL}]", int(labels[KUEUE_MAX_EXEC_TIME_LABEL])))
     if spec.get("preRunningDeadlineSeconds"):
         found.append(Protection("spec.preRunningDeadlineSeconds", int(spec["preRunningDeadlineSeconds"])))
