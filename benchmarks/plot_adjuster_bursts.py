@@ -127,7 +127,19 @@ def chart(runs: list[dict[str, Any]], node_gpus: int, title: str, source: str) -
         series=SERIES,
         columns=(Column("burst -> all pods running (s)"), Column(f"GPUs added ({node_gpus}-GPU nodes)"), Column("GPUs asked for")),
         rows=tuple(rows),
+        notes=READING,
+        notes_title="Reading it: shorter bars are better in every column",
     )
+
+
+#: What each column measures, under the chart.
+READING = (
+    "burst -> all pods running: seconds from the burst to the last pod Running; lower is better.",
+    "GPUs added: the GPUs of the nodes the autoscaler added; lower is better, down to what the pods need.",
+    "GPUs asked for: the GPUs of every placeholder (raybridge) or scaling pod (KAI) created during the run, "
+    "each counted once; the autoscaler adds a node for what these ask, so asking for more than the pods need "
+    "risks extra nodes; lower is better.",
+)
 
 
 def _bar(series: str, spans: list[Optional[tuple[float, float]]], unit: str) -> Bar:

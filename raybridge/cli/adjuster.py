@@ -238,11 +238,11 @@ def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: 
 
 
 def _approximate(value: Any) -> str:
-    """The exact decimal when it is short, else three places with a tilde (the JSON keeps it exact)."""
+    """The exact decimal when there is a short one, else three places with a tilde (-o json has it exact)."""
     from raybridge.core.quantity import format_fraction
 
     text = format_fraction(value)
-    return text if len(text) <= 8 else f"~{float(value):.3f}"
+    return text if len(text) <= 8 and "/" not in text else f"~{float(value):.3f}"
 
 
 def _short(values: Any) -> str:

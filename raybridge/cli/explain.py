@@ -27,7 +27,12 @@ def register(sub: Any) -> None:
         ),
     )
     p.add_argument("name", metavar="NAME")
-    add_cluster_args(p)
+    p.add_argument(
+        "-f", "--filename", action="append", metavar="FILE", default=[],
+        help="read the objects from `kubectl get -o yaml|json` output instead of a cluster (repeatable): the RayJob, "
+        "its Workload, LocalQueue, ClusterQueue, ResourceFlavors, Nodes; or a KAI PodGroup or Pod, the Queues, Nodes and pods",
+    )  # fmt: skip
+    add_cluster_args(p, namespace_default="the context's, else 'default'; with -f, the namespace NAME is in")
     add_output_arg(p, "table", choices=(*OUTPUT_FORMATS, *PICTURE_FORMATS), deprecated={"text": "table"})
     p.set_defaults(handler=cmd_explain)
 
@@ -37,7 +42,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from raybridge.core.printable import one_line
     from raybridge.queues.explain import explain
 
-    result = explain(cluster_target(args).connect(), args.name)
+    result = explain(_source(args), args.name)
     if args.output == "svg":
         import sys
 
@@ -57,3 +62,28 @@ def cmd_explain(args: argparse.Namespace) -> int:
     else:
         dump(result.to_dict(), args.output)
     return EXIT_OK
+
+
+def _source(args: argparse.Namespace) -> Any:
+    """The cluster of the flags, or the objects of the -f files (which talk to no cluster, so take no cluster flags)."""
+    if not args.filename:
+        return cluster_target(args).connect()
+    from raybridge.errors import BadInput
+    from raybridge.queues.explain_sources import FileObjects, read_object_files
+
+    cluster_flags = [flag for flag, value in (("--kubeconfig", args.kubeconfig), ("--context", args.context)) if value]
+    if cluster_flags:
+        raise BadInput(f"-f reads the objects from files and talks to no cluster: leave out {' and '.join(cluster_flags)}")
+    objects, notes = read_object_files(args.filename)
+    where = ", ".join(args.filename)
+    source = FileObjects(objects, args.namespace or "default", where)
+    if not args.namespace:
+        found = source.namespaces_of(args.name)
+        if len(found) > 1:
+            raise BadInput(f"{args.name!r} is in namespaces {', '.join(found)} of {where}: say which with -n")
+        source = FileObjects(objects, found[0] if found else "default", where)
+    from raybridge.cli.render import note
+
+    for text in notes:
+        note(text)
+    return source

@@ -153,26 +153,27 @@ def _without_library_notes(inventory: Any) -> Any:
     return replace(inventory, notes=without_probe_library_notes(tuple(inventory.notes), tuple(VENDORS)))
 
 
-def _print_warnings(decision: Any) -> None:
+def _print_warnings(decision: Any, more: Sequence[str] = ()) -> list[str]:
+    """The decision's notes and warnings and `more` warnings on stderr; returns every warning said (for -o json)."""
     from raybridge.cli.render import note, warn
 
     for text in decision.notes:
         note(text)
-    for text in decision.warnings:
+    warnings = [*decision.warnings, *more]
+    for text in warnings:
         warn(text)
+    return warnings
 
 
-def _warn_unpinned_image(spec: Any, decision: Any) -> None:
-    """The AMD default image is a moving tag from ROCm, not a Ray release (docs/spec.md: pin one): said on stderr."""
-    from raybridge.cli.render import warn
+def _unpinned_image(spec: Any, decision: Any) -> list[str]:
+    """The AMD default image is a moving tag from ROCm, not a Ray release (docs/spec.md: pin one): the warning, if any."""
     from raybridge.jobapi.ray_import import installed_ray_version
     from raybridge.jobs.decision.images import unpinned_image_warning
     from raybridge.jobs.decision.manifests import image_for
 
     ray_version = installed_ray_version()
     warning = unpinned_image_warning(spec.image, image_for(spec, decision, ray_version), ray_version)
-    if warning:
-        warn(warning)
+    return [warning] if warning else []
 
 
 def _namespace(args: argparse.Namespace, spec: Any) -> str:
@@ -185,9 +186,8 @@ def _namespace(args: argparse.Namespace, spec: Any) -> str:
 # --- discover, plan, render -----------------------------------------------------------------
 
 
-def _warn_unused_discover_flags(args: argparse.Namespace) -> None:
-    """Cluster flags the inventory source never reads are said, not silently dropped."""
-    from raybridge.cli.render import warn
+def _unused_discover_flags(args: argparse.Namespace) -> list[str]:
+    """Cluster flags the inventory source never reads: said, not silently dropped."""
     from raybridge.jobs.discovery import choose_inventory_source, unused_cluster_flags
 
     source = choose_inventory_source(nodes_file=args.nodes, pods_file=args.pods, ray_address=args.ray_address, kubeconfig=args.kubeconfig)
@@ -198,19 +198,18 @@ def _warn_unused_discover_flags(args: argparse.Namespace) -> None:
         "--request-timeout": args.request_timeout is not None,
     }
     unused, why = unused_cluster_flags(source, given)
-    if unused:
-        warn(f"{', '.join(unused)} {'is' if len(unused) == 1 else 'are'} ignored: {why}")
+    return [f"{', '.join(unused)} {'is' if len(unused) == 1 else 'are'} ignored: {why}"] if unused else []
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump, note, table, warn
 
     inventory = _inventory(args)
-    _warn_unused_discover_flags(args)
-    for text in inventory.warnings:
+    warnings = [*_unused_discover_flags(args), *inventory.warnings]
+    for text in warnings:
         warn(text)
     if args.output != "table":
-        dump(inventory.to_dict(), args.output)
+        dump({**inventory.to_dict(), "warnings": warnings}, args.output)
         return EXIT_OK
     rows = []
     for n in inventory.nodes:
@@ -234,8 +233,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     spec = _spec_from_args(args, "size")
     decision = plan_job(spec, _inventory(args, spec))
     data = decision.to_dict()
-    _print_warnings(decision)
-    _warn_unpinned_image(spec, decision)
+    data["warnings"] = _print_warnings(decision, _unpinned_image(spec, decision))
     if args.output == "table":
         rows = [(k, v) for k, v in data.items() if k not in ("warnings", "notes")]
         table("Sizing decision", ("FIELD", "VALUE"), rows)
@@ -251,9 +249,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
     spec = _spec_from_args(args, "render")
     decision = plan_job(spec, _inventory(args, spec))
-    _print_warnings(decision)
-    _warn_queue_of_another_namespace(args, spec)
-    _warn_unpinned_image(spec, decision)
+    _print_warnings(decision, [*_queue_of_another_namespace(args, spec), *_unpinned_image(spec, decision)])
     _say_where_the_entrypoint_goes(spec)
     objects = render_job(
         spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=_namespace(args, spec), submission_mode=args.submission_mode,
@@ -269,19 +265,19 @@ def cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _warn_queue_of_another_namespace(args: argparse.Namespace, spec: Any) -> None:
+def _queue_of_another_namespace(args: argparse.Namespace, spec: Any) -> list[str]:
     """-n moved the job out of the spec's namespace while the spec's queue (a namespaced LocalQueue) stayed."""
-    from raybridge.cli.render import warn
     from raybridge.jobs.spec_file import load_spec
 
     if not (args.spec and args.namespace and spec.queue and not args.queue):
-        return
+        return []
     written_for = load_spec(args.spec).namespace
-    if written_for and written_for != args.namespace:
-        warn(
-            f"the spec's queue {spec.queue} is a LocalQueue of namespace {written_for}; -n {args.namespace} renders the job "
-            f"into {args.namespace}, where Kueue looks for a LocalQueue {spec.queue} (--queue names another)"
-        )
+    if not written_for or written_for == args.namespace:
+        return []
+    return [
+        f"the spec's queue {spec.queue} is a LocalQueue of namespace {written_for}; -n {args.namespace} renders the job "
+        f"into {args.namespace}, where Kueue looks for a LocalQueue {spec.queue} (--queue names another)"
+    ]
 
 
 def _say_where_the_entrypoint_goes(spec: Any) -> None:
@@ -391,7 +387,7 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
 
 
 def _dry_run(spec: Any, options: Any, output: str, uploads: Sequence[str] = (), reason: Optional[str] = None) -> int:
-    from raybridge.cli.render import dump, progress
+    from raybridge.cli.render import dump, progress, warn
     from raybridge.jobapi.ray_import import installed_ray_version
     from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
     from raybridge.jobs.decision.sizing import SizingRequest, unsized_decision
@@ -405,7 +401,10 @@ def _dry_run(spec: Any, options: Any, output: str, uploads: Sequence[str] = (), 
     decision = unsized_decision(SizingRequest.from_spec(spec)) if inventory is None else plan_job(spec, inventory)
     result: dict[str, Any] = {"backend": backend, "backendReason": why, "plan": decision.to_dict(), "entrypoint": spec.entrypoint}
     if backend == "kubernetes":
-        _warn_unpinned_image(spec, decision)
+        image = _unpinned_image(spec, decision)
+        for text in image:
+            warn(text)
+        result["plan"]["warnings"] = [*decision.warnings, *image]
         namespace = replace(options.cluster, namespace=spec.namespace or options.namespace).resolved_namespace()
         result["objects"] = render_job(spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=namespace,
                                        ray_version=installed_ray_version())

@@ -41,6 +41,11 @@ def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+def owned_by(obj: Any, uid: Any) -> bool:
+    """Whether the object's owner references name the object with this uid."""
+    return any(as_dict(r).get("uid") == uid for r in as_list(as_dict(as_dict(obj).get("metadata")).get("ownerReferences")))
+
+
 def quantity_or_none(value: Any) -> Optional[Decimal]:
     """A quantity in base units, or None when absent or malformed (the API server refuses those)."""
     if value is None:

@@ -122,6 +122,17 @@ def format_memory(num_bytes: Decimal | int) -> str:
     return str(int(num_bytes))
 
 
+#: Decimal places of a fraction shown as a JSON number (a millionth of a GPU: below any share KAI hands out).
+FRACTION_PLACES = 6
+
+
+def fraction_number(value: Fraction) -> int | float:
+    """A fraction as a JSON number: whole numbers as integers, else rounded to FRACTION_PLACES decimals."""
+    if value.denominator == 1:
+        return value.numerator
+    return round(float(value), FRACTION_PLACES)
+
+
 def format_fraction(value: Fraction) -> str:
     """An exact decimal when there is one ("1.8"), else the fraction ("2/3")."""
     denominator = value.denominator

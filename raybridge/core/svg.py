@@ -78,6 +78,9 @@ class Bar:
     value: Optional[float]
     text: str
     unbounded: bool = False
+    #: Drawn on the line of the bar before it in the cell, from where that one ends (in use, then what is asked);
+    #: a bar followed by a stacked one prints no text, the last of the stack prints its own after the stack's end.
+    stacked: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,19 +152,25 @@ def column_scale(chart: Chart, index: int) -> float:
     column = chart.columns[index]
     if column.scale > 0 and math.isfinite(column.scale):
         return column.scale
-    values = [
-        bar.value
-        for row in chart.rows
-        if index < len(row.cells)
-        for bar in row.cells[index]
-        if bar.value is not None and not bar.unbounded and math.isfinite(bar.value)
-    ]
+    values = [total for row in chart.rows if index < len(row.cells) for total in _line_totals(row.cells[index])]
     largest = max(values, default=0.0)
     return largest if largest > 0 else 1.0
 
 
+def _line_totals(cell: Sequence[Bar]) -> list[float]:
+    """The finite value each line of a cell reaches: a bar's own, a stack's sum."""
+    totals: list[float] = []
+    for bar in cell:
+        value = bar.value if bar.value is not None and not bar.unbounded and math.isfinite(bar.value) else 0.0
+        if bar.stacked and totals:
+            totals[-1] += max(value, 0.0)
+        else:
+            totals.append(value)
+    return totals
+
+
 def _row_height(row: Row) -> float:
-    bars = max((len(cell) for cell in row.cells), default=0)
+    bars = max((sum(1 for i, bar in enumerate(cell) if not (bar.stacked and i)) for cell in row.cells), default=0)
     return max(MIN_ROW_HEIGHT, 2 * ROW_PADDING + bars * BAR_HEIGHT + max(0, bars - 1) * BAR_GAP)
 
 
@@ -190,7 +199,14 @@ def layout(chart: Chart) -> Layout:
         rows.append(RowBox(y, height))
         for c, cell in enumerate(row.cells[: len(chart.columns)]):
             top = y + ROW_PADDING
-            for bar in cell:
+            for i, bar in enumerate(cell):
+                if bar.stacked and i:
+                    before = bars[-1]
+                    x = before.x + before.width
+                    room = column_x(c) + BAR_WIDTH - x
+                    length = 0.0 if bar.value is None or bar.value <= 0 else min(bar_length(bar, scales[c]), room)
+                    bars.append(BarBox(r, c, bar.series, x, before.y, max(length, 0.0), BAR_HEIGHT))
+                    continue
                 bars.append(BarBox(r, c, bar.series, column_x(c), top, bar_length(bar, scales[c]), BAR_HEIGHT))
                 top += BAR_HEIGHT + BAR_GAP
         y += height
@@ -230,7 +246,11 @@ def render(chart: Chart) -> str:
     series_by_key = {s.key: s for s in chart.series}
     bars = iter(box.bars)
     for row, row_box in zip(chart.rows, box.rows):
-        placed = [(bar, next(bars)) for cell in row.cells[: len(chart.columns)] for bar in cell]
+        placed = [
+            (bar, next(bars), i + 1 == len(cell) or not cell[i + 1].stacked)
+            for cell in row.cells[: len(chart.columns)]
+            for i, bar in enumerate(cell)
+        ]
         _row(svg, row, row_box, box.width, placed, series_by_key)
     _notes(svg, chart, box)
     return ET.tostring(svg, encoding="unicode") + "\n"
@@ -286,7 +306,7 @@ def _row(
     row: Row,
     row_box: RowBox,
     width: int,
-    placed: Sequence[tuple[Bar, BarBox]],
+    placed: Sequence[tuple[Bar, BarBox, bool]],
     series_by_key: dict[str, Series],
 ) -> None:
     """One row: its highlight, its label (cut, whole in a tooltip), its note, its bars and the rule under it."""
@@ -310,8 +330,8 @@ def _row(
         ET.SubElement(name, "title").text = label
     if row.note:
         _text(group, indent, row_box.y + 31, cut(clean(row.note), room, 5.7), size=10, colour=MUTED)
-    for bar, box in placed:
-        _bar(group, bar, box, series_by_key.get(bar.series))
+    for bar, box, labelled in placed:
+        _bar(group, bar, box, series_by_key.get(bar.series), labelled)
     ET.SubElement(
         group, "line",
         {"x1": str(MARGIN), "x2": str(width - MARGIN), "y1": f"{row_box.y + row_box.height:g}",
@@ -361,7 +381,7 @@ def _legend(svg: ET.Element, series: Sequence[Series]) -> None:
         x += 20 + len(label) * 6.6 + 24
 
 
-def _bar(group: ET.Element, bar: Bar, box: BarBox, series: Optional[Series]) -> None:
+def _bar(group: ET.Element, bar: Bar, box: BarBox, series: Optional[Series], labelled: bool = True) -> None:
     colour = series.colour if series else MUTED
     if box.width > 0:
         fill = f"url(#hatch-{_ident(bar.series)})" if bar.unbounded else colour
@@ -371,5 +391,8 @@ def _bar(group: ET.Element, bar: Bar, box: BarBox, series: Optional[Series]) -> 
              "class": f"bar {_ident(bar.series)}"},
         )  # fmt: skip
         ET.SubElement(rect, "title").text = clean(f"{series.label if series else bar.series}: {bar.text}")
-    _text(group, box.x + max(box.width, 0) + 5, box.y + box.height - 1, bar.text, size=10, colour=TEXT if box.width else MUTED,
-          room=COLUMN_WIDTH - BAR_WIDTH - 12 + (BAR_WIDTH - box.width))  # fmt: skip
+    if not labelled:
+        return
+    end = box.x + max(box.width, 0) - column_x(box.column)
+    _text(group, box.x + max(box.width, 0) + 5, box.y + box.height - 1, bar.text, size=10, colour=TEXT if end else MUTED,
+          room=COLUMN_WIDTH - 12 - end)  # fmt: skip

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from raybridge.queues.decision.kueue_workload import explain, workload_state
+from raybridge.queues.decision.kueue_workload import explain_kueue, workload_state
 from raybridge.core.consts import KUEUE_QUEUE_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from raybridge.errors import BadInput, InfraError
 from raybridge.jobapi.client import RayJobs
@@ -68,17 +68,14 @@ def job_status(kube: Kube, name: str) -> dict[str, Any]:
         "workload": (workload or {}).get("metadata", {}).get("name"),
         "queueState": workload_state(workload),
         "position": position,
-        "explanation": _explanation(kube, obj, workload, position, cq, cq_name),
+        "explanation": _explanation(obj, workload, position, cq, cq_name),
     }
 
 
-def _explanation(kube: Kube, obj: dict[str, Any], workload: Any, position: Any, cq: Any, cq_name: Optional[str]) -> list[str]:
-    """A pending job gets `explain`'s full text (per flavor, cohort, checks); any other the short report."""
-    if workload_state(workload) != "pending":
-        return explain(obj, workload, position, cq, cq_name)
-    from raybridge.queues.explain import kueue_explanation
-
-    return kueue_explanation(kube, obj).lines()
+def _explanation(obj: dict[str, Any], workload: Any, position: Any, cq: Any, cq_name: Optional[str]) -> list[str]:
+    """Where the job stands; a pending one points to `explain` for the per-flavor arithmetic rather than repeating it."""
+    explanation = explain_kueue(obj, workload, position, cq, cq_name)
+    return explanation.summary() if workload_state(workload) == "pending" else explanation.lines()
 
 
 class _JobApiSession:

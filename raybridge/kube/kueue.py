@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 from raybridge.core.consts import KUEUE_GROUP, KUEUE_JOB_UID_LABEL
 from raybridge.errors import InfraError, RaybridgeError
+from raybridge.core.kubeobjects import owned_by
 from raybridge.kube.client import (
     Kube,
     PermissionDenied,
@@ -41,10 +42,6 @@ def _read(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Optio
         return None
 
 
-def _owned_by(workload: dict[str, Any], uid: Any) -> bool:
-    return any(r.get("uid") == uid for r in (workload.get("metadata") or {}).get("ownerReferences") or [])
-
-
 def find_workload(kube: Kube, namespace: str, owner: dict[str, Any]) -> Optional[dict[str, Any]]:
     """The Workload that Kueue made for this job, or None (not yet, or no Kueue).
 
@@ -62,7 +59,7 @@ def find_workload(kube: Kube, namespace: str, owner: dict[str, Any]) -> Optional
         items = checked_items(what, result, "Workload", kube.server)
         if not items:
             everything = api_call(what, api.list_namespaced_custom_object, GROUP, version, namespace, "workloads", not_found_ok=True)
-            items = [w for w in checked_items(what, everything or {"items": []}, "Workload", kube.server) if _owned_by(w, uid)]
+            items = [w for w in checked_items(what, everything or {"items": []}, "Workload", kube.server) if owned_by(w, uid)]
         return items[0] if items else None
     return None
 

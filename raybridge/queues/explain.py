@@ -28,8 +28,10 @@ from raybridge.core.consts import KAI_QUEUE_LABEL, KAI_SCHEDULER_NAME
 from raybridge.queues.decision.fairshare import Amounts
 from raybridge.queues.decision.kai_explain import KaiExplanation, explain_kai, pod_group_name
 from raybridge.queues.decision.kueue_fit import cohort_of
-from raybridge.errors import BadInput, InfraError
+from raybridge.core.kubeobjects import as_dict
+from raybridge.errors import BadInput
 from raybridge.kube.client import Kube
+from raybridge.queues.explain_sources import ClusterObjects, ExplainObjects
 
 
 @dataclass(frozen=True)
@@ -64,89 +66,81 @@ class Explanation:
         return self.kai.lines() if self.kai is not None else []
 
 
-def explain(kube: Kube, name: str) -> Explanation:
-    """Explain the RayJob, RayCluster, PodGroup or Pod called `name` in the target namespace."""
-    from raybridge.kube.kai import get_pod, get_pod_group
-    from raybridge.kube.rayapi import RayObjects
+def explain(source: "Kube | ExplainObjects", name: str) -> Explanation:
+    """Explain the RayJob, RayCluster, PodGroup or Pod called `name` in the source's namespace.
 
-    namespace = kube.namespace
-    rays = RayObjects(kube)
+    `source` is a connected `Kube` (the cluster) or any `ExplainObjects` (files, for one).
+    """
+    objects: ExplainObjects = ClusterObjects(source) if isinstance(source, Kube) else source
+    namespace = objects.namespace
     for kind in ("RayJob", "RayCluster"):
-        obj = rays.get(kind, name, namespace)
+        obj = objects.ray_object(kind, name)
         if obj is not None:
             warnings: list[str] = []
-            return Explanation(kind, name, namespace, kueue=kueue_explanation(kube, obj, warnings), warnings=tuple(warnings))
-    pod_group = get_pod_group(kube, namespace, name)
+            return Explanation(kind, name, namespace, kueue=kueue_explanation(objects, obj, warnings), warnings=tuple(warnings))
+    pod_group = objects.pod_group(name)
     if pod_group is not None:
         warnings = []
-        return Explanation("PodGroup", name, namespace, kai=kai_explanation(kube, None, pod_group, warnings), warnings=tuple(warnings))
-    pod = get_pod(kube, namespace, name)
+        return Explanation("PodGroup", name, namespace, kai=kai_explanation(objects, None, pod_group, warnings), warnings=tuple(warnings))
+    pod = objects.pod(name)
     if pod is not None:
-        scheduler = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
+        scheduler = as_dict(pod.get("spec")).get("schedulerName") or "default-scheduler"
         if scheduler != KAI_SCHEDULER_NAME and not pod_group_name(pod):
             raise BadInput(
                 f"pod {namespace}/{name} is scheduled by {scheduler}, not {KAI_SCHEDULER_NAME}: explain covers "
                 "RayJobs and RayClusters queued by Kueue, and KAI pods and PodGroups"
             )
         warnings = []
-        return Explanation("Pod", name, namespace, kai=kai_explanation(kube, pod, None, warnings), warnings=tuple(warnings))
-    raise BadInput(f"no RayJob, RayCluster, PodGroup or Pod named {name!r} in namespace {namespace}")
+        return Explanation("Pod", name, namespace, kai=kai_explanation(objects, pod, None, warnings), warnings=tuple(warnings))
+    raise BadInput(f"no RayJob, RayCluster, PodGroup or Pod named {name!r} in namespace {namespace}{objects.where}")
 
 
 # --- Kueue ------------------------------------------------------------------------------------------
 
 
-def kueue_explanation(kube: Kube, obj: dict[str, Any], warnings: Optional[list[str]] = None) -> KueueExplanation:
+def kueue_explanation(
+    source: "Kube | ExplainObjects", obj: dict[str, Any], warnings: Optional[list[str]] = None
+) -> KueueExplanation:
     """The Kueue picture of a RayJob/RayCluster: Workload, queues, cohort, flavors, nodes, checks, position."""
-    from raybridge.kube.kueue import (
-        find_workload,
-        get_cluster_queue,
-        get_local_queue,
-        list_cohorts,
-        list_kueue_objects,
-        pending_position,
-        served_versions,
-    )
-
+    objects: ExplainObjects = ClusterObjects(source) if isinstance(source, Kube) else source
     warnings = warnings if warnings is not None else []
-    namespace = (obj.get("metadata") or {}).get("namespace") or kube.namespace
-    workload = find_workload(kube, namespace, obj)
+    workload = objects.workload(obj)
     position = cq = cq_name = None
     members: Optional[list[dict[str, Any]]] = None
     cohorts: Optional[list[dict[str, Any]]] = []
     flavors: Optional[dict[str, dict[str, Any]]] = None
     nodes = requests = None
     if workload is not None:
-        lq_name = (workload.get("spec") or {}).get("queueName")
-        pending = workload_state(workload) == "pending"
-        if pending and lq_name:
-            position = pending_position(kube, namespace, lq_name, workload["metadata"]["name"])
-        local_queue = get_local_queue(kube, namespace, lq_name) if lq_name else None
-        cq_name = ((workload.get("status") or {}).get("admission") or {}).get("clusterQueue") or (local_queue or {}).get("spec", {}).get("clusterQueue")
-        cq = get_cluster_queue(kube, cq_name) if cq_name else None
+        lq_name = as_dict(workload.get("spec")).get("queueName")
+        if workload_state(workload) == "pending" and lq_name:
+            position = objects.pending_position(lq_name, as_dict(workload.get("metadata")).get("name") or "")
+        local_queue = objects.local_queue(lq_name) if lq_name else None
+        cq_name = as_dict(as_dict(workload.get("status")).get("admission")).get("clusterQueue") or as_dict(
+            as_dict(local_queue).get("spec")
+        ).get("clusterQueue")
+        cq = objects.cluster_queue(cq_name) if cq_name else None
         if cq is None and cq_name:
-            warnings.append(f"ClusterQueue {cq_name} could not be read: its quota is not shown")
+            warnings.append(f"{objects.missing(f'ClusterQueue {cq_name}', one=True)}: its quota is not shown")
         if cq is not None:
-            versions = served_versions(kube)
             cohort = cohort_of(cq)
             if cohort:
-                members = list_kueue_objects(kube, versions, "clusterqueues")
-                cohorts = list_cohorts(kube, versions)
+                members = objects.kueue_objects("ClusterQueue")
+                cohorts = objects.kueue_objects("Cohort")
                 unread = [what for what, got in (("ClusterQueues", members), ("Cohorts", cohorts)) if got is None]
                 if unread:
-                    warnings.append(f"the {' and '.join(unread)} could not be listed: what cohort {cohort} can lend is unknown")
-            listed_flavors = list_kueue_objects(kube, versions, "resourceflavors")
+                    warnings.append(f"{objects.missing(' and '.join(unread))}: what cohort {cohort} can lend is unknown")
+            listed_flavors = objects.kueue_objects("ResourceFlavor")
             if listed_flavors is None:
-                warnings.append("ResourceFlavors could not be listed: node sizes per flavor are not checked")
+                warnings.append(f"{objects.missing('ResourceFlavors')}: node sizes per flavor are not checked")
             else:
                 flavors = {str(f["metadata"]["name"]): f for f in listed_flavors}
-            nodes = _nodes(kube, warnings)
-        if (workload.get("status") or {}).get("admissionChecks"):
-            from raybridge.kube.provisioning import list_provisioning_requests
-
-            requests = list_provisioning_requests(kube, namespace)
+            nodes = objects.nodes()
+            if nodes is None:
+                warnings.append(f"{objects.missing('nodes')}: whether one pod fits the largest node is not checked")
+        if as_dict(workload.get("status")).get("admissionChecks"):
+            requests = objects.provisioning_requests()
             if requests is None:
-                warnings.append("ProvisioningRequests could not be listed: the autoscaler's answer is not shown")
+                warnings.append(f"{objects.missing('ProvisioningRequests')}: the autoscaler's answer is not shown")
     return explain_kueue(
         obj, workload, position, cq, cq_name,
         cohort_members=members if cq is None or cohort_of(cq) else [], cohorts=cohorts, flavors=flavors, nodes=nodes,
@@ -154,60 +148,44 @@ def kueue_explanation(kube: Kube, obj: dict[str, Any], warnings: Optional[list[s
     )  # fmt: skip
 
 
-def _nodes(kube: Kube, warnings: list[str]) -> Optional[list[dict[str, Any]]]:
-    from raybridge.kube.client import list_nodes
-
-    try:
-        return list_nodes(kube)
-    except InfraError as exc:
-        if "permission denied" not in str(exc):
-            raise
-        warnings.append("nodes could not be listed: whether one pod fits the largest node is not checked")
-        return None
-
-
 # --- KAI --------------------------------------------------------------------------------------------
 
 
 def kai_explanation(
-    kube: Kube, pod: Optional[dict[str, Any]], pod_group: Optional[dict[str, Any]], warnings: Optional[list[str]] = None
+    objects: ExplainObjects, pod: Optional[dict[str, Any]], pod_group: Optional[dict[str, Any]], warnings: Optional[list[str]] = None
 ) -> KaiExplanation:
     """The KAI picture of a pod or a PodGroup: its conditions, its queue chain, fair shares and allocations."""
     from raybridge.core.inventory import inventory_from_nodes
     from raybridge.queues.decision.kai_queue import pod_amounts
-    from raybridge.kube.client import list_pods_all_namespaces
-    from raybridge.kube.kai import get_pod_group, list_queues
-    from raybridge.queues.fairshare import cluster_fair_share
+    from raybridge.queues.fairshare import objects_fair_share
 
     warnings = warnings if warnings is not None else []
-    namespace = kube.namespace
     if pod is not None and pod_group is None and pod_group_name(pod):
-        pod_group = get_pod_group(kube, namespace, pod_group_name(pod) or "")
-    try:
-        queues = list_queues(kube)
-    except InfraError as exc:
-        if "no scheduling.run.ai" not in str(exc) and "permission denied" not in str(exc):
-            raise
-        warnings.append(str(exc))
+        pod_group = objects.pod_group(pod_group_name(pod) or "")
+    queues = objects.kai_queues()
+    if queues is None:
+        warnings.append(objects.kai_problem() or objects.missing("KAI Queues"))
         queues = []
     result = None
-    if queues:
-        report = cluster_fair_share(kube)
-        result = report.result
-        warnings.extend(report.warnings)
     allocations: Optional[dict[str, Amounts]] = None
-    pods = list_pods_all_namespaces(kube) if queues else None
-    if pods is not None:
-        from raybridge.kube.client import list_nodes
-
-        memories = [n.memory_mib for n in inventory_from_nodes(list_nodes(kube)).nodes if n.memory_mib]
-        allocations = {}
-        for p in pods:
-            spec, meta, status = p.get("spec") or {}, p.get("metadata") or {}, p.get("status") or {}
-            queue = (meta.get("labels") or {}).get(KAI_QUEUE_LABEL)
-            if spec.get("schedulerName") != KAI_SCHEDULER_NAME or not spec.get("nodeName") or not queue:
-                continue
-            if status.get("phase") not in ("Running", "Pending"):
-                continue
-            allocations[queue] = allocations.get(queue, Amounts()).plus(pod_amounts(p, min(memories) if memories else None))
-    return explain_kai(namespace, pod, pod_group, queues, result, allocations)
+    if queues:
+        nodes = objects.nodes()
+        pods = objects.pods()
+        if nodes is None:
+            warnings.append(f"{objects.missing('nodes')}: the fair shares are not computed")
+        else:
+            report = objects_fair_share(queues, nodes, pods)
+            result = report.result
+            warnings.extend(report.warnings)
+        if pods is not None:
+            memories = [n.memory_mib for n in inventory_from_nodes(nodes or []).nodes if n.memory_mib]
+            allocations = {}
+            for p in pods:
+                spec, meta, status = as_dict(p.get("spec")), as_dict(p.get("metadata")), as_dict(p.get("status"))
+                queue = as_dict(meta.get("labels")).get(KAI_QUEUE_LABEL)
+                if spec.get("schedulerName") != KAI_SCHEDULER_NAME or not spec.get("nodeName") or not queue:
+                    continue
+                if status.get("phase") not in ("Running", "Pending"):
+                    continue
+                allocations[queue] = allocations.get(queue, Amounts()).plus(pod_amounts(p, min(memories) if memories else None))
+    return explain_kai(objects.namespace, pod, pod_group, queues, result, allocations)

@@ -103,23 +103,47 @@ def cluster_fair_share(
     the requests of the KAI pods by their queue label (unbounded when pods
     cannot be listed).
     """
-    from raybridge.core.inventory import inventory_from_nodes
     from raybridge.kube.client import list_nodes, list_pods_all_namespaces
     from raybridge.kube.kai import list_queues
 
-    warnings: list[str] = []
-    specs = _cluster_specs(list_queues(kube), warnings)
-    warnings.extend(f"{p}" for p in hierarchy_problems(specs))
+    queue_objects = list_queues(kube)
     pods = None
     nodes: list[dict[str, Any]] = []
     if capacity is None or demand_file is None:
         nodes = list_nodes(kube)
         pods = list_pods_all_namespaces(kube)
+    return objects_fair_share(
+        queue_objects, nodes, pods, capacity, demand_file, scheduler_name=scheduler_name, usage=usage, k_value=k_value
+    )
+
+
+def objects_fair_share(
+    queue_objects: Sequence[Any],
+    nodes: Sequence[dict[str, Any]],
+    pods: Optional[Sequence[dict[str, Any]]],
+    capacity: Optional[str] = None,
+    demand_file: Optional[str] = None,
+    *,
+    scheduler_name: str = KAI_SCHEDULER_NAME,
+    usage: Optional[Mapping[str, Amounts]] = None,
+    k_value: float = DEFAULT_K_VALUE,
+    source: str = "cluster",
+) -> FairShareReport:
+    """Fair shares of these Queues over these nodes, for these pods' requests (`cluster_fair_share` once read).
+
+    `pods` None means they could not be listed: the capacity then includes what other
+    schedulers' pods use, and every queue wants without bound.
+    """
+    from raybridge.core.inventory import inventory_from_nodes
+
+    warnings: list[str] = []
+    specs = _cluster_specs(queue_objects, warnings)
+    warnings.extend(f"{p}" for p in hierarchy_problems(specs))
     if capacity is not None:
         amounts = parse_capacity(capacity)
         warnings.extend(_left_out_warning(capacity))
     else:
-        amounts = kai_capacity(nodes, pods or [], scheduler_name)
+        amounts = kai_capacity(list(nodes), list(pods or []), scheduler_name)
         if pods is None:
             warnings.append("no permission to list pods: the capacity includes what pods of other schedulers use")
     demand: Optional[dict[str, Amounts]]
@@ -129,14 +153,14 @@ def cluster_fair_share(
         demand = None
         warnings.append("no permission to list pods: every queue is taken to want without bound")
     else:
-        memories = [n.memory_mib for n in inventory_from_nodes(nodes).nodes if n.memory_mib]
-        demand, notes = kai_requests(pods, min(memories) if memories else None, scheduler_name)
+        memories = [n.memory_mib for n in inventory_from_nodes(list(nodes)).nodes if n.memory_mib]
+        demand, notes = kai_requests(list(pods), min(memories) if memories else None, scheduler_name)
         warnings.extend(notes)
         names = {s.name for s in specs}
         for queue in sorted(set(demand) - names):
             warnings.append(f"pods in queue {queue}, which does not exist, are not counted (KAI ignores them)")
     result = divide_fair_share(specs, amounts, demand, usage=usage, k_value=k_value)
-    return FairShareReport(result, "cluster", tuple(warnings))
+    return FairShareReport(result, source, tuple(warnings))
 
 
 def _cluster_specs(objects: Sequence[Any], warnings: list[str]) -> list[QueueSpec]:

@@ -435,11 +435,11 @@ def _pods_with(tmp_path, *extra_items):
 
 def test_a_pod_listed_twice_is_counted_once_with_a_warning(tmp_path):
     pods = json.loads((EXAMPLES / "cluster" / "pods.json").read_text())
-    infer = next(p for p in pods["items"] if p["metadata"]["name"] == "infer-c")  # 2 GPUs on h100-0
+    infer = next(p for p in pods["items"] if p["metadata"]["name"] == "infer-c")  # 7 GPUs on h100-0
     result = run_cli("discover", "--nodes", NODES, "--pods", _pods_with(tmp_path, infer), "-o", "json")
     assert result.returncode == 0, result.stderr
     free = {n["name"]: n["free"] for n in json.loads(result.stdout)["nodes"]}
-    assert free["h100-0"] == 5  # 8 less 2 (infer-c, once) less 1 (infer-d)
+    assert free["h100-0"] == 0  # 8 less 7 (infer-c, once) less 1 (infer-d)
     assert "warning: pod team-c/infer-c is listed more than once: counted once" in result.stderr
 
 
@@ -511,3 +511,28 @@ def test_a_ray_address_that_never_answers_prints_only_raybridges_line():
         result = run_cli("discover", "--address", address, "--request-timeout", "7", timeout=60)
     assert result.returncode == 3
     assert result.stderr == f"error: cannot connect to the Ray cluster at {address!r}: it accepts connections but does not answer within 7s\n"
+
+
+# (case, argv with -o json, where the JSON keeps its warnings): every warning said on stderr is in the document
+JSON_WARNING_ROWS = [
+    ("plan on the unpinned AMD default image", ["plan", "--entrypoint", "python x.py", "--nodes", NODES, "--gpus", "16", "--gpu-vendor", "amd"],
+     ("warnings",)),
+    ("plan capped", ["plan", "--entrypoint", "python x.py", "--nodes", NODES, "--gpus", "40", "--gpu-vendor", "amd", "--image", "r/ray:1"],
+     ("warnings",)),
+    ("a dry run on the unpinned AMD default image",
+     ["submit", "--dry-run", "--nodes", NODES, "--gpus", "16", "--gpu-vendor", "amd", "--entrypoint", "python x.py"], ("plan", "warnings")),
+    ("discover with a flag a file leaves unused", ["discover", "--nodes", NODES, "-n", "team-a"], ("warnings",)),
+    ("fair share without cpu or memory", ["queues", "fairshare", "--queues", "examples/queues/node-pool-a.yaml", "--capacity", "gpu=40"],
+     ("warnings",)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case,argv,where", JSON_WARNING_ROWS, ids=[r[0] for r in JSON_WARNING_ROWS])
+def test_json_output_lists_every_warning_said_on_stderr(case, argv, where):
+    result = run_cli(*argv, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    said = [line.removeprefix("warning: ") for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    document = json.loads(result.stdout)
+    for key in where:
+        document = document[key]
+    assert said and set(said) <= set(document), (said, document)

@@ -34,6 +34,7 @@ OFFLINE_ROWS = [
     ("adjuster plan on the example", ["adjuster", "plan", "--pods", PODS, "--nodes", NODES, "-o", "json"]),
     ("fair share of the example queues", ["queues", "fairshare", "--queues", "examples/queues/node-pool-a.yaml", "--capacity", "gpu=40,cpu=64000m,memory=512000M"]),
     ("generate configs from the example nodes", ["queues", "generate", "--nodes", NODES]),
+    ("explain the waiting job from saved objects", ["explain", "train-gpu", "-f", "examples/cluster/queued.yaml", "-f", NODES, "-o", "svg"]),
 ]
 
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import time
 import uuid
 from dataclasses import dataclass
@@ -218,13 +220,44 @@ def test_kueue_json_has_the_same_facts_as_fields_and_agrees_with_kueue_s_message
     assert as_yaml["kueue"]["flavors"] == kueue["flavors"]
 
 
-def test_status_of_the_pending_job_shows_the_same_text(scene):
+def test_status_of_the_pending_job_says_where_it_stands_and_points_to_explain(scene):
     explained = explain(scene, "train")
     status = run_cli("status", "train", "-n", scene.ns, env=cli_env(KUBECONFIG=scene.kubeconfig))
     assert status.returncode == 0, status.stderr
-    assert status.stdout == explained.stdout
+    lines = status.stdout.splitlines()
+    # where it stands, as explain opens; then where to read why, not the per-flavor arithmetic again
+    assert lines[:-1] == explained.stdout.splitlines()[: len(lines) - 1]
+    assert lines[-1] == f"  why, per pod set and flavor against the quota: raybridge explain train -n {scene.ns}"
+    assert f"QuotaReserved=False (Pending: {kueue_message(scene)})" in status.stdout
+    assert "asks for, per pod set and flavor" in explained.stdout and "asks for" not in status.stdout
     as_json = json.loads(run_cli("status", "train", "-n", scene.ns, "-o", "json", env=cli_env(KUBECONFIG=scene.kubeconfig)).stdout)
-    assert as_json["queueState"] == "pending" and as_json["explanation"] == explained.stdout.splitlines()
+    assert as_json["queueState"] == "pending" and as_json["explanation"] == lines
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="no kubectl on PATH")
+def test_explain_from_kubectl_s_output_says_what_explain_on_the_cluster_says(scene, tmp_path):
+    """The objects as a user saves them with kubectl, read back with -f and no cluster: the same text and facts."""
+    env = cli_env(KUBECONFIG=scene.kubeconfig)
+    saved = []
+    for what, where in [("rayjobs,workloads.kueue.x-k8s.io,localqueues.kueue.x-k8s.io", ["-n", scene.ns]),
+                        ("clusterqueues.kueue.x-k8s.io,cohorts.kueue.x-k8s.io,resourceflavors.kueue.x-k8s.io,nodes", [])]:  # fmt: skip
+        out = subprocess.run(["kubectl", "get", what, *where, "-o", "yaml"], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        path = tmp_path / f"{len(saved)}.yaml"
+        path.write_text(out.stdout)
+        saved += ["-f", str(path)]
+    offline = {"KUBECONFIG": str(tmp_path / "none")}  # no cluster at all
+    live = explain(scene, "train")
+    from_files = run_cli("explain", "train", *saved, env=cli_env(**offline))
+    assert from_files.returncode == 0, from_files.stderr
+    assert from_files.stdout == live.stdout
+    live_data = json.loads(explain(scene, "train", "-o", "json").stdout)
+    file_data = json.loads(run_cli("explain", "train", *saved, "-o", "json", env=cli_env(**offline)).stdout)
+    # the one difference: the cluster serves no ProvisioningRequests (so there are none), the files do not say
+    assert live_data["warnings"] == [] and [w.split(" are not in ")[0] for w in file_data["warnings"]] == ["ProvisioningRequests"]
+    assert {**file_data, "warnings": []} == live_data
+    # -n is found from the files when NAME is in one namespace of them
+    assert run_cli("explain", "train", *saved, env=cli_env(**offline)).stdout == explain(scene, "train").stdout
 
 
 # (case, NAME, fragment of the one-line error); the cluster serves no KAI PodGroups, so a PodGroup is not found either

@@ -219,6 +219,21 @@ def test_kai_json(cluster):
     assert data["kai"]["unschedulableReasons"][0]["reason"] == "OverLimit"
 
 
+def test_kai_explain_from_saved_objects_says_what_explain_on_the_cluster_says(cluster, tmp_path):
+    """The Queues, PodGroup, pods and nodes saved as a List (as `kubectl get -o json` writes it), read with -f."""
+    server, _ = cluster
+    kinds = [("scheduling.run.ai/v2", "Queue"), ("scheduling.run.ai/v2alpha2", "PodGroup"), ("v1", "Pod"), ("v1", "Node")]
+    items = [obj for api_version, kind in kinds for obj in server.list_objects(api_version, kind)]
+    saved = tmp_path / "kai.json"
+    saved.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    offline = cli_env(KUBECONFIG=str(tmp_path / "none"))
+    for name in ("notebook-0", "pg-notebook"):
+        for output in ("table", "json"):
+            from_files = run_cli("explain", name, "-f", str(saved), "-o", output, env=offline)
+            assert from_files.returncode == 0, from_files.stderr
+            assert from_files.stdout == explain(cluster, name, "-o", output).stdout
+
+
 NODES = str(EXAMPLES / "cluster" / "nodes.json")
 
 

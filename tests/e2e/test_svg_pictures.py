@@ -104,7 +104,9 @@ def test_explain_svg_of_a_kueue_job_shows_its_cohort_path_and_flavors(scene):  #
         f"cohort {scene.cohort}", f"ClusterQueue {scene.cq_a}", f"flavor {scene.a100}, pod set workers", f"flavor {scene.h100}, pod set workers",
     ]  # fmt: skip
     shown = texts(out.stdout)
-    assert any("needs to borrow 2 from the cohort" in t for t in shown)
+    assert any("borrows from the cohort" in t for t in shown)  # the row of the flavor it needs to borrow in
+    assert any("QuotaReserved=False" in t for t in shown)  # Kueue's own reason under the picture
+    assert not any("needs to borrow 2 from the cohort" in t for t in shown)  # the sentence the bars show is not repeated
 
 
 def test_explain_svg_escapes_what_the_cluster_wrote(cluster, hostile_pod_group):  # noqa: F811

@@ -147,7 +147,8 @@ def test_to_dict_is_the_documented_camel_case_contract():
     assert set(placeholder) >= {"gpus", "resourceKey", "nodeSelector", "tolerations", "pods"}
     assert placeholder["pods"] == ["team/a", "team/b", "team/c"]
     assert data["ignored"] == [{"pod": "team/x", "code": "bad-annotation", "reason": "gpu-fraction 'NaN' is NaN or infinite"}]
-    assert data["demandByVendor"] == {"nvidia": "1.8"}
+    assert data["demandByVendor"] == {"nvidia": 1.8}
+    assert (data["groups"][0]["demand"], data["groups"][0]["demandExact"]) == (1.8, "1.8")
     assert data["groups"][0]["lowerBound"] == 3 and data["groups"][0]["method"] == "exact"
 
 
@@ -228,3 +229,31 @@ def test_the_plan_is_the_scheduler_s_placement_on_random_bursts():
                 p["metadata"]["annotations"]["gpu-fraction-num-devices"] = str(rng.choice([2, 4]))
         result = plan(pods, [node("n", rng.choice([4, 8]))])
         _placed_as_planned(result, pods)
+
+
+def whole(name: str, gpus: int, node_name: str) -> dict:
+    """A running pod of the default scheduler holding whole GPUs of a node."""
+    body = pod(name, scheduler=None, node_name=node_name, phase="Running")
+    body["spec"]["containers"][0]["resources"] = {"requests": {"nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}}
+    return body
+
+
+# (case, nodes, running pods, the note's "where" or None for no note)
+FREE_ROOM_ROWS = [
+    ("free GPUs on a node the pods may use", [node("n0", 8)], [whole("r", 5, "n0")], "n0 (3 free)"),
+    ("the node is full", [node("n0", 8)], [whole("r", 8, "n0")], None),
+    ("the node's taint keeps the pods off", [node("n0", 8, taints=[{"key": "x", "value": "y", "effect": "NoSchedule"}])], [], None),
+    ("another vendor's free GPUs", [node("n0", 8, vendor="amd"), node("n1", 8)], [whole("r", 8, "n1")], None),
+    ("two nodes with room", [node("n0", 8), node("n1", 8)], [whole("r", 7, "n0")], "n0 (1 free), n1 (8 free)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case,nodes,running,where", FREE_ROOM_ROWS, ids=[r[0] for r in FREE_ROOM_ROWS])
+def test_the_plan_says_when_waiting_pods_stand_beside_free_gpus_they_may_use(case, nodes, running, where):
+    result = plan([pod("w1", "0.5"), pod("w2", "0.5"), *running], nodes)
+    assert result.total_gpus == 1  # asked for all the same: the scheduler saw that room and left the pods waiting
+    said = [n for n in result.notes if "may use the free" in n]
+    if where is None:
+        assert said == []
+    else:
+        assert len(said) == 1 and f"its 2 waiting pod(s) may use the free nvidia.com/gpu of {where}, yet the scheduler" in said[0]

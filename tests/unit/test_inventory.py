@@ -31,7 +31,7 @@ NODE_ROWS = [
     ("mi300x-0", "amd", 8, "AMD_Instinct_MI300X_OAM", 192 * 1024, True, None, 2),
     ("mi300x-1", "amd", 8, "AMD_Instinct_MI300X_OAM", 192 * 1024, True, None, 8),  # the pod there Succeeded
     ("mi300x-2", "amd", 8, "AMD_Instinct_MI300X_OAM", 192 * 1024, True, None, 8),  # its own GPU taint is tolerated
-    ("h100-0", "nvidia", 8, "NVIDIA-H100-80GB-HBM3", 81559, True, None, 5),  # Pending pods bound to a node count
+    ("h100-0", "nvidia", 8, "NVIDIA-H100-80GB-HBM3", 81559, True, None, 0),  # Pending pods bound to a node count
     ("h100-1", "nvidia", 8, "NVIDIA-H100-80GB-HBM3", 81559, False, "cordoned", 8),
     ("h100-2", "nvidia", 4, "NVIDIA-H100-80GB-HBM3", 81559, False, "taint maintenance=true:NoExecute", 4),
     ("cpu-0", None, 0, None, None, True, None, None),

@@ -46,6 +46,17 @@ def test_runs_become_ranges_and_gpus_added_are_nodes_times_node_gpus(tmp_path):
     assert out.stdout.count("<svg") == 1 and check_bars(chart, rasterise(plot.render(chart))) >= 4
 
 
+def test_the_picture_says_which_way_is_better_and_what_each_column_counts():
+    chart = plot.chart(RUNS, 8, "t", "s")
+    assert chart.notes_title == "Reading it: shorter bars are better in every column"
+    columns = [c.title for c in chart.columns]
+    # one note per column, opening with its name, each saying lower is better
+    assert [n.split(":")[0] for n in chart.notes] == ["burst -> all pods running", "GPUs added", "GPUs asked for"] == [
+        t.split(" (")[0] for t in columns]
+    assert all("lower is better" in n for n in chart.notes)
+    assert "every placeholder (raybridge) or scaling pod (KAI) created during the run" in chart.notes[2]
+
+
 def test_the_benchmarks_printed_table_is_read_too(tmp_path):
     results = tmp_path / "runs.md"
     results.write_text(MARKDOWN + MARKDOWN)

@@ -39,8 +39,21 @@ def test_fair_share_chart_bars_are_the_fair_shares_on_the_capacity_scale():
     assert [c.title for c in chart.columns] == ["GPU (devices)"]  # cpu and memory: all zero, not drawn
     box = layout(chart)
     assert box.scales == (40.0,)
-    fair = {chart.rows[b.row].label: b.width for b in box.bars if b.series == "fair-share"}
-    assert fair == {"department-a": BAR_WIDTH, "project-1": 21 / 40 * BAR_WIDTH, "project-2": 16 / 40 * BAR_WIDTH, "project-3": 3 / 40 * BAR_WIDTH}
+    # the fair share is drawn as what the queue deserves (its quota) with what it gets over quota stacked on it
+    deserved = {chart.rows[b.row].label: b for b in box.bars if b.series == "deserved"}
+    over = {chart.rows[b.row].label: b for b in box.bars if b.series == "over-quota"}
+    fair = {name: over[name].x + over[name].width - deserved[name].x for name in deserved}
+    assert fair == pytest.approx({"department-a": BAR_WIDTH, "project-1": 21 / 40 * BAR_WIDTH, "project-2": 16 / 40 * BAR_WIDTH,
+                                  "project-3": 3 / 40 * BAR_WIDTH})  # fmt: skip
+    assert all(over[name].x == deserved[name].x + deserved[name].width and over[name].y == deserved[name].y for name in deserved)
+    assert deserved["project-1"].width == 14 / 40 * BAR_WIDTH and over["project-1"].width == 7 / 40 * BAR_WIDTH
+    # why each gets what it does over quota: its weight beside its priority, the rule under the chart
+    assert [r.note for r in chart.rows[2:]] == [
+        "priority 100, over-quota weight 2", "priority 100, over-quota weight 3", "priority 100, over-quota weight 1",
+    ]  # fmt: skip
+    shown = texts(render(chart))
+    assert "14 + 7 = 21" in shown and "6 + 10 = 16" in shown and "0 + 3 = 3" in shown
+    assert any("in proportion to their over-quota weight" in t for t in shown)
     requested = [b for b in box.bars if b.series == "requested"]
     assert all(b.width == BAR_WIDTH for b in requested)  # no demand given: unbounded, drawn hatched full width
     assert "unbounded" in texts(render(chart))
@@ -81,7 +94,10 @@ def test_kai_explain_highlights_the_pods_queue_path():
     assert [(r.label, r.depth, r.highlight) for r in chart.rows] == [("research", 0, True), ("team-a", 1, True), ("team-b", 1, False)]
     allocated = {chart.rows[b.row].label: b.width for b in layout(chart).bars if b.series == "allocated"}
     assert allocated == {"research": 8 / 12 * BAR_WIDTH, "team-a": 6 / 12 * BAR_WIDTH, "team-b": 2 / 12 * BAR_WIDTH}
-    assert chart.notes == tuple(explanation.lines())
+    # under the picture: the state and each queue's verdict, not the quota terms the bars already show
+    assert chart.notes == tuple(line.strip() for line in explanation.standing() + explanation.verdicts(terms_shown=False))
+    assert "queue team-a is over its fair share of 4 GPUs: 6 allocated" in chart.notes
+    assert not [n for n in chart.notes if "over-quota weight" in n] and [n for n in explanation.lines() if "over-quota weight" in n]
 
 
 def kueue_explanation() -> KueueExplanation:
@@ -103,8 +119,16 @@ def test_kueue_explain_shows_the_cohort_path_and_each_flavors_arithmetic():
         ("flavor a100, pod set workers", 3, True), ("flavor h100, pod set workers", 3, True),
     ]  # fmt: skip
     assert "can never fit here" in chart.rows[3].note and "borrows from the cohort" in chart.rows[4].note
-    bars = {(chart.rows[b.row].label.split(",")[0], b.series): b.width for b in layout(chart).bars}
-    assert bars[("flavor h100", "asks")] == BAR_WIDTH and bars[("flavor h100", "in-use")] == 6 / 10 * BAR_WIDTH
+    bars = {(chart.rows[b.row].label.split(",")[0], b.series): b for b in layout(chart).bars}
+    # what the job asks (10) is stacked on what is in use (6), against the nominal quota (8): the scale is the stack's 16
+    in_use, asks, nominal = bars[("flavor h100", "in-use")], bars[("flavor h100", "asks")], bars[("flavor h100", "nominal")]
+    assert (in_use.width, asks.width, nominal.width) == (6 / 16 * BAR_WIDTH, 10 / 16 * BAR_WIDTH, 8 / 16 * BAR_WIDTH)
+    assert asks.x == in_use.x + in_use.width and asks.y == in_use.y != nominal.y
+    shown = texts(render(chart))
+    assert "6 + 10 = 16" in shown
+    # the per-flavor sentences are the bars: under the picture only the state and the verdict
+    assert not [t for t in shown if "asks for, per pod set" in t or "of 8 quota" in t]
+    assert chart.notes[:2] == ("deployment: Suspended; Ray job: not started", "Kueue workload wl: pending")
 
 
 @pytest.mark.parametrize("which", ["fair share", "kueue explain", "hostile names"])

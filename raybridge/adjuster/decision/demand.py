@@ -148,6 +148,13 @@ class ConstraintGroup:
         digest = hashlib.sha256("|".join(parts).encode()).hexdigest()[:8]
         return f"{self.vendor}-{digest}"
 
+    def admits_node(self, name: str, node: Mapping[str, Any]) -> bool:
+        """Whether the group's pods may land on the node: its GPUs' vendor, nodeSelector, required affinity, taints."""
+        labels, spec = as_dict(as_dict(node.get("metadata")).get("labels")), as_dict(node.get("spec"))
+        if spec.get("unschedulable") or self.vendor not in node_gpus_by_vendor(name, node, labels, []):
+            return False
+        return admits(self.node_selector, self.affinity_terms, self.tolerations, labels, name, as_list(spec.get("taints")))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from fractions import Fraction
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.demand import (
@@ -35,9 +35,9 @@ from raybridge.adjuster.decision.demand import (
     select_demand,
 )
 from raybridge.adjuster.decision.packing import BestFitScheduler, PackedNode, PackItem, Resources, fewest_nodes, pack
-from raybridge.core.inventory import format_milli
+from raybridge.core.inventory import format_milli, inventory_from_nodes, named_nodes
 from raybridge.core.pod_identity import first_listings
-from raybridge.core.quantity import format_fraction
+from raybridge.core.quantity import format_fraction, fraction_number
 
 __all__ = [
     "AdjusterPlan",
@@ -130,7 +130,8 @@ class GroupPlan:
         return {
             **self.group.to_dict(),
             "pods": self.pods,
-            "demand": format_fraction(self.demand),
+            "demand": fraction_number(self.demand),
+            "demandExact": format_fraction(self.demand),
             "gpus": self.gpus,
             "packedGpus": self.packed_gpus,
             "lowerBound": self.lower_bound,
@@ -189,7 +190,7 @@ class AdjusterPlan:
             "placeholders": [p.to_dict() for p in self.placeholders],
             "ignored": [i.to_dict() for i in self.ignored],
             "skipped": dict(self.skipped),
-            "demandByVendor": {v: format_fraction(d) for v, d in self.demand_by_vendor.items()},
+            "demandByVendor": {v: fraction_number(d) for v, d in self.demand_by_vendor.items()},
             "groups": [g.to_dict() for g in self.groups],
             "capped": self.cap.to_dict() if self.cap else None,
             "notes": list(self.notes),
@@ -222,6 +223,8 @@ def plan_placeholders(
     so_far = _PlanSoFar()
     for group in sorted(by_group, key=lambda g: (g.vendor, g.id)):
         _plan_group(group, by_group[group], selection.shapes.get(group, GroupShape()), settings, so_far)
+    if nodes is not None:
+        so_far.notes.extend(free_gpu_notes(by_group, nodes, pods))
     kept, cap = _apply_cap(so_far.placeholders, so_far.waiting, settings.max_total_gpus, so_far.resources_of)
     return AdjusterPlan(
         policy="exact",
@@ -236,6 +239,37 @@ def plan_placeholders(
         notes=tuple(so_far.notes),
         warnings=(*repeats, *selection.warnings),
     )
+
+
+#: A node younger than this with room left holds the waiting pods that fit it (`reconcile`): the scheduler may not
+#: have tried it yet. Room on an older node beside a pod still waiting is room the pod cannot use for a reason the
+#: plan does not see.
+NEW_NODE_SECONDS = 30.0
+
+
+def free_gpu_notes(by_group: Mapping[ConstraintGroup, Sequence[DemandPiece]], nodes: Iterable[Any], pods: Sequence[Any]) -> list[str]:
+    """Say where a group's waiting pods stand beside free whole GPUs of a node they may use.
+
+    The plan asks for those pods all the same, as `adjuster run` does: the scheduler marked them
+    Unschedulable with that room in sight, so something this model does not see keeps them off it.
+    """
+    listed = [n for n in nodes if isinstance(n, dict)]
+    inventory = inventory_from_nodes(listed, pods)
+    free = {n.name: n.free for n in inventory.nodes if n.eligible and n.free}
+    by_name = {name: node for name, _, node in named_nodes(listed, [])}
+    notes = []
+    for group in sorted(by_group, key=lambda g: (g.vendor, g.id)):
+        room = [(name, gpus) for name, gpus in free.items() if name in by_name and group.admits_node(name, by_name[name])]
+        if not room:
+            continue
+        where = ", ".join(f"{name} ({gpus} free)" for name, gpus in room)
+        notes.append(
+            f"group {group.id}: its {len(by_group[group])} waiting pod(s) may use the free {group.resource_key} of {where}, "
+            "yet the scheduler marked them Unschedulable: the plan asks for them all the same, as `adjuster run` does "
+            "(something it does not see keeps them off: a queue's quota, a pod affinity, GPUs held by pods not listed); "
+            f"`adjuster run` counts such room instead on a node younger than {NEW_NODE_SECONDS:g} s, which the scheduler may not have tried yet"
+        )
+    return notes
 
 
 @dataclass

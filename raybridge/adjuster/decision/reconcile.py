@@ -78,7 +78,14 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from raybridge.adjuster.decision.plan import AdjusterPlan, Placeholder, plan_placeholders, scheduling_order, summed_resources
+from raybridge.adjuster.decision.plan import (
+    NEW_NODE_SECONDS,
+    AdjusterPlan,
+    Placeholder,
+    plan_placeholders,
+    scheduling_order,
+    summed_resources,
+)
 from raybridge.adjuster.decision.kai_share import asks_for_share, kai_gpu_memory_mib, landed_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.demand import ConstraintGroup, DemandPiece, pod_key, pod_scheduled_condition, select_demand
@@ -90,8 +97,7 @@ from raybridge.core.inventory import (
     pod_gpu_requests,
     pod_resource_requests,
 )
-from raybridge.core.kubeobjects import as_dict, as_list, parse_rfc3339
-from raybridge.core.placement import admits
+from raybridge.core.kubeobjects import as_dict, parse_rfc3339
 from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem, Resources
 
 #: States of an existing placeholder.
@@ -548,7 +554,6 @@ def _fill_provided_slack(state: _Pass, rooms: _Rooms) -> None:
 
 #: How long a node counts as new: one whose room the scheduler has not had its cycles to fill yet (KAI binds in
 #: sessions of a second; kube-scheduler at once). Its room holds the waiting pods that fit it (`_fill_new_nodes`).
-NEW_NODE_SECONDS = 30.0
 
 
 def _new_nodes(state: _Pass) -> list[tuple[str, dict[str, Any]]]:
@@ -559,14 +564,6 @@ def _new_nodes(state: _Pass) -> list[tuple[str, dict[str, Any]]]:
         if created is not None and 0 <= (state.now - created).total_seconds() < NEW_NODE_SECONDS:
             found.append((created, name, node))
     return [(name, node) for _, name, node in sorted(found, key=lambda f: (f[0], f[1]))]
-
-
-def _fits(group: ConstraintGroup, name: str, node: dict[str, Any]) -> bool:
-    """Whether the group's pods may land on the node: its GPUs' vendor, nodeSelector, required affinity, taints."""
-    labels, spec = as_dict(as_dict(node.get("metadata")).get("labels")), as_dict(node.get("spec"))
-    if spec.get("unschedulable") or group.vendor not in node_gpus_by_vendor(name, node, labels, []):
-        return False
-    return admits(group.node_selector, group.affinity_terms, group.tolerations, labels, name, as_list(spec.get("taints")))
 
 
 def _fill_new_nodes(state: _Pass, rooms: _Rooms) -> None:
@@ -593,7 +590,7 @@ def _fill_new_nodes(state: _Pass, rooms: _Rooms) -> None:
         room = rooms.gpus.get(name)
         if not room or not any(r > 0 for r in room):
             continue
-        wanted = [piece for piece in pieces if piece.pod not in state.covered and _fits(piece.group, name, node)]
+        wanted = [piece for piece in pieces if piece.pod not in state.covered and piece.group.admits_node(name, node)]
         if wanted:
             state.covered |= _fill_at(wanted, room, _with_room(room), rooms.resources.get(name), rooms.kinds_on(name, wanted, state.pods))
 

@@ -78,7 +78,8 @@ class QueueFacts:
             "resources": {r: dict(v) for r, v in self.resources.items()},
         }
 
-    def sentences(self) -> list[str]:
+    def sentences(self, terms_shown: bool = True) -> list[str]:
+        """Per resource, whether the queue is over or within its fair share; with the queue's terms unless a picture shows them."""
         out = []
         for resource in RESOURCES:
             facts = self.resources.get(resource) or {}
@@ -91,10 +92,11 @@ class QueueFacts:
                 f"limit {'none' if limit == UNLIMITED else _amount(resource, limit or 0)}, over-quota weight {_fmt(weight or 0)}"
             )
             if fair is None:
-                out.append(f"queue {self.name} ({resource}): {terms}; fair share unknown")
+                out.append(f"queue {self.name} ({resource}): {terms}; fair share unknown" if terms_shown else f"queue {self.name} ({resource}): fair share unknown")
                 continue
             if allocated is None:
-                out.append(f"queue {self.name} is given a fair share of {_amount(resource, fair)} ({terms}); its allocation is unknown")
+                given = f"queue {self.name} is given a fair share of {_amount(resource, fair)}"
+                out.append(f"{given} ({terms}); its allocation is unknown" if terms_shown else f"{given}; its allocation is unknown")
                 continue
             if allocated > fair and not _close(allocated, fair):
                 verdict = f"queue {self.name} is over its fair share of {_amount(resource, fair)}: {_fmt(allocated)} allocated"
@@ -105,7 +107,7 @@ class QueueFacts:
                 )
             if limit not in (None, UNLIMITED) and allocated >= (limit or 0) and (limit or 0) > 0:
                 verdict += f"; at its limit of {_amount(resource, limit)}"
-            out.append(f"{verdict} ({terms})")
+            out.append(f"{verdict} ({terms})" if terms_shown else verdict)
         return out
 
 
@@ -171,6 +173,22 @@ class KaiExplanation:
         }
 
     def lines(self) -> list[str]:
+        """Everything in words: the pod's and PodGroup's state, the scheduler's reasons, each queue's numbers."""
+        return self.standing() + self.verdicts()
+
+    def verdicts(self, terms_shown: bool = True) -> list[str]:
+        """Each queue of the pod's chain against its fair share, the priorities, and the notes."""
+        lines = []
+        for queue in self.queues:
+            for sentence in queue.sentences(terms_shown):
+                lines.append(f"  {sentence}")
+        if self.queues:
+            lines.append(f"  priority: {', '.join(f'{q.name} {q.priority}' for q in self.queues)} (higher is offered over-quota resources first)")
+        lines.extend(f"  note: {n}" for n in self.notes)
+        return lines
+
+    def standing(self) -> list[str]:
+        """The pod's and PodGroup's state, the queue, the conditions and the scheduler's reasons (no queue numbers)."""
         lines = []
         if self.pod:
             cond = self.pod_scheduled or {}
@@ -191,12 +209,6 @@ class KaiExplanation:
             where = f" on node pool {reason.node_pool}" if reason.node_pool else ""
             words = _REASON_WORDS.get(reason.reason)
             lines.append(f"  unschedulable{where}: {reason.reason}" + (f" -- {words}" if words else "") + (f" ({reason.message.strip()})" if reason.message else ""))
-        for queue in self.queues:
-            for sentence in queue.sentences():
-                lines.append(f"  {sentence}")
-        if self.queues:
-            lines.append(f"  priority: {', '.join(f'{q.name} {q.priority}' for q in self.queues)} (higher is offered over-quota resources first)")
-        lines.extend(f"  note: {n}" for n in self.notes)
         return lines
 
 

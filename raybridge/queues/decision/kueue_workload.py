@@ -35,11 +35,20 @@ from decimal import Decimal
 from typing import Any, Optional, Sequence
 
 from raybridge.queues.decision.kueue_fit import UNLIMITED, QuotaForest, cohort_of, pod_requests
-from raybridge.core.consts import KUEUE_QUEUE_LABEL
-from raybridge.core.kubeobjects import as_dict, as_list, cluster_queue_usage, quantity_or_none
+from raybridge.core.consts import KUEUE_JOB_UID_LABEL, KUEUE_QUEUE_LABEL
+from raybridge.core.kubeobjects import as_dict, as_list, cluster_queue_usage, owned_by, quantity_or_none
 from raybridge.core.quantity import parse_quantity
 
 RESOURCES_SHOWN = ("nvidia.com/gpu", "amd.com/gpu", "cpu", "memory")
+
+
+def workload_of(owner: dict[str, Any], workloads: Sequence[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """The Workload Kueue made for `owner` among `workloads`: by Kueue's job-uid label, else by owner reference."""
+    uid = as_dict(owner.get("metadata")).get("uid")
+    if not uid:
+        return None
+    labelled = [w for w in workloads if as_dict(as_dict(w.get("metadata")).get("labels")).get(KUEUE_JOB_UID_LABEL) == uid]
+    return next(iter(labelled or [w for w in workloads if owned_by(w, uid)]), None)
 
 
 def condition(obj: Optional[dict[str, Any]], kind: str) -> Optional[dict[str, Any]]:
@@ -646,7 +655,14 @@ class KueueExplanation:
             "neverFits": list(self.problems),
         }
 
-    def lines(self) -> list[str]:
+    def summary(self) -> list[str]:
+        """Where the job stands, without the per-flavor arithmetic: `status`'s text; a pending job points to `explain`."""
+        lines = self._standing()
+        if self.state == "pending" and self.workload is not None:
+            lines.append(f"  why, per pod set and flavor against the quota: raybridge explain {self.name} -n {self.namespace}")
+        return lines
+
+    def _standing(self) -> list[str]:
         lines = [f"{self.kind} {self.namespace}/{self.name}"]
         if self.kind == "RayJob":
             lines.append(
@@ -677,6 +693,13 @@ class KueueExplanation:
         where = _position(self.position)
         if where and self.state == "pending":
             lines.append(f"  position: {where}")
+        return lines
+
+    def lines(self) -> list[str]:
+        """Everything in words: where the job stands, then what each pod set asks of each flavor and whether it fits."""
+        lines = self._standing()
+        if not self.managed_by_kueue or self.workload is None:
+            return lines
         if not self.quota_readable or not self.requests:
             if self.totals:
                 lines.append("  asks for:" + ("" if self.quota_readable else " (ClusterQueue quota not readable)"))
@@ -692,17 +715,23 @@ class KueueExplanation:
                 how = "assigned" if row.assigned else "candidate"
                 lines.append(f"    pod set {row.pod_set} ({row.count} pod{'s' if row.count != 1 else ''}), flavor {row.flavor} ({how}):")
             lines.append(f"      {row.sentence()}")
-        if self.state == "pending":
-            if self.problems:
-                lines.append("  it can never be admitted as it is:")
-                lines.extend(f"    {p}" for p in self.problems)
-            else:
-                waiting = [r for r in self.requests if not r.assigned and r.verdict != FITS]
-                if waiting:
-                    lines.append("  it could fit: a flavor has enough quota for each pod set once quota is freed or borrowed")
-                else:
-                    lines.append("  it fits the quota: it waits for something else (admission checks, its turn, or Kueue's next pass)")
-        return lines
+        return lines + self._conclusion()
+
+    def _conclusion(self) -> list[str]:
+        """Whether a pending job could ever be admitted, from the per-flavor arithmetic."""
+        if self.state != "pending" or not self.quota_readable or not self.requests:
+            return []
+        if self.problems:
+            return ["  it can never be admitted as it is:", *(f"    {p}" for p in self.problems)]
+        if [r for r in self.requests if not r.assigned and r.verdict != FITS]:
+            return ["  it could fit: a flavor has enough quota for each pod set once quota is freed or borrowed"]
+        return ["  it fits the quota: it waits for something else (admission checks, its turn, or Kueue's next pass)"]
+
+    def verdict(self) -> list[str]:
+        """What the picture's bars do not show: the state, Kueue's conditions and checks, and the conclusion."""
+        queue_line = 2 + bool(self.reason) + bool(self.dashboard)
+        standing = self._standing()
+        return standing[1:queue_line] + standing[queue_line + 1 :] + self._conclusion()
 
 
 def _ordered_totals(asks: dict[str, Decimal]) -> tuple[tuple[str, Decimal], ...]:

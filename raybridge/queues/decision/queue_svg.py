@@ -6,15 +6,19 @@ their services return (`FairShareResult`, `KaiExplanation`,
 under its parent) and one column per resource:
 
 * KAI fair share: the capacity the top level divides, then per queue its
-  quota, its fair share and what it requests (the demand; unbounded when none
-  was given);
+  quota, its fair share as what it deserves (its quota) plus what it gets over
+  quota (by its over-quota weight, named beside the priority), and what it
+  requests (the demand; unbounded when none was given);
 * `explain` of a KAI pod: every queue with quota, fair share and what is
-  allocated, the pod's queue and its ancestors highlighted, and the
-  explanation's sentences under the chart;
+  allocated, the pod's queue and its ancestors highlighted, and under the
+  chart the pod's and PodGroup's state, the scheduler's reasons and each
+  queue's verdict (over or within its fair share), without the quota terms
+  the bars show;
 * `explain` of a Kueue job: its cohort, ClusterQueue and, per pod set and
-  flavor, the nominal quota, what is in use, what the job asks and the most
-  the ClusterQueue could hold with borrowing, the path highlighted, the
-  sentences under it.
+  flavor, the nominal quota, what is in use with what the job asks stacked
+  on it, and the most the ClusterQueue could hold with borrowing, the path
+  highlighted; under it Kueue's reason and the verdict, not the per-flavor
+  sentences the bars already show.
 
 Pure: data in, `Chart` (and SVG text through `core.svg.render`) out. It
 decides nothing the services did not: every number is one they computed.
@@ -36,6 +40,8 @@ _COLUMN_TITLES = {"gpu": "GPU (devices)", "cpu": "CPU (millicores)", "memory": "
 CAPACITY = Series("capacity", "capacity divided", "#374151")
 QUOTA = Series("quota", "quota", "#9ca3af")
 FAIR_SHARE = Series("fair-share", "fair share", "#2563eb")
+DESERVED = Series("deserved", "fair share: deserved (quota)", "#2563eb")
+OVER_QUOTA = Series("over-quota", "+ over quota (by weight)", "#93c5fd")
 REQUESTED = Series("requested", "requested", "#f59e0b")
 ALLOCATED = Series("allocated", "allocated", "#dc2626")
 NOMINAL = Series("nominal", "nominal quota", "#9ca3af")
@@ -71,28 +77,48 @@ def fair_share_chart(result: FairShareResult, warnings: Sequence[str] = ()) -> C
         cells = []
         for resource in shown:
             share = queue.resource(resource)
+            over = f" + {show(share.over_quota)}" if share.over_quota else ""
             cells.append((
                 _quota_bar(share.quota),
-                Bar(FAIR_SHARE.key, share.fair_share, show(share.fair_share)),
+                Bar(DESERVED.key, share.deserved, ""),
+                Bar(OVER_QUOTA.key, share.over_quota, f"{show(share.deserved)}{over} = {show(share.fair_share)}" if over
+                    else show(share.fair_share), stacked=True),
                 Bar(REQUESTED.key, None, "unbounded", unbounded=True) if share.request is None
                 else Bar(REQUESTED.key, share.request, show(share.request)),
             ))  # fmt: skip
-        rows.append(Row(queue.name, tuple(cells), depth=depth[queue.name], note=f"priority {queue.priority}"))
+        rows.append(Row(queue.name, tuple(cells), depth=depth[queue.name], note=_priority_and_weight(queue, shown)))
     notes = [f"{n.queue} {n.resource}: {n.message}" for n in result.notes]
     notes += [f"left out: {name}: {reason}" for name, reason in result.dropped]
     notes += [f"warning: {w}" for w in warnings]
     c = {r: show(result.capacity[r]) for r in RESOURCES}
     capacity = f"{c['gpu']} GPUs, {c['cpu']} millicores of CPU, {c['memory']} MB of memory"
     demand = "requests as given" if result.demand_given else "no demand given: every queue taken to want without bound"
+    notes.insert(0, OVER_QUOTA_RULE)
     return Chart(
         title=f"KAI fair share of {capacity}",
         subtitle=f"per queue and resource, in the queues' units; {demand}",
-        series=(CAPACITY, QUOTA, FAIR_SHARE, REQUESTED),
+        series=(CAPACITY, QUOTA, DESERVED, OVER_QUOTA, REQUESTED),
         columns=tuple(Column(_COLUMN_TITLES[r]) for r in shown),
         rows=tuple(rows),
         notes=tuple(notes),
-        notes_title="Notes" if notes else "",
+        notes_title="How it is divided",
     )
+
+
+#: How KAI divides what is left over the quotas (`queues/decision/fairshare.py`, after KAI's proportion plugin).
+OVER_QUOTA_RULE = (
+    "Each queue first deserves its quota (up to what it requests). What is left goes to the queues that still want "
+    "more, highest priority first, in proportion to their over-quota weight (in whole units; a unit flooring leaves goes to "
+    "the largest fraction); a child divides its parent's share the same way."
+)
+
+
+def _priority_and_weight(queue: Any, shown: Sequence[str]) -> str:
+    """A queue's priority and over-quota weights, which decide its share of what is left over the quotas."""
+    weights = {r: show(queue.resource(r).over_quota_weight) for r in shown}
+    if len(set(weights.values())) == 1:
+        return f"priority {queue.priority}, over-quota weight {next(iter(weights.values()))}"
+    return f"priority {queue.priority}, over-quota weight " + ", ".join(f"{r} {w}" for r, w in weights.items())
 
 
 def _shown_resources(result: FairShareResult) -> tuple[str, ...]:
@@ -142,7 +168,7 @@ def kai_explain_chart(explanation: KaiExplanation, what: str) -> Chart:
         series=(QUOTA, FAIR_SHARE, ALLOCATED),
         columns=tuple(Column(_COLUMN_TITLES[r]) for r in shown),
         rows=tuple(rows),
-        notes=tuple(explanation.lines()),
+        notes=tuple(line.strip() for line in [*explanation.standing(), *explanation.verdicts(terms_shown=False)]),
         notes_title="Why it waits",
     )
 
@@ -197,7 +223,7 @@ def kueue_explain_chart(explanation: KueueExplanation) -> Chart:
         series=(NOMINAL, IN_USE, ASKS, COULD_HOLD),
         columns=tuple(Column(_kueue_title(r)) for r in resources),
         rows=tuple(rows),
-        notes=tuple(e.lines()),
+        notes=tuple(line.strip() for line in e.verdict()),
         notes_title="Why it waits",
     )
 
@@ -226,18 +252,23 @@ def _kueue_cell(request: Optional[FlavorRequest]) -> tuple[Bar, ...]:
     if request is None:
         return ()
     resource = request.resource
+    used, asked = _amount(request.used, resource), _amount(request.requested, resource)
     return (
         _kueue_bar(NOMINAL.key, request.nominal, resource),
-        _kueue_bar(IN_USE.key, request.used, resource),
-        _kueue_bar(ASKS.key, request.requested, resource),
+        Bar(IN_USE.key, used, ""),
+        Bar(ASKS.key, asked, f"{show(round(used, 3))} + {show(round(asked, 3))} = {show(round(used + asked, 3))}", stacked=True),
         _kueue_bar(COULD_HOLD.key, request.potential, resource),
     )
+
+
+def _amount(value: Decimal, resource: str) -> float:
+    return float(value) / (1 << 30) if resource == "memory" else float(value)
 
 
 def _kueue_bar(series: str, value: Decimal, resource: str) -> Bar:
     if not value.is_finite():  # what the cohort can lend is unknown
         return Bar(series, None, "unknown")
-    amount = float(value) / (1 << 30) if resource == "memory" else float(value)
+    amount = _amount(value, resource)
     return Bar(series, amount, show(round(amount, 3)))
 
 
