@@ -6,7 +6,7 @@ its expendable cutoff of -10, a system node with CPU and memory beside the GPU p
 time, from an empty GPU pool. The placeholders run at the shipped PriorityClass (-1, configs/adjuster/):
 
 * raybridge: `raybridge.adjuster.Controller` (placeholders, exact packing, no cooldown);
-* KAI: a loop that runs `adjuster/decision/kai_policy.kai_pass` (one `Adjust()` of KAI's node-scale-adjuster)
+* KAI: a loop that runs `kai/node_scale_adjuster.kai_pass` (one `Adjust()` of KAI's node-scale-adjuster)
   on every change and creates/deletes its scaling pods as KAI does, with its 60 s cooldown after a
   deletion.
 
@@ -48,7 +48,7 @@ from raybridge.adjuster.controller import Controller  # noqa: E402
 from raybridge.adjuster.decision.settings import RunSettings  # noqa: E402
 from raybridge.core.consts import ADJUSTER_DEFAULT_GRACE_SECONDS, KAI_COOLDOWN_SECONDS, KAI_SCALING_POD_NAME_LABEL, KAI_SCALING_POD_NAMESPACE_LABEL  # noqa: E402
 from raybridge.adjuster.decision.demand import AdjusterSettings  # noqa: E402
-from raybridge.adjuster.decision.kai_policy import kai_pass  # noqa: E402
+from raybridge.kai.node_scale_adjuster import kai_pass  # noqa: E402
 from kubesim.server import KubeApiServer  # noqa: E402
 from kubesim.sim_gpu import GpuSim, fraction_pod  # noqa: E402
 

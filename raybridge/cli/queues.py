@@ -202,7 +202,7 @@ def _shows(share: Any) -> bool:
 
 
 def _show(value: float) -> str:
-    from raybridge.queues.decision.fairshare import number
+    from raybridge.kai.fairshare import number
 
     shown = number(value)
     return f"{shown:.3f}".rstrip("0").rstrip(".") if isinstance(shown, float) else str(shown)

@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
-from raybridge.queues.decision.kueue_workload import deactivation, eviction_summary, progress_line, workload_state
+from raybridge.kueue.workload import deactivation, eviction_summary, progress_line, workload_state
 from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
 from raybridge.core.deadline import Deadline
 from raybridge.jobs.decision.images import unpinned_image_warning

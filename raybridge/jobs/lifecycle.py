@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from raybridge.queues.decision.kueue_workload import explain_kueue, workload_state
+from raybridge.kueue.workload import workload_state
+from raybridge.queues.decision.kueue_explain import explain_kueue
 from raybridge.core.consts import KUEUE_QUEUE_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from raybridge.errors import BadInput, InfraError
 from raybridge.jobapi.client import RayJobs

@@ -4,7 +4,7 @@ A real Kueue never creates a Workload for a missing WorkloadPriorityClass,
 leaves a job for a missing or stopped LocalQueue or an inactive ClusterQueue
 (Kueue's `Active=False` condition: a flavor or admission check it names is
 missing or inactive, or it is stopped) pending forever, and never admits one
-that no flavor of its ClusterQueue can ever take (`kueue_fit`: one flavor per
+that no flavor of its ClusterQueue can ever take (`kueue.fit`: one flavor per
 pod set and resource group, the quota its cohorts can lend, Cohort objects and
 their parents included). Each of those would make the user wait out the whole
 timeout in silence; here each is one line and exit 2, listing what does exist.
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from raybridge.core.consts import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
-from raybridge.queues.decision.kueue_fit import admission_problems, cohort_of, ray_podsets
+from raybridge.kueue.fit import admission_problems, cohort_of, ray_podsets
 from raybridge.errors import BadInput
 from raybridge.kube.client import Kube, list_namespace_names, namespace_exists
 from raybridge.kube.kueue import get_kueue_object, list_cohorts, list_kueue_objects, served_versions

@@ -2,7 +2,7 @@
 
 Read-only: lists the cluster's `scheduling.run.ai/v2` Queues and reads one
 `scheduling.run.ai/v2alpha2` PodGroup or Pod through the official client, as
-plain dicts. What they mean is `raybridge.queues.decision.kai_queue`'s and
+plain dicts. What they mean is `raybridge.kai.queue`'s and
 `raybridge.queues.decision.kai_explain`'s business; errors become raybridge errors through
 `api_call`; a cluster without the Queue CRD (404) is told apart. Calls get
 the client's default request timeout (`connect`).

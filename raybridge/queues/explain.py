@@ -9,7 +9,7 @@ input. It reads what the explanation needs (the Workload, its queues, the
 ClusterQueues and Cohort objects of its cohort tree, flavors, nodes and
 ProvisioningRequests for Kueue; the PodGroup, the
 Queues and the fair share on the live queues, nodes and pods for KAI) and
-hands it to the pure explainers (`raybridge.queues.decision.kueue_workload.explain_kueue`,
+hands it to the pure explainers (`raybridge.queues.decision.kueue_explain.explain_kueue`,
 `raybridge.queues.decision.kai_explain.explain_kai`).
 
 It returns data (`Explanation`, whose `to_dict()` carries the facts as
@@ -23,11 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from raybridge.queues.decision.kueue_workload import KueueExplanation, explain_kueue, workload_state
+from raybridge.kueue.workload import workload_state
+from raybridge.queues.decision.kueue_explain import KueueExplanation, explain_kueue
 from raybridge.core.consts import KAI_QUEUE_LABEL, KAI_SCHEDULER_NAME
-from raybridge.queues.decision.fairshare import Amounts
+from raybridge.kai.fairshare import Amounts
 from raybridge.queues.decision.kai_explain import KaiExplanation, explain_kai, pod_group_name
-from raybridge.queues.decision.kueue_fit import cohort_of
+from raybridge.kueue.fit import cohort_of
 from raybridge.core.kubeobjects import as_dict
 from raybridge.errors import BadInput
 from raybridge.kube.client import Kube
@@ -156,7 +157,7 @@ def kai_explanation(
 ) -> KaiExplanation:
     """The KAI picture of a pod or a PodGroup: its conditions, its queue chain, fair shares and allocations."""
     from raybridge.core.inventory import inventory_from_nodes
-    from raybridge.queues.decision.kai_queue import pod_amounts
+    from raybridge.kai.queue import pod_amounts
     from raybridge.queues.fairshare import objects_fair_share
 
     warnings = warnings if warnings is not None else []

@@ -20,7 +20,7 @@ from typing import Any, Optional, Protocol, Sequence
 
 from raybridge.core.kubeobjects import as_dict
 from raybridge.errors import BadInput, InfraError
-from raybridge.queues.decision.kueue_workload import workload_of
+from raybridge.kueue.workload import workload_of
 
 #: The kinds `explain` reads from files, by kind (apiVersion groups are not checked: a file is what kubectl printed).
 FILE_KINDS = (

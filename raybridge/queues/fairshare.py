@@ -2,7 +2,7 @@
 
 The service behind `raybridge queues fairshare`, and what `explain` calls for a
 KAI-queued pod: it gathers the queues, the capacity and the demand, checks
-them, and hands them to the pure division (`raybridge.queues.decision.fairshare`). It
+them, and hands them to the pure division (`raybridge.kai.fairshare`). It
 returns data (`FairShareReport`); printing is the CLI's job.
 
 Files are held to what the API server and KAI's webhook would accept (a bad
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from raybridge.core.consts import KAI_SCHEDULER_NAME
-from raybridge.queues.decision.fairshare import DEFAULT_K_VALUE, Amounts, FairShareResult, QueueSpec, divide_fair_share, hierarchy_problems
-from raybridge.queues.decision.kai_queue import (
+from raybridge.kai.fairshare import DEFAULT_K_VALUE, Amounts, FairShareResult, QueueSpec, divide_fair_share, hierarchy_problems
+from raybridge.kai.queue import (
     capacity_left_out,
     kai_capacity,
     kai_requests,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from raybridge.queues.decision.kai_queue import pod_amounts
+from raybridge.kai.queue import pod_amounts
 from tests.e2e.hostile_files import NODES, nodes_file, queues_file, set_allocatable
 from tests.helpers import run_cli
 

@@ -10,7 +10,7 @@ import pytest
 
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.demand import select_demand
-from raybridge.adjuster.decision.kai_share import parse_fraction, parse_whole
+from raybridge.kai.share import parse_fraction, parse_whole
 from tests.unit.adjuster_objects import NOW, node, pod
 
 SETTINGS = AdjusterSettings(grace_period_seconds=10)  # the grace period rows; shipped: 0

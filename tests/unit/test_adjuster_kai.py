@@ -15,7 +15,7 @@ import pytest
 
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.plan import plan_placeholders
-from raybridge.adjuster.decision.kai_policy import go_int64, go_parse_float, go_parse_int, go_round, kai_pass, needed_devices
+from raybridge.kai.node_scale_adjuster import go_int64, go_parse_float, go_parse_int, go_round, kai_pass, needed_devices
 from tests.unit.adjuster_objects import NOW
 
 SCALING_NS = "kai-scale-adjust"

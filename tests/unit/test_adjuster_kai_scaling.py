@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import pytest
 
-from raybridge.adjuster.decision.kai_policy import _key, kai_pass, num_devices, scaling_pod_name
+from raybridge.kai.node_scale_adjuster import _key, kai_pass, num_devices, scaling_pod_name
 from tests.unit.step_count import growth
 from tests.unit.test_adjuster_kai import SCALING_NS, frac, scaling, unschedulable
 
@@ -73,7 +73,7 @@ def _random_cluster(rng: random.Random) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("seed", range(300))
 def test_the_linear_pass_creates_what_the_rule_as_kai_states_it_creates(seed: int) -> None:
-    from raybridge.adjuster.decision.kai_policy import is_candidate, needed_devices
+    from raybridge.kai.node_scale_adjuster import is_candidate, needed_devices
 
     pods = _random_cluster(random.Random(seed))
     result = _pass(pods)

@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 
 from raybridge.adjuster.decision.demand import select_demand
-from raybridge.adjuster.decision.kai_share import KaiShare, landed_share, read_kai_share
+from raybridge.kai.share import KaiShare, landed_share, read_kai_share
 from raybridge.adjuster.decision.reconcile import PROVIDED, ExistingPlaceholder, _node_rooms, reconcile
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from tests.unit.adjuster_objects import NOW, node, pod

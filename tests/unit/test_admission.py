@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from raybridge.queues.decision.kueue_workload import deactivation, eviction_summary, explain, podset_requests, progress_line, quota, workload_state
+from raybridge.kueue.workload import deactivation, eviction_summary, podset_requests, progress_line, quota, workload_state
+from raybridge.queues.decision.kueue_explain import explain
 
 
 def cond(kind, status, reason="", message=""):

@@ -12,10 +12,11 @@ from decimal import Decimal
 
 import pytest
 
-from raybridge.queues.decision.kueue_workload import BORROWS, FITS, NEVER, WAITS, check_states, explain_kueue, provisioning_state
-from raybridge.queues.decision.fairshare import Amounts, divide_fair_share
+from raybridge.kueue.workload import provisioning_state
+from raybridge.queues.decision.kueue_explain import BORROWS, FITS, NEVER, WAITS, check_states, explain_kueue
+from raybridge.kai.fairshare import Amounts, divide_fair_share
 from raybridge.queues.decision.kai_explain import explain_kai
-from raybridge.queues.decision.kai_queue import queue_specs
+from raybridge.kai.queue import queue_specs
 
 GPU = "nvidia.com/gpu"
 H100_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}

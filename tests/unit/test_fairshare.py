@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from raybridge.queues.decision.fairshare import (
+from raybridge.kai.fairshare import (
     UNLIMITED,
     Amounts,
     DivisionEntry,

@@ -14,9 +14,9 @@ from typing import Optional
 
 import pytest
 
-from raybridge.adjuster.decision import kai_policy
-from raybridge.queues.decision import kai_queue
-from raybridge.adjuster.decision.kai_share import parse_fraction
+from raybridge.kai import node_scale_adjuster as kai_policy
+from raybridge.kai import queue as kai_queue
+from raybridge.kai.share import parse_fraction
 from raybridge.core.go_number import go_float_exact, go_parse_float, go_parse_int
 
 NAN = "nan"

@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from raybridge.queues.decision.fairshare import Amounts, ResourceTerms
-from raybridge.queues.decision.kai_queue import (
+from raybridge.kai.fairshare import Amounts, ResourceTerms
+from raybridge.kai.queue import (
     kai_capacity,
     kai_requests,
     parse_capacity,
@@ -245,7 +245,7 @@ def test_what_the_parser_accepts_the_crd_accepts():
 
 
 def test_capacity_left_out():
-    from raybridge.queues.decision.kai_queue import capacity_left_out
+    from raybridge.kai.queue import capacity_left_out
 
     assert capacity_left_out("gpu=4") == ["cpu", "memory"]
     assert capacity_left_out("gpu=4,cpu=1,memory=1G") == []

@@ -7,10 +7,10 @@ from decimal import Decimal
 
 import pytest
 
-from raybridge.queues.decision.kueue_workload import podset_requests, quota
+from raybridge.kueue.workload import podset_requests, quota
 from raybridge.core.inventory import pod_resource_requests
 from raybridge.core.kubeobjects import cluster_queue_usage, parse_rfc3339, pod_requests
-from raybridge.queues.decision.kueue_fit import pod_requests as kueue_pod_requests
+from raybridge.kueue.fit import pod_requests as kueue_pod_requests
 
 
 def container(requests=None, limits=None, **extra):

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from raybridge.queues.decision.kueue_fit import PodSetRequest, admission_problems, potential_available, ray_podsets
+from raybridge.kueue.fit import PodSetRequest, admission_problems, potential_available, ray_podsets
 
 
 def cq(name, flavors, cohort=None, version="v1beta2"):

@@ -1,7 +1,8 @@
 """Every import in raybridge follows the layer diagram in docs/architecture.md.
 
 Layers, bottom up: `errors.py`; `core/` (what every domain shares, pure);
-each domain's pure `decision/` packages (`jobs/`, `queues/`, `adjuster/`, plus
+what raybridge knows of each upstream system, pure, one package each (`kueue/`,
+`kai/`, `kuberay/`); each domain's pure `decision/` packages (`jobs/`, `queues/`, `adjuster/`, plus
 `adjuster/consts.py`); the adapters (`kube/`, `gpu/`, `jobapi/`, `files.py`,
 `noise.py`); the services (the rest of `jobs/`, `queues/`, `adjuster/`); `cli/`
 and the package's entry points on top. A module may import only from its own
@@ -33,6 +34,8 @@ def layer(module: str) -> str:
         return "errors"
     if parts[1] == "core":
         return "core"
+    if parts[1] in UPSTREAM:
+        return "upstream"
     if len(parts) > 2 and parts[2] == "decision" or module == "raybridge.adjuster.consts":
         return "decision"
     if parts[1] in {"kube", "gpu", "jobapi", "files", "noise"}:
@@ -44,13 +47,17 @@ def layer(module: str) -> str:
     raise AssertionError(f"{module} is in no layer of the diagram")
 
 
+#: One package per upstream system: what raybridge knows of it, pure, below every domain.
+UPSTREAM = {"kueue", "kai", "kuberay"}
+
 ALLOWED = {
     "errors": set(),
     "core": {"errors", "core"},
-    "decision": {"errors", "core", "decision"},
-    "adapter": {"errors", "core", "adapter"},
-    "service": {"errors", "core", "decision", "adapter", "service"},
-    "entry": {"errors", "core", "decision", "adapter", "service", "entry"},
+    "upstream": {"errors", "core", "upstream"},
+    "decision": {"errors", "core", "upstream", "decision"},
+    "adapter": {"errors", "core", "upstream", "adapter"},
+    "service": {"errors", "core", "upstream", "decision", "adapter", "service"},
+    "entry": {"errors", "core", "upstream", "decision", "adapter", "service", "entry"},
 }
 
 
@@ -91,7 +98,7 @@ def test_imports_follow_the_layers(path):
     for line, target in imports_of(path):
         top = target.split(".")[0]
         if top != "raybridge":
-            if mine in {"core", "decision", "errors"} and (top in PURE_FORBIDDEN or target in PURE_FORBIDDEN
+            if mine in {"core", "upstream", "decision", "errors"} and (top in PURE_FORBIDDEN or target in PURE_FORBIDDEN
                                                           or target.startswith("importlib.metadata.")):
                 wrong.append(f"line {line}: {target} (I/O in a pure layer)")
             continue
@@ -100,8 +107,8 @@ def test_imports_follow_the_layers(path):
         theirs = layer(target)
         if theirs not in ALLOWED[mine]:
             wrong.append(f"line {line}: {target} ({mine} -> {theirs})")
-        elif mine == "decision" and theirs == "decision" and own_domain(target) != own_domain(me):
-            wrong.append(f"line {line}: {target} (one domain's decision reaching into another's)")
+        elif mine == theirs and mine in ("decision", "upstream") and own_domain(target) != own_domain(me):
+            wrong.append(f"line {line}: {target} (one {'domain' if mine == 'decision' else 'upstream system'} reaching into another's)")
     assert not wrong, f"{me} breaks the layer diagram:\n" + "\n".join(wrong)
 
 

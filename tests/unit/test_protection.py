@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raybridge.queues.decision.kueue_workload import deactivation, eviction_summary
+from raybridge.kueue.workload import deactivation, eviction_summary
 from raybridge.jobs.decision.protection import (
     Renewal,
     guarded,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from raybridge.queues.decision.fairshare import Amounts, divide_fair_share
-from raybridge.queues.decision.kai_queue import queue_specs
+from raybridge.kai.fairshare import Amounts, divide_fair_share
+from raybridge.kai.queue import queue_specs
 from raybridge.core.quantity import parse_quantity
 from raybridge.queues.decision.configs import (
     PRIORITY_CLASSES,

@@ -7,8 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from raybridge.queues.decision.kueue_workload import FlavorRequest, KueueExplanation
-from raybridge.queues.decision.fairshare import Amounts, QueueSpec, ResourceTerms, divide_fair_share
+from raybridge.queues.decision.kueue_explain import FlavorRequest, KueueExplanation
+from raybridge.kai.fairshare import Amounts, QueueSpec, ResourceTerms, divide_fair_share
 from raybridge.queues.decision.kai_explain import explain_kai
 from raybridge.queues.decision.queue_svg import fair_share_chart, kai_explain_chart, kueue_explain_chart
 from raybridge.core.svg import BAR_WIDTH, Bar, Chart, Column, Row, Series, clean, layout, render

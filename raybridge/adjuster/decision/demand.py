@@ -15,7 +15,7 @@ per-pod warning (the controller posts a `ScaleUpIgnored` event for it).
 Pure: no I/O, no clock (the caller passes `now`), no ray or kubernetes
 imports. It never raises on a malformed pod, node or annotation. How the
 pieces become whole GPUs is `adjuster/decision/packing.py`'s business; KAI's own rule is
-`adjuster/decision/kai_policy.py`.
+`kai/node_scale_adjuster.py`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.adjuster.decision.host_spread import HostSpread, host_spread
-from raybridge.adjuster.decision.kai_share import KaiShare, asks_for_share, kai_gpu_memory_mib, read_kai_share
+from raybridge.kai.share import KaiShare, asks_for_share, kai_gpu_memory_mib, read_kai_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.core.consts import (
     GPU_RESOURCE_KEYS,
@@ -676,7 +676,7 @@ def _not_pending_here(pod: dict[str, Any], meta: dict[str, Any], spec: Any, stat
 
 def _what_it_asks(annotations: dict[str, Any], groups: _Groups) -> tuple[Optional[_Verdict], Optional[KaiShare], Optional[str]]:
     """(why its annotations are not a request, the share it asks for, the vendor it names). The share is read by
-    adjuster/decision/kai_share.py, as for pods that landed."""
+    kai/share.py, as for pods that landed."""
     share = read_kai_share(annotations, groups.parsed_texts)
     if share.problem or share.devices is None:
         return ("bad-annotation", share.problem or "bad gpu-fraction-num-devices"), None, None

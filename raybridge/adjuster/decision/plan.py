@@ -11,7 +11,7 @@ holding exactly the pods it places there and only the GPUs they land on, so
 that each pod stands in one placeholder. Then it applies the cap (trimming the
 placeholder that does not fit whole rather than dropping it). With
 `policy="kai"` it reports what one pass of KAI's own node-scale-adjuster would
-do (`adjuster/decision/kai_policy.py`). Either way a pod listed twice counts once, with a
+do (`kai/node_scale_adjuster.py`). Either way a pod listed twice counts once, with a
 warning (`core/pod_identity.py`, the rule `discover` uses too).
 
 Pure: plain dicts in, frozen dataclasses out, `to_dict()` in camelCase for
@@ -522,7 +522,7 @@ def _apply_cap(
 
 
 def _plan_kai(pods: Iterable[Any], settings: AdjusterSettings) -> AdjusterPlan:
-    from raybridge.adjuster.decision.kai_policy import KAI_RESOURCE_KEY, kai_pass  # only for --policy kai
+    from raybridge.kai.node_scale_adjuster import KAI_RESOURCE_KEY, kai_pass  # only for --policy kai
 
     result = kai_pass(pods, settings.scheduler_name, float(settings.memory_fallback_fraction), settings.kai_namespace)
     placeholders = [

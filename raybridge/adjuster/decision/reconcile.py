@@ -86,7 +86,7 @@ from raybridge.adjuster.decision.plan import (
     scheduling_order,
     summed_resources,
 )
-from raybridge.adjuster.decision.kai_share import asks_for_share, kai_gpu_memory_mib, landed_share
+from raybridge.kai.share import asks_for_share, kai_gpu_memory_mib, landed_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.demand import ConstraintGroup, DemandPiece, pod_key, pod_scheduled_condition, select_demand
 from raybridge.adjuster.decision.host_spread import HOSTNAME_KEY

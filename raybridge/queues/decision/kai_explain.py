@@ -2,7 +2,7 @@
 
 Pure: from a pod and/or its PodGroup (`scheduling.run.ai/v2alpha2`), the
 cluster's KAI Queues and the fair-share division that
-`raybridge.queues.decision.fairshare` computed on the live queues, nodes and KAI pods,
+`raybridge.kai.fairshare` computed on the live queues, nodes and KAI pods,
 to data (`KaiExplanation`) and sentences: the pod group's phase, conditions
 and scheduling conditions (with KAI's unschedulable reasons, such as
 `OverLimit` or `NonPreemptibleOverQuota`), and for its queue and every
@@ -24,7 +24,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from raybridge.core.consts import GPU_RESOURCE_KEYS, KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL
 from raybridge.core.kubeobjects import as_dict, as_list
-from raybridge.queues.decision.fairshare import UNLIMITED, Amounts, FairShareResult, number, to_queue_units
+from raybridge.kai.fairshare import UNLIMITED, Amounts, FairShareResult, number, to_queue_units
 from raybridge.core.quantity import parse_quantity
 
 RESOURCES = ("gpu", "cpu", "memory")

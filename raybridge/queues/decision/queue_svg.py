@@ -29,8 +29,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Mapping, Optional, Sequence
 
-from raybridge.queues.decision.kueue_workload import FITS, RESOURCES_SHOWN, FlavorRequest, KueueExplanation
-from raybridge.queues.decision.fairshare import UNLIMITED, FairShareResult, number
+from raybridge.queues.decision.kueue_explain import FITS, RESOURCES_SHOWN, FlavorRequest, KueueExplanation
+from raybridge.kai.fairshare import UNLIMITED, FairShareResult, number
 from raybridge.queues.decision.kai_explain import KaiExplanation, QueueFacts
 from raybridge.core.svg import Bar, Chart, Column, Row, Series, render
 
@@ -105,7 +105,7 @@ def fair_share_chart(result: FairShareResult, warnings: Sequence[str] = ()) -> C
     )
 
 
-#: How KAI divides what is left over the quotas (`queues/decision/fairshare.py`, after KAI's proportion plugin).
+#: How KAI divides what is left over the quotas (`kai/fairshare.py`, after KAI's proportion plugin).
 OVER_QUOTA_RULE = (
     "Each queue first deserves its quota (up to what it requests). What is left goes to the queues that still want "
     "more, highest priority first, in proportion to their over-quota weight (in whole units; a unit flooring leaves goes to "

@@ -49,7 +49,7 @@ units.
 What it deliberately does not do: read anything (the capacity, requests and
 historical usage are handed in; see `raybridge.queues.fairshare` for the
 cluster side), decide allocation or reclaim, or validate Queue objects (see
-`raybridge.queues.decision.kai_queue`). Queues whose parent is missing are left out, with
+`raybridge.kai.queue`). Queues whose parent is missing are left out, with
 their subtrees, as KAI does (`cleanQueueOrphans`), and reported in `dropped`.
 """
 

@@ -1,6 +1,6 @@
 """KAI Queue objects, capacities and demands, turned into what the fair-share division takes.
 
-Why this exists: `raybridge.queues.decision.fairshare` works on plain numbers in KAI's
+Why this exists: `raybridge.kai.fairshare` works on plain numbers in KAI's
 units; users hand in Queue YAML, `--capacity gpu=40,cpu=64000m,...` and a
 demand file in Kubernetes quantities, and the cluster hands in Node and Pod
 JSON. This module checks those inputs the way the API server (the Queue CRD's
@@ -35,7 +35,7 @@ from raybridge.core.consts import (
     KAI_UTILITY_APP_LABEL,
     KAI_UTILITY_APP_VALUES,
 )
-from raybridge.queues.decision.fairshare import DEFAULT_PRIORITY, Amounts, QueueSpec, ResourceTerms
+from raybridge.kai.fairshare import DEFAULT_PRIORITY, Amounts, QueueSpec, ResourceTerms
 from raybridge.core.go_number import go_parse_float
 from raybridge.core.inventory import node_is_ready, pod_gpu_requests
 from raybridge.core.kubeobjects import as_dict, as_list, container_requests, parse_rfc3339, quantity_or_none
