@@ -16,6 +16,7 @@ from typing import Any
 from raybridge.cli.args import DOCUMENT_FORMATS, OUTPUT_FORMATS, PICTURE_FORMATS, Parser, add_cluster_args, add_output_arg, cluster_target
 from raybridge.errors import EXIT_BAD_INPUT, EXIT_OK
 from raybridge.core.printable import one_line
+from raybridge.kueue.api import VERSION_NOTES, VERSIONS as KUEUE_VERSIONS
 
 
 
@@ -59,7 +60,10 @@ def register(sub: Any) -> None:
     p.add_argument("--kai", action="store_true", help="a KAI Queue hierarchy, departments then projects, instead of Kueue")
     p.add_argument("--departments", type=_count, default=1, metavar="N", help="with --kai: departments (default 1)")
     g = p.add_argument_group("Kueue")
-    g.add_argument("--kueue-api", choices=("v1beta2", "v1beta1"), default="v1beta2", help="v1beta2 (Kueue >= 0.15, default) or v1beta1 (Kueue 0.13, 0.14)")
+    g.add_argument(
+        "--kueue-api", choices=KUEUE_VERSIONS, default=KUEUE_VERSIONS[0],
+        help=" or ".join(f"{v} ({VERSION_NOTES[v]}{', default' if v == KUEUE_VERSIONS[0] else ''})" for v in KUEUE_VERSIONS),
+    )  # fmt: skip
     g.add_argument("--cohort", default="gpu", type=_name, help="cohort of the ClusterQueues (default gpu)")
     g.add_argument("--borrowing-limit", type=_percent, default=100, metavar="PERCENT", help="share of the other queues' quota a queue may borrow (default 100)")
     g.add_argument("--no-provisioning", action="store_true", help="no AdmissionCheck/ProvisioningRequestConfig (clusters without ProvisioningRequest support)")
@@ -228,7 +232,7 @@ def _command_line(args: argparse.Namespace) -> str:
             words.append(f"--departments {args.departments}")
         return " ".join(words)
     for flag, value, default in (
-        ("--kueue-api", args.kueue_api, "v1beta2"),
+        ("--kueue-api", args.kueue_api, KUEUE_VERSIONS[0]),
         ("--cohort", args.cohort, "gpu"),
         ("--borrowing-limit", args.borrowing_limit, 100),
     ):

@@ -26,9 +26,6 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.core.consts import (
     GPU_RESOURCE_KEYS,
-    KAI_GPU_DEVICES_ANNOTATION,
-    KAI_GPU_FRACTION_ANNOTATION,
-    KAI_GPU_MEMORY_ANNOTATION,
     KAI_QUEUE_API_VERSION,
     KAI_QUEUE_LABEL,
     KAI_SCHEDULER_NAME,
@@ -37,6 +34,7 @@ from raybridge.core.consts import (
 )
 from raybridge.kai.fairshare import DEFAULT_PRIORITY, Amounts, QueueSpec, ResourceTerms
 from raybridge.core.go_number import go_parse_float
+from raybridge.kai.share import scheduler_request
 from raybridge.core.inventory import node_is_ready, pod_gpu_requests
 from raybridge.core.kubeobjects import as_dict, as_list, container_requests, parse_rfc3339, quantity_or_none
 from raybridge.core.names import subdomain_problem
@@ -309,14 +307,11 @@ def pod_amounts(pod: Mapping[str, Any], min_gpu_memory_mib: Optional[float] = No
     """A pod's requests as KAI counts them: cpu, memory, and GPUs whole, shared or by memory."""
     totals = kai_pod_requests(pod.get("spec"))
     gpus = float(sum(pod_gpu_requests(dict(pod)).values()))
-    annotations = as_dict(as_dict(pod.get("metadata")).get("annotations"))
-    devices = _number(annotations.get(KAI_GPU_DEVICES_ANNOTATION)) or 1.0
-    fraction = _number(annotations.get(KAI_GPU_FRACTION_ANNOTATION))
-    memory_mib = _number(annotations.get(KAI_GPU_MEMORY_ANNOTATION))
-    if fraction is not None:
-        gpus += fraction * devices
-    elif memory_mib is not None and min_gpu_memory_mib:
-        gpus += devices * (memory_mib / min_gpu_memory_mib)
+    shared = scheduler_request(as_dict(as_dict(pod.get("metadata")).get("annotations")))
+    if shared is not None and shared.fraction is not None:
+        gpus += shared.fraction * shared.devices
+    elif shared is not None and shared.memory_mib is not None and min_gpu_memory_mib:
+        gpus += shared.devices * (shared.memory_mib / min_gpu_memory_mib)
     return Amounts(cpu=float(totals["cpu"] * 1000), memory=float(totals["memory"]), gpu=gpus)
 
 

@@ -10,6 +10,9 @@ the ranges are those KAI's binder admits (kai-scheduler@v0.13.0 pkg/binder/admis
 gpu_request_validator.go: 0 < gpu-fraction < 1; pkg/common/resources/gpu_sharing.go: an empty
 gpu-fraction counts as absent, gpu-memory then decides).
 
+How KAI's scheduler counts the same annotations for the pods that exist (queues' requests and
+allocations in the fair share) is `scheduler_request`, read as pod_info.go reads them.
+
 It deliberately does not convert gpu-memory to a fraction (that needs the GPU's memory, a fact of
 the node the pod lands on, each caller's business) nor decide what a malformed request means: a
 waiting pod with one is not demand, a landed one holds whole GPUs. Pure; no I/O.
@@ -22,7 +25,7 @@ from fractions import Fraction
 from typing import Any, Mapping, Optional
 
 from raybridge.core.consts import KAI_GPU_DEVICES_ANNOTATION, KAI_GPU_FRACTION_ANNOTATION, KAI_GPU_MEMORY_ANNOTATION
-from raybridge.core.go_number import go_float_exact, go_float_kind, go_parse_int
+from raybridge.core.go_number import go_float_exact, go_float_kind, go_parse_float, go_parse_int
 
 #: Annotation values longer than this are refused before any parsing.
 MAX_VALUE_LENGTH = 64
@@ -161,3 +164,38 @@ def landed_share(annotations: Mapping[str, Any], gpu_memory_mib: Optional[int]) 
     if share.memory_mib is None or not gpu_memory_mib:
         return Fraction(1), devices
     return min(Fraction(1), Fraction(share.memory_mib, gpu_memory_mib)), devices
+
+
+@dataclass(frozen=True)
+class SchedulerRequest:
+    """A pod's GPU-sharing request as KAI's scheduler counts it (queues' requests and allocations)."""
+
+    #: Set for a gpu-fraction pod (0 < f <= 1).
+    fraction: Optional[float]
+    #: Set for a gpu-memory pod (MiB > 0) whose gpu-fraction does not count.
+    memory_mib: Optional[int]
+    devices: int
+
+
+def scheduler_request(annotations: Mapping[str, Any]) -> Optional[SchedulerRequest]:
+    """How KAI's scheduler reads the sharing annotations, or None when it sees no sharing request.
+
+    kai-scheduler@v0.12.0 pkg/scheduler/api/pod_info/pod_info.go, updatePodAdditionalFields:
+    gpu-memory by strconv.ParseInt, counted when > 0; gpu-fraction by strconv.ParseFloat, counted
+    (and then winning over gpu-memory) when 0 < f <= 1; gpu-fraction-num-devices by ParseInt
+    when present and non-empty, else one device. Unlike the binder's admission (`read_kai_share`)
+    nothing else is refused: this is what the scheduler counts for pods that exist. A device count
+    below one counts as none (the binder admits no such pod).
+    """
+    memory = go_parse_int(annotations.get(KAI_GPU_MEMORY_ANNOTATION))
+    fraction = go_parse_float(annotations.get(KAI_GPU_FRACTION_ANNOTATION))
+    use_fraction = fraction is not None and 0 < fraction <= 1
+    use_memory = not use_fraction and memory is not None and memory > 0
+    if not use_fraction and not use_memory:
+        return None
+    devices = 1
+    raw_devices = annotations.get(KAI_GPU_DEVICES_ANNOTATION)
+    if raw_devices:
+        parsed = go_parse_int(raw_devices)
+        devices = max(0, parsed) if parsed is not None else 1
+    return SchedulerRequest(fraction if use_fraction else None, memory if use_memory else None, devices)

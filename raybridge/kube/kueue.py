@@ -17,9 +17,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from raybridge.core.consts import KUEUE_GROUP, KUEUE_JOB_UID_LABEL
+from raybridge.core.consts import KUEUE_JOB_UID_LABEL
 from raybridge.errors import InfraError, RaybridgeError
 from raybridge.core.kubeobjects import owned_by
+from raybridge.kueue.api import GROUP, OLD_COHORT_VERSION, VERSIONS, VISIBILITY_GROUP as VISIBILITY
 from raybridge.kube.client import (
     Kube,
     PermissionDenied,
@@ -29,9 +30,6 @@ from raybridge.kube.client import (
     raw_get,
 )
 
-GROUP = KUEUE_GROUP
-VERSIONS = ("v1beta2", "v1beta1")
-VISIBILITY = "visibility.kueue.x-k8s.io"
 
 
 def _read(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Optional[Any]:
@@ -128,7 +126,7 @@ def pending_position(kube: Kube, namespace: str, local_queue: str, workload_name
     absent, refuses or fails the position is unknown (None). A server that does not
     answer at all is exit 3, as for every other call.
     """
-    for version in ("v1beta2", "v1beta1"):
+    for version in VERSIONS:
         path = f"/apis/{VISIBILITY}/{version}/namespaces/{namespace}/localqueues/{local_queue}/pendingworkloads"
         data = api_call(f"reading the pending workloads of LocalQueue {namespace}/{local_queue}", _optional_get, kube, path)
         if data is _NOT_SERVED:
@@ -208,7 +206,7 @@ def list_cohorts(kube: Kube, versions: list[str]) -> Optional[list[dict[str, Any
     """
     api = kube.custom()
     what = "listing Kueue Cohorts"
-    for version in [*versions[:1], "v1alpha1"]:
+    for version in [*versions[:1], OLD_COHORT_VERSION]:
         try:
             result = api_call(what, api.list_cluster_custom_object, GROUP, version, "cohorts", not_found_ok=True)
         except PermissionDenied:

@@ -27,7 +27,8 @@ from raybridge.kueue.workload import workload_state
 from raybridge.queues.decision.kueue_explain import KueueExplanation, explain_kueue
 from raybridge.core.consts import KAI_QUEUE_LABEL, KAI_SCHEDULER_NAME
 from raybridge.kai.fairshare import Amounts
-from raybridge.queues.decision.kai_explain import KaiExplanation, explain_kai, pod_group_name
+from raybridge.kai.pod_group import pod_group_name
+from raybridge.queues.decision.kai_explain import KaiExplanation, explain_kai
 from raybridge.kueue.fit import cohort_of
 from raybridge.core.kubeobjects import as_dict
 from raybridge.errors import BadInput

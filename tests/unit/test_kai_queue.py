@@ -224,6 +224,14 @@ def test_pods_without_a_queue_label_are_named_in_a_note():
         ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "2"}, None, 1.0),
         ({"gpu-memory": "20000"}, 80000, 0.25),  # numDevices * gpuMemory / MinNodeGPUMemory (proportion.go)
         ({"gpu-memory": "20000"}, None, 0.0),  # no node says its GPU memory: cannot be counted
+        # read as KAI's scheduler reads them (pod_info.go updatePodAdditionalFields), as the adjuster's reader does
+        ({"gpu-memory": "20000.5"}, 80000, 0.0),  # ParseInt: not a whole number, not counted
+        ({"gpu-memory": "2e4"}, 80000, 0.0),
+        ({"gpu-fraction": "1"}, None, 1.0),  # 0 < f <= 1
+        ({"gpu-fraction": "1.5", "gpu-memory": "40000"}, 80000, 0.5),  # a fraction above 1 does not count: memory decides
+        ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "2.0"}, None, 0.5),  # ParseInt fails: one device
+        ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "0"}, None, 0.0),
+        ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": ""}, None, 0.5),
     ],
 )
 def test_shared_gpu_requests(annotations, min_memory, gpus):

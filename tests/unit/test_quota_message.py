@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from raybridge.adjuster.decision.demand import QUOTA_MESSAGE_MARKERS, quota_block_reason
+from raybridge.adjuster.decision.demand import quota_block_reason
+from raybridge.kai.pod_group import QUOTA_MESSAGE_MARKERS
 
 MARKER = QUOTA_MESSAGE_MARKERS[0]
 WORDY = f"{MARKER} " + " ".join(f"queue-team-{i:03d}" for i in range(40))  # far over 200 characters

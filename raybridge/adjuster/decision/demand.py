@@ -23,19 +23,18 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.adjuster.decision.host_spread import HostSpread, host_spread
+from raybridge.kai.pod_group import index_pod_groups, pod_group_name, pod_group_of, quota_reason, says_queue_capacity
 from raybridge.kai.share import KaiShare, asks_for_share, kai_gpu_memory_mib, read_kai_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.core.consts import (
     GPU_RESOURCE_KEYS,
     GPU_VENDOR_ANNOTATION,
-    KAI_POD_GROUP_ANNOTATION,
     VENDORS,
 )
 from raybridge.core.inventory import (
@@ -61,28 +60,7 @@ from raybridge.core.quantity import format_fraction
 MAX_NODE_GPUS = 64
 
 
-# --- Quota and fair-share blocking, as KAI words it ------------------------------------------
-# KAI writes the same PodScheduled=False/Unschedulable condition whether a pod waits for nodes
-# or for its queue (pkg/scheduler/cache/status_updater/default_status_updater.go,
-# markTaskUnschedulable and recordUnschedulablePodsEvents). A queue-capacity refusal is a job
-# fit error whose reason is one of the UnschedulableReasons in
-# pkg/apis/scheduling/v2alpha2/podgroup_types.go (OverLimit, NonPreemptibleOverQuota,
-# QueueDoesNotExist); the pod's message is "<reason>: <message>." (JobFitErrorsToMessage,
-# pkg/scheduler/api/common_info/job_errors.go), with the messages of
-# pkg/scheduler/api/unschedule_info.go ("... quota has reached the allowable limit of ...",
-# "Non-preemptible workload is over quota. ...") and an optional "Node-Pool 'x': " prefix. The
-# PodGroup carries the same reasons in status.schedulingConditions[].reasons[].reason.
-# A preemptible pod over its fair share is not refused this way: KAI lets it use free capacity
-# and reclaims it later, so when it waits, it waits for nodes and counts as demand.
-QUOTA_REASONS = ("OverLimit", "NonPreemptibleOverQuota", "QueueDoesNotExist")
-QUOTA_MESSAGE_MARKERS = (
-    *QUOTA_REASONS,
-    "quota has reached the allowable limit",
-    "Non-preemptible workload is over quota",
-)
-
 _GPU_KEYS = tuple(GPU_RESOURCE_KEYS.values())
-_QUOTA_PATTERN = re.compile("|".join(re.escape(m) for m in QUOTA_MESSAGE_MARKERS))
 
 
 @dataclass(frozen=True)
@@ -465,15 +443,6 @@ class _Groups:
 # --- quota ------------------------------------------------------------------------------------
 
 
-def _pod_group_index(pod_groups: Iterable[Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    index = {}
-    for pg in pod_groups:
-        meta = as_dict(as_dict(pg).get("metadata"))
-        if isinstance(meta.get("name"), str):
-            index[(str(meta.get("namespace") or "default"), meta["name"])] = pg
-    return index
-
-
 def _clip(text: str, limit: int) -> str:
     """`text` cut at the last space within `limit` characters, with " ..." added; never mid-word."""
     if len(text) <= limit:
@@ -490,27 +459,15 @@ def quota_block_reason(pod: Mapping[str, Any], pod_groups: Mapping[tuple[str, st
 
 
 def _quota_in_message(message: Any) -> Optional[str]:
-    if isinstance(message, str) and _QUOTA_PATTERN.search(message):
+    if says_queue_capacity(message):
         first_line = message.strip().splitlines()[0] if message.strip() else message
         return f"its queue is out of quota, not out of nodes (KAI: {_clip(first_line, 200)})"
     return None
 
 
 def _quota_in_pod_group(pod: Mapping[str, Any], pod_groups: Mapping[tuple[str, str], Any]) -> Optional[str]:
-    if not pod_groups:
-        return None
-    meta = as_dict(pod.get("metadata"))
-    pg_name = as_dict(meta.get("annotations")).get(KAI_POD_GROUP_ANNOTATION)
-    if isinstance(pg_name, str) and pod_groups:
-        pg = pod_groups.get((str(meta.get("namespace") or "default"), pg_name))
-        for sc in as_list(as_dict(as_dict(pg).get("status")).get("schedulingConditions")):
-            if not isinstance(sc, dict) or sc.get("status") not in (None, "True"):
-                continue
-            for explanation in as_list(sc.get("reasons")):
-                reason = as_dict(explanation).get("reason")
-                if reason in QUOTA_REASONS:
-                    return f"its queue is out of quota, not out of nodes (PodGroup {pg_name}: {reason})"
-    return None
+    reason = quota_reason(pod_group_of(pod, pod_groups))
+    return f"its queue is out of quota, not out of nodes (PodGroup {pod_group_name(pod)}: {reason})" if reason else None
 
 
 # --- selection ------------------------------------------------------------------------------
@@ -545,7 +502,7 @@ def select_demand(
     pods = list(pods)
     if node_facts:
         groups.daemon_requests = _daemon_set_requests(pods)
-    pg_index = _pod_group_index(pod_groups)
+    pg_index = index_pod_groups(pod_groups)
     now = _aware(now)
     pieces: list[DemandPiece] = []
     ignored: list[IgnoredPod] = []

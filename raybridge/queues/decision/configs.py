@@ -42,10 +42,10 @@ from decimal import Decimal
 from typing import Any, Mapping, Optional, Sequence
 
 from raybridge.core.consts import GPU_RESOURCE_KEYS, KAI_QUEUE_API_VERSION, KUEUE_GROUP, PROVISIONING_CLASS
+from raybridge.kueue.api import NEWEST, VERSIONS, cohort_field
 from raybridge.core.inventory import inventory_from_nodes, product_label, unschedulable_reasons
 from raybridge.core.quantity import format_memory, parse_quantity
 
-KUEUE_API_VERSIONS = ("v1beta2", "v1beta1")
 DEFAULT_COHORT = "gpu"
 PROVISIONING_CHECK = "gpu-provisioning"
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
@@ -200,7 +200,7 @@ def _memory(num_bytes: int) -> str:
 class KueueOptions:
     names: tuple[str, ...] = ("team-1", "team-2")
     cohort: str = DEFAULT_COHORT
-    api_version: str = "v1beta2"
+    api_version: str = NEWEST
     #: How much of the other queues' nominal quota a queue may borrow, in percent.
     borrowing_percent: int = 100
     provisioning: bool = True
@@ -209,7 +209,7 @@ class KueueOptions:
 
 def kueue_configs(pools: Pools, options: KueueOptions) -> list[dict[str, Any]]:
     """Namespaces, ResourceFlavors, WorkloadPriorityClasses, the admission check, ClusterQueues, LocalQueues."""
-    if options.api_version not in KUEUE_API_VERSIONS:
+    if options.api_version not in VERSIONS:
         raise ValueError(f"unknown Kueue API version {options.api_version!r}")
     if not pools.gpu_pools:
         raise ValueError("no schedulable GPU nodes: nothing to size GPU queues from")
@@ -310,7 +310,7 @@ def _cluster_queue_spec(
 ) -> dict[str, Any]:
     """A ClusterQueue's spec: cohort, preemption, one resource group, the admission check on GPU flavors."""
     spec: dict[str, Any] = {
-        ("cohortName" if options.api_version == "v1beta2" else "cohort"): options.cohort,
+        cohort_field(options.api_version): options.cohort,
         "namespaceSelector": {},
         "queueingStrategy": "BestEffortFIFO",
         "preemption": {

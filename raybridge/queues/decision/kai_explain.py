@@ -22,10 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from raybridge.core.consts import GPU_RESOURCE_KEYS, KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL
+from raybridge.core.consts import GPU_RESOURCE_KEYS
 from raybridge.core.kubeobjects import as_dict, as_list
-from raybridge.kai.fairshare import UNLIMITED, Amounts, FairShareResult, number, to_queue_units
 from raybridge.core.quantity import parse_quantity
+from raybridge.kai.fairshare import UNLIMITED, Amounts, FairShareResult, number, to_queue_units
+from raybridge.kai.pod_group import SchedulingReason, pod_group_name, queue_name, scheduling_reasons
 
 RESOURCES = ("gpu", "cpu", "memory")
 _UNITS = {"gpu": "GPUs", "cpu": "millicores", "memory": "MB"}
@@ -115,16 +116,6 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
 
 
-@dataclass(frozen=True)
-class SchedulingReason:
-    reason: str
-    message: str
-    node_pool: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        return {"reason": self.reason, "message": self.message, "nodePool": self.node_pool}
-
-
 #: KAI's queue-capacity reasons, in words a user acts on.
 _REASON_WORDS = {
     "OverLimit": "scheduling it would take its queue over the queue's limit",
@@ -212,32 +203,6 @@ class KaiExplanation:
         return lines
 
 
-def pod_group_name(pod: Mapping[str, Any]) -> Optional[str]:
-    name = as_dict(as_dict(pod.get("metadata")).get("annotations")).get(KAI_POD_GROUP_ANNOTATION)
-    return name if isinstance(name, str) and name else None
-
-
-def queue_name(pod: Optional[Mapping[str, Any]], pod_group: Optional[Mapping[str, Any]]) -> Optional[str]:
-    """The PodGroup's `spec.queue`, else the pod's queue label."""
-    queue = as_dict(as_dict(pod_group).get("spec")).get("queue") if pod_group else None
-    if not queue and pod:
-        queue = as_dict(as_dict(pod.get("metadata")).get("labels")).get(KAI_QUEUE_LABEL)
-    return str(queue) if queue else None
-
-
-def _reasons(pod_group: Optional[Mapping[str, Any]]) -> tuple[SchedulingReason, ...]:
-    out = []
-    for sc in as_list(as_dict(as_dict(pod_group).get("status")).get("schedulingConditions")):
-        if not isinstance(sc, dict) or sc.get("status") not in (None, "True"):
-            continue
-        reasons = [r for r in as_list(sc.get("reasons")) if isinstance(r, dict)]
-        if not reasons and (sc.get("reason") or sc.get("message")):
-            reasons = [{"reason": sc.get("reason") or "", "message": sc.get("message") or ""}]
-        for r in reasons:
-            out.append(SchedulingReason(str(r.get("reason") or ""), str(r.get("message") or ""), str(sc.get("nodePool") or "")))
-    return tuple(out)
-
-
 def explain_kai(
     namespace: str,
     pod: Optional[Mapping[str, Any]],
@@ -271,7 +236,7 @@ def explain_kai(
         min_member=pg_spec.get("minMember") if pod_group else None,
         queue=queue,
         conditions=tuple(c for c in as_list(pg_status.get("conditions")) if isinstance(c, dict)),
-        reasons=_reasons(pod_group),
+        reasons=scheduling_reasons(pod_group),
         queues=tuple(chain),
         queue_exists=queue is None or queue in by_name,
         notes=tuple(notes),
