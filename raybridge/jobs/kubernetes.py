@@ -41,7 +41,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
-from raybridge.kueue.workload import deactivation, eviction_summary, progress_line, workload_state
+from raybridge.kueue.workload import deactivation, eviction_summary, workload_state
+from raybridge.queues.decision.kueue_explain import progress_line
 from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
 from raybridge.core.deadline import Deadline
 from raybridge.jobs.decision.images import unpinned_image_warning
@@ -54,6 +55,7 @@ from raybridge.jobs.decision.sizing import SizingDecision
 from raybridge.jobs.decision.spec import JobSpec
 from raybridge.errors import BadInput, ClusterUnreachable, InfraError, JobEnded
 from raybridge.jobapi.client import TERMINAL, RayJobs
+from raybridge.kuberay.rayjob import ray_state
 from raybridge.jobapi.ray_import import installed_ray_version
 from raybridge.kube.client import Kube, TimeBudgetSpent
 from raybridge.kube.kueue import find_workload, list_local_queue_names, pending_position, wait_workload_gone
@@ -278,19 +280,17 @@ def wait_for_ready(
                 raise
             what = "admitted" if queued and not admitted else "ready"
             raise InfraError(f"{kind} {namespace}/{name} was not {what} within {waiter.timeout:.0f}s: {seen}") from None
-        status = obj.get("status") or {}
-        deployment = status.get("jobDeploymentStatus")
+        state = ray_state(obj)
         _end_if_deactivated(f"{kind} {namespace}/{name}", workload)
-        if deployment == "ValidationFailed":
-            raise BadInput(f"KubeRay rejected the {kind}: {status.get('reason', '')} {status.get('message', '')}".strip())
-        if deployment in ("Failed", "Complete"):
-            raise InfraError(f"the {kind} ended before the job was submitted: {deployment} ({status.get('reason', '')}: {status.get('message', '')})")
+        if state.deployment == "ValidationFailed":
+            raise BadInput(f"KubeRay rejected the {kind}: {state.reason} {state.message}".strip())
+        if state.ended:
+            raise InfraError(f"the {kind} ended before the job was submitted: {state.deployment} ({state.reason}: {state.message})")
         if workload_state(workload) == "admitted":
             admitted = True
         # With spec.jobId set from the start, KubeRay leaves Waiting at its next reconcile and polls the id in Running.
-        ready = (deployment in ("Waiting", "Running") and status.get("dashboardURL")) if kind == "RayJob" else status.get("state") == "ready"
-        if ready:
-            waiter.say(f"Ray cluster {status.get('rayClusterName') or name} is ready")
+        if state.ready:
+            waiter.say(f"Ray cluster {state.cluster or name} is ready")
             return obj
         seen = progress_line(obj, workload, position)
         waiter.say(seen)
@@ -388,7 +388,7 @@ class _RayJobRun:
         new cluster runs the job, so it leaves Waiting and polls it. Set after the submission, so that KubeRay
         never polls an id the cluster has not heard of (an error return, and backoff, on v1.3 to v1.6)."""
         obj = self.rays.get("RayJob", self.name, self.namespace)
-        if obj is not None and not (obj.get("spec") or {}).get("jobId"):
+        if obj is not None and not ray_state(obj).spec_job_id:
             self.rays.patch("RayJob", self.name, self.namespace, {"spec": {"jobId": self.submission_id}})
 
     def _wait_for_new_cluster(self, waiter: Waiter, old_cluster: str) -> dict[str, Any]:
@@ -396,18 +396,15 @@ class _RayJobRun:
         has a new, ready cluster (polling the job id there, which that cluster never ran)."""
         while True:
             obj, workload, position = _observe_riding_out(self.kube, self.rays, "RayJob", self.name, self.namespace, self.queued, waiter)
-            status = obj.get("status") or {}
-            deployment = status.get("jobDeploymentStatus") or ""
+            state = ray_state(obj)
             _end_if_deactivated(f"RayJob {self.namespace}/{self.name}", workload)
-            if deployment in ("Complete", "Failed", "ValidationFailed"):
+            if state.ended or state.deployment == "ValidationFailed":
                 raise InfraError(
                     f"RayJob {self.namespace}/{self.name} ended while waiting to be admitted again: "
-                    f"{deployment} ({status.get('reason', '')}: {status.get('message', '')})"
+                    f"{state.deployment} ({state.reason}: {state.message})"
                 )
-            current = status.get("rayClusterName") or ""
-            fresh = bool(current and current != old_cluster and status.get("dashboardURL"))
-            if fresh and deployment in ("Waiting", "Running"):
-                waiter.say(f"admitted again: Ray cluster {current} is ready")
+            if state.ready and state.cluster and state.cluster != old_cluster:
+                waiter.say(f"admitted again: Ray cluster {state.cluster} is ready")
                 return obj
             line = progress_line(obj, workload, position)
             waiter.say(line)
@@ -420,10 +417,10 @@ class _RayJobRun:
 
     def _connect(self, obj: dict[str, Any]) -> None:
         self.close_forward()
-        status = obj.get("status") or {}
-        cluster = status.get("rayClusterName", "")
+        state = ray_state(obj)
+        cluster = state.cluster
         address, self.forward = connect_dashboard(
-            self.kube, self.namespace, cluster, status.get("dashboardURL"), self.options.dashboard_address, self.options.progress
+            self.kube, self.namespace, cluster, state.dashboard or None, self.options.dashboard_address, self.options.progress
         )
         headers = auth_headers(self.kube, self.namespace, obj, cluster)
         self.cluster = cluster
@@ -442,15 +439,14 @@ class _RayJobRun:
         on another cluster (or none) than the one the job went to -- readmission may be quick; the
         cluster deleted while the RayJob still says Running.
         """
-        status = obj.get("status") or {}
-        deployment = status.get("jobDeploymentStatus") or ""
-        if deployment in ("Complete", "Failed"):
+        state = ray_state(obj)
+        if state.ended:
             return False
-        if deployment in ("Suspending", "Suspended"):
+        if state.suspended:
             return True
         if workload_state(workload) in ("evicted", "deactivated"):  # Evicted (also on preemption), no longer admitted
             return True
-        if self.cluster and (status.get("rayClusterName") or "") != self.cluster:
+        if self.cluster and state.cluster != self.cluster:
             return True
         return bool(self.cluster) and self.rays.get("RayCluster", self.cluster, self.namespace) is None
 
@@ -475,22 +471,21 @@ class _RayJobRun:
             obj = self.rays.get("RayJob", self.name, self.namespace)
             if obj is None:
                 raise InfraError(f"RayJob {self.namespace}/{self.name} was deleted while its job ran")
-            status = obj.get("status") or {}
-            deployment = status.get("jobDeploymentStatus")
+            state = ray_state(obj)
             workload = find_workload(self.kube, self.namespace, obj) if self.queued else None
             _end_if_deactivated(f"job {self.submission_id} of RayJob {self.namespace}/{self.name}", workload)
-            if deployment == "Failed" and status.get("reason") in ("DeadlineExceeded", "PreRunningDeadlineExceeded"):
+            if state.at_deadline:
                 cause = _deadline_cause(obj, self.spec.max_run_seconds, self.kueue_limits_run, self.guard_trouble())
                 raise JobEnded(f"RayJob {self.namespace}/{self.name} failed: {cause}")
-            if deployment in ("Complete", "Failed"):
-                return str(status.get("jobStatus") or "FAILED")
+            if state.ended:
+                return state.job_status or "FAILED"
             if self._evicted(obj, workload):
                 self._resubmit_after_eviction(obj, workload)
                 handle.jobs, handle.submission_id = self.jobs, self.submission_id  # type: ignore[assignment]
                 return None
-            if status.get("jobStatus") in TERMINAL and status.get("jobId") in (None, "", self.submission_id):
-                return str(status["jobStatus"])
-            if deployment == "Running" and status.get("dashboardURL") and self.reconnects < MAX_RECONNECTS:
+            if state.job_status in TERMINAL and state.job_id in ("", self.submission_id):
+                return state.job_status
+            if state.deployment == "Running" and state.dashboard and self.reconnects < MAX_RECONNECTS:
                 self.reconnects += 1
                 self._connect(obj)  # the dashboard dropped out, the job goes on: reach it again
                 handle.jobs = self.jobs  # type: ignore[assignment]
@@ -498,7 +493,7 @@ class _RayJobRun:
             if time.monotonic() > deadline:
                 raise InfraError(
                     f"lost the Ray dashboard of RayJob {self.namespace}/{self.name} and it never reported an end "
-                    f"(deployment {deployment or 'unknown'}, job {status.get('jobStatus') or 'unknown'})"
+                    f"(deployment {state.shown('unknown')}, job {state.job_status or 'unknown'})"
                 )
             time.sleep(0.5)
 
@@ -544,13 +539,13 @@ class _RayJobRun:
         waiter = Waiter(self.options.progress, TAKE_JOB_ID_SECONDS)
         while True:
             obj = self.rays.get("RayJob", self.name, self.namespace)
-            status = (obj or {}).get("status") or {}
-            if obj is None or status.get("jobId") == self.submission_id or status.get("jobDeploymentStatus") in ("Complete", "Failed"):
+            state = ray_state(obj)
+            if obj is None or state.taken(self.submission_id):
                 return True  # (a RayJob that is gone: the patch says so)
             if waiter.expired():
                 return False
             if waiter.clock() - waiter.started >= 1.0:
-                waiter.say(f"waiting for KubeRay to take job {self.submission_id} (RayJob {status.get('jobDeploymentStatus') or 'new'})")
+                waiter.say(f"waiting for KubeRay to take job {self.submission_id} (RayJob {state.shown('new')})")
             waiter.sleep()
 
 

@@ -24,6 +24,7 @@ from raybridge.jobapi.client import RayJobs
 from raybridge.kube.client import Kube
 from raybridge.kube.kueue import find_workload, get_cluster_queue, get_local_queue, pending_position
 from raybridge.kube.rayapi import RayObjects
+from raybridge.kuberay.rayjob import ray_state
 from raybridge.jobs.dashboard import auth_headers, connect_dashboard
 from raybridge.jobs.kubernetes import wait_released
 
@@ -58,14 +59,14 @@ def job_status(kube: Kube, name: str) -> dict[str, Any]:
         local_queue = get_local_queue(kube, namespace, lq_name) if lq_name else None
         cq_name = _text(workload, "status", "admission", "clusterQueue") or _text(local_queue, "spec", "clusterQueue")
         cq = get_cluster_queue(kube, cq_name) if cq_name else None
-    status = obj.get("status") or {}
+    state = ray_state(obj)
     return {
         "kind": obj["kind"],
         "name": obj["metadata"]["name"],
         "namespace": namespace,
-        "jobDeploymentStatus": status.get("jobDeploymentStatus"),
-        "jobStatus": status.get("jobStatus"),
-        "jobId": status.get("jobId") or (obj.get("spec") or {}).get("jobId"),
+        "jobDeploymentStatus": state.deployment if state.kind == "RayJob" and state.deployment else None,
+        "jobStatus": state.job_status or None,
+        "jobId": state.submitted_id or None,
         "workload": (workload or {}).get("metadata", {}).get("name"),
         "queueState": workload_state(workload),
         "position": position,
@@ -83,19 +84,18 @@ class _JobApiSession:
     """The Ray Job API of a RayJob's cluster, and the port-forward (if any) to close afterwards."""
 
     def __init__(self, kube: Kube, obj: dict[str, Any], dashboard_address: Optional[str], progress: Callable[[str], None]) -> None:
-        status = obj.get("status") or {}
+        state = ray_state(obj)
         name = obj["metadata"]["name"]
-        job_id = status.get("jobId") or (obj.get("spec") or {}).get("jobId")
+        job_id = state.submitted_id
         if obj["kind"] != "RayJob" or not job_id:
-            state = status.get("jobDeploymentStatus") or status.get("state") or "new"
             raise BadInput(
-                f"{obj['kind']} {name} has no Ray job submitted yet (state: {state}); "
+                f"{obj['kind']} {name} has no Ray job submitted yet (state: {state.shown('new')}); "
                 f"`raybridge delete {name}` removes it and frees its place in the queue"
             )
-        cluster = status.get("rayClusterName")
+        cluster = state.cluster
         if not cluster and not dashboard_address:
-            raise InfraError(f"RayJob {name} has no Ray cluster any more (it ended: {status.get('jobDeploymentStatus')}); its logs went with it")
-        address, self.forward = connect_dashboard(kube, kube.namespace, cluster or "", status.get("dashboardURL"), dashboard_address, progress)
+            raise InfraError(f"RayJob {name} has no Ray cluster any more (it ended: {state.shown('unknown')}); its logs went with it")
+        address, self.forward = connect_dashboard(kube, kube.namespace, cluster, state.dashboard or None, dashboard_address, progress)
         self.job_id: str = job_id
         try:
             headers = auth_headers(kube, kube.namespace, obj, cluster or "")
@@ -165,14 +165,14 @@ def list_jobs(kube: Kube, *, all_namespaces: bool = False) -> list[dict[str, Any
         for obj in rays.list(kind, namespace, selector):
             if kind == "RayCluster" and any(r.get("kind") == "RayJob" for r in obj["metadata"].get("ownerReferences") or []):
                 continue  # a RayJob's own cluster is shown through the RayJob
-            meta, status = obj["metadata"], obj.get("status") or {}
+            meta, state = obj["metadata"], ray_state(obj)
             rows.append({
                 "kind": kind,
                 "namespace": meta.get("namespace"),
                 "name": meta.get("name"),
                 "queue": (meta.get("labels") or {}).get(KUEUE_QUEUE_LABEL),
-                "state": status.get("jobDeploymentStatus") or status.get("state") or "New",
-                "jobStatus": status.get("jobStatus"),
+                "state": state.shown(),
+                "jobStatus": state.job_status or None,
                 "created": meta.get("creationTimestamp"),
             })  # fmt: skip
     return rows

@@ -33,6 +33,7 @@ from typing import Callable, Optional
 from raybridge.errors import BadInput, RaybridgeError
 from raybridge.jobs.decision.protection import Renewal, renew_interval, renewed_deadline, seconds_since_start, unknown_fields
 from raybridge.kube.rayapi import RayObjects
+from raybridge.kuberay.rayjob import ray_state
 
 #: How soon a failed renewal is tried again (the regular interval is a sixth of the bound, at most a minute).
 RETRY_SECONDS = 5.0
@@ -40,7 +41,6 @@ RETRY_SECONDS = 5.0
 #: it checks at each reconcile of Running, at least every RayJobDefaultRequeueDuration, 3 s).
 DEADLINE_LOOK_SECONDS = 2.0
 #: The reasons KubeRay gives a RayJob it failed at a deadline (rayv1.DeadlineExceeded, PreRunningDeadlineExceeded).
-DEADLINE_REASONS = ("DeadlineExceeded", "PreRunningDeadlineExceeded")
 
 
 def awake_or_asleep_clock() -> float:
@@ -92,7 +92,7 @@ class OrphanGuard:
         """
         obj, server_now = self.rays.get_dated("RayJob", self.name, self.namespace)
         if obj is not None:
-            r, deployment = self.renewal, str((obj.get("status") or {}).get("jobDeploymentStatus") or "")
+            r, deployment = self.renewal, ray_state(obj).deployment
             seconds = renewed_deadline(deployment, self._since(obj, server_now), r.bound, r.max_run_seconds, r.kueue_limits_run)
             self.rays.patch("RayJob", self.name, self.namespace, {"spec": {"activeDeadlineSeconds": seconds}})
         self._thread = threading.Thread(target=self._run, name=f"orphan-guard-{self.name}", daemon=True)
@@ -135,9 +135,9 @@ class OrphanGuard:
             if obj is None:
                 self._stop.set()  # deleted: nothing left to guard
                 return None
-            status = obj.get("status") or {}
-            if status.get("jobDeploymentStatus") in ("Complete", "Failed"):
-                if status.get("reason") in DEADLINE_REASONS and self.on_deadline is not None:
+            state = ray_state(obj)
+            if state.ended:
+                if state.at_deadline and self.on_deadline is not None:
                     on_deadline, self.on_deadline = self.on_deadline, None
                     on_deadline(obj)
                 return None

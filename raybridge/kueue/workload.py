@@ -5,8 +5,8 @@ the Workload of a RayJob or RayCluster (Kueue's job-uid label, else the owner
 reference), its conditions, its state ("pending", "admitted", "evicted",
 "deactivated", "finished"), why Kueue deactivated it, its admission checks
 and a ProvisioningRequest's state, its pod sets and their requests, a
-ClusterQueue's quota totals, and the one-line words the launcher prints while
-a job waits (`progress_line`) or after an eviction (`eviction_summary`).
+ClusterQueue's quota totals, and the words the launcher prints after an
+eviction (`eviction_summary`).
 
 What a Workload means for a job's wait, flavor by flavor, is
 `raybridge.queues.decision.kueue_explain`'s business; the quota arithmetic is
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Optional, Sequence
 
-from raybridge.core.consts import KUEUE_JOB_UID_LABEL, KUEUE_QUEUE_LABEL
+from raybridge.core.consts import KUEUE_JOB_UID_LABEL
 from raybridge.core.kubeobjects import as_dict, as_list, cluster_queue_usage, owned_by
 from raybridge.core.quantity import parse_quantity
 from raybridge.kueue.fit import pod_requests
@@ -154,49 +154,6 @@ def position_words(position: Optional[dict[str, Any]]) -> str:
 def admission_checks(workload: Optional[dict[str, Any]]) -> list[str]:
     checks = ((workload or {}).get("status") or {}).get("admissionChecks") or []
     return [f"{c.get('name')}: {c.get('state')}" + (f" ({c['message']})" if c.get("message") else "") for c in checks]
-
-
-def progress_line(ray_object: dict[str, Any], workload: Optional[dict[str, Any]], position: Optional[dict[str, Any]]) -> str:
-    """One line saying where the job stands now; printed when it changes."""
-    status = ray_object.get("status") or {}
-    deployment = status.get("jobDeploymentStatus") or status.get("state") or "New"
-    queue = (workload or {}).get("spec", {}).get("queueName")
-    state = workload_state(workload)
-    if state == "pending":
-        reserved = condition(workload, "QuotaReserved")
-        text = f"queued in {queue}" if queue else "queued"
-        if reserved is not None and reserved.get("status") != "True":
-            text += f": {reason_words(reserved)}"
-        elif reserved is not None:
-            text += ": quota reserved, waiting for admission checks"
-        where = position_words(position)
-        checks = admission_checks(workload)
-        return text + (f" ({where})" if where else "") + (f"; checks: {'; '.join(checks)}" if checks else "")
-    if state == "deactivated":
-        words = deactivation(workload).words  # type: ignore[union-attr]
-        return f"deactivated by Kueue{f' in {queue}' if queue else ''}: {words}; it will not be admitted again"
-    if state == "evicted":
-        return f"evicted from {queue}: {reason_words(condition(workload, 'Evicted'))}; waiting to be admitted again"
-    if state == "admitted" and deployment in ("New", "Suspended", "Suspending"):
-        # Kueue admits first; KubeRay unsuspends at its next reconcile (Suspended -> New -> Initializing).
-        return f"admitted{f' by {queue}' if queue else ''}; waiting for KubeRay to start the Ray cluster"
-    if deployment in ("Initializing", "Running", "Waiting") or status.get("state") == "ready":
-        cluster = status.get("rayClusterStatus") or {}
-        ready = cluster.get("readyWorkerReplicas") or 0  # KubeRay leaves it out until a worker is ready
-        desired = cluster.get("desiredWorkerReplicas")
-        workers = f", workers ready {ready}/{desired}" if desired else ""
-        return f"admitted{f' by {queue}' if queue else ''}; Ray cluster {deployment.lower()}{workers}"
-    queued = bool(as_dict(as_dict(ray_object.get("metadata")).get("labels")).get(KUEUE_QUEUE_LABEL))
-    if state == "none" and queued and deployment in ("Suspended", "New", ""):
-        return "waiting for Kueue to pick the job up (no Workload yet)"
-    if deployment in ("New", ""):
-        return "waiting for KubeRay to take it up"
-    if deployment == "Suspending":
-        return "suspending: KubeRay is taking its Ray cluster down"
-    if deployment == "Suspended":
-        return "suspended" + ("; waiting for Kueue to admit it" if queued else "")
-    reason = status.get("reason")
-    return f"{deployment}" + (f" ({reason}: {status.get('message', '')})" if reason else "")
 
 
 def podset_requests(workload: Optional[dict[str, Any]]) -> dict[str, Decimal]:

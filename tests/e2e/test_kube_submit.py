@@ -132,7 +132,9 @@ def test_status_explains_a_pending_job_and_ctrl_c_cleans_up(cluster, queue):
         text = "\n".join(report["explanation"])
         assert f"LocalQueue {lq} -> ClusterQueue {cq}" in text
         assert "QuotaReserved=False" in text
-        assert "nvidia.com/gpu: 8 of 8 quota (8 in use)" in text
+        assert f"why, per pod set and flavor against the quota: raybridge explain waiter -n {namespace}" in text
+        explained = kube_cli(cluster, "explain", "waiter", "-n", namespace)
+        assert "nvidia.com/gpu: 8 of 8 quota (8 in use)" in explained.stdout, explained.stdout
         table = kube_cli(cluster, "status", "waiter", "-n", namespace)
         assert "QuotaReserved=False" in table.stdout
         listed = json.loads(kube_cli(cluster, "list", "-n", namespace, "-o", "json").stdout)

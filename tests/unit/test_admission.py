@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from raybridge.kueue.workload import deactivation, eviction_summary, podset_requests, progress_line, quota, workload_state
-from raybridge.queues.decision.kueue_explain import explain
+from raybridge.kueue.workload import deactivation, eviction_summary, podset_requests, quota, workload_state
+from raybridge.queues.decision.kueue_explain import explain, progress_line
 
 
 def cond(kind, status, reason="", message=""):

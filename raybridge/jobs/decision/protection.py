@@ -70,6 +70,7 @@ from datetime import datetime
 from typing import Any, Optional
 
 from raybridge.core.consts import KUEUE_MAX_EXEC_TIME_LABEL, KUEUE_QUEUE_LABEL, ORPHAN_BOUND_SECONDS
+from raybridge.kuberay.rayjob import ray_state
 
 #: The shortest orphan bound accepted: renewals come every sixth of it, at most a minute apart.
 MIN_ORPHAN_BOUND_SECONDS = 60
@@ -237,16 +238,15 @@ class Renewal:
 
     def fields(self, obj: dict[str, Any], since: Optional[float]) -> dict[str, Any]:
         """The `spec` fields to write now, each only where the RayJob carries another value; {} when all hold."""
-        spec, status = obj.get("spec") or {}, obj.get("status") or {}
-        deployment = str(status.get("jobDeploymentStatus") or "")
+        spec, state = obj.get("spec") or {}, ray_state(obj)
         wanted: dict[str, Any] = {
-            "activeDeadlineSeconds": renewed_deadline(deployment, since, self.bound, self.max_run_seconds, self.kueue_limits_run)
+            "activeDeadlineSeconds": renewed_deadline(state.deployment, since, self.bound, self.max_run_seconds, self.kueue_limits_run)
         }
         if self.pre_running:
-            if deployment == "Running" and spec.get("jobId") and status.get("jobId") == spec.get("jobId") == self.submission_id:
+            if state.deployment == "Running" and state.spec_job_id and state.job_id == state.spec_job_id == self.submission_id:
                 wanted.update(jobId=None, preRunningDeadlineSeconds=self.bound)  # KubeRay polls the job: the id may go
-            elif not spec.get("jobId") or spec.get("preRunningDeadlineSeconds") is not None:
-                wanted["preRunningDeadlineSeconds"] = renewed_pre_running(deployment, since, self.bound)
+            elif not state.spec_job_id or spec.get("preRunningDeadlineSeconds") is not None:
+                wanted["preRunningDeadlineSeconds"] = renewed_pre_running(state.deployment, since, self.bound)
         return {key: value for key, value in wanted.items() if spec.get(key) != value}
 
 

@@ -9,7 +9,8 @@ every candidate while pending) against that flavor's nominal quota, usage,
 borrowing limit and what the cohorts can lend (`kueue.fit.QuotaForest`,
 the one home of that arithmetic), whether it could ever fit (a flavor with
 enough quota, a node big enough for one pod), the position, and the
-admission checks with their ProvisioningRequest's state. `explain` prints
+admission checks with their ProvisioningRequest's state. The launcher prints
+`progress_line` while a job waits; `explain` prints
 `KueueExplanation.lines()`, `status` its `summary()`. What a Workload's own
 fields say (its state, a deactivation, its pod sets) is read by
 `raybridge.kueue.workload`.
@@ -29,10 +30,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Optional, Sequence
 
-from raybridge.core.kubeobjects import cluster_queue_usage, quantity_or_none
+from raybridge.core.consts import KUEUE_QUEUE_LABEL
+from raybridge.core.kubeobjects import as_dict, cluster_queue_usage, quantity_or_none
+from raybridge.kuberay.rayjob import ray_state
 from raybridge.kueue.fit import UNLIMITED, QuotaForest, cohort_of
 from raybridge.kueue.workload import (
     PodSet,
+    admission_checks,
     condition,
     deactivation,
     podset_requests,
@@ -512,6 +516,50 @@ def _ordered_totals(asks: dict[str, Decimal]) -> tuple[tuple[str, Decimal], ...]
     return tuple((r, asks[r]) for r in order)
 
 
+def progress_line(ray_object: dict[str, Any], workload: Optional[dict[str, Any]], position: Optional[dict[str, Any]]) -> str:
+    """One line saying where the job stands now; printed when it changes."""
+    state = ray_state(ray_object)
+    status = as_dict(ray_object.get("status"))
+    deployment = state.shown()
+    queue = (workload or {}).get("spec", {}).get("queueName")
+    state = workload_state(workload)
+    if state == "pending":
+        reserved = condition(workload, "QuotaReserved")
+        text = f"queued in {queue}" if queue else "queued"
+        if reserved is not None and reserved.get("status") != "True":
+            text += f": {reason_words(reserved)}"
+        elif reserved is not None:
+            text += ": quota reserved, waiting for admission checks"
+        where = position_words(position)
+        checks = admission_checks(workload)
+        return text + (f" ({where})" if where else "") + (f"; checks: {'; '.join(checks)}" if checks else "")
+    if state == "deactivated":
+        words = deactivation(workload).words  # type: ignore[union-attr]
+        return f"deactivated by Kueue{f' in {queue}' if queue else ''}: {words}; it will not be admitted again"
+    if state == "evicted":
+        return f"evicted from {queue}: {reason_words(condition(workload, 'Evicted'))}; waiting to be admitted again"
+    if state == "admitted" and deployment in ("New", "Suspended", "Suspending"):
+        # Kueue admits first; KubeRay unsuspends at its next reconcile (Suspended -> New -> Initializing).
+        return f"admitted{f' by {queue}' if queue else ''}; waiting for KubeRay to start the Ray cluster"
+    if deployment in ("Initializing", "Running", "Waiting") or status.get("state") == "ready":
+        cluster = status.get("rayClusterStatus") or {}
+        ready = cluster.get("readyWorkerReplicas") or 0  # KubeRay leaves it out until a worker is ready
+        desired = cluster.get("desiredWorkerReplicas")
+        workers = f", workers ready {ready}/{desired}" if desired else ""
+        return f"admitted{f' by {queue}' if queue else ''}; Ray cluster {deployment.lower()}{workers}"
+    queued = bool(as_dict(as_dict(ray_object.get("metadata")).get("labels")).get(KUEUE_QUEUE_LABEL))
+    if state == "none" and queued and deployment in ("Suspended", "New", ""):
+        return "waiting for Kueue to pick the job up (no Workload yet)"
+    if deployment in ("New", ""):
+        return "waiting for KubeRay to take it up"
+    if deployment == "Suspending":
+        return "suspending: KubeRay is taking its Ray cluster down"
+    if deployment == "Suspended":
+        return "suspended" + ("; waiting for Kueue to admit it" if queued else "")
+    reason = status.get("reason")
+    return f"{deployment}" + (f" ({reason}: {status.get('message', '')})" if reason else "")
+
+
 def explain_kueue(
     ray_object: dict[str, Any],
     workload: Optional[dict[str, Any]],
@@ -531,19 +579,18 @@ def explain_kueue(
     read); `cohorts`: the Cohort objects (None: not readable). Unknown lending is shown as
     unknown and never makes a verdict "never"."""
     meta = ray_object.get("metadata") or {}
-    status = ray_object.get("status") or {}
-    kind = ray_object.get("kind", "RayJob")
-    queue = (meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name")
-    reason = f"{status['reason']}: {status.get('message', '')}" if kind == "RayJob" and status.get("reason") else ""
+    state = ray_state(ray_object)
+    kind = state.kind
+    queue = (meta.get("labels") or {}).get(KUEUE_QUEUE_LABEL)
     base = dict(
         kind=kind,
         name=str(meta.get("name")),
         namespace=str(meta.get("namespace")),
-        deployment=(status.get("jobDeploymentStatus") or "New") if kind == "RayJob" else (status.get("state") or "not ready"),
-        job_status=status.get("jobStatus"),
-        job_id=status.get("jobId"),
-        reason=reason,
-        dashboard=status.get("dashboardURL"),
+        deployment=state.shown("New" if kind == "RayJob" else "not ready"),
+        job_status=state.job_status or None,
+        job_id=state.job_id or None,
+        reason=state.why() if kind == "RayJob" else "",
+        dashboard=state.dashboard or None,
         local_queue=queue or ((workload or {}).get("spec") or {}).get("queueName"),
         cluster_queue=cluster_queue_name,
         cohort=cohort_of(cluster_queue) if cluster_queue else None,
