@@ -22,7 +22,8 @@ from typing import Any, Optional
 
 from raybridge.core.consts import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, RAY_API_GROUP
 from raybridge.errors import BadInput, RaybridgeError
-from raybridge.jobs.decision.protection import orphan_bound_summary, pre_running_supported
+from raybridge.jobs.decision.protection import orphan_bound_summary
+from raybridge.kuberay.releases import pre_running_supported
 from raybridge.jobs.preflight import Preflight, preflight
 from raybridge.kube.client import Kube, PermissionDenied, api_call, namespace_exists, raw_get
 from raybridge.kube.kueue import served_versions

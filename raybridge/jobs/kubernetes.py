@@ -49,13 +49,14 @@ from raybridge.jobs.decision.images import unpinned_image_warning
 from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS, image_for
 from raybridge.jobs.decision.planning import plan_job, render_job
 from raybridge.jobs.decision.protection import (
-    Renewal, eviction_bound_note, handover_notes, handover_patch, kueue_limits_run, pre_running_supported, protections_of, unknown_fields,
+    Renewal, eviction_bound_note, handover_notes, handover_patch, kueue_limits_run, protections_of, unknown_fields,
 )
 from raybridge.jobs.decision.sizing import SizingDecision
 from raybridge.jobs.decision.spec import JobSpec
 from raybridge.errors import BadInput, ClusterUnreachable, InfraError, JobEnded
 from raybridge.jobapi.client import TERMINAL, RayJobs
 from raybridge.kuberay.rayjob import ray_state
+from raybridge.kuberay.releases import pre_running_supported
 from raybridge.jobapi.ray_import import installed_ray_version
 from raybridge.kube.client import Kube, TimeBudgetSpent
 from raybridge.kube.kueue import find_workload, list_local_queue_names, pending_position, wait_workload_gone

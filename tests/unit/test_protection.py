@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raybridge.kueue.workload import deactivation, eviction_summary
+from raybridge.kuberay.releases import pre_running_supported
 from raybridge.jobs.decision.protection import (
     Renewal,
     guarded,
@@ -12,7 +13,6 @@ from raybridge.jobs.decision.protection import (
     handover_patch,
     kueue_limits_run,
     orphan_bound_problem,
-    pre_running_supported,
     protections_of,
     renew_interval,
     renewed_deadline,

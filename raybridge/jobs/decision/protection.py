@@ -71,15 +71,11 @@ from typing import Any, Optional
 
 from raybridge.core.consts import KUEUE_MAX_EXEC_TIME_LABEL, KUEUE_QUEUE_LABEL, ORPHAN_BOUND_SECONDS
 from raybridge.kuberay.rayjob import ray_state
+from raybridge.kuberay.releases import MEASURED_STATES, PRE_RUNNING_STATES
 
 #: The shortest orphan bound accepted: renewals come every sixth of it, at most a minute apart.
 MIN_ORPHAN_BOUND_SECONDS = 60
 _UNKNOWN_FIELD = re.compile(r'unknown field "([^"]+)"')
-_RELEASE = re.compile(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+][0-9A-Za-z.-]*)?")
-#: The RayJob states whose deadline KubeRay measures from the current `status.startTime`.
-MEASURED_STATES = frozenset({"Initializing", "Waiting", "Running"})
-#: The states in which KubeRay v1.6+ checks `preRunningDeadlineSeconds`.
-PRE_RUNNING_STATES = frozenset({"Initializing", "Waiting"})
 
 
 @dataclass(frozen=True)
@@ -250,18 +246,6 @@ class Renewal:
         return {key: value for key, value in wanted.items() if spec.get(key) != value}
 
 
-def pre_running_supported(operator_version: Optional[str]) -> bool:
-    """Whether a KubeRay operator of this release honours `preRunningDeadlineSeconds` (v1.6.0 and later)."""
-    parsed = release_tuple(operator_version)
-    return parsed is not None and parsed >= (1, 6)
-
-
-def release_tuple(version: Optional[str]) -> Optional[tuple[int, int]]:
-    """(major, minor) of a release such as `v1.6.1`, `1.5.2` or `v1.7.0-rc.0`; None for anything else."""
-    match = _RELEASE.fullmatch(version or "")
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
-
 def handover_patch(max_run_seconds: Optional[int], kueue_limits_run: bool, bound: int, pre_running: bool) -> dict[str, Any]:
     """The merge patch that leaves a running job to itself (`--no-wait`): no renewed bound.
 
@@ -336,8 +320,6 @@ def protections_of(obj: dict[str, Any], max_run_seconds: Optional[int] = None) -
 
 
 __all__ = [
-    "MEASURED_STATES",
-    "PRE_RUNNING_STATES",
     "MIN_ORPHAN_BOUND_SECONDS",
     "ORPHAN_BOUND_SECONDS",
     "Protection",
@@ -351,10 +333,8 @@ __all__ = [
     "orphan_bound_problem",
     "orphan_bound_summary",
     "parse_time",
-    "pre_running_supported",
     "protections_of",
     "renew_interval",
-    "release_tuple",
     "renewed_deadline",
     "renewed_pre_running",
     "seconds_since_start",
