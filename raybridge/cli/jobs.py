@@ -350,6 +350,7 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
     from raybridge.cli.render import warn
     from raybridge.errors import BadInput
     from raybridge.jobs import choose_backend
+    from raybridge.jobs.options import ray_address
 
     backend, _ = choose_backend(options)
     if backend == "kubernetes":
@@ -358,7 +359,7 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
         return
     if args.dashboard_address:
         raise BadInput("--dashboard-address is for the kubernetes backend; locally use --address")
-    address = args.address or os.environ.get("RAY_ADDRESS")
+    address = ray_address(args.address)
     checked = bool(address and address != "auto" and not args.dry_run)
     if checked:
         # Ray itself retries a GCS address that refuses or never answers for about 40 s, writing its C++
@@ -382,7 +383,7 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
     ]
     if ignored:
         warn(f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} ignored by the local backend (no Kubernetes, no Kueue)")
-    if args.keep and not (args.address or os.environ.get("RAY_ADDRESS")):
+    if args.keep and not ray_address(args.address):
         warn("--keep is ignored: the private local head ends with this command (start one with `ray start --head` to keep it)")
 
 
@@ -415,6 +416,7 @@ def _dry_run(spec: Any, options: Any, output: str, uploads: Sequence[str] = (), 
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    from raybridge.jobs.options import ray_address
     from raybridge.cli.render import progress
     from raybridge.jobs import submit
     from raybridge.jobs.options import local_uploads, upload_lines
@@ -424,7 +426,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     cluster_target(args)  # a --kubeconfig that does not exist is exit 2 whatever the backend; missing KUBECONFIG files are said
     options = _options_from_args(args)
     reason = None
-    if args.dry_run and (args.nodes or args.pods) and not (args.backend or args.address or os.environ.get("RAY_ADDRESS")):
+    if args.dry_run and (args.nodes or args.pods) and not (args.backend or ray_address(args.address)):
         # The nodes of a cluster were given: preview what would be created on them, as plan and render do.
         options, reason = replace(options, backend="kubernetes"), f"{'--nodes' if args.nodes else '--pods'} describes a cluster"
     _check_flags_for_backend(args, spec, options)

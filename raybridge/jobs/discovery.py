@@ -14,13 +14,13 @@ unused come back as data (`unused_cluster_flags`) for the CLI to warn about.
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from typing import Any, Literal, Mapping, Optional, Sequence
 
 from raybridge.core.inventory import Inventory, inventory_from_nodes
 from raybridge.errors import BadInput
 from raybridge.files import load_objects
+from raybridge.jobs.options import ray_address
 from raybridge.kube.target import ClusterTarget
 
 InventorySource = Literal["file", "ray", "kubernetes", "local"]
@@ -121,7 +121,7 @@ def submission_inventory(backend: str, options: Any, tolerations: Sequence[Any] 
     Kubernetes, the `--nodes` file or the cluster, never this machine.
     """
     if backend == "local":
-        if options.address or os.environ.get("RAY_ADDRESS"):
+        if ray_address(options.address):
             return None
         from raybridge.gpu import local_inventory
 

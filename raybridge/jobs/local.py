@@ -11,7 +11,6 @@ against is `jobs/discovery.py`'s decision, not this module's.
 
 from __future__ import annotations
 
-import os
 import time
 
 from raybridge.core.inventory import Inventory
@@ -19,7 +18,7 @@ from raybridge.jobs.decision.spec import JobSpec
 from raybridge.errors import BadInput, InfraError
 from raybridge.jobs.discovery import submission_inventory
 from raybridge.jobs.handle import JobHandle
-from raybridge.jobs.options import SubmitOptions, new_submission_id, resolve_runtime_env
+from raybridge.jobs.options import SubmitOptions, new_submission_id, ray_address, resolve_runtime_env
 from raybridge.jobs.private_head import START_TIMEOUT, PrivateRayHead
 from raybridge.jobs.decision.sizing import SizingRequest, unsized_decision
 from raybridge.jobs.decision.planning import plan_job
@@ -56,7 +55,7 @@ def submit_local(spec: JobSpec, options: SubmitOptions) -> JobHandle:
     if inventory is None:
         # An existing cluster places the work itself (it may autoscale): pass the request on unsized.
         decision = unsized_decision(SizingRequest.from_spec(spec))
-        dashboard = options.address or os.environ["RAY_ADDRESS"]
+        dashboard = ray_address(options.address) or ""
     else:
         try:
             decision = plan_job(spec, inventory)

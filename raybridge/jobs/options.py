@@ -72,11 +72,20 @@ def submit_options(**kwargs: Any) -> SubmitOptions:
     return SubmitOptions(**kwargs)
 
 
+#: The environment variable Ray's own tools read for the cluster to use.
+RAY_ADDRESS_ENV = "RAY_ADDRESS"
+
+
+def ray_address(given: Optional[str]) -> Optional[str]:
+    """The existing Ray cluster to use: `--address` (or the API's `address`), else $RAY_ADDRESS; None: none."""
+    return given or os.environ.get(RAY_ADDRESS_ENV) or None
+
+
 def choose_backend(options: SubmitOptions) -> tuple[str, str]:
     """(backend, why) — kubernetes when a cluster is configured, else local."""
     if options.backend:
         return options.backend, "as asked"
-    if options.address or os.environ.get("RAY_ADDRESS"):
+    if ray_address(options.address):
         return "local", "a Ray address is set"
     from raybridge.kube.client import cluster_configured
 

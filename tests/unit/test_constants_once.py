@@ -35,3 +35,33 @@ def test_each_shared_name_is_defined_in_one_module():
     twice = {value: where for value, where in string_constants().items()
              if len({w.split(":")[0] for w in where}) > 1 and value not in COINCIDENCES}
     assert not twice, "\n".join(f"{value!r}: {', '.join(where)}" for value, where in sorted(twice.items()))
+
+
+def environment_reads() -> dict[str, set[str]]:
+    """Variable name -> the modules that read it (`os.environ.get(X)`, `os.environ[X]`, `os.getenv(X)`; X a literal or a
+    module-level constant)."""
+    named = {where.split(":")[1]: value for value, places in string_constants().items() for where in places}
+
+    def name_of(node: ast.AST) -> object:
+        if isinstance(node, ast.Constant):
+            return node.value
+        return named.get(node.id) if isinstance(node, ast.Name) else None  # a module-level constant such as RAY_ADDRESS_ENV
+
+    found: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = str(path.relative_to(PACKAGE.parent))
+        for node in ast.walk(ast.parse(path.read_text())):
+            key = None
+            if isinstance(node, ast.Call) and node.args and ast.unparse(node.func) in ("os.environ.get", "os.getenv", "environ.get"):
+                key = name_of(node.args[0])
+            elif isinstance(node, ast.Subscript) and ast.unparse(node.value) in ("os.environ", "environ"):
+                key = name_of(node.slice)
+            if isinstance(key, str):
+                found.setdefault(key, set()).add(module)
+    return found
+
+
+def test_each_environment_variable_is_read_in_one_module():
+    """A variable read in several places is a rule in several places (RAY_ADDRESS once was read in five)."""
+    twice = {name: sorted(where) for name, where in environment_reads().items() if len(where) > 1}
+    assert not twice, "\n".join(f"{name}: {', '.join(where)}" for name, where in sorted(twice.items()))
