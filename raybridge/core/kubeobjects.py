@@ -1,9 +1,9 @@
 """The one reader of the Kubernetes facts every domain reads: a pod's requests, times, usage of a queue.
 
 Why it exists: jobs (Kueue's view of a RayJob's pod sets), Kueue's and KAI's queues and the
-node-scale-adjuster all read the same fields of the same objects; read in four places they
-disagreed (init containers ignored in one, limits ignored in another, a ClusterQueue's usage
-taken from `flavorsUsage` here and `flavorsReservation` there). Each fact is read here once.
+node-scale-adjuster all read the same fields of the same objects, and each must count them
+alike (init containers and limits included, a ClusterQueue's usage from one field), so each
+fact is read here once.
 
 Objects come from files users wrote, from `kubectl get -o json` and from the API server, so
 every reader takes what it can and never raises on a field of the wrong shape; what a

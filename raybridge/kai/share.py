@@ -2,10 +2,9 @@
 
 Why it exists: the node-scale-adjuster reads the same three annotations (`gpu-fraction`,
 `gpu-memory`, `gpu-fraction-num-devices`) for pods that wait (demand.py: how much to ask for)
-and for pods that landed (reconcile.py: how much room they leave on their node). Read in two
-places they disagreed (one read `gpu-memory` with Python's int(), which takes "1_024" and other
-scripts' digits that KAI refuses), so a pod could count as one size waiting and another landed.
-The texts are read as KAI reads them, Go's strconv.ParseFloat and ParseInt (core/go_number.py);
+and for pods that landed (reconcile.py: how much room they leave on their node); a pod must count
+as one size waiting and landed, so both read it here (never with Python's int(), which takes
+"1_024" and other scripts' digits that KAI refuses). The texts are read as KAI reads them, Go's strconv.ParseFloat and ParseInt (core/go_number.py);
 the ranges are those KAI's binder admits (kai-scheduler@v0.13.0 pkg/binder/admission
 gpu_request_validator.go: 0 < gpu-fraction < 1; pkg/common/resources/gpu_sharing.go: an empty
 gpu-fraction counts as absent, gpu-memory then decides).

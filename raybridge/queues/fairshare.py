@@ -129,7 +129,7 @@ def objects_fair_share(
     k_value: float = DEFAULT_K_VALUE,
     source: str = "cluster",
 ) -> FairShareReport:
-    """Fair shares of these Queues over these nodes, for these pods' requests (`cluster_fair_share` once read).
+    """Fair shares of these Queues over these nodes, for these pods' requests (what `cluster_fair_share` hands on once it has read them).
 
     `pods` None means they could not be listed: the capacity then includes what other
     schedulers' pods use, and every queue wants without bound.

@@ -62,6 +62,6 @@ def environment_reads() -> dict[str, set[str]]:
 
 
 def test_each_environment_variable_is_read_in_one_module():
-    """A variable read in several places is a rule in several places (RAY_ADDRESS once was read in five)."""
+    """A variable read in several places is a rule in several places: each is read by one function the others call."""
     twice = {name: sorted(where) for name, where in environment_reads().items() if len(where) > 1}
     assert not twice, "\n".join(f"{name}: {', '.join(where)}" for name, where in sorted(twice.items()))
