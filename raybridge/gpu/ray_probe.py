@@ -288,7 +288,7 @@ def probe_ray_cluster(address: Optional[str] = None, timeout: float = 60, connec
     and disconnects afterwards; an existing connection is reused and left
     open. Raises `InfraError` only when it cannot connect.
     """
-    from raybridge.jobapi.client import ensure_ray_can_start
+    from raybridge.gpu.ray_start import ensure_ray_can_start
     from raybridge.noise import after_ray_import
 
     ensure_ray_can_start()

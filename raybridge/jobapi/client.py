@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional
 
 from raybridge.core.deadline import Deadline
 from raybridge.errors import BadInput, InfraError
-from raybridge.jobapi.ray_import import ray_import_problem
+from raybridge.gpu.ray_start import ensure_ray_can_start
 from raybridge.kube.retry import RetryPolicy
 from raybridge.noise import after_ray_import
 
@@ -47,13 +47,6 @@ DRAIN_SECONDS = 0.3
 #: Submission attempts while a just-started head's job agent registers: every 0.25 s while `retry_for` lasts
 #: (the one retry policy, kube/retry.py, with a deadline and a constant backoff).
 SUBMIT_RETRY_POLICY = RetryPolicy(first_backoff=0.25, max_backoff=0.25)
-
-
-def ensure_ray_can_start() -> None:
-    """InfraError, with the fix, when Ray would die at import on this machine."""
-    problem = ray_import_problem()
-    if problem:
-        raise InfraError(problem)
 
 
 def _bounded_client(address: str, headers: Optional[dict[str, str]], request_timeout: float) -> Any:

@@ -143,7 +143,7 @@ class PrivateRayHead:
         self._log_path: Optional[Path] = None
 
     def start(self, progress: Callable[[str], None] = lambda _: None, timeout: float = START_TIMEOUT) -> str:
-        from raybridge.jobapi.client import ensure_ray_can_start
+        from raybridge.gpu.ray_start import ensure_ray_can_start
 
         ensure_ray_can_start()
         base = head_temp_base()

@@ -33,7 +33,7 @@ def _ray_internal(module: str, name: str) -> Any:
     release that moved it would make the filter disagree with what Ray uploads, so raybridge refuses to go on."""
     import importlib
 
-    from raybridge.jobapi.client import ensure_ray_can_start
+    from raybridge.gpu.ray_start import ensure_ray_can_start
 
     ensure_ray_can_start()  # a Ray that dies at import (a broken amdsmi) is said as such, before importing it
     try:

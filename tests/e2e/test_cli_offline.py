@@ -194,9 +194,9 @@ def test_submit_refuses_to_start_ray_where_a_broken_amdsmi_would_kill_it(tmp_pat
     """Ray >= 2.56 imports amdsmi; the wheel without ROCm raises KeyError: one line and exit 3, no traceback."""
     from importlib.metadata import version
 
-    from raybridge.jobapi.ray_import import RAY_IMPORTS_AMDSMI_FROM, _release
+    from raybridge.gpu.ray_start import RAY_IMPORTS_AMDSMI_FROM, release_tuple
 
-    if _release(version("ray")) < RAY_IMPORTS_AMDSMI_FROM:
+    if release_tuple(version("ray")) < RAY_IMPORTS_AMDSMI_FROM:
         pytest.skip("this Ray does not import amdsmi")
     (tmp_path / "amdsmi.py").write_text("print('Unable to find libamd_smi.so library')\nraise KeyError('libamd_smi.so')\n")
     env = cli_env()

@@ -142,3 +142,18 @@ def test_no_two_modules_import_each_other_even_through_others():
                     seen.add(nxt)
                     stack.append((nxt, path + [nxt]))
     assert not cycles, "\n".join(sorted(set(cycles))[:10])
+
+
+def test_no_two_packages_import_each_other():
+    """Package by package (`gpu` and `jobapi`, `kube` and `jobs`, ...): dependencies point one way, lazy imports included."""
+    edges: set[tuple[str, str]] = set()
+    for path in MODULES:
+        mine = module_name(path).split(".")
+        if len(mine) < 2:
+            continue  # the package's own __init__ re-exports everything
+        for _, target in imports_of(path):
+            theirs = target.split(".")
+            if theirs[0] == "raybridge" and len(theirs) > 1 and theirs[1] != mine[1]:
+                edges.add((mine[1], theirs[1]))
+    both = sorted(f"{a} <-> {b}" for a, b in edges if (b, a) in edges and a < b)
+    assert not both, "\n".join(both)

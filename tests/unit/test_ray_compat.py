@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from raybridge.jobapi import ray_import as compat
+from raybridge.gpu import ray_start as compat
 
 BROKEN_AMDSMI = "print('Unable to find libamd_smi.so library')\nraise KeyError('libamd_smi.so')\n"
 WORKING_AMDSMI = "VERSION = 'fake'\n"
