@@ -99,8 +99,9 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _spec_from_args(args: argparse.Namespace, purpose: str, submission_id: Optional[str] = None) -> Any:
-    """The spec from the file and flags, refused (exit 2) unless it can serve `purpose` (`core.spec.Purpose`)."""
+def _spec_from_args(args: argparse.Namespace, purpose: str, submission_id: Optional[str] = None, checked: bool = True) -> Any:
+    """The spec from the file and flags, refused (exit 2) unless it can serve `purpose` (`core.spec.Purpose`);
+    `checked=False` leaves that to the caller (submit's `prepare_submit` checks it, once)."""
     from raybridge.core.runtime_env import is_uri
     from raybridge.jobs.spec_file import load_spec
     from raybridge.jobs.options import check_runnable
@@ -126,7 +127,8 @@ def _spec_from_args(args: argparse.Namespace, purpose: str, submission_id: Optio
         "priority_class": args.priority_class,
     }
     spec = load_spec(args.spec, overrides)
-    check_runnable(spec, submission_id, purpose)
+    if checked:
+        check_runnable(spec, submission_id, purpose)
     return spec
 
 
@@ -345,15 +347,14 @@ def _options_from_args(args: argparse.Namespace) -> Any:
     )
 
 
-def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) -> None:
+def _check_flags_for_backend(args: argparse.Namespace, request: Any) -> None:
     """Refuse a flag the chosen backend cannot honour; warn about one it would silently ignore."""
     from raybridge.cli.render import warn
     from raybridge.errors import BadInput
-    from raybridge.jobs import choose_backend
     from raybridge.jobs.options import ray_address
 
-    backend, _ = choose_backend(options)
-    if backend == "kubernetes":
+    options = request.options
+    if request.backend == "kubernetes":
         if args.address:
             raise BadInput("--address is for the local backend (a Ray cluster to submit to); on Kubernetes use --dashboard-address")
         return
@@ -387,16 +388,15 @@ def _check_flags_for_backend(args: argparse.Namespace, spec: Any, options: Any) 
         warn("--keep is ignored: the private local head ends with this command (start one with `ray start --head` to keep it)")
 
 
-def _dry_run(spec: Any, options: Any, output: str, uploads: Sequence[str] = (), reason: Optional[str] = None) -> int:
+def _dry_run(request: Any, output: str, reason: Optional[str] = None) -> int:
     from raybridge.cli.render import dump, progress, warn
     from raybridge.jobapi.ray_import import installed_ray_version
     from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
     from raybridge.jobs.decision.sizing import SizingRequest, unsized_decision
-    from raybridge.jobs import choose_backend
     from raybridge.jobs.discovery import submission_inventory
+    from raybridge.jobs.options import upload_lines
 
-    backend, why = choose_backend(options)
-    why = reason or why
+    spec, options, backend, why = request.spec, request.options, request.backend, reason or request.why
     progress("dry run, nothing is created")  # the backend and why it was chosen are in the document, said once
     inventory = _without_library_notes(submission_inventory(backend, options, spec.tolerations))
     decision = unsized_decision(SizingRequest.from_spec(spec)) if inventory is None else plan_job(spec, inventory)
@@ -409,30 +409,30 @@ def _dry_run(spec: Any, options: Any, output: str, uploads: Sequence[str] = (), 
         namespace = replace(options.cluster, namespace=spec.namespace or options.namespace).resolved_namespace()
         result["objects"] = render_job(spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=namespace,
                                        ray_version=installed_ray_version())
-    for line in uploads:
+    for line in upload_lines(list(request.uploads), dry_run=True):
         progress(line)
     dump(result, "json" if output == "json" else "yaml")
     return EXIT_OK
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from raybridge.jobs.options import ray_address
     from raybridge.cli.render import progress
-    from raybridge.jobs import submit
-    from raybridge.jobs.options import local_uploads, upload_lines
+    from raybridge.jobs.options import ray_address
+    from raybridge.jobs.service import launch, prepare_submit
     from raybridge.noise import JobOutput
 
-    spec = _spec_from_args(args, "submit", args.submission_id)
+    spec = _spec_from_args(args, "submit", args.submission_id, checked=False)  # prepare_submit checks it
     cluster_target(args)  # a --kubeconfig that does not exist is exit 2 whatever the backend; missing KUBECONFIG files are said
     options = _options_from_args(args)
     reason = None
     if args.dry_run and (args.nodes or args.pods) and not (args.backend or ray_address(args.address)):
         # The nodes of a cluster were given: preview what would be created on them, as plan and render do.
         options, reason = replace(options, backend="kubernetes"), f"{'--nodes' if args.nodes else '--pods'} describes a cluster"
-    _check_flags_for_backend(args, spec, options)
-    uploads = local_uploads(spec)  # refuses what Ray would refuse; said when the upload is near (submit) or planned
+    # The spec checked, what it uploads (refusing what Ray would refuse) and the backend: decided once, here.
+    request = prepare_submit(spec, options)
+    _check_flags_for_backend(args, request)
     if args.dry_run:
-        return _dry_run(spec, options, args.output, upload_lines(uploads, dry_run=True), reason)
+        return _dry_run(request, args.output, reason)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     # A process started with SIGINT ignored (a parent that ignores it: a test runner's worker, `nohup`) keeps
     # it ignored in Python, and Ctrl-C would then never stop the job: submit always handles it.
@@ -442,8 +442,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     log_stream = sys.stderr if machine else sys.stdout
     try:
         if spec.resolved_kind == "RayCluster" and spec.ray:
-            return _create_cluster(spec, options, args.output)
-        handle = submit(spec, options)
+            return _create_cluster(request, args.output)
+        handle = launch(request)
         if args.no_wait:
             if handle.owns_private_head:
                 progress("--no-wait with a private local head: the head ends with this command, so waiting anyway")
@@ -472,18 +472,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
             handle.close()
 
 
-def _create_cluster(spec: Any, options: Any, output: str) -> int:
+def _create_cluster(request: Any, output: str) -> int:
     from raybridge.cli.render import dump, progress
     from raybridge.errors import BadInput
-    from raybridge.jobs import choose_backend
 
-    backend, why = choose_backend(options)
-    if backend != "kubernetes":
+    if request.backend != "kubernetes":
         raise BadInput("kind RayCluster needs the kubernetes backend; locally, start one with `ray start --head`")
-    options.progress(f"backend: kubernetes ({why})")
+    request.options.progress(f"backend: kubernetes ({request.why})")
     from raybridge.jobs.kubernetes import create_cluster
 
-    info = create_cluster(spec, options)
+    info = create_cluster(request.spec, request.options)
     if output in ("json", "yaml"):
         dump(info, output)
     else:

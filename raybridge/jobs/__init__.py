@@ -17,4 +17,7 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "choose_backend": ".options",
     "new_submission_id": ".options",
     "submit": ".service",
+    "prepare_submit": ".service",
+    "launch": ".service",
+    "SubmitRequest": ".service",
 })

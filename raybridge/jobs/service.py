@@ -1,4 +1,4 @@
-"""`submit(spec)`: pick the backend and hand the spec to it.
+"""`submit(spec)`: decide the submission once (`prepare_submit`), then hand it to its backend (`launch`).
 
 Whatever fails on the way, including Ctrl-C, what this run created is
 removed before the error propagates (unless `keep=True`); each backend
@@ -7,14 +7,56 @@ guarantees that for its own objects.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Optional
 
 from raybridge.errors import BadInput
 from raybridge.jobs.handle import JobHandle
 from raybridge.jobs.options import SubmitOptions, check_runnable, choose_backend, local_uploads, submit_options, upload_lines
+from raybridge.jobs.decision.spec import JobSpec
+from raybridge.jobs.decision.upload import UploadPlan
 from raybridge.jobs.spec_file import SpecLike, as_spec
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """A submission decided once: the spec, its options, the backend and why, and what of this machine it uploads.
+
+    The CLI previews, checks its flags against and launches the same value; nothing decided here is decided again.
+    """
+
+    spec: JobSpec
+    options: SubmitOptions
+    backend: str
+    why: str
+    #: (what, where, plan) per local directory uploaded: `options.local_uploads`.
+    uploads: tuple[tuple[str, str, UploadPlan], ...]
+
+
+def prepare_submit(spec: SpecLike, options: Optional[SubmitOptions] = None, **kwargs: Any) -> SubmitRequest:
+    """Check the spec, find what it uploads and choose the backend: everything refused here leaves nothing behind."""
+    spec = as_spec(spec)
+    options = options or submit_options(**kwargs)
+    check_runnable(spec, options.submission_id)
+    uploads = tuple(local_uploads(spec))  # refuses what Ray would refuse, before anything exists
+    backend, why = choose_backend(options)
+    return SubmitRequest(spec, options, backend, why, uploads)
+
+
+def launch(request: SubmitRequest) -> JobHandle:
+    """Hand a prepared submission to its backend; returns once the Ray job is submitted."""
+    options = replace(request.options, before_upload=partial(_say, request.options.progress, upload_lines(list(request.uploads))))
+    options.progress(f"backend: {request.backend} ({request.why})")
+    if request.spec.resolved_kind not in ("RayJob", "RayCluster") or not request.spec.ray:
+        raise BadInput(f"submit runs Ray jobs; for a plain {request.spec.resolved_kind} use `raybridge render ... | kubectl apply -f -`")
+    if request.backend == "local":
+        from raybridge.jobs.local import submit_local
+
+        return submit_local(request.spec, options)
+    from raybridge.jobs.kubernetes import submit_kubernetes
+
+    return submit_kubernetes(request.spec, options)
 
 
 def submit(spec: SpecLike, options: Optional[SubmitOptions] = None, **kwargs: Any) -> JobHandle:
@@ -23,22 +65,7 @@ def submit(spec: SpecLike, options: Optional[SubmitOptions] = None, **kwargs: An
     `spec`: a JobSpec, a spec file's path, or a mapping of the spec's fields (`{"entrypoint": "python x.py",
     "gpus": 1}`); `kwargs` are SubmitOptions' fields (`backend="local"`, `timeout=600`, ...).
     """
-    spec = as_spec(spec)
-    options = options or submit_options(**kwargs)
-    check_runnable(spec, options.submission_id)
-    lines = upload_lines(local_uploads(spec))  # refuses what Ray would refuse, before anything exists
-    options = replace(options, before_upload=partial(_say, options.progress, lines))
-    backend, why = choose_backend(options)
-    options.progress(f"backend: {backend} ({why})")
-    if spec.resolved_kind not in ("RayJob", "RayCluster") or not spec.ray:
-        raise BadInput(f"submit runs Ray jobs; for a plain {spec.resolved_kind} use `raybridge render ... | kubectl apply -f -`")
-    if backend == "local":
-        from raybridge.jobs.local import submit_local
-
-        return submit_local(spec, options)
-    from raybridge.jobs.kubernetes import submit_kubernetes
-
-    return submit_kubernetes(spec, options)
+    return launch(prepare_submit(spec, options, **kwargs))
 
 
 def _say(progress: Any, lines: list[str]) -> None:
