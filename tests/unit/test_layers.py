@@ -146,14 +146,29 @@ def test_no_two_modules_import_each_other_even_through_others():
 
 def test_no_two_packages_import_each_other():
     """Package by package (`gpu` and `jobapi`, `kube` and `jobs`, ...): dependencies point one way, lazy imports included."""
+    edges = package_edges()
+    both = sorted(f"{a} <-> {b}" for a, b in edges if (b, a) in edges and a < b)
+    assert not both, "\n".join(both)
+
+
+def package_edges() -> set[tuple[str, str]]:
+    """(from, to) per pair of raybridge packages (modules at the top count as packages) one imports from the other."""
     edges: set[tuple[str, str]] = set()
     for path in MODULES:
         mine = module_name(path).split(".")
         if len(mine) < 2:
-            continue  # the package's own __init__ re-exports everything
+            continue
         for _, target in imports_of(path):
             theirs = target.split(".")
             if theirs[0] == "raybridge" and len(theirs) > 1 and theirs[1] != mine[1]:
                 edges.add((mine[1], theirs[1]))
-    both = sorted(f"{a} <-> {b}" for a, b in edges if (b, a) in edges and a < b)
-    assert not both, "\n".join(both)
+    return edges
+
+
+def test_the_architecture_picture_is_the_import_graph():
+    """docs/architecture.md draws every package's arrows (those into core/ and errors.py, which all import, left out)."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    block = doc.split("```mermaid", 1)[1].split("```", 1)[0]
+    drawn = {(a, b) for a, b in (line.strip().split(" --> ") for line in block.splitlines() if " --> " in line)}
+    actual = {(a, b) for a, b in package_edges() if b not in ("core", "errors") and a != "__main__"}
+    assert drawn == actual, f"drawn, not imported: {sorted(drawn - actual)}; imported, not drawn: {sorted(actual - drawn)}"
