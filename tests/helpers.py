@@ -54,7 +54,7 @@ def run_cli_fresh(*args: str, env: Optional[dict[str, str]] = None, timeout: flo
 #: Set to 1 in the test run's environment: every `run_cli` is a fresh interpreter, no zygote.
 FRESH_CLI_ENV = "RAYBRIDGE_TEST_FRESH_CLI"
 #: Variables a call may set differently from its zygote's: raybridge reads KUBECONFIG only when a
-#: command runs (kube/client.py resolves the files and hands them to the client by name), and the
+#: command runs (kube/config.py resolves the files and hands them to the client by name), and the
 #: kubernetes package's import-time default (kube_config.KUBE_CONFIG_DEFAULT_LOCATION) is not used;
 #: pytest sets PYTEST_CURRENT_TEST for each test, and nothing the CLI imports reads it.
 CALL_TIME_ENV = frozenset({"KUBECONFIG", "PYTEST_CURRENT_TEST"})

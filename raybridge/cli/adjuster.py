@@ -467,7 +467,7 @@ def _preflight(api_client: Any, settings: Any) -> None:
 
     from raybridge.adjuster.preflight import check
     from raybridge.errors import BadInput
-    from raybridge.kube.client import describe_unreachable, translate_api_exception
+    from raybridge.kube.calls import describe_unreachable, translate_api_exception
 
     try:
         findings = check(api_client, mode=settings.mode, priority_class=settings.priority_class,

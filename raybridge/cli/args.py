@@ -149,7 +149,7 @@ def add_cluster_args(
 def cluster_target(args: argparse.Namespace, namespace: "str | None" = None) -> Any:
     """The one `ClusterTarget` of this command line; `namespace` (e.g. the spec's) wins over -n."""
     from raybridge.cli.render import note
-    from raybridge.kube.client import DEFAULT_REQUEST_TIMEOUT
+    from raybridge.kube.config import DEFAULT_REQUEST_TIMEOUT
     from raybridge.kube.target import ClusterTarget
 
     target = ClusterTarget(

@@ -326,7 +326,7 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 def _options_from_args(args: argparse.Namespace) -> Any:
     from raybridge.cli.render import progress
-    from raybridge.kube.client import DEFAULT_REQUEST_TIMEOUT
+    from raybridge.kube.config import DEFAULT_REQUEST_TIMEOUT
     from raybridge.jobs import DEFAULT_TIMEOUT, SubmitOptions
 
     return SubmitOptions(

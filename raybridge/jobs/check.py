@@ -25,7 +25,9 @@ from raybridge.errors import BadInput, RaybridgeError
 from raybridge.jobs.decision.protection import orphan_bound_summary
 from raybridge.kuberay.releases import pre_running_supported
 from raybridge.jobs.preflight import Preflight, preflight
-from raybridge.kube.client import Kube, PermissionDenied, api_call, namespace_exists, raw_get
+from raybridge.kube.calls import PermissionDenied, api_call
+from raybridge.kube.client import Kube
+from raybridge.kube.objects import namespace_exists, raw_get
 from raybridge.kube.kueue import served_versions
 from raybridge.kube.operators import kuberay_operator_release, kueue_release
 

@@ -19,7 +19,9 @@ from urllib.parse import urlparse
 from raybridge.core.consts import DASHBOARD_PORT
 from raybridge.core.names import kuberay_derived_name
 from raybridge.errors import InfraError
-from raybridge.kube.client import Kube, api_call, read_secret_value
+from raybridge.kube.calls import api_call
+from raybridge.kube.client import Kube
+from raybridge.kube.objects import read_secret_value
 
 #: The Secret key KubeRay stores the token under (utils/constant.go RAY_AUTH_TOKEN_SECRET_KEY).
 AUTH_TOKEN_KEY = "auth_token"

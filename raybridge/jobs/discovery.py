@@ -60,7 +60,7 @@ def choose_inventory_source(
         return "ray"
     if kube is not None or not local_fallback:
         return "kubernetes"
-    from raybridge.kube.client import cluster_configured
+    from raybridge.kube.config import cluster_configured
 
     return "kubernetes" if cluster_configured(kubeconfig) else "local"
 
@@ -97,7 +97,7 @@ def discover_inventory(
 
         return probe_ray_cluster(None if ray_address == "auto" else ray_address, connect_timeout=cluster.request_timeout)
     if source == "kubernetes":
-        from raybridge.kube.client import list_nodes, list_pods_all_namespaces
+        from raybridge.kube.objects import list_nodes, list_pods_all_namespaces
 
         kube = kube or cluster.connect()
         nodes = list_nodes(kube)

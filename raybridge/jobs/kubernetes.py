@@ -58,7 +58,8 @@ from raybridge.jobapi.client import TERMINAL, RayJobs
 from raybridge.kuberay.rayjob import ray_state
 from raybridge.kuberay.releases import pre_running_supported
 from raybridge.jobapi.ray_import import installed_ray_version
-from raybridge.kube.client import Kube, TimeBudgetSpent
+from raybridge.kube.calls import TimeBudgetSpent
+from raybridge.kube.client import Kube
 from raybridge.kube.kueue import find_workload, list_local_queue_names, pending_position, wait_workload_gone
 from raybridge.kube.operators import kuberay_operator_release
 from raybridge.kube.rayapi import RayObjects

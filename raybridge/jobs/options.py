@@ -24,7 +24,7 @@ from raybridge.jobs.upload import local_path_problems, plan_working_dir_upload, 
 from raybridge.jobs.decision.sizing import SizingDecision
 from raybridge.jobs.decision.spec import JobSpec, Purpose, entrypoint_problem
 from raybridge.errors import BadInput
-from raybridge.kube.client import DEFAULT_REQUEST_TIMEOUT
+from raybridge.kube.config import DEFAULT_REQUEST_TIMEOUT
 from raybridge.kube.target import ClusterTarget
 
 
@@ -87,7 +87,7 @@ def choose_backend(options: SubmitOptions) -> tuple[str, str]:
         return options.backend, "as asked"
     if ray_address(options.address):
         return "local", "a Ray address is set"
-    from raybridge.kube.client import cluster_configured
+    from raybridge.kube.config import cluster_configured
 
     if cluster_configured(options.kubeconfig):
         return "kubernetes", "a kubeconfig or in-cluster config was found"

@@ -26,7 +26,8 @@ from typing import Any, Mapping, Optional
 from raybridge.core.consts import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
 from raybridge.kueue.fit import admission_problems, cohort_of, ray_podsets
 from raybridge.errors import BadInput
-from raybridge.kube.client import Kube, list_namespace_names, namespace_exists
+from raybridge.kube.client import Kube
+from raybridge.kube.objects import list_namespace_names, namespace_exists
 from raybridge.kube.kueue import get_kueue_object, list_cohorts, list_kueue_objects, served_versions
 
 #: Kueue's name for the LocalQueue it puts unlabelled jobs into (LocalQueue defaulting).

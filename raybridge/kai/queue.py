@@ -33,7 +33,6 @@ from raybridge.core.consts import (
     KAI_UTILITY_APP_VALUES,
 )
 from raybridge.kai.fairshare import DEFAULT_PRIORITY, Amounts, QueueSpec, ResourceTerms
-from raybridge.core.go_number import go_parse_float
 from raybridge.kai.share import scheduler_request
 from raybridge.core.inventory import node_is_ready, pod_gpu_requests
 from raybridge.core.kubeobjects import as_dict, as_list, container_requests, parse_rfc3339, quantity_or_none
@@ -313,12 +312,6 @@ def pod_amounts(pod: Mapping[str, Any], min_gpu_memory_mib: Optional[float] = No
     elif shared is not None and shared.memory_mib is not None and min_gpu_memory_mib:
         gpus += shared.devices * (shared.memory_mib / min_gpu_memory_mib)
     return Amounts(cpu=float(totals["cpu"] * 1000), memory=float(totals["memory"]), gpu=gpus)
-
-
-def _number(raw: Any) -> Optional[float]:
-    """A positive finite annotation value as KAI reads it (Go's strconv.ParseFloat: core/go_number.py), or None."""
-    value = go_parse_float(raw)
-    return value if value is not None and math.isfinite(value) and value > 0 else None
 
 
 def _active_on_node(pod: Mapping[str, Any]) -> bool:

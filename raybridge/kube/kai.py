@@ -14,7 +14,8 @@ from typing import Any, Optional
 
 from raybridge.core.consts import KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION, KAI_QUEUE_GROUP, KAI_QUEUE_VERSION
 from raybridge.errors import InfraError
-from raybridge.kube.client import Kube, api_call
+from raybridge.kube.calls import api_call
+from raybridge.kube.client import Kube
 
 
 def list_queues(kube: Kube) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ in the queue, and reads LocalQueue/ClusterQueue quota and the Cohort objects
 that lend to them when permitted. A read
 the user may not make (401/403) or of something absent (404) degrades to
 None: "why pending" explains what it can see. Every call goes through
-`kube.client.api_call`, so a server that times out, fails or answers
+`kube.calls.api_call`, so a server that times out, fails or answers
 something that is not a Kubernetes object is exit 3 with one line, never a
 traceback. v1beta2 first, v1beta1 for clusters older than Kueue 0.15.
 """
@@ -21,14 +21,9 @@ from raybridge.core.consts import KUEUE_JOB_UID_LABEL
 from raybridge.errors import InfraError, RaybridgeError
 from raybridge.core.kubeobjects import owned_by
 from raybridge.kueue.api import GROUP, OLD_COHORT_VERSION, VERSIONS, VISIBILITY_GROUP as VISIBILITY
-from raybridge.kube.client import (
-    Kube,
-    PermissionDenied,
-    api_call,
-    checked_items,
-    checked_object,
-    raw_get,
-)
+from raybridge.kube.calls import PermissionDenied, api_call, checked_items, checked_object
+from raybridge.kube.client import Kube
+from raybridge.kube.objects import raw_get
 
 
 

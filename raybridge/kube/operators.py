@@ -24,7 +24,9 @@ from typing import Any, Optional
 from urllib.parse import quote
 
 from raybridge.errors import RaybridgeError
-from raybridge.kube.client import Kube, PermissionDenied, api_call, raw_get
+from raybridge.kube.calls import PermissionDenied, api_call
+from raybridge.kube.client import Kube
+from raybridge.kube.objects import raw_get
 
 KUBERAY_OPERATOR_SELECTOR = "app.kubernetes.io/name=kuberay-operator"
 #: Kueue's controller manager, as its Helm chart and its kustomize manifests both label it

@@ -19,7 +19,8 @@ import socket
 import threading
 from typing import Any, Optional
 
-from raybridge.kube.client import Kube, api_call
+from raybridge.kube.calls import api_call
+from raybridge.kube.client import Kube
 
 
 class PortForward:

@@ -15,7 +15,8 @@ from typing import Any, Optional
 
 from raybridge.core.consts import PROVISIONING_GROUP, PROVISIONING_VERSION
 from raybridge.errors import InfraError
-from raybridge.kube.client import Kube, api_call
+from raybridge.kube.calls import api_call
+from raybridge.kube.client import Kube
 
 GROUP = PROVISIONING_GROUP
 VERSION = PROVISIONING_VERSION

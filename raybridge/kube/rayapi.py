@@ -2,9 +2,9 @@
 
 The KubeRay python client is not published, so raybridge talks to the CRDs
 directly: create, get, list, merge-patch and delete RayJobs and RayClusters.
-Errors come back as raybridge errors (see `kube.client.api_call`); an answer
+Errors come back as raybridge errors (see `kube.calls.api_call`); an answer
 that is not a Kubernetes object of the kind asked for is exit 3 naming it
-(`kube.client.checked_object`), never a KeyError further up.
+(`kube.calls.checked_object`), never a KeyError further up.
 
 A create is not blindly repeated: one that failed in a way that may have
 happened anyway (a timeout, a dropped answer, a 5xx) is re-read first and
@@ -20,7 +20,8 @@ from typing import Any, Optional
 
 from raybridge.core.consts import MANAGED_BY_LABEL, RAY_API_GROUP, RAY_API_VERSION
 from raybridge.errors import BadInput, ClusterUnreachable, RaybridgeError
-from raybridge.kube.client import Kube, NoAnswer, api_call, checked_items, checked_object
+from raybridge.kube.calls import NoAnswer, api_call, checked_items, checked_object
+from raybridge.kube.client import Kube
 
 PLURALS = {"RayJob": "rayjobs", "RayCluster": "rayclusters"}
 

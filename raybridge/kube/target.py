@@ -5,7 +5,7 @@ namespace, which wins over `default`; `render` and `plan` use the same
 answer as `submit`, `status` and the rest, without connecting. The
 kubeconfig is every file of $KUBECONFIG merged as kubectl merges them, and
 the connection is made to exactly the context and namespace resolved here
-(`resolve()` -> `kube.client.KubeTarget` -> `connect_target`). The
+(`resolve()` -> `kube.config.KubeTarget` -> `connect_target`). The
 `--request-timeout` bound travels with the target into every API call; a
 command's `--timeout` comes in as a `Deadline` at `connect`.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from raybridge.core.deadline import Deadline
-from raybridge.kube.client import DEFAULT_REQUEST_TIMEOUT, KubeTarget, kubeconfig_files, resolve_kube_target
+from raybridge.kube.config import DEFAULT_REQUEST_TIMEOUT, KubeTarget, kubeconfig_files, resolve_kube_target
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ class ClusterObjects:
         return list_kueue_objects(self.kube, self._versions, {"ClusterQueue": "clusterqueues", "ResourceFlavor": "resourceflavors"}[kind])
 
     def nodes(self) -> Optional[list[dict[str, Any]]]:
-        from raybridge.kube.client import list_nodes
+        from raybridge.kube.objects import list_nodes
 
         try:
             return list_nodes(self.kube)
@@ -140,7 +140,7 @@ class ClusterObjects:
         return self._kai_problem
 
     def pods(self) -> Optional[list[dict[str, Any]]]:
-        from raybridge.kube.client import list_pods_all_namespaces
+        from raybridge.kube.objects import list_pods_all_namespaces
 
         return list_pods_all_namespaces(self.kube)
 

@@ -103,7 +103,7 @@ def cluster_fair_share(
     the requests of the KAI pods by their queue label (unbounded when pods
     cannot be listed).
     """
-    from raybridge.kube.client import list_nodes, list_pods_all_namespaces
+    from raybridge.kube.objects import list_nodes, list_pods_all_namespaces
     from raybridge.kube.kai import list_queues
 
     queue_objects = list_queues(kube)

@@ -34,7 +34,7 @@ def generate_queue_configs(
 
         nodes = load_objects(nodes_file, "Node")
     elif kube is not None:
-        from raybridge.kube.client import list_nodes
+        from raybridge.kube.objects import list_nodes
 
         nodes = list_nodes(kube)
     else:

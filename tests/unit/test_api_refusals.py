@@ -19,7 +19,7 @@ import pytest
 
 from raybridge.errors import BadInput
 from raybridge.jobapi.client import RayJobs
-from raybridge.kube.client import PermissionDenied, translate_api_exception
+from raybridge.kube.calls import PermissionDenied, translate_api_exception
 
 
 def api_error(status: int, message: str) -> Any:

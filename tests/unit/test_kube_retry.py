@@ -13,7 +13,8 @@ import pytest
 
 from raybridge.core.deadline import MIN_CALL_SECONDS, Deadline
 from raybridge.errors import ClusterUnreachable
-from raybridge.kube.client import checked_items, object_shape_problem, resolve_kube_target
+from raybridge.kube.calls import checked_items, object_shape_problem
+from raybridge.kube.config import resolve_kube_target
 from raybridge.kube.retry import RetryPolicy
 from raybridge.kube.rayapi import is_ours
 

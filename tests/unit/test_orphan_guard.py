@@ -7,7 +7,7 @@ from typing import Any, Optional
 import pytest
 
 from raybridge.errors import BadInput, ClusterUnreachable
-from raybridge.kube.client import PermissionDenied as PermissionDeniedLike
+from raybridge.kube.calls import PermissionDenied as PermissionDeniedLike
 from raybridge.jobs.decision.protection import Renewal
 from raybridge.jobs.orphan_guard import RETRY_SECONDS, OrphanGuard, awake_or_asleep_clock
 

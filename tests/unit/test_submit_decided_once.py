@@ -15,7 +15,7 @@ import pytest
 
 from raybridge.cli.main import main
 from raybridge.jobs import options as job_options
-from raybridge.kube import client as kube_client
+from raybridge.kube import config as kube_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Counter:
 
     counting(job_options, "runnable_problems")
     counting(job_options, "plan_working_dir_upload")
-    counting(kube_client, "cluster_configured")
+    counting(kube_config, "cluster_configured")
     return calls
 
 

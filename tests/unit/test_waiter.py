@@ -115,7 +115,7 @@ def test_a_deadline_spent_inside_a_poll_still_says_the_job_was_not_admitted(monk
     is told the job was not admitted in time and where it stood, not that the API server was slow."""
     from raybridge.errors import InfraError
     from raybridge.jobs import kubernetes as jobs_kubernetes
-    from raybridge.kube.client import TimeBudgetSpent
+    from raybridge.kube.calls import TimeBudgetSpent
 
     queued = ({"status": {"jobDeploymentStatus": "Suspended"}},
               {"spec": {"queueName": "lq"}, "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
@@ -139,7 +139,7 @@ def test_a_deadline_spent_inside_a_poll_still_says_the_job_was_not_admitted(monk
 
 def test_a_deadline_spent_before_anything_was_seen_is_the_api_servers_silence(monkeypatch):
     from raybridge.jobs import kubernetes as jobs_kubernetes
-    from raybridge.kube.client import TimeBudgetSpent
+    from raybridge.kube.calls import TimeBudgetSpent
 
     def observe(*_args):
         raise TimeBudgetSpent("GET /apis: did not answer in time")

@@ -14,7 +14,7 @@ import pytest
 
 import raybridge.kube.kueue as kueue
 from raybridge.errors import ClusterUnreachable
-from raybridge.kube.client import PermissionDenied
+from raybridge.kube.calls import PermissionDenied
 
 OWNER = {"kind": "RayJob", "metadata": {"name": "train", "namespace": "team-a", "uid": "u-1"}}
 WORKLOAD = {"kind": "Workload", "metadata": {"name": "rayjob-train-1"}}
