@@ -1,9 +1,16 @@
-"""Top-level pytest configuration, for tests/ and kubesim/tests alike.
+"""Top-level pytest configuration, for tests/, kubesim/tests and testcluster/tests alike.
 
-Why it exists: `pytest_plugins` is honoured only in a top-level conftest, and both test
-trees need kubesim's fixtures (kubesim/pytest_plugin.py: the test API server, the release
-matrix) and the guard against Ray state leaking from one module into the next (both start
-real Ray heads).
+Why it exists: the three trees share the guard against Ray state leaking from one module into
+the next (tests/ and kubesim/tests start real Ray heads), the run order, and two plugins loaded
+only where a run needs them, so that a pure unit test runs without the kubernetes package, kubesim
+or testcluster imported (tests/unit/test_suite_plugins.py checks that):
+- testcluster/pytest_plugin.py (the real cluster: programs built before the workers start, one
+  cluster for the session) is registered here, in every process of a run whose paths reach a tree
+  that uses it (`REAL_CLUSTER_TREES`): the controlling process must have it before the workers
+  start, and it collects nothing, so a conftest beside those tests would come too late.
+- kubesim/pytest_plugin.py's fixtures (the test API server, the release matrix) are kubesim's own
+  tests' alone (kubesim/tests/conftest.py); its rule that a test asking for absent CRDs skips is
+  applied here, to every tree, and only imports kubesim once a test has imported kubesim.schemas.
 What it deliberately does not do: no raybridge fixtures (tests/conftest.py has those).
 """
 
@@ -11,11 +18,62 @@ from __future__ import annotations
 
 import compileall
 import os
+import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
-pytest_plugins = ["kubesim.pytest_plugin", "testcluster.pytest_plugin"]
+ROOT = Path(__file__).resolve().parent
+#: The test trees that use the real test cluster (`real_cluster`; testcluster/pytest_plugin.py).
+REAL_CLUSTER_TREES = ("tests/e2e", "testcluster/tests")
+REAL_CLUSTER_PLUGIN = "testcluster.pytest_plugin"
+
+
+def _run_reaches(config: pytest.Config, trees: tuple[str, ...]) -> bool:
+    """Whether the run's paths may collect tests of `trees`: a path inside one, one above it, or no path of this
+    clone (--pyargs, a path pytest will refuse). xdist's workers get the controlling process's arguments, so
+    every process of a run decides alike."""
+    wanted = [ROOT / tree for tree in trees]
+    for arg in config.args:
+        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        if not path.exists():
+            return True
+        if any(path == tree or tree in path.parents or path in tree.parents for tree in wanted):
+            return True
+    return False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _run_reaches(config, REAL_CLUSTER_TREES):
+        config.pluginmanager.import_plugin(REAL_CLUSTER_PLUGIN)  # its own pytest_configure runs now
+
+
+def _skip_if_crds_absent(error: BaseException) -> None:
+    """kubesim/pytest_plugin.py's rule: a test whose setup or body asked for the CRDs skips where the CRD folder
+    beside the clone is absent. Only kubesim.schemas raises CrdsAbsent: where no test imported it, there is none."""
+    if "kubesim.schemas" in sys.modules:
+        from kubesim.pytest_plugin import skip_if_crds_absent
+
+        skip_if_crds_absent(error)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    try:
+        return (yield)
+    except Exception as exc:
+        _skip_if_crds_absent(exc)
+        raise
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    try:
+        return (yield)
+    except Exception as exc:
+        _skip_if_crds_absent(exc)
+        raise
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -82,6 +140,5 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """
     if hasattr(session.config, "workerinput"):  # an xdist worker: the controlling process did it
         return
-    root = Path(__file__).resolve().parent
     for package in ("raybridge", "kubesim"):
-        compileall.compile_dir(str(root / package), quiet=1, workers=1)
+        compileall.compile_dir(str(ROOT / package), quiet=1, workers=1)

@@ -43,7 +43,9 @@ def _crds_absent_in(error: BaseException) -> Optional[CrdsAbsent]:
     return None
 
 
-def _skip_if_crds_absent(error: BaseException) -> None:
+def skip_if_crds_absent(error: BaseException) -> None:
+    """Skip the running test, with the reason, where `error` comes of CrdsAbsent and the CRD folder is absent
+    (the repository's top-level conftest.py applies this rule without loading the plugin)."""
     absent = _crds_absent_in(error)
     if absent is not None and not crds_present():
         pytest.skip(str(absent))
@@ -55,7 +57,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
     try:
         return (yield)
     except Exception as exc:
-        _skip_if_crds_absent(exc)
+        skip_if_crds_absent(exc)
         raise
 
 
@@ -65,7 +67,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     try:
         return (yield)
     except Exception as exc:
-        _skip_if_crds_absent(exc)
+        skip_if_crds_absent(exc)
         raise
 
 

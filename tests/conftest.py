@@ -1,8 +1,10 @@
 """Shared fixtures: one real local Ray head for the whole test session, shared by every worker.
 
-The test API server and the release matrix (`kube_server`, `kube_api`, `release`,
-`release_server`) come from kubesim/pytest_plugin.py, the check that no module leaks Ray state
-from the top-level conftest.py; both apply to kubesim/tests as well.
+The check that no module leaks Ray state, and the real cluster's plugin (testcluster/pytest_plugin.py:
+`real_cluster`, for runs that reach tests/e2e), come from the top-level conftest.py; kubesim's fixtures
+(`kube_server`, `kube_api`, `release`, `release_server`) are kubesim/tests' alone. Nothing here imports
+kubesim, testcluster or the kubernetes package before a fixture that needs them runs: a pure unit test
+runs without them (tests/unit/test_suite_plugins.py).
 
 With pytest-xdist (the default, see pyproject.toml's addopts) the head belongs to the controlling
 process, which outlives every worker: it starts the head when a worker first asks for it (a file in a

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
+from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli, run_cli_fresh
 from testcluster.pytest_plugin import own_cluster
 from testcluster.stack import StackOptions
 
@@ -43,6 +43,21 @@ def test_offline_examples_run(case: str, argv: list[str]) -> None:
     out = run_cli(*argv)
     assert out.returncode == 0, out.stderr
     assert out.stdout and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("case,argv", OFFLINE_ROWS, ids=[r[0] for r in OFFLINE_ROWS])
+def test_offline_examples_run_the_same_in_a_fresh_interpreter(case: str, argv: list[str]) -> None:
+    """Each offline example in a fresh interpreter, as a user's shell starts it, on every run of the suite (not only
+    with RAYBRIDGE_TEST_FRESH_CLI=1): `run_cli` forks most calls from a zygote that has imported raybridge already
+    (tests/cli_zygote.py), which could hide a failure at import or start-up, or a difference from a real start.
+    The zygote's runs must say exactly what the fresh one says."""
+    fresh = run_cli_fresh(*argv)
+    assert fresh.returncode == 0, fresh.stderr
+    assert fresh.stdout and "Traceback" not in fresh.stderr
+    # twice: a call in an environment this process has seen before is the zygote's (tests/helpers.py `run_cli`), unless
+    # RAYBRIDGE_TEST_FRESH_CLI=1 makes every call fresh
+    for forked in (run_cli(*argv), run_cli(*argv)):
+        assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
 
 
 def test_the_gpu_example_previews_offline_without_a_warning() -> None:

@@ -4,19 +4,21 @@ The explain cases run against the same test API server objects as
 tests/e2e/test_explain.py (a RayJob pending in Kueue, a KAI pod over its
 queue's fair share), plus a PodGroup whose scheduling message carries markup
 and a terminal escape, as a hostile or broken controller could write it.
+The scenes are tests/e2e/conftest.py's fixtures, each set up for this module on its own.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from typing import Any
 
 import pytest
 
 from raybridge.queues.decision.queue_svg import fair_share_chart
 from raybridge.core.svg import render
 from raybridge.queues.fairshare import file_fair_share
-from tests.e2e.test_explain import scene  # noqa: F401 - the module's fixture (the real cluster's Kueue), reused
-from tests.e2e.test_explain_sim import NOW, NS, cluster  # noqa: F401 - the module's fixture, reused
+from tests.e2e.explain_scene import Scene
+from tests.e2e.explain_sim_scene import NOW, NS
 from tests.helpers import EXAMPLES, cli_env, run_cli
 from tests.pictures import check_bars, keep, rasterise
 
@@ -61,7 +63,20 @@ def test_fairshare_svg_bad_values_exit_2_and_write_nothing(tmp_path, case, args,
 
 
 @pytest.fixture(scope="module")
-def hostile_pod_group(cluster):  # noqa: F811
+def scene(explain_scene: Scene) -> Scene:
+    """test_explain.py's scene on the real cluster, this module's own (tests/e2e/conftest.py `explain_scene`)."""
+    return explain_scene
+
+
+@pytest.fixture(scope="module")
+def cluster(explain_sim_cluster: tuple[Any, str]) -> tuple[Any, str]:
+    """test_explain_sim.py's simulated objects on a server of this module's own (tests/e2e/conftest.py
+    `explain_sim_cluster`)."""
+    return explain_sim_cluster
+
+
+@pytest.fixture(scope="module")
+def hostile_pod_group(cluster):
     server, _ = cluster
     server.create_object({
         "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "pg-hostile", "namespace": NS},
@@ -73,7 +88,7 @@ def hostile_pod_group(cluster):  # noqa: F811
     return "pg-hostile"
 
 
-def explain_svg(cluster, name):  # noqa: F811
+def explain_svg(cluster, name):
     return run_cli("explain", name, "-n", NS, "-o", "svg", env=cli_env(KUBECONFIG=cluster[1]))
 
 
@@ -83,7 +98,7 @@ def highlighted_labels(svg: str) -> list[str]:
     return [t.text or "" for g in rows for t in g.iter(f"{SVG}text") if t.get("font-weight") == "bold"]
 
 
-def test_explain_svg_of_a_kai_pod_highlights_its_queue_path(cluster):  # noqa: F811
+def test_explain_svg_of_a_kai_pod_highlights_its_queue_path(cluster):
     out = explain_svg(cluster, "notebook-0")
     assert out.returncode == 0, out.stderr
     keep("explain-kai-pod", out.stdout)
@@ -94,7 +109,7 @@ def test_explain_svg_of_a_kai_pod_highlights_its_queue_path(cluster):  # noqa: F
     assert rasterise(out.stdout)[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_explain_svg_of_a_kueue_job_shows_its_cohort_path_and_flavors(scene):  # noqa: F811
+def test_explain_svg_of_a_kueue_job_shows_its_cohort_path_and_flavors(scene):
     """On the real cluster: the RayJob the real Kueue leaves pending in test_explain.py's cohort."""
     out = run_cli("explain", "train", "-n", scene.ns, "-o", "svg", env=cli_env(KUBECONFIG=scene.kubeconfig))
     assert out.returncode == 0, out.stderr
@@ -109,7 +124,7 @@ def test_explain_svg_of_a_kueue_job_shows_its_cohort_path_and_flavors(scene):  #
     assert not any("needs to borrow 2 from the cohort" in t for t in shown)  # the sentence the bars show is not repeated
 
 
-def test_explain_svg_escapes_what_the_cluster_wrote(cluster, hostile_pod_group):  # noqa: F811
+def test_explain_svg_escapes_what_the_cluster_wrote(cluster, hostile_pod_group):
     out = explain_svg(cluster, hostile_pod_group)
     assert out.returncode == 0, out.stderr
     keep("explain-hostile", out.stdout)
@@ -120,7 +135,7 @@ def test_explain_svg_escapes_what_the_cluster_wrote(cluster, hostile_pod_group):
     assert '<script>alert(1)</script> & "quotes" \\x1b[31m' in words
 
 
-def test_explain_svg_bad_name_exits_2(cluster):  # noqa: F811
+def test_explain_svg_bad_name_exits_2(cluster):
     out = explain_svg(cluster, "no-such-job")
     assert out.returncode == 2 and "no RayJob, RayCluster, PodGroup or Pod named 'no-such-job'" in out.stderr
     assert out.stdout == ""

@@ -1,23 +1,30 @@
 """Go's strconv.ParseFloat and ParseInt as KAI reads its annotations (core/go_number.py), and the three
 readers of gpu-fraction (the planner, the KAI baseline, the fair-share view) agreeing on every row.
 
-Rows follow Go's src/strconv/atof.go (readFloat, special) and atoi.go (underscoreOK, ParseInt); what
+Rows follow Go's src/strconv/atof.go (readFloat, special) and atoi.go (underscoreOK, ParseInt), and are
+checked against Go itself where Go is installed (test_the_rows_are_what_go_s_strconv_returns); what
 KAI v0.13.0 does after parsing is each caller's range: the planner takes 0 < f < 1 (the binder's
 gpu_request_validator.go), the fair-share view any positive finite value, the baseline anything.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import shutil
+import subprocess
 from fractions import Fraction
-from typing import Optional
+from pathlib import Path
+from typing import Any, Optional
 
 import pytest
 
 from raybridge.kai import node_scale_adjuster as kai_policy
-from raybridge.kai import queue as kai_queue
+from raybridge.kai.share import scheduler_request
 from raybridge.kai.share import parse_fraction
 from raybridge.core.go_number import go_float_exact, go_parse_float, go_parse_int
+from raybridge.core.consts import KAI_GPU_DEVICES_ANNOTATION, KAI_GPU_FRACTION_ANNOTATION, KAI_GPU_MEMORY_ANNOTATION
 
 NAN = "nan"
 
@@ -69,6 +76,17 @@ FLOAT_ROWS = [
 ]
 
 
+def same_as_go(got: Optional[float], value: object) -> bool:
+    """Whether `got` is the row's value: NaN for NAN, None for Go's error, else equal."""
+    if value == NAN:
+        return got is not None and math.isnan(got)
+    return got == value
+
+
+def annotated_pod(key: str, text: str) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "ns", "annotations": {key: text}}}
+
+
 @pytest.mark.parametrize("text,value", FLOAT_ROWS, ids=[repr(t[:20]) for t, _ in FLOAT_ROWS])
 def test_go_parse_float(text: str, value: object) -> None:
     got = go_parse_float(text)
@@ -81,12 +99,13 @@ def test_go_parse_float(text: str, value: object) -> None:
 @pytest.mark.parametrize("text,value", FLOAT_ROWS, ids=[repr(t[:20]) for t, _ in FLOAT_ROWS])
 def test_the_three_readers_of_gpu_fraction_agree_with_go(text: str, value: object) -> None:
     go = None if value in (None, NAN) else value
-    # the KAI baseline: whatever Go returns, NaN and infinities included
-    baseline = kai_policy.go_parse_float(text)
-    assert (baseline is None) == (value is None)
-    # the fair-share view: a positive finite value, else nothing
-    share: Optional[float] = kai_queue._number(text)
-    assert share == (go if isinstance(go, float) and math.isfinite(go) and go > 0 else None)
+    # the KAI baseline (getGPUFraction on the pod's annotation): whatever Go returns, NaN and infinities included
+    baseline = kai_policy.gpu_fraction(annotated_pod(KAI_GPU_FRACTION_ANNOTATION, text), memory_ratio=0.25)
+    assert same_as_go(baseline, value), baseline
+    # the fair-share view (KAI's scheduler, pod_info.go): 0 < f <= 1, else no fraction request
+    request = scheduler_request({KAI_GPU_FRACTION_ANNOTATION: text})
+    share: Optional[float] = request.fraction if request is not None else None
+    assert share == (go if isinstance(go, float) and math.isfinite(go) and 0 < go <= 1 else None)
     # the planner: the exact value, 0 < f < 1
     fraction, why = parse_fraction(text)
     exact = go_float_exact(text)
@@ -126,3 +145,64 @@ INT_ROWS = [
 def test_go_parse_int(text: str, value: Optional[int]) -> None:
     assert go_parse_int(text) == value
     assert kai_policy.go_parse_int(text) == value
+    # the KAI baseline's readers of the two whole-number annotations: the devices as parsed, and the fixed memory
+    # ratio for any gpu-memory Go parses (an empty annotation is no sharing request: none either way)
+    assert kai_policy.num_devices(annotated_pod(KAI_GPU_DEVICES_ANNOTATION, text)) == value
+    assert kai_policy.gpu_fraction(annotated_pod(KAI_GPU_MEMORY_ANNOTATION, text), memory_ratio=0.25) == (None if value is None else 0.25)
+
+
+#: Prints what Go's strconv returns for each text it is given (JSON in, JSON out): null for an error, else the
+#: value, a float as strconv.FormatFloat(f, 'g', -1, 64) writes it (the shortest text that reads back the same).
+GO_STRCONV = """package main
+
+import (
+	"encoding/json"
+	"os"
+	"strconv"
+)
+
+func main() {
+	var rows struct{ Floats, Ints []string }
+	if err := json.NewDecoder(os.Stdin).Decode(&rows); err != nil {
+		panic(err)
+	}
+	out := map[string][]*string{"floats": {}, "ints": {}}
+	for _, s := range rows.Floats {
+		var got *string
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
+			text := strconv.FormatFloat(f, 'g', -1, 64)
+			got = &text
+		}
+		out["floats"] = append(out["floats"], got)
+	}
+	for _, s := range rows.Ints {
+		var got *string
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			text := strconv.FormatInt(i, 10)
+			got = &text
+		}
+		out["ints"] = append(out["ints"], got)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
+		panic(err)
+	}
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="Go is not installed: the rows are checked against Go's strconv where it is")
+def test_the_rows_are_what_go_s_strconv_returns(tmp_path: Path) -> None:
+    """The tables above are Go's answers, not this module's: every row's text through Go's own ParseFloat(s, 64)
+    and ParseInt(s, 10, 64) (the standard library only; nothing is downloaded)."""
+    (tmp_path / "main.go").write_text(GO_STRCONV)
+    env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GO111MODULE": "on"}
+    rows = json.dumps({"floats": [text for text, _ in FLOAT_ROWS], "ints": [text for text, _ in INT_ROWS]})
+    done = subprocess.run(["go", "run", "main.go"], input=rows, capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    answers = json.loads(done.stdout)
+    floats = [None if got is None else float(got) for got in answers["floats"]]
+    wrong = [(text[:20], value, got) for (text, value), got in zip(FLOAT_ROWS, floats, strict=True) if not same_as_go(got, value)]
+    assert wrong == [], "rows of FLOAT_ROWS that are not what ParseFloat returns: (text, row, Go)"
+    ints = [None if got is None else int(got) for got in answers["ints"]]
+    wrong = [(text, value, got) for (text, value), got in zip(INT_ROWS, ints, strict=True) if got != value]
+    assert wrong == [], "rows of INT_ROWS that are not what ParseInt returns: (text, row, Go)"

@@ -53,18 +53,25 @@ BAD = [
     ("boolean worker memory", {"worker": {"memory": True}}, ["worker.memory: is not a Kubernetes quantity"]),
 ]
 
-# (case, data): what is still accepted next to the refusals above
+# (case, data, the parsed fields that differ from an empty spec's (JobSpec's names, nested models as mappings), the
+# resolved kind): what is still accepted next to the refusals above, and read as given
 GOOD = [
-    ("replicas alone", {"replicas": 3}),
-    ("gpusPerReplica with replicas", {"replicas": 2, "gpusPerReplica": 0.5}),
-    ("plain job: gpusPerReplica alone is its one pod's GPUs", {"ray": False, "kind": "job", "gpusPerReplica": 2}),
-    ("millicores for a worker", {"worker": {"cpu": "500m", "memory": "1.5Gi"}}),
-]
+    ("replicas alone", {"replicas": 3}, {"replicas": 3}, "RayJob"),
+    ("gpusPerReplica with replicas", {"replicas": 2, "gpusPerReplica": 0.5}, {"replicas": 2, "gpus_per_replica": 0.5}, "RayJob"),
+    ("plain job: gpusPerReplica alone is its one pod's GPUs", {"ray": False, "kind": "job", "gpusPerReplica": 2},
+     {"ray": False, "kind": "job", "gpus_per_replica": 2.0}, "job"),
+    ("millicores for a worker", {"worker": {"cpu": "500m", "memory": "1.5Gi"}}, {"worker": {"cpu": "500m", "memory": "1.5Gi"}}, "RayJob"),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize("case,data", GOOD, ids=[r[0] for r in GOOD])
-def test_good_specs(case, data):
-    build_spec(data)
+@pytest.mark.parametrize("case,data,fields,kind", GOOD, ids=[r[0] for r in GOOD])
+def test_good_specs(case, data, fields, kind):
+    spec = build_spec(data)
+    empty = build_spec({}).model_dump()
+    parsed = spec.model_dump()
+    assert {name: value for name, value in parsed.items() if value != empty[name]} == fields
+    assert {name: type(parsed[name]) for name in fields} == {name: type(value) for name, value in fields.items()}
+    assert spec.resolved_kind == kind
 
 
 @pytest.mark.parametrize("case,data,fragments", BAD, ids=[r[0] for r in BAD])

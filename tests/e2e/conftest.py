@@ -1,0 +1,87 @@
+"""Fixtures that several end-to-end modules use, so that no test module imports another's.
+
+- `explain_scene`: the real cluster's Kueue scene (tests/e2e/explain_scene.py), for test_explain.py and
+  test_svg_pictures.py.
+- `explain_sim_cluster`: a test API server holding the simulated Kueue and KAI objects
+  (tests/e2e/explain_sim_scene.py), for test_explain_sim.py and test_svg_pictures.py.
+
+Both are module-scoped, as they were when each of those modules held its own copy: every module that asks gets its
+own, set up once for that module's tests (its own namespace and cluster-scoped names on the session's real
+cluster; its own server), and none is an xdist_group's, so where `--dist loadgroup` deals a module's tests to
+several workers each sets up its own, as before.
+What this deliberately does not do: hold fixtures that one module alone uses, or the helpers the tests call
+(explain_scene.py and explain_sim_scene.py are plain modules, imported by the tests).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+
+from kubesim.fixtures import make_gpu_node, rayjob_manifest, wait_for
+from kubesim.server import KubeApiServer
+from tests.e2e import explain_scene as real
+from tests.e2e import explain_sim_scene as sim
+
+
+@pytest.fixture(scope="module")
+def explain_scene(real_cluster: Any) -> Iterator[real.Scene]:
+    """explain_scene.py's objects on the session's real cluster, under this module's own names; Kueue has left the
+    RayJob `train` pending for quota and reports the holder's 6 GPUs reserved."""
+    client = real_cluster.client()
+    try:
+        scene = real.Scene.named(client, str(real_cluster.kubeconfig))
+        client.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": scene.ns}})
+        for obj in real.kueue_objects(scene):
+            client.create_object(obj)
+        real.mark_active(client, scene.check)
+        client.create_object(real.holder(scene))
+        wait_for(lambda: (real.condition(client.get_object(real.KUEUE, "Workload", "holder", scene.ns), "QuotaReserved") or {}).get("status") == "True",
+                 timeout=60, what="Kueue to reserve the holder's quota")  # fmt: skip
+        client.create_object(rayjob_manifest("train", namespace=scene.ns, queue=real.LQ, workers=2, gpus_per_worker=5))
+        # a pod of the default scheduler, neither Kueue's nor KAI's
+        client.create_object({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain", "namespace": scene.ns},
+                              "spec": {"containers": [{"name": "c", "image": "busybox"}]}})  # fmt: skip
+
+        def pending_with_kueue_s_reason() -> bool:
+            reserved = real.condition(real.workload_of(client, scene.ns, "train"), "QuotaReserved") or {}
+            return reserved.get("reason") == "Pending" and f"flavor {scene.h100}" in reserved.get("message", "")
+
+        wait_for(pending_with_kueue_s_reason, timeout=60, what="Kueue to leave the RayJob's Workload pending for quota")
+        # Kueue reports a ClusterQueue's usage in its status in batches (UpdatesBatchPeriod, a second or more after
+        # the reservation), and explain reads that status: wait until it shows the holder's 6 GPUs
+        wait_for(lambda: real.reserved_gpus(client, scene) == "6", timeout=60, what=f"ClusterQueue {scene.cq_a} to report 6 h100 GPUs reserved")
+        yield scene
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def explain_sim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, str]]:
+    """(the server, its kubeconfig path): a test API server of this module's own holding explain_sim_scene.py's
+    objects, Kueue's visibility API answered for LocalQueue team-a; fails the module if the server hit an
+    internal error."""
+    server = KubeApiServer().start()
+    kubeconfig = server.write_kubeconfig(tmp_path_factory.mktemp("explain") / "config")
+    make_gpu_node(server, "h100-0", gpus=8, product=sim.H100)
+    make_gpu_node(server, "a100-0", gpus=4, product=sim.A100, memory_mib=40960)
+    server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": sim.NS}})
+    for obj in sim.kueue_objects():
+        server.create_object(obj)
+    for job, name, status in (("train", sim.WAITING, sim.WAITING_STATUS), ("booked", sim.BOOKED, sim.BOOKED_STATUS)):
+        rayjob = server.create_object(rayjob_manifest(job, namespace=sim.NS, queue="team-a", workers=2, gpus_per_worker=4))
+        server.create_object(sim.workload(name, rayjob, status))
+    server.create_object(sim.provisioning_request(server.get_object(sim.KUEUE, "Workload", sim.BOOKED, sim.NS)))
+    server.add_handler("GET", r"^/apis/visibility\.kueue\.x-k8s\.io/(v1beta1|v1beta2)/namespaces/ml/localqueues/team-a/pendingworkloads/?$", sim.pending_workloads)
+    # KAI: capacity 12 GPUs; team-a (quota 4) runs 6 and wants 6 more, team-b (quota 8) runs 2 and wants 6 more
+    for queue in (sim.kai_queue("research", 12), sim.kai_queue("team-a", 4, "research"), sim.kai_queue("team-b", 8, "research")):
+        server.create_object(queue)
+    server.create_object(sim.POD_GROUP)
+    sim.kai_pod(server, "a-run", "team-a", 6, node="h100-0")
+    sim.kai_pod(server, "b-run", "team-b", 2, node="a100-0")
+    sim.kai_pod(server, "b-wait", "team-b", 6)
+    sim.kai_pod(server, "notebook-0", "team-a", 6, pod_group="pg-notebook")
+    yield server, str(kubeconfig)
+    server.stop()
+    assert server.internal_errors == [], server.internal_errors
