@@ -489,6 +489,30 @@ def _mentions_gpu_resources(spec: Mapping[str, Any]) -> bool:
     return False
 
 
+class ClusterSnapshot:
+    """One pass's cluster as the decision reads it: the pods, nodes and PodGroups, and `now`, each parsed once.
+
+    A pass asks for demand several times (the whole plan, and the pods each placeholder on a node holds);
+    each of those reads the nodes' GPUs, labels, taints and room and the PodGroups from here, not again
+    from the objects. A new input of the decision is one field here and one reader.
+    """
+
+    def __init__(self, pods: Iterable[Any], nodes: Optional[Iterable[Any]], now: datetime, pod_groups: Iterable[Any] = ()) -> None:
+        self.pods = list(pods)
+        self.nodes = list(nodes) if nodes is not None else None
+        self.now = _aware(now)
+        self.pod_groups = list(pod_groups)
+
+    @functools.cached_property
+    def node_facts(self) -> tuple[Optional[list[_NodeFacts]], list[str]]:
+        """Each node's name, labels, taints, GPUs and room (None: no nodes known), and what was wrong in them."""
+        return _node_facts(self.nodes) if self.nodes is not None else (None, [])
+
+    @functools.cached_property
+    def pod_group_index(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return index_pod_groups(self.pod_groups)
+
+
 def select_demand(
     pods: Iterable[Any],
     nodes: Optional[Iterable[Any]],
@@ -497,13 +521,18 @@ def select_demand(
     pod_groups: Iterable[Any] = (),
 ) -> DemandSelection:
     """Decide for every annotated pod whether it is demand for new GPUs, and how much."""
-    node_facts, warnings = _node_facts(nodes) if nodes is not None else (None, [])
+    return demand_in(ClusterSnapshot(pods, nodes, now, pod_groups), settings)
+
+
+def demand_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optional[Iterable[Any]] = None) -> DemandSelection:
+    """`select_demand` on a pass's snapshot, for its pods or the subset `pods` of them."""
+    node_facts, warnings = snapshot.node_facts
     groups = _Groups(node_facts, settings)
-    pods = list(pods)
+    pods = snapshot.pods if pods is None else list(pods)
     if node_facts:
         groups.daemon_requests = _daemon_set_requests(pods)
-    pg_index = index_pod_groups(pod_groups)
-    now = _aware(now)
+    pg_index = snapshot.pod_group_index
+    now = snapshot.now
     pieces: list[DemandPiece] = []
     ignored: list[IgnoredPod] = []
     skipped: dict[str, int] = {}

@@ -31,8 +31,9 @@ from raybridge.adjuster.decision.demand import (
     ConstraintGroup,
     DemandPiece,
     GroupShape,
+    ClusterSnapshot,
     IgnoredPod,
-    select_demand,
+    demand_in,
 )
 from raybridge.adjuster.decision.packing import BestFitScheduler, PackedNode, PackItem, Resources, fewest_nodes, pack
 from raybridge.core.inventory import format_milli, inventory_from_nodes, named_nodes
@@ -44,6 +45,7 @@ __all__ = [
     "CapReport",
     "GroupPlan",
     "Placeholder",
+    "plan_in",
     "plan_placeholders",
 ]
 
@@ -209,14 +211,20 @@ def plan_placeholders(
     pod_groups: Iterable[Any] = (),
 ) -> AdjusterPlan:
     """What the adjuster asks for now. `nodes` None: node shapes unknown (memory fallback, no device check)."""
+    return plan_in(ClusterSnapshot(pods, nodes, now, pod_groups), settings)
+
+
+def plan_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optional[Iterable[Any]] = None) -> AdjusterPlan:
+    """`plan_placeholders` on a pass's snapshot, for its pods or the subset `pods` of them."""
     problems = settings.problems()
     if problems:
         raise ValueError("; ".join(problems))
-    pods, repeats = first_listings(pods)  # a pod listed twice is counted once, whichever the policy
+    pods, repeats = first_listings(snapshot.pods if pods is None else pods)  # a pod listed twice counts once, whichever the policy
     if settings.policy == "kai":
         plan = _plan_kai(pods, settings)
         return replace(plan, warnings=(*repeats, *plan.warnings))
-    selection = select_demand(pods, nodes, settings, now, pod_groups)
+    nodes = snapshot.nodes
+    selection = demand_in(snapshot, settings, pods)
     by_group: dict[ConstraintGroup, list[DemandPiece]] = {}
     for piece in selection.pieces:
         by_group.setdefault(piece.group, []).append(piece)

@@ -73,6 +73,7 @@ placeholder pod is read from and written to the API is the
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from fractions import Fraction
@@ -82,13 +83,13 @@ from raybridge.adjuster.decision.plan import (
     NEW_NODE_SECONDS,
     AdjusterPlan,
     Placeholder,
-    plan_placeholders,
+    plan_in,
     scheduling_order,
     summed_resources,
 )
 from raybridge.kai.share import asks_for_share, kai_gpu_memory_mib, landed_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
-from raybridge.adjuster.decision.demand import ConstraintGroup, DemandPiece, pod_key, pod_scheduled_condition, select_demand
+from raybridge.adjuster.decision.demand import ClusterSnapshot, ConstraintGroup, DemandPiece, demand_in, pod_key, pod_scheduled_condition
 from raybridge.adjuster.decision.host_spread import HOSTNAME_KEY
 from raybridge.core.inventory import (
     named_nodes,
@@ -408,9 +409,14 @@ class _Pass:
     def uncapped(self) -> AdjusterSettings:
         return replace(self.settings, max_total_gpus=None)
 
+    @functools.cached_property
+    def snapshot(self) -> ClusterSnapshot:
+        """The pass's pods, nodes and PodGroups, parsed once for every demand this pass asks for."""
+        return ClusterSnapshot(self.pods, self.nodes, self.now, self.pod_groups)
+
     def demand(self, pods: Sequence[Any]) -> Sequence[DemandPiece]:
         """The demand pieces of `pods`, without the cap (what capacity already brought up holds is not capped)."""
-        return select_demand(pods, self.nodes, self.uncapped, self.now, self.pod_groups).pieces
+        return demand_in(self.snapshot, self.uncapped, pods).pieces
 
 
 def _by_state(state: _Pass) -> tuple[list[ExistingPlaceholder], list[ExistingPlaceholder]]:
@@ -787,8 +793,8 @@ def _new_placeholders(state: _Pass, demand_pods: list[Any], plan: AdjusterPlan, 
         new_plan = None
     else:
         uncovered = counted - held_by_pending
-        new_plan = plan_placeholders([p for p in demand_pods if pod_key(p) in uncovered], state.nodes,
-                                     _capped(state.settings, state.provided_gpus + state.pending_gpus), state.now, state.pod_groups)
+        new_plan = plan_in(state.snapshot, _capped(state.settings, state.provided_gpus + state.pending_gpus),
+                           [p for p in demand_pods if pod_key(p) in uncovered])
     taken = {ph.name for ph in state.existing}
     landed = _landed_nodes(state.existing, state.nodes)
     create: list[PlannedPlaceholder] = []
@@ -821,7 +827,7 @@ def reconcile(
     _fill_provided_slack(state, rooms)
     _fill_new_nodes(state, rooms)
     demand_pods = [p for p in pods if pod_key(p) not in state.covered] if state.covered else list(pods)
-    plan = plan_placeholders(demand_pods, nodes, _capped(settings, state.provided_gpus), now, pod_groups)
+    plan = plan_in(state.snapshot, _capped(settings, state.provided_gpus), demand_pods)
     on_pending = _place_on_pending(state, pending, plan)
     create = _new_placeholders(state, demand_pods, plan, on_pending, name_prefix)
     notes = []
