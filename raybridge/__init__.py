@@ -24,6 +24,7 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "plan_job": "raybridge.jobs.decision.planning",
     "render_job": "raybridge.jobs.decision.planning",
     "installed_ray_version": "raybridge.jobapi.ray_import",
+    "local_python": "raybridge.jobapi.ray_import",
     "submit": "raybridge.jobs",
     "JobHandle": "raybridge.jobs",
     "RaybridgeError": "raybridge.errors",

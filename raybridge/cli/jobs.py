@@ -169,12 +169,12 @@ def _print_warnings(decision: Any, more: Sequence[str] = ()) -> list[str]:
 
 def _unpinned_image(spec: Any, decision: Any) -> list[str]:
     """The AMD default image is a moving tag from ROCm, not a Ray release (docs/spec.md: pin one): the warning, if any."""
-    from raybridge.jobapi.ray_import import installed_ray_version
+    from raybridge.jobapi.ray_import import installed_ray_version, local_python
     from raybridge.jobs.decision.images import unpinned_image_warning
     from raybridge.jobs.decision.manifests import image_for
 
     ray_version = installed_ray_version()
-    warning = unpinned_image_warning(spec.image, image_for(spec, decision, ray_version), ray_version)
+    warning = unpinned_image_warning(spec.image, image_for(spec, decision, ray_version, local_python()), ray_version)
     return [warning] if warning else []
 
 
@@ -246,7 +246,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump
-    from raybridge.jobapi.ray_import import installed_ray_version
+    from raybridge.jobapi.ray_import import installed_ray_version, local_python
     from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
 
     spec = _spec_from_args(args, "render")
@@ -255,7 +255,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     _say_where_the_entrypoint_goes(spec)
     objects = render_job(
         spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=_namespace(args, spec), submission_mode=args.submission_mode,
-        ray_version=installed_ray_version(),
+        ray_version=installed_ray_version(), python=local_python(),
     )
     _say_what_it_is_for(objects)
     if args.output == "json":
@@ -390,7 +390,7 @@ def _check_flags_for_backend(args: argparse.Namespace, request: Any) -> None:
 
 def _dry_run(request: Any, output: str, reason: Optional[str] = None) -> int:
     from raybridge.cli.render import dump, progress, warn
-    from raybridge.jobapi.ray_import import installed_ray_version
+    from raybridge.jobapi.ray_import import installed_ray_version, local_python
     from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
     from raybridge.jobs.decision.sizing import SizingRequest, unsized_decision
     from raybridge.jobs.discovery import submission_inventory
@@ -408,7 +408,7 @@ def _dry_run(request: Any, output: str, reason: Optional[str] = None) -> int:
         result["plan"]["warnings"] = [*decision.warnings, *image]
         namespace = replace(options.cluster, namespace=spec.namespace or options.namespace).resolved_namespace()
         result["objects"] = render_job(spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=namespace,
-                                       ray_version=installed_ray_version())
+                                       ray_version=installed_ray_version(), python=local_python())
     for line in upload_lines(list(request.uploads), dry_run=True):
         progress(line)
     dump(result, "json" if output == "json" else "yaml")

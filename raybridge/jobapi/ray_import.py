@@ -19,3 +19,10 @@ def installed_ray_version() -> str:
         return version("ray")
     except PackageNotFoundError:
         return FALLBACK_RAY_VERSION
+
+
+def local_python() -> tuple[int, int]:
+    """This interpreter's Python release, (major, minor): the default images follow it where Ray publishes one."""
+    import sys
+
+    return sys.version_info.major, sys.version_info.minor

@@ -57,7 +57,7 @@ from raybridge.errors import BadInput, ClusterUnreachable, InfraError, JobEnded
 from raybridge.jobapi.client import TERMINAL, RayJobs
 from raybridge.kuberay.rayjob import ray_state
 from raybridge.kuberay.releases import pre_running_supported
-from raybridge.jobapi.ray_import import installed_ray_version
+from raybridge.jobapi.ray_import import installed_ray_version, local_python
 from raybridge.kube.calls import TimeBudgetSpent
 from raybridge.kube.client import Kube
 from raybridge.kube.kueue import find_workload, list_local_queue_names, pending_position, wait_workload_gone
@@ -155,13 +155,13 @@ def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
     for text in decision.warnings:
         options.progress(f"warning: {text}")
     ray_version = installed_ray_version()
-    warning = unpinned_image_warning(spec.image, image_for(spec, decision, ray_version), ray_version)
+    warning = unpinned_image_warning(spec.image, image_for(spec, decision, ray_version, local_python()), ray_version)
     if warning:
         options.progress(f"warning: {warning}")
     name = spec.name or unique_name()
     submission_id = options.submission_id or new_submission_id(name)
     objects = render_job(spec, decision, name=name, namespace=kube.namespace, job_id=submission_id, orphan_bound=options.orphan_bound,
-                         ray_version=ray_version)
+                         ray_version=ray_version, python=local_python())
     labels = [dict(n.labels) for n in inventory.nodes] if inventory.source in ("kubernetes", "file") else None
     return _Prepared(kube, kube.namespace, name, decision, objects, labels, submission_id)
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from importlib.metadata import version
 
 import pytest
 
-from raybridge.jobapi.ray_import import FALLBACK_RAY_VERSION, installed_ray_version
+from raybridge.jobapi.ray_import import FALLBACK_RAY_VERSION, installed_ray_version, local_python
 from raybridge.jobs.decision.images import default_image, unpinned_image_warning
 
 ROWS = [
@@ -26,7 +27,9 @@ def test_default_image(vendor, ray_version, python, expected) -> None:
 
 def test_the_installed_ray_version_is_the_default() -> None:
     assert installed_ray_version() == version("ray") != FALLBACK_RAY_VERSION or version("ray") == FALLBACK_RAY_VERSION
-    assert default_image("nvidia", installed_ray_version()).startswith(f"rayproject/ray:{version('ray')}-py3")
+    python = local_python()
+    assert default_image("nvidia", installed_ray_version(), python).startswith(f"rayproject/ray:{version('ray')}-py3")
+    assert python == sys.version_info[:2]
 
 
 @pytest.mark.parametrize(

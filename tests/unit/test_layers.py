@@ -172,3 +172,16 @@ def test_the_architecture_picture_is_the_import_graph():
     drawn = {(a, b) for a, b in (line.strip().split(" --> ") for line in block.splitlines() if " --> " in line)}
     actual = {(a, b) for a, b in package_edges() if b not in ("core", "errors") and a != "__main__"}
     assert drawn == actual, f"drawn, not imported: {sorted(drawn - actual)}; imported, not drawn: {sorted(actual - drawn)}"
+
+
+#: What a pure layer may not read of the interpreter: facts of the machine it runs on, handed in instead.
+MACHINE_FACTS = ("sys.version_info", "sys.platform", "sys.argv", "sys.stdin", "sys.stdout", "sys.stderr", "sys.executable")
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if layer(module_name(p)) in ("core", "upstream", "decision")],
+                         ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_a_pure_module_reads_no_fact_of_the_machine(path):
+    """`sys` itself is allowed (recursion limits, the interpreter's int bounds); what it says of this machine is not."""
+    used = sorted({ast.unparse(node) for node in ast.walk(ast.parse(path.read_text()))
+                   if isinstance(node, ast.Attribute) and ast.unparse(node) in MACHINE_FACTS})
+    assert not used, f"{module_name(path)} reads {', '.join(used)}: take it as a parameter"

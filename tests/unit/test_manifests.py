@@ -53,7 +53,9 @@ OWN = {MANAGED_BY_LABEL: "raybridge", JOB_NAME_LABEL: NAME}
 NV, AMD = "nvidia.com/gpu", "amd.com/gpu"
 #: The Ray release the images follow: the caller (the CLI, the submit service) reads the one installed.
 RAY = "2.60.0"
-IMG_NV, IMG_AMD, IMG_CPU = default_image("nvidia", RAY), default_image("amd", RAY), default_image(None, RAY)
+#: The Python the default images follow (this interpreter's, read by jobapi.ray_import.local_python; any works here).
+PY = (3, 11)
+IMG_NV, IMG_AMD, IMG_CPU = default_image("nvidia", RAY, PY), default_image("amd", RAY, PY), default_image(None, RAY, PY)
 LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
@@ -147,7 +149,7 @@ def decide(row: Row, kind: Optional[str] = None) -> tuple[Any, SizingDecision]:
 
 def render(row: Row, kind: str = "RayJob", **kwargs: Any) -> dict[str, Any]:
     spec, decision = decide(row, kind)
-    objects = render_manifests(spec, decision, name=NAME, namespace=NS, ray_version=RAY, **kwargs)
+    objects = render_manifests(spec, decision, name=NAME, namespace=NS, ray_version=RAY, python=PY, **kwargs)
     assert len(objects) == 1
     return objects[0]
 
@@ -275,7 +277,7 @@ def test_every_ray_container_gets_the_allocated_counts_then_the_spec_env(row: Ro
 def test_env_reports_allocated_not_requested() -> None:
     spec, decision = decide(RAY_ROWS[4])
     assert (decision.requested_gpus, decision.total_gpus) == (10, 9)
-    env = {e["name"]: e["value"] for e in render_rayjob(spec, decision, name=NAME, namespace=NS, ray_version=RAY)["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"]}
+    env = {e["name"]: e["value"] for e in render_rayjob(spec, decision, name=NAME, namespace=NS, ray_version=RAY, python=PY)["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["NUM_GPUS"] == "9"
 
 
@@ -284,7 +286,7 @@ def test_spec_env_may_not_override_the_allocated_counts(key: str) -> None:
     row = RAY_ROWS[1]
     with pytest.raises(BadInput, match=key):  # refused as early as the spec, before sizing or rendering
         spec, decision = decide(Row(**{**row.__dict__, "spec": {**row.spec, "env": {key: "99"}}}))
-        render_rayjob(spec, decision, name=NAME, namespace=NS, ray_version=RAY)
+        render_rayjob(spec, decision, name=NAME, namespace=NS, ray_version=RAY, python=PY)
 
 
 # --- scheduling: Kueue or KAI, tolerations, node selector --------------------------------------
@@ -347,7 +349,7 @@ def test_a_spec_toleration_equal_to_the_gpu_one_is_not_repeated() -> None:
 def test_a_queue_that_cannot_be_a_label_value_is_bad_input(field_name: str, value: str) -> None:
     with pytest.raises(BadInput, match=field_name):  # refused as early as the spec
         spec, decision = decide(Row(**{**RAY_ROWS[1].__dict__, "spec": {**RAY_ROWS[1].spec, field_name: value}}))
-        render_rayjob(spec, decision, name=NAME, namespace=NS, ray_version=RAY)
+        render_rayjob(spec, decision, name=NAME, namespace=NS, ray_version=RAY, python=PY)
 
 
 # --- RayJob and RayCluster fields -----------------------------------------------------------
@@ -397,7 +399,7 @@ def test_runtime_env_yaml_never_holds_a_local_path(case: str, runtime_env: Any, 
     data = dict(RAY_ROWS[1].spec, runtimeEnv=runtime_env, workingDir=working_dir)
     spec = build_spec({k: v for k, v in data.items() if v is not None})
     decision = size_workload(SizingRequest.from_spec(spec), AMD_8x2)
-    obj = render_rayjob(spec, decision, name=NAME, namespace=NS, ray_version=RAY)
+    obj = render_rayjob(spec, decision, name=NAME, namespace=NS, ray_version=RAY, python=PY)
     assert schema_errors(obj) == []
     if expected is None:
         assert "runtimeEnvYAML" not in obj["spec"]
@@ -461,7 +463,7 @@ plain_cases = pytest.mark.parametrize("row", PLAIN_ROWS, ids=[r.id for r in PLAI
 def render_plain(row: PlainRow) -> dict[str, Any]:
     spec = build_spec(row.spec)
     decision = size_workload(SizingRequest.from_spec(spec), row.inventory)
-    (obj,) = render_manifests(spec, decision, name=NAME, namespace=NS, ray_version=RAY, job_id="ignored")
+    (obj,) = render_manifests(spec, decision, name=NAME, namespace=NS, ray_version=RAY, python=PY, job_id="ignored")
     return obj
 
 
@@ -558,11 +560,11 @@ def test_name_limits(kind: str, name: str, namespace: str, accepted: bool) -> No
     decision = size_workload(SizingRequest.from_spec(spec), AMD_8x2)
     if not accepted:
         with pytest.raises(BadInput):
-            render_manifests(spec, decision, name=name, namespace=namespace, ray_version=RAY)
+            render_manifests(spec, decision, name=name, namespace=namespace, ray_version=RAY, python=PY)
         with pytest.raises(BadInput):
-            RENDERERS[kind](spec, decision, name=name, namespace=namespace, ray_version=RAY)
+            RENDERERS[kind](spec, decision, name=name, namespace=namespace, ray_version=RAY, python=PY)
         return
-    (obj,) = render_manifests(spec, decision, name=name, namespace=namespace, ray_version=RAY)
+    (obj,) = render_manifests(spec, decision, name=name, namespace=namespace, ray_version=RAY, python=PY)
     assert (obj["metadata"]["name"], obj["metadata"]["namespace"]) == (name, namespace)
     for labels in all_labels(obj):
         for key, value in labels.items():
@@ -581,7 +583,7 @@ def test_name_limits(kind: str, name: str, namespace: str, accepted: bool) -> No
 )
 def test_dispatch_on_resolved_kind(spec: dict[str, Any], api: tuple[str, str]) -> None:
     built = build_spec(spec)
-    (obj,) = render_manifests(built, size_workload(SizingRequest.from_spec(built), AMD_8x2), name=NAME, namespace=NS, ray_version=RAY)
+    (obj,) = render_manifests(built, size_workload(SizingRequest.from_spec(built), AMD_8x2), name=NAME, namespace=NS, ray_version=RAY, python=PY)
     assert (obj["apiVersion"], obj["kind"]) == api
     assert list(obj) == ["apiVersion", "kind", "metadata", "spec"]
 
@@ -645,7 +647,7 @@ def test_the_ray_version_handed_in_is_the_one_rendered(ray_version: str) -> None
     """Rendering reads nothing of this machine: the caller hands in the Ray release (token auth's `rayVersion`
     and the default images follow it)."""
     spec = build_spec({"ray": True, "kind": "RayJob", "authMode": "token", "gpus": 2})
-    (obj,) = render_manifests(spec, size_workload(SizingRequest.from_spec(spec), NV_4x2), name=NAME, namespace=NS, ray_version=ray_version)
+    (obj,) = render_manifests(spec, size_workload(SizingRequest.from_spec(spec), NV_4x2), name=NAME, namespace=NS, ray_version=ray_version, python=PY)
     cluster = obj["spec"]["rayClusterSpec"]
     assert cluster["rayVersion"] == ray_version
     assert cluster["headGroupSpec"]["template"]["spec"]["containers"][0]["image"].startswith(f"rayproject/ray:{ray_version}-py3")

@@ -7,27 +7,28 @@ when Ray publishes images for it, else 3.11. Ray publishes no ROCm images;
 the AMD default is ROCm's `rocm/ray` and does not follow the installed Ray
 (set `image` to pin one).
 
-Pure: the installed Ray version is handed in by the caller (read from package
-metadata by `raybridge/jobapi/ray_import.py` `installed_ray_version`).
+Pure: the installed Ray version and this interpreter's Python are handed in by the
+caller (`raybridge.jobapi.ray_import.installed_ray_version` and `local_python`).
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Optional
 
+#: A Python release as (major, minor).
+PythonVersion = tuple[int, int]
 #: Python versions `rayproject/ray` publishes images for.
 RAY_IMAGE_PYTHONS = ((3, 10), (3, 11), (3, 12))
 DEFAULT_IMAGE_PYTHON = (3, 11)
 AMD_DEFAULT_IMAGE = "rocm/ray:latest"
 
 
-def default_image(vendor: Optional[str], ray_version: str, python: Optional[tuple[int, int]] = None) -> str:
-    """The default image for a pod with this vendor's GPUs (None: no GPUs) and Ray `ray_version`."""
+def default_image(vendor: Optional[str], ray_version: str, python: PythonVersion) -> str:
+    """The default image for a pod with this vendor's GPUs (None: no GPUs), Ray `ray_version` and the local `python`."""
     if vendor == "amd":
         return AMD_DEFAULT_IMAGE
     version = ray_version
-    py = python or (sys.version_info.major, sys.version_info.minor)
+    py = python
     if py not in RAY_IMAGE_PYTHONS:
         py = DEFAULT_IMAGE_PYTHON
     tag = f"{version}-py{py[0]}{py[1]}"

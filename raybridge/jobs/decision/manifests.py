@@ -49,7 +49,7 @@ from raybridge.core.consts import (
     RAY_API_VERSION,
     WORKER_GROUP_NAME,
 )
-from raybridge.jobs.decision.images import default_image
+from raybridge.jobs.decision.images import PythonVersion, default_image
 from raybridge.core.names import name_problem, namespace_problem, queue_name_problem
 from raybridge.jobs.decision.protection import guarded, with_run_bound
 from raybridge.core.quantity import format_cpu, format_memory, parse_quantity
@@ -98,17 +98,19 @@ def render_manifests(
     submission_mode: str = INTERACTIVE_MODE,
     orphan_bound: int = ORPHAN_BOUND_SECONDS,
     ray_version: str,
+    python: PythonVersion,
 ) -> list[Manifest]:
     """The objects to create for this workload, chosen by `spec.resolved_kind`.
 
-    `ray_version`: the Ray release the default images follow (the caller reads the one installed).
+    `ray_version`, `python`: the Ray release and the Python the default images follow (the caller reads the ones
+    installed here: `jobapi.ray_import`).
     """
     kind = spec.resolved_kind
     if kind == "RayJob":
         return [
             render_rayjob(
                 spec, decision, name=name, namespace=namespace, job_id=job_id, submission_mode=submission_mode, orphan_bound=orphan_bound,
-                ray_version=ray_version,
+                ray_version=ray_version, python=python,
             )
         ]
     renderers: dict[str, Callable[..., Manifest]] = {
@@ -118,7 +120,7 @@ def render_manifests(
     }
     if kind not in renderers:
         raise BadInput(f"kind: cannot render {kind!r}")
-    return [renderers[kind](spec, decision, name=name, namespace=namespace, ray_version=ray_version)]
+    return [renderers[kind](spec, decision, name=name, namespace=namespace, ray_version=ray_version, python=python)]
 
 
 def render_rayjob(
@@ -131,6 +133,7 @@ def render_rayjob(
     submission_mode: str = INTERACTIVE_MODE,
     orphan_bound: int = ORPHAN_BOUND_SECONDS,
     ray_version: str,
+    python: PythonVersion,
 ) -> Manifest:
     """A RayJob. InteractiveMode (what `submit` creates): KubeRay makes the cluster, raybridge submits
     through the Job API. K8sJobMode: KubeRay's submitter runs the entrypoint, so the object runs by
@@ -155,7 +158,7 @@ def render_rayjob(
     # KubeRay deletes the cluster as soon as the job ends (TTL 0): its dashboard, and the last lines of a
     # log still being streamed, would go with it. Kueue frees the quota when the job finishes, whatever the TTL.
     body["ttlSecondsAfterFinished"] = FINISHED_CLUSTER_TTL_SECONDS
-    body["rayClusterSpec"] = ray_cluster_spec(spec, decision, name=name, ray_version=ray_version)
+    body["rayClusterSpec"] = ray_cluster_spec(spec, decision, name=name, ray_version=ray_version, python=python)
     rayjob = _object(RAY_API, "RayJob", name, namespace, object_labels(spec, decision, name=name), body)
     if submission_mode == INTERACTIVE_MODE:
         # Nobody but raybridge drives an InteractiveMode RayJob: the job id and the orphan bound it renews.
@@ -165,21 +168,21 @@ def render_rayjob(
     return with_run_bound(rayjob, spec.max_run_seconds)
 
 
-def render_raycluster(spec: JobSpec, decision: SizingDecision, *, name: str, namespace: str, ray_version: str) -> Manifest:
+def render_raycluster(spec: JobSpec, decision: SizingDecision, *, name: str, namespace: str, ray_version: str, python: PythonVersion) -> Manifest:
     """A standalone RayCluster; it holds its quota until deleted."""
     check_identity("RayCluster", name, namespace)
-    body = ray_cluster_spec(spec, decision, name=name, ray_version=ray_version)
+    body = ray_cluster_spec(spec, decision, name=name, ray_version=ray_version, python=python)
     return _object(RAY_API, "RayCluster", name, namespace, object_labels(spec, decision, name=name), body)
 
 
-def render_batch_job(spec: JobSpec, decision: SizingDecision, *, name: str, namespace: str, ray_version: str) -> Manifest:
+def render_batch_job(spec: JobSpec, decision: SizingDecision, *, name: str, namespace: str, ray_version: str, python: PythonVersion) -> Manifest:
     """A batch/v1 Job of exactly one pod that is never retried."""
     check_identity("job", name, namespace)
     template = pod_template(
         spec,
         decision,
         name=name,
-        containers=[plain_container(spec, decision, ray_version)],
+        containers=[plain_container(spec, decision, ray_version, python)],
         gpu_pod=_has_gpus(decision),
         restart_policy="Never",
     )
@@ -187,14 +190,14 @@ def render_batch_job(spec: JobSpec, decision: SizingDecision, *, name: str, name
     return _object("batch/v1", "Job", name, namespace, object_labels(spec, decision, name=name), body)
 
 
-def render_deployment(spec: JobSpec, decision: SizingDecision, *, name: str, namespace: str, ray_version: str) -> Manifest:
+def render_deployment(spec: JobSpec, decision: SizingDecision, *, name: str, namespace: str, ray_version: str, python: PythonVersion) -> Manifest:
     """An apps/v1 Deployment of `decision.replicas` pods, each with `decision.gpus_per_replica` GPUs."""
     check_identity("service", name, namespace)
     template = pod_template(
         spec,
         decision,
         name=name,
-        containers=[plain_container(spec, decision, ray_version)],
+        containers=[plain_container(spec, decision, ray_version, python)],
         gpu_pod=_has_gpus(decision),
         extra_labels=queue_labels(spec, decision),
     )
@@ -214,7 +217,7 @@ def to_yaml(objects: list[Manifest]) -> str:
 # --- the Ray cluster ------------------------------------------------------------------------
 
 
-def ray_cluster_spec(spec: JobSpec, decision: SizingDecision, *, name: str, ray_version: str) -> dict[str, Any]:
+def ray_cluster_spec(spec: JobSpec, decision: SizingDecision, *, name: str, ray_version: str, python: PythonVersion) -> dict[str, Any]:
     """RayCluster `spec` (also a RayJob's `rayClusterSpec`): one head, one fixed-size worker group.
 
     `enableInTreeAutoscaling` is left out (false): Kueue admits a fixed shape.
@@ -225,17 +228,17 @@ def ray_cluster_spec(spec: JobSpec, decision: SizingDecision, *, name: str, ray_
     if spec.auth_mode == "token":
         # KubeRay refuses token auth unless rayVersion says Ray 2.52 or later (ValidateRayClusterSpec).
         body["rayVersion"] = ray_version
-    body["headGroupSpec"] = head_group(spec, decision, name=name, ray_version=ray_version)
-    body["workerGroupSpecs"] = [worker_group(spec, decision, name=name, ray_version=ray_version)]
+    body["headGroupSpec"] = head_group(spec, decision, name=name, ray_version=ray_version, python=python)
+    body["workerGroupSpecs"] = [worker_group(spec, decision, name=name, ray_version=ray_version, python=python)]
     return body
 
 
-def head_group(spec: JobSpec, decision: SizingDecision, *, name: str, ray_version: str) -> dict[str, Any]:
+def head_group(spec: JobSpec, decision: SizingDecision, *, name: str, ray_version: str, python: PythonVersion) -> dict[str, Any]:
     """The head: no GPUs, the dashboard reachable from outside the pod, KubeRay's ports."""
     cpu, memory = head_cpu_memory(spec)
     container = {
         "name": HEAD_CONTAINER,
-        "image": image_for(spec, decision, ray_version),
+        "image": image_for(spec, decision, ray_version, python),
         "ports": [{"containerPort": port, "name": port_name} for port_name, port in HEAD_PORTS],
         "env": container_env(spec, decision),
         "resources": pod_resources(cpu, memory),
@@ -246,12 +249,12 @@ def head_group(spec: JobSpec, decision: SizingDecision, *, name: str, ray_versio
     }
 
 
-def worker_group(spec: JobSpec, decision: SizingDecision, *, name: str, ray_version: str) -> dict[str, Any]:
+def worker_group(spec: JobSpec, decision: SizingDecision, *, name: str, ray_version: str, python: PythonVersion) -> dict[str, Any]:
     """The one worker group, sized by the decision, with replicas = minReplicas = maxReplicas."""
     cpu, memory = worker_cpu_memory(spec, decision)
     container = {
         "name": WORKER_CONTAINER,
-        "image": image_for(spec, decision, ray_version),
+        "image": image_for(spec, decision, ray_version, python),
         "env": container_env(spec, decision),
         "resources": pod_resources(cpu, memory, gpu_resources(decision)),
     }
@@ -289,10 +292,10 @@ def runtime_env_yaml(spec: JobSpec) -> Optional[str]:
 # --- containers and pods -------------------------------------------------------------------
 
 
-def plain_container(spec: JobSpec, decision: SizingDecision, ray_version: str) -> dict[str, Any]:
+def plain_container(spec: JobSpec, decision: SizingDecision, ray_version: str, python: PythonVersion) -> dict[str, Any]:
     """The one container of a non-Ray Job or Deployment pod."""
     cpu, memory = worker_cpu_memory(spec, decision)
-    container: dict[str, Any] = {"name": MAIN_CONTAINER, "image": image_for(spec, decision, ray_version)}
+    container: dict[str, Any] = {"name": MAIN_CONTAINER, "image": image_for(spec, decision, ray_version, python)}
     if spec.entrypoint:
         container["command"] = ["/bin/sh", "-c", spec.entrypoint]
     container["env"] = container_env(spec, decision)
@@ -394,12 +397,12 @@ def worker_cpu_memory(spec: JobSpec, decision: SizingDecision) -> tuple[str, str
     return spec.worker.cpu or cpu, spec.worker.memory or memory
 
 
-def image_for(spec: JobSpec, decision: SizingDecision, ray_version: str) -> str:
+def image_for(spec: JobSpec, decision: SizingDecision, ray_version: str, python: PythonVersion) -> str:
     """The spec's image, else the vendor's default for `ray_version` (the CPU image when no GPUs are allocated)."""
     if spec.image:
         return spec.image
     vendor = decision.gpu_vendor if _has_gpus(decision) else None
-    return default_image(vendor, ray_version)
+    return default_image(vendor, ray_version, python)
 
 
 # --- labels and names ------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from raybridge.core.inventory import Inventory
+from raybridge.jobs.decision.images import PythonVersion
 from raybridge.jobs.decision.sizing import SizingDecision, SizingRequest, size_workload
 from raybridge.jobs.decision.spec import JobSpec
 
@@ -30,9 +31,10 @@ def render_job(
     submission_mode: str = "InteractiveMode",
     orphan_bound: Optional[int] = None,
     ray_version: str,
+    python: PythonVersion,
 ) -> list[dict[str, Any]]:
     from raybridge.jobs.decision.manifests import render_manifests
 
     extra = {"orphan_bound": orphan_bound} if orphan_bound is not None else {}
     return render_manifests(spec, decision, name=name, namespace=namespace, job_id=job_id, submission_mode=submission_mode,
-                            ray_version=ray_version, **extra)
+                            ray_version=ray_version, python=python, **extra)
