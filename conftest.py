@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import compileall
 import os
-import sys
 from pathlib import Path
-from typing import Iterator
 
 import pytest
+
+from kubesim.crds_skip import pytest_runtest_call, pytest_runtest_setup  # noqa: F401 - hooks, registered by name
 
 ROOT = Path(__file__).resolve().parent
 #: The test trees that use the real test cluster (`real_cluster`; testcluster/pytest_plugin.py).
@@ -47,33 +47,6 @@ def _run_reaches(config: pytest.Config, trees: tuple[str, ...]) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     if _run_reaches(config, REAL_CLUSTER_TREES):
         config.pluginmanager.import_plugin(REAL_CLUSTER_PLUGIN)  # its own pytest_configure runs now
-
-
-def _skip_if_crds_absent(error: BaseException) -> None:
-    """kubesim/pytest_plugin.py's rule: a test whose setup or body asked for the CRDs skips where the CRD folder
-    beside the clone is absent. Only kubesim.schemas raises CrdsAbsent: where no test imported it, there is none."""
-    if "kubesim.schemas" in sys.modules:
-        from kubesim.pytest_plugin import skip_if_crds_absent
-
-        skip_if_crds_absent(error)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
-    try:
-        return (yield)
-    except Exception as exc:
-        _skip_if_crds_absent(exc)
-        raise
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    try:
-        return (yield)
-    except Exception as exc:
-        _skip_if_crds_absent(exc)
-        raise
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -6,10 +6,8 @@ server per supported release. Register it with
 `pytest_plugins = ["kubesim.pytest_plugin"]` in a top-level conftest.py.
 
 It also skips, with the reason, every test whose setup or body asks for the
-CRDs (kubesim/schemas.py raises `CrdsAbsent`) where the CRD folder beside the
-clone is absent: a clone with nothing beside it runs what it can and skips the
-rest, and never errors for it. Only that one condition skips; any other error,
-and every error while the folder is present, is reported as it is.
+CRDs where the CRD folder beside the clone is absent (kubesim/crds_skip.py's
+hooks, which it registers).
 What this deliberately does not do: no cluster state (namespaces beyond the
 server's defaults, nodes, queues); tests and kubesim/fixtures.py add that.
 No decision at collection time: which tests need the CRDs shows when they ask.
@@ -17,58 +15,14 @@ No decision at collection time: which tests need the CRDs shows when they ask.
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterator
 
 import kubernetes.client
 import pytest
 
-from kubesim.schemas import RELEASES, CrdsAbsent, crds_present
+from kubesim.crds_skip import pytest_runtest_call, pytest_runtest_setup, skip_if_crds_absent  # noqa: F401 - the plugin's hooks
+from kubesim.schemas import RELEASES
 from kubesim.server import KubeApiServer
-
-
-def _crds_absent_in(error: BaseException) -> Optional[CrdsAbsent]:
-    """The CrdsAbsent that `error` is, or was raised from or while handling (groups included)."""
-    seen: set[int] = set()
-    pending = [error]
-    while pending:
-        current = pending.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, CrdsAbsent):
-            return current
-        if isinstance(current, BaseExceptionGroup):
-            pending.extend(current.exceptions)
-        pending.extend((current.__cause__, current.__context__))
-    return None
-
-
-def skip_if_crds_absent(error: BaseException) -> None:
-    """Skip the running test, with the reason, where `error` comes of CrdsAbsent and the CRD folder is absent
-    (the repository's top-level conftest.py applies this rule without loading the plugin)."""
-    absent = _crds_absent_in(error)
-    if absent is not None and not crds_present():
-        pytest.skip(str(absent))
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
-    """A fixture that needs the CRDs (`kube_server`, `release_server`, a test's own) skips its test where they are absent."""
-    try:
-        return (yield)
-    except Exception as exc:
-        skip_if_crds_absent(exc)
-        raise
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    """A test body that needs the CRDs (a server it starts, a schema it checks) skips where they are absent."""
-    try:
-        return (yield)
-    except Exception as exc:
-        skip_if_crds_absent(exc)
-        raise
 
 
 @pytest.fixture
