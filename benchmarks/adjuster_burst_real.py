@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 from raybridge.adjuster import consts  # noqa: E402
 from raybridge.adjuster.controller import Controller  # noqa: E402
 from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings  # noqa: E402
+from raybridge.kube.client import Kube  # noqa: E402
 from testcluster.processes import wait_until  # noqa: E402
 
 WORK = "work"
@@ -160,7 +161,8 @@ class PodLog:
 def raybridge_side(stack: Any, api_client: Any) -> Iterator[None]:
     """`adjuster run`'s controller in a thread: the shipped settings, 8 GPUs per node, no leader election."""
     settings = RunSettings(planner=AdjusterSettings(node_gpus=8), leader_election=False, metrics_port=0)
-    controller = Controller(settings, api_client, clock=lambda: datetime.now(timezone.utc))
+    kube = Kube(api_client, settings.namespace, False, request_timeout=settings.request_timeout)
+    controller = Controller(settings, kube, clock=lambda: datetime.now(timezone.utc))
     thread = threading.Thread(target=controller.run, daemon=True)
     thread.start()
     try:

@@ -49,6 +49,7 @@ from raybridge.adjuster.decision.settings import RunSettings  # noqa: E402
 from raybridge.core.consts import ADJUSTER_DEFAULT_GRACE_SECONDS, KAI_COOLDOWN_SECONDS, KAI_SCALING_POD_NAME_LABEL, KAI_SCALING_POD_NAMESPACE_LABEL  # noqa: E402
 from raybridge.adjuster.decision.demand import AdjusterSettings  # noqa: E402
 from raybridge.kai.node_scale_adjuster import kai_pass  # noqa: E402
+from raybridge.kube.client import Kube  # noqa: E402
 from kubesim.server import KubeApiServer  # noqa: E402
 from kubesim.sim_gpu import GpuSim, fraction_pod  # noqa: E402
 
@@ -146,7 +147,8 @@ def run_one(scenario: Scenario, policy: str, scale: float, provisioning: float, 
                                        batch_idle=consts.DEFAULT_BATCH_IDLE_SECONDS / scale, batch_max=consts.DEFAULT_BATCH_MAX_SECONDS / scale,
                                        provision_timeout=300 / scale * 10, resync=0.05, debounce=0.02,
                                        leader_election=False, metrics_port=0)
-                controller = Controller(settings, server.api_client(retries=False))
+                kube = Kube(server.api_client(retries=False), settings.namespace, False, request_timeout=settings.request_timeout)
+                controller = Controller(settings, kube)
                 thread = threading.Thread(target=controller.run, daemon=True)
                 thread.start()
                 stop: Callable[[], None] = lambda: (controller.stop.set(), thread.join(10))  # noqa: E731

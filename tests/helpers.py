@@ -292,6 +292,14 @@ def kuberay_token_secret(server: Any, name: str, namespace: str) -> tuple[str, O
     return cluster_name, server.get_object("v1", "Secret", cluster_name[-50:], namespace)
 
 
+def kube_of(api_client: Any, request_timeout: float = 5.0, namespace: str = "default") -> Any:
+    """A `raybridge.kube.client.Kube` around a client a test built (kubesim's `server.api_client()`, a real
+    cluster's): what `adjuster run` hands its controller, scaler and start-up checks."""
+    from raybridge.kube.client import Kube
+
+    return Kube(api_client, namespace, False, request_timeout=request_timeout)
+
+
 class ControllerThread:
     """`adjuster run`'s controller (raybridge.adjuster.controller.Controller) run in a thread for a `with` block:
     started on entry, stopped on exit (its loop ends once `stop` is set), and never left running."""

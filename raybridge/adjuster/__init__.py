@@ -2,7 +2,7 @@
 
 consts (labels, defaults), decision/ (the pure decision: settings, demand,
 packing, plan, reconcile, scale_adjuster), env (the flags' environment
-variables), scaler (API calls with retries),
+variables), scaler (the act step's calls, retried at its own level; the calls themselves are kube/'s),
 controller (the caches' wiring, the reconcile loop, leader election; the informer and the Lease are kube/'s), metrics
 (Prometheus, /healthz, /readyz). The decision itself is `adjuster/decision/reconcile.py`.
 Lazy, so that building the CLI's parser (which reads consts and settings)

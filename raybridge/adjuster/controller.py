@@ -18,7 +18,9 @@ Lease acts (`kube.lease`); a standby keeps nothing but its health server. On a
 clean stop the leader stops acting, then clears the Lease's holder so a standby
 takes over at its next retry instead of after a lease duration.
 
-It renders nothing: the CLI sets up logging and exit statuses.
+It renders nothing (the CLI sets up logging and exit statuses), and builds no
+client of its own: the informers list through the API objects of the `Kube` it
+is given (`adjuster run`'s connection), every write is the `Scaler`'s.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from raybridge.adjuster.decision.scale_adjuster import (
 from raybridge.adjuster.scaler import Scaler
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.core.consts import KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION
+from raybridge.kube.client import Kube
 from raybridge.kube.informer import Informer, object_key, one_line_error
 from raybridge.kube.lease import releasable_lease_lock, run_elections
 
@@ -114,12 +117,10 @@ class _Caches:
 
 
 class Controller:
-    def __init__(self, settings: RunSettings, api_client: Any, metrics: Optional[Metrics] = None,
+    def __init__(self, settings: RunSettings, kube: Kube, metrics: Optional[Metrics] = None,
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
-        from kubernetes import client
-
         self.settings = settings
-        self.api_client = api_client
+        self.kube = kube
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.stop = threading.Event()
@@ -136,7 +137,6 @@ class Controller:
         self._lead_lock = threading.Lock()
         self._informers: list[Informer] = []
         self._term = self.stop
-        self.core = client.CoreV1Api(api_client)
         self.identity = settings.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
     # --- health -----------------------------------------------------------------------------
@@ -159,7 +159,7 @@ class Controller:
             self._lead(self.stop)
             return
         s = self.settings
-        lock = releasable_lease_lock(s.lease_name, s.lease_namespace or s.namespace, self.identity, self.api_client, log)
+        lock = releasable_lease_lock(s.lease_name, s.lease_namespace or s.namespace, self.identity, self.kube.api_client, log)
         elect = partial(run_elections, lock, lease_duration=s.lease_duration, renew_deadline=s.renew_deadline,
                         retry_period=s.retry_period, lead=self._lead, stop=self.stop, logger=log)
         threading.Thread(target=elect, name="adjuster-election", daemon=True).start()
@@ -189,7 +189,7 @@ class Controller:
         halt = threading.Event()
         caches = self._caches(halt, changed)
         self._informers = caches.all
-        scaler = Scaler(self.api_client, request_timeout=self.settings.request_timeout, stop=(halt, term, self.stop),
+        scaler = Scaler(self.kube, request_timeout=self.settings.request_timeout, stop=(halt, term, self.stop),
                         on_api_error=self._count_api_error)
         for informer in self._informers:
             informer.start()
@@ -211,25 +211,23 @@ class Controller:
         self.metrics.api_errors.labels(operation, code).inc()
 
     def _caches(self, halt: threading.Event, changed: threading.Event) -> _Caches:
-        """The informers this mode reads (not started)."""
-        from kubernetes import client
-
+        """The informers this mode reads (not started), listing through the `Kube`'s API objects."""
         cache = partial(Informer, request_timeout=self.settings.request_timeout, stop=halt, changed=changed,
                         on_error=self._count_api_error, watch_timeout=consts.WATCH_TIMEOUT_SECONDS, logger=log)
-        custom = client.CustomObjectsApi(self.api_client)
+        core, custom = self.kube.core(), self.kube.custom()
         pod_groups = cache(
             "podgroups", partial(custom.list_cluster_custom_object, KAI_POD_GROUP_GROUP, KAI_POD_GROUP_VERSION, KAI_POD_GROUP_PLURAL),
             optional=True, on_available=lambda available: self.metrics.podgroups_unavailable.set(0 if available else 1),
             unavailable_note="a pod then counts as quota-blocked only where its own condition says so",
         )  # fmt: skip
-        caches = _Caches(cache("pods", self.core.list_pod_for_all_namespaces), cache("nodes", self.core.list_node), pod_groups)
+        caches = _Caches(cache("pods", core.list_pod_for_all_namespaces), cache("nodes", core.list_node), pod_groups)
         if self.settings.mode == "provisioning-request":
             caches.requests = cache("provisioningrequests", partial(
                 custom.list_namespaced_custom_object, consts.PROVISIONING_GROUP, consts.PROVISIONING_VERSION,
                 self.settings.namespace, consts.PROVISIONING_PLURAL, label_selector=consts.REQUEST_SELECTOR,
             ))  # fmt: skip
             caches.templates = cache("podtemplates", partial(
-                self.core.list_namespaced_pod_template, self.settings.namespace, label_selector=consts.REQUEST_SELECTOR,
+                core.list_namespaced_pod_template, self.settings.namespace, label_selector=consts.REQUEST_SELECTOR,
             ))  # fmt: skip
         return caches
 

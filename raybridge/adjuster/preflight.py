@@ -22,23 +22,25 @@ Two things no reconcile can repair, read from the cluster at start:
   for nodes for the same pods. Found at start, that is refused (exit 2); found
   later, the controller stops creating (`kai_adjuster_pods` each pass).
 
-The verdicts are pure functions of what was read; `check` does the reading.
-It neither creates nor changes anything.
+The verdicts are pure functions of what was read; `check` does the reading,
+through `kube/`'s calls (`kube/scheduling.py`, `kube/provisioning.py`,
+`kube/pods.py`) with the `Kube` that `adjuster run` connected. It neither
+creates nor changes anything, and maps no error: a failure other than the
+403s and 404s it can do without reaches its caller as the client raised it
+(`cli/adjuster.py` maps it through `kube.calls`).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
-from raybridge.core.consts import (
-    KAI_SCALING_POD_NAME_LABEL,
-    KAI_SCALING_POD_NAMESPACE_LABEL,
-    PROVISIONING_GROUP,
-    PROVISIONING_PLURAL,
-    PROVISIONING_VERSION,
-)
+from raybridge.core.consts import KAI_SCALING_POD_NAME_LABEL, KAI_SCALING_POD_NAMESPACE_LABEL
+from raybridge.kube.calls import PermissionDenied
+from raybridge.kube.client import Kube
+from raybridge.kube.pods import list_pods_by_label
+from raybridge.kube.provisioning import provisioning_requests_served
+from raybridge.kube.scheduling import read_priority_class_value
 
 #: The label KAI's operator puts on the node-scale-adjuster's pods, and its value.
 KAI_ADJUSTER_APP_LABEL = "app"
@@ -128,13 +130,9 @@ def provisioning_verdict(served: Optional[bool]) -> Findings:
     return Findings(notes=(flag_note,))
 
 
-def check(api_client: Any, *, mode: str, priority_class: str, cutoff: int, request_timeout: float,
+def check(kube: Kube, *, mode: str, priority_class: str, cutoff: int, request_timeout: float,
           namespace: str = "default") -> Findings:
     """Read what the verdicts need. API errors other than 403/404 propagate (the caller maps them to exit 3)."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    timeout = (request_timeout, request_timeout)
     notes: list[str] = []
     warnings: list[str] = []
     problems: list[str] = []
@@ -142,37 +140,20 @@ def check(api_client: Any, *, mode: str, priority_class: str, cutoff: int, reque
         value: Optional[int] = None
         readable = True
         try:
-            found = client.SchedulingV1Api(api_client).read_priority_class(priority_class, _request_timeout=timeout)
-            value = int(found.value)
-        except ApiException as exc:
-            if exc.status == 403:
-                readable = False
-            elif exc.status != 404:
-                raise
+            value = read_priority_class_value(kube, priority_class, request_timeout)
+        except PermissionDenied:  # 403
+            readable = False
         verdict = priority_verdict(priority_class, value, cutoff, readable=readable)
         notes += verdict.notes
         warnings += verdict.warnings
         problems += verdict.problems
     if mode == "provisioning-request":
-        served: Optional[bool] = True
-        try:
-            client.CustomObjectsApi(api_client).list_namespaced_custom_object(
-                PROVISIONING_GROUP, PROVISIONING_VERSION, namespace, PROVISIONING_PLURAL, limit=1, _request_timeout=timeout)
-        except ApiException as exc:
-            if exc.status == 404:
-                served = False
-            elif exc.status == 403:
-                served = None
-            else:
-                raise
-        verdict = provisioning_verdict(served)
+        verdict = provisioning_verdict(provisioning_requests_served(kube, namespace, request_timeout))
         notes += verdict.notes
         warnings += verdict.warnings
         problems += verdict.problems
-    core = client.CoreV1Api(api_client)
     seen: list[str] = []
     for selector in (f"{KAI_ADJUSTER_APP_LABEL}={KAI_ADJUSTER_APP}", f"{KAI_SCALING_POD_NAME_LABEL},{KAI_SCALING_POD_NAMESPACE_LABEL}"):
-        listed = core.list_pod_for_all_namespaces(label_selector=selector, _request_timeout=timeout, _preload_content=False)
-        seen += kai_adjuster_pods(json.loads(listed.data or b"{}").get("items") or [])
+        seen += kai_adjuster_pods(list_pods_by_label(kube, selector, request_timeout))
     problems += kai_adjuster_verdict(sorted(set(seen))).problems
     return Findings(tuple(notes), tuple(warnings), tuple(problems))

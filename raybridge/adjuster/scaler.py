@@ -1,15 +1,20 @@
-"""Acting on the decision: create and delete placeholder pods, post Events, through the official client.
+"""Acting on the decision: create and delete placeholder pods, post Events, through `kube/`'s calls.
 
-Every call carries a timeout and is retried here, and only here, with the one
-retry policy (`kube.retry.RetryPolicy`, `ACT_POLICY`) on what a busy or flaky
-API server answers (429 with Retry-After, 5xx, dropped connections, bodies
-that are not JSON): the calls run inside `calls_tried_once()`, so the
-client does not repeat them too, and a wait between tries ends at once when a
-stop event is set. A 409 is not retried: creating a name that exists
-(AlreadyExists) counts as done, since the names are deterministic and a
-repeated create adopts; any other conflict fails the call and the next pass
-decides again. Deleting what is gone counts as done. Nothing here raises: each
-call returns an `Outcome` the controller logs and counts. It decides nothing.
+Each call is one of `kube/`'s (`kube/pods.py`: pods, node holds, PodTemplates,
+Events; `kube/provisioning.py`: ProvisioningRequests), made with the `Kube`
+that `adjuster run` connected; they hand back the API server's answer as it
+came, error statuses included. Every call carries a timeout and is retried
+here, and only here, with the one retry policy (`kube.retry.RetryPolicy`,
+`ACT_POLICY`) on what a busy or flaky API server answers (429 with
+Retry-After, 5xx, dropped connections, bodies that are not JSON): the calls
+run inside `calls_tried_once()`, so the client does not repeat them too, and
+a wait between tries ends at once when a stop event is set. A 409 is not
+retried: creating a name that exists (AlreadyExists) counts as done, since
+the names are deterministic and a repeated create adopts; any other conflict
+fails the call and the next pass decides again. Deleting what is gone counts
+as done. Nothing here raises: each call returns an `Outcome` the controller
+logs and counts. It decides nothing, and builds no client API object of its
+own.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Optional
 
+from raybridge.kube import pods, provisioning
+from raybridge.kube.client import Kube
 from raybridge.kube.retry import TRANSIENT_STATUSES, RetryPolicy, calls_tried_once, pause, retry_after_seconds
 
 log = logging.getLogger("raybridge.adjuster.scaler")
@@ -47,17 +54,14 @@ class Outcome:
 class Scaler:
     def __init__(
         self,
-        api_client: Any,
+        kube: Kube,
         *,
         request_timeout: float,
         policy: RetryPolicy = ACT_POLICY,
         stop: tuple[threading.Event, ...] = (),
         on_api_error: Callable[[str, str], None] = lambda operation, code: None,
     ) -> None:
-        from kubernetes import client
-
-        self.core = client.CoreV1Api(api_client)
-        self.custom = client.CustomObjectsApi(api_client)
+        self.kube = kube
         self.timeout = request_timeout
         self.policy = policy
         #: Any of these set: stop retrying at once (shutdown, or the Lease lost).
@@ -68,56 +72,37 @@ class Scaler:
 
     def create_pod(self, manifest: Mapping[str, Any]) -> Outcome:
         meta = manifest["metadata"]
-
-        def call() -> Any:
-            return self.core.create_namespaced_pod(
-                meta["namespace"], manifest, _preload_content=False, _request_timeout=(self.timeout, self.timeout)
-            )
-
-        return self._retry("create pod", call, done_on={409: "exists"}, success="created", already_exists_only=True)
+        return self._retry("create pod", lambda: pods.create_pod(self.kube, meta["namespace"], manifest, self.timeout),
+                           done_on={409: "exists"}, success="created", already_exists_only=True)
 
     def delete_pod(self, namespace: str, name: str) -> Outcome:
-        def call() -> Any:
-            return self.core.delete_namespaced_pod(
-                name, namespace, grace_period_seconds=0, _preload_content=False, _request_timeout=(self.timeout, self.timeout)
-            )
-
-        return self._retry("delete pod", call, done_on={404: "gone"}, success="deleted")
+        return self._retry("delete pod", lambda: pods.delete_pod(self.kube, namespace, name, self.timeout, grace_period_seconds=0),
+                           done_on={404: "gone"}, success="deleted")
 
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> Outcome:
         """A JSON merge patch of a node's metadata; a node that is gone counts as done."""
-        return self._retry("patch node", lambda: self.core.patch_node(
-            name, patch, _content_type="application/merge-patch+json", _preload_content=False,
-            _request_timeout=(self.timeout, self.timeout),
-        ), done_on={404: "gone"}, success="patched")  # fmt: skip
+        return self._retry("patch node", lambda: pods.merge_patch_node(self.kube, name, patch, self.timeout),
+                           done_on={404: "gone"}, success="patched")
 
     def create_template(self, manifest: Mapping[str, Any]) -> Outcome:
         meta = manifest["metadata"]
-        return self._retry("create podtemplate", lambda: self.core.create_namespaced_pod_template(
-            meta["namespace"], manifest, _preload_content=False, _request_timeout=(self.timeout, self.timeout),
-        ), done_on={409: "exists"}, success="created", already_exists_only=True)  # fmt: skip
+        return self._retry("create podtemplate", lambda: pods.create_pod_template(self.kube, meta["namespace"], manifest, self.timeout),
+                           done_on={409: "exists"}, success="created", already_exists_only=True)
 
     def delete_template(self, namespace: str, name: str) -> Outcome:
-        return self._retry("delete podtemplate", lambda: self.core.delete_namespaced_pod_template(
-            name, namespace, _preload_content=False, _request_timeout=(self.timeout, self.timeout),
-        ), done_on={404: "gone"}, success="deleted")  # fmt: skip
+        return self._retry("delete podtemplate", lambda: pods.delete_pod_template(self.kube, namespace, name, self.timeout),
+                           done_on={404: "gone"}, success="deleted")
 
     def create_request(self, manifest: Mapping[str, Any]) -> Outcome:
-        from raybridge.adjuster import consts
-
         meta = manifest["metadata"]
-        return self._retry("create provisioningrequest", lambda: self.custom.create_namespaced_custom_object(
-            consts.PROVISIONING_GROUP, consts.PROVISIONING_VERSION, meta["namespace"], consts.PROVISIONING_PLURAL, manifest,
-            _preload_content=False, _request_timeout=(self.timeout, self.timeout),
-        ), done_on={409: "exists"}, success="created", already_exists_only=True)  # fmt: skip
+        return self._retry("create provisioningrequest",
+                           lambda: provisioning.create_provisioning_request(self.kube, meta["namespace"], manifest, self.timeout),
+                           done_on={409: "exists"}, success="created", already_exists_only=True)
 
     def delete_request(self, namespace: str, name: str) -> Outcome:
-        from raybridge.adjuster import consts
-
-        return self._retry("delete provisioningrequest", lambda: self.custom.delete_namespaced_custom_object(
-            consts.PROVISIONING_GROUP, consts.PROVISIONING_VERSION, namespace, consts.PROVISIONING_PLURAL, name,
-            _preload_content=False, _request_timeout=(self.timeout, self.timeout),
-        ), done_on={404: "gone"}, success="deleted")  # fmt: skip
+        return self._retry("delete provisioningrequest",
+                           lambda: provisioning.delete_provisioning_request(self.kube, namespace, name, self.timeout),
+                           done_on={404: "gone"}, success="deleted")
 
     def post_event(self, pod: Mapping[str, Any], reason: str, message: str, event_type: str = "Normal") -> Outcome:
         """A core/v1 Event on `pod`, as `kubectl describe pod` shows it (one attempt fewer: Events are best effort)."""
@@ -146,10 +131,8 @@ class Scaler:
             "reportingComponent": "raybridge-adjuster",
         }
 
-        def call() -> Any:
-            return self.core.create_namespaced_event(namespace, body, _preload_content=False, _request_timeout=(self.timeout, self.timeout))
-
-        return self._retry("create event", call, done_on={}, success="created", policy=EVENT_POLICY)
+        return self._retry("create event", lambda: pods.create_event(self.kube, namespace, body, self.timeout),
+                           done_on={}, success="created", policy=EVENT_POLICY)
 
     # --- retries ---------------------------------------------------------------------------
 

@@ -458,27 +458,20 @@ def _setup_logging(log_format: str) -> None:
         logger.propagate = False
 
 
-def _preflight(api_client: Any, settings: Any) -> None:
-    """The start-up checks (adjuster/preflight.py): said once, warned of, or refused (exit 2; unreachable: exit 3)."""
-    import logging
+def _preflight(kube: Any, settings: Any) -> None:
+    """The start-up checks (adjuster/preflight.py): said once, warned of, or refused (exit 2; unreachable: exit 3).
 
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
+    Their failures are mapped as every call's (`kube.calls.api_call`): refusals and unreachable servers alike."""
+    import logging
 
     from raybridge.adjuster.preflight import check
     from raybridge.errors import BadInput
-    from raybridge.kube.calls import describe_unreachable, translate_api_exception
+    from raybridge.kube.calls import api_call
 
-    try:
-        findings = check(api_client, mode=settings.mode, priority_class=settings.priority_class,
-                         cutoff=settings.expendable_cutoff, request_timeout=settings.request_timeout,
-                         namespace=settings.namespace)
-    except ApiException as exc:
-        raise translate_api_exception("the start-up checks", exc) from None
-    except (HTTPError, OSError) as exc:
-        from raybridge.errors import ClusterUnreachable
-
-        raise ClusterUnreachable(f"the start-up checks: {describe_unreachable(exc)}") from None
+    findings = api_call("the start-up checks", check, kube, mode=settings.mode, priority_class=settings.priority_class,
+                        cutoff=settings.expendable_cutoff, request_timeout=settings.request_timeout,
+                        namespace=settings.namespace)
+    assert findings is not None  # api_call's None is for not_found_ok alone
     if findings.problems:
         raise BadInput(*findings.problems)
     log = logging.getLogger("raybridge.adjuster")
@@ -513,9 +506,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
     kube = connect(settings.kubeconfig, args.context, request_timeout=settings.request_timeout)
-    _preflight(kube.api_client, settings)
+    _preflight(kube, settings)
     metrics = Metrics()
-    controller = Controller(settings, kube.api_client, metrics)
+    controller = Controller(settings, kube, metrics)
     server = None
     if settings.metrics_port:
         try:

@@ -116,6 +116,11 @@ class Kube:
 
         return client.CustomObjectsApi(self.api_client)
 
+    def scheduling(self) -> Any:
+        from kubernetes import client
+
+        return client.SchedulingV1Api(self.api_client)
+
 
 class _CredentialFailures:
     """While loading a kubeconfig, what the client logs at ERROR (a failed exec plugin) is kept, not printed.

@@ -3,7 +3,7 @@
 Each goes through `kube.calls.api_call` (bounded, retried, errors mapped) and returns plain
 JSON (camelCase keys), each item checked to be an object; a read the user may not make is
 None where the caller can go on without it. Per-resource modules (`rayapi`, `kueue`, `kai`,
-`provisioning`) hold the rest.
+`provisioning`, and for the adjuster `pods` and `scheduling`) hold the rest.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import yaml
 from raybridge.adjuster import consts
 from raybridge.adjuster.decision.scale_adjuster import hold_patch
 from raybridge.adjuster.scaler import Outcome, Scaler
-from tests.helpers import ROOT
+from tests.helpers import ROOT, kube_of
 
 CONFIG = ROOT / "configs" / "adjuster"
 NS, ACCOUNT = "raybridge-adjuster", "raybridge-adjuster"
@@ -84,7 +84,7 @@ def adjuster(real_cluster: Any) -> Iterator[tuple[Any, Scaler, Any]]:
                 server.create_object(doc)
         _policies_loaded(server, [d["metadata"]["name"] for d in applied if d["kind"] == "ValidatingAdmissionPolicy"])
         api = server.api_client(server.service_account_token(NS, ACCOUNT), retries=False)
-        scaler = Scaler(api, request_timeout=10, stop=())
+        scaler = Scaler(kube_of(api, 10), request_timeout=10, stop=())
         _enforced(server, scaler, client.CoreV1Api(api))
         yield server, scaler, client.CoreV1Api(api)
         api.close()
@@ -193,7 +193,7 @@ def _assert_denied_by(scaler: Scaler, node: str, patch: dict[str, Any], policy: 
     from kubernetes.client.exceptions import ApiException
 
     with pytest.raises(ApiException) as refused:
-        scaler.core.patch_node(node, patch, _content_type="application/merge-patch+json", _request_timeout=10)
+        scaler.kube.core().patch_node(node, patch, _content_type="application/merge-patch+json", _request_timeout=10)
     body = json.loads(refused.value.body)
     assert refused.value.status == 403 and f"ValidatingAdmissionPolicy '{policy}'" in body["message"], body
     assert message in body["message"], body

@@ -26,7 +26,7 @@ from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings
 from testcluster.processes import wait_until
 from testcluster.pytest_plugin import _unavailable
-from tests.helpers import ControllerThread
+from tests.helpers import ControllerThread, kube_of
 
 pytestmark = [
     pytest.mark.skipif(_unavailable() is not None, reason=str(_unavailable())),
@@ -137,7 +137,7 @@ def _Adjuster(api_client: Any, node_gpus: int = 8) -> ControllerThread:
     """`adjuster run`'s controller with the admin's client, in a thread for the block."""
     settings = RunSettings(planner=AdjusterSettings(grace_period_seconds=0.5, node_gpus=node_gpus), provision_timeout=120.0,
                            resync=0.5, debounce=0.1, request_timeout=5.0, leader_election=False, metrics_port=0)
-    return ControllerThread(Controller(settings, api_client, clock=lambda: datetime.now(timezone.utc)))
+    return ControllerThread(Controller(settings, kube_of(api_client, settings.request_timeout), clock=lambda: datetime.now(timezone.utc)))
 
 
 def _running(core: Any) -> int:

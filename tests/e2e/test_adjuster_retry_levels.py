@@ -30,11 +30,11 @@ PLACEHOLDER_PATH = rf"/api/v1/namespaces/{NS}/pods/rb-placeholder-x"
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[tuple[KubeApiServer, Any]]:
-    """The test API server and the client `adjuster run` would build for it."""
+    """The test API server and the connection (`Kube`) `adjuster run` would make to it."""
     with KubeApiServer() as server:
         server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         kube = connect(str(server.write_kubeconfig(tmp_path / "kubeconfig")), request_timeout=5.0)
-        yield server, kube.api_client
+        yield server, kube
 
 
 # (case, method, status answered every time, what the scaler does)
@@ -47,30 +47,30 @@ FAILING_CALLS = [
 
 @pytest.mark.parametrize(("case", "method", "status", "act"), FAILING_CALLS, ids=[c[0] for c in FAILING_CALLS])
 def test_a_failing_call_is_tried_at_most_the_policy_s_attempts(api: Any, case: str, method: str, status: int, act: Any) -> None:
-    server, api_client = api
+    server, kube = api
     path = PLACEHOLDER_PATH if method == "DELETE" else rf"/api/v1/namespaces/{NS}/pods"
     fault = server.fail_next(method, path, code=status, times=None)
-    outcome = act(Scaler(api_client, request_timeout=5.0))
+    outcome = act(Scaler(kube, request_timeout=5.0))
     assert not outcome.ok and outcome.result == "failed"
     assert fault.hits == ACT_POLICY.attempts, f"{case}: tried {fault.hits} times, the policy allows {ACT_POLICY.attempts}"
 
 
 def test_a_create_that_already_exists_is_adopted_not_retried(api: Any) -> None:
-    server, api_client = api
+    server, kube = api
     server.create_object(_placeholder())
     seen: list[str] = []
     server.add_mutating_hook("", "Pod", lambda obj, op: seen.append(op))
-    outcome = Scaler(api_client, request_timeout=5.0).create_pod(_placeholder())
+    outcome = Scaler(kube, request_timeout=5.0).create_pod(_placeholder())
     assert outcome.ok and outcome.result == "exists" and outcome.attempts == 1
     assert seen == ["CREATE"]  # asked once
 
 
 def test_a_stop_ends_the_backoff_at_once(api: Any) -> None:
-    server, api_client = api
+    server, kube = api
     fault = server.fail_next("DELETE", PLACEHOLDER_PATH, code=500, times=None)
     stop = threading.Event()
     # A backoff of a minute: a call still running after a few seconds is one that did not wake.
-    scaler = Scaler(api_client, request_timeout=5.0, policy=RetryPolicy(attempts=5, first_backoff=60.0, max_backoff=60.0),
+    scaler = Scaler(kube, request_timeout=5.0, policy=RetryPolicy(attempts=5, first_backoff=60.0, max_backoff=60.0),
                     stop=(threading.Event(), stop))
     outcomes: list[Any] = []
     worker = threading.Thread(target=lambda: outcomes.append(scaler.delete_pod(NS, "rb-placeholder-x")), daemon=True)

@@ -31,7 +31,7 @@ from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from kubesim.fixtures import free_port, wait_for
-from tests.helpers import ControllerThread
+from tests.helpers import ControllerThread, kube_of
 from kubesim.server import KubeApiServer
 from kubesim.sim_autoscaler import NODE_GROUP_LABEL, NodeGroup
 from kubesim.sim_gpu import GpuSim, fraction_pod
@@ -124,7 +124,8 @@ class ShiftedClock:
 
 def Running(server: KubeApiServer, settings: RunSettings, clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> ControllerThread:
     """A controller against `server` in a thread, stopped on exit."""
-    return ControllerThread(Controller(settings, server.api_client(retries=False), clock=clock), join_seconds=10)
+    return ControllerThread(Controller(settings, kube_of(server.api_client(retries=False), settings.request_timeout), clock=clock),
+                            join_seconds=10)
 
 
 class PlaceholderLog:
@@ -475,7 +476,8 @@ def test_a_placeholder_bound_to_the_gpus_another_brought_up_costs_a_new_placehol
         sim = GpuSim(server, provisioning_delay=0.0, scan_interval=0.0)  # nodes come at the step after the decision
         log = PlaceholderLog(server)
         clock = lambda: datetime.now(timezone.utc) + timedelta(seconds=30)  # noqa: E731 - past every grace period
-        controller = Controller(_settings(provision_timeout=600.0), server.api_client(retries=False), clock=clock)
+        settings = _settings(provision_timeout=600.0)
+        controller = Controller(settings, kube_of(server.api_client(retries=False), settings.request_timeout), clock=clock)
         thread = threading.Thread(target=controller.run, daemon=True)
         _burst(server, 16, "0.5", prefix="a")
         sim.step()  # the 16 are unschedulable: no GPU node
