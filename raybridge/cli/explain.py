@@ -81,7 +81,7 @@ def _source(args: argparse.Namespace) -> Any:
         found = source.namespaces_of(args.name)
         if len(found) > 1:
             raise BadInput(f"{args.name!r} is in namespaces {', '.join(found)} of {where}: say which with -n")
-        source = FileObjects(objects, found[0] if found else "default", where)
+        source.namespace = found[0] if found else "default"  # the files' objects are indexed once, whatever the namespace
     from raybridge.cli.render import note
 
     for text in notes:

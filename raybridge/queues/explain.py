@@ -100,11 +100,8 @@ def explain(source: "Kube | ExplainObjects", name: str) -> Explanation:
 # --- Kueue ------------------------------------------------------------------------------------------
 
 
-def kueue_explanation(
-    source: "Kube | ExplainObjects", obj: dict[str, Any], warnings: Optional[list[str]] = None
-) -> KueueExplanation:
+def kueue_explanation(objects: ExplainObjects, obj: dict[str, Any], warnings: Optional[list[str]] = None) -> KueueExplanation:
     """The Kueue picture of a RayJob/RayCluster: Workload, queues, cohort, flavors, nodes, checks, position."""
-    objects: ExplainObjects = ClusterObjects(source) if isinstance(source, Kube) else source
     warnings = warnings if warnings is not None else []
     workload = objects.workload(obj)
     position = cq = cq_name = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Protocol, Sequence
 
+from raybridge.core.consts import DEFAULT_NAMESPACE
 from raybridge.core.kubeobjects import as_dict
 from raybridge.errors import BadInput, InfraError
 from raybridge.kueue.workload import workload_of
@@ -164,8 +165,7 @@ class FileObjects:
 
     def _named(self, kind: str, name: str, namespace: Optional[str]) -> Optional[dict[str, Any]]:
         for obj in self._by_kind.get(kind, ()):
-            meta = as_dict(obj.get("metadata"))
-            if meta.get("name") == name and (namespace is None or (meta.get("namespace") or "default") == namespace):
+            if as_dict(obj.get("metadata")).get("name") == name and (namespace is None or _namespace_of(obj) == namespace):
                 return obj
         return None
 
@@ -180,7 +180,7 @@ class FileObjects:
 
     def workload(self, owner: dict[str, Any]) -> Optional[dict[str, Any]]:
         namespace = as_dict(owner.get("metadata")).get("namespace") or self.namespace
-        mine = [w for w in self._by_kind.get("Workload", ()) if (as_dict(w.get("metadata")).get("namespace") or "default") == namespace]
+        mine = [w for w in self._by_kind.get("Workload", ()) if _namespace_of(w) == namespace]
         return workload_of(owner, mine)
 
     def pending_position(self, local_queue: str, workload_name: str) -> Optional[dict[str, Any]]:
@@ -214,13 +214,15 @@ class FileObjects:
 
     def namespaces_of(self, name: str) -> list[str]:
         """The namespaces where an object `explain` can explain is called `name`."""
-        found = []
-        for kind in ("RayJob", "RayCluster", "PodGroup", "Pod"):
-            for obj in self._by_kind.get(kind, ()):
-                meta = as_dict(obj.get("metadata"))
-                if meta.get("name") == name:
-                    found.append(str(meta.get("namespace") or "default"))
-        return sorted(set(found))
+        return sorted({
+            _namespace_of(obj) for kind in ("RayJob", "RayCluster", "PodGroup", "Pod") for obj in self._by_kind.get(kind, ())
+            if as_dict(obj.get("metadata")).get("name") == name
+        })  # fmt: skip
+
+
+def _namespace_of(obj: dict[str, Any]) -> str:
+    """An object's namespace as the API server defaults it."""
+    return str(as_dict(obj.get("metadata")).get("namespace") or DEFAULT_NAMESPACE)
 
 
 def read_object_files(paths: Sequence[str], flag: str = "-f") -> tuple[list[dict[str, Any]], list[str]]:

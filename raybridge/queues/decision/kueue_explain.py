@@ -440,27 +440,34 @@ class KueueExplanation:
         return lines
 
     def _standing(self) -> list[str]:
-        lines = [f"{self.kind} {self.namespace}/{self.name}"]
+        return [f"{self.kind} {self.namespace}/{self.name}", *self._state_lines(), self._queue_line(), *self._workload_lines()]
+
+    def _state_lines(self) -> list[str]:
+        """What KubeRay says: the deployment (or cluster state), its reason and dashboard."""
         if self.kind == "RayJob":
-            lines.append(
-                f"  deployment: {self.deployment}; Ray job: {self.job_status or 'not started'}" + (f" ({self.job_id})" if self.job_id else "")
-            )
+            lines = [f"  deployment: {self.deployment}; Ray job: {self.job_status or 'not started'}" + (f" ({self.job_id})" if self.job_id else "")]
         else:
-            lines.append(f"  state: {self.deployment}")
+            lines = [f"  state: {self.deployment}"]
         if self.reason:
             lines.append(f"  reason: {self.reason}")
         if self.dashboard:
             lines.append(f"  dashboard: {self.dashboard}")
+        return lines
+
+    def _queue_line(self) -> str:
         if not self.managed_by_kueue:
-            lines.append("  queue: none (no kueue.x-k8s.io/queue-name label; Kueue does not manage it)")
-            return lines
+            return "  queue: none (no kueue.x-k8s.io/queue-name label; Kueue does not manage it)"
         queue = f"  queue: LocalQueue {self.local_queue}" + (f" -> ClusterQueue {self.cluster_queue}" if self.cluster_queue else "")
         parents = "".join(f" under {p}" for p in self.cohort_parents)
-        lines.append(queue + (f" (cohort {self.cohort}{parents})" if self.cohort else ""))
+        return queue + (f" (cohort {self.cohort}{parents})" if self.cohort else "")
+
+    def _workload_lines(self) -> list[str]:
+        """What Kueue says: the Workload's state, deactivation, conditions, admission checks and position."""
+        if not self.managed_by_kueue:
+            return []
         if self.workload is None:
-            lines.append("  Kueue has not created a Workload for it yet (is Kueue running, and the LocalQueue there?)")
-            return lines
-        lines.append(f"  Kueue workload {self.workload}: {self.state}")
+            return ["  Kueue has not created a Workload for it yet (is Kueue running, and the LocalQueue there?)"]
+        lines = [f"  Kueue workload {self.workload}: {self.state}"]
         if self.deactivated:
             lines.append(f"  Kueue deactivated it: {self.deactivated}; it will not be admitted again")
         for cond in self.conditions:
@@ -505,10 +512,9 @@ class KueueExplanation:
         return ["  it fits the quota: it waits for something else (admission checks, its turn, or Kueue's next pass)"]
 
     def verdict(self) -> list[str]:
-        """What the picture's bars do not show: the state, Kueue's conditions and checks, and the conclusion."""
-        queue_line = 2 + bool(self.reason) + bool(self.dashboard)
-        standing = self._standing()
-        return standing[1:queue_line] + standing[queue_line + 1 :] + self._conclusion()
+        """What the picture's bars do not show (its title and subtitle name the job and queue): the state, Kueue's
+        conditions and checks, and the conclusion."""
+        return [*self._state_lines(), *self._workload_lines(), *self._conclusion()]
 
 
 def _ordered_totals(asks: dict[str, Decimal]) -> tuple[tuple[str, Decimal], ...]:
