@@ -210,8 +210,20 @@ def plan_placeholders(
     now: datetime,
     pod_groups: Iterable[Any] = (),
 ) -> AdjusterPlan:
-    """What the adjuster asks for now. `nodes` None: node shapes unknown (memory fallback, no device check)."""
-    return plan_in(ClusterSnapshot(pods, nodes, now, pod_groups), settings)
+    """What the adjuster asks for now. `nodes` None: node shapes unknown (memory fallback, no device check).
+
+    The offline plan (`adjuster plan`) also says where waiting pods stand beside free GPUs they may use
+    (`free_gpu_notes`); a pass of `adjuster run` (`plan_in`) does not spend the time: nobody reads it there.
+    """
+    snapshot = ClusterSnapshot(pods, nodes, now, pod_groups)
+    plan = plan_in(snapshot, settings)
+    if plan.policy != "exact" or snapshot.nodes is None:
+        return plan
+    by_group: dict[ConstraintGroup, list[DemandPiece]] = {}
+    for piece in plan.pieces:
+        by_group.setdefault(piece.group, []).append(piece)
+    notes = free_gpu_notes(by_group, snapshot.nodes, snapshot.pods)
+    return replace(plan, notes=(*plan.notes, *notes)) if notes else plan
 
 
 def plan_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optional[Iterable[Any]] = None) -> AdjusterPlan:
@@ -223,7 +235,6 @@ def plan_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optiona
     if settings.policy == "kai":
         plan = _plan_kai(pods, settings)
         return replace(plan, warnings=(*repeats, *plan.warnings))
-    nodes = snapshot.nodes
     selection = demand_in(snapshot, settings, pods)
     by_group: dict[ConstraintGroup, list[DemandPiece]] = {}
     for piece in selection.pieces:
@@ -231,8 +242,6 @@ def plan_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optiona
     so_far = _PlanSoFar()
     for group in sorted(by_group, key=lambda g: (g.vendor, g.id)):
         _plan_group(group, by_group[group], selection.shapes.get(group, GroupShape()), settings, so_far)
-    if nodes is not None:
-        so_far.notes.extend(free_gpu_notes(by_group, nodes, pods))
     kept, cap = _apply_cap(so_far.placeholders, so_far.waiting, settings.max_total_gpus, so_far.resources_of)
     return AdjusterPlan(
         policy="exact",
