@@ -37,19 +37,21 @@ def failure_kind(exc: BaseException) -> str:
     return "connection"
 
 
+def _api_client_of(fn: Any, args: tuple[Any, ...]) -> Any:
+    """The ApiClient a call goes through: the API object's, else that of a `Kube` handed to a helper (`raw_get`)."""
+    api_client = getattr(getattr(fn, "__self__", None), "api_client", None)
+    if api_client is None and args:
+        api_client = getattr(args[0], "api_client", None)
+    return api_client
+
+
 def _server_of(fn: Any, args: tuple[Any, ...]) -> str:
     """The API server a call goes to, for messages ('' when unknown)."""
-    api_client = getattr(getattr(fn, "__self__", None), "api_client", None)
-    if api_client is None and args:  # a `Kube` handed to a helper such as `raw_get`
-        api_client = getattr(args[0], "api_client", None)
-    return str(getattr(getattr(api_client, "configuration", None), "host", "") or "")
+    return str(getattr(getattr(_api_client_of(fn, args), "configuration", None), "host", "") or "")
 
 
 def _attempts_of(fn: Any, args: tuple[Any, ...]) -> int:
-    api_client = getattr(getattr(fn, "__self__", None), "api_client", None)
-    if api_client is None and args:  # a `Kube` handed to a helper such as `raw_get`
-        api_client = getattr(args[0], "api_client", None)
-    return int(getattr(getattr(api_client, "attempts", None), "count", 1) or 1)
+    return int(getattr(getattr(_api_client_of(fn, args), "attempts", None), "count", 1) or 1)
 
 
 def api_call(what: str, fn: Callable[..., T], *args: Any, not_found_ok: bool = False, **kwargs: Any) -> Optional[T]:
