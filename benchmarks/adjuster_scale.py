@@ -40,7 +40,7 @@ from raybridge.adjuster import consts  # noqa: E402
 from raybridge.adjuster.decision.scale_adjuster import decide  # noqa: E402
 from raybridge.adjuster.decision.settings import RunSettings  # noqa: E402
 from raybridge.adjuster.decision.plan import plan_placeholders  # noqa: E402
-from raybridge.adjuster.decision.demand import AdjusterSettings  # noqa: E402
+from raybridge.adjuster.decision.demand import AdjusterSettings, ClusterSnapshot  # noqa: E402
 from kubesim.fixtures import free_port, make_gpu_node  # noqa: E402
 from kubesim.server import KubeApiServer  # noqa: E402
 from kubesim.sim_gpu import fraction_pod  # noqa: E402
@@ -139,7 +139,7 @@ def run(pods: int, nodes: int, changes: int, timeout: float) -> dict[str, Any]:
         decisions = []
         for _ in range(3):
             tick = time.perf_counter()
-            decide(all_pods, all_nodes, RunSettings(planner=settings), datetime.now(timezone.utc))
+            decide(ClusterSnapshot.read(all_pods, all_nodes, datetime.now(timezone.utc)), RunSettings(planner=settings))
             decisions.append(time.perf_counter() - tick)
     return {
         "pods": pods, "nodes": nodes, "placeholders": expected,

@@ -39,7 +39,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from raybridge.adjuster import consts
 from raybridge.adjuster.metrics import Metrics
 from raybridge.adjuster.preflight import kai_adjuster_pods, kai_adjuster_verdict
-from raybridge.adjuster.decision.demand import IgnoredPod
+from raybridge.adjuster.decision.demand import ClusterSnapshot, IgnoredPod
 from raybridge.adjuster.decision.plan import AdjusterPlan
 from raybridge.adjuster.decision.reconcile import PlannedPlaceholder
 from raybridge.adjuster.decision.scale_adjuster import (
@@ -57,6 +57,7 @@ from raybridge.adjuster.decision.scale_adjuster import (
 from raybridge.adjuster.scaler import Scaler
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.core.consts import KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION
+from raybridge.core.views import Node
 from raybridge.kube.client import Kube
 from raybridge.kube.informer import Informer, object_key, one_line_error
 from raybridge.kube.lease import releasable_lease_lock, run_elections
@@ -258,12 +259,12 @@ class Controller:
         """--mode placeholder: placeholder pods that bring nodes up."""
         started = time.perf_counter()
         all_pods = pods.snapshot()
-        result = decide(all_pods, nodes.snapshot(), self.settings, self.clock(),
-                        pod_groups=pod_groups.snapshot() if pod_groups is not None else ())
+        snapshot = ClusterSnapshot.read(all_pods, nodes.snapshot(), self.clock(), pod_groups.snapshot() if pod_groups is not None else ())
+        result = decide(snapshot, self.settings)
         decision = result.decision
         # First, before any create or delete: a node a placeholder was just bound to is held while that
         # placeholder has not run yet, so no other placeholder is bound to its GPUs once it exits.
-        self._hold_nodes(nodes, scaler, decision.held_nodes)
+        self._hold_nodes(nodes, snapshot.nodes or [], scaler, decision.held_nodes)
         acts = _Acts("placeholder", "placeholder")
         acts.deletions = [partial(self._delete_placeholder, scaler, pods, name, reason) for name, reason in decision.delete]
         acts.creations = [self._placeholder_creation(scaler, pods, planned) for planned in decision.create]
@@ -279,8 +280,8 @@ class Controller:
         all_pods = pods.snapshot()
         request_objects = requests.snapshot()
         self._report_request_states(request_objects)
-        result = decide_requests(all_pods, nodes.snapshot(), request_objects, templates.snapshot(), self.settings, self.clock(),
-                                 pod_groups=pod_groups.snapshot() if pod_groups is not None else ())
+        snapshot = ClusterSnapshot.read(all_pods, nodes.snapshot(), self.clock(), pod_groups.snapshot() if pod_groups is not None else ())
+        result = decide_requests(snapshot, request_objects, templates.snapshot(), self.settings)
         acts = _Acts("ProvisioningRequest", "request")
         acts.deletions = [partial(self._delete_request, scaler, requests, templates, name, reason)
                           for name, reason in [*result.decision.delete, *((name, REPLACED) for name in result.superseded)]]
@@ -364,11 +365,12 @@ class Controller:
 
     # --- the acts of --mode placeholder ---------------------------------------------------------
 
-    def _hold_nodes(self, nodes: Informer, scaler: Scaler, held: frozenset[str]) -> None:
-        """Keep the nodes placeholders brought up from voluntary disruption until their pods land (consts.HOLD_LABEL)."""
+    def _hold_nodes(self, nodes: Informer, listed: Sequence[Node], scaler: Scaler, held: frozenset[str]) -> None:
+        """Keep the nodes placeholders brought up from voluntary disruption until their pods land (consts.HOLD_LABEL):
+        `listed` as the pass read them; a node patched goes back into the `nodes` cache."""
         if self._holds_refused_at is not None and time.monotonic() - self._holds_refused_at < consts.HOLDS_RETRY_SECONDS:
             return
-        holds = node_holds(nodes.snapshot(), held)
+        holds = node_holds(listed, held)
         for name, hold in [(n, True) for n in holds.hold] + [(n, False) for n in holds.release]:
             if self._stopping():
                 break

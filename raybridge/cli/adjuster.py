@@ -204,6 +204,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: Any, pod_groups: Any, now: Any) -> int:
     """What one pass of `adjuster run` would create now: the same decision (`decide`, `decide_requests`), the same
     manifests. Placeholders of ours in `--pods` (by label and namespace) count as existing, as in the cluster."""
+    from raybridge.adjuster.decision.demand import ClusterSnapshot
     from raybridge.adjuster.decision.scale_adjuster import decide, decide_requests, placeholder_manifest
     from raybridge.adjuster.decision.settings import RunSettings
     from raybridge.cli.render import dump_documents, note, warn
@@ -219,13 +220,14 @@ def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: 
         raise BadInput("--manifests prints objects: -o yaml or -o json")
     args.output = args.output or "yaml"
     objects: list[Any] = []
+    snapshot = ClusterSnapshot.read(pods, nodes, now, pod_groups)
     if run.mode == "placeholder":
-        result = decide(pods, nodes, run, now, pod_groups=pod_groups)
+        result = decide(snapshot, run)
         decision = result.decision
         objects = [placeholder_manifest(planned, run) for planned in decision.create]
     else:
         # No ProvisioningRequests are read offline: the requests for the whole demand, as a first pass creates them.
-        found = decide_requests(pods, nodes, [], [], run, now, pod_groups=pod_groups)
+        found = decide_requests(snapshot, [], [], run)
         decision = found.decision
         for planned in found.create:
             objects += [*planned.templates, planned.request]

@@ -17,7 +17,8 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 from raybridge.core.consts import GPU_MEMORY_LABELS, GPU_PRODUCT_LABELS, GPU_RESOURCE_KEYS
 from raybridge.core.pod_identity import SeenPods
 from raybridge.core.quantity import parse_quantity
-from raybridge.core.kubeobjects import as_dict, as_list, pod_requests
+from raybridge.core.kubeobjects import as_dict, pod_requests
+from raybridge.core.views import Node, Pod, read_node, read_pod
 
 #: Pods in these phases no longer hold their requests.
 _FINISHED_PHASES = {"Succeeded", "Failed"}
@@ -133,21 +134,9 @@ def _capacity_dict(capacity: VendorCapacity) -> dict[str, Any]:
 # and says in a warning what it could not read and what it did instead.
 
 
-def _string_labels(labels: dict[str, Any]) -> dict[str, str]:
-    return {str(k): v for k, v in labels.items() if isinstance(v, str)}
-
-
-def node_is_ready(node: dict[str, Any]) -> bool:
+def node_is_ready(node: Node) -> bool:
     """The node's Ready condition is True."""
-    return not_ready_reason(node) is None
-
-
-def not_ready_reason(node: dict[str, Any]) -> Optional[str]:
-    """Why the node does not count as Ready ("not Ready", with "(no Ready condition)" when it has none), or None."""
-    for cond in as_list(as_dict(node.get("status")).get("conditions")):
-        if isinstance(cond, dict) and cond.get("type") == "Ready":
-            return None if cond.get("status") == "True" else "not Ready"
-    return "not Ready (no Ready condition)"
+    return node.not_ready_reason() is None
 
 
 def _tolerated(taint: dict[str, Any], tolerations: Sequence[Any], resource_key: Optional[str]) -> bool:
@@ -158,7 +147,7 @@ def _tolerated(taint: dict[str, Any], tolerations: Sequence[Any], resource_key: 
     return any(t.tolerates(taint) for t in tolerations)
 
 
-def _label(labels: dict[str, Any], keys: Iterable[str]) -> Optional[str]:
+def _label(labels: Mapping[str, Any], keys: Iterable[str]) -> Optional[str]:
     for key in keys:
         value = labels.get(key)
         if isinstance(value, str) and value:
@@ -208,15 +197,17 @@ def _gpu_count(resources: dict[str, Any], key: str, where: str, warnings: list[s
     return count
 
 
-def pod_gpu_requests(pod: dict[str, Any], warnings: Optional[list[str]] = None) -> dict[str, int]:
+def pod_gpu_requests(pod: Pod, warnings: Optional[list[str]] = None) -> dict[str, int]:
     """Whole GPUs a pod holds, by resource key: max(sum of containers, any init container)."""
     sink: list[str] = [] if warnings is None else warnings
-    spec = as_dict(pod.get("spec"))
+    spec = pod.spec
     name = _pod_name(pod)
     for field_name in ("containers", "initContainers"):
         if spec.get(field_name) is not None and not isinstance(spec.get(field_name), list):
             sink.append(f"{name}: spec.{field_name} is not a list: its GPUs counted as 0")
     totals: dict[str, int] = {}
+    containers = spec.get("containers") if isinstance(spec.get("containers"), list) else []
+    init_containers = spec.get("initContainers") if isinstance(spec.get("initContainers"), list) else []
     for key in GPU_RESOURCE_KEYS.values():
 
         def request(container: Any) -> int:
@@ -227,16 +218,15 @@ def pod_gpu_requests(pod: dict[str, Any], warnings: Optional[list[str]] = None) 
                 return _gpu_count(requests, key, where, sink)
             return _gpu_count(limits, key, where, sink)
 
-        app = sum(request(c) for c in as_list(spec.get("containers")))
-        init = max((request(c) for c in as_list(spec.get("initContainers"))), default=0)
+        app = sum(request(c) for c in containers)
+        init = max((request(c) for c in init_containers), default=0)
         if max(app, init):
             totals[key] = max(app, init)
     return totals
 
 
-def _pod_name(pod: dict[str, Any]) -> str:
-    meta = as_dict(pod.get("metadata"))
-    return f"pod {meta.get('namespace') or '?'}/{meta.get('name') or '?'}"
+def _pod_name(pod: Pod) -> str:
+    return f"pod {pod.meta.namespace or '?'}/{pod.meta.name or '?'}"
 
 
 def gpus_in_use(pods: Iterable[Any], warnings: Optional[list[str]] = None) -> dict[tuple[str, str], int]:
@@ -249,48 +239,46 @@ def gpus_in_use(pods: Iterable[Any], warnings: Optional[list[str]] = None) -> di
     sink: list[str] = [] if warnings is None else warnings
     used: dict[tuple[str, str], int] = {}
     seen = SeenPods()
-    for index, pod in enumerate(pods):
-        if not isinstance(pod, dict):
+    for index, obj in enumerate(pods):
+        if not isinstance(obj, dict):
             sink.append(f"item {index} of the pod list is not an object: skipped")
             continue
-        repeat = seen.repeat(pod)
+        repeat = seen.repeat(obj)
         if repeat is not None:
             sink.append(repeat)
             continue
-        node = as_dict(pod.get("spec")).get("nodeName")
-        if node is not None and not isinstance(node, str):
-            sink.append(f"{_pod_name(pod)}: spec.nodeName {node!r} is not a node name: its GPUs are not counted")
+        pod = read_pod(obj)
+        if pod.bound and not pod.node_name:
+            sink.append(f"{_pod_name(pod)}: spec.nodeName {pod.spec.get('nodeName')!r} is not a node name: its GPUs are not counted")
             continue
-        if not node or as_dict(pod.get("status")).get("phase") in _FINISHED_PHASES:
+        if not pod.node_name or pod.finished:
             continue
         for key, count in pod_gpu_requests(pod, sink).items():
-            used[(node, key)] = used.get((node, key), 0) + count
+            used[(pod.node_name, key)] = used.get((pod.node_name, key), 0) + count
     return used
 
 
-def _taint_reasons(node: dict[str, Any], tolerations: Sequence[Any], key: Optional[str]) -> list[str]:
+def _taint_reasons(node: Node, tolerations: Sequence[Any], key: Optional[str]) -> list[str]:
     reasons = []
-    for taint in as_list(as_dict(node.get("spec")).get("taints")):
-        if not isinstance(taint, dict):
-            continue
+    for taint in node.taints:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(taint, tolerations, key):
             shown = str(taint.get("key", "")) + (f"={taint['value']}" if taint.get("value") else "")
             reasons.append(f"taint {shown}:{taint.get('effect')} not tolerated")
     return reasons
 
 
-def unschedulable_reasons(node: dict[str, Any], tolerations: Sequence[Any] = (), resource_key: Optional[str] = None) -> list[str]:
+def unschedulable_reasons(node: Node, tolerations: Sequence[Any] = (), resource_key: Optional[str] = None) -> list[str]:
     """Why pods asking for `resource_key` (None: no GPU) cannot land on the node; empty when they can."""
     reasons: list[str] = []
-    not_ready = not_ready_reason(node)
+    not_ready = node.not_ready_reason()
     if not_ready:
         reasons.append(not_ready)
-    if as_dict(node.get("spec")).get("unschedulable") is True:
+    if node.cordoned:
         reasons.append("cordoned")
     return reasons + _taint_reasons(node, tolerations, resource_key)
 
 
-def product_label(labels: dict[str, Any], vendor: str) -> Optional[tuple[str, str]]:
+def product_label(labels: Mapping[str, Any], vendor: str) -> Optional[tuple[str, str]]:
     """(label key, GPU model) from the first of the vendor's product labels the node has."""
     for key in GPU_PRODUCT_LABELS[vendor]:
         value = labels.get(key)
@@ -299,31 +287,30 @@ def product_label(labels: dict[str, Any], vendor: str) -> Optional[tuple[str, st
     return None
 
 
-def named_nodes(nodes: Iterable[Any], warnings: list[str]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(name, metadata, node) once per node name; a node without a name, or listed again, is said in `warnings`."""
+def named_nodes(nodes: Iterable[Any], warnings: list[str]) -> Iterator[Node]:
+    """Each node (read into its view where it is not one yet) once per name; a node without a name, or listed
+    again, is said in `warnings`."""
     seen: set[str] = set()
-    for index, node in enumerate(nodes):
-        meta = as_dict(as_dict(node).get("metadata"))
-        name = meta.get("name")
-        if not isinstance(name, str) or not name:
+    for index, obj in enumerate(nodes):
+        node = obj if isinstance(obj, Node) else read_node(obj)
+        name = node.meta.name
+        if not name:
             warnings.append(f"item {index} of the node list has no metadata.name: skipped")
             continue
         if name in seen:
             warnings.append(f"node {name} is listed more than once: counted once")
             continue
         seen.add(name)
-        yield name, meta, node
+        yield node
 
 
-def node_gpus_by_vendor(name: str, node: dict[str, Any], labels: dict[str, Any], warnings: list[str]) -> dict[str, tuple[int, Optional[int]]]:
+def node_gpus_by_vendor(node: Node, warnings: list[str]) -> dict[str, tuple[int, Optional[int]]]:
     """vendor -> (allocatable GPUs, MiB per GPU from the vendor's labels or None), for the vendors it has any of."""
-    status = as_dict(node.get("status"))
-    allocatable = as_dict(status.get("allocatable")) or as_dict(status.get("capacity"))
     found: dict[str, tuple[int, Optional[int]]] = {}
     for vendor, key in GPU_RESOURCE_KEYS.items():
-        count = _gpu_count(allocatable, key, f"node {name}", warnings)
+        count = _gpu_count(node.allocatable, key, f"node {node.name}", warnings)
         if count > 0:
-            found[vendor] = (count, _memory_mib(_label(labels, GPU_MEMORY_LABELS[vendor])))
+            found[vendor] = (count, _memory_mib(_label(node.meta.labels, GPU_MEMORY_LABELS[vendor])))
     return found
 
 
@@ -342,10 +329,10 @@ def inventory_from_nodes(
     warnings: list[str] = []
     used = gpus_in_use(pods, warnings) if pods is not None else None
     result: list[NodeGpus] = []
-    for name, meta, node in named_nodes(nodes, warnings):
-        labels = as_dict(meta.get("labels"))
-        not_ready = not_ready_reason(node)
-        gpus = node_gpus_by_vendor(name, node, labels, warnings)
+    for node in named_nodes(nodes, warnings):
+        name, labels = node.name, node.meta.labels
+        not_ready = node.not_ready_reason()
+        gpus = node_gpus_by_vendor(node, warnings)
         for vendor, (count, memory_mib) in gpus.items():
             key = GPU_RESOURCE_KEYS[vendor]
             reasons = unschedulable_reasons(node, tolerations, key)
@@ -362,12 +349,12 @@ def inventory_from_nodes(
                     free=free,
                     eligible=not reasons,
                     reasons=tuple(reasons),
-                    labels=_string_labels(labels),
+                    labels=node.text_labels,
                 )
             )
         if not gpus:
             reasons = (not_ready,) if not_ready else ()
-            result.append(NodeGpus(name=name, vendor=None, gpus=0, eligible=not reasons, reasons=reasons, labels=_string_labels(labels)))
+            result.append(NodeGpus(name=name, vendor=None, gpus=0, eligible=not reasons, reasons=reasons, labels=node.text_labels))
     return Inventory(nodes=tuple(result), source=source, warnings=tuple(dict.fromkeys(warnings)))
 
 
@@ -449,11 +436,9 @@ def pod_resource_requests(spec: Any) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(out))
 
 
-def node_allocatable_resources(node: Any) -> tuple[tuple[str, int], ...]:
+def node_allocatable_resources(node: Node) -> tuple[tuple[str, int], ...]:
     """A node's allocatable besides GPUs and the pod count, in thousandths of each unit."""
-    status = as_dict(as_dict(node).get("status"))
-    allocatable = as_dict(status.get("allocatable")) or as_dict(status.get("capacity"))
-    return tuple(sorted(_add({}, allocatable).items()))
+    return tuple(sorted(_add({}, node.allocatable).items()))
 
 
 def format_milli(name: str, milli: int) -> str:

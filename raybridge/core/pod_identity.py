@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional
 
+from raybridge.core.views import Pod
+
 
 class SeenPods:
     """The pods met so far; `repeat(pod)` says whether this one was met before, and records it."""
@@ -42,13 +44,15 @@ class SeenPods:
 
 
 def first_listings(pods: Iterable[Any]) -> tuple[list[Any], list[str]]:
-    """`pods` without repeats (the first listing of each kept, in order), and one sentence per repeat."""
+    """`pods` (objects, or their views) without repeats (the first listing of each kept, in order), and one sentence
+    per repeat."""
     seen = SeenPods()
     kept: list[Any] = []
     repeats: list[str] = []
     for pod in pods:
-        if isinstance(pod, dict):
-            repeat = seen.repeat(pod)
+        obj = pod.obj if isinstance(pod, Pod) else pod
+        if isinstance(obj, dict):
+            repeat = seen.repeat(obj)
             if repeat is not None:
                 repeats.append(repeat)
                 continue

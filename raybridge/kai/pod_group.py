@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from raybridge.core.consts import KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL
 from raybridge.core.kubeobjects import as_dict, as_list
+from raybridge.core.views import Pod
 
 #: The UnschedulableReasons of a queue's capacity: the pod waits for its queue, not for nodes.
 QUOTA_REASONS = ("OverLimit", "NonPreemptibleOverQuota", "QueueDoesNotExist")
@@ -52,17 +53,17 @@ class SchedulingReason:
         return {"reason": self.reason, "message": self.message, "nodePool": self.node_pool}
 
 
-def pod_group_name(pod: Mapping[str, Any]) -> Optional[str]:
+def pod_group_name(pod: Pod) -> Optional[str]:
     """The PodGroup a KAI pod belongs to (its `pod-group-name` annotation), or None."""
-    name = as_dict(as_dict(pod.get("metadata")).get("annotations")).get(KAI_POD_GROUP_ANNOTATION)
+    name = pod.meta.annotations.get(KAI_POD_GROUP_ANNOTATION)
     return name if isinstance(name, str) and name else None
 
 
-def queue_name(pod: Optional[Mapping[str, Any]], pod_group: Optional[Mapping[str, Any]]) -> Optional[str]:
+def queue_name(pod: Optional[Pod], pod_group: Optional[Mapping[str, Any]]) -> Optional[str]:
     """The PodGroup's `spec.queue`, else the pod's queue label."""
     queue = as_dict(as_dict(pod_group).get("spec")).get("queue") if pod_group else None
-    if not queue and pod:
-        queue = as_dict(as_dict(pod.get("metadata")).get("labels")).get(KAI_QUEUE_LABEL)
+    if not queue and pod is not None:
+        queue = pod.meta.labels.get(KAI_QUEUE_LABEL)
     return str(queue) if queue else None
 
 
@@ -76,12 +77,12 @@ def index_pod_groups(pod_groups: Iterable[Any]) -> dict[tuple[str, str], dict[st
     return index
 
 
-def pod_group_of(pod: Mapping[str, Any], index: Mapping[tuple[str, str], Any]) -> Optional[Any]:
+def pod_group_of(pod: Pod, index: Mapping[tuple[str, str], Any]) -> Optional[Any]:
     """The pod's PodGroup from `index_pod_groups`, or None."""
     name = pod_group_name(pod)
     if name is None or not index:
         return None
-    return index.get((str(as_dict(pod.get("metadata")).get("namespace") or "default"), name))
+    return index.get((pod.meta.namespace_or_default, name))
 
 
 def scheduling_reasons(pod_group: Optional[Mapping[str, Any]]) -> tuple[SchedulingReason, ...]:

@@ -36,6 +36,7 @@ from raybridge.kai.fairshare import DEFAULT_PRIORITY, Amounts, QueueSpec, Resour
 from raybridge.kai.share import scheduler_request
 from raybridge.core.inventory import node_is_ready, pod_gpu_requests
 from raybridge.core.kubeobjects import as_dict, as_list, container_requests, parse_rfc3339, quantity_or_none
+from raybridge.core.views import Pod, read_node, read_pod
 from raybridge.core.names import subdomain_problem
 from raybridge.core.quantity import parse_quantity
 from raybridge.errors import BadInput
@@ -302,11 +303,11 @@ def kai_pod_requests(spec: Any) -> dict[str, Decimal]:
     return totals
 
 
-def pod_amounts(pod: Mapping[str, Any], min_gpu_memory_mib: Optional[float] = None) -> Amounts:
+def pod_amounts(pod: Pod, min_gpu_memory_mib: Optional[float] = None) -> Amounts:
     """A pod's requests as KAI counts them: cpu, memory, and GPUs whole, shared or by memory."""
-    totals = kai_pod_requests(pod.get("spec"))
-    gpus = float(sum(pod_gpu_requests(dict(pod)).values()))
-    shared = scheduler_request(as_dict(as_dict(pod.get("metadata")).get("annotations")))
+    totals = kai_pod_requests(pod.spec)
+    gpus = float(sum(pod_gpu_requests(pod).values()))
+    shared = scheduler_request(pod.meta.annotations)
     if shared is not None and shared.fraction is not None:
         gpus += shared.fraction * shared.devices
     elif shared is not None and shared.memory_mib is not None and min_gpu_memory_mib:
@@ -314,33 +315,28 @@ def pod_amounts(pod: Mapping[str, Any], min_gpu_memory_mib: Optional[float] = No
     return Amounts(cpu=float(totals["cpu"] * 1000), memory=float(totals["memory"]), gpu=gpus)
 
 
-def _active_on_node(pod: Mapping[str, Any]) -> bool:
+def _active_on_node(pod: Pod) -> bool:
     """KAI's active-used statuses: bound or running (releasing included), not finished."""
-    phase = as_dict(pod.get("status")).get("phase")
-    return bool(as_dict(pod.get("spec")).get("nodeName")) and phase in ("Running", "Pending")
+    return pod.bound and pod.phase in ("Running", "Pending")
 
 
 def kai_capacity(nodes: Iterable[Any], pods: Iterable[Any] = (), scheduler_name: str = KAI_SCHEDULER_NAME) -> Amounts:
     """What KAI's top level divides: allocatable of Ready nodes, less active pods of other schedulers."""
     total = Amounts()
     ready: set[str] = set()
-    for node in nodes:
-        if not isinstance(node, dict) or not node_is_ready(node):
+    for node in (read_node(n) for n in nodes if isinstance(n, dict)):
+        if not node_is_ready(node):
             continue
-        ready.add(str(as_dict(node.get("metadata")).get("name")))
-        allocatable = as_dict(as_dict(node.get("status")).get("allocatable"))
+        ready.add(node.name)
+        allocatable = as_dict(node.status.get("allocatable"))
         gpus = sum(_amount_of(allocatable, key) for key in GPU_RESOURCE_KEYS.values())
         total = total.plus(
             Amounts(cpu=float(_amount_of(allocatable, "cpu") * 1000), memory=float(_amount_of(allocatable, "memory")), gpu=float(gpus))
         )
-    for pod in pods:
-        if not isinstance(pod, dict) or not _active_on_node(pod):
+    for pod in (read_pod(p) for p in pods if isinstance(p, dict)):
+        if not _active_on_node(pod) or pod.node_name not in ready or pod.scheduler_name == scheduler_name:
             continue
-        spec = as_dict(pod.get("spec"))
-        labels = as_dict(as_dict(pod.get("metadata")).get("labels"))
-        if spec.get("nodeName") not in ready or spec.get("schedulerName", "default-scheduler") == scheduler_name:
-            continue
-        if labels.get(KAI_UTILITY_APP_LABEL) in KAI_UTILITY_APP_VALUES:
+        if pod.meta.labels.get(KAI_UTILITY_APP_LABEL) in KAI_UTILITY_APP_VALUES:
             continue
         used = pod_amounts(pod)
         total = Amounts(total.cpu - used.cpu, total.memory - used.memory, total.gpu - used.gpu)
@@ -353,17 +349,13 @@ def kai_requests(
     """Each queue's own request (allocated and pending KAI pods by their queue label), and notes."""
     requests: dict[str, Amounts] = {}
     unlabelled = 0
-    for pod in pods:
-        if not isinstance(pod, dict):
+    for pod in (read_pod(p) for p in pods if isinstance(p, dict)):
+        if pod.scheduler_name != scheduler_name or pod.meta.deleting:
             continue
-        spec, meta, status = as_dict(pod.get("spec")), as_dict(pod.get("metadata")), as_dict(pod.get("status"))
-        if spec.get("schedulerName") != scheduler_name or meta.get("deletionTimestamp"):
+        pending = pod.phase == "Pending" and not pod.bound
+        if pod.phase not in ("Running", "Pending") or (pending and pod.spec.get("schedulingGates")):
             continue
-        phase = status.get("phase")
-        pending = phase == "Pending" and not spec.get("nodeName")
-        if phase not in ("Running", "Pending") or (pending and spec.get("schedulingGates")):
-            continue
-        queue = as_dict(meta.get("labels")).get(KAI_QUEUE_LABEL)
+        queue = pod.meta.labels.get(KAI_QUEUE_LABEL)
         if not queue:
             unlabelled += 1
             continue
@@ -372,3 +364,17 @@ def kai_requests(
     if unlabelled:
         notes.append(f"{unlabelled} {scheduler_name} pods have no {KAI_QUEUE_LABEL} label: not counted")
     return requests, notes
+
+
+def kai_allocated(pods: Iterable[Any], min_gpu_memory_mib: Optional[float] = None,
+                  scheduler_name: str = KAI_SCHEDULER_NAME) -> dict[str, Amounts]:
+    """Each queue's allocation as KAI's `status.allocated` counts it, for a Queue that has none written: its pods
+    bound to a node and not finished (being deleted included: KAI counts Releasing pods as allocated until they
+    go), by their queue label. Unlike `kai_requests`, no pending pod."""
+    allocated: dict[str, Amounts] = {}
+    for pod in (read_pod(p) for p in pods if isinstance(p, dict)):
+        queue = pod.meta.labels.get(KAI_QUEUE_LABEL)
+        if pod.scheduler_name != scheduler_name or not _active_on_node(pod) or not queue:
+            continue
+        allocated[queue] = allocated.get(queue, Amounts()).plus(pod_amounts(pod, min_gpu_memory_mib))
+    return allocated

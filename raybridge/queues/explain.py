@@ -25,12 +25,13 @@ from typing import Any, Optional
 
 from raybridge.kueue.workload import workload_state
 from raybridge.queues.decision.kueue_explain import KueueExplanation, explain_kueue
-from raybridge.core.consts import KAI_QUEUE_LABEL, KAI_SCHEDULER_NAME
+from raybridge.core.consts import KAI_SCHEDULER_NAME
 from raybridge.kai.fairshare import Amounts
 from raybridge.kai.pod_group import pod_group_name
 from raybridge.queues.decision.kai_explain import KaiExplanation, explain_kai
 from raybridge.kueue.fit import cohort_of
 from raybridge.core.kubeobjects import as_dict
+from raybridge.core.views import Pod, read_pod
 from raybridge.errors import BadInput
 from raybridge.kube.client import Kube
 from raybridge.queues.explain_sources import ClusterObjects, ExplainObjects
@@ -84,9 +85,10 @@ def explain(source: "Kube | ExplainObjects", name: str) -> Explanation:
     if pod_group is not None:
         warnings = []
         return Explanation("PodGroup", name, namespace, kai=kai_explanation(objects, None, pod_group, warnings), warnings=tuple(warnings))
-    pod = objects.pod(name)
-    if pod is not None:
-        scheduler = as_dict(pod.get("spec")).get("schedulerName") or "default-scheduler"
+    found = objects.pod(name)
+    if found is not None:
+        pod = read_pod(found)
+        scheduler = pod.scheduler_name
         if scheduler != KAI_SCHEDULER_NAME and not pod_group_name(pod):
             raise BadInput(
                 f"pod {namespace}/{name} is scheduled by {scheduler}, not {KAI_SCHEDULER_NAME}: explain covers "
@@ -151,11 +153,11 @@ def kueue_explanation(objects: ExplainObjects, obj: dict[str, Any], warnings: Op
 
 
 def kai_explanation(
-    objects: ExplainObjects, pod: Optional[dict[str, Any]], pod_group: Optional[dict[str, Any]], warnings: Optional[list[str]] = None
+    objects: ExplainObjects, pod: Optional[Pod], pod_group: Optional[dict[str, Any]], warnings: Optional[list[str]] = None
 ) -> KaiExplanation:
     """The KAI picture of a pod or a PodGroup: its conditions, its queue chain, fair shares and allocations."""
     from raybridge.core.inventory import inventory_from_nodes
-    from raybridge.kai.queue import pod_amounts
+    from raybridge.kai.queue import kai_allocated
     from raybridge.queues.fairshare import objects_fair_share
 
     warnings = warnings if warnings is not None else []
@@ -178,13 +180,5 @@ def kai_explanation(
             warnings.extend(report.warnings)
         if pods is not None:
             memories = [n.memory_mib for n in inventory_from_nodes(nodes or []).nodes if n.memory_mib]
-            allocations = {}
-            for p in pods:
-                spec, meta, status = as_dict(p.get("spec")), as_dict(p.get("metadata")), as_dict(p.get("status"))
-                queue = as_dict(meta.get("labels")).get(KAI_QUEUE_LABEL)
-                if spec.get("schedulerName") != KAI_SCHEDULER_NAME or not spec.get("nodeName") or not queue:
-                    continue
-                if status.get("phase") not in ("Running", "Pending"):
-                    continue
-                allocations[queue] = allocations.get(queue, Amounts()).plus(pod_amounts(p, min(memories) if memories else None))
+            allocations = kai_allocated(pods, min(memories) if memories else None)
     return explain_kai(objects.namespace, pod, pod_group, queues, result, allocations)

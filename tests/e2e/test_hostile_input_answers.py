@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from raybridge.core.views import read_pod
 from raybridge.kai.queue import pod_amounts
 from tests.e2e.hostile_files import NODES, nodes_file, queues_file, set_allocatable
 from tests.helpers import run_cli
@@ -37,7 +38,7 @@ FRACTIONS = [
 @pytest.mark.parametrize("case, annotation, gpus", FRACTIONS, ids=[f[0] for f in FRACTIONS])
 def test_a_gpu_fraction_is_read_as_kai_reads_it(case: str, annotation: str, gpus: float) -> None:
     pod = {"metadata": {"annotations": {"gpu-fraction": annotation}}, "spec": {"containers": [{"resources": {}}]}}
-    assert pod_amounts(pod).gpu == gpus, case
+    assert pod_amounts(read_pod(pod)).gpu == gpus, case
 
 
 # (case, queues, capacity, fragment of the refusal)

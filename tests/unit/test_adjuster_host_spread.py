@@ -19,6 +19,7 @@ from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.reconcile import PROVIDED, ExistingPlaceholder, PlannedPlaceholder, reconcile
 from raybridge.adjuster.decision.scale_adjuster import placeholder_manifest
 from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings
+from raybridge.core.views import read_pod
 from tests.unit.adjuster_objects import NOW, node, pod
 
 SETTINGS = AdjusterSettings(node_gpus=8)
@@ -58,7 +59,7 @@ LIMIT_ROWS = [
 
 @pytest.mark.parametrize("case,the_pod,limit", LIMIT_ROWS, ids=[r[0] for r in LIMIT_ROWS])
 def test_a_pods_limit_per_node_comes_from_its_own_rules(case, the_pod, limit):
-    found = host_spread(the_pod)
+    found = host_spread(read_pod(the_pod))
     assert (found.per_node if found else None) == limit
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from raybridge.adjuster import consts
 from raybridge.adjuster.decision.scale_adjuster import hold_patch, node_holds
+from raybridge.core.views import read_node
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.reconcile import DELETE_NODE_GONE, PENDING, PROVIDED, ExistingPlaceholder, reconcile
@@ -86,7 +87,7 @@ PATCH_ROWS = [
 @pytest.mark.parametrize("case,found,wanted,held,released,label_only", PATCH_ROWS, ids=[r[0] for r in PATCH_ROWS])
 def test_only_the_hold_we_set_is_set_and_released(case: str, found: dict[str, Any], wanted: bool, held: list[str], released: list[str],
                                                   label_only: list[str]) -> None:
-    holds = node_holds([found], {"n"} if wanted else set())
+    holds = node_holds([read_node(found)], {"n"} if wanted else set())
     assert (list(holds.hold), list(holds.release), sorted(holds.label_only)) == (held, released, label_only)
 
 

@@ -12,6 +12,7 @@ from raybridge.adjuster.decision.demand import select_demand
 from raybridge.kai.share import KaiShare, landed_share, read_kai_share
 from raybridge.adjuster.decision.reconcile import PROVIDED, ExistingPlaceholder, _node_rooms, reconcile
 from raybridge.adjuster.decision.settings import AdjusterSettings
+from raybridge.core.views import read_node, read_pod
 from tests.unit.adjuster_objects import NOW, node, pod
 
 SETTINGS = AdjusterSettings()
@@ -32,7 +33,7 @@ def test_a_rocm_node_s_gpu_memory_is_read_for_what_landed_and_its_waiting_pods_g
     fractions, ignored = waiting_fraction([pod("w", memory=HALF_OF_192_GIB)], [ROCM_NODE])
     assert (fractions, ignored) == ({}, {"team/w": "vendor-not-shared"})
     landed = pod("l", memory=HALF_OF_192_GIB, node_name="mi300x-0", phase="Running")
-    rooms = _node_rooms([ROCM_NODE], [landed])
+    rooms = _node_rooms([read_node(ROCM_NODE)], [read_pod(landed)])
     assert sorted(rooms["mi300x-0"], reverse=True) == [Fraction(1)] * 7 + [Fraction(1, 2)]
 
 
@@ -50,7 +51,7 @@ MEMORY_TEXTS = [
 def test_gpu_memory_is_one_number_waiting_and_landed(case, text, read):
     h100 = node("h100-0", 8, memory="80000")
     fractions, ignored = waiting_fraction([pod("w", memory=text)], [h100])
-    landed = _node_rooms([h100], [pod("l", memory=text, node_name="h100-0", phase="Running")])["h100-0"]
+    landed = _node_rooms([read_node(h100)], [read_pod(pod("l", memory=text, node_name="h100-0", phase="Running"))])["h100-0"]
     if read:
         assert fractions == {"team/w": Fraction(1, 2)} and min(landed) == Fraction(1, 2)
     else:  # not demand while waiting; landed, KAI placed it as something this reader cannot tell: a whole GPU

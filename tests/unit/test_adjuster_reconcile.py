@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from raybridge.adjuster import consts
+from raybridge.adjuster.decision.demand import ClusterSnapshot
+from raybridge.core.views import read_node, read_pod
 from raybridge.adjuster.decision.scale_adjuster import decide, decide_requests, placeholder_manifest, read_placeholder
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.settings import AdjusterSettings
@@ -301,12 +303,12 @@ READ_ROWS = [
 
 @pytest.mark.parametrize("case,obj,state,gpus,pods", READ_ROWS, ids=[r[0] for r in READ_ROWS])
 def test_read_placeholder(case, obj, state, gpus, pods):
-    found = read_placeholder(obj)
+    found = read_placeholder(read_pod(obj))
     assert (found.state, found.gpus, found.pods) == (state, gpus, pods)
 
 
 def test_provided_time_is_when_it_was_scheduled():
-    found = read_placeholder(placeholder_pod(node="n1"))
+    found = read_placeholder(read_pod(placeholder_pod(node="n1")))
     assert found.provided_at == NOW - timedelta(seconds=10)
 
 
@@ -314,7 +316,7 @@ def test_decide_tells_placeholders_from_workload_by_label_and_namespace():
     settings = RunSettings(planner=SETTINGS)
     mine = placeholder_pod("rb-mine", pods='["team/p0","team/p1","team/p2","team/p3"]')
     stranger = dict(placeholder_pod("rb-other"), metadata=dict(placeholder_pod("rb-other")["metadata"], namespace="elsewhere"))
-    result = decide([*halves(4), mine, stranger], None, settings, NOW)
+    result = decide(ClusterSnapshot.read([*halves(4), mine, stranger], None, NOW), settings)
     assert [p.name for p in result.placeholders] == ["rb-mine"]
     assert result.decision.keep == ("rb-mine",) and result.decision.create == ()
 
@@ -467,7 +469,7 @@ REQUEST_ROWS = [
 
 @pytest.mark.parametrize("case,pods,requests,created,superseded,deleted", REQUEST_ROWS, ids=[r[0] for r in REQUEST_ROWS])
 def test_decide_requests(case, pods, requests, created, superseded, deleted):
-    result = decide_requests(pods, None, requests, [], REQUEST_SETTINGS, NOW)
+    result = decide_requests(ClusterSnapshot.read(pods, None, NOW), requests, [], REQUEST_SETTINGS)
     assert [(len(p.pods), p.replaces) for p in result.create] == created
     assert list(result.superseded) == superseded
     assert [name for name, _ in result.decision.delete] == deleted
@@ -501,8 +503,9 @@ POD_GROUP_ROWS = [
 
 @pytest.mark.parametrize("case,pods,pod_groups,asked,blocked", POD_GROUP_ROWS, ids=[r[0] for r in POD_GROUP_ROWS])
 def test_both_modes_leave_out_pods_their_pod_group_says_are_over_quota(case, pods, pod_groups, asked, blocked):
-    placeholders = decide(pods, None, RunSettings(planner=SETTINGS), NOW, pod_groups=pod_groups)
-    requests = decide_requests(pods, None, [], [], REQUEST_SETTINGS, NOW, pod_groups=pod_groups)
+    snapshot = ClusterSnapshot.read(pods, None, NOW, pod_groups)
+    placeholders = decide(snapshot, RunSettings(planner=SETTINGS))
+    requests = decide_requests(snapshot, [], [], REQUEST_SETTINGS)
     assert sorted(p for c in placeholders.decision.create for p in c.placeholder.pods) == asked
     assert sorted(p for c in requests.create for p in c.pods) == asked
     for decision in (placeholders.decision, requests.decision):
@@ -549,7 +552,7 @@ def test_kai_s_reservation_pod_and_the_shares_on_it_count_one_gpu(case, bound, f
 
     from raybridge.adjuster.decision.reconcile import _node_rooms
 
-    rooms = _node_rooms([node("n1", 8)], bound)
+    rooms = _node_rooms([read_node(node("n1", 8))], [read_pod(p) for p in bound])
     assert sorted(rooms["n1"], reverse=True) == [Fraction(f) for f in free]
 
 

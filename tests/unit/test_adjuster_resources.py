@@ -19,6 +19,7 @@ from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.plan import Placeholder, plan_placeholders
 from raybridge.core.inventory import pod_resource_requests
+from raybridge.core.views import read_pod
 from raybridge.adjuster.decision.reconcile import PROVIDED, ExistingPlaceholder, PlannedPlaceholder, reconcile
 from tests.unit.adjuster_objects import NOW, node, pod
 
@@ -101,10 +102,10 @@ def test_the_placeholder_asks_for_gpus_alone_and_records_its_pods_requests():
         "requests": {"nvidia.com/gpu": "2", "cpu": "2m", "memory": "8Mi"},
         "limits": {"nvidia.com/gpu": "2", "cpu": "10m", "memory": "16Mi"},
     }
-    assert read_placeholder(manifest).resources == placeholder.resources
+    assert read_placeholder(read_pod(manifest)).resources == placeholder.resources
     small = placeholder_manifest(PlannedPlaceholder("rb-y", Placeholder(gpus=1, resource_key="nvidia.com/gpu", pods=("team/a",))), RunSettings())
     assert small["spec"]["containers"][0]["resources"]["requests"] == {"nvidia.com/gpu": "1", "cpu": "1m", "memory": "8Mi"}
-    assert read_placeholder(small).resources == ()
+    assert read_placeholder(read_pod(small)).resources == ()
 
 
 def test_larger_placeholders_ask_for_more_cpu_so_the_autoscalers_pack_them_largest_first():
@@ -136,5 +137,5 @@ def test_the_recorded_pod_requests_are_read_without_trusting_them(case: str, rec
     annotations.pop(consts.POD_REQUESTS_ANNOTATION)
     if recorded is not None:
         annotations[consts.POD_REQUESTS_ANNOTATION] = recorded
-    got = dict(read_placeholder(old).resources)
+    got = dict(read_placeholder(read_pod(old)).resources)
     assert {k: v for k, v in got.items() if k == "cpu" or k in dict(expected)} == dict(expected), case

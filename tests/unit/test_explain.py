@@ -17,6 +17,7 @@ from raybridge.queues.decision.kueue_explain import BORROWS, FITS, NEVER, WAITS,
 from raybridge.kai.fairshare import Amounts, divide_fair_share
 from raybridge.queues.decision.kai_explain import explain_kai
 from raybridge.kai.queue import queue_specs
+from raybridge.core.views import read_pod
 
 GPU = "nvidia.com/gpu"
 H100_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
@@ -312,6 +313,6 @@ def test_kai_allocation_from_bound_pods_when_the_queue_has_no_status():
 
 def test_kai_pod_in_a_missing_queue():
     pod = {"metadata": {"name": "p", "namespace": "ml", "labels": {"kai.scheduler/queue": "nope"}}, "spec": {}, "status": {"phase": "Pending"}}
-    explanation = explain_kai("ml", pod, None, QUEUES, None)
+    explanation = explain_kai("ml", read_pod(pod), None, QUEUES, None)
     assert explanation.queue == "nope" and explanation.queue_exists is False
     assert "  queue: nope (no such KAI Queue: KAI will not schedule it)" in explanation.lines()

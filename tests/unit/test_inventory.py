@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from raybridge.core.inventory import inventory_from_nodes, items_of, pod_gpu_requests
+from raybridge.core.views import read_pod
 from raybridge.jobs.decision.spec import Toleration
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "cluster"
@@ -77,7 +78,7 @@ def test_tolerations_make_tainted_nodes_count(toleration, tolerated):
 def test_pod_requests_take_init_containers_into_account():
     pod = {"spec": {"containers": [{"resources": {"limits": {"amd.com/gpu": "2"}}}, {"resources": {"requests": {"amd.com/gpu": "1"}}}],
                     "initContainers": [{"resources": {"requests": {"amd.com/gpu": "4"}}}]}}
-    assert pod_gpu_requests(pod) == {"amd.com/gpu": 4}
+    assert pod_gpu_requests(read_pod(pod)) == {"amd.com/gpu": 4}
 
 
 def test_items_of_rejects_the_wrong_kind():

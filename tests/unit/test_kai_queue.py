@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from raybridge.core.views import read_pod
 from raybridge.kai.fairshare import Amounts, ResourceTerms
 from raybridge.kai.queue import (
     kai_capacity,
@@ -235,7 +236,7 @@ def test_pods_without_a_queue_label_are_named_in_a_note():
     ],
 )
 def test_shared_gpu_requests(annotations, min_memory, gpus):
-    assert pod_amounts(kai_pod(annotations=annotations), min_memory).gpu == gpus
+    assert pod_amounts(read_pod(kai_pod(annotations=annotations)), min_memory).gpu == gpus
 
 
 def test_what_the_parser_accepts_the_crd_accepts():
@@ -283,5 +284,5 @@ def test_kai_counts_a_pod_s_cpu_by_its_own_rule(case, spec, kai_milli, kube_core
 
     from raybridge.core.kubeobjects import pod_requests
 
-    assert pod_amounts({"spec": spec}).cpu == kai_milli
+    assert pod_amounts(read_pod({"spec": spec})).cpu == kai_milli
     assert pod_requests(spec)["cpu"] == Decimal(str(kube_cores))

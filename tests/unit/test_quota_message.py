@@ -6,6 +6,7 @@ import pytest
 
 from raybridge.adjuster.decision.demand import quota_block_reason
 from raybridge.kai.pod_group import QUOTA_MESSAGE_MARKERS
+from raybridge.core.views import read_pod
 
 MARKER = QUOTA_MESSAGE_MARKERS[0]
 WORDY = f"{MARKER} " + " ".join(f"queue-team-{i:03d}" for i in range(40))  # far over 200 characters
@@ -25,7 +26,7 @@ ROWS = [
 
 @pytest.mark.parametrize("case,message,quoted", ROWS, ids=[r[0] for r in ROWS])
 def test_the_quota_message_is_never_cut_mid_word(case, message, quoted):
-    reason = quota_block_reason(_pod(message), {})
+    reason = quota_block_reason(read_pod(_pod(message)), {})
     assert reason == f"its queue is out of quota, not out of nodes (KAI: {quoted})"
     words = set(message.split())
     assert all(word in words or word == "..." for word in quoted.split())

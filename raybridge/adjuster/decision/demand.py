@@ -46,6 +46,7 @@ from raybridge.core.inventory import (
     pod_resource_requests,
 )
 from raybridge.core.kubeobjects import as_dict, as_list, parse_rfc3339
+from raybridge.core.views import Condition, Node, Pod, read_node, read_pod
 from raybridge.core.placement import (
     admits,
     constraint_problem,
@@ -126,12 +127,11 @@ class ConstraintGroup:
         digest = hashlib.sha256("|".join(parts).encode()).hexdigest()[:8]
         return f"{self.vendor}-{digest}"
 
-    def admits_node(self, name: str, node: Mapping[str, Any]) -> bool:
+    def admits_node(self, node: Node) -> bool:
         """Whether the group's pods may land on the node: its GPUs' vendor, nodeSelector, required affinity, taints."""
-        labels, spec = as_dict(as_dict(node.get("metadata")).get("labels")), as_dict(node.get("spec"))
-        if spec.get("unschedulable") or self.vendor not in node_gpus_by_vendor(name, node, labels, []):
+        if node.cordoned or self.vendor not in node_gpus_by_vendor(node, []):
             return False
-        return admits(self.node_selector, self.affinity_terms, self.tolerations, labels, name, as_list(spec.get("taints")))
+        return admits(self.node_selector, self.affinity_terms, self.tolerations, node.meta.labels, node.name, list(node.taints))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -218,24 +218,6 @@ class DemandSelection:
 # --- small readers that never raise --------------------------------------------------------
 
 
-def pod_key(pod: Any) -> str:
-    return _key_of_meta(as_dict(as_dict(pod).get("metadata")))
-
-
-def _key_of_meta(meta: Mapping[str, Any]) -> str:
-    namespace, name = meta.get("namespace"), meta.get("name")
-    ns = namespace if isinstance(namespace, str) and namespace else "default"
-    return f"{ns}/{name if isinstance(name, str) and name else '?'}"
-
-
-def pod_scheduled_condition(pod: Mapping[str, Any]) -> Optional[dict[str, Any]]:
-    """The first PodScheduled condition (KAI and kube-scheduler keep one)."""
-    for cond in as_list(as_dict(pod.get("status")).get("conditions")):
-        if isinstance(cond, dict) and cond.get("type") == "PodScheduled":
-            return cond
-    return None
-
-
 def _aware(now: datetime) -> datetime:
     return now if now.tzinfo else now.replace(tzinfo=timezone.utc)
 
@@ -254,15 +236,12 @@ class _NodeFacts:
     resources: tuple[tuple[str, int], ...] = ()
 
 
-def _node_facts(nodes: Iterable[Any]) -> tuple[list[_NodeFacts], list[str]]:
+def _node_facts(nodes: Iterable[Node]) -> tuple[list[_NodeFacts], list[str]]:
     warnings: list[str] = []
     facts = []
-    for name, meta, node in named_nodes((n for n in nodes if isinstance(n, dict)), warnings):
-        raw_labels = as_dict(meta.get("labels"))
-        labels = {k: v for k, v in raw_labels.items() if isinstance(v, str)}
-        gpus = node_gpus_by_vendor(name, node, raw_labels, warnings)
-        facts.append(_NodeFacts(name, labels, as_list(as_dict(node.get("spec")).get("taints")), gpus,
-                                node_allocatable_resources(node) if gpus else ()))
+    for node in named_nodes(nodes, warnings):
+        gpus = node_gpus_by_vendor(node, warnings)
+        facts.append(_NodeFacts(node.name, node.text_labels, list(node.taints), gpus, node_allocatable_resources(node) if gpus else ()))
     return facts, list(dict.fromkeys(warnings))
 
 
@@ -451,11 +430,10 @@ def _clip(text: str, limit: int) -> str:
     return text if cut <= 0 else text[:cut].rstrip() + " ..."
 
 
-def quota_block_reason(pod: Mapping[str, Any], pod_groups: Mapping[tuple[str, str], Any], cond: Optional[Mapping[str, Any]] = None) -> Optional[str]:
+def quota_block_reason(pod: Pod, pod_groups: Mapping[tuple[str, str], Any]) -> Optional[str]:
     """Why KAI says the pod waits for its queue rather than for nodes, or None."""
-    if cond is None:
-        cond = pod_scheduled_condition(pod) or {}
-    return _quota_in_message(cond.get("message")) or _quota_in_pod_group(pod, pod_groups)
+    cond = pod.condition("PodScheduled")
+    return _quota_in_message(cond.message if cond is not None else None) or _quota_in_pod_group(pod, pod_groups)
 
 
 def _quota_in_message(message: Any) -> Optional[str]:
@@ -465,7 +443,7 @@ def _quota_in_message(message: Any) -> Optional[str]:
     return None
 
 
-def _quota_in_pod_group(pod: Mapping[str, Any], pod_groups: Mapping[tuple[str, str], Any]) -> Optional[str]:
+def _quota_in_pod_group(pod: Pod, pod_groups: Mapping[tuple[str, str], Any]) -> Optional[str]:
     reason = quota_reason(pod_group_of(pod, pod_groups))
     return f"its queue is out of quota, not out of nodes (PodGroup {pod_group_name(pod)}: {reason})" if reason else None
 
@@ -490,18 +468,34 @@ def _mentions_gpu_resources(spec: Mapping[str, Any]) -> bool:
 
 
 class ClusterSnapshot:
-    """One pass's cluster as the decision reads it: the pods, nodes and PodGroups, and `now`, each parsed once.
+    """One pass's cluster as the decision reads it: the pods, nodes and PodGroups, and `now`, each read once.
 
-    A pass asks for demand several times (the whole plan, and the pods each placeholder on a node holds);
+    The pods and nodes are their typed views (`core/views.py`); objects that are not objects at all are left
+    out. A pass asks for demand several times (the whole plan, and the pods each placeholder on a node holds);
     each of those reads the nodes' GPUs, labels, taints and room and the PodGroups from here, not again
     from the objects. A new input of the decision is one field here and one reader.
     """
 
-    def __init__(self, pods: Iterable[Any], nodes: Optional[Iterable[Any]], now: datetime, pod_groups: Iterable[Any] = ()) -> None:
+    def __init__(self, pods: Iterable[Pod], nodes: Optional[Iterable[Node]], now: datetime, pod_groups: Iterable[Any] = ()) -> None:
         self.pods = list(pods)
         self.nodes = list(nodes) if nodes is not None else None
         self.now = _aware(now)
         self.pod_groups = list(pod_groups)
+
+    @classmethod
+    def read(cls, pods: Iterable[Any], nodes: Optional[Iterable[Any]], now: datetime, pod_groups: Iterable[Any] = ()) -> "ClusterSnapshot":
+        """The snapshot of the objects as listed (`nodes` None: not known)."""
+        return cls([read_pod(p) for p in pods if isinstance(p, Mapping)],
+                   None if nodes is None else [read_node(n) for n in nodes if isinstance(n, Mapping)], now, pod_groups)
+
+    def with_pods(self, pods: Iterable[Pod]) -> "ClusterSnapshot":
+        """The same cluster with only `pods` (the nodes and PodGroups as read here, not again)."""
+        other = ClusterSnapshot(pods, None, self.now, self.pod_groups)
+        other.nodes = self.nodes
+        for name in ("node_facts", "pod_group_index"):
+            if name in self.__dict__:
+                other.__dict__[name] = self.__dict__[name]
+        return other
 
     @functools.cached_property
     def node_facts(self) -> tuple[Optional[list[_NodeFacts]], list[str]]:
@@ -521,10 +515,10 @@ def select_demand(
     pod_groups: Iterable[Any] = (),
 ) -> DemandSelection:
     """Decide for every annotated pod whether it is demand for new GPUs, and how much."""
-    return demand_in(ClusterSnapshot(pods, nodes, now, pod_groups), settings)
+    return demand_in(ClusterSnapshot.read(pods, nodes, now, pod_groups), settings)
 
 
-def demand_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optional[Iterable[Any]] = None) -> DemandSelection:
+def demand_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optional[Iterable[Pod]] = None) -> DemandSelection:
     """`select_demand` on a pass's snapshot, for its pods or the subset `pods` of them."""
     node_facts, warnings = snapshot.node_facts
     groups = _Groups(node_facts, settings)
@@ -538,13 +532,10 @@ def demand_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optio
     skipped: dict[str, int] = {}
 
     for pod in pods:
-        if not isinstance(pod, dict):
+        annotations = pod.meta.annotations
+        if not annotations or not asks_for_share(annotations):
             continue
-        meta = as_dict(pod.get("metadata"))
-        annotations = meta.get("annotations")
-        if not isinstance(annotations, dict) or not asks_for_share(annotations):
-            continue
-        outcome = _judge(pod, meta, annotations, groups, settings, now, pg_index)
+        outcome = _judge(pod, groups, settings, now, pg_index)
         if isinstance(outcome, DemandPiece):
             pieces.append(outcome)
         elif outcome.code in ("bound", "finished"):
@@ -560,20 +551,14 @@ def demand_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optio
     )
 
 
-def _daemon_set_requests(pods: Sequence[Any]) -> dict[str, dict[str, int]]:
+def _daemon_set_requests(pods: Sequence[Pod]) -> dict[str, dict[str, int]]:
     """Per node, the sum of what the DaemonSet pods bound there request (every node of the group runs them)."""
     found: dict[str, dict[str, int]] = {}
     for pod in pods:
-        if not isinstance(pod, dict):
+        if not pod.node_name or pod.finished or not pod.meta.owned_by_kind("DaemonSet"):
             continue
-        spec = as_dict(pod.get("spec"))
-        node = spec.get("nodeName")
-        if not node or not any(as_dict(o).get("kind") == "DaemonSet" for o in as_list(as_dict(pod.get("metadata")).get("ownerReferences"))):
-            continue
-        if as_dict(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
-            continue
-        mine = found.setdefault(str(node), {})
-        for name, amount in pod_resource_requests(spec):
+        mine = found.setdefault(pod.node_name, {})
+        for name, amount in pod_resource_requests(pod.spec):
             mine[name] = mine.get(name, 0) + amount
     return found
 
@@ -582,29 +567,21 @@ def _daemon_set_requests(pods: Sequence[Any]) -> dict[str, dict[str, int]]:
 _Verdict = tuple[str, str]
 
 
-def _judge(
-    pod: dict[str, Any],
-    meta: dict[str, Any],
-    annotations: dict[str, Any],
-    groups: _Groups,
-    settings: AdjusterSettings,
-    now: datetime,
-    pod_groups: Mapping[tuple[str, str], Any],
-) -> DemandPiece | IgnoredPod:
+def _judge(pod: Pod, groups: _Groups, settings: AdjusterSettings, now: datetime,
+           pod_groups: Mapping[tuple[str, str], Any]) -> DemandPiece | IgnoredPod:
     """The pod's demand piece, or why it is not one: each step below may say why not."""
-    key = _key_of_meta(meta)
-    spec, status = pod.get("spec"), pod.get("status")
-    verdict = _not_pending_here(pod, meta, spec, status, settings)
+    key = pod.key
+    verdict = _not_pending_here(pod, settings)
     if verdict is not None:
         return IgnoredPod(key, *verdict)
-    assert isinstance(spec, dict)  # _not_pending_here refuses a pod without one
-    verdict, share, vendor = _what_it_asks(annotations, groups)
+    spec = pod.spec
+    verdict, share, vendor = _what_it_asks(pod.meta.annotations, groups)
     if verdict is None:
         problem, constraints = groups.constraints(spec)
         verdict = ("bad-constraints", problem) if problem else None
     if verdict is not None:
         return IgnoredPod(key, *verdict)
-    verdict, waited = _waiting_for_nodes(pod, status, groups, settings, now, pod_groups)
+    verdict, waited = _waiting_for_nodes(pod, groups, settings, now, pod_groups)
     if verdict is not None:
         return IgnoredPod(key, *verdict)
     assert share is not None and share.devices is not None  # _what_it_asks refuses a share it cannot read
@@ -621,7 +598,6 @@ def _judge(
     verdict = _too_large(resources, shape)
     if verdict is not None:
         return IgnoredPod(key, *verdict)
-    created = meta.get("creationTimestamp")
     return DemandPiece(
         pod=key,
         fraction=fraction,
@@ -630,37 +606,34 @@ def _judge(
         source=source,
         memory_mib=share.memory_mib,
         waiting_seconds=waited,
-        created=created if isinstance(created, str) else None,
+        created=pod.meta.created,
         resources=resources,
     )
 
 
-def _not_pending_here(pod: dict[str, Any], meta: dict[str, Any], spec: Any, status: Any, settings: AdjusterSettings) -> Optional[_Verdict]:
+def _not_pending_here(pod: Pod, settings: AdjusterSettings) -> Optional[_Verdict]:
     """Why the pod is not a pending pod of our scheduler that shares GPUs (malformed, landed, whole GPUs), or None."""
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
+    if not pod.meta.name:
         return "malformed", "the pod has no metadata.name"
-    if not isinstance(spec, dict):
+    if not pod.has_spec:
         return "malformed", "the pod has no spec"
-    phase = status.get("phase") if isinstance(status, dict) else None
-    if phase in ("Succeeded", "Failed"):
-        return "finished", f"phase {phase}"
-    node_name = spec.get("nodeName")
-    if node_name:
-        return "bound", f"bound to node {node_name}"
-    if meta.get("deletionTimestamp"):
+    if pod.finished:
+        return "finished", f"phase {pod.phase}"
+    if pod.bound:
+        return "bound", f"bound to node {pod.spec.get('nodeName')}"
+    if pod.meta.deleting:
         return "deleting", "the pod is being deleted"
-    scheduler = spec.get("schedulerName") or "default-scheduler"
+    scheduler = pod.scheduler_name
     if scheduler != settings.scheduler_name:
-        return "other-scheduler", f"scheduled by {scheduler!s:.63}, not {settings.scheduler_name}: its GPU-sharing annotation has no effect"
-    whole = pod_gpu_requests(pod) if _mentions_gpu_resources(spec) else None
+        return "other-scheduler", f"scheduled by {scheduler:.63}, not {settings.scheduler_name}: its GPU-sharing annotation has no effect"
+    whole = pod_gpu_requests(pod) if _mentions_gpu_resources(pod.spec) else None
     if whole:
         asked = ", ".join(f"{n} {k}" for k, n in sorted(whole.items()))
         return "whole-gpu-request", f"requests whole GPUs ({asked}): the cluster autoscaler sees those itself"
     return None
 
 
-def _what_it_asks(annotations: dict[str, Any], groups: _Groups) -> tuple[Optional[_Verdict], Optional[KaiShare], Optional[str]]:
+def _what_it_asks(annotations: Mapping[str, Any], groups: _Groups) -> tuple[Optional[_Verdict], Optional[KaiShare], Optional[str]]:
     """(why its annotations are not a request, the share it asks for, the vendor it names). The share is read by
     kai/share.py, as for pods that landed."""
     share = read_kai_share(annotations, groups.parsed_texts)
@@ -675,27 +648,21 @@ def _what_it_asks(annotations: dict[str, Any], groups: _Groups) -> tuple[Optiona
     return None, share, vendor
 
 
-def _waiting_for_nodes(pod: dict[str, Any], status: Any, groups: _Groups, settings: AdjusterSettings, now: datetime,
+def _waiting_for_nodes(pod: Pod, groups: _Groups, settings: AdjusterSettings, now: datetime,
                        pod_groups: Mapping[tuple[str, str], Any]) -> tuple[Optional[_Verdict], Optional[float]]:
     """(why it does not wait for nodes: not Unschedulable, within the grace period, out of quota; seconds it waited)."""
-    cond = None  # pod_scheduled_condition(pod), without walking to the status again
-    conditions = status.get("conditions") if isinstance(status, dict) else None
-    if isinstance(conditions, list):
-        for candidate in conditions:
-            if isinstance(candidate, dict) and candidate.get("type") == "PodScheduled":
-                cond = candidate
-                break
-    if cond is None or cond.get("status") != "False" or cond.get("reason") != "Unschedulable":
-        shown = "no PodScheduled condition" if cond is None else f"PodScheduled {cond.get('status')}/{cond.get('reason') or '-'}"
+    cond: Optional[Condition] = pod.condition("PodScheduled")  # KAI and kube-scheduler keep one
+    if cond is None or cond.status != "False" or cond.reason != "Unschedulable":
+        shown = "no PodScheduled condition" if cond is None else f"PodScheduled {cond.status or '-'}/{cond.reason or '-'}"
         return ("not-unschedulable", f"not marked Unschedulable ({shown})"), None
-    waited = _waited(cond.get("lastTransitionTime"), groups, now)
+    waited = _waited(cond.last_transition_time, groups, now)
     if settings.grace_period_seconds > 0:
         if waited is None:
             return ("grace-period", "PodScheduled has no valid lastTransitionTime: how long it has waited is unknown"), None
         if waited < settings.grace_period_seconds:
             return ("grace-period", f"unschedulable for {max(waited, 0):.1f} s, under the {settings.grace_period_seconds:g} s grace period"), None
-    message = cond.get("message")
-    if isinstance(message, str):
+    message = cond.message
+    if message:
         if message in groups.quota_messages:
             blocked = groups.quota_messages[message]
         else:

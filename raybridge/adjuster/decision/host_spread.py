@@ -12,7 +12,7 @@ kai-scheduler@v0.12.0 pkg/nodescaleadjuster/scaler/scaling_pod.go createScalingP
 What it deliberately does not do: other topology keys (zones: a new node's zone is the autoscaler's choice),
 preferred terms, `whenUnsatisfiable: ScheduleAnyway`, rules whose selector does not match the pod itself (they
 keep it from other pods, which capacity already placed answers), `matchLabelKeys`, namespace selectors. Pure:
-plain dicts in, plain data out.
+a pod's view (`core/views.py`) in, plain data out.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from raybridge.core.kubeobjects import as_dict, as_list
+from raybridge.core.views import Pod
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
 
@@ -52,10 +53,9 @@ class HostSpread:
     def _selectors(self) -> list[Any]:
         return json.loads(self.selectors)
 
-    def is_one_of(self, pod: Mapping[str, Any]) -> bool:
+    def is_one_of(self, pod: Pod) -> bool:
         """Whether `pod` is of this kind: a selector matches its labels in its namespace."""
-        meta = as_dict(pod.get("metadata"))
-        labels, namespace = as_dict(meta.get("labels")), meta.get("namespace") or "default"
+        labels, namespace = pod.meta.labels, pod.meta.namespace_or_default
         return any(namespace in namespaces and selector_matches(selector, labels) for selector, namespaces in self._selectors)
 
 
@@ -84,10 +84,9 @@ def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, Any]) -> 
     return True
 
 
-def host_spread(pod: Mapping[str, Any]) -> Optional[HostSpread]:
+def host_spread(pod: Pod) -> Optional[HostSpread]:
     """The pod's limit per node, from its own required anti-affinity and hard spread by hostname; None: no limit."""
-    meta, spec = as_dict(pod.get("metadata")), as_dict(pod.get("spec"))
-    labels, namespace = as_dict(meta.get("labels")), meta.get("namespace") or "default"
+    spec, labels, namespace = pod.spec, pod.meta.labels, pod.meta.namespace_or_default
     limits: list[int] = []
     selectors: list[Any] = []
     terms: list[Any] = []

@@ -38,6 +38,7 @@ from raybridge.adjuster.decision.demand import (
 from raybridge.adjuster.decision.packing import BestFitScheduler, PackedNode, PackItem, Resources, fewest_nodes, pack
 from raybridge.core.inventory import format_milli, inventory_from_nodes, named_nodes
 from raybridge.core.pod_identity import first_listings
+from raybridge.core.views import Node, Pod
 from raybridge.core.quantity import format_fraction, fraction_number
 
 __all__ = [
@@ -215,7 +216,7 @@ def plan_placeholders(
     The offline plan (`adjuster plan`) also says where waiting pods stand beside free GPUs they may use
     (`free_gpu_notes`); a pass of `adjuster run` (`plan_in`) does not spend the time: nobody reads it there.
     """
-    snapshot = ClusterSnapshot(pods, nodes, now, pod_groups)
+    snapshot = ClusterSnapshot.read(pods, nodes, now, pod_groups)
     plan = plan_in(snapshot, settings)
     if plan.policy != "exact" or snapshot.nodes is None:
         return plan
@@ -226,7 +227,7 @@ def plan_placeholders(
     return replace(plan, notes=(*plan.notes, *notes)) if notes else plan
 
 
-def plan_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optional[Iterable[Any]] = None) -> AdjusterPlan:
+def plan_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optional[Iterable[Pod]] = None) -> AdjusterPlan:
     """`plan_placeholders` on a pass's snapshot, for its pods or the subset `pods` of them."""
     problems = settings.problems()
     if problems:
@@ -264,19 +265,18 @@ def plan_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optiona
 NEW_NODE_SECONDS = 30.0
 
 
-def free_gpu_notes(by_group: Mapping[ConstraintGroup, Sequence[DemandPiece]], nodes: Iterable[Any], pods: Sequence[Any]) -> list[str]:
+def free_gpu_notes(by_group: Mapping[ConstraintGroup, Sequence[DemandPiece]], nodes: Sequence[Node], pods: Sequence[Pod]) -> list[str]:
     """Say where a group's waiting pods stand beside free whole GPUs of a node they may use.
 
     The plan asks for those pods all the same, as `adjuster run` does: the scheduler marked them
     Unschedulable with that room in sight, so something this model does not see keeps them off it.
     """
-    listed = [n for n in nodes if isinstance(n, dict)]
-    inventory = inventory_from_nodes(listed, pods)
+    inventory = inventory_from_nodes(nodes, [pod.obj for pod in pods])
     free = {n.name: n.free for n in inventory.nodes if n.eligible and n.free}
-    by_name = {name: node for name, _, node in named_nodes(listed, [])}
+    by_name = {node.name: node for node in named_nodes(nodes, [])}
     notes = []
     for group in sorted(by_group, key=lambda g: (g.vendor, g.id)):
-        room = [(name, gpus) for name, gpus in free.items() if name in by_name and group.admits_node(name, by_name[name])]
+        room = [(name, gpus) for name, gpus in free.items() if name in by_name and group.admits_node(by_name[name])]
         if not room:
             continue
         where = ", ".join(f"{name} ({gpus} free)" for name, gpus in room)
@@ -538,10 +538,11 @@ def _apply_cap(
     return [kept[i] for i in sorted(kept)], report
 
 
-def _plan_kai(pods: Iterable[Any], settings: AdjusterSettings) -> AdjusterPlan:
+def _plan_kai(pods: Iterable[Pod], settings: AdjusterSettings) -> AdjusterPlan:
     from raybridge.kai.node_scale_adjuster import KAI_RESOURCE_KEY, kai_pass  # only for --policy kai
 
-    result = kai_pass(pods, settings.scheduler_name, float(settings.memory_fallback_fraction), settings.kai_namespace)
+    # KAI's rule reads the objects its own way (kai/node_scale_adjuster.py), quirks included.
+    result = kai_pass([pod.obj for pod in pods], settings.scheduler_name, float(settings.memory_fallback_fraction), settings.kai_namespace)
     placeholders = [
         Placeholder(
             gpus=s.devices,

@@ -73,7 +73,6 @@ placeholder pod is read from and written to the API is the
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from fractions import Fraction
@@ -89,7 +88,7 @@ from raybridge.adjuster.decision.plan import (
 )
 from raybridge.kai.share import asks_for_share, kai_gpu_memory_mib, landed_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
-from raybridge.adjuster.decision.demand import ClusterSnapshot, ConstraintGroup, DemandPiece, demand_in, pod_key, pod_scheduled_condition
+from raybridge.adjuster.decision.demand import ClusterSnapshot, ConstraintGroup, DemandPiece, demand_in
 from raybridge.adjuster.decision.host_spread import HOSTNAME_KEY
 from raybridge.core.inventory import (
     named_nodes,
@@ -98,7 +97,7 @@ from raybridge.core.inventory import (
     pod_gpu_requests,
     pod_resource_requests,
 )
-from raybridge.core.kubeobjects import as_dict, parse_rfc3339
+from raybridge.core.views import Node, Pod
 from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem, Resources
 
 #: States of an existing placeholder.
@@ -172,19 +171,9 @@ class Reconcile:
         return len(self.create) + len(self.delete)
 
 
-def waiting_pod_keys(pods: Iterable[Any]) -> set[str]:
+def waiting_pod_keys(pods: Iterable[Pod]) -> set[str]:
     """Pods that have not landed: unbound, not finished, not being deleted."""
-    keys = set()
-    for pod in pods:
-        if not isinstance(pod, Mapping):
-            continue
-        spec = as_dict(pod.get("spec"))
-        status = as_dict(pod.get("status"))
-        meta = as_dict(pod.get("metadata"))
-        if spec.get("nodeName") or meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
-            continue
-        keys.add(pod_key(pod))
-    return keys
+    return {pod.key for pod in pods if pod.waiting}
 
 
 def placeholder_name(prefix: str, group: str, gpus: int, taken: set[str]) -> str:
@@ -222,7 +211,7 @@ def _gpu_groups_of(labels: Mapping[str, Any]) -> list[str]:
     return groups
 
 
-def _node_gpus(nodes: Optional[Iterable[Any]]) -> tuple[dict[str, list[Fraction]], dict[str, Optional[int]]]:
+def _node_gpus(nodes: Optional[Iterable[Node]]) -> tuple[dict[str, list[Fraction]], dict[str, Optional[int]]]:
     """Per node: a whole room for each of its GPUs (any vendor), and the MiB per GPU its labels give (None: unknown).
 
     Read by `core/inventory.py` `node_gpus_by_vendor`, as demand.py reads the nodes a pod may land on, so a
@@ -231,14 +220,14 @@ def _node_gpus(nodes: Optional[Iterable[Any]]) -> tuple[dict[str, list[Fraction]
     rooms: dict[str, list[Fraction]] = {}
     memory: dict[str, Optional[int]] = {}
     warnings: list[str] = []  # what the inventory could not read is said by the demand's reading of the same nodes
-    for name, meta, node in named_nodes((n for n in nodes or () if isinstance(n, dict)), warnings):
-        gpus = node_gpus_by_vendor(name, node, as_dict(meta.get("labels")), warnings)
-        rooms[name] = [Fraction(1)] * sum(count for count, _ in gpus.values())
-        memory[name] = next((kai_gpu_memory_mib(mib, vendor) for vendor, (_, mib) in gpus.items() if mib), None)
+    for node in named_nodes(nodes or (), warnings):
+        gpus = node_gpus_by_vendor(node, warnings)
+        rooms[node.name] = [Fraction(1)] * sum(count for count, _ in gpus.values())
+        memory[node.name] = next((kai_gpu_memory_mib(mib, vendor) for vendor, (_, mib) in gpus.items() if mib), None)
     return rooms, memory
 
 
-def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str, list[Fraction]]:
+def _node_rooms(nodes: Optional[Iterable[Node]], pods: Sequence[Pod]) -> dict[str, list[Fraction]]:
     """Per node: the room left on each GPU (any vendor) once the pods bound there and not finished are placed.
 
     A KAI reservation pod marks one GPU as shared: its room is what the shared pods of its GPU group
@@ -248,18 +237,11 @@ def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str
     packed as well, and a node filled by any pods (not only a placeholder's own) shows no room.
     """
     rooms, memory = _node_gpus(nodes)
-    bound: list[tuple[str, Mapping[str, Any], Mapping[str, Any]]] = []  # (node, pod, labels)
+    bound: list[tuple[str, Pod, Mapping[str, Any]]] = []  # (node, pod, labels)
     for pod in pods:
-        if not isinstance(pod, Mapping):
+        if pod.node_name not in rooms or pod.finished:
             continue
-        spec = as_dict(pod.get("spec"))
-        status = as_dict(pod.get("status"))
-        node_name = spec.get("nodeName")
-        if node_name not in rooms or status.get("phase") in ("Succeeded", "Failed"):
-            continue
-        meta = as_dict(pod.get("metadata"))
-        labels = as_dict(meta.get("labels"))
-        bound.append((node_name, pod, labels))
+        bound.append((pod.node_name, pod, pod.meta.labels))
     shared = _kai_shared_gpus(bound, rooms)
     # GPUs are numbered here, not as the device plugin does: the shared ones first, then the others.
     sharing: dict[str, list[tuple[Fraction, int]]] = {}
@@ -267,14 +249,14 @@ def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str
         room = rooms[node_name]
         if labels.get(KAI_RESERVATION_APP_LABEL) == KAI_RESERVATION_APP and (node_name, labels.get(KAI_GPU_GROUP_LABEL)) in shared:
             continue  # its GPU is the shared one its group's pods fill
-        whole = sum(pod_gpu_requests(dict(pod)).values())
+        whole = sum(pod_gpu_requests(pod).values())
         taken = {i for (n, _), i in shared.items() if n == node_name}
         for _ in range(whole):
             free = next((i for i, r in enumerate(room) if r == 1 and i not in taken), None)
             if free is None:
                 break
             room[free] = Fraction(0)
-        share = landed_share(as_dict(as_dict(pod.get("metadata")).get("annotations")), memory.get(node_name))
+        share = landed_share(pod.meta.annotations, memory.get(node_name))
         if share is None:
             continue
         on = [shared[(node_name, g)] for g in _gpu_groups_of(labels) if (node_name, g) in shared]
@@ -288,7 +270,7 @@ def _node_rooms(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str
     return rooms
 
 
-def _kai_shared_gpus(bound: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]],
+def _kai_shared_gpus(bound: Sequence[tuple[str, Pod, Mapping[str, Any]]],
                      rooms: Mapping[str, list[Fraction]]) -> dict[tuple[str, str], int]:
     """(node, KAI GPU group) -> the index of the GPU its reservation pod marks as shared: one GPU per group."""
     shared: dict[tuple[str, str], int] = {}
@@ -360,23 +342,17 @@ def _fill(pieces: Sequence[DemandPiece], free: list[Fraction], resources_left: O
     return fitting
 
 
-def _node_resources_left(nodes: Optional[Iterable[Any]], pods: Sequence[Any]) -> dict[str, dict[str, int]]:
+def _node_resources_left(nodes: Optional[Iterable[Node]], pods: Sequence[Pod]) -> dict[str, dict[str, int]]:
     """Per node: its allocatable CPU, memory, ... (thousandths) less what the pods bound there and not finished request."""
     left: dict[str, dict[str, int]] = {}
     for node in nodes or ():
-        if isinstance(node, Mapping):
-            name = (node.get("metadata") or {}).get("name") if isinstance(node.get("metadata"), Mapping) else None
-            if isinstance(name, str):
-                left[name] = dict(node_allocatable_resources(node))
+        if node.name:
+            left[node.name] = dict(node_allocatable_resources(node))
     for pod in pods:
-        if not isinstance(pod, Mapping):
+        mine = left.get(pod.node_name)
+        if mine is None or pod.finished:
             continue
-        spec = as_dict(pod.get("spec"))
-        status = as_dict(pod.get("status"))
-        mine = left.get(spec.get("nodeName"))  # type: ignore[arg-type]
-        if mine is None or status.get("phase") in ("Succeeded", "Failed"):
-            continue
-        for name, amount in pod_resource_requests(spec):
+        for name, amount in pod_resource_requests(pod.spec):
             mine[name] = mine.get(name, 0) - amount
     return left
 
@@ -391,13 +367,11 @@ def _capped(settings: AdjusterSettings, already: int) -> AdjusterSettings:
 class _Pass:
     """What one pass has decided so far; each step below adds to it."""
 
-    pods: Sequence[Any]
-    nodes: Optional[Iterable[Any]]
+    #: The pass's pods (without the placeholders), nodes and PodGroups, read once for every demand this pass asks for.
+    snapshot: ClusterSnapshot
     existing: Sequence[ExistingPlaceholder]
     settings: AdjusterSettings
-    now: datetime
     provision_timeout_seconds: float
-    pod_groups: Iterable[Any]
     waiting: set[str]
     delete: list[tuple[str, str]] = field(default_factory=list)
     keep: list[str] = field(default_factory=list)
@@ -409,12 +383,19 @@ class _Pass:
     def uncapped(self) -> AdjusterSettings:
         return replace(self.settings, max_total_gpus=None)
 
-    @functools.cached_property
-    def snapshot(self) -> ClusterSnapshot:
-        """The pass's pods, nodes and PodGroups, parsed once for every demand this pass asks for."""
-        return ClusterSnapshot(self.pods, self.nodes, self.now, self.pod_groups)
+    @property
+    def pods(self) -> list[Pod]:
+        return self.snapshot.pods
 
-    def demand(self, pods: Sequence[Any]) -> Sequence[DemandPiece]:
+    @property
+    def nodes(self) -> Optional[list[Node]]:
+        return self.snapshot.nodes
+
+    @property
+    def now(self) -> datetime:
+        return self.snapshot.now
+
+    def demand(self, pods: Sequence[Pod]) -> Sequence[DemandPiece]:
         """The demand pieces of `pods`, without the cap (what capacity already brought up holds is not capped)."""
         return demand_in(self.snapshot, self.uncapped, pods).pieces
 
@@ -447,9 +428,9 @@ class _Rooms:
     landed: list[ExistingPlaceholder] = field(default_factory=list)
     #: Per node, per group of pods that must not share a host: how many more of them it may take (`kinds_on`).
     kinds: dict[str, dict[str, int]] = field(default_factory=dict)
-    bound: Optional[dict[str, list[Mapping[str, Any]]]] = None
+    bound: Optional[dict[str, list[Pod]]] = None
 
-    def kinds_on(self, node: Optional[str], pieces: Sequence[DemandPiece], pods: Sequence[Any]) -> Optional[dict[str, int]]:
+    def kinds_on(self, node: Optional[str], pieces: Sequence[DemandPiece], pods: Sequence[Pod]) -> Optional[dict[str, int]]:
         """What node `node` may still take of each kind among `pieces` (host_spread.py): its limit less the pods of
         the kind bound there and not finished; None where the node is not known."""
         if node is None:
@@ -457,10 +438,8 @@ class _Rooms:
         if self.bound is None:
             self.bound = {}
             for pod in pods:
-                if isinstance(pod, Mapping) and as_dict(pod.get("status")).get("phase") not in ("Succeeded", "Failed"):
-                    on = as_dict(pod.get("spec")).get("nodeName")
-                    if isinstance(on, str):
-                        self.bound.setdefault(on, []).append(pod)
+                if pod.node_name and not pod.finished:
+                    self.bound.setdefault(pod.node_name, []).append(pod)
         mine = self.kinds.setdefault(node, {})
         for piece in pieces:
             spread = piece.group.host_spread if piece.group.id not in mine else None
@@ -479,7 +458,7 @@ def _credit_provided(state: _Pass, provided: list[ExistingPlaceholder]) -> _Room
     """
     rooms = _Rooms(_node_rooms(state.nodes, state.pods) if provided else {},
                    _node_resources_left(state.nodes, state.pods) if provided else {})
-    by_key = {pod_key(p): p for p in state.pods} if provided else {}
+    by_key = {p.key: p for p in state.pods} if provided else {}
     credited_nodes: set[str] = set()
     for ph in sorted(provided, key=lambda p: (p.provided_at or state.now, p.name)):
         still_waiting = state.waiting.intersection(ph.pods)
@@ -520,10 +499,10 @@ def _credit_provided(state: _Pass, provided: list[ExistingPlaceholder]) -> _Room
     return rooms
 
 
-def _unclaimed_waiting(state: _Pass) -> list[Any]:
+def _unclaimed_waiting(state: _Pass) -> list[Pod]:
     """The waiting pods no pending placeholder was made for and no capacity already holds."""
     claimed = {k for ph in state.existing if ph.state == PENDING for k in ph.pods} | state.covered
-    return [p for p in state.pods if pod_key(p) in state.waiting and pod_key(p) not in claimed]
+    return [p for p in state.pods if p.key in state.waiting and p.key not in claimed]
 
 
 def _fill_provided_slack(state: _Pass, rooms: _Rooms) -> None:
@@ -562,14 +541,14 @@ def _fill_provided_slack(state: _Pass, rooms: _Rooms) -> None:
 #: sessions of a second; kube-scheduler at once). Its room holds the waiting pods that fit it (`_fill_new_nodes`).
 
 
-def _new_nodes(state: _Pass) -> list[tuple[str, dict[str, Any]]]:
-    """(name, node) of each node that came up within NEW_NODE_SECONDS, oldest first."""
-    found: list[tuple[datetime, str, dict[str, Any]]] = []
-    for name, meta, node in named_nodes((n for n in state.nodes or () if isinstance(n, dict)), []):
-        created = parse_rfc3339(meta.get("creationTimestamp"))
+def _new_nodes(state: _Pass) -> list[Node]:
+    """Each node that came up within NEW_NODE_SECONDS, oldest first."""
+    found: list[tuple[datetime, str, Node]] = []
+    for node in named_nodes(state.nodes or (), []):
+        created = node.meta.created_at
         if created is not None and 0 <= (state.now - created).total_seconds() < NEW_NODE_SECONDS:
-            found.append((created, name, node))
-    return [(name, node) for _, name, node in sorted(found, key=lambda f: (f[0], f[1]))]
+            found.append((created, node.name, node))
+    return [node for _, _, node in sorted(found, key=lambda f: (f[0], f[1]))]
 
 
 def _fill_new_nodes(state: _Pass, rooms: _Rooms) -> None:
@@ -592,13 +571,13 @@ def _fill_new_nodes(state: _Pass, rooms: _Rooms) -> None:
     # already hold its waiting pods (`_place_on_pending`), and counting the node here too would count it twice.
     waiting_for_nodes = {ph.group for ph in state.existing if ph.state == PENDING}
     pieces = [piece for piece in state.demand(others) if piece.group.id not in waiting_for_nodes]
-    for name, node in new:
-        room = rooms.gpus.get(name)
+    for node in new:
+        room = rooms.gpus.get(node.name)
         if not room or not any(r > 0 for r in room):
             continue
-        wanted = [piece for piece in pieces if piece.pod not in state.covered and piece.group.admits_node(name, node)]
+        wanted = [piece for piece in pieces if piece.pod not in state.covered and piece.group.admits_node(node)]
         if wanted:
-            state.covered |= _fill_at(wanted, room, _with_room(room), rooms.resources.get(name), rooms.kinds_on(name, wanted, state.pods))
+            state.covered |= _fill_at(wanted, room, _with_room(room), rooms.resources.get(node.name), rooms.kinds_on(node.name, wanted, state.pods))
 
 
 def _nodes_on_their_way(placeholders: list[ExistingPlaceholder], node_gpus: int) -> list[list[ExistingPlaceholder]]:
@@ -721,7 +700,7 @@ class BatchWindow:
 
 
 def _still_arriving(batch: BatchWindow, plan: AdjusterPlan, create: Sequence[PlannedPlaceholder], existing: Sequence[ExistingPlaceholder],
-                    pods: Sequence[Any], waiting: set[str], settings: AdjusterSettings, now: datetime) -> Optional[str]:
+                    pods: Sequence[Pod], waiting: set[str], settings: AdjusterSettings, now: datetime) -> Optional[str]:
     """Why the new placeholders wait this pass (a burst still arriving), or None. Times are from the pods' own
     timestamps (whole seconds), so a pass decides as `adjuster plan` would at that moment."""
     waits = {piece.pod: piece.waiting_seconds for piece in plan.pieces}
@@ -740,27 +719,24 @@ def _still_arriving(batch: BatchWindow, plan: AdjusterPlan, create: Sequence[Pla
     return None
 
 
-def _arrivals(pods: Sequence[Any], waiting: set[str], settings: AdjusterSettings, now: datetime, within: float) -> tuple[int, Optional[float]]:
+def _arrivals(pods: Sequence[Pod], waiting: set[str], settings: AdjusterSettings, now: datetime, within: float) -> tuple[int, Optional[float]]:
     """Of the scheduler's `waiting` GPU-sharing pods (`waiting_pod_keys`) created less than `within` seconds ago: how
     many it has not looked at yet (no PodScheduled condition), and the age of the youngest."""
     unseen, youngest = 0, None
     for pod in pods:
-        if not isinstance(pod, Mapping) or pod_key(pod) not in waiting:
+        if pod.key not in waiting or pod.scheduler_name != settings.scheduler_name or not asks_for_share(pod.meta.annotations):
             continue
-        meta = as_dict(pod.get("metadata"))
-        if as_dict(pod.get("spec")).get("schedulerName") != settings.scheduler_name or not asks_for_share(as_dict(meta.get("annotations"))):
-            continue
-        created = parse_rfc3339(meta.get("creationTimestamp"))
+        created = pod.meta.created_at
         age = (now - created).total_seconds() if created is not None else None
         if age is None or age >= within:
             continue
         youngest = age if youngest is None else min(youngest, age)
-        if pod_scheduled_condition(pod) is None:
+        if pod.condition("PodScheduled") is None:
             unseen += 1
     return unseen, youngest
 
 
-def _landed_nodes(existing: Sequence[ExistingPlaceholder], nodes: Optional[Iterable[Any]]) -> dict[str, set[str]]:
+def _landed_nodes(existing: Sequence[ExistingPlaceholder], nodes: Optional[Iterable[Node]]) -> dict[str, set[str]]:
     """Per group, the hostnames (`kubernetes.io/hostname`, else the node's name) of the nodes its placeholders
     landed on. A placeholder exits at once, and kube-scheduler forgets a finished pod (its informer leaves out
     Succeeded and Failed pods), so the anti-affinity that kept a group's placeholders apart no longer holds against
@@ -774,15 +750,15 @@ def _landed_nodes(existing: Sequence[ExistingPlaceholder], nodes: Optional[Itera
             landed.setdefault(ph.group, set()).add(ph.node)
     if landed and nodes is not None:
         hostnames = {}
-        for name, meta, _node in named_nodes(nodes, []):  # what the node list cannot give is said by the demand's reading
-            hostname = as_dict(meta.get("labels")).get(HOSTNAME_KEY)
+        for node in named_nodes(nodes, []):  # what the node list cannot give is said by the demand's reading
+            hostname = node.meta.labels.get(HOSTNAME_KEY)
             if isinstance(hostname, str) and hostname:
-                hostnames[name] = hostname
+                hostnames[node.name] = hostname
         landed = {group: {hostnames.get(name, name) for name in names} for group, names in landed.items()}
     return landed
 
 
-def _new_placeholders(state: _Pass, demand_pods: list[Any], plan: AdjusterPlan, on_pending: _PendingPlacement, name_prefix: str) -> list[PlannedPlaceholder]:
+def _new_placeholders(state: _Pass, demand_pods: list[Pod], plan: AdjusterPlan, on_pending: _PendingPlacement, name_prefix: str) -> list[PlannedPlaceholder]:
     """The grown placeholders, and placeholders for the pods no placeholder holds, each named after the names in use."""
     counted = {piece.pod for piece in plan.pieces}
     held_by_pending = on_pending.held
@@ -794,7 +770,7 @@ def _new_placeholders(state: _Pass, demand_pods: list[Any], plan: AdjusterPlan, 
     else:
         uncovered = counted - held_by_pending
         new_plan = plan_in(state.snapshot, _capped(state.settings, state.provided_gpus + state.pending_gpus),
-                           [p for p in demand_pods if pod_key(p) in uncovered])
+                           [p for p in demand_pods if p.key in uncovered])
     taken = {ph.name for ph in state.existing}
     landed = _landed_nodes(state.existing, state.nodes)
     create: list[PlannedPlaceholder] = []
@@ -821,12 +797,28 @@ def reconcile(
 ) -> Reconcile:
     """Decide one pass. `pods` are the cluster's pods without the placeholders themselves; `batch`: new placeholders
     wait while a burst is still arriving (None: they are made at once)."""
-    state = _Pass(pods, nodes, existing, settings, now, provision_timeout_seconds, pod_groups, waiting_pod_keys(pods))
+    snapshot = ClusterSnapshot.read(pods, nodes, now, pod_groups)
+    return reconcile_in(snapshot, existing, settings, provision_timeout_seconds=provision_timeout_seconds, name_prefix=name_prefix,
+                        batch=batch)
+
+
+def reconcile_in(
+    snapshot: ClusterSnapshot,
+    existing: Sequence[ExistingPlaceholder],
+    settings: AdjusterSettings,
+    *,
+    provision_timeout_seconds: float,
+    name_prefix: str,
+    batch: Optional[BatchWindow] = None,
+) -> Reconcile:
+    """`reconcile` on a pass's snapshot, whose pods are the cluster's without the placeholders themselves."""
+    now, pods = snapshot.now, snapshot.pods
+    state = _Pass(snapshot, existing, settings, provision_timeout_seconds, waiting_pod_keys(pods))
     pending, provided = _by_state(state)
     rooms = _credit_provided(state, provided)
     _fill_provided_slack(state, rooms)
     _fill_new_nodes(state, rooms)
-    demand_pods = [p for p in pods if pod_key(p) not in state.covered] if state.covered else list(pods)
+    demand_pods = [p for p in pods if p.key not in state.covered] if state.covered else list(pods)
     plan = plan_in(state.snapshot, _capped(settings, state.provided_gpus), demand_pods)
     on_pending = _place_on_pending(state, pending, plan)
     create = _new_placeholders(state, demand_pods, plan, on_pending, name_prefix)

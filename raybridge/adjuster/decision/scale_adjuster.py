@@ -18,7 +18,7 @@ from raybridge.adjuster import consts
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.host_spread import HOSTNAME_KEY
 from raybridge.adjuster.decision.plan import Placeholder
-from raybridge.core.kubeobjects import as_dict, parse_rfc3339
+from raybridge.core.kubeobjects import parse_rfc3339
 from raybridge.core.inventory import format_milli, pod_resource_requests
 from raybridge.adjuster.decision.reconcile import (
     FINISHED,
@@ -29,70 +29,67 @@ from raybridge.adjuster.decision.reconcile import (
     ExistingPlaceholder,
     PlannedPlaceholder,
     Reconcile,
-    reconcile,
+    reconcile_in,
 )
+from raybridge.adjuster.decision.demand import ClusterSnapshot
+from raybridge.core.views import Meta, Node, Pod, read_meta
 
 
-def is_placeholder(pod: Mapping[str, Any], namespace: str) -> bool:
-    meta = pod.get("metadata") or {}
-    labels = meta.get("labels") or {}
+def is_placeholder(pod: Pod, namespace: str) -> bool:
+    labels = pod.meta.labels
     return (
-        meta.get("namespace") == namespace
+        pod.meta.namespace == namespace
         and labels.get(consts.MANAGED_BY_LABEL) == consts.MANAGED_BY_VALUE
         and labels.get(consts.COMPONENT_LABEL) == consts.PLACEHOLDER_COMPONENT
     )
 
 
-def read_placeholder(pod: Mapping[str, Any]) -> Optional[ExistingPlaceholder]:
+def read_placeholder(pod: Pod) -> Optional[ExistingPlaceholder]:
     """The placeholder's state, or None when its labels are not ours (never raises)."""
-    meta = as_dict(pod.get("metadata"))
-    identity = _signal_identity(meta)
+    identity = _signal_identity(pod.meta)
     if identity is None:
         return None
     name, group, gpus, pods = identity
-    spec = as_dict(pod.get("spec"))
-    status = as_dict(pod.get("status"))
-    if meta.get("deletionTimestamp"):
+    if pod.meta.deleting:
         return ExistingPlaceholder(name, group, gpus, TERMINATING, pods)
-    if spec.get("nodeName"):
-        return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, _scheduled_at(pod), spec.get("nodeName"))
-    if status.get("phase") in ("Succeeded", "Failed"):
+    if pod.bound:
+        return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, _scheduled_at(pod), pod.spec.get("nodeName"))
+    if pod.finished:
         return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
     # The pods' requests it recorded; one made before they were recorded asked for them (its spec says them)
-    resources = recorded_pod_requests(as_dict(meta.get("annotations")))
-    return ExistingPlaceholder(name, group, gpus, PENDING, pods, resources=pod_resource_requests(spec) if resources is None else resources,
+    resources = recorded_pod_requests(pod.meta.annotations)
+    return ExistingPlaceholder(name, group, gpus, PENDING, pods, resources=pod_resource_requests(pod.spec) if resources is None else resources,
                                packed_onto_nodes=True)
 
 
-def _signal_identity(meta: Mapping[str, Any]) -> Optional[tuple[str, str, int, tuple[str, ...]]]:
+def _signal_identity(meta: Meta) -> Optional[tuple[str, str, int, tuple[str, ...]]]:
     """(name, group, GPUs, pods) from a placeholder's or request's labels and annotation; None without a name.
 
     What our own objects say of themselves, read without trusting them: a GPU count that is not a number is
     0, a pods annotation that is not a JSON list of names is no pods.
     """
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
+    if not meta.name:
         return None
-    labels = as_dict(meta.get("labels"))
+    labels = meta.labels
     try:
         gpus = int(labels.get(consts.GPUS_LABEL, ""))
-    except ValueError:
+    except (ValueError, TypeError):
         gpus = 0
     try:
-        listed = json.loads((meta.get("annotations") or {}).get(consts.PODS_ANNOTATION) or "[]")
+        listed = json.loads(meta.annotations.get(consts.PODS_ANNOTATION) or "[]")
         pods = tuple(p for p in listed if isinstance(p, str)) if isinstance(listed, list) else ()
     except (ValueError, TypeError):
         pods = ()
-    return name, str(labels.get(consts.GROUP_LABEL) or ""), gpus, pods
+    return meta.name, str(labels.get(consts.GROUP_LABEL) or ""), gpus, pods
 
 
-def _scheduled_at(pod: Mapping[str, Any]) -> Optional[datetime]:
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled" and condition.get("status") == "True":
-            found = parse_rfc3339(condition.get("lastTransitionTime"))
+def _scheduled_at(pod: Pod) -> Optional[datetime]:
+    for condition in pod.conditions:
+        if condition.type == "PodScheduled" and condition.true:
+            found = condition.transitioned_at
             if found:
                 return found
-    return parse_rfc3339((pod.get("status") or {}).get("startTime")) or parse_rfc3339((pod.get("metadata") or {}).get("creationTimestamp"))
+    return parse_rfc3339(pod.status.get("startTime")) or pod.meta.created_at
 
 
 @dataclass(frozen=True)
@@ -101,27 +98,24 @@ class Pass:
     placeholders: tuple[ExistingPlaceholder, ...]
 
 
-def decide(pods: Iterable[Mapping[str, Any]], nodes: Optional[Sequence[Any]], settings: RunSettings, now: datetime,
-           *, pod_groups: Iterable[Mapping[str, Any]] = ()) -> Pass:
-    """`pod_groups`: KAI's PodGroups (their scheduling conditions tell quota-blocked pods; none: not read)."""
-    workload: list[Mapping[str, Any]] = []
+def decide(snapshot: ClusterSnapshot, settings: RunSettings) -> Pass:
+    """One pass over the cluster as the caller read it (`ClusterSnapshot.read`: every pod, placeholders included; the
+    PodGroups, whose scheduling conditions tell quota-blocked pods, where it has them)."""
+    workload: list[Pod] = []
     placeholders: list[ExistingPlaceholder] = []
-    for pod in pods:
+    for pod in snapshot.pods:
         if is_placeholder(pod, settings.namespace):
             found = read_placeholder(pod)
             if found is not None:
                 placeholders.append(found)
         else:
             workload.append(pod)
-    decision = reconcile(
-        workload,
-        nodes,
+    decision = reconcile_in(
+        snapshot.with_pods(workload),
         placeholders,
         settings.planner,
-        now,
         provision_timeout_seconds=settings.provision_timeout,
         name_prefix=consts.NAME_PREFIX,
-        pod_groups=pod_groups,
         batch=batch_window(settings),
     )
     return Pass(decision, tuple(placeholders))
@@ -142,7 +136,7 @@ class NodeHolds:
     label_only: frozenset[str] = frozenset()
 
 
-def node_holds(nodes: Iterable[Mapping[str, Any]], held: Iterable[str]) -> NodeHolds:
+def node_holds(nodes: Iterable[Node], held: Iterable[str]) -> NodeHolds:
     """What to change so that exactly the `held` nodes carry our hold.
 
     The hold keeps Karpenter from consolidating a node whose placeholder has exited before KAI's pods are there
@@ -158,13 +152,12 @@ def node_holds(nodes: Iterable[Mapping[str, Any]], held: Iterable[str]) -> NodeH
     release: list[str] = []
     label_only: set[str] = set()
     for node in nodes:
-        meta = as_dict(node.get("metadata"))
-        name = meta.get("name")
-        if not isinstance(name, str):
+        name = node.name
+        if not name:
             continue
-        label = (meta.get("labels") or {}).get(consts.HOLD_LABEL)
+        label = node.meta.labels.get(consts.HOLD_LABEL)
         ours = label in (consts.HOLD_VALUE, consts.HOLD_LABEL_ONLY)
-        annotated = (meta.get("annotations") or {}).get(consts.DO_NOT_DISRUPT_ANNOTATION) == "true"
+        annotated = node.meta.annotations.get(consts.DO_NOT_DISRUPT_ANNOTATION) == "true"
         if name in wanted and not ours:
             hold.append(name)
             if annotated:
@@ -354,12 +347,12 @@ def request_state(obj: Mapping[str, Any]) -> str:
 
 def read_request(obj: Mapping[str, Any], now: datetime, failed_backoff: float) -> Optional[ExistingPlaceholder]:
     """A ProvisioningRequest as the reconcile core sees a placeholder (never raises)."""
-    meta = as_dict(obj.get("metadata"))
+    meta = read_meta(obj)
     identity = _signal_identity(meta)
     if identity is None:
         return None
     name, group, gpus, pods = identity
-    if meta.get("deletionTimestamp"):
+    if meta.deleting:
         return ExistingPlaceholder(name, group, gpus, TERMINATING, pods)
     conditions = request_conditions(obj)
 
@@ -413,23 +406,22 @@ class RequestPass:
 
 
 def decide_requests(
-    pods: Iterable[Mapping[str, Any]],
-    nodes: Optional[Sequence[Any]],
+    snapshot: ClusterSnapshot,
     requests: Iterable[Mapping[str, Any]],
     templates: Iterable[Mapping[str, Any]],
     settings: RunSettings,
-    now: datetime,
-    *,
-    pod_groups: Iterable[Mapping[str, Any]] = (),
 ) -> RequestPass:
+    """One pass of --mode provisioning-request over the cluster as the caller read it, and the ProvisioningRequests and
+    PodTemplates it listed."""
+    now = snapshot.now
     ours = [obj for obj in requests if is_request(obj, settings.namespace)]
     existing = [r for r in (read_request(obj, now, settings.failed_backoff) for obj in ours) if r is not None]
     # Failed, still within the backoff: neither replaced nor joined by a new request until it ends.
     backing_off = {(obj.get("metadata") or {}).get("name") for obj in ours if request_state(obj) == "failed"}
-    decision = reconcile(
-        list(pods), nodes, existing, settings.planner, now,
+    decision = reconcile_in(
+        snapshot, existing, settings.planner,
         provision_timeout_seconds=settings.provision_timeout, name_prefix=consts.REQUEST_NAME_PREFIX,
-        pod_groups=pod_groups, batch=batch_window(settings),
+        batch=batch_window(settings),
     )  # fmt: skip
     by_group: dict[str, list[PlannedPlaceholder]] = {}
     for planned in decision.create:

@@ -44,6 +44,7 @@ from typing import Any, Mapping, Optional, Sequence
 from raybridge.core.consts import GPU_RESOURCE_KEYS, KAI_QUEUE_API_VERSION, KUEUE_GROUP, PROVISIONING_CLASS
 from raybridge.kueue.api import NEWEST, VERSIONS, cohort_field
 from raybridge.core.inventory import inventory_from_nodes, product_label, unschedulable_reasons
+from raybridge.core.views import Node, read_node
 from raybridge.core.quantity import format_memory, parse_quantity
 
 DEFAULT_COHORT = "gpu"
@@ -104,18 +105,15 @@ class Pools:
         return next((p for p in self.pools if p.vendor is None), None)
 
 
-def _allocatable(node: dict[str, Any], key: str, notes: list[str]) -> Decimal:
+def _allocatable(node: Node, key: str, notes: list[str]) -> Decimal:
     """The node's allocatable `key` (capacity when allocatable is absent); 0, with a note, when it is not a usable amount."""
-    status = node.get("status") if isinstance(node.get("status"), dict) else {}
-    allocatable = status.get("allocatable") or status.get("capacity") or {}
-    raw = allocatable.get(key, 0) if isinstance(allocatable, dict) else 0
+    raw = node.allocatable.get(key, 0)
     try:
         amount = parse_quantity(raw)
     except (ValueError, TypeError):
         amount = None
     if amount is None or amount < 0:
-        name = (node.get("metadata") or {}).get("name")
-        notes.append(f"node {name}: {key} {raw!r} is not a usable amount ({'negative' if amount is not None else 'not a quantity'}): counted as 0")
+        notes.append(f"node {node.name}: {key} {raw!r} is not a usable amount ({'negative' if amount is not None else 'not a quantity'}): counted as 0")
         return Decimal(0)
     return amount
 
@@ -123,19 +121,17 @@ def _allocatable(node: dict[str, Any], key: str, notes: list[str]) -> Decimal:
 def node_pools(nodes: Sequence[Any]) -> Pools:
     """Group the schedulable nodes by GPU vendor and model; CPU-only nodes form one pool."""
     inventory = inventory_from_nodes(nodes, source="file")
-    by_name = {
-        n["metadata"]["name"]: n
-        for n in nodes
-        if isinstance(n, dict) and isinstance(n.get("metadata"), dict) and isinstance(n["metadata"].get("name"), str)
-    }
+    by_name: dict[str, Node] = {}
+    for node in (read_node(n) for n in nodes if isinstance(n, dict)):
+        by_name.setdefault(node.name, node)  # the first listing, as the inventory counts it
     notes = list(inventory.warnings)
     groups: dict[tuple[Optional[str], Optional[str], Optional[tuple[str, str]]], list[str]] = {}
     gpus: dict[tuple[Any, ...], int] = {}
     seen: set[str] = set()
     for entry in inventory.nodes:
-        node = by_name.get(entry.name, {})
+        node = by_name.get(entry.name)
         if entry.vendor is None:
-            reasons = unschedulable_reasons(node) if node else ["unreadable"]
+            reasons = unschedulable_reasons(node) if node is not None else ["unreadable"]
             if reasons:
                 notes.append(f"node {entry.name} left out: {', '.join(reasons)}")
                 continue
@@ -144,8 +140,7 @@ def node_pools(nodes: Sequence[Any]) -> Pools:
             if not entry.eligible:
                 notes.append(f"node {entry.name} ({entry.gpus} {entry.resource_key}) left out: {', '.join(entry.reasons)}")
                 continue
-            labels = (node.get("metadata") or {}).get("labels")
-            key = (entry.vendor, entry.model, product_label(labels if isinstance(labels, dict) else {}, entry.vendor))
+            key = (entry.vendor, entry.model, product_label(node.meta.labels if node is not None else {}, entry.vendor))
         if entry.name in seen:
             notes.append(f"node {entry.name} has GPUs of two vendors: its cpu and memory count in its first pool only")
         seen.add(entry.name)

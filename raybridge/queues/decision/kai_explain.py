@@ -24,6 +24,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from raybridge.core.consts import GPU_RESOURCE_KEYS
 from raybridge.core.kubeobjects import as_dict, as_list
+from raybridge.core.views import Pod
 from raybridge.core.quantity import parse_quantity
 from raybridge.kai.fairshare import UNLIMITED, Amounts, FairShareResult, number, to_queue_units
 from raybridge.kai.pod_group import SchedulingReason, pod_group_name, queue_name, scheduling_reasons
@@ -205,7 +206,7 @@ class KaiExplanation:
 
 def explain_kai(
     namespace: str,
-    pod: Optional[Mapping[str, Any]],
+    pod: Optional[Pod],
     pod_group: Optional[Mapping[str, Any]],
     queues: Sequence[Mapping[str, Any]],
     fair_share: Optional[FairShareResult],
@@ -223,15 +224,14 @@ def explain_kai(
         seen.add(current)
         chain.append(_queue_facts(current, by_name, fair_share, pod_allocations))
         current = as_dict(by_name[current].get("spec")).get("parentQueue")
-    pod_meta, pod_status = as_dict(as_dict(pod).get("metadata")), as_dict(as_dict(pod).get("status"))
-    scheduled = next((c for c in as_list(pod_status.get("conditions")) if as_dict(c).get("type") == "PodScheduled"), None)
+    scheduled = next((c for c in as_list(pod.status.get("conditions")) if as_dict(c).get("type") == "PodScheduled"), None) if pod else None
     pg_meta, pg_spec, pg_status = (as_dict(as_dict(pod_group).get(k)) for k in ("metadata", "spec", "status"))
     return KaiExplanation(
         namespace=namespace,
-        pod=pod_meta.get("name") if pod else None,
-        pod_phase=pod_status.get("phase") if pod else None,
+        pod=pod.meta.name or None if pod else None,
+        pod_phase=pod.phase or None if pod else None,
         pod_scheduled=scheduled,
-        pod_group=pg_meta.get("name") if pod_group else (pod_group_name(pod) if pod else None),
+        pod_group=pg_meta.get("name") if pod_group else (pod_group_name(pod) if pod is not None else None),
         pod_group_phase=pg_status.get("phase") if pod_group else None,
         min_member=pg_spec.get("minMember") if pod_group else None,
         queue=queue,
