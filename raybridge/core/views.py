@@ -72,14 +72,15 @@ class Condition:
         return self.reason or self.message
 
 
+def read_condition(entry: Mapping[str, Any]) -> Condition:
+    """The view of one entry of `status.conditions` (an object; `conditions_of` leaves the others out)."""
+    return Condition(_text(entry.get("type")), _text(entry.get("status")), _text(entry.get("reason")),
+                     _text(entry.get("message")), entry.get("lastTransitionTime"))
+
+
 def conditions_of(status: Any) -> tuple[Condition, ...]:
     """The conditions in `status.conditions`; entries that are not objects are left out."""
-    found = []
-    for cond in as_list(as_dict(status).get("conditions")):
-        if isinstance(cond, Mapping):
-            found.append(Condition(_text(cond.get("type")), _text(cond.get("status")), _text(cond.get("reason")),
-                                   _text(cond.get("message")), cond.get("lastTransitionTime")))
-    return tuple(found)
+    return tuple(read_condition(cond) for cond in as_list(as_dict(status).get("conditions")) if isinstance(cond, Mapping))
 
 
 def find_condition(conditions: tuple[Condition, ...], kind: str) -> Optional[Condition]:

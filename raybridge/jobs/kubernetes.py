@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
-from raybridge.kueue.workload import deactivation, eviction_summary, workload_state
+from raybridge.kueue.workload import Workload, WorkloadLike, deactivation, eviction_summary, workload_state, workload_view
 from raybridge.queues.decision.kueue_explain import progress_line
 from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
 from raybridge.core.deadline import Deadline
@@ -229,21 +229,21 @@ def wait_released(kube: Kube, rays: RayObjects, deleted: dict[str, Any], kind: s
     return wait_workload_gone(kube, namespace, deleted, max(0.0, deadline - time.monotonic()))
 
 
-def _observe(kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, queued: bool) -> tuple[dict[str, Any], Optional[dict[str, Any]], Optional[dict[str, Any]]]:
-    """The object, its Kueue Workload and its queue position, as they are now."""
+def _observe(kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, queued: bool) -> tuple[dict[str, Any], Optional[Workload], Optional[dict[str, Any]]]:
+    """The object, its Kueue Workload (read once) and its queue position, as they are now."""
     obj = rays.get(kind, name, namespace)
     if obj is None:
         raise InfraError(f"{kind} {namespace}/{name} disappeared while waiting (deleted by someone else?)")
-    workload = find_workload(kube, namespace, obj) if queued else None
+    workload = workload_view(find_workload(kube, namespace, obj)) if queued else None
     position = None
-    if workload is not None and workload_state(workload) == "pending":
-        position = pending_position(kube, namespace, workload["spec"].get("queueName", ""), workload["metadata"]["name"])
+    if workload is not None and workload.state == "pending":
+        position = pending_position(kube, namespace, workload.queue_name, workload.meta.name)
     return obj, workload, position
 
 
 def _observe_riding_out(
     kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, queued: bool, waiter: Waiter
-) -> tuple[dict[str, Any], Optional[dict[str, Any]], Optional[dict[str, Any]]]:
+) -> tuple[dict[str, Any], Optional[Workload], Optional[dict[str, Any]]]:
     """`_observe`, retried per `RIDE_OUT_POLICY`: a long wait rides out API hiccups; a dead API server still ends it
     (more than MAX_API_FAILURES failures in a row, or the waiter's deadline). This loop is the one level that
     retries the observation's calls: the client tries each once."""
@@ -261,7 +261,7 @@ def _observe_riding_out(
             time.sleep(wait)
 
 
-def _end_if_deactivated(what: str, workload: Optional[dict[str, Any]]) -> None:
+def _end_if_deactivated(what: str, workload: WorkloadLike) -> None:
     """JobEnded (exit 1) when Kueue deactivated the Workload: it will never be admitted again."""
     ended = deactivation(workload)
     if ended:
@@ -434,7 +434,7 @@ class _RayJobRun:
             self.forward.close()
             self.forward = None
 
-    def _evicted(self, obj: dict[str, Any], workload: Optional[dict[str, Any]]) -> bool:
+    def _evicted(self, obj: dict[str, Any], workload: WorkloadLike) -> bool:
         """Whether the cluster the job was submitted to has been taken away by Kueue (or is gone).
 
         Any of: KubeRay suspending or suspended it; the Workload evicted or preempted; the RayJob
@@ -461,7 +461,7 @@ class _RayJobRun:
             obj = self.rays.get("RayJob", self.name, self.namespace)
             if obj is None:
                 return False
-            workload = find_workload(self.kube, self.namespace, obj) if self.queued else None
+            workload = workload_view(find_workload(self.kube, self.namespace, obj)) if self.queued else None
             return self._evicted(obj, workload)
         except InfraError:
             return False
@@ -474,7 +474,7 @@ class _RayJobRun:
             if obj is None:
                 raise InfraError(f"RayJob {self.namespace}/{self.name} was deleted while its job ran")
             state = ray_state(obj)
-            workload = find_workload(self.kube, self.namespace, obj) if self.queued else None
+            workload = workload_view(find_workload(self.kube, self.namespace, obj)) if self.queued else None
             _end_if_deactivated(f"job {self.submission_id} of RayJob {self.namespace}/{self.name}", workload)
             if state.at_deadline:
                 cause = _deadline_cause(obj, self.spec.max_run_seconds, self.kueue_limits_run, self.guard_trouble())
@@ -499,7 +499,7 @@ class _RayJobRun:
                 )
             time.sleep(0.5)
 
-    def _resubmit_after_eviction(self, obj: dict[str, Any], workload: Optional[dict[str, Any]]) -> None:
+    def _resubmit_after_eviction(self, obj: dict[str, Any], workload: WorkloadLike) -> None:
         queue = (obj.get("metadata") or {}).get("labels", {}).get(KUEUE_QUEUE_LABEL)
         old_cluster = self.cluster
         self.options.progress(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from raybridge.kueue.workload import workload_state
+from raybridge.kueue.workload import Workload, workload_view
 from raybridge.queues.decision.kueue_explain import explain_kueue
 from raybridge.core.consts import KUEUE_QUEUE_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from raybridge.errors import BadInput, InfraError
@@ -50,14 +50,14 @@ def job_status(kube: Kube, name: str) -> dict[str, Any]:
     """Where the job stands, its Kueue Workload, queue position, and the plain-words explanation."""
     _, obj = find_job(kube, name)
     namespace = kube.namespace
-    workload = find_workload(kube, namespace, obj)
+    workload = workload_view(find_workload(kube, namespace, obj))
     position = cq = cq_name = None
     if workload is not None:
-        lq_name = _text(workload, "spec", "queueName")
-        if workload_state(workload) == "pending" and lq_name:
-            position = pending_position(kube, namespace, lq_name, workload["metadata"]["name"])
+        lq_name = workload.queue_name
+        if workload.state == "pending" and lq_name:
+            position = pending_position(kube, namespace, lq_name, workload.meta.name)
         local_queue = get_local_queue(kube, namespace, lq_name) if lq_name else None
-        cq_name = _text(workload, "status", "admission", "clusterQueue") or _text(local_queue, "spec", "clusterQueue")
+        cq_name = workload.cluster_queue or _text(local_queue, "spec", "clusterQueue")
         cq = get_cluster_queue(kube, cq_name) if cq_name else None
     state = ray_state(obj)
     return {
@@ -67,17 +67,17 @@ def job_status(kube: Kube, name: str) -> dict[str, Any]:
         "jobDeploymentStatus": state.deployment if state.kind == "RayJob" and state.deployment else None,
         "jobStatus": state.job_status or None,
         "jobId": state.submitted_id or None,
-        "workload": (workload or {}).get("metadata", {}).get("name"),
-        "queueState": workload_state(workload),
+        "workload": (workload.meta.name or None) if workload is not None else None,
+        "queueState": workload.state if workload is not None else "none",
         "position": position,
         "explanation": _explanation(obj, workload, position, cq, cq_name),
     }
 
 
-def _explanation(obj: dict[str, Any], workload: Any, position: Any, cq: Any, cq_name: Optional[str]) -> list[str]:
+def _explanation(obj: dict[str, Any], workload: Optional[Workload], position: Any, cq: Any, cq_name: Optional[str]) -> list[str]:
     """Where the job stands; a pending one points to `explain` for the per-flavor arithmetic rather than repeating it."""
     explanation = explain_kueue(obj, workload, position, cq, cq_name)
-    return explanation.summary() if workload_state(workload) == "pending" else explanation.lines()
+    return explanation.summary() if explanation.state == "pending" else explanation.lines()
 
 
 class _JobApiSession:

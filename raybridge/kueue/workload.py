@@ -1,27 +1,34 @@
 """Kueue's Workload as raybridge reads it: which Workload is a job's, its state, why it was stopped.
 
-Pure functions on a Workload object (as the API serves it or kubectl prints it):
-the Workload of a RayJob or RayCluster (Kueue's job-uid label, else the owner
-reference), its conditions, its state ("pending", "admitted", "evicted",
-"deactivated", "finished"), why Kueue deactivated it, its admission checks
-and a ProvisioningRequest's state, its pod sets and their requests, a
-ClusterQueue's quota totals, and the words the launcher prints after an
-eviction (`eviction_summary`).
+Why it exists: a Workload reaches raybridge from the API server, from `kubectl get -o json|yaml`
+and from files users wrote, and each caller asks several facts of it (its state, its queue, its
+ClusterQueue, its pod sets). `read_workload` reads one once into a typed view (`Workload`),
+checking each field's type as it goes: a field of the wrong type reads as absent, never raises
+(as `raybridge.core.views` does for Pods and Nodes, whose `Meta` and `Condition` it uses).
 
-What a Workload means for a job's wait, flavor by flavor, is
-`raybridge.queues.decision.kueue_explain`'s business; the quota arithmetic is
-`raybridge.kueue.fit`'s. Nothing here reads the cluster.
+The view gives a Workload's conditions, its state ("pending", "admitted", "evicted",
+"deactivated", "finished"), why Kueue deactivated it, its queue and ClusterQueue, its admission
+checks, its pod sets and their requests, and the words the launcher prints after an eviction
+(`eviction_summary`). The module's functions (`workload_state`, `deactivation`, ...) take the view
+or the object (read on the spot); a caller that asks several facts reads the object once
+(`workload_view`) and passes the view on. Also here, as safely read: which Workload is a job's
+(`workload_of`: Kueue's job-uid label, else the owner reference), a ProvisioningRequest's state
+and a ClusterQueue's quota totals.
+
+What it deliberately does not do: say what a Workload means for a job's wait, flavor by flavor
+(`raybridge.queues.decision.kueue_explain`'s business), the quota arithmetic
+(`raybridge.kueue.fit`'s), read the cluster, or change the object it reads.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from raybridge.core.consts import KUEUE_JOB_UID_LABEL
-from raybridge.core.kubeobjects import as_dict, as_list, cluster_queue_usage, owned_by
-from raybridge.core.quantity import parse_quantity
+from raybridge.core.kubeobjects import as_dict, as_list, cluster_queue_usage, quantity_or_none
+from raybridge.core.views import Condition, Meta, conditions_of, find_condition, read_condition, read_meta
 from raybridge.kueue.fit import pod_requests
 
 _DEACTIVATED = "Deactivated"  # kueue.WorkloadDeactivated; the Evicted reason is it or "DeactivatedDueTo<cause>"
@@ -34,33 +41,52 @@ _PROVISIONING_STATES = (  # the first True condition wins (autoscaling.x-k8s.io/
 )
 
 
-def workload_of(owner: dict[str, Any], workloads: Sequence[dict[str, Any]]) -> Optional[dict[str, Any]]:
-    """The Workload Kueue made for `owner` among `workloads`: by Kueue's job-uid label, else by owner reference."""
-    uid = as_dict(owner.get("metadata")).get("uid")
-    if not uid:
-        return None
-    labelled = [w for w in workloads if as_dict(as_dict(w.get("metadata")).get("labels")).get(KUEUE_JOB_UID_LABEL) == uid]
-    return next(iter(labelled or [w for w in workloads if owned_by(w, uid)]), None)
+#: A pod set's or pod set assignment's name when it has none (kueue@v0.13.10 apis/kueue/v1beta1/workload_types.go:
+#: PodSet.Name and PodSetAssignment.Name, `+kubebuilder:default=main`).
+DEFAULT_POD_SET = "main"
+_EMPTY: Mapping[str, Any] = {}
 
 
-def condition(obj: Optional[dict[str, Any]], kind: str) -> Optional[dict[str, Any]]:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return cond
-    return None
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
-def is_true(obj: Optional[dict[str, Any]], kind: str) -> bool:
-    cond = condition(obj, kind)
-    return bool(cond and cond.get("status") == "True")
+def _integer(value: Any) -> Optional[int]:
+    """`value` if it is a whole number (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def reason_words(cond: Optional[dict[str, Any]]) -> str:
-    if not cond:
-        return ""
-    reason = cond.get("reason") or ""
-    message = cond.get("message") or ""
-    return f"{reason}: {message}" if reason and message else reason or message
+@dataclass(frozen=True)
+class PodSet:
+    """One of `spec.podSets`: its name, its pod count and one pod's requests (as Kueue counts them)."""
+
+    name: str
+    count: int
+    per_pod: dict[str, Decimal]
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetAssignment:
+    """One of `status.admission.podSetAssignments`: the flavor Kueue assigned per resource, and what it reserved."""
+
+    name: str
+    #: resource -> flavor name (entries whose flavor is not text are left out).
+    flavors: Mapping[str, str]
+    #: resource -> the quantity as written (`core/kubeobjects.quantity_or_none` reads it).
+    resource_usage: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheck:
+    """One of `status.admissionChecks` ("" where a field is absent or not text)."""
+
+    name: str
+    state: str
+    message: str
+
+    def words(self) -> str:
+        """"name: state (message)"."""
+        return f"{self.name}: {self.state}" + (f" ({self.message})" if self.message else "")
 
 
 @dataclass(frozen=True)
@@ -80,8 +106,163 @@ class Deactivation:
     words: str
 
 
-def _deactivation_words(cause: str, reason: str, message: str, workload: dict[str, Any]) -> str:
-    limit = (workload.get("spec") or {}).get("maximumExecutionTimeSeconds")
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A Workload, read once (`read_workload`); what each fact means is in its property."""
+
+    obj: Mapping[str, Any]
+    meta: Meta
+    conditions: tuple[Condition, ...]
+    #: `spec.active` is not false: Kueue may admit it.
+    active: bool
+    #: `spec.maximumExecutionTimeSeconds`, None where absent or not a whole number.
+    maximum_execution_time_seconds: Optional[int]
+    #: `spec.podSets` entries that are objects.
+    pod_sets: tuple[PodSet, ...]
+    #: `spec.queueName`: the LocalQueue.
+    queue_name: str
+    #: `status.admission.clusterQueue`: the ClusterQueue that reserved its quota ("" before).
+    cluster_queue: str
+    #: `status.admission.podSetAssignments` entries that are objects.
+    assignments: tuple[PodSetAssignment, ...]
+    #: `status.admissionChecks` entries that are objects.
+    admission_checks: tuple[AdmissionCheck, ...]
+
+    def condition(self, kind: str) -> Optional[Condition]:
+        return find_condition(self.conditions, kind)
+
+    def is_true(self, kind: str) -> bool:
+        cond = self.condition(kind)
+        return cond is not None and cond.true
+
+    def condition_entry(self, kind: str) -> Optional[Mapping[str, Any]]:
+        """The first condition of type `kind` as written (every field of it), for output that shows it whole."""
+        for entry in as_list(as_dict(self.obj.get("status")).get("conditions")):
+            if isinstance(entry, Mapping) and entry.get("type") == kind:
+                return entry
+        return None
+
+    @property
+    def deactivation(self) -> Optional[Deactivation]:
+        """Why the Workload is deactivated, or None while Kueue may still admit it (again).
+
+        Deactivated: `spec.active` is false (Kueue sets it once a DeactivationTarget condition
+        is True, then evicts with reason `Deactivated` or `DeactivatedDueTo<cause>`, the same
+        words in Kueue v0.13 to v0.20), or a DeactivationTarget is True already (the
+        deactivation is decided, the write follows). A Workload set active again is not.
+        """
+        if self.is_true("Finished"):
+            return None
+        evicted = self.condition("Evicted")
+        target = self.condition("DeactivationTarget")
+        if not self.active and evicted is not None and evicted.true and evicted.reason.startswith(_DEACTIVATED):
+            reason = evicted.reason
+            cause = reason[len(_DEACTIVATED + "DueTo") :] if reason.startswith(_DEACTIVATED + "DueTo") else ""
+            message = evicted.message
+        elif target is not None and target.true:
+            cause = reason = target.reason
+            message = target.message
+        elif not self.active:
+            cause, reason, message = "", _DEACTIVATED, "spec.active is false"
+        else:
+            return None
+        return Deactivation(reason, cause, message, _deactivation_words(cause, reason, message, self.maximum_execution_time_seconds))
+
+    @property
+    def state(self) -> str:
+        """admitted | deactivated | evicted | finished | pending
+
+        "deactivated" (see `deactivation`): Kueue will not admit it again; "evicted": it lost its
+        quota and waits to be admitted again.
+        """
+        if self.is_true("Finished"):
+            return "finished"
+        if self.deactivation is not None:
+            return "deactivated"
+        if self.is_true("Evicted") and not self.is_true("Admitted"):
+            return "evicted"
+        if self.is_true("Admitted"):
+            return "admitted"
+        return "pending"
+
+    def requests(self) -> dict[str, Decimal]:
+        """Total requests of all pod sets: one pod's requests (as Kueue counts them) times the count.
+
+        A pod set of count 0 is totalled as one pod here; Kueue totals none
+        (kueue@v0.13.10 pkg/workload/workload.go totalRequestsFromPodSets).
+        """
+        totals: dict[str, Decimal] = {}
+        for podset in self.pod_sets:
+            count = podset.count or 1
+            for name, amount in podset.per_pod.items():
+                totals[name] = totals.get(name, Decimal(0)) + amount * count
+        return totals
+
+    def eviction_summary(self, queue: Optional[str]) -> str:
+        """Who evicted the job and from where, in plain words (from the Evicted and Preempted conditions)."""
+        where = f"queue {queue}" if queue else "its queue"
+        if self.cluster_queue:
+            where += f" (ClusterQueue {self.cluster_queue})"
+        stopped = self.deactivation
+        if stopped is not None:
+            return f"deactivated in {where}: {stopped.words}; Kueue will not admit it again"
+        preempted = self.condition("Preempted")
+        if preempted is not None and preempted.true:
+            return f"preempted in {where}: {preempted.words()}"
+        evicted = self.condition("Evicted")
+        if evicted is not None and evicted.true:
+            return f"evicted from {where}: {evicted.words()}"
+        return f"suspended in {where} (Kueue took its quota back)"
+
+
+#: What the module's functions take: a view, a Workload object (read on the spot), or None (no Workload).
+WorkloadLike = Union[Workload, Mapping[str, Any], None]
+
+
+def _pod_set(entry: Mapping[str, Any]) -> PodSet:
+    # A count that is absent or not a whole number >= 0 reads as Kueue's default, 1
+    # (kueue@v0.13.10 apis/kueue/v1beta1/workload_types.go PodSet.Count: default 1, minimum 0).
+    count = _integer(entry.get("count"))
+    return PodSet(_text(entry.get("name")) or DEFAULT_POD_SET, count if count is not None and count >= 0 else 1,
+                  pod_requests(as_dict(entry.get("template"))))
+
+
+def _assignment(entry: Mapping[str, Any]) -> PodSetAssignment:
+    flavors = {str(resource): flavor for resource, flavor in as_dict(entry.get("flavors")).items() if isinstance(flavor, str)}
+    return PodSetAssignment(_text(entry.get("name")) or DEFAULT_POD_SET, flavors, as_dict(entry.get("resourceUsage")))
+
+
+def read_workload(obj: Any) -> Workload:
+    """The view of a Workload object (of anything: a non-object reads as a Workload that says nothing)."""
+    if not isinstance(obj, Mapping):
+        obj = _EMPTY
+    spec, status = as_dict(obj.get("spec")), as_dict(obj.get("status"))
+    admission = as_dict(status.get("admission"))
+    return Workload(
+        obj=obj,
+        meta=read_meta(obj),
+        conditions=conditions_of(status),
+        active=spec.get("active") is not False,
+        maximum_execution_time_seconds=_integer(spec.get("maximumExecutionTimeSeconds")),
+        pod_sets=tuple(_pod_set(entry) for entry in as_list(spec.get("podSets")) if isinstance(entry, Mapping)),
+        queue_name=_text(spec.get("queueName")),
+        cluster_queue=_text(admission.get("clusterQueue")),
+        assignments=tuple(_assignment(entry) for entry in as_list(admission.get("podSetAssignments")) if isinstance(entry, Mapping)),
+        admission_checks=tuple(
+            AdmissionCheck(_text(entry.get("name")), _text(entry.get("state")), _text(entry.get("message")))
+            for entry in as_list(status.get("admissionChecks")) if isinstance(entry, Mapping)
+        ),
+    )  # fmt: skip
+
+
+def workload_view(workload: WorkloadLike) -> Optional[Workload]:
+    """`workload` read once: itself when it is a view already, None for no Workload."""
+    if workload is None or isinstance(workload, Workload):
+        return workload
+    return read_workload(workload)
+
+
+def _deactivation_words(cause: str, reason: str, message: str, limit: Optional[int]) -> str:
     if cause == "MaximumExecutionTimeExceeded":
         return "the run-time limit was reached" + (f" (maximumExecutionTimeSeconds={limit})" if limit is not None else "")
     if cause == "RequeuingLimitExceeded":
@@ -93,138 +274,104 @@ def _deactivation_words(cause: str, reason: str, message: str, workload: dict[st
     return f"deactivated: {reason}: {message}" if message else f"deactivated: {reason}"
 
 
-def deactivation(workload: Optional[dict[str, Any]]) -> Optional[Deactivation]:
-    """Why the Workload is deactivated, or None while Kueue may still admit it (again).
-
-    Deactivated: `spec.active` is false (Kueue sets it once a DeactivationTarget condition
-    is True, then evicts with reason `Deactivated` or `DeactivatedDueTo<cause>`, the same
-    words in Kueue v0.13 to v0.20), or a DeactivationTarget is True already (the
-    deactivation is decided, the write follows). A Workload set active again is not.
-    """
-    if workload is None or is_true(workload, "Finished"):
+def workload_of(owner: Any, workloads: Sequence[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """The Workload Kueue made for `owner` among `workloads`: by Kueue's job-uid label, else by owner reference."""
+    uid = read_meta(owner).uid
+    if not uid:
         return None
-    active = (workload.get("spec") or {}).get("active") is not False
-    evicted = condition(workload, "Evicted")
-    target = condition(workload, "DeactivationTarget")
-    target = target if target and target.get("status") == "True" else None
-    if not active and evicted and evicted.get("status") == "True" and str(evicted.get("reason") or "").startswith(_DEACTIVATED):
-        reason = str(evicted.get("reason"))
-        cause = reason[len(_DEACTIVATED + "DueTo") :] if reason.startswith(_DEACTIVATED + "DueTo") else ""
-        message = str(evicted.get("message") or "")
-    elif target is not None:
-        cause = reason = str(target.get("reason") or "")
-        message = str(target.get("message") or "")
-    elif not active:
-        cause, reason, message = "", _DEACTIVATED, "spec.active is false"
-    else:
-        return None
-    return Deactivation(reason, cause, message, _deactivation_words(cause, reason, message, workload))
+    metas = [(workload, read_meta(workload)) for workload in workloads]
+    labelled = [workload for workload, meta in metas if meta.labels.get(KUEUE_JOB_UID_LABEL) == uid]
+    return next(iter(labelled or [workload for workload, meta in metas if any(ref.uid == uid for ref in meta.owners)]), None)
 
 
-def workload_state(workload: Optional[dict[str, Any]]) -> str:
-    """admitted | deactivated | evicted | finished | pending | none
-
-    "deactivated" (see `deactivation`): Kueue will not admit it again; "evicted": it lost its
-    quota and waits to be admitted again.
-    """
-    if workload is None:
-        return "none"
-    if is_true(workload, "Finished"):
-        return "finished"
-    if deactivation(workload) is not None:
-        return "deactivated"
-    if is_true(workload, "Evicted") and not is_true(workload, "Admitted"):
-        return "evicted"
-    if is_true(workload, "Admitted"):
-        return "admitted"
-    return "pending"
+def condition(workload: WorkloadLike, kind: str) -> Optional[Condition]:
+    view = workload_view(workload)
+    return view.condition(kind) if view is not None else None
 
 
-def position_words(position: Optional[dict[str, Any]]) -> str:
-    if not position:
-        return ""
+def is_true(workload: WorkloadLike, kind: str) -> bool:
+    view = workload_view(workload)
+    return view is not None and view.is_true(kind)
+
+
+def reason_words(cond: Union[Condition, Mapping[str, Any], None]) -> str:
+    """"reason: message" of a condition (a view, or an entry as written), or whichever of the two it has."""
+    if isinstance(cond, Mapping):
+        cond = read_condition(cond)
+    return cond.words() if isinstance(cond, Condition) else ""
+
+
+def deactivation(workload: WorkloadLike) -> Optional[Deactivation]:
+    """Why the Workload is deactivated, or None while Kueue may still admit it (again): `Workload.deactivation`."""
+    view = workload_view(workload)
+    return view.deactivation if view is not None else None
+
+
+def workload_state(workload: WorkloadLike) -> str:
+    """admitted | deactivated | evicted | finished | pending (`Workload.state`) | none (no Workload)"""
+    view = workload_view(workload)
+    return view.state if view is not None else "none"
+
+
+def position_words(position: Any) -> str:
+    """Where a pending Workload stands in its queues (the visibility API's answer), in words; "" when unknown."""
+    position = as_dict(position)
     parts = []
-    if position.get("positionInLocalQueue") is not None:
-        parts.append(f"#{int(position['positionInLocalQueue']) + 1} in its LocalQueue")
-    if position.get("positionInClusterQueue") is not None:
-        parts.append(f"#{int(position['positionInClusterQueue']) + 1} in the ClusterQueue")
+    local, cluster = _integer(position.get("positionInLocalQueue")), _integer(position.get("positionInClusterQueue"))
+    if local is not None:
+        parts.append(f"#{local + 1} in its LocalQueue")
+    if cluster is not None:
+        parts.append(f"#{cluster + 1} in the ClusterQueue")
     return ", ".join(parts)
 
 
-def admission_checks(workload: Optional[dict[str, Any]]) -> list[str]:
-    checks = ((workload or {}).get("status") or {}).get("admissionChecks") or []
-    return [f"{c.get('name')}: {c.get('state')}" + (f" ({c['message']})" if c.get("message") else "") for c in checks]
+def admission_checks(workload: WorkloadLike) -> list[str]:
+    view = workload_view(workload)
+    return [check.words() for check in view.admission_checks] if view is not None else []
 
 
-def podset_requests(workload: Optional[dict[str, Any]]) -> dict[str, Decimal]:
-    """Total requests of all pod sets: one pod's requests (as Kueue counts them) times the count."""
-    totals: dict[str, Decimal] = {}
-    for podset in as_list(as_dict(as_dict(workload).get("spec")).get("podSets")):
-        count = _count(as_dict(podset).get("count"))
-        for name, amount in pod_requests(as_dict(podset).get("template")).items():
-            totals[name] = totals.get(name, Decimal(0)) + amount * count
-    return totals
+def podset_requests(workload: WorkloadLike) -> dict[str, Decimal]:
+    """Total requests of all pod sets: `Workload.requests`."""
+    view = workload_view(workload)
+    return view.requests() if view is not None else {}
 
 
-def _count(raw: Any) -> int:
-    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else 1
+def workload_podsets(workload: WorkloadLike) -> list[PodSet]:
+    view = workload_view(workload)
+    return list(view.pod_sets) if view is not None else []
 
 
-def quota(cluster_queue: Optional[dict[str, Any]]) -> dict[str, tuple[Decimal, Decimal]]:
+def eviction_summary(workload: WorkloadLike, queue: Optional[str]) -> str:
+    """Who evicted the job and from where, in plain words: `Workload.eviction_summary` (no Workload: "suspended")."""
+    return (workload_view(workload) or read_workload(None)).eviction_summary(queue)
+
+
+def quota(cluster_queue: Any) -> dict[str, tuple[Decimal, Decimal]]:
     """resource -> (nominal quota summed over all flavors, used): a total only; whether a job fits is per flavor
-    (`flavor_requests`), as Kueue puts each pod set in one flavor per resource group."""
+    (`flavor_requests`), as Kueue puts each pod set in one flavor per resource group.
+
+    Entries that are not objects, resources without a name and malformed quantities are left out."""
     nominal: dict[str, Decimal] = {}
     used: dict[str, Decimal] = {}
-    spec = (cluster_queue or {}).get("spec") or {}
-    for group in spec.get("resourceGroups") or []:
-        for flavor in group.get("flavors") or []:
-            for res in flavor.get("resources") or []:
-                try:
-                    nominal[res["name"]] = nominal.get(res["name"], Decimal(0)) + parse_quantity(res.get("nominalQuota", 0))
-                except (KeyError, ValueError):
-                    continue
+    spec = as_dict(as_dict(cluster_queue).get("spec"))
+    for group in as_list(spec.get("resourceGroups")):
+        for flavor in as_list(as_dict(group).get("flavors")):
+            for res in as_list(as_dict(flavor).get("resources")):
+                res = as_dict(res)
+                name = res.get("name")
+                amount = quantity_or_none(res.get("nominalQuota", 0))
+                if isinstance(name, str) and amount is not None:
+                    nominal[name] = nominal.get(name, Decimal(0)) + amount
     for (_flavor, resource), amount in cluster_queue_usage(cluster_queue).items():
         used[resource] = used.get(resource, Decimal(0)) + amount
     return {name: (value, used.get(name, Decimal(0))) for name, value in nominal.items()}
 
 
-def provisioning_state(request: dict[str, Any]) -> tuple[str, str]:
+def provisioning_state(request: Any) -> tuple[str, str]:
     """(state, reason and message) of a ProvisioningRequest from its conditions."""
+    conditions = conditions_of(as_dict(request).get("status"))
     for kind, state in _PROVISIONING_STATES:
-        cond = condition(request, kind)
-        if cond is not None and cond.get("status") == "True":
-            return state, reason_words(cond)
+        cond = find_condition(conditions, kind)
+        if cond is not None and cond.true:
+            return state, cond.words()
     return "waiting", "the autoscaler has not accepted it yet"
-
-
-@dataclass(frozen=True)
-class PodSet:
-    name: str
-    count: int
-    per_pod: dict[str, Decimal]
-
-
-def workload_podsets(workload: Optional[dict[str, Any]]) -> list[PodSet]:
-    out = []
-    for podset in ((workload or {}).get("spec") or {}).get("podSets") or []:
-        count = int(podset.get("count") if podset.get("count") is not None else 1)
-        out.append(PodSet(str(podset.get("name")), count, pod_requests(podset.get("template"))))
-    return out
-
-
-def eviction_summary(workload: Optional[dict[str, Any]], queue: Optional[str]) -> str:
-    """Who evicted the job and from where, in plain words (from the Workload's Evicted and Preempted conditions)."""
-    evicted = condition(workload, "Evicted")
-    preempted = condition(workload, "Preempted")
-    admission = ((workload or {}).get("status") or {}).get("admission") or {}
-    where = f"queue {queue}" if queue else "its queue"
-    if admission.get("clusterQueue"):
-        where += f" (ClusterQueue {admission['clusterQueue']})"
-    stopped = deactivation(workload)
-    if stopped is not None:
-        return f"deactivated in {where}: {stopped.words}; Kueue will not admit it again"
-    if preempted is not None and preempted.get("status") == "True":
-        return f"preempted in {where}: {reason_words(preempted)}"
-    if evicted is not None and evicted.get("status") == "True":
-        return f"evicted from {where}: {reason_words(evicted)}"
-    return f"suspended in {where} (Kueue took its quota back)"

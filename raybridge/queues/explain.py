@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from raybridge.kueue.workload import workload_state
+from raybridge.kueue.workload import workload_view
 from raybridge.queues.decision.kueue_explain import KueueExplanation, explain_kueue
 from raybridge.core.consts import KAI_SCHEDULER_NAME
 from raybridge.kai.fairshare import Amounts
@@ -105,20 +105,18 @@ def explain(source: "Kube | ExplainObjects", name: str) -> Explanation:
 def kueue_explanation(objects: ExplainObjects, obj: dict[str, Any], warnings: Optional[list[str]] = None) -> KueueExplanation:
     """The Kueue picture of a RayJob/RayCluster: Workload, queues, cohort, flavors, nodes, checks, position."""
     warnings = warnings if warnings is not None else []
-    workload = objects.workload(obj)
+    workload = workload_view(objects.workload(obj))
     position = cq = cq_name = None
     members: Optional[list[dict[str, Any]]] = None
     cohorts: Optional[list[dict[str, Any]]] = []
     flavors: Optional[dict[str, dict[str, Any]]] = None
     nodes = requests = None
     if workload is not None:
-        lq_name = as_dict(workload.get("spec")).get("queueName")
-        if workload_state(workload) == "pending" and lq_name:
-            position = objects.pending_position(lq_name, as_dict(workload.get("metadata")).get("name") or "")
+        lq_name = workload.queue_name
+        if workload.state == "pending" and lq_name:
+            position = objects.pending_position(lq_name, workload.meta.name)
         local_queue = objects.local_queue(lq_name) if lq_name else None
-        cq_name = as_dict(as_dict(workload.get("status")).get("admission")).get("clusterQueue") or as_dict(
-            as_dict(local_queue).get("spec")
-        ).get("clusterQueue")
+        cq_name = workload.cluster_queue or as_dict(as_dict(local_queue).get("spec")).get("clusterQueue")
         cq = objects.cluster_queue(cq_name) if cq_name else None
         if cq is None and cq_name:
             warnings.append(f"{objects.missing(f'ClusterQueue {cq_name}', one=True)}: its quota is not shown")
@@ -138,7 +136,7 @@ def kueue_explanation(objects: ExplainObjects, obj: dict[str, Any], warnings: Op
             nodes = objects.nodes()
             if nodes is None:
                 warnings.append(f"{objects.missing('nodes')}: whether one pod fits the largest node is not checked")
-        if as_dict(workload.get("status")).get("admissionChecks"):
+        if workload.admission_checks:
             requests = objects.provisioning_requests()
             if requests is None:
                 warnings.append(f"{objects.missing('ProvisioningRequests')}: the autoscaler's answer is not shown")

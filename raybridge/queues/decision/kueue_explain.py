@@ -36,15 +36,13 @@ from raybridge.kuberay.rayjob import ray_state
 from raybridge.kueue.fit import UNLIMITED, QuotaForest, cohort_of
 from raybridge.kueue.workload import (
     PodSet,
-    admission_checks,
-    condition,
-    deactivation,
-    podset_requests,
+    Workload,
+    WorkloadLike,
     position_words,
     provisioning_state,
+    read_workload,
     reason_words,
-    workload_podsets,
-    workload_state,
+    workload_view,
 )
 
 RESOURCES_SHOWN = ("nvidia.com/gpu", "amd.com/gpu", "cpu", "memory")
@@ -186,11 +184,10 @@ class CheckState:
         return text
 
 
-def _request_for_check(workload: dict[str, Any], check: str, requests: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
+def _request_for_check(workload: Workload, check: str, requests: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
     """Kueue names them `<workload>-<check>-<attempt>` and owns them by the Workload; the latest attempt."""
-    meta = workload.get("metadata") or {}
-    prefix = f"{meta.get('name')}-{check}-"
-    uid = meta.get("uid")
+    prefix = f"{workload.meta.name}-{check}-"
+    uid = workload.meta.uid
     best: Optional[tuple[int, dict[str, Any]]] = None
     for request in requests:
         rmeta = request.get("metadata") or {}
@@ -206,17 +203,19 @@ def _request_for_check(workload: dict[str, Any], check: str, requests: list[dict
     return best[1] if best else None
 
 
-def check_states(workload: Optional[dict[str, Any]], provisioning_requests: Optional[list[dict[str, Any]]]) -> list[CheckState]:
+def check_states(workload: WorkloadLike, provisioning_requests: Optional[list[dict[str, Any]]]) -> list[CheckState]:
+    view = workload_view(workload)
+    if view is None:
+        return []
     out = []
-    for check in ((workload or {}).get("status") or {}).get("admissionChecks") or []:
-        name = str(check.get("name"))
-        request = _request_for_check(workload or {}, name, provisioning_requests or [])
+    for check in view.admission_checks:
+        request = _request_for_check(view, check.name, provisioning_requests or [])
         state = message = None
         if request is not None:
             state, message = provisioning_state(request)
         out.append(
             CheckState(
-                name, str(check.get("state") or "Pending"), str(check.get("message") or ""),
+                check.name, check.state or "Pending", check.message,
                 (request or {}).get("metadata", {}).get("name"), state, message or "",
             )
         )  # fmt: skip
@@ -276,7 +275,7 @@ def _verdict(requested: Decimal, nominal: Decimal, used: Decimal, potential: Dec
 
 
 def flavor_requests(
-    workload: dict[str, Any],
+    workload: WorkloadLike,
     cluster_queue: dict[str, Any],
     cohort_members: Optional[list[dict[str, Any]]],
     flavors: Optional[dict[str, dict[str, Any]]] = None,
@@ -289,10 +288,8 @@ def flavor_requests(
     `cohort_members`: the other ClusterQueues (None: not read); `cohorts`: the Cohort objects
     (None: not readable). Either unknown makes what the cohorts lend unknown."""
     forest = QuotaForest([*(cohort_members or []), cluster_queue], cohorts, complete=cohort_members is not None)
-    podsets = workload_podsets(workload)
-    assignments = {
-        str(a.get("name")): a for a in (((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or [])
-    }
+    view = workload_view(workload) or read_workload(None)
+    assignments = {a.name: a for a in view.assignments}
     usage = cluster_queue_usage(cluster_queue)
     groups = _resource_groups(cluster_queue)
     covered_all = {r for covered, _ in groups for r in covered}
@@ -313,19 +310,18 @@ def flavor_requests(
             _largest_node((flavors or {}).get(flavor), nodes, resource) if (flavors is not None or nodes is not None) else None,
         )  # fmt: skip
 
-    for ps in podsets:
+    for ps in view.pod_sets:
         asked = [r for r, v in ps.per_pod.items() if v > 0 and ps.count > 0]
         for resource in sorted(set(asked) - covered_all):
             if resource not in uncovered:
                 uncovered.append(resource)
         assignment = assignments.get(ps.name)
-        if assignment and assignment.get("flavors"):
-            usage_of = assignment.get("resourceUsage") or {}
-            for resource, flavor in sorted((assignment.get("flavors") or {}).items()):
-                requested = quantity_or_none(usage_of.get(resource))
+        if assignment is not None and assignment.flavors:
+            for resource, flavor in sorted(assignment.flavors.items()):
+                requested = quantity_or_none(assignment.resource_usage.get(resource))
                 if requested is None:
                     requested = ps.per_pod.get(resource, Decimal(0)) * ps.count
-                rows.append(row(ps, str(flavor), resource, requested, True))
+                rows.append(row(ps, flavor, resource, requested, True))
             continue
         for covered, flavor_names in groups:
             wanted = [r for r in covered if r in asked]
@@ -522,28 +518,29 @@ def _ordered_totals(asks: dict[str, Decimal]) -> tuple[tuple[str, Decimal], ...]
     return tuple((r, asks[r]) for r in order)
 
 
-def progress_line(ray_object: dict[str, Any], workload: Optional[dict[str, Any]], position: Optional[dict[str, Any]]) -> str:
+def progress_line(ray_object: dict[str, Any], workload: WorkloadLike, position: Optional[dict[str, Any]]) -> str:
     """One line saying where the job stands now; printed when it changes."""
     state = ray_state(ray_object)
     status = as_dict(ray_object.get("status"))
     deployment = state.shown()
-    queue = (workload or {}).get("spec", {}).get("queueName")
-    state = workload_state(workload)
-    if state == "pending":
-        reserved = condition(workload, "QuotaReserved")
+    view = workload_view(workload)
+    queue = (view.queue_name or None) if view is not None else None
+    stopped = view.deactivation if view is not None else None
+    state = view.state if view is not None else "none"
+    if view is not None and state == "pending":
+        reserved = view.condition("QuotaReserved")
         text = f"queued in {queue}" if queue else "queued"
-        if reserved is not None and reserved.get("status") != "True":
-            text += f": {reason_words(reserved)}"
+        if reserved is not None and not reserved.true:
+            text += f": {reserved.words()}"
         elif reserved is not None:
             text += ": quota reserved, waiting for admission checks"
         where = position_words(position)
-        checks = admission_checks(workload)
+        checks = [check.words() for check in view.admission_checks]
         return text + (f" ({where})" if where else "") + (f"; checks: {'; '.join(checks)}" if checks else "")
-    if state == "deactivated":
-        words = deactivation(workload).words  # type: ignore[union-attr]
-        return f"deactivated by Kueue{f' in {queue}' if queue else ''}: {words}; it will not be admitted again"
-    if state == "evicted":
-        return f"evicted from {queue}: {reason_words(condition(workload, 'Evicted'))}; waiting to be admitted again"
+    if stopped is not None:
+        return f"deactivated by Kueue{f' in {queue}' if queue else ''}: {stopped.words}; it will not be admitted again"
+    if view is not None and state == "evicted":
+        return f"evicted from {queue}: {reason_words(view.condition('Evicted'))}; waiting to be admitted again"
     if state == "admitted" and deployment in ("New", "Suspended", "Suspending"):
         # Kueue admits first; KubeRay unsuspends at its next reconcile (Suspended -> New -> Initializing).
         return f"admitted{f' by {queue}' if queue else ''}; waiting for KubeRay to start the Ray cluster"
@@ -568,7 +565,7 @@ def progress_line(ray_object: dict[str, Any], workload: Optional[dict[str, Any]]
 
 def explain_kueue(
     ray_object: dict[str, Any],
-    workload: Optional[dict[str, Any]],
+    workload: WorkloadLike,
     position: Optional[dict[str, Any]],
     cluster_queue: Optional[dict[str, Any]],
     cluster_queue_name: Optional[str] = None,
@@ -587,6 +584,8 @@ def explain_kueue(
     meta = ray_object.get("metadata") or {}
     state = ray_state(ray_object)
     kind = state.kind
+    view = workload_view(workload)
+    stopped = view.deactivation if view is not None else None
     queue = (meta.get("labels") or {}).get(KUEUE_QUEUE_LABEL)
     base = dict(
         kind=kind,
@@ -597,25 +596,25 @@ def explain_kueue(
         job_id=state.job_id or None,
         reason=state.why() if kind == "RayJob" else "",
         dashboard=state.dashboard or None,
-        local_queue=queue or ((workload or {}).get("spec") or {}).get("queueName"),
+        local_queue=queue or ((view.queue_name or None) if view is not None else None),
         cluster_queue=cluster_queue_name,
         cohort=cohort_of(cluster_queue) if cluster_queue else None,
         cohort_parents=tuple(QuotaForest([], cohorts).parents(cluster_queue)[1:]) if cluster_queue else (),
-        workload=((workload or {}).get("metadata") or {}).get("name"),
-        state=workload_state(workload),
-        deactivated=(lambda d: d.words if d else None)(deactivation(workload)),
+        workload=(view.meta.name or None) if view is not None else None,
+        state=view.state if view is not None else "none",
+        deactivated=stopped.words if stopped is not None else None,
     )
-    if not queue and workload is None:
+    if not queue and view is None:
         return KueueExplanation(**base, managed_by_kueue=False)  # type: ignore[arg-type]
-    if workload is None:
+    if view is None:
         return KueueExplanation(**base)  # type: ignore[arg-type]
     kinds = ("QuotaReserved", "Admitted", "DeactivationTarget", "Evicted", "Preempted", "Requeued", "Finished")
-    conditions = tuple(c for kind_ in kinds if (c := condition(workload, kind_)))
-    totals = _ordered_totals(podset_requests(workload))
-    checks = tuple(check_states(workload, provisioning_requests))
+    conditions = tuple(dict(c) for kind_ in kinds if (c := view.condition_entry(kind_)))
+    totals = _ordered_totals(view.requests())
+    checks = tuple(check_states(view, provisioning_requests))
     if cluster_queue is None:
         return KueueExplanation(**base, conditions=conditions, position=position, checks=checks, totals=totals, quota_readable=False)  # type: ignore[arg-type]
-    rows, uncovered = flavor_requests(workload, cluster_queue, cohort_members, flavors, nodes, cohorts)
+    rows, uncovered = flavor_requests(view, cluster_queue, cohort_members, flavors, nodes, cohorts)
     pending = base["state"] == "pending"
     problems = tuple(fit_problems(rows, cluster_queue, uncovered)) if pending else ()
     return KueueExplanation(
