@@ -239,7 +239,8 @@ def gpus_in_use(pods: Iterable[Any], warnings: Optional[list[str]] = None) -> di
     sink: list[str] = [] if warnings is None else warnings
     used: dict[tuple[str, str], int] = {}
     seen = SeenPods()
-    for index, obj in enumerate(pods):
+    for index, given in enumerate(pods):
+        obj = given.obj if isinstance(given, Pod) else given
         if not isinstance(obj, dict):
             sink.append(f"item {index} of the pod list is not an object: skipped")
             continue
@@ -247,7 +248,7 @@ def gpus_in_use(pods: Iterable[Any], warnings: Optional[list[str]] = None) -> di
         if repeat is not None:
             sink.append(repeat)
             continue
-        pod = read_pod(obj)
+        pod = given if isinstance(given, Pod) else read_pod(obj)
         if pod.bound and not pod.node_name:
             sink.append(f"{_pod_name(pod)}: spec.nodeName {pod.spec.get('nodeName')!r} is not a node name: its GPUs are not counted")
             continue

@@ -46,7 +46,7 @@ from raybridge.core.inventory import (
     pod_resource_requests,
 )
 from raybridge.core.kubeobjects import as_dict, as_list, parse_rfc3339
-from raybridge.core.views import Condition, Node, Pod, read_node, read_pod
+from raybridge.core.views import Condition, Node, Pod, is_object, read_node, read_pod
 from raybridge.core.placement import (
     admits,
     constraint_problem,
@@ -485,8 +485,8 @@ class ClusterSnapshot:
     @classmethod
     def read(cls, pods: Iterable[Any], nodes: Optional[Iterable[Any]], now: datetime, pod_groups: Iterable[Any] = ()) -> "ClusterSnapshot":
         """The snapshot of the objects as listed (`nodes` None: not known)."""
-        return cls([read_pod(p) for p in pods if isinstance(p, Mapping)],
-                   None if nodes is None else [read_node(n) for n in nodes if isinstance(n, Mapping)], now, pod_groups)
+        return cls([read_pod(p) for p in pods if is_object(p)],
+                   None if nodes is None else [read_node(n) for n in nodes if is_object(n)], now, pod_groups)
 
     def with_pods(self, pods: Iterable[Pod]) -> "ClusterSnapshot":
         """The same cluster with only `pods` (the nodes and PodGroups as read here, not again)."""

@@ -271,7 +271,7 @@ def free_gpu_notes(by_group: Mapping[ConstraintGroup, Sequence[DemandPiece]], no
     The plan asks for those pods all the same, as `adjuster run` does: the scheduler marked them
     Unschedulable with that room in sight, so something this model does not see keeps them off it.
     """
-    inventory = inventory_from_nodes(nodes, [pod.obj for pod in pods])
+    inventory = inventory_from_nodes(nodes, pods)
     free = {n.name: n.free for n in inventory.nodes if n.eligible and n.free}
     by_name = {node.name: node for node in named_nodes(nodes, [])}
     notes = []
