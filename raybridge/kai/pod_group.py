@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from raybridge.core.consts import KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL
 from raybridge.core.kubeobjects import as_dict, as_list
-from raybridge.core.views import Pod
+from raybridge.core.views import Meta, Pod, is_object, read_meta
 
 #: The UnschedulableReasons of a queue's capacity: the pod waits for its queue, not for nodes.
 QUOTA_REASONS = ("OverLimit", "NonPreemptibleOverQuota", "QueueDoesNotExist")
@@ -59,25 +59,63 @@ def pod_group_name(pod: Pod) -> Optional[str]:
     return name if isinstance(name, str) and name else None
 
 
-def queue_name(pod: Optional[Pod], pod_group: Optional[Mapping[str, Any]]) -> Optional[str]:
+def queue_name(pod: Optional[Pod], pod_group: Optional[PodGroup]) -> Optional[str]:
     """The PodGroup's `spec.queue`, else the pod's queue label."""
-    queue = as_dict(as_dict(pod_group).get("spec")).get("queue") if pod_group else None
+    queue: Any = pod_group.queue if pod_group is not None else None
     if not queue and pod is not None:
         queue = pod.meta.labels.get(KAI_QUEUE_LABEL)
     return str(queue) if queue else None
 
 
-def index_pod_groups(pod_groups: Iterable[Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(namespace, name) -> PodGroup, for finding a pod's; objects without a name are left out."""
+@dataclass(frozen=True)
+class PodGroup:
+    """A PodGroup, read once (`read_pod_group`); "" or None where a field is absent or of the wrong type."""
+
+    obj: Mapping[str, Any]
+    meta: Meta
+    #: `spec.queue`: the KAI Queue its pods are scheduled from.
+    queue: str
+    #: `spec.minMember` as written (shown, not computed with).
+    min_member: Any
+    phase: str
+    #: `status.conditions` entries that are objects, as written (shown whole).
+    conditions: tuple[Mapping[str, Any], ...]
+    #: The reasons of its scheduling conditions in force (`scheduling_reasons`).
+    reasons: tuple[SchedulingReason, ...]
+
+    @property
+    def quota_reason(self) -> Optional[str]:
+        """The first reason that is its queue's capacity (QUOTA_REASONS), or None."""
+        return next((r.reason for r in self.reasons if r.reason in QUOTA_REASONS), None)
+
+
+def read_pod_group(obj: Any) -> PodGroup:
+    """The view of a PodGroup object (of anything: a non-object reads as a PodGroup that says nothing)."""
+    obj = obj if is_object(obj) else {}
+    spec, status = as_dict(obj.get("spec")), as_dict(obj.get("status"))
+    queue = spec.get("queue")
+    return PodGroup(
+        obj=obj,
+        meta=read_meta(obj),
+        queue=queue if isinstance(queue, str) else "",
+        min_member=spec.get("minMember"),
+        phase=status.get("phase") if isinstance(status.get("phase"), str) else "",
+        conditions=tuple(c for c in as_list(status.get("conditions")) if is_object(c)),
+        reasons=scheduling_reasons(status),
+    )
+
+
+def index_pod_groups(pod_groups: Iterable[Any]) -> dict[tuple[str, str], PodGroup]:
+    """(namespace, name) -> PodGroup view, for finding a pod's; objects without a name are left out."""
     index = {}
-    for pg in pod_groups:
-        meta = as_dict(as_dict(pg).get("metadata"))
-        if isinstance(meta.get("name"), str):
-            index[(str(meta.get("namespace") or "default"), meta["name"])] = pg
+    for obj in pod_groups:
+        pod_group = read_pod_group(obj)
+        if pod_group.meta.name:
+            index[(pod_group.meta.namespace_or_default, pod_group.meta.name)] = pod_group
     return index
 
 
-def pod_group_of(pod: Pod, index: Mapping[tuple[str, str], Any]) -> Optional[Any]:
+def pod_group_of(pod: Pod, index: Mapping[tuple[str, str], PodGroup]) -> Optional[PodGroup]:
     """The pod's PodGroup from `index_pod_groups`, or None."""
     name = pod_group_name(pod)
     if name is None or not index:
@@ -85,23 +123,18 @@ def pod_group_of(pod: Pod, index: Mapping[tuple[str, str], Any]) -> Optional[Any
     return index.get((pod.meta.namespace_or_default, name))
 
 
-def scheduling_reasons(pod_group: Optional[Mapping[str, Any]]) -> tuple[SchedulingReason, ...]:
-    """The reasons of the PodGroup's scheduling conditions in force (a condition's own reason when it lists none)."""
+def scheduling_reasons(status: Mapping[str, Any]) -> tuple[SchedulingReason, ...]:
+    """The reasons of a PodGroup's `status.schedulingConditions` in force (a condition's own reason when it lists none)."""
     out = []
-    for sc in as_list(as_dict(as_dict(pod_group).get("status")).get("schedulingConditions")):
-        if not isinstance(sc, dict) or sc.get("status") not in (None, "True"):
+    for sc in as_list(status.get("schedulingConditions")):
+        if not is_object(sc) or sc.get("status") not in (None, "True"):
             continue
-        reasons = [r for r in as_list(sc.get("reasons")) if isinstance(r, dict)]
+        reasons = [r for r in as_list(sc.get("reasons")) if is_object(r)]
         if not reasons and (sc.get("reason") or sc.get("message")):
             reasons = [{"reason": sc.get("reason") or "", "message": sc.get("message") or ""}]
         for r in reasons:
             out.append(SchedulingReason(str(r.get("reason") or ""), str(r.get("message") or ""), str(sc.get("nodePool") or "")))
     return tuple(out)
-
-
-def quota_reason(pod_group: Optional[Mapping[str, Any]]) -> Optional[str]:
-    """The first reason of the PodGroup that is its queue's capacity (QUOTA_REASONS), or None."""
-    return next((r.reason for r in scheduling_reasons(pod_group) if r.reason in QUOTA_REASONS), None)
 
 
 def says_queue_capacity(message: Any) -> bool:

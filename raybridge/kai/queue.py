@@ -20,6 +20,7 @@ historical usage (that lives in KAI's Prometheus).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -36,7 +37,7 @@ from raybridge.kai.fairshare import DEFAULT_PRIORITY, Amounts, QueueSpec, Resour
 from raybridge.kai.share import scheduler_request
 from raybridge.core.inventory import node_is_ready, pod_gpu_requests
 from raybridge.core.kubeobjects import as_dict, as_list, container_requests, parse_rfc3339, quantity_or_none
-from raybridge.core.views import Pod, read_node, read_pod
+from raybridge.core.views import Pod, is_object, read_meta, read_node, read_pod
 from raybridge.core.names import subdomain_problem
 from raybridge.core.quantity import parse_quantity
 from raybridge.errors import BadInput
@@ -193,6 +194,49 @@ def _timestamp(raw: Any, where: str, problems: list[str]) -> Optional[datetime]:
     if parsed is None:
         problems.append(f"{where}: metadata.creationTimestamp {raw!r} is not an RFC 3339 time")
     return parsed
+
+
+# --- a Queue as the cluster holds it ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KaiQueue:
+    """A Queue the cluster holds, read once and leniently, for showing it (`explain`): "" or defaults where a field
+    is absent or of the wrong type. `queue_specs` is the strict reading the fair share divides by."""
+
+    name: str
+    #: `spec.parentQueue` ("" at the top).
+    parent: str
+    priority: int
+    #: `spec.resources` as written: resource -> its terms (a mapping; `term` reads one).
+    resources: Mapping[str, Any]
+    #: `status.allocated` as written (quantities by resource key; empty when KAI wrote none).
+    allocated: Mapping[str, Any]
+
+    def configured(self, resource: str) -> bool:
+        return resource in self.resources
+
+    def term(self, resource: str, key: str) -> float:
+        """`spec.resources.<resource>.<key>` (quota, limit, overQuotaWeight) as a number; 0 where absent or not one."""
+        value = as_dict(self.resources.get(resource)).get(key)
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return 0.0
+
+
+def read_kai_queue(obj: Any) -> KaiQueue:
+    """The lenient view of a Queue object (of anything: a non-object reads as a nameless Queue)."""
+    obj = obj if is_object(obj) else {}
+    spec, status = as_dict(obj.get("spec")), as_dict(obj.get("status"))
+    parent, priority = spec.get("parentQueue"), spec.get("priority")
+    return KaiQueue(
+        name=read_meta(obj).name,
+        parent=parent if isinstance(parent, str) else "",
+        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else DEFAULT_PRIORITY,
+        resources=as_dict(spec.get("resources")),
+        allocated=as_dict(status.get("allocated")),
+    )
 
 
 # --- quantities ------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from raybridge.kueue.workload import workload_view
 from raybridge.queues.decision.kueue_explain import KueueExplanation, explain_kueue
 from raybridge.core.consts import KAI_SCHEDULER_NAME
 from raybridge.kai.fairshare import Amounts
-from raybridge.kai.pod_group import pod_group_name
+from raybridge.kai.pod_group import PodGroup, pod_group_name, read_pod_group
 from raybridge.queues.decision.kai_explain import KaiExplanation, explain_kai
 from raybridge.kueue.fit import cohort_of
 from raybridge.core.kubeobjects import as_dict
@@ -84,7 +84,8 @@ def explain(source: "Kube | ExplainObjects", name: str) -> Explanation:
     pod_group = objects.pod_group(name)
     if pod_group is not None:
         warnings = []
-        return Explanation("PodGroup", name, namespace, kai=kai_explanation(objects, None, pod_group, warnings), warnings=tuple(warnings))
+        return Explanation("PodGroup", name, namespace, kai=kai_explanation(objects, None, read_pod_group(pod_group), warnings),
+                           warnings=tuple(warnings))
     found = objects.pod(name)
     if found is not None:
         pod = read_pod(found)
@@ -151,16 +152,17 @@ def kueue_explanation(objects: ExplainObjects, obj: dict[str, Any], warnings: Op
 
 
 def kai_explanation(
-    objects: ExplainObjects, pod: Optional[Pod], pod_group: Optional[dict[str, Any]], warnings: Optional[list[str]] = None
+    objects: ExplainObjects, pod: Optional[Pod], pod_group: Optional[PodGroup], warnings: Optional[list[str]] = None
 ) -> KaiExplanation:
     """The KAI picture of a pod or a PodGroup: its conditions, its queue chain, fair shares and allocations."""
     from raybridge.core.inventory import inventory_from_nodes
-    from raybridge.kai.queue import kai_allocated
+    from raybridge.kai.queue import kai_allocated, read_kai_queue
     from raybridge.queues.fairshare import objects_fair_share
 
     warnings = warnings if warnings is not None else []
     if pod is not None and pod_group is None and pod_group_name(pod):
-        pod_group = objects.pod_group(pod_group_name(pod) or "")
+        found = objects.pod_group(pod_group_name(pod) or "")
+        pod_group = read_pod_group(found) if found is not None else None
     queues = objects.kai_queues()
     if queues is None:
         warnings.append(objects.kai_problem() or objects.missing("KAI Queues"))
@@ -179,4 +181,4 @@ def kai_explanation(
         if pods is not None:
             memories = [n.memory_mib for n in inventory_from_nodes(nodes or []).nodes if n.memory_mib]
             allocations = kai_allocated(pods, min(memories) if memories else None)
-    return explain_kai(objects.namespace, pod, pod_group, queues, result, allocations)
+    return explain_kai(objects.namespace, pod, pod_group, [read_kai_queue(q) for q in queues], result, allocations)

@@ -16,8 +16,9 @@ from raybridge.kueue.workload import provisioning_state
 from raybridge.queues.decision.kueue_explain import BORROWS, FITS, NEVER, WAITS, check_states, explain_kueue
 from raybridge.kai.fairshare import Amounts, divide_fair_share
 from raybridge.queues.decision.kai_explain import explain_kai
-from raybridge.kai.queue import queue_specs
+from raybridge.kai.queue import queue_specs, read_kai_queue
 from raybridge.core.views import read_pod
+from raybridge.kai.pod_group import read_pod_group
 
 GPU = "nvidia.com/gpu"
 H100_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
@@ -252,6 +253,11 @@ def test_unreadable_cluster_queue_shows_totals_only():
 
 
 # --- KAI -------------------------------------------------------------------------------------------
+def kai_queues(objects):
+    """The lenient views explain reads the cluster's Queues into."""
+    return [read_kai_queue(q) for q in objects]
+
+
 def kai_queue(name, gpu_quota, parent=None, limit=-1, weight=1, priority=None, allocated=None):
     spec = {"resources": {"gpu": {"quota": gpu_quota, "limit": limit, "overQuotaWeight": weight}}}
     if parent:
@@ -292,7 +298,7 @@ KAI_ROWS = [
 
 @pytest.mark.parametrize("case,demand,allocations,fragment", KAI_ROWS, ids=[r[0] for r in KAI_ROWS])
 def test_kai_queue_words(case, demand, allocations, fragment):
-    explanation = explain_kai("ml", None, POD_GROUP, QUEUES, fair_share(demand), allocations)
+    explanation = explain_kai("ml", None, read_pod_group(POD_GROUP), kai_queues(QUEUES), fair_share(demand), allocations)
     text = "\n".join(explanation.lines())
     assert fragment in text
     assert "unschedulable on node pool default: OverLimit -- scheduling it would take its queue over the queue's limit" in text
@@ -303,7 +309,7 @@ def test_kai_queue_words(case, demand, allocations, fragment):
 def test_kai_allocation_from_bound_pods_when_the_queue_has_no_status():
     queues = [{k: v for k, v in q.items() if k != "status"} for q in QUEUES]
     own = {"team-a": Amounts(gpu=3.5), "team-b": Amounts(gpu=2)}
-    explanation = explain_kai("ml", None, POD_GROUP, queues, fair_share({"team-a": 16, "team-b": 12}), own)
+    explanation = explain_kai("ml", None, read_pod_group(POD_GROUP), kai_queues(queues), fair_share({"team-a": 16, "team-b": 12}), own)
     team_a, research = explanation.queues
     assert (team_a.allocation_source, team_a.resources["gpu"]["allocated"], research.resources["gpu"]["allocated"]) == ("bound pods", 3.5, 5.5)
     data = explanation.to_dict()
@@ -313,6 +319,6 @@ def test_kai_allocation_from_bound_pods_when_the_queue_has_no_status():
 
 def test_kai_pod_in_a_missing_queue():
     pod = {"metadata": {"name": "p", "namespace": "ml", "labels": {"kai.scheduler/queue": "nope"}}, "spec": {}, "status": {"phase": "Pending"}}
-    explanation = explain_kai("ml", read_pod(pod), None, QUEUES, None)
+    explanation = explain_kai("ml", read_pod(pod), None, kai_queues(QUEUES), None)
     assert explanation.queue == "nope" and explanation.queue_exists is False
     assert "  queue: nope (no such KAI Queue: KAI will not schedule it)" in explanation.lines()

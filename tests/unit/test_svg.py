@@ -10,6 +10,8 @@ import pytest
 from raybridge.queues.decision.kueue_explain import FlavorRequest, KueueExplanation
 from raybridge.kai.fairshare import Amounts, QueueSpec, ResourceTerms, divide_fair_share
 from raybridge.queues.decision.kai_explain import explain_kai
+from raybridge.kai.pod_group import read_pod_group
+from raybridge.kai.queue import read_kai_queue
 from raybridge.queues.decision.queue_svg import fair_share_chart, kai_explain_chart, kueue_explain_chart
 from raybridge.core.svg import BAR_WIDTH, Bar, Chart, Column, Row, Series, clean, layout, render
 from tests.pictures import check_bars, decode_png, rasterise
@@ -89,7 +91,8 @@ def test_kai_explain_highlights_the_pods_queue_path():
              QueueSpec("team-b", "research", gpu=ResourceTerms(8, -1, 1))]  # fmt: skip
     result = divide_fair_share(specs, Amounts(gpu=12), {"team-a": Amounts(gpu=12), "team-b": Amounts(gpu=8)})
     pod_group = {"metadata": {"name": "pg"}, "spec": {"queue": "team-a"}, "status": {"phase": "Pending"}}
-    explanation = explain_kai("ml", None, pod_group, queues, result, {"team-a": Amounts(gpu=6), "team-b": Amounts(gpu=2)})
+    explanation = explain_kai("ml", None, read_pod_group(pod_group), [read_kai_queue(q) for q in queues], result,
+                              {"team-a": Amounts(gpu=6), "team-b": Amounts(gpu=2)})
     chart = kai_explain_chart(explanation, "PodGroup ml/pg")
     assert [(r.label, r.depth, r.highlight) for r in chart.rows] == [("research", 0, True), ("team-a", 1, True), ("team-b", 1, False)]
     allocated = {chart.rows[b.row].label: b.width for b in layout(chart).bars if b.series == "allocated"}

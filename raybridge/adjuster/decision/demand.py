@@ -29,7 +29,7 @@ from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.adjuster.decision.host_spread import HostSpread, host_spread
-from raybridge.kai.pod_group import index_pod_groups, pod_group_name, pod_group_of, quota_reason, says_queue_capacity
+from raybridge.kai.pod_group import PodGroup, index_pod_groups, pod_group_name, pod_group_of, says_queue_capacity
 from raybridge.kai.share import KaiShare, asks_for_share, kai_gpu_memory_mib, read_kai_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.core.consts import (
@@ -430,7 +430,7 @@ def _clip(text: str, limit: int) -> str:
     return text if cut <= 0 else text[:cut].rstrip() + " ..."
 
 
-def quota_block_reason(pod: Pod, pod_groups: Mapping[tuple[str, str], Any]) -> Optional[str]:
+def quota_block_reason(pod: Pod, pod_groups: Mapping[tuple[str, str], PodGroup]) -> Optional[str]:
     """Why KAI says the pod waits for its queue rather than for nodes, or None."""
     cond = pod.condition("PodScheduled")
     return _quota_in_message(cond.message if cond is not None else None) or _quota_in_pod_group(pod, pod_groups)
@@ -443,8 +443,9 @@ def _quota_in_message(message: Any) -> Optional[str]:
     return None
 
 
-def _quota_in_pod_group(pod: Pod, pod_groups: Mapping[tuple[str, str], Any]) -> Optional[str]:
-    reason = quota_reason(pod_group_of(pod, pod_groups))
+def _quota_in_pod_group(pod: Pod, pod_groups: Mapping[tuple[str, str], PodGroup]) -> Optional[str]:
+    pod_group = pod_group_of(pod, pod_groups)
+    reason = pod_group.quota_reason if pod_group is not None else None
     return f"its queue is out of quota, not out of nodes (PodGroup {pod_group_name(pod)}: {reason})" if reason else None
 
 
@@ -503,7 +504,7 @@ class ClusterSnapshot:
         return _node_facts(self.nodes) if self.nodes is not None else (None, [])
 
     @functools.cached_property
-    def pod_group_index(self) -> dict[tuple[str, str], dict[str, Any]]:
+    def pod_group_index(self) -> dict[tuple[str, str], PodGroup]:
         return index_pod_groups(self.pod_groups)
 
 
@@ -568,7 +569,7 @@ _Verdict = tuple[str, str]
 
 
 def _judge(pod: Pod, groups: _Groups, settings: AdjusterSettings, now: datetime,
-           pod_groups: Mapping[tuple[str, str], Any]) -> DemandPiece | IgnoredPod:
+           pod_groups: Mapping[tuple[str, str], PodGroup]) -> DemandPiece | IgnoredPod:
     """The pod's demand piece, or why it is not one: each step below may say why not."""
     key = pod.key
     verdict = _not_pending_here(pod, settings)
@@ -649,7 +650,7 @@ def _what_it_asks(annotations: Mapping[str, Any], groups: _Groups) -> tuple[Opti
 
 
 def _waiting_for_nodes(pod: Pod, groups: _Groups, settings: AdjusterSettings, now: datetime,
-                       pod_groups: Mapping[tuple[str, str], Any]) -> tuple[Optional[_Verdict], Optional[float]]:
+                       pod_groups: Mapping[tuple[str, str], PodGroup]) -> tuple[Optional[_Verdict], Optional[float]]:
     """(why it does not wait for nodes: not Unschedulable, within the grace period, out of quota; seconds it waited)."""
     cond: Optional[Condition] = pod.condition("PodScheduled")  # KAI and kube-scheduler keep one
     if cond is None or cond.status != "False" or cond.reason != "Unschedulable":

@@ -27,7 +27,8 @@ from raybridge.core.kubeobjects import as_dict, as_list
 from raybridge.core.views import Pod
 from raybridge.core.quantity import parse_quantity
 from raybridge.kai.fairshare import UNLIMITED, Amounts, FairShareResult, number, to_queue_units
-from raybridge.kai.pod_group import SchedulingReason, pod_group_name, queue_name, scheduling_reasons
+from raybridge.kai.pod_group import PodGroup, SchedulingReason, pod_group_name, queue_name
+from raybridge.kai.queue import KaiQueue
 
 RESOURCES = ("gpu", "cpu", "memory")
 _UNITS = {"gpu": "GPUs", "cpu": "millicores", "memory": "MB"}
@@ -44,9 +45,9 @@ def _amount(resource: str, value: float) -> str:
     return f"{_fmt(value)} {_UNITS[resource]}"
 
 
-def allocated_from_status(queue: Mapping[str, Any]) -> Optional[Amounts]:
+def allocated_from_status(queue: KaiQueue) -> Optional[Amounts]:
     """A Queue's `status.allocated` in KAI's internal units (millicores, bytes, devices); None when absent."""
-    allocated = as_dict(as_dict(queue.get("status")).get("allocated"))
+    allocated = queue.allocated
     if not allocated:
         return None
 
@@ -207,15 +208,15 @@ class KaiExplanation:
 def explain_kai(
     namespace: str,
     pod: Optional[Pod],
-    pod_group: Optional[Mapping[str, Any]],
-    queues: Sequence[Mapping[str, Any]],
+    pod_group: Optional[PodGroup],
+    queues: Sequence[KaiQueue],
     fair_share: Optional[FairShareResult],
     pod_allocations: Optional[Mapping[str, Amounts]] = None,
     notes: Sequence[str] = (),
 ) -> KaiExplanation:
-    """The KAI picture: `queues` are the cluster's Queue objects; `pod_allocations` each queue's own bound-pod requests
-    (KAI units), used where a Queue has no `status.allocated`."""
-    by_name = {str(as_dict(q.get("metadata")).get("name")): q for q in queues}
+    """The KAI picture: `queues` are the cluster's Queues (nameless ones left out); `pod_allocations` each queue's own
+    bound-pod requests (KAI units), used where a Queue has no `status.allocated`."""
+    by_name = {q.name: q for q in queues if q.name}
     queue = queue_name(pod, pod_group)
     chain: list[QueueFacts] = []
     seen: set[str] = set()
@@ -223,20 +224,19 @@ def explain_kai(
     while current and current in by_name and current not in seen:
         seen.add(current)
         chain.append(_queue_facts(current, by_name, fair_share, pod_allocations))
-        current = as_dict(by_name[current].get("spec")).get("parentQueue")
+        current = by_name[current].parent
     scheduled = next((c for c in as_list(pod.status.get("conditions")) if as_dict(c).get("type") == "PodScheduled"), None) if pod else None
-    pg_meta, pg_spec, pg_status = (as_dict(as_dict(pod_group).get(k)) for k in ("metadata", "spec", "status"))
     return KaiExplanation(
         namespace=namespace,
         pod=pod.meta.name or None if pod else None,
         pod_phase=pod.phase or None if pod else None,
         pod_scheduled=scheduled,
-        pod_group=pg_meta.get("name") if pod_group else (pod_group_name(pod) if pod is not None else None),
-        pod_group_phase=pg_status.get("phase") if pod_group else None,
-        min_member=pg_spec.get("minMember") if pod_group else None,
+        pod_group=pod_group.meta.name or None if pod_group is not None else (pod_group_name(pod) if pod is not None else None),
+        pod_group_phase=pod_group.phase or None if pod_group is not None else None,
+        min_member=pod_group.min_member if pod_group is not None else None,
         queue=queue,
-        conditions=tuple(c for c in as_list(pg_status.get("conditions")) if isinstance(c, dict)),
-        reasons=scheduling_reasons(pod_group),
+        conditions=pod_group.conditions if pod_group is not None else (),
+        reasons=pod_group.reasons if pod_group is not None else (),
         queues=tuple(chain),
         queue_exists=queue is None or queue in by_name,
         notes=tuple(notes),
@@ -244,12 +244,11 @@ def explain_kai(
     )
 
 
-def _tree_order(by_name: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def _tree_order(by_name: Mapping[str, KaiQueue]) -> list[str]:
     """Queue names depth first, parents before children, siblings by name; queues in a parent cycle last."""
     children: dict[str, list[str]] = {}
-    for name, obj in by_name.items():
-        parent = as_dict(obj.get("spec")).get("parentQueue")
-        children.setdefault(parent if parent in by_name else "", []).append(name)
+    for name, queue in by_name.items():
+        children.setdefault(queue.parent if queue.parent in by_name else "", []).append(name)
     order: list[str] = []
     pending = sorted(children.get("", []), reverse=True)
     while pending:
@@ -263,19 +262,18 @@ def _tree_order(by_name: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 def _queue_facts(
     name: str,
-    by_name: Mapping[str, Mapping[str, Any]],
+    by_name: Mapping[str, KaiQueue],
     fair_share: Optional[FairShareResult],
     pod_allocations: Optional[Mapping[str, Amounts]],
 ) -> QueueFacts:
-    obj = by_name[name]
-    spec = as_dict(obj.get("spec"))
+    queue = by_name[name]
     share = None
     if fair_share is not None:
         try:
             share = fair_share.queue(name)
         except KeyError:
             share = None
-    allocated = allocated_from_status(obj)
+    allocated = allocated_from_status(queue)
     source = "queue status"
     if allocated is None and pod_allocations is not None:
         allocated = _subtree_allocation(name, by_name, pod_allocations)
@@ -284,12 +282,11 @@ def _queue_facts(
         source = "unknown"
     resources: dict[str, dict[str, Any]] = {}
     for resource in RESOURCES:
-        raw = as_dict(as_dict(spec.get("resources")).get(resource))
         entry: dict[str, Any] = {
-            "configured": resource in as_dict(spec.get("resources")),
-            "quota": number(_float(raw.get("quota"))),
-            "limit": number(_float(raw.get("limit"))),
-            "overQuotaWeight": number(_float(raw.get("overQuotaWeight"))),
+            "configured": queue.configured(resource),
+            "quota": number(queue.term(resource, "quota")),
+            "limit": number(queue.term(resource, "limit")),
+            "overQuotaWeight": number(queue.term(resource, "overQuotaWeight")),
         }
         if share is not None:
             rs = share.resource(resource)
@@ -300,25 +297,15 @@ def _queue_facts(
             entry["fairShare"] = None
         entry["allocated"] = None if allocated is None else number(to_queue_units(resource, allocated.get(resource)))
         resources[resource] = entry
-    priority = spec.get("priority")
-    return QueueFacts(
-        name, spec.get("parentQueue"), int(priority) if isinstance(priority, int) else 100, resources, source,
-    )  # fmt: skip
-
-
-def _float(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return 0.0
+    return QueueFacts(name, queue.parent or None, queue.priority, resources, source)
 
 
 def _subtree_allocation(
-    name: str, by_name: Mapping[str, Mapping[str, Any]], own: Mapping[str, Amounts], seen: frozenset[str] = frozenset()
+    name: str, by_name: Mapping[str, KaiQueue], own: Mapping[str, Amounts], seen: frozenset[str] = frozenset()
 ) -> Amounts:
     """The queue's own bound pods plus its descendants' (as KAI's queue controller sums them); cycles cut."""
     total = own.get(name, Amounts())
-    for child, obj in sorted(by_name.items()):
-        if as_dict(obj.get("spec")).get("parentQueue") == name and child not in seen | {name}:
+    for child, queue in sorted(by_name.items()):
+        if queue.parent == name and child not in seen | {name}:
             total = total.plus(_subtree_allocation(child, by_name, own, seen | {name}))
     return total
