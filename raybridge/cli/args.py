@@ -87,7 +87,7 @@ def seconds(text: str) -> float:
 
 def orphan_seconds(text: str) -> int:
     """An argparse type: the orphan bound, whole seconds, at least a minute."""
-    from raybridge.jobs.decision.protection import orphan_bound_problem
+    from raybridge.jobs.decision.orphan_guard import orphan_bound_problem
 
     try:
         value = int(text)

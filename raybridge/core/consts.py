@@ -118,7 +118,7 @@ ALLOCATION_ENV: tuple[str, ...] = (ENV_NUM_GPUS, ENV_NUM_REPLICAS, ENV_NUM_GPUS_
 
 # --- Manifests ---------------------------------------------------------------------
 #: How soon after raybridge stops renewing it (it died, or lost the cluster) a RayJob it
-#: created fails and frees its cluster and Kueue quota (`jobs/decision/protection.py`).
+#: created fails and frees its cluster and Kueue quota (`jobs/decision/orphan_guard.py`).
 ORPHAN_BOUND_SECONDS = 1800
 #: KubeRay's default head ports (utils/constant.go), by port name.
 GCS_PORT = 6379

@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from raybridge.core.consts import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, RAY_API_GROUP
 from raybridge.errors import BadInput, RaybridgeError
-from raybridge.jobs.decision.protection import orphan_bound_summary
+from raybridge.jobs.decision.orphan_guard import orphan_bound_summary
 from raybridge.kuberay.releases import pre_running_supported
 from raybridge.jobs.preflight import Preflight, preflight
 from raybridge.kube.calls import PermissionDenied, api_call

@@ -3,7 +3,7 @@
 The steps, each with progress through the `progress` callback:
 1. size against the Nodes and render an InteractiveMode RayJob labelled for
    Kueue, with `spec.jobId` already set to the submission id and the orphan
-   bound in `spec.activeDeadlineSeconds` (`jobs/decision/protection.py` says why this
+   bound in `spec.activeDeadlineSeconds` (`jobs/decision/orphan_guard.py` says why this
    frees quota on every KubeRay release);
 2. preflight (`jobs/preflight.py`): the namespace, LocalQueue, ClusterQueue
    and WorkloadPriorityClass exist and the request can ever be admitted;
@@ -48,7 +48,7 @@ from raybridge.core.deadline import Deadline
 from raybridge.jobs.decision.images import unpinned_image_warning
 from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS, image_for
 from raybridge.jobs.decision.planning import plan_job, render_job
-from raybridge.jobs.decision.protection import (
+from raybridge.jobs.decision.orphan_guard import (
     Renewal, eviction_bound_note, handover_notes, handover_patch, kueue_limits_run, protections_of, unknown_fields,
 )
 from raybridge.jobs.decision.sizing import SizingDecision

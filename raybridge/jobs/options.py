@@ -49,7 +49,7 @@ class SubmitOptions:
     keep: bool = False
     submission_id: Optional[str] = None
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
-    #: Kubernetes: how soon after raybridge stops renewing it a RayJob fails (`jobs/decision/protection.py`).
+    #: Kubernetes: how soon after raybridge stops renewing it a RayJob fails (`jobs/decision/orphan_guard.py`).
     orphan_bound: int = ORPHAN_BOUND_SECONDS
     progress: Callable[[str], None] = field(default=_quiet)
     #: Says what of the local directories goes to Ray; the backends call it just before the submission (set by

@@ -1,7 +1,7 @@
 """`OrphanGuard`: renews a RayJob's orphan bound while raybridge runs, so that the RayJob dies soon after it does.
 
 The decision (which fields, which values, why they free the quota on every
-KubeRay and Kueue release) is `jobs/decision/protection.py` (`Renewal`); this
+KubeRay and Kueue release) is `jobs/decision/orphan_guard.py` (`Renewal`); this
 is its I/O: a daemon thread that reads the RayJob every renewal interval and
 writes what changed, with the read's resourceVersion as a precondition, so a
 deadline computed from a `status.startTime` that has just been replaced (an
@@ -31,7 +31,7 @@ import time
 from typing import Callable, Optional
 
 from raybridge.errors import BadInput, RaybridgeError
-from raybridge.jobs.decision.protection import Renewal, renew_interval, renewed_deadline, seconds_since_start, unknown_fields
+from raybridge.jobs.decision.orphan_guard import Renewal, renew_interval, renewed_deadline, seconds_since_start, unknown_fields
 from raybridge.kube.rayapi import RayObjects
 from raybridge.kuberay.rayjob import ray_state
 

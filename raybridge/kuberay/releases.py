@@ -7,7 +7,7 @@ From the operator's sources (ray-operator@v1.3.2 .. v1.6.1, controllers/ray/rayj
 `v1.6.1`, `1.5.2` or `v1.7.0-rc.0` (a Helm chart label or an image tag); anything else is unknown.
 
 Pure. What a deadline means for a guarded job (how far ahead to renew, what to say) is the
-jobs domain's (`jobs/decision/protection.py`).
+jobs domain's (`jobs/decision/orphan_guard.py`).
 """
 
 from __future__ import annotations

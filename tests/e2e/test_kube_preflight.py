@@ -303,7 +303,7 @@ def test_one_orphan_protection_on_kuberay_v1_6_1(cluster: Cluster) -> None:
     labels, spec = stored["metadata"].get("labels") or {}, stored["spec"]
     # 30 minutes after the last renewal: KubeRay v1.6.1 sets status.startTime as it first takes the RayJob into
     # Initializing (rayjob_controller.go initRayJobStatusIfNeed), before it sees Kueue's suspend, and raybridge
-    # counts the seconds it saw since then into the deadline (protection.renewed_deadline).
+    # counts the seconds it saw since then into the deadline (jobs/decision/orphan_guard.py renewed_deadline).
     assert 1800 <= spec["activeDeadlineSeconds"] <= 1800 + ran, spec["activeDeadlineSeconds"]
     assert spec["jobId"] == "guarded-run-1"
     assert "preRunningDeadlineSeconds" not in spec

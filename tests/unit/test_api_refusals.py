@@ -99,7 +99,7 @@ def _strict_patch_refusal(field: str, object_size: int) -> str:
 def test_a_strict_patch_refusal_keeps_the_unknown_field_whatever_the_object_s_size(size: int) -> None:
     """`submit --no-wait` on KubeRay before v1.6 learns that spec.preRunningDeadlineSeconds is unknown from this
     refusal: with the object quoted whole, the message was cut before the field and every --no-wait ended in exit 2."""
-    from raybridge.jobs.decision.protection import unknown_fields
+    from raybridge.jobs.decision.orphan_guard import unknown_fields
 
     translated = translate_api_exception("updating RayJob ml/long", api_error(422, _strict_patch_refusal("spec.preRunningDeadlineSeconds", size)))
     assert type(translated) is BadInput

@@ -8,7 +8,7 @@ import pytest
 
 from raybridge.errors import BadInput, ClusterUnreachable
 from raybridge.kube.calls import PermissionDenied as PermissionDeniedLike
-from raybridge.jobs.decision.protection import Renewal
+from raybridge.jobs.decision.orphan_guard import Renewal
 from raybridge.jobs.orphan_guard import RETRY_SECONDS, OrphanGuard, awake_or_asleep_clock
 
 

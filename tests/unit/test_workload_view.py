@@ -2,7 +2,7 @@
 
 Objects reach `raybridge.kueue.workload` from files users wrote as well as from the API server; each
 row is one malformed field, the call that reads it, and what it reads as. Well-formed objects read as
-before: `test_admission.py`, `test_explain.py` and `test_protection.py` hold those.
+before: `test_admission.py`, `test_explain.py` and `test_orphan_guard_decision.py` hold those.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ from raybridge.core.consts import (
 )
 from raybridge.jobs.decision.images import PythonVersion, default_image
 from raybridge.core.names import name_problem, namespace_problem, queue_name_problem
-from raybridge.jobs.decision.protection import guarded, with_run_bound
+from raybridge.jobs.decision.orphan_guard import guarded, with_run_bound
 from raybridge.core.quantity import format_cpu, format_memory, parse_quantity
 from raybridge.core.runtime_env import (
     allocation_env,

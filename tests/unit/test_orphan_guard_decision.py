@@ -6,7 +6,7 @@ import pytest
 
 from raybridge.kueue.workload import deactivation, eviction_summary
 from raybridge.kuberay.releases import pre_running_supported
-from raybridge.jobs.decision.protection import (
+from raybridge.jobs.decision.orphan_guard import (
     Renewal,
     guarded,
     handover_notes,

@@ -1,4 +1,8 @@
-"""Orphan protection: what frees a RayJob's cluster and Kueue quota when raybridge dies at any moment.
+"""The orphan guard, decided: what frees a RayJob's cluster and Kueue quota when raybridge dies at any moment.
+
+The guard is one concept in two halves, as the adjuster is: this module decides (which fields, which
+values, the renewal), `jobs/orphan_guard.py` acts (the thread that renews the bound). What a user is
+told of it is the "orphan protection" line of `submit`.
 
 raybridge creates InteractiveMode RayJobs: KubeRay builds the cluster and
 raybridge submits the entrypoint. Read release by release in KubeRay's RayJob
