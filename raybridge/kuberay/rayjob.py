@@ -52,6 +52,9 @@ class RayState:
     dashboard: str
     reason: str
     message: str
+    #: A RayJob's `status.rayClusterStatus`: its workers ready (0 until KubeRay writes one) and wanted (None: not said).
+    workers_ready: int = 0
+    workers_desired: Optional[int] = None
 
     @property
     def submitted_id(self) -> str:
@@ -96,6 +99,7 @@ def ray_state(obj: Optional[Mapping[str, Any]]) -> RayState:
     obj = obj or {}
     meta, spec, status = as_dict(obj.get("metadata")), as_dict(obj.get("spec")), as_dict(obj.get("status"))
     kind = _text(obj.get("kind")) or "RayJob"
+    cluster = as_dict(status.get("rayClusterStatus")) if kind == "RayJob" else {}
     return RayState(
         kind=kind,
         name=_text(meta.get("name")),
@@ -108,4 +112,10 @@ def ray_state(obj: Optional[Mapping[str, Any]]) -> RayState:
         dashboard=_text(status.get("dashboardURL")),
         reason=_text(status.get("reason")),
         message=_text(status.get("message")),
+        workers_ready=_count(cluster.get("readyWorkerReplicas")) or 0,  # KubeRay leaves it out until a worker is ready
+        workers_desired=_count(cluster.get("desiredWorkerReplicas")),
     )
+
+
+def _count(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Optional, Protocol, Sequence
 
 from raybridge.core.consts import DEFAULT_NAMESPACE
-from raybridge.core.kubeobjects import as_dict
+from raybridge.core.views import read_meta
 from raybridge.errors import BadInput, InfraError
 from raybridge.kueue.workload import workload_of
 
@@ -84,7 +84,7 @@ class ClusterObjects:
     def workload(self, owner: dict[str, Any]) -> Optional[dict[str, Any]]:
         from raybridge.kube.kueue import find_workload
 
-        return find_workload(self.kube, str(as_dict(owner.get("metadata")).get("namespace") or self.namespace), owner)
+        return find_workload(self.kube, read_meta(owner).namespace or self.namespace, owner)
 
     def pending_position(self, local_queue: str, workload_name: str) -> Optional[dict[str, Any]]:
         from raybridge.kube.kueue import pending_position
@@ -165,7 +165,7 @@ class FileObjects:
 
     def _named(self, kind: str, name: str, namespace: Optional[str]) -> Optional[dict[str, Any]]:
         for obj in self._by_kind.get(kind, ()):
-            if as_dict(obj.get("metadata")).get("name") == name and (namespace is None or _namespace_of(obj) == namespace):
+            if read_meta(obj).name == name and (namespace is None or _namespace_of(obj) == namespace):
                 return obj
         return None
 
@@ -179,7 +179,7 @@ class FileObjects:
         return self._named("Pod", name, self.namespace)
 
     def workload(self, owner: dict[str, Any]) -> Optional[dict[str, Any]]:
-        namespace = as_dict(owner.get("metadata")).get("namespace") or self.namespace
+        namespace = read_meta(owner).namespace or self.namespace
         mine = [w for w in self._by_kind.get("Workload", ()) if _namespace_of(w) == namespace]
         return workload_of(owner, mine)
 
@@ -216,13 +216,13 @@ class FileObjects:
         """The namespaces where an object `explain` can explain is called `name`."""
         return sorted({
             _namespace_of(obj) for kind in ("RayJob", "RayCluster", "PodGroup", "Pod") for obj in self._by_kind.get(kind, ())
-            if as_dict(obj.get("metadata")).get("name") == name
+            if read_meta(obj).name == name
         })  # fmt: skip
 
 
 def _namespace_of(obj: dict[str, Any]) -> str:
     """An object's namespace as the API server defaults it."""
-    return str(as_dict(obj.get("metadata")).get("namespace") or DEFAULT_NAMESPACE)
+    return read_meta(obj).namespace or DEFAULT_NAMESPACE
 
 
 def read_object_files(paths: Sequence[str], flag: str = "-f") -> tuple[list[dict[str, Any]], list[str]]:

@@ -42,3 +42,20 @@ def test_taken_when_kuberay_polls_the_id_or_the_rayjob_ended():
     assert not ray_state(rayjob({"jobDeploymentStatus": "Running", "jobId": "other"})).taken("s1")
     assert ray_state(rayjob({"jobDeploymentStatus": "Failed"})).taken("s1")
     assert ray_state(rayjob({"jobDeploymentStatus": "Failed", "reason": "X", "message": "m"})).why() == "X: m"
+
+
+# (case, status, kind, workers ready, workers desired)
+WORKER_ROWS = [
+    ("none written yet", {}, "RayJob", 0, None),
+    ("two of four ready", {"rayClusterStatus": {"readyWorkerReplicas": 2, "desiredWorkerReplicas": 4}}, "RayJob", 2, 4),
+    ("ready left out until one is", {"rayClusterStatus": {"desiredWorkerReplicas": 4}}, "RayJob", 0, 4),
+    ("counts of the wrong type", {"rayClusterStatus": {"readyWorkerReplicas": "2", "desiredWorkerReplicas": True}}, "RayJob", 0, None),
+    ("rayClusterStatus not an object", {"rayClusterStatus": [1]}, "RayJob", 0, None),
+    ("a RayCluster's are not read here", {"rayClusterStatus": {"readyWorkerReplicas": 2, "desiredWorkerReplicas": 4}}, "RayCluster", 0, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case,status,kind,ready,desired", WORKER_ROWS, ids=[r[0] for r in WORKER_ROWS])
+def test_a_rayjob_s_workers_are_read_with_its_state(case, status, kind, ready, desired):
+    state = ray_state(rayjob(status, kind=kind))
+    assert (state.workers_ready, state.workers_desired) == (ready, desired)

@@ -31,7 +31,8 @@ from decimal import Decimal
 from typing import Any, Optional, Sequence
 
 from raybridge.core.consts import KUEUE_QUEUE_LABEL
-from raybridge.core.kubeobjects import as_dict, cluster_queue_usage, quantity_or_none
+from raybridge.core.kubeobjects import cluster_queue_usage, quantity_or_none
+from raybridge.core.views import read_meta
 from raybridge.kuberay.rayjob import ray_state
 from raybridge.kueue.fit import UNLIMITED, QuotaForest, cohort_of
 from raybridge.kueue.workload import (
@@ -520,9 +521,8 @@ def _ordered_totals(asks: dict[str, Decimal]) -> tuple[tuple[str, Decimal], ...]
 
 def progress_line(ray_object: dict[str, Any], workload: WorkloadLike, position: Optional[dict[str, Any]]) -> str:
     """One line saying where the job stands now; printed when it changes."""
-    state = ray_state(ray_object)
-    status = as_dict(ray_object.get("status"))
-    deployment = state.shown()
+    ray = ray_state(ray_object)
+    deployment = ray.shown()
     view = workload_view(workload)
     queue = (view.queue_name or None) if view is not None else None
     stopped = view.deactivation if view is not None else None
@@ -544,13 +544,10 @@ def progress_line(ray_object: dict[str, Any], workload: WorkloadLike, position: 
     if state == "admitted" and deployment in ("New", "Suspended", "Suspending"):
         # Kueue admits first; KubeRay unsuspends at its next reconcile (Suspended -> New -> Initializing).
         return f"admitted{f' by {queue}' if queue else ''}; waiting for KubeRay to start the Ray cluster"
-    if deployment in ("Initializing", "Running", "Waiting") or status.get("state") == "ready":
-        cluster = status.get("rayClusterStatus") or {}
-        ready = cluster.get("readyWorkerReplicas") or 0  # KubeRay leaves it out until a worker is ready
-        desired = cluster.get("desiredWorkerReplicas")
-        workers = f", workers ready {ready}/{desired}" if desired else ""
+    if deployment in ("Initializing", "Running", "Waiting") or (ray.kind == "RayCluster" and ray.deployment == "ready"):
+        workers = f", workers ready {ray.workers_ready}/{ray.workers_desired}" if ray.workers_desired else ""
         return f"admitted{f' by {queue}' if queue else ''}; Ray cluster {deployment.lower()}{workers}"
-    queued = bool(as_dict(as_dict(ray_object.get("metadata")).get("labels")).get(KUEUE_QUEUE_LABEL))
+    queued = bool(read_meta(ray_object).labels.get(KUEUE_QUEUE_LABEL))
     if state == "none" and queued and deployment in ("Suspended", "New", ""):
         return "waiting for Kueue to pick the job up (no Workload yet)"
     if deployment in ("New", ""):
@@ -559,8 +556,7 @@ def progress_line(ray_object: dict[str, Any], workload: WorkloadLike, position: 
         return "suspending: KubeRay is taking its Ray cluster down"
     if deployment == "Suspended":
         return "suspended" + ("; waiting for Kueue to admit it" if queued else "")
-    reason = status.get("reason")
-    return f"{deployment}" + (f" ({reason}: {status.get('message', '')})" if reason else "")
+    return deployment + (f" ({ray.why()})" if ray.reason else "")
 
 
 def explain_kueue(
