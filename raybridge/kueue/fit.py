@@ -29,7 +29,8 @@ unknown: only the queue's own `borrowingLimit` bounds it, so the check errs
 towards "may fit" and never refuses what Kueue could admit.
 
 Pure: plain dicts in (the rendered object, ClusterQueues, Cohorts,
-ResourceFlavors, Nodes), sentences out. It does not model usage (only whether
+ResourceFlavors, Nodes; a ClusterQueue's or Cohort's quota is read once into its view,
+`kueue/cluster_queue.py`), sentences out. It does not model usage (only whether
 admission is ever possible), flavor fungibility, preemption, required node
 affinity terms or topology-aware scheduling: each of those can only make a
 workload wait, never admit one that this refuses.
@@ -43,7 +44,8 @@ from typing import Any, Iterable, Mapping, Optional
 
 from raybridge.core.consts import GPU_RESOURCE_KEYS
 from raybridge.core import kubeobjects
-from raybridge.core.kubeobjects import as_dict, quantity_or_none
+from raybridge.core.kubeobjects import as_dict
+from raybridge.kueue.cluster_queue import QuotaHolder, ResourceGroup, ResourceQuota, read_quota_holder
 
 _GPU_KEYS = frozenset(GPU_RESOURCE_KEYS.values())
 #: What a cohort can lend when the ClusterQueues or Cohorts could not be read.
@@ -90,33 +92,14 @@ def ray_podsets(obj: Mapping[str, Any]) -> list[PodSetRequest]:
     return podsets
 
 
-def _name(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")
+def holder(obj: Any) -> QuotaHolder:
+    """`obj` as a quota view: itself when it is one, else read (`kueue/cluster_queue.py`)."""
+    return obj if isinstance(obj, QuotaHolder) else read_quota_holder(obj)
 
 
-def _quotas(obj: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Optional[Decimal]]]:
-    """(flavor, resource) -> {nominal, borrowingLimit, lendingLimit} of a ClusterQueue or a Cohort."""
-    out: dict[tuple[str, str], dict[str, Optional[Decimal]]] = {}
-    for group in (obj.get("spec") or {}).get("resourceGroups") or []:
-        for flavor in group.get("flavors") or []:
-            for res in flavor.get("resources") or []:
-                out[(str(flavor.get("name")), str(res.get("name")))] = {
-                    "nominal": quantity_or_none(res.get("nominalQuota")) or Decimal(0),
-                    "borrowingLimit": quantity_or_none(res.get("borrowingLimit")),
-                    "lendingLimit": quantity_or_none(res.get("lendingLimit")),
-                }
-    return out
-
-
-def cohort_of(cq: Mapping[str, Any]) -> Optional[str]:
+def cohort_of(cq: Any) -> Optional[str]:
     """The cohort a ClusterQueue belongs to (`cohortName` in v1beta2, `cohort` in v1beta1)."""
-    spec = cq.get("spec") or {}
-    return spec.get("cohortName") or spec.get("cohort") or None
-
-
-def parent_of(cohort: Optional[Mapping[str, Any]]) -> Optional[str]:
-    """The parent a Cohort object names (`spec.parentName`), None for a root or a cohort without an object."""
-    return str(((cohort or {}).get("spec") or {}).get("parentName") or "") or None
+    return holder(cq).cohort
 
 
 class QuotaForest:
@@ -130,42 +113,51 @@ class QuotaForest:
 
     def __init__(
         self,
-        cluster_queues: Iterable[Mapping[str, Any]],
-        cohorts: Optional[Iterable[Mapping[str, Any]]] = (),
+        cluster_queues: Iterable[Any],
+        cohorts: Optional[Iterable[Any]] = (),
         *,
         complete: bool = True,
     ) -> None:
-        self.queues = {_name(cq): cq for cq in cluster_queues}
-        self.cohorts = {_name(c): c for c in cohorts or ()}
+        self.queues = {q.name: q for q in map(holder, cluster_queues)}
+        self.cohorts = {c.name: c for c in map(holder, cohorts or ())}
         self.known = complete and cohorts is not None
         self._subtree: dict[tuple[str, tuple[str, str]], Decimal] = {}
 
-    def add(self, cq: Mapping[str, Any]) -> "QuotaForest":
+    def add(self, cq: Any) -> "QuotaForest":
         """The forest with `cq` in it (the queue asked about may be missing from a partial list)."""
-        self.queues[_name(cq)] = cq
+        view = holder(cq)
+        self.queues[view.name] = view
         self._subtree.clear()
         return self
 
-    def parents(self, cq: Mapping[str, Any]) -> list[str]:
+    def _parent(self, cohort: str) -> Optional[str]:
+        found = self.cohorts.get(cohort)
+        return found.parent if found is not None else None
+
+    def _quota(self, cohort: str, fr: tuple[str, str]) -> Optional[ResourceQuota]:
+        found = self.cohorts.get(cohort)
+        return found.quota(*fr) if found is not None else None
+
+    def parents(self, cq: Any) -> list[str]:
         """The cohorts above a ClusterQueue, nearest first; a loop ends the list at the first repeat."""
         chain: list[str] = []
-        name = cohort_of(cq)
+        name = holder(cq).cohort
         while name is not None and name not in chain:
             chain.append(name)
-            name = parent_of(self.cohorts.get(name))
+            name = self._parent(name)
         if name is not None:
             chain.append(name)  # the repeat shows the loop
         return chain
 
-    def loop(self, cq: Mapping[str, Any]) -> Optional[list[str]]:
+    def loop(self, cq: Any) -> Optional[list[str]]:
         """The cohorts that form a loop of parents above `cq`, or None (Kueue schedules nothing from such a queue)."""
         chain = self.parents(cq)
         if len(chain) > 1 and chain[-1] in chain[:-1]:
             return chain[chain.index(chain[-1]) :]
         return None
 
-    def _local(self, quota: Optional[Mapping[str, Optional[Decimal]]], subtree: Decimal) -> Decimal:
-        lending = (quota or {}).get("lendingLimit")
+    def _local(self, quota: Optional[ResourceQuota], subtree: Decimal) -> Decimal:
+        lending = quota.lending_limit if quota is not None else None
         return max(Decimal(0), subtree - lending) if lending is not None else Decimal(0)
 
     def _cohort_subtree(self, cohort: str, fr: tuple[str, str]) -> Decimal:
@@ -173,45 +165,46 @@ class QuotaForest:
         key = (cohort, fr)
         if key not in self._subtree:
             self._subtree[key] = Decimal(0)  # a loop adds nothing more
-            own = _quotas(self.cohorts.get(cohort) or {}).get(fr)
-            total = (own or {}).get("nominal") or Decimal(0)
+            own = self._quota(cohort, fr)
+            total = own.nominal if own is not None else Decimal(0)
             for name, child in self.cohorts.items():
-                if parent_of(child) == cohort and name != cohort:
+                if child.parent == cohort and name != cohort:
                     sub = self._cohort_subtree(name, fr)
-                    total += sub - self._local(_quotas(child).get(fr), sub)
+                    total += sub - self._local(child.quota(*fr), sub)
             for queue in self.queues.values():
-                if cohort_of(queue) == cohort:
-                    quota = _quotas(queue).get(fr)
-                    nominal = (quota or {}).get("nominal") or Decimal(0)
+                if queue.cohort == cohort:
+                    quota = queue.quota(*fr)
+                    nominal = quota.nominal if quota is not None else Decimal(0)
                     total += nominal - self._local(quota, nominal)
             self._subtree[key] = total
         return self._subtree[key]
 
     def _cohort_potential(self, cohort: str, fr: tuple[str, str], seen: frozenset[str] = frozenset()) -> Decimal:
-        parent = parent_of(self.cohorts.get(cohort))
+        parent = self._parent(cohort)
         subtree = self._cohort_subtree(cohort, fr)
         if parent is None or parent in seen:
             return subtree
-        quota = _quotas(self.cohorts.get(cohort) or {}).get(fr)
+        quota = self._quota(cohort, fr)
         most = self._local(quota, subtree) + self._cohort_potential(parent, fr, seen | {cohort})
-        borrowing = (quota or {}).get("borrowingLimit")
+        borrowing = quota.borrowing_limit if quota is not None else None
         return min(subtree + borrowing, most) if borrowing is not None else most
 
-    def potential(self, cq: Mapping[str, Any], flavor: str, resource: str) -> Decimal:
+    def potential(self, cq: Any, flavor: str, resource: str) -> Decimal:
         """potentialAvailable: the most of `resource` in `flavor` the ClusterQueue could ever hold (no usage anywhere)."""
+        view = holder(cq)
         fr = (flavor, resource)
-        quota = _quotas(cq).get(fr)
+        quota = view.quota(flavor, resource)
         if quota is None:
             return Decimal(0)
-        nominal = quota["nominal"] or Decimal(0)
-        cohort = cohort_of(cq)
+        nominal = quota.nominal
+        cohort = view.cohort
         if cohort is None:
             return nominal
-        borrowing = quota["borrowingLimit"]
+        borrowing = quota.borrowing_limit
         if not self.known:
             return nominal + borrowing if borrowing is not None else UNLIMITED
-        if _name(cq) not in self.queues:
-            self.add(cq)
+        if view.name not in self.queues:
+            self.add(view)
         most = self._local(quota, nominal) + self._cohort_potential(cohort, fr)
         return min(nominal + borrowing, most) if borrowing is not None else most
 
@@ -286,29 +279,12 @@ def _asks(ps: PodSetRequest, resource: str) -> str:
     return f"{_show(ps.total(resource), resource)} {resource} ({ps.count} x {_show(ps.requests[resource], resource)})"
 
 
-@dataclass(frozen=True)
-class _Group:
-    covered: list[str]
-    flavors: list[str]
-
-
-def _groups(cq: Mapping[str, Any]) -> list[_Group]:
-    out = []
-    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
-        flavors = [str(f.get("name")) for f in group.get("flavors") or []]
-        covered = [str(r) for r in group.get("coveredResources") or []]
-        if not covered:
-            covered = sorted({str(r.get("name")) for f in group.get("flavors") or [] for r in f.get("resources") or []})
-        out.append(_Group(covered, flavors))
-    return out
-
-
 _QUOTA_WORDS = "nominal quota plus what its cohorts can lend"
 
 
 def admission_problems(
     podsets: list[PodSetRequest],
-    cluster_queue: Mapping[str, Any],
+    cluster_queue: Any,
     cohort_members: Iterable[Mapping[str, Any]] = (),
     flavors: Optional[Mapping[str, Mapping[str, Any]]] = None,
     nodes: Optional[list[Mapping[str, str]]] = None,
@@ -323,7 +299,8 @@ def admission_problems(
     Cohort objects (None: not readable); `flavors` the ResourceFlavors by name and
     `nodes` the label sets of the Nodes, when known (None: not checked).
     """
-    name = _name(cluster_queue) or "?"
+    cluster_queue = holder(cluster_queue)
+    name = cluster_queue.name or "?"
     forest = QuotaForest([*cohort_members, cluster_queue], cohorts, complete=members_complete)
     loop = forest.loop(cluster_queue)
     if loop is not None:
@@ -331,8 +308,8 @@ def admission_problems(
             f"the cohorts above ClusterQueue {name} form a loop of parents ({' -> '.join(loop)}): "
             "Kueue admits nothing from it until the loop is broken"
         ]
-    groups = _groups(cluster_queue)
-    covered = {r for g in groups for r in g.covered}
+    groups = cluster_queue.groups
+    covered = cluster_queue.covered
     asked = sorted({r for ps in podsets for r, v in ps.requests.items() if v > 0 and ps.count > 0})
     problems: list[str] = []
     for resource in asked:
@@ -365,9 +342,9 @@ def _pod_set_problem(
     name: str,
     ps: PodSetRequest,
     wanted: list[str],
-    group: _Group,
+    group: ResourceGroup,
     forest: QuotaForest,
-    cluster_queue: Mapping[str, Any],
+    cluster_queue: QuotaHolder,
     flavors: Optional[Mapping[str, Mapping[str, Any]]],
     nodes: Optional[list[Mapping[str, str]]],
     label_keys: set[str],

@@ -27,8 +27,9 @@ from decimal import Decimal
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from raybridge.core.consts import KUEUE_JOB_UID_LABEL
-from raybridge.core.kubeobjects import as_dict, as_list, cluster_queue_usage, quantity_or_none
+from raybridge.core.kubeobjects import as_dict, as_list, cluster_queue_usage
 from raybridge.core.views import Condition, Meta, conditions_of, find_condition, read_condition, read_meta
+from raybridge.kueue.cluster_queue import read_quota_holder
 from raybridge.kueue.fit import pod_requests
 
 _DEACTIVATED = "Deactivated"  # kueue.WorkloadDeactivated; the Evicted reason is it or "DeactivatedDueTo<cause>"
@@ -350,18 +351,12 @@ def quota(cluster_queue: Any) -> dict[str, tuple[Decimal, Decimal]]:
     """resource -> (nominal quota summed over all flavors, used): a total only; whether a job fits is per flavor
     (`flavor_requests`), as Kueue puts each pod set in one flavor per resource group.
 
-    Entries that are not objects, resources without a name and malformed quantities are left out."""
+    Read through `kueue/cluster_queue.py`: entries that are not objects and resources without a name are left out,
+    a malformed quantity counts as 0."""
     nominal: dict[str, Decimal] = {}
     used: dict[str, Decimal] = {}
-    spec = as_dict(as_dict(cluster_queue).get("spec"))
-    for group in as_list(spec.get("resourceGroups")):
-        for flavor in as_list(as_dict(group).get("flavors")):
-            for res in as_list(as_dict(flavor).get("resources")):
-                res = as_dict(res)
-                name = res.get("name")
-                amount = quantity_or_none(res.get("nominalQuota", 0))
-                if isinstance(name, str) and amount is not None:
-                    nominal[name] = nominal.get(name, Decimal(0)) + amount
+    for (_flavor, resource), quota_of in read_quota_holder(cluster_queue).quotas.items():
+        nominal[resource] = nominal.get(resource, Decimal(0)) + quota_of.nominal
     for (_flavor, resource), amount in cluster_queue_usage(cluster_queue).items():
         used[resource] = used.get(resource, Decimal(0)) + amount
     return {name: (value, used.get(name, Decimal(0))) for name, value in nominal.items()}

@@ -112,3 +112,51 @@ def test_bad_input_is_one_line_and_exit_2(case, argv, make, fragment, tmp_path):
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert out.returncode == 2 and len(errors) == 1 and fragment in errors[0], out.stderr
     assert out.stdout == "" and "Traceback" not in out.stderr
+
+
+def _edit(kind: str, change):
+    """The example's objects with every object of `kind` changed by `change`."""
+
+    def edited(items: list) -> list:
+        for item in items:
+            if item.get("kind") == kind:
+                change(item)
+        return items
+
+    return edited
+
+
+def _set(path: tuple, value):
+    def change(item: dict) -> None:
+        target = item
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+
+    return change
+
+
+# (case, edit of the example's objects, what the explanation still says) -- fields of the wrong type in a user's
+# files read as absent: the explanation goes on with what is left, never an internal error
+MALFORMED = [
+    ("a resource group that is text", _edit("ClusterQueue", _set(("spec", "resourceGroups"), ["gpu"])),
+     "  asks for:"),
+    ("a flavor entry that is text", _edit("ClusterQueue", _set(("spec", "resourceGroups", 0, "flavors"), ["amd-mi300x"])),
+     "  asks for:"),
+    ("a flavor's resources that are text", _edit("ClusterQueue", _set(("spec", "resourceGroups", 0, "flavors", 0, "resources"), "gpu")),
+     "RayJob team-a/train-gpu"),
+    ("a ClusterQueue spec that is a list", _edit("ClusterQueue", _set(("spec",), [])), "RayJob team-a/train-gpu"),
+    ("a ResourceFlavor spec that is text", _edit("ResourceFlavor", _set(("spec",), "x")), "RayJob team-a/train-gpu"),
+    ("a Workload status that is text", _edit("Workload", _set(("status",), "pending")), "RayJob team-a/train-gpu"),
+]
+
+
+@pytest.mark.parametrize("case,edit,says", MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_objects_in_the_files_read_as_absent(case, edit, says, tmp_path):
+    items = [doc for doc in yaml.safe_load_all(Path(QUEUED).read_text()) if doc]  # a YAML stream, as kubectl prints it
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": edit(items)}))
+    out = offline("explain", "train-gpu", "-f", str(bad), "-f", NODES, tmp_path=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "internal error" not in out.stderr and "Traceback" not in out.stderr
+    assert says in out.stdout, out.stdout

@@ -31,8 +31,9 @@ from decimal import Decimal
 from typing import Any, Optional, Sequence
 
 from raybridge.core.consts import KUEUE_QUEUE_LABEL
-from raybridge.core.kubeobjects import cluster_queue_usage, quantity_or_none
-from raybridge.core.views import read_meta
+from raybridge.core.kubeobjects import as_dict, cluster_queue_usage, quantity_or_none
+from raybridge.core.views import Node, is_object, read_meta, read_node
+from raybridge.kueue.cluster_queue import ResourceQuota, read_quota_holder
 from raybridge.kuberay.rayjob import ray_state
 from raybridge.kueue.fit import UNLIMITED, QuotaForest, cohort_of
 from raybridge.kueue.workload import (
@@ -223,43 +224,16 @@ def check_states(workload: WorkloadLike, provisioning_requests: Optional[list[di
     return out
 
 
-def _resource_groups(cq: dict[str, Any]) -> list[tuple[list[str], list[str]]]:
-    """(covered resources, flavor names in order) per resource group."""
-    groups = []
-    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
-        flavors = [str(f.get("name")) for f in group.get("flavors") or []]
-        covered = list(group.get("coveredResources") or [])
-        if not covered:
-            covered = sorted({str(r.get("name")) for f in group.get("flavors") or [] for r in f.get("resources") or []})
-        groups.append((covered, flavors))
-    return groups
-
-
-def _flavor_quota(cq: dict[str, Any], flavor: str, resource: str) -> dict[str, Optional[Decimal]]:
-    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
-        for f in group.get("flavors") or []:
-            if f.get("name") != flavor:
-                continue
-            for res in f.get("resources") or []:
-                if res.get("name") == resource:
-                    return {
-                        "nominal": quantity_or_none(res.get("nominalQuota")) or Decimal(0),
-                        "borrowingLimit": quantity_or_none(res.get("borrowingLimit")),
-                        "lendingLimit": quantity_or_none(res.get("lendingLimit")),
-                    }
-    return {"nominal": Decimal(0), "borrowingLimit": None, "lendingLimit": None}
-
-
-def _largest_node(flavor: Optional[dict[str, Any]], nodes: Optional[list[dict[str, Any]]], resource: str) -> Optional[Decimal]:
+def _largest_node(flavor: Optional[dict[str, Any]], nodes: Optional[list[Node]], resource: str) -> Optional[Decimal]:
+    """The most of `resource` one node that the flavor's nodeLabels select offers (cordoned nodes left out)."""
     if nodes is None:
         return None
-    wanted = ((flavor or {}).get("spec") or {}).get("nodeLabels") or {}
+    wanted = as_dict(as_dict(as_dict(flavor).get("spec")).get("nodeLabels"))
     best = Decimal(0)
     for node in nodes:
-        labels = (node.get("metadata") or {}).get("labels") or {}
-        if node.get("spec", {}).get("unschedulable") or any(labels.get(k) != v for k, v in wanted.items()):
+        if node.cordoned or any(node.meta.labels.get(k) != v for k, v in wanted.items()):
             continue
-        value = quantity_or_none(((node.get("status") or {}).get("allocatable") or {}).get(resource))
+        value = quantity_or_none(node.allocatable.get(resource))
         if value is not None and value > best:
             best = value
     return best
@@ -288,27 +262,26 @@ def flavor_requests(
 
     `cohort_members`: the other ClusterQueues (None: not read); `cohorts`: the Cohort objects
     (None: not readable). Either unknown makes what the cohorts lend unknown."""
-    forest = QuotaForest([*(cohort_members or []), cluster_queue], cohorts, complete=cohort_members is not None)
+    queue = read_quota_holder(cluster_queue)
+    forest = QuotaForest([*(cohort_members or []), queue], cohorts, complete=cohort_members is not None)
     view = workload_view(workload) or read_workload(None)
     assignments = {a.name: a for a in view.assignments}
     usage = cluster_queue_usage(cluster_queue)
-    groups = _resource_groups(cluster_queue)
-    covered_all = {r for covered, _ in groups for r in covered}
+    covered_all = queue.covered
+    node_views = [read_node(n) for n in nodes if is_object(n)] if nodes is not None else None
     rows: list[FlavorRequest] = []
     uncovered: list[str] = []
 
     def row(ps: PodSet, flavor: str, resource: str, requested: Decimal, assigned: bool) -> FlavorRequest:
-        q = _flavor_quota(cluster_queue, flavor, resource)
-        nominal = q["nominal"] or Decimal(0)
+        q = queue.quota(flavor, resource) or ResourceQuota()
         used = usage.get((flavor, resource), Decimal(0))
-        potential = forest.potential(cluster_queue, flavor, resource)
-        cohort = cohort_of(cluster_queue)
+        potential = forest.potential(queue, flavor, resource)
         return FlavorRequest(
-            ps.name, ps.count, flavor, resource, ps.per_pod.get(resource, Decimal(0)), requested, nominal, used,
-            q["borrowingLimit"], q["lendingLimit"], potential,
-            max(Decimal(0), potential - nominal) if cohort else None, assigned,
-            _verdict(requested, nominal, used, potential) if not assigned else FITS,
-            _largest_node((flavors or {}).get(flavor), nodes, resource) if (flavors is not None or nodes is not None) else None,
+            ps.name, ps.count, flavor, resource, ps.per_pod.get(resource, Decimal(0)), requested, q.nominal, used,
+            q.borrowing_limit, q.lending_limit, potential,
+            max(Decimal(0), potential - q.nominal) if queue.cohort else None, assigned,
+            _verdict(requested, q.nominal, used, potential) if not assigned else FITS,
+            _largest_node((flavors or {}).get(flavor), node_views, resource) if (flavors is not None or nodes is not None) else None,
         )  # fmt: skip
 
     for ps in view.pod_sets:
@@ -324,11 +297,11 @@ def flavor_requests(
                     requested = ps.per_pod.get(resource, Decimal(0)) * ps.count
                 rows.append(row(ps, flavor, resource, requested, True))
             continue
-        for covered, flavor_names in groups:
-            wanted = [r for r in covered if r in asked]
+        for group in queue.groups:
+            wanted = [r for r in group.covered if r in asked]
             if not wanted:
                 continue
-            for flavor in flavor_names:
+            for flavor in group.flavors:
                 for resource in wanted:
                     rows.append(row(ps, flavor, resource, ps.per_pod[resource] * ps.count, False))
     return rows, uncovered
@@ -336,27 +309,27 @@ def flavor_requests(
 
 def fit_problems(rows: list[FlavorRequest], cluster_queue: dict[str, Any], uncovered: list[str]) -> list[str]:
     """Why the job could never be admitted: per pod set and resource group, no flavor with enough quota and a big enough node."""
-    name = (cluster_queue.get("metadata") or {}).get("name", "?")
+    queue = read_quota_holder(cluster_queue)
+    name = queue.name or "?"
     problems = [f"ClusterQueue {name} does not cover {r}: Kueue can never admit the job" for r in uncovered]
-    groups = _resource_groups(cluster_queue)
     by_podset: dict[str, list[FlavorRequest]] = {}
     for r in rows:
         if not r.assigned:
             by_podset.setdefault(r.pod_set, []).append(r)
     for podset, podset_rows in by_podset.items():
-        for covered, flavor_names in groups:
-            group_rows = [r for r in podset_rows if r.resource in covered]
+        for group in queue.groups:
+            group_rows = [r for r in podset_rows if r.resource in group.covered]
             if not group_rows:
                 continue
             usable = []
-            for flavor in flavor_names:
+            for flavor in group.flavors:
                 mine = [r for r in group_rows if r.flavor == flavor]
                 if mine and all(r.verdict != NEVER and r.fits_a_node is not False for r in mine):
                     usable.append(flavor)
             if usable:
                 continue
             reasons = []
-            for flavor in flavor_names:
+            for flavor in group.flavors:
                 mine = [r for r in group_rows if r.flavor == flavor]
                 short = [f"{r.resource} {_fmt(r.requested, r.resource)} > {_fmt(r.potential, r.resource)}" for r in mine if r.verdict == NEVER]
                 small = [f"one pod's {r.resource} {_fmt(r.per_pod, r.resource)} > largest node {_fmt(r.largest_node or Decimal(0), r.resource)}" for r in mine if r.fits_a_node is False]
