@@ -31,7 +31,7 @@ from raybridge.kai.pod_group import PodGroup, pod_group_name, read_pod_group
 from raybridge.queues.decision.kai_explain import KaiExplanation, explain_kai
 from raybridge.kueue.fit import cohort_of
 from raybridge.core.kubeobjects import as_dict
-from raybridge.core.views import Pod, read_pod
+from raybridge.core.views import Pod, read_meta, read_pod
 from raybridge.errors import BadInput
 from raybridge.kube.client import Kube
 from raybridge.queues.explain_sources import ClusterObjects, ExplainObjects
@@ -117,7 +117,8 @@ def kueue_explanation(objects: ExplainObjects, obj: dict[str, Any], warnings: Op
         if workload.state == "pending" and lq_name:
             position = objects.pending_position(lq_name, workload.meta.name)
         local_queue = objects.local_queue(lq_name) if lq_name else None
-        cq_name = workload.cluster_queue or as_dict(as_dict(local_queue).get("spec")).get("clusterQueue")
+        named = as_dict(as_dict(local_queue).get("spec")).get("clusterQueue")
+        cq_name = workload.cluster_queue or (named if isinstance(named, str) else None)
         cq = objects.cluster_queue(cq_name) if cq_name else None
         if cq is None and cq_name:
             warnings.append(f"{objects.missing(f'ClusterQueue {cq_name}', one=True)}: its quota is not shown")
@@ -133,7 +134,7 @@ def kueue_explanation(objects: ExplainObjects, obj: dict[str, Any], warnings: Op
             if listed_flavors is None:
                 warnings.append(f"{objects.missing('ResourceFlavors')}: node sizes per flavor are not checked")
             else:
-                flavors = {str(f["metadata"]["name"]): f for f in listed_flavors}
+                flavors = {read_meta(f).name: f for f in listed_flavors}
             nodes = objects.nodes()
             if nodes is None:
                 warnings.append(f"{objects.missing('nodes')}: whether one pod fits the largest node is not checked")

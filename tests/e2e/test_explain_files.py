@@ -148,6 +148,10 @@ MALFORMED = [
     ("a ClusterQueue spec that is a list", _edit("ClusterQueue", _set(("spec",), [])), "RayJob team-a/train-gpu"),
     ("a ResourceFlavor spec that is text", _edit("ResourceFlavor", _set(("spec",), "x")), "RayJob team-a/train-gpu"),
     ("a Workload status that is text", _edit("Workload", _set(("status",), "pending")), "RayJob team-a/train-gpu"),
+    ("RayJob labels that are a list", _edit("RayJob", _set(("metadata", "labels"), ["kueue.x-k8s.io/queue-name"])),
+     "Kueue workload rayjob-train-gpu-cc481: pending"),
+    ("a LocalQueue's ClusterQueue that is a list", _edit("LocalQueue", _set(("spec", "clusterQueue"), ["gpu-cluster-queue"])),
+     "Kueue workload rayjob-train-gpu-cc481: pending"),
 ]
 
 

@@ -550,16 +550,17 @@ def explain_kueue(
     `cohort_members`: the other ClusterQueues (any; only its cohort tree counts; None: not
     read); `cohorts`: the Cohort objects (None: not readable). Unknown lending is shown as
     unknown and never makes a verdict "never"."""
-    meta = ray_object.get("metadata") or {}
+    meta = read_meta(ray_object)
     state = ray_state(ray_object)
     kind = state.kind
     view = workload_view(workload)
     stopped = view.deactivation if view is not None else None
-    queue = (meta.get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+    label = meta.labels.get(KUEUE_QUEUE_LABEL)
+    queue = label if isinstance(label, str) else None
     base = dict(
         kind=kind,
-        name=str(meta.get("name")),
-        namespace=str(meta.get("namespace")),
+        name=meta.name,
+        namespace=meta.namespace,
         deployment=state.shown("New" if kind == "RayJob" else "not ready"),
         job_status=state.job_status or None,
         job_id=state.job_id or None,
