@@ -187,16 +187,12 @@ class Workload:
         return "pending"
 
     def requests(self) -> dict[str, Decimal]:
-        """Total requests of all pod sets: one pod's requests (as Kueue counts them) times the count.
-
-        A pod set of count 0 is totalled as one pod here; Kueue totals none
-        (kueue@v0.13.10 pkg/workload/workload.go totalRequestsFromPodSets).
-        """
+        """Total requests of all pod sets: one pod's requests (as Kueue counts them) times the count; a pod set of
+        count 0 asks for nothing (kueue@v0.17.0 pkg/workload/workload.go totalRequestsFromPodSets: `Mul(count)`)."""
         totals: dict[str, Decimal] = {}
         for podset in self.pod_sets:
-            count = podset.count or 1
             for name, amount in podset.per_pod.items():
-                totals[name] = totals.get(name, Decimal(0)) + amount * count
+                totals[name] = totals.get(name, Decimal(0)) + amount * podset.count
         return totals
 
     def eviction_summary(self, queue: Optional[str]) -> str:

@@ -141,3 +141,11 @@ def test_the_view_of_a_malformed_workload_says_what_it_could_read() -> None:
     assert view.state == "pending" and view.deactivation is None and view.requests() == {}
     for anything in (None, ["a"], 3, "Workload"):
         assert read_workload(anything).state == "pending"
+
+
+def test_a_pod_set_of_count_zero_asks_for_nothing_as_kueue_totals_it() -> None:
+    """kueue@v0.17.0 pkg/workload/workload.go totalRequestsFromPodSets multiplies one pod's requests by the count."""
+    from raybridge.kueue.workload import podset_requests
+
+    idle = {**WORKER, "name": "idle", "count": 0}
+    assert podset_requests(workload(spec={"queueName": "lq", "podSets": [WORKER, idle]})) == {"cpu": Decimal(16)}
