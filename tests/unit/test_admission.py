@@ -38,6 +38,9 @@ ROWS = [
     ("pending with reason and position", PENDING, {"positionInLocalQueue": 1, "positionInClusterQueue": 3}, "pending", ["queued in lq", "insufficient unused quota", "#2 in its LocalQueue", "#4 in the ClusterQueue"]),
     ("quota reserved, check pending", WAITING_CHECK, None, "pending", ["quota reserved, waiting for admission checks", "dws-prov: Pending (waiting for capacity)"]),
     ("evicted", EVICTED, None, "evicted", ["evicted from lq", "Preempted: preempted by a higher priority workload"]),
+    ("evicted, its Workload names no queue (spec.queueName is optional)",
+     workload(cond("Evicted", "True", "Preempted", "preempted by a higher priority workload"), queue=None), None, "evicted",
+     ["evicted: Preempted: preempted by a higher priority workload"]),
     ("admitted", ADMITTED, None, "admitted", ["admitted by lq"]),
 ]
 

@@ -513,7 +513,7 @@ def progress_line(ray_object: dict[str, Any], workload: WorkloadLike, position: 
     if stopped is not None:
         return f"deactivated by Kueue{f' in {queue}' if queue else ''}: {stopped.words}; it will not be admitted again"
     if view is not None and state == "evicted":
-        return f"evicted from {queue}: {reason_words(view.condition('Evicted'))}; waiting to be admitted again"
+        return f"evicted{f' from {queue}' if queue else ''}: {reason_words(view.condition('Evicted'))}; waiting to be admitted again"
     if state == "admitted" and deployment in ("New", "Suspended", "Suspending"):
         # Kueue admits first; KubeRay unsuspends at its next reconcile (Suspended -> New -> Initializing).
         return f"admitted{f' by {queue}' if queue else ''}; waiting for KubeRay to start the Ray cluster"
