@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -126,11 +127,17 @@ def pytest_configure(config: pytest.Config) -> None:
     global _on_request
     if hasattr(config, "workerinput") or _unavailable() is not None or not _wants_end_to_end(config):
         return
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-
     def progress(line: str) -> None:
+        # The top-level conftest.py registers this plugin from its own pytest_configure, which runs before the terminal
+        # reporter exists: the line goes to the terminal past the output capture then.
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(f"testcluster: {line}")
+            return
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            sys.stderr.write(f"testcluster: {line}\n")
+            sys.stderr.flush()
 
     try:
         ensure_built([release for releases in RELEASES.values() for release in releases.values()], progress)

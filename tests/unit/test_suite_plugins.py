@@ -158,3 +158,29 @@ def test_the_top_level_conftest_skips_a_test_that_asks_for_absent_crds_without_k
         outcomes[case.get("name")] = (found[0].tag, found[0].get("message", "")) if found else ("passed", "")
     assert outcomes["test_schema_in_the_body"][0] == "skipped" and "crds" in outcomes["test_schema_in_the_body"][1].lower(), outcomes
     assert outcomes["test_another_error"][0] == "failure" and outcomes["test_passes"] == ("passed", ""), outcomes
+
+
+SHOWS_PROGRESS = '''
+import sys
+import pytest
+import testcluster.pytest_plugin as plugin
+
+def pretend_to_build(programs, progress=lambda line: None):
+    progress("building a-program 1.0 from example.com/a with go ...")
+    return {}
+
+plugin.ensure_built = pretend_to_build  # nothing is built: only where its progress goes is checked
+plugin._unavailable = lambda: None  # as where Go is installed
+sys.exit(pytest.main(["--co", "-q", "-p", "no:cacheprovider", "-n", "0", "tests/e2e/test_examples.py"]))
+'''
+
+
+def test_the_real_cluster_s_build_progress_reaches_the_terminal(tmp_path: Path) -> None:
+    """A first build takes many minutes before any test runs: each program's line of progress must be shown, not
+    written before the terminal reporter exists (it once was, and a first run looked like a hang)."""
+    run = subprocess.run(
+        [sys.executable, "-c", SHOWS_PROGRESS], capture_output=True, text=True, timeout=240, cwd=ROOT,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "testcluster: building a-program 1.0 from example.com/a with go ..." in run.stdout + run.stderr, run.stdout + run.stderr
