@@ -281,16 +281,6 @@ def workload_of(owner: Any, workloads: Sequence[dict[str, Any]]) -> Optional[dic
     return next(iter(labelled or [workload for workload, meta in metas if any(ref.uid == uid for ref in meta.owners)]), None)
 
 
-def condition(workload: WorkloadLike, kind: str) -> Optional[Condition]:
-    view = workload_view(workload)
-    return view.condition(kind) if view is not None else None
-
-
-def is_true(workload: WorkloadLike, kind: str) -> bool:
-    view = workload_view(workload)
-    return view is not None and view.is_true(kind)
-
-
 def reason_words(cond: Union[Condition, Mapping[str, Any], None]) -> str:
     """"reason: message" of a condition (a view, or an entry as written), or whichever of the two it has."""
     if isinstance(cond, Mapping):
@@ -320,22 +310,6 @@ def position_words(position: Any) -> str:
     if cluster is not None:
         parts.append(f"#{cluster + 1} in the ClusterQueue")
     return ", ".join(parts)
-
-
-def admission_checks(workload: WorkloadLike) -> list[str]:
-    view = workload_view(workload)
-    return [check.words() for check in view.admission_checks] if view is not None else []
-
-
-def podset_requests(workload: WorkloadLike) -> dict[str, Decimal]:
-    """Total requests of all pod sets: `Workload.requests`."""
-    view = workload_view(workload)
-    return view.requests() if view is not None else {}
-
-
-def workload_podsets(workload: WorkloadLike) -> list[PodSet]:
-    view = workload_view(workload)
-    return list(view.pod_sets) if view is not None else []
 
 
 def eviction_summary(workload: WorkloadLike, queue: Optional[str]) -> str:

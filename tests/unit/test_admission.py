@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raybridge.kueue.workload import deactivation, eviction_summary, podset_requests, quota, workload_state
+from raybridge.kueue.workload import deactivation, eviction_summary, quota, read_workload, workload_state
 from raybridge.queues.decision.kueue_explain import explain, progress_line
 
 
@@ -81,7 +81,7 @@ def test_a_job_without_an_admitted_workload_is_said_in_words_never_a_bare_status
 
 
 def test_requests_add_up_over_pod_sets():
-    asks = podset_requests(PENDING)
+    asks = read_workload(PENDING).requests()
     assert (asks["nvidia.com/gpu"], asks["cpu"], asks["memory"]) == (8, 34, (8 + 128) * 2**30)
 
 

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from raybridge.kueue.workload import podset_requests, quota
+from raybridge.kueue.workload import quota, read_workload
 from raybridge.core.inventory import pod_resource_requests
 from raybridge.core.kubeobjects import cluster_queue_usage, parse_rfc3339, pod_requests
 from raybridge.kueue.fit import pod_requests as kueue_pod_requests
@@ -54,7 +54,7 @@ def test_every_domain_reads_a_pod_the_same_way():
     assert dict(pod_resource_requests(spec))["cpu"] == 4000
     workload = {"spec": {"podSets": [{"name": "workers", "count": 3, "template": {"spec": spec}}]}}
     # Kueue counts the init container (4 CPUs, not the containers' 2) for each of the 3 pods
-    assert podset_requests(workload)["cpu"] == D(12)
+    assert read_workload(workload).requests()["cpu"] == D(12)
 
 
 def test_a_cluster_queue_counts_the_quota_its_workloads_reserved_not_only_what_is_admitted():

@@ -13,14 +13,13 @@ from typing import Any, Callable
 import pytest
 
 from raybridge.kueue.workload import (
-    admission_checks,
     deactivation,
     eviction_summary,
     position_words,
     provisioning_state,
     quota,
+    read_workload,
     workload_of,
-    workload_podsets,
     workload_state,
 )
 from raybridge.queues.decision.kueue_explain import check_states, explain_kueue, progress_line
@@ -66,13 +65,13 @@ ROWS: list[tuple[str, Callable[[], Any], Any]] = [
     ("the Workload a list of text",
      lambda: workload_state(["Workload"]), "pending"),
     ("podSets count not a number reads as Kueue's default, 1",
-     lambda: counts(workload_podsets(workload(spec={"podSets": [{**WORKER, "count": "x"}]}))), [("workers", 1)]),
+     lambda: counts(read_workload(workload(spec={"podSets": [{**WORKER, "count": "x"}]})).pod_sets), [("workers", 1)]),
     ("a podSets entry that is text is left out",
-     lambda: counts(workload_podsets(workload(spec={"podSets": ["workers", WORKER]}))), [("workers", 2)]),
+     lambda: counts(read_workload(workload(spec={"podSets": ["workers", WORKER]})).pod_sets), [("workers", 2)]),
     ("podSets entry without a name is Kueue's default, main",
-     lambda: counts(workload_podsets(workload(spec={"podSets": [{"count": 3}]}))), [("main", 3)]),
+     lambda: counts(read_workload(workload(spec={"podSets": [{"count": 3}]})).pod_sets), [("main", 3)]),
     ("an admissionChecks entry that is text is left out",
-     lambda: admission_checks(workload(status={"admissionChecks": ["dws-prov", {"name": "dws-prov", "state": "Ready"}]})),
+     lambda: [c.words() for c in read_workload(workload(status={"admissionChecks": ["dws-prov", {"name": "dws-prov", "state": "Ready"}]})).admission_checks],
      ["dws-prov: Ready"]),
     ("check_states: an admissionChecks entry that is text is left out",
      lambda: [c.name for c in check_states(workload(status={"admissionChecks": ["dws-prov"]}), [])], []),
@@ -126,8 +125,6 @@ def test_malformed_reads_as_absent(case: str, call: Callable[[], Any], expected:
 
 
 def test_the_view_of_a_malformed_workload_says_what_it_could_read() -> None:
-    from raybridge.kueue.workload import read_workload
-
     view = read_workload({"metadata": {"name": "wl", "labels": ["x"]},
                           "spec": {"queueName": 5, "active": "no", "maximumExecutionTimeSeconds": "60",
                                    "podSets": [{"name": 3, "count": True}, "workers"]},
@@ -145,7 +142,5 @@ def test_the_view_of_a_malformed_workload_says_what_it_could_read() -> None:
 
 def test_a_pod_set_of_count_zero_asks_for_nothing_as_kueue_totals_it() -> None:
     """kueue@v0.17.0 pkg/workload/workload.go totalRequestsFromPodSets multiplies one pod's requests by the count."""
-    from raybridge.kueue.workload import podset_requests
-
     idle = {**WORKER, "name": "idle", "count": 0}
-    assert podset_requests(workload(spec={"queueName": "lq", "podSets": [WORKER, idle]})) == {"cpu": Decimal(16)}
+    assert read_workload(workload(spec={"queueName": "lq", "podSets": [WORKER, idle]})).requests() == {"cpu": Decimal(16)}
