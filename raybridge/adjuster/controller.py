@@ -255,11 +255,15 @@ class Controller:
 
     # --- one pass: decide (by mode), then act (one step for both) ------------------------------
 
+    def _snapshot(self, all_pods: list[dict[str, Any]], nodes: Informer, pod_groups: Optional[Informer]) -> ClusterSnapshot:
+        """The pass's cluster, read once from the caches (both modes decide on it)."""
+        return ClusterSnapshot.read(all_pods, nodes.snapshot(), self.clock(), pod_groups.snapshot() if pod_groups is not None else ())
+
     def reconcile_once(self, pods: Informer, nodes: Informer, scaler: Scaler, pod_groups: Optional[Informer] = None) -> Pass:
         """--mode placeholder: placeholder pods that bring nodes up."""
         started = time.perf_counter()
         all_pods = pods.snapshot()
-        snapshot = ClusterSnapshot.read(all_pods, nodes.snapshot(), self.clock(), pod_groups.snapshot() if pod_groups is not None else ())
+        snapshot = self._snapshot(all_pods, nodes, pod_groups)
         result = decide(snapshot, self.settings)
         decision = result.decision
         # First, before any create or delete: a node a placeholder was just bound to is held while that
@@ -280,7 +284,7 @@ class Controller:
         all_pods = pods.snapshot()
         request_objects = requests.snapshot()
         self._report_request_states(request_objects)
-        snapshot = ClusterSnapshot.read(all_pods, nodes.snapshot(), self.clock(), pod_groups.snapshot() if pod_groups is not None else ())
+        snapshot = self._snapshot(all_pods, nodes, pod_groups)
         result = decide_requests(snapshot, request_objects, templates.snapshot(), self.settings)
         acts = _Acts("ProvisioningRequest", "request")
         acts.deletions = [partial(self._delete_request, scaler, requests, templates, name, reason)

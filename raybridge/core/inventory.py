@@ -20,9 +20,6 @@ from raybridge.core.quantity import parse_quantity
 from raybridge.core.kubeobjects import as_dict, pod_requests
 from raybridge.core.views import Node, Pod, read_node, read_pod
 
-#: Pods in these phases no longer hold their requests.
-_FINISHED_PHASES = {"Succeeded", "Failed"}
-
 
 @dataclass(frozen=True)
 class GpuDevice:

@@ -196,8 +196,7 @@ class Pod:
         """The pod's first condition of type `kind` (e.g. PodScheduled), read without reading the others."""
         for cond in as_list(self.status.get("conditions")):
             if is_object(cond) and cond.get("type") == kind:
-                return Condition(kind, _text(cond.get("status")), _text(cond.get("reason")), _text(cond.get("message")),
-                                 cond.get("lastTransitionTime"))
+                return read_condition(cond)
         return None
 
 
