@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from raybridge.kueue.workload import Workload, workload_view
+from raybridge.kueue.workload import Workload, cluster_queue_name, workload_view
 from raybridge.queues.decision.kueue_explain import explain_kueue
 from raybridge.core.consts import KUEUE_QUEUE_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from raybridge.errors import BadInput, InfraError
@@ -39,13 +39,6 @@ def find_job(kube: Kube, name: str) -> tuple[RayObjects, dict[str, Any]]:
     raise BadInput(f"no RayJob or RayCluster named {name!r} in namespace {kube.namespace}")
 
 
-def _text(obj: Any, *path: str) -> Optional[str]:
-    """The string at `path` in a nested object, None when any step is missing or of another type."""
-    for key in path:
-        obj = obj.get(key) if isinstance(obj, dict) else None
-    return obj if isinstance(obj, str) and obj else None
-
-
 def job_status(kube: Kube, name: str) -> dict[str, Any]:
     """Where the job stands, its Kueue Workload, queue position, and the plain-words explanation."""
     _, obj = find_job(kube, name)
@@ -57,7 +50,7 @@ def job_status(kube: Kube, name: str) -> dict[str, Any]:
         if workload.state == "pending" and lq_name:
             position = pending_position(kube, namespace, lq_name, workload.meta.name)
         local_queue = get_local_queue(kube, namespace, lq_name) if lq_name else None
-        cq_name = workload.cluster_queue or _text(local_queue, "spec", "clusterQueue")
+        cq_name = cluster_queue_name(workload, local_queue)
         cq = get_cluster_queue(kube, cq_name) if cq_name else None
     state = ray_state(obj)
     return {

@@ -271,6 +271,13 @@ def _deactivation_words(cause: str, reason: str, message: str, limit: Optional[i
     return f"deactivated: {reason}: {message}" if message else f"deactivated: {reason}"
 
 
+def cluster_queue_name(workload: Workload, local_queue: Any) -> Optional[str]:
+    """The ClusterQueue a Workload is in: the one that reserved its quota (`status.admission.clusterQueue`), else
+    the one its LocalQueue points at (`spec.clusterQueue`), else None."""
+    named = as_dict(as_dict(local_queue).get("spec")).get("clusterQueue")
+    return workload.cluster_queue or (named if isinstance(named, str) and named else None)
+
+
 def workload_of(owner: Any, workloads: Sequence[dict[str, Any]]) -> Optional[dict[str, Any]]:
     """The Workload Kueue made for `owner` among `workloads`: by Kueue's job-uid label, else by owner reference."""
     uid = read_meta(owner).uid

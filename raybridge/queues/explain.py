@@ -23,14 +23,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from raybridge.kueue.workload import workload_view
+from raybridge.kueue.workload import cluster_queue_name, workload_view
 from raybridge.queues.decision.kueue_explain import KueueExplanation, explain_kueue
 from raybridge.core.consts import KAI_SCHEDULER_NAME
 from raybridge.kai.fairshare import Amounts
 from raybridge.kai.pod_group import PodGroup, pod_group_name, read_pod_group
 from raybridge.queues.decision.kai_explain import KaiExplanation, explain_kai
 from raybridge.kueue.fit import cohort_of
-from raybridge.core.kubeobjects import as_dict
 from raybridge.core.views import Pod, read_meta, read_pod
 from raybridge.errors import BadInput
 from raybridge.kube.client import Kube
@@ -117,8 +116,7 @@ def kueue_explanation(objects: ExplainObjects, obj: dict[str, Any], warnings: Op
         if workload.state == "pending" and lq_name:
             position = objects.pending_position(lq_name, workload.meta.name)
         local_queue = objects.local_queue(lq_name) if lq_name else None
-        named = as_dict(as_dict(local_queue).get("spec")).get("clusterQueue")
-        cq_name = workload.cluster_queue or (named if isinstance(named, str) else None)
+        cq_name = cluster_queue_name(workload, local_queue)
         cq = objects.cluster_queue(cq_name) if cq_name else None
         if cq is None and cq_name:
             warnings.append(f"{objects.missing(f'ClusterQueue {cq_name}', one=True)}: its quota is not shown")
