@@ -26,6 +26,7 @@ from typing import Any, Callable, Optional
 from raybridge.core.deadline import Deadline
 from raybridge.errors import BadInput, InfraError
 from raybridge.gpu.ray_start import ensure_ray_can_start
+from raybridge.jobapi.verified_transport import PeerCheck, PeerRefused, verified_connector, verified_session
 from raybridge.kube.retry import RetryPolicy
 from raybridge.noise import after_ray_import
 
@@ -49,18 +50,63 @@ DRAIN_SECONDS = 0.3
 SUBMIT_RETRY_POLICY = RetryPolicy(first_backoff=0.25, max_backoff=0.25)
 
 
-def _bounded_client(address: str, headers: Optional[dict[str, str]], request_timeout: float) -> Any:
-    """A JobSubmissionClient whose every HTTP request carries a (connect, read) timeout."""
+def _bounded_client(address: str, headers: Optional[dict[str, str]], request_timeout: float, peer_check: Optional[PeerCheck] = None) -> Any:
+    """A JobSubmissionClient whose every HTTP request carries a (connect, read) timeout; with `peer_check`, whose
+    every connection (requests, log tails) is checked once established, before the headers go out
+    (`verified_transport.py`)."""
     from ray.job_submission import JobSubmissionClient
 
     after_ray_import()
+    session = verified_session(peer_check) if peer_check is not None else None
 
     class BoundedJobSubmissionClient(JobSubmissionClient):  # type: ignore[misc,valid-type]
         def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
             kwargs.setdefault("timeout", (request_timeout, request_timeout))
-            return super()._do_request(method, endpoint, **kwargs)
+            if session is None:
+                return super()._do_request(method, endpoint, **kwargs)
+            return _checked_request(self, session, method, endpoint, **kwargs)
+
+        async def tail_job_logs(self, job_id: str) -> Any:
+            if peer_check is None:
+                async for chunk in super().tail_job_logs(job_id):
+                    yield chunk
+                return
+            async for chunk in _checked_log_tail(self, peer_check, job_id):
+                yield chunk
 
     return BoundedJobSubmissionClient(address, headers=headers)
+
+
+def _checked_request(client: Any, session: Any, method: str, endpoint: str, *, data: Optional[bytes] = None,
+                     json_data: Optional[dict[str, Any]] = None, **kwargs: Any) -> Any:  # fmt: skip
+    """Ray's `SubmissionClient._do_request` (ray@2.60 dashboard/modules/dashboard_sdk.py), through `session`."""
+    from ray.dashboard.modules.dashboard_sdk import format_authentication_http_error
+
+    response = session.request(method, client._address + endpoint, cookies=client._cookies, data=data, json=json_data,
+                               headers=client._headers, verify=client._verify, **kwargs)  # fmt: skip
+    formatted = format_authentication_http_error(response.status_code, response.text)
+    if formatted:
+        raise InfraError(formatted)
+    return response
+
+
+async def _checked_log_tail(client: Any, peer_check: PeerCheck, job_id: str) -> Any:
+    """Ray's `JobSubmissionClient.tail_job_logs` (ray@2.60 dashboard/modules/job/sdk.py: one WebSocket, its TEXT
+    messages yielded until it closes), over a connection `peer_check` accepted."""
+    import aiohttp
+
+    async with aiohttp.ClientSession(cookies=client._cookies, headers=client._headers, connector=verified_connector(peer_check)) as session:
+        ws = await session.ws_connect(f"{client._address}/api/jobs/{job_id}/logs/tail", headers=client._headers)
+        while True:
+            message = await ws.receive()
+            if message.type == aiohttp.WSMsgType.TEXT:
+                yield message.data
+            elif message.type == aiohttp.WSMsgType.CLOSED:
+                if ws.close_code == aiohttp.WSCloseCode.ABNORMAL_CLOSURE:
+                    raise InfraError(f"the log stream of {job_id} closed unexpectedly (code {ws.close_code})")
+                return
+            elif message.type == aiohttp.WSMsgType.ERROR:
+                raise InfraError(f"the log stream of {job_id} broke: {ws.exception()}")
 
 
 @dataclass(frozen=True)
@@ -87,11 +133,19 @@ class JobOutcome:
 
 
 class RayJobs:
-    def __init__(self, address: str, headers: Optional[dict[str, str]] = None, request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> None:
+    def __init__(
+        self,
+        address: str,
+        headers: Optional[dict[str, str]] = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        peer_check: Optional[PeerCheck] = None,
+    ) -> None:
         ensure_ray_can_start()
         self.address = address
         try:
-            self.client = _bounded_client(address, headers, request_timeout)
+            self.client = _bounded_client(address, headers, request_timeout, peer_check)
+        except PeerRefused as exc:
+            raise InfraError(f"cannot reach the Ray Job API at {address}: {exc}") from None
         except Exception as exc:  # ConnectionError, RuntimeError, ValueError from the client
             raise InfraError(f"cannot reach the Ray Job API at {address}: {_first_line(exc)}") from None
 
@@ -120,6 +174,8 @@ class RayJobs:
                 return self.client.submit_job(
                     entrypoint=entrypoint, submission_id=submission_id, runtime_env=runtime_env or None, metadata=metadata
                 )
+            except PeerRefused:
+                raise
             except Exception as exc:
                 text = str(exc)
                 if "already exists" in text:
@@ -138,6 +194,8 @@ class RayJobs:
     def status(self, submission_id: str) -> str:
         try:
             return str(self.client.get_job_status(submission_id).value)
+        except PeerRefused:
+            raise
         except Exception as exc:
             raise InfraError(f"reading job {submission_id} from {self.address}: {_first_line(exc)}") from None
 
@@ -145,6 +203,8 @@ class RayJobs:
         """The job's status with Ray's message and the driver's exit code, as far as Ray reports them."""
         try:
             info = self.client.get_job_info(submission_id)
+        except PeerRefused:
+            raise
         except Exception as exc:
             raise InfraError(f"reading job {submission_id} from {self.address}: {_first_line(exc)}") from None
         status = getattr(info.status, "value", str(info.status))

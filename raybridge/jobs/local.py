@@ -77,7 +77,7 @@ def submit_local(spec: JobSpec, options: SubmitOptions) -> JobHandle:
             head.stop()
             raise
     try:
-        jobs = RayJobs(dashboard, headers=head.auth_headers if head is not None and head.auth_headers else None)
+        jobs = head.job_api() if head is not None else RayJobs(dashboard)
         submission_id = options.submission_id or new_submission_id(name)
         retry_for = min(_HEAD_SUBMIT_RETRY, _left(deadline, options.timeout, "to submit the job")) if head else 0.0
         options.before_upload()

@@ -5,7 +5,12 @@ under `head_supervisor`, so the head dies with raybridge however raybridge
 ends. The head is reachable by its owner alone: every Ray component listens
 on loopback only, Ray's token authentication is on with a token that only
 the owner can read, and the head's directory (Ray's session dir, the
-uploaded working dir, the logs) is closed to other users. The head leaves out what a Job API
+uploaded working dir, the logs) is closed to other users. No port of the head
+is chosen before the head binds it (Ray's client server, which takes no port 0,
+is not started: `head_start.py`), and every connection that carries the token
+is proven to reach the head's dashboard after it is established
+(`head_listener.connection_problem`), so a port the head freed by dying is no
+way in for another user. A head that has exited is an error at once. The head leaves out what a Job API
 submission does not need, as far as `ray start` allows (the autoscaler
 monitor, idle prestarted workers), and `release()` returns without waiting
 for it to wind down. With an address (`--address` or `RAY_ADDRESS`) it
@@ -20,17 +25,18 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from raybridge.errors import BadInput, InfraError
-from raybridge.jobs.head_listener import dashboard_port_in, exposed_listeners, gcs_address_in, listener_problem
+from raybridge.jobs.head_listener import connection_problem, dashboard_port_in, exposed_listeners, gcs_address_in, listener_holder
+
+if TYPE_CHECKING:
+    from raybridge.jobapi.client import RayJobs
 
 START_TIMEOUT = 120.0
 TEMP_PREFIX = "raybridge-"
@@ -84,13 +90,6 @@ def head_temp_base() -> str:
     )
 
 
-def free_port() -> int:
-    """A port the kernel hands out now (ephemeral range, outside Ray's worker ports); free only until someone binds it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def head_environment(user_env: dict[str, str], token_path: Optional[str], temp_dir: Optional[str] = None) -> dict[str, str]:
     """The environment of the head's processes: the user's, with the head kept to its owner.
 
@@ -141,6 +140,10 @@ class PrivateRayHead:
         self.token_path: Optional[Path] = None
         self._supervisor: Optional[subprocess.Popen[bytes]] = None
         self._log_path: Optional[Path] = None
+        #: The process of the head that holds the dashboard's listener (proven when the head started): every
+        #: connection carrying the token must be accepted by it.
+        self._dashboard_pid: Optional[int] = None
+        self._session: Any = None
 
     def start(self, progress: Callable[[str], None] = lambda _: None, timeout: float = START_TIMEOUT) -> str:
         from raybridge.gpu.ray_start import ensure_ray_can_start
@@ -157,15 +160,14 @@ class PrivateRayHead:
             self.token_path = token_path
             self.auth_headers = {"Authorization": f"Bearer {token_path.read_text()}"}
         # Port 0: the kernel picks each port as its listener binds it, so no local user can learn it first from
-        # this command line and bind it before the head (head_listener.py). Ray's client server takes no 0; raybridge
-        # never sends it anything, so a port bound there first costs that server, not the token.
+        # this command line and bind it before the head (head_listener.py). Ray's client server, which takes no 0,
+        # is not started at all (head_start.py).
         command = [
-            sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+            sys.executable, "-m", "raybridge.jobs.head_start", "start", "--head", "--block",
             "--node-ip-address", "127.0.0.1",
             "--port", "0",
             "--dashboard-host", "127.0.0.1",
             "--dashboard-port", "0",
-            "--ray-client-server-port", str(free_port()),
             "--dashboard-agent-listen-port", "0",
             "--metrics-export-port", "0",
             "--temp-dir", str(self.temp_dir / RAY_TEMP_SUBDIR),
@@ -216,9 +218,7 @@ class PrivateRayHead:
                 raise InfraError(f"the local Ray head exited while starting: {self.log_tail()}")
             if self.dashboard_url is None:
                 self._find_dashboard()
-            elif _answers(f"{self.dashboard_url}/api/version", self.auth_headers) and _answers(
-                f"{self.dashboard_url}/api/jobs/", self.auth_headers
-            ):
+            elif self._answers("/api/version") and self._answers("/api/jobs/"):
                 self.gcs_address = gcs_address_in(self.temp_dir / RAY_TEMP_SUBDIR)
                 return
             time.sleep(READY_POLL_SECONDS)
@@ -235,11 +235,60 @@ class PrivateRayHead:
             port = None
         if port is None:
             return
-        problem = listener_problem(port, session=self._supervisor.pid)
+        holder, problem = listener_holder(port, session=self._supervisor.pid)
         if problem is not None:
             self.stop()
             raise InfraError(f"the local Ray head's dashboard port is not the head's own ({problem}): nothing was sent to it")
+        self._dashboard_pid = holder
         self.dashboard_url = f"http://127.0.0.1:{port}"
+
+    def peer_problem(self, sock: Any) -> Optional[str]:
+        """Why the connected socket `sock` must not carry the token (None: it reaches this head's dashboard).
+
+        Asked of every connection to the dashboard once it is established, before anything is sent: the head must
+        still run (its supervisor, and the dashboard process it started with) and the connection's accepting end
+        must be held by that dashboard process (`head_listener.connection_problem`)."""
+        supervisor = self._supervisor
+        if supervisor is None or supervisor.poll() is not None:
+            return "the local Ray head has exited"
+        if self._dashboard_pid is None:
+            return None  # no socket table here (head_listener.py): the kernel-chosen port is the protection
+        if _start_time(self._dashboard_pid) is None:
+            return f"the local Ray head's dashboard (pid {self._dashboard_pid}) has exited"
+        local, peer = sock.getsockname(), sock.getpeername()
+        return connection_problem((local[0], local[1]), (peer[0], peer[1]), self._dashboard_pid)
+
+    def job_api(self, request_timeout: Optional[float] = None) -> "RayJobs":
+        """The head's Job API: the token on every request, and every connection proven to reach this head."""
+        from raybridge.jobapi.client import DEFAULT_REQUEST_TIMEOUT, RayJobs
+
+        assert self.dashboard_url is not None, "the head has not started"
+        return RayJobs(
+            self.dashboard_url,
+            headers=self.auth_headers or None,
+            request_timeout=request_timeout or DEFAULT_REQUEST_TIMEOUT,
+            peer_check=self.peer_problem,
+        )
+
+    def _answers(self, path: str) -> bool:
+        """True when the dashboard answers `path` with a success, over a connection proven to be the head's."""
+        from raybridge.jobapi.verified_transport import PeerRefused, verified_session
+
+        if self._session is None:
+            self._session = verified_session(self.peer_problem)
+        try:
+            response = self._session.get(f"{self.dashboard_url}{path}", headers=self.auth_headers, timeout=2)
+            return bool(200 <= response.status_code < 300)
+        except PeerRefused as refused:
+            self.stop()
+            raise InfraError(f"the local Ray head's dashboard is not the head's own: {refused}") from None
+        except Exception:
+            return False
+
+    def _close_session(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            session.close()
 
     def log_tail(self, lines: int = 5) -> str:
         try:
@@ -256,6 +305,7 @@ class PrivateRayHead:
         its own, so the job's result need not wait for Ray to wind down.
         """
         proc, self._supervisor = self._supervisor, None
+        self._close_session()
         temp_dir, self.temp_dir = self.temp_dir, None  # the supervisor removes it
         if proc is not None and proc.poll() is not None and temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)  # the head had died: the supervisor left it
@@ -268,6 +318,7 @@ class PrivateRayHead:
     def stop(self, timeout: float = 20.0) -> None:
         """Close the supervisor's stdin and wait until it has ended the head's whole process group."""
         proc, self._supervisor = self._supervisor, None
+        self._close_session()
         if proc is not None:
             try:
                 if proc.stdin:
@@ -305,14 +356,6 @@ def _write_token(temp_dir: Path) -> Path:
     with os.fdopen(fd, "w") as f:
         f.write(secrets.token_hex(32))
     return path
-
-
-def _answers(url: str, headers: Optional[dict[str, str]] = None) -> bool:
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=2) as response:
-            return bool(200 <= response.status < 300)
-    except Exception:
-        return False
 
 
 def _start_time(pid: int) -> Optional[str]:

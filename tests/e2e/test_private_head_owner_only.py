@@ -118,9 +118,23 @@ def _head_sockets(head: PrivateRayHead) -> list[tuple[str, str, int]]:
 @pytest.mark.fresh_head
 def test_every_port_of_the_private_head_listens_on_loopback_only(running_head: PrivateRayHead) -> None:
     sockets = _head_sockets(running_head)
-    assert len(sockets) >= 6, sockets  # GCS, raylet, dashboard, its agents, the client server, workers
+    assert len(sockets) >= 5, sockets  # GCS, raylet, dashboard, its agents, workers
     open_beyond_loopback = [s for s in sockets if not ipaddress.ip_address(s[1]).is_loopback]
     assert open_beyond_loopback == [], open_beyond_loopback
+
+
+@pytest.mark.fresh_head
+def test_the_private_head_runs_no_ray_client_server(running_head: PrivateRayHead) -> None:
+    """Its port cannot be left to the kernel (Ray takes no 0 for it), so it would be chosen before the head binds it."""
+    assert running_head._supervisor is not None
+    commands = []
+    for pid in _family(running_head._supervisor.pid):
+        try:
+            commands.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    assert any("gcs_server" in c for c in commands), commands  # the head's processes were found
+    assert not [c for c in commands if "ray.util.client.server" in c or "--ray-client-server-port" in c]
 
 
 def _network_addresses() -> list[str]:

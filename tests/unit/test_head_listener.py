@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from raybridge.jobs.head_listener import dashboard_port_in, exposed_listeners, gcs_address_in, listener_problem
+from raybridge.jobs.head_listener import connection_problem, dashboard_port_in, exposed_listeners, gcs_address_in, listener_problem
 
 LINUX = Path("/proc/net/tcp").exists()
 needs_linux = pytest.mark.skipif(not LINUX, reason="the socket table is Linux's /proc/net/tcp")
@@ -116,3 +116,101 @@ def test_a_listener_of_the_head_s_session_on_every_interface_is_exposed() -> Non
     finally:
         _end(everywhere)
         _end(loopback)
+
+
+ACCEPTER = textwrap.dedent(
+    """
+    import os, socket, sys
+    if len(sys.argv) > 1:
+        os.setgid(int(sys.argv[1])); os.setuid(int(sys.argv[1]))
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+    print(s.getsockname()[1], flush=True)
+    held = []
+    while sys.stdin.readline():
+        conn, _ = s.accept(); held.append(conn)
+        print("accepted", flush=True)
+    """
+)
+
+
+def _accepter(*args: str) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen([sys.executable, "-c", ACCEPTER, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline())
+
+
+def _connect_and_accept(proc: subprocess.Popen[str], port: int, accept: bool = True) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    if accept:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("accept\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "accepted"
+    return sock
+
+
+def _ends(sock: socket.socket) -> tuple[tuple[str, int], tuple[str, int]]:
+    local, peer = sock.getsockname(), sock.getpeername()
+    return (local[0], local[1]), (peer[0], peer[1])
+
+
+@needs_linux
+def test_a_connection_accepted_by_the_dashboard_process_reaches_the_head() -> None:
+    proc, port = _accepter()
+    try:
+        with _connect_and_accept(proc, port) as sock:
+            assert connection_problem(*_ends(sock), holder=proc.pid) is None
+    finally:
+        _end(proc)
+
+
+@needs_linux
+def test_a_connection_accepted_by_another_process_of_this_user_is_refused() -> None:
+    proc, port = _accepter()
+    other, _ = _listener()
+    try:
+        with _connect_and_accept(proc, port) as sock:
+            problem = connection_problem(*_ends(sock), holder=other.pid)
+            assert problem == f"the connection to 127.0.0.1:{port} was accepted by a process other than the head's dashboard (pid {other.pid})"
+    finally:
+        _end(proc)
+        _end(other)
+
+
+@needs_linux
+@pytest.mark.skipif(os.geteuid() != 0, reason="listening as another user needs root to become that user")
+def test_a_connection_to_another_user_s_listener_is_refused_before_it_is_accepted() -> None:
+    proc, port = _accepter("65534")
+    try:
+        with _connect_and_accept(proc, port, accept=False) as sock:
+            waited: list[float] = []
+            problem = connection_problem(*_ends(sock), holder=os.getpid(), sleep=waited.append)
+            assert problem == f"the connection to 127.0.0.1:{port} was accepted by user id 65534, not by this user ({os.getuid()})"
+            assert waited == []  # the owner is in the table at once: no waiting for accept()
+    finally:
+        _end(proc)
+
+
+@needs_linux
+def test_a_connection_never_accepted_is_refused_once_the_wait_is_over() -> None:
+    proc, port = _accepter()
+    try:
+        with _connect_and_accept(proc, port, accept=False) as sock:
+            now = [0.0]
+            problem = connection_problem(*_ends(sock), holder=proc.pid, accept_wait=1.0, clock=lambda: now[0],
+                                         sleep=lambda s: now.__setitem__(0, now[0] + 0.25))  # fmt: skip
+            assert problem == f"the listener on 127.0.0.1:{port} did not accept the connection within 1s"
+    finally:
+        _end(proc)
+
+
+def test_without_a_socket_table_no_connection_can_be_checked(tmp_path: Path) -> None:
+    assert connection_problem(("127.0.0.1", 50000), ("127.0.0.1", 8265), holder=1, proc=tmp_path) is None
+
+
+@needs_linux
+def test_a_connection_nobody_accepted_is_said(tmp_path: Path) -> None:
+    (tmp_path / "net").mkdir()
+    (tmp_path / "net" / "tcp").write_text("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n")
+    problem = connection_problem(("127.0.0.1", 50000), ("127.0.0.1", 8265), holder=1, proc=tmp_path)
+    assert problem == "no socket of this machine accepted the connection to 127.0.0.1:8265"

@@ -101,8 +101,8 @@ def test_the_private_head_starts_only_what_a_job_submission_needs(
 
     fake_subprocess = types.SimpleNamespace(Popen=popen, PIPE=subprocess.PIPE, STDOUT=subprocess.STDOUT)
     monkeypatch.setattr(private_head, "subprocess", fake_subprocess)
-    monkeypatch.setattr(private_head, "_answers", lambda url, headers=None: True)
-    monkeypatch.setattr(private_head, "listener_problem", lambda port, session: None)  # no real listener here
+    monkeypatch.setattr(private_head.PrivateRayHead, "_answers", lambda self, path: True)
+    monkeypatch.setattr(private_head, "listener_holder", lambda port, session: (None, None))  # no real listener here
     monkeypatch.setattr(private_head, "exposed_listeners", lambda session: [])
     monkeypatch.setattr(private_head, "_import_job_client", lambda: None)
     monkeypatch.setattr(private_head, "_start_time", lambda pid: "1")
@@ -114,6 +114,9 @@ def test_the_private_head_starts_only_what_a_job_submission_needs(
     private_head.PrivateRayHead(num_gpus=0).start()
     ray_start = started["command"][started["command"].index("--") + 1 :]
     assert "--no-monitor" in ray_start, case
+    # No port is chosen before the head binds it: Ray's client server (which takes no port 0) is not started at all.
+    assert ray_start[1:3] == ["-m", "raybridge.jobs.head_start"] and "--ray-client-server-port" not in ray_start, case
+    assert all(ray_start[i + 1] == "0" for i, arg in enumerate(ray_start) if arg.endswith("-port")), case
     assert ray_start[ray_start.index("--include-dashboard") + 1] == "true", case  # the Job API lives there
     assert started["env"]["RAY_prestart_worker_first_driver"] == prestart, case
 
