@@ -15,10 +15,22 @@ from decimal import Decimal
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from raybridge.core.consts import GPU_MEMORY_LABELS, GPU_PRODUCT_LABELS, GPU_RESOURCE_KEYS
+from raybridge.core.dra import (
+    DRIVER_OF_VENDOR,
+    DraGpu,
+    dra_gpus_by_node,
+    gpu_device_class,
+    read_device_class,
+)
 from raybridge.core.pod_identity import SeenPods
 from raybridge.core.quantity import parse_quantity
 from raybridge.core.kubeobjects import as_dict, pod_requests
 from raybridge.core.views import Node, Pod, read_node, read_pod
+
+
+#: Where a node's GPUs come from (NodeGpus.sources).
+SOURCE_DEVICE_PLUGIN = "device-plugin"
+SOURCE_DRA = "dra"
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,20 @@ class NodeGpus:
     devices: tuple[GpuDevice, ...] = ()
     #: The Node's labels (Kubernetes inventories only), for matching selectors and flavors.
     labels: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    #: Where a Kubernetes node's GPUs come from: "device-plugin" (its allocatable `nvidia.com/gpu`), "dra" (devices
+    #: of a GPU driver's ResourceSlices), or both (the same GPUs, counted once); empty for local and Ray inventories.
+    sources: tuple[str, ...] = ()
+    #: The DeviceClass a ResourceClaim names to get these GPUs as DRA devices (None: not claimable).
+    device_class: Optional[str] = None
+
+    @property
+    def dra_only(self) -> bool:
+        """True when the GPUs can be had through ResourceClaims alone (no device plugin counts them)."""
+        return self.sources == (SOURCE_DRA,)
+
+    @property
+    def device_plugin(self) -> bool:
+        return SOURCE_DEVICE_PLUGIN in self.sources
 
     @property
     def resource_key(self) -> Optional[str]:
@@ -59,6 +85,8 @@ class NodeGpus:
         data["devices"] = [
             {"index": d.index, "model": d.model, "memoryMiB": d.memory_mib} for d in self.devices
         ]
+        data["sources"] = list(self.sources)
+        data["deviceClass"] = data.pop("device_class")
         return data
 
 
@@ -312,42 +340,153 @@ def node_gpus_by_vendor(node: Node, warnings: list[str]) -> dict[str, tuple[int,
     return found
 
 
+@dataclass(frozen=True)
+class DeviceSources:
+    """What a cluster's DRA objects say of its nodes' GPUs, read once: each node's GPU devices, the DeviceClass
+    that claims each vendor's whole GPUs, and the devices allocated to claims (None: not known)."""
+
+    by_node: Mapping[str, tuple[DraGpu, ...]] = field(default_factory=dict)
+    device_classes: Mapping[str, Optional[str]] = field(default_factory=dict)
+    allocated: Optional[frozenset[tuple[str, str, str]]] = None
+
+    @classmethod
+    def read(
+        cls,
+        slices: Iterable[Any] = (),
+        classes: Iterable[Any] = (),
+        claims: Optional[Iterable[Any]] = None,
+        warnings: Optional[list[str]] = None,
+    ) -> "DeviceSources":
+        sink: list[str] = [] if warnings is None else warnings
+        read_classes = [read_device_class(c) for c in classes]
+        return cls(
+            by_node=dra_gpus_by_node(slices, sink),
+            device_classes={vendor: gpu_device_class(read_classes, driver) for vendor, driver in DRIVER_OF_VENDOR.items()},
+            allocated=None if claims is None else allocated_devices(claims),
+        )
+
+
+def allocated_devices(claims: Iterable[Any]) -> frozenset[tuple[str, str, str]]:
+    """(driver, pool, device) of every device allocated to a ResourceClaim (status.allocation.devices.results)."""
+    found: set[tuple[str, str, str]] = set()
+    for claim in claims:
+        status = as_dict(as_dict(claim).get("status"))
+        for result in as_dict(as_dict(status.get("allocation")).get("devices")).get("results") or []:
+            entry = as_dict(result)
+            parts = (entry.get("driver"), entry.get("pool"), entry.get("device"))
+            if all(isinstance(p, str) and p for p in parts):
+                found.add(parts)  # type: ignore[arg-type]
+    return frozenset(found)
+
+
+@dataclass(frozen=True)
+class _VendorGpus:
+    """One vendor's GPUs of one node, the device plugin's and DRA's merged."""
+
+    count: int
+    model: Optional[str]
+    memory_mib: Optional[int]
+    sources: tuple[str, ...]
+    device_class: Optional[str]
+    free_of_claims: Optional[int]
+    #: DRA devices of the node allocated to claims (None: claims not known).
+    claimed: Optional[int]
+
+
+def _common(values: Iterable[Optional[Any]]) -> Optional[Any]:
+    """The value most devices share (the first of equals), None when none has one."""
+    counts: dict[Any, int] = {}
+    for value in values:
+        if value is not None:
+            counts[value] = counts.get(value, 0) + 1
+    return max(counts, key=lambda v: counts[v]) if counts else None
+
+
+def node_vendor_gpus(
+    node: Node, devices: DeviceSources, warnings: list[str]
+) -> dict[str, _VendorGpus]:
+    """vendor -> the node's GPUs of that vendor: the device plugin's allocatable and the node's DRA devices, the
+    same GPUs counted once (the larger of the two counts), model and memory from the devices where they say."""
+    plugin = node_gpus_by_vendor(node, warnings)
+    dra: dict[str, list[DraGpu]] = {}
+    partitions: dict[str, int] = {}
+    for gpu in devices.by_node.get(node.name, ()):
+        if gpu.whole:
+            dra.setdefault(gpu.vendor, []).append(gpu)
+        else:
+            partitions[gpu.vendor] = partitions.get(gpu.vendor, 0) + 1
+    for vendor, count in partitions.items():
+        warnings.append(f"node {node.name}: {count} {vendor} GPU partition{'s' if count != 1 else ''} (MIG, AMD partitions) published through DRA: not counted as whole GPUs")
+    found: dict[str, _VendorGpus] = {}
+    for vendor in [v for v in GPU_RESOURCE_KEYS if v in plugin or v in dra]:
+        plugin_count, label_mib = plugin.get(vendor, (0, None))
+        whole = dra.get(vendor, [])
+        sources = tuple(s for s, present in ((SOURCE_DEVICE_PLUGIN, plugin_count > 0), (SOURCE_DRA, bool(whole))) if present)
+        memories = [g.memory_mib for g in whole if g.memory_mib]
+        free_of_claims = claimed = None
+        if whole and devices.allocated is not None:
+            free_of_claims = sum(1 for g in whole if (g.driver, g.pool, g.device) not in devices.allocated)
+            claimed = len(whole) - free_of_claims
+        found[vendor] = _VendorGpus(
+            count=max(plugin_count, len(whole)),
+            model=_common(g.model for g in whole),
+            memory_mib=min(memories) if memories else label_mib,
+            sources=sources,
+            device_class=devices.device_classes.get(vendor) if whole else None,
+            free_of_claims=free_of_claims,
+            claimed=claimed,
+        )
+    return found
+
+
 def inventory_from_nodes(
     nodes: Iterable[Any],
     pods: Optional[Iterable[Any]] = None,
     tolerations: Sequence[Any] = (),
     source: str = "kubernetes",
+    devices: Optional[DeviceSources] = None,
 ) -> Inventory:
-    """Build the inventory from Node objects, and free counts from Pod objects when given.
+    """Build the inventory from Node objects (and the cluster's DRA devices, `devices`), and free counts from Pod
+    objects (and ResourceClaims) when given.
 
     Malformed entries never raise: a node without a name is skipped, a node listed twice is
     counted once (the first), a GPU quantity that is not a whole non-negative number counts
     as 0; each with a warning naming the node.
     """
     warnings: list[str] = []
+    devices = devices or DeviceSources()
     used = gpus_in_use(pods, warnings) if pods is not None else None
     result: list[NodeGpus] = []
     for node in named_nodes(nodes, warnings):
         name, labels = node.name, node.meta.labels
         not_ready = node.not_ready_reason()
-        gpus = node_gpus_by_vendor(node, warnings)
-        for vendor, (count, memory_mib) in gpus.items():
+        gpus = node_vendor_gpus(node, devices, warnings)
+        for vendor, found in gpus.items():
             key = GPU_RESOURCE_KEYS[vendor]
             reasons = unschedulable_reasons(node, tolerations, key)
+            if found.sources == (SOURCE_DRA,) and found.device_class is None:
+                driver = DRIVER_OF_VENDOR[vendor].name
+                reasons.append(f"no DeviceClass selects its {driver} GPUs (the driver's own is {DRIVER_OF_VENDOR[vendor].device_class})")
             free = None
-            if used is not None:
-                free = max(count - used.get((name, key), 0), 0)
+            if found.sources == (SOURCE_DRA,):
+                free = found.free_of_claims
+            elif used is not None:
+                # The same GPUs, two ways in: what pods hold through the plugin and what claims hold are both taken.
+                claimed = found.claimed or 0
+                free = max(found.count - used.get((name, key), 0) - claimed, 0)
             result.append(
                 NodeGpus(
                     name=name,
                     vendor=vendor,
-                    gpus=count,
-                    model=(product_label(labels, vendor) or (None, None))[1],
-                    memory_mib=memory_mib,
+                    gpus=found.count,
+                    model=found.model or (product_label(labels, vendor) or (None, None))[1],
+                    memory_mib=found.memory_mib,
                     free=free,
                     eligible=not reasons,
                     reasons=tuple(reasons),
                     labels=node.text_labels,
+                    sources=found.sources,
+                    device_class=found.device_class,
                 )
             )
         if not gpus:
