@@ -44,6 +44,6 @@ RUN pip install --no-index --find-links /wheels --require-hashes --only-binary=:
  && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin raybridge
 USER 10001:10001
 WORKDIR /tmp
-EXPOSE 8080
+EXPOSE 8080 8081
 ENTRYPOINT ["python", "-m", "raybridge", "adjuster", "run"]
 CMD ["--log-format=json"]

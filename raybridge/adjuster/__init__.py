@@ -4,7 +4,7 @@ consts (labels, defaults), decision/ (the pure decision: settings, demand,
 packing, plan, reconcile, scale_adjuster), env (the flags' environment
 variables), scaler (the act step's calls, retried at its own level; the calls themselves are kube/'s),
 controller (the caches' wiring, the reconcile loop, leader election; the informer and the Lease are kube/'s), metrics
-(Prometheus, /healthz, /readyz). The decision itself is `adjuster/decision/reconcile.py`.
+(Prometheus; the /metrics and the /healthz, /readyz servers). The decision itself is `adjuster/decision/reconcile.py`.
 Lazy, so that building the CLI's parser (which reads consts and settings)
 imports neither kubernetes nor prometheus-client.
 """
@@ -13,7 +13,7 @@ from raybridge.core.lazy import lazy_exports
 
 __all__, __getattr__ = lazy_exports(__name__, {
     "Controller": ".controller",
-    "HealthServer": ".metrics",
+    "EndpointServer": ".metrics",
     "Metrics": ".metrics",
     "decide": ".decision.scale_adjuster",
     "decide_requests": ".decision.scale_adjuster",

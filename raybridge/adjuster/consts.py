@@ -77,10 +77,16 @@ DEFAULT_DEBOUNCE_SECONDS = 0.1
 DEFAULT_BATCH_IDLE_SECONDS = 1.0
 #: ... never longer than until a pod they are for has waited this long (Karpenter's BATCH_MAX_DURATION).
 DEFAULT_BATCH_MAX_SECONDS = 10.0
-#: `--metrics-bind-address` ":8080": every interface, port 8080 (controller-runtime's old default), so the
-#: kubelet's probes and Prometheus reach it on the pod's address; `127.0.0.1:8080` outside a pod.
+#: `--metrics-bind-address`: in a pod ":8080", every interface of the pod's own network (controller-runtime's old
+#: default), where Prometheus scrapes the pod's address; outside a pod "127.0.0.1:8080", this machine alone.
 DEFAULT_METRICS_HOST = ""
 DEFAULT_METRICS_PORT = 8080
+#: `--health-probe-bind-address`: in a pod ":8081" (controller-runtime's scaffolding), where the kubelet's probes
+#: connect; outside a pod none ("0"): nothing probes there, and the metrics port answers /healthz and /readyz too.
+DEFAULT_PROBE_HOST = ""
+DEFAULT_PROBE_PORT = 8081
+#: The host of both outside a pod.
+LOOPBACK_HOST = "127.0.0.1"
 DEFAULT_LEASE_DURATION_SECONDS = 15
 DEFAULT_RENEW_DEADLINE_SECONDS = 10
 DEFAULT_RETRY_PERIOD_SECONDS = 2

@@ -356,11 +356,15 @@ def _register_run(commands: Any) -> None:
     flag("batch-max-duration", _seconds_text(consts.DEFAULT_BATCH_MAX_SECONDS), "... but no longer than until a pod they are for has "
          "waited this many seconds (0: no waiting at all)", type=_seconds, metavar="SECONDS")
     flag("log-format", "text", "text or json", choices=LOG_FORMATS)
-    flag("metrics-bind-address", None, "HOST:PORT of /metrics, /healthz and /readyz: 127.0.0.1:8080 for this machine "
-         "alone, :8080 for every interface, 0 for no server", shown=f":{consts.DEFAULT_METRICS_PORT}, what a pod needs for its probes",
+    flag("metrics-bind-address", None, "HOST:PORT of /metrics (and /healthz and /readyz): 127.0.0.1:8080 for this machine "
+         "alone, :8080 for every interface, 0 for no server",
+         shown=f":{consts.DEFAULT_METRICS_PORT} in a pod, {consts.LOOPBACK_HOST}:{consts.DEFAULT_METRICS_PORT} elsewhere",
          type=_bind_address, metavar="HOST:PORT")
-    flag("metrics-port", None, "the same as --metrics-bind-address :PORT (0: off)", shown="that of --metrics-bind-address",
-         type=_metrics_port, metavar="PORT")
+    flag("metrics-port", None, "--metrics-bind-address on its default host (every interface in a pod, else 127.0.0.1) "
+         "and this PORT (0: off)", shown="that of --metrics-bind-address", type=_metrics_port, metavar="PORT")
+    flag("health-probe-bind-address", None, "HOST:PORT of /healthz and /readyz alone, for the kubelet's probes: a port "
+         "no metrics client can fill; :8081 for every interface, 0 for none",
+         shown=f":{consts.DEFAULT_PROBE_PORT} in a pod, 0 (none: nothing probes) elsewhere", type=_bind_address, metavar="HOST:PORT")
     section = p.add_argument_group("leader election")
     flag("leader-election", "true", "true or false: only the holder of the Lease acts", choices=("true", "false"))
     flag("lease-name", consts.DEFAULT_LEASE_NAME, "name of the coordination.k8s.io Lease", metavar="NAME")
@@ -390,15 +394,24 @@ def run_settings_from_args(args: argparse.Namespace) -> Any:
     from raybridge.adjuster import consts
     from raybridge.adjuster.decision.settings import RunSettings
     from raybridge.errors import BadInput
+    from raybridge.kube.config import in_pod
 
     if args.metrics_bind_address is not None and args.metrics_port is not None:
         raise BadInput("give --metrics-bind-address or --metrics-port, not both (flags or RAYBRIDGE_ADJUSTER_ variables)")
+    # In a pod, every interface of the pod's own network: the kubelet and Prometheus connect to the pod's address.
+    # Elsewhere, this machine alone: nothing listens beyond loopback unless told to.
+    pod = in_pod()
+    default_host = consts.DEFAULT_METRICS_HOST if pod else consts.LOOPBACK_HOST
     if args.metrics_bind_address is not None:
         metrics_host, metrics_port = args.metrics_bind_address
     elif args.metrics_port is not None:
-        metrics_host, metrics_port = consts.DEFAULT_METRICS_HOST, args.metrics_port
+        metrics_host, metrics_port = default_host, args.metrics_port
     else:
-        metrics_host, metrics_port = consts.DEFAULT_METRICS_HOST, consts.DEFAULT_METRICS_PORT
+        metrics_host, metrics_port = default_host, consts.DEFAULT_METRICS_PORT
+    if args.health_probe_bind_address is not None:
+        probe_host, probe_port = args.health_probe_bind_address
+    else:
+        probe_host, probe_port = consts.DEFAULT_PROBE_HOST, consts.DEFAULT_PROBE_PORT if pod else 0
     settings = RunSettings(
         planner=settings_from_args(args),
         namespace=args.namespace,
@@ -418,6 +431,8 @@ def run_settings_from_args(args: argparse.Namespace) -> Any:
         log_format=args.log_format,
         metrics_host=metrics_host,
         metrics_port=metrics_port,
+        probe_host=probe_host,
+        probe_port=probe_port,
         leader_election=args.leader_election == "true",
         lease_name=args.lease_name,
         lease_duration=args.lease_duration,
@@ -489,7 +504,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import threading
 
     from raybridge.adjuster.controller import Controller
-    from raybridge.adjuster.metrics import HealthServer, Metrics
+    from raybridge.adjuster.metrics import EndpointServer, Metrics, metrics_server, probe_server
     from raybridge.adjuster.decision.settings import bind_address_text
     from raybridge.errors import BadInput
     from raybridge.kube.client import connect
@@ -511,13 +526,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     _preflight(kube, settings)
     metrics = Metrics()
     controller = Controller(settings, kube, metrics)
-    server = None
-    if settings.metrics_port:
+    servers: list[EndpointServer] = []
+    wanted: list[tuple[str, str, int, Callable[[str, int], EndpointServer]]] = [
+        ("--metrics-bind-address", settings.metrics_host, settings.metrics_port,
+         lambda host, port: metrics_server(metrics, controller.healthy, controller.ready, port, host)),
+        ("--health-probe-bind-address", settings.probe_host, settings.probe_port,
+         lambda host, port: probe_server(controller.healthy, controller.ready, port, host)),
+    ]
+    for flag, host, port, serve in wanted:
+        if not port:
+            continue
         try:
-            server = HealthServer(metrics, settings.metrics_port, controller.healthy, controller.ready, host=settings.metrics_host).start()
+            servers.append(serve(host, port).start())
         except OSError as exc:
-            where = bind_address_text(settings.metrics_host, settings.metrics_port)
-            raise BadInput(f"--metrics-bind-address {where}: {exc.strerror or exc}") from None
+            for server in servers:
+                server.stop()
+            raise BadInput(f"{flag} {bind_address_text(host, port)}: {exc.strerror or exc}") from None
 
     failures: list[BaseException] = []
 
@@ -535,7 +559,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         controller.stop.set()
         runner.join(30)
-        if server is not None:
+        for server in servers:
             server.stop()
         # The official leader election module has no cancel: its daemon thread goes on (renewing, or finding the
         # Lease released) and may write to stderr while the interpreter shuts down, which then aborts (SIGABRT,

@@ -19,7 +19,9 @@ from raybridge.core.printable import one_line
 def dump(data: Any, fmt: str, stream: Optional[TextIO] = None) -> None:
     stream = stream or sys.stdout  # looked up per call: a redirected stdout is honoured
     if fmt == "json":
-        stream.write(json.dumps(data, indent=2, default=str) + "\n")
+        # NaN and Infinity are no JSON: a reader must refuse a non-finite number where it reads it (core/documents.py);
+        # one that reaches here is a fault of raybridge's, raised rather than printed as output no JSON reader takes.
+        stream.write(json.dumps(data, indent=2, default=str, allow_nan=False) + "\n")
     elif fmt == "yaml":
         import yaml
 

@@ -5,10 +5,12 @@ from a cluster; printed as it is, a line break in it ends a YAML comment line
 and starts a document of its own (`queues generate`'s header), and an escape
 sequence rewrites the terminal. Everything the CLI prints passes through here,
 one line at a time (a message is one line; several lines are several messages):
-line breaks, control and format characters (bidi overrides included) and
-unpaired surrogates are written as Python-style escapes (`\\n`, `\\x1b`,
-`\\u2028`), so what is printed says exactly what was read and can never
-carry a line or a terminal command of its own.
+line breaks, control and format characters (bidi overrides included), unpaired
+surrogates and code points Unicode assigns nothing (the noncharacters U+FFFE and
+U+FFFF among them, which YAML forbids anywhere in a stream, comments too) are
+written as Python-style escapes (`\\n`, `\\x1b`, `\\u2028`, `\\ufffe`), so
+what is printed says exactly what was read, can never carry a line or a terminal
+command of its own, and leaves YAML output parseable.
 
 It does not quote or truncate, and it leaves every other character alone
 (non-ASCII names print as they are).
@@ -18,8 +20,8 @@ from __future__ import annotations
 
 import unicodedata
 
-#: Unicode categories escaped: control, format, line and paragraph separators, surrogates.
-_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+#: Unicode categories escaped: control, format, line and paragraph separators, surrogates, unassigned.
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Cn"})
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 

@@ -45,6 +45,8 @@ def parse_quantity(value: str | int | float) -> Decimal:
     """Return the quantity as a Decimal in base units; ValueError if malformed or out of bounds.
 
     The whole text must be a quantity (ASCII digits only: `fullmatch`, so no trailing newline).
+    A float (a YAML or JSON number) is read as its shortest text, by the same rules as text: what is
+    read from `1.0e-31` is what is read from the text `str(1.0e-31)` that a spec keeps and reads again.
     """
     if isinstance(value, bool):
         raise ValueError(f"not a quantity: {value!r}")
@@ -52,9 +54,9 @@ def parse_quantity(value: str | int | float) -> Decimal:
         raise ValueError(f"not a finite quantity: {value!r}")
     if isinstance(value, int) and abs(value) > MAX_QUANTITY:
         raise ValueError(f"quantity too large (above 2^63-1): {value.bit_length()}-bit integer")
-    if isinstance(value, (int, float)):
-        return _bounded(Decimal(str(value)), value)
-    text = str(value).strip()
+    if isinstance(value, int):
+        return _bounded(Decimal(value), value)
+    text = repr(value) if isinstance(value, float) else str(value).strip()
     if len(text) > MAX_QUANTITY_TEXT:
         raise ValueError(f"not a Kubernetes quantity (longer than {MAX_QUANTITY_TEXT} characters): {text[:20]!r}...")
     match = _QUANTITY.fullmatch(text)
@@ -68,7 +70,7 @@ def parse_quantity(value: str | int | float) -> Decimal:
     if exponent:
         power = int(exponent[1:])
         if abs(power) > MAX_EXPONENT:
-            raise ValueError(f"quantity out of range (exponent above {MAX_EXPONENT}): {value!r}")
+            raise ValueError(f"quantity out of range (an exponent outside -{MAX_EXPONENT}..{MAX_EXPONENT}): {value!r}")
         return _bounded(base * (Decimal(10) ** power), value)
     return _bounded(base * _SUFFIXES[suffix or ""], value)
 
@@ -105,21 +107,23 @@ def amount_problem(value: object) -> Optional[str]:
 
 
 def format_cpu(cores: Decimal | float | int) -> str:
-    """Whole cores as "4", fractions as millicores "1500m"."""
-    cores = Decimal(str(cores))
-    if cores == cores.to_integral_value():
-        return str(int(cores))
-    return f"{int((cores * 1000).to_integral_value())}m"
+    """Whole cores as "4", fractions as millicores "1500m" (rounded half even). Exact at any size: whole
+    numbers, not Decimal arithmetic, whose 28 digits would round (or raise) above them."""
+    exact = Fraction(Decimal(str(cores)))
+    if exact.denominator == 1:
+        return str(exact.numerator)
+    return f"{round(exact * 1000)}m"
 
 
 def format_memory(num_bytes: Decimal | int) -> str:
-    """Bytes in the largest binary unit that divides them exactly."""
-    num_bytes = Decimal(num_bytes).to_integral_value()
+    """Bytes (rounded half even to a whole number) in the largest binary unit that divides them exactly; exact at
+    any size, as `format_cpu`."""
+    whole = round(Fraction(Decimal(num_bytes)))
     for unit in ("Ti", "Gi", "Mi", "Ki"):
-        size = _SUFFIXES[unit]
-        if num_bytes % size == 0 and num_bytes >= size:
-            return f"{int(num_bytes / size)}{unit}"
-    return str(int(num_bytes))
+        size = int(_SUFFIXES[unit])
+        if whole % size == 0 and whole >= size:
+            return f"{whole // size}{unit}"
+    return str(whole)
 
 
 #: Decimal places of a fraction shown as a JSON number (a millionth of a GPU: below any share KAI hands out).

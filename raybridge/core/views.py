@@ -142,6 +142,11 @@ class Meta:
     def owned_by_kind(self, kind: str) -> bool:
         return any(ref.kind == kind for ref in self.owners)
 
+    def label(self, key: str) -> str:
+        """The label `key` as text; "" where absent or not text (a file may say anything: a list, a mapping, a number,
+        none of which the API server takes)."""
+        return _text(self.labels.get(key))
+
 
 def read_meta(obj: Any) -> Meta:
     """The view of `obj`'s metadata (of anything: a non-object reads as metadata that says nothing)."""

@@ -61,10 +61,10 @@ def pod_group_name(pod: Pod) -> Optional[str]:
 
 def queue_name(pod: Optional[Pod], pod_group: Optional[PodGroup]) -> Optional[str]:
     """The PodGroup's `spec.queue`, else the pod's queue label."""
-    queue: Any = pod_group.queue if pod_group is not None else None
+    queue = pod_group.queue if pod_group is not None else ""
     if not queue and pod is not None:
-        queue = pod.meta.labels.get(KAI_QUEUE_LABEL)
-    return str(queue) if queue else None
+        queue = pod.meta.label(KAI_QUEUE_LABEL)
+    return queue or None
 
 
 @dataclass(frozen=True)

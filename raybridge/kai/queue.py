@@ -217,12 +217,13 @@ class KaiQueue:
         return resource in self.resources
 
     def term(self, resource: str, key: str) -> float:
-        """`spec.resources.<resource>.<key>` (quota, limit, overQuotaWeight) as a number; 0 where absent or not one."""
+        """`spec.resources.<resource>.<key>` (quota, limit, overQuotaWeight) as a number; 0 where absent or not a finite
+        one. Text is no number here, as in `queue_specs` and the Queue's schema (a float64): `float()` would read
+        "nan", "inf" and "1e400" into numbers that JSON cannot print."""
         value = as_dict(self.resources.get(resource)).get(key)
-        try:
-            return float(value)
-        except (TypeError, ValueError):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return 0.0
+        return float(value)
 
 
 def read_kai_queue(obj: Any) -> KaiQueue:
@@ -399,7 +400,7 @@ def kai_requests(
         pending = pod.phase == "Pending" and not pod.bound
         if pod.phase not in ("Running", "Pending") or (pending and pod.spec.get("schedulingGates")):
             continue
-        queue = pod.meta.labels.get(KAI_QUEUE_LABEL)
+        queue = pod.meta.label(KAI_QUEUE_LABEL)
         if not queue:
             unlabelled += 1
             continue
@@ -417,7 +418,7 @@ def kai_allocated(pods: Iterable[Any], min_gpu_memory_mib: Optional[float] = Non
     go), by their queue label. Unlike `kai_requests`, no pending pod."""
     allocated: dict[str, Amounts] = {}
     for pod in (read_pod(p) for p in pods if isinstance(p, dict)):
-        queue = pod.meta.labels.get(KAI_QUEUE_LABEL)
+        queue = pod.meta.label(KAI_QUEUE_LABEL)
         if pod.scheduler_name != scheduler_name or not _active_on_node(pod) or not queue:
             continue
         allocated[queue] = allocated.get(queue, Amounts()).plus(pod_amounts(pod, min_gpu_memory_mib))

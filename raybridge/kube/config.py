@@ -26,8 +26,16 @@ _SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 DEFAULT_REQUEST_TIMEOUT = 30.0
 
 
+def in_pod() -> bool:
+    """Whether this process runs in a Kubernetes pod: the kubelet gives every container KUBERNETES_SERVICE_HOST,
+    whatever the pod's enableServiceLinks says (pkg/kubelet/kubelet_pods.go, getServiceEnvVarMap: the master
+    service's variables are always added)."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
 def in_cluster() -> bool:
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (_SA_DIR / "token").exists()
+    """In a pod with its service account's token mounted: the token and namespace count as a configuration."""
+    return in_pod() and (_SA_DIR / "token").exists()
 
 
 @dataclass(frozen=True)

@@ -47,3 +47,19 @@ def billion_laughs() -> str:
     for prev, name in zip("abcdefgh", "bcdefghi"):
         lines.append(f"{name}: &{name} [{','.join(['*' + prev] * 9)}]")
     return "\n".join(lines) + "\n"
+
+
+def kai_pod_files(tmp_path: Path, queue_label: Any = "a", gpu_terms: Any = None, name: str = "kai.yaml") -> str:
+    """A KAI Queue `a`, a PodGroup `pg` in it and a pending pod `p` of the group labelled with `queue_label`, for
+    `explain p -f FILE -f NODES`; `gpu_terms` replaces the Queue's gpu quota, limit and overQuotaWeight."""
+    terms = gpu_terms if gpu_terms is not None else {"quota": 1, "limit": -1, "overQuotaWeight": 1}
+    documents = [
+        {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "a"}, "spec": {"resources": {"gpu": terms}}},
+        {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "pg", "namespace": "default"},
+         "spec": {"queue": "a", "minMember": 1}},
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "p", "namespace": "default", "labels": {"kai.scheduler/queue": queue_label}, "annotations": {"pod-group-name": "pg"}},
+         "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+         "status": {"phase": "Pending"}},
+    ]
+    return text_file(tmp_path, name, yaml.safe_dump_all(documents))

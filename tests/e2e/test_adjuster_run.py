@@ -910,13 +910,20 @@ def test_the_configs_are_complete_and_validate() -> None:
     assert deployment["spec"]["replicas"] == 2
     container = pod["containers"][0]
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz" and container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # The probes go to a port of their own, the one --health-probe-bind-address names; Prometheus to the metrics one
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert container["livenessProbe"]["httpGet"]["port"] == container["readinessProbe"]["httpGet"]["port"] == "health"
+    assert f"--health-probe-bind-address=:{ports['health']}" in container["args"]
+    assert f"--metrics-bind-address=:{ports['metrics']}" in container["args"] and ports["health"] != ports["metrics"]
+    service = next(d for d in docs if d["kind"] == "Service")
+    assert [p["targetPort"] for p in service["spec"]["ports"]] == ["metrics"]
     assert pod["securityContext"]["runAsNonRoot"] is True and container["securityContext"]["readOnlyRootFilesystem"] is True
     priority = next(d for d in docs if d["kind"] == "PriorityClass")
     assert priority["value"] < 0 and priority["metadata"]["name"] == consts.DEFAULT_PRIORITY_CLASS
-    # The NetworkPolicy admits the metrics port of the adjuster's own pods, by the port's name
+    # The NetworkPolicy admits the metrics port of the adjuster's own pods, by the port's name, and not the probe port
     policy = next(d for d in docs if d["kind"] == "NetworkPolicy")
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels(deployment).items()
-    assert [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]] == [container["ports"][0]["name"]]
+    assert [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]] == ["metrics"]
 
 
 def pod_labels(deployment: dict[str, Any]) -> dict[str, str]:

@@ -5,19 +5,22 @@ and takes hex floats and '_' between digits (core/go_number.py);
 `queues fairshare` refuses quotas below -1, negative or astronomically large weights (they made
 fair shares negative or left every GPU unassigned) and a capacity that is not a finite number
 (it printed `Infinity`, which is not JSON); a node with negative allocatable adds no negative
-amount to generated quotas.
+amount to generated quotas. What a command prints for input that holds what no number or name
+should (a Queue term of "nan", a node name with U+FFFE) is still JSON or YAML its readers parse.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
+import yaml
 
 from raybridge.core.views import read_pod
 from raybridge.kai.queue import pod_amounts
-from tests.e2e.hostile_files import NODES, nodes_file, queues_file, set_allocatable
+from tests.e2e.hostile_files import NODES, kai_pod_files, nodes_file, queues_file, set_allocatable
 from tests.helpers import run_cli
 
 # (case, gpu-fraction annotation, GPUs KAI counts)
@@ -82,3 +85,40 @@ def _negative_amounts(value: object) -> list[object]:
         elif isinstance(item, str) and item[:1] == "-" and item[1:2].isdigit():
             found.append(item)
     return found
+
+
+def _strict_json(text: str) -> Any:
+    """JSON as the standard defines it: NaN and Infinity are no JSON numbers (Python's json takes them by default)."""
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def _yaml_documents(text: str) -> Any:
+    return list(yaml.safe_load_all(text))
+
+
+def _node_named(name: str) -> Callable[[dict[str, Any]], None]:
+    return lambda node: node["metadata"].__setitem__("name", name)
+
+
+# (case, the command line for a temp dir, the reader its output must satisfy)
+PARSEABLE = [
+    ("explain -o json of a Queue whose terms are the texts nan, inf and 1e400",
+     lambda t: ["explain", "p", "-f", kai_pod_files(t, gpu_terms={"quota": "nan", "limit": "inf", "overQuotaWeight": "1e400"}),
+                "-f", str(NODES), "-o", "json"], _strict_json),
+    ("explain -o json of a Queue whose quota is the text Infinity",
+     lambda t: ["explain", "pg", "-f", kai_pod_files(t, gpu_terms={"quota": "Infinity"}), "-f", str(NODES), "-o", "json"], _strict_json),
+    ("queues generate -o yaml of a node named with U+FFFE",
+     lambda t: ["queues", "generate", "--nodes", nodes_file(t, "n.json", _node_named("node\ufffe")), "-o", "yaml"], _yaml_documents),
+    ("queues generate --kai -o yaml of a node named with U+FFFF",
+     lambda t: ["queues", "generate", "--kai", "--nodes", nodes_file(t, "n.json", _node_named("node\uffff")), "-o", "yaml"], _yaml_documents),
+]
+
+
+@pytest.mark.parametrize("case, argv, parse", PARSEABLE, ids=[p[0] for p in PARSEABLE])
+def test_what_is_printed_parses_whatever_the_input_held(tmp_path: Path, case: str, argv: Callable[[Path], list[str]],
+                                                        parse: Callable[[str], Any]) -> None:
+    out = run_cli(*argv(tmp_path))
+    assert out.returncode == 0, (case, out.stderr[-500:])
+    parse(out.stdout)

@@ -2,8 +2,8 @@
 
 Quantities that overflow Decimal, integers over Python's 4,300-digit bound, JSON and YAML nested
 thousands of levels deep, node labels given as a string, NaN and infinite numbers, a queue
-hierarchy 1,000 levels deep: each row runs the command a user would and checks the exit status
-and the message.
+hierarchy 1,000 levels deep, counts of GPUs and replicas no Kubernetes field holds, labels that
+are lists: each row runs the command a user would and checks the exit status and the message.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Callable
 
 import pytest
 
-from tests.e2e.hostile_files import NODES, nodes_file, queues_file, set_allocatable, text_file
+from tests.e2e.hostile_files import NODES, kai_pod_files, nodes_file, queues_file, set_allocatable, text_file
 from tests.helpers import run_cli
 
 Case = Callable[[Path], list[str]]
@@ -61,6 +61,28 @@ CASES: list[tuple[str, Case, int, str]] = [
      lambda t: ["render", text_file(t, "s.yaml", "entrypoint: x\ngpus: 1\ngpuVendor: amd\nmemoryPerGpu: '1e-30'\n"), "--nodes", str(NODES)], 2, "below 1 byte"),
     ("a GPU memory label of a Unicode digit",
      lambda t: ["discover", "--nodes", nodes_file(t, "n.json", lambda n: n["metadata"]["labels"].__setitem__("amd.com/gpu.vram", "²"))], 0, ""),
+    ("memoryPerGpu of 1.0e-31, a YAML float: read as its text is",
+     lambda t: ["render", text_file(t, "s.yaml", "entrypoint: x\ngpus: 1\ngpuVendor: amd\nmemoryPerGpu: 1.0e-31\n"), "--nodes", str(NODES)], 2, "memoryPerGpu: quantity out of range"),
+    ("cpu of 1.0e-31 for the head, a YAML float",
+     lambda t: ["render", text_file(t, "s.yaml", "entrypoint: x\nhead: {cpu: 1.0e-31}\n"), "--nodes", str(NODES)], 2, "head.cpu: quantity out of range"),
+    ("gpus of 10^40 with render --no-ray",
+     lambda t: ["render", text_file(t, "s.yaml", "entrypoint: x\ngpus: 10000000000000000000000000000000000000000\n"), "--no-ray", "--nodes", str(NODES)], 2, "gpus: "),
+    ("--gpus-per-replica 1e40 for a plain job",
+     lambda t: ["render", "--entrypoint", "x", "--no-ray", "--kind", "job", "--gpus-per-replica", "1e40", "--nodes", str(NODES)], 2, "gpusPerReplica: "),
+    ("memoryPerGpu of 1Ei on 16 GPUs: a request above 2^63-1 bytes",
+     lambda t: ["render", text_file(t, "s.yaml", "entrypoint: x\nray: false\ngpus: 16\ngpuVendor: nvidia\nmemoryPerGpu: 1Ei\n"),
+                "--nodes", str(NODES)], 2, "above 2^63-1"),
+    ("cpusPerGpu of 1e300 on one GPU: a request above 2^63-1 cores",
+     lambda t: ["render", text_file(t, "s.yaml", "entrypoint: x\nray: false\ngpus: 1\ngpuVendor: nvidia\ncpusPerGpu: 1.0e+300\n"),
+                "--nodes", str(NODES)], 2, "above 2^63-1"),
+    ("replicas of 10^40 for a service: a Deployment holds an int32",
+     lambda t: ["render", "--entrypoint", "x", "--no-ray", "--kind", "service", "--replicas", "10000000000000000000000000000000000000000", "--nodes", str(NODES)], 2, "replicas: "),
+    ("maxRunSeconds beyond Kueue's int32: Kueue would drop the limit",
+     lambda t: ["render", text_file(t, "s.yaml", "entrypoint: x\nmaxRunSeconds: 2147483648\n"), "--queue", "q", "--nodes", str(NODES)], 2, "maxRunSeconds: "),
+    ("a KAI pod whose queue label is a list",
+     lambda t: ["explain", "p", "-f", kai_pod_files(t, ["a"]), "-f", str(NODES)], 0, ""),
+    ("a KAI pod whose queue label is a mapping, as JSON",
+     lambda t: ["explain", "pg", "-f", kai_pod_files(t, {"a": 1}), "-f", str(NODES), "-o", "json"], 0, ""),
 ]
 
 

@@ -65,6 +65,9 @@ ESCAPES = [
     ("bidi override", "a\u202eb", "a\\u202eb"),
     ("no-break space is printable", "a\u00a0b", "a\u00a0b"),
     ("lone surrogate", "a\ud800b", "a\\ud800b"),
+    ("noncharacters, which YAML forbids even in a comment", "a\ufffeb\uffffc", "a\\ufffeb\\uffffc"),
+    ("a code point Unicode assigns nothing", "a\U000e0080b", "a\\U000e0080b"),
+    ("private use is printable", "a\ue000b", "a\ue000b"),
 ]
 
 

@@ -9,8 +9,10 @@ import pytest
 from raybridge.core.views import read_pod
 from raybridge.kai.fairshare import Amounts, ResourceTerms
 from raybridge.kai.queue import (
+    kai_allocated,
     kai_capacity,
     kai_requests,
+    read_kai_queue,
     parse_capacity,
     parse_demand,
     pod_amounts,
@@ -216,6 +218,24 @@ def test_pods_kai_does_not_count(pods, why):
 def test_pods_without_a_queue_label_are_named_in_a_note():
     requests, notes = kai_requests([kai_pod(queue=None)])
     assert requests == {} and notes == ["1 kai-scheduler pods have no kai.scheduler/queue label: not counted"]
+
+
+@pytest.mark.parametrize("label", [["p1"], {"p1": 1}, 7], ids=["a list", "a mapping", "a number"])
+def test_a_queue_label_that_is_not_text_reads_as_none(label):
+    """The API server takes text alone; a file may hold anything. Such a pod once made a queue of its label
+    (TypeError: unhashable, an internal error of `explain`)."""
+    requests, notes = kai_requests([kai_pod(queue=label), kai_pod(queue="b")])
+    assert set(requests) == {"b"} and notes == ["1 kai-scheduler pods have no kai.scheduler/queue label: not counted"]
+    assert kai_allocated([kai_pod(queue=label, phase="Running", node_name="n1")]) == {}
+
+
+@pytest.mark.parametrize("written", ["nan", "inf", "-Infinity", "1e400", "5", True, None, float("nan")])
+def test_a_queue_term_that_is_no_finite_number_reads_as_0(written):
+    """As `queue_specs` and the Queue's schema read them: text is no number (float() took "nan" and "1e400",
+    and `explain -o json` printed NaN and Infinity, which no JSON reader takes)."""
+    read = read_kai_queue(queue(resources={"gpu": {"quota": written, "limit": written, "overQuotaWeight": written}}))
+    assert [read.term("gpu", key) for key in ("quota", "limit", "overQuotaWeight")] == [0.0, 0.0, 0.0]
+    assert read_kai_queue(queue(resources={"gpu": {"quota": 2.5, "limit": -1}})).term("gpu", "quota") == 2.5
 
 
 @pytest.mark.parametrize(

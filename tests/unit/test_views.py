@@ -96,3 +96,9 @@ def test_node_view(case: str, obj: Any, expected: dict[str, Any]) -> None:
 ])
 def test_node_readiness(conditions: Any, expected: Any) -> None:
     assert read_node({"metadata": {"name": "n"}, "status": {"conditions": conditions}}).not_ready_reason() == expected
+
+
+def test_a_label_is_read_as_text_or_not_at_all() -> None:
+    meta = read_meta({"metadata": {"labels": {"text": "a", "list": ["a"], "map": {"a": 1}, "number": 7, "empty": ""}}})
+    assert [meta.label(k) for k in ("text", "list", "map", "number", "empty", "absent")] == ["a", "", "", "", "", ""]
+    assert read_meta({"metadata": {"labels": ["a=b"]}}).label("a") == ""

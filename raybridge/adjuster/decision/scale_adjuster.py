@@ -80,7 +80,7 @@ def _signal_identity(meta: Meta) -> Optional[tuple[str, str, int, tuple[str, ...
         pods = tuple(p for p in listed if isinstance(p, str)) if isinstance(listed, list) else ()
     except (ValueError, TypeError):
         pods = ()
-    return meta.name, str(labels.get(consts.GROUP_LABEL) or ""), gpus, pods
+    return meta.name, meta.label(consts.GROUP_LABEL), gpus, pods
 
 
 def _scheduled_at(pod: Pod) -> Optional[datetime]:

@@ -6,7 +6,8 @@ names every bad value in one sentence each; the CLI turns them into exit 2
 before anything connects. `AdjusterSettings` is every knob of the planner
 (`adjuster plan` and `run` alike). `parse_bind_address` reads
 `--metrics-bind-address` (controller-runtime's HOST:PORT); the port's range is
-checked in `port_problem` alone. Nothing here talks to a cluster or binds.
+checked in `port_problem` alone; `--health-probe-bind-address` is read the same way.
+Nothing here talks to a cluster or binds.
 """
 
 from __future__ import annotations
@@ -184,10 +185,13 @@ class RunSettings:
     request_timeout: float = consts.DEFAULT_REQUEST_TIMEOUT_SECONDS
     kubeconfig: Optional[str] = None
     log_format: str = "text"
-    #: 0: no metrics/health server.
+    #: 0: no metrics server.
     metrics_port: int = consts.DEFAULT_METRICS_PORT
-    #: '': every interface (in a pod: the pod's own network, where the kubelet probes and Prometheus scrape).
+    #: '': every interface (in a pod: the pod's own network, where Prometheus scrapes).
     metrics_host: str = consts.DEFAULT_METRICS_HOST
+    #: The probe server (/healthz and /readyz alone, for the kubelet); 0: none.
+    probe_port: int = consts.DEFAULT_PROBE_PORT
+    probe_host: str = consts.DEFAULT_PROBE_HOST
     leader_election: bool = True
     lease_name: str = consts.DEFAULT_LEASE_NAME
     lease_namespace: Optional[str] = None
@@ -235,6 +239,12 @@ class RunSettings:
         for problem in (port_problem(self.metrics_port), host_problem(self.metrics_host)):
             if problem:
                 found.append(f"--metrics-bind-address (or --metrics-port): {problem}")
+        for problem in (port_problem(self.probe_port), host_problem(self.probe_host)):
+            if problem:
+                found.append(f"--health-probe-bind-address: {problem}")
+        if self.probe_port and self.probe_port == self.metrics_port:
+            found.append(f"--health-probe-bind-address and --metrics-bind-address both name port {self.probe_port}: the probes "
+                         "need a port of their own, which no metrics client can fill")
         cutoff = self.expendable_cutoff
         if isinstance(cutoff, bool) or not isinstance(cutoff, int):
             found.append(f"--expendable-pods-priority-cutoff must be a whole number (got {cutoff!r})")

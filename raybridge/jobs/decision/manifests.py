@@ -52,7 +52,7 @@ from raybridge.core.consts import (
 from raybridge.jobs.decision.images import PythonVersion, default_image
 from raybridge.core.names import name_problem, namespace_problem, queue_name_problem
 from raybridge.jobs.decision.orphan_guard import guarded, with_run_bound
-from raybridge.core.quantity import format_cpu, format_memory, parse_quantity
+from raybridge.core.quantity import MAX_QUANTITY, format_cpu, format_memory, parse_quantity
 from raybridge.core.runtime_env import (
     allocation_env,
     cluster_runtime_env,
@@ -391,6 +391,13 @@ def worker_cpu_memory(spec: JobSpec, decision: SizingDecision) -> tuple[str, str
         if not spec.worker.memory and num_bytes.to_integral_value() < 1:
             raise BadInput(f"memoryPerGpu: {spec.memory_per_gpu} per GPU on {gpus:g} GPU(s) per replica is below 1 byte "
                            "(it would be a 0 request)")
+        # Each is within bounds; their product need not be (raybridge writes no quantity above 2^63-1, core/quantity.py).
+        if not spec.worker.cpu and cores > MAX_QUANTITY:
+            raise BadInput(f"cpusPerGpu: {spec.cpus_per_gpu:g} CPU per GPU on {gpus:g} GPU(s) per replica is {cores:.3g} CPU, "
+                           "above 2^63-1, the most a request holds")
+        if not spec.worker.memory and num_bytes > MAX_QUANTITY:
+            raise BadInput(f"memoryPerGpu: {spec.memory_per_gpu} per GPU on {gpus:g} GPU(s) per replica is {num_bytes:.3g} bytes, "
+                           "above 2^63-1, the most a request holds")
         cpu, memory = format_cpu(cores), format_memory(num_bytes)
     else:
         cpu, memory = DEFAULT_WORKER_CPU, DEFAULT_WORKER_MEMORY

@@ -36,6 +36,14 @@ from raybridge.core.quantity import amount_problem
 from raybridge.core.runtime_env import is_uri, reserved_env_clash
 from raybridge.errors import BadInput
 
+#: The most GPUs a count may say: sizing and Ray's `num_gpus` count in floats, exact up to 2^53.
+MAX_GPUS = 2**53
+#: Kubernetes' int32: a Deployment's and a RayCluster worker group's `replicas` hold no more.
+MAX_REPLICAS = 2**31 - 1
+#: Kueue reads its max-exec-time-seconds label as an int32 and drops a limit that does not fit, without a word
+#: (pkg/controller/jobframework/interface.go, MaximumExecutionTimeSecondsForObject: strconv.ParseInt(v, 10, 32)).
+MAX_RUN_SECONDS = 2**31 - 1
+
 #: What `kind` may say, by whether the workload runs Ray.
 RAY_KINDS = ("RayJob", "RayCluster")
 PLAIN_KINDS = ("job", "service")
@@ -113,6 +121,14 @@ class JobSpec(_Model):
     def _number_not_boolean(cls, value: Any) -> Any:
         if isinstance(value, bool):
             raise ValueError(f"must be a number, not a boolean (got {str(value).lower()})")
+        return value
+
+    @field_validator("gpus", "replicas", "gpus_per_replica", "max_run_seconds")
+    @classmethod
+    def _within_what_is_written(cls, value: Optional[float], info: ValidationInfo) -> Optional[float]:
+        bound, why = _BOUNDS[info.field_name or ""]
+        if value is not None and value > bound:
+            raise ValueError(f"must be at most {bound} (got {value!r}): {why}")
         return value
 
     @field_validator("gpu_vendor", mode="before")
@@ -240,6 +256,15 @@ def env_vars_problem(env: dict[str, str]) -> Optional[str]:
     if reserved:
         return f"{', '.join(reserved)} {'is' if len(reserved) == 1 else 'are'} set by raybridge to what was allocated"
     return None
+
+
+#: The most each count may be, and why.
+_BOUNDS: dict[str, tuple[int, str]] = {
+    "gpus": (MAX_GPUS, "GPUs are counted in floating point, exact up to 2^53"),
+    "gpus_per_replica": (MAX_GPUS, "GPUs are counted in floating point, exact up to 2^53"),
+    "replicas": (MAX_REPLICAS, "a Kubernetes replicas field is an int32"),
+    "max_run_seconds": (MAX_RUN_SECONDS, "Kueue reads its max-exec-time-seconds label as an int32 and drops a limit beyond it"),
+}
 
 
 def _number(value: float) -> str:

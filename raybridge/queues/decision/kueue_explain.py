@@ -520,7 +520,7 @@ def progress_line(ray_object: dict[str, Any], workload: WorkloadLike, position: 
     if deployment in ("Initializing", "Running", "Waiting") or (ray.kind == "RayCluster" and ray.deployment == "ready"):
         workers = f", workers ready {ray.workers_ready}/{ray.workers_desired}" if ray.workers_desired else ""
         return f"admitted{f' by {queue}' if queue else ''}; Ray cluster {deployment.lower()}{workers}"
-    queued = bool(read_meta(ray_object).labels.get(KUEUE_QUEUE_LABEL))
+    queued = bool(read_meta(ray_object).label(KUEUE_QUEUE_LABEL))
     if state == "none" and queued and deployment in ("Suspended", "New", ""):
         return "waiting for Kueue to pick the job up (no Workload yet)"
     if deployment in ("New", ""):
@@ -555,8 +555,7 @@ def explain_kueue(
     kind = state.kind
     view = workload_view(workload)
     stopped = view.deactivation if view is not None else None
-    label = meta.labels.get(KUEUE_QUEUE_LABEL)
-    queue = label if isinstance(label, str) else None
+    queue = meta.label(KUEUE_QUEUE_LABEL) or None
     base = dict(
         kind=kind,
         name=meta.name,
