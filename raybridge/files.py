@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional, Sequence
 
 from raybridge.core.documents import load_json_or_yaml, load_yaml_documents
-from raybridge.core.inventory import items_of
+from raybridge.core.dra import CLAIM_KIND, DEVICE_CLASS_KIND, SLICE_KIND
+from raybridge.core.inventory import DeviceSources, items_of_kinds
 from raybridge.errors import BadInput
 
 
@@ -85,11 +87,40 @@ def read_json_or_yaml(path: str, what: str) -> Any:
 
 
 def load_objects(path: str, kind: str) -> list[dict[str, Any]]:
+    return load_objects_of_kinds(path, kind)[kind]
+
+
+def load_objects_of_kinds(path: str, kind: str, also: Sequence[str] = ()) -> dict[str, list[dict[str, Any]]]:
+    """The `--<kind>s` file's objects by kind: `kind`'s, and those of the kinds `also` it may hold beside them."""
     document = read_json_or_yaml(path, f"--{kind.lower()}s")
     try:
-        return items_of(document, kind)
+        return items_of_kinds(document, kind, also)
     except ValueError as exc:
         raise BadInput(f"--{kind.lower()}s {path!r}: {exc}") from None
+
+
+#: What a `--nodes` file may hold beside Nodes: the DRA objects that say which GPUs the nodes publish as devices.
+NODE_FILE_KINDS = (SLICE_KIND, DEVICE_CLASS_KIND)
+#: What a `--pods` file may hold beside Pods: the ResourceClaims that hold DRA devices.
+POD_FILE_KINDS = (CLAIM_KIND,)
+
+
+@dataclass(frozen=True)
+class NodeFile:
+    """A `--nodes` file read (with its `--pods` file where given): the objects the inventory is built from."""
+
+    nodes: list[dict[str, Any]]
+    pods: Optional[list[dict[str, Any]]]
+    devices: DeviceSources
+
+
+def load_node_file(nodes_path: str, pods_path: Optional[str] = None) -> NodeFile:
+    """Nodes (with ResourceSlices and DeviceClasses) and, where a pod file is given, Pods (with ResourceClaims):
+    DRA devices allocated to claims are known only when a pod file is given."""
+    nodes = load_objects_of_kinds(nodes_path, "Node", NODE_FILE_KINDS)
+    pods = load_objects_of_kinds(pods_path, "Pod", POD_FILE_KINDS) if pods_path else None
+    devices = DeviceSources.read(nodes[SLICE_KIND], nodes[DEVICE_CLASS_KIND], pods[CLAIM_KIND] if pods is not None else None)
+    return NodeFile(nodes=nodes["Node"], pods=pods["Pod"] if pods is not None else None, devices=devices)
 
 
 def read_yaml_documents(path: str, what: str) -> list[Any]:

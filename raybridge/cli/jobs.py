@@ -214,11 +214,15 @@ def cmd_discover(args: argparse.Namespace) -> int:
         dump({**inventory.to_dict(), "warnings": warnings}, args.output)
         return EXIT_OK
     rows = []
+    # Where the GPUs come from is shown once a node publishes any as DRA devices (a device-plugin cluster's table is unchanged).
+    with_source = any("dra" in n.sources for n in inventory.nodes)
     for n in inventory.nodes:
         memory = f"{n.memory_mib} MiB" if n.memory_mib else None
         state = "yes" if n.eligible else "no: " + ", ".join(n.reasons)
-        rows.append((n.name, n.vendor or "none", n.gpus, n.free, n.model, memory, state))
-    table(f"GPU inventory ({inventory.source})", ("NODE", "VENDOR", "GPUS", "FREE", "MODEL", "MEMORY/GPU", "SCHEDULABLE"), rows)
+        row = (n.name, n.vendor or "none", n.gpus, n.free, n.model, memory, state)
+        rows.append(row[:3] + (_source_shown(n.sources, n.device_class),) + row[3:] if with_source else row)
+    columns = ("NODE", "VENDOR", "GPUS", "FREE", "MODEL", "MEMORY/GPU", "SCHEDULABLE")
+    table(f"GPU inventory ({inventory.source})", columns[:3] + ("SOURCE",) + columns[3:] if with_source else columns, rows)
     for vendor, total in inventory.vendors(eligible_only=False).items():
         cap = inventory.capacity(vendor)
         nodes = f"{cap.nodes} node{'s' if cap.nodes != 1 else ''}"
@@ -226,6 +230,12 @@ def cmd_discover(args: argparse.Namespace) -> int:
     for text in inventory.notes:
         note(text)
     return EXIT_OK
+
+
+def _source_shown(sources: tuple[str, ...], device_class: Optional[str]) -> Optional[str]:
+    """Where a node's GPUs come from, in the inventory table: "device plugin", "DRA (class gpu.nvidia.com)", or both."""
+    shown = ["device plugin" if s == "device-plugin" else f"DRA (class {device_class or 'none'})" for s in sources]
+    return " + ".join(shown) or None
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

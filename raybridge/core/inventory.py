@@ -348,21 +348,18 @@ class DeviceSources:
     by_node: Mapping[str, tuple[DraGpu, ...]] = field(default_factory=dict)
     device_classes: Mapping[str, Optional[str]] = field(default_factory=dict)
     allocated: Optional[frozenset[tuple[str, str, str]]] = None
+    #: What could not be read as a node's GPU (a device of another type, a slice for several nodes).
+    warnings: tuple[str, ...] = ()
 
     @classmethod
-    def read(
-        cls,
-        slices: Iterable[Any] = (),
-        classes: Iterable[Any] = (),
-        claims: Optional[Iterable[Any]] = None,
-        warnings: Optional[list[str]] = None,
-    ) -> "DeviceSources":
-        sink: list[str] = [] if warnings is None else warnings
+    def read(cls, slices: Iterable[Any] = (), classes: Iterable[Any] = (), claims: Optional[Iterable[Any]] = None) -> "DeviceSources":
+        warnings: list[str] = []
         read_classes = [read_device_class(c) for c in classes]
         return cls(
-            by_node=dra_gpus_by_node(slices, sink),
+            by_node=dra_gpus_by_node(slices, warnings),
             device_classes={vendor: gpu_device_class(read_classes, driver) for vendor, driver in DRIVER_OF_VENDOR.items()},
             allocated=None if claims is None else allocated_devices(claims),
+            warnings=tuple(warnings),
         )
 
 
@@ -453,8 +450,8 @@ def inventory_from_nodes(
     counted once (the first), a GPU quantity that is not a whole non-negative number counts
     as 0; each with a warning naming the node.
     """
-    warnings: list[str] = []
     devices = devices or DeviceSources()
+    warnings: list[str] = list(devices.warnings)
     used = gpus_in_use(pods, warnings) if pods is not None else None
     result: list[NodeGpus] = []
     for node in named_nodes(nodes, warnings):
@@ -501,22 +498,34 @@ def items_of(document: Any, kind: str) -> list[dict[str, Any]]:
     ValueError when the document is not such a list at all (another kind, scalars, objects
     without metadata): a user who passed the wrong file hears so.
     """
+    return items_of_kinds(document, kind)[kind]
+
+
+def items_of_kinds(document: Any, kind: str, also: Sequence[str] = ()) -> dict[str, list[dict[str, Any]]]:
+    """kind -> its objects, for `kind` and the kinds `also` a file of `kind` may hold beside it (a node list with
+    the cluster's ResourceSlices and DeviceClasses, as `kubectl get nodes,resourceslices,deviceclasses -o json`
+    prints them); an object without a kind is taken for a `kind`. ValueError as `items_of` says."""
+    taken = (kind, *also)
     if isinstance(document, list):
         items = document
     elif isinstance(document, dict) and isinstance(document.get("items"), list):
         items = document["items"]
-    elif isinstance(document, dict) and document.get("kind") == kind:
+    elif isinstance(document, dict) and document.get("kind") in taken:
         items = [document]
     else:
         raise ValueError(f"expected a {kind} list (kubectl get {kind.lower()}s -o json)")
-    wrong = {_kind_shown(i.get("kind")) for i in items if isinstance(i, dict) and i.get("kind") not in (None, kind)}
+    wrong = {_kind_shown(i.get("kind")) for i in items if isinstance(i, dict) and i.get("kind") not in (None, *taken)}
     if wrong:
-        raise ValueError(f"expected {kind} objects, found {', '.join(sorted(wrong))}")
+        expected = kind if not also else f"{', '.join(taken[:-1])} or {taken[-1]}"
+        raise ValueError(f"expected {expected} objects, found {', '.join(sorted(wrong))}")
     objects = [i for i in items if isinstance(i, dict) and isinstance(i.get("metadata"), dict)]
     if len(objects) < len(items):
         bad = len(items) - len(objects)
         raise ValueError(f"{bad} of {len(items)} items are not {kind} objects (no metadata)")
-    return objects
+    found: dict[str, list[dict[str, Any]]] = {k: [] for k in taken}
+    for obj in objects:
+        found[obj.get("kind") or kind].append(obj)
+    return found
 
 
 def _kind_shown(value: Any) -> str:

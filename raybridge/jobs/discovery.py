@@ -19,7 +19,7 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 
 from raybridge.core.inventory import Inventory, inventory_from_nodes
 from raybridge.errors import BadInput
-from raybridge.files import load_objects
+from raybridge.files import load_node_file
 from raybridge.jobs.options import ray_address
 from raybridge.kube.target import ClusterTarget
 
@@ -89,23 +89,25 @@ def discover_inventory(
     )  # fmt: skip
     if source == "file":
         assert nodes_file is not None
-        nodes = load_objects(nodes_file, "Node")
-        pods = load_objects(pods_file, "Pod") if pods_file else None
-        return inventory_from_nodes(nodes, pods, tolerations=tolerations, source="file")
+        read = load_node_file(nodes_file, pods_file)
+        return inventory_from_nodes(read.nodes, read.pods, tolerations=tolerations, source="file", devices=read.devices)
     if source == "ray":
         from raybridge.gpu import probe_ray_cluster
 
         return probe_ray_cluster(None if ray_address == "auto" else ray_address, connect_timeout=cluster.request_timeout)
     if source == "kubernetes":
+        from raybridge.core.inventory import DeviceSources
+        from raybridge.kube.dra import list_dra_objects
         from raybridge.kube.objects import list_nodes, list_pods_all_namespaces
 
         kube = kube or cluster.connect()
         nodes = list_nodes(kube)
         pods = list_pods_all_namespaces(kube)
-        inventory = inventory_from_nodes(nodes, pods, tolerations=tolerations, source="kubernetes")
-        if pods is None:
-            return replace(inventory, notes=inventory.notes + ("free GPUs unknown: no permission to list pods",))
-        return inventory
+        dra = list_dra_objects(kube)
+        devices = DeviceSources.read(dra.slices, dra.classes, dra.claims)
+        inventory = inventory_from_nodes(nodes, pods, tolerations=tolerations, source="kubernetes", devices=devices)
+        notes = dra.notes + (("free GPUs unknown: no permission to list pods",) if pods is None else ())
+        return replace(inventory, notes=inventory.notes + notes) if notes else inventory
     from raybridge.gpu import local_inventory
 
     local = local_inventory()

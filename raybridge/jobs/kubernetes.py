@@ -46,7 +46,8 @@ from raybridge.queues.decision.kueue_explain import progress_line
 from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
 from raybridge.core.deadline import Deadline
 from raybridge.jobs.decision.images import unpinned_image_warning
-from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS, image_for
+from raybridge.core.dra import CLAIM_TEMPLATE_KIND
+from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS, image_for, workload_of
 from raybridge.jobs.decision.planning import plan_job, render_job
 from raybridge.jobs.decision.orphan_guard import (
     Renewal, eviction_bound_note, handover_notes, handover_patch, kueue_limits_run, protections_of, unknown_fields,
@@ -60,6 +61,7 @@ from raybridge.kuberay.releases import pre_running_supported
 from raybridge.jobapi.ray_import import installed_ray_version, local_python
 from raybridge.kube.calls import TimeBudgetSpent
 from raybridge.kube.client import Kube
+from raybridge.kube.dra import create_claim_template, delete_claim_template, own_claim_template
 from raybridge.kube.kueue import find_workload, list_local_queue_names, pending_position, wait_workload_gone
 from raybridge.kube.operators import kuberay_operator_release
 from raybridge.kube.rayapi import RayObjects
@@ -164,6 +166,14 @@ def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
                          ray_version=ray_version, python=local_python())
     labels = [dict(n.labels) for n in inventory.nodes] if inventory.source in ("kubernetes", "file") else None
     return _Prepared(kube, kube.namespace, name, decision, objects, labels, submission_id)
+
+
+def _create_claim_template(kube: Kube, objects: list[dict[str, Any]]) -> Optional[str]:
+    """Create the job's ResourceClaimTemplate where it claims DRA GPUs (rendered before the workload); its name."""
+    templates = [o for o in objects[:-1] if o.get("kind") == CLAIM_TEMPLATE_KIND]
+    for template in templates:
+        create_claim_template(kube, template)
+    return templates[0]["metadata"]["name"] if templates else None
 
 
 def _create_strict(rays: RayObjects, obj: dict[str, Any]) -> dict[str, Any]:
@@ -567,7 +577,7 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
         raise BadInput("kind RayCluster is created with create_cluster(), not submitted")
     prepared = _prepare(spec, options)
     kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
-    rayjob = prepared.objects[0]
+    rayjob = workload_of(prepared.objects)
     runtime_env = resolve_runtime_env(spec, prepared.decision)  # validates workingDir before anything exists
     found = preflight(kube, namespace, rayjob, prepared.node_labels)
     for text in found.notes:
@@ -575,8 +585,11 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
     operator = kuberay_operator_release(kube)
     submitted = _Submitted(kube, RayObjects(kube), name, namespace, options)
     try:
+        submitted.claim_template = _create_claim_template(kube, prepared.objects)
         stored = create_protected(submitted.rays, rayjob)
         submitted.created = True
+        if submitted.claim_template is not None:
+            own_claim_template(kube, submitted.claim_template, namespace, stored)
         queued = _announce_created(stored, namespace, name, options, spec.max_run_seconds)
         _refuse_if_suspended_without_queue(kube, stored, namespace, name)
         run = _RayJobRun(kube, submitted.rays, options, spec, name, runtime_env, queued=queued, submission_id=prepared.submission_id)
@@ -618,15 +631,19 @@ class _Submitted:
     created: bool = False
     run: Optional[_RayJobRun] = None
     guard: Optional[OrphanGuard] = None
+    #: The job's ResourceClaimTemplate, once created (DRA GPUs): owned by the RayJob once that exists.
+    claim_template: Optional[str] = None
 
     def cleanup(self) -> None:
-        """Stop renewing, close the port-forward, delete the RayJob unless it is kept."""
+        """Stop renewing, close the port-forward, delete the RayJob (and its claim template) unless it is kept."""
         if self.guard is not None:
             self.guard.stop()
         if self.run is not None:
             self.run.close_forward()
         if self.created and not self.options.keep:
             delete_and_wait(self.kube, self.rays, "RayJob", self.name, self.namespace, self.options.progress)
+        if self.claim_template is not None and (not self.created or not self.options.keep):
+            delete_claim_template(self.kube, self.claim_template, self.namespace)
         elif self.created:
             self.options.progress(
                 f"kept RayJob {self.namespace}/{self.name} (`raybridge delete {self.name}` removes it); {_LINGER_NOTE}"
@@ -686,15 +703,19 @@ def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:
     """Create a long-lived RayCluster, wait until it is admitted and ready, say how to reach it."""
     prepared = _prepare(spec, options)
     kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
-    cluster = prepared.objects[0]
+    cluster = workload_of(prepared.objects)
     found = preflight(kube, namespace, cluster, prepared.node_labels)
     for text in found.notes:
         options.progress(f"note: {text}")
     rays = RayObjects(kube)
     created = False
+    claim_template = None
     try:
+        claim_template = _create_claim_template(kube, prepared.objects)
         stored = create_protected(rays, cluster)
         created = True
+        if claim_template is not None:
+            own_claim_template(kube, claim_template, namespace, stored)
         queue = (stored["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
         options.progress(f"created RayCluster {namespace}/{name}" + (f" in queue {queue}" if queue else ""))
         waiter = Waiter(options.progress, options.timeout)
@@ -703,6 +724,8 @@ def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:
     except BaseException:
         if created and not options.keep:
             delete_and_wait(kube, rays, "RayCluster", name, namespace, options.progress)
+        if claim_template is not None and (not created or not options.keep):
+            delete_claim_template(kube, claim_template, namespace)
         raise
     head = (ready.get("status") or {}).get("head") or {}
     service = head.get("serviceName") or f"{name}-head-svc"

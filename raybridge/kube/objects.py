@@ -17,7 +17,7 @@ from raybridge.kube.client import Kube
 
 def list_nodes(kube: Kube) -> list[dict[str, Any]]:
     result = api_call("listing nodes", kube.core().list_node, _preload_content=False)
-    return _items("listing nodes", result, kube.server)
+    return list_items("listing nodes", result, kube.server)
 
 
 def list_pods_all_namespaces(kube: Kube) -> Optional[list[dict[str, Any]]]:
@@ -26,10 +26,10 @@ def list_pods_all_namespaces(kube: Kube) -> Optional[list[dict[str, Any]]]:
         result = api_call("listing pods", kube.core().list_pod_for_all_namespaces, _preload_content=False)
     except PermissionDenied:
         return None
-    return _items("listing pods", result, kube.server)
+    return list_items("listing pods", result, kube.server)
 
 
-def _items(what: str, response: Any, server: str = "") -> list[Any]:
+def list_items(what: str, response: Any, server: str = "") -> list[Any]:
     """Raw JSON items from a `_preload_content=False` list (plain dicts, camelCase keys); each item's shape is the reader's business."""
     import json
 
@@ -90,7 +90,7 @@ def list_namespace_names(kube: Kube) -> Optional[list[str]]:
         result = api_call("listing namespaces", kube.core().list_namespace, _preload_content=False)
     except PermissionDenied:
         return None
-    items = _items("listing namespaces", result, kube.server)
+    items = list_items("listing namespaces", result, kube.server)
     return sorted(str((n.get("metadata") or {}).get("name")) for n in items if isinstance(n, dict))
 
 

@@ -50,6 +50,7 @@ from raybridge.core.consts import (
     WORKER_GROUP_NAME,
 )
 from raybridge.jobs.decision.images import PythonVersion, default_image
+from raybridge.core.dra import CLAIM_TEMPLATE_KIND, RESOURCE_API_VERSION
 from raybridge.core.names import name_problem, namespace_problem, queue_name_problem
 from raybridge.jobs.decision.orphan_guard import guarded, with_run_bound
 from raybridge.core.quantity import MAX_QUANTITY, format_cpu, format_memory, parse_quantity
@@ -76,6 +77,8 @@ HEAD_CONTAINER = "ray-head"
 #: How long KubeRay keeps a finished RayJob's cluster (and so its dashboard and logs).
 FINISHED_CLUSTER_TTL_SECONDS = 60
 WORKER_CONTAINER = "ray-worker"
+#: The name of a GPU pod's claim, of its one device request, and (after the job's name) of its claim template.
+GPU_CLAIM_NAME = "gpus"
 MAIN_CONTAINER = "main"
 #: KubeRay's port names for the head (utils/constant.go).
 HEAD_PORTS: tuple[tuple[str, int], ...] = (
@@ -106,8 +109,10 @@ def render_manifests(
     installed here: `jobapi.ray_import`).
     """
     kind = spec.resolved_kind
+    # The claim template first: the workload's pods (and Kueue, counting their devices) look it up by name.
+    claims = [render_claim_template(decision, name=name, namespace=namespace)] if decision.dra else []
     if kind == "RayJob":
-        return [
+        return claims + [
             render_rayjob(
                 spec, decision, name=name, namespace=namespace, job_id=job_id, submission_mode=submission_mode, orphan_bound=orphan_bound,
                 ray_version=ray_version, python=python,
@@ -120,7 +125,28 @@ def render_manifests(
     }
     if kind not in renderers:
         raise BadInput(f"kind: cannot render {kind!r}")
-    return [renderers[kind](spec, decision, name=name, namespace=namespace, ray_version=ray_version, python=python)]
+    return claims + [renderers[kind](spec, decision, name=name, namespace=namespace, ray_version=ray_version, python=python)]
+
+
+def workload_of(objects: list[Manifest]) -> Manifest:
+    """The workload among rendered objects (the RayJob, RayCluster, Job or Deployment): the last one."""
+    return objects[-1]
+
+
+def claim_template_name(name: str) -> str:
+    """The ResourceClaimTemplate of a job's GPU pods: one claim per pod is made from it."""
+    return f"{name}-{GPU_CLAIM_NAME}"
+
+
+def render_claim_template(decision: SizingDecision, *, name: str, namespace: str) -> Manifest:
+    """The ResourceClaimTemplate a DRA job's GPU pods claim their devices through: `gpus_per_replica` devices of the
+    decision's DeviceClass per pod (resource/v1 ExactDeviceRequest). Kueue v0.18+ counts `count` times the pods
+    against the quota of the resource its Configuration maps the class to (`deviceClassMappings`)."""
+    check_identity("job", name, namespace)
+    request = {"name": GPU_CLAIM_NAME, "exactly": {"deviceClassName": decision.device_class, "count": int(decision.gpus_per_replica)}}
+    template = _object(RESOURCE_API_VERSION, CLAIM_TEMPLATE_KIND, claim_template_name(name), namespace, selector_labels(name), {})
+    template["spec"] = {"spec": {"devices": {"requests": [request]}}}
+    return template
 
 
 def render_rayjob(
@@ -327,6 +353,12 @@ def pod_template(
     if decision.fractional:
         pod["schedulerName"] = KAI_SCHEDULER_NAME
     pod["containers"] = containers
+    if gpu_pod and decision.dra:
+        # Each pod's claim is made from the template (kube-controller-manager's resourceclaim controller); each
+        # container that runs on the GPUs names the claim.
+        pod["resourceClaims"] = [{"name": GPU_CLAIM_NAME, "resourceClaimTemplateName": claim_template_name(name)}]
+        for container in containers:
+            container.setdefault("resources", {})["claims"] = [{"name": GPU_CLAIM_NAME}]
     if spec.node_selector:
         pod["nodeSelector"] = dict(spec.node_selector)
     tolerations = pod_tolerations(spec, decision, gpu_pod=gpu_pod)
@@ -360,8 +392,9 @@ def container_env(spec: JobSpec, decision: SizingDecision) -> list[dict[str, str
 
 
 def gpu_resources(decision: SizingDecision) -> dict[str, str]:
-    """The whole-GPU extended resource per pod; empty without GPUs or when sharing a GPU through KAI."""
-    if not _has_gpus(decision) or decision.fractional:
+    """The whole-GPU extended resource per pod; empty without GPUs, when sharing a GPU through KAI, or when the GPUs
+    are claimed as DRA devices (`render_claim_template`)."""
+    if not _has_gpus(decision) or decision.fractional or decision.dra:
         return {}
     if not decision.resource_key:
         raise ValueError(f"decision allocates {decision.gpus_per_replica} GPUs per replica but names no resource key")

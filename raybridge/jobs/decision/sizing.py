@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from raybridge.core.consts import DEFAULT_VENDOR_ON_MIXED_CLUSTER, GPU_RESOURCE_KEYS
 from raybridge.core.inventory import Inventory, VendorCapacity
+from raybridge.jobs.decision.gpu_access import choose_gpu_access
 from raybridge.errors import BadInput
 
 Number = int | float
@@ -67,6 +68,13 @@ class SizingDecision:
     kind: str = "RayJob"
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    #: The DeviceClass whose DRA devices the GPU pods claim (None: the device plugin's `resource_key`).
+    device_class: Optional[str] = None
+
+    @property
+    def dra(self) -> bool:
+        """True when the GPUs are claimed as DRA devices (a ResourceClaimTemplate), not asked as a resource."""
+        return self.device_class is not None and self.gpus_per_replica > 0
 
     @property
     def total_gpus(self) -> Number:
@@ -90,6 +98,7 @@ class SizingDecision:
             "clusterGpus": self.cluster_gpus,
             "minGpusPerNode": self.min_gpus_per_node,
             "maxGpusPerNode": self.max_gpus_per_node,
+            "deviceClass": self.device_class if self.dra else None,
             "warnings": list(self.warnings),
             "notes": list(self.notes),
         }
@@ -363,6 +372,12 @@ def unsized_decision(request: SizingRequest) -> SizingDecision:
 def size_workload(request: SizingRequest, inventory: Inventory) -> SizingDecision:
     """Choose the vendor, check there is capacity, and size by the workload's kind."""
     vendor, notes = choose_vendor(request, inventory)
+    access = None
+    if vendor and request.wants_gpus:
+        shared = request.gpus_per_replica is not None and 0 < request.gpus_per_replica < 1
+        access = choose_gpu_access(inventory, vendor, shared=shared)
+        notes = notes + list(access.notes)
+        inventory = access.inventory
     capacity = inventory.capacity(vendor) if vendor else None
     if request.wants_gpus:
         if vendor is None:
@@ -386,12 +401,15 @@ def size_workload(request: SizingRequest, inventory: Inventory) -> SizingDecisio
         )
     else:
         decision = size_worker_group(request, capacity)
-    if notes or inventory.notes or inventory.warnings:
+    access_warnings = access.warnings if access is not None else ()
+    if notes or inventory.notes or inventory.warnings or access_warnings:
         decision = SizingDecision(
             **{
                 **decision.__dict__,
                 "notes": tuple(inventory.notes) + tuple(notes) + decision.notes,
-                "warnings": tuple(inventory.warnings) + decision.warnings,
+                "warnings": tuple(inventory.warnings) + access_warnings + decision.warnings,
             }
         )
+    if access is not None and access.device_class is not None:
+        decision = SizingDecision(**{**decision.__dict__, "device_class": access.device_class})
     return decision
