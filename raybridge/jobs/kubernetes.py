@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import Any, Callable, Optional
 
 from raybridge.kueue.workload import Workload, WorkloadLike, deactivation, eviction_summary, workload_state, workload_view
@@ -47,7 +48,7 @@ from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
 from raybridge.core.deadline import Deadline
 from raybridge.jobs.decision.images import unpinned_image_warning
 from raybridge.core.dra import CLAIM_TEMPLATE_KIND
-from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS, image_for, workload_of
+from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS, claim_template_name, image_for, workload_of
 from raybridge.jobs.decision.planning import plan_job, render_job
 from raybridge.jobs.decision.orphan_guard import (
     Renewal, eviction_bound_note, handover_notes, handover_patch, kueue_limits_run, protections_of, unknown_fields,
@@ -62,7 +63,8 @@ from raybridge.jobapi.ray_import import installed_ray_version, local_python
 from raybridge.kube.calls import TimeBudgetSpent
 from raybridge.kube.client import Kube
 from raybridge.kube.dra import create_claim_template, delete_claim_template, own_claim_template
-from raybridge.kube.kueue import find_workload, list_local_queue_names, pending_position, wait_workload_gone
+from raybridge.kube.kueue import find_workload, kueue_dra_settings, list_local_queue_names, pending_position, served_versions, wait_workload_gone
+from raybridge.kueue.dra import dra_counting
 from raybridge.kube.operators import kuberay_operator_release
 from raybridge.kube.rayapi import RayObjects
 from raybridge.kube.retry import RetryPolicy, calls_tried_once
@@ -71,7 +73,7 @@ from raybridge.jobs.discovery import discover_inventory
 from raybridge.jobs.handle import JobHandle
 from raybridge.jobs.options import SubmitOptions, new_submission_id, resolve_runtime_env, unique_name
 from raybridge.jobs.orphan_guard import OrphanGuard
-from raybridge.jobs.preflight import preflight
+from raybridge.jobs.preflight import Preflight, preflight
 
 POLL_SECONDS = 1.0
 #: The first look after a change of state: the next change often follows within a second (admitted, then the
@@ -166,6 +168,28 @@ def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
                          ray_version=ray_version, python=local_python())
     labels = [dict(n.labels) for n in inventory.nodes] if inventory.source in ("kubernetes", "file") else None
     return _Prepared(kube, kube.namespace, name, decision, objects, labels, submission_id)
+
+
+def _preflight(prepared: _Prepared, options: SubmitOptions) -> Preflight:
+    """`preflight` of the workload, its DRA devices counted as Kueue counts them; BadInput when Kueue would queue the
+    job and leave its DRA devices uncounted or hold it for good (`kueue/dra.py`). Its notes said."""
+    kube, decision = prepared.kube, prepared.decision
+    counting, claim_templates = None, {}
+    if decision.dra and decision.device_class and served_versions(kube):
+        counting = dra_counting(kueue_dra_settings(kube), decision.device_class, int(decision.total_gpus))
+        if counting.resource is not None:
+            claim_templates = {claim_template_name(prepared.name): {counting.resource: Decimal(int(decision.gpus_per_replica))}}
+    found = preflight(kube, prepared.namespace, workload_of(prepared.objects), prepared.node_labels, claim_templates)
+    if counting is not None and found.queue is not None:
+        if counting.problem:
+            raise BadInput(f"{counting.problem}; nothing was created")
+        if counting.note:
+            options.progress(f"note: {counting.note}")
+        if counting.resource:
+            options.progress(f"note: Kueue counts the job's DRA devices as {counting.resource}")
+    for text in found.notes:
+        options.progress(f"note: {text}")
+    return found
 
 
 def _create_claim_template(kube: Kube, objects: list[dict[str, Any]]) -> Optional[str]:
@@ -579,9 +603,7 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
     kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
     rayjob = workload_of(prepared.objects)
     runtime_env = resolve_runtime_env(spec, prepared.decision)  # validates workingDir before anything exists
-    found = preflight(kube, namespace, rayjob, prepared.node_labels)
-    for text in found.notes:
-        options.progress(f"note: {text}")
+    found = _preflight(prepared, options)
     operator = kuberay_operator_release(kube)
     submitted = _Submitted(kube, RayObjects(kube), name, namespace, options)
     try:
@@ -704,9 +726,7 @@ def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:
     prepared = _prepare(spec, options)
     kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
     cluster = workload_of(prepared.objects)
-    found = preflight(kube, namespace, cluster, prepared.node_labels)
-    for text in found.notes:
-        options.progress(f"note: {text}")
+    found = _preflight(prepared, options)
     rays = RayObjects(kube)
     created = False
     claim_template = None

@@ -21,6 +21,7 @@ the notes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Mapping, Optional
 
 from raybridge.core.consts import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
@@ -65,8 +66,15 @@ def _stopped(queue: dict[str, Any]) -> Optional[str]:
     return None if policy == "None" else str(policy)
 
 
-def preflight(kube: Kube, namespace: str, obj: dict[str, Any], nodes: Optional[list[Mapping[str, str]]] = None) -> Preflight:
-    """BadInput listing every problem, or what was found; `obj` is the rendered RayJob or RayCluster."""
+def preflight(
+    kube: Kube,
+    namespace: str,
+    obj: dict[str, Any],
+    nodes: Optional[list[Mapping[str, str]]] = None,
+    claim_templates: Optional[Mapping[str, Mapping[str, Decimal]]] = None,
+) -> Preflight:
+    """BadInput listing every problem, or what was found; `obj` is the rendered RayJob or RayCluster, and
+    `claim_templates` what its pods' ResourceClaimTemplates count as in Kueue's quota (`kueue.fit.ray_podsets`)."""
     exists = namespace_exists(kube, namespace)
     if exists is False:
         known = list_namespace_names(kube)
@@ -101,7 +109,7 @@ def preflight(kube: Kube, namespace: str, obj: dict[str, Any], nodes: Optional[l
             )
         elif local.found is not None:
             cluster_queue_name = (local.found.get("spec") or {}).get("clusterQueue")
-            problems += _cluster_queue_problems(kube, versions, queue, cluster_queue_name, obj, nodes, notes, local.found)
+            problems += _cluster_queue_problems(kube, versions, queue, cluster_queue_name, obj, nodes, notes, local.found, claim_templates)
         else:
             notes.append(f"LocalQueue {queue} is not readable: not checked")
     if priority is not None:
@@ -119,6 +127,7 @@ def preflight(kube: Kube, namespace: str, obj: dict[str, Any], nodes: Optional[l
 def _cluster_queue_problems(
     kube: Kube, versions: list[str], queue: str, name: Optional[str], obj: dict[str, Any],
     nodes: Optional[list[Mapping[str, str]]], notes: list[str], local_queue: dict[str, Any],
+    claim_templates: Optional[Mapping[str, Mapping[str, Decimal]]] = None,
 ) -> list[str]:  # fmt: skip
     if not name:
         return [f"LocalQueue {queue} names no ClusterQueue"]
@@ -149,7 +158,7 @@ def _cluster_queue_problems(
                 f"{' and '.join(unread)} could not be listed: what cohort {cohort} can lend to ClusterQueue {name} was not checked"
             )
     return admission_problems(
-        ray_podsets(obj), cq.found, everyone or [], flavors, nodes, cohorts, members_complete=everyone is not None
+        ray_podsets(obj, claim_templates), cq.found, everyone or [], flavors, nodes, cohorts, members_complete=everyone is not None
     )
 
 

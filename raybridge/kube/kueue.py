@@ -21,6 +21,7 @@ from raybridge.core.consts import KUEUE_JOB_UID_LABEL
 from raybridge.errors import InfraError, RaybridgeError
 from raybridge.core.kubeobjects import owned_by
 from raybridge.kueue.api import GROUP, OLD_COHORT_VERSION, VERSIONS, VISIBILITY_GROUP as VISIBILITY
+from raybridge.kueue.dra import KueueDraSettings, device_class_mappings, feature_gates
 from raybridge.kube.calls import PermissionDenied, api_call, checked_items, checked_object
 from raybridge.kube.client import Kube
 from raybridge.kube.objects import raw_get
@@ -218,3 +219,51 @@ def list_local_queue_names(kube: Kube, namespace: str) -> list[str]:
     except InfraError:
         return []
     return sorted(str((q.get("metadata") or {}).get("name")) for q in found or [])
+
+
+#: The volume through which Kueue's manifests (Helm and kustomize alike) mount its Configuration, and the key of
+#: the ConfigMap behind it (kueue@v0.19.2 charts/kueue/templates/manager/manager.yaml, config/components/manager).
+KUEUE_CONFIG_VOLUME = "manager-config"
+KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
+
+
+def kueue_dra_settings(kube: Kube) -> KueueDraSettings:
+    """Kueue's release, feature gates and deviceClassMappings, read from its controller manager's Deployment and the
+    ConfigMap it mounts; what cannot be read is unknown, with why (never an error)."""
+    from raybridge.core.documents import load_yaml
+    from raybridge.kube.operators import KUEUE_CONTROLLER_SELECTOR, KUEUE_NAMESPACES, operator_deployments, release_of
+
+    items, unknown_because = operator_deployments(kube, "Kueue's controller manager", KUEUE_CONTROLLER_SELECTOR, KUEUE_NAMESPACES)
+    if not items:
+        return KueueDraSettings(release=None, unknown_because=unknown_because)
+    release = release_of(items, KUEUE_CONTROLLER_SELECTOR)
+    deployment = items[0]
+    namespace = str((deployment.get("metadata") or {}).get("namespace") or "")
+    pod = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    containers = [c for c in pod.get("containers") or [] if isinstance(c, dict)]
+    gates = feature_gates(containers[0].get("args")) if containers else {}
+    volume = next((v for v in pod.get("volumes") or [] if isinstance(v, dict) and v.get("name") == KUEUE_CONFIG_VOLUME), None)
+    config_map = ((volume or {}).get("configMap") or {}).get("name")
+    if not config_map:
+        return KueueDraSettings(release.version, gates, None, f"its Deployment mounts no {KUEUE_CONFIG_VOLUME} ConfigMap")
+    try:
+        found = api_call(
+            f"reading ConfigMap {namespace}/{config_map}", kube.core().read_namespaced_config_map, config_map, namespace,
+            not_found_ok=True, _preload_content=False,
+        )  # fmt: skip
+    except PermissionDenied:
+        return KueueDraSettings(release.version, gates, None, f"this user may not read ConfigMap {namespace}/{config_map}")
+    except RaybridgeError as exc:
+        return KueueDraSettings(release.version, gates, None, f"ConfigMap {namespace}/{config_map} could not be read: {exc}")
+    if found is None:
+        return KueueDraSettings(release.version, gates, None, f"ConfigMap {namespace}/{config_map} does not exist")
+    import json
+
+    try:
+        data = (json.loads(found.data).get("data") or {}).get(KUEUE_CONFIG_KEY)
+        configuration = load_yaml(data, f"ConfigMap {namespace}/{config_map}") if isinstance(data, str) else None
+    except (ValueError, RaybridgeError, AttributeError):
+        configuration = None
+    if not isinstance(configuration, dict):
+        return KueueDraSettings(release.version, gates, None, f"ConfigMap {namespace}/{config_map} holds no Configuration")
+    return KueueDraSettings(release.version, gates, device_class_mappings(configuration))

@@ -77,10 +77,10 @@ def kueue_release(kube: Kube) -> OperatorRelease:
     return operator_release(kube, "Kueue's controller manager", KUEUE_CONTROLLER_SELECTOR, KUEUE_NAMESPACES)
 
 
-def operator_release(kube: Kube, what: str, selector: str, namespaces: tuple[str, ...]) -> OperatorRelease:
-    """The release of the operator whose Deployments `selector` finds: cluster-wide, or, where this user may not
-    list Deployments cluster-wide, in each of `namespaces` (a Role there may allow it:
-    configs/rbac/submitter-kuberay-release.yaml)."""
+def operator_deployments(kube: Kube, what: str, selector: str, namespaces: tuple[str, ...]) -> tuple[list[dict[str, Any]], str]:
+    """The Deployments `selector` finds: cluster-wide, or, where this user may not list Deployments cluster-wide, in
+    each of `namespaces` (a Role there may allow it: configs/rbac/submitter-kuberay-release.yaml); with why none was
+    found when none was."""
     query = f"deployments?labelSelector={quote(selector)}"
     items: list[dict[str, Any]] = []
     try:
@@ -94,15 +94,26 @@ def operator_release(kube: Kube, what: str, selector: str, namespaces: tuple[str
                 refused.append(namespace)
                 continue
             except RaybridgeError as exc:
-                return OperatorRelease(None, unknown_because=f"its Deployment could not be read: {exc}")
+                return [], f"its Deployment could not be read: {exc}"
             if items:
                 break
         if not items and refused:
-            return OperatorRelease(None, unknown_because=f"this user may not list Deployments cluster-wide or in {', '.join(refused)}")
+            return [], f"this user may not list Deployments cluster-wide or in {', '.join(refused)}"
     except RaybridgeError as exc:  # a failing or odd answer: the release stays unknown, the caller goes on
-        return OperatorRelease(None, unknown_because=f"its Deployment could not be read: {exc}")
+        return [], f"its Deployment could not be read: {exc}"
     if not items:
-        return OperatorRelease(None, unknown_because=f"no Deployment labelled {selector}")
+        return [], f"no Deployment labelled {selector}"
+    return items, ""
+
+
+def operator_release(kube: Kube, what: str, selector: str, namespaces: tuple[str, ...]) -> OperatorRelease:
+    """The release of the operator whose Deployments `selector` finds (`operator_deployments`)."""
+    items, unknown_because = operator_deployments(kube, what, selector, namespaces)
+    return release_of(items, selector) if items else OperatorRelease(None, unknown_because=unknown_because)
+
+
+def release_of(items: list[dict[str, Any]], selector: str) -> OperatorRelease:
+    """The one release the Deployments run, where, or why it cannot be told."""
     releases = sorted({r for r in (release_of_deployment(d) for d in items) if r})
     where = ", ".join(f"Deployment {(d.get('metadata') or {}).get('namespace')}/{(d.get('metadata') or {}).get('name')}" for d in items)
     if len(releases) != 1:

@@ -44,6 +44,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from raybridge.core.consts import GPU_RESOURCE_KEYS
 from raybridge.core import kubeobjects
+from raybridge.core.dra import pod_claims
 from raybridge.core.kubeobjects import as_dict
 from raybridge.kueue.cluster_queue import QuotaHolder, ResourceGroup, ResourceQuota, read_quota_holder
 
@@ -78,18 +79,31 @@ def _placement(template: Optional[Mapping[str, Any]]) -> dict[str, Any]:
     return {"node_selector": selector, "tolerations": tolerations}
 
 
-def ray_podsets(obj: Mapping[str, Any]) -> list[PodSetRequest]:
-    """The pod sets Kueue builds for a RayJob or RayCluster: `head`, then one per worker group."""
+def ray_podsets(obj: Mapping[str, Any], claim_templates: Optional[Mapping[str, Mapping[str, Decimal]]] = None) -> list[PodSetRequest]:
+    """The pod sets Kueue builds for a RayJob or RayCluster: `head`, then one per worker group.
+
+    `claim_templates`: what each ResourceClaimTemplate a pod names counts as per pod (the resource the Kueue
+    Configuration maps its DeviceClass to, and its devices), added to the pod's requests as Kueue's DRA
+    integration adds them before multiplying by the count (kueue@v0.19.2 pkg/dra/claims.go,
+    pkg/workload/workload.go)."""
     spec = obj.get("spec") or {}
     cluster = spec.get("rayClusterSpec") if obj.get("kind") == "RayJob" else spec
     cluster = cluster or {}
     head = (cluster.get("headGroupSpec") or {}).get("template") or {}
-    podsets = [PodSetRequest("head", 1, pod_requests(head), **_placement(head))]
+    podsets = [PodSetRequest("head", 1, _with_claims(head, claim_templates), **_placement(head))]
     for group in cluster.get("workerGroupSpecs") or []:
         count = int(group.get("replicas") or 0) * int(group.get("numOfHosts") or 1)
         template = group.get("template") or {}
-        podsets.append(PodSetRequest(str(group.get("groupName")), count, pod_requests(template), **_placement(template)))
+        podsets.append(PodSetRequest(str(group.get("groupName")), count, _with_claims(template, claim_templates), **_placement(template)))
     return podsets
+
+
+def _with_claims(template: Mapping[str, Any], claim_templates: Optional[Mapping[str, Mapping[str, Decimal]]]) -> dict[str, Decimal]:
+    requests = pod_requests(template)
+    for claim in pod_claims(as_dict(as_dict(template).get("spec"))):
+        for resource, amount in ((claim_templates or {}).get(claim.template_name or "") or {}).items():
+            requests[resource] = requests.get(resource, Decimal(0)) + amount
+    return requests
 
 
 def holder(obj: Any) -> QuotaHolder:
