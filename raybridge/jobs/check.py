@@ -5,7 +5,7 @@ it connects with the command's kubeconfig and context and reports, one row
 each, the API server (its address and Kubernetes version), the namespace,
 KubeRay (the API versions served, the fields the RayJob CRD knows, the
 operator's release from its Deployment), Kueue (API versions, controller
-release), the queue and WorkloadPriorityClass a job would name (through the
+release), the GPUs its nodes publish as DRA devices and whether Kueue counts them, the queue and WorkloadPriorityClass a job would name (through the
 same preflight `submit` runs), and the orphan bound a job gets on that
 KubeRay release. A row is `ok`, `missing` (a submit would fail or wait for
 ever), `unknown` (this user may not read it) or `note`.
@@ -28,7 +28,11 @@ from raybridge.jobs.preflight import Preflight, preflight
 from raybridge.kube.calls import PermissionDenied, api_call
 from raybridge.kube.client import Kube
 from raybridge.kube.objects import namespace_exists, raw_get
-from raybridge.kube.kueue import served_versions
+from raybridge.core.dra import DRIVER_OF_VENDOR
+from raybridge.core.inventory import DeviceSources
+from raybridge.kube.dra import list_dra_objects
+from raybridge.kube.kueue import kueue_dra_settings, served_versions
+from raybridge.kueue.dra import dra_counting
 from raybridge.kube.operators import kuberay_operator_release, kueue_release
 
 OK, MISSING, UNKNOWN, NOTE = "ok", "missing", "unknown", "note"
@@ -71,6 +75,7 @@ def check_cluster(kube: Kube, queue: Optional[str], priority_class: Optional[str
     kuberay_rows, pre_running, known = _kuberay(kube)
     rows += kuberay_rows
     rows += _kueue(kube)
+    rows += _dra(kube)
     if namespace.status != MISSING:  # the queue's preflight would only say the namespace is missing again
         rows += _queue(kube, queue, priority_class)
     summary = orphan_bound_summary(pre_running, orphan_bound)
@@ -150,6 +155,36 @@ def _kueue(kube: Kube) -> list[CheckRow]:
         CheckRow("Kueue API", OK, f"kueue.x-k8s.io {', '.join(versions)}"),
         CheckRow("Kueue controller", OK if release.version else UNKNOWN, release.describe()),
     ]
+
+
+def _dra(kube: Kube) -> list[CheckRow]:
+    """Where the cluster's nodes publish GPUs as DRA devices: how many, the class a job claims them through, and
+    whether Kueue counts them (`kueue/dra.py`). No row on a cluster without DRA GPUs."""
+    dra = list_dra_objects(kube)
+    if dra.notes and not dra.slices:
+        return [CheckRow("DRA GPUs", UNKNOWN, "; ".join(dra.notes))]
+    devices = DeviceSources.read(dra.slices, dra.classes)
+    rows: list[CheckRow] = []
+    kueue_served = bool(served_versions(kube))
+    settings = kueue_dra_settings(kube) if kueue_served else None
+    for vendor, driver in DRIVER_OF_VENDOR.items():
+        gpus = [g for node in devices.by_node.values() for g in node if g.vendor == vendor and g.whole]
+        if not gpus:
+            continue
+        nodes = len({g.node for g in gpus})
+        device_class = devices.device_classes.get(vendor)
+        where = f"{len(gpus)} {vendor} GPUs on {nodes} node{'s' if nodes != 1 else ''} as DRA devices of {driver.name}"
+        if device_class is None:
+            rows.append(CheckRow("DRA GPUs", MISSING, f"{where}, but no DeviceClass selects them (the driver installs {driver.device_class})"))
+            continue
+        rows.append(CheckRow("DRA GPUs", OK, f"{where}, claimed through DeviceClass {device_class}"))
+        if settings is not None:
+            verdict = dra_counting(settings, device_class, len(gpus))
+            if verdict.resource:
+                rows.append(CheckRow("Kueue and DRA", OK, f"Kueue counts DeviceClass {device_class} as {verdict.resource}"))
+            else:
+                rows.append(CheckRow("Kueue and DRA", MISSING if verdict.problem else UNKNOWN, verdict.problem or verdict.note or ""))
+    return rows
 
 
 def _queue(kube: Kube, queue: Optional[str], priority_class: Optional[str]) -> list[CheckRow]:
