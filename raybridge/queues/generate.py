@@ -1,7 +1,7 @@
 """Queue configs from the cluster's nodes: the service behind `raybridge queues generate`.
 
 Reads the Nodes (a `kubectl get nodes -o json` file, or the cluster through
-the official client), groups them into pools and hands them to the pure
+the official client) and the GPUs they publish as DRA devices, groups them into pools and hands them to the pure
 generator (`raybridge.queues.decision.configs`). Returns the objects and the
 lines that explain them; printing is the CLI's job.
 """
@@ -30,16 +30,21 @@ def generate_queue_configs(
 ) -> GeneratedConfigs:
     """Kueue (KueueOptions) or KAI (KaiOptions) queue objects sized from the nodes."""
     if nodes_file:
-        from raybridge.files import load_objects
+        from raybridge.files import load_node_file
 
-        nodes = load_objects(nodes_file, "Node")
+        read = load_node_file(nodes_file)
+        nodes, devices = read.nodes, read.devices
     elif kube is not None:
+        from raybridge.core.inventory import DeviceSources
+        from raybridge.kube.dra import list_dra_objects
         from raybridge.kube.objects import list_nodes
 
         nodes = list_nodes(kube)
+        dra = list_dra_objects(kube)
+        devices = DeviceSources.read(dra.slices, dra.classes)
     else:
         raise BadInput("give --nodes FILE or --from-cluster")
-    pools = node_pools(nodes)
+    pools = node_pools(nodes, devices)
     try:
         if isinstance(options, KaiOptions):
             return GeneratedConfigs(tuple(kai_configs(pools, options)), tuple(kai_summary(pools, options)))

@@ -37,13 +37,13 @@ note.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Mapping, Optional, Sequence
 
 from raybridge.core.consts import GPU_RESOURCE_KEYS, KAI_QUEUE_API_VERSION, KUEUE_GROUP, PROVISIONING_CLASS
 from raybridge.kueue.api import NEWEST, VERSIONS, cohort_field
-from raybridge.core.inventory import inventory_from_nodes, product_label, unschedulable_reasons
+from raybridge.core.inventory import DeviceSources, inventory_from_nodes, product_label, unschedulable_reasons
 from raybridge.core.views import Node, read_node
 from raybridge.core.quantity import format_memory, parse_quantity
 
@@ -74,6 +74,11 @@ class NodePool:
     gpus: int
     cpu_millicores: int
     memory_bytes: int
+    #: The DeviceClasses that claim the pool's GPUs where its nodes publish them as DRA devices.
+    device_classes: tuple[str, ...] = ()
+    #: Told apart from an earlier pool whose name it would share ("-2"): two models spelled alike, or the same
+    #: model read from a node label and from DRA devices on nodes without it.
+    name_suffix: str = ""
 
     @property
     def resource_key(self) -> Optional[str]:
@@ -88,7 +93,7 @@ class NodePool:
         name = re.sub(r"[^a-z0-9]+", "-", self.model.lower()).strip("-")
         if not name.startswith(self.vendor):
             name = f"{self.vendor}-{name}"
-        return name[:63].rstrip("-")
+        return name[: 63 - len(self.name_suffix)].rstrip("-") + self.name_suffix
 
 
 @dataclass(frozen=True)
@@ -118,15 +123,17 @@ def _allocatable(node: Node, key: str, notes: list[str]) -> Decimal:
     return amount
 
 
-def node_pools(nodes: Sequence[Any]) -> Pools:
-    """Group the schedulable nodes by GPU vendor and model; CPU-only nodes form one pool."""
-    inventory = inventory_from_nodes(nodes, source="file")
+def node_pools(nodes: Sequence[Any], devices: Optional[DeviceSources] = None) -> Pools:
+    """Group the schedulable nodes by GPU vendor and model (their device-plugin GPUs and those they publish as DRA
+    devices, `devices`, counted once); CPU-only nodes form one pool."""
+    inventory = inventory_from_nodes(nodes, source="file", devices=devices)
     by_name: dict[str, Node] = {}
     for node in (read_node(n) for n in nodes if isinstance(n, dict)):
         by_name.setdefault(node.name, node)  # the first listing, as the inventory counts it
     notes = list(inventory.warnings)
     groups: dict[tuple[Optional[str], Optional[str], Optional[tuple[str, str]]], list[str]] = {}
     gpus: dict[tuple[Any, ...], int] = {}
+    classes: dict[tuple[Any, ...], set[str]] = {}
     seen: set[str] = set()
     for entry in inventory.nodes:
         node = by_name.get(entry.name)
@@ -146,6 +153,8 @@ def node_pools(nodes: Sequence[Any]) -> Pools:
         seen.add(entry.name)
         groups.setdefault(key, []).append(entry.name)
         gpus[key] = gpus.get(key, 0) + entry.gpus
+        if entry.device_class:
+            classes.setdefault(key, set()).add(entry.device_class)
     pools = []
     placed: set[str] = set()
     for key, names in groups.items():
@@ -160,6 +169,7 @@ def node_pools(nodes: Sequence[Any]) -> Pools:
             gpus=gpus[key],
             cpu_millicores=int(sum(_allocatable(by_name[n], "cpu", notes) for n in first_pool_nodes) * 1000),
             memory_bytes=int(sum(_allocatable(by_name[n], "memory", notes) for n in first_pool_nodes)),
+            device_classes=tuple(sorted(classes.get(key, ()))),
         )
         if vendor and label is None:
             notes.append(
@@ -168,7 +178,21 @@ def node_pools(nodes: Sequence[Any]) -> Pools:
             )
         pools.append(pool)
     pools.sort(key=lambda p: (p.vendor is not None, p.vendor or "", p.model or ""))
-    return Pools(tuple(pools), tuple(notes))
+    return Pools(_distinct_names(pools), tuple(notes))
+
+
+def _distinct_names(pools: list[NodePool]) -> tuple[NodePool, ...]:
+    """The pools, each flavor name used once (a ResourceFlavor is one object per name): "-2", "-3" after the first."""
+    taken: set[str] = set()
+    named = []
+    for pool in pools:
+        count = 1
+        while pool.flavor_name in taken:
+            count += 1
+            pool = replace(pool, name_suffix=f"-{count}")
+        taken.add(pool.flavor_name)
+        named.append(pool)
+    return tuple(named)
 
 
 # --- splitting ----------------------------------------------------------------------------
@@ -380,7 +404,26 @@ def kueue_summary(pools: Pools, options: KueueOptions) -> list[str]:
             f"GPU flavors carry the admission check {PROVISIONING_CHECK}: a workload is admitted once the "
             f"autoscaler has provisioned all of it ({PROVISIONING_CLASS})"
         )
+    mappings = device_class_mappings(pools)
+    if mappings:
+        shown = ", ".join(f"{{name: {m['name']}, deviceClassNames: [{', '.join(m['deviceClassNames'])}]}}" for m in mappings)
+        lines.append(
+            "GPUs published as DRA devices count against the same quotas once Kueue's Configuration maps their DeviceClass "
+            f"to the quota's resource (Kueue v0.18 or later): resources: {{deviceClassMappings: [{shown}]}}, in the ConfigMap "
+            "kueue-system/kueue-manager-config (key controller_manager_config.yaml)"
+        )
     return lines + list(pools.notes)
+
+
+def device_class_mappings(pools: Pools) -> list[dict[str, Any]]:
+    """Kueue's `resources.deviceClassMappings` for the pools' DRA GPUs: each vendor's DeviceClasses counted as its
+    device-plugin resource, so one ClusterQueue quota covers a vendor's GPUs however its pods ask for them
+    (kueue@v0.19.2 apis/config/v1beta2 DeviceClassMapping)."""
+    by_key: dict[str, set[str]] = {}
+    for pool in pools.gpu_pools:
+        if pool.resource_key and pool.device_classes:
+            by_key.setdefault(pool.resource_key, set()).update(pool.device_classes)
+    return [{"name": key, "deviceClassNames": sorted(classes)} for key, classes in sorted(by_key.items())]
 
 
 def _pool_words(pool: NodePool) -> str:
