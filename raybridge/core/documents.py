@@ -44,7 +44,8 @@ MAX_INT_DIGITS = 4300
 #: The longest YAML text parsed, in characters (bytes, for ASCII text). YAML's worst case, a flow mapping of
 #: one-character keys (`{a,a,a,...}`: two nodes, two marks each, per two characters), peaks at `YAML_COST_PER_CHAR`
 #: bytes of memory per character and about 25 us with libyaml (about twice both without): some 1.6 GiB and 1.5
-#: minutes here. A `kubectl get -o yaml` pod list (about 3,500 pods) costs about 55 bytes and 3 us a character.
+#: minutes here. A pod list as `kubectl get -o yaml` prints it (some 300 pods here) costs about 60 bytes and 1.3 us a
+#: character.
 #: JSON keeps the file's bound.
 MAX_YAML_CHARS = 4 * 1024 * 1024
 #: Peak memory per character of the costliest YAML text known, with libyaml (tests/unit/test_documents.py counts it).
