@@ -187,7 +187,7 @@ class Scaler:
         data = getattr(response, "data", b"")
         try:
             obj = json.loads(data) if data else None
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             self.on_api_error(operation, "not-json")
             detail = f"{operation}: the API answered something that is not JSON ({data[:60]!r})"
             return Outcome(False, "retry", detail, attempts=attempt), None
@@ -198,5 +198,5 @@ def _status_reason(exc: Any) -> str:
     try:
         body = json.loads(exc.body or "{}")
         return str(body.get("reason") or exc.reason or "") if isinstance(body, dict) else str(exc.reason or "")
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return str(getattr(exc, "reason", "") or "")

@@ -13,6 +13,15 @@ in time proportional to the text), only finite numbers, integers of at most
 what its text costs, whatever its size: `kubectl get pods -A -o json` of a large
 cluster is millions of values, and the file's size is bounded where it is read.
 
+YAML costs far more than JSON: every value becomes a node (with two position
+marks) before it becomes data. It is parsed by libyaml (PyYAML's C loader, the
+constructors staying PyYAML's own Python) where PyYAML has it and libyaml bounds
+the nesting itself (probed once); the pure-Python loader, about three times
+slower, only where not. Either way a YAML text longer than `MAX_YAML_CHARS` is
+refused before it is parsed, so that its worst case stays within about 1.6 GiB
+(`YAML_COST_PER_CHAR`); JSON keeps the file's bound, and a multi-document file
+that is JSON is read as JSON.
+
 It parses text it is given; reading files, and their size, is `raybridge.files`'s business.
 """
 
@@ -32,6 +41,15 @@ MAX_DEPTH = 64
 MAX_VALUES = 1_000_000
 #: Python's own bound on int <-> str conversion (sys.int_info.default_max_str_digits).
 MAX_INT_DIGITS = 4300
+#: The longest YAML text parsed, in characters (bytes, for ASCII text). YAML's worst case, a flow mapping of
+#: one-character keys (`{a,a,a,...}`: two nodes, two marks each, per two characters), peaks at `YAML_COST_PER_CHAR`
+#: bytes of memory per character and about 25 us with libyaml (about twice both without): some 1.6 GiB and 1.5
+#: minutes here. A pod list as `kubectl get -o yaml` prints it (some 300 pods here) costs about 60 bytes and 1.3 us a
+#: character.
+#: JSON keeps the file's bound.
+MAX_YAML_CHARS = 4 * 1024 * 1024
+#: Peak memory per character of the costliest YAML text known, with libyaml (tests/unit/test_documents.py counts it).
+YAML_COST_PER_CHAR = 400
 
 
 def _shape_problem(root: Any, children: Callable[[Any], Iterable[Any]], is_container: Callable[[Any], bool]) -> str | None:
@@ -121,8 +139,35 @@ def _parse_problem(exc: BaseException) -> str:
     return "cannot be read: " + text.split("\n")[0][:200]
 
 
+#: libyaml's refusal of a text nested deeper than its own bound (1000 levels; libyaml >= 0.2.5 scanner.c).
+_LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"
+_yaml_loader: Optional[type] = None
+
+
+def yaml_loader() -> type:
+    """PyYAML's C loader (libyaml) when PyYAML has it and libyaml refuses deep nesting itself, else the pure-Python one.
+
+    The C composer recurses in C, one level per level of nesting; a libyaml without a nesting bound (before 0.2.5)
+    would let a text of nested brackets overflow the stack, so one bracket past libyaml's bound is tried once.
+    """
+    global _yaml_loader
+    if _yaml_loader is None:
+        _yaml_loader = yaml.SafeLoader
+        loader_class = getattr(yaml, "CSafeLoader", None)
+        if getattr(yaml, "__with_libyaml__", False) and loader_class is not None:
+            probe = loader_class("[" * 1001 + "]" * 1001)
+            try:
+                probe.get_single_node()
+            except Exception as exc:  # a ScannerError saying so; anything else: not this libyaml
+                if _LIBYAML_TOO_DEEP in str(exc):
+                    _yaml_loader = loader_class
+            finally:
+                probe.dispose()
+    return _yaml_loader
+
+
 def _yaml_documents(text: str, origin: str) -> list[Any]:
-    loader = yaml.SafeLoader(text)
+    loader = yaml_loader()(text)
     documents = []
     try:
         while loader.check_node():
@@ -169,16 +214,34 @@ def _checked(data: Any, origin: str) -> Any:
 
 
 def load_yaml_documents(text: str, origin: str) -> list[Any]:
-    """Every document of a YAML text, each bounded; BadInput naming `origin` and what is wrong."""
+    """Every document of a YAML text (a JSON text is one document, read as JSON), each bounded; BadInput naming
+    `origin` and what is wrong."""
+    if text.lstrip()[:1] in ("{", "["):
+        is_json, data = _json_document(text, origin)
+        if is_json:
+            return [data]
+    _refuse_long_yaml(text, origin)
     try:
         documents = _yaml_documents(text, origin)
     except yaml.YAMLError as exc:
+        if _LIBYAML_TOO_DEEP in str(exc):
+            raise BadInput(f"{origin} is nested more than {MAX_DEPTH} levels deep") from None
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise BadInput(f"{origin} is not valid YAML{where}: {getattr(exc, 'problem', None) or 'cannot be parsed'}") from None
     except (RecursionError, ValueError, OverflowError) as exc:
         raise BadInput(f"{origin} {_parse_problem(exc)}") from None
     return [_checked(d, origin) for d in documents]
+
+
+def _refuse_long_yaml(text: str, origin: str, not_json: str = "") -> None:
+    """BadInput when `text` is too long to parse as YAML (`MAX_YAML_CHARS`); `not_json`: why it is not JSON."""
+    if len(text) > MAX_YAML_CHARS:
+        raise BadInput(
+            f"{origin} is {'not valid JSON (' + not_json + ') and ' if not_json else ''}larger than {MAX_YAML_CHARS // 2**20} MiB, "
+            f"more than raybridge reads as YAML (parsing YAML can take {YAML_COST_PER_CHAR} bytes of memory per byte); "
+            "give it as JSON (`kubectl get -o json`)"
+        )
 
 
 def load_yaml(text: str, origin: str) -> Any:
@@ -283,12 +346,13 @@ def _json_fast(text: str) -> tuple[bool, Any]:
         return False, None
 
 
-def load_json_or_yaml(text: str, origin: str) -> Any:
-    """JSON if it parses as JSON, else YAML; bounded either way."""
+def _json_document(text: str, origin: str) -> tuple[bool, Any]:
+    """(True, the data) when `text` is JSON, bounded (BadInput beyond the bounds); (False, why not) when it is not
+    JSON at all."""
     try:
         fast, data = _json_fast(text)
         if fast:
-            return data
+            return True, data
         data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except _NotFinite as exc:
         raise BadInput(f"{origin} holds a number that is not finite ({exc})") from None
@@ -297,13 +361,22 @@ def load_json_or_yaml(text: str, origin: str) -> Any:
     except ValueError as exc:
         if "digits" in str(exc) and "integer" in str(exc):
             raise BadInput(f"{origin} holds an integer of more than {MAX_INT_DIGITS} digits") from None
-        try:
-            return load_yaml(text, origin)
-        except BadInput as exc:
-            if " is not valid YAML" in exc.problems[0]:
-                raise BadInput(f"{origin} is neither JSON nor YAML") from None
-            raise
+        return False, str(exc).split("\n")[0][:120]
     problem = _json_depth_problem(data)
     if problem:
         raise BadInput(f"{origin} {problem}")
-    return data
+    return True, data
+
+
+def load_json_or_yaml(text: str, origin: str) -> Any:
+    """JSON if it parses as JSON, else YAML; bounded either way."""
+    is_json, data = _json_document(text, origin)
+    if is_json:
+        return data
+    _refuse_long_yaml(text, origin, not_json=data if text.lstrip()[:1] in ("{", "[") else "")
+    try:
+        return load_yaml(text, origin)
+    except BadInput as exc:
+        if " is not valid YAML" in exc.problems[0]:
+            raise BadInput(f"{origin} is neither JSON nor YAML") from None
+        raise

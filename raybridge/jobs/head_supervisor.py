@@ -11,7 +11,9 @@ left running in the background (orphans are re-parented to the subreaper,
 so they stay in its tree). Then it removes the head's temp dir (unless the
 head exited on its own: raybridge quotes its log, then removes it). That is
 what makes "nothing left behind" hold even when raybridge cannot run its
-own clean-up.
+own clean-up. With a temp dir it first starts `head_guard`, which ends the head should the
+supervisor itself be killed (with raybridge, say), and it gives the head's process the kernel's
+parent-death signal.
 
 It does not talk to Ray; it only starts and kills processes.
 """
@@ -25,6 +27,9 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Optional
+
+from raybridge.jobs.head_guard import DONE, die_with_parent, start_time
 
 
 def _processes() -> dict[int, tuple[int, int, str]]:
@@ -42,8 +47,8 @@ def _processes() -> dict[int, tuple[int, int, str]]:
     return table
 
 
-def _family(root: int, pgid: int) -> set[int]:
-    """The process group plus every descendant of `root`, wherever they moved.
+def _family(root: int, pgid: int, spare: frozenset[int] = frozenset()) -> set[int]:
+    """The process group plus every descendant of `root`, wherever they moved, less `spare` (the guard).
 
     Ray runs a job's entrypoint in a session of its own, so the process group
     alone misses it; the parent links still lead there.
@@ -60,6 +65,7 @@ def _family(root: int, pgid: int) -> set[int]:
                 found.add(child)
                 stack.append(child)
     found.discard(root)
+    found -= spare
     return {pid for pid in found if table.get(pid, (0, 0, "Z"))[2] not in ("Z", "X")}
 
 
@@ -71,19 +77,19 @@ def _signal_all(pids: set[int], sig: int) -> None:
             pass
 
 
-def _kill_family(grace: float = 10.0, rounds: int = 5) -> None:
+def _kill_family(grace: float = 10.0, rounds: int = 5, spare: frozenset[int] = frozenset()) -> None:
     """SIGTERM the family, SIGKILL what is left after `grace`; again for whatever was re-parented meanwhile."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     me, pgid = os.getpid(), os.getpgid(0)
     for _ in range(rounds):
-        family = _family(me, pgid)  # snapshot before anything dies and gets re-parented
+        family = _family(me, pgid, spare)  # snapshot before anything dies and gets re-parented
         if not family:
             return
         _signal_all(family, signal.SIGTERM)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and any(_alive(pid) for pid in family):
             time.sleep(0.2)
-        _signal_all(family | _family(me, pgid), signal.SIGKILL)
+        _signal_all(family | _family(me, pgid, spare), signal.SIGKILL)
         _reap()
 
 
@@ -119,21 +125,59 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("usage: head_supervisor [--temp-dir DIR] -- COMMAND...\n")
         return 2
     _become_subreaper()
-    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+    guard = _start_guard(temp_dir) if temp_dir else None
+    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
     head_exited = False
     try:
         head_exited = _wait_for_eof_or_exit(child)
     except (OSError, KeyboardInterrupt):
         pass
     finally:
-        _kill_family()
+        _kill_family(spare=frozenset({guard[0].pid}) if guard else frozenset())
         child.poll()
         _reap()
         # A head that exited on its own leaves its log for raybridge to quote; raybridge removes
         # the dir then (or, were it gone too, the next run's sweep of dirs whose owners are gone).
         if temp_dir and not head_exited:
             shutil.rmtree(temp_dir, ignore_errors=True)
+        if guard is not None:
+            _release_guard(*guard)
     return 0
+
+
+#: How long a supervisor that ends normally waits for its guard to exit.
+GUARD_EXIT_SECONDS = 5.0
+
+
+def _start_guard(temp_dir: str) -> Optional[tuple["subprocess.Popen[bytes]", int]]:
+    """`head_guard` in a session of its own, its stdin a pipe whose write end (returned) only this process holds."""
+    read_end, write_end = os.pipe()  # not inheritable: the head never holds the write end
+    owner = os.getppid()
+    try:
+        guard = subprocess.Popen(
+            [sys.executable, "-m", "raybridge.jobs.head_guard", "--temp-dir", temp_dir, "--owner", f"{owner}:{start_time(owner)}"],
+            stdin=read_end, stdout=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+    except OSError:
+        os.close(write_end)
+        return None
+    finally:
+        os.close(read_end)
+    return guard, write_end
+
+
+def _release_guard(guard: "subprocess.Popen[bytes]", write_end: int) -> None:
+    """Tell the guard the head was ended here (it exits without a sweep) and wait for it, bounded."""
+    try:
+        os.write(write_end, DONE)
+    except OSError:
+        pass
+    os.close(write_end)
+    try:
+        guard.wait(GUARD_EXIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        guard.kill()
+        guard.wait()
 
 
 #: How often the head's own exit is checked while waiting for raybridge's stdin to close.

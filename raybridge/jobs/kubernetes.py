@@ -226,6 +226,12 @@ def create_protected(rays: RayObjects, obj: dict[str, Any]) -> dict[str, Any]:
         fields = unknown_fields(str(exc))
         if not fields:
             raise
+        if any("secretName" in f for f in fields):
+            # kuberay@v1.6.0 ray-operator/apis/ray/v1/raycluster_types.go: AuthOptions.SecretName first appears.
+            raise BadInput(
+                "authSecret: naming the token's Secret needs KubeRay v1.6.0 or later; this cluster's KubeRay does not know "
+                "spec.rayClusterSpec.authOptions.secretName (leave authSecret out: KubeRay makes a Secret per cluster)"
+            ) from None
         if any("authOptions" in f for f in fields):
             # kuberay@v1.5.1 ray-operator/apis/ray/v1/raycluster_types.go: AuthOptions first appears (not in v1.5.0).
             raise BadInput(

@@ -8,7 +8,8 @@ that no flavor of its ClusterQueue can ever take (`kueue.fit`: one flavor per
 pod set and resource group, the quota its cohorts can lend, Cohort objects and
 their parents included). Each of those would make the user wait out the whole
 timeout in silence; here each is one line and exit 2, listing what does exist.
-A namespace that does not exist is said as such.
+A namespace that does not exist is said as such, and so is a missing token Secret
+the job names (`authSecret`): KubeRay would leave its cluster unmade.
 
 What the API does not let this user read (ClusterQueues and Cohorts are
 cluster-scoped) is skipped with a note, never guessed: a LocalQueue's own
@@ -28,7 +29,7 @@ from raybridge.core.consts import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
 from raybridge.kueue.fit import admission_problems, cohort_of, ray_podsets
 from raybridge.errors import BadInput
 from raybridge.kube.client import Kube
-from raybridge.kube.objects import list_namespace_names, namespace_exists
+from raybridge.kube.objects import list_namespace_names, namespace_exists, read_secret_value
 from raybridge.kube.kueue import get_kueue_object, list_cohorts, list_kueue_objects, served_versions
 
 #: Kueue's name for the LocalQueue it puts unlabelled jobs into (LocalQueue defaulting).
@@ -42,6 +43,20 @@ class Preflight:
     queue: Optional[str] = None
     cluster_queue: Optional[str] = None
     notes: tuple[str, ...] = field(default=())
+
+
+def _refuse_a_missing_auth_secret(kube: Kube, namespace: str, obj: dict[str, Any]) -> None:
+    """BadInput when the object names a token Secret (authOptions.secretName) that does not exist or holds no token:
+    KubeRay would not make the cluster (kuberay@v1.6.1 raycluster_controller.go reconcileAuthSecret), and the job
+    would wait out its timeout. A user who may not read it gets exit 3 from the read, as submit would later."""
+    from raybridge.jobs.dashboard import AUTH_TOKEN_KEY, auth_options
+
+    name = auth_options(obj).get("secretName")
+    if name and not read_secret_value(kube, namespace, name, AUTH_TOKEN_KEY):
+        raise BadInput(
+            f"authSecret: Secret {namespace}/{name} does not exist or holds no {AUTH_TOKEN_KEY}; make it once, e.g. "
+            f"`kubectl create secret generic {name} -n {namespace} --from-literal={AUTH_TOKEN_KEY}=$(openssl rand -hex 32)`"
+        )
 
 
 def _names(items: Optional[list[dict[str, Any]]]) -> str:
@@ -80,6 +95,7 @@ def preflight(
         known = list_namespace_names(kube)
         shown = f"; namespaces: {', '.join(known)}" if known is not None else ""
         raise BadInput(f"namespace {namespace} does not exist{shown}")
+    _refuse_a_missing_auth_secret(kube, namespace, obj)
     labels = (obj.get("metadata") or {}).get("labels") or {}
     queue = labels.get(KUEUE_QUEUE_LABEL)
     priority = labels.get(KUEUE_PRIORITY_LABEL)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from raybridge.errors import BadInput, InfraError
+from raybridge.jobs.head_guard import end_processes_in
 from raybridge.jobs.head_listener import connection_problem, dashboard_port_in, exposed_listeners, gcs_address_in, listener_holder
 
 if TYPE_CHECKING:
@@ -409,42 +410,7 @@ def remove_stale_temp_dirs(root: Optional[str] = None) -> list[str]:
                 continue
         except OSError:
             continue
-        _end_orphans(path)  # a head whose raybridge and supervisor were killed together still runs in it
+        end_processes_in(path)  # what escaped a head whose raybridge, supervisor and guard were killed together
         shutil.rmtree(path, ignore_errors=True)
         removed.append(str(path))
     return removed
-
-
-def _orphans_of(temp_dir: Path) -> list[int]:
-    """This user's processes that run in `temp_dir`: its path on their command line or in their environment (the
-    head's token path, which Ray hands down to its workers and the job's processes), or their working dir in it."""
-    marker, found = str(temp_dir), []
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if entry.stat().st_uid != os.getuid():
-                continue
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            environ = (entry / "environ").read_bytes().decode(errors="replace")
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
-            continue
-        if marker in cmdline or marker in environ or cwd == marker or cwd.startswith(marker + os.sep):
-            found.append(int(entry.name))
-    return found
-
-
-def _end_orphans(temp_dir: Path, wait: float = 5.0) -> None:
-    """SIGKILL what still runs of a dead run's head (its owners are gone: nothing else will), then wait for it."""
-    deadline = time.monotonic() + wait
-    while True:
-        orphans = _orphans_of(temp_dir)
-        if not orphans or time.monotonic() > deadline:
-            return
-        for pid in orphans:
-            try:
-                os.kill(pid, 9)
-            except OSError:
-                pass
-        time.sleep(0.1)

@@ -7,7 +7,10 @@ RAY_RUNTIME_ENV_IGNORE_GITIGNORE=1, dashboard/modules/dashboard_sdk.py) or
 `.rayignore` of the directory being walked (relative to it) match, with Ray's
 own gitwildmatch implementation. This module walks the same way with the same
 matcher, so what `core.upload` counts is what Ray zips; unlike Ray it never
-follows a symlink: it reports where the link leads.
+follows a symlink: it reports where the link leads. A regular file with more
+names (hard links) than the listing found is reported as reaching outside it:
+its other names may be anywhere on the file system, and only a count can
+prove them all inside.
 
 It decides nothing (`core.upload.plan_upload` does) and prints nothing.
 """
@@ -15,10 +18,11 @@ It decides nothing (`core.upload.plan_upload` does) and prints nothing.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from raybridge.jobs.decision.upload import Entry, UploadPlan, format_bytes, plan_upload
+from raybridge.jobs.decision.upload import Entry, UploadPlan, format_bytes, looks_secret, plan_upload
 from raybridge.errors import BadInput, InfraError
 
 #: Bound on the entries listed: a working dir is source code, not a data set.
@@ -71,9 +75,16 @@ def _inside(path: Path, root: Path) -> bool:
     return target == str(root) or target.startswith(str(root) + os.sep)
 
 
+FileKey = tuple[int, int]
+
+
 def list_working_dir(root: Path, excludes: list[str], include_gitignore: bool = True) -> list[Entry]:
     """Every path Ray would reach under `root` (absolute, resolved), less what its ignore rules skip."""
     entries: list[Entry] = []
+    #: Files with more than one name: their names listed here (as indices into `entries`), and how many they have.
+    linked: dict[FileKey, tuple[list[int], int]] = {}
+    #: Symlinks inside the directory to a file with more than one name: the same, by that file.
+    linked_to: dict[FileKey, tuple[list[int], int]] = {}
     base = [_matcher(root, excludes)] if excludes else []
     stack: list[tuple[Path, list[Matcher]]] = [(root, base)]
     while stack:
@@ -100,16 +111,42 @@ def list_working_dir(root: Path, excludes: list[str], include_gitignore: bool = 
                 if path.is_dir():
                     entries.append(Entry(relative, "dir-link", inside=inside))
                 else:
-                    size = path.stat().st_size if inside and path.is_file() else 0
+                    info = path.stat() if inside and path.is_file() else None
+                    if info is not None and info.st_nlink > 1:
+                        linked_to.setdefault((info.st_dev, info.st_ino), ([], info.st_nlink))[0].append(len(entries))
                     target = Path(os.path.realpath(path)).relative_to(root).as_posix() if inside else ""
-                    entries.append(Entry(relative, "file-link", size, inside=inside and path.is_file(), target=target))
+                    entries.append(Entry(relative, "file-link", info.st_size if info else 0, inside=info is not None, target=target))
             elif child.is_dir(follow_symlinks=False):
                 entries.append(Entry(relative, "dir"))
                 stack.append((path, matchers))
             elif child.is_file(follow_symlinks=False):
-                entries.append(Entry(relative, "file", child.stat(follow_symlinks=False).st_size))
+                info = child.stat(follow_symlinks=False)
+                if info.st_nlink > 1:
+                    linked.setdefault((info.st_dev, info.st_ino), ([], info.st_nlink))[0].append(len(entries))
+                entries.append(Entry(relative, "file", info.st_size))
             else:
                 entries.append(Entry(relative, "other"))
+    return _with_hard_links(entries, linked, linked_to)
+
+
+def _with_hard_links(
+    entries: list[Entry], linked: dict[FileKey, tuple[list[int], int]], linked_to: dict[FileKey, tuple[list[int], int]]
+) -> list[Entry]:
+    """`entries` with each name of a file that has a name outside the listing marked (`inside` False), as each
+    symlink to such a file; and each name of a file that is named like a secret elsewhere in the listing, and each
+    symlink to it, given that name as its `target` (a hard link uploads what the secret's name holds)."""
+    entries = list(entries)
+    for key in linked.keys() | linked_to.keys():
+        names, count = linked.get(key) or ([], linked_to[key][1])  # a symlink's target may lie where nothing is listed
+        named_outside = len(names) < count  # st_nlink counts every name; those not listed are beyond the upload
+        secret = next((entries[i].path for i in names if looks_secret(entries[i].path)), "")
+        for i in names:
+            if named_outside:
+                entries[i] = replace(entries[i], inside=False)
+            elif secret and entries[i].path != secret:
+                entries[i] = replace(entries[i], target=secret)
+        for i in linked_to.get(key, ([], 0))[0]:  # a symlink uploads what its target holds
+            entries[i] = replace(entries[i], inside=False) if named_outside else replace(entries[i], target=secret or entries[i].target)
     return entries
 
 

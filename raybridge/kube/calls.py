@@ -1,6 +1,7 @@
 """The one error mapping: every API call made through `api_call`, its failures turned into raybridge's errors.
 
-Connection failures, API statuses and bodies that are not JSON become `ClusterUnreachable`
+Connection failures, API statuses and bodies that are not JSON (or nested too deeply for the
+JSON parser: its RecursionError, in the client's decoding or ours) become `ClusterUnreachable`
 (`NoAnswer` when the server did not answer in time: the request may still land),
 `PermissionDenied`, `InfraError` or `BadInput`, naming the server and what was being done, so a
 user never sees a client traceback. `checked_object`/`checked_items` refuse an answer that is
@@ -76,9 +77,28 @@ def api_call(what: str, fn: Callable[..., T], *args: Any, not_found_ok: bool = F
         raise error(f"{what}: {describe_unreachable(exc)}{_tries(_attempts_of(fn, args))}") from None
     except ValueError as exc:  # the client failed to decode what the server sent
         raise ClusterUnreachable(f"{what}: {api_at(_server_of(fn, args))} answered something that is not JSON ({short_error(exc)})") from None
+    except RecursionError:  # json.loads, the client's or raw_get's, on a body nested past the interpreter's recursion limit
+        raise ClusterUnreachable(f"{what}: {api_at(_server_of(fn, args))} {NESTED_TOO_DEEP}") from None
     if isinstance(result, (str, bytes)):
         raise ClusterUnreachable(f"{what}: {api_at(_server_of(fn, args))} answered something that is not JSON ({snippet(result)})")
     return result
+
+
+#: What an answer whose JSON nests past the parser's recursion limit is called (no Kubernetes object nests so deep).
+NESTED_TOO_DEEP = "answered JSON nested too deeply to read"
+
+
+def decode_json(what: str, data: Any, server: str = "") -> Any:
+    """A body's JSON; ClusterUnreachable (exit 3) naming `what` and the server when it is not JSON or nests too deeply
+    for the parser."""
+    import json
+
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ClusterUnreachable(f"{what}: {api_at(server)} {NESTED_TOO_DEEP}") from None
+    except (ValueError, TypeError):  # UnicodeDecodeError is a ValueError
+        raise ClusterUnreachable(f"{what}: {api_at(server)} answered something that is not JSON ({snippet(data)})") from None
 
 
 def api_at(server: str) -> str:
@@ -203,7 +223,7 @@ def status_message(exc: Any) -> str:
             data = json.loads(body)
             if isinstance(data, dict) and data.get("message"):
                 return short_text(_LONG_INVALID_VALUE.sub("Invalid value: (the patched object)", str(data["message"])))
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):
             return f"{getattr(exc, 'reason', '') or 'error'}: {snippet(body)}"
     return short_text(str(getattr(exc, "reason", "") or exc))
 

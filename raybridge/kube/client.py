@@ -168,6 +168,9 @@ def connect_target(target: KubeTarget, deadline: Optional[Deadline] = None) -> K
         kube.deadline = deadline
         return kube
     named = ", ".join(repr(str(p)) for p in target.files)
+    from raybridge.kube import exec_plugin
+
+    exec_plugin.install(target.request_timeout)  # the client would wait for an exec credential plugin for ever
     failures = _CredentialFailures()
     try:
         # The client merges a colon list as kubectl does (first file wins per cluster, context and

@@ -169,8 +169,8 @@ class Informer:
             response = self.list_fn(**kwargs)
             try:
                 data = json.loads(response.data)
-            except (ValueError, UnicodeDecodeError):
-                raise RuntimeError(f"listing {self.name}: the API answered something that is not JSON") from None
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                raise RuntimeError(f"listing {self.name}: the API answered something that is not JSON (or nested too deeply)") from None
             if not isinstance(data, dict) or not isinstance(data.get("items"), list):
                 raise RuntimeError(f"listing {self.name}: the API answered JSON that is not a list")
             for item in data["items"]:

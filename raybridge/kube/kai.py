@@ -59,6 +59,6 @@ def get_pod(kube: Kube, namespace: str, name: str) -> Optional[dict[str, Any]]:
         return None
     try:
         data = json.loads(response.data)
-    except (ValueError, UnicodeDecodeError):
-        raise InfraError(f"reading pod {namespace}/{name}: the Kubernetes API answered something that is not JSON") from None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise InfraError(f"reading pod {namespace}/{name}: the Kubernetes API answered something that is not JSON (or nested too deeply)") from None
     return data if isinstance(data, dict) else None

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from raybridge.errors import ClusterUnreachable
-from raybridge.kube.calls import PermissionDenied, api_at, api_call, snippet, unexpected_object
+from raybridge.kube.calls import PermissionDenied, api_call, decode_json, unexpected_object
 from raybridge.kube.client import Kube
 
 
@@ -31,12 +30,7 @@ def list_pods_all_namespaces(kube: Kube) -> Optional[list[dict[str, Any]]]:
 
 def list_items(what: str, response: Any, server: str = "") -> list[Any]:
     """Raw JSON items from a `_preload_content=False` list (plain dicts, camelCase keys); each item's shape is the reader's business."""
-    import json
-
-    try:
-        data = json.loads(response.data)
-    except (ValueError, UnicodeDecodeError):
-        raise ClusterUnreachable(f"{what}: {api_at(server)} answered something that is not JSON ({snippet(response.data)})") from None
+    data = decode_json(what, response.data, server)
     items = data.get("items", ()) if isinstance(data, dict) else ()
     if items is None:
         return []  # `"items": null`, how Go writes an empty list
@@ -97,16 +91,12 @@ def list_namespace_names(kube: Kube) -> Optional[list[str]]:
 def read_secret_value(kube: Kube, namespace: str, name: str, key: str) -> Optional[str]:
     """One decoded value of a Secret; None when the Secret or the key is absent."""
     import base64
-    import json
 
     what = f"reading Secret {namespace}/{name}"
     result = api_call(what, kube.core().read_namespaced_secret, name, namespace, not_found_ok=True, _preload_content=False)
     if result is None:
         return None
-    try:
-        data = json.loads(result.data)
-    except (ValueError, UnicodeDecodeError):
-        raise ClusterUnreachable(f"{what}: {api_at(kube.server)} answered something that is not JSON ({snippet(result.data)})") from None
+    data = decode_json(what, result.data, kube.server)
     if not isinstance(data, dict):
         raise unexpected_object(what, "not an object", kube.server)
     values, plain_values = data.get("data") or {}, data.get("stringData") or {}

@@ -16,9 +16,9 @@ decides nothing and builds no object but the request.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping
 
+from raybridge.kube.calls import decode_json
 from raybridge.kube.client import Kube
 
 
@@ -35,7 +35,8 @@ def delete_pod(kube: Kube, namespace: str, name: str, timeout: float, grace_peri
 def list_pods_by_label(kube: Kube, selector: str, timeout: float) -> list[Any]:
     """The pods of every namespace that match a label selector, as plain JSON (camelCase keys)."""
     listed = kube.core().list_pod_for_all_namespaces(label_selector=selector, _request_timeout=(timeout, timeout), _preload_content=False)
-    return json.loads(listed.data or b"{}").get("items") or []
+    data = decode_json(f"listing pods labelled {selector}", listed.data or b"{}", kube.server)
+    return (data.get("items") or []) if isinstance(data, dict) else []
 
 
 def merge_patch_node(kube: Kube, name: str, patch: Mapping[str, Any], timeout: float) -> Any:

@@ -63,3 +63,19 @@ def kai_pod_files(tmp_path: Path, queue_label: Any = "a", gpu_terms: Any = None,
          "status": {"phase": "Pending"}},
     ]
     return text_file(tmp_path, name, yaml.safe_dump_all(documents))
+
+
+def many_nodes_file(tmp_path: Path, name: str, min_chars: int) -> str:
+    """The example node list repeated under new names until it is longer than `min_chars`, as YAML (block style,
+    as `kubectl get -o yaml` prints it) or as JSON, by `name`'s extension."""
+    items = json.loads(NODES.read_text())["items"]
+    one = len(yaml.safe_dump(items[0]))
+    copies = []
+    for i in range(min_chars // one + 1):
+        node = json.loads(json.dumps(items[i % len(items)]))
+        node["metadata"]["name"] = f"node-{i}"
+        copies.append(node)
+    document = {"apiVersion": "v1", "kind": "List", "items": copies}
+    text = json.dumps(document) if name.endswith(".json") else yaml.safe_dump(document)
+    assert len(text) > min_chars
+    return text_file(tmp_path, name, text)

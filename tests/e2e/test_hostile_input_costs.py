@@ -19,7 +19,8 @@ from typing import Callable
 import pytest
 
 from raybridge.jobs.decision.sizing import even_splits
-from tests.e2e.hostile_files import NODES, billion_laughs, nodes_file, text_file
+from raybridge.core.documents import MAX_YAML_CHARS
+from tests.e2e.hostile_files import NODES, billion_laughs, many_nodes_file, nodes_file, text_file
 from tests.helpers import ROOT, cli_env
 
 #: Far above what any row needs (well under a second each), far below what they took before.
@@ -60,6 +61,11 @@ CASES = [
     ("a FIFO as the spec", lambda t: ["plan", _fifo(t), "--nodes", str(NODES)], 2, "not a regular file"),
     ("/dev/zero as the kubeconfig", lambda t: ["list", "--kubeconfig", "/dev/zero"], 2, "not a regular file"),
     ("a FIFO as the kubeconfig", lambda t: ["submit", "--dry-run", "--kubeconfig", _fifo(t), "--", "python", "x.py"], 2, "not a regular file"),
+    # YAML costs up to 400 bytes of memory a byte (the pure-Python loader: 800, and 15 us): past MAX_YAML_CHARS it is
+    # refused before it is parsed, its JSON twin read (it took minutes and gigabytes before)
+    ("a YAML node list longer than raybridge parses as YAML",
+     lambda t: ["discover", "--nodes", many_nodes_file(t, "n.yaml", MAX_YAML_CHARS)], 2, "more than raybridge reads as YAML"),
+    ("the same node list as JSON", lambda t: ["discover", "--nodes", many_nodes_file(t, "n.json", MAX_YAML_CHARS)], 0, ""),
     ("a GPU memory label of 1e999999",
      lambda t: ["discover", "--nodes", nodes_file(t, "n.json", lambda n: n["metadata"]["labels"].__setitem__("nvidia.com/gpu.memory", "1e999999"))], 0, ""),
 ]

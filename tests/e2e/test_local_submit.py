@@ -218,22 +218,62 @@ def test_local_timeout_stops_waiting_for_the_head_and_cleans_up():
     assert not [d for d in os.listdir(tmp) if d.startswith("raybridge-")], "the head's temp dir was left behind"
 
 
+def _pids_of(module: str, tmp: str) -> list[int]:
+    """The processes running `module` for a head under `tmp`."""
+    return [int(p.split()[0]) for p in _pids_and_cmdlines() if module in p and tmp in p]
+
+
 @pytest.mark.fresh_head
-def test_a_head_whose_raybridge_and_supervisor_were_killed_together_is_ended_by_the_next_run():
-    """SIGKILL of raybridge and its supervisor at once: nothing is left to end the head, and its job runs on.
-    The next run finds the dead run's temp dir, ends the processes still running in it, then removes it (it used
-    to remove the dir, token and logs, from under the running head)."""
+def test_sigkill_of_raybridge_and_its_supervisor_together_takes_the_head_and_the_job_down():
+    """SIGKILL of raybridge and the head's supervisor at once (by hand, by the OOM killer): the supervisor's guard
+    ends every process of the head, the job and what it left in a session of its own included, and removes the
+    head's dir. Before, about 20 processes of the head, the job's among them, ran on until the next run."""
     tmp = short_tmpdir()
-    proc = _start_long_job(tmp)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raybridge", "submit", "--backend", "local", "--",
+         "sh", "-c", "setsid sleep 601 & echo started; sleep 600"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(TMPDIR=tmp), cwd=str(ROOT),
+    )  # fmt: skip
     try:
         wait_for_output(proc, "started")
-        supervisors = [int(p.split()[0]) for p in _pids_and_cmdlines() if "raybridge.jobs.head_supervisor" in p and tmp in p]
+        supervisors = _pids_of("raybridge.jobs.head_supervisor", tmp)
         assert supervisors, "the head's supervisor should be running"
+        time.sleep(1)
+        assert any("sleep 601" in p for p in processes_using(tmp)), "the job's detached process should be running"
         for pid in [proc.pid, *supervisors]:
             os.kill(pid, signal.SIGKILL)
         proc.wait(timeout=10)
+    finally:
+        proc.kill()
+    assert wait_until_gone(tmp, timeout=30) == []
+    deadline = time.monotonic() + 10
+    while [p for p in os.listdir(tmp) if p.startswith("raybridge-")] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [p for p in os.listdir(tmp) if p.startswith("raybridge-")] == []
+
+
+@pytest.mark.fresh_head
+def test_a_head_whose_raybridge_supervisor_and_guard_were_killed_together_is_ended_by_the_next_run():
+    """SIGKILL of raybridge, the supervisor and its guard at once: the head's own process gets the kernel's
+    parent-death signal and Ray stops its daemons and the job, but what the job started in a session of its own
+    runs on. The next run finds the dead run's temp dir, ends the processes still running in it, then removes it
+    (it used to remove the dir, token and logs, from under the running head)."""
+    tmp = short_tmpdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raybridge", "submit", "--backend", "local", "--",
+         "sh", "-c", "setsid sleep 601 & echo started; sleep 600"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(TMPDIR=tmp), cwd=str(ROOT),
+    )  # fmt: skip
+    try:
+        wait_for_output(proc, "started")
+        supervisors = _pids_of("raybridge.jobs.head_supervisor", tmp)
+        guards = _pids_of("raybridge.jobs.head_guard", tmp)
+        assert supervisors and guards, "the head's supervisor and its guard should be running"
+        for pid in [proc.pid, *supervisors, *guards]:
+            os.kill(pid, signal.SIGKILL)
+        proc.wait(timeout=10)
         time.sleep(2)
-        assert processes_using(tmp), "the head outlives a kill of both (what the next run must end)"
+        assert any("sleep 601" in p for p in processes_using(tmp)), "what escaped Ray outlives a kill of all three"
     finally:
         proc.kill()
     out = run_cli("submit", "--backend", "local", "--", "python", "-c", "print('next run')", env=cli_env(TMPDIR=tmp), timeout=240)

@@ -465,3 +465,21 @@ def test_token_auth_on_a_kuberay_without_auth_options_is_refused_naming_the_rele
     assert "authMode: token authentication needs KubeRay v1.5.1 or later" in out.stderr
     assert "Traceback" not in out.stderr
     assert cluster.server.get_object(RAY, "RayJob", "locked", namespace) is None
+
+
+def test_an_auth_secret_on_a_kuberay_without_secret_name_is_refused_naming_the_release(cluster: Cluster, tmp_path: Any) -> None:
+    """kuberay@v1.6.0 ray-operator/apis/ray/v1/raycluster_types.go adds AuthOptions.SecretName; v1.5.x has AuthOptions
+    without it, and strict field validation refuses the field rather than dropping it."""
+    version = _kuberay_version(cluster.release) if "kuberay" in cluster.release else None
+    if version is None or not (1, 5, 1) <= version < (1, 6, 0):
+        pytest.skip("this KubeRay release has authOptions.secretName, or no authOptions at all")
+    namespace, lq = cluster.queue()
+    cluster.server.create_object({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "ray-auth-token", "namespace": namespace},
+                                  "stringData": {"auth_token": "t" * 64}})  # fmt: skip
+    spec = tmp_path / "locked.yaml"
+    spec.write_text("name: locked\nauthSecret: ray-auth-token\n")
+    out = cluster.cli("submit", str(spec), "-n", namespace, "--queue", lq, "--", "python", "-c", "1")
+    assert out.returncode == 2, out.stderr
+    assert "authSecret: naming the token's Secret needs KubeRay v1.6.0 or later" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert cluster.server.get_object(RAY, "RayJob", "locked", namespace) is None

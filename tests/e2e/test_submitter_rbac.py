@@ -29,6 +29,8 @@ from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
 from kubesim.fixtures import leftovers, make_cluster_queue, make_local_queue, rayjob_manifest, wait_for
 
 RBAC_FILE = ROOT / "configs" / "rbac" / "submitter.yaml"
+#: The token's Secret configs/rbac/submitter-token-auth.yaml grants, made by the namespace's owner (`authSecret`).
+TOKEN_SECRET = "ray-auth-token"
 TOKEN_AUTH_FILE = ROOT / "configs" / "rbac" / "submitter-token-auth.yaml"
 CLUSTER_PODS_FILE = ROOT / "configs" / "rbac" / "submitter-cluster-pods.yaml"
 KUBERAY_RELEASE_FILE = ROOT / "configs" / "rbac" / "submitter-kuberay-release.yaml"
@@ -103,6 +105,9 @@ def _submitter(server: Any, tmp_path: Path, *drops: tuple[str, str, str, str] | 
                 _without(doc, *drop[1:])
     for doc in docs:
         server.create_object(doc)
+    if token_auth:  # what the opt-in file asks the namespace's owner to make once
+        server.create_object({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": TOKEN_SECRET, "namespace": namespace},
+                              "stringData": {"auth_token": uuid.uuid4().hex + uuid.uuid4().hex}})  # fmt: skip
     kubeconfig = tmp_path / "kubeconfig"
     server.write_kubeconfig(kubeconfig, namespace=namespace, token=server.service_account_token(namespace, ACCOUNT))
 
@@ -176,10 +181,12 @@ OPTIONAL = [
 ]
 
 
-def token_spec(tmp_path: Path) -> Path:
-    """A spec whose Ray cluster has token authentication (authOptions.mode: token)."""
+def token_spec(tmp_path: Path, secret: str | None = TOKEN_SECRET) -> Path:
+    """A spec whose Ray cluster has token authentication (authOptions.mode: token), its token in `secret` (the one
+    the opt-in file grants), or with None in the Secret KubeRay makes for the cluster."""
     spec = tmp_path / "locked.yaml"
-    spec.write_text("name: refused\nauthMode: token\nentrypoint: python -c \"print('behind the token')\"\n")
+    where = f"authSecret: {secret}\n" if secret else "authMode: token\n"
+    spec.write_text(f"name: refused\n{where}entrypoint: python -c \"print('behind the token')\"\n")
     return spec
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_submitter_rbac import RAY, _refusals, _submitter, token_spec
+from tests.e2e.test_submitter_rbac import RAY, TOKEN_SECRET, _refusals, _submitter, token_spec
 
 
 @pytest.fixture(scope="module")
@@ -31,3 +31,18 @@ def test_a_token_protected_cluster_works_under_the_shipped_rules(cluster, tmp_pa
     assert out.returncode == 0, out.stderr
     assert "behind the token" in out.stdout and _refusals(out.stderr) == [], out.stderr
     assert server.list_objects(RAY, "RayJob", namespace) == []
+
+
+def test_the_shipped_token_rule_reads_the_named_secret_alone(cluster, tmp_path):
+    """Narrowed to the Secret `authSecret` names: a token job whose cluster gets a Secret of its own (authMode: token
+    alone) is refused with exit 3 naming the read, and so is one naming a Secret the namespace's owner has not made."""
+    server = cluster[0]
+    namespace, lq, cli = _submitter(server, tmp_path, token_auth=True)
+    own = cli("submit", str(token_spec(tmp_path, secret=None)), "-n", namespace, "--queue", lq, "--timeout", "60")
+    assert own.returncode == 3, own.stderr
+    assert 'cannot get resource "secrets"' in own.stderr and "Traceback" not in own.stderr, own.stderr
+    server.delete_object("v1", "Secret", TOKEN_SECRET, namespace)
+    missing = cli("submit", str(token_spec(tmp_path)), "-n", namespace, "--queue", lq, "--timeout", "60")
+    assert missing.returncode == 2, missing.stderr
+    assert f"authSecret: Secret {namespace}/{TOKEN_SECRET} does not exist or holds no auth_token" in missing.stderr
+    assert server.list_objects(RAY, "RayJob", namespace) == []  # refused before anything was made

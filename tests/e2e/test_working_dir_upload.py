@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from raybridge.jobs.decision.upload import (
-    REASON_DIR_LINK, REASON_LINK_TO_SECRET, REASON_OUTSIDE, REASON_SECRET, REASON_SPECIAL, Entry, anchored_pattern, looks_secret, plan_upload,
+    REASON_DIR_LINK, REASON_HARD_LINK, REASON_HARD_LINK_TO_SECRET, REASON_LINK_TO_SECRET, REASON_OUTSIDE, REASON_SECRET,
+    REASON_SPECIAL, Entry, anchored_pattern, looks_secret, plan_upload,
 )  # fmt: skip
 from raybridge.jobs.upload import _matcher, list_working_dir
 from tests.helpers import EXAMPLES as ROOT_EXAMPLES, run_cli
@@ -78,6 +79,10 @@ PLANS = [
     ("a FIFO or socket is left out", [Entry("pipe", "other")], 0, 0, [("pipe", REASON_SPECIAL)]),
     ("a link inside to a secret uploads the secret: left out", [Entry("notes.txt", "file-link", 9, target=".ssh/id_ed25519")], 0, 0,
      [("notes.txt", REASON_LINK_TO_SECRET)]),
+    ("a file also named outside the upload is left out", [Entry("notes.txt", "file", 9, inside=False)], 0, 0,
+     [("notes.txt", REASON_HARD_LINK)]),
+    ("a hard link to a secret under another name", [Entry(".env", "file", 3), Entry("config.txt", "file", 3, target=".env")], 0, 0,
+     [(".env", REASON_SECRET), ("config.txt", REASON_HARD_LINK_TO_SECRET)]),
 ]
 
 # (name, whether it looks like a secret): what a reviewer found passing, and what must not be caught
@@ -218,3 +223,53 @@ def test_a_ray_without_the_internals_the_filter_shares_is_refused(monkeypatch: p
     monkeypatch.delattr(packaging, "GCS_STORAGE_MAX_SIZE")
     with pytest.raises(InfraError, match="has no ray._private.runtime_env.packaging.GCS_STORAGE_MAX_SIZE"):
         plan_working_dir_upload(str(ROOT_EXAMPLES / "hello"), None)
+
+
+def _hard_linked_working_dir(tmp_path: Path) -> Path:
+    """A working dir with hard links: to a file outside it (the key, as `ln ~/.ssh/id_rsa notes.txt` makes), to a
+    secret inside it under a harmless name, between two plain files inside it, and a symlink to the outside one's
+    name inside."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "id_ed25519").write_text("-----BEGIN OPENSSH PRIVATE KEY-----")
+    wd = tmp_path / "wd"
+    (wd / "data").mkdir(parents=True)
+    (wd / "main.py").write_text(LIST_FILES)
+    os.link(outside / "id_ed25519", wd / "notes.txt")
+    os.symlink(wd / "notes.txt", wd / "notes_link")
+    (wd / ".env").write_text("API_KEY=hunter2")
+    os.link(wd / ".env", wd / "config.txt")
+    (wd / "data" / "a.txt").write_text("12345")
+    os.link(wd / "data" / "a.txt", wd / "data" / "b.txt")
+    return wd
+
+
+HARD_LINKS_LEFT_OUT = {
+    "notes.txt": REASON_HARD_LINK, "notes_link": REASON_OUTSIDE, ".env": REASON_SECRET, "config.txt": REASON_HARD_LINK_TO_SECRET,
+}  # fmt: skip
+
+
+def test_a_hard_link_is_left_out_unless_every_name_of_its_file_is_uploaded(tmp_path: Path) -> None:
+    wd = _hard_linked_working_dir(tmp_path)
+    plan = plan_upload(list_working_dir(wd.resolve(), []))
+    assert dict(plan.left_out) == HARD_LINKS_LEFT_OUT
+    assert plan.files == 3  # main.py, data/a.txt, data/b.txt: the two names of one file, both uploaded
+    # one of the pair ignored: its other name is no longer in the upload
+    (wd / ".gitignore").write_text("data/b.txt\n")
+    ignored = dict(plan_upload(list_working_dir(wd.resolve(), [])).left_out)
+    assert ignored["data/a.txt"] == REASON_HARD_LINK
+
+
+def test_hard_links_are_left_out_in_the_dry_run_listing_and_the_real_upload(tmp_path: Path, ray_head: Any) -> None:
+    """What `--dry-run` says is left out is what the job finds missing on the head."""
+    wd = _hard_linked_working_dir(tmp_path)
+    dry = run_cli("submit", "--dry-run", "--working-dir", str(wd), "--", "python", "main.py", timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    said = [line for line in dry.stderr.splitlines() if line.startswith("would upload working dir")]
+    assert said and "3 files" in said[0] and f"notes.txt ({REASON_HARD_LINK})" in said[0], dry.stderr
+    assert f"config.txt ({REASON_HARD_LINK_TO_SECRET})" in said[0], said
+    out = run_cli("submit", "--address", ray_head.dashboard_url, "--working-dir", str(wd), "--", "python", "main.py", timeout=240)
+    assert out.returncode == 0, out.stderr
+    uploaded = sorted(line.split(" ", 1)[1] for line in out.stdout.splitlines() if line.startswith("UPLOADED "))
+    assert uploaded == ["data/a.txt", "data/b.txt", "main.py"], out.stdout  # before: notes.txt (the key) and config.txt too
+    assert "BEGIN OPENSSH" not in out.stdout

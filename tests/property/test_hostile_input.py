@@ -212,7 +212,7 @@ def node_lists(draw: Any) -> Any:
 
 
 SPEC_FIELDS = ["name", "namespace", "entrypoint", "workingDir", "runtimeEnv", "image", "gpus", "replicas", "gpusPerReplica",
-               "gpuVendor", "queue", "priorityClass", "cpusPerGpu", "memoryPerGpu", "head", "worker", "authMode",
+               "gpuVendor", "queue", "priorityClass", "cpusPerGpu", "memoryPerGpu", "head", "worker", "authMode", "authSecret",
                "maxRunSeconds", "nodeSelector", "tolerations", "env", "kind", "ray"]  # fmt: skip
 
 

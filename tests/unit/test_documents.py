@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from raybridge.core.documents import MAX_DEPTH, load_json_or_yaml, load_yaml, load_yaml_documents
+import json
+import tracemalloc
+
+import yaml
+
+from raybridge.core import documents
+from raybridge.core.documents import MAX_DEPTH, MAX_YAML_CHARS, YAML_COST_PER_CHAR, load_json_or_yaml, load_yaml, load_yaml_documents
 from raybridge.errors import BadInput
 
 # (case, text, what comes back)
@@ -25,6 +31,8 @@ REFUSED = [
     ("1e400 in JSON", '{"a": 1e400}', "not finite"),
     ("aliases expanding past a million values", "a: &a [" + ",".join(["0"] * 1000) + "]\nb: &b [" + ",".join(["*a"] * 1001) + "]", "add more than 1,000,000 values"),
     ("not YAML at all", "a: [", "neither JSON nor YAML"),
+    ("nesting past libyaml's own bound", "x: " + "[" * 5000 + "]" * 5000, "nested more than"),
+    ("YAML longer than it may be", "a: b\n" * (MAX_YAML_CHARS // 5 + 1), "larger than 4 MiB, more than raybridge reads as YAML"),
 ]
 
 
@@ -58,3 +66,74 @@ def test_an_alias_that_adds_values_is_counted_whatever_the_document_holds_beside
     added = "a: &a [" + ",".join(["0"] * 1000) + "]\nb: [" + ",".join(["*a"] * 1001) + "]\n"
     with pytest.raises(BadInput, match="add more than 1,000,000 values"):
         load_yaml(written + added, "spec")
+
+
+def test_a_json_text_longer_than_yaml_may_be_is_read_as_json_where_yaml_documents_are_read() -> None:
+    """`explain -f` and `--queues` read YAML streams; `kubectl get -o json` of a large cluster is one JSON document."""
+    text = json.dumps({"items": [{"metadata": {"name": f"pod-{i}"}} for i in range(MAX_YAML_CHARS // 30)]})
+    assert len(text) > MAX_YAML_CHARS
+    assert len(load_yaml_documents(text, "f")[0]["items"]) == MAX_YAML_CHARS // 30
+    assert len(load_json_or_yaml(text, "f")["items"]) == MAX_YAML_CHARS // 30
+
+
+needs_libyaml = pytest.mark.skipif(not getattr(yaml, "__with_libyaml__", False), reason="PyYAML without libyaml")
+
+
+@needs_libyaml
+def test_yaml_is_parsed_by_libyaml_where_pyyaml_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[str] = []
+
+    class Counted(yaml.CSafeLoader):  # type: ignore[misc,name-defined]
+        def __init__(self, stream: str) -> None:
+            made.append(stream)
+            super().__init__(stream)
+
+    monkeypatch.setattr(yaml, "CSafeLoader", Counted)
+    monkeypatch.setattr(documents, "_yaml_loader", None)
+    assert load_yaml("a: [1, 2]\nb: &x {c: 1}\nd: *x\n", "f") == {"a": [1, 2], "b": {"c": 1}, "d": {"c": 1}}
+    assert documents.yaml_loader() is Counted and "a: [1, 2]\nb: &x {c: 1}\nd: *x\n" in made
+
+
+@needs_libyaml
+def test_a_libyaml_that_does_not_bound_nesting_itself_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its C composer would recurse once per level of nesting: a text of brackets could overflow the stack."""
+
+    class Unbounded(yaml.CSafeLoader):  # type: ignore[misc,name-defined]
+        def get_single_node(self) -> None:
+            return None  # takes the probe's 1,001 levels
+
+    monkeypatch.setattr(yaml, "CSafeLoader", Unbounded)
+    monkeypatch.setattr(documents, "_yaml_loader", None)
+    assert documents.yaml_loader() is yaml.SafeLoader
+    with pytest.raises(BadInput, match="nested more than"):
+        load_yaml("x: " + "[" * 5000 + "]" * 5000, "f")
+
+
+#: The costliest YAML shapes known, per character: many nodes, and marks, for few characters.
+COSTLY_YAML = {
+    "a flow mapping of one-character keys": "{" + "a," * 20_000 + "a}",
+    "a flow list of one-key mappings": "[" + "{a}," * 20_000 + "{a}]",
+    "a block list of nested lists": "- - - - - - - -\n" * 5_000,
+    "a flow list of nulls": "[" + "~," * 20_000 + "~]",
+    "a block list of empty values": "-\n" * 20_000,
+    "a pod list as kubectl prints it": yaml.safe_dump({"items": [{"metadata": {"name": f"p{i}", "labels": {"app": "ray"}},
+                                                                  "spec": {"containers": [{"name": "c", "image": "ray"}]}}
+                                                                 for i in range(2_000)]}),
+}  # fmt: skip
+
+
+@needs_libyaml
+@pytest.mark.parametrize("case", list(COSTLY_YAML))
+def test_yaml_costs_at_most_its_bound_in_memory_per_character(case: str) -> None:
+    """Counted, not timed: the peak of what Python allocates while the text is read, over its length. The pure-Python
+    loader took up to 800 bytes a character (and three to eight times the time); a text of MAX_YAML_CHARS thus
+    costs at most MAX_YAML_CHARS * YAML_COST_PER_CHAR (1.6 GiB)."""
+    text = COSTLY_YAML[case]
+    load_yaml_documents(text, "f")  # the loader's probe and imports, outside the count
+    tracemalloc.start()
+    try:
+        load_yaml_documents(text, "f")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak / len(text) <= YAML_COST_PER_CHAR, (case, peak / len(text))

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from raybridge.jobs import private_head
-from tests.helpers import short_tmpdir
+from tests.helpers import processes_using, short_tmpdir
 
 SUPERVISOR = [sys.executable, "-m", "raybridge.jobs.head_supervisor"]
 
@@ -72,6 +72,63 @@ def test_the_supervisor_ends_the_family_at_once(
         time.sleep(0.05)
     assert not _alive(grandchild), case
     assert temp_dir.exists() == temp_dir_kept, case
+    assert processes_using(str(temp_dir)) == [], case  # the guard too: told the head was ended, it exits at once
+
+
+#: A stand-in head whose processes carry the head's temp dir in their environment (TMPDIR), as Ray's do: one in its
+#: own session (as Ray runs the job), its pid written down. `exec sleep` so the head's process is `sleep` itself.
+HEAD_WITH_A_JOB = "setsid sleep 300 & echo $! > job; exec sleep 301"
+
+#: The owner (raybridge's part): starts the supervisor with a pipe on its stdin, writes the supervisor's pid, waits.
+#: The head's temp dir comes in a file, so that the owner, like raybridge, has it neither in its command line nor
+#: in its environment.
+OWNER = (
+    "import os, subprocess, sys, time\n"
+    "temp_dir = open('temp_dir').read()\n"
+    "command = [sys.executable, '-m', 'raybridge.jobs.head_supervisor', '--temp-dir', temp_dir, '--', *sys.argv[1:]]\n"
+    "s = subprocess.Popen(command, stdin=subprocess.PIPE, start_new_session=True, env={**os.environ, 'TMPDIR': temp_dir})\n"
+    "open('supervisor', 'w').write(str(s.pid)); time.sleep(300)\n"
+)
+
+
+def _wait_for_file(path: Path, timeout: float = 20) -> int:
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and path.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+@pytest.mark.realtime
+@pytest.mark.parametrize("owner_killed", [True, False], ids=["with raybridge", "alone"])
+def test_a_supervisor_killed_with_sigkill_takes_the_head_and_its_job_down(tmp_path: Path, owner_killed: bool) -> None:
+    """SIGKILL of the supervisor (with raybridge, or alone): its guard ends every process running in the head's temp
+    dir, the one in a session of its own too; the dir goes when raybridge is gone too, else raybridge removes it."""
+    temp_dir = Path(short_tmpdir()) / "raybridge-head"
+    temp_dir.mkdir()
+    (tmp_path / "temp_dir").write_text(str(temp_dir))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, "sh", "-c", HEAD_WITH_A_JOB], cwd=tmp_path, env=env)
+    try:
+        supervisor = _wait_for_file(tmp_path / "supervisor")
+        job = _wait_for_file(tmp_path / "job")
+        assert _alive(job)
+        for pid in [owner.pid] if owner_killed else []:
+            os.kill(pid, 9)
+        os.kill(supervisor, 9)
+        deadline = time.monotonic() + 20
+        while processes_using(str(temp_dir)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert processes_using(str(temp_dir)) == []  # before: the head and its job ran on until the next run
+        assert not _alive(job)
+        deadline = time.monotonic() + 5
+        while temp_dir.exists() and owner_killed and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert temp_dir.exists() != owner_killed
+    finally:
+        owner.kill()
+        owner.wait()
+        for pid in processes_using(str(temp_dir)):
+            os.kill(int(pid.split(":")[0]), 9)
 
 
 class _FakeSupervisor:

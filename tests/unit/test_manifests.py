@@ -651,3 +651,32 @@ def test_the_ray_version_handed_in_is_the_one_rendered(ray_version: str) -> None
     cluster = obj["spec"]["rayClusterSpec"]
     assert cluster["rayVersion"] == ray_version
     assert cluster["headGroupSpec"]["template"]["spec"]["containers"][0]["image"].startswith(f"rayproject/ray:{ray_version}-py3")
+
+
+@pytest.mark.parametrize(
+    "fields, auth_options",
+    [
+        ({"authSecret": "ray-auth-token"}, {"mode": "token", "secretName": "ray-auth-token"}),
+        ({"authMode": "token", "authSecret": "ray-auth-token"}, {"mode": "token", "secretName": "ray-auth-token"}),
+        ({"authMode": "token"}, {"mode": "token"}),
+    ],
+)
+def test_auth_secret_names_the_token_secret_of_the_cluster(fields: dict[str, str], auth_options: dict[str, str]) -> None:
+    """KubeRay's authOptions.secretName (v1.6.0): every job's cluster takes its token from the Secret the user made, so
+    the submitter's RBAC can name that one Secret (configs/rbac/submitter-token-auth.yaml)."""
+    spec = build_spec({"ray": True, "kind": "RayJob", "gpus": 2, **fields})
+    (obj,) = render_manifests(spec, size_workload(SizingRequest.from_spec(spec), NV_4x2), name=NAME, namespace=NS, ray_version="2.60.0", python=PY)
+    assert obj["spec"]["rayClusterSpec"]["authOptions"] == auth_options
+    assert obj["spec"]["rayClusterSpec"]["rayVersion"] == "2.60.0"
+
+
+@pytest.mark.parametrize(
+    "fields, fragment",
+    [
+        ({"authSecret": "Not_A_Name"}, "must be a DNS-1123 subdomain"),
+        ({"authSecret": "ray-auth-token", "authMode": "disabled"}, "authSecret names the Secret of the cluster's token: it needs authMode: token"),
+    ],
+)
+def test_an_auth_secret_that_cannot_be_is_refused(fields: dict[str, str], fragment: str) -> None:
+    with pytest.raises(BadInput, match=fragment):
+        build_spec({"entrypoint": "python x.py", **fields})

@@ -249,9 +249,10 @@ def ray_cluster_spec(spec: JobSpec, decision: SizingDecision, *, name: str, ray_
     `enableInTreeAutoscaling` is left out (false): Kueue admits a fixed shape.
     """
     body: dict[str, Any] = {}
-    if spec.auth_mode:
-        body["authOptions"] = {"mode": spec.auth_mode}
-    if spec.auth_mode == "token":
+    auth_mode = spec.resolved_auth_mode
+    if auth_mode:
+        body["authOptions"] = {"mode": auth_mode, **({"secretName": spec.auth_secret} if spec.auth_secret else {})}
+    if auth_mode == "token":
         # KubeRay refuses token auth unless rayVersion says Ray 2.52 or later (ValidateRayClusterSpec).
         body["rayVersion"] = ray_version
     body["headGroupSpec"] = head_group(spec, decision, name=name, ray_version=ray_version, python=python)

@@ -31,7 +31,7 @@ from pydantic.alias_generators import to_camel
 
 from raybridge.core.consts import DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_PER_GPU, VENDORS
 from raybridge.core.documents import load_yaml
-from raybridge.core.names import env_var_name_problem, name_problem, namespace_problem, queue_name_problem
+from raybridge.core.names import env_var_name_problem, name_problem, namespace_problem, queue_name_problem, subdomain_problem
 from raybridge.core.quantity import amount_problem
 from raybridge.core.runtime_env import is_uri, reserved_env_clash
 from raybridge.errors import BadInput
@@ -110,6 +110,10 @@ class JobSpec(_Model):
     worker: PodResources = PodResources()
     #: KubeRay token authentication for the Ray cluster (KubeRay v1.5 and later).
     auth_mode: Optional[Literal["token", "disabled"]] = None
+    #: A Secret of the namespace (key `auth_token`) holding the token of the job's Ray cluster, made by its owner once
+    #: for every job (KubeRay's `authOptions.secretName`, v1.6.0 and later): the submitter then needs to read that
+    #: Secret alone (configs/rbac/submitter-token-auth.yaml). Token authentication is on with it.
+    auth_secret: Optional[str] = None
     #: Longest the job may run once admitted; Kueue evicts it after that (its `max-exec-time-seconds`).
     max_run_seconds: Optional[int] = Field(default=None, gt=0)
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -211,6 +215,14 @@ class JobSpec(_Model):
             raise ValueError(f"env_vars: {problem}")
         return value
 
+    @field_validator("auth_secret")
+    @classmethod
+    def _secret_name(cls, value: Optional[str]) -> Optional[str]:
+        problem = subdomain_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(problem)
+        return value
+
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: Optional[str]) -> Optional[str]:
@@ -227,6 +239,8 @@ class JobSpec(_Model):
                 problems.append(f"kind: {self.kind!r} is a non-Ray kind; set ray: false (--no-ray) or use {' or '.join(RAY_KINDS)}")
             if not self.ray and self.kind not in PLAIN_KINDS:
                 problems.append(f"kind: {self.kind!r} needs Ray; with ray: false use {' or '.join(PLAIN_KINDS)}")
+        if self.auth_secret is not None and self.auth_mode == "disabled":
+            problems.append("authSecret names the Secret of the cluster's token: it needs authMode: token (or authMode unset)")
         if self.gpus > 0 and self.gpus_per_replica == 0:
             problems.append(f"gpusPerReplica: 0 contradicts gpus: {self.gpus}; leave gpusPerReplica unset or give a positive number")
         if self.ray and self.gpus_per_replica and self.replicas is None and self.gpus == 0:
@@ -238,6 +252,11 @@ class JobSpec(_Model):
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+    @property
+    def resolved_auth_mode(self) -> Optional[str]:
+        """`authMode`, with `authSecret` meaning token."""
+        return self.auth_mode or ("token" if self.auth_secret else None)
 
     @property
     def resolved_kind(self) -> str:

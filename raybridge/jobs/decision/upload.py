@@ -8,6 +8,9 @@ with Ray's own ignore rules applied), and leaves out:
 
 - a symlinked directory (never followed: it may lead anywhere, even back up);
 - a symlinked file whose target is outside the directory (or nowhere);
+- a file with more names (hard links) than the upload holds: another of its names may lie anywhere
+  outside the directory (`ln ~/.ssh/id_rsa notes.txt` uploads the key), and no listing can tell where;
+  and a hard link to a file that looks like a secret under another name in the directory;
 - a file that looks like a secret by its name (`.env`, `*.pem`, `id_rsa*`, `.netrc`, `.vault-token`,
   `secrets.yaml`, `*.tfvars`, shell histories, ...; trailing spaces and dots ignored) or lies in a
   credentials directory (`.ssh`, `.aws`, `.gnupg`, `.kube`, `.docker`), and a link to one under
@@ -46,11 +49,16 @@ REASON_DIR_LINK = "a symlinked directory (not followed)"
 REASON_OUTSIDE = "a symlink to outside the directory"
 REASON_SPECIAL = "not a regular file"
 REASON_LINK_TO_SECRET = "a symlink to a file that looks like a secret"
+REASON_HARD_LINK = "a hard link to a file also named outside the upload"
+REASON_HARD_LINK_TO_SECRET = "a hard link to a file that looks like a secret"
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One path in the working dir, relative, with '/' separators; `inside`: a link's target lies in the directory."""
+    """One path in the working dir, relative, with '/' separators; `inside`: a link's target lies in the directory.
+
+    For a file: `inside` False when it has more names (hard links) than the upload holds, and `target` another of
+    its names there that looks like a secret, if any."""
 
     path: str
     kind: EntryKind
@@ -112,10 +120,12 @@ def plan_upload(entries: list[Entry]) -> UploadPlan:
             reason = REASON_SPECIAL
         elif entry.kind == "file-link" and not entry.inside:
             reason = REASON_OUTSIDE
+        elif entry.kind == "file" and not entry.inside:
+            reason = REASON_HARD_LINK
         elif entry.kind in ("file", "file-link") and looks_secret(entry.path):
             reason = REASON_SECRET
-        elif entry.kind == "file-link" and entry.target and looks_secret(entry.target):
-            reason = REASON_LINK_TO_SECRET
+        elif entry.kind in ("file", "file-link") and entry.target and looks_secret(entry.target):
+            reason = REASON_LINK_TO_SECRET if entry.kind == "file-link" else REASON_HARD_LINK_TO_SECRET
         if reason is not None:
             left_out.append((entry.path, reason))
         elif entry.kind in ("file", "file-link"):
