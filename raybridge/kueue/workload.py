@@ -27,7 +27,7 @@ from decimal import Decimal
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from raybridge.core.consts import KUEUE_JOB_UID_LABEL
-from raybridge.core.kubeobjects import as_dict, as_list, cluster_queue_usage
+from raybridge.core.kubeobjects import as_dict, as_list, cluster_queue_usage, quantity_or_none
 from raybridge.core.views import Condition, Meta, conditions_of, find_condition, read_condition, read_meta
 from raybridge.kueue.cluster_queue import read_quota_holder
 from raybridge.kueue.fit import pod_requests
@@ -224,6 +224,34 @@ def _pod_set(entry: Mapping[str, Any]) -> PodSet:
                   pod_requests(as_dict(entry.get("template"))))
 
 
+def _counted_totals(status: Mapping[str, Any], admission: Mapping[str, Any]) -> dict[str, dict[str, Decimal]]:
+    """pod set -> resource -> what Kueue itself counted for all its pods: `status.resourceRequests` of a Workload it
+    considered and did not admit, else `resourceUsage` of its admission (kueue@v0.19.2 apis/kueue/v1beta2
+    workload_types.go: "resourceRequests ... If admission is non-null, resourceRequests will be empty").
+
+    These hold what a pod's template does not show: DRA devices counted under the resource the Configuration maps
+    their DeviceClass to (pkg/workload/workload.go PropagateResourceRequests, from the DRA-preprocessed requests)."""
+    found: dict[str, dict[str, Decimal]] = {}
+    entries = [(as_dict(e).get("name"), as_dict(e).get("resources")) for e in as_list(status.get("resourceRequests"))]
+    entries += [(as_dict(e).get("name"), as_dict(e).get("resourceUsage")) for e in as_list(admission.get("podSetAssignments"))]
+    for name, amounts in entries:
+        podset = _text(name) or DEFAULT_POD_SET
+        for resource, raw in as_dict(amounts).items():
+            amount = quantity_or_none(raw)
+            if isinstance(resource, str) and amount is not None and amount > 0:
+                found.setdefault(podset, {}).setdefault(resource, amount)
+    return found
+
+
+def _with_counted(podset: PodSet, counted: Mapping[str, Mapping[str, Decimal]]) -> PodSet:
+    """The pod set, with each resource Kueue counted for it and its template does not request (a DRA job's GPUs)
+    added per pod (Kueue's total over the count)."""
+    extra = {r: total / podset.count for r, total in (counted.get(podset.name) or {}).items() if podset.count > 0 and r not in podset.per_pod}
+    if not extra:
+        return podset
+    return PodSet(podset.name, podset.count, {**podset.per_pod, **extra})
+
+
 def _assignment(entry: Mapping[str, Any]) -> PodSetAssignment:
     flavors = {str(resource): flavor for resource, flavor in as_dict(entry.get("flavors")).items() if isinstance(flavor, str)}
     return PodSetAssignment(_text(entry.get("name")) or DEFAULT_POD_SET, flavors, as_dict(entry.get("resourceUsage")))
@@ -235,13 +263,14 @@ def read_workload(obj: Any) -> Workload:
         obj = _EMPTY
     spec, status = as_dict(obj.get("spec")), as_dict(obj.get("status"))
     admission = as_dict(status.get("admission"))
+    counted = _counted_totals(status, admission)
     return Workload(
         obj=obj,
         meta=read_meta(obj),
         conditions=conditions_of(status),
         active=spec.get("active") is not False,
         maximum_execution_time_seconds=_integer(spec.get("maximumExecutionTimeSeconds")),
-        pod_sets=tuple(_pod_set(entry) for entry in as_list(spec.get("podSets")) if isinstance(entry, Mapping)),
+        pod_sets=tuple(_with_counted(_pod_set(entry), counted) for entry in as_list(spec.get("podSets")) if isinstance(entry, Mapping)),
         queue_name=_text(spec.get("queueName")),
         cluster_queue=_text(admission.get("clusterQueue")),
         assignments=tuple(_assignment(entry) for entry in as_list(admission.get("podSetAssignments")) if isinstance(entry, Mapping)),

@@ -144,3 +144,20 @@ def test_a_pod_set_of_count_zero_asks_for_nothing_as_kueue_totals_it() -> None:
     """kueue@v0.17.0 pkg/workload/workload.go totalRequestsFromPodSets multiplies one pod's requests by the count."""
     idle = {**WORKER, "name": "idle", "count": 0}
     assert read_workload(workload(spec={"queueName": "lq", "podSets": [WORKER, idle]})).requests() == {"cpu": Decimal(16)}
+
+
+def test_what_kueue_counted_and_the_template_does_not_show_is_added_per_pod() -> None:
+    """A DRA job's GPUs: its pods' templates name a claim, and Kueue v0.19 counts the claim's devices under the mapped
+    resource in `status.resourceRequests` (pending) or the admission's `resourceUsage` (admitted)."""
+    template = {"spec": {"containers": [{"name": "w", "resources": {"requests": {"cpu": "4"}, "claims": [{"name": "gpus"}]}}],
+                         "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "t-gpus"}]}}  # fmt: skip
+    pending = {"spec": {"podSets": [{"name": "workers", "count": 2, "template": template}]},
+               "status": {"resourceRequests": [{"name": "workers", "resources": {"cpu": "8", "nvidia.com/gpu": "16"}}]}}  # fmt: skip
+    view = read_workload(pending)
+    assert view.pod_sets[0].per_pod == {"cpu": Decimal(4), "nvidia.com/gpu": Decimal(8)}
+    assert view.requests() == {"cpu": Decimal(8), "nvidia.com/gpu": Decimal(16)}
+    admitted = {"spec": pending["spec"], "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": [
+        {"name": "workers", "flavors": {"nvidia.com/gpu": "h100"}, "resourceUsage": {"cpu": "8", "nvidia.com/gpu": "16"}}]}}}  # fmt: skip
+    assert read_workload(admitted).requests()["nvidia.com/gpu"] == Decimal(16)
+    plain = {"spec": pending["spec"]}  # not yet considered by Kueue: the template's requests only
+    assert "nvidia.com/gpu" not in read_workload(plain).requests()
