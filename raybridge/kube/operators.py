@@ -6,7 +6,8 @@ operator is common. So the release that decides a behaviour (KubeRay's
 `preRunningDeadlineSeconds`, from v1.6) is read from the operator's own
 Deployment, as Helm labels it (`app.kubernetes.io/name: kuberay-operator`,
 `app.kubernetes.io/version`; helm-chart/kuberay-operator/templates/_helpers.tpl
-"kuberay-operator.labels") or, failing the label, from its image tag. Kueue's
+"kuberay-operator.labels") or as KubeRay's kustomize manifests do
+(`app.kubernetes.io/name: kuberay`), or, failing the version label, from its image tag. Kueue's
 controller manager is found the same way, for `check` to show.
 
 It lists Deployments cluster-wide by that label, else in the namespaces the
@@ -29,6 +30,10 @@ from raybridge.kube.client import Kube
 from raybridge.kube.objects import raw_get
 
 KUBERAY_OPERATOR_SELECTOR = "app.kubernetes.io/name=kuberay-operator"
+#: The operator as KubeRay's own kustomize manifests label it (kuberay@v1.6.1 ray-operator/config/manager/manager.yaml:
+#: `app.kubernetes.io/name: kuberay`, `app.kubernetes.io/component: kuberay-operator`; no version label, the image's tag
+#: says the release). Asked after Helm's, which most clusters use.
+KUBERAY_KUSTOMIZE_SELECTOR = "app.kubernetes.io/name=kuberay,app.kubernetes.io/component=kuberay-operator"
 #: Kueue's controller manager, as its Helm chart and its kustomize manifests both label it
 #: (charts/kueue/templates/_helpers.tpl "kueue.selectorLabels"; config/default).
 KUEUE_CONTROLLER_SELECTOR = "app.kubernetes.io/name=kueue,control-plane=controller-manager"
@@ -69,7 +74,13 @@ KUEUE_NAMESPACES = ("kueue-system",)
 
 def kuberay_operator_release(kube: Kube) -> OperatorRelease:
     """The KubeRay operator's release, from its Deployment; unknown (with why) when it cannot be read or told."""
-    return operator_release(kube, "the KubeRay operator", KUBERAY_OPERATOR_SELECTOR, KUBERAY_NAMESPACES)
+    helm = operator_release(kube, "the KubeRay operator", KUBERAY_OPERATOR_SELECTOR, KUBERAY_NAMESPACES)
+    if helm.version is not None or helm.where:
+        return helm
+    kustomize = operator_release(kube, "the KubeRay operator", KUBERAY_KUSTOMIZE_SELECTOR, KUBERAY_NAMESPACES)
+    if kustomize.version is not None or kustomize.where:
+        return kustomize
+    return OperatorRelease(None, unknown_because=f"no Deployment labelled {KUBERAY_OPERATOR_SELECTOR} (Helm) or {KUBERAY_KUSTOMIZE_SELECTOR} (kustomize)")
 
 
 def kueue_release(kube: Kube) -> OperatorRelease:

@@ -1,38 +1,39 @@
-"""Reading an operator's release from its Deployment, as Helm and kustomize write it (kube/operators.py)."""
+"""Which KubeRay release runs, from its Deployment as Helm or KubeRay's own kustomize manifests label it
+(kube/operators.py); the list calls answered by a stand-in keyed by label selector."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
-from raybridge.kube.operators import OperatorRelease, release_of_deployment
+from raybridge.kube import operators
+
+HELM = {"metadata": {"name": "kuberay-operator", "namespace": "kuberay-system",
+                     "labels": {"app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io/version": "1.5.0"}}}  # fmt: skip
+# kuberay@v1.6.1 ray-operator/config/manager/manager.yaml, with the image kustomize sets (config/default: images)
+KUSTOMIZE = {"metadata": {"name": "kuberay-operator", "namespace": "ray-system",
+                          "labels": {"app.kubernetes.io/name": "kuberay", "app.kubernetes.io/component": "kuberay-operator"}},
+             "spec": {"template": {"spec": {"containers": [{"name": "kuberay-operator", "image": "quay.io/kuberay/operator:v1.6.1"}]}}}}  # fmt: skip
 
 
-def deployment(labels: Optional[dict[str, str]] = None, image: Optional[str] = None) -> dict[str, Any]:
-    containers = [{"name": "manager", "image": image}] if image is not None else []
-    return {"metadata": {"labels": labels or {}}, "spec": {"template": {"spec": {"containers": containers}}}}
+@pytest.mark.parametrize(
+    "case, installed, version, where",
+    [
+        ("Helm's labels", [HELM], "v1.5.0", "Deployment kuberay-system/kuberay-operator"),
+        ("kustomize's labels: the release from the image tag", [KUSTOMIZE], "v1.6.1", "Deployment ray-system/kuberay-operator"),
+        ("neither", [], None, ""),
+    ],
+)
+def test_the_operator_is_found_however_it_was_installed(monkeypatch: pytest.MonkeyPatch, case: str, installed: list[dict[str, Any]],
+                                                         version: Any, where: str) -> None:  # fmt: skip
+    def deployments(kube: Any, what: str, path: str) -> list[dict[str, Any]]:
+        wanted = dict(pair.split("=") for pair in unquote(path.split("labelSelector=", 1)[1]).split(","))
+        return [d for d in installed if wanted.items() <= d["metadata"]["labels"].items()]
 
-
-# (case, Deployment, release read)
-ROWS = [
-    ("Helm's version label", deployment({"app.kubernetes.io/version": "v1.6.1"}, "quay.io/kuberay/operator:v1.5.0"), "v1.6.1"),
-    ("a label without the v", deployment({"app.kubernetes.io/version": "1.5.2"}), "v1.5.2"),
-    ("no label: the image tag", deployment(image="quay.io/kuberay/operator:v1.3.2"), "v1.3.2"),
-    ("a registry with a port", deployment(image="registry.local:5000/kuberay/operator:v1.6.0"), "v1.6.0"),
-    ("an image by digest tells nothing", deployment(image="quay.io/kuberay/operator@sha256:abc"), None),
-    ("a tag and a digest: the digest runs", deployment(image="quay.io/kuberay/operator:v1.6.1@sha256:abc"), None),
-    ("no tag", deployment(image="quay.io/kuberay/operator"), None),
-    ("no containers", deployment(), None),
-    ("a container that is not a mapping", {"spec": {"template": {"spec": {"containers": ["x"]}}}}, None),
-]
-
-
-@pytest.mark.parametrize("case,obj,expected", ROWS, ids=[r[0] for r in ROWS])
-def test_release_of_deployment(case, obj, expected):
-    assert release_of_deployment(obj) == expected
-
-
-def test_describe_says_the_release_and_where_or_why_not():
-    assert OperatorRelease("v1.6.1", "Deployment a/b").describe() == "v1.6.1 (Deployment a/b)"
-    assert OperatorRelease(None, unknown_because="no Deployment labelled x").describe() == "unknown (no Deployment labelled x)"
+    monkeypatch.setattr(operators, "_deployments", deployments)
+    found = operators.kuberay_operator_release(object())  # type: ignore[arg-type]
+    assert (found.version, found.where) == (version, where), case
+    if version is None:
+        assert "(Helm)" in found.unknown_because and "(kustomize)" in found.unknown_because
