@@ -90,6 +90,8 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--replicas", metavar="N", help="Ray worker replicas (or Deployment replicas)")
     g.add_argument("--gpus-per-replica", metavar="N", help="GPUs per replica; a fraction below 1 uses KAI GPU sharing")
     g.add_argument("--gpu-vendor", metavar="V", help="amd or nvidia (default: the vendor present)")
+    g.add_argument("--gpu-model", metavar="M", help="only GPUs of this model (e.g. H100, MI300X)")
+    g.add_argument("--gpu-memory", metavar="Q", help="only GPUs with at least this memory each (e.g. 80Gi)")
     g.add_argument("--no-ray", action="store_true", default=None, help="a plain Kubernetes workload (with --kind job|service)")
     g.add_argument("--kind", help="RayJob (default) or RayCluster; with --no-ray: job or service")
     g.add_argument("--queue", help="Kueue LocalQueue (KAI queue for fractional GPUs)")
@@ -121,6 +123,8 @@ def _spec_from_args(args: argparse.Namespace, purpose: str, submission_id: Optio
         "replicas": args.replicas,
         "gpus_per_replica": args.gpus_per_replica,
         "gpu_vendor": args.gpu_vendor,
+        "gpu_model": args.gpu_model,
+        "gpu_memory": args.gpu_memory,
         "ray": False if args.no_ray else None,
         "kind": args.kind,
         "queue": args.queue,

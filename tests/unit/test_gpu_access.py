@@ -110,3 +110,53 @@ def test_a_device_plugin_job_renders_as_before() -> None:
     assert [o["kind"] for o in objects] == ["RayJob"]
     pod = objects[0]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
     assert "resourceClaims" not in pod and pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+
+
+def _two_models() -> Any:
+    """Two DRA nodes of H100s (80 GB) and one of A100s (40 GB), and two device-plugin nodes of the same models."""
+    nodes = [gpu_node("dra-h-0", gpus=0), gpu_node("dra-h-1", gpus=0), gpu_node("dra-a-0", gpus=0),
+             gpu_node("dp-h-0", gpus=8, product="NVIDIA-H100-80GB-HBM3", memory_mib=81559),
+             gpu_node("dp-a-0", gpus=8, product="NVIDIA-A100-SXM4-40GB", memory_mib=40960)]  # fmt: skip
+    slices = [resource_slice(n, [dra_device(f"gpu-{j}") for j in range(8)]) for n in ("dra-h-0", "dra-h-1")]
+    slices.append(resource_slice("dra-a-0", [dra_device(f"gpu-{j}", product="NVIDIA A100-SXM4-40GB", memory="40Gi") for j in range(8)]))
+    return inventory_from_nodes(nodes, devices=DeviceSources.read(slices, CLASSES))
+
+
+# (case, gpuModel, gpuMemory, the class claimed, its CEL selectors, the node affinity's values, GPUs of the vendor left)
+CHOICE_ROWS: list[tuple[str, Optional[str], Optional[str], Optional[str], list[str], list[str], int]] = [
+    ("no choice: every GPU, DRA reaches more", None, None, "gpu.nvidia.com", [], [], 24),
+    ("H100 only: DRA's two nodes beat the plugin's one", "H100", None, "gpu.nvidia.com",
+     ["device.attributes['gpu.nvidia.com'].productName in ['NVIDIA H100 80GB HBM3']"], [], 16),
+    ("A100 only: a tie, the device plugin's, pinned by its label", "a100", None, None, [], ["NVIDIA-A100-SXM4-40GB"], 8),
+    ("at least 60Gi each: the H100s", None, "60Gi", "gpu.nvidia.com",
+     ["device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('61440Mi')) >= 0"], [], 16),
+]
+
+
+@pytest.mark.parametrize("case, model, memory, device_class, selectors, affinity, left", CHOICE_ROWS, ids=[r[0] for r in CHOICE_ROWS])
+def test_gpu_model_and_memory_narrow_the_gpus_and_pin_the_pods_to_them(
+    case: str, model: Optional[str], memory: Optional[str], device_class: Optional[str], selectors: list[str], affinity: list[str], left: int
+) -> None:
+    fields: dict[str, Any] = {"entrypoint": "python x.py", "gpus": 8, "gpuModel": model, "gpuMemory": memory}
+    decision = plan_job(parse_spec(None, overrides=fields), _two_models())
+    assert (decision.device_class, decision.cluster_gpus) == (device_class, left), case
+    objects = render_manifests(parse_spec(None, overrides=fields), decision, name="t", namespace="n", ray_version="2.60.0",
+                               python=PythonVersion((3, 11)))  # fmt: skip
+    if device_class:
+        request = objects[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+        assert [s["cel"]["expression"] for s in request.get("selectors", [])] == selectors, case
+    pod = workload_of(objects)["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
+    terms = (((pod.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    values = [v for t in terms.get("nodeSelectorTerms", []) for e in t["matchExpressions"] for v in e["values"]]
+    assert values == affinity, case
+
+
+def test_a_model_that_is_only_part_of_a_word_is_not_that_model() -> None:
+    with pytest.raises(BadInput, match="not H10 \\(gpuModel\\)"):
+        plan_job(parse_spec(None, overrides={"entrypoint": "x", "gpus": 8, "gpuModel": "H10"}), _two_models())
+
+
+@pytest.mark.parametrize("field, value", [("gpuModel", "H100\n"), ("gpuModel", 7), ("gpuMemory", "-1Gi"), ("gpuMemory", "lots")])
+def test_a_malformed_gpu_choice_is_refused(field: str, value: Any) -> None:
+    with pytest.raises(BadInput, match=field):
+        parse_spec(None, overrides={"entrypoint": "x", "gpus": 8, field: value})

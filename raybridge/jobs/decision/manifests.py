@@ -50,7 +50,7 @@ from raybridge.core.consts import (
     WORKER_GROUP_NAME,
 )
 from raybridge.jobs.decision.images import PythonVersion, default_image
-from raybridge.core.dra import CLAIM_TEMPLATE_KIND, RESOURCE_API_VERSION
+from raybridge.core.dra import CLAIM_TEMPLATE_KIND, DRIVER_OF_VENDOR, RESOURCE_API_VERSION
 from raybridge.core.names import name_problem, namespace_problem, queue_name_problem
 from raybridge.jobs.decision.orphan_guard import guarded, with_run_bound
 from raybridge.core.quantity import MAX_QUANTITY, format_cpu, format_memory, parse_quantity
@@ -138,12 +138,49 @@ def claim_template_name(name: str) -> str:
     return f"{name}-{GPU_CLAIM_NAME}"
 
 
+def claim_selectors(decision: SizingDecision) -> list[str]:
+    """The CEL selectors that keep a claim to the GPUs gpuModel and gpuMemory chose: the devices' product names,
+    their memory capacity (as NVIDIA's and AMD's drivers publish them, `core/dra.py`; the CEL as their demos write
+    it, e.g. `device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0`)."""
+    driver = DRIVER_OF_VENDOR.get(decision.gpu_vendor or "")
+    if driver is None:
+        return []
+    found = []
+    if decision.device_models:
+        names = ", ".join(_cel_string(m) for m in decision.device_models)
+        found.append(f"device.attributes['{driver.name}'].{driver.model_attribute} in [{names}]")
+    if decision.device_memory_mib:
+        found.append(f"device.capacity['{driver.name}'].{driver.memory_capacity}.compareTo(quantity('{decision.device_memory_mib}Mi')) >= 0")
+    return found
+
+
+def _cel_string(text: str) -> str:
+    """`text` as a CEL string literal (single quotes, backslash escapes)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def model_affinity(decision: SizingDecision) -> Optional[dict[str, Any]]:
+    """The node affinity that keeps device-plugin GPU pods to the nodes of the models gpuModel and gpuMemory chose:
+    their product label among the values found (one term per label key; terms are ORed)."""
+    if not decision.node_models or decision.dra:
+        return None
+    by_key: dict[str, list[str]] = {}
+    for key, value in decision.node_models:
+        by_key.setdefault(key, []).append(value)
+    terms = [{"matchExpressions": [{"key": key, "operator": "In", "values": sorted(values)}]} for key, values in sorted(by_key.items())]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
 def render_claim_template(decision: SizingDecision, *, name: str, namespace: str) -> Manifest:
     """The ResourceClaimTemplate a DRA job's GPU pods claim their devices through: `gpus_per_replica` devices of the
     decision's DeviceClass per pod (resource/v1 ExactDeviceRequest). Kueue v0.18+ counts `count` times the pods
     against the quota of the resource its Configuration maps the class to (`deviceClassMappings`)."""
     check_identity("job", name, namespace)
-    request = {"name": GPU_CLAIM_NAME, "exactly": {"deviceClassName": decision.device_class, "count": int(decision.gpus_per_replica)}}
+    exactly: dict[str, Any] = {"deviceClassName": decision.device_class, "count": int(decision.gpus_per_replica)}
+    selectors = claim_selectors(decision)
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": expression}} for expression in selectors]
+    request = {"name": GPU_CLAIM_NAME, "exactly": exactly}
     template = _object(RESOURCE_API_VERSION, CLAIM_TEMPLATE_KIND, claim_template_name(name), namespace, selector_labels(name), {})
     template["spec"] = {"spec": {"devices": {"requests": [request]}}}
     return template
@@ -362,6 +399,9 @@ def pod_template(
             container.setdefault("resources", {})["claims"] = [{"name": GPU_CLAIM_NAME}]
     if spec.node_selector:
         pod["nodeSelector"] = dict(spec.node_selector)
+    affinity = model_affinity(decision) if gpu_pod else None
+    if affinity:
+        pod["affinity"] = affinity
     tolerations = pod_tolerations(spec, decision, gpu_pod=gpu_pod)
     if tolerations:
         pod["tolerations"] = tolerations

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from raybridge.core.consts import DEFAULT_VENDOR_ON_MIXED_CLUSTER, GPU_RESOURCE_KEYS
 from raybridge.core.inventory import Inventory, VendorCapacity
-from raybridge.jobs.decision.gpu_access import choose_gpu_access
+from raybridge.jobs.decision.gpu_access import GpuChoice, choose_gpu_access
 from raybridge.errors import BadInput
 
 Number = int | float
@@ -32,6 +32,8 @@ class SizingRequest:
     gpu_vendor: Optional[str] = None
     ray: bool = True
     kind: str = "RayJob"
+    #: Only GPUs of this model and at least this memory each (`gpuModel`, `gpuMemory`).
+    choice: GpuChoice = GpuChoice()
 
     def __post_init__(self) -> None:
         # An explicit count is honoured or refused, never turned into the default.
@@ -47,6 +49,10 @@ class SizingRequest:
             gpu_vendor=spec.gpu_vendor,
             ray=spec.ray,
             kind=spec.resolved_kind,
+            choice=GpuChoice(
+                model=getattr(spec, "gpu_model", None),
+                memory_mib=_mib(getattr(spec, "gpu_memory", None)),
+            ),
         )
 
     @property
@@ -70,6 +76,11 @@ class SizingDecision:
     notes: tuple[str, ...] = ()
     #: The DeviceClass whose DRA devices the GPU pods claim (None: the device plugin's `resource_key`).
     device_class: Optional[str] = None
+    #: What keeps the pods to the GPUs `gpuModel`/`gpuMemory` chose: the DRA devices' product names and least memory
+    #: (a claim's selectors), or the device-plugin nodes' product labels (a node affinity).
+    device_models: tuple[str, ...] = ()
+    device_memory_mib: Optional[int] = None
+    node_models: tuple[tuple[str, str], ...] = ()
 
     @property
     def dra(self) -> bool:
@@ -99,6 +110,7 @@ class SizingDecision:
             "minGpusPerNode": self.min_gpus_per_node,
             "maxGpusPerNode": self.max_gpus_per_node,
             "deviceClass": self.device_class if self.dra else None,
+            "gpuModels": list(self.device_models) or [value for _, value in self.node_models],
             "warnings": list(self.warnings),
             "notes": list(self.notes),
         }
@@ -375,7 +387,7 @@ def size_workload(request: SizingRequest, inventory: Inventory) -> SizingDecisio
     access = None
     if vendor and request.wants_gpus:
         shared = request.gpus_per_replica is not None and 0 < request.gpus_per_replica < 1
-        access = choose_gpu_access(inventory, vendor, shared=shared)
+        access = choose_gpu_access(inventory, vendor, shared=shared, choice=request.choice)
         notes = notes + list(access.notes)
         inventory = access.inventory
     capacity = inventory.capacity(vendor) if vendor else None
@@ -410,6 +422,23 @@ def size_workload(request: SizingRequest, inventory: Inventory) -> SizingDecisio
                 "warnings": tuple(inventory.warnings) + access_warnings + decision.warnings,
             }
         )
-    if access is not None and access.device_class is not None:
-        decision = SizingDecision(**{**decision.__dict__, "device_class": access.device_class})
+    if access is not None and decision.gpus_per_replica > 0:
+        decision = SizingDecision(
+            **{
+                **decision.__dict__,
+                "device_class": access.device_class,
+                "device_models": access.device_models,
+                "device_memory_mib": request.choice.memory_mib if access.device_class else None,
+                "node_models": access.node_models,
+            }
+        )
     return decision
+
+
+def _mib(amount: Optional[str]) -> Optional[int]:
+    """A memory amount in whole MiB, rounded up (a GPU has at least it); None for none."""
+    if not amount:
+        return None
+    from raybridge.core.quantity import parse_quantity
+
+    return int(math.ceil(parse_quantity(amount) / (1 << 20)))

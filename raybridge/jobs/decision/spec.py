@@ -33,6 +33,7 @@ from raybridge.core.consts import DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_PER_GPU, 
 from raybridge.core.documents import load_yaml
 from raybridge.core.names import env_var_name_problem, name_problem, namespace_problem, queue_name_problem, subdomain_problem
 from raybridge.core.quantity import amount_problem
+from raybridge.jobs.decision.gpu_access import model_name_problem
 from raybridge.core.runtime_env import is_uri, reserved_env_clash
 from raybridge.errors import BadInput
 
@@ -102,6 +103,10 @@ class JobSpec(_Model):
     replicas: Optional[int] = Field(default=None, ge=0)
     gpus_per_replica: Optional[float] = Field(default=None, ge=0)
     gpu_vendor: Optional[Literal["amd", "nvidia"]] = None
+    #: Only GPUs whose model names this ("H100", "MI300X", "NVIDIA-A100-SXM4-40GB"; case, spaces, dashes and
+    #: underscores aside), and of at least this much memory each ("80Gi").
+    gpu_model: Optional[str] = None
+    gpu_memory: Optional[str] = None
     queue: Optional[str] = None
     priority_class: Optional[str] = None
     cpus_per_gpu: float = Field(default=DEFAULT_CPUS_PER_GPU, gt=0)
@@ -159,6 +164,26 @@ class JobSpec(_Model):
         if value is not None and value >= 1 and value != int(value):
             raise ValueError(f"must be a whole number, or a fraction below 1 for GPU sharing (got {value})")
         return value
+
+    @field_validator("gpu_model", mode="before")
+    @classmethod
+    def _model(cls, value: Any) -> Any:
+        if value in (None, ""):
+            return None
+        problem = model_name_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("gpu_memory", mode="before")
+    @classmethod
+    def _gpu_memory(cls, value: Any) -> Any:
+        if value in (None, ""):
+            return None
+        problem = amount_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return str(value)
 
     @field_validator("memory_per_gpu", mode="before")
     @classmethod
