@@ -24,7 +24,7 @@ from raybridge.core.dra import (
 )
 from raybridge.core.pod_identity import SeenPods
 from raybridge.core.quantity import parse_quantity
-from raybridge.core.kubeobjects import as_dict, pod_requests
+from raybridge.core.kubeobjects import aggregate_containers, as_dict, pod_requests
 from raybridge.core.views import Node, Pod, read_node, read_pod
 
 
@@ -223,31 +223,29 @@ def _gpu_count(resources: dict[str, Any], key: str, where: str, warnings: list[s
 
 
 def pod_gpu_requests(pod: Pod, warnings: Optional[list[str]] = None) -> dict[str, int]:
-    """Whole GPUs a pod holds, by resource key: max(sum of containers, any init container)."""
+    """Whole GPUs a pod holds, by resource key, totalled by kube-scheduler's rule (`kubeobjects.aggregate_containers`:
+    the containers' sum plus the sidecars', or the largest init container with the sidecars before it); each
+    container's count read as a whole number, or 0 with a warning."""
     sink: list[str] = [] if warnings is None else warnings
     spec = pod.spec
     name = _pod_name(pod)
     for field_name in ("containers", "initContainers"):
         if spec.get(field_name) is not None and not isinstance(spec.get(field_name), list):
             sink.append(f"{name}: spec.{field_name} is not a list: its GPUs counted as 0")
-    totals: dict[str, int] = {}
-    containers = spec.get("containers") if isinstance(spec.get("containers"), list) else []
-    init_containers = spec.get("initContainers") if isinstance(spec.get("initContainers"), list) else []
-    for key in GPU_RESOURCE_KEYS.values():
 
-        def request(container: Any) -> int:
-            res = as_dict(as_dict(container).get("resources"))
-            where = f"{name} container {as_dict(container).get('name') or '?'}"
-            requests, limits = as_dict(res.get("requests")), as_dict(res.get("limits"))
-            if key in requests:
-                return _gpu_count(requests, key, where, sink)
-            return _gpu_count(limits, key, where, sink)
+    def gpus(container: Any) -> dict[str, int]:
+        res = as_dict(as_dict(container).get("resources"))
+        where = f"{name} container {as_dict(container).get('name') or '?'}"
+        requests, limits = as_dict(res.get("requests")), as_dict(res.get("limits"))
+        found = {}
+        for key in GPU_RESOURCE_KEYS.values():
+            count = _gpu_count(requests, key, where, sink) if key in requests else _gpu_count(limits, key, where, sink)
+            if count:
+                found[key] = count
+        return found
 
-        app = sum(request(c) for c in containers)
-        init = max((request(c) for c in init_containers), default=0)
-        if max(app, init):
-            totals[key] = max(app, init)
-    return totals
+    totals = aggregate_containers(spec, gpus)
+    return {key: count for key, count in totals.items() if count > 0}
 
 
 def _pod_name(pod: Pod) -> str:

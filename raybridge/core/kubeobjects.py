@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any, Optional
+from typing import Any, Callable, Mapping, Optional, TypeVar
 
 from raybridge.core.quantity import parse_quantity
 
@@ -99,6 +99,37 @@ def container_requests(container: Any) -> dict[str, Decimal]:
     return out
 
 
+Amount = TypeVar("Amount", int, Decimal)
+
+
+def aggregate_containers(spec: Mapping[str, Any], per_container: Callable[[Any], Mapping[str, Amount]]) -> dict[str, Amount]:
+    """The containers' amounts (`per_container` of each) as kube-scheduler totals them for a pod, the one rule for
+    every reader (kubernetes@v1.33 component-helpers/resource/helpers.go AggregateContainerRequests): the
+    containers' sum; restartable init containers (sidecars, `restartPolicy: Always`) run beside them and add to
+    it; each other init container runs alone with the sidecars started before it, and the pod needs the largest
+    of those."""
+    total: dict[str, Amount] = {}
+    for container in as_list(spec.get("containers")):
+        for name, amount in per_container(container).items():
+            total[name] = total.get(name, 0) + amount  # type: ignore[assignment]
+    sidecars: dict[str, Amount] = {}
+    peak: dict[str, Amount] = {}
+    for container in as_list(spec.get("initContainers")):
+        requests = per_container(container)
+        if as_dict(container).get("restartPolicy") == "Always":
+            for name, amount in requests.items():
+                total[name] = total.get(name, 0) + amount  # type: ignore[assignment]
+                sidecars[name] = sidecars.get(name, 0) + amount  # type: ignore[assignment]
+            running = dict(sidecars)
+        else:
+            running = {name: sidecars.get(name, 0) + requests.get(name, 0) for name in set(sidecars) | set(requests)}  # type: ignore[misc]
+        for name, amount in running.items():
+            peak[name] = max(peak.get(name, 0), amount)  # type: ignore[type-var]
+    for name, amount in peak.items():
+        total[name] = max(total.get(name, 0), amount)  # type: ignore[type-var]
+    return total
+
+
 def pod_requests(spec: Any) -> dict[str, Decimal]:
     """What a pod asks of a node, by resource, in base units, as the scheduler and the autoscaler count it.
 
@@ -110,26 +141,7 @@ def pod_requests(spec: Any) -> dict[str, Decimal]:
     (kueue@v0.15.8 pkg/workload/workload.go totalRequestsFromPodSets, after UseLimitsAsMissingRequestsInPod).
     """
     spec = as_dict(spec)
-    total: dict[str, Decimal] = {}
-    for container in as_list(spec.get("containers")):
-        for name, amount in container_requests(container).items():
-            total[name] = total.get(name, Decimal(0)) + amount
-    sidecars: dict[str, Decimal] = {}
-    peak: dict[str, Decimal] = {}
-    for container in as_list(spec.get("initContainers")):
-        requests = container_requests(container)
-        if as_dict(container).get("restartPolicy") == "Always":
-            for name, amount in requests.items():
-                total[name] = total.get(name, Decimal(0)) + amount
-                sidecars[name] = sidecars.get(name, Decimal(0)) + amount
-            running = dict(sidecars)
-        else:
-            running = {name: sidecars.get(name, Decimal(0)) + requests.get(name, Decimal(0))
-                       for name in set(sidecars) | set(requests)}
-        for name, amount in running.items():
-            peak[name] = max(peak.get(name, Decimal(0)), amount)
-    for name, amount in peak.items():
-        total[name] = max(total.get(name, Decimal(0)), amount)
+    total = aggregate_containers(spec, container_requests)
     pod_level = as_dict(as_dict(spec.get("resources")).get("requests"))
     for name, raw in pod_level.items():
         amount = quantity_or_none(raw)

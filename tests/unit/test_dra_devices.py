@@ -137,3 +137,23 @@ def test_devices_allocated_to_claims_are_not_free() -> None:
     slices = [resource_slice("n1", [dra_device(f"gpu-{i}") for i in range(4)])]
     assert _inventory([gpu_node("n1", gpus=0)], slices, claims=[claim]).nodes[0].free == 2
     assert _inventory([gpu_node("n1", gpus=0)], slices).nodes[0].free is None  # claims not read: unknown
+
+
+def test_a_pod_s_gpus_are_totalled_by_the_scheduler_s_rule_as_its_other_requests_are() -> None:
+    """A GPU sidecar (a restartable init container) runs beside the app containers: 1 + 1 GPUs, as kube-scheduler
+    and kubeobjects.pod_requests count it; the inventory counted 1 (the larger of the two)."""
+    from decimal import Decimal
+
+    from raybridge.core.inventory import pod_gpu_requests
+    from raybridge.core.kubeobjects import pod_requests
+    from raybridge.core.views import read_pod
+
+    one = {"limits": {"nvidia.com/gpu": "1"}}
+    spec = {"containers": [{"name": "app", "resources": one}],
+            "initContainers": [{"name": "sidecar", "restartPolicy": "Always", "resources": one}]}  # fmt: skip
+    pod = read_pod({"metadata": {"name": "p", "namespace": "n"}, "spec": spec})
+    assert pod_gpu_requests(pod) == {"nvidia.com/gpu": 2} == {k: int(v) for k, v in pod_requests(spec).items()}
+    # An init container before the sidecar runs alone and needs more than the two together.
+    spec["initContainers"].insert(0, {"name": "setup", "resources": {"limits": {"nvidia.com/gpu": "4"}}})
+    assert pod_gpu_requests(read_pod({"metadata": {"name": "p"}, "spec": spec})) == {"nvidia.com/gpu": 4}
+    assert pod_requests(spec)["nvidia.com/gpu"] == Decimal(4)
