@@ -9,6 +9,9 @@ that is set when the term ends. The election's own loop (a retry every
 retry period until the renew deadline) is the one level that retries the
 Lease's reads and writes: its calls run inside `calls_tried_once()`.
 
+The official module logs every renewal at info; only the lines that change are let through
+(`TransitionsOnly`): acquiring, losing, another holder.
+
 What it does not do: decide what a leader does (the service's callback does),
 or stop a term's work (the callback watches its event).
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from raybridge.kube.informer import one_line_error
 from raybridge.kube.retry import calls_tried_once
@@ -74,6 +77,34 @@ def releasable_lease_lock(name: str, namespace: str, identity: str, api_client: 
     return ReleasableLeaseLock()
 
 
+#: The official module's logger (kubernetes/leaderelection/leaderelection.py `logging.getLogger("leaderelection")`).
+ELECTION_LOGGER = "leaderelection"
+
+
+class TransitionsOnly(logging.Filter):
+    """Lets a logger's record through only when its text differs from the one before: the official module logs
+    "leader X has successfully acquired lease" at info on every renewal (every retry period: about 43,000 lines a
+    day per replica at 2 s) and a standby's "yet to finish lease_duration" as often; what changes is worth a line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last: Optional[str] = None
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        with self._lock:
+            changed, self._last = text != self._last, text
+        return changed
+
+
+def quiet_renewals() -> None:
+    """Install `TransitionsOnly` on the official module's logger, once per process."""
+    logger = logging.getLogger(ELECTION_LOGGER)
+    if not any(isinstance(f, TransitionsOnly) for f in logger.filters):
+        logger.addFilter(TransitionsOnly())
+
+
 def run_elections(
     lock: Any,
     *,
@@ -89,6 +120,7 @@ def run_elections(
     ends with the process (run this in a daemon thread)."""
     from kubernetes.leaderelection import electionconfig, leaderelection
 
+    quiet_renewals()
     with calls_tried_once():
         while not stop.is_set():
             term = threading.Event()
