@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from raybridge.adjuster import consts  # noqa: E402
 from raybridge.adjuster.controller import Controller  # noqa: E402
 from raybridge.adjuster.decision.settings import RunSettings  # noqa: E402
-from raybridge.core.consts import ADJUSTER_DEFAULT_GRACE_SECONDS, KAI_COOLDOWN_SECONDS, KAI_SCALING_POD_NAME_LABEL, KAI_SCALING_POD_NAMESPACE_LABEL  # noqa: E402
+from raybridge.core.consts import ADJUSTER_DEFAULT_GRACE_SECONDS, KAI_COOLDOWN_SECONDS, KAI_GPU_MEMORY_LABEL, KAI_SCALING_POD_NAME_LABEL, KAI_SCALING_POD_NAMESPACE_LABEL  # noqa: E402
 from raybridge.adjuster.decision.demand import AdjusterSettings  # noqa: E402
 from raybridge.kai.node_scale_adjuster import kai_pass  # noqa: E402
 from raybridge.kube.client import Kube  # noqa: E402
@@ -140,7 +140,10 @@ def run_one(scenario: Scenario, policy: str, scale: float, provisioning: float, 
                 asked.append(int(labels[consts.GPUS_LABEL]))
 
         server.add_mutating_hook("", "Pod", hook)
-        with GpuSim(server, provisioning_delay=provisioning / scale, node_gpus=8, interval=0.02, scan_interval=CA_SCAN_SECONDS / scale) as sim:
+        # The node group's template carries the GPU memory label its nodes have (a scaled-from-zero group's template has
+        # only the labels it is given, e.g. an ASG's tags): placeholders for gpu-memory pods require it.
+        with GpuSim(server, provisioning_delay=provisioning / scale, node_gpus=8, interval=0.02, scan_interval=CA_SCAN_SECONDS / scale,
+                    node_labels={KAI_GPU_MEMORY_LABEL: "81559"}) as sim:
             # Each side is running before the burst, as in a cluster (the controller's informers synced, a pass made).
             if policy == "raybridge":
                 settings = RunSettings(planner=AdjusterSettings(grace_period_seconds=ADJUSTER_DEFAULT_GRACE_SECONDS / scale, node_gpus=8),

@@ -107,3 +107,30 @@ def device_class(name: str, *selectors: str, extended_resource_name: Optional[st
     if extended_resource_name:
         spec["extendedResourceName"] = extended_resource_name
     return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+
+
+def resource_claim(
+    name: str,
+    namespace: str,
+    device_class_name: str = "gpu.nvidia.com",
+    count: int = 1,
+    *,
+    all_devices: bool = False,
+    alternatives: bool = False,
+    allocated_on: Optional[str] = None,
+) -> dict[str, Any]:
+    """A ResourceClaim asking for `count` devices of a class (or all of them, or the first of alternatives); with
+    `allocated_on` a node, the status the scheduler writes once it allocated them there."""
+    exactly: dict[str, Any] = {"deviceClassName": device_class_name}
+    exactly.update({"allocationMode": "All"} if all_devices else {"allocationMode": "ExactCount", "count": count})
+    request: dict[str, Any] = {"name": "gpus"}
+    if alternatives:
+        request["firstAvailable"] = [{"name": "first", **exactly}, {"name": "second", "deviceClassName": device_class_name}]
+    else:
+        request["exactly"] = exactly
+    claim: dict[str, Any] = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, "namespace": namespace},
+                             "spec": {"devices": {"requests": [request]}}}  # fmt: skip
+    if allocated_on:
+        results = [{"request": "gpus", "driver": "gpu.nvidia.com", "pool": allocated_on, "device": f"gpu-{i}"} for i in range(count)]
+        claim["status"] = {"allocation": {"devices": {"results": results}}}
+    return claim

@@ -7,7 +7,9 @@ when a pod's queue is over quota) are optional: where the cluster serves no
 PodGroup API (404) or RBAC forbids listing it (403), one warning is logged, the
 `podgroups_unavailable` gauge is 1 and the adjuster goes on without them (a pod
 is then quota-blocked only when its own condition says so), asking again every
-few minutes. `Controller` reconciles on events (debounced, so a burst is one
+few minutes. The DRA objects (ResourceSlices, DeviceClasses, ResourceClaims of
+resource.k8s.io/v1, `DraCaches`) are optional the same way: without them no
+node's GPUs are seen as devices and no pod's claims are planned. `Controller` reconciles on events (debounced, so a burst is one
 pass) and on a timer (so a pod's grace period ending is noticed within `resync`
 seconds). Each pass has a decide step that differs by mode
 (`scale_adjuster.decide` for placeholder pods, `decide_requests` for
@@ -39,7 +41,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from raybridge.adjuster import consts
 from raybridge.adjuster.metrics import Metrics
 from raybridge.adjuster.preflight import kai_adjuster_pods, kai_adjuster_verdict
-from raybridge.adjuster.decision.demand import ClusterSnapshot, IgnoredPod
+from raybridge.adjuster.decision.claims import CLAIM_UNPLANNABLE
+from raybridge.adjuster.decision.demand import DRA_ONLY_NODES, ClusterSnapshot, IgnoredPod
 from raybridge.adjuster.decision.plan import AdjusterPlan
 from raybridge.adjuster.decision.reconcile import PlannedPlaceholder
 from raybridge.adjuster.decision.scale_adjuster import (
@@ -57,6 +60,7 @@ from raybridge.adjuster.decision.scale_adjuster import (
 from raybridge.adjuster.scaler import Scaler
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.core.consts import KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION
+from raybridge.core.dra import RESOURCE_GROUP, RESOURCE_VERSION
 from raybridge.core.views import Node
 from raybridge.kube.client import Kube
 from raybridge.kube.informer import Informer, object_key, one_line_error
@@ -72,7 +76,7 @@ MAX_EVENTS_PER_PASS = 50
 #: Passing states (not yet Unschedulable, inside the grace period, bound, finished) get none.
 REPORTED_IGNORED_CODES = frozenset({
     "bad-annotation", "bad-constraints", "too-many-devices", "memory-exceeds-gpu", "quota-blocked",
-    "other-scheduler", "whole-gpu-request",
+    "other-scheduler", "whole-gpu-request", DRA_ONLY_NODES, CLAIM_UNPLANNABLE,
 })
 
 
@@ -102,16 +106,34 @@ class _Acts:
     creations: list[_Creation] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class DraCaches:
+    """The informers of the DRA objects (resource.k8s.io/v1): the ResourceSlices nodes publish their GPUs in, the
+    DeviceClasses that claim them, the ResourceClaims pods name. Optional: a cluster that does not serve them (before
+    Kubernetes 1.34) or forbids listing them has no GPU the adjuster sees as a device."""
+
+    slices: Informer
+    classes: Informer
+    claims: Informer
+
+    def objects(self) -> dict[str, Any]:
+        """`ClusterSnapshot.read`'s `slices`, `classes` and `claims` (None: claims not readable)."""
+        return {"slices": self.slices.snapshot(), "classes": self.classes.snapshot(),
+                "claims": None if self.claims.unavailable else self.claims.snapshot()}
+
+
 class _Caches:
-    """The leader's informers: pods, nodes, PodGroups; ProvisioningRequests and PodTemplates in that mode."""
+    """The leader's informers: pods, nodes, PodGroups, the DRA objects; ProvisioningRequests and PodTemplates in that mode."""
 
     def __init__(self, pods: Informer, nodes: Informer, pod_groups: Informer,
-                 requests: Optional[Informer] = None, templates: Optional[Informer] = None) -> None:
+                 requests: Optional[Informer] = None, templates: Optional[Informer] = None, dra: Optional[DraCaches] = None) -> None:
         self.pods, self.nodes, self.pod_groups, self.requests, self.templates = pods, nodes, pod_groups, requests, templates
+        self.dra = dra
 
     @property
     def all(self) -> list[Informer]:
-        return [i for i in (self.pods, self.nodes, self.pod_groups, self.requests, self.templates) if i is not None]
+        dra = (self.dra.slices, self.dra.classes, self.dra.claims) if self.dra is not None else ()
+        return [i for i in (self.pods, self.nodes, self.pod_groups, self.requests, self.templates, *dra) if i is not None]
 
     def synced(self) -> bool:
         return all(informer.synced.is_set() for informer in self.all)
@@ -221,7 +243,12 @@ class Controller:
             optional=True, on_available=lambda available: self.metrics.podgroups_unavailable.set(0 if available else 1),
             unavailable_note="a pod then counts as quota-blocked only where its own condition says so",
         )  # fmt: skip
-        caches = _Caches(cache("pods", core.list_pod_for_all_namespaces), cache("nodes", core.list_node), pod_groups)
+        dra = DraCaches(*(cache(plural, partial(custom.list_cluster_custom_object, RESOURCE_GROUP, RESOURCE_VERSION, plural), optional=True,
+                                unavailable_note=note)
+                          for plural, note in (("resourceslices", "no node's GPUs are seen as DRA devices"),
+                                               ("deviceclasses", "no node's GPUs are seen as DRA devices"),
+                                               ("resourceclaims", "pods whose GPUs come through claims are not planned"))))
+        caches = _Caches(cache("pods", core.list_pod_for_all_namespaces), cache("nodes", core.list_node), pod_groups, dra=dra)
         if self.settings.mode == "provisioning-request":
             caches.requests = cache("provisioningrequests", partial(
                 custom.list_namespaced_custom_object, consts.PROVISIONING_GROUP, consts.PROVISIONING_VERSION,
@@ -247,23 +274,26 @@ class Controller:
             try:
                 if caches.requests is not None and caches.templates is not None:
                     self.reconcile_requests_once(caches.pods, caches.nodes, caches.requests, caches.templates, scaler,
-                                                 caches.pod_groups)
+                                                 caches.pod_groups, caches.dra)
                 else:
-                    self.reconcile_once(caches.pods, caches.nodes, scaler, caches.pod_groups)
+                    self.reconcile_once(caches.pods, caches.nodes, scaler, caches.pod_groups, caches.dra)
             except Exception as exc:  # noqa: BLE001 - a bad pass must not stop the next
                 log.exception("reconcile failed: %s", one_line_error(exc))
 
     # --- one pass: decide (by mode), then act (one step for both) ------------------------------
 
-    def _snapshot(self, all_pods: list[dict[str, Any]], nodes: Informer, pod_groups: Optional[Informer]) -> ClusterSnapshot:
+    def _snapshot(self, all_pods: list[dict[str, Any]], nodes: Informer, pod_groups: Optional[Informer],
+                  dra: Optional[DraCaches] = None) -> ClusterSnapshot:
         """The pass's cluster, read once from the caches (both modes decide on it)."""
-        return ClusterSnapshot.read(all_pods, nodes.snapshot(), self.clock(), pod_groups.snapshot() if pod_groups is not None else ())
+        return ClusterSnapshot.read(all_pods, nodes.snapshot(), self.clock(), pod_groups.snapshot() if pod_groups is not None else (),
+                                    **(dra.objects() if dra is not None else {}))
 
-    def reconcile_once(self, pods: Informer, nodes: Informer, scaler: Scaler, pod_groups: Optional[Informer] = None) -> Pass:
+    def reconcile_once(self, pods: Informer, nodes: Informer, scaler: Scaler, pod_groups: Optional[Informer] = None,
+                       dra: Optional[DraCaches] = None) -> Pass:
         """--mode placeholder: placeholder pods that bring nodes up."""
         started = time.perf_counter()
         all_pods = pods.snapshot()
-        snapshot = self._snapshot(all_pods, nodes, pod_groups)
+        snapshot = self._snapshot(all_pods, nodes, pod_groups, dra)
         result = decide(snapshot, self.settings)
         decision = result.decision
         # First, before any create or delete: a node a placeholder was just bound to is held while that
@@ -278,13 +308,13 @@ class Controller:
         return result
 
     def reconcile_requests_once(self, pods: Informer, nodes: Informer, requests: Informer, templates: Informer,
-                                scaler: Scaler, pod_groups: Optional[Informer] = None) -> RequestPass:
+                                scaler: Scaler, pod_groups: Optional[Informer] = None, dra: Optional[DraCaches] = None) -> RequestPass:
         """--mode provisioning-request: one ProvisioningRequest (and its PodTemplates) per group and round."""
         started = time.perf_counter()
         all_pods = pods.snapshot()
         request_objects = requests.snapshot()
         self._report_request_states(request_objects)
-        snapshot = self._snapshot(all_pods, nodes, pod_groups)
+        snapshot = self._snapshot(all_pods, nodes, pod_groups, dra)
         result = decide_requests(snapshot, request_objects, templates.snapshot(), self.settings)
         acts = _Acts("ProvisioningRequest", "request")
         acts.deletions = [partial(self._delete_request, scaler, requests, templates, name, reason)

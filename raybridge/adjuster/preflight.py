@@ -22,6 +22,9 @@ Two things no reconcile can repair, read from the cluster at start:
   for nodes for the same pods. Found at start, that is refused (exit 2); found
   later, the controller stops creating (`kai_adjuster_pods` each pass).
 
+How placeholders ask for GPUs that differ in memory, and for GPUs that pods claim as DRA devices, is said once
+too (`device_choices`), from the settings alone.
+
 The verdicts are pure functions of what was read; `check` does the reading,
 through `kube/`'s calls (`kube/scheduling.py`, `kube/provisioning.py`,
 `kube/pods.py`) with the `Kube` that `adjuster run` connected. It neither
@@ -128,6 +131,29 @@ def provisioning_verdict(served: Optional[bool]) -> Findings:
             "cannot list ProvisioningRequests (forbidden): whether the cluster serves autoscaling.x-k8s.io/v1 is unknown",
         ))
     return Findings(notes=(flag_note,))
+
+
+def device_choices(gpu_memory_label: str, autoscaler_reads_dra: bool) -> tuple[str, ...]:
+    """How placeholders ask for GPUs the autoscaler must tell apart, said once at start: by their memory (which label),
+    and for pods whose GPUs come through ResourceClaims (the device plugin's resource, or not at all)."""
+    if gpu_memory_label:
+        memory = (f"placeholders for gpu-memory pods on a pool whose GPUs differ in memory (or whose nodes are not known yet) "
+                  f"require the node label {gpu_memory_label} above the MiB their pods need, so the autoscaler brings a node type "
+                  "whose GPUs hold them: it must know that label of each node type (Karpenter: an instance type's or a NodePool's "
+                  "requirement; cluster-autoscaler: the node group's template), else such a placeholder gets no node "
+                  "(--gpu-memory-label names another label, '' none)")
+    else:
+        memory = ("placeholders require no GPU memory (--gpu-memory-label ''): on a pool whose GPUs differ in memory the autoscaler "
+                  "may bring GPUs too small for gpu-memory pods; those are asked for again once such a node is there")
+    if autoscaler_reads_dra:
+        claims = ("pods whose GPUs come through ResourceClaims are left to the autoscaler, which reads them itself "
+                  "(--autoscaler-reads-dra true)")
+    else:
+        claims = ("pods whose GPUs come through ResourceClaims are asked for as the device plugin's resource (nvidia.com/gpu), "
+                  "on nodes that have both: the autoscaler reads no DRA (Karpenter's --ignore-dra-requests defaults to true; "
+                  "cluster-autoscaler before 1.35 runs without --enable-dynamic-resource-allocation); where it does, pass "
+                  "--autoscaler-reads-dra true")
+    return memory, claims
 
 
 def check(kube: Kube, *, mode: str, priority_class: str, cutoff: int, request_timeout: float,

@@ -24,6 +24,7 @@ from raybridge.core.consts import (
     ADJUSTER_DEFAULT_GRACE_SECONDS,
     ADJUSTER_DEFAULT_MEMORY_FRACTION,
     ADJUSTER_DEFAULT_VENDOR,
+    KAI_GPU_MEMORY_LABEL,
     KAI_SCALE_ADJUST_NAMESPACE,
     KAI_SCHEDULER_NAME,
     VENDORS,
@@ -49,8 +50,10 @@ def register(sub: Any) -> None:
         description="Print the placeholders the node-scale-adjuster would ask for: exact bin packing by default, or KAI's own rule (--policy kai).",
     )
     g = p.add_argument_group("input")
-    g.add_argument("--pods", metavar="FILE", required=True, help="`kubectl get pods -A -o json` output (JSON or YAML)")
-    g.add_argument("--nodes", metavar="FILE", help="`kubectl get nodes -o json` output: GPU memory, vendor and GPUs per node")
+    g.add_argument("--pods", metavar="FILE", required=True, help="`kubectl get pods -A -o json` output (JSON or YAML), with the "
+                   "ResourceClaims the pods name where their GPUs come through claims")
+    g.add_argument("--nodes", metavar="FILE", help="`kubectl get nodes -o json` output: GPU memory, vendor and GPUs per node; with "
+                   "the ResourceSlices and DeviceClasses where nodes publish GPUs as DRA devices")
     g.add_argument("--podgroups", metavar="FILE", help="`kubectl get podgroups -A -o json` output: KAI's quota verdicts")
     g.add_argument("--now", metavar="TIME", help="RFC 3339 time to judge the grace period against (default: now)")
     add_settings_args(p)
@@ -128,6 +131,14 @@ def add_settings_args(p: argparse.ArgumentParser, env: Optional[Callable[[str], 
         "vendor of pods whose annotation (raybridge.io/gpu-vendor) and nodes do not say", ADJUSTER_DEFAULT_VENDOR, env_of("default-vendor")))
     g.add_argument("--node-gpus", type=_whole, default=None, metavar="N", help=described(
         "GPUs per node where no node of a group is known", "the group's largest pod", env_of("node-gpus")))
+    g.add_argument("--gpu-memory-label", default=KAI_GPU_MEMORY_LABEL, metavar="LABEL", help=described(
+        "the node label (MiB per GPU) a placeholder for gpu-memory pods requires their memory by, so the autoscaler "
+        "brings a node type whose GPUs hold them; it must know the label of each type ('' for none)", KAI_GPU_MEMORY_LABEL + ", KAI's",
+        env_of("gpu-memory-label")))
+    g.add_argument("--autoscaler-reads-dra", choices=("true", "false"), default="false", help=described(
+        "true where the autoscaler reads pods' ResourceClaims itself (Karpenter --ignore-dra-requests=false, cluster-autoscaler "
+        "--enable-dynamic-resource-allocation): pods whose GPUs come through claims are then left to it; false: placeholders "
+        "ask for their devices as the device plugin's resource", "false", env_of("autoscaler-reads-dra")))
     g.add_argument("--kai-namespace", default=KAI_SCALE_ADJUST_NAMESPACE, help=described(
         "--policy kai: namespace of KAI's scaling pods", KAI_SCALE_ADJUST_NAMESPACE, env_of("kai-namespace")))
 
@@ -136,6 +147,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     from raybridge.adjuster.decision.settings import AdjusterSettings
     from raybridge.errors import BadInput
 
+    if args.autoscaler_reads_dra not in ("true", "false"):  # a RAYBRIDGE_ADJUSTER_ variable is not checked by argparse
+        raise BadInput(f"--autoscaler-reads-dra must be true or false (got {args.autoscaler_reads_dra!r})")
     values: dict[str, Any] = {
         "policy": args.policy,
         "scheduler_name": args.scheduler_name,
@@ -144,6 +157,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         "default_vendor": args.default_vendor,
         "node_gpus": args.node_gpus,
         "kai_namespace": args.kai_namespace,
+        "gpu_memory_label": args.gpu_memory_label,
+        "autoscaler_reads_dra": args.autoscaler_reads_dra == "true",
     }
     if args.memory_fraction is not None:
         values["memory_fallback_fraction"] = args.memory_fraction
@@ -179,17 +194,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
     gc.disable()
     from raybridge.cli.render import dump, note, warn
     from raybridge.adjuster.decision.plan import plan_placeholders
-    from raybridge.files import load_objects
+    from raybridge.core.dra import CLAIM_KIND, DEVICE_CLASS_KIND, SLICE_KIND
+    from raybridge.files import NODE_FILE_KINDS, POD_FILE_KINDS, load_objects, load_objects_of_kinds
 
     settings = settings_from_args(args)
     now = _now(args.now)
-    pods = load_objects(args.pods, "Pod")
-    nodes = load_objects(args.nodes, "Node") if args.nodes else None
+    pod_file = load_objects_of_kinds(args.pods, "Pod", POD_FILE_KINDS)
+    node_file = load_objects_of_kinds(args.nodes, "Node", NODE_FILE_KINDS) if args.nodes else None
+    pods, nodes = pod_file["Pod"], (node_file["Node"] if node_file is not None else None)
+    # The nodes' GPUs published as DRA devices, the classes that claim them, and the claims pods name.
+    dra = {"slices": node_file[SLICE_KIND] if node_file else (), "classes": node_file[DEVICE_CLASS_KIND] if node_file else (),
+           "claims": pod_file[CLAIM_KIND]}
     pod_groups = load_objects(args.podgroups, "PodGroup") if args.podgroups else ()
     if args.manifests:
-        return _print_manifests(args, settings, pods, nodes, pod_groups, now)
+        return _print_manifests(args, settings, pods, nodes, pod_groups, now, dra)
     args.output = args.output or "table"
-    plan = plan_placeholders(pods, nodes, settings, now, pod_groups)
+    plan = plan_placeholders(pods, nodes, settings, now, pod_groups, **dra)
     for text in plan.warnings:
         warn(text)
     if args.output != "table":
@@ -201,7 +221,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: Any, pod_groups: Any, now: Any) -> int:
+def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: Any, pod_groups: Any, now: Any, dra: Any) -> int:
     """What one pass of `adjuster run` would create now: the same decision (`decide`, `decide_requests`), the same
     manifests. Placeholders of ours in `--pods` (by label and namespace) count as existing, as in the cluster."""
     from raybridge.adjuster.decision.demand import ClusterSnapshot
@@ -220,7 +240,7 @@ def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: 
         raise BadInput("--manifests prints objects: -o yaml or -o json")
     args.output = args.output or "yaml"
     objects: list[Any] = []
-    snapshot = ClusterSnapshot.read(pods, nodes, now, pod_groups)
+    snapshot = ClusterSnapshot.read(pods, nodes, now, pod_groups, **dra)
     if run.mode == "placeholder":
         result = decide(snapshot, run)
         decision = result.decision
@@ -310,7 +330,8 @@ def _metrics_port(text: str) -> int:
 
 
 #: The shared settings flags (above) whose defaults an environment variable may set for `run`.
-_ENV_SETTINGS = ("scheduler-name", "grace-period", "memory-fraction", "max-gpus", "default-vendor", "node-gpus")
+_ENV_SETTINGS = ("scheduler-name", "grace-period", "memory-fraction", "max-gpus", "default-vendor", "node-gpus", "gpu-memory-label",
+                 "autoscaler-reads-dra")
 #: The cluster flags whose defaults an environment variable may set for `run`.
 _ENV_CLUSTER = ("kubeconfig", "context", "namespace", "request-timeout")
 
@@ -481,7 +502,7 @@ def _preflight(kube: Any, settings: Any) -> None:
     Their failures are mapped as every call's (`kube.calls.api_call`): refusals and unreachable servers alike."""
     import logging
 
-    from raybridge.adjuster.preflight import check
+    from raybridge.adjuster.preflight import check, device_choices
     from raybridge.errors import BadInput
     from raybridge.kube.calls import api_call
 
@@ -492,7 +513,8 @@ def _preflight(kube: Any, settings: Any) -> None:
     if findings.problems:
         raise BadInput(*findings.problems)
     log = logging.getLogger("raybridge.adjuster")
-    for note in findings.notes:
+    planner = settings.planner
+    for note in (*findings.notes, *device_choices(planner.gpu_memory_label, planner.autoscaler_reads_dra)):
         log.info(note)
     for warning in findings.warnings:
         log.warning(warning)

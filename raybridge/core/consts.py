@@ -31,6 +31,9 @@ GPU_PRODUCT_LABELS: dict[str, tuple[str, ...]] = {
         "beta.amd.com/gpu.device-id",
     ),
 }
+#: The node label KAI reads a GPU's memory from, in MiB (kai-scheduler@v0.12.0 pkg/scheduler/api/node_info/node_info.go
+#: GpuMemoryLabel).
+KAI_GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 #: Labels holding GPU memory; GFD uses MiB, the ROCm labeller e.g. "192G".
 GPU_MEMORY_LABELS: dict[str, tuple[str, ...]] = {
     "nvidia": ("nvidia.com/gpu.memory", "karpenter.k8s.aws/instance-gpu-memory"),

@@ -72,6 +72,19 @@ def label_value_problem(value: str) -> Optional[str]:
     return None
 
 
+#: A label key's name part (apimachinery validation.IsQualifiedName: at most 63 characters).
+QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def label_key_problem(key: str) -> Optional[str]:
+    """Why `key` cannot be a label key (an optional DNS-1123 subdomain prefix and '/', then a name of at most 63
+    letters, digits, '-', '_' or '.', starting and ending with a letter or digit: apimachinery IsQualifiedName), or None."""
+    prefix, slash, name = key.rpartition("/")
+    if (slash and (not prefix or subdomain_problem(prefix))) or not QUALIFIED_NAME.fullmatch(name):
+        return f"must be a label key: an optional DNS subdomain and '/', then at most 63 letters, digits, '-', '_' or '.' (got {key!r})"
+    return None
+
+
 def queue_name_problem(value: str) -> Optional[str]:
     """Why `value` cannot name a Kueue LocalQueue or WorkloadPriorityClass (or a KAI Queue) in a label, or None.
 

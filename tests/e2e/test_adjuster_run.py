@@ -1007,6 +1007,9 @@ def test_the_shipped_rbac_is_enough(bare_cluster: Any, tmp_path: Path) -> None:
         code = run.stop()
     assert code == 0, run.text
     assert not _refused(run.text), run.text
+    # How placeholders ask for GPUs of different memory and for GPUs claimed as DRA devices, said once at start.
+    assert run.text.count("require the node label nvidia.com/gpu.memory") == 1, run.text
+    assert run.text.count("asked for as the device plugin's resource (nvidia.com/gpu)") == 1, run.text
 
 
 def test_without_the_opt_in_node_hold_the_adjuster_says_once_that_holds_are_off(bare_cluster: Any, tmp_path: Path) -> None:

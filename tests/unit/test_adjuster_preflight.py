@@ -77,3 +77,19 @@ def test_provisioning_request_mode_needs_the_v1_api(served, refused, warned):
         assert "autoscaling.x-k8s.io/v1" in findings.problems[0] and "1.31" in findings.problems[0]
     else:
         assert "--enable-provisioning-requests" in findings.notes[0]
+
+
+# (gpu memory label, the autoscaler reads DRA, fragments said)
+DEVICE_CHOICE_ROWS = [
+    ("nvidia.com/gpu.memory", False, ("require the node label nvidia.com/gpu.memory", "asked for as the device plugin's resource")),
+    ("karpenter.k8s.aws/instance-gpu-memory", True, ("require the node label karpenter.k8s.aws/instance-gpu-memory", "left to the autoscaler")),
+    ("", False, ("placeholders require no GPU memory", "--autoscaler-reads-dra true")),
+]
+
+
+@pytest.mark.parametrize("label,reads_dra,said", DEVICE_CHOICE_ROWS, ids=[f"{r[0] or 'none'}-{r[1]}" for r in DEVICE_CHOICE_ROWS])
+def test_how_placeholders_ask_for_devices_is_said_at_start(label, reads_dra, said):
+    from raybridge.adjuster.preflight import device_choices
+
+    memory, claims = device_choices(label, reads_dra)
+    assert said[0] in memory and said[1] in claims

@@ -54,7 +54,7 @@ ROWS = [
     ("gpu-memory at, and one MiB over, the GPU's memory",
      [pod("a", memory="81500"), pod("b", memory="81501")], [H100], (),
      {"team/a": ("piece", Fraction(1), 1, 60.0),
-      "team/b": ("ignored", "memory-exceeds-gpu", "asks for 81501 MiB per GPU, but the GPUs it may land on have 81500 MiB")}),
+      "team/b": ("ignored", "memory-exceeds-gpu", "asks for 81501 MiB per GPU, but the GPUs of the nodes it may land on have at most 81500 MiB (as KAI reads their nvidia.com/gpu.memory label)")}),
     ("equal constraints spelled apart, then a malformed one: separate verdicts",
      [pod("a", "0.5", nodeSelector={"pool": "x"}), pod("b", "0.5", nodeSelector={"pool": 1}), pod("c", "0.5", nodeSelector={"pool": "x"})], None, (),
      {"team/a": ("piece", Fraction(1, 2), 1, 60.0),

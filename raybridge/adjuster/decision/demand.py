@@ -10,7 +10,9 @@ KAI GPU-sharing annotation is reported in `ignored` with its reason; pods bound
 to a node or finished are only counted in `skipped`, by code. That is
 deliberate: they are the running workload, not pods that wait, a cluster
 holds many more of them than pending ones, and each `ignored` entry is a
-per-pod warning (the controller posts a `ScaleUpIgnored` event for it).
+per-pod warning (the controller posts a `ScaleUpIgnored` event for it). Pods of the scheduler whose GPUs come
+through ResourceClaims are judged the same way, their devices counted by claims.py; which nodes a pod may land
+on, and what those say, is groups.py's.
 
 Pure: no I/O, no clock (the caller passes `now`), no ray or kubernetes
 imports. It never raises on a malformed pod, node or annotation. How the
@@ -20,40 +22,31 @@ pieces become whole GPUs is `adjuster/decision/packing.py`'s business; KAI's own
 
 from __future__ import annotations
 
+import bisect
 import functools
-import hashlib
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from raybridge.adjuster.decision.host_spread import HostSpread, host_spread
-from raybridge.kai.pod_group import PodGroup, index_pod_groups, pod_group_name, pod_group_of, says_queue_capacity
-from raybridge.kai.share import KaiShare, asks_for_share, kai_gpu_memory_mib, read_kai_share
+from raybridge.adjuster.decision.claims import CLAIM_UNPLANNABLE, CLAIMS_SEEN, ClaimDemand, ClaimReader, Claims, read_claims
+from raybridge.adjuster.decision.groups import (  # noqa: F401 - ConstraintGroup, GroupShape, base_group_id: read from here too
+    ConstraintGroup,
+    GroupShape,
+    Groups,
+    NodeFacts,
+    base_group_id,
+)
+from raybridge.adjuster.decision.groups import node_facts as read_node_facts
+from raybridge.adjuster.decision.host_spread import host_spread
 from raybridge.adjuster.decision.settings import AdjusterSettings
-from raybridge.core.consts import (
-    GPU_RESOURCE_KEYS,
-    GPU_VENDOR_ANNOTATION,
-    VENDORS,
-)
-from raybridge.core.inventory import (
-    format_milli,
-    named_nodes,
-    node_allocatable_resources,
-    node_gpus_by_vendor,
-    pod_gpu_requests,
-    pod_resource_requests,
-)
-from raybridge.core.kubeobjects import as_dict, as_list, parse_rfc3339
-from raybridge.core.views import Condition, Node, Pod, is_object, read_node, read_pod
-from raybridge.core.placement import (
-    admits,
-    constraint_problem,
-    is_default_not_ready_toleration,
-    required_node_affinity_terms,
-)
+from raybridge.core.consts import GPU_RESOURCE_KEYS, GPU_VENDOR_ANNOTATION, KAI_GPU_MEMORY_LABEL, VENDORS
+from raybridge.core.inventory import DeviceSources, format_milli, pod_gpu_requests, pod_resource_requests
+from raybridge.core.kubeobjects import as_dict, parse_rfc3339
 from raybridge.core.quantity import format_fraction
+from raybridge.core.views import Condition, Node, Pod, is_object, read_node, read_pod
+from raybridge.kai.pod_group import PodGroup, index_pod_groups, pod_group_name, pod_group_of, says_queue_capacity
+from raybridge.kai.share import KaiShare, asks_for_share, read_kai_share
 
 #: No GPU node holds more GPUs than this (the largest GPU servers hold 8 or 16). Where the group's node size is not
 #: known (a pool scaled from zero, no --node-gpus), a pod asking for more devices can never land, and the packer's
@@ -65,99 +58,6 @@ _GPU_KEYS = tuple(GPU_RESOURCE_KEYS.values())
 
 
 @dataclass(frozen=True)
-class ConstraintGroup:
-    """Pods that may share a node: same vendor, nodeSelector, required node affinity and tolerations.
-
-    Canonical JSON inside (so equal constraints written in another order are one group);
-    the placeholder for the group copies them.
-    """
-
-    vendor: str
-    node_selector_json: str = "{}"
-    affinity_terms_json: str = "[]"
-    tolerations_json: str = "[]"
-    #: Pods that must not share a host (host_spread.HostSpread as JSON); "" for pods any node may take together.
-    host_spread_json: str = ""
-
-    @functools.cached_property
-    def host_spread(self) -> Optional[HostSpread]:
-        """Read once per group (plan, reconcile and the placeholders ask it for every pod and node)."""
-        return HostSpread.from_json(self.host_spread_json)
-
-    @property
-    def per_node(self) -> Optional[int]:
-        """At most this many of the group's pods on one node (None: no limit)."""
-        spread = self.host_spread
-        return spread.per_node if spread is not None else None
-
-    @property
-    def resource_key(self) -> str:
-        return GPU_RESOURCE_KEYS[self.vendor]
-
-    @property
-    def node_selector(self) -> dict[str, str]:
-        return json.loads(self.node_selector_json)
-
-    @property
-    def affinity_terms(self) -> list[dict[str, Any]]:
-        return json.loads(self.affinity_terms_json)
-
-    @property
-    def tolerations(self) -> list[dict[str, Any]]:
-        return json.loads(self.tolerations_json)
-
-    @property
-    def affinity(self) -> Optional[dict[str, Any]]:
-        """The affinity a placeholder carries: the group's required node affinity and the pods' required anti-affinity
-        by hostname (host_spread.py), or None."""
-        found: dict[str, Any] = {}
-        terms = self.affinity_terms
-        if terms:
-            found["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
-        spread = self.host_spread
-        anti = json.loads(spread.anti_affinity_terms) if spread is not None else []
-        if anti:
-            found["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": anti}
-        return found or None
-
-    @property
-    def id(self) -> str:
-        """A short stable name: the vendor and a digest of the constraints."""
-        parts = (self.node_selector_json, self.affinity_terms_json, self.tolerations_json) + ((self.host_spread_json,) if self.host_spread_json else ())
-        digest = hashlib.sha256("|".join(parts).encode()).hexdigest()[:8]
-        return f"{self.vendor}-{digest}"
-
-    def admits_node(self, node: Node) -> bool:
-        """Whether the group's pods may land on the node: its GPUs' vendor, nodeSelector, required affinity, taints."""
-        if node.cordoned or self.vendor not in node_gpus_by_vendor(node, []):
-            return False
-        return admits(self.node_selector, self.affinity_terms, self.tolerations, node.meta.labels, node.name, list(node.taints))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "vendor": self.vendor,
-            "resourceKey": self.resource_key,
-            "nodeSelector": self.node_selector,
-            "affinity": self.affinity,
-            "tolerations": self.tolerations,
-            **({"perNode": self.per_node} if self.host_spread_json else {}),
-        }
-
-
-@dataclass(frozen=True)
-class GroupShape:
-    """What the known nodes of a group say: how many GPUs one node has, how much memory each GPU, and what
-    else one node has room for (CPU, memory, ...; in thousandths, less its DaemonSet pods' requests)."""
-
-    nodes: int = 0
-    node_gpus: Optional[int] = None
-    gpu_memory_mib: Optional[int] = None
-    #: Of the group's nodes with `node_gpus` GPUs, the least of each resource (None: no node known).
-    node_resources: Optional[tuple[tuple[str, int], ...]] = None
-
-
-@dataclass(frozen=True)
 class DemandPiece:
     """One pending pod's need: `fraction` of a GPU on each of `devices` distinct GPUs of one node."""
 
@@ -165,7 +65,8 @@ class DemandPiece:
     fraction: Fraction
     devices: int
     group: ConstraintGroup
-    #: "gpu-fraction", "gpu-memory" (converted with the group's GPU memory) or "gpu-memory-fallback".
+    #: "gpu-fraction", "gpu-memory" (converted with the group's GPU memory), "gpu-memory-fallback", or "claim"
+    #: (whole devices of ResourceClaims, claims.py).
     source: str
     memory_mib: Optional[int] = None
     waiting_seconds: Optional[float] = None
@@ -173,6 +74,17 @@ class DemandPiece:
     created: Optional[str] = None
     #: What else it requests of a node (CPU, memory, ...): (name, thousandths of its unit), sorted.
     resources: tuple[tuple[str, int], ...] = ()
+
+    def share_on(self, gpu_memory_mib: Optional[int]) -> Optional[Fraction]:
+        """Its fraction of each GPU of a node whose GPUs have `gpu_memory_mib` (KAI's reading; None: unknown): a
+        gpu-memory pod's own memory of that node's GPU, as KAI fits it (node_info.go getGpuMemoryFractionalOnNode,
+        gpu_sharing_node_info.go enoughResourcesOnGpu: the node's own MemoryOfEveryGpuOnNode), None where it does
+        not fit one; `fraction` where the memory is unknown or the pod asks for a fraction."""
+        if self.memory_mib is None or not gpu_memory_mib or self.source == "gpu-fraction":
+            return self.fraction
+        if self.memory_mib > gpu_memory_mib:
+            return None
+        return Fraction(self.memory_mib, gpu_memory_mib)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -220,203 +132,6 @@ class DemandSelection:
 
 def _aware(now: datetime) -> datetime:
     return now if now.tzinfo else now.replace(tzinfo=timezone.utc)
-
-
-# --- nodes ---------------------------------------------------------------------------------
-
-
-@dataclass
-class _NodeFacts:
-    name: str
-    labels: dict[str, Any]
-    taints: list[Any]
-    #: vendor -> (GPUs, MiB per GPU or None)
-    gpus: dict[str, tuple[int, Optional[int]]]
-    #: allocatable besides GPUs, in thousandths
-    resources: tuple[tuple[str, int], ...] = ()
-
-
-def _node_facts(nodes: Iterable[Node]) -> tuple[list[_NodeFacts], list[str]]:
-    warnings: list[str] = []
-    facts = []
-    for node in named_nodes(nodes, warnings):
-        gpus = node_gpus_by_vendor(node, warnings)
-        facts.append(_NodeFacts(node.name, node.text_labels, list(node.taints), gpus, node_allocatable_resources(node) if gpus else ()))
-    return facts, list(dict.fromkeys(warnings))
-
-
-# --- constraints -----------------------------------------------------------------------------
-
-
-def _canonical_terms(terms: list[dict[str, Any]]) -> str:
-    canon = []
-    for term in terms:
-        c: dict[str, Any] = {}
-        for part in ("matchExpressions", "matchFields"):
-            exprs = []
-            for expr in as_list(term.get(part)):
-                e: dict[str, Any] = {"key": expr["key"], "operator": expr["operator"]}
-                if expr.get("values"):
-                    e["values"] = sorted(set(expr["values"]))
-                exprs.append(e)
-            if exprs:
-                c[part] = sorted(exprs, key=lambda e: json.dumps(e, sort_keys=True))
-        canon.append(c)
-    unique = sorted({json.dumps(c, sort_keys=True) for c in canon})
-    return "[" + ",".join(unique) + "]"
-
-
-def _canonical_tolerations(tolerations: list[dict[str, Any]]) -> str:
-    canon = set()
-    for tol in tolerations:
-        if is_default_not_ready_toleration(tol):
-            continue
-        c = {k: tol[k] for k in ("key", "operator", "value", "effect") if tol.get(k)}
-        canon.add(json.dumps(c, sort_keys=True))
-    return "[" + ",".join(sorted(canon)) + "]"
-
-
-def _constraints_of(spec: Mapping[str, Any]) -> tuple[str, str, str]:
-    selector = as_dict(spec.get("nodeSelector"))
-    return (
-        json.dumps(selector, sort_keys=True),
-        _canonical_terms(required_node_affinity_terms(spec) or []),
-        _canonical_tolerations(as_list(spec.get("tolerations"))),
-    )
-
-
-def _vendor_from_keys(selector: Mapping[str, Any], terms: Sequence[Mapping[str, Any]]) -> Optional[str]:
-    """A vendor named by the label keys a pod selects on (amd.com/..., nvidia.com/...), when only one is."""
-    keys = set(selector)
-    for term in terms:
-        keys.update(e.get("key") for e in as_list(term.get("matchExpressions")) if e.get("operator") in ("In", "Exists", "Gt", "Lt"))
-    found = set()
-    for key in keys:
-        domain = str(key).split("/", 1)[0] if "/" in str(key) else ""
-        if domain.endswith("amd.com"):
-            found.add("amd")
-        elif domain.endswith("nvidia.com"):
-            found.add("nvidia")
-    return found.pop() if len(found) == 1 else None
-
-
-_items = dict.items
-
-
-def _spelling(spec: Mapping[str, Any]) -> Any:
-    """A key for a spec's nodeSelector, affinity and tolerations exactly as written (cheaper than repr).
-
-    Without an affinity, and with a selector and tolerations shaped as they should be, the key is their items as
-    tuples (unhashable where a value is a list or a dict: `_spelling_repr` is the key then); anything else gets
-    the repr. Values equal as Python values but of other types (1, 1.0, True) share a key, which is safe:
-    constraint_problem and the canonical form treat every non-string value alike.
-    """
-    selector, affinity, tolerations = spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")
-    if affinity is None and (selector is None or type(selector) is dict) and (tolerations is None or type(tolerations) is list):
-        try:
-            return (
-                None if selector is None else tuple(_items(selector)),
-                None if tolerations is None else tuple(map(tuple, map(_items, tolerations))),
-            )
-        except TypeError:  # an element that is not a dict
-            pass
-    return _spelling_repr(spec)
-
-
-def _spelling_repr(spec: Mapping[str, Any]) -> str:
-    return repr((spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")))
-
-
-class _Groups:
-    """Constraint groups and what the known nodes say about each (computed once per distinct constraints)."""
-
-    def __init__(self, nodes: Optional[list[_NodeFacts]], settings: AdjusterSettings) -> None:
-        self.nodes = nodes
-        self.settings = settings
-        self._candidates: dict[tuple[str, str, str], list[_NodeFacts]] = {}
-        self._constraints: dict[Any, tuple[Optional[str], tuple[str, str, str]]] = {}
-        self._vendors: dict[tuple[str, str, str], str] = {}
-        self._groups: dict[tuple[tuple[str, str, str], str, str], tuple[ConstraintGroup, GroupShape]] = {}
-        self.shapes: dict[ConstraintGroup, GroupShape] = {}
-        self.memory_fractions: dict[tuple[int, int], Fraction] = {}
-        #: Per distinct text (pods repeat them): parsed annotations, the wait since a transition time, quota verdicts.
-        self.parsed_texts: dict[Any, Any] = {}
-        self.waits: dict[Any, Optional[float]] = {}
-        self.quota_messages: dict[str, Optional[str]] = {}
-        #: Per node, what its DaemonSet pods request (set by select_demand before any group is made).
-        self.daemon_requests: dict[str, dict[str, int]] = {}
-
-    def candidates(self, key: tuple[str, str, str]) -> list[_NodeFacts]:
-        if key not in self._candidates:
-            selector, terms, tolerations = json.loads(key[0]), json.loads(key[1]), json.loads(key[2])
-            found = []
-            for node in self.nodes or []:
-                if node.gpus and admits(selector, terms, tolerations, node.labels, node.name, node.taints):
-                    found.append(node)
-            self._candidates[key] = found
-        return self._candidates[key]
-
-    def _room_of(self, members: list[_NodeFacts]) -> tuple[tuple[str, int], ...]:
-        """What a new node like `members` has for the group's pods: the least of each resource, less what the
-        DaemonSet pods on that node request (the autoscaler's template node carries them too:
-        cluster-autoscaler@1.33 simulator/node_info_utils.go, SanitizedTemplateNodeInfoFromNodeInfo)."""
-        room: Optional[dict[str, int]] = None
-        for node in members:
-            mine = dict(node.resources)
-            for name, amount in self.daemon_requests.get(node.name, {}).items():
-                mine[name] = mine.get(name, 0) - amount
-            room = mine if room is None else {k: min(v, mine.get(k, 0)) for k, v in room.items()}
-        return tuple(sorted((room or {}).items()))
-
-    def constraints(self, spec: Mapping[str, Any]) -> tuple[Optional[str], tuple[str, str, str]]:
-        """(what is malformed, canonical constraints key), computed once per distinct spelling."""
-        raw = _spelling(spec)
-        try:  # the tuple's hash is computed here once, not checked beforehand as well
-            found = self._constraints.get(raw)
-        except TypeError:  # a value that is a list or a dict
-            raw = _spelling_repr(spec)
-            found = self._constraints.get(raw)
-        if found is None:
-            problem = constraint_problem(spec)
-            found = (problem, ("", "", "") if problem else _constraints_of(spec))
-            self._constraints[raw] = found
-        return found
-
-    def vendor_for(self, key: tuple[str, str, str], annotated: Optional[str]) -> str:
-        if annotated:
-            return annotated
-        if key not in self._vendors:
-            self._vendors[key] = self._vendor_from_nodes(key)
-        return self._vendors[key]
-
-    def _vendor_from_nodes(self, key: tuple[str, str, str]) -> str:
-        vendors = {v for node in self.candidates(key) for v in node.gpus}
-        if len(vendors) == 1:
-            return vendors.pop()
-        if not vendors:
-            from_keys = _vendor_from_keys(json.loads(key[0]), json.loads(key[1]))
-            if from_keys:
-                return from_keys
-        return self.settings.default_vendor
-
-    def group(self, key: tuple[str, str, str], vendor: str, spread: str = "") -> tuple[ConstraintGroup, GroupShape]:
-        found = self._groups.get((key, vendor, spread))
-        if found is not None:
-            return found
-        group = ConstraintGroup(vendor, *key, host_spread_json=spread)
-        if group not in self.shapes:
-            members = [node for node in self.candidates(key) if vendor in node.gpus]
-            sizes = [node.gpus[vendor] for node in members]
-            memories = [m for m in (kai_gpu_memory_mib(m, vendor) for _, m in sizes) if m]  # as KAI fits gpu-memory pods
-            node_gpus = max((g for g, _ in sizes), default=None)
-            self.shapes[group] = GroupShape(
-                nodes=len(sizes),
-                node_gpus=node_gpus,
-                gpu_memory_mib=min(memories, default=None),
-                node_resources=self._room_of([n for n in members if n.gpus[vendor][0] == node_gpus]) if members else None,
-            )
-        self._groups[(key, vendor, spread)] = (group, self.shapes[group])
-        return group, self.shapes[group]
 
 
 # --- quota ------------------------------------------------------------------------------------
@@ -477,21 +192,31 @@ class ClusterSnapshot:
     from the objects. A new input of the decision is one field here and one reader.
     """
 
-    def __init__(self, pods: Iterable[Pod], nodes: Optional[Iterable[Node]], now: datetime, pod_groups: Iterable[Any] = ()) -> None:
+    def __init__(self, pods: Iterable[Pod], nodes: Optional[Iterable[Node]], now: datetime, pod_groups: Iterable[Any] = (),
+                 devices: Optional[DeviceSources] = None, claims: Optional[Claims] = None) -> None:
         self.pods = list(pods)
         self.nodes = list(nodes) if nodes is not None else None
         self.now = _aware(now)
         self.pod_groups = list(pod_groups)
+        #: The nodes' GPUs published as DRA devices, the classes that claim them, the devices allocated (core/inventory.py).
+        self.devices = devices or DeviceSources()
+        #: The ResourceClaims pods name (claims.py).
+        self.claims = claims or Claims()
 
     @classmethod
-    def read(cls, pods: Iterable[Any], nodes: Optional[Iterable[Any]], now: datetime, pod_groups: Iterable[Any] = ()) -> "ClusterSnapshot":
-        """The snapshot of the objects as listed (`nodes` None: not known)."""
+    def read(cls, pods: Iterable[Any], nodes: Optional[Iterable[Any]], now: datetime, pod_groups: Iterable[Any] = (),
+             slices: Iterable[Any] = (), classes: Iterable[Any] = (), claims: Optional[Iterable[Any]] = None) -> "ClusterSnapshot":
+        """The snapshot of the objects as listed (`nodes` None: not known; `claims` None: ResourceClaims not known)."""
+        classes = list(classes)
+        claims = None if claims is None else list(claims)
         return cls([read_pod(p) for p in pods if is_object(p)],
-                   None if nodes is None else [read_node(n) for n in nodes if is_object(n)], now, pod_groups)
+                   None if nodes is None else [read_node(n) for n in nodes if is_object(n)], now, pod_groups,
+                   DeviceSources.read(slices, classes, claims) if slices or claims else None,
+                   read_claims(claims or (), classes) if claims else None)
 
     def with_pods(self, pods: Iterable[Pod]) -> "ClusterSnapshot":
-        """The same cluster with only `pods` (the nodes and PodGroups as read here, not again)."""
-        other = ClusterSnapshot(pods, None, self.now, self.pod_groups)
+        """The same cluster with only `pods` (the nodes, PodGroups and DRA objects as read here, not again)."""
+        other = ClusterSnapshot(pods, None, self.now, self.pod_groups, self.devices, self.claims)
         other.nodes = self.nodes
         for name in ("node_facts", "pod_group_index"):
             if name in self.__dict__:
@@ -499,9 +224,9 @@ class ClusterSnapshot:
         return other
 
     @functools.cached_property
-    def node_facts(self) -> tuple[Optional[list[_NodeFacts]], list[str]]:
+    def node_facts(self) -> tuple[Optional[list[NodeFacts]], list[str]]:
         """Each node's name, labels, taints, GPUs and room (None: no nodes known), and what was wrong in them."""
-        return _node_facts(self.nodes) if self.nodes is not None else (None, [])
+        return read_node_facts(self.nodes, self.devices) if self.nodes is not None else (None, [])
 
     @functools.cached_property
     def pod_group_index(self) -> dict[tuple[str, str], PodGroup]:
@@ -514,15 +239,17 @@ def select_demand(
     settings: AdjusterSettings,
     now: datetime,
     pod_groups: Iterable[Any] = (),
+    **dra: Any,
 ) -> DemandSelection:
-    """Decide for every annotated pod whether it is demand for new GPUs, and how much."""
-    return demand_in(ClusterSnapshot.read(pods, nodes, now, pod_groups), settings)
+    """Decide for every annotated pod (and every pod whose GPUs come through claims) whether it is demand for new GPUs,
+    and how much. `dra`: the `slices`, `classes` and `claims` of `ClusterSnapshot.read`."""
+    return demand_in(ClusterSnapshot.read(pods, nodes, now, pod_groups, **dra), settings)
 
 
 def demand_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optional[Iterable[Pod]] = None) -> DemandSelection:
     """`select_demand` on a pass's snapshot, for its pods or the subset `pods` of them."""
     node_facts, warnings = snapshot.node_facts
-    groups = _Groups(node_facts, settings)
+    groups = Groups(node_facts, settings)
     pods = snapshot.pods if pods is None else list(pods)
     if node_facts:
         groups.daemon_requests = _daemon_set_requests(pods)
@@ -531,10 +258,14 @@ def demand_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optio
     pieces: list[DemandPiece] = []
     ignored: list[IgnoredPod] = []
     skipped: dict[str, int] = {}
+    claimed: list[Pod] = []
+    scheduler = settings.scheduler_name
 
     for pod in pods:
         annotations = pod.meta.annotations
         if not annotations or not asks_for_share(annotations):
+            if pod.spec.get("resourceClaims") and pod.scheduler_name == scheduler:
+                claimed.append(pod)
             continue
         outcome = _judge(pod, groups, settings, now, pg_index)
         if isinstance(outcome, DemandPiece):
@@ -543,6 +274,18 @@ def demand_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optio
             skipped[outcome.code] = skipped.get(outcome.code, 0) + 1
         else:
             ignored.append(outcome)
+    if claimed:  # in the scheduler's order, so that a claim several pods share counts for the first
+        reader = ClaimReader(snapshot.claims)
+        for pod in sorted(claimed, key=lambda p: (p.meta.created is None, p.meta.created or "", p.key)):
+            found = _judge_claims(pod, groups, settings, now, pg_index, reader)
+            if isinstance(found, DemandPiece):
+                pieces.append(found)
+            elif found is not None and found.code in ("bound", "finished"):
+                skipped[found.code] = skipped.get(found.code, 0) + 1
+            elif found is not None:
+                ignored.append(found)
+    if settings.gpu_memory_label:
+        pieces = _memory_for_unknown_nodes(pieces, groups)
     return DemandSelection(
         pieces=tuple(pieces),
         ignored=tuple(ignored),
@@ -550,6 +293,29 @@ def demand_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optio
         shapes=dict(groups.shapes),
         warnings=tuple(warnings),
     )
+
+
+#: KAI floors a GPU's memory to a multiple of this many MiB (`kai_gpu_memory_mib`).
+KAI_MEMORY_STEP_MIB = 100
+
+
+def _memory_for_unknown_nodes(pieces: list[DemandPiece], groups: Groups) -> list[DemandPiece]:
+    """The gpu-memory pods of a group with no node known (a pool scaled from zero) in the group of nodes whose GPUs hold
+    the largest of them: their placeholders then ask for that memory, so the autoscaler brings a node type that holds
+    every one (a cheaper type of smaller GPUs held only some, and the rest waited for good). Their share stays the
+    fallback fraction: which of the fitting types comes is the autoscaler's choice."""
+    largest: dict[ConstraintGroup, int] = {}
+    for piece in pieces:
+        if piece.source == "gpu-memory-fallback" and piece.memory_mib and not groups.shapes[piece.group].nodes:
+            largest[piece.group] = max(largest.get(piece.group, 0), piece.memory_mib)
+    if not largest:
+        return pieces
+    moved: dict[ConstraintGroup, ConstraintGroup] = {}
+    for group, memory in largest.items():
+        floor = -(-memory // KAI_MEMORY_STEP_MIB) * KAI_MEMORY_STEP_MIB  # a label at least this is a GPU KAI fits it on
+        key = (group.node_selector_json, group.affinity_terms_json, group.tolerations_json)
+        moved[group] = groups.group(key, group.vendor, group.host_spread_json, floor)[0]
+    return [replace(p, group=moved[p.group]) if p.source == "gpu-memory-fallback" and p.group in moved else p for p in pieces]
 
 
 def _daemon_set_requests(pods: Sequence[Pod]) -> dict[str, dict[str, int]]:
@@ -568,7 +334,7 @@ def _daemon_set_requests(pods: Sequence[Pod]) -> dict[str, dict[str, int]]:
 _Verdict = tuple[str, str]
 
 
-def _judge(pod: Pod, groups: _Groups, settings: AdjusterSettings, now: datetime,
+def _judge(pod: Pod, groups: Groups, settings: AdjusterSettings, now: datetime,
            pod_groups: Mapping[tuple[str, str], PodGroup]) -> DemandPiece | IgnoredPod:
     """The pod's demand piece, or why it is not one: each step below may say why not."""
     key = pod.key
@@ -592,7 +358,15 @@ def _judge(pod: Pod, groups: _Groups, settings: AdjusterSettings, now: datetime,
         return IgnoredPod(key, "vendor-not-shared", f"KAI shares NVIDIA GPUs only (its binder reserves each shared GPU with a pod "
                           f"asking for nvidia.com/gpu and finds its index with NVML): a node with {group.resource_key} "
                           "would not let this pod run, so none is asked for")
-    verdict, fraction, source = _share_of_a_gpu(share, group, shape, groups, settings)
+    if not shape.nodes:
+        dra_only, _ = groups.gpus_elsewhere(constraints, group.vendor)
+        if dra_only:
+            return IgnoredPod(key, DRA_ONLY_NODES, _dra_only_reason(dra_only))
+    verdict, fraction, source = _share_of_a_gpu(share, group, shape, settings)
+    if verdict is None and source == "gpu-memory":  # the nodes its memory fits: its group and the share of their GPUs
+        verdict, fraction, group, shape = _memory_class(share, constraints, group, shape, groups)
+        if verdict is None:
+            verdict, _, _ = _share_of_a_gpu(share, group, shape, settings)  # their node size
     if verdict is not None:
         return IgnoredPod(key, *verdict)
     resources = pod_resource_requests(spec)
@@ -610,6 +384,67 @@ def _judge(pod: Pod, groups: _Groups, settings: AdjusterSettings, now: datetime,
         created=pod.meta.created,
         resources=resources,
     )
+
+
+#: A GPU-sharing pod whose nodes publish their GPUs as DRA devices alone (IgnoredPod code).
+DRA_ONLY_NODES = "dra-only-nodes"
+
+
+def _dra_only_reason(nodes: Sequence[str]) -> str:
+    shown = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
+    return (f"the nodes it may land on ({shown}) publish their GPUs as DRA devices alone, no device plugin counts them: KAI "
+            "shares device-plugin GPUs only (v0.12.0 counts a node's GPUs from its allocatable, node_info.go), and newer KAI "
+            "refuses the pod there (\"fractional/shared GPU pods are not yet supported on DRA-only nodes\", v0.17.0 node_info.go "
+            "PredicateByNodeResourcesType), so no placeholder is made for it")
+
+
+def _judge_claims(pod: Pod, groups: Groups, settings: AdjusterSettings, now: datetime,
+                  pod_groups: Mapping[tuple[str, str], PodGroup], reader: ClaimReader) -> DemandPiece | IgnoredPod | None:
+    """The demand piece of a pod whose GPUs come through ResourceClaims (claims.py), why it is not one, or None where
+    its claims ask for no GPU."""
+    key = pod.key
+    problem, wanted = reader.gpu_requests(pod)
+    if problem is None and not wanted:
+        return None
+    constraints: tuple[str, str, str] = ("", "", "")
+    waited: Optional[float] = None
+    demand: Optional[ClaimDemand] = None
+    verdict = _not_pending_here(pod, settings)
+    if verdict is None and problem is not None:
+        verdict = problem
+    if verdict is None:
+        bad, constraints = groups.constraints(pod.spec)
+        verdict = ("bad-constraints", bad) if bad else None
+    if verdict is None:
+        verdict, waited = _waiting_for_nodes(pod, groups, settings, now, pod_groups)
+    if verdict is None and settings.autoscaler_reads_dra:
+        verdict = (CLAIMS_SEEN, "its GPUs come through ResourceClaims, which the autoscaler reads itself (--autoscaler-reads-dra): "
+                                "a placeholder would ask for them twice")
+    if verdict is None:
+        verdict, demand = reader.count(pod, wanted)
+    if verdict is not None or demand is None:
+        return IgnoredPod(key, *(verdict or ("malformed", "its claims could not be read")))
+    group, shape = groups.group(constraints, demand.vendor, "", 0, demand.device_class)
+    if not shape.nodes:
+        dra_only, plugin_only = groups.gpus_elsewhere(constraints, demand.vendor)
+        if dra_only:
+            return IgnoredPod(key, DRA_ONLY_NODES, f"its claims ask for {demand.device_class} devices and the nodes it may land on "
+                              f"({', '.join(dra_only[:3])}{' and more' if len(dra_only) > 3 else ''}) have them as DRA devices alone: "
+                              f"the autoscaler reads no DRA, and a placeholder asking for {group.resource_key} would not fit them")
+        if plugin_only:
+            return IgnoredPod(key, CLAIM_UNPLANNABLE, f"its claims ask for {demand.device_class} devices, and no node it may land on "
+                              f"publishes any ({', '.join(plugin_only[:3])}{' and more' if len(plugin_only) > 3 else ''} count "
+                              f"{group.resource_key} through the device plugin alone)")
+    node_gpus = shape.node_gpus or settings.node_gpus or MAX_NODE_GPUS
+    if demand.devices > node_gpus:
+        return IgnoredPod(key, "too-many-devices", f"its claims ask for {demand.devices} {demand.device_class} devices, but a node "
+                          f"it may land on has {node_gpus} at most")
+    resources = pod_resource_requests(pod.spec)
+    verdict = _too_large(resources, shape)
+    if verdict is not None:
+        return IgnoredPod(key, *verdict)
+    return DemandPiece(pod=key, fraction=Fraction(1), devices=demand.devices, group=group, source="claim",
+                       waiting_seconds=waited, created=pod.meta.created, resources=resources)
 
 
 def _not_pending_here(pod: Pod, settings: AdjusterSettings) -> Optional[_Verdict]:
@@ -634,7 +469,7 @@ def _not_pending_here(pod: Pod, settings: AdjusterSettings) -> Optional[_Verdict
     return None
 
 
-def _what_it_asks(annotations: Mapping[str, Any], groups: _Groups) -> tuple[Optional[_Verdict], Optional[KaiShare], Optional[str]]:
+def _what_it_asks(annotations: Mapping[str, Any], groups: Groups) -> tuple[Optional[_Verdict], Optional[KaiShare], Optional[str]]:
     """(why its annotations are not a request, the share it asks for, the vendor it names). The share is read by
     kai/share.py, as for pods that landed."""
     share = read_kai_share(annotations, groups.parsed_texts)
@@ -649,7 +484,7 @@ def _what_it_asks(annotations: Mapping[str, Any], groups: _Groups) -> tuple[Opti
     return None, share, vendor
 
 
-def _waiting_for_nodes(pod: Pod, groups: _Groups, settings: AdjusterSettings, now: datetime,
+def _waiting_for_nodes(pod: Pod, groups: Groups, settings: AdjusterSettings, now: datetime,
                        pod_groups: Mapping[tuple[str, str], PodGroup]) -> tuple[Optional[_Verdict], Optional[float]]:
     """(why it does not wait for nodes: not Unschedulable, within the grace period, out of quota; seconds it waited)."""
     cond: Optional[Condition] = pod.condition("PodScheduled")  # KAI and kube-scheduler keep one
@@ -678,7 +513,7 @@ def _waiting_for_nodes(pod: Pod, groups: _Groups, settings: AdjusterSettings, no
     return None, waited
 
 
-def _waited(stamp: Any, groups: _Groups, now: datetime) -> Optional[float]:
+def _waited(stamp: Any, groups: Groups, now: datetime) -> Optional[float]:
     """Seconds since the transition time `stamp` (None: not a time), once per distinct text."""
     if isinstance(stamp, str) and stamp in groups.waits:
         return groups.waits[stamp]
@@ -691,9 +526,10 @@ def _waited(stamp: Any, groups: _Groups, now: datetime) -> Optional[float]:
     return waited
 
 
-def _share_of_a_gpu(share: KaiShare, group: ConstraintGroup, shape: GroupShape, groups: _Groups,
+def _share_of_a_gpu(share: KaiShare, group: ConstraintGroup, shape: GroupShape,
                     settings: AdjusterSettings) -> tuple[Optional[_Verdict], Fraction, str]:
-    """(why it fits no node of its group, the fraction of each GPU it asks for, where that fraction came from)."""
+    """(why it fits no node of its group, the fraction of each GPU it asks for, where that fraction came from:
+    "gpu-memory" when its nodes' GPU memory is known, the fraction then `_memory_class`'s)."""
     devices, memory_mib = share.devices or 1, share.memory_mib
     node_gpus = shape.node_gpus or settings.node_gpus
     if node_gpus is not None and devices > node_gpus:
@@ -704,15 +540,40 @@ def _share_of_a_gpu(share: KaiShare, group: ConstraintGroup, shape: GroupShape, 
                                     "(no node of its group is known: pass --node-gpus to say what yours hold)"), Fraction(0), ""
     if share.fraction is not None:
         return None, share.fraction, "gpu-fraction"
-    if not shape.gpu_memory_mib:
+    if not shape.gpu_memories:
         return None, settings.memory_fallback_fraction, "gpu-memory-fallback"
-    if (memory_mib or 0) > shape.gpu_memory_mib:  # the fraction is above 1, compared without Fraction arithmetic
-        return ("memory-exceeds-gpu", f"asks for {memory_mib} MiB per GPU, but the GPUs it may land on have {shape.gpu_memory_mib} MiB"), Fraction(0), ""
-    fraction = groups.memory_fractions.get((memory_mib or 0, shape.gpu_memory_mib))
+    return None, Fraction(0), "gpu-memory"
+
+
+def _memory_class(share: KaiShare, constraints: tuple[str, str, str], group: ConstraintGroup, shape: GroupShape,
+                  groups: Groups) -> tuple[Optional[_Verdict], Fraction, ConstraintGroup, GroupShape]:
+    """(why no GPU of its nodes holds it, its fraction, its group, that group's shape) for a gpu-memory pod whose nodes'
+    GPU memory is known.
+
+    KAI fits a gpu-memory pod on each node by that node's own GPU memory (kai-scheduler@v0.12.0
+    pkg/scheduler/api/node_info/node_info.go: MemoryOfEveryGpuOnNode from the node's label, isValidGpuPortion;
+    gpu_sharing_node_info.go enoughResourcesOnGpu), so one group of nodes with GPUs of several sizes is, for it, only
+    the nodes whose GPUs hold it: the group of nodes of at least the smallest such memory, its share of each GPU of
+    that memory. The placeholder then asks for that memory (`ConstraintGroup.memory_requirement`), so that an
+    autoscaler with a cheaper type of smaller GPUs brings one that holds the pod. Where every GPU of the group's nodes
+    holds it, it stays in the group (its share of the smallest GPU), beside the pods it may share GPUs with, and its
+    placeholder requires nothing of memory: no node type known is too small, and an autoscaler that does not know
+    the memory label would find no node type for a placeholder that requires it.
+    """
+    memory = share.memory_mib or 0
+    memories = shape.gpu_memories
+    if memory > memories[-1]:
+        return (("memory-exceeds-gpu", f"asks for {memory} MiB per GPU, but the GPUs of the nodes it may land on have at most "
+                                       f"{memories[-1]} MiB (as KAI reads their {KAI_GPU_MEMORY_LABEL} label)"), Fraction(0), group, shape)
+    smallest = memories[bisect.bisect_left(memories, memory)]
+    fraction = groups.memory_fractions.get((memory, smallest))
     if fraction is None:
-        fraction = Fraction(memory_mib or 0, shape.gpu_memory_mib)
-        groups.memory_fractions[(memory_mib or 0, shape.gpu_memory_mib)] = fraction
-    return None, fraction, "gpu-memory"
+        fraction = Fraction(memory, smallest)
+        groups.memory_fractions[(memory, smallest)] = fraction
+    if smallest == memories[0]:  # every GPU of its nodes holds it: their group, with the pods it may share GPUs with
+        return None, fraction, group, shape
+    fitting_group, fitting_shape = groups.group(constraints, group.vendor, group.host_spread_json, smallest)
+    return None, fraction, fitting_group, fitting_shape
 
 
 def _too_large(resources: tuple[tuple[str, int], ...], shape: GroupShape) -> Optional[_Verdict]:

@@ -210,13 +210,15 @@ def plan_placeholders(
     settings: AdjusterSettings,
     now: datetime,
     pod_groups: Iterable[Any] = (),
+    **dra: Any,
 ) -> AdjusterPlan:
-    """What the adjuster asks for now. `nodes` None: node shapes unknown (memory fallback, no device check).
+    """What the adjuster asks for now. `nodes` None: node shapes unknown (memory fallback, no device check). `dra`: the
+    ResourceSlices, DeviceClasses and ResourceClaims (`slices`, `classes`, `claims` of `ClusterSnapshot.read`).
 
     The offline plan (`adjuster plan`) also says where waiting pods stand beside free GPUs they may use
     (`free_gpu_notes`); a pass of `adjuster run` (`plan_in`) does not spend the time: nobody reads it there.
     """
-    snapshot = ClusterSnapshot.read(pods, nodes, now, pod_groups)
+    snapshot = ClusterSnapshot.read(pods, nodes, now, pod_groups, **dra)
     plan = plan_in(snapshot, settings)
     if plan.policy != "exact" or snapshot.nodes is None:
         return plan
@@ -307,6 +309,10 @@ def _plan_group(
 ) -> None:
     """One constraint group: pack it exactly, take the scheduler's placement of it as its placeholders."""
     node_gpus, source = _node_size(group, pieces, shape, settings, so_far.notes)
+    if group.device_class:
+        so_far.notes.append(f"group {group.id}: pods whose GPUs come through ResourceClaims of DeviceClass {group.device_class}: "
+                            f"a placeholder asks for as many {group.resource_key} (the autoscaler reads no DRA), on nodes that "
+                            "publish the class's devices and the device plugin's count")
     if any(p.source == "gpu-memory-fallback" for p in pieces):
         so_far.notes.append(f"group {group.id}: GPU memory of its nodes unknown: gpu-memory pods count as {format_fraction(settings.memory_fallback_fraction)} of a GPU")
     items = [PackItem(p.pod, p.fraction, p.devices, p.resources) for p in pieces]

@@ -88,9 +88,10 @@ from raybridge.adjuster.decision.plan import (
 )
 from raybridge.kai.share import asks_for_share, kai_gpu_memory_mib, landed_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
-from raybridge.adjuster.decision.demand import ClusterSnapshot, ConstraintGroup, DemandPiece, demand_in
+from raybridge.adjuster.decision.demand import ClusterSnapshot, ConstraintGroup, DemandPiece, base_group_id, demand_in
 from raybridge.adjuster.decision.host_spread import HOSTNAME_KEY
 from raybridge.core.inventory import (
+    DeviceSources,
     named_nodes,
     node_allocatable_resources,
     node_gpus_by_vendor,
@@ -227,8 +228,9 @@ def _node_gpus(nodes: Optional[Iterable[Node]]) -> tuple[dict[str, list[Fraction
     return rooms, memory
 
 
-def _node_rooms(nodes: Optional[Iterable[Node]], pods: Sequence[Pod]) -> dict[str, list[Fraction]]:
-    """Per node: the room left on each GPU (any vendor) once the pods bound there and not finished are placed.
+def _node_rooms(nodes: Optional[Iterable[Node]], pods: Sequence[Pod], claimed: Optional[Mapping[str, int]] = None) -> dict[str, list[Fraction]]:
+    """Per node: the room left on each GPU (any vendor) once the pods bound there and not finished are placed, and
+    the GPUs its DRA devices allocated to claims are (`claimed`: the same GPUs the device plugin counts, taken whole).
 
     A KAI reservation pod marks one GPU as shared: its room is what the shared pods of its GPU group
     leave (the reservation's own whole-GPU request is that same GPU, not another). Other whole-GPU pods
@@ -243,6 +245,13 @@ def _node_rooms(nodes: Optional[Iterable[Node]], pods: Sequence[Pod]) -> dict[st
             continue
         bound.append((pod.node_name, pod, pod.meta.labels))
     shared = _kai_shared_gpus(bound, rooms)
+    for node_name, count in (claimed or {}).items():
+        room = rooms.get(node_name)
+        if room is None:
+            continue
+        taken = {i for (n, _), i in shared.items() if n == node_name}
+        for i in [i for i in range(len(room)) if i not in taken][:count]:
+            room[i] = Fraction(0)
     # GPUs are numbered here, not as the device plugin does: the shared ones first, then the others.
     sharing: dict[str, list[tuple[Fraction, int]]] = {}
     for node_name, pod, labels in bound:
@@ -306,27 +315,29 @@ def _credit(room: list[Fraction], gpus: int) -> list[int]:
 
 
 def _fill_at(pieces: Sequence[DemandPiece], room: list[Fraction], indices: list[int], resources_left: Optional[dict[str, int]] = None,
-             kinds_left: Optional[dict[str, int]] = None) -> set[str]:
+             kinds_left: Optional[dict[str, int]] = None, gpu_memory: Optional[int] = None) -> set[str]:
     """`_fill` into the GPUs `indices` of `room`, lowering `room` (and `resources_left`, `kinds_left`) in place."""
     part = [room[i] for i in indices]
-    fitting = _fill(pieces, part, resources_left, kinds_left)
+    fitting = _fill(pieces, part, resources_left, kinds_left, gpu_memory)
     for i, left in zip(indices, part):
         room[i] = left
     return fitting
 
 
 def _fill(pieces: Sequence[DemandPiece], free: list[Fraction], resources_left: Optional[dict[str, int]] = None,
-          kinds_left: Optional[dict[str, int]] = None) -> set[str]:
+          kinds_left: Optional[dict[str, int]] = None, gpu_memory: Optional[int] = None) -> set[str]:
     """Place what fits into `free` (room per GPU, lowered in place) and `resources_left` (the node's CPU, memory,
     ...; None: not limited): first fit, largest first. A pod whose GPU share fits but whose CPU or memory does
     not is not held: the node it waits for could never take it; nor is a pod whose kind the node already holds
-    as many of as it may (`kinds_left`, by group: host_spread.py)."""
+    as many of as it may (`kinds_left`, by group: host_spread.py). A gpu-memory pod's share is of this node's own
+    GPUs (`gpu_memory`, KAI's reading; `DemandPiece.share_on`): none where they are too small for it."""
     fitting: set[str] = set()
-    for piece in sorted(pieces, key=lambda p: (-p.fraction * p.devices, p.pod)):
-        chosen = [i for i, room in enumerate(free) if room >= piece.fraction][: piece.devices]
+    shares = [(share, piece) for piece in pieces if (share := piece.share_on(gpu_memory)) is not None]
+    for share, piece in sorted(shares, key=lambda s: (-s[0] * s[1].devices, s[1].pod)):
+        chosen = [i for i, room in enumerate(free) if room >= share][: piece.devices]
         if len(chosen) < piece.devices:
             continue
-        kind = piece.group.id if kinds_left is not None and piece.group.host_spread_json else None
+        kind = piece.group.base_id if kinds_left is not None and piece.group.host_spread_json else None
         if kind is not None and kinds_left.get(kind, 0) < 1:  # type: ignore[union-attr]
             continue
         if resources_left is not None:
@@ -337,7 +348,7 @@ def _fill(pieces: Sequence[DemandPiece], free: list[Fraction], resources_left: O
         if kind is not None:
             kinds_left[kind] -= 1  # type: ignore[index]
         for i in chosen:
-            free[i] -= piece.fraction
+            free[i] -= share
         fitting.add(piece.pod)
     return fitting
 
@@ -422,6 +433,8 @@ class _Rooms:
 
     gpus: dict[str, list[Fraction]]
     resources: dict[str, dict[str, int]]
+    #: Per node, the MiB of its GPUs as KAI reads them (None: unknown).
+    memory: dict[str, Optional[int]] = field(default_factory=dict)
     #: Provided placeholders kept with room left on their node: (placeholder, its node's room, the GPUs credited).
     slack: list[tuple[ExistingPlaceholder, list[Fraction], list[int]]] = field(default_factory=list)
     #: Provided placeholders whose own pods all landed: kept only while their node's room holds other waiting pods.
@@ -442,10 +455,29 @@ class _Rooms:
                     self.bound.setdefault(pod.node_name, []).append(pod)
         mine = self.kinds.setdefault(node, {})
         for piece in pieces:
-            spread = piece.group.host_spread if piece.group.id not in mine else None
+            spread = piece.group.host_spread if piece.group.base_id not in mine else None
             if spread is not None:
-                mine[piece.group.id] = spread.per_node - sum(1 for pod in self.bound.get(node, ()) if spread.is_one_of(pod))
+                mine[piece.group.base_id] = spread.per_node - sum(1 for pod in self.bound.get(node, ()) if spread.is_one_of(pod))
         return mine
+
+
+def _read_rooms(state: _Pass) -> _Rooms:
+    """Every node's room as the pods bound there leave it, in GPUs and in its other resources, and the MiB of its GPUs
+    as KAI reads them, of which a waiting gpu-memory pod's share is taken there."""
+    return _Rooms(_node_rooms(state.nodes, state.pods, _claimed_gpus(state.snapshot.devices)), _node_resources_left(state.nodes, state.pods),
+                  _node_gpus(state.nodes)[1])
+
+
+def _claimed_gpus(devices: DeviceSources) -> dict[str, int]:
+    """Per node, its whole GPUs that DRA devices allocated to claims hold (none where claims are not known)."""
+    if not devices.allocated:
+        return {}
+    found: dict[str, int] = {}
+    for node, gpus in devices.by_node.items():
+        count = sum(1 for g in gpus if g.whole and (g.driver, g.pool, g.device) in devices.allocated)
+        if count:
+            found[node] = count
+    return found
 
 
 def _credit_provided(state: _Pass, provided: list[ExistingPlaceholder]) -> _Rooms:
@@ -456,8 +488,7 @@ def _credit_provided(state: _Pass, provided: list[ExistingPlaceholder]) -> _Room
     earlier placeholder's credit), and covers only the pods that room holds, planned with what is known now (a
     node's GPU memory, say). Pods it cannot hold are planned again at once, not after the timeout.
     """
-    rooms = _Rooms(_node_rooms(state.nodes, state.pods) if provided else {},
-                   _node_resources_left(state.nodes, state.pods) if provided else {})
+    rooms = _read_rooms(state) if provided else _Rooms({}, {})
     by_key = {p.key: p for p in state.pods} if provided else {}
     credited_nodes: set[str] = set()
     for ph in sorted(provided, key=lambda p: (p.provided_at or state.now, p.name)):
@@ -484,7 +515,8 @@ def _credit_provided(state: _Pass, provided: list[ExistingPlaceholder]) -> _Room
         own = [by_key[k] for k in sorted(still_waiting) if k in by_key]
         node_resources = rooms.resources.get(ph.node) if ph.node else None
         pieces = state.demand(own) if own and share else ()
-        held = _fill_at(pieces, node_room, share, node_resources, rooms.kinds_on(ph.node, pieces, state.pods)) if pieces else set()
+        held = (_fill_at(pieces, node_room, share, node_resources, rooms.kinds_on(ph.node, pieces, state.pods), rooms.memory.get(ph.node or ""))
+                if pieces else set())
         if not held and ph.node is not None:
             reason = DELETE_DOUBLE_COUNTED if ph.node in credited_nodes else DELETE_CAPACITY_TAKEN
             state.delete.append((ph.name, reason))
@@ -521,8 +553,12 @@ def _fill_provided_slack(state: _Pass, rooms: _Rooms) -> None:
     pieces = state.demand(others) if others else ()
 
     def fill(group: str, node_room: list[Fraction], where: list[int], node: Optional[str]) -> set[str]:
-        wanted = [piece for piece in pieces if piece.group.id == group and piece.pod not in state.covered]
-        return _fill_at(wanted, node_room, where, rooms.resources.get(node) if node else None, rooms.kinds_on(node, wanted, state.pods))
+        # Pods of its constraints whatever their GPU memory: the node is there, and each holds only what its own
+        # GPUs fit (`_fill`, `DemandPiece.share_on`).
+        base = base_group_id(group)
+        wanted = [piece for piece in pieces if piece.group.base_id == base and piece.pod not in state.covered]
+        return _fill_at(wanted, node_room, where, rooms.resources.get(node) if node else None, rooms.kinds_on(node, wanted, state.pods),
+                        rooms.memory.get(node) if node else None)
 
     for ph, node_room, share in rooms.slack:
         state.covered |= fill(ph.group, node_room, _with_room(node_room) if ph.node else share, ph.node)
@@ -566,7 +602,7 @@ def _fill_new_nodes(state: _Pass, rooms: _Rooms) -> None:
     if not new:
         return
     if not rooms.gpus:  # no placeholder on a node this pass: the rooms were not read yet
-        rooms = _Rooms(_node_rooms(state.nodes, state.pods), _node_resources_left(state.nodes, state.pods))
+        rooms = _read_rooms(state)
     # A group with a placeholder still pending may be the one a new node came up for: its nodes on their way
     # already hold its waiting pods (`_place_on_pending`), and counting the node here too would count it twice.
     waiting_for_nodes = {ph.group for ph in state.existing if ph.state == PENDING}
@@ -577,7 +613,8 @@ def _fill_new_nodes(state: _Pass, rooms: _Rooms) -> None:
             continue
         wanted = [piece for piece in pieces if piece.pod not in state.covered and piece.group.admits_node(node)]
         if wanted:
-            state.covered |= _fill_at(wanted, room, _with_room(room), rooms.resources.get(node.name), rooms.kinds_on(node.name, wanted, state.pods))
+            state.covered |= _fill_at(wanted, room, _with_room(room), rooms.resources.get(node.name), rooms.kinds_on(node.name, wanted, state.pods),
+                                      rooms.memory.get(node.name))
 
 
 def _nodes_on_their_way(placeholders: list[ExistingPlaceholder], node_gpus: int) -> list[list[ExistingPlaceholder]]:
@@ -794,10 +831,12 @@ def reconcile(
     name_prefix: str,
     pod_groups: Iterable[Any] = (),
     batch: Optional[BatchWindow] = None,
+    dra: Optional[Mapping[str, Any]] = None,
 ) -> Reconcile:
     """Decide one pass. `pods` are the cluster's pods without the placeholders themselves; `batch`: new placeholders
-    wait while a burst is still arriving (None: they are made at once)."""
-    snapshot = ClusterSnapshot.read(pods, nodes, now, pod_groups)
+    wait while a burst is still arriving (None: they are made at once); `dra`: the `slices`, `classes` and `claims`
+    of `ClusterSnapshot.read`."""
+    snapshot = ClusterSnapshot.read(pods, nodes, now, pod_groups, **(dra or {}))
     return reconcile_in(snapshot, existing, settings, provision_timeout_seconds=provision_timeout_seconds, name_prefix=name_prefix,
                         batch=batch)
 

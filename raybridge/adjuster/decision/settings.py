@@ -25,11 +25,12 @@ from raybridge.core.consts import (
     ADJUSTER_DEFAULT_GRACE_SECONDS,
     ADJUSTER_DEFAULT_MEMORY_FRACTION,
     ADJUSTER_DEFAULT_VENDOR,
+    KAI_GPU_MEMORY_LABEL,
     KAI_SCALE_ADJUST_NAMESPACE,
     KAI_SCHEDULER_NAME,
     VENDORS,
 )
-from raybridge.core.names import name_problem, namespace_problem
+from raybridge.core.names import label_key_problem, name_problem, namespace_problem
 
 MODES = ("placeholder", "provisioning-request")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -126,6 +127,12 @@ class AdjusterSettings:
     search_budget: int = 200_000
     #: KAI policy: where KAI's scaling pods live.
     kai_namespace: str = KAI_SCALE_ADJUST_NAMESPACE
+    #: The node label (MiB per GPU) a placeholder for gpu-memory pods requires at least their memory by, so that the
+    #: autoscaler brings a node type whose GPUs hold them ("": it requires none). KAI's own label by default.
+    gpu_memory_label: str = KAI_GPU_MEMORY_LABEL
+    #: The autoscaler reads pods' ResourceClaims itself (Karpenter --ignore-dra-requests=false, cluster-autoscaler
+    #: --enable-dynamic-resource-allocation): pods whose GPUs come through claims are then its, as whole-GPU pods are.
+    autoscaler_reads_dra: bool = False
 
     def __post_init__(self) -> None:
         ratio = self.memory_fallback_fraction
@@ -158,6 +165,12 @@ class AdjusterSettings:
         node_gpus = self.node_gpus
         if node_gpus is not None and (isinstance(node_gpus, bool) or not isinstance(node_gpus, int) or node_gpus < 1):
             found.append(f"--node-gpus (GPUs per node) must be a whole number >= 1 (got {node_gpus!r})")
+        label = self.gpu_memory_label
+        if not isinstance(label, str) or (label and label_key_problem(label)):
+            found.append(f"--gpu-memory-label must be a label key or empty (got {label!r}): "
+                         f"{label_key_problem(label) if isinstance(label, str) else 'not text'}")
+        if not isinstance(self.autoscaler_reads_dra, bool):
+            found.append(f"--autoscaler-reads-dra must be true or false (got {self.autoscaler_reads_dra!r})")
         for name in ("exact_max_slices", "search_budget"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
