@@ -69,6 +69,10 @@ CONTROLLERS = (
     "replicaset-controller", "deployment-controller", "statefulset-controller", "daemonset-controller",
     "endpointslice-controller", "endpoints-controller", "pod-garbage-collector-controller", "ttl-after-finished-controller",
     "node-lifecycle-controller", "taint-eviction-controller", "disruption-controller", "validatingadmissionpolicy-status-controller",
+    # DRA: a pod's ResourceClaim made from its ResourceClaimTemplate (kubernetes@v1.34.4
+    # cmd/kube-controller-manager/names/controller_names.go ResourceClaimController); without it such a pod stays
+    # unschedulable ("ResourceClaim not created yet").
+    "resourceclaim-controller",
 )  # fmt: skip
 
 
@@ -559,13 +563,14 @@ class Stack:
         config.update(self.options.kueue_config)
         config_path = self.workdir / "kueue" / "config.yaml"
         config_path.write_text(yaml.safe_dump(config))
-        kueue_argv = [str(self.binaries["kueue"]), f"--config={config_path}", f"--kubeconfig={self.kubeconfig}", "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=info"]
+        gates = "--feature-gates=VisibilityOnDemand=false"
+        kueue_argv = [str(self.binaries["kueue"]), f"--config={config_path}", f"--kubeconfig={self.kubeconfig}", gates, "--zap-log-level=info"]
         argv = _with_etc_layer(etc_layer, kueue_argv)
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), POD_NAMESPACE=KUEUE_NAMESPACE)
         process = self._process("kueue", argv, env)
         process.wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 120)
         self.apply(self._kueue_webhooks(source, webhook_port))
-        self.apply(kueue_record(kueue.version))
+        self.apply(kueue_record(kueue.version, config, [gates]))
 
 
 #: Where the KubeRay operator's Deployment is recorded (the namespace its Helm chart's docs install it in).
@@ -593,18 +598,32 @@ def kuberay_operator_record(version: str) -> list[dict]:
     ]  # fmt: skip
 
 
-def kueue_record(version: str) -> list[dict]:
+#: The ConfigMap Kueue's Helm chart keeps the Configuration in, and its key (charts/kueue/templates/manager/manager-config.yaml).
+KUEUE_CONFIG_MAP = "kueue-manager-config"
+KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
+
+
+def kueue_record(version: str, config: Optional[dict] = None, args: Optional[list[str]] = None) -> list[dict]:
     """The Deployment Kueue's Helm chart creates for the controller manager this stack runs as a process, with no
     replicas (charts/kueue/templates/manager/manager.yaml and _helpers.tpl "kueue.controllerManager.labels" at
-    v0.17.0), for a client to read Kueue's release from."""
+    v0.17.0), for a client to read Kueue's release from; with `config`, the ConfigMap the chart mounts it from
+    (volume `manager-config`) and the process's own `args` (its feature gates), as the chart passes them."""
     selector = {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/instance": "kueue", "control-plane": "controller-manager"}
     labels = {**selector, "app.kubernetes.io/version": version, "app.kubernetes.io/component": "controller", "app.kubernetes.io/managed-by": "Helm"}
-    container = {"name": "manager", "image": f"registry.k8s.io/kueue/kueue:{version}", "command": ["/manager"]}
-    return [
+    container: dict = {"name": "manager", "image": f"registry.k8s.io/kueue/kueue:{version}", "command": ["/manager"]}
+    pod: dict = {"containers": [container]}
+    objects: list[dict] = []
+    if config is not None:
+        container["args"] = [f"--config=/{KUEUE_CONFIG_KEY}", *(args or [])]
+        container["volumeMounts"] = [{"name": "manager-config", "mountPath": f"/{KUEUE_CONFIG_KEY}", "subPath": KUEUE_CONFIG_KEY}]
+        pod["volumes"] = [{"name": "manager-config", "configMap": {"name": KUEUE_CONFIG_MAP}}]
+        objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": KUEUE_CONFIG_MAP, "namespace": KUEUE_NAMESPACE},
+                        "data": {KUEUE_CONFIG_KEY: yaml.safe_dump(config)}})  # fmt: skip
+    return objects + [
         {"apiVersion": "apps/v1", "kind": "Deployment",
          "metadata": {"name": "kueue-controller-manager", "namespace": KUEUE_NAMESPACE, "labels": labels},
          "spec": {"replicas": 0, "selector": {"matchLabels": selector},
-                  "template": {"metadata": {"labels": selector}, "spec": {"containers": [container]}}}},
+                  "template": {"metadata": {"labels": selector}, "spec": pod}}},
     ]  # fmt: skip
 
 
