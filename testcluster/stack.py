@@ -4,7 +4,7 @@ Why: raybridge's tests judge it against the real kube-apiserver (and etcd), the
 scheduler and controller manager, kwok's nodes and pods, the KubeRay operator and
 Kueue, built from their Go modules (programs.py). `Stack` starts them in order, each
 waited for until it answers, installs the operators' CRDs and Kueue's webhooks from
-their modules, and writes an admin kubeconfig.
+their modules (kueue.py, kai.py, karpenter.py), and writes an admin kubeconfig.
 
 How the parts reach each other without leaving loopback:
 - the API server listens on 127.0.0.1 only; every client (the controllers, kwok, the
@@ -59,7 +59,6 @@ DEFAULT_OPERATORS = ("kuberay", "kueue")
 #: nothing dials them. A machine may sit on one (a sandbox's eth0 in 192.0.2.0/24), so the stack takes the
 #: first two that no route of this machine covers (`_unrouted_ranges`).
 ADDRESS_RANGES = ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "198.18.0.0/24", "198.19.0.0/24")
-KUEUE_NAMESPACE = "kueue-system"
 #: The controller manager's controllers a cluster of workloads needs: owners and namespaces cleaned up, service
 #: accounts, the workload controllers, endpoints, node health and eviction, PDBs, ValidatingAdmissionPolicy status.
 #: Left out what nothing here uses: volumes, cloud, certificates and bootstrap tokens, HPA, resource quota, IPAM.
@@ -208,7 +207,9 @@ class Stack:
             self._start_kuberay()
             say(f"KubeRay {self.programs['kuberay'].version} ready")
         if "kueue" in self.options.operators:
-            self._start_kueue()
+            from testcluster.kueue import start_kueue
+
+            start_kueue(self)
             say(f"Kueue {self.programs['kueue'].version} ready")
         if "karpenter" in self.options.operators:
             from testcluster import karpenter  # its own module, which uses this one
@@ -486,88 +487,6 @@ class Stack:
         host, port = self.options.ray_dashboard.rsplit(":", 1)
         return host, int(port)
 
-    def _kueue_certificates(self) -> tuple[Path, Path]:
-        """The webhook serving certificate (in certDir) and the metrics certificate Kueue reads from the
-        fixed /etc/kueue/metrics/certs (cmd/kueue/main.go): laid in a directory that an overlay puts over /etc."""
-        assert self.pki is not None
-        webhook = self.pki.serving("kueue-webhook", ("127.0.0.1", "localhost"))
-        cert_dir = self.workdir / "kueue" / "webhook-certs"
-        cert_dir.mkdir(parents=True)
-        shutil.copy(webhook.cert, cert_dir / "tls.crt")
-        shutil.copy(webhook.key, cert_dir / "tls.key")
-        etc_layer = self.workdir / "kueue" / "etc"
-        metrics_dir = etc_layer / "kueue" / "metrics" / "certs"
-        metrics_dir.mkdir(parents=True)
-        shutil.copy(webhook.cert, metrics_dir / "tls.crt")
-        shutil.copy(webhook.key, metrics_dir / "tls.key")
-        return cert_dir, etc_layer
-
-    def _kueue_webhooks(self, source: Path, port: int) -> list[dict]:
-        """Kueue's webhook configurations (config/components/webhook), called by URL with the stack's CA,
-        with the namespace selectors its kustomization adds for pods, deployments and statefulsets."""
-        assert self.pki is not None
-        folder = source / "config" / "components" / "webhook"
-        selectors: dict[str, dict] = {}
-        for patch in yaml.safe_load((folder / "kustomization.yaml").read_text()).get("patches", []):
-            for hook in yaml.safe_load(patch.get("patch", "{}") or "{}").get("webhooks", []):
-                selectors[hook["name"]] = hook["namespaceSelector"]
-        configurations = []
-        for document in _yaml_documents(folder / "manifests.yaml"):
-            document["metadata"]["name"] = "kueue-" + document["metadata"]["name"]
-            for hook in document.get("webhooks", []):
-                path = hook["clientConfig"]["service"]["path"]
-                hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": self.pki.ca_data}
-                if hook["name"] in selectors:
-                    hook["namespaceSelector"] = selectors[hook["name"]]
-            configurations.append(document)
-        return configurations
-
-    def _kueue_crds(self, source: Path, port: int) -> list[dict]:
-        """Kueue's CRDs, with the conversion webhook on those its kustomization patches (config/components/crd:
-        the `webhook_in_*` patches its kustomization.yaml lists; the folder holds more, such as ResourceFlavors',
-        whose types have no conversion, so a webhook there fails every read in the other version)."""
-        assert self.pki is not None
-        crd_folder = source / "config" / "components" / "crd"
-        listed = [entry["path"] for entry in yaml.safe_load((crd_folder / "kustomization.yaml").read_text()).get("patches") or []]
-        patches = [crd_folder / path for path in listed if Path(path).name.startswith("webhook_in_")]
-        converted = {doc["metadata"]["name"] for path in patches for doc in _yaml_documents(path)}
-        crds = [doc for path in sorted((crd_folder / "bases").glob("*.yaml")) for doc in _yaml_documents(path)]
-        for crd in crds:
-            if crd["metadata"]["name"] in converted:
-                crd["spec"]["conversion"] = {
-                    "strategy": "Webhook",
-                    "webhook": {"clientConfig": {"url": f"https://127.0.0.1:{port}/convert", "caBundle": self.pki.ca_data}, "conversionReviewVersions": ["v1"]},
-                }
-        return crds
-
-    def _start_kueue(self) -> None:
-        kueue = self.programs["kueue"]
-        source = _module_dir(kueue.upstream_module(), kueue.module_dir)
-        webhook_port, probe, metrics = free_port(), free_port(), free_port()
-        cert_dir, etc_layer = self._kueue_certificates()
-        self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUEUE_NAMESPACE}}])
-        self._install_crds(self._kueue_crds(source, webhook_port))
-        config = _kueue_config(source)
-        config.update({
-            "namespace": KUEUE_NAMESPACE,
-            "health": {"healthProbeBindAddress": f"127.0.0.1:{probe}"},
-            "metrics": {"bindAddress": f"127.0.0.1:{metrics}"},
-            "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
-            "leaderElection": {"leaderElect": False},
-            "internalCertManagement": {"enable": False},
-        })  # fmt: skip
-        config.update(self.options.kueue_config)
-        config_path = self.workdir / "kueue" / "config.yaml"
-        config_path.write_text(yaml.safe_dump(config))
-        kueue_argv = [str(self.binaries["kueue"]), f"--config={config_path}", f"--kubeconfig={self.kubeconfig}", "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=info"]
-        argv = _with_etc_layer(etc_layer, kueue_argv)
-        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), POD_NAMESPACE=KUEUE_NAMESPACE)
-        process = self._process("kueue", argv, env)
-        process.wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 120)
-        self.apply(self._kueue_webhooks(source, webhook_port))
-        self.apply(kueue_record(kueue.version))
-
-
 #: Where the KubeRay operator's Deployment is recorded (the namespace its Helm chart's docs install it in).
 KUBERAY_NAMESPACE = "kuberay-system"
 
@@ -591,36 +510,6 @@ def kuberay_operator_record(version: str) -> list[dict]:
          "spec": {"replicas": 0, "selector": {"matchLabels": selector},
                   "template": {"metadata": {"labels": selector}, "spec": {"containers": [container]}}}},
     ]  # fmt: skip
-
-
-def kueue_record(version: str) -> list[dict]:
-    """The Deployment Kueue's Helm chart creates for the controller manager this stack runs as a process, with no
-    replicas (charts/kueue/templates/manager/manager.yaml and _helpers.tpl "kueue.controllerManager.labels" at
-    v0.17.0), for a client to read Kueue's release from."""
-    selector = {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/instance": "kueue", "control-plane": "controller-manager"}
-    labels = {**selector, "app.kubernetes.io/version": version, "app.kubernetes.io/component": "controller", "app.kubernetes.io/managed-by": "Helm"}
-    container = {"name": "manager", "image": f"registry.k8s.io/kueue/kueue:{version}", "command": ["/manager"]}
-    return [
-        {"apiVersion": "apps/v1", "kind": "Deployment",
-         "metadata": {"name": "kueue-controller-manager", "namespace": KUEUE_NAMESPACE, "labels": labels},
-         "spec": {"replicas": 0, "selector": {"matchLabels": selector},
-                  "template": {"metadata": {"labels": selector}, "spec": {"containers": [container]}}}},
-    ]  # fmt: skip
-
-
-def _kueue_config(source: Path) -> dict:
-    """The release's own default Configuration (config/components/manager/controller_manager_config.yaml: its
-    API version, integrations and controller settings), which the stack then points at loopback."""
-    return yaml.safe_load((source / "config" / "components" / "manager" / "controller_manager_config.yaml").read_text())
-
-
-def _with_etc_layer(layer: Path, argv: list[str]) -> list[str]:
-    """`argv` run in a mount namespace of its own whose /etc is the host's with `layer` over it (read-only
-    overlay): nothing is written to the host's /etc. Root uses a plain mount namespace, others a user
-    namespace mapped to root (Linux 5.11 or later)."""
-    unshare = ["unshare", "--mount", "--propagation", "private"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--mount"]
-    script = 'mount -t overlay testcluster-etc -o "lowerdir=$1:/etc" /etc && shift && exec "$@"'
-    return unshare + ["sh", "-c", script, "sh", str(layer)] + argv
 
 
 def completing_stage(name: str, match_labels: dict[str, str]) -> dict:
