@@ -3,9 +3,11 @@
 Why: to try raybridge (or kubectl) by hand against the same programs the tests use:
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok nodes, the KubeRay
 operator and Kueue, built from their Go modules on first use. It creates the example
-cluster's nodes, starts a local Ray head that every RayCluster's head pod stands for,
-writes the kubeconfig, says `ready`, and runs until interrupted; then it stops
-everything it started and removes its temp directory.
+cluster's nodes, starts a local Ray head that every RayCluster's head pod stands for
+(with Ray's token authentication on, reached through the stack's door: stack.py),
+writes the kubeconfig (a new owner-only file renamed into place: no file that another
+user made or linked there receives the admin key), says `ready`, and runs until
+interrupted; then it stops everything it started and removes its temp directory.
 
 What it does not do: no detaching (it runs in the foreground), no second cluster in one
 process, no upgrade of a running cluster.
@@ -15,11 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
+import stat
 import sys
+import tempfile
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 from testcluster.processes import StartError
 from testcluster.programs import PROGRAMS, RELEASES, BuildError, GoMissing, ensure_built
@@ -32,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m testcluster", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     up = commands.add_parser("up", help="start a cluster and run until interrupted")
-    up.add_argument("--kubeconfig", required=True, type=Path, help="where to write the admin kubeconfig")
+    up.add_argument("--kubeconfig", required=True, type=Path, help="where to write the admin kubeconfig (a file of your own, in a directory no other user may write to; made if missing)")
     up.add_argument("--with", dest="operators", default=",".join(DEFAULT_OPERATORS), help=f"operators to start, comma-separated, of {','.join(OPERATORS)} (default {','.join(DEFAULT_OPERATORS)}; '' for none)")
     up.add_argument("--nodes", type=Path, default=EXAMPLE_NODES, help="a Node list (JSON or YAML) to create as kwok nodes (default: the example cluster's)")
     up.add_argument("--ray-dashboard", metavar="HOST:PORT", help="the Ray head every head pod stands for (default: start a local one)")
@@ -42,11 +47,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _refuse(message: str) -> NoReturn:
+    """Bad input: one line on stderr, status 2, nothing started."""
+    print(f"python -m testcluster: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
 def _operators(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     unknown = [name for name in names if name not in OPERATORS]
     if unknown:
-        raise SystemExit(f"python -m testcluster: error: --with: unknown operator {unknown[0]!r} (choose from {', '.join(OPERATORS)})")
+        _refuse(f"--with: unknown operator {unknown[0]!r} (choose from {', '.join(OPERATORS)})")
     return names
 
 
@@ -56,11 +67,56 @@ def _nodes(path: Path) -> list[dict]:
     try:
         loaded = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
-        raise SystemExit(f"python -m testcluster: error: --nodes {path}: {exc}") from None
+        _refuse(f"--nodes {path}: {exc}")
     items = loaded.get("items", []) if isinstance(loaded, dict) and loaded.get("kind") == "List" else loaded
     if not isinstance(items, list) or not all(isinstance(i, dict) and i.get("metadata", {}).get("name") for i in items):
-        raise SystemExit(f"python -m testcluster: error: --nodes {path}: not a list of Nodes")
+        _refuse(f"--nodes {path}: not a list of Nodes")
     return items
+
+
+def _kubeconfig_destination(path: Path) -> Path:
+    """Where `up` may write the admin kubeconfig, or a refusal (status 2) saying why not, before anything starts.
+
+    The file must never be one that another user made, or can swap: not a symbolic link, not an existing file of
+    another user's (one made in a shared directory such as /tmp before `up` ran would receive the admin key while
+    its owner reads it), in a directory that no other user may write to unless it is sticky (as /tmp is: there no
+    other user can replace a file of this one's). A missing directory is made, owner-only."""
+    prefix = f"--kubeconfig {path}"
+    if path.is_symlink():
+        _refuse(f"{prefix}: is a symbolic link; give the path of a file of your own")
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        _refuse(f"{prefix}: {exc.strerror}")
+    if info is not None and (not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid()):
+        whose = "is not a regular file" if not stat.S_ISREG(info.st_mode) else f"belongs to user id {info.st_uid}, not to you"
+        _refuse(f"{prefix}: {whose}; give a path in a directory of your own (e.g. ~/.kube/testcluster)")
+    folder = path.parent
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder_info = folder.stat()
+    except OSError as exc:
+        _refuse(f"{prefix}: cannot make its directory: {exc.strerror}")
+    if folder_info.st_uid not in (os.getuid(), 0):
+        _refuse(f"{prefix}: its directory belongs to user id {folder_info.st_uid}; give a path in a directory of your own")
+    if folder_info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not folder_info.st_mode & stat.S_ISVTX:
+        _refuse(f"{prefix}: other users may write to its directory; give a path in a directory of your own")
+    return path
+
+
+def _write_private(path: Path, text: str) -> None:
+    """`text` into `path`, readable by this user alone: written to a new file of its own beside it (O_EXCL, mode
+    0600) and renamed over `path`, so no file that someone else made or linked there receives it."""
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def _say(line: str) -> None:
@@ -70,6 +126,7 @@ def _say(line: str) -> None:
 def _up(args: argparse.Namespace) -> int:
     operators = _operators(args.operators)
     nodes = _nodes(args.nodes) if args.nodes else []
+    kubeconfig = _kubeconfig_destination(args.kubeconfig.expanduser())
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
@@ -77,10 +134,13 @@ def _up(args: argparse.Namespace) -> int:
             operators=operators, ray_dashboard=args.ray_dashboard, start_ray_head=not args.no_ray, nodes=nodes, progress=_say,
         )  # fmt: skip
         with Stack(options) as stack:
-            args.kubeconfig.write_text(stack.kubeconfig.read_text())
-            args.kubeconfig.chmod(0o600)
-            _say(f"ready: {stack.server}, kubeconfig {args.kubeconfig}, {len(nodes)} nodes, logs in {stack.workdir / 'logs'} (Ctrl-C stops everything)")
             try:
+                _write_private(kubeconfig, stack.kubeconfig.read_text())
+            except OSError as exc:
+                _say(f"error: --kubeconfig {kubeconfig}: cannot write it: {exc.strerror}")
+                return 1
+            try:  # from the moment `ready` is said, Ctrl-C is a stop, not an interrupted start
+                _say(f"ready: {stack.server}, kubeconfig {kubeconfig}, {len(nodes)} nodes, logs in {stack.workdir / 'logs'} (Ctrl-C stops everything)")
                 while not stop.wait(0.5):
                     dead = [p.name for p in stack.processes if not p.running()]
                     if dead:

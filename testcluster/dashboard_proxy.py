@@ -12,8 +12,9 @@ loopback.
 
 What this does not do: no CONNECT (KubeRay speaks plain HTTP to the dashboard), no
 per-cluster heads (every RayCluster's service maps to the one head, as one head
-stands for every head pod), no token checks (the head's own). It serves this user's
-processes alone: a connection from another user's socket is closed unanswered.
+stands for every head pod), no token checks (the head's own, or the door's behind it). It serves the operator's
+process alone once the stack names it (`serve_only`), this user's processes until then: any other connection is
+closed unanswered.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from __future__ import annotations
 import http.client
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Optional
+from pathlib import Path
+from typing import Optional, Union
 from urllib.parse import urlsplit
 
-from testcluster.loopback import peer_is_this_user
+from testcluster.loopback import peer_is_held_by, peer_is_this_user
+from testcluster.processes import UnixHTTPConnection
 
 __all__ = ["DashboardProxy"]
 
@@ -58,14 +61,18 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else None
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP and k.lower() != "host"}
         path = target.path + (f"?{target.query}" if target.query else "")
-        backend_host, backend_port = self.server.backend
-        connection = http.client.HTTPConnection(backend_host, backend_port, timeout=60)
+        backend = self.server.backend
+        if isinstance(backend, Path):
+            connection: http.client.HTTPConnection = UnixHTTPConnection(backend, timeout=60)
+        else:
+            connection = http.client.HTTPConnection(backend[0], backend[1], timeout=60)
         try:
             connection.request(self.command, path or "/", body=body, headers=headers)
             answer = connection.getresponse()
             data = answer.read()
         except OSError as exc:
-            self._refuse(f"testcluster dashboard proxy: the Ray head at {backend_host}:{backend_port} did not answer: {exc}")
+            where = backend if isinstance(backend, Path) else f"{backend[0]}:{backend[1]}"
+            self._refuse(f"testcluster dashboard proxy: the Ray head at {where} did not answer: {exc}")
             return
         finally:
             connection.close()
@@ -82,14 +89,18 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    backend: tuple[str, int]
+    backend: Union[tuple[str, int], Path]
     service_suffix: str
     requests: list[str]
+    client_pid: Optional[int]
 
     def verify_request(self, request: object, client_address: object) -> bool:
-        """This user's processes only (the operator): the Ray head behind may take no token, and another local user
-        must not reach it through here (the kernel's socket table says who connected)."""
+        """The operator's process alone, once named (`client_pid`), else this user's processes: the door behind adds
+        the head's token, and neither another local user nor a process of this one that forwards for others may
+        reach it through here (the kernel's socket table and /proc/PID/fd say who connected)."""
         port = client_address[1] if isinstance(client_address, tuple) else -1
+        if self.client_pid is not None:
+            return peer_is_held_by(self.server_address[1], port, self.client_pid)
         return peer_is_this_user(self.server_address[1], port)
 
     def handle_error(self, request: object, client_address: object) -> None:
@@ -101,14 +112,20 @@ class _Server(ThreadingHTTPServer):
 
 
 class DashboardProxy:
-    """A forward proxy on 127.0.0.1 that sends head-service dashboard requests to `backend` (host, port)."""
+    """A forward proxy on 127.0.0.1 that sends head-service dashboard requests to `backend` ((host, port), or the
+    path of a Unix socket: the stack's door to the head)."""
 
-    def __init__(self, backend: tuple[str, int], cluster_domain: str = "cluster.local") -> None:
+    def __init__(self, backend: Union[tuple[str, int], Path], cluster_domain: str = "cluster.local") -> None:
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.backend = backend
         self._server.service_suffix = f".svc.{cluster_domain}"
         self._server.requests = []
+        self._server.client_pid = None
         self._thread: Optional[threading.Thread] = None
+
+    def serve_only(self, pid: int) -> None:
+        """From now on, let in connections from process `pid` alone (the operator's)."""
+        self._server.client_pid = pid
 
     @property
     def url(self) -> str:

@@ -22,9 +22,15 @@ stack plays with `scaling_pod_stage()` among its `StackOptions.stages`.
 
 What this does not do: no KAI operator (what it would derive is derived here, once, from its code), no pod group or
 queue controllers (they write PodGroup and Queue status, which scheduling does not read), no
-Prometheus (time-aware fairness off), no leader election, no MIG, no device plugin or NVML (kubesim/FIDELITY.md). The
-scheduler's plugin server and the admission webhook server take a port but no host, so they listen on every
-interface (a free port each; nothing outside loopback calls them).
+Prometheus (time-aware fairness off), no leader election, no MIG, no device plugin or NVML (kubesim/FIDELITY.md).
+
+The scheduler's plugin server (`/get-snapshot` hands out nodes, queues and ConfigMaps to whoever asks) and the
+admission webhook server take a port but no host (cmd/scheduler/app/server.go `RunApp`: `:PORT`; cmd/admission/app
+`New`: controller-runtime's webhook server with no Host), so both listen on every interface: the scheduler, the
+admission and the node-scale-adjuster run in network namespaces of their own (netjail.py), where that is their own
+loopback; the API server reaches the webhook on a loopback port of the stack's that leads there, the stack their
+health and metrics through Unix sockets, nothing else reaches them. The binder and the pod grouper take a host for
+each of their servers and run as they are.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from typing import TYPE_CHECKING, Optional
 
 import yaml
 
-from testcluster.processes import Process, free_port, http_ok
+from testcluster.processes import Process, free_port, http_ok, unix_http_ok
 from testcluster.programs import KAI_COMMANDS, Program, program
 
 if TYPE_CHECKING:
@@ -58,6 +64,8 @@ GPU_RUNTIME_CLASS = "nvidia"
 #: The `app` label of the node-scale-adjuster's scaling pods (its `--scaling-pod-app-label` default, which the operator
 #: leaves, and the scheduler's `ScalingPodAppLabelValue`).
 SCALING_POD_APP = "scaling-pod"
+#: Ports inside the namespaces of the jailed programs (no other process shares them): KAI's defaults.
+WEBHOOK_PORT, HEALTH_PORT, METRICS_PORT, PLUGIN_SERVER_PORT = 9443, 8081, 8080, 8082
 #: The annotation a GPU reservation pod's own container writes: the UUID of the one GPU it was given.
 GPU_INDEX_ANNOTATION = "run.ai/reserve_for_gpu_index"
 
@@ -176,14 +184,15 @@ def start_kai(stack: "Stack") -> None:
     serving = stack.pki.serving("kai-admission", ("127.0.0.1", "localhost"))
     shutil.copy(serving.cert, certs / "tls.crt")
     shutil.copy(serving.key, certs / "tls.key")
-    webhook, probe = free_port(), free_port()
     argv = [
-        str(stack.binaries["kai-admission"]), "--scheduler-name", SCHEDULER_NAME, "--webhook-addr", str(webhook),
-        "--health-probe-bind-address", f"127.0.0.1:{probe}", "--metrics-bind-address", "0",
+        str(stack.binaries["kai-admission"]), "--scheduler-name", SCHEDULER_NAME, "--webhook-addr", str(WEBHOOK_PORT),
+        "--health-probe-bind-address", f"127.0.0.1:{HEALTH_PORT}", "--metrics-bind-address", "0",
         "--gpu-sharing-enabled=true", "--gpu-pod-runtime-class-name", GPU_RUNTIME_CLASS,
     ]  # fmt: skip
-    stack._process("kai-admission", argv, dict(env, TMPDIR=str(tmp))).wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 60)
-    stack.apply(_webhook_configurations(stack, webhook))
+    webhook, health = stack.sockets / "kai-admission-webhook.sock", stack.sockets / "kai-admission-health.sock"
+    process = stack.jailed("kai-admission", argv, dict(env, TMPDIR=str(tmp)), serves={webhook: WEBHOOK_PORT, health: HEALTH_PORT})
+    process.wait_ready(lambda: unix_http_ok(health, "/readyz"), 60)
+    stack.apply(_webhook_configurations(stack, stack.expose(webhook)))
 
     probe = free_port()
     argv = [
@@ -206,14 +215,14 @@ def start_kai(stack: "Stack") -> None:
 
     config = home / "scheduler-config.yaml"
     config.write_text(yaml.safe_dump(scheduler_config(), sort_keys=False))
-    metrics = free_port()
     argv = [
         str(stack.binaries["kai-scheduler"]), f"--scheduler-conf={config}", f"--scheduler-name={SCHEDULER_NAME}",
         f"--namespace={KAI_NAMESPACE}", f"--nodepool-label-key={NODE_POOL_LABEL}", "--partition-label-value=",
-        f"--resource-reservation-app-label={RESERVATION_NAMESPACE}", f"--listen-address=127.0.0.1:{metrics}",
-        f"--plugin-server-port={free_port()}",
+        f"--resource-reservation-app-label={RESERVATION_NAMESPACE}", f"--listen-address=127.0.0.1:{METRICS_PORT}",
+        f"--plugin-server-port={PLUGIN_SERVER_PORT}",
     ]  # fmt: skip
-    stack._process("kai-scheduler", argv, env).wait_ready(lambda: http_ok(f"http://127.0.0.1:{metrics}/metrics"), 60)
+    metrics = stack.sockets / "kai-scheduler-metrics.sock"
+    stack.jailed("kai-scheduler", argv, env, serves={metrics: METRICS_PORT}).wait_ready(lambda: unix_http_ok(metrics, "/metrics"), 60)
     stack.apply(default_queues(source))
 
 
@@ -231,8 +240,8 @@ def start_node_scale_adjuster(stack: "Stack") -> Process:
     once its controller's workers run. The caller stops it (`Process.stop()`); each start is a fresh adjuster (its
     60 s cooldown is held in memory). The service account the operator creates for the scaling pods is created here.
 
-    The program has no flag for its metrics server: controller-runtime's default binds `:8080`, so one runs per
-    machine at a time (a second start fails, and says so in its log)."""
+    The program has no flag for its metrics server: controller-runtime's default binds `:8080`, every interface, so
+    it runs in a network namespace of its own (netjail.py), where that is its own loopback."""
     stack.apply([{"apiVersion": "v1", "kind": "ServiceAccount",
                   "metadata": {"name": SCALE_ADJUST_NAMESPACE, "namespace": SCALE_ADJUST_NAMESPACE}}])  # fmt: skip
     version = stack.programs["kai-scheduler"].version
@@ -243,7 +252,7 @@ def start_node_scale_adjuster(stack: "Stack") -> Process:
     ]  # fmt: skip
     log = stack.workdir / "logs" / "kai-nodescaleadjuster.log"
     offset = log.stat().st_size if log.exists() else 0  # the log is appended to by every start
-    process = stack._process("kai-nodescaleadjuster", argv, dict(os.environ, KUBECONFIG=str(stack.kubeconfig)))
+    process = stack.jailed("kai-nodescaleadjuster", argv, dict(os.environ, KUBECONFIG=str(stack.kubeconfig)))
 
     def workers_started() -> bool:
         with open(log, "rb") as text:

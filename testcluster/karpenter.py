@@ -10,8 +10,9 @@ What it does (`start(stack)`, called by `Stack._start` when `"karpenter"` is in 
 - writes the instance types (`StackOptions.karpenter_instance_types`, Karpenter's own JSON format, read by
   `ConstructInstanceTypes` in kwok/cloudprovider/helpers.go through `--instance-types-file-path`);
 - starts Karpenter out of cluster: `KUBECONFIG` (`ctrl.GetConfigOrDie`, pkg/operator/operator.go), leader
-  election off, free ports for its metrics and health servers (it binds them on every interface, `:PORT`:
-  operator.go has no host setting), and waits for `/readyz` (caches synced, NodePool and NodeClaim CRDs mapped);
+  election off, in a network namespace of its own (netjail.py): it binds its metrics and health servers on every
+  interface (`:PORT`, operator.go `NewOperator`, with no host setting), which there is its own loopback alone; waits
+  for `/readyz` (caches synced, NodePool and NodeClaim CRDs mapped) through a Unix socket of the stack's;
 - creates the KWOKNodeClass `default` and the NodePool `default` (`nodepool()`), and waits until the NodePool is Ready.
 
 How its nodes come up: for a NodeClaim, Karpenter's kwok cloud provider creates the Node itself
@@ -40,13 +41,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from testcluster.processes import free_port, http_ok, wait_until
+from testcluster.processes import unix_http_ok, wait_until
 
 if TYPE_CHECKING:
     from testcluster.stack import Stack
 
 __all__ = ["DEFAULT_INSTANCE_TYPES", "NODE_CLASS", "NODE_POOL", "gpu_instance_type", "instance_type", "nodeclass", "nodepool", "start"]
 
+#: Its metrics and health servers' ports (its defaults), inside its network namespace.
+METRICS_PORT, HEALTH_PORT = 8080, 8081
 NODE_CLASS = "default"
 NODE_POOL = "default"
 ZONE = "test-zone-a"
@@ -144,14 +147,14 @@ def start(stack: "Stack") -> None:
     types = stack.options.karpenter_instance_types
     instance_types = folder / "instance-types.json"
     instance_types.write_text(json.dumps(DEFAULT_INSTANCE_TYPES if types is None else types, indent=1))
-    metrics, health = free_port(), free_port()
     argv = [
         str(stack.binaries["karpenter"]), f"--instance-types-file-path={instance_types}",
-        f"--metrics-port={metrics}", f"--health-probe-port={health}", "--disable-leader-election=true", "--log-level=info",
+        f"--metrics-port={METRICS_PORT}", f"--health-probe-port={HEALTH_PORT}", "--disable-leader-election=true", "--log-level=info",
     ]  # fmt: skip
     env = dict(os.environ, KUBECONFIG=str(stack.kubeconfig))
-    process = stack._process("karpenter", argv, env)
-    process.wait_ready(lambda: http_ok(f"http://127.0.0.1:{health}/readyz"), 120)
+    health = stack.sockets / "karpenter-health.sock"
+    process = stack.jailed("karpenter", argv, env, serves={health: HEALTH_PORT})
+    process.wait_ready(lambda: unix_http_ok(health, "/readyz"), 120)
     if "failed constructing instance types" in process.log.read_text():  # main.go logs it and runs on with none
         raise process.failure(f"Karpenter could not read its instance types ({instance_types})")
     stack.apply([nodeclass(), nodepool()])

@@ -6,8 +6,9 @@ pair, and calls webhooks (Kueue's) only over HTTPS with a CA bundle it is given.
 makes one CA for the whole stack (written into a directory of the stack's own) and from
 it: the API server's serving certificate for 127.0.0.1 and the in-cluster names, a
 client certificate per identity (`system:masters` for the admin and the controllers,
-as kubeadm's admin.conf and envtest do), the ServiceAccount signing key pair, and
-serving certificates for the webhook and metrics servers of the operators.
+as kubeadm's admin.conf and envtest do; the API server's to etcd and to the nodes'
+kubelet port), etcd's serving and peer certificate, the ServiceAccount signing key pair,
+and serving certificates for the webhook and metrics servers of the operators.
 
 What this does not do: no rotation (a stack lives for a test session), no intermediate
 CAs, no front-proxy CA (no aggregated API server is started). Keys are ECDSA P-256
@@ -116,10 +117,12 @@ class Pki:
         cert = builder.sign(self._ca_key, hashes.SHA256())
         return CertPair(self._write(f"{stem}.crt", cert.public_bytes(serialization.Encoding.PEM)), self._write(f"{stem}.key", _pem_key(key)))
 
-    def serving(self, stem: str, hosts: tuple[str, ...]) -> CertPair:
-        """A serving certificate naming `hosts` (IP addresses or DNS names)."""
+    def serving(self, stem: str, hosts: tuple[str, ...], peer: bool = False) -> CertPair:
+        """A serving certificate naming `hosts` (IP addresses or DNS names); with `peer`, good for client
+        authentication too (an etcd member's peer certificate serves and dials with one key)."""
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])])
-        return self._issue(stem, subject, [ExtendedKeyUsageOID.SERVER_AUTH], hosts)
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH] + ([ExtendedKeyUsageOID.CLIENT_AUTH] if peer else [])
+        return self._issue(stem, subject, usages, hosts)
 
     def client(self, stem: str, user: str, groups: tuple[str, ...] = ()) -> CertPair:
         """A client certificate: the API server takes CN as the user name and each O as a group."""

@@ -13,6 +13,7 @@ reports), no log rotation.
 from __future__ import annotations
 
 import ctypes
+import http.client
 import os
 import signal
 import socket
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-__all__ = ["Process", "StartError", "free_port", "http_ok", "wait_until"]
+__all__ = ["Process", "StartError", "UnixHTTPConnection", "free_port", "http_ok", "unix_http_ok", "wait_until"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -124,6 +125,38 @@ def http_ok(url: str, context: Optional[ssl.SSLContext] = None, expect: Optional
             return answer.status == 200 and (expect is None or expect in body)
     except (urllib.error.URLError, OSError, ValueError):
         return False
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over the Unix socket at `path` (a program in a network namespace of its own, netjail.py)."""
+
+    def __init__(self, path: Path, timeout: float = 2.0) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.socket_path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(str(self.socket_path))
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def unix_http_ok(path: Path, url_path: str, expect: Optional[str] = None, timeout: float = 2.0) -> bool:
+    """True when GET `url_path` over the Unix socket `path` answers 200 (and its body contains `expect`, if given)."""
+    connection = UnixHTTPConnection(path, timeout)
+    try:
+        connection.request("GET", url_path)
+        answer = connection.getresponse()
+        body = answer.read().decode(errors="replace")
+        return answer.status == 200 and (expect is None or expect in body)
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:

@@ -4,24 +4,36 @@ Why: raybridge's tests judge it against the real kube-apiserver (and etcd), the
 scheduler and controller manager, kwok's nodes and pods, the KubeRay operator and
 Kueue, built from their Go modules (programs.py). `Stack` starts them in order, each
 waited for until it answers, installs the operators' CRDs and Kueue's webhooks from
-their modules, and writes an admin kubeconfig.
+their modules (kueue.py, kai.py, karpenter.py), and writes an admin kubeconfig.
 
-How the parts reach each other without leaving loopback:
+How the parts reach each other without leaving loopback, and keep out every other user of the machine:
+- etcd listens on 127.0.0.1 with TLS and lets in only clients (the API server) and peers with a certificate of the
+  stack's CA (`--client-cert-auth`, `--peer-client-cert-auth`).
 - the API server listens on 127.0.0.1 only; every client (the controllers, kwok, the
   operators, the tests) uses a kubeconfig with a client certificate of the stack's CA.
-- kwok plays every node's kubelet: nodes get `127.0.0.1` as their InternalIP and kwok's
-  own port as their kubelet port, and the API server is told to prefer the InternalIP,
-  so `kubectl logs` and port-forward reach kwok on loopback. A port-forward to a pod's
-  port 8265 is sent by kwok to the local Ray head's dashboard (a ClusterPortForward).
+- kwok plays every node's kubelet (kwok.py), in a network namespace of its own (netjail.py): nodes get `127.0.0.1`
+  as their InternalIP and the kubelet gate's port as their kubelet port (kubelet_gate.py: TLS that lets through the
+  API server's kubelet client certificate alone), and the API server is told to prefer the InternalIP, so
+  `kubectl logs` and port-forward reach kwok as the API server asks for them, and nothing else does. A port-forward
+  to a pod's port 8265 is sent by kwok to the stack's door to the Ray head (a ClusterPortForward to a port inside
+  its namespace that leads to the door's Unix socket).
+- the door to the Ray head (head_front.py) is a Unix socket in the stack's private directory that lets in kwok's
+  namespace and this process (the dashboard proxy) alone: to the head given (`ray_dashboard`), or to a head of the
+  stack's own (ray_head.py: every component on loopback, no metrics servers, Ray's token authentication on),
+  adding its token.
+- KubeRay dials head services through `HTTP_PROXY` (dashboard_proxy.py), which serves the operator's process alone.
+- Programs that listen on every interface with no flag to say otherwise (Karpenter, KAI's scheduler, admission and
+  node-scale-adjuster) run in network namespaces of their own too; the API server reaches a webhook among them on a
+  loopback port of the stack's that leads in (`expose`), the stack their health through Unix sockets.
 - Pods and Services get IPs of documentation ranges no route of the machine covers: nothing dials them.
-- KubeRay dials head services through `HTTP_PROXY` (dashboard_proxy.py).
 - Kueue's webhooks are called by `url: https://127.0.0.1:PORT/...` with the stack's CA,
   as Kueue's envtest does (`updateClientConfig` in its pkg/util/testing envtest).
 
 What this does not do: no kubelet, no container runtime, no kube-proxy or DNS (nothing
 in the stack resolves a Service), no aggregated API servers (Kueue's visibility API is
 off: its server reads certificates from a fixed `/visibility` and is reached only
-through a Service's endpoints), no leader election (one replica of each).
+through a Service's endpoints), no leader election (one replica of each), nothing that keeps out
+the stack's own user (who holds its keys anyway).
 """
 
 from __future__ import annotations
@@ -31,21 +43,25 @@ import ipaddress
 import json
 import os
 import shutil
+import socket
 import ssl
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Union
 
 import yaml
 
 from testcluster.dashboard_proxy import DashboardProxy
-from testcluster.pki import Pki
+from testcluster.head_front import HeadFront
+from testcluster.kubelet_gate import KubeletGate
+from testcluster.netjail import Relay, jail_argv, unix_connect, unix_listener
+from testcluster.pki import CertPair, Pki
 from testcluster.processes import Process, StartError, free_port, http_ok, wait_until
 from testcluster.programs import Program, ensure_built, program
+from testcluster.ray_head import RayHead, launch_ray_head, wait_for_ray_head
 
 __all__ = ["Stack", "StackOptions", "CORE", "OPERATORS", "completing_stage"]
 
@@ -59,7 +75,8 @@ DEFAULT_OPERATORS = ("kuberay", "kueue")
 #: nothing dials them. A machine may sit on one (a sandbox's eth0 in 192.0.2.0/24), so the stack takes the
 #: first two that no route of this machine covers (`_unrouted_ranges`).
 ADDRESS_RANGES = ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "198.18.0.0/24", "198.19.0.0/24")
-KUEUE_NAMESPACE = "kueue-system"
+#: The kernel's limit on a Unix socket's path (sun_path less its terminating zero).
+UNIX_SOCKET_PATH_MAX = 107
 #: The controller manager's controllers a cluster of workloads needs: owners and namespaces cleaned up, service
 #: accounts, the workload controllers, endpoints, node health and eviction, PDBs, ValidatingAdmissionPolicy status.
 #: Left out what nothing here uses: volumes, cloud, certificates and bootstrap tokens, HPA, resource quota, IPAM.
@@ -148,8 +165,17 @@ class Stack:
         self.processes: list[Process] = []
         self.proxy: Optional[DashboardProxy] = None
         self.kubeconfig = self.workdir / "admin.kubeconfig"
+        #: The Unix sockets that join the stack to the programs in network namespaces of their own (netjail.py).
+        self.sockets = self.workdir / "sockets"
         self.api_port = 0
+        self.etcd_url = ""
         self.pki: Optional[Pki] = None
+        #: The Ray head the stack started (`StackOptions.start_ray_head`; ray_head.py), and the door every head pod
+        #: leads to.
+        self.ray_head: Optional[RayHead] = None
+        self.head_door: Optional[HeadFront] = None
+        self.kubelet_gate: Optional[KubeletGate] = None
+        self._relays: list[Relay] = []
         self.binaries: dict[str, Path] = {}
         self.programs: dict[str, Program] = {}
         self.pod_cidr, self.service_cidr = "", ""
@@ -170,13 +196,20 @@ class Stack:
         self.stop()
 
     def stop(self) -> None:
-        """Every process (the operators first, etcd last), the proxy, then the temp directory."""
+        """Every process (the operators first, etcd last, the Ray head too), the proxy, the doors and relays, then the
+        temp directory."""
         for process in reversed(self.processes):
             process.stop()
         self.processes.clear()
         if self.proxy is not None:
             self.proxy.stop()
             self.proxy = None
+        for door in [*self._relays, self.kubelet_gate, self.head_door]:
+            if door is not None:
+                door.close()
+        self._relays.clear()
+        self.kubelet_gate = self.head_door = None
+        self.ray_head = None
         reaper = getattr(self, "_reaper", None)
         if reaper is not None:
             reaper.kill()
@@ -196,23 +229,27 @@ class Stack:
         self.binaries = ensure_built(list(self.programs.values()), say)
         self.pki = Pki(self.workdir / "pki")
         self.pod_cidr, self.service_cidr = _unrouted_ranges()
+        self._make_socket_dir()
         self._start_reaper()
-        if self.options.start_ray_head and not self.options.ray_dashboard:
-            self.options.ray_dashboard = self._start_ray_head()
-            say(f"Ray head ready (dashboard http://{self.options.ray_dashboard}); every head pod stands for it")
+        head = self._launch_ray_head()  # it starts while the control plane does
         started = time.monotonic()
         self._start_etcd()
         self._start_apiserver()
         self._write_kubeconfigs()
         self._start_controller_manager()
         self._start_scheduler()
-        self._start_kwok()
+        self._open_head_door(head)
+        from testcluster.kwok import start_kwok
+
+        start_kwok(self)
         say(f"control plane ready in {time.monotonic() - started:.1f} s (Kubernetes {self.programs['kube-apiserver'].version})")
         if "kuberay" in self.options.operators:
             self._start_kuberay()
             say(f"KubeRay {self.programs['kuberay'].version} ready")
         if "kueue" in self.options.operators:
-            self._start_kueue()
+            from testcluster.kueue import start_kueue
+
+            start_kueue(self)
             say(f"Kueue {self.programs['kueue'].version} ready")
         if "karpenter" in self.options.operators:
             from testcluster import karpenter  # its own module, which uses this one
@@ -250,29 +287,54 @@ class Stack:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
 
-    def _start_ray_head(self) -> str:
-        """`ray start --head --block` with every port chosen free and its temp dir in the stack's; its dashboard."""
-        ray = Path(sys.executable).with_name("ray")
-        dashboard = free_port()
-        ports = ("port", "ray-client-server-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
-                 "runtime-env-agent-port", "metrics-export-port", "node-manager-port", "object-manager-port")  # fmt: skip
-        argv = [
-            str(ray), "start", "--head", "--block", "--disable-usage-stats", "--node-ip-address=127.0.0.1",
-            "--dashboard-host=127.0.0.1", "--include-dashboard=true", f"--dashboard-port={dashboard}",
-            "--num-cpus=4", "--num-gpus=0", "--min-worker-port=0", "--max-worker-port=0", f"--temp-dir={self.workdir / 'ray'}",
-        ] + [f"--{flag}={free_port()}" for flag in ports]  # fmt: skip
-        # Ray 2.52+ turns token auth on where ~/.ray/auth_token exists; the head pods here have none (FIDELITY.md).
-        # Job drivers run `python ...` from PATH: this interpreter's first, as in the image a head pod runs.
-        path = os.pathsep.join([str(ray.parent), os.environ.get("PATH", "")])
-        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled", PATH=path)
-        self._process("ray-head", argv, env).wait_ready(lambda: http_ok(f"http://127.0.0.1:{dashboard}/api/version"), 120)
-        return f"127.0.0.1:{dashboard}"
+    def _make_socket_dir(self) -> None:
+        """The private directory of the stack's Unix sockets; its longest path must fit the kernel's limit."""
+        longest = self.sockets / "kai-nodescaleadjuster-health.sock"
+        if len(str(longest)) > UNIX_SOCKET_PATH_MAX:
+            raise StartError(f"the stack's directory {self.workdir} is too long for its Unix sockets ({len(str(longest))} > {UNIX_SOCKET_PATH_MAX} bytes): set TMPDIR to a shorter one")
+        self.sockets.mkdir(mode=0o700)
 
-    def _tls(self, client: bool = True) -> ssl.SSLContext:
+    def _launch_ray_head(self) -> Optional[Process]:
+        """A head of the stack's own, when asked for and no other is given (ray_head.py: loopback only, no metrics
+        servers, token authentication), started now and waited for by `_open_head_door`."""
+        if not self.options.start_ray_head or self.options.ray_dashboard:
+            return None
+        return launch_ray_head(self)
+
+    def _open_head_door(self, head: Optional[Process]) -> None:
+        """The door every head pod's dashboard port leads to (a Unix socket: kwok's namespace and this process's
+        dashboard proxy alone may use it): to `StackOptions.ray_dashboard` as it is, or to the stack's own `head`,
+        adding its token."""
+        upstream, token = self.options.ray_dashboard, None
+        if head is not None:
+            self.ray_head = wait_for_ray_head(self, head)
+            upstream, token = self.ray_head.dashboard, self.ray_head.token()
+            self.options.progress(f"Ray head ready ({upstream}, token authentication, its token in {self.ray_head.token_path}); every head pod stands for it")
+        if upstream:
+            self.head_door = HeadFront(upstream, token, self.sockets / "ray-head.sock")
+            self.head_door.admitted.add(os.getpid())
+
+    def jailed(self, name: str, argv: list[str], env: Optional[dict[str, str]] = None,
+               serves: Optional[dict[Path, int]] = None, dials: Optional[dict[int, Path]] = None) -> Process:  # fmt: skip
+        """`argv` started as `name` in a network namespace of its own (netjail.py): the API server at the
+        kubeconfig's address, `dials` (inside port -> Unix socket outside) and `serves` (Unix socket made -> inside
+        port) join it to the stack; nothing else reaches it or leaves it."""
+        joined = {self.api_port: self.sockets / "apiserver.sock", **(dials or {})}
+        return self._process(name, jail_argv(argv, joined, serves or {}), env)
+
+    def expose(self, path: Path) -> int:
+        """A port on 127.0.0.1 that leads to the Unix socket `path` (a jailed program's webhook, for the API server)."""
+        relay = Relay(socket.create_server(("127.0.0.1", 0)), lambda: unix_connect(path), name=f"expose-{path.name}")
+        self._relays.append(relay)
+        return int(relay.listener.getsockname()[1])
+
+    def _tls(self, client: bool = True, identity: Optional[CertPair] = None) -> ssl.SSLContext:
+        """The stack's CA; with `client`, the admin's certificate (or `identity`'s) to show."""
         assert self.pki is not None
         context = ssl.create_default_context(cafile=str(self.pki.ca_file))
         if client:
-            context.load_cert_chain(self._admin.cert, self._admin.key)
+            pair = identity or self._admin
+            context.load_cert_chain(pair.cert, pair.key)
         return context
 
     @property
@@ -287,16 +349,24 @@ class Stack:
 
     # -- the control plane -------------------------------------------------------------------
     def _start_etcd(self) -> None:
+        """etcd on loopback, TLS on its client and peer ports, every client (the API server) and peer known by a
+        certificate of the stack's CA (etcd's --client-cert-auth, --peer-client-cert-auth)."""
+        assert self.pki is not None
         port, peer = free_port(), free_port()
-        self.etcd_url = f"http://127.0.0.1:{port}"
-        data = self.workdir / "etcd"
+        self.etcd_url = f"https://127.0.0.1:{port}"
+        member = self.pki.serving("etcd", ("127.0.0.1", "localhost"), peer=True)
+        self._etcd_client = self.pki.client("apiserver-etcd-client", "kube-apiserver-etcd-client")
+        ca = self.pki.ca_file
         argv = [
-            str(self.binaries["etcd"]), "--name=testcluster", f"--data-dir={data}",
+            str(self.binaries["etcd"]), "--name=testcluster", f"--data-dir={self.workdir / 'etcd'}",
             f"--listen-client-urls={self.etcd_url}", f"--advertise-client-urls={self.etcd_url}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-            f"--initial-cluster=testcluster=http://127.0.0.1:{peer}", "--unsafe-no-fsync", "--log-level=warn",
+            f"--listen-peer-urls=https://127.0.0.1:{peer}", f"--initial-advertise-peer-urls=https://127.0.0.1:{peer}",
+            f"--initial-cluster=testcluster=https://127.0.0.1:{peer}", "--unsafe-no-fsync", "--log-level=warn",
+            f"--cert-file={member.cert}", f"--key-file={member.key}", "--client-cert-auth", f"--trusted-ca-file={ca}",
+            f"--peer-cert-file={member.cert}", f"--peer-key-file={member.key}", "--peer-client-cert-auth", f"--peer-trusted-ca-file={ca}",
         ]  # fmt: skip
-        self._process("etcd", argv).wait_ready(lambda: http_ok(f"{self.etcd_url}/health", expect='"health":"true"'), 60)
+        context = self._tls(identity=self._etcd_client)
+        self._process("etcd", argv).wait_ready(lambda: http_ok(f"{self.etcd_url}/health", context, expect='"health":"true"'), 60)
 
     def _start_apiserver(self) -> None:
         assert self.pki is not None
@@ -307,7 +377,8 @@ class Stack:
         sa_key, sa_pub = pki.service_account_keys()
         self.api_port = free_port()
         argv = [
-            str(self.binaries["kube-apiserver"]), f"--etcd-servers={self.etcd_url}",
+            str(self.binaries["kube-apiserver"]), f"--etcd-servers={self.etcd_url}", f"--etcd-cafile={pki.ca_file}",
+            f"--etcd-certfile={self._etcd_client.cert}", f"--etcd-keyfile={self._etcd_client.key}",
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.api_port}",
             f"--cert-dir={self.workdir / 'apiserver-certs'}", f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}",
             f"--client-ca-file={pki.ca_file}", "--authorization-mode=Node,RBAC", "--allow-privileged=true",
@@ -316,11 +387,15 @@ class Stack:
             f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
             "--kubelet-preferred-address-types=InternalIP",
             f"--kubelet-client-certificate={kubelet_client.cert}", f"--kubelet-client-key={kubelet_client.key}",
+            f"--kubelet-certificate-authority={pki.ca_file}",
             "--profiling=false", "--v=1",
         ]  # fmt: skip
         self._sa_key = sa_key
         context = self._tls()
         self._process("kube-apiserver", argv).wait_ready(lambda: http_ok(f"{self.server}/readyz", context, expect="ok"), 120)
+        # The jailed programs' way to the API server (netjail.py): its address inside each namespace leads here.
+        api = ("127.0.0.1", self.api_port)
+        self._relays.append(Relay(unix_listener(self.sockets / "apiserver.sock"), lambda: socket.create_connection(api, timeout=10), name="apiserver-relay"))
 
     def _write_kubeconfigs(self) -> None:
         assert self.pki is not None
@@ -362,46 +437,6 @@ class Stack:
         context = self._tls(client=False)
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
         self._process("kube-scheduler", argv).wait_ready(lambda: http_ok(f"https://127.0.0.1:{port}/healthz", context, expect="ok"), 60)
-
-    def _kwok_config(self) -> Path:
-        """kwok's stages from its module (node-fast, heartbeat with lease, pod-fast without pod-complete),
-        and the port-forward of head pods' dashboard port to the local Ray head."""
-        kwok = self.programs["kwok"]
-        source = _module_dir(kwok.upstream_module(), kwok.module_dir) / "kustomize" / "stage"
-        stage_files = [
-            source / "node" / "fast" / "node-initialize.yaml",
-            source / "node" / "heartbeat-with-lease" / "node-heartbeat-with-lease.yaml",
-            source / "pod" / "fast" / "pod-ready.yaml",
-            source / "pod" / "fast" / "pod-delete.yaml",
-        ]
-        documents = [doc for path in stage_files for doc in _yaml_documents(path)]
-        if "kai" in self.options.operators:  # the node-side step of KAI's GPU reservation pods (kai.py)
-            from testcluster import kai
-
-            documents.append(kai.reservation_gpu_stage())
-        documents += [copy.deepcopy(stage) for stage in self.options.stages]
-        if self.options.ray_dashboard:
-            host, port = self.options.ray_dashboard.rsplit(":", 1)
-            documents.append({
-                "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterPortForward", "metadata": {"name": "ray-dashboard"},
-                "spec": {"forwards": [{"ports": [8265], "target": {"address": host, "port": int(port)}}]},
-            })  # fmt: skip
-        path = self.workdir / "kwok.yaml"
-        path.write_text(yaml.safe_dump_all(documents))
-        return path
-
-    def _start_kwok(self) -> None:
-        assert self.pki is not None
-        port = free_port()
-        serving = self.pki.serving("kwok", ("127.0.0.1", "localhost"))
-        argv = [
-            str(self.binaries["kwok"]), f"--kubeconfig={self.kubeconfig}", f"--config={self._kwok_config()}",
-            "--manage-all-nodes=true", "--node-ip=127.0.0.1", f"--node-port={port}", f"--server-address=127.0.0.1:{port}",
-            f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}", f"--cidr={self.pod_cidr}",
-            "--node-lease-duration-seconds=40",
-        ]  # fmt: skip
-        context = self._tls(client=False)
-        self._process("kwok", argv).wait_ready(lambda: http_ok(f"https://127.0.0.1:{port}/healthz", context), 60)
 
     # -- objects ------------------------------------------------------------------------------
     def apply(self, documents: Iterable[dict]) -> None:
@@ -481,97 +516,16 @@ class Stack:
             str(self.binaries["kuberay"]), f"--metrics-addr=127.0.0.1:{metrics}", f"--health-probe-bind-address=127.0.0.1:{probe}",
             "--enable-leader-election=false", "--log-stdout-encoder=console",
         ]  # fmt: skip
-        self._process("kuberay", argv, env).wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 60)
+        process = self._process("kuberay", argv, env)
+        assert process.popen is not None
+        self.proxy.serve_only(process.popen.pid)
+        process.wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 60)
         self.apply(kuberay_operator_record(kuberay.version))
 
-    def _dashboard_backend(self) -> tuple[str, int]:
-        if not self.options.ray_dashboard:
+    def _dashboard_backend(self) -> Union[tuple[str, int], Path]:
+        if self.head_door is None or self.head_door.unix_path is None:
             return ("127.0.0.1", 9)  # discard: nothing answers, as a head pod without a head
-        host, port = self.options.ray_dashboard.rsplit(":", 1)
-        return host, int(port)
-
-    def _kueue_certificates(self) -> tuple[Path, Path]:
-        """The webhook serving certificate (in certDir) and the metrics certificate Kueue reads from the
-        fixed /etc/kueue/metrics/certs (cmd/kueue/main.go): laid in a directory that an overlay puts over /etc."""
-        assert self.pki is not None
-        webhook = self.pki.serving("kueue-webhook", ("127.0.0.1", "localhost"))
-        cert_dir = self.workdir / "kueue" / "webhook-certs"
-        cert_dir.mkdir(parents=True)
-        shutil.copy(webhook.cert, cert_dir / "tls.crt")
-        shutil.copy(webhook.key, cert_dir / "tls.key")
-        etc_layer = self.workdir / "kueue" / "etc"
-        metrics_dir = etc_layer / "kueue" / "metrics" / "certs"
-        metrics_dir.mkdir(parents=True)
-        shutil.copy(webhook.cert, metrics_dir / "tls.crt")
-        shutil.copy(webhook.key, metrics_dir / "tls.key")
-        return cert_dir, etc_layer
-
-    def _kueue_webhooks(self, source: Path, port: int) -> list[dict]:
-        """Kueue's webhook configurations (config/components/webhook), called by URL with the stack's CA,
-        with the namespace selectors its kustomization adds for pods, deployments and statefulsets."""
-        assert self.pki is not None
-        folder = source / "config" / "components" / "webhook"
-        selectors: dict[str, dict] = {}
-        for patch in yaml.safe_load((folder / "kustomization.yaml").read_text()).get("patches", []):
-            for hook in yaml.safe_load(patch.get("patch", "{}") or "{}").get("webhooks", []):
-                selectors[hook["name"]] = hook["namespaceSelector"]
-        configurations = []
-        for document in _yaml_documents(folder / "manifests.yaml"):
-            document["metadata"]["name"] = "kueue-" + document["metadata"]["name"]
-            for hook in document.get("webhooks", []):
-                path = hook["clientConfig"]["service"]["path"]
-                hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": self.pki.ca_data}
-                if hook["name"] in selectors:
-                    hook["namespaceSelector"] = selectors[hook["name"]]
-            configurations.append(document)
-        return configurations
-
-    def _kueue_crds(self, source: Path, port: int) -> list[dict]:
-        """Kueue's CRDs, with the conversion webhook on those its kustomization patches (config/components/crd:
-        the `webhook_in_*` patches its kustomization.yaml lists; the folder holds more, such as ResourceFlavors',
-        whose types have no conversion, so a webhook there fails every read in the other version)."""
-        assert self.pki is not None
-        crd_folder = source / "config" / "components" / "crd"
-        listed = [entry["path"] for entry in yaml.safe_load((crd_folder / "kustomization.yaml").read_text()).get("patches") or []]
-        patches = [crd_folder / path for path in listed if Path(path).name.startswith("webhook_in_")]
-        converted = {doc["metadata"]["name"] for path in patches for doc in _yaml_documents(path)}
-        crds = [doc for path in sorted((crd_folder / "bases").glob("*.yaml")) for doc in _yaml_documents(path)]
-        for crd in crds:
-            if crd["metadata"]["name"] in converted:
-                crd["spec"]["conversion"] = {
-                    "strategy": "Webhook",
-                    "webhook": {"clientConfig": {"url": f"https://127.0.0.1:{port}/convert", "caBundle": self.pki.ca_data}, "conversionReviewVersions": ["v1"]},
-                }
-        return crds
-
-    def _start_kueue(self) -> None:
-        kueue = self.programs["kueue"]
-        source = _module_dir(kueue.upstream_module(), kueue.module_dir)
-        webhook_port, probe, metrics = free_port(), free_port(), free_port()
-        cert_dir, etc_layer = self._kueue_certificates()
-        self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUEUE_NAMESPACE}}])
-        self._install_crds(self._kueue_crds(source, webhook_port))
-        config = _kueue_config(source)
-        config.update({
-            "namespace": KUEUE_NAMESPACE,
-            "health": {"healthProbeBindAddress": f"127.0.0.1:{probe}"},
-            "metrics": {"bindAddress": f"127.0.0.1:{metrics}"},
-            "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
-            "leaderElection": {"leaderElect": False},
-            "internalCertManagement": {"enable": False},
-        })  # fmt: skip
-        config.update(self.options.kueue_config)
-        config_path = self.workdir / "kueue" / "config.yaml"
-        config_path.write_text(yaml.safe_dump(config))
-        gates = "--feature-gates=VisibilityOnDemand=false"
-        kueue_argv = [str(self.binaries["kueue"]), f"--config={config_path}", f"--kubeconfig={self.kubeconfig}", gates, "--zap-log-level=info"]
-        argv = _with_etc_layer(etc_layer, kueue_argv)
-        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), POD_NAMESPACE=KUEUE_NAMESPACE)
-        process = self._process("kueue", argv, env)
-        process.wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 120)
-        self.apply(self._kueue_webhooks(source, webhook_port))
-        self.apply(kueue_record(kueue.version, config, [gates]))
-
+        return self.head_door.unix_path
 
 #: Where the KubeRay operator's Deployment is recorded (the namespace its Helm chart's docs install it in).
 KUBERAY_NAMESPACE = "kuberay-system"
@@ -596,50 +550,6 @@ def kuberay_operator_record(version: str) -> list[dict]:
          "spec": {"replicas": 0, "selector": {"matchLabels": selector},
                   "template": {"metadata": {"labels": selector}, "spec": {"containers": [container]}}}},
     ]  # fmt: skip
-
-
-#: The ConfigMap Kueue's Helm chart keeps the Configuration in, and its key (charts/kueue/templates/manager/manager-config.yaml).
-KUEUE_CONFIG_MAP = "kueue-manager-config"
-KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
-
-
-def kueue_record(version: str, config: Optional[dict] = None, args: Optional[list[str]] = None) -> list[dict]:
-    """The Deployment Kueue's Helm chart creates for the controller manager this stack runs as a process, with no
-    replicas (charts/kueue/templates/manager/manager.yaml and _helpers.tpl "kueue.controllerManager.labels" at
-    v0.17.0), for a client to read Kueue's release from; with `config`, the ConfigMap the chart mounts it from
-    (volume `manager-config`) and the process's own `args` (its feature gates), as the chart passes them."""
-    selector = {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/instance": "kueue", "control-plane": "controller-manager"}
-    labels = {**selector, "app.kubernetes.io/version": version, "app.kubernetes.io/component": "controller", "app.kubernetes.io/managed-by": "Helm"}
-    container: dict = {"name": "manager", "image": f"registry.k8s.io/kueue/kueue:{version}", "command": ["/manager"]}
-    pod: dict = {"containers": [container]}
-    objects: list[dict] = []
-    if config is not None:
-        container["args"] = [f"--config=/{KUEUE_CONFIG_KEY}", *(args or [])]
-        container["volumeMounts"] = [{"name": "manager-config", "mountPath": f"/{KUEUE_CONFIG_KEY}", "subPath": KUEUE_CONFIG_KEY}]
-        pod["volumes"] = [{"name": "manager-config", "configMap": {"name": KUEUE_CONFIG_MAP}}]
-        objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": KUEUE_CONFIG_MAP, "namespace": KUEUE_NAMESPACE},
-                        "data": {KUEUE_CONFIG_KEY: yaml.safe_dump(config)}})  # fmt: skip
-    return objects + [
-        {"apiVersion": "apps/v1", "kind": "Deployment",
-         "metadata": {"name": "kueue-controller-manager", "namespace": KUEUE_NAMESPACE, "labels": labels},
-         "spec": {"replicas": 0, "selector": {"matchLabels": selector},
-                  "template": {"metadata": {"labels": selector}, "spec": pod}}},
-    ]  # fmt: skip
-
-
-def _kueue_config(source: Path) -> dict:
-    """The release's own default Configuration (config/components/manager/controller_manager_config.yaml: its
-    API version, integrations and controller settings), which the stack then points at loopback."""
-    return yaml.safe_load((source / "config" / "components" / "manager" / "controller_manager_config.yaml").read_text())
-
-
-def _with_etc_layer(layer: Path, argv: list[str]) -> list[str]:
-    """`argv` run in a mount namespace of its own whose /etc is the host's with `layer` over it (read-only
-    overlay): nothing is written to the host's /etc. Root uses a plain mount namespace, others a user
-    namespace mapped to root (Linux 5.11 or later)."""
-    unshare = ["unshare", "--mount", "--propagation", "private"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--mount"]
-    script = 'mount -t overlay testcluster-etc -o "lowerdir=$1:/etc" /etc && shift && exec "$@"'
-    return unshare + ["sh", "-c", script, "sh", str(layer)] + argv
 
 
 def completing_stage(name: str, match_labels: dict[str, str]) -> dict:

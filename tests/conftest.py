@@ -54,7 +54,7 @@ class SharedHead:
 class _Head:
     """raybridge's own private head (kernel-chosen ports, its own temp dir, Ray's token authentication), as `submit`
     starts one, behind a front that lets this user's processes in without the token: the head stands for
-    clusters without authentication, which no other local user may use (tests/head_front.py)."""
+    clusters without authentication, which no other local user may use (testcluster/head_front.py)."""
 
     def __init__(self) -> None:
         from raybridge.jobs.private_head import PrivateRayHead

@@ -24,7 +24,7 @@ import adjuster_burst_vs_kai as benchmark  # noqa: E402
 pytestmark = [
     pytest.mark.skipif(_unavailable() is not None, reason=str(_unavailable())),
     pytest.mark.realtime,
-    pytest.mark.xdist_group("testcluster-adjuster-burst-real"),  # its own stack, and KAI's adjuster binds :8080
+    pytest.mark.xdist_group("testcluster-adjuster-burst-real"),  # one stack for the module's tests
     pytest.mark.timeout(900),
 ]
 

@@ -1,0 +1,86 @@
+"""kwok in a test cluster: every node's kubelet, in a network namespace of its own behind the kubelet gate.
+
+Why: kwok (sigs.k8s.io/kwok v0.8.0) plays every node of the stack: it makes nodes Ready, keeps their leases,
+runs pods through their phases (its Stages), and answers the API server's kubelet requests: logs, and the
+port-forward of a head pod's dashboard port to the Ray head every head pod stands for (a ClusterPortForward).
+Its server checks no client (pkg/kwok/server/server.go `Run`: TLS without client certificates and plain HTTP on
+one port), so it runs in a network namespace of its own (netjail.py), where no other process can reach it:
+- it reaches the API server at the kubeconfig's 127.0.0.1 address, which leads to the stack's relay;
+- its server's port is reached only through the kubelet gate (kubelet_gate.py), the port every node names as its
+  kubelet's (`--node-port`), which lets in the API server's kubelet client certificate alone;
+- the head pods' dashboard port leads, inside, to 127.0.0.1:RAY_DASHBOARD_PORT, which leads to the stack's door to
+  the Ray head (head_front.py), which lets in this namespace's relay and the stack alone.
+
+What this does not do: no exec, attach or log rules (nothing here reads a container's output), no metrics.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from testcluster.kubelet_gate import KubeletGate
+from testcluster.processes import unix_http_ok
+
+if TYPE_CHECKING:
+    from testcluster.stack import Stack
+
+__all__ = ["KWOK_SERVER_PORT", "RAY_DASHBOARD_PORT", "start_kwok"]
+
+#: kwok's server and the Ray dashboard, as seen inside kwok's network namespace (no other process shares its ports).
+KWOK_SERVER_PORT = 10250
+RAY_DASHBOARD_PORT = 8265
+#: The user the API server's kubelet client certificate names (stack.py), the one the gate lets through.
+KUBELET_CLIENT = "kube-apiserver-kubelet-client"
+
+
+def kwok_config(stack: "Stack") -> Path:
+    """kwok's stages from its module (node-fast, heartbeat with lease, pod-fast without pod-complete),
+    and the port-forward of head pods' dashboard port to the stack's door to the Ray head."""
+    from testcluster.stack import _module_dir, _yaml_documents
+
+    kwok = stack.programs["kwok"]
+    source = _module_dir(kwok.upstream_module(), kwok.module_dir) / "kustomize" / "stage"
+    stage_files = [
+        source / "node" / "fast" / "node-initialize.yaml",
+        source / "node" / "heartbeat-with-lease" / "node-heartbeat-with-lease.yaml",
+        source / "pod" / "fast" / "pod-ready.yaml",
+        source / "pod" / "fast" / "pod-delete.yaml",
+    ]
+    documents = [doc for path in stage_files for doc in _yaml_documents(path)]
+    if "kai" in stack.options.operators:  # the node-side step of KAI's GPU reservation pods (kai.py)
+        from testcluster import kai
+
+        documents.append(kai.reservation_gpu_stage())
+    documents += [copy.deepcopy(stage) for stage in stack.options.stages]
+    if stack.head_door is not None:
+        documents.append({
+            "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterPortForward", "metadata": {"name": "ray-dashboard"},
+            "spec": {"forwards": [{"ports": [8265], "target": {"address": "127.0.0.1", "port": RAY_DASHBOARD_PORT}}]},
+        })  # fmt: skip
+    path = stack.workdir / "kwok.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    return path
+
+
+def start_kwok(stack: "Stack") -> None:
+    """The gate first (its port is what kwok writes into every node), then kwok in its namespace; ready once its
+    health check answers through the Unix socket the gate leads to."""
+    assert stack.pki is not None
+    server = stack.sockets / "kwok-server.sock"
+    serving = stack.pki.serving("kubelet", ("127.0.0.1", "localhost"))
+    stack.kubelet_gate = KubeletGate(serving.cert, serving.key, stack.pki.ca_file, KUBELET_CLIENT, server)
+    argv = [
+        str(stack.binaries["kwok"]), f"--kubeconfig={stack.kubeconfig}", f"--config={kwok_config(stack)}",
+        "--manage-all-nodes=true", "--node-ip=127.0.0.1", f"--node-port={stack.kubelet_gate.port}",
+        f"--server-address=127.0.0.1:{KWOK_SERVER_PORT}", f"--cidr={stack.pod_cidr}", "--node-lease-duration-seconds=40",
+    ]  # fmt: skip
+    dials = {RAY_DASHBOARD_PORT: stack.head_door.unix_path} if stack.head_door is not None and stack.head_door.unix_path else {}
+    process = stack.jailed("kwok", argv, serves={server: KWOK_SERVER_PORT}, dials=dials)
+    if stack.head_door is not None:
+        assert process.popen is not None
+        stack.head_door.admitted.add(process.popen.pid)  # the namespace's relay dials the door (netjail.py)
+    process.wait_ready(lambda: unix_http_ok(server, "/healthz"), 60)
