@@ -37,6 +37,34 @@ RAY_DASHBOARD_PORT = 8265
 KUBELET_CLIENT = "kube-apiserver-kubelet-client"
 
 
+#: A pod being deleted is first put in a terminal phase, as the kubelet does once it has stopped its containers
+#: (kubernetes@v1.34.4 pkg/kubelet/kubelet_pods.go getPhase: a terminal pod whose containers have all stopped is
+#: Failed, Succeeded if they all succeeded; killed ones did not), and only then removed (`_after_termination`).
+#: kwok's own pod-delete Stage removes it at once; a pod that waits for its dependents (foreground deletion: a RayJob
+#: deleted by `raybridge delete`) then never ends: its ResourceClaims keep their delete protection until the pod is
+#: done, which for a scheduled pod means a terminal phase (pkg/controller/resourceclaim/controller.go isPodDone).
+TERMINATE_ON_DELETE = {
+    "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "pod-terminate-on-delete"},
+    "spec": {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {"matchExpressions": [
+            {"key": ".metadata.deletionTimestamp", "operator": "Exists"},
+            {"key": ".status.phase", "operator": "NotIn", "values": ["Succeeded", "Failed"]},
+        ]},
+        "next": {"statusTemplate": "phase: Failed\n"},
+    },
+}  # fmt: skip
+
+
+def _after_termination(stage: dict) -> dict:
+    """kwok's pod-delete Stage, for pods already in a terminal phase only (TERMINATE_ON_DELETE puts them there)."""
+    if stage.get("kind") != "Stage" or (stage.get("metadata") or {}).get("name") != "pod-delete":
+        return stage
+    selector = stage["spec"].setdefault("selector", {})
+    selector.setdefault("matchExpressions", []).append({"key": ".status.phase", "operator": "In", "values": ["Succeeded", "Failed"]})
+    return stage
+
+
 def kwok_config(stack: "Stack") -> Path:
     """kwok's stages from its module (node-fast, heartbeat with lease, pod-fast without pod-complete),
     and the port-forward of head pods' dashboard port to the stack's door to the Ray head."""
@@ -50,7 +78,8 @@ def kwok_config(stack: "Stack") -> Path:
         source / "pod" / "fast" / "pod-ready.yaml",
         source / "pod" / "fast" / "pod-delete.yaml",
     ]
-    documents = [doc for path in stage_files for doc in _yaml_documents(path)]
+    documents = [_after_termination(doc) for path in stage_files for doc in _yaml_documents(path)]
+    documents.append(TERMINATE_ON_DELETE)
     if "kai" in stack.options.operators:  # the node-side step of KAI's GPU reservation pods (kai.py)
         from testcluster import kai
 
