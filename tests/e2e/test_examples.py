@@ -23,6 +23,10 @@ from testcluster.stack import StackOptions
 
 NODES = "examples/cluster/nodes.json"
 PODS = "examples/cluster/pods.json"
+#: What a real kube-apiserver (testcluster, tests/e2e/test_dra_real.py's nodes) answered to
+#: `kubectl get nodes,resourceslices,deviceclasses -o json`: two nodes of eight H100s as DRA devices, one of A100s
+#: through the device plugin.
+DRA = "examples/cluster/dra.json"
 
 # (what it shows, command line as the README gives it)
 OFFLINE_ROWS = [
@@ -35,6 +39,9 @@ OFFLINE_ROWS = [
     ("fair share of the example queues", ["queues", "fairshare", "--queues", "examples/queues/node-pool-a.yaml", "--capacity", "gpu=40,cpu=64000m,memory=512000M"]),
     ("generate configs from the example nodes", ["queues", "generate", "--nodes", NODES]),
     ("explain the waiting job from saved objects", ["explain", "train-gpu", "-f", "examples/cluster/queued.yaml", "-f", NODES, "-o", "svg"]),
+    ("discover a DRA cluster", ["discover", "--nodes", DRA]),
+    ("render a DRA job", ["render", "--gpus", "16", "--nodes", DRA, "--", "python", "train.py"]),
+    ("generate configs for a DRA cluster", ["queues", "generate", "--nodes", DRA]),
 ]
 
 
@@ -151,3 +158,11 @@ def test_the_gpu_example_workload_asks_the_amd_flavor_for_16_gpus(shipped_cluste
     finally:
         client.close()
     assert run_cli("delete", "train-gpu-kept", "-n", "team-a", env=cli_env(KUBECONFIG=kubeconfig)).returncode == 0
+
+
+def test_the_dra_example_claims_its_gpus_as_dra_devices() -> None:
+    out = run_cli("render", "--gpus", "16", "--nodes", DRA, "-o", "json", "--", "python", "train.py")
+    objects = json.loads(out.stdout)["items"]
+    assert [o["kind"] for o in objects] == ["ResourceClaimTemplate", "RayJob"], out.stderr
+    assert objects[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"] == {"deviceClassName": "gpu.nvidia.com", "count": 8}
+    assert "8 nvidia GPUs on 1 node left out (plugin-a100)" in out.stderr
