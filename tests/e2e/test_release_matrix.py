@@ -483,3 +483,26 @@ def test_an_auth_secret_on_a_kuberay_without_secret_name_is_refused_naming_the_r
     assert "authSecret: naming the token's Secret needs KubeRay v1.6.0 or later" in out.stderr
     assert "Traceback" not in out.stderr
     assert cluster.server.get_object(RAY, "RayJob", "locked", namespace) is None
+
+
+#: What raybridge says of a DRA job on each Kueue release it runs for real (kueue/dra.py, from each one's source).
+DRA_REFUSALS = {
+    "v0.13.10": "this cluster's Kueue v0.13.10 does not count DRA devices",
+    "v0.17.0": "this cluster's Kueue v0.17.0 counts DRA devices only with its alpha feature gate DynamicResourceAllocation=true",
+    # the stack's Kueue v0.19.2 counts them, but its Configuration maps no DeviceClass: Inadmissible for good
+    "v0.19.2": "DeviceClass gpu.nvidia.com is not in Kueue's deviceClassMappings (mapped: none)",
+}
+
+
+def test_a_dra_job_kueue_would_not_count_or_never_admit_is_refused_before_anything_exists(cluster: Cluster) -> None:
+    """The nodes are a DRA cluster's (examples/cluster/dra.json, `--nodes`), the queue and Kueue this release's."""
+    _needs_kueue(cluster)
+    if not cluster.real:
+        pytest.skip("the simulated releases record no Kueue Deployment to read the release from")
+    release = (REAL_RELEASES[cluster.release].get("kueue") or "v0.17.0")
+    namespace, lq = cluster.queue()
+    out = cluster.cli("submit", "-n", namespace, "--queue", lq, "--gpus", "8", "--nodes", str(ROOT / "examples" / "cluster" / "dra.json"),
+                      "--", "python", "-c", "1")  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert DRA_REFUSALS[release] in out.stderr and "nothing was created" in out.stderr, out.stderr
+    assert cluster.leftovers(namespace) == {}
