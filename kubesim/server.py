@@ -548,6 +548,16 @@ class _HttpServer(ThreadingHTTPServer):
         self.api = api
         super().__init__(address, handler)
 
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        """Serve this user's sockets alone: the fake API server answers with an admin's rights (and port-forwards
+        head pods to the tests' Ray head), so another local user's connection is closed unanswered. The kernel's
+        socket table says whose the connecting socket is (testcluster/loopback.py)."""
+        from testcluster.loopback import peer_is_this_user
+
+        if not Path("/proc/net/tcp").exists():
+            return True  # no Linux socket table to ask: loopback is the only protection there
+        return peer_is_this_user(self.server_address[1], client_address[1])
+
     def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
         """A client that hung up mid-request (a killed controller, a dropped watch) is routine, not a traceback."""
         if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
