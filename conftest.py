@@ -44,7 +44,40 @@ def _run_reaches(config: pytest.Config, trees: tuple[str, ...]) -> bool:
     return False
 
 
+#: The fast tier (`pytest --fast`, CONTRIBUTING.md): pure units, the offline CLI and the property tests. Left out:
+#: the trees that test the test harness and the simulation, and what needs Go, a Ray head, a cluster or real time.
+FAST_TREES = ("tests/unit/", "tests/property/")
+#: The end-to-end modules that run the CLI offline (files in, output and exit status out), in the fast tier too.
+FAST_E2E_MODULES = tuple(f"tests/e2e/test_{name}.py" for name in (
+    "cli_flags", "cli_help_and_notes", "cli_completion", "cli_offline", "cli_adjuster", "cli_adjuster_claims", "examples",
+    "readme_tour", "strict_spec_fields", "printed_input_is_escaped", "hostile_input_answers", "hostile_input_crashes",
+    "explain_files", "svg_pictures",
+))  # fmt: skip
+#: Tests of the harness and of the benchmarks: not the product's behaviour (the Go oracle of `go_number` is marked needs_go).
+NOT_FAST_MODULES = ("tests/unit/test_suite_", "tests/unit/test_benchmark")
+#: Fixtures that start a Ray head or a cluster (a test that uses any, even through another fixture, is not fast).
+SLOW_FIXTURES = frozenset({"ray_head", "real_cluster", "simulated_kube", "real_admin", "explain_scene", "explain_sim_cluster", "sim"})
+SLOW_MARKERS = ("realtime", "fresh_head", "realcluster", "needs_go", "slow")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fast", action="store_true", default=False,
+                     help="the fast tier alone: pure units, offline CLI, property tests; no Go, Ray head, cluster or real-time wait")  # fmt: skip
+
+
+def is_fast(item: pytest.Item) -> bool:
+    """Whether a test belongs to the fast tier (`--fast`)."""
+    nodeid = item.nodeid
+    if not nodeid.startswith(FAST_TREES + FAST_E2E_MODULES) or nodeid.startswith(NOT_FAST_MODULES):
+        return False
+    if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
+        return False
+    return not SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("fast"):
+        return  # the fast tier builds and starts nothing
     if _run_reaches(config, REAL_CLUSTER_TREES):
         config.pluginmanager.import_plugin(REAL_CLUSTER_PLUGIN)  # its own pytest_configure runs now
 
@@ -96,6 +129,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     """Sort by `_run_order`, an xdist_group as a whole (at its most urgent member's place): a group shares a costly
     module fixture (a cluster per release), which pytest set up once for the group's run in collection order;
     pulling one member ahead of the others would set it up twice."""
+    if config.getoption("fast"):
+        kept = [item for item in items if is_fast(item)]
+        config.hook.pytest_deselected(items=[item for item in items if not is_fast(item)])
+        items[:] = kept
     group_order: dict[object, int] = {}
     for item in items:
         group = _group(item)

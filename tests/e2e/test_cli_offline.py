@@ -503,6 +503,7 @@ def test_a_local_dry_run_sizes_against_this_machine_and_says_nodes_is_ignored():
     assert json.loads(result.stdout)["plan"]["clusterGpus"] != 24  # not the file's 24 AMD GPUs
 
 
+@pytest.mark.realtime
 def test_a_ray_address_that_never_answers_prints_only_raybridges_line():
     with socket.socket() as listener:  # accepts connections (the kernel's backlog) and never answers
         listener.bind(("127.0.0.1", 0))

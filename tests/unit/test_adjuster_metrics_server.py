@@ -54,6 +54,7 @@ def _get(port: int, path: str, timeout: float = 5) -> tuple[int, bytes]:
         return answer.status, answer.read()
 
 
+@pytest.mark.realtime
 def test_two_hundred_half_sent_requests_hold_no_more_threads_than_the_bound(server: EndpointServer) -> None:
     before = threading.active_count()
     sockets = [_half_sent(server.port) for _ in range(200)]
@@ -75,6 +76,7 @@ def test_a_silent_connection_is_closed_after_the_deadline(server: EndpointServer
     assert time.monotonic() - started < 4
 
 
+@pytest.mark.realtime
 def test_a_request_dripped_a_byte_at_a_time_is_cut_off_at_the_deadline_whatever_its_pace(server: EndpointServer) -> None:
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
     started = time.monotonic()
@@ -150,6 +152,7 @@ class Drippers:
                 time.sleep(0.005)
 
 
+@pytest.mark.realtime
 def test_the_liveness_probe_answers_every_time_while_slow_clients_hold_every_metrics_slot(
         server: EndpointServer, probes: EndpointServer) -> None:
     with Drippers(server.port, MAX_CONNECTIONS + 16, pace=0.3):

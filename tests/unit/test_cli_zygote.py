@@ -60,6 +60,7 @@ def test_a_call_past_its_timeout_is_killed_and_raises_as_subprocess_run_does() -
     assert run_cli("--version").returncode == 0  # the server goes on serving
 
 
+@pytest.mark.slow
 def test_a_server_whose_imports_print_is_not_used(tmp_path) -> None:
     noisy = tmp_path / "sitecustomize.py"
     noisy.write_text("import sys\nprint('noise at start-up', file=sys.stderr)\n")

@@ -94,6 +94,7 @@ def test_yaml_is_parsed_by_libyaml_where_pyyaml_has_it(monkeypatch: pytest.Monke
     assert documents.yaml_loader() is Counted and "a: [1, 2]\nb: &x {c: 1}\nd: *x\n" in made
 
 
+@pytest.mark.slow
 @needs_libyaml
 def test_a_libyaml_that_does_not_bound_nesting_itself_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     """Its C composer would recurse once per level of nesting: a text of brackets could overflow the stack."""
@@ -122,6 +123,7 @@ COSTLY_YAML = {
 }  # fmt: skip
 
 
+@pytest.mark.slow
 @needs_libyaml
 @pytest.mark.parametrize("case", list(COSTLY_YAML))
 def test_yaml_costs_at_most_its_bound_in_memory_per_character(case: str) -> None:

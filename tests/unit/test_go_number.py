@@ -190,6 +190,7 @@ func main() {
 """
 
 
+@pytest.mark.needs_go
 @pytest.mark.skipif(shutil.which("go") is None, reason="Go is not installed: the rows are checked against Go's strconv where it is")
 def test_the_rows_are_what_go_s_strconv_returns(tmp_path: Path) -> None:
     """The tables above are Go's answers, not this module's: every row's text through Go's own ParseFloat(s, 64)

@@ -1,0 +1,36 @@
+"""The fast tier (`pytest --fast`, CONTRIBUTING.md) holds what it says: no test that waits in real time, starts a
+Ray head or a cluster, needs Go or tests the harness; and it keeps the pure units and the offline CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.helpers import ROOT
+
+
+def _collected(*args: str) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0", *args],
+                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    return [line for line in out.stdout.splitlines() if "::" in line]
+
+
+def test_the_fast_tier_leaves_out_what_needs_go_a_head_a_cluster_or_real_time() -> None:
+    fast = _collected("--fast")
+    assert fast, "the fast tier collected nothing"
+    slow_modules = ("kubesim/tests/", "testcluster/tests/", "tests/e2e/test_kube_", "tests/e2e/test_release_matrix", "tests/e2e/test_dra_real",
+                    "tests/e2e/test_local_submit", "tests/e2e/test_private_head", "tests/unit/test_suite_", "tests/unit/test_benchmark")  # fmt: skip
+    assert not [t for t in fast if t.startswith(slow_modules)], [t for t in fast if t.startswith(slow_modules)][:5]
+    assert "tests/unit/test_go_number.py::test_the_rows_are_what_go_s_strconv_returns" not in fast
+    assert not [t for t in fast if "test_discover_probes_every_node_of_a_ray_cluster" in t]  # it uses the Ray head fixture
+    assert any(t.startswith("tests/unit/test_layers.py") for t in fast)
+    assert any(t.startswith("tests/e2e/test_cli_offline.py") for t in fast) and any(t.startswith("tests/property/") for t in fast)
+
+
+def test_the_realtime_tests_of_the_fast_tier_s_modules_are_left_out() -> None:
+    realtime = set(_collected("-m", "realtime", "tests/unit", "tests/e2e/test_cli_offline.py"))
+    fast = set(_collected("--fast", "tests/unit", "tests/e2e/test_cli_offline.py"))
+    assert realtime and not realtime & fast
