@@ -38,6 +38,8 @@ def prepare_submit(spec: SpecLike, options: Optional[SubmitOptions] = None, **kw
     """Check the spec, find what it uploads and choose the backend: everything refused here leaves nothing behind."""
     spec = as_spec(spec)
     options = options or submit_options(**kwargs)
+    if spec.resolved_kind not in ("RayJob", "RayCluster") or not spec.ray:
+        raise BadInput(f"submit runs Ray jobs; for a plain {spec.resolved_kind} use `raybridge render ... | kubectl apply -f -`")
     check_runnable(spec, options.submission_id)
     uploads = tuple(local_uploads(spec))  # refuses what Ray would refuse, before anything exists
     backend, why = choose_backend(options)
@@ -48,8 +50,6 @@ def launch(request: SubmitRequest) -> JobHandle:
     """Hand a prepared submission to its backend; returns once the Ray job is submitted."""
     options = replace(request.options, before_upload=partial(_say, request.options.progress, upload_lines(list(request.uploads))))
     options.progress(f"backend: {request.backend} ({request.why})")
-    if request.spec.resolved_kind not in ("RayJob", "RayCluster") or not request.spec.ray:
-        raise BadInput(f"submit runs Ray jobs; for a plain {request.spec.resolved_kind} use `raybridge render ... | kubectl apply -f -`")
     if request.backend == "local":
         from raybridge.jobs.local import submit_local
 

@@ -537,3 +537,15 @@ def test_json_output_lists_every_warning_said_on_stderr(case, argv, where):
     for key in where:
         document = document[key]
     assert said and set(said) <= set(document), (said, document)
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_dry_run_refuses_what_the_submit_refuses(dry_run: bool, tmp_path) -> None:
+    """A plain job's spec: the submit refuses it (exit 2); its dry run previewed a whole plan with exit 0."""
+    spec = tmp_path / "plain.yaml"
+    spec.write_text("name: plain\nray: false\nkind: job\nimage: busybox\nentrypoint: echo hi\n")
+    args = ["submit", str(spec), "--nodes", "examples/cluster/nodes.json", *(["--dry-run"] if dry_run else [])]
+    out = run_cli(*args, env=cli_env(KUBECONFIG="/nonexistent"))
+    assert out.returncode == 2, out.stderr
+    assert "submit runs Ray jobs; for a plain job use `raybridge render ... | kubectl apply -f -`" in out.stderr
+    assert out.stdout == ""
