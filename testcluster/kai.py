@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Optional
 import yaml
 
 from testcluster.processes import Process, free_port, http_ok, unix_http_ok
+from testcluster.sources import module_dir, yaml_documents
 from testcluster.programs import KAI_COMMANDS, Program, program
 
 if TYPE_CHECKING:
@@ -161,13 +162,12 @@ def _webhook_configurations(stack: "Stack", port: int) -> list[dict]:
 
 def start_kai(stack: "Stack") -> None:
     """KAI's CRDs and objects, then its admission webhook, binder, pod grouper and scheduler, then its default queues."""
-    from testcluster.stack import _module_dir, _yaml_documents
 
     assert stack.pki is not None
     scheduler = stack.programs["kai-scheduler"]
-    source = _module_dir(scheduler.upstream_module(), scheduler.module_dir)
+    source = module_dir(scheduler.upstream_module(), scheduler.module_dir)
     crds = sorted((source / "deployments" / "kai-scheduler" / "crds").glob("*.yaml"))
-    stack._install_crds([doc for path in crds for doc in _yaml_documents(path)])
+    stack.install_crds([doc for path in crds for doc in yaml_documents(path)])
     namespaces = (KAI_NAMESPACE, RESERVATION_NAMESPACE, SCALE_ADJUST_NAMESPACE)
     stack.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}} for name in namespaces])
     stack.apply([
@@ -203,7 +203,7 @@ def start_kai(stack: "Stack") -> None:
         "--scale-adjust-namespace", SCALE_ADJUST_NAMESPACE, "--health-probe-bind-address", f"127.0.0.1:{probe}",
         "--metrics-bind-address", "0", "--cdi-enabled=false",
     ]  # fmt: skip
-    binder = stack._process("kai-binder", argv, env)  # no health checks of its own: ready once its workers run
+    binder = stack.start_process("kai-binder", argv, env)  # no health checks of its own: ready once its workers run
     binder.wait_ready(lambda: 'Starting workers\t{"controller": "bindrequest"' in binder.log.read_text(errors="replace"), 60)
 
     probe = free_port()
@@ -211,7 +211,7 @@ def start_kai(stack: "Stack") -> None:
         str(stack.binaries["kai-podgrouper"]), "--scheduler-name", SCHEDULER_NAME, "--queue-label-key", QUEUE_LABEL,
         "--nodepool-label-key", NODE_POOL_LABEL, "--health-probe-bind-address", f"127.0.0.1:{probe}", "--metrics-bind-address", "0",
     ]  # fmt: skip
-    stack._process("kai-podgrouper", argv, env).wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 60)
+    stack.start_process("kai-podgrouper", argv, env).wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 60)
 
     config = home / "scheduler-config.yaml"
     config.write_text(yaml.safe_dump(scheduler_config(), sort_keys=False))
@@ -229,7 +229,7 @@ def start_kai(stack: "Stack") -> None:
 def scaling_pod_stage() -> dict:
     """A kwok Stage: a running scaling pod of the node-scale-adjuster exits 0 at once, as its image does on a node
     (cmd/scalingpod/main.go at v0.12.0: an empty `main`). The adjuster deletes a scaling pod that succeeded."""
-    from testcluster.stack import completing_stage
+    from testcluster.kwok import completing_stage
 
     return completing_stage("kai-scaling-pod-exits", {"app": SCALING_POD_APP})
 

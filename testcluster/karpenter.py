@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from testcluster.processes import unix_http_ok, wait_until
+from testcluster.sources import module_dir, yaml_documents
 
 if TYPE_CHECKING:
     from testcluster.stack import Stack
@@ -118,10 +119,9 @@ def nodepool(name: str = NODE_POOL, instance_types: Optional[list[str]] = None, 
 
 
 def _crds(source: Path) -> list[dict]:
-    from testcluster.stack import _yaml_documents
 
     paths = sorted((source / "kwok" / "charts" / "crds").glob("*.yaml")) + sorted((source / "kwok" / "apis" / "crds").glob("*.yaml"))
-    return [doc for path in paths for doc in _yaml_documents(path)]
+    return [doc for path in paths for doc in yaml_documents(path)]
 
 
 def _nodepool_ready(stack: "Stack", name: str) -> bool:
@@ -137,11 +137,10 @@ def _nodepool_ready(stack: "Stack", name: str) -> bool:
 
 def start(stack: "Stack") -> None:
     """Karpenter's CRDs, its instance types, the program itself, then the KWOKNodeClass and NodePool `default`."""
-    from testcluster.stack import _module_dir
 
     karpenter = stack.programs["karpenter"]
-    source = _module_dir(karpenter.upstream_module(), karpenter.module_dir)
-    stack._install_crds(_crds(source))
+    source = module_dir(karpenter.upstream_module(), karpenter.module_dir)
+    stack.install_crds(_crds(source))
     folder = stack.workdir / "karpenter"
     folder.mkdir(parents=True, exist_ok=True)
     types = stack.options.karpenter_instance_types

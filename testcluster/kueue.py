@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Optional
 import yaml
 
 from testcluster.processes import free_port, http_ok
-from testcluster.stack import _module_dir, _yaml_documents
+from testcluster.sources import module_dir, yaml_documents
 
 if TYPE_CHECKING:
     from testcluster.stack import Stack
@@ -57,7 +57,7 @@ def _webhooks(stack: "Stack", source: Path, port: int) -> list[dict]:
         for hook in yaml.safe_load(patch.get("patch", "{}") or "{}").get("webhooks", []):
             selectors[hook["name"]] = hook["namespaceSelector"]
     configurations = []
-    for document in _yaml_documents(folder / "manifests.yaml"):
+    for document in yaml_documents(folder / "manifests.yaml"):
         document["metadata"]["name"] = "kueue-" + document["metadata"]["name"]
         for hook in document.get("webhooks", []):
             path = hook["clientConfig"]["service"]["path"]
@@ -76,8 +76,8 @@ def _crds(stack: "Stack", source: Path, port: int) -> list[dict]:
     crd_folder = source / "config" / "components" / "crd"
     listed = [entry["path"] for entry in yaml.safe_load((crd_folder / "kustomization.yaml").read_text()).get("patches") or []]
     patches = [crd_folder / path for path in listed if Path(path).name.startswith("webhook_in_")]
-    converted = {doc["metadata"]["name"] for path in patches for doc in _yaml_documents(path)}
-    crds = [doc for path in sorted((crd_folder / "bases").glob("*.yaml")) for doc in _yaml_documents(path)]
+    converted = {doc["metadata"]["name"] for path in patches for doc in yaml_documents(path)}
+    crds = [doc for path in sorted((crd_folder / "bases").glob("*.yaml")) for doc in yaml_documents(path)]
     for crd in crds:
         if crd["metadata"]["name"] in converted:
             crd["spec"]["conversion"] = {
@@ -90,11 +90,11 @@ def _crds(stack: "Stack", source: Path, port: int) -> list[dict]:
 def start_kueue(stack: "Stack") -> None:
     """Kueue's namespace, CRDs (with their conversion webhook), the controller manager, its webhooks, its record."""
     kueue = stack.programs["kueue"]
-    source = _module_dir(kueue.upstream_module(), kueue.module_dir)
+    source = module_dir(kueue.upstream_module(), kueue.module_dir)
     webhook_port, probe, metrics = free_port(), free_port(), free_port()
     cert_dir, etc_layer = _certificates(stack)
     stack.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUEUE_NAMESPACE}}])
-    stack._install_crds(_crds(stack, source, webhook_port))
+    stack.install_crds(_crds(stack, source, webhook_port))
     config = _default_config(source)
     config.update({
         "namespace": KUEUE_NAMESPACE,
@@ -111,7 +111,7 @@ def start_kueue(stack: "Stack") -> None:
     kueue_argv = [str(stack.binaries["kueue"]), f"--config={config_path}", f"--kubeconfig={stack.kubeconfig}", gates, "--zap-log-level=info"]
     argv = _with_etc_layer(etc_layer, kueue_argv)
     env = dict(os.environ, KUBECONFIG=str(stack.kubeconfig), POD_NAMESPACE=KUEUE_NAMESPACE)
-    process = stack._process("kueue", argv, env)
+    process = stack.start_process("kueue", argv, env)
     process.wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 120)
     stack.apply(_webhooks(stack, source, webhook_port))
     stack.apply(kueue_record(kueue.version, config, [gates]))

@@ -24,6 +24,7 @@ import yaml
 
 from testcluster.kubelet_gate import KubeletGate
 from testcluster.processes import unix_http_ok
+from testcluster.sources import module_dir, yaml_documents
 
 if TYPE_CHECKING:
     from testcluster.stack import Stack
@@ -68,17 +69,16 @@ def _after_termination(stage: dict) -> dict:
 def kwok_config(stack: "Stack") -> Path:
     """kwok's stages from its module (node-fast, heartbeat with lease, pod-fast without pod-complete),
     and the port-forward of head pods' dashboard port to the stack's door to the Ray head."""
-    from testcluster.stack import _module_dir, _yaml_documents
 
     kwok = stack.programs["kwok"]
-    source = _module_dir(kwok.upstream_module(), kwok.module_dir) / "kustomize" / "stage"
+    source = module_dir(kwok.upstream_module(), kwok.module_dir) / "kustomize" / "stage"
     stage_files = [
         source / "node" / "fast" / "node-initialize.yaml",
         source / "node" / "heartbeat-with-lease" / "node-heartbeat-with-lease.yaml",
         source / "pod" / "fast" / "pod-ready.yaml",
         source / "pod" / "fast" / "pod-delete.yaml",
     ]
-    documents = [_after_termination(doc) for path in stage_files for doc in _yaml_documents(path)]
+    documents = [_after_termination(doc) for path in stage_files for doc in yaml_documents(path)]
     documents.append(TERMINATE_ON_DELETE)
     if "kai" in stack.options.operators:  # the node-side step of KAI's GPU reservation pods (kai.py)
         from testcluster import kai
@@ -113,3 +113,42 @@ def start_kwok(stack: "Stack") -> None:
         assert process.popen is not None
         stack.head_door.admitted.add(process.popen.pid)  # the namespace's relay dials the door (netjail.py)
     process.wait_ready(lambda: unix_http_ok(server, "/healthz"), 60)
+
+
+def completing_stage(name: str, match_labels: dict[str, str]) -> dict:
+    """A kwok Stage: a running pod with `match_labels` completes at once, exit code 0 (phase Succeeded), as a pod whose
+    one container runs `true` with `restartPolicy: Never` does on a node. kwok's own pod-complete Stage
+    (kustomize/stage/pod/fast/pod-complete.yaml at v0.8.0) does the same for Job pods only."""
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {
+                "matchLabels": dict(match_labels),
+                "matchExpressions": [
+                    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                ],
+            },
+            "next": {"statusTemplate": _COMPLETED_STATUS},
+        },
+    }  # fmt: skip
+
+
+_COMPLETED_STATUS = """{{ $now := Now }}
+containerStatuses:
+{{ range $index, $item := .spec.containers }}
+- image: {{ $item.image | Quote }}
+  name: {{ $item.name | Quote }}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated:
+      exitCode: 0
+      finishedAt: {{ $now | Quote }}
+      reason: Completed
+      startedAt: {{ $now | Quote }}
+{{ end }}
+phase: Succeeded
+"""

@@ -91,7 +91,7 @@ def launch_ray_head(stack: "Stack", num_cpus: int = 4) -> Process:
     # Job drivers run `python ...` from PATH: this interpreter's first, as in the image a head pod runs.
     env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
     env.update(HEAD_ENV, RAY_AUTH_TOKEN_PATH=str(token_path), TMPDIR=str(stack.workdir), PATH=os.pathsep.join([str(ray.parent), os.environ.get("PATH", "")]))
-    return stack._process("ray-head", argv, env)
+    return stack.start_process("ray-head", argv, env)
 
 
 def wait_for_ray_head(stack: "Stack", process: Process, timeout: float = 120.0) -> RayHead:

@@ -61,6 +61,7 @@ from testcluster.netjail import Relay, jail_argv, unix_connect, unix_listener
 from testcluster.pki import CertPair, Pki
 from testcluster.processes import Process, StartError, free_port, http_ok, wait_until
 from testcluster.programs import Program, ensure_built, program
+from testcluster.sources import module_dir, yaml_documents
 from testcluster.ray_head import RayHead, launch_ray_head, wait_for_ray_head
 
 __all__ = ["Stack", "StackOptions", "CORE", "OPERATORS", "completing_stage"]
@@ -115,16 +116,6 @@ class StackOptions:
     progress: Callable[[str], None] = lambda line: None
 
 
-def _module_dir(module_at_version: str, wrapper: Path) -> Path:
-    """Where the Go module cache holds `module version`'s source (downloaded if missing)."""
-    module, version = module_at_version.split()
-    out = subprocess.run(
-        ["go", "mod", "download", "-json", f"{module}@{version}"], cwd=wrapper, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    if out.returncode != 0:
-        raise StartError(f"go mod download {module}@{version} failed: {out.stderr.strip() or out.stdout.strip()}")
-    return Path(json.loads(out.stdout)["Dir"])
-
 
 def _routed_networks() -> list[ipaddress.IPv4Network]:
     """The IPv4 networks this machine routes other than the default route (/proc/net/route: hex, little-endian)."""
@@ -150,9 +141,6 @@ def _unrouted_ranges(count: int = 2) -> list[str]:
         raise StartError(f"every candidate range for pod and Service IPs is routed on this machine: {', '.join(ADDRESS_RANGES)}")
     return free[:count]
 
-
-def _yaml_documents(path: Path) -> list[dict]:
-    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
 class Stack:
@@ -264,7 +252,7 @@ class Stack:
         self._create_nodes(self.options.nodes)
 
     # -- helpers ------------------------------------------------------------------------------
-    def _process(self, name: str, argv: list[str], env: Optional[dict[str, str]] = None) -> Process:
+    def start_process(self, name: str, argv: list[str], env: Optional[dict[str, str]] = None) -> Process:
         process = Process(name, argv, self.workdir / "logs" / f"{name}.log", env=env).start()
         self.processes.append(process)
         assert process.popen is not None
@@ -320,7 +308,7 @@ class Stack:
         kubeconfig's address, `dials` (inside port -> Unix socket outside) and `serves` (Unix socket made -> inside
         port) join it to the stack; nothing else reaches it or leaves it."""
         joined = {self.api_port: self.sockets / "apiserver.sock", **(dials or {})}
-        return self._process(name, jail_argv(argv, joined, serves or {}), env)
+        return self.start_process(name, jail_argv(argv, joined, serves or {}), env)
 
     def expose(self, path: Path) -> int:
         """A port on 127.0.0.1 that leads to the Unix socket `path` (a jailed program's webhook, for the API server)."""
@@ -366,7 +354,7 @@ class Stack:
             f"--peer-cert-file={member.cert}", f"--peer-key-file={member.key}", "--peer-client-cert-auth", f"--peer-trusted-ca-file={ca}",
         ]  # fmt: skip
         context = self._tls(identity=self._etcd_client)
-        self._process("etcd", argv).wait_ready(lambda: http_ok(f"{self.etcd_url}/health", context, expect='"health":"true"'), 60)
+        self.start_process("etcd", argv).wait_ready(lambda: http_ok(f"{self.etcd_url}/health", context, expect='"health":"true"'), 60)
 
     def _start_apiserver(self) -> None:
         assert self.pki is not None
@@ -392,7 +380,7 @@ class Stack:
         ]  # fmt: skip
         self._sa_key = sa_key
         context = self._tls()
-        self._process("kube-apiserver", argv).wait_ready(lambda: http_ok(f"{self.server}/readyz", context, expect="ok"), 120)
+        self.start_process("kube-apiserver", argv).wait_ready(lambda: http_ok(f"{self.server}/readyz", context, expect="ok"), 120)
         # The jailed programs' way to the API server (netjail.py): its address inside each namespace leads here.
         api = ("127.0.0.1", self.api_port)
         self._relays.append(Relay(unix_listener(self.sockets / "apiserver.sock"), lambda: socket.create_connection(api, timeout=10), name="apiserver-relay"))
@@ -425,7 +413,7 @@ class Stack:
         ]  # fmt: skip
         context = self._tls(client=False)
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # its self-signed serving certificate
-        self._process("kube-controller-manager", argv).wait_ready(lambda: http_ok(f"https://127.0.0.1:{port}/healthz", context, expect="ok"), 60)
+        self.start_process("kube-controller-manager", argv).wait_ready(lambda: http_ok(f"https://127.0.0.1:{port}/healthz", context, expect="ok"), 60)
 
     def _start_scheduler(self) -> None:
         port = free_port()
@@ -436,7 +424,7 @@ class Stack:
         ]  # fmt: skip
         context = self._tls(client=False)
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-        self._process("kube-scheduler", argv).wait_ready(lambda: http_ok(f"https://127.0.0.1:{port}/healthz", context, expect="ok"), 60)
+        self.start_process("kube-scheduler", argv).wait_ready(lambda: http_ok(f"https://127.0.0.1:{port}/healthz", context, expect="ok"), 60)
 
     # -- objects ------------------------------------------------------------------------------
     def apply(self, documents: Iterable[dict]) -> None:
@@ -455,7 +443,7 @@ class Stack:
         finally:
             api.close()
 
-    def _install_crds(self, crds: list[dict]) -> None:
+    def install_crds(self, crds: list[dict]) -> None:
         from kubernetes import client
 
         api = self.api_client()
@@ -506,8 +494,8 @@ class Stack:
     # -- the operators ------------------------------------------------------------------------
     def _start_kuberay(self) -> None:
         kuberay = self.programs["kuberay"]
-        source = _module_dir(kuberay.upstream_module(), kuberay.module_dir)
-        self._install_crds([doc for path in sorted((source / "config" / "crd" / "bases").glob("*.yaml")) for doc in _yaml_documents(path)])
+        source = module_dir(kuberay.upstream_module(), kuberay.module_dir)
+        self.install_crds([doc for path in sorted((source / "config" / "crd" / "bases").glob("*.yaml")) for doc in yaml_documents(path)])
         self.proxy = DashboardProxy(self._dashboard_backend()).start()
         probe, metrics = free_port(), free_port()
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), HTTP_PROXY=self.proxy.url, http_proxy=self.proxy.url, NO_PROXY="", no_proxy="")
@@ -516,7 +504,7 @@ class Stack:
             str(self.binaries["kuberay"]), f"--metrics-addr=127.0.0.1:{metrics}", f"--health-probe-bind-address=127.0.0.1:{probe}",
             "--enable-leader-election=false", "--log-stdout-encoder=console",
         ]  # fmt: skip
-        process = self._process("kuberay", argv, env)
+        process = self.start_process("kuberay", argv, env)
         assert process.popen is not None
         self.proxy.serve_only(process.popen.pid)
         process.wait_ready(lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), 60)
@@ -552,40 +540,5 @@ def kuberay_operator_record(version: str) -> list[dict]:
     ]  # fmt: skip
 
 
-def completing_stage(name: str, match_labels: dict[str, str]) -> dict:
-    """A kwok Stage: a running pod with `match_labels` completes at once, exit code 0 (phase Succeeded), as a pod whose
-    one container runs `true` with `restartPolicy: Never` does on a node. kwok's own pod-complete Stage
-    (kustomize/stage/pod/fast/pod-complete.yaml at v0.8.0) does the same for Job pods only."""
-    return {
-        "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name},
-        "spec": {
-            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-            "selector": {
-                "matchLabels": dict(match_labels),
-                "matchExpressions": [
-                    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
-                    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
-                ],
-            },
-            "next": {"statusTemplate": _COMPLETED_STATUS},
-        },
-    }  # fmt: skip
-
-
-_COMPLETED_STATUS = """{{ $now := Now }}
-containerStatuses:
-{{ range $index, $item := .spec.containers }}
-- image: {{ $item.image | Quote }}
-  name: {{ $item.name | Quote }}
-  ready: false
-  restartCount: 0
-  started: false
-  state:
-    terminated:
-      exitCode: 0
-      finishedAt: {{ $now | Quote }}
-      reason: Completed
-      startedAt: {{ $now | Quote }}
-{{ end }}
-phase: Succeeded
-"""
+# Re-exported for the tests and benchmarks that build their stages with it (its home is kwok.py).
+from testcluster.kwok import completing_stage  # noqa: E402,F401

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 from raybridge.core.quantity import parse_quantity
 

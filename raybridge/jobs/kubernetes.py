@@ -609,7 +609,7 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
     kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
     rayjob = workload_of(prepared.objects)
     runtime_env = resolve_runtime_env(spec, prepared.decision)  # validates workingDir before anything exists
-    found = _preflight(prepared, options)
+    _preflight(prepared, options)
     operator = kuberay_operator_release(kube)
     submitted = _Submitted(kube, RayObjects(kube), name, namespace, options)
     try:
@@ -732,7 +732,7 @@ def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:
     prepared = _prepare(spec, options)
     kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
     cluster = workload_of(prepared.objects)
-    found = _preflight(prepared, options)
+    _preflight(prepared, options)
     rays = RayObjects(kube)
     created = False
     claim_template = None
