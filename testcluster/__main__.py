@@ -129,6 +129,9 @@ def _up(args: argparse.Namespace) -> int:
     kubeconfig = _kubeconfig_destination(args.kubeconfig.expanduser())
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # Ctrl-C stops the stack even where `up` was started with SIGINT ignored (a shell's background job inherits
+    # that): it is the documented way to stop it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         options = StackOptions(
             operators=operators, ray_dashboard=args.ray_dashboard, start_ray_head=not args.no_ray, nodes=nodes, progress=_say,

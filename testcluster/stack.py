@@ -59,7 +59,7 @@ from testcluster.head_front import HeadFront
 from testcluster.kubelet_gate import KubeletGate
 from testcluster.netjail import Relay, jail_argv, unix_connect, unix_listener
 from testcluster.pki import CertPair, Pki
-from testcluster.processes import Process, StartError, free_port, http_ok, wait_until
+from testcluster.processes import Process, StartError, free_port, http_ok, stop_all, wait_until
 from testcluster.programs import Program, ensure_built, program
 from testcluster.sources import module_dir, yaml_documents
 from testcluster.ray_head import RayHead, launch_ray_head, wait_for_ray_head
@@ -184,10 +184,9 @@ class Stack:
         self.stop()
 
     def stop(self) -> None:
-        """Every process (the operators first, etcd last, the Ray head too), the proxy, the doors and relays, then the
-        temp directory."""
-        for process in reversed(self.processes):
-            process.stop()
+        """Every process at once (the Ray head too: `processes.stop_all`, bounded whatever hangs), the proxy, the doors
+        and relays, then the temp directory."""
+        stop_all(list(reversed(self.processes)))
         self.processes.clear()
         if self.proxy is not None:
             self.proxy.stop()
