@@ -22,8 +22,9 @@ from typing import Any, Callable, Optional
 
 from raybridge.errors import InfraError
 
-#: Given a connected socket, why its peer must not receive the request (None: send it).
-PeerCheck = Callable[[socket.socket], Optional[str]]
+#: Given a connected socket, why its peer must not receive the request (None: send it). Given None after a
+#: connection failed, why the peer cannot be reached where the check knows (the head has exited), else None.
+PeerCheck = Callable[[Optional[socket.socket]], Optional[str]]
 
 
 class PeerRefused(InfraError):
@@ -40,6 +41,13 @@ def _refuse_unless_ours(sock: Any, check: PeerCheck) -> None:
         raise PeerRefused(f"{problem}: nothing was sent to it")
 
 
+def _refuse_if_gone(check: PeerCheck) -> None:
+    """After a failed connect: the peer's own reason (a head that has exited) instead of "connection refused"."""
+    problem = check(None)
+    if problem is not None:
+        raise PeerRefused(problem)
+
+
 def verified_session(check: PeerCheck) -> Any:
     """A `requests.Session` whose every new plain-HTTP connection passes `check` before its request is sent."""
     import requests
@@ -49,7 +57,11 @@ def verified_session(check: PeerCheck) -> Any:
 
     class CheckedConnection(HTTPConnection):
         def connect(self) -> None:
-            super().connect()
+            try:
+                super().connect()
+            except Exception:
+                _refuse_if_gone(check)
+                raise
             _refuse_unless_ours(self.sock, check)
 
     class CheckedPool(HTTPConnectionPool):
@@ -94,7 +106,13 @@ def verified_connector(check: PeerCheck) -> Any:
             opened = getattr(super(), "_wrap_create_connection", None)
             if opened is None:
                 raise PeerRefused("this aiohttp opens connections where raybridge cannot check them")
-            transport, protocol = await opened(*args, **kwargs)
+            try:
+                transport, protocol = await opened(*args, **kwargs)
+            except Exception:
+                gone = await asyncio.get_running_loop().run_in_executor(None, check, None)
+                if gone is not None:
+                    raise PeerRefused(gone) from None
+                raise
             sock = transport.get_extra_info("socket")
             if sock is None:
                 transport.close()

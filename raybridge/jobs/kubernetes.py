@@ -332,7 +332,9 @@ def wait_for_ready(
             admitted = True
         # With spec.jobId set from the start, KubeRay leaves Waiting at its next reconcile and polls the id in Running.
         if state.ready:
-            waiter.say(f"Ray cluster {state.cluster or name} is ready")
+            view = workload_view(workload) if queued and not (seen or "").startswith("admitted") else None
+            by = f"admitted by {view.queue_name}; " if view is not None and view.queue_name and admitted else ""
+            waiter.say(f"{by}Ray cluster {state.cluster or name} is ready")  # the admission is said even when first seen ready
             return obj
         seen = progress_line(obj, workload, position)
         waiter.say(seen)

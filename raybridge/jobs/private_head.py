@@ -244,7 +244,8 @@ class PrivateRayHead:
         self.dashboard_url = f"http://127.0.0.1:{port}"
 
     def peer_problem(self, sock: Any) -> Optional[str]:
-        """Why the connected socket `sock` must not carry the token (None: it reaches this head's dashboard).
+        """Why the connected socket `sock` must not carry the token (None: it reaches this head's dashboard); with
+        `sock` None, after a connection failed, whether the head has exited.
 
         Asked of every connection to the dashboard once it is established, before anything is sent: the head must
         still run (its supervisor, and the dashboard process it started with) and the connection's accepting end
@@ -256,6 +257,8 @@ class PrivateRayHead:
             return None  # no socket table here (head_listener.py): the kernel-chosen port is the protection
         if _start_time(self._dashboard_pid) is None:
             return f"the local Ray head's dashboard (pid {self._dashboard_pid}) has exited"
+        if sock is None:
+            return None  # the connection failed and the head still runs: the caller's own error stands
         local, peer = sock.getsockname(), sock.getpeername()
         return connection_problem((local[0], local[1]), (peer[0], peer[1]), self._dashboard_pid)
 

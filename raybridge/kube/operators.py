@@ -80,7 +80,10 @@ def kuberay_operator_release(kube: Kube) -> OperatorRelease:
     kustomize = operator_release(kube, "the KubeRay operator", KUBERAY_KUSTOMIZE_SELECTOR, KUBERAY_NAMESPACES)
     if kustomize.version is not None or kustomize.where:
         return kustomize
-    return OperatorRelease(None, unknown_because=f"no Deployment labelled {KUBERAY_OPERATOR_SELECTOR} (Helm) or {KUBERAY_KUSTOMIZE_SELECTOR} (kustomize)")
+    not_found = f"no Deployment labelled {KUBERAY_OPERATOR_SELECTOR}"
+    if not helm.unknown_because.startswith(not_found):  # refused or unreadable: that, not "none found", is why
+        return helm
+    return OperatorRelease(None, unknown_because=f"{not_found} (Helm) or {KUBERAY_KUSTOMIZE_SELECTOR} (kustomize)")
 
 
 def kueue_release(kube: Kube) -> OperatorRelease:

@@ -37,3 +37,15 @@ def test_the_operator_is_found_however_it_was_installed(monkeypatch: pytest.Monk
     assert (found.version, found.where) == (version, where), case
     if version is None:
         assert "(Helm)" in found.unknown_because and "(kustomize)" in found.unknown_because
+
+
+def test_a_user_who_may_not_list_deployments_is_told_that_not_that_none_exists(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default submitter RBAC may not read Deployments: the reason is the refusal, not "no Deployment labelled"."""
+
+    def refused(kube: Any, what: str, path: str) -> list[dict[str, Any]]:
+        raise operators.PermissionDenied(f"listing {path}: forbidden")
+
+    monkeypatch.setattr(operators, "_deployments", refused)
+    found = operators.kuberay_operator_release(object())  # type: ignore[arg-type]
+    assert found.version is None
+    assert found.unknown_because.startswith("this user may not list Deployments cluster-wide or in kuberay-system"), found.unknown_because

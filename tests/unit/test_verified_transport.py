@@ -111,3 +111,26 @@ def test_a_websocket_connection_is_checked_before_its_upgrade_request(recorder: 
         assert recorder.received == []
     else:
         assert b"Authorization: Bearer secret" in recorder.received[0]
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("gone", ["the local Ray head has exited", None])
+def test_a_failed_connection_says_the_peer_s_own_reason_where_it_has_one(gone: Optional[str]) -> None:
+    """A head that died between two polls is "has exited", not "connection refused" (the check is asked with None)."""
+    import requests
+
+    asked: list[Any] = []
+
+    def check(sock: Any) -> Optional[str]:
+        asked.append(sock)
+        return gone
+
+    session = verified_session(check)
+    with pytest.raises(PeerRefused if gone else requests.ConnectionError, match=gone or "refused"):
+        session.get(f"http://127.0.0.1:{_closed_port()}/api/version", timeout=5)
+    assert asked and asked[0] is None

@@ -148,3 +148,28 @@ def test_a_deadline_spent_before_anything_was_seen_is_the_api_servers_silence(mo
     w, _fake, _said = waiter(timeout=4)
     with pytest.raises(TimeBudgetSpent):
         jobs_kubernetes.wait_for_ready(None, None, "RayJob", "late", "team", w, queued=True)
+
+
+ADMITTED_WORKLOAD = {"spec": {"queueName": "team-a"},
+                     "status": {"conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "ok"},
+                                               {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "ok"}]}}  # fmt: skip
+READY_RAYJOB = {"status": {"jobDeploymentStatus": "Running", "rayClusterName": "job-abc", "dashboardURL": "job-abc-head-svc.team.svc:8265"}}
+WAITING_RAYJOB = {"status": {"jobDeploymentStatus": "Suspended"}}
+
+
+@pytest.mark.parametrize(
+    "case, observations, said_last",
+    [
+        ("admitted and ready at the first look", [(READY_RAYJOB, ADMITTED_WORKLOAD)], "admitted by team-a; Ray cluster job-abc is ready"),
+        ("the admission said before", [(WAITING_RAYJOB, ADMITTED_WORKLOAD), (READY_RAYJOB, ADMITTED_WORKLOAD)], "Ray cluster job-abc is ready"),
+    ],
+)
+def test_the_queue_that_admitted_the_job_is_said_once_however_fast_it_got_ready(monkeypatch, case, observations, said_last):
+    from raybridge.jobs import kubernetes as jobs_kubernetes
+
+    answers = iter([(obj, workload, None) for obj, workload in observations])
+    monkeypatch.setattr(jobs_kubernetes, "_observe_riding_out", lambda *_args: next(answers))
+    w, _fake, said = waiter(timeout=60)
+    jobs_kubernetes.wait_for_ready(None, None, "RayJob", "job", "team", w, queued=True)
+    assert said[-1] == said_last, (case, said)
+    assert sum("admitted by team-a" in line for line in said) == 1, (case, said)
