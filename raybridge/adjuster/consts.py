@@ -3,18 +3,18 @@
 Each rule lives here once, so the controller, the placeholder builder, the
 configs' tests and the reconcile core agree on what marks the adjuster's own
 objects. It holds constants only; the names every raybridge component shares (the managed-by
-label key, the ProvisioningRequest API and class) come from `core/consts.py`.
+label key) come from `core/consts.py`, the ProvisioningRequest API and its classes from
+`autoscalers/provisioning_request.py`.
 """
 
 from __future__ import annotations
 
-from raybridge.core.consts import (  # noqa: F401 - read as consts.<NAME> by the adjuster's modules
-    MANAGED_BY_LABEL,
-    PROVISIONING_CLASS,
-    PROVISIONING_GROUP,
-    PROVISIONING_PLURAL,
-    PROVISIONING_VERSION,
-)
+from raybridge.autoscalers.provisioning_request import BEST_EFFORT_ATOMIC_CLASS  # noqa: F401 - read as consts.<NAME>
+from raybridge.autoscalers.provisioning_request import CHECK_CAPACITY_CLASS  # noqa: F401
+from raybridge.autoscalers.provisioning_request import GROUP as PROVISIONING_GROUP  # noqa: F401
+from raybridge.autoscalers.provisioning_request import PLURAL as PROVISIONING_PLURAL  # noqa: F401
+from raybridge.autoscalers.provisioning_request import VERSION as PROVISIONING_VERSION  # noqa: F401
+from raybridge.core.consts import MANAGED_BY_LABEL
 
 #: Every object the adjuster creates carries these two labels (the key is raybridge's: core/consts.py);
 #: the controller adopts by them.
@@ -103,9 +103,6 @@ REQUEST_COMPONENT = "provisioning-request"
 REQUEST_LABEL = "raybridge.io/provisioning-request"
 REQUEST_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{COMPONENT_LABEL}={REQUEST_COMPONENT}"
 REQUEST_NAME_PREFIX = "rb-request"
-DEFAULT_PROVISIONING_CLASS = PROVISIONING_CLASS
-#: cluster-autoscaler's class that only books capacity that already exists and never adds a node
-#: (provisioningrequest/checkcapacity/provisioningclass.go): requests of it cannot bring the pods' nodes.
-CHECK_CAPACITY_CLASS = "check-capacity.autoscaling.x-k8s.io"
+DEFAULT_PROVISIONING_CLASS = BEST_EFFORT_ATOMIC_CLASS
 #: A Failed request keeps covering its pods this long before it is deleted and asked for again.
 DEFAULT_FAILED_BACKOFF_SECONDS = 60.0

@@ -54,11 +54,11 @@ from raybridge.adjuster.decision.scale_adjuster import (
     hold_patch,
     node_holds,
     placeholder_manifest,
-    request_conditions,
     request_state,
 )
 from raybridge.adjuster.scaler import Scaler
 from raybridge.adjuster.decision.settings import RunSettings
+from raybridge.autoscalers.provisioning_request import read_provisioning_state
 from raybridge.core.consts import KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION
 from raybridge.core.dra import RESOURCE_GROUP, RESOURCE_VERSION
 from raybridge.core.views import Node
@@ -459,10 +459,9 @@ class Controller:
             if self._request_states.get(key) == state:
                 continue
             self._request_states[key] = state
-            condition = next((c for c in request_conditions(obj).values() if c.get("status") == "True"
-                              and request_state({"status": {"conditions": [c]}}) == state), {})
+            condition = read_provisioning_state(obj).condition
             log.info("ProvisioningRequest %s is %s%s", meta.get("name"), state,
-                     f": {condition.get('reason')}: {condition.get('message')}" if condition else "",
+                     f": {condition.reason}: {condition.message}" if condition is not None else "",
                      extra={"request": meta.get("name"), "state": state})
 
     def _request_creation(self, scaler: Scaler, requests: Informer, templates: Informer, planned: PlannedRequest) -> _Creation:

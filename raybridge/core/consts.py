@@ -78,15 +78,6 @@ JOB_NAME_LABEL = "raybridge.io/job-name"
 # --- Kueue ---------------------------------------------------------------------
 KUEUE_GROUP = "kueue.x-k8s.io"
 
-# --- The cluster autoscaler's ProvisioningRequests -------------------------------
-#: cluster-autoscaler apis/provisioningrequest/autoscaling.x-k8s.io/v1 (read by `explain`, written by the adjuster).
-PROVISIONING_GROUP = "autoscaling.x-k8s.io"
-PROVISIONING_VERSION = "v1"
-PROVISIONING_PLURAL = "provisioningrequests"
-#: The autoscaler's class that provisions all of a request or nothing (ProvisioningRequest v1): Kueue's
-#: ProvisioningRequestConfig in the generated configs and the adjuster's requests both use it.
-PROVISIONING_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
-
 # --- KubeRay --------------------------------------------------------------------
 RAY_API_GROUP = "ray.io"
 RAY_API_VERSION = "v1"

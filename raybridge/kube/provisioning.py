@@ -24,14 +24,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from raybridge.core.consts import PROVISIONING_GROUP, PROVISIONING_PLURAL, PROVISIONING_VERSION
+from raybridge.autoscalers.provisioning_request import GROUP, PLURAL, VERSION
 from raybridge.errors import InfraError
 from raybridge.kube.calls import api_call
 from raybridge.kube.client import Kube
 
-GROUP = PROVISIONING_GROUP
-VERSION = PROVISIONING_VERSION
-PLURAL = PROVISIONING_PLURAL
+__all__ = ["GROUP", "PLURAL", "VERSION", "create_provisioning_request", "delete_provisioning_request",
+           "list_provisioning_requests", "provisioning_requests_served"]
 
 
 def list_provisioning_requests(kube: Kube, namespace: str) -> Optional[list[dict[str, Any]]]:

@@ -12,8 +12,8 @@ checks, its pod sets and their requests, and the words the launcher prints after
 (`eviction_summary`). The module's functions (`workload_state`, `deactivation`, ...) take the view
 or the object (read on the spot); a caller that asks several facts reads the object once
 (`workload_view`) and passes the view on. Also here, as safely read: which Workload is a job's
-(`workload_of`: Kueue's job-uid label, else the owner reference), a ProvisioningRequest's state
-and a ClusterQueue's quota totals.
+(`workload_of`: Kueue's job-uid label, else the owner reference) and a ClusterQueue's quota totals.
+A ProvisioningRequest's state is cluster-autoscaler's API: `raybridge.autoscalers.provisioning_request`.
 
 What it deliberately does not do: say what a Workload means for a job's wait, flavor by flavor
 (`raybridge.queues.decision.kueue_explain`'s business), the quota arithmetic
@@ -33,13 +33,6 @@ from raybridge.kueue.cluster_queue import read_quota_holder
 from raybridge.kueue.fit import pod_requests
 
 _DEACTIVATED = "Deactivated"  # kueue.WorkloadDeactivated; the Evicted reason is it or "DeactivatedDueTo<cause>"
-_PROVISIONING_STATES = (  # the first True condition wins (autoscaling.x-k8s.io/v1 condition types)
-    ("Failed", "failed"),
-    ("CapacityRevoked", "capacity-revoked"),
-    ("BookingExpired", "booking-expired"),
-    ("Provisioned", "provisioned"),
-    ("Accepted", "accepted"),
-)
 
 
 #: A pod set's or pod set assignment's name when it has none (kueue@v0.13.10 apis/kueue/v1beta1/workload_types.go:
@@ -367,12 +360,3 @@ def quota(cluster_queue: Any) -> dict[str, tuple[Decimal, Decimal]]:
         used[resource] = used.get(resource, Decimal(0)) + amount
     return {name: (value, used.get(name, Decimal(0))) for name, value in nominal.items()}
 
-
-def provisioning_state(request: Any) -> tuple[str, str]:
-    """(state, reason and message) of a ProvisioningRequest from its conditions."""
-    conditions = conditions_of(as_dict(request).get("status"))
-    for kind, state in _PROVISIONING_STATES:
-        cond = find_condition(conditions, kind)
-        if cond is not None and cond.true:
-            return state, cond.words()
-    return "waiting", "the autoscaler has not accepted it yet"

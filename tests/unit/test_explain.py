@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pytest
 
-from raybridge.kueue.workload import provisioning_state
+from raybridge.autoscalers.provisioning_request import read_provisioning_state
 from raybridge.queues.decision.kueue_explain import BORROWS, FITS, NEVER, WAITS, check_states, explain_kueue
 from raybridge.kai.fairshare import Amounts, divide_fair_share
 from raybridge.queues.decision.kai_explain import explain_kai
@@ -242,7 +242,8 @@ def test_admission_check_with_its_provisioning_request(case, requests, expected_
 
 def test_provisioning_state_message():
     request = provisioning_request("x", Failed=("True", "OutOfStock", "no H100s in zone"))
-    assert provisioning_state(request) == ("failed", "OutOfStock: no H100s in zone")
+    found = read_provisioning_state(request)
+    assert (found.state, found.words()) == ("failed", "OutOfStock: no H100s in zone")
 
 
 def test_unreadable_cluster_queue_shows_totals_only():

@@ -48,7 +48,7 @@ def layer(module: str) -> str:
 
 
 #: One package per upstream system: what raybridge knows of it, pure, below every domain.
-UPSTREAM = {"kueue", "kai", "kuberay"}
+UPSTREAM = {"kueue", "kai", "kuberay", "autoscalers"}
 
 ALLOWED = {
     "errors": set(),

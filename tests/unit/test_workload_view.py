@@ -12,11 +12,11 @@ from typing import Any, Callable
 
 import pytest
 
+from raybridge.autoscalers.provisioning_request import read_provisioning_state
 from raybridge.kueue.workload import (
     deactivation,
     eviction_summary,
     position_words,
-    provisioning_state,
     quota,
     read_workload,
     workload_of,
@@ -31,6 +31,11 @@ RAYJOB = {"kind": "RayJob", "metadata": {"name": "train", "namespace": "ml", "la
           "status": {"jobDeploymentStatus": "Suspended"}}  # fmt: skip
 GPU_FLAVOR = {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8"}]}
 CPU_GROUP = {"coveredResources": ["cpu"], "flavors": [{"name": "h100", "resources": [{"name": "cpu", "nominalQuota": "64"}]}]}
+
+
+def _state(request: Any) -> tuple[str, str]:
+    found = read_provisioning_state(request)
+    return found.state, found.words()
 
 
 def workload(spec: Any = None, status: Any = None) -> dict[str, Any]:
@@ -106,10 +111,10 @@ ROWS: list[tuple[str, Callable[[], Any], Any]] = [
     ("quota: spec a list",
      lambda: quota({"metadata": {"name": "team-a"}, "spec": ["resourceGroups"]}), {}),
     ("a ProvisioningRequest condition entry that is text is left out",
-     lambda: provisioning_state({"status": {"conditions": ["Provisioned", {"type": "Accepted", "status": "True", "reason": "Accepted"}]}}),
+     lambda: _state({"status": {"conditions": ["Provisioned", {"type": "Accepted", "status": "True", "reason": "Accepted"}]}}),
      ("accepted", "Accepted")),
     ("a ProvisioningRequest's status a list",
-     lambda: provisioning_state({"status": ["Provisioned"]}), ("waiting", "the autoscaler has not accepted it yet")),
+     lambda: _state({"status": ["Provisioned"]}), ("waiting", "the autoscaler has not accepted it yet")),
     ("a queue position that is not a number reads as unknown",
      lambda: position_words({"positionInLocalQueue": "first", "positionInClusterQueue": 3}), "#4 in the ClusterQueue"),
     ("workload_of: a Workload entry that is text is passed over",

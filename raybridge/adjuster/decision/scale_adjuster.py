@@ -18,6 +18,13 @@ from raybridge.adjuster import consts
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.host_spread import HOSTNAME_KEY
 from raybridge.adjuster.decision.plan import Placeholder
+from raybridge.autoscalers.provisioning_request import (
+    BOOKING_EXPIRED,
+    CAPACITY_REVOKED,
+    FAILED,
+    PROVISIONED,
+    read_provisioning_state,
+)
 from raybridge.core.kubeobjects import parse_rfc3339
 from raybridge.core.inventory import format_milli, pod_resource_requests
 from raybridge.adjuster.decision.reconcile import (
@@ -327,22 +334,10 @@ def is_request(obj: Mapping[str, Any], namespace: str) -> bool:
             and labels.get(consts.COMPONENT_LABEL) == consts.REQUEST_COMPONENT)
 
 
-def request_conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """The request's conditions by type (Accepted, Provisioned, Failed, BookingExpired, CapacityRevoked)."""
-    found: dict[str, Mapping[str, Any]] = {}
-    for condition in ((obj.get("status") or {}).get("conditions") or []):
-        if isinstance(condition, Mapping) and isinstance(condition.get("type"), str):
-            found[condition["type"]] = condition
-    return found
-
-
 def request_state(obj: Mapping[str, Any]) -> str:
-    """One word for logs and metrics: revoked, booking-expired, failed, provisioned, accepted or waiting."""
-    conditions = request_conditions(obj)
-    for kind, word in (("CapacityRevoked", "revoked"), ("BookingExpired", "booking-expired"), ("Failed", "failed"), ("Provisioned", "provisioned"), ("Accepted", "accepted")):
-        if (conditions.get(kind) or {}).get("status") == "True":
-            return word
-    return "waiting"
+    """One word for logs and metrics (`autoscalers.provisioning_request`: failed, capacity-revoked,
+    booking-expired, provisioned, accepted or waiting)."""
+    return read_provisioning_state(obj).state
 
 
 def read_request(obj: Mapping[str, Any], now: datetime, failed_backoff: float) -> Optional[ExistingPlaceholder]:
@@ -354,18 +349,11 @@ def read_request(obj: Mapping[str, Any], now: datetime, failed_backoff: float) -
     name, group, gpus, pods = identity
     if meta.deleting:
         return ExistingPlaceholder(name, group, gpus, TERMINATING, pods)
-    conditions = request_conditions(obj)
-
-    def true(kind: str) -> Optional[datetime]:
-        condition = conditions.get(kind) or {}
-        if condition.get("status") != "True":
-            return None
-        return parse_rfc3339(condition.get("lastTransitionTime")) or now
-
-    if true("CapacityRevoked") or true("BookingExpired"):
+    found = read_provisioning_state(obj)  # one reading of the conditions, Kueue's (a failed request first)
+    if found.state in (CAPACITY_REVOKED, BOOKING_EXPIRED):
         # The capacity (or its booking) is gone: the request is spent; pods still waiting are planned again.
         return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
-    if true("Provisioned"):
+    if found.state == PROVISIONED:
         # Provisioned=True means the scale-up was *requested* ("CapacityIsProvisionedReason is added when capacity
         # was requested successfully": cluster-autoscaler@1.33.6 provisioningrequest/conditions/conditions.go;
         # provisioningrequest/besteffortatomic/provisioning_class.go), not that the nodes exist: the provision
@@ -373,7 +361,7 @@ def read_request(obj: Mapping[str, Any], now: datetime, failed_backoff: float) -
         # BookingExpired (processors/provreq/processor.go, defaultReservationTime; only pods annotated
         # autoscaling.x-k8s.io/consume-provisioning-request end it early, and KAI's never are): that ends it.
         return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, None)
-    failed = true("Failed")
+    failed = (found.since or now) if found.state == FAILED else None
     if failed and (now - failed).total_seconds() >= failed_backoff:
         return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
     # Waiting, accepted, short of capacity (Provisioned=False, reason CapacityIsNotFound: the autoscaler retries it with

@@ -33,6 +33,7 @@ from typing import Any, Optional, Sequence
 from raybridge.core.consts import KUEUE_QUEUE_LABEL
 from raybridge.core.kubeobjects import as_dict, cluster_queue_usage, quantity_or_none
 from raybridge.core.views import Node, is_object, read_meta, read_node
+from raybridge.autoscalers.provisioning_request import read_provisioning_state
 from raybridge.kueue.cluster_queue import ResourceQuota, read_quota_holder
 from raybridge.kuberay.rayjob import ray_state
 from raybridge.kueue.fit import UNLIMITED, QuotaForest, cohort_of
@@ -41,7 +42,6 @@ from raybridge.kueue.workload import (
     Workload,
     WorkloadLike,
     position_words,
-    provisioning_state,
     read_workload,
     reason_words,
     workload_view,
@@ -214,7 +214,8 @@ def check_states(workload: WorkloadLike, provisioning_requests: Optional[list[di
         request = _request_for_check(view, check.name, provisioning_requests or [])
         state = message = None
         if request is not None:
-            state, message = provisioning_state(request)
+            found = read_provisioning_state(request)
+            state, message = found.state, found.words()
         out.append(
             CheckState(
                 check.name, check.state or "Pending", check.message,
