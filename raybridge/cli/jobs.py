@@ -138,6 +138,7 @@ def _spec_from_args(args: argparse.Namespace, purpose: str, submission_id: Optio
 
 def _inventory(args: argparse.Namespace, spec: Any = None) -> Any:
     from raybridge.jobs.discovery import discover_inventory
+    from raybridge.jobs.preview import without_library_notes
 
     inventory = discover_inventory(
         nodes_file=args.nodes,
@@ -146,17 +147,7 @@ def _inventory(args: argparse.Namespace, spec: Any = None) -> Any:
         cluster=cluster_target(args),
         tolerations=spec.tolerations if spec is not None else (),
     )
-    return _without_library_notes(inventory)
-
-
-def _without_library_notes(inventory: Any) -> Any:
-    """This machine's inventory without its GPU-library notes when it has no GPUs and `-v` is not given."""
-    from raybridge.core.consts import VENDORS
-    from raybridge.noise import without_probe_library_notes
-
-    if inventory is None or inventory.source != "local" or any(node.vendor for node in inventory.nodes):
-        return inventory
-    return replace(inventory, notes=without_probe_library_notes(tuple(inventory.notes), tuple(VENDORS)))
+    return without_library_notes(inventory)
 
 
 def _print_warnings(decision: Any, more: Sequence[str] = ()) -> list[str]:
@@ -169,17 +160,6 @@ def _print_warnings(decision: Any, more: Sequence[str] = ()) -> list[str]:
     for text in warnings:
         warn(text)
     return warnings
-
-
-def _unpinned_image(spec: Any, decision: Any) -> list[str]:
-    """The AMD default image is a moving tag from ROCm, not a Ray release (docs/spec.md: pin one): the warning, if any."""
-    from raybridge.jobapi.ray_import import installed_ray_version, local_python
-    from raybridge.jobs.decision.images import unpinned_image_warning
-    from raybridge.jobs.decision.manifests import image_for
-
-    ray_version = installed_ray_version()
-    warning = unpinned_image_warning(spec.image, image_for(spec, decision, ray_version, local_python()), ray_version)
-    return [warning] if warning else []
 
 
 def _namespace(args: argparse.Namespace, spec: Any) -> str:
@@ -245,11 +225,12 @@ def _source_shown(sources: tuple[str, ...], device_class: Optional[str]) -> Opti
 def cmd_plan(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump, table
     from raybridge.jobs.decision.planning import plan_job
+    from raybridge.jobs.preview import unpinned_image_warnings
 
     spec = _spec_from_args(args, "size")
     decision = plan_job(spec, _inventory(args, spec))
     data = decision.to_dict()
-    data["warnings"] = _print_warnings(decision, _unpinned_image(spec, decision))
+    data["warnings"] = _print_warnings(decision, unpinned_image_warnings(spec, decision))
     if args.output == "table":
         rows = [(k, v) for k, v in data.items() if k not in ("warnings", "notes")]
         table("Sizing decision", ("FIELD", "VALUE"), rows)
@@ -262,10 +243,11 @@ def cmd_render(args: argparse.Namespace) -> int:
     from raybridge.cli.render import dump
     from raybridge.jobapi.ray_import import installed_ray_version, local_python
     from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
+    from raybridge.jobs.preview import unpinned_image_warnings
 
     spec = _spec_from_args(args, "render")
     decision = plan_job(spec, _inventory(args, spec))
-    _print_warnings(decision, [*_queue_of_another_namespace(args, spec), *_unpinned_image(spec, decision)])
+    _print_warnings(decision, [*_queue_of_another_namespace(args, spec), *unpinned_image_warnings(spec, decision)])
     _say_where_the_entrypoint_goes(spec)
     objects = render_job(
         spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=_namespace(args, spec), submission_mode=args.submission_mode,
@@ -404,28 +386,15 @@ def _check_flags_for_backend(args: argparse.Namespace, request: Any) -> None:
 
 def _dry_run(request: Any, output: str, reason: Optional[str] = None) -> int:
     from raybridge.cli.render import dump, progress, warn
-    from raybridge.jobapi.ray_import import installed_ray_version, local_python
-    from raybridge.jobs.decision.planning import DEFAULT_RENDER_NAME, plan_job, render_job
-    from raybridge.jobs.decision.sizing import SizingRequest, unsized_decision
-    from raybridge.jobs.discovery import submission_inventory
-    from raybridge.jobs.options import upload_lines
+    from raybridge.jobs.preview import preview_submit
 
-    spec, options, backend, why = request.spec, request.options, request.backend, reason or request.why
     progress("dry run, nothing is created")  # the backend and why it was chosen are in the document, said once
-    inventory = _without_library_notes(submission_inventory(backend, options, spec.tolerations))
-    decision = unsized_decision(SizingRequest.from_spec(spec)) if inventory is None else plan_job(spec, inventory)
-    result: dict[str, Any] = {"backend": backend, "backendReason": why, "plan": decision.to_dict(), "entrypoint": spec.entrypoint}
-    if backend == "kubernetes":
-        image = _unpinned_image(spec, decision)
-        for text in image:
-            warn(text)
-        result["plan"]["warnings"] = [*decision.warnings, *image]
-        namespace = replace(options.cluster, namespace=spec.namespace or options.namespace).resolved_namespace()
-        result["objects"] = render_job(spec, decision, name=spec.name or DEFAULT_RENDER_NAME, namespace=namespace,
-                                       ray_version=installed_ray_version(), python=local_python())
-    for line in upload_lines(list(request.uploads), dry_run=True):
+    preview = preview_submit(request, reason)
+    for text in preview.warnings:
+        warn(text)
+    for line in preview.upload_lines:
         progress(line)
-    dump(result, "json" if output == "json" else "yaml")
+    dump(preview.document, "json" if output == "json" else "yaml")
     return EXIT_OK
 
 

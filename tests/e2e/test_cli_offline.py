@@ -549,3 +549,27 @@ def test_a_dry_run_refuses_what_the_submit_refuses(dry_run: bool, tmp_path) -> N
     assert out.returncode == 2, out.stderr
     assert "submit runs Ray jobs; for a plain job use `raybridge render ... | kubectl apply -f -`" in out.stderr
     assert out.stdout == ""
+
+
+@pytest.mark.parametrize("spec, flags", [
+    ("train-gpu.yaml", ["--backend", "kubernetes", "--nodes", NODES]),
+    ("hello.yaml", ["--nodes", NODES]),
+])  # fmt: skip
+def test_submit_dry_run_prints_what_the_python_api_s_dry_run_decides(spec: str, flags: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI only renders: `submit --dry-run` prints the document `raybridge.dry_run` returns for the same input."""
+    import raybridge
+
+    for name, value in cli_env().items():  # the CLI's environment here too: no kubeconfig, no RAY_ADDRESS
+        monkeypatch.setenv(name, value)
+    for name in ("KUBECONFIG", "RAY_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+
+    out = run_cli("submit", str(EXAMPLES / spec), "--dry-run", *flags, "-o", "json")
+    assert out.returncode == 0, out.stderr
+    backend = "kubernetes" if "--backend" in flags else None
+    kwargs = {"backend": backend} if backend else {"backend": "kubernetes"}  # --nodes alone previews the cluster it describes
+    preview = raybridge.dry_run(str(EXAMPLES / spec), nodes_file=NODES, **kwargs)
+    printed = json.loads(out.stdout)
+    expected = json.loads(json.dumps(preview.document, default=str))
+    printed.pop("backendReason"), expected.pop("backendReason")  # "--nodes describes a cluster" vs the option's why
+    assert printed == expected
