@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import ssl
 import threading
@@ -291,3 +292,31 @@ def test_made_from_a_stack_s_kubeconfig_it_writes_owner_only_files(pki: Pki, tmp
             made.write_kubeconfig(source, tmp_path / "through")
     finally:
         made._server.server_close()
+
+
+#: What a second user of the machine tries: the proxy's port, over TLS, with no certificate (the stack's keys are the
+#: owner's alone); it prints what came back. Imported first, then the user dropped (root's interpreter install may
+#: be unreadable to that user).
+_SECOND_USER = """
+import encodings.idna, http.client, json, os, ssl, sys
+port, uid = int(sys.argv[1]), int(sys.argv[2])
+os.setgroups([]); os.setgid(uid); os.setuid(uid)
+context = ssl.create_default_context(); context.check_hostname = False; context.verify_mode = ssl.CERT_NONE
+try:
+    connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=5)
+    connection.request("GET", "/api/v1/pods")
+    print(json.dumps({"status": connection.getresponse().status}))
+except (OSError, http.client.HTTPException) as exc:
+    print(json.dumps({"refused": type(exc).__name__}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to run the attempt as a second user")
+def test_a_second_local_user_gets_nothing_through_it(proxy: FaultProxy) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _SECOND_USER, str(proxy.port), "65534"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "refused" in json.loads(out.stdout), out.stdout
+    assert proxy.upstream_seen == []  # type: ignore[attr-defined]
