@@ -31,6 +31,7 @@ import select
 import socket
 import ssl
 import threading
+import uuid
 from dataclasses import dataclass, field
 from http.client import HTTPResponse, HTTPSConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -407,7 +408,8 @@ class FaultProxy:
         workdir.mkdir(mode=0o700)
         identity_cert = _write_private(workdir / "identity.crt", base64.b64decode(user["client-certificate-data"]))
         identity_key = _write_private(workdir / "identity.key", base64.b64decode(user["client-key-data"]))
-        serving = Pki.load(pki_directory).serving(f"fault-proxy-{workdir.name}", ("127.0.0.1", "localhost"))
+        # a name of its own in the stack's directory: proxies of several test workers are made side by side
+        serving = Pki.load(pki_directory).serving(f"fault-proxy-{uuid.uuid4().hex}", ("127.0.0.1", "localhost"))
         assert server.hostname is not None and server.port is not None
         return cls((server.hostname, server.port), pki_directory / "ca.crt", serving.cert, serving.key, identity_cert, identity_key)
 
