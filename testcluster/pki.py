@@ -82,6 +82,22 @@ class Pki:
         self.ca_file = self._write("ca.crt", self._ca_cert.public_bytes(serialization.Encoding.PEM))
         self.ca_key_file = self._write("ca.key", _pem_key(self._ca_key))
 
+    @classmethod
+    def load(cls, directory: Path) -> "Pki":
+        """The CA a stack made in `directory` (its `ca.crt` and `ca.key`), to issue more certificates from: a
+        process other than the stack's own (a test worker's fault proxy, fault_proxy.py) names itself by it."""
+        pki = cls.__new__(cls)
+        pki.directory = directory
+        pki._now = dt.datetime.now(dt.timezone.utc)
+        pki._ca_cert = x509.load_pem_x509_certificate((directory / "ca.crt").read_bytes())
+        loaded = serialization.load_pem_private_key((directory / "ca.key").read_bytes(), password=None)
+        assert isinstance(loaded, ec.EllipticCurvePrivateKey)
+        pki._ca_key = loaded
+        pki._ca_name = pki._ca_cert.subject
+        pki.ca_file = directory / "ca.crt"
+        pki.ca_key_file = directory / "ca.key"
+        return pki
+
     @property
     def ca_data(self) -> str:
         """The CA as base64 PEM: a kubeconfig's `certificate-authority-data`, a webhook's `caBundle`."""

@@ -43,12 +43,14 @@ ENABLE_ENV = "RAYBRIDGE_TESTCLUSTER"
 
 
 class RealCluster:
-    """What a test gets: the admin kubeconfig, the server, and where the programs log."""
+    """What a test gets: the admin kubeconfig, the server, where the programs log, and the stack's CA directory
+    (pki.py; a fault proxy, fault_proxy.py, names itself by it)."""
 
-    def __init__(self, kubeconfig: Path, server: str, logs: Path) -> None:
+    def __init__(self, kubeconfig: Path, server: str, logs: Path, pki: Path) -> None:
         self.kubeconfig = kubeconfig
         self.server = server
         self.logs = logs
+        self.pki = pki
 
     def client(self) -> Any:
         from testcluster.client import ClusterClient
@@ -95,7 +97,8 @@ class _ClusterOnRequest:
             (self.directory / FAILED).write_text(f"{type(exc).__name__}: {exc}")
             return
         try:
-            found = {"kubeconfig": str(stack.kubeconfig), "server": stack.server, "logs": str(stack.workdir / "logs")}
+            found = {"kubeconfig": str(stack.kubeconfig), "server": stack.server, "logs": str(stack.workdir / "logs"),
+                     "pki": str(stack.pki.directory)}
             (self.directory / (STARTED + ".new")).write_text(json.dumps(found))
             (self.directory / (STARTED + ".new")).rename(self.directory / STARTED)
             self.done.wait()
@@ -178,7 +181,7 @@ def _ask(directory: Path, request: dict) -> RealCluster:
             raise TimeoutError(f"the test cluster did not start within {START_WAIT_SECONDS:.0f} s")
         time.sleep(0.1)
     found = json.loads((directory / STARTED).read_text())
-    return RealCluster(Path(found["kubeconfig"]), found["server"], Path(found["logs"]))
+    return RealCluster(Path(found["kubeconfig"]), found["server"], Path(found["logs"]), Path(found["pki"]))
 
 
 @pytest.fixture(scope="session")
@@ -204,7 +207,7 @@ def real_cluster(request: pytest.FixtureRequest) -> Iterator[RealCluster]:
 
     stack = Stack(_options(testcluster_request)).start()
     try:
-        yield RealCluster(stack.kubeconfig, stack.server, stack.workdir / "logs")
+        yield RealCluster(stack.kubeconfig, stack.server, stack.workdir / "logs", stack.pki.directory)
     finally:
         stack.stop()
 

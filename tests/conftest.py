@@ -208,6 +208,52 @@ def real_admin(real_cluster: Any) -> Iterator[tuple[Any, str]]:
         client.close()
 
 
+@dataclass
+class ProxiedCluster:
+    """The session's real cluster seen through a fault proxy (testcluster/fault_proxy.py): `kubeconfig` names the
+    proxy (with the admin's credentials), `arm(...)` arms a fault for the requests that pass it (`clear()` ends
+    them all), `url` is the server a client through it reports, and `admin` reaches the API server directly."""
+
+    proxy: Any
+    kubeconfig: Path
+    admin: Any
+
+    @property
+    def url(self) -> str:
+        return str(self.proxy.url)
+
+    def arm(self, method: str, path_regex: str, **fault: Any) -> Any:
+        return self.proxy.arm(method, path_regex, **fault)
+
+    def clear(self) -> None:
+        self.proxy.clear()
+
+
+@pytest.fixture(scope="module")
+def fault_proxy(real_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxiedCluster]:
+    """A module's fault proxy in front of the session's real kube-apiserver, with the stack's certificates; the
+    controllers keep talking to the API server directly, so only what a test sends through `kubeconfig` meets a
+    fault. Every fault still armed is cleared after each test that asked for it (`_faults_cleared`)."""
+    from testcluster.fault_proxy import FaultProxy
+
+    directory = tmp_path_factory.mktemp("fault-proxy")
+    proxy = FaultProxy.in_front_of(real_cluster.kubeconfig, real_cluster.pki, directory / "proxy")
+    admin = real_cluster.client()
+    try:
+        with proxy:
+            yield ProxiedCluster(proxy, proxy.write_kubeconfig(real_cluster.kubeconfig, directory / "kubeconfig"), admin)
+    finally:
+        admin.close()
+
+
+@pytest.fixture(autouse=True)
+def _faults_cleared(request: pytest.FixtureRequest) -> Iterator[None]:
+    """No fault outlives the test that armed it."""
+    yield
+    if "fault_proxy" in request.fixturenames:
+        request.getfixturevalue("fault_proxy").clear()
+
+
 @pytest.fixture
 def queue(cluster: Any) -> Any:
     """A fresh LocalQueue -> ClusterQueue with 8 GPUs, in a fresh namespace of the module's `cluster` fixture

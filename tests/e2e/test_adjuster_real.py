@@ -5,7 +5,9 @@ What a platform team would check before trusting the adjuster with its GPU bill:
 the nodes it needs from Karpenter, KAI binds every pod onto them through its own reservation pods, and the
 placeholders go; and the pods' CPU, which Karpenter sees on KAI's pending pods itself, is not asked for again by
 the placeholders (4 pods of half a GPU and 20 CPUs fit one 96-CPU node, and got two while placeholders repeated
-their CPU). cluster-autoscaler is not served by the module proxy: tests/e2e/test_adjuster_run.py runs the same
+their CPU); and the API faults the adjuster meets on its own requests (a create refused, dropped or answered 409,
+a list that is not JSON, a watch cut or ended 410 Gone, a DELETE answered 503), injected by the fault proxy in front
+of the API server (testcluster/fault_proxy.py) while Karpenter and KAI talk to it directly. cluster-autoscaler is not served by the module proxy: tests/e2e/test_adjuster_run.py runs the same
 scenarios against its simulation (kubesim/FIDELITY.md).
 
 Played by the harness, because no container runs: the placeholder's `true` exiting (a kwok Stage,
@@ -253,3 +255,54 @@ def test_replicas_that_must_not_share_a_host_get_a_node_each(stack: Any, api: An
     # a placeholder more, never a node more.
     created = controller.metrics.registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "create", "reason": "demand"})
     assert len(nodes) == 2 and len(_gpu_nodes(core)) == 2 and created in (2, 3), (nodes, created, _instance_types(core))
+
+
+# --- faults: the adjuster's requests through the fault proxy, Karpenter's and KAI's straight to the API server -----
+
+
+@pytest.fixture(scope="module")
+def proxy(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
+    """A fault proxy in front of the stack's API server (testcluster/fault_proxy.py) and the admin's client through it."""
+    from kubernetes import config
+
+    from testcluster.fault_proxy import FaultProxy
+
+    directory = tmp_path_factory.mktemp("adjuster-faults")
+    with FaultProxy.in_front_of(stack.kubeconfig, stack.pki.directory, directory / "proxy") as running:
+        api_client = config.new_client_from_config(str(running.write_kubeconfig(stack.kubeconfig, directory / "kubeconfig")))
+        try:
+            yield running, api_client
+        finally:
+            api_client.close()
+
+
+PODS_IN_NS = rf"/api/v1/namespaces/{consts.DEFAULT_NAMESPACE}/pods"
+FAULTS = [
+    pytest.param(dict(method="POST", path=PODS_IN_NS, code=409, reason="Conflict"), id="409-on-create"),
+    pytest.param(dict(method="POST", path=PODS_IN_NS, code=429, retry_after=1), id="429-retry-after"),
+    pytest.param(dict(method="POST", path=PODS_IN_NS, code=500, times=3), id="500-three-times"),
+    pytest.param(dict(method="POST", path=PODS_IN_NS, drop=True), id="dropped-create"),
+    pytest.param(dict(method="GET", path=r"/api/v1/pods", code=200, body='{"kind": "PodList', content_type="application/json"), id="non-json-list"),
+    pytest.param(dict(method="GET", path=r"/api/v1/pods", after_events=1, drop=True, times=2), id="dropped-watch"),
+    pytest.param(dict(method="GET", path=r"/api/v1/pods", code=410, after_events=1), id="watch-410-gone"),
+    pytest.param(dict(method="DELETE", path=PODS_IN_NS + "/.*", code=503, times=2), id="503-on-delete"),
+]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_api_faults_are_survived(stack: Any, api: Any, proxy: tuple[Any, Any], fault: dict[str, Any]) -> None:
+    """The adjuster meets each fault on its own requests and still gets the burst its one node, once."""
+    _, core, _ = api
+    fault_proxy, through = proxy
+    spec = dict(fault)
+    _burst(core, 6, "0.5")  # 3 GPUs: one placeholder
+    injected = fault_proxy.arm(spec.pop("method"), spec.pop("path"), **spec)
+    try:
+        with _Adjuster(through) as controller:
+            _wait(stack, lambda: _running(core) == 6, 240, "all 6 pods running")
+            _wait(stack, lambda: not _placeholders(core), 120, "the placeholders deleted")
+            assert controller.leading.is_set()
+    finally:
+        fault_proxy.clear()
+    assert injected.hits >= 1
+    assert len(_gpu_nodes(core)) == 1, _instance_types(core)

@@ -3,8 +3,9 @@
 Why: the adjuster's client retries reads and deletes on its own, and the
 adjuster's writes are retried by the `Scaler`; stacked, one failing DELETE
 was tried 4 x 5 = 20 times and the client's inner sleeps ignored the stop.
-The tests here run over HTTP against the test API server with its fault
-injection, count the requests it saw, and stop the adjuster mid-backoff.
+The tests here run against the real kube-apiserver through the fault proxy
+in front of it (testcluster/fault_proxy.py), count the requests that reached
+the proxy, and stop the adjuster mid-backoff.
 What they do not do: time anything; the stop test's bound is many times
 shorter than the backoff it cuts.
 """
@@ -12,29 +13,28 @@ shorter than the backoff it cuts.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
+import uuid
 from typing import Any, Iterator
 
 import pytest
 
-from raybridge.adjuster import consts
 from raybridge.adjuster.scaler import ACT_POLICY, Scaler
 from raybridge.kube.client import connect
 from raybridge.kube.retry import RetryPolicy
 from kubesim.fixtures import wait_for
-from kubesim.server import KubeApiServer
 
-NS = consts.DEFAULT_NAMESPACE
+NS = f"retry-levels-{uuid.uuid4().hex[:6]}"
 PLACEHOLDER_PATH = rf"/api/v1/namespaces/{NS}/pods/rb-placeholder-x"
 
 
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[tuple[KubeApiServer, Any]]:
-    """The test API server and the connection (`Kube`) `adjuster run` would make to it."""
-    with KubeApiServer() as server:
-        server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        kube = connect(str(server.write_kubeconfig(tmp_path / "kubeconfig")), request_timeout=5.0)
-        yield server, kube
+@pytest.fixture(scope="module")
+def api(fault_proxy: Any) -> Iterator[tuple[Any, Any]]:
+    """The fault proxy before the real API server, and the connection (`Kube`) `adjuster run` would make through it."""
+    fault_proxy.admin.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    try:
+        yield fault_proxy, connect(str(fault_proxy.kubeconfig), request_timeout=5.0)
+    finally:
+        fault_proxy.admin.delete_object("v1", "Namespace", NS)
 
 
 # (case, method, status answered every time, what the scaler does)
@@ -47,27 +47,29 @@ FAILING_CALLS = [
 
 @pytest.mark.parametrize(("case", "method", "status", "act"), FAILING_CALLS, ids=[c[0] for c in FAILING_CALLS])
 def test_a_failing_call_is_tried_at_most_the_policy_s_attempts(api: Any, case: str, method: str, status: int, act: Any) -> None:
-    server, kube = api
+    proxy, kube = api
     path = PLACEHOLDER_PATH if method == "DELETE" else rf"/api/v1/namespaces/{NS}/pods"
-    fault = server.fail_next(method, path, code=status, times=None)
+    fault = proxy.arm(method, path, code=status, times=None)
     outcome = act(Scaler(kube, request_timeout=5.0))
     assert not outcome.ok and outcome.result == "failed"
     assert fault.hits == ACT_POLICY.attempts, f"{case}: tried {fault.hits} times, the policy allows {ACT_POLICY.attempts}"
 
 
 def test_a_create_that_already_exists_is_adopted_not_retried(api: Any) -> None:
-    server, kube = api
-    server.create_object(_placeholder())
-    seen: list[str] = []
-    server.add_mutating_hook("", "Pod", lambda obj, op: seen.append(op))
-    outcome = Scaler(kube, request_timeout=5.0).create_pod(_placeholder())
-    assert outcome.ok and outcome.result == "exists" and outcome.attempts == 1
-    assert seen == ["CREATE"]  # asked once
+    proxy, kube = api
+    proxy.admin.create_object(_placeholder())
+    try:
+        seen = proxy.arm("POST", rf"/api/v1/namespaces/{NS}/pods", code=None, times=None)  # passed on, counted
+        outcome = Scaler(kube, request_timeout=5.0).create_pod(_placeholder())
+        assert outcome.ok and outcome.result == "exists" and outcome.attempts == 1
+        assert seen.hits == 1  # asked once
+    finally:
+        proxy.admin.delete_object("v1", "Pod", "rb-placeholder-x", NS)
 
 
 def test_a_stop_ends_the_backoff_at_once(api: Any) -> None:
-    server, kube = api
-    fault = server.fail_next("DELETE", PLACEHOLDER_PATH, code=500, times=None)
+    proxy, kube = api
+    fault = proxy.arm("DELETE", PLACEHOLDER_PATH, code=500, times=None)
     stop = threading.Event()
     # A backoff of a minute: a call still running after a few seconds is one that did not wake.
     scaler = Scaler(kube, request_timeout=5.0, policy=RetryPolicy(attempts=5, first_backoff=60.0, max_backoff=60.0),

@@ -4,8 +4,9 @@ session's real local Ray head standing for every head pod (reached by port-forwa
 real cluster).
 
 Every test checks what a user sees (exit status, output) and that nothing is left
-holding quota (no RayJob, RayCluster or Workload remains unless asked for). What needs a
-fault injected or an operator slowed down is in test_kube_submit_faults.py, on the simulation.
+holding quota (no RayJob, RayCluster or Workload remains unless asked for). A fault is injected by the fault proxy
+in front of the real API server (testcluster/fault_proxy.py, the `fault_proxy` fixture); what needs an operator
+slowed down is in test_kube_submit_faults.py, on the simulation.
 """
 
 from __future__ import annotations
@@ -51,6 +52,17 @@ def test_submit_runs_through_kueue_and_kuberay_and_cleans_up(cluster, queue):
     assert "NUM_GPUS=8 NUM_REPLICAS=1" in out.stdout  # the allocation reached the job
     assert f"deleted RayJob {namespace}/hello" in out.stderr
     assert leftovers(server, namespace) == {}
+
+
+def test_transient_api_errors_while_waiting_are_ridden_out(cluster, queue, fault_proxy):
+    namespace, lq, _ = queue
+    # Within --timeout the client retries a failed read itself (kube/client.py RetryPolicy): the user sees nothing of it.
+    fault = fault_proxy.arm("GET", rf"/apis/ray.io/v1/namespaces/{namespace}/rayjobs/hiccup", code=500, times=2)
+    out = run_cli("submit", "-n", namespace, "--queue", lq, "--name", "hiccup", "--", "python", "-c", "print('made it')",
+                  env=cli_env(KUBECONFIG=str(fault_proxy.kubeconfig)), timeout=180)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert fault.hits == 2 and "made it" in out.stdout
+    assert leftovers(cluster[0], namespace) == {}
 
 
 def test_failing_job_exits_1_and_cleans_up(cluster, queue):

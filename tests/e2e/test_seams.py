@@ -2,22 +2,25 @@
 
 Why: a real API server (or the proxy before it) throttles, fails for a moment,
 drops connections, stops answering, or answers something that is not a
-Kubernetes object. For each (command, fault) row the test API server's fault
-injection (`KubeApiServer.fail_next`) breaks one chosen request, and the row
-says what the user must see: the command's normal answer after a retry, or
-exit 3 with one `error:` line naming the server and what was being fetched,
-within the bound, never exit 1 or a traceback.
+Kubernetes object. For each (command, fault) row the fault proxy in front of
+the real kube-apiserver (testcluster/fault_proxy.py, the `fault_proxy`
+fixture) breaks one chosen request of the CLI's, and the row says what the
+user must see: the command's normal answer after a retry, or exit 3 with one
+`error:` line naming the server and what was being fetched, within the bound,
+never exit 1 or a traceback. The controllers (KubeRay, Kueue) talk to the API
+server directly, so no fault is spent on them.
 
-What it deliberately does not do: start a Ray head or run controllers (they
-would consume the injected faults). RayJobs and Workloads are created directly
-on the server; `submit` rows end before a Ray job is needed (a missing
-LocalQueue, or no admission within `--timeout`). Also here: the target seam
+What it deliberately does not do: run a Ray job. Every RayJob is queued in a
+LocalQueue whose ClusterQueue a holder Workload fills, so Kueue keeps it
+suspended and KubeRay starts nothing; `submit` rows end before a Ray job is
+needed (a missing LocalQueue, or no admission within `--timeout`). Also here: the target seam
 (a `--kubeconfig` that does not exist, `KUBECONFIG` with missing files, a
 `KUBECONFIG` list whose files only together make a configuration).
 """
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -28,10 +31,12 @@ import pytest
 import yaml
 
 from tests.helpers import cli_env, run_cli
-from kubesim.fixtures import make_cluster_queue, make_gpu_node, make_local_queue, rayjob_manifest
-from kubesim.server import HTML_ERROR_PAGE, KubeApiServer
+from kubesim.fixtures import make_cluster_queue, make_local_queue, rayjob_manifest, wait_for
+from testcluster.fault_proxy import HTML_ERROR_PAGE
 
-NS = "seams"
+NS = f"seams-{uuid.uuid4().hex[:6]}"
+CQ = f"cq-{NS}"
+KUEUE = "kueue.x-k8s.io/v1beta2"
 RAY = "ray.io/v1"
 MANAGED = {"app.kubernetes.io/managed-by": "raybridge"}
 RAYJOBS = rf"/apis/ray.io/v1/namespaces/{NS}/rayjobs"
@@ -43,7 +48,7 @@ NAMESPACE, KUEUE_GROUP = rf"/api/v1/namespaces/{NS}", r"/apis/kueue.x-k8s.io"
 
 @dataclass(frozen=True)
 class Fault:
-    """One `fail_next` recipe; `times=None` lasts the whole run."""
+    """One fault proxy recipe (`FaultProxy.arm`); `times=None` lasts the whole run."""
 
     options: dict[str, Any]
     lasting: bool = False
@@ -94,13 +99,13 @@ class Command:
     job: str = "none"  # what to create first: none, rayjob, queued (a RayJob with its Workload)
 
 
+#: What `logs` and `stop` say of a RayJob that Kueue holds suspended: its state is the real operator's word for it.
+NOT_SUBMITTED = re.compile(r"has no Ray job submitted yet \(state: [\w ]+\); `raybridge delete (\S+)` removes it")
 COMMANDS = {
-    "list": Command(lambda j: ["list", "-n", NS], 0, lambda j: j, "listing RayJobs in seams", job="rayjob"),
+    "list": Command(lambda j: ["list", "-n", NS], 0, lambda j: j, f"listing RayJobs in {NS}", job="rayjob"),
     "status": Command(lambda j: ["status", j, "-n", NS], 0, lambda j: f"RayJob {NS}/{j}", "reading", job="queued"),
-    "logs": Command(lambda j: ["logs", j, "-n", NS], 2, lambda j: f"has no Ray job submitted yet (state: new); `raybridge delete {j}` removes it",
-                    "reading RayJob", job="rayjob"),
-    "stop": Command(lambda j: ["stop", j, "-n", NS], 2, lambda j: f"has no Ray job submitted yet (state: new); `raybridge delete {j}` removes it",
-                    "reading RayJob", job="rayjob"),
+    "logs": Command(lambda j: ["logs", j, "-n", NS], 2, lambda j: f"`raybridge delete {j}` removes it", "reading RayJob", job="rayjob"),
+    "stop": Command(lambda j: ["stop", j, "-n", NS], 2, lambda j: f"`raybridge delete {j}` removes it", "reading RayJob", job="rayjob"),
     "delete": Command(lambda j: ["delete", j, "-n", NS], 0, lambda j: f"deleted RayJob {NS}/{j}", "deleting RayJob", job="rayjob"),
     "discover": Command(lambda j: ["discover"], 0, lambda j: "gpu-0", "listing"),
     "submit --dry-run": Command(
@@ -179,32 +184,40 @@ ROWS = [
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeApiServer, Path]]:
-    server = KubeApiServer().start()
-    kubeconfig = server.write_kubeconfig(tmp_path_factory.mktemp("seams") / "config")
-    server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    make_gpu_node(server, "gpu-0", vendor="nvidia", gpus=8)
-    make_cluster_queue(server, "cq", gpus=8)
-    make_local_queue(server, "lq", NS, "cq")
-    yield server, kubeconfig
-    server.stop()
+def api(fault_proxy: Any) -> Iterator[Any]:
+    """The fault proxy before the session's real cluster, with this module's namespace and a LocalQueue `lq` whose
+    ClusterQueue a holder Workload fills (its whole CPU quota): Kueue admits nothing more, so every RayJob here stays
+    suspended, its Workload pending, and KubeRay starts no Ray cluster for it (the kwok nodes gpu-0... are the
+    session's)."""
+    admin = fault_proxy.admin
+    admin.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    make_cluster_queue(admin, CQ, gpus=8, cpu="64")
+    make_local_queue(admin, "lq", NS, CQ)
+    template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "64"}}}]}}
+    admin.create_object({"apiVersion": KUEUE, "kind": "Workload", "metadata": {"name": "holder", "namespace": NS},
+                         "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": template}]}})  # fmt: skip
+
+    def holder_admitted() -> bool:
+        conditions = (admin.get_object(KUEUE, "Workload", "holder", NS) or {}).get("status", {}).get("conditions", [])
+        return any(c["type"] == "QuotaReserved" and c["status"] == "True" for c in conditions)
+
+    wait_for(holder_admitted, timeout=60, what="Kueue to reserve the holder's quota")
+    try:
+        yield fault_proxy
+    finally:
+        admin.delete_object("v1", "Namespace", NS)
+        admin.delete_object(KUEUE, "ClusterQueue", CQ)
 
 
-def _create_job(server: KubeApiServer, name: str, queued: bool) -> None:
-    manifest = rayjob_manifest(name, namespace=NS, queue="lq" if queued else None)
+def _create_job(admin: Any, name: str, queued: bool) -> None:
+    """A RayJob of raybridge's in `lq`; `queued`: once Kueue has made its Workload."""
+    manifest = rayjob_manifest(name, namespace=NS, queue="lq")
     manifest["metadata"]["labels"].update(MANAGED)
-    job = server.create_object(manifest)
+    job = admin.create_object(manifest)
     if queued:
         uid = job["metadata"]["uid"]
-        server.create_object({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-            "metadata": {
-                "name": f"rayjob-{name}", "namespace": NS, "labels": {"kueue.x-k8s.io/job-uid": uid},
-                "ownerReferences": [{"apiVersion": RAY, "kind": "RayJob", "name": name, "uid": uid, "controller": True}],
-            },
-            "spec": {"queueName": "lq", "podSets": [{"name": "head", "count": 1, "template": {"spec": {"containers": [
-                {"name": "ray-head", "image": "rayproject/ray", "resources": {"requests": {"cpu": "1"}}}]}}}]},
-        })  # fmt: skip
+        wait_for(lambda: [w for w in admin.list_objects(KUEUE, "Workload", NS) if (w["metadata"].get("labels") or {}).get("kueue.x-k8s.io/job-uid") == uid],
+                 timeout=30, what=f"Kueue to make RayJob {name}'s Workload")  # fmt: skip
 
 
 def _with_flags(argv: list[str], flags: tuple[str, ...]) -> list[str]:
@@ -216,12 +229,12 @@ def _with_flags(argv: list[str], flags: tuple[str, ...]) -> list[str]:
 @pytest.mark.realtime
 @pytest.mark.parametrize("row", ROWS, ids=str)
 def test_a_fault_gives_the_normal_answer_after_a_retry_or_exit_3_in_one_line(api, row: Row) -> None:
-    server, kubeconfig = api
+    proxy, kubeconfig = api, api.kubeconfig
     command, fault = COMMANDS[row.command], FAULTS[row.fault]
     job = f"seam-{uuid.uuid4().hex[:6]}"
     if command.job != "none":
-        _create_job(server, job, queued=command.job == "queued")
-    injected = server.fail_next(row.method, row.path.format(job=job), **fault.options)
+        _create_job(proxy.admin, job, queued=command.job == "queued")
+    injected = proxy.arm(row.method, row.path.format(job=job), **fault.options)
     started = time.monotonic()
     try:
         out = run_cli(*_with_flags(command.argv(job), row.extra), env=cli_env(KUBECONFIG=str(kubeconfig)), timeout=90)
@@ -236,16 +249,18 @@ def test_a_fault_gives_the_normal_answer_after_a_retry_or_exit_3_in_one_line(api
     if not fault.lasting:  # the user sees the command's normal answer
         assert out.returncode == command.exit_code, shown
         assert command.says(job) in shown, shown
+        if row.command in ("logs", "stop"):
+            assert NOT_SUBMITTED.search(shown), shown
         if row.command == "submit (create)":
             # a delayed create is carried out once its delay is over, whether raybridge still waits or not
             time.sleep(max(0.0, started + fault.options.get("delay", 0) + 4 - time.monotonic()))  # + the preflight before it
-            assert server.get_object(RAY, "RayJob", job, NS) is None, "the RayJob was left behind"
+            assert proxy.admin.get_object(RAY, "RayJob", job, NS) is None, "the RayJob was left behind"
         return
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert out.returncode == 3, shown
     assert len(errors) == 1, out.stderr
     assert errors[0].startswith(f"error: {row.what or command.what}"), errors[0]
-    assert server.url in errors[0], errors[0]  # names the server
+    assert proxy.url in errors[0], errors[0]  # names the server
     if fault.retried:
         assert injected.hits >= 2, f"a transient failure of a {row.method} was not retried"
 
@@ -284,8 +299,7 @@ def test_kubeconfig_files_that_do_not_exist_are_said_once_before_anything_else(t
 
 def test_a_kubeconfig_list_is_merged_as_kubectl_merges_it(api, tmp_path: Path) -> None:
     """Cluster and user in the first file, the context (namespace team-b) in the second: both are used."""
-    server, kubeconfig = api
-    whole = yaml.safe_load(kubeconfig.read_text())
+    whole = yaml.safe_load(api.kubeconfig.read_text())
     first, second = tmp_path / "a", tmp_path / "b"
     first.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "clusters": whole["clusters"], "users": whole["users"]}))
     context = {"cluster": whole["clusters"][0]["name"], "user": whole["users"][0]["name"], "namespace": "team-b"}
