@@ -38,9 +38,9 @@ def test_release_ids_are_the_folder_names() -> None:
         "kuberay-v1.3.2", "kuberay-v1.5.2", "kuberay-newest", "kueue-v0.13.10", "kueue-v0.15.8", "kueue-newest",
     )
     for release in schemas.RELEASES:
-        assert schemas.release_dir(release).is_dir(), release
+        assert schemas.release_files(release), release
     with pytest.raises(ValueError, match="unknown release"):
-        schemas.release_dir("kueue-v0.1.0")
+        schemas.release_files("kueue-v0.1.0")
 
 
 def test_release_fixture_ids_select_one_release(request: pytest.FixtureRequest, release: str) -> None:
