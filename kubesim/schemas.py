@@ -297,11 +297,6 @@ def _describe(error: jsonschema.ValidationError) -> str:
 # --- one release's own CRDs (no KAI, no ProvisioningRequest) ------------------------------------
 
 
-def releases() -> list[str]:
-    """Every supported release id (`RELEASES`); reading one whose source is absent raises CrdsAbsent."""
-    return list(RELEASES)
-
-
 @functools.lru_cache(maxsize=None)
 def release_crds(release: str) -> dict[tuple[str, str], dict[str, Any]]:
     """(group, kind) -> CRD object, for the CRD files of one release."""
