@@ -14,6 +14,7 @@ nothing else; `cached_module_dir` only looks in the cache (no Go toolchain neede
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -59,16 +60,24 @@ def module_dir(module_at_version: str, wrapper: Path) -> Path:
 def module_cache() -> Path:
     """The Go module cache: `$GOMODCACHE`, else what `go env GOMODCACHE` says, else `$GOPATH/pkg/mod` (the first
     GOPATH entry, `~/go` by default), as cmd/go/internal/cfg/cfg.go `gopathDir("pkg/mod")` decides."""
-    configured = os.environ.get("GOMODCACHE")
+    configured = os.environ.get("GOMODCACHE") or _go_env_module_cache()
     if configured:
         return Path(configured)
-    go = shutil.which("go")
-    if go is not None:
-        out = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, timeout=60)
-        if out.returncode == 0 and out.stdout.strip():
-            return Path(out.stdout.strip())
     gopath = os.environ.get("GOPATH", "").split(os.pathsep)[0]
     return (Path(gopath) if gopath else Path.home() / "go") / "pkg" / "mod"
+
+
+@functools.lru_cache(maxsize=1)
+def _go_env_module_cache() -> str:
+    """What `go env GOMODCACHE` says (asked once a process; its go.env and GOENV settings included), or ""."""
+    go = shutil.which("go")
+    if go is None:
+        return ""
+    try:
+        out = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
 
 
 def _escaped(path: str) -> str:
