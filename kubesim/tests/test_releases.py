@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from kubesim import schemas
 from kubesim.server import KubeApiServer
 
-# What each release serves, as SOURCES.md and the upstream release notes say it
+# What each release serves, as the upstream release notes say it
 # (not read back from the CRD files, so that a wrong file choice fails here).
 SERVED = {
     "kuberay-v1.3.2": ("ray.io", ["v1", "v1alpha1"]),
