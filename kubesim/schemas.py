@@ -4,7 +4,7 @@ Used by the manifest tests and by the test API server, so that what either
 accepts, a real API server with strict field validation would accept too.
 The CRD files are read where they lie (never copied into the project).
 
-Where each release's CRDs come from (`release_source`), decided here once:
+Where each release's CRDs come from (`MODULE_RELEASES`, `SHARED_RELEASES`), decided here once:
 - the releases the test cluster builds (testcluster/programs.py), from their Go
   module in the Go module cache, found by testcluster/sources.py (`CRD_FOLDERS`,
   `cached_module_dir`: the same files the real stack installs): `kuberay-v1.3.2`,
@@ -146,16 +146,6 @@ def require_crds() -> Path:
             f"absent here ({folder}); set RAYBRIDGE_SHARED_DIR to the folder that holds crds/"
         )
     return folder
-
-
-def release_source(release: str) -> str:
-    """Where one release's CRDs come from, in words (for docs and skip reasons)."""
-    if release in MODULE_RELEASES:
-        project, version = MODULE_RELEASES[release]
-        return f"the Go module cache ({project} {version}, as the test cluster builds it)"
-    if release in SHARED_RELEASES:
-        return f"../shared/crds/versions/{release}"
-    raise ValueError(f"unknown release {release!r}; known: {', '.join(RELEASES)}")
 
 
 def release_files(release: str) -> list[Path]:

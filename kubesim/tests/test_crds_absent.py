@@ -23,6 +23,8 @@ import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from kubesim import schemas
 
 REPO = Path(__file__).resolve().parents[2]
