@@ -1,22 +1,30 @@
-"""The CRD schemas from ../shared/crds, per supported release, as JSON Schema validators.
+"""The CRD schemas of each supported release, as JSON Schema validators.
 
 Used by the manifest tests and by the test API server, so that what either
 accepts, a real API server with strict field validation would accept too.
 The CRD files are read where they lie (never copied into the project).
 
-Releases: `../shared/crds/kuberay` and `../shared/crds/kueue` hold the newest
-KubeRay and Kueue CRDs (ids `kuberay-newest`, `kueue-newest`);
-`../shared/crds/versions/<id>/` holds older releases (`kuberay-v1.3.2`, ...).
-`crds(kuberay=..., kueue=...)` gives the CRDs of one combination; the KAI
-Queue and ProvisioningRequest CRDs always come from the top folder.
+Where each release's CRDs come from (`MODULE_RELEASES`, `SHARED_RELEASES`), decided here once:
+- the releases the test cluster builds (testcluster/programs.py), from their Go
+  module in the Go module cache, found by testcluster/sources.py (`CRD_FOLDERS`,
+  `cached_module_dir`: the same files the real stack installs): `kuberay-v1.3.2`,
+  `kueue-v0.13.10`, and the newest of each project the test cluster builds
+  (`kuberay-newest` is KubeRay v1.6.1, `kueue-newest` Kueue v0.19.2); KAI's Queue
+  from KAI's module, the ProvisioningRequest from cluster-autoscaler's apis
+  module at the version Kueue requires;
+- the releases the Go module proxy does not serve (`kuberay-v1.5.2`,
+  `kueue-v0.15.8`), from `../shared/crds/versions/<id>/` (or
+  `$RAYBRIDGE_SHARED_DIR/crds/versions/<id>/`), the folder beside the clone.
+`crds(kuberay=..., kueue=...)` gives the CRDs of one combination;
 `release_pair(release)` turns one release id into that combination (the other
 project at its newest), which is what a test parametrized over `RELEASES`
 starts its server with.
 
-Where the CRD folder is absent (a clone with nothing beside it), every function
-that reads it raises `CrdsAbsent` instead of serving fewer kinds; the pytest
-plugin (kubesim/pytest_plugin.py) turns that into a skip of the test that asked.
-A folder that is present but lacks a release is not covered: that is an error.
+Where a source is absent (no Go build yet on this machine, or a clone with
+nothing beside it), every function that reads it raises `CrdsAbsent`, naming
+what is missing, instead of serving fewer kinds; the pytest plugin
+(kubesim/pytest_plugin.py) turns that into a skip of the test that asked. A
+source that is present but lacks a file is not covered: that is an error.
 
 What this does not check: CEL rules (`x-kubernetes-validations`) and list-map
 uniqueness; the test API server checks both (kubesim/cel.py, validation.py).
@@ -41,9 +49,26 @@ KUBERAY_RELEASES = ("kuberay-v1.3.2", "kuberay-v1.5.2", KUBERAY_NEWEST)
 KUEUE_RELEASES = ("kueue-v0.13.10", "kueue-v0.15.8", KUEUE_NEWEST)
 # Every release the project supports; use these strings as pytest ids.
 RELEASES = KUBERAY_RELEASES + KUEUE_RELEASES
-_NEWEST_FOLDERS = {KUBERAY_NEWEST: "kuberay", KUEUE_NEWEST: "kueue"}
-_ALWAYS_NEWEST = ("kai", "autoscaler")
-#: Hand-written minimal CRDs for kinds whose real CRD is not in ../shared/crds (KAI's PodGroup); see the files.
+#: The releases read from the Go module the test cluster builds: id -> (project, version) (testcluster/programs.py RELEASES).
+MODULE_RELEASES = {
+    "kuberay-v1.3.2": ("kuberay", "v1.3.2"),
+    KUBERAY_NEWEST: ("kuberay", "v1.6.1"),
+    "kueue-v0.13.10": ("kueue", "v0.13.10"),
+    KUEUE_NEWEST: ("kueue", "v0.19.2"),
+}
+#: The releases the module proxy does not serve, read from `../shared/crds/versions/<id>/`.
+SHARED_RELEASES = ("kuberay-v1.5.2", "kueue-v0.15.8")
+_AUTOSCALER_APIS = "k8s.io/autoscaler/cluster-autoscaler/apis"
+#: The kinds the test API server serves, of all the CRDs the modules hold: those raybridge and the simulated controllers
+#: use. Left out: Kueue's MultiKueue and Topology kinds, KAI's BindRequest, Config, SchedulingShard and Topology (its
+#: PodGroup is the hand-written one in TEST_ONLY_CRDS), KubeRay's RayCronJob.
+SERVED_KINDS = frozenset({
+    "RayCluster", "RayJob", "RayService",
+    "AdmissionCheck", "ClusterQueue", "Cohort", "LocalQueue", "ProvisioningRequestConfig", "ResourceFlavor",
+    "WorkloadPriorityClass", "Workload",
+    "Queue", "ProvisioningRequest",
+})  # fmt: skip
+#: Hand-written minimal CRDs for kinds whose CRD the served releases do not hold as kubesim serves it (KAI's PodGroup); see the files.
 TEST_ONLY_CRDS = Path(__file__).resolve().parent / "crds"
 
 
@@ -66,29 +91,70 @@ class CrdsAbsent(Exception):
     """
 
 
+def _module_source(project: str, module_at_version: str) -> Path:
+    """The CRD folder's module source, or CrdsAbsent naming the module the Go module cache lacks."""
+    from testcluster.sources import ModuleNotCached, cached_module_dir
+
+    try:
+        return cached_module_dir(module_at_version)
+    except ModuleNotCached as absent:
+        raise CrdsAbsent(f"needs the {project} CRDs from the Go module cache: {absent}") from None
+
+
+def _module_files(release: str) -> list[Path]:
+    from testcluster.programs import program
+    from testcluster.sources import crd_files
+
+    project, version = MODULE_RELEASES[release]
+    return crd_files(project, _module_source(project, program(project, version).upstream_module()))
+
+
+def _kai_files() -> list[Path]:
+    from testcluster.programs import program
+    from testcluster.sources import crd_files
+
+    return crd_files("kai", _module_source("KAI", program("kai-scheduler").upstream_module()))
+
+
+def _autoscaler_files() -> list[Path]:
+    """cluster-autoscaler's ProvisioningRequest CRD, at the version the newest Kueue requires (so its build downloads it)."""
+    from testcluster.programs import program
+    from testcluster.sources import crd_files, required_version
+
+    kueue = program("kueue", MODULE_RELEASES[KUEUE_NEWEST][1])
+    return crd_files("autoscaler", _module_source("ProvisioningRequest", required_version(kueue.module_dir, _AUTOSCALER_APIS)))
+
+
 def crds_present() -> bool:
-    return crd_dir().is_dir()
+    """Whether every source of every release is here (the Go modules in the cache and the folder beside the clone)."""
+    try:
+        for release in RELEASES:
+            release_files(release)
+        _kai_files()
+        _autoscaler_files()
+    except CrdsAbsent:
+        return False
+    return True
 
 
 def require_crds() -> Path:
-    """`crd_dir()`, or CrdsAbsent (with what to do about it) where that folder does not exist."""
+    """`crd_dir()`, the folder beside the clone, or CrdsAbsent (with what to do about it) where it does not exist."""
     folder = crd_dir()
     if not folder.is_dir():
         raise CrdsAbsent(
-            f"needs ../shared/crds (KubeRay/Kueue CRD schemas), absent here ({folder}); "
-            "set RAYBRIDGE_SHARED_DIR to the folder that holds crds/"
+            f"needs ../shared/crds (KubeRay/Kueue CRD schemas of the releases the Go module proxy does not serve), "
+            f"absent here ({folder}); set RAYBRIDGE_SHARED_DIR to the folder that holds crds/"
         )
     return folder
 
 
-def release_dir(release: str) -> Path:
-    """The folder holding the CRDs of one release id; ValueError for an unknown id, CrdsAbsent without the CRD folder."""
-    if release not in RELEASES:
-        raise ValueError(f"unknown release {release!r}; known: {', '.join(RELEASES)}")
-    folder = require_crds()
-    if release in _NEWEST_FOLDERS:
-        return folder / _NEWEST_FOLDERS[release]
-    return folder / "versions" / release
+def release_files(release: str) -> list[Path]:
+    """The CRD files of one release id; ValueError for an unknown id, CrdsAbsent where its source is absent."""
+    if release in MODULE_RELEASES:
+        return _module_files(release)
+    if release in SHARED_RELEASES:
+        return sorted((require_crds() / "versions" / release).glob("*.yaml"))
+    raise ValueError(f"unknown release {release!r}; known: {', '.join(RELEASES)}")
 
 
 def release_pair(release: str) -> tuple[str, str]:
@@ -135,29 +201,29 @@ def _python_pattern(pattern: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _folder_crds(folder: Path) -> tuple[dict[str, Any], ...]:
-    found = []
-    for path in sorted(folder.glob("*.yaml")):
-        for doc in yaml.load_all(path.read_text(), Loader=_LOADER):
-            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-                found.append(doc)
-    return tuple(found)
+def _file_crds(path: Path) -> tuple[dict[str, Any], ...]:
+    """The CRDs of one file whose kind the server serves (`SERVED_KINDS`; every one of TEST_ONLY_CRDS)."""
+    return tuple(
+        doc for doc in yaml.load_all(path.read_text(), Loader=_LOADER)
+        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
+        and (doc["spec"]["names"]["kind"] in SERVED_KINDS or path.parent == TEST_ONLY_CRDS)
+    )  # fmt: skip
 
 
 @functools.lru_cache(maxsize=None)
 def crds(kuberay: str = KUBERAY_NEWEST, kueue: str = KUEUE_NEWEST) -> dict[tuple[str, str], dict[str, Any]]:
     """(group, kind) -> the CRD object, for the given KubeRay and Kueue releases (newest by default).
 
-    CrdsAbsent where the CRD folder does not exist (never just the test-only CRDs).
+    CrdsAbsent where a source is absent (never just the test-only CRDs).
     """
     if kuberay not in KUBERAY_RELEASES:
         raise ValueError(f"unknown KubeRay release {kuberay!r}; known: {', '.join(KUBERAY_RELEASES)}")
     if kueue not in KUEUE_RELEASES:
         raise ValueError(f"unknown Kueue release {kueue!r}; known: {', '.join(KUEUE_RELEASES)}")
-    folders = [release_dir(kuberay), release_dir(kueue), *(crd_dir() / name for name in _ALWAYS_NEWEST), TEST_ONLY_CRDS]
+    paths = [*release_files(kuberay), *release_files(kueue), *_kai_files(), *_autoscaler_files(), *sorted(TEST_ONLY_CRDS.glob("*.yaml"))]
     found: dict[tuple[str, str], dict[str, Any]] = {}
-    for folder in folders:
-        for doc in _folder_crds(folder):
+    for path in paths:
+        for doc in _file_crds(path):
             spec = doc["spec"]
             found[(spec["group"], spec["names"]["kind"])] = doc
     return found
@@ -218,22 +284,16 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"{path}: {error.message}"
 
 
-# --- older releases (crds/versions/<project>-<tag>/) --------------------------------------------
-
-
-def releases() -> list[str]:
-    """The release folders under crds/versions, e.g. "kueue-v0.13.10"."""
-    return sorted(p.name for p in (require_crds() / "versions").iterdir() if p.is_dir())
+# --- one release's own CRDs (no KAI, no ProvisioningRequest) ------------------------------------
 
 
 @functools.lru_cache(maxsize=None)
 def release_crds(release: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """(group, kind) -> CRD object, for the CRD files of one release folder."""
+    """(group, kind) -> CRD object, for the CRD files of one release."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted((require_crds() / "versions" / release).glob("*.yaml")):
-        for doc in yaml.load_all(path.read_text(), Loader=_LOADER):
-            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-                found[(doc["spec"]["group"], doc["spec"]["names"]["kind"])] = doc
+    for path in release_files(release):
+        for doc in _file_crds(path):
+            found[(doc["spec"]["group"], doc["spec"]["names"]["kind"])] = doc
     return found
 
 

@@ -97,7 +97,8 @@ def random_suffix(length: int = 5) -> str:
 # --------------------------------------------------------------------------
 
 
-#: The release the newest CRDs come from (kubesim/schemas.py KUBERAY_NEWEST).
+#: The release whose behaviour "kuberay-newest" plays (its CRDs are v1.6.1's, kubesim/schemas.py MODULE_RELEASES;
+#: every version check here is `>= (1, 6, 0)`, where the two agree).
 NEWEST_KUBERAY = (1, 7, 0)
 RAYJOB_FINALIZER = "ray.io/rayjob-finalizer"  # utils/constant.go RayJobStopJobFinalizer
 AUTH_TOKEN_KEY = "auth_token"  # utils/constant.go RAY_AUTH_TOKEN_SECRET_KEY

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Optional
 import yaml
 
 from testcluster.processes import Process, free_port, http_ok, unix_http_ok
-from testcluster.sources import module_dir, yaml_documents
+from testcluster.sources import crd_files, module_dir, yaml_documents
 from testcluster.programs import KAI_COMMANDS, Program, program
 
 if TYPE_CHECKING:
@@ -166,8 +166,7 @@ def start_kai(stack: "Stack") -> None:
     assert stack.pki is not None
     scheduler = stack.programs["kai-scheduler"]
     source = module_dir(scheduler.upstream_module(), scheduler.module_dir)
-    crds = sorted((source / "deployments" / "kai-scheduler" / "crds").glob("*.yaml"))
-    stack.install_crds([doc for path in crds for doc in yaml_documents(path)])
+    stack.install_crds([doc for path in crd_files("kai", source) for doc in yaml_documents(path)])
     namespaces = (KAI_NAMESPACE, RESERVATION_NAMESPACE, SCALE_ADJUST_NAMESPACE)
     stack.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}} for name in namespaces])
     stack.apply([

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from testcluster.processes import unix_http_ok, wait_until
-from testcluster.sources import module_dir, yaml_documents
+from testcluster.sources import crd_files, module_dir, yaml_documents
 
 if TYPE_CHECKING:
     from testcluster.stack import Stack
@@ -120,8 +120,7 @@ def nodepool(name: str = NODE_POOL, instance_types: Optional[list[str]] = None, 
 
 def _crds(source: Path) -> list[dict]:
 
-    paths = sorted((source / "kwok" / "charts" / "crds").glob("*.yaml")) + sorted((source / "kwok" / "apis" / "crds").glob("*.yaml"))
-    return [doc for path in paths for doc in yaml_documents(path)]
+    return [doc for path in crd_files("karpenter", source) for doc in yaml_documents(path)]
 
 
 def _nodepool_ready(stack: "Stack", name: str) -> bool:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Optional
 import yaml
 
 from testcluster.processes import free_port, http_ok
-from testcluster.sources import module_dir, yaml_documents
+from testcluster.sources import crd_files, module_dir, yaml_documents
 
 if TYPE_CHECKING:
     from testcluster.stack import Stack
@@ -77,7 +77,7 @@ def _crds(stack: "Stack", source: Path, port: int) -> list[dict]:
     listed = [entry["path"] for entry in yaml.safe_load((crd_folder / "kustomization.yaml").read_text()).get("patches") or []]
     patches = [crd_folder / path for path in listed if Path(path).name.startswith("webhook_in_")]
     converted = {doc["metadata"]["name"] for path in patches for doc in yaml_documents(path)}
-    crds = [doc for path in sorted((crd_folder / "bases").glob("*.yaml")) for doc in yaml_documents(path)]
+    crds = [doc for path in crd_files("kueue", source) for doc in yaml_documents(path)]
     for crd in crds:
         if crd["metadata"]["name"] in converted:
             crd["spec"]["conversion"] = {

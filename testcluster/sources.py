@@ -3,12 +3,21 @@ its manifests, CRDs and default configuration from.
 
 Why it exists: each component (kwok's stages, Kueue's and KAI's CRDs, Karpenter's) reads files of its own
 release's Go module; one home for finding that module and reading its YAML keeps the components from reaching
-into each other. It downloads a module through the Go module proxy when the cache lacks it, and does nothing else.
+into each other. It is also the one home for "where is the CRD of release X" (`CRD_FOLDERS`, `crd_files`): the
+stack installs those files, and kubesim's schema checks read the same files of the same releases
+(`cached_module_dir`, which never downloads, so a test run on a machine that has not built the stack can say so
+and skip).
+
+What it does not do: `module_dir` downloads a module through the Go module proxy when the cache lacks it and does
+nothing else; `cached_module_dir` only looks in the cache (no Go toolchain needed where `$GOMODCACHE` is set).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,7 +25,25 @@ import yaml
 
 from testcluster.processes import StartError
 
-__all__ = ["module_dir", "yaml_documents"]
+__all__ = ["CRD_FOLDERS", "ModuleNotCached", "cached_module_dir", "crd_files", "module_cache", "module_dir",
+           "required_version", "yaml_documents"]  # fmt: skip
+
+#: The folders of a release's Go module that hold its CustomResourceDefinitions, per upstream project (what the
+#: stack installs and kubesim validates against). KubeRay: ray-operator/config/crd/bases; Kueue:
+#: config/components/crd/bases (its kustomization adds the conversion webhook, testcluster/kueue.py); KAI:
+#: deployments/kai-scheduler/crds (its Helm chart's crds/); Karpenter with its kwok provider: what the kwok chart
+#: installs plus the KWOKNodeClass; cluster-autoscaler's apis module (ProvisioningRequest): config/crd.
+CRD_FOLDERS: dict[str, tuple[str, ...]] = {
+    "kuberay": ("config/crd/bases",),
+    "kueue": ("config/components/crd/bases",),
+    "kai": ("deployments/kai-scheduler/crds",),
+    "karpenter": ("kwok/charts/crds", "kwok/apis/crds"),
+    "autoscaler": ("config/crd",),
+}
+
+
+class ModuleNotCached(LookupError):
+    """The Go module cache lacks a module version (the test cluster has not been built on this machine)."""
 
 
 def module_dir(module_at_version: str, wrapper: Path) -> Path:
@@ -28,6 +55,64 @@ def module_dir(module_at_version: str, wrapper: Path) -> Path:
     if out.returncode != 0:
         raise StartError(f"go mod download {module}@{version} failed: {out.stderr.strip() or out.stdout.strip()}")
     return Path(json.loads(out.stdout)["Dir"])
+
+
+def module_cache() -> Path:
+    """The Go module cache: `$GOMODCACHE`, else what `go env GOMODCACHE` says, else `$GOPATH/pkg/mod` (the first
+    GOPATH entry, `~/go` by default), as cmd/go/internal/cfg/cfg.go `gopathDir("pkg/mod")` decides."""
+    configured = os.environ.get("GOMODCACHE") or _go_env_module_cache()
+    if configured:
+        return Path(configured)
+    gopath = os.environ.get("GOPATH", "").split(os.pathsep)[0]
+    return (Path(gopath) if gopath else Path.home() / "go") / "pkg" / "mod"
+
+
+@functools.lru_cache(maxsize=1)
+def _go_env_module_cache() -> str:
+    """What `go env GOMODCACHE` says (asked once a process; its go.env and GOENV settings included), or ""."""
+    go = shutil.which("go")
+    if go is None:
+        return ""
+    try:
+        out = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def _escaped(path: str) -> str:
+    """A module path or version as the cache spells it on disk: each upper-case letter becomes `!` and its lower
+    case (golang.org/x/mod/module/module.go `EscapePath`, `escapeString`)."""
+    return "".join(f"!{c.lower()}" if c.isupper() else c for c in path)
+
+
+def cached_module_dir(module_at_version: str) -> Path:
+    """Where the Go module cache holds `module version`'s source, without downloading; ModuleNotCached otherwise.
+
+    A folder with a `.partial` file beside it is an extraction that did not finish (cmd/go/internal/modfetch/fetch.go
+    `download` writes the `.partial` mark first and removes it last), and counts as absent.
+    """
+    module, version = module_at_version.split()
+    cache = module_cache()
+    folder = cache / f"{_escaped(module)}@{_escaped(version)}"
+    if not folder.is_dir() or Path(f"{folder}.partial").exists():
+        raise ModuleNotCached(f"the Go module cache ({cache}) lacks {module}@{version}: the test cluster's Go build "
+                              "downloads it (python -m testcluster build)")  # fmt: skip
+    return folder
+
+
+def required_version(wrapper: Path, module: str) -> str:
+    """`module version` as the wrapper module's go.mod requires it (directly or as `// indirect`)."""
+    for line in (wrapper / "go.mod").read_text().splitlines():
+        words = line.strip().removeprefix("require ").split()
+        if len(words) >= 2 and words[0] == module:
+            return f"{module} {words[1]}"
+    raise LookupError(f"{wrapper / 'go.mod'} does not require {module}")
+
+
+def crd_files(project: str, source: Path) -> list[Path]:
+    """The CRD files of one release of `project` (a key of `CRD_FOLDERS`), whose module source is at `source`."""
+    return [path for folder in CRD_FOLDERS[project] for path in sorted((source / folder).glob("*.yaml"))]
 
 
 def yaml_documents(path: Path) -> list[dict]:

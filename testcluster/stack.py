@@ -61,7 +61,7 @@ from testcluster.netjail import Relay, jail_argv, unix_connect, unix_listener
 from testcluster.pki import CertPair, Pki
 from testcluster.processes import Process, StartError, free_port, http_ok, stop_all, wait_until
 from testcluster.programs import Program, ensure_built, program
-from testcluster.sources import module_dir, yaml_documents
+from testcluster.sources import crd_files, module_dir, yaml_documents
 from testcluster.ray_head import RayHead, launch_ray_head, wait_for_ray_head
 
 __all__ = ["Stack", "StackOptions", "CORE", "OPERATORS", "completing_stage"]
@@ -494,7 +494,7 @@ class Stack:
     def _start_kuberay(self) -> None:
         kuberay = self.programs["kuberay"]
         source = module_dir(kuberay.upstream_module(), kuberay.module_dir)
-        self.install_crds([doc for path in sorted((source / "config" / "crd" / "bases").glob("*.yaml")) for doc in yaml_documents(path)])
+        self.install_crds([doc for path in crd_files("kuberay", source) for doc in yaml_documents(path)])
         self.proxy = DashboardProxy(self._dashboard_backend()).start()
         probe, metrics = free_port(), free_port()
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), HTTP_PROXY=self.proxy.url, http_proxy=self.proxy.url, NO_PROXY="", no_proxy="")

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from kubesim import schemas
 from kubesim.server import KubeApiServer
 
-# What each release serves, as SOURCES.md and the upstream release notes say it
+# What each release serves, as the upstream release notes say it
 # (not read back from the CRD files, so that a wrong file choice fails here).
 SERVED = {
     "kuberay-v1.3.2": ("ray.io", ["v1", "v1alpha1"]),
@@ -33,14 +33,16 @@ SERVED = {
 HAS_PRE_RUNNING_DEADLINE = {"kuberay-v1.3.2": False, "kuberay-v1.5.2": False, "kuberay-newest": True}
 
 
-def test_release_ids_are_the_folder_names() -> None:
+def test_release_ids() -> None:
     assert schemas.RELEASES == (
         "kuberay-v1.3.2", "kuberay-v1.5.2", "kuberay-newest", "kueue-v0.13.10", "kueue-v0.15.8", "kueue-newest",
     )
-    for release in schemas.RELEASES:
-        assert schemas.release_dir(release).is_dir(), release
     with pytest.raises(ValueError, match="unknown release"):
-        schemas.release_dir("kueue-v0.1.0")
+        schemas.release_files("kueue-v0.1.0")
+
+
+def test_every_release_has_its_crd_files(release: str) -> None:
+    assert schemas.release_files(release), release
 
 
 def test_release_fixture_ids_select_one_release(request: pytest.FixtureRequest, release: str) -> None:

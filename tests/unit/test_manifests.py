@@ -1,7 +1,7 @@
 """Manifests: every rendered object is schema-valid and says what the sizing decided.
 
-Ray objects are checked against the KubeRay CRDs in ../shared/crds
-(`kubesim.schemas`), the newest and each supported older release (test ids
+Ray objects are checked against the KubeRay CRDs (`kubesim.schemas` says where
+each release's come from), the newest and each supported older release (test ids
 `kuberay-v1.3.2`, `kuberay-v1.5.2`, `kuberay-newest`); the batch Job and the
 Deployment against Kubernetes' own OpenAPI schemas (`tests.unit.k8s_schemas`). Each row sizes a spec against a
 small inventory with the real sizing code, so the manifests are checked

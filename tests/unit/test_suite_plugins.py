@@ -139,13 +139,13 @@ def test_passes():
 
 def test_the_top_level_conftest_skips_a_test_that_asks_for_absent_crds_without_kubesim_s_plugin(tmp_path: Path) -> None:
     """kubesim/pytest_plugin.py's rule (kubesim/tests/test_crds_absent.py checks the plugin), applied by the
-    top-level conftest.py alone: where the CRD folder is absent, the test that asked for the CRDs skips with the
+    top-level conftest.py alone: where the CRDs' sources are absent, the test that asked for the CRDs skips with the
     reason; any other error still fails."""
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "test_sample.py").write_text(textwrap.dedent(CRDS_SAMPLE))
     report = tmp_path / "report.xml"
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}, "PYTHONPATH": str(ROOT),
-           "RAYBRIDGE_SHARED_DIR": str(tmp_path / "empty")}  # fmt: skip
+           "RAYBRIDGE_SHARED_DIR": str(tmp_path / "empty"), "GOMODCACHE": str(tmp_path / "empty-module-cache")}  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-p", "conftest", "-c", str(tmp_path / "pytest.ini"),
          "--rootdir", str(tmp_path), f"--junitxml={report}", str(tmp_path / "test_sample.py")],
