@@ -23,7 +23,7 @@ import pytest
 
 from raybridge.errors import BadInput
 from raybridge.jobs.decision.manifests import render_manifests
-from raybridge.jobs.decision.orphan_guard import eviction_bound_note, unknown_fields
+from raybridge.jobs.decision.orphan_guard import eviction_bound_note
 from raybridge.jobs.decision.sizing import SizingRequest, size_workload
 from raybridge.jobs.decision.spec import build_spec
 from raybridge.jobs.kubernetes import create_protected
@@ -79,7 +79,7 @@ class _StrictServer:
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         fields = unknown_from_schema(obj, self.release)
         if fields:
-            raise BadInput(f'creating RayJob ml/locked: RayJob in version "v1" cannot be handled as a RayJob: strict decoding error: '
+            raise BadInput('creating RayJob ml/locked: RayJob in version "v1" cannot be handled as a RayJob: strict decoding error: '
                            + ", ".join(f'unknown field "{f}"' for f in fields))  # fmt: skip
         return obj
 
