@@ -1,18 +1,25 @@
-"""`submit` with no --queue where Kueue's LocalQueue defaulting is off: on the real programs.
+"""`submit` on real operators set up as the session's cluster is not: LocalQueue defaulting off, KubeRay held back.
 
-Why this module exists: Kueue v0.17 and later lock LocalQueueDefaulting on, but before that it is a feature gate a
+Why this module exists, first: Kueue v0.17 and later lock LocalQueueDefaulting on, but before that it is a feature gate a
 cluster may turn off (kueue@v0.13.10 pkg/features/kube_features.go LocalQueueDefaulting; its webhook fills in the
 queue only with the gate on, pkg/controller/jobframework/defaults.go ApplyDefaultLocalQueue). Here the real Kueue
 v0.13.10 runs with `--feature-gates=LocalQueueDefaulting=false` beside the real KubeRay, and a namespace holds a
 LocalQueue named `default`: the RayJob raybridge creates carries no queue, Kueue does not manage it, and raybridge
 must still bound it with the renewed orphan deadline and say it is not queued.
+Second: an operator that is stuck or far behind (a crash loop, a full workqueue) is the real KubeRay held back
+(`Stack.paused`: SIGSTOP to its process, SIGCONT after), which the session's shared cluster cannot do to its
+operator without stopping every other test's jobs: raybridge's wait must end at --timeout with one line, and its
+clean-up must not need the operator.
 
-What it deliberately does not do: the rows with defaulting on (the defaulted queue, test_kube_preflight.py on the
+What it deliberately does not do: hold KubeRay back between two of its own reconciles (between Waiting and
+Running, a few milliseconds apart: kuberay@v1.6.1 rayjob_controller.go reconciles again on its own status write,
+so no signal lands there reliably; raybridge's rule for it is test_waiter.py's handover rows); the rows with defaulting on (the defaulted queue, test_kube_preflight.py on the
 session's cluster), or anything else per release (test_release_matrix.py).
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any, Iterator
 from urllib.parse import urlparse
@@ -34,7 +41,7 @@ ORPHAN_LINE = (
 
 @pytest.fixture(scope="module")
 def stack(ray_head: Any) -> Iterator[Any]:
-    """Kueue v0.13.10 with LocalQueueDefaulting off, KubeRay at the stack's default release, one 8-GPU node."""
+    """Kueue v0.13.10 with LocalQueueDefaulting off, KubeRay at the stack's default release (v1.6.1), one 8-GPU node."""
     from testcluster.pytest_plugin import own_cluster
     from testcluster.stack import StackOptions
 
@@ -93,3 +100,22 @@ def test_a_job_kueue_does_not_manage_is_guarded_and_said_to_be_unqueued(stack: A
     assert "ran unqueued" in out.stdout and "Traceback" not in out.stderr
     assert admin.list_objects(KUEUE, "Workload", namespace) == []  # Kueue never took it
     wait_for(lambda: leftovers(admin, namespace, KUEUE) == {}, timeout=30, what=f"nothing left in {namespace}")
+
+
+def test_a_kuberay_held_back_past_the_timeout_ends_in_one_line_and_leaves_nothing(stack: Any, admin: Any) -> None:
+    """KubeRay paused before the submit: Kueue admits the RayJob, no cluster comes, and at --timeout raybridge exits 3
+    saying the RayJob was not ready, and deletes it without the operator (which never put its finalizer on it); once
+    the operator runs again, nothing comes back."""
+    namespace = _namespace_with_default_queue(admin)
+    env = cli_env(KUBECONFIG=str(stack.kubeconfig))
+    with stack.paused("kuberay"):
+        out = run_cli("submit", "-n", namespace, "--queue", "default", "--name", "stuck", "--timeout", "20",
+                      "--", "python", "-c", "print('never')", env=env, timeout=120)  # fmt: skip
+        assert out.returncode == 3, out.stderr
+        assert f"RayJob {namespace}/stuck was not ready within 20s" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr and "never" not in out.stdout
+        wait_for(lambda: leftovers(admin, namespace, KUEUE) == {}, timeout=30, what=f"nothing left in {namespace}, the operator still held")
+        assert stack.processes and all(p.running() for p in stack.processes)
+    time.sleep(3)  # the operator's first reconciles after it resumes
+    assert leftovers(admin, namespace, KUEUE) == {}
+    assert admin.list_objects("ray.io/v1", "RayCluster", namespace) == []
