@@ -98,6 +98,7 @@ def test_a_job_kueue_does_not_manage_is_guarded_and_said_to_be_unqueued(stack: A
     assert ORPHAN_LINE in out.stderr
     assert created[0]["spec"]["activeDeadlineSeconds"] > 0
     assert "ran unqueued" in out.stdout and "Traceback" not in out.stderr
+    assert f"deleted RayJob {namespace}/unqueued" in out.stderr and "kept RayJob" not in out.stderr  # deleted, not also "kept"
     assert admin.list_objects(KUEUE, "Workload", namespace) == []  # Kueue never took it
     wait_for(lambda: leftovers(admin, namespace, KUEUE) == {}, timeout=30, what=f"nothing left in {namespace}")
 

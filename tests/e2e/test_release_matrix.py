@@ -154,7 +154,7 @@ def test_submit_runs_through_kueue_and_kuberay_and_cleans_up(cluster: Cluster) -
     assert f"created RayJob {namespace}/{LONGEST_NAME} in queue {lq}" in out.stderr
     assert "sum of squares: 285" in out.stdout
     assert "NUM_GPUS=8 NUM_REPLICAS=1" in out.stdout
-    assert f"deleted RayJob {namespace}/{LONGEST_NAME}" in out.stderr
+    assert f"deleted RayJob {namespace}/{LONGEST_NAME}" in out.stderr and "kept RayJob" not in out.stderr
     assert "Traceback" not in out.stderr
     wait_for(lambda: cluster.leftovers(namespace) == {}, timeout=30, what=f"nothing left in {namespace}")
 
