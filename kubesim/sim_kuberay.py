@@ -11,13 +11,14 @@ submitted through it, answers 404 for any other, and when the cluster is
 deleted or suspended it stops listening and its jobs are stopped, so a
 cluster built after an eviction knows nothing of the old job, as on a real
 cluster. `status.dashboardURL` and the port-forward target of the head pod
-(`set_port_forward_target`) lead to that cluster's dashboard. It behaves as
-the server's KubeRay release (or `release=`), of those the Go module proxy does
-not serve (v1.5.2 and the newest CRDs, v1.7.0; the served v1.3.2, v1.5.0 and
-v1.6.1 run for real in testcluster, and `FakeKubeRay` refuses them): token auth
-(`authOptions.mode: token`, a Secret named after the cluster with key
-`auth_token`, 401/403 from the dashboard as Ray answers), and
-`preRunningDeadlineSeconds` only from v1.6. The RayJob finalizer `ray.io/rayjob-finalizer` is added first
+(`set_port_forward_target`) lead to that cluster's dashboard. It plays no
+release: it behaves as KubeRay v1.6 and later do (the served v1.6.1 and the
+newest CRDs'), with token auth (`authOptions.mode: token`, a Secret named after
+the cluster or `authOptions.secretName`, key `auth_token`, 401/403 from the
+dashboard as Ray answers) and `preRunningDeadlineSeconds`; what differs per
+release is tested on the real operators (tests/e2e/test_release_matrix.py) and,
+for the releases the Go module proxy does not serve, as unit tests of
+raybridge's rules (docs/testing.md). The RayJob finalizer `ray.io/rayjob-finalizer` is added first
 and removed on deletion after stopping a job that may still run;
 `ValidationFailed` (ValidateRayJobSpec, including ValidateRayClusterSpec's
 checks a rendered manifest could hit) is a failure that creates nothing; an
@@ -59,7 +60,7 @@ import unicodedata
 import urllib.error
 import urllib.parse
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Mapping, Optional
 
@@ -115,18 +116,6 @@ def check_name(name: str) -> str:
     return name
 
 
-#: The KubeRay releases the simulation plays: those the Go module proxy does not serve (testcluster runs the others).
-SIMULATED_RELEASES = ("kuberay-v1.5.2", "kuberay-newest")
-
-
-def kuberay_version(release: str) -> tuple[int, int, int]:
-    """(1, 5, 2) for "kuberay-v1.5.2"; the newest CRDs' release for "kuberay-newest"."""
-    match = re.match(r"^kuberay-v(\d+)\.(\d+)\.(\d+)$", release)
-    if not match:
-        return NEWEST_KUBERAY
-    return int(match.group(1)), int(match.group(2)), int(match.group(3))
-
-
 def _ray_version(text: str) -> Optional[tuple[int, ...]]:
     match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", text or "")
     if not match:
@@ -135,7 +124,7 @@ def _ray_version(text: str) -> Optional[tuple[int, ...]]:
 
 
 def token_auth_enabled(cluster_spec: Mapping[str, Any]) -> bool:
-    """IsAuthEnabled: `authOptions.mode: token` (every simulated release knows it: from v1.5.1)."""
+    """IsAuthEnabled: `authOptions.mode: token` (KubeRay v1.5.1 and later)."""
     return ((cluster_spec.get("authOptions") or {}).get("mode")) == "token"
 
 
@@ -638,9 +627,8 @@ class FakeKubeRay(PollingController):
     that cluster's dashboard; in "service" mode it is the in-cluster name
     `<cluster>-head-svc.<ns>.svc.cluster.local:8265`, and a port-forward to a
     head pod's port 8265 reaches the cluster's dashboard. `ready_delay` is how
-    long a cluster waits before its pods exist and it turns ready. `release`
-    (default: the server's KubeRay release; one of `SIMULATED_RELEASES`) decides
-    what the operator knows: `preRunningDeadlineSeconds` from v1.6.
+    long a cluster waits before its pods exist and it turns ready. It records
+    itself as the newest CRDs' release (`NEWEST_KUBERAY`).
     """
 
     name = "kuberay"
@@ -653,7 +641,6 @@ class FakeKubeRay(PollingController):
         dashboard_url_mode: str = "direct",
         ready_delay: float = 0.0,
         interval: float = 0.05,
-        release: Optional[str] = None,
     ) -> None:
         if dashboard_url_mode not in ("direct", "service"):
             raise ValueError(f"dashboard_url_mode must be 'direct' or 'service', not {dashboard_url_mode!r}")
@@ -663,31 +650,22 @@ class FakeKubeRay(PollingController):
         self._url_mode = dashboard_url_mode
         self._ready_delay = ready_delay
         self._first_seen: dict[str, float] = {}  # RayCluster uid -> monotonic time
-        self._clock_ahead = 0.0  # seconds the operator's wall clock runs ahead of the real one
         #: How long a RayJob stays in Waiting before the operator reconciles it again: 0 is the reconcile that the
         #: Waiting status write's own event starts; a busy operator's workqueue (or, with no event, the 3 s
         #: RayJobDefaultRequeueDuration) makes it later. Set by tests.
         self.waiting_delay = 0.0
         self._waiting_since: dict[tuple[str, str], float] = {}  # (RayJob uid, its cluster) -> first seen Waiting
         self._ray_jobs: dict[str, str] = {}  # RayJob uid -> Ray job id it is running
-        self.release: str = release or getattr(server, "kuberay", None) or "kuberay-newest"
-        if self.release not in SIMULATED_RELEASES:
-            raise ValueError(f"{self.release} runs for real in testcluster (tests/e2e/test_release_matrix.py); the "
-                             f"simulation plays only the releases the Go module proxy does not serve: {', '.join(SIMULATED_RELEASES)}")
         self._dashboards: dict[str, ClusterDashboard] = {}  # RayCluster uid -> its dashboard
         self._dashboard_keys: dict[tuple[str, str], str] = {}  # (namespace, name) -> RayCluster uid
         self._dashboards_lock = threading.Lock()
         # RayCluster uid -> its Ray jobs; outlives a stop()/start() of the operator, as the clusters do.
         self._cluster_jobs: dict[str, dict[str, str]] = {}
 
-    @property
-    def version(self) -> tuple[int, int, int]:
-        return kuberay_version(self.release)
-
     def start(self) -> "FakeKubeRay":
         """Start reconciling, with the operator recorded as its Helm chart's Deployment (no replicas), which is
         where a client reads the operator's release (helm-chart/kuberay-operator/templates/_helpers.tpl labels)."""
-        version = "v" + ".".join(str(part) for part in self.version)
+        version = "v" + ".".join(str(part) for part in NEWEST_KUBERAY)
         if self._server.get_object("apps/v1", "Deployment", "kuberay-operator", "kuberay-system") is None:
             if self._server.get_object("v1", "Namespace", "kuberay-system") is None:
                 self._server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kuberay-system"}})
@@ -703,13 +681,8 @@ class FakeKubeRay(PollingController):
         super().start()
         return self
 
-    def advance_clock(self, seconds: float) -> None:
-        """Move the operator's wall clock (KubeRay's time.Now()) ahead: the timestamps it writes and
-        the deadlines and TTLs it measures from them, for a test that would otherwise wait one out."""
-        self._clock_ahead += seconds
-
     def _now(self) -> datetime:
-        return datetime.now(timezone.utc) + timedelta(seconds=self._clock_ahead)
+        return datetime.now(timezone.utc)
 
     def _now_rfc3339(self) -> str:
         return self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -761,7 +734,7 @@ class FakeKubeRay(PollingController):
         options = (cluster.get("spec") or {}).get("authOptions") or {}
         # kuberay@v1.5.2 raycluster_controller.go reconcileAuthSecret: utils.CheckName(instance.Name), which keeps
         # the last 50 characters; authOptions.secretName (a Secret the user made) exists from v1.6.0.
-        own = options.get("secretName") if self.version >= (1, 6, 0) else None
+        own = options.get("secretName")
         name = own or check_name(meta["name"])
         try:
             existing = self._api.core.read_namespaced_secret(name, meta["namespace"], _request_timeout=5)
@@ -1111,7 +1084,7 @@ class FakeKubeRay(PollingController):
             since = self._waiting_since.setdefault((meta["uid"], status.get("rayClusterName", "")), time.monotonic())
             if time.monotonic() - since < self.waiting_delay:
                 return  # a busy operator: its next reconcile of this RayJob has not come yet
-            if self.version >= (1, 6, 0) and self._pre_running_deadline_exceeded(spec, status):
+            if self._pre_running_deadline_exceeded(spec, status):
                 pass
             elif spec.get("jobId"):
                 status["jobId"] = spec["jobId"]
@@ -1183,7 +1156,7 @@ class FakeKubeRay(PollingController):
                 ),
             )
             return True
-        return status.get("jobDeploymentStatus") == "Initializing" and self.version >= (1, 6, 0) and self._pre_running_deadline_exceeded(spec, status)
+        return status.get("jobDeploymentStatus") == "Initializing" and self._pre_running_deadline_exceeded(spec, status)
 
     def _pre_running_deadline_exceeded(self, spec: Obj, status: Obj) -> bool:
         """kuberay@v1.6.0 rayjob_controller.go checkPreRunningDeadlineAndUpdateStatusIfNeeded (the field exists from v1.6)."""

@@ -11,14 +11,12 @@ its transitions, reasons and messages. The pure decision logic (Workload names,
 podSets, flavor assignment, webhook checks, preemption targets, queue order) is
 unit-tested without a server.
 
-It plays the Kueue release the server was started with (`KubeApiServer(release=...)`,
-`KUEUE_RELEASE_PROFILES`), and only the releases the Go module proxy does not serve:
-v0.15.8 and the newest (v0.20-devel). The served ones (v0.13.10, v0.17.0, v0.19.2)
-run for real in testcluster (tests/e2e/test_release_matrix.py), and `FakeKueue`
-refuses them. What differs between the two: the visibility API versions, the
-webhook's limits and messages (v0.15: at most 7 worker groups, i.e. 8 pod sets; the
-newest: 18 pod sets), and whether a missing WorkloadPriorityClass is reported with a
-Warning event (only the newest).
+It plays no release: it follows Kueue's main branch (the newest CRDs, v0.20-devel),
+on a server started with those CRDs (`FakeKueue` refuses another). What differs per
+release runs on the real Kueue v0.13.10, v0.17.0 and v0.19.2
+(tests/e2e/test_release_matrix.py) and, for the releases the Go module proxy does
+not serve, is read from their sources as unit tests of raybridge's rules
+(docs/testing.md).
 
 What it simulates: the webhook on CREATE and UPDATE (LocalQueue defaulting,
 suspension, Kueue's RayJob/RayCluster checks, the queue-name label as a DNS
@@ -95,6 +93,7 @@ from decimal import Decimal
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from kubesim.conversion import convert
+from kubesim.schemas import KUEUE_NEWEST
 from kubesim.sim_common import (
     RAY_API,
     RAY_GROUP,
@@ -159,51 +158,17 @@ def is_kueue_managed(kind: str, obj: Mapping[str, Any]) -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class KueueRelease:
-    """What differs between the supported Kueue releases, as far as this simulation goes.
-
-    Each field names the Kueue source it follows (tags v0.15.8 and main).
-    """
-
-    name: str
-    api_version: str  # the kueue.x-k8s.io version the controller reads and writes
-    visibility_versions: tuple[str, ...]  # apis/visibility/<version> that release serves
-    # v0.15 `len(workerGroupSpecs) > 7` (8 pod sets); main `ExpectedPodSetsCount > MaxPodSets` (18).
-    max_worker_groups: Optional[int]
-    max_pod_sets: int
-    autoscaling_message: str
-    elastic_jobs_allowed: bool  # ElasticJobsViaWorkloadSlices on by default (beta from 0.18)
-    validates_updates_of_unlabelled: bool  # ValidateRayAndSparkJobUpdates (beta, on from 0.18)
-    missing_wpc_event: bool  # the WorkloadPriorityClassNotFound event (main, kueue#13775)
-
-
-#: The Kueue releases that run for real in testcluster (the Go module proxy serves them): not simulated.
-SERVED_RELEASES = ("kueue-v0.13.10",)
-
-_NEW_AUTOSCALING = "a kueue managed job should only use autoscaling when workload slicing is enabled"
-
-KUEUE_RELEASE_PROFILES: dict[str, KueueRelease] = {
-    "kueue-v0.15.8": KueueRelease("kueue-v0.15.8", "v1beta2", ("v1beta1", "v1beta2"), 7, 8, _NEW_AUTOSCALING, False, False, False),
-    "kueue-newest": KueueRelease("kueue-newest", "v1beta2", ("v1beta1", "v1beta2"), None, 18, _NEW_AUTOSCALING, True, True, True),
-}
-NEWEST_RELEASE = "kueue-newest"
-
-
-def kueue_release(name: Optional[str]) -> KueueRelease:
-    """The profile of a simulated Kueue release id (`kubesim.schemas.KUEUE_RELEASES`); None is the newest."""
-    if name in SERVED_RELEASES:
-        raise ValueError(f"{name} runs for real in testcluster (tests/e2e/test_release_matrix.py); the simulation plays "
-                         f"only the releases the Go module proxy does not serve: {', '.join(KUEUE_RELEASE_PROFILES)}")
-    try:
-        return KUEUE_RELEASE_PROFILES[name or NEWEST_RELEASE]
-    except KeyError:
-        raise ValueError(f"unknown Kueue release {name!r}; known: {', '.join(KUEUE_RELEASE_PROFILES)}") from None
+#: The kueue.x-k8s.io version the simulated Kueue reads and writes, and the visibility API versions it serves.
+KUEUE_VERSION_SPOKEN = "v1beta2"
+VISIBILITY_VERSIONS = ("v1beta1", "v1beta2")
+#: main pkg/controller/jobs/raycluster/raycluster_webhook.go: `ExpectedPodSetsCount > MaxPodSets`.
+MAX_POD_SETS = 18
+AUTOSCALING_MESSAGE = "a kueue managed job should only use autoscaling when workload slicing is enabled"
 
 
 def kueue_api_version(server: Any) -> str:
-    """`kueue.x-k8s.io/<version>` that the Kueue release a test server was started with reads and writes."""
-    return f"{KUEUE_GROUP}/{kueue_release(getattr(server, 'kueue', None)).api_version}"
+    """`kueue.x-k8s.io/<version>` that the simulated Kueue reads and writes."""
+    return f"{KUEUE_GROUP}/{KUEUE_VERSION_SPOKEN}"
 
 
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
@@ -252,7 +217,7 @@ def _is_suspended(obj: Mapping[str, Any]) -> bool:
     return (obj.get("spec") or {}).get("suspend") is True
 
 
-def _job_on_create_errors(obj: Mapping[str, Any], release: KueueRelease) -> list[str]:
+def _job_on_create_errors(obj: Mapping[str, Any]) -> list[str]:
     """jobframework.ValidateJobOnCreate: the queue name as a CRD name, the max-exec-time label."""
     errors = []
     queue = _labels(obj).get(QUEUE_LABEL)
@@ -268,25 +233,16 @@ def _job_on_create_errors(obj: Mapping[str, Any], release: KueueRelease) -> list
     return errors
 
 
-def _cluster_spec_errors(
-    obj: Mapping[str, Any], cluster: Mapping[str, Any], path: str, release: KueueRelease
-) -> list[str]:
+def _cluster_spec_errors(obj: Mapping[str, Any], cluster: Mapping[str, Any], path: str) -> list[str]:
     """raycluster.ValidateCreate: no autoscaling, the pod-set count, no worker group named head."""
     errors = []
-    elastic = release.elastic_jobs_allowed and (
-        ((obj.get("metadata") or {}).get("annotations") or {}).get(ELASTIC_JOB_ANNOTATION) == "true"
-    )
+    # ElasticJobsViaWorkloadSlices, on by default (beta from v0.18)
+    elastic = ((obj.get("metadata") or {}).get("annotations") or {}).get(ELASTIC_JOB_ANNOTATION) == "true"
     if cluster.get("enableInTreeAutoscaling") and not elastic:
-        errors.append(_invalid(f"{path}.enableInTreeAutoscaling", True, release.autoscaling_message))
+        errors.append(_invalid(f"{path}.enableInTreeAutoscaling", True, AUTOSCALING_MESSAGE))
     groups = cluster.get("workerGroupSpecs") or []
-    if release.max_worker_groups is not None and len(groups) > release.max_worker_groups:
-        errors.append(
-            f"{path}.workerGroupSpecs: Too many: {len(groups)}: must have at most {release.max_worker_groups} items"
-        )
-    elif release.max_worker_groups is None and len(groups) + 1 > release.max_pod_sets:
-        errors.append(
-            f"{path}.workerGroupSpecs: Too many: {len(groups) + 1}: must have at most {release.max_pod_sets} items"
-        )
+    if len(groups) + 1 > MAX_POD_SETS:
+        errors.append(f"{path}.workerGroupSpecs: Too many: {len(groups) + 1}: must have at most {MAX_POD_SETS} items")
     for index, group in enumerate(groups):
         if group.get("groupName") == "head":
             errors.append(
@@ -295,9 +251,8 @@ def _cluster_spec_errors(
     return errors
 
 
-def kueue_create_errors(kind: str, obj: Mapping[str, Any], release: Optional[str] = None) -> list[str]:
+def kueue_create_errors(kind: str, obj: Mapping[str, Any]) -> list[str]:
     """Field errors of Kueue's validating webhook for a RayJob/RayCluster on CREATE (`validateCreate`)."""
-    profile = kueue_release(release)
     if QUEUE_LABEL not in _labels(obj):
         return []  # manageJobsWithoutQueueName is off (Kueue's default)
     spec = obj.get("spec") or {}
@@ -327,17 +282,16 @@ def kueue_create_errors(kind: str, obj: Mapping[str, Any], release: Optional[str
                     "a kueue managed job should delete the cluster after finishing",
                 )
             )
-        errors += _cluster_spec_errors(obj, spec["rayClusterSpec"] or {}, "spec.rayClusterSpec", profile)
+        errors += _cluster_spec_errors(obj, spec["rayClusterSpec"] or {}, "spec.rayClusterSpec")
     else:
-        errors = _cluster_spec_errors(obj, spec, "spec", profile)
-    return errors + _job_on_create_errors(obj, profile)
+        errors = _cluster_spec_errors(obj, spec, "spec")
+    return errors + _job_on_create_errors(obj)
 
 
 def kueue_update_errors(
     kind: str,
     old: Mapping[str, Any],
     new: Mapping[str, Any],
-    release: Optional[str] = None,
     *,
     default_queue_exists: bool = False,
 ) -> list[str]:
@@ -345,9 +299,8 @@ def kueue_update_errors(
 
     `default_queue_exists`: the namespace has a LocalQueue named `default`.
     """
-    profile = kueue_release(release)
     new_queue, old_queue = _labels(new).get(QUEUE_LABEL, ""), _labels(old).get(QUEUE_LABEL, "")
-    if not new_queue and not (profile.validates_updates_of_unlabelled and old_queue):
+    if not new_queue and not old_queue:  # ValidateRayAndSparkJobUpdates (beta, on from v0.18): an emptied queue too
         return []
     errors: list[str] = []
     queue_path = f"metadata.labels[{QUEUE_LABEL}]"
@@ -365,7 +318,7 @@ def kueue_update_errors(
         errors.append(_invalid(wpc_path, new_wpc, "WorkloadPriorityClass cannot be added to a non-suspended workload"))
     elif not new_wpc and old_wpc:
         errors.append(_invalid(wpc_path, new_wpc, "WorkloadPriorityClass cannot be removed from a workload"))
-    return errors + kueue_create_errors(kind, new, profile.name)
+    return errors + kueue_create_errors(kind, new)
 
 
 def aggregate_message(errors: list[str]) -> str:
@@ -1053,8 +1006,9 @@ class FakeKueue(PollingController):
         self._held: set[tuple[str, str]] = set()  # evicted workloads waiting for requeue()
         self._arrival: dict[str, int] = {}  # Workload uid -> order first seen; breaks timestamp ties
         self._arrivals = itertools.count()
-        self._release = kueue_release(getattr(server, "kueue", None))
-        self._version = self._release.api_version
+        if getattr(server, "kueue", KUEUE_NEWEST) != KUEUE_NEWEST:
+            raise ValueError(f"the simulated Kueue plays no release: start its server with the newest CRDs, not {server.kueue}")
+        self._version = KUEUE_VERSION_SPOKEN
         self._wpc_reported: set[tuple[str, str]] = set()  # (job uid, class) whose missing class was reported
 
     # ---- webhook and visibility API -------------------------------------
@@ -1064,7 +1018,7 @@ class FakeKueue(PollingController):
         self._registered = True
         for kind in ("RayJob", "RayCluster"):
             self._server.add_mutating_hook(RAY_GROUP, kind, self._make_webhook(kind))
-        versions = "|".join(self._release.visibility_versions)
+        versions = "|".join(VISIBILITY_VERSIONS)
         prefix = rf"^/apis/visibility\.kueue\.x-k8s\.io/({versions})"
         self._server.add_handler("GET", prefix + r"/clusterqueues/([^/]+)/pendingworkloads/?$", self._pending_in_cq)
         self._server.add_handler(
@@ -1091,13 +1045,12 @@ class FakeKueue(PollingController):
             if operation == "UPDATE":
                 old = self._server.get_object(RAY_API, kind, meta.get("name", ""), namespace)
             if old is None:
-                errors = kueue_create_errors(kind, obj, self._release.name)
+                errors = kueue_create_errors(kind, obj)
             else:
                 errors = kueue_update_errors(
                     kind,
                     old,
                     obj,
-                    self._release.name,
                     default_queue_exists=bool(self._default_queue)
                     and (namespace, self._default_queue) in self._view.local_queues,
                 )
@@ -1360,9 +1313,9 @@ class FakeKueue(PollingController):
             priority, priority_ref = self._priority(job)
         except LookupError as missing:
             # The job reconciler fails to prepare the Workload and retries with backoff; the job
-            # stays suspended. Only the newest Kueue also records a Warning event on the job.
+            # stays suspended. It also records a Warning event on the job (main, kueue#13775).
             key = (meta["uid"], str(missing.args[0]))
-            if self._release.missing_wpc_event and key not in self._wpc_reported:
+            if key not in self._wpc_reported:
                 self._record_event(
                     job,
                     "Warning",

@@ -107,7 +107,8 @@ def start_kueue(stack: "Stack") -> None:
     config.update(stack.options.kueue_config)
     config_path = stack.workdir / "kueue" / "config.yaml"
     config_path.write_text(yaml.safe_dump(config))
-    gates = "--feature-gates=VisibilityOnDemand=false"
+    wanted = {"VisibilityOnDemand": False, **stack.options.kueue_feature_gates}
+    gates = "--feature-gates=" + ",".join(f"{gate}={str(on).lower()}" for gate, on in wanted.items())
     kueue_argv = [str(stack.binaries["kueue"]), f"--config={config_path}", f"--kubeconfig={stack.kubeconfig}", gates, "--zap-log-level=info"]
     argv = _with_etc_layer(etc_layer, kueue_argv)
     env = dict(os.environ, KUBECONFIG=str(stack.kubeconfig), POD_NAMESPACE=KUEUE_NAMESPACE)

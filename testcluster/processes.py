@@ -96,6 +96,16 @@ class Process:
             time.sleep(delay)
             delay = min(delay * 1.5, 0.5)
 
+    def pause(self) -> None:
+        """SIGSTOP to its process group: every thread of it stops where it is until `resume()`."""
+        if self.running():
+            _signal_group(self, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT to its process group (after `pause()`)."""
+        if self.running():
+            _signal_group(self, signal.SIGCONT)
+
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM to its process group, SIGKILL after `grace` seconds."""
         if self.popen is None:

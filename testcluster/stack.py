@@ -38,6 +38,7 @@ the stack's own user (who holds its keys anyway).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import ipaddress
 import json
@@ -50,7 +51,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 import yaml
 
@@ -113,6 +114,8 @@ class StackOptions:
     stages: list[dict] = field(default_factory=list)
     #: Settings merged over Kueue's own default Configuration (e.g. {"manageJobsWithoutQueueName": True}).
     kueue_config: dict = field(default_factory=dict)
+    #: Kueue feature gates set beside the stack's own (e.g. {"LocalQueueDefaulting": False} on a release that has the gate).
+    kueue_feature_gates: dict[str, bool] = field(default_factory=dict)
     progress: Callable[[str], None] = lambda line: None
 
 
@@ -249,6 +252,17 @@ class Stack:
             kai.start_kai(self)
             say(f"KAI scheduler {self.programs['kai-scheduler'].version} ready")
         self._create_nodes(self.options.nodes)
+
+    @contextlib.contextmanager
+    def paused(self, name: str) -> Iterator[Process]:
+        """One program held back (SIGSTOP to its process group: it reconciles nothing and answers no webhook) while
+        the block runs, then resumed, whatever the block raised: an operator that is slow or stuck, for real."""
+        [process] = [p for p in self.processes if p.name == name]
+        process.pause()
+        try:
+            yield process
+        finally:
+            process.resume()
 
     # -- helpers ------------------------------------------------------------------------------
     def start_process(self, name: str, argv: list[str], env: Optional[dict[str, str]] = None) -> Process:

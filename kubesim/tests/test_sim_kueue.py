@@ -1,13 +1,12 @@
-"""The simulated Kueue per simulated Kueue release (v0.15.8 and the newest): API version, webhook, missing priority classes, preemption,
+"""The simulated Kueue (Kueue's main branch, the newest CRDs): API version, webhook, missing priority classes, preemption,
 cohort quota (Cohort objects, nested cohorts), ClusterQueue activity, flavor assignment per resource group,
 deactivation on the maximum execution time.
 
 Why this module exists: raybridge's tests trust FakeKueue to be no more lenient
-than the Kueue release under test. Each row and test here pins one behaviour to
-what that release's source does (tag v0.15.8, and main for `kueue-newest`):
-the pure webhook checks first, then FakeKueue against a test API server
-started with that release's CRDs. The served releases run for real
-(tests/e2e/test_release_matrix.py), and FakeKueue refuses them (tested here).
+than Kueue. Each row and test here pins one behaviour to what Kueue's main
+branch does: the pure webhook checks first, then FakeKueue against a test API
+server started with the newest CRDs. The releases run for real
+(tests/e2e/test_release_matrix.py); FakeKueue plays none (tested here).
 
 What it deliberately does not do: test KubeRay's side (test_controllers.py)
 or raybridge itself (tests/e2e).
@@ -37,16 +36,11 @@ from kubesim.sim_kueue import (
     provisioning_check_condition,
     quota_limits,
 )
-from kubesim.schemas import KUEUE_RELEASES
-from kubesim.sim_kueue import SERVED_RELEASES
 
 RAY_API = "ray.io/v1"
 QUEUE = "kueue.x-k8s.io/queue-name"
 PRIORITY = "kueue.x-k8s.io/priority-class"
 MAX_EXEC = "kueue.x-k8s.io/max-exec-time-seconds"
-#: The simulated Kueue releases (the served ones, v0.13.10 among them, run for real: tests/e2e/test_release_matrix.py).
-SIMULATED = tuple(release for release in KUEUE_RELEASES if release not in SERVED_RELEASES)
-MID, NEW = SIMULATED  # kueue-v0.15.8, kueue-newest
 
 
 def job(
@@ -81,57 +75,55 @@ SUBDOMAIN = (
     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
 )
 
-# (release, RayJob, the errors of Kueue's validating webhook on CREATE)
+# (RayJob, the errors of Kueue's validating webhook on CREATE)
 CREATE_ROWS = [
-    (MID, job(groups=8), ["spec.rayClusterSpec.workerGroupSpecs: Too many: 8: must have at most 7 items"]),
-    (NEW, job(groups=17), []),
-    (NEW, job(groups=18), ["spec.rayClusterSpec.workerGroupSpecs: Too many: 19: must have at most 18 items"]),
-    (NEW, renamed_group("head"), ['spec.rayClusterSpec.workerGroupSpecs[0].groupName: Forbidden: "head" is reserved for the head group']),
-    (NEW, job(queue="team-a.gpu"), []),
-    (NEW, job(labels={MAX_EXEC: "0"}), [f"metadata.labels[{MAX_EXEC}]: Invalid value: 0: should be greater than 0"]),
-    (MID, job(labels={MAX_EXEC: "ten"}), [f'metadata.labels[{MAX_EXEC}]: Invalid value: "ten": strconv.Atoi: parsing "ten": invalid syntax']),
-    (NEW, job(clusterSelector={"ray.io/cluster": "c"}), ['spec.clusterSelector: Invalid value: map[string]string{"ray.io/cluster":"c"}: a kueue managed job should not use an existing cluster']),
-    (NEW, job(shutdownAfterJobFinishes=False, clusterSelector={"ray.io/cluster": "c"}), ['spec.clusterSelector: Invalid value: map[string]string{"ray.io/cluster":"c"}: a kueue managed job should not use an existing cluster']),
-    (NEW, job(queue=None, groups=30), []),
+    (job(groups=17), []),
+    (job(groups=18), ["spec.rayClusterSpec.workerGroupSpecs: Too many: 19: must have at most 18 items"]),
+    (renamed_group("head"), ['spec.rayClusterSpec.workerGroupSpecs[0].groupName: Forbidden: "head" is reserved for the head group']),
+    (job(queue="team-a.gpu"), []),
+    (job(labels={MAX_EXEC: "0"}), [f"metadata.labels[{MAX_EXEC}]: Invalid value: 0: should be greater than 0"]),
+    (job(labels={MAX_EXEC: "ten"}), [f'metadata.labels[{MAX_EXEC}]: Invalid value: "ten": strconv.Atoi: parsing "ten": invalid syntax']),
+    (job(clusterSelector={"ray.io/cluster": "c"}), ['spec.clusterSelector: Invalid value: map[string]string{"ray.io/cluster":"c"}: a kueue managed job should not use an existing cluster']),
+    (job(shutdownAfterJobFinishes=False, clusterSelector={"ray.io/cluster": "c"}), ['spec.clusterSelector: Invalid value: map[string]string{"ray.io/cluster":"c"}: a kueue managed job should not use an existing cluster']),
+    (job(queue=None, groups=30), []),
 ]  # fmt: skip
 _AUTOSCALING = job()
 _AUTOSCALING["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = True
 CREATE_ROWS += [
-    (NEW, _AUTOSCALING, ["spec.rayClusterSpec.enableInTreeAutoscaling: Invalid value: true: a kueue managed job should only use autoscaling when workload slicing is enabled"]),
+    (_AUTOSCALING, ["spec.rayClusterSpec.enableInTreeAutoscaling: Invalid value: true: a kueue managed job should only use autoscaling when workload slicing is enabled"]),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("release", "manifest", "errors"), CREATE_ROWS)
-def test_the_create_webhook_checks_what_that_release_checks(release: str, manifest: dict, errors: list[str]) -> None:
-    assert kueue_create_errors("RayJob", manifest, release) == errors
+@pytest.mark.parametrize(("manifest", "errors"), CREATE_ROWS)
+def test_the_create_webhook_checks_what_kueue_checks(manifest: dict, errors: list[str]) -> None:
+    assert kueue_create_errors("RayJob", manifest) == errors
 
 
 RUNNING, SUSPENDED = False, True
-# (release, old labels, old suspended, new labels, new suspended, errors of the UPDATE webhook)
+# (old labels, old suspended, new labels, new suspended, errors of the UPDATE webhook)
 UPDATE_ROWS = [
-    (NEW, {QUEUE: "lq"}, RUNNING, {QUEUE: "other"}, RUNNING, [f'metadata.labels[{QUEUE}]: Invalid value: "other": field is immutable']),
-    (NEW, {QUEUE: "lq"}, SUSPENDED, {QUEUE: "other"}, SUSPENDED, []),
-    (NEW, {QUEUE: "lq"}, RUNNING, {QUEUE: "lq", PRIORITY: "high"}, RUNNING, [f'metadata.labels[{PRIORITY}]: Invalid value: "high": WorkloadPriorityClass cannot be added to a non-suspended workload']),
-    (MID, {QUEUE: "lq", PRIORITY: "high"}, SUSPENDED, {QUEUE: "lq"}, SUSPENDED, [f'metadata.labels[{PRIORITY}]: Invalid value: "": WorkloadPriorityClass cannot be removed from a workload']),
-    (NEW, {QUEUE: "lq", MAX_EXEC: "60"}, RUNNING, {QUEUE: "lq", MAX_EXEC: "600"}, RUNNING, [f'metadata.labels[{MAX_EXEC}]: Invalid value: "600": field is immutable']),
-    (NEW, {QUEUE: "lq", MAX_EXEC: "60"}, SUSPENDED, {QUEUE: "lq", MAX_EXEC: "600"}, SUSPENDED, []),
-    (NEW, {QUEUE: "lq"}, RUNNING, {}, RUNNING, [f'metadata.labels[{QUEUE}]: Invalid value: "": field is immutable']),
-    (MID, {QUEUE: "lq"}, RUNNING, {}, RUNNING, []),  # ValidateRayAndSparkJobUpdates came with 0.18
+    ({QUEUE: "lq"}, RUNNING, {QUEUE: "other"}, RUNNING, [f'metadata.labels[{QUEUE}]: Invalid value: "other": field is immutable']),
+    ({QUEUE: "lq"}, SUSPENDED, {QUEUE: "other"}, SUSPENDED, []),
+    ({QUEUE: "lq"}, RUNNING, {QUEUE: "lq", PRIORITY: "high"}, RUNNING, [f'metadata.labels[{PRIORITY}]: Invalid value: "high": WorkloadPriorityClass cannot be added to a non-suspended workload']),
+    ({QUEUE: "lq", PRIORITY: "high"}, SUSPENDED, {QUEUE: "lq"}, SUSPENDED, [f'metadata.labels[{PRIORITY}]: Invalid value: "": WorkloadPriorityClass cannot be removed from a workload']),
+    ({QUEUE: "lq", MAX_EXEC: "60"}, RUNNING, {QUEUE: "lq", MAX_EXEC: "600"}, RUNNING, [f'metadata.labels[{MAX_EXEC}]: Invalid value: "600": field is immutable']),
+    ({QUEUE: "lq", MAX_EXEC: "60"}, SUSPENDED, {QUEUE: "lq", MAX_EXEC: "600"}, SUSPENDED, []),
+    ({QUEUE: "lq"}, RUNNING, {}, RUNNING, [f'metadata.labels[{QUEUE}]: Invalid value: "": field is immutable']),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("release", "old_labels", "old_suspended", "new_labels", "new_suspended", "errors"), UPDATE_ROWS)
-def test_the_update_webhook_checks_what_that_release_checks(
-    release: str, old_labels: dict, old_suspended: bool, new_labels: dict, new_suspended: bool, errors: list[str]
+@pytest.mark.parametrize(("old_labels", "old_suspended", "new_labels", "new_suspended", "errors"), UPDATE_ROWS)
+def test_the_update_webhook_checks_what_kueue_checks(
+    old_labels: dict, old_suspended: bool, new_labels: dict, new_suspended: bool, errors: list[str]
 ) -> None:
     old, new = job(queue=None, suspend=old_suspended), job(queue=None, suspend=new_suspended)
     old["metadata"]["labels"], new["metadata"]["labels"] = old_labels, new_labels
-    assert kueue_update_errors("RayJob", old, new, release) == errors
+    assert kueue_update_errors("RayJob", old, new) == errors
 
 
 def test_an_emptied_queue_name_is_refused_where_a_default_queue_exists() -> None:
     old, new = job(suspend=True), job(queue=None, suspend=True)
-    assert kueue_update_errors("RayJob", old, new, NEW, default_queue_exists=True) == [
+    assert kueue_update_errors("RayJob", old, new, default_queue_exists=True) == [
         f'metadata.labels[{QUEUE}]: Invalid value: "": queue-name must not be empty in namespace with default queue'
     ]
 
@@ -309,16 +301,16 @@ def test_a_flavor_with_a_taint_the_pod_set_does_not_tolerate_is_skipped() -> Non
 
 
 # --------------------------------------------------------------------------
-# FakeKueue against a server of each Kueue release
+# FakeKueue against a server with the newest CRDs
 # --------------------------------------------------------------------------
 
 
-@pytest.fixture(params=SIMULATED)
-def kueue_server(request: pytest.FixtureRequest) -> Iterator[tuple[KubeApiServer, FakeKueue, str]]:
-    with KubeApiServer(release=request.param) as server:
+@pytest.fixture
+def kueue_server() -> Iterator[tuple[KubeApiServer, FakeKueue, str]]:
+    with KubeApiServer() as server:
         kueue = FakeKueue(server).start()
         try:
-            yield server, kueue, request.param
+            yield server, kueue, server.kueue
         finally:
             kueue.stop()
         assert kueue.last_error is None or "recording event" not in kueue.last_error, kueue.last_error
@@ -400,7 +392,7 @@ def set_deployment_status(server: KubeApiServer, name: str, deployment: str) -> 
     report_status(server, RAY_API, "RayJob", name, status)
 
 
-def test_fake_kueue_speaks_the_api_version_of_its_release(kueue_server: tuple) -> None:
+def test_fake_kueue_speaks_v1beta2(kueue_server: tuple) -> None:
     server, _, release = kueue_server
     make_queues(server, gpus=8)
     server.create_object(rayjob_manifest("a", workers=1, gpus_per_worker=4))
@@ -422,13 +414,10 @@ def test_no_workload_for_a_missing_priority_class_until_it_exists(kueue_server: 
     assert workload_of(server, "classless") is None
     assert suspended(server, "classless") is True
     events = [e for e in server.list_objects("v1", "Event", "default") if e["involvedObject"]["name"] == "classless"]
-    if release == NEW:  # kueue#13775: only the newest Kueue records it
-        assert [(e["type"], e["reason"], e["message"]) for e in events] == [
-            ("Warning", "WorkloadPriorityClassNotFound", 'WorkloadPriorityClass "nope" not found')
-        ]
-        assert events[0]["involvedObject"]["kind"] == "RayJob"
-    else:
-        assert events == []
+    assert [(e["type"], e["reason"], e["message"]) for e in events] == [  # kueue#13775
+        ("Warning", "WorkloadPriorityClassNotFound", 'WorkloadPriorityClass "nope" not found')
+    ]
+    assert events[0]["involvedObject"]["kind"] == "RayJob"
     server.create_object(
         {"apiVersion": kueue_api_version(server), "kind": "WorkloadPriorityClass", "metadata": {"name": "nope"}, "value": 7}
     )
@@ -450,11 +439,7 @@ def test_the_webhook_refuses_a_queue_change_of_a_running_job(kueue_server: tuple
     )
     groups = job(groups=8)
     groups["metadata"]["name"] = "wide"
-    if release == NEW:
-        server.create_object(groups)
-    else:
-        with pytest.raises(ApiError, match="Too many: 8: must have at most 7 items"):
-            server.create_object(groups)
+    server.create_object(groups)  # up to 18 pod sets
 
 
 def test_a_higher_priority_job_preempts_within_the_cluster_queue(kueue_server: tuple) -> None:
@@ -652,6 +637,6 @@ def test_the_maximum_execution_time_deactivates_the_workload_for_good(kueue_serv
     assert suspended(server, "limited") is True
 
 
-def test_fake_kueue_refuses_a_release_that_runs_for_real() -> None:
-    with KubeApiServer(release="kueue-v0.13.10") as server, pytest.raises(ValueError, match="runs for real in testcluster"):
+def test_fake_kueue_plays_no_release() -> None:
+    with KubeApiServer(release="kueue-v0.13.10") as server, pytest.raises(ValueError, match="plays no release"):
         FakeKueue(server)

@@ -674,7 +674,7 @@ class _Submitted:
             delete_and_wait(self.kube, self.rays, "RayJob", self.name, self.namespace, self.options.progress)
         if self.claim_template is not None and (not self.created or not self.options.keep):
             delete_claim_template(self.kube, self.claim_template, self.namespace)
-        elif self.created:
+        if self.created and self.options.keep:
             self.options.progress(
                 f"kept RayJob {self.namespace}/{self.name} (`raybridge delete {self.name}` removes it); {_LINGER_NOTE}"
             )

@@ -14,9 +14,9 @@ name a release carry it in their names (`pytest -k kueue_v0_17_0`).
 Tests isolate themselves on the shared cluster: fresh namespaces, and cluster-scoped objects (ClusterQueues,
 ResourceFlavors, Cohorts, admission policies) under names of their own, deleted after the test.
 
-What it deliberately does not do: the other releases (KubeRay v1.3.2 and v1.5.2, Kueue v0.13.10 and v0.15.8,
-the newest CRDs) and Kueue with LocalQueue defaulting off (GA and locked on since Kueue v0.17):
-test_kube_preflight_sim.py runs those on the simulation.
+What it deliberately does not do: the other releases (test_release_matrix.py, and docs/testing.md for those
+read from their sources only) and Kueue with LocalQueue defaulting off (GA and locked on since Kueue v0.17):
+test_operator_settings_real.py runs that on the real Kueue v0.13.10 with the gate off.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ That raybridge finds the Secret the real KubeRay makes, under the name it makes 
 the real cluster (test_kube_eviction.py, `test_token_auth_reads_the_secret_kuberay_made`).
 
 What it deliberately does not do: evictions (test_kube_eviction.py), or token auth on a KubeRay
-without it (test_kube_preflight_sim.py).
+without it (test_release_matrix.py, and tests/unit/test_kuberay_releases.py for authSecret on v1.5.x).
 """
 
 from __future__ import annotations

@@ -1,17 +1,20 @@
-"""`submit` and the lifecycle commands against every supported KubeRay and Kueue release.
+"""`submit` and the lifecycle commands against every KubeRay and Kueue release the Go module proxy serves.
 
 Why this module exists: raybridge must work on each release we support, which differ in the API
 versions they serve (Kueue v0.13 serves only `kueue.x-k8s.io/v1beta1`), their CRD fields, their
-webhooks and their state machines. Each test runs once per release, with a REAL local Ray head
-behind the head pods:
-- on the real programs (testcluster) for every release the Go module proxy serves: KubeRay
-  v1.3.2, v1.5.0 and v1.6.1, Kueue v0.13.10, v0.17.0 and v0.19.2, in three pairs: the default one,
-  KubeRay v1.6.1 with Kueue v0.17.0, which is the session's own cluster, the oldest releases together
-  (v1.3.2 with v0.13.10, as a cluster that was never upgraded) and the others (v1.5.0 with v0.19.2);
-  a cluster costs a minute of the run to start, so each release is in one pair only;
-- on the simulation (kubesim) only for the releases the proxy does not serve: KubeRay v1.5.2 and
-  the newest CRDs (v1.7.0), Kueue v0.15.8 and the newest (v0.20), marked `sim-` in the test id.
+webhooks and their state machines. Each test runs once per release, on the real programs
+(testcluster), with a REAL local Ray head behind the head pods: KubeRay v1.3.2, v1.5.0 and v1.6.1,
+Kueue v0.13.10, v0.17.0 and v0.19.2, in three pairs: the default one, KubeRay v1.6.1 with Kueue
+v0.17.0, which is the session's own cluster, the oldest releases together (v1.3.2 with v0.13.10, as
+a cluster that was never upgraded) and the others (v1.5.0 with v0.19.2); a cluster costs a minute of
+the run to start, so each release is in one pair only.
 Test ids carry the release, so `pytest -k kueue-v0.13.10` runs that release's tests.
+
+The releases the proxy does not serve (KubeRay v1.5.2 and v1.7, Kueue v0.15.8 and v0.20) are read
+from their sources only, and where one changes what raybridge must do, that rule is a unit test
+(docs/testing.md, "Releases"): the orphan bound per KubeRay release (test_orphan_guard_decision.py),
+authOptions without secretName on KubeRay v1.5.1-v1.5.x (test_kuberay_releases.py), the Kueue API
+version each release serves (test_kueue_api_versions.py).
 
 Per release: submit and clean-up, the lifecycle commands, the orphan bound (and the one protection the
 created RayJob carries) on every KubeRay release; the Cohort quota, split flavors and an inactive
@@ -19,7 +22,7 @@ ClusterQueue as each Kueue release sees them; token authentication refused, nami
 KubeRay without AuthOptions (before v1.5.1).
 
 What it deliberately does not do: repeat every submit path of test_kube_submit.py per release
-(runtime: a few tests per release), or test the simulated controllers themselves (kubesim).
+(runtime: a few tests per release).
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ import sys
 import threading
 import time
 import uuid
-from contextlib import ExitStack
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, Optional
 from urllib.parse import urlparse
@@ -41,7 +43,7 @@ import pytest
 
 from raybridge.core.consts import RAYJOB_NAME_MAX
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
-from kubesim.fixtures import gpu_node_manifest, leftovers, make_gpu_node, wait_for
+from kubesim.fixtures import gpu_node_manifest, leftovers, wait_for
 
 RAY = "ray.io/v1"
 
@@ -51,25 +53,18 @@ REAL_RELEASES: dict[str, dict[str, str]] = {
     "real-kuberay-v1.3.2-kueue-v0.13.10": {"kuberay": "v1.3.2", "kueue": "v0.13.10"},
     "real-kuberay-v1.5.0-kueue-v0.19.2": {"kuberay": "v1.5.0", "kueue": "v0.19.2"},
 }
-#: The simulated releases no served module covers (kubesim.schemas release ids).
-SIMULATED_RELEASES = ("kuberay-v1.5.2", "kuberay-newest", "kueue-v0.15.8", "kueue-newest")
 #: Kueue v0.13 serves kueue.x-k8s.io/v1beta1 only; later releases store v1beta2.
 KUEUE_V1BETA1_ONLY = ("v0.13.10",)
 
 
 class Cluster:
-    """One release's cluster (real or simulated) and a kubeconfig for the CLI."""
+    """One release's real cluster (its admin client) and a kubeconfig for the CLI."""
 
-    def __init__(self, release: str, server: Any, kubeconfig: str, kueue_api: str, kuberay: Any = None) -> None:
+    def __init__(self, release: str, server: Any, kubeconfig: str, kueue_api: str) -> None:
         self.release = release
         self.server = server
-        self.kuberay = kuberay  # the simulated operator, whose clock a test may move; None on the real programs
         self.kubeconfig = kubeconfig
         self.kueue_api = kueue_api
-
-    @property
-    def real(self) -> bool:
-        return self.kuberay is None
 
     def cli(self, *args: str, timeout: float = 180) -> Any:
         return run_cli(*args, env=cli_env(KUBECONFIG=self.kubeconfig), timeout=timeout)
@@ -107,18 +102,14 @@ class Cluster:
 
 
 #: One worker runs all tests of a release (`--dist loadgroup`), so each release's cluster starts once.
-MATRIX = [pytest.param(r, marks=pytest.mark.xdist_group(r), id=r) for r in [*REAL_RELEASES, *(f"sim-{r}" for r in SIMULATED_RELEASES)]]
+MATRIX = [pytest.param(r, marks=pytest.mark.xdist_group(r), id=r) for r in REAL_RELEASES]
 
 
 @pytest.fixture(scope="module", params=MATRIX)
 def cluster(request: pytest.FixtureRequest, ray_head: Any) -> Iterator[Cluster]:
     """One release's cluster, shared by that release's tests (the id is the release)."""
-    release = request.param
-    with ExitStack() as stack:
-        if release.startswith("sim-"):
-            yield stack.enter_context(_simulated(release.removeprefix("sim-"), ray_head, request))
-        else:
-            yield stack.enter_context(_real(release, ray_head, request))
+    with _real(request.param, ray_head, request) as cluster:
+        yield cluster
 
 
 def _kueue_api(versions: dict[str, str]) -> str:
@@ -150,29 +141,6 @@ def _real(release: str, ray_head: Any, request: pytest.FixtureRequest) -> Iterat
             client.close()
 
 
-@contextlib.contextmanager
-def _simulated(release: str, ray_head: Any, request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    from kubesim.controllers import FakeKubeRay, FakeKueue
-    from kubesim.server import KubeApiServer
-    from kubesim.sim_kueue import kueue_api_version
-
-    server = KubeApiServer(release=release).start()
-    kueue = kuberay = None
-    try:
-        kubeconfig = server.write_kubeconfig(request.getfixturevalue("tmp_path_factory").mktemp(release) / "config")
-        for i in range(2):
-            make_gpu_node(server, f"gpu-{i}", vendor="nvidia", gpus=8)
-        kueue = FakeKueue(server).start()
-        kuberay = FakeKubeRay(server, dashboard_address=urlparse(ray_head.dashboard_url).netloc).start()
-        yield Cluster(release, server, str(kubeconfig), kueue_api_version(server), kuberay)
-    finally:
-        for controller in (kuberay, kueue):
-            if controller is not None:
-                controller.stop()
-        server.stop()
-    assert server.internal_errors == [], "\n".join(server.internal_errors)
-
-
 #: The longest RayJob name raybridge accepts: on KubeRay v1.3 its cluster is `<name>-raycluster-xxxxx`, 63 characters,
 #: the most a label value (`ray.io/cluster` on its pods and head Service) may hold.
 LONGEST_NAME = "hello-" + "x" * (RAYJOB_NAME_MAX - len("hello-"))
@@ -186,7 +154,7 @@ def test_submit_runs_through_kueue_and_kuberay_and_cleans_up(cluster: Cluster) -
     assert f"created RayJob {namespace}/{LONGEST_NAME} in queue {lq}" in out.stderr
     assert "sum of squares: 285" in out.stdout
     assert "NUM_GPUS=8 NUM_REPLICAS=1" in out.stdout
-    assert f"deleted RayJob {namespace}/{LONGEST_NAME}" in out.stderr
+    assert f"deleted RayJob {namespace}/{LONGEST_NAME}" in out.stderr and "kept RayJob" not in out.stderr
     assert "Traceback" not in out.stderr
     wait_for(lambda: cluster.leftovers(namespace) == {}, timeout=30, what=f"nothing left in {namespace}")
 
@@ -242,10 +210,7 @@ def _finished(workload: dict[str, Any]) -> bool:
 def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(cluster: Cluster) -> None:
     """SIGKILL once the cluster is ready (KubeRay's Waiting, where v1.3-v1.5 check neither suspend nor
     deadlines): the RayJob's deadline falls within --orphan-timeout of the kill, and once KubeRay's clock
-    reaches it the RayJob fails and Kueue marks it finished (quota freed).
-
-    Only KubeRay's clock moves, and only after the kill: raybridge renews activeDeadlineSeconds from its own
-    clock against status.startTime, so while it lives the two clocks must agree."""
+    reaches it the RayJob fails and Kueue marks it finished (quota freed)."""
     if "kuberay" not in cluster.release:
         pytest.skip("the RayJob state machine is KubeRay's: one run per KubeRay release")
     bound = 60
@@ -281,7 +246,7 @@ def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(
     ], "".join(seen)
     # What bounds an eviction after raybridge's end depends on the operator's release, read from its Deployment.
     [eviction] = [line for line in seen if "KubeRay operator" in line]
-    operator = "v" + ".".join(map(str, cluster.kuberay.version)) if not cluster.real else REAL_RELEASES[cluster.release].get("kuberay", "v1.6.1")
+    operator = REAL_RELEASES[cluster.release].get("kuberay", "v1.6.1")
     assert f"KubeRay operator {operator} (Deployment kuberay-system/kuberay-operator)" in eviction, eviction
     if tuple(int(part) for part in operator[1:].split(".")[:2]) >= (1, 6):
         assert "honours preRunningDeadlineSeconds" in eviction and "fails within 1m of its new start" in eviction, eviction
@@ -300,12 +265,9 @@ def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(
     time.sleep(1)
     assert _holding(cluster, namespace), "failed before its deadline"
 
-    if cluster.real:  # the real operator's wall clock: wait for the deadline itself
-        wait_for(lambda: not _holding(cluster, namespace), timeout=(fails_at - killed_at).total_seconds() + 45,
-                 what="the RayJob failed at its deadline and its Workload finished")  # fmt: skip
-    else:
-        cluster.kuberay.advance_clock((fails_at - killed_at).total_seconds() + 1)
-        wait_for(lambda: not _holding(cluster, namespace), timeout=30, what="the RayJob failed and its Workload finished")
+    # the real operator's wall clock: wait for the deadline itself
+    wait_for(lambda: not _holding(cluster, namespace), timeout=(fails_at - killed_at).total_seconds() + 45,
+             what="the RayJob failed at its deadline and its Workload finished")  # fmt: skip
     status = cluster.server.get_object(RAY, "RayJob", "orphan", namespace)["status"]
     assert (status["jobDeploymentStatus"], status.get("reason")) == ("Failed", "DeadlineExceeded")
     assert cluster.cli("delete", "orphan", "-n", namespace).returncode == 0
@@ -467,24 +429,6 @@ def test_token_auth_on_a_kuberay_without_auth_options_is_refused_naming_the_rele
     assert cluster.server.get_object(RAY, "RayJob", "locked", namespace) is None
 
 
-def test_an_auth_secret_on_a_kuberay_without_secret_name_is_refused_naming_the_release(cluster: Cluster, tmp_path: Any) -> None:
-    """kuberay@v1.6.0 ray-operator/apis/ray/v1/raycluster_types.go adds AuthOptions.SecretName; v1.5.x has AuthOptions
-    without it, and strict field validation refuses the field rather than dropping it."""
-    version = _kuberay_version(cluster.release) if "kuberay" in cluster.release else None
-    if version is None or not (1, 5, 1) <= version < (1, 6, 0):
-        pytest.skip("this KubeRay release has authOptions.secretName, or no authOptions at all")
-    namespace, lq = cluster.queue()
-    cluster.server.create_object({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "ray-auth-token", "namespace": namespace},
-                                  "stringData": {"auth_token": "t" * 64}})  # fmt: skip
-    spec = tmp_path / "locked.yaml"
-    spec.write_text("name: locked\nauthSecret: ray-auth-token\n")
-    out = cluster.cli("submit", str(spec), "-n", namespace, "--queue", lq, "--", "python", "-c", "1")
-    assert out.returncode == 2, out.stderr
-    assert "authSecret: naming the token's Secret needs KubeRay v1.6.0 or later" in out.stderr
-    assert "Traceback" not in out.stderr
-    assert cluster.server.get_object(RAY, "RayJob", "locked", namespace) is None
-
-
 #: What raybridge says of a DRA job on each Kueue release it runs for real (kueue/dra.py, from each one's source).
 DRA_REFUSALS = {
     "v0.13.10": "this cluster's Kueue v0.13.10 does not count DRA devices",
@@ -497,8 +441,6 @@ DRA_REFUSALS = {
 def test_a_dra_job_kueue_would_not_count_or_never_admit_is_refused_before_anything_exists(cluster: Cluster) -> None:
     """The nodes are a DRA cluster's (examples/cluster/dra.json, `--nodes`), the queue and Kueue this release's."""
     _needs_kueue(cluster)
-    if not cluster.real:
-        pytest.skip("the simulated releases record no Kueue Deployment to read the release from")
     release = (REAL_RELEASES[cluster.release].get("kueue") or "v0.17.0")
     namespace, lq = cluster.queue()
     out = cluster.cli("submit", "-n", namespace, "--queue", lq, "--gpus", "8", "--nodes", str(ROOT / "examples" / "cluster" / "dra.json"),
