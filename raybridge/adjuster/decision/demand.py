@@ -32,6 +32,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from raybridge.adjuster.decision.claims import CLAIM_UNPLANNABLE, CLAIMS_SEEN, ClaimDemand, ClaimReader, Claims, read_claims
 from raybridge.adjuster.decision.groups import (  # noqa: F401 - ConstraintGroup, GroupShape, base_group_id: read from here too
     ConstraintGroup,
+    FactsIndex,
     GroupShape,
     Groups,
     NodeFacts,
@@ -218,7 +219,7 @@ class ClusterSnapshot:
         """The same cluster with only `pods` (the nodes, PodGroups and DRA objects as read here, not again)."""
         other = ClusterSnapshot(pods, None, self.now, self.pod_groups, self.devices, self.claims)
         other.nodes = self.nodes
-        for name in ("node_facts", "pod_group_index"):
+        for name in ("node_facts", "facts_index", "pod_group_index"):
             if name in self.__dict__:
                 other.__dict__[name] = self.__dict__[name]
         return other
@@ -227,6 +228,12 @@ class ClusterSnapshot:
     def node_facts(self) -> tuple[Optional[list[NodeFacts]], list[str]]:
         """Each node's name, labels, taints, GPUs and room (None: no nodes known), and what was wrong in them."""
         return read_node_facts(self.nodes, self.devices) if self.nodes is not None else (None, [])
+
+    @functools.cached_property
+    def facts_index(self) -> Optional[FactsIndex]:
+        """The nodes' facts as bit sets, for every group of every demand the pass asks for (None: no nodes known)."""
+        facts = self.node_facts[0]
+        return FactsIndex(facts) if facts is not None else None
 
     @functools.cached_property
     def pod_group_index(self) -> dict[tuple[str, str], PodGroup]:
@@ -249,7 +256,7 @@ def select_demand(
 def demand_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optional[Iterable[Pod]] = None) -> DemandSelection:
     """`select_demand` on a pass's snapshot, for its pods or the subset `pods` of them."""
     node_facts, warnings = snapshot.node_facts
-    groups = Groups(node_facts, settings)
+    groups = Groups(node_facts, settings, snapshot.facts_index)
     pods = snapshot.pods if pods is None else list(pods)
     if node_facts:
         groups.daemon_requests = _daemon_set_requests(pods)

@@ -37,6 +37,7 @@ from raybridge.adjuster.decision.demand import (
 )
 from raybridge.adjuster.decision.packing import BestFitScheduler, PackedNode, PackItem, Resources, fewest_nodes, pack
 from raybridge.core.inventory import format_milli, inventory_from_nodes, named_nodes
+from raybridge.core.node_index import NodeIndex, bits_of, positions_of
 from raybridge.core.pod_identity import first_listings
 from raybridge.core.views import Node, Pod
 from raybridge.core.quantity import format_fraction, fraction_number
@@ -275,10 +276,19 @@ def free_gpu_notes(by_group: Mapping[ConstraintGroup, Sequence[DemandPiece]], no
     """
     inventory = inventory_from_nodes(nodes, pods)
     free = {n.name: n.free for n in inventory.nodes if n.eligible and n.free}
-    by_name = {node.name: node for node in named_nodes(nodes, [])}
+    if not free:
+        return []
+    named = list(named_nodes(nodes, []))
+    index = NodeIndex([node.meta.labels for node in named], [node.name for node in named], [list(node.taints) for node in named])
+    free_nodes = bits_of(i for i, node in enumerate(named) if node.name in free)
+    rank = {name: i for i, name in enumerate(free)}  # the notes name the nodes in the inventory's order
     notes = []
     for group in sorted(by_group, key=lambda g: (g.vendor, g.id)):
-        room = [(name, gpus) for name, gpus in free.items() if name in by_name and group.admits_node(by_name[name])]
+        if group.device_class:
+            continue
+        admitted = index.admitting(group.node_selector, group.affinity_terms, group.tolerations, group.tolerations_json, among=free_nodes)
+        fits = [named[i].name for i in positions_of(admitted) if group.has_gpus_for(named[i])]
+        room = [(name, free[name]) for name in sorted(fits, key=rank.__getitem__)]
         if not room:
             continue
         where = ", ".join(f"{name} ({gpus} free)" for name, gpus in room)

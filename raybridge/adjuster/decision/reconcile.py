@@ -611,7 +611,11 @@ def _fill_new_nodes(state: _Pass, rooms: _Rooms) -> None:
         room = rooms.gpus.get(node.name)
         if not room or not any(r > 0 for r in room):
             continue
-        wanted = [piece for piece in pieces if piece.pod not in state.covered and piece.group.admits_node(node)]
+        admitted: dict[ConstraintGroup, bool] = {}  # asked once per group, not per pod
+        for piece in pieces:
+            if piece.group not in admitted:
+                admitted[piece.group] = piece.group.admits_node(node)
+        wanted = [piece for piece in pieces if piece.pod not in state.covered and admitted[piece.group]]
         if wanted:
             state.covered |= _fill_at(wanted, room, _with_room(room), rooms.resources.get(node.name), rooms.kinds_on(node.name, wanted, state.pods),
                                       rooms.memory.get(node.name))
