@@ -9,7 +9,7 @@ bit i for node i): a node selector is an AND of the sets of its values, a term a
 an OR, the tolerations the OR of the taint sets they tolerate.
 
 It gives exactly `placement.admits`'s answers: every rule is decided by placement's own functions
-(`_expression_matches`, `untolerated_taints`), on each distinct value instead of each node; a value that cannot
+(`expression_matches`, `untolerated_taints`), on each distinct value instead of each node; a value that cannot
 be told apart by hashing (a list or a map, in a malformed node) is its own class. What it deliberately does not do:
 read GPUs, cordons or readiness (the callers' filters), or remember anything between passes.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-from raybridge.core.placement import _expression_matches, untolerated_taints
+from raybridge.core.placement import expression_matches, untolerated_taints
 
 
 def bits_of(positions: Iterator[int]) -> int:
@@ -112,17 +112,17 @@ class NodeIndex:
     def _expression(self, expr: Mapping[str, Any]) -> int:
         key = expr.get("key")
         if not isinstance(key, str):
-            return bits_of(i for i, mine in enumerate(self.labels) if _expression_matches(expr, mine.get(key), key in mine))
+            return bits_of(i for i, mine in enumerate(self.labels) if expression_matches(expr, mine.get(key), key in mine))
         matched = 0
         for value, present, nodes in self._key(key).classes():
-            if _expression_matches(expr, value, present):
+            if expression_matches(expr, value, present):
                 matched |= nodes
         return matched
 
     def _field(self, expr: Mapping[str, Any]) -> int:
         if expr.get("key") != "metadata.name":
             return 0
-        return bits_of(i for i, name in enumerate(self.names) if _expression_matches(expr, name, True))
+        return bits_of(i for i, name in enumerate(self.names) if expression_matches(expr, name, True))
 
     def _term(self, term: Mapping[str, Any]) -> int:
         """`placement._term_matches`: every expression and field matches; an empty term matches no node."""

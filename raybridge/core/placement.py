@@ -65,7 +65,8 @@ def _int(text: Any) -> Optional[int]:
         return None
 
 
-def _expression_matches(expr: Mapping[str, Any], value: Optional[str], present: bool) -> bool:
+def expression_matches(expr: Mapping[str, Any], value: Optional[str], present: bool) -> bool:
+    """One node selector requirement on one label's value (`present`: the node has the label at all)."""
     operator = expr.get("operator")
     values = expr.get("values") or []
     if operator == "In":
@@ -91,10 +92,10 @@ def _term_matches(term: Mapping[str, Any], labels: Mapping[str, Any], node_name:
         return False  # an empty term matches no node
     for expr in expressions:
         key = expr.get("key")
-        if not _expression_matches(expr, labels.get(key), key in labels):
+        if not expression_matches(expr, labels.get(key), key in labels):
             return False
     for expr in fields:
-        if expr.get("key") != "metadata.name" or not _expression_matches(expr, node_name, True):
+        if expr.get("key") != "metadata.name" or not expression_matches(expr, node_name, True):
             return False
     return True
 

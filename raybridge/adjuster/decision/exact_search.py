@@ -49,7 +49,13 @@ class SearchState:
 
 
 class BranchAndBound:
-    """Depth-first branch and bound over the items in FFD order."""
+    """Depth-first branch and bound over the items in FFD order.
+
+    Written for speed, visiting the same states in the same order as the plain search: each node's signature (its
+    GPUs' free space, sorted, and its unopened slots), by which nodes alike are tried once, is kept until one of its
+    GPUs changes rather than sorted again at every visit; the ways to take a multi-device piece's GPUs from a node's
+    classes of equal free space are worked out once per shape of classes.
+    """
 
     def __init__(self, order: list[int], sizes: list[int], devices: list[int], capacity: int, node_gpus: int, total: int, best: int, budget: int) -> None:
         self.order, self.sizes, self.devices = order, sizes, devices
@@ -70,30 +76,91 @@ class BranchAndBound:
         for k in range(len(order) - 1, -1, -1):
             self.multi[k] = self.multi[k + 1] or devices[order[k]] > 1
         self.same_as_previous = [k > 0 and (sizes[order[k]], devices[order[k]]) == (sizes[order[k - 1]], devices[order[k - 1]]) for k in range(len(order))]
+        #: per node, (its GPUs' free space sorted, its unopened slots), or None where it changed since
+        self._signatures: list[Optional[tuple[tuple[int, ...], int]]] = []
+        #: per node, its GPUs with room for a piece of each size, as classes of equal free space (`_classes`), or None
+        #: where it changed since
+        self._classes: list[Optional[dict[int, list[tuple[int, list[int]]]]]] = []
+        #: (GPUs per class, GPUs wanted, slots) -> how many to take of each class and in all, in `choices`'s order
+        self._ways: dict[tuple[tuple[int, ...], int, int], list[tuple[tuple[int, ...], int]]] = {}
 
     def _take(self, gpu: int, s: int) -> None:
-        old = self.state.free[gpu]
+        free = self.state.free
+        old = free[gpu]
         new = old - s
         if old < self.smallest:
             self.waste -= old
         if new < self.smallest:
             self.waste += new
-        self.state.free[gpu] = new
+        free[gpu] = new
+        node = self.state.node_of[gpu]
+        self._signatures[node] = self._classes[node] = None
 
     def _give(self, gpu: int, s: int) -> None:
-        old = self.state.free[gpu]
+        free = self.state.free
+        old = free[gpu]
         new = old + s
         if old < self.smallest:
             self.waste -= old
         if new < self.smallest:
             self.waste += new
-        self.state.free[gpu] = new
+        free[gpu] = new
+        node = self.state.node_of[gpu]
+        self._signatures[node] = self._classes[node] = None
+
+    def _open_node(self) -> int:
+        self._signatures.append(None)
+        self._classes.append(None)
+        return self.state.open_node()
+
+    def _open_gpu(self, node: int) -> int:
+        self._signatures[node] = self._classes[node] = None
+        return self.state.open_gpu(node, self.capacity)
+
+    def _close_gpu(self) -> None:
+        state = self.state
+        node = state.node_of[-1]
+        self._signatures[node] = self._classes[node] = None
+        state.close_gpu()
+        del self._signatures[len(state.slots):]
+        del self._classes[len(state.slots):]
+
+    def _classes_of(self, node: int, s: int) -> tuple[list[tuple[int, list[int]]], tuple[int, ...]]:
+        """The node's GPUs with room for `s` as classes of equal free space (ascending, each class's GPUs in order),
+        and how many GPUs each class has."""
+        mine = self._classes[node]
+        if mine is None:
+            mine = self._classes[node] = {}
+        found = mine.get(s)
+        if found is None:
+            free = self.state.free
+            classes: dict[int, list[int]] = {}
+            for g in self.state.node_members[node]:
+                if free[g] >= s:
+                    classes.setdefault(free[g], []).append(g)
+            groups = sorted(classes.items())
+            found = mine[s] = (groups, tuple(len(gpus) for _, gpus in groups))
+        return found
+
+    def _signature(self, node: int) -> tuple[tuple[int, ...], int]:
+        found = self._signatures[node]
+        if found is None:
+            state = self.state
+            free = state.free
+            found = self._signatures[node] = (tuple(sorted([free[g] for g in state.node_members[node]])), state.slots[node])
+        return found
+
+    def _ways_for(self, shape: tuple[int, ...], n: int, slots: int) -> list[tuple[tuple[int, ...], int]]:
+        """The ways to take up to n GPUs from a node's classes of equal free space (`shape`: the GPUs of each),
+        leaving at most `slots` to open: how many of each class and in all, worked out once per shape."""
+        key = (shape, n, slots)
+        ways = self._ways.get(key)
+        if ways is None:
+            ways = self._ways[key] = [(way, sum(way)) for way in _ways_to_take(shape, n, slots)]
+        return ways
 
     def run(self) -> None:
         self._visit(0)
-
-    def _bound(self) -> int:
-        return max(len(self.state.free), math.ceil((self.total + self.waste) / self.capacity))
 
     def _record(self) -> None:
         self.best = len(self.state.free)
@@ -107,12 +174,13 @@ class BranchAndBound:
         if self.visited > self.budget:
             self.aborted = self.stop = True
             return
+        free = self.state.free
         if k == len(self.order):
-            if len(self.state.free) < self.best:
+            if len(free) < self.best:
                 self._record()
                 self.stop = self.best <= self.target
             return
-        if self._bound() >= self.best:
+        if max(len(free), math.ceil((self.total + self.waste) / self.capacity)) >= self.best:
             return
         item = self.order[k]
         s, n = self.sizes[item], self.devices[item]
@@ -125,22 +193,24 @@ class BranchAndBound:
 
     def _visit_single(self, k: int, item: int, s: int, floor_gpu: int) -> None:
         state = self.state
+        free, node_of = state.free, state.node_of
         by_node = self.multi[k + 1]
         seen: set = set()
         options = []
-        for gpu in range(floor_gpu, len(state.free)):
-            free = state.free[gpu]
-            if free < s:
+        for gpu in range(floor_gpu, len(free)):
+            room = free[gpu]
+            if room < s:
                 continue
-            key = (state.node_of[gpu], free) if by_node else free
+            key = (node_of[gpu], room) if by_node else room
             if key in seen:
                 continue
             seen.add(key)
-            options.append((free, gpu))
+            options.append((room, gpu))
         options.sort()  # best fit first
+        placed = self.placed
         for _, gpu in options:
             self._take(gpu, s)
-            self.placed[item] = [gpu]
+            placed[item] = [gpu]
             self._visit(k + 1)
             self._give(gpu, s)
             if self.stop:
@@ -151,7 +221,7 @@ class BranchAndBound:
             signatures = set()
             for node, slots in enumerate(state.slots):
                 if slots > 0:
-                    sig = (tuple(sorted(state.free[g] for g in state.node_members[node])), slots)
+                    sig = self._signature(node)
                     if sig not in signatures:
                         signatures.add(sig)
                         targets.append(node)
@@ -159,37 +229,34 @@ class BranchAndBound:
         else:
             targets = [next((node for node, slots in enumerate(state.slots) if slots > 0), None)]
         for node in targets:
-            if len(state.free) + 1 >= self.best:
+            if len(free) + 1 >= self.best:
                 return
-            target = state.open_node() if node is None else node
-            gpu = state.open_gpu(target, self.capacity)
+            target = self._open_node() if node is None else node
+            gpu = self._open_gpu(target)
             self._take(gpu, s)
-            self.placed[item] = [gpu]
+            placed[item] = [gpu]
             self._visit(k + 1)
             self._give(gpu, s)
-            state.close_gpu()
+            self._close_gpu()
             if self.stop:
                 return
 
     def _visit_multi(self, k: int, item: int, s: int, n: int, floor_node: int) -> None:
         state = self.state
+        free, slots_of = state.free, state.slots
         signatures: set = set()
-        for node in range(floor_node, len(state.slots)):
-            members = state.node_members[node]
-            sig = (tuple(sorted(state.free[g] for g in members)), state.slots[node])
+        for node in range(floor_node, len(slots_of)):
+            sig = self._signatures[node] or self._signature(node)
             if sig in signatures:
                 continue
             signatures.add(sig)
-            classes: dict[int, list[int]] = {}
-            for g in members:
-                if state.free[g] >= s:
-                    classes.setdefault(state.free[g], []).append(g)
-            groups = sorted(classes.items())
-            for picks in choices(groups, n, state.slots[node]):
-                fresh = n - len(picks)
-                if len(state.free) + fresh >= self.best:
+            groups, shape = self._classes_of(node, s)
+            for way, taken in self._ways_for(shape, n, slots_of[node]):
+                fresh = n - taken
+                if len(free) + fresh >= self.best:
                     continue
-                new = [state.open_gpu(node, self.capacity) for _ in range(fresh)]
+                picks = [g for take, (_, gpus) in zip(way, groups) for g in gpus[:take]]
+                new = [self._open_gpu(node) for _ in range(fresh)]
                 chosen = picks + new
                 for g in chosen:
                     self._take(g, s)
@@ -198,12 +265,12 @@ class BranchAndBound:
                 for g in chosen:
                     self._give(g, s)
                 for _ in new:
-                    state.close_gpu()
+                    self._close_gpu()
                 if self.stop:
                     return
-        if n <= state.node_gpus and len(state.free) + n < self.best:
-            node = state.open_node()
-            chosen = [state.open_gpu(node, self.capacity) for _ in range(n)]
+        if n <= state.node_gpus and len(free) + n < self.best:
+            node = self._open_node()
+            chosen = [self._open_gpu(node) for _ in range(n)]
             for g in chosen:
                 self._take(g, s)
             self.placed[item] = chosen
@@ -211,8 +278,31 @@ class BranchAndBound:
             for g in chosen:
                 self._give(g, s)
             for _ in chosen:
-                state.close_gpu()
+                self._close_gpu()
 
+
+def _fullest_first(completion: tuple[int, tuple[int, ...]]) -> int:
+    return -completion[0]
+
+
+def _ways_to_take(classes: tuple[int, ...], n: int, slots: int) -> list[tuple[int, ...]]:
+    """How many GPUs to take of each class (of `classes` GPUs each): up to n in all, leaving at most `slots` to open;
+    class by class, the most first (the order the search tries them in: a picked GPU is the class's first ones)."""
+    out: list[tuple[int, ...]] = []
+    takes: list[int] = []
+
+    def walk(i: int, picked: int) -> None:
+        if i == len(classes):
+            if n - picked <= slots:
+                out.append(tuple(takes))
+            return
+        for take in range(min(classes[i], n - picked), -1, -1):
+            takes.append(take)
+            walk(i + 1, picked + take)
+            takes.pop()
+
+    walk(0, 0)
+    return out
 
 
 class BinCompletion:
@@ -245,6 +335,8 @@ class BinCompletion:
         self.gpus: list[tuple[int, ...]] = []
         self.failed: dict[tuple, tuple[int, int]] = {}
         self.limited = self.exhausted = False
+        #: (slices left, spare space) -> (steps, truncated, completions) of `_completions`
+        self._known: dict[tuple[tuple[int, ...], int], tuple[int, bool, list[tuple[int, tuple[int, ...]]]]] = {}
 
     def solve(self, target: int) -> Optional[list[tuple[int, ...]]]:
         """GPU contents (slices per kind) in `target` GPUs or fewer, or None.
@@ -310,64 +402,104 @@ class BinCompletion:
         the width-th fullest found so far is cut, so this is a bounded
         knapsack search, not a listing; when more than `width` ways exist the
         search below is no longer exhaustive (`truncated`).
+
+        The search passes its discrepancies again over the same states, so each state's completions (slices left and
+        spare space: `first` follows from them) are kept with the steps they took, and asked again they count those
+        steps once more: the budget runs out where it would have. A search that ran out is not kept.
         """
-        sizes, left, capacity, width = self.sizes, self.left, self.capacity, self.width
+        key = (tuple(self.left), spare)
+        known = self._known.get(key)
+        if known is not None:
+            steps, truncated, best = known
+            if self.steps + steps > self.budget:
+                # it would run out on the way: where exactly no longer matters (the search ends, the caller drops `best`)
+                self.steps, self.aborted = self.budget + 1, True
+                return best
+            self.steps += steps
+            self.truncated = self.truncated or truncated
+            return best
+        before = self.steps
+        best, truncated = self._walk(first, spare)
+        self.truncated = self.truncated or truncated
+        if not self.aborted:
+            self._known[key] = (self.steps - before, truncated, best)
+        return best
+
+    def _walk(self, first: int, spare: int) -> tuple[list[tuple[int, tuple[int, ...]]], bool]:
+        """`_completions` searched, and whether it cut a way (`truncated`): depth first over the kinds from `first`, each
+        count of a kind from the most that fits down, one step per kind looked at. Counted as ever, done with fewer
+        calls: a kind's bound is checked before going down to it, and a run of kinds with no slice left is passed in
+        one go (each would only pass its load on)."""
+        sizes, left, capacity, width, one_per_gpu = self.sizes, self.left, self.capacity, self.width, self.one_per_gpu
         kinds = len(sizes)
         reach = [0] * (kinds + 1)  # reach[k]: the most that kinds k.. could add
         for k in range(kinds - 1, first - 1, -1):
             reach[k] = reach[k + 1] + sizes[k] * left[k]
+        nonzero = [kinds] * (kinds + 1)  # nonzero[k]: the first kind from k on with slices left (kinds: none)
+        for k in range(kinds - 1, first - 1, -1):
+            nonzero[k] = k if left[k] else nonzero[k + 1]
         floor = capacity - spare
         best: list[tuple[int, tuple[int, ...]]] = []  # fullest first, at most `width`
         counts = [0] * kinds
+        budget = self.budget
+        steps = self.steps
+        truncated = aborted = False
 
-        def walk(k: int, load: int, smallest_left: int) -> None:
-            self.steps += 1
-            if self.steps > self.budget:
-                self.aborted = True
-                return
-            if k == kinds:
-                if load >= floor and capacity - load < smallest_left:
-                    if len(best) == width:
-                        best.pop()
-                        self.truncated = True
-                    bisect.insort(best, (load, tuple(counts)), key=lambda x: -x[0])
-                return
-            need = best[-1][0] + 1 if len(best) == width else floor
-            if load + min(reach[k], capacity - load) < need:
-                if len(best) == width:
-                    self.truncated = True
-                return
-            lowest = 1 if k == first else 0
-            most = min(left[k], (capacity - load) // sizes[k])
-            if most > 1 and self.one_per_gpu[k]:
-                most, self.truncated = 1, True
-            for c in range(most, lowest - 1, -1):
+        fullest_first = _fullest_first
+
+        def expand(k: int, load: int, smallest_left: int) -> None:
+            """Kind k (with slices left) at `load`, its step counted and its bound passed: each count of it, and below."""
+            nonlocal steps, truncated, aborted
+            size, here = sizes[k], left[k]
+            most = min(here, (capacity - load) // size)
+            if most > 1 and one_per_gpu[k]:
+                most, truncated = 1, True
+            after = k + 1
+            below = nonzero[after]
+            skip = below - after  # kinds with no slice left: each passes the load on, at a step each
+            for c in range(most, (1 if k == first else 0) - 1, -1):
                 counts[k] = c
-                walk(k + 1, load + c * sizes[k], sizes[k] if c < left[k] else smallest_left)
-                if self.aborted:
+                smallest = size if c < here else smallest_left
+                total = load + c * size
+                if skip:  # the first of them does the bound check below would do (the same numbers), the rest only count
+                    steps += 1
+                    if steps > budget:
+                        aborted = True
+                        return
+                    if total + min(reach[after], capacity - total) < (best[-1][0] + 1 if len(best) == width else floor):
+                        if len(best) == width:
+                            truncated = True
+                        continue
+                    if steps + skip - 1 > budget:
+                        steps, aborted = budget + 1, True
+                        return
+                    steps += skip - 1
+                steps += 1  # the step of kind `below`, or of the end
+                if steps > budget:
+                    aborted = True
+                    return
+                if below == kinds:
+                    if total >= floor and capacity - total < smallest:
+                        if len(best) == width:
+                            best.pop()
+                            truncated = True
+                        bisect.insort(best, (total, tuple(counts)), key=fullest_first)
+                    continue
+                if total + min(reach[below], capacity - total) < (best[-1][0] + 1 if len(best) == width else floor):
+                    if len(best) == width:
+                        truncated = True
+                    continue
+                expand(below, total, smallest)
+                if aborted:
                     return
             counts[k] = 0
 
-        walk(first, 0, capacity + 1)
-        return best
-
-
-def choices(groups: list[tuple[int, list[int]]], n: int, slots: int) -> list[list[int]]:
-    """Ways to take up to n GPUs from classes of equal free space, leaving at most `slots` to open."""
-    out: list[list[int]] = []
-
-    def walk(i: int, picked: list[int]) -> None:
-        if len(picked) > n:
-            return
-        if i == len(groups):
-            if n - len(picked) <= slots:
-                out.append(list(picked))
-            return
-        gpus = groups[i][1]
-        for take in range(min(len(gpus), n - len(picked)), -1, -1):
-            walk(i + 1, picked + gpus[:take])
-
-    walk(0, [])
-    return out
-
-
+        steps += 1  # the step of kind `first`
+        if steps > budget:
+            aborted = True
+        elif min(reach[first], capacity) >= floor:
+            expand(first, 0, capacity + 1)
+        elif len(best) == width:
+            truncated = True
+        self.steps, self.aborted = steps, self.aborted or aborted
+        return best, truncated

@@ -231,6 +231,7 @@ class FactsIndex:
                 if count:
                     self.dra[vendor] = self.dra.get(vendor, 0) | bit
         self._admitting: dict[tuple[str, str, str], int] = {}
+        self._rooms: dict[Any, tuple[list[tuple[dict[str, int], int]], dict[int, int]]] = {}
 
     def admitting(self, key: tuple[str, str, str]) -> int:
         """The nodes with GPUs that `placement.admits` admits for the canonical constraints `key`."""
@@ -238,6 +239,33 @@ class FactsIndex:
         if found is None:
             selector, terms, tolerations = json.loads(key[0]), json.loads(key[1]), json.loads(key[2])
             found = self._admitting[key] = self.index.admitting(selector, terms, tolerations, key[2], among=self.with_gpus)
+        return found
+
+    def rooms(self, daemon_requests: Mapping[str, Mapping[str, int]]) -> tuple[list[tuple[dict[str, int], int]], dict[int, int]]:
+        """Each distinct room a node with GPUs has for pods (its allocatable less what its DaemonSet pods request) and
+        its nodes, and each node's room by position; kept per distinct `daemon_requests` (a pass asks for the demand of
+        a placeholder's few pods many times, with none)."""
+        key = tuple(sorted((node, tuple(sorted(requests.items()))) for node, requests in daemon_requests.items()))
+        found = self._rooms.get(key)
+        if found is not None:
+            return found
+        rooms: list[tuple[dict[str, int], int]] = []
+        by_room: dict[tuple[tuple[str, int], ...], int] = {}
+        of_node: dict[int, int] = {}
+        for position, node in enumerate(self.nodes):
+            if not node.gpus:
+                continue
+            mine = dict(node.resources)
+            for name, amount in daemon_requests.get(node.name, {}).items():
+                mine[name] = mine.get(name, 0) - amount
+            spelled = tuple(sorted(mine.items()))
+            at = by_room.get(spelled)
+            if at is None:
+                at = by_room[spelled] = len(rooms)
+                rooms.append((mine, 0))
+            rooms[at] = (rooms[at][0], rooms[at][1] | (1 << position))
+            of_node[position] = at
+        found = self._rooms[key] = (rooms, of_node)
         return found
 
     def with_memory(self, vendor: str, floor: int) -> int:
@@ -384,23 +412,7 @@ class Groups:
         cluster-autoscaler@1.33 simulator/node_info_utils.go, SanitizedTemplateNodeInfoFromNodeInfo). Worked per
         distinct room, not per node."""
         if self._rooms is None:
-            rooms: list[tuple[dict[str, int], int]] = []
-            by_room: dict[tuple[tuple[str, int], ...], int] = {}
-            of_node: dict[int, int] = {}
-            for position, node in enumerate(self.index.nodes):
-                if not node.gpus:
-                    continue
-                mine = dict(node.resources)
-                for name, amount in self.daemon_requests.get(node.name, {}).items():
-                    mine[name] = mine.get(name, 0) - amount
-                spelled = tuple(sorted(mine.items()))
-                at = by_room.get(spelled)
-                if at is None:
-                    at = by_room[spelled] = len(rooms)
-                    rooms.append((mine, 0))
-                rooms[at] = (rooms[at][0], rooms[at][1] | (1 << position))
-                of_node[position] = at
-            self._rooms = (rooms, of_node)
+            self._rooms = self.index.rooms(self.daemon_requests)
         rooms, of_node = self._rooms
         first = (members & -members).bit_length() - 1
         room = dict(rooms[of_node[first]][0])  # its keys are the first node's, as each node's room was taken in order

@@ -30,17 +30,17 @@ Both searches stop after `budget` steps with the best packing found, and say so
 about a second of CPU per group at the default.
 
 Arithmetic is exact: sizes are Fractions scaled to integers over their common
-denominator, so 0.33 + 0.56 + 0.11 is exactly one GPU. Pure and deterministic;
-nothing here knows about pods beyond a name.
+denominator, so 0.33 + 0.56 + 0.11 is exactly one GPU. Pure and deterministic (`pack` keeps
+its last results, which changes nothing but the time); nothing here knows about pods beyond a name.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from raybridge.adjuster.decision.exact_search import BinCompletion, BranchAndBound, SearchState
 
@@ -369,14 +369,42 @@ class _Problem:
         return _nodes(free, node_members, placed, self.pods, self.capacity)
 
 
+#: How many packings `pack` keeps (each a group's pods as the pass asked for them).
+PACKINGS_KEPT = 4096
+_packings: dict[tuple[Any, ...], Packing] = {}
+
+
 def pack(items: Sequence[PackItem], node_gpus: Optional[int] = None, exact_max_slices: int = 400, budget: int = 200_000) -> Packing:
-    """Pack `items` into the fewest GPUs, nodes of `node_gpus` GPUs (None: the largest device count)."""
+    """Pack `items` into the fewest GPUs, nodes of `node_gpus` GPUs (None: the largest device count).
+
+    The result is a function of the pods' names, shares and devices and of the arguments alone, and the searches can
+    take a good part of a second for one group: the last `PACKINGS_KEPT` used are kept, so that a controller's next
+    pass packs again only the groups whose pods changed (and a pass that plans a group twice, all its pods and then
+    those no pending placeholder holds, packs it once). Each step on the map is one the interpreter makes whole, and
+    a step that finds the map changed under it (another thread) only keeps less."""
+    key = (tuple((i.pod, i.size.numerator, i.size.denominator, i.devices) for i in items), node_gpus, exact_max_slices, budget)
+    found = _packings.pop(key, None)
+    if found is None:
+        found = _pack(items, node_gpus, exact_max_slices, budget)
+    _packings[key] = found  # the newest last
+    while len(_packings) > PACKINGS_KEPT:
+        try:
+            del _packings[next(iter(_packings))]  # the least recently used
+        except (KeyError, StopIteration, RuntimeError):
+            break
+    return found
+
+
+def _pack(items: Sequence[PackItem], node_gpus: Optional[int], exact_max_slices: int, budget: int) -> Packing:
     if not items:
         return Packing(gpus=0, lower_bound=0, method="exact", proof="nothing to pack", node_gpus=node_gpus or 0)
     problem = _integer_problem(items, node_gpus)
-    size_of_node, bound = problem.size_of_node, problem.bound
+    size_of_node = problem.size_of_node
     state, placed = _ffd(problem.order, problem.sizes, problem.devices, problem.capacity, size_of_node)
     best = len(state.free)
+    if best != problem.bound:  # the dual feasible functions' bound, where L2 does not prove FFD right (it is at most FFD's)
+        problem = replace(problem, bound=max(problem.bound, _dff_bound(problem.slices, problem.capacity)))
+    bound = problem.bound
     if best == bound:
         return Packing(best, bound, "exact", "first-fit-decreasing meets the lower bound",
                        problem.nodes(state.free, state.node_members, placed), size_of_node)  # fmt: skip
@@ -393,7 +421,9 @@ def pack(items: Sequence[PackItem], node_gpus: Optional[int] = None, exact_max_s
 
 
 def _integer_problem(items: Sequence[PackItem], node_gpus: Optional[int]) -> _Problem:
-    """The items checked and scaled to integers over their common denominator, with the lower bound."""
+    """The items checked and scaled to integers over their common denominator, with L2's lower bound (`lower_bound` less
+    the dual feasible functions, which `_pack` adds only where first fit decreasing does not meet this one: they are
+    most of the bound's time, and never above a packing's count)."""
     largest = max(i.devices for i in items)
     size_of_node = node_gpus or largest
     ratios = [(i.size.numerator, i.size.denominator) for i in items]  # tuples hash fast, Fractions do not
@@ -407,7 +437,7 @@ def _integer_problem(items: Sequence[PackItem], node_gpus: Optional[int]) -> _Pr
     pods = [i.pod for i in items]
     order = sorted(range(len(items)), key=lambda i: (-sizes[i], -devices[i], pods[i]))
     slices = [sizes[i] for i in range(len(items)) for _ in range(devices[i])]
-    bound = max(lower_bound(slices, capacity), largest)
+    bound = max(_l2_bound(slices, capacity), largest)
     return _Problem(capacity, sizes, devices, pods, order, slices, bound, size_of_node)
 
 

@@ -1,0 +1,69 @@
+"""The exact packing, made fast, finds what it found before, step for step; and a pass packs a group once.
+
+Why: both searches stop after a budget of steps with the best found, so a faster search that visited states in
+another order, or counted its steps otherwise, would run out elsewhere and pack otherwise. The fixture holds 80
+pack calls of generated shared clusters (fixtures/adjuster/hard_packings.json.gz: the 40 slowest of 4,648 and 40
+more that searched) with what the searches before the speed-up returned: the GPUs, the bound, the proof, the steps
+taken (`search_nodes`) and every node's pods per GPU. 27 of them run bin completion out of its 200,000 steps.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raybridge.adjuster.decision import packing
+from raybridge.adjuster.decision.packing import PackItem, Packing, pack
+
+CASES = json.loads(gzip.decompress((Path(__file__).parent / "fixtures" / "adjuster" / "hard_packings.json.gz").read_bytes()))
+
+
+def _as_dict(found: Packing) -> dict[str, Any]:
+    return {"gpus": found.gpus, "lowerBound": found.lower_bound, "method": found.method, "proof": found.proof,
+            "searchNodes": found.search_nodes, "nodeGpus": found.node_gpus,
+            "nodes": [[n.gpus, list(n.pods), [str(x) for x in n.loads], [list(g) for g in n.gpu_pods]] for n in found.nodes]}
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_each_search_returns_what_it_did_before_step_for_step(case: int) -> None:
+    given = CASES[case]
+    items = [PackItem(pod, Fraction(num, den), devices) for pod, num, den, devices in given["items"]]
+    packing._packings.clear()  # searched here, not remembered from another case
+    found = pack(items, given["nodeGpus"], given["exactMaxSlices"], given["budget"])
+    assert _as_dict(found) == given["expected"]
+
+
+def test_the_fixture_runs_both_searches_out_of_budget() -> None:
+    proofs = [c["expected"]["proof"] for c in CASES]
+    assert sum(p.startswith("bin completion stopped after 200000 steps") for p in proofs) >= 20
+    assert sum(p.startswith("branch and bound: the search completed") for p in proofs) >= 10
+
+
+def test_a_group_packed_again_is_not_searched_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller plans every pass; a group whose pods did not change costs nothing the second time, and the
+    same pods under other arguments, or other pods, are packed afresh."""
+    calls: list[int] = []
+    real = packing._pack
+    monkeypatch.setattr(packing, "_pack", lambda items, *rest: calls.append(len(items)) or real(items, *rest))
+    packing._packings.clear()
+    items = [PackItem(f"p{i}", Fraction(3, 5)) for i in range(7)]
+    first = pack(items, 8)
+    assert pack(list(items), 8) is first and calls == [7]
+    pack(items, 4)
+    pack(items[:6], 8)
+    assert calls == [7, 7, 6]
+
+
+def test_at_most_the_last_packings_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(packing, "PACKINGS_KEPT", 3)
+    packing._packings.clear()
+    for i in range(5):
+        pack([PackItem(f"p{i}", Fraction(1, 2))], 8)
+    pack([PackItem("p2", Fraction(1, 2))], 8)  # used again: the newest
+    pack([PackItem("p9", Fraction(1, 2))], 8)
+    assert [key[0][0][0] for key in packing._packings] == ["p4", "p2", "p9"]
