@@ -253,10 +253,33 @@ def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: 
             objects += [*planned.templates, planned.request]
     for text in decision.plan.warnings:
         warn(text)
+    for text in _left_out(decision.plan):
+        warn(text)
     for text in decision.plan.notes:
         note(text)
     dump_documents(objects, args.output)
     return EXIT_OK
+
+
+#: With --manifests, the pods left out that are named one by one (the rest are counted by reason).
+LEFT_OUT_NAMED = 20
+
+
+def _left_out(plan: Any) -> list[str]:
+    """Why pods get no placeholder, for stderr beside the manifests (the table and -o json list them in full): each of
+    the first LEFT_OUT_NAMED pods with its reason, the others counted by reason, and what the cap cut."""
+    said = [f"pod {item.pod} gets no placeholder ({item.code}): {item.reason}" for item in plan.ignored[:LEFT_OUT_NAMED]]
+    more: dict[str, int] = {}
+    for item in plan.ignored[LEFT_OUT_NAMED:]:
+        more[item.code] = more.get(item.code, 0) + 1
+    said += [f"{count} more pod{'s' if count != 1 else ''} get no placeholder ({code}); `adjuster plan -o json` (without "
+             "--manifests) gives each one's reason" for code, count in sorted(more.items())]
+    cap = plan.cap
+    if cap is not None and cap.cut_pods:
+        shown = ", ".join(cap.cut_pods[:5]) + (f" and {len(cap.cut_pods) - 5} more" if len(cap.cut_pods) > 5 else "")
+        said.append(f"--max-gpus {cap.limit}: {cap.cut_gpus} of the {cap.requested} GPUs asked for are cut, so {len(cap.cut_pods)} "
+                    f"pod{'s' if len(cap.cut_pods) != 1 else ''} wait without a placeholder ({shown})")
+    return said
 
 
 def _approximate(value: Any) -> str:

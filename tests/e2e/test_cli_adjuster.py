@@ -237,3 +237,29 @@ def test_gpu_memory_pods_are_fitted_as_kai_fits_them(tmp_path):
     data = json.loads(out.stdout)
     assert data["totalGpus"] == 16 and data["ignored"] == [], data
     assert [g["gpuMemoryMiB"] for g in data["groups"]] == [81900]
+
+
+def test_plan_manifests_says_on_stderr_why_pods_get_no_placeholder(tmp_path):
+    """With --manifests stdout holds only the objects; the pods left out (another vendor's GPUs, a queue out of quota, a
+    bad annotation, too many devices) and the pods the cap cuts are said on stderr as warnings, one line each, as
+    kubectl says the server's warnings: each of the first 20 by name, the rest counted by reason."""
+    out = run_cli("adjuster", "plan", "--pods", PODS, "--nodes", NODES, *NOW, "--manifests", "--max-gpus", "4")
+    assert out.returncode == 0, out.stderr
+    assert all(d["kind"] == "Pod" for d in yaml.safe_load_all(out.stdout) if d)
+    lines = out.stderr.splitlines()
+    for pod, code in (("team-a/amd-by-taint", "vendor-not-shared"), ("team-a/quota", "quota-blocked"), ("team-a/nan", "bad-annotation"),
+                      ("team-a/too-wide", "too-many-devices")):
+        assert any(line.startswith(f"warning: pod {pod} gets no placeholder ({code}): ") for line in lines), out.stderr
+    assert any(line.startswith("warning: --max-gpus 4: 4 of the 8 GPUs asked for are cut, so ") for line in lines), out.stderr
+
+    amd = [{"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"amd-{i}", "namespace": "team-b", "annotations": {"gpu-fraction": "0.5", "raybridge.io/gpu-vendor": "amd"}},
+            "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "main", "image": "x"}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                                           "lastTransitionTime": "2025-06-01T11:50:00Z"}]}} for i in range(30)]
+    pods = write(tmp_path, "pods.json", json.dumps({"apiVersion": "v1", "kind": "List", "items": amd}))
+    out = run_cli("adjuster", "plan", "--pods", pods, *NOW, "--manifests", "-o", "json")
+    assert out.returncode == 0 and json.loads(out.stdout)["items"] == [], out.stderr
+    warned = [line for line in out.stderr.splitlines() if line.startswith("warning: ")]
+    assert len([line for line in warned if line.startswith("warning: pod team-b/amd-")]) == 20
+    assert "warning: 10 more pods get no placeholder (vendor-not-shared); `adjuster plan -o json` (without --manifests) gives each one's reason" in warned
