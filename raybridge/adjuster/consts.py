@@ -36,13 +36,26 @@ PLACEHOLDER_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{COMPONENT_LABEL}
 #: passes: Karpenter does not disrupt a node annotated `karpenter.sh/do-not-disrupt: "true"`
 #: (karpenter@v1.14.1 pkg/controllers/state/statenode.go ValidateNodeDisruptable), and consolidates an empty
 #: one after `consolidateAfter` (0 s is common), which a node is once its placeholder has exited and before
-#: KAI's pods land. The adjuster sets the annotation only with its own label beside it, and removes only
-#: what it set; `kubectl get nodes -l raybridge.io/adjuster-hold` lists the nodes it holds.
+#: KAI's pods land; cluster-autoscaler does not scale down a node annotated
+#: `cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"` (cluster-autoscaler-1.36.1
+#: core/scaledown/eligibility/eligibility.go ScaleDownDisabledKey) and removes one unneeded for
+#: --scale-down-unneeded-time (10 minutes by default, often set lower). The adjuster sets the annotations only with
+#: its own label beside it, and removes only what it set; `kubectl get nodes -l raybridge.io/adjuster-hold` lists
+#: the nodes it holds.
 DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
+SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+#: What a hold sets, each to "true" where no one else has.
+HOLD_ANNOTATIONS = (DO_NOT_DISRUPT_ANNOTATION, SCALE_DOWN_DISABLED_ANNOTATION)
 HOLD_LABEL = "raybridge.io/adjuster-hold"
-#: The hold label's values: "true" when the adjuster set do-not-disrupt too, "label-only" when someone else had.
-HOLD_VALUE = "true"
-HOLD_LABEL_ONLY = "label-only"
+#: The hold label's values and the annotations each says the adjuster set (and removes on release): "both", only
+#: do-not-disrupt ("true", as holds were before there was a second annotation), only scale-down-disabled
+#: ("scale-down"), neither ("label-only": someone else had set both).
+HOLD_VALUES: dict[str, tuple[str, ...]] = {
+    "both": HOLD_ANNOTATIONS,
+    "true": (DO_NOT_DISRUPT_ANNOTATION,),
+    "scale-down": (SCALE_DOWN_DISABLED_ANNOTATION,),
+    "label-only": (),
+}
 #: Patching nodes for the hold is granted only by this opt-in file (with a policy that lets the adjuster change
 #: nothing else on a node); refused (403), the adjuster says so once and tries again after HOLDS_RETRY_SECONDS.
 HOLD_GRANT_FILE = "configs/adjuster/optional/karpenter-hold.yaml"

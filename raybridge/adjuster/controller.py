@@ -408,11 +408,11 @@ class Controller:
         for name, hold in [(n, True) for n in holds.hold] + [(n, False) for n in holds.release]:
             if self._stopping():
                 break
-            outcome = scaler.patch_node(name, hold_patch(hold, name in holds.label_only))
+            outcome = scaler.patch_node(name, hold_patch(hold, holds.ours[name]))
             if outcome.status == 403:
                 if self._holds_refused_at is None:
-                    log.warning("node holds are off: %s (patching nodes is opt-in: apply %s so that Karpenter leaves a "
-                                "node the adjuster brought up alone until its pods land); trying again every %d minutes",
+                    log.warning("node holds are off: %s (patching nodes is opt-in: apply %s so that Karpenter and "
+                                "cluster-autoscaler leave a node the adjuster brought up alone until its pods land); trying again every %d minutes",
                                 outcome.detail, consts.HOLD_GRANT_FILE, consts.HOLDS_RETRY_SECONDS // 60)
                 self._holds_refused_at = time.monotonic()
                 return

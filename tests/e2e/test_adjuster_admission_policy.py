@@ -2,7 +2,7 @@
 
 `configs/adjuster/25-admission-policy.yaml` narrows the cluster-wide `events create` to Events about Pods,
 reported as raybridge-adjuster; `configs/adjuster/optional/karpenter-hold.yaml` grants `patch` on nodes and
-narrows it to the hold label and Karpenter's do-not-disrupt annotation. Both are CEL, type-checked and run by
+narrows it to the hold label, Karpenter's do-not-disrupt and cluster-autoscaler's scale-down-disabled annotations. Both are CEL, type-checked and run by
 the real kube-apiserver (testcluster, Kubernetes 1.34): the simulated cluster has no admission policies.
 Each case is a request as the adjuster's ServiceAccount (a TokenRequest token), made through the same
 `Scaler` the controller acts with where the controller makes it.
@@ -134,25 +134,30 @@ def _eventually(check: Any, what: str, timeout: float = 30) -> Any:
 
 def test_the_shipped_hold_patch_holds_and_releases_the_node(adjuster: Any) -> None:
     server, scaler, _ = adjuster
+    both = (consts.DO_NOT_DISRUPT_ANNOTATION, consts.SCALE_DOWN_DISABLED_ANNOTATION)
     held = scaler.patch_node(NODE, hold_patch(True))
     assert held.ok, held.detail
     meta = server.get_object("v1", "Node", NODE)["metadata"]
-    assert meta["labels"][consts.HOLD_LABEL] == "true" and meta["annotations"][consts.DO_NOT_DISRUPT_ANNOTATION] == "true"
+    assert meta["labels"][consts.HOLD_LABEL] == "both" and all(meta["annotations"][a] == "true" for a in both)
     released = scaler.patch_node(NODE, hold_patch(False))
     assert released.ok, released.detail
     meta = server.get_object("v1", "Node", NODE)["metadata"]
-    assert consts.HOLD_LABEL not in (meta.get("labels") or {}) and consts.DO_NOT_DISRUPT_ANNOTATION not in (meta.get("annotations") or {})
-    # Beside a do-not-disrupt someone else set (a NodePool template): the label alone, set and removed
-    _release(server, {"metadata": {"annotations": {consts.DO_NOT_DISRUPT_ANNOTATION: "true"}}})
-    try:
-        for hold in (True, False):
-            outcome = scaler.patch_node(NODE, hold_patch(hold, label_only=True))
-            assert outcome.ok, outcome.detail
-            meta = server.get_object("v1", "Node", NODE)["metadata"]
-            assert (meta.get("labels") or {}).get(consts.HOLD_LABEL) == (consts.HOLD_LABEL_ONLY if hold else None)
-            assert meta["annotations"][consts.DO_NOT_DISRUPT_ANNOTATION] == "true"
-    finally:
-        _release(server, {"metadata": {"annotations": {consts.DO_NOT_DISRUPT_ANNOTATION: None}}})
+    assert consts.HOLD_LABEL not in (meta.get("labels") or {}) and not set(both) & set(meta.get("annotations") or {})
+    # Beside annotations someone else set (a NodePool template, an admin): ours alone, set and removed
+    for theirs, ours, value in (((consts.DO_NOT_DISRUPT_ANNOTATION,), (consts.SCALE_DOWN_DISABLED_ANNOTATION,), "scale-down"),
+                                ((consts.SCALE_DOWN_DISABLED_ANNOTATION,), (consts.DO_NOT_DISRUPT_ANNOTATION,), "true"),
+                                (both, (), "label-only")):
+        _release(server, {"metadata": {"annotations": {a: "true" for a in theirs}}})
+        try:
+            for hold in (True, False):
+                outcome = scaler.patch_node(NODE, hold_patch(hold, ours))
+                assert outcome.ok, outcome.detail
+                meta = server.get_object("v1", "Node", NODE)["metadata"]
+                assert (meta.get("labels") or {}).get(consts.HOLD_LABEL) == (value if hold else None)
+                assert all(meta["annotations"][a] == "true" for a in theirs)
+                assert all((meta.get("annotations") or {}).get(a) == ("true" if hold else None) for a in ours)
+        finally:
+            _release(server, {"metadata": {"annotations": {a: None for a in theirs}}})
 
 
 # What a stolen adjuster token might try on a node, and the policy's message that refuses it.
@@ -163,8 +168,9 @@ NODE_REFUSALS = [
     ("a label removed", {"metadata": {"labels": {"kubernetes.io/hostname": None}}}, "of a node's labels"),
     ("a label changed", {"metadata": {"labels": {"kubernetes.io/hostname": "elsewhere"}}}, "of a node's labels"),
     ("the hold label not true", {"metadata": {"labels": {consts.HOLD_LABEL: "false"}}}, "of a node's labels"),
-    ("another annotation", {"metadata": {"annotations": {"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}}}, "of a node's annotations"),
+    ("another annotation", {"metadata": {"annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}}}, "of a node's annotations"),
     ("do-not-disrupt not true", {"metadata": {"annotations": {consts.DO_NOT_DISRUPT_ANNOTATION: "yes"}}}, "of a node's annotations"),
+    ("scale-down-disabled not true", {"metadata": {"annotations": {consts.SCALE_DOWN_DISABLED_ANNOTATION: "false"}}}, "of a node's annotations"),
     ("a finalizer", {"metadata": {"finalizers": ["example.com/stolen"]}}, "finalizers or owners"),
 ]
 

@@ -495,7 +495,7 @@ def test_a_placeholder_bound_to_the_gpus_another_brought_up_costs_a_new_placehol
             _burst(server, 4, "0.5", prefix="b")
             sim.step()  # the 4 are unschedulable: the new node's GPUs are A's
             wait_for(lambda: len(_placeholders(server)) == 2, timeout=20, what="placeholder B")
-            wait_for(lambda: _hold_label(server, first) == "true", timeout=20, what="A's node held")
+            wait_for(lambda: _hold_label(server, first) == "both", timeout=20, what="A's node held")
             (b,) = [p for p in _placeholders(server) if not p["spec"].get("nodeName")]
             sim.kubelet_paused = False
             sim.step()  # A exits; kube-scheduler binds B to A's free GPUs, KAI binds A's pods
@@ -533,7 +533,7 @@ def test_a_held_node_does_not_stop_its_group_from_growing(tmp_path: Path) -> Non
                 _burst(server, 16, "0.5", prefix="a")
                 wait_for(lambda: len(sim.added_nodes) == 1, timeout=20, what="the first node")
                 first = sim.added_nodes[0][0]
-                wait_for(lambda: _hold_label(server, first) == "true", timeout=20, what="the first node held")
+                wait_for(lambda: _hold_label(server, first) == "both", timeout=20, what="the first node held")
                 _burst(server, 16, "0.5", prefix="b")
                 wait_for(lambda: len(sim.added_nodes) == 2, timeout=20, what="a second node while the first is held")
                 sim.kubelet_paused = False
@@ -880,7 +880,7 @@ def test_the_configs_are_complete_and_validate() -> None:
     for policy in [d for d in _config_docs("karpenter-hold") if d["kind"] == "ValidatingAdmissionPolicy"]:
         assert [c["expression"] for c in policy["spec"]["matchConditions"]] == [f"request.userInfo.username == '{username}'"]
     hold_policy = json.dumps(next(d for d in _config_docs("karpenter-hold")[len(docs):] if d["kind"] == "ValidatingAdmissionPolicy"))
-    assert f"'{consts.HOLD_LABEL}'" in hold_policy and f"'{consts.DO_NOT_DISRUPT_ANNOTATION}'" in hold_policy
+    assert all(f"'{key}'" in hold_policy for key in (consts.HOLD_LABEL, *consts.HOLD_ANNOTATIONS, *consts.HOLD_VALUES))
     assert (CONFIG_DIR.parent.parent / consts.HOLD_GRANT_FILE).is_file()
     # Patching nodes is granted only by the opt-in file
     assert not [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"] if "nodes" in r["resources"] and "patch" in r["verbs"]]

@@ -2,7 +2,9 @@
 
 Karpenter consolidates an empty node once `consolidateAfter` has passed and
 does not touch one annotated `karpenter.sh/do-not-disrupt: "true"`
-(karpenter@v1.14.1 pkg/controllers/state/statenode.go ValidateNodeDisruptable).
+(karpenter@v1.14.1 pkg/controllers/state/statenode.go ValidateNodeDisruptable);
+cluster-autoscaler scales down an unneeded node but not one annotated
+`cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"`.
 A placeholder exits once scheduled, so its node is empty until KAI binds the
 pods: `reconcile` says which nodes to hold, `node_holds` what to patch.
 """
@@ -59,45 +61,62 @@ def test_a_placeholder_whose_node_is_gone_covers_nothing_and_its_pods_are_asked_
     assert sum(p.placeholder.gpus for p in result.create) == 2 and not result.covered_pods and not result.held_nodes
 
 
-def _node(name: str, *, ours: bool = False, annotated: bool = False, label: str = "true") -> dict[str, Any]:
+DND, SDD = consts.DO_NOT_DISRUPT_ANNOTATION, consts.SCALE_DOWN_DISABLED_ANNOTATION
+
+
+def _node(name: str, *, label: str | None = None, annotated: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A node with our hold label (`label`: its value) and the hold annotations `annotated` set to "true"."""
     found = node(name)
-    if ours:
+    if label is not None:
         found["metadata"]["labels"][consts.HOLD_LABEL] = label
     if annotated:
-        found["metadata"]["annotations"] = {consts.DO_NOT_DISRUPT_ANNOTATION: "true"}
+        found["metadata"]["annotations"] = {a: "true" for a in annotated}
     return found
 
 
-# (case, the node, whether a placeholder wants it held, held, released, of those the label alone changes)
+# (case, the node, whether a placeholder wants it held, held, released, the annotations ours to set or remove)
 PATCH_ROWS = [
-    ("wanted and not held: held", _node("n"), True, ["n"], [], []),
-    ("wanted and held by us: nothing to do", _node("n", ours=True, annotated=True), True, [], [], []),
-    ("wanted, annotated by someone else (a NodePool template): our label alone, which keeps placeholders off",
-     _node("n", annotated=True), True, ["n"], [], ["n"]),
-    ("wanted, our label beside someone else's annotation: nothing to do", _node("n", ours=True, annotated=True, label="label-only"), True, [], [], []),
-    ("not wanted and held by us: released", _node("n", ours=True, annotated=True), False, [], ["n"], []),
-    ("not wanted, our label without the annotation: released (the label removed too)", _node("n", ours=True), False, [], ["n"], []),
-    ("not wanted, our label beside someone else's annotation: the label alone removed",
-     _node("n", ours=True, annotated=True, label="label-only"), False, [], ["n"], ["n"]),
-    ("not wanted and annotated by someone else: not ours to release", _node("n", annotated=True), False, [], [], []),
-    ("not wanted, never held: nothing to do", _node("n"), False, [], [], []),
+    ("wanted and not held: held, both annotations ours", _node("n"), True, ["n"], [], (DND, SDD)),
+    ("wanted and held by us: nothing to do", _node("n", label="both", annotated=(DND, SDD)), True, [], [], None),
+    ("wanted, do-not-disrupt someone else's (a NodePool template): scale-down-disabled alone is ours",
+     _node("n", annotated=(DND,)), True, ["n"], [], (SDD,)),
+    ("wanted, both someone else's: our label alone", _node("n", annotated=(DND, SDD)), True, ["n"], [], ()),
+    ("wanted, our label beside someone else's annotations: nothing to do", _node("n", label="label-only", annotated=(DND, SDD)), True, [], [], None),
+    ("wanted, held before scale-down-disabled existed: it is added", _node("n", label="true", annotated=(DND,)), True, ["n"], [], (DND, SDD)),
+    ("not wanted and held by us: released, both removed", _node("n", label="both", annotated=(DND, SDD)), False, [], ["n"], (DND, SDD)),
+    ("not wanted, held before scale-down-disabled existed: do-not-disrupt alone removed",
+     _node("n", label="true", annotated=(DND, SDD)), False, [], ["n"], (DND,)),
+    ("not wanted, our label without the annotations: released (the label removed too)", _node("n", label="both"), False, [], ["n"], (DND, SDD)),
+    ("not wanted, our label beside someone else's annotations: the label alone removed",
+     _node("n", label="label-only", annotated=(DND, SDD)), False, [], ["n"], ()),
+    ("not wanted, our scale-down-disabled beside someone else's do-not-disrupt: ours alone removed",
+     _node("n", label="scale-down", annotated=(DND, SDD)), False, [], ["n"], (SDD,)),
+    ("not wanted and annotated by someone else: not ours to release", _node("n", annotated=(DND, SDD)), False, [], [], None),
+    ("not wanted, a hold label of a value not ours: left alone", _node("n", label="maybe"), False, [], [], None),
+    ("not wanted, never held: nothing to do", _node("n"), False, [], [], None),
 ]
 
 
-@pytest.mark.parametrize("case,found,wanted,held,released,label_only", PATCH_ROWS, ids=[r[0] for r in PATCH_ROWS])
+@pytest.mark.parametrize("case,found,wanted,held,released,ours", PATCH_ROWS, ids=[r[0] for r in PATCH_ROWS])
 def test_only_the_hold_we_set_is_set_and_released(case: str, found: dict[str, Any], wanted: bool, held: list[str], released: list[str],
-                                                  label_only: list[str]) -> None:
+                                                  ours: tuple[str, ...] | None) -> None:
     holds = node_holds([read_node(found)], {"n"} if wanted else set())
-    assert (list(holds.hold), list(holds.release), sorted(holds.label_only)) == (held, released, label_only)
+    assert (list(holds.hold), list(holds.release), holds.ours.get("n")) == (held, released, ours)
 
 
-def test_the_patch_sets_and_removes_the_annotation_and_the_label_together() -> None:
-    assert hold_patch(True) == {"metadata": {"labels": {"raybridge.io/adjuster-hold": "true"},
-                                             "annotations": {"karpenter.sh/do-not-disrupt": "true"}}}
+def test_the_patch_sets_and_removes_both_annotations_and_the_label_together() -> None:
+    """Karpenter's do-not-disrupt and cluster-autoscaler's scale-down-disabled (cluster-autoscaler-1.36.1
+    core/scaledown/eligibility/eligibility.go: a node annotated so is not eligible for scale-down)."""
+    assert hold_patch(True) == {"metadata": {"labels": {"raybridge.io/adjuster-hold": "both"},
+                                             "annotations": {"karpenter.sh/do-not-disrupt": "true",
+                                                             "cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}}}
     assert hold_patch(False) == {"metadata": {"labels": {"raybridge.io/adjuster-hold": None},
-                                              "annotations": {"karpenter.sh/do-not-disrupt": None}}}
+                                              "annotations": {"karpenter.sh/do-not-disrupt": None,
+                                                              "cluster-autoscaler.kubernetes.io/scale-down-disabled": None}}}
 
 
-def test_beside_someone_else_s_annotation_the_patch_touches_the_label_alone() -> None:
-    assert hold_patch(True, label_only=True) == {"metadata": {"labels": {"raybridge.io/adjuster-hold": "label-only"}}}
-    assert hold_patch(False, label_only=True) == {"metadata": {"labels": {"raybridge.io/adjuster-hold": None}}}
+def test_beside_someone_else_s_annotations_the_patch_touches_ours_alone() -> None:
+    assert hold_patch(True, ()) == {"metadata": {"labels": {"raybridge.io/adjuster-hold": "label-only"}}}
+    assert hold_patch(False, ()) == {"metadata": {"labels": {"raybridge.io/adjuster-hold": None}}}
+    assert hold_patch(True, (SDD,)) == {"metadata": {"labels": {"raybridge.io/adjuster-hold": "scale-down"}, "annotations": {SDD: "true"}}}
+    assert hold_patch(False, (DND,)) == {"metadata": {"labels": {"raybridge.io/adjuster-hold": None}, "annotations": {DND: None}}}

@@ -65,8 +65,8 @@ def test_bits_and_positions_are_inverse() -> None:
 def test_an_expression_is_decided_once_per_distinct_value_not_per_node(monkeypatch: Any) -> None:
     """2,000 nodes in 4 pools and 3 zones: a term on both is 7 evaluations, not 4,000."""
     calls = []
-    real = node_index._expression_matches
-    monkeypatch.setattr(node_index, "_expression_matches", lambda *a: calls.append(a) or real(*a))
+    real = node_index.expression_matches
+    monkeypatch.setattr(node_index, "expression_matches", lambda *a: calls.append(a) or real(*a))
     labels = [{"pool": f"p{i % 4}", "zone": f"z{i % 3}", "kubernetes.io/hostname": f"n{i}"} for i in range(2000)]
     index = NodeIndex(labels, [f"n{i}" for i in range(2000)], [[] for _ in labels])
     terms = [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["p1"]}, {"key": "zone", "operator": "NotIn", "values": ["z0"]}]}]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -135,54 +135,55 @@ def batch_window(settings: RunSettings) -> Optional[BatchWindow]:
 
 @dataclass(frozen=True)
 class NodeHolds:
-    """Nodes to mark held (our label, and do-not-disrupt unless someone else set it) and to release (what we set
-    removed); `label_only`: those of them whose do-not-disrupt annotation is not ours, so only the label changes."""
+    """Nodes to mark held (our label, and the hold annotations no one else set) and to release (what we set removed);
+    `ours`: per node of either, the annotations that are ours to set or remove (the rest are someone else's)."""
 
     hold: tuple[str, ...]
     release: tuple[str, ...]
-    label_only: frozenset[str] = frozenset()
+    ours: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def node_holds(nodes: Iterable[Node], held: Iterable[str]) -> NodeHolds:
     """What to change so that exactly the `held` nodes carry our hold.
 
-    The hold keeps Karpenter from consolidating a node whose placeholder has exited before KAI's pods are there
-    (the do-not-disrupt annotation); the label says the hold is ours (`kubectl get nodes -l
-    raybridge.io/adjuster-hold`) and whether the annotation is ours too. No placeholder requires the label
-    absent: cluster-autoscaler copies a live node's labels into its node group's template
+    The hold keeps Karpenter from consolidating, and cluster-autoscaler from scaling down, a node whose placeholder
+    has exited before KAI's pods are there (consts.HOLD_ANNOTATIONS); the label says the hold is ours (`kubectl get
+    nodes -l raybridge.io/adjuster-hold`) and which annotations are ours (consts.HOLD_VALUES). No placeholder
+    requires the label absent: cluster-autoscaler copies a live node's labels into its node group's template
     (cluster-autoscaler-1.36.1 processors/nodeinfosprovider/mixed_nodeinfos_processor.go, simulator/
     node_info_utils.go), so such a requirement kept every placeholder off the template while a node of the
-    group was held, and the group never grew. A node whose annotation someone else set (a NodePool template)
-    gets the label alone (consts.HOLD_LABEL_ONLY), and the release removes the label alone."""
+    group was held, and the group never grew. An annotation someone else set (a NodePool template, an admin) is
+    left as it is, set or released; a node held before the second annotation existed gets it added."""
     wanted = set(held)
     hold: list[str] = []
     release: list[str] = []
-    label_only: set[str] = set()
+    ours: dict[str, tuple[str, ...]] = {}
     for node in nodes:
         name = node.name
         if not name:
             continue
         label = node.meta.labels.get(consts.HOLD_LABEL)
-        ours = label in (consts.HOLD_VALUE, consts.HOLD_LABEL_ONLY)
-        annotated = node.meta.annotations.get(consts.DO_NOT_DISRUPT_ANNOTATION) == "true"
-        if name in wanted and not ours:
-            hold.append(name)
-            if annotated:
-                label_only.add(name)
-        elif name not in wanted and ours:
+        mine = consts.HOLD_VALUES.get(label) if isinstance(label, str) else None
+        annotations = node.meta.annotations
+        if name in wanted:
+            missing = tuple(a for a in consts.HOLD_ANNOTATIONS if a not in (mine or ()) and annotations.get(a) != "true")
+            if mine is None or missing:
+                hold.append(name)
+                ours[name] = tuple(a for a in consts.HOLD_ANNOTATIONS if a in (mine or ()) or a in missing)
+        elif mine is not None:
             release.append(name)
-            if label == consts.HOLD_LABEL_ONLY:
-                label_only.add(name)
-    return NodeHolds(tuple(sorted(hold)), tuple(sorted(release)), frozenset(label_only))
+            ours[name] = mine
+    return NodeHolds(tuple(sorted(hold)), tuple(sorted(release)), ours)
 
 
-def hold_patch(hold: bool, label_only: bool = False) -> dict[str, Any]:
-    """The merge patch that sets (or removes) the hold on a node: our label, and the do-not-disrupt annotation
-    unless `label_only` (someone else's annotation, left as it is)."""
-    if label_only:
-        return {"metadata": {"labels": {consts.HOLD_LABEL: consts.HOLD_LABEL_ONLY if hold else None}}}
-    return {"metadata": {"labels": {consts.HOLD_LABEL: consts.HOLD_VALUE if hold else None},
-                         "annotations": {consts.DO_NOT_DISRUPT_ANNOTATION: "true" if hold else None}}}
+def hold_patch(hold: bool, ours: Sequence[str] = consts.HOLD_ANNOTATIONS) -> dict[str, Any]:
+    """The merge patch that sets (or removes) the hold on a node: our label, saying which annotations are ours, and
+    those annotations (`ours`; the others are someone else's, left as they are)."""
+    value = next(v for v, annotations in consts.HOLD_VALUES.items() if set(annotations) == set(ours))
+    metadata: dict[str, Any] = {"labels": {consts.HOLD_LABEL: value if hold else None}}
+    if ours:
+        metadata["annotations"] = {a: "true" if hold else None for a in consts.HOLD_ANNOTATIONS if a in ours}
+    return {"metadata": metadata}
 
 
 #: What a placeholder asks for at least, and may use at most, of CPU and memory (in thousandths): enough to run
