@@ -83,6 +83,12 @@ COMPONENT_NAME = "raybridge-adjuster"
 DEFAULT_PROVISION_TIMEOUT_SECONDS = 300.0
 #: How often the controller reconciles without an event (a grace period ending is noticed this fast).
 DEFAULT_RESYNC_SECONDS = 1.0
+#: A group whose placeholder the autoscaler said it brings no node for (decision/refusals.py) gets no new placeholder
+#: for this long after the autoscaler last said so: Karpenter says it again after 5 minutes while the pod still
+#: fails (its Event's DedupeTimeout, pkg/controllers/provisioning/scheduling/events.go), cluster-autoscaler every loop.
+REFUSAL_HOLD_SECONDS = 330.0
+#: Karpenter's NodePools (read, where granted, to say which limit keeps a placeholder out).
+KARPENTER_GROUP, KARPENTER_VERSION, NODE_POOL_PLURAL = "karpenter.sh", "v1", "nodepools"
 #: Quiet time after an event before reconciling, so a burst is one reconcile.
 DEFAULT_DEBOUNCE_SECONDS = 0.1
 #: New placeholders wait while GPU-sharing pods their scheduler has not looked at yet exist, and until none has

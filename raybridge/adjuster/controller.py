@@ -45,6 +45,7 @@ from raybridge.adjuster.decision.claims import CLAIM_UNPLANNABLE
 from raybridge.adjuster.decision.demand import DRA_ONLY_NODES, ClusterSnapshot, IgnoredPod
 from raybridge.adjuster.decision.plan import AdjusterPlan
 from raybridge.adjuster.decision.reconcile import PlannedPlaceholder
+from raybridge.adjuster.decision.refusals import Refusal, held_back, limits_reached, refusals
 from raybridge.adjuster.decision.scale_adjuster import (
     Pass,
     PlannedRequest,
@@ -52,14 +53,16 @@ from raybridge.adjuster.decision.scale_adjuster import (
     decide,
     decide_requests,
     hold_patch,
+    is_placeholder,
     node_holds,
     placeholder_manifest,
+    read_placeholder,
     request_state,
 )
 from raybridge.adjuster.scaler import Scaler
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.autoscalers.provisioning_request import read_provisioning_state
-from raybridge.core.consts import KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION
+from raybridge.core.consts import GPU_RESOURCE_KEYS, KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION
 from raybridge.core.dra import RESOURCE_GROUP, RESOURCE_VERSION
 from raybridge.core.views import Node
 from raybridge.kube.client import Kube
@@ -126,14 +129,18 @@ class _Caches:
     """The leader's informers: pods, nodes, PodGroups, the DRA objects; ProvisioningRequests and PodTemplates in that mode."""
 
     def __init__(self, pods: Informer, nodes: Informer, pod_groups: Informer,
-                 requests: Optional[Informer] = None, templates: Optional[Informer] = None, dra: Optional[DraCaches] = None) -> None:
+                 requests: Optional[Informer] = None, templates: Optional[Informer] = None, dra: Optional[DraCaches] = None,
+                 events: Optional[Informer] = None, node_pools: Optional[Informer] = None) -> None:
         self.pods, self.nodes, self.pod_groups, self.requests, self.templates = pods, nodes, pod_groups, requests, templates
         self.dra = dra
+        #: The Events in the adjuster's namespace (what the autoscaler says of the placeholders) and Karpenter's NodePools.
+        self.events, self.node_pools = events, node_pools
 
     @property
     def all(self) -> list[Informer]:
         dra = (self.dra.slices, self.dra.classes, self.dra.claims) if self.dra is not None else ()
-        return [i for i in (self.pods, self.nodes, self.pod_groups, self.requests, self.templates, *dra) if i is not None]
+        return [i for i in (self.pods, self.nodes, self.pod_groups, self.requests, self.templates, *dra, self.events, self.node_pools)
+                if i is not None]
 
     def synced(self) -> bool:
         return all(informer.synced.is_set() for informer in self.all)
@@ -156,6 +163,8 @@ class Controller:
         #: When a hold was last refused for want of permission (monotonic): no node is patched for a while.
         self._holds_refused_at: Optional[float] = None
         self._request_states: dict[str, str] = {}
+        #: Per group, the autoscaler's last refusal of one of its placeholders (refusals.py), while it holds the group back.
+        self._refusals: dict[str, Refusal] = {}
         self._kai_seen = False
         self._lead_lock = threading.Lock()
         self._informers: list[Informer] = []
@@ -249,6 +258,13 @@ class Controller:
                                                ("deviceclasses", "no node's GPUs are seen as DRA devices"),
                                                ("resourceclaims", "pods whose GPUs come through claims are not planned"))))
         caches = _Caches(cache("pods", core.list_pod_for_all_namespaces), cache("nodes", core.list_node), pod_groups, dra=dra)
+        if self.settings.mode == "placeholder":
+            # Read on each pass, not a reason for one: kube-scheduler says something of a pending placeholder every few seconds.
+            quiet = partial(cache, changed=threading.Event())
+            caches.events = quiet("events", partial(core.list_namespaced_event, self.settings.namespace), optional=True,
+                                  unavailable_note="what the autoscaler says of a placeholder is not read: a group it refuses is asked for again")
+            caches.node_pools = quiet("nodepools", partial(custom.list_cluster_custom_object, consts.KARPENTER_GROUP, consts.KARPENTER_VERSION,
+                                                           consts.NODE_POOL_PLURAL), optional=True)
         if self.settings.mode == "provisioning-request":
             caches.requests = cache("provisioningrequests", partial(
                 custom.list_namespaced_custom_object, consts.PROVISIONING_GROUP, consts.PROVISIONING_VERSION,
@@ -276,7 +292,7 @@ class Controller:
                     self.reconcile_requests_once(caches.pods, caches.nodes, caches.requests, caches.templates, scaler,
                                                  caches.pod_groups, caches.dra)
                 else:
-                    self.reconcile_once(caches.pods, caches.nodes, scaler, caches.pod_groups, caches.dra)
+                    self.reconcile_once(caches.pods, caches.nodes, scaler, caches.pod_groups, caches.dra, caches.events, caches.node_pools)
             except Exception as exc:  # noqa: BLE001 - a bad pass must not stop the next
                 log.exception("reconcile failed: %s", one_line_error(exc))
 
@@ -289,12 +305,13 @@ class Controller:
                                     **(dra.objects() if dra is not None else {}))
 
     def reconcile_once(self, pods: Informer, nodes: Informer, scaler: Scaler, pod_groups: Optional[Informer] = None,
-                       dra: Optional[DraCaches] = None) -> Pass:
+                       dra: Optional[DraCaches] = None, events: Optional[Informer] = None, node_pools: Optional[Informer] = None) -> Pass:
         """--mode placeholder: placeholder pods that bring nodes up."""
         started = time.perf_counter()
         all_pods = pods.snapshot()
         snapshot = self._snapshot(all_pods, nodes, pod_groups, dra)
-        result = decide(snapshot, self.settings)
+        held_back = self._refused(snapshot, all_pods, events, node_pools, scaler)
+        result = decide(snapshot, self.settings, held_back)
         decision = result.decision
         # First, before any create or delete: a node a placeholder was just bound to is held while that
         # placeholder has not run yet, so no other placeholder is bound to its GPUs once it exits.
@@ -306,6 +323,41 @@ class Controller:
         states = {"pending": sum(p.placeholder.gpus for p in decision.create), "provided": 0}
         self._record(decision.plan, states, [(ph.state, ph.gpus) for ph in result.placeholders], started)
         return result
+
+    def _refused(self, snapshot: ClusterSnapshot, all_pods: Sequence[Mapping[str, Any]], events: Optional[Informer],
+                 node_pools: Optional[Informer], scaler: Scaler) -> dict[str, str]:
+        """The groups whose placeholder the autoscaler said it brings no node for, lately (refusals.py), and why: said
+        once per placeholder (a log line, a ScaleUpRefused Warning on each pod it was for), counted in a gauge; they get
+        no new placeholder until consts.REFUSAL_HOLD_SECONDS after the autoscaler last said so."""
+        namespace = self.settings.namespace
+        placeholders = {p.meta.name: p for p in snapshot.pods
+                        if is_placeholder(p, namespace) and not (p.bound or p.finished or p.meta.deleting)}
+        pending = {name: (p.meta.uid, p.meta.label(consts.GROUP_LABEL) or "default") for name, p in placeholders.items()}
+        found = refusals(events.snapshot(), pending) if events is not None and pending else {}
+        pools = node_pools.snapshot() if node_pools is not None else []
+
+        def why(refusal: Refusal) -> tuple[str, tuple[str, ...]]:
+            """The autoscaler's words and the NodePool limits that leave too little; the pods the placeholder was for."""
+            placeholder = placeholders.get(refusal.placeholder)
+            read = read_placeholder(placeholder) if placeholder is not None else None
+            resource = GPU_RESOURCE_KEYS.get(refusal.group.split("-", 1)[0], GPU_RESOURCE_KEYS["nvidia"])
+            return refusal.sentence(limits_reached(pools, resource, read.gpus if read else 1)), (read.pods if read else ())
+
+        pods_by_key = {object_key(p): p for p in all_pods} if found else {}
+        for group, refusal in found.items():
+            known = self._refusals.get(group)
+            self._refusals[group] = refusal
+            if known is not None and known.uid == refusal.uid:
+                continue  # said already
+            said, its_pods = why(refusal)
+            log.warning("%s; group %s gets no new placeholder for %g s", said, group, consts.REFUSAL_HOLD_SECONDS,
+                        extra={"placeholder": refusal.placeholder, "group": group})
+            for key in [k for k in its_pods if k in pods_by_key][:MAX_EVENTS_PER_PASS]:
+                self._event(scaler, pods_by_key[key], "ScaleUpRefused", f"no node comes for the placeholder asked for this pod: {said}",
+                            "Warning")
+        self._refusals = held_back(self._refusals, snapshot.now, consts.REFUSAL_HOLD_SECONDS)
+        self.metrics.refused_groups.set(len(self._refusals))
+        return {group: f"{why(r)[0]}; asked again once that is {consts.REFUSAL_HOLD_SECONDS:g} s old" for group, r in self._refusals.items()}
 
     def reconcile_requests_once(self, pods: Informer, nodes: Informer, requests: Informer, templates: Informer,
                                 scaler: Scaler, pod_groups: Optional[Informer] = None, dra: Optional[DraCaches] = None) -> RequestPass:

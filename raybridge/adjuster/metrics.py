@@ -54,6 +54,9 @@ class Metrics:
                                           "is seen at work (nothing is created meanwhile)", registry=r)
         self.podgroups_unavailable = Gauge("raybridge_adjuster_podgroups_unavailable", "1 while KAI PodGroups (their quota verdicts) "
                                            "cannot be read: the cluster serves none (404) or RBAC forbids them (403)", registry=r)
+        self.refused_groups = Gauge("raybridge_adjuster_refused_groups", "Constraint groups whose placeholder the autoscaler "
+                                    "said it brings no node for (a NodePool at its limits, a node group at its maximum): they "
+                                    "get no new placeholder for a while", registry=r)
         self._ignored_seen: set[str] = set()
         self._vendors_seen: set[str] = set()
 

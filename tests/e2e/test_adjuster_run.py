@@ -1343,3 +1343,42 @@ def test_without_a_pod_group_verb_the_adjuster_logs_it_and_goes_on(bare_cluster:
     assert code == 0, run.text
     assert run.text.count("cannot read podgroups") == 1, run.text
     assert run.text.count("403 Forbidden") == 1 and "Traceback" not in run.text, run.text  # not "403" (a log time can hold it)
+
+
+def _refusal(placeholder: dict[str, Any]) -> dict[str, Any]:
+    """The Event Karpenter v1.14.1 posts on a pod it cannot place, here at a NodePool's GPU limit that leaves only a CPU
+    type (pkg/controllers/provisioning/scheduling/events.go PodFailedToScheduleEvent; nodeclaim.go)."""
+    meta = placeholder["metadata"]
+    return {"apiVersion": "v1", "kind": "Event", "metadata": {"name": f"{meta['name']}.karpenter", "namespace": NS},
+            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": NS, "name": meta["name"], "uid": meta["uid"]},
+            "reason": "FailedScheduling", "type": "Warning", "source": {"component": "karpenter"}, "count": 1,
+            "message": "Failed to schedule pod, no instance type has enough resources, requirements=karpenter.sh/nodepool In [default]",
+            "lastTimestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}  # fmt: skip
+
+
+def test_a_placeholder_the_autoscaler_refuses_is_said_and_its_group_is_not_asked_for_again(cluster: Any) -> None:
+    """The autoscaler says no node comes for a placeholder (a NodePool at its limits): a ScaleUpRefused Warning on each
+    pod it was for, the gauge of refused groups, and no new placeholder for the group while the refusal is recent (the
+    placeholder gone, its pods are not asked for again at once, round after round); the NodePool's limits, where they
+    can be read, are named."""
+    server, sim = cluster
+    sim.autoscaler.clock.pause()  # no node comes
+    server.create_object({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+                          "spec": {"limits": {"nvidia.com/gpu": "16"}}, "status": {"resources": {"nvidia.com/gpu": "16"}}})
+    _burst(server, 8, "0.6")
+    _settled(server, 8)
+    with Running(server, _settings(), clock=past_grace) as controller:
+        first = wait_for(lambda: _placeholders(server), timeout=20, what="a placeholder")[0]
+        server.create_object(_refusal(first))
+        refused = wait_for(lambda: [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpRefused"],
+                           timeout=20, what="ScaleUpRefused on the pods")
+        assert len(refused) == 8 and all(e["type"] == "Warning" for e in refused), refused
+        message = refused[0]["message"]
+        assert f"Karpenter brings no node for placeholder {first['metadata']['name']}: Failed to schedule pod" in message, message
+        assert "NodePool default is at its limits: 16 of its 16 nvidia.com/gpu are in use, 0 left" in message, message
+        assert controller.metrics.refused_groups._value.get() == 1
+        server.delete_object("v1", "Pod", first["metadata"]["name"], NS)  # gone (deleted, or counted for nothing on another's node)
+        passes = controller.passes
+        wait_for(lambda: controller.passes >= passes + 5, timeout=20, what="five passes")
+        assert _placeholders(server) == []
+        assert len([e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpRefused"]) == 8  # said once

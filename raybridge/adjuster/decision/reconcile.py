@@ -824,6 +824,27 @@ def _new_placeholders(state: _Pass, demand_pods: list[Pod], plan: AdjusterPlan, 
     return create
 
 
+def _hold_back(state: _Pass, create: list[PlannedPlaceholder], on_pending: _PendingPlacement, held_back: Mapping[str, str],
+               notes: list[str]) -> list[PlannedPlaceholder]:
+    """`create` less the placeholders of groups held back: a new one would be refused as the last was, and one bound
+    to GPUs another brought up is counted for nothing and made again, round after round. The pending placeholders
+    such a new one would have grown stay as they are (the autoscaler is asked by them still)."""
+    withheld = [p for p in create if (p.placeholder.group or "default") in held_back]
+    if not withheld:
+        return create
+    groups = {p.placeholder.group or "default" for p in withheld}
+    group_of = {ph.name: ph.group or "default" for ph in state.existing}
+    regrown = [name for name, reason in state.delete if reason == DELETE_GROWN and group_of.get(name) in groups]
+    state.delete = [(name, reason) for name, reason in state.delete if name not in regrown]
+    state.keep.extend(regrown)
+    grown = [p for p in withheld if any(p.placeholder is g for g in on_pending.grown)]
+    state.pending_gpus += sum(ph.gpus for ph in state.existing if ph.name in regrown) - sum(p.placeholder.gpus for p in grown)
+    for group in sorted(groups):
+        asked = sum(p.placeholder.gpus for p in withheld if (p.placeholder.group or "default") == group)
+        notes.append(f"group {group}: no new placeholder for {asked} GPUs: {held_back[group]}")
+    return [p for p in create if (p.placeholder.group or "default") not in groups]
+
+
 def reconcile(
     pods: Sequence[Any],
     nodes: Optional[Iterable[Any]],
@@ -836,13 +857,14 @@ def reconcile(
     pod_groups: Iterable[Any] = (),
     batch: Optional[BatchWindow] = None,
     dra: Optional[Mapping[str, Any]] = None,
+    held_back: Optional[Mapping[str, str]] = None,
 ) -> Reconcile:
     """Decide one pass. `pods` are the cluster's pods without the placeholders themselves; `batch`: new placeholders
     wait while a burst is still arriving (None: they are made at once); `dra`: the `slices`, `classes` and `claims`
     of `ClusterSnapshot.read`."""
     snapshot = ClusterSnapshot.read(pods, nodes, now, pod_groups, **(dra or {}))
     return reconcile_in(snapshot, existing, settings, provision_timeout_seconds=provision_timeout_seconds, name_prefix=name_prefix,
-                        batch=batch)
+                        batch=batch, held_back=held_back)
 
 
 def reconcile_in(
@@ -853,8 +875,10 @@ def reconcile_in(
     provision_timeout_seconds: float,
     name_prefix: str,
     batch: Optional[BatchWindow] = None,
+    held_back: Optional[Mapping[str, str]] = None,
 ) -> Reconcile:
-    """`reconcile` on a pass's snapshot, whose pods are the cluster's without the placeholders themselves."""
+    """`reconcile` on a pass's snapshot, whose pods are the cluster's without the placeholders themselves. `held_back`:
+    groups (by id) that get no new placeholder this pass, and why (the autoscaler refused one of theirs: refusals.py)."""
     now, pods = snapshot.now, snapshot.pods
     state = _Pass(snapshot, existing, settings, provision_timeout_seconds, waiting_pod_keys(pods))
     pending, provided = _by_state(state)
@@ -866,6 +890,8 @@ def reconcile_in(
     on_pending = _place_on_pending(state, pending, plan)
     create = _new_placeholders(state, demand_pods, plan, on_pending, name_prefix)
     notes = []
+    if held_back and create:
+        create = _hold_back(state, create, on_pending, held_back, notes)
     arriving = _still_arriving(batch, plan, create, existing, pods, state.waiting, settings, now) if create and batch is not None else None
     if arriving is not None:  # nothing made this pass: the placeholders it would have grown stay as they are
         notes.append(arriving)

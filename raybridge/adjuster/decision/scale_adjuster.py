@@ -105,9 +105,10 @@ class Pass:
     placeholders: tuple[ExistingPlaceholder, ...]
 
 
-def decide(snapshot: ClusterSnapshot, settings: RunSettings) -> Pass:
+def decide(snapshot: ClusterSnapshot, settings: RunSettings, held_back: Optional[Mapping[str, str]] = None) -> Pass:
     """One pass over the cluster as the caller read it (`ClusterSnapshot.read`: every pod, placeholders included; the
-    PodGroups, whose scheduling conditions tell quota-blocked pods, where it has them)."""
+    PodGroups, whose scheduling conditions tell quota-blocked pods, where it has them). `held_back`: groups that get no
+    new placeholder, and why (`reconcile_in`)."""
     workload: list[Pod] = []
     placeholders: list[ExistingPlaceholder] = []
     for pod in snapshot.pods:
@@ -124,6 +125,7 @@ def decide(snapshot: ClusterSnapshot, settings: RunSettings) -> Pass:
         provision_timeout_seconds=settings.provision_timeout,
         name_prefix=consts.NAME_PREFIX,
         batch=batch_window(settings),
+        held_back=held_back,
     )
     return Pass(decision, tuple(placeholders))
 
