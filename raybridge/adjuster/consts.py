@@ -87,6 +87,9 @@ DEFAULT_RESYNC_SECONDS = 1.0
 #: for this long after the autoscaler last said so: Karpenter says it again after 5 minutes while the pod still
 #: fails (its Event's DedupeTimeout, pkg/controllers/provisioning/scheduling/events.go), cluster-autoscaler every loop.
 REFUSAL_HOLD_SECONDS = 330.0
+#: A pool with no node now is known by the GPU memory of its nodes when one was last seen, for this long: a
+#: gpu-memory pod larger than all of them is refused rather than asked a node for again (demand.py).
+MEMORY_SEEN_SECONDS = 3600.0
 #: Karpenter's NodePools (read, where granted, to say which limit keeps a placeholder out).
 KARPENTER_GROUP, KARPENTER_VERSION, NODE_POOL_PLURAL = "karpenter.sh", "v1", "nodepools"
 #: Quiet time after an event before reconciling, so a burst is one reconcile.

@@ -163,6 +163,8 @@ class Controller:
         #: When a hold was last refused for want of permission (monotonic): no node is patched for a while.
         self._holds_refused_at: Optional[float] = None
         self._request_states: dict[str, str] = {}
+        #: Per constraints and vendor, the largest GPU memory of their nodes and when a pass last knew one (monotonic).
+        self._memories: dict[tuple[tuple[str, str, str], str], tuple[int, float]] = {}
         #: Per group, the autoscaler's last refusal of one of its placeholders (refusals.py), while it holds the group back.
         self._refusals: dict[str, Refusal] = {}
         self._kai_seen = False
@@ -300,9 +302,19 @@ class Controller:
 
     def _snapshot(self, all_pods: list[dict[str, Any]], nodes: Informer, pod_groups: Optional[Informer],
                   dra: Optional[DraCaches] = None) -> ClusterSnapshot:
-        """The pass's cluster, read once from the caches (both modes decide on it)."""
-        return ClusterSnapshot.read(all_pods, nodes.snapshot(), self.clock(), pod_groups.snapshot() if pod_groups is not None else (),
-                                    **(dra.objects() if dra is not None else {}))
+        """The pass's cluster, read once from the caches (both modes decide on it), with the GPU memories of pools seen
+        in the last consts.MEMORY_SEEN_SECONDS (a pool scaled to zero since is still known by them)."""
+        snapshot = ClusterSnapshot.read(all_pods, nodes.snapshot(), self.clock(), pod_groups.snapshot() if pod_groups is not None else (),
+                                        **(dra.objects() if dra is not None else {}))
+        now = time.monotonic()
+        self._memories = {key: seen for key, seen in self._memories.items() if now - seen[1] < consts.MEMORY_SEEN_SECONDS}
+        snapshot.memories_seen = {key: mib for key, (mib, _) in self._memories.items()}
+        return snapshot
+
+    def _saw(self, plan: AdjusterPlan) -> None:
+        """Remember the GPU memories of the pools this pass knew nodes of."""
+        now = time.monotonic()
+        self._memories.update({key: (mib, now) for key, mib in plan.memories_seen.items()})
 
     def reconcile_once(self, pods: Informer, nodes: Informer, scaler: Scaler, pod_groups: Optional[Informer] = None,
                        dra: Optional[DraCaches] = None, events: Optional[Informer] = None, node_pools: Optional[Informer] = None) -> Pass:
@@ -313,6 +325,7 @@ class Controller:
         held_back = self._refused(snapshot, all_pods, events, node_pools, scaler)
         result = decide(snapshot, self.settings, held_back)
         decision = result.decision
+        self._saw(decision.plan)
         # First, before any create or delete: a node a placeholder was just bound to is held while that
         # placeholder has not run yet, so no other placeholder is bound to its GPUs once it exits.
         self._hold_nodes(nodes, snapshot.nodes or [], scaler, decision.held_nodes)
@@ -368,6 +381,7 @@ class Controller:
         self._report_request_states(request_objects)
         snapshot = self._snapshot(all_pods, nodes, pod_groups, dra)
         result = decide_requests(snapshot, request_objects, templates.snapshot(), self.settings)
+        self._saw(result.decision.plan)
         acts = _Acts("ProvisioningRequest", "request")
         acts.deletions = [partial(self._delete_request, scaler, requests, templates, name, reason)
                           for name, reason in [*result.decision.delete, *((name, REPLACED) for name in result.superseded)]]

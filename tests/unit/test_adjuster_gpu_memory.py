@@ -160,3 +160,24 @@ def test_room_on_a_node_holds_a_waiting_pod_by_that_node_s_own_gpu_memory():
     provided = ExistingPlaceholder("ph", group, 3, PROVIDED, tuple(f"team/small-{i}" for i in range(8)), NOW - timedelta(seconds=5), "a100-80-0")
     result = reconcile(pods, BOTH, [provided], SETTINGS, NOW, provision_timeout_seconds=300, name_prefix="rb")
     assert result.keep == ("ph",) and len(result.covered_pods) == 8 and not result.create
+
+
+def test_a_pod_larger_than_every_gpu_of_a_pool_seen_before_is_refused_once_the_pool_is_back_to_zero() -> None:
+    """A gpu-memory pod larger than every GPU of a pool scaled from zero cost an empty node: once that node was known the
+    pod was refused (memory-exceeds-gpu), and once the empty node was consolidated, the pool was unknown again and the
+    pod asked another node for. A pass now says what GPU memory each pool's nodes had (`memories_seen`, which the
+    controller keeps for an hour), and a pass that knows no node of the pool refuses such a pod by it."""
+    from raybridge.adjuster.decision.demand import ClusterSnapshot
+    from raybridge.adjuster.decision.plan import plan_in
+
+    pods = [pod("huge", memory="100000"), pod("small", memory="20000")]
+    settings = AdjusterSettings()
+    seen = plan_in(ClusterSnapshot.read(pods, [node("h100-0", 8, memory="81559")], NOW), settings)
+    assert {i.pod: i.code for i in seen.ignored} == {"team/huge": "memory-exceeds-gpu"}
+    assert list(seen.memories_seen.values()) == [81500]  # KAI's reading of 81559
+    forgot = plan_in(ClusterSnapshot.read(pods, [], NOW), settings)  # the node consolidated: nothing known
+    assert not forgot.ignored and sorted(p for ph in forgot.placeholders for p in ph.pods) == ["team/huge", "team/small"]
+    remembered = plan_in(ClusterSnapshot(ClusterSnapshot.read(pods, [], NOW).pods, [], NOW, memories_seen=seen.memories_seen), settings)
+    assert [(i.pod, i.code) for i in remembered.ignored] == [("team/huge", "memory-exceeds-gpu")]
+    assert "had at most 81500 MiB" in remembered.ignored[0].reason and "when one was last seen" in remembered.ignored[0].reason
+    assert [p for ph in remembered.placeholders for p in ph.pods] == ["team/small"]

@@ -126,6 +126,8 @@ class DemandSelection:
     skipped: Mapping[str, int]
     shapes: Mapping[ConstraintGroup, GroupShape]
     warnings: tuple[str, ...] = field(default=())
+    #: `memories_of(shapes)`: what this pass saw of its groups' GPU memories, for a later one.
+    memories: Mapping[tuple[tuple[str, str, str], str], int] = field(default_factory=dict)
 
 
 # --- small readers that never raise --------------------------------------------------------
@@ -194,7 +196,8 @@ class ClusterSnapshot:
     """
 
     def __init__(self, pods: Iterable[Pod], nodes: Optional[Iterable[Node]], now: datetime, pod_groups: Iterable[Any] = (),
-                 devices: Optional[DeviceSources] = None, claims: Optional[Claims] = None) -> None:
+                 devices: Optional[DeviceSources] = None, claims: Optional[Claims] = None,
+                 memories_seen: Optional[Mapping[tuple[tuple[str, str, str], str], int]] = None) -> None:
         self.pods = list(pods)
         self.nodes = list(nodes) if nodes is not None else None
         self.now = _aware(now)
@@ -203,6 +206,9 @@ class ClusterSnapshot:
         self.devices = devices or DeviceSources()
         #: The ResourceClaims pods name (claims.py).
         self.claims = claims or Claims()
+        #: Per constraints and vendor, the largest GPU memory of their nodes when one was last seen (`memories_of` of
+        #: an earlier pass, the controller's to keep): a gpu-memory pod above it is refused while none is known.
+        self.memories_seen = dict(memories_seen or {})
 
     @classmethod
     def read(cls, pods: Iterable[Any], nodes: Optional[Iterable[Any]], now: datetime, pod_groups: Iterable[Any] = (),
@@ -217,7 +223,7 @@ class ClusterSnapshot:
 
     def with_pods(self, pods: Iterable[Pod]) -> "ClusterSnapshot":
         """The same cluster with only `pods` (the nodes, PodGroups and DRA objects as read here, not again)."""
-        other = ClusterSnapshot(pods, None, self.now, self.pod_groups, self.devices, self.claims)
+        other = ClusterSnapshot(pods, None, self.now, self.pod_groups, self.devices, self.claims, self.memories_seen)
         other.nodes = self.nodes
         for name in ("node_facts", "facts_index", "pod_group_index"):
             if name in self.__dict__:
@@ -257,6 +263,7 @@ def demand_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optio
     """`select_demand` on a pass's snapshot, for its pods or the subset `pods` of them."""
     node_facts, warnings = snapshot.node_facts
     groups = Groups(node_facts, settings, snapshot.facts_index)
+    groups.memories_seen = snapshot.memories_seen
     pods = snapshot.pods if pods is None else list(pods)
     if node_facts:
         groups.daemon_requests = _daemon_set_requests(pods)
@@ -299,6 +306,7 @@ def demand_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optio
         skipped=skipped,
         shapes=dict(groups.shapes),
         warnings=tuple(warnings),
+        memories=memories_of(groups.shapes),
     )
 
 
@@ -374,6 +382,8 @@ def _judge(pod: Pod, groups: Groups, settings: AdjusterSettings, now: datetime,
         verdict, fraction, group, shape = _memory_class(share, constraints, group, shape, groups)
         if verdict is None:
             verdict, _, _ = _share_of_a_gpu(share, group, shape, settings)  # their node size
+    if verdict is None and source == "gpu-memory-fallback":
+        verdict = _exceeds_memory_seen(share.memory_mib, groups.memories_seen.get((constraints, group.vendor)))
     if verdict is not None:
         return IgnoredPod(key, *verdict)
     resources = pod_resource_requests(spec)
@@ -581,6 +591,28 @@ def _memory_class(share: KaiShare, constraints: tuple[str, str, str], group: Con
         return None, fraction, group, shape
     fitting_group, fitting_shape = groups.group(constraints, group.vendor, group.host_spread_json, smallest)
     return None, fraction, fitting_group, fitting_shape
+
+
+def _exceeds_memory_seen(memory: Optional[int], seen: Optional[int]) -> Optional[_Verdict]:
+    """Why a gpu-memory pod of a pool with no node now is refused where the GPUs of the pool's nodes, when one was last
+    seen, were all smaller (`ClusterSnapshot.memories_seen`): the node a placeholder brought would hold it no more
+    than the last did (a pod larger than every GPU of a pool scaled from zero cost an empty node, and once that node
+    was consolidated, another), or None."""
+    if not memory or not seen or memory <= seen:
+        return None
+    return ("memory-exceeds-gpu", f"asks for {memory} MiB per GPU, but the GPUs of the nodes it may land on had at most {seen} MiB "
+                                  f"(as KAI reads their {KAI_GPU_MEMORY_LABEL} label) when one was last seen: no node of theirs holds it")
+
+
+def memories_of(shapes: Mapping[ConstraintGroup, GroupShape]) -> dict[tuple[tuple[str, str, str], str], int]:
+    """Per constraints and vendor, the largest GPU memory (as KAI reads it) of the nodes the pass knows: what a later pass
+    that knows none of them is given as `ClusterSnapshot.memories_seen`."""
+    found: dict[tuple[tuple[str, str, str], str], int] = {}
+    for group, shape in shapes.items():
+        if shape.gpu_memories and not group.device_class:
+            key = ((group.node_selector_json, group.affinity_terms_json, group.tolerations_json), group.vendor)
+            found[key] = max(found.get(key, 0), shape.gpu_memories[-1])
+    return found
 
 
 def _too_large(resources: tuple[tuple[str, int], ...], shape: GroupShape) -> Optional[_Verdict]:

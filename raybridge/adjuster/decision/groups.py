@@ -392,6 +392,8 @@ class Groups:
         self.quota_messages: dict[str, Optional[str]] = {}
         #: Per node, what its DaemonSet pods request (set by select_demand before any group is made).
         self.daemon_requests: dict[str, dict[str, int]] = {}
+        #: Per constraints and vendor, the largest GPU memory of their nodes when one was last seen (ClusterSnapshot).
+        self.memories_seen: Mapping[tuple[tuple[str, str, str], str], int] = {}
 
     @property
     def index(self) -> FactsIndex:

@@ -186,6 +186,8 @@ class AdjusterPlan:
     warnings: tuple[str, ...] = ()
     #: KAI policy: the pass's need, deleted scaling pods and whether the cooldown held it back.
     kai: Optional[Mapping[str, Any]] = None
+    #: Per constraints and vendor, the largest GPU memory of their nodes this pass knew (demand.memories_of).
+    memories_seen: Mapping[tuple[tuple[str, str, str], str], int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -259,6 +261,7 @@ def plan_in(snapshot: ClusterSnapshot, settings: AdjusterSettings, pods: Optiona
         cap=cap,
         notes=tuple(so_far.notes),
         warnings=(*repeats, *selection.warnings),
+        memories_seen=selection.memories,
     )
 
 
