@@ -303,15 +303,27 @@ def summary(rows: list[dict[str, Any]], timeout: float) -> str:
     return "\n".join(lines)
 
 
+def placeholder_stages() -> list[dict[str, Any]]:
+    """kwok Stages that play the placeholder's container: `true` exits at once; the `sleep` of a placeholder of
+    replicas that must not share a host (consts.KEEP_APART_COMMAND) exits after consts.KEEP_APART_SECONDS."""
+    from testcluster.stack import completing_stage
+
+    ours = {consts.MANAGED_BY_LABEL: consts.MANAGED_BY_VALUE, consts.COMPONENT_LABEL: consts.PLACEHOLDER_COMPONENT}
+    keeps_apart = f'.metadata.labels["{consts.KEEP_APART_LABEL}"]'
+    at_once = completing_stage("placeholder-exits", ours)
+    at_once["spec"]["selector"]["matchExpressions"].append({"key": keeps_apart, "operator": "DoesNotExist"})
+    lingering = completing_stage("placeholder-sleeps-then-exits", {**ours, consts.KEEP_APART_LABEL: "true"})
+    lingering["spec"]["delay"] = {"durationMilliseconds": int(consts.KEEP_APART_SECONDS * 1000)}
+    return [at_once, lingering]
+
+
 def start_stack(progress: Callable[[str], None] = _say) -> Any:
     """The stack both sides run on: KAI and Karpenter, the CPU node, placeholders and scaling pods that exit at once,
     raybridge's namespace and PriorityClass."""
     from testcluster.kai import scaling_pod_stage
-    from testcluster.stack import Stack, StackOptions, completing_stage
+    from testcluster.stack import Stack, StackOptions
 
-    placeholders_exit = completing_stage("placeholder-exits", {consts.MANAGED_BY_LABEL: consts.MANAGED_BY_VALUE,
-                                                               consts.COMPONENT_LABEL: consts.PLACEHOLDER_COMPONENT})  # fmt: skip
-    options = StackOptions(operators=("kai", "karpenter"), nodes=[system_node()], stages=[placeholders_exit, scaling_pod_stage()],
+    options = StackOptions(operators=("kai", "karpenter"), nodes=[system_node()], stages=[*placeholder_stages(), scaling_pod_stage()],
                            progress=progress)  # fmt: skip
     stack = Stack(options).start()
     try:

@@ -68,11 +68,24 @@ DEFAULT_PRIORITY_CLASS = "raybridge-placeholder"
 DEFAULT_EXPENDABLE_CUTOFF = -10
 #: The placeholder's container runs `true` and exits at once: the node stays, its GPUs are free for
 #: the real pods (a pause image would keep them until preempted, and KAI does not preempt pods of
-#: other schedulers). Any image with a `true` binary works (--placeholder-image). This one is the
+#: other schedulers). Any image with `true` and `sleep` binaries works (--placeholder-image). This one is the
 #: busybox Kubernetes' own e2e suite pulls (test/utils/image/manifest.go: registry.k8s.io/e2e-test-images,
 #: busybox 1.36.1-1), so it is on the official registry and its mirrors.
 DEFAULT_PLACEHOLDER_IMAGE = "registry.k8s.io/e2e-test-images/busybox:1.36.1-1"
 PLACEHOLDER_COMMAND = ("/bin/true",)
+#: A placeholder of pods that must not share a host (host_spread.py) runs this long before it exits (busybox's
+#: `sleep`): kube-scheduler forgets a finished pod, so between such a placeholder's exit and the landing of the
+#: replica it was for, the group's next placeholder could be bound to its node (the anti-affinity that keeps them
+#: apart holds against running pods only) and be counted for nothing there, while the node launched for it came
+#: empty: 4 anti-affine replicas got 5 GPU nodes in 2 of 4 bursts on Karpenter. Running, it keeps the others off its
+#: node until the replica is there (KAI binds it within its next sessions, beside the placeholder on another GPU, and
+#: the controller then deletes the placeholder; where the placeholder takes every GPU of its node, the replica waits
+#: this long). A node of the group that comes up later than this after the first still races as before: the
+#: replacement kept off counted nodes (reconcile._landed_nodes) is what is left then.
+KEEP_APART_SECONDS = 20
+KEEP_APART_COMMAND = ("/bin/sleep", str(KEEP_APART_SECONDS))
+#: The label such a placeholder carries ("true"): `kubectl get pods -l` lists them.
+KEEP_APART_LABEL = "raybridge.io/placeholder-keeps-apart"
 #: The UID the placeholder runs as (non-root; busybox needs no user entry for `true`).
 PLACEHOLDER_UID = 65532
 NAME_PREFIX = "rb-placeholder"

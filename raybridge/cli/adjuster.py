@@ -388,7 +388,7 @@ def _register_run(commands: Any) -> None:
     flag("expendable-pods-priority-cutoff", str(consts.DEFAULT_EXPENDABLE_CUTOFF), "the cluster autoscaler's flag of that name: "
          "placeholders below it never cause a scale-up, so a PriorityClass below it is refused",
          shown=f"{consts.DEFAULT_EXPENDABLE_CUTOFF}, the autoscaler's", type=_whole, metavar="PRIORITY")
-    flag("placeholder-image", consts.DEFAULT_PLACEHOLDER_IMAGE, "image of the placeholders: it must have /bin/true; it exits at once", metavar="IMAGE")
+    flag("placeholder-image", consts.DEFAULT_PLACEHOLDER_IMAGE, f"image of the placeholders: it must have /bin/true and /bin/sleep; a placeholder exits at once, or after {consts.KEEP_APART_SECONDS} s for replicas that must not share a host", metavar="IMAGE")
     flag("provision-timeout", _seconds_text(consts.DEFAULT_PROVISION_TIMEOUT_SECONDS), "seconds capacity a placeholder brought up counts for its pods before they must land", type=_seconds, metavar="SECONDS")
     flag("provisioning-class", consts.DEFAULT_PROVISIONING_CLASS, "--mode provisioning-request: the requests' class", metavar="CLASS")
     flag("failed-backoff", _seconds_text(consts.DEFAULT_FAILED_BACKOFF_SECONDS), "--mode provisioning-request: seconds a Failed request waits before it is asked for again", type=_seconds, metavar="SECONDS")

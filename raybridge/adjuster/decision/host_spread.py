@@ -5,9 +5,10 @@ land on one new node. Planned as if they could, they got one placeholder; once i
 the replicas KAI would never put there until the provision timeout. So a pod whose own rules select pods like
 itself (its labels match the rule's selector, in its own namespace) is of a kind that one node takes at most
 `per_node` of: 1 for anti-affinity, `maxSkew` for a spread (new nodes join empty, so the least loaded node has
-none of them). The placeholders of such a kind keep apart the same way, and copy the pod's anti-affinity terms so
-that they avoid the nodes the replicas already run on (KAI's own scaling pod copies the pod's whole affinity:
-kai-scheduler@v0.12.0 pkg/nodescaleadjuster/scaler/scaling_pod.go createScalingPodSpec).
+none of them). The placeholders of such a kind keep apart the same way, and avoid the nodes the replicas already
+run on by hostname, not by a copy of the pod's anti-affinity terms (KAI's own scaling pod copies the pod's whole
+affinity: kai-scheduler@v0.12.0 pkg/nodescaleadjuster/scaler/scaling_pod.go createScalingPodSpec): such a
+placeholder runs a while, and the copy kept the replicas off its node (scale_adjuster.py placeholder_manifest).
 
 What it deliberately does not do: other topology keys (zones: a new node's zone is the autoscaler's choice),
 preferred terms, `whenUnsatisfiable: ScheduleAnyway`, rules whose selector does not match the pod itself (they
@@ -57,6 +58,11 @@ class HostSpread:
         """Whether `pod` is of this kind: a selector matches its labels in its namespace."""
         labels, namespace = pod.meta.labels, pod.meta.namespace_or_default
         return any(namespace in namespaces and selector_matches(selector, labels) for selector, namespaces in self._selectors)
+
+
+    def selects_own_kind(self, term: Mapping[str, Any]) -> bool:
+        """Whether an anti-affinity term of `anti_affinity_terms` is one that makes pods of this kind keep apart."""
+        return any(term.get("labelSelector") == selector and term.get("namespaces") == namespaces for selector, namespaces in self._selectors)
 
 
 def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, Any]) -> bool:

@@ -35,6 +35,7 @@ from raybridge.adjuster.decision.demand import (
     IgnoredPod,
     demand_in,
 )
+from raybridge.adjuster.decision.host_spread import HostSpread
 from raybridge.adjuster.decision.packing import BestFitScheduler, PackedNode, PackItem, Resources, fewest_nodes, pack
 from raybridge.core.inventory import format_milli, inventory_from_nodes, named_nodes
 from raybridge.core.node_index import NodeIndex, bits_of, positions_of
@@ -76,8 +77,12 @@ class Placeholder:
     #: Its pods must not share a host with others of their kind (host_spread.py): no two of the group's
     #: placeholders on one node.
     keep_apart: bool = False
-    #: Hostnames of the nodes it must not land on: where placeholders of its group (one that keeps apart) landed.
+    #: Hostnames of the nodes it must not land on (one that keeps apart): where placeholders of its group landed and
+    #: where pods of its pods' kind run.
     avoid_nodes: tuple[str, ...] = ()
+    #: Where it keeps apart: what makes a pod of its pods' kind, whose anti-affinity terms against that kind the
+    #: placeholder leaves out (scale_adjuster.placeholder_manifest). Not in `to_dict`: `affinity` is the group's.
+    kind: Optional[HostSpread] = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -459,6 +464,7 @@ def _group_placeholders(
                 tolerations=tolerations,
                 group=group_id,
                 keep_apart=group.per_node is not None,
+                kind=group.host_spread,
             ),
             node.gpu_pods,
         )

@@ -779,10 +779,10 @@ def _arrivals(pods: Sequence[Pod], waiting: set[str], settings: AdjusterSettings
 
 def _landed_nodes(existing: Sequence[ExistingPlaceholder], nodes: Optional[Iterable[Node]]) -> dict[str, set[str]]:
     """Per group, the hostnames (`kubernetes.io/hostname`, else the node's name) of the nodes its placeholders
-    landed on. A placeholder exits at once, and kube-scheduler forgets a finished pod (its informer leaves out
-    Succeeded and Failed pods), so the anti-affinity that kept a group's placeholders apart no longer holds against
-    one that finished: a later one can land on the same node before the pod it was made for does, and be counted
-    for nothing there. Its replacement is kept off those nodes by hostname: Karpenter refuses a node selector term
+    landed on. A placeholder exits (one that keeps apart after consts.KEEP_APART_SECONDS), and kube-scheduler
+    forgets a finished pod (its informer leaves out Succeeded and Failed pods), so the anti-affinity that kept a
+    group's placeholders apart no longer holds against one that finished: a later one can land on the same node
+    before the pod it was made for does, and be counted for nothing there. Its replacement is kept off those nodes by hostname: Karpenter refuses a node selector term
     with `matchFields` (provisioner.go validateNodeSelectorTerm), and its nodes' hostname is their NodeClaim's name,
     not theirs."""
     landed: dict[str, set[str]] = {}
@@ -797,6 +797,29 @@ def _landed_nodes(existing: Sequence[ExistingPlaceholder], nodes: Optional[Itera
                 hostnames[node.name] = hostname
         landed = {group: {hostnames.get(name, name) for name in names} for group, names in landed.items()}
     return landed
+
+
+def _kind_nodes(state: _Pass, groups: Sequence[ConstraintGroup]) -> dict[str, set[str]]:
+    """Per group of pods that must not share a host, the hostnames of the nodes where pods of its kind run (bound, not
+    finished): its placeholders are kept off them by hostname, not by the pods' own anti-affinity, which would keep
+    the pods off a placeholder's node as long as it runs (inter-pod anti-affinity is symmetric: kube-scheduler and
+    KAI both refuse a pod that an existing pod's required term selects)."""
+    if not groups or state.nodes is None:
+        return {}
+    hostnames = {}
+    for node in named_nodes(state.nodes, []):
+        hostname = node.meta.labels.get(HOSTNAME_KEY)
+        hostnames[node.name] = hostname if isinstance(hostname, str) and hostname else node.name
+    bound = [p for p in state.pods if p.node_name in hostnames and not p.finished]
+    found: dict[str, set[str]] = {}
+    for group in groups:
+        spread = group.host_spread
+        if spread is None:
+            continue
+        on = {hostnames[p.node_name] for p in bound if spread.is_one_of(p)}
+        if on:
+            found[group.id] = on
+    return found
 
 
 def _new_placeholders(state: _Pass, demand_pods: list[Pod], plan: AdjusterPlan, on_pending: _PendingPlacement, name_prefix: str) -> list[PlannedPlaceholder]:
@@ -814,6 +837,9 @@ def _new_placeholders(state: _Pass, demand_pods: list[Pod], plan: AdjusterPlan, 
                            [p for p in demand_pods if p.key in uncovered])
     taken = {ph.name for ph in state.existing}
     landed = _landed_nodes(state.existing, state.nodes)
+    if new_plan is not None:
+        for group, hostnames in _kind_nodes(state, [g.group for g in new_plan.groups if g.group.per_node is not None]).items():
+            landed.setdefault(group, set()).update(hostnames)
     create: list[PlannedPlaceholder] = []
     for wanted in [*on_pending.grown, *(new_plan.placeholders if new_plan is not None else ())]:
         if wanted.keep_apart and landed.get(wanted.group or "default"):

@@ -254,7 +254,7 @@ def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> 
             {
                 "name": "placeholder",
                 "image": settings.placeholder_image,
-                "command": list(consts.PLACEHOLDER_COMMAND),
+                "command": list(consts.KEEP_APART_COMMAND if ph.keep_apart else consts.PLACEHOLDER_COMMAND),
                 "resources": placeholder_resources(ph),
                 # No readOnlyRootFilesystem: the NVIDIA container toolkit's CDI hooks write into the container's
                 # root at create time, and with a read-only root one fails the create on a GPU node (toolkit
@@ -275,6 +275,16 @@ def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> 
     if ph.keep_apart:
         # Its pods must not share a host (host_spread.py): nor may the group's placeholders, so that the autoscaler
         # adds a node for each (it simulates inter-pod anti-affinity on its template nodes) and no two bind together.
+        # Not by the pods' terms against their own kind: the placeholder runs a while on its node
+        # (consts.KEEP_APART_SECONDS), and a running pod's required anti-affinity keeps every pod it selects off that
+        # node, the replica it was made for too (kube-scheduler v1.34 interpodaffinity/filtering.go
+        # satisfyExistingPodsAntiAffinity; KAI v0.12.0 runs that plugin, k8s_internal/predicates); with them, Karpenter launched a CPU
+        # node for each replica it could not put beside a placeholder. The nodes where the replicas run are kept off
+        # by hostname instead (`avoid_nodes`, reconcile.py `_kind_nodes`). Their terms against other kinds stay.
+        anti = affinity.get("podAntiAffinity")
+        if ph.kind is not None and isinstance(anti, dict):
+            kept = [t for t in anti.get("requiredDuringSchedulingIgnoredDuringExecution", []) if not ph.kind.selects_own_kind(t)]
+            anti["requiredDuringSchedulingIgnoredDuringExecution"] = kept
         apart = {"labelSelector": {"matchLabels": {consts.MANAGED_BY_LABEL: consts.MANAGED_BY_VALUE, consts.GROUP_LABEL: ph.group or "default"}},
                  "topologyKey": HOSTNAME_KEY}
         anti = affinity.setdefault("podAntiAffinity", {})
@@ -296,6 +306,7 @@ def placeholder_manifest(planned: PlannedPlaceholder, settings: RunSettings) -> 
                 consts.COMPONENT_LABEL: consts.PLACEHOLDER_COMPONENT,
                 consts.GROUP_LABEL: ph.group or "default",
                 consts.GPUS_LABEL: gpus,
+                **({consts.KEEP_APART_LABEL: "true"} if ph.keep_apart else {}),
             },
             "annotations": {consts.PODS_ANNOTATION: json.dumps(sorted(ph.pods), separators=(",", ":")),
                             consts.POD_REQUESTS_ANNOTATION: json.dumps(dict(sorted(ph.resources)), separators=(",", ":"))},
