@@ -46,7 +46,8 @@ sys.path.insert(0, str(ROOT))
 from raybridge.adjuster import consts  # noqa: E402
 from raybridge.adjuster.controller import Controller  # noqa: E402
 from raybridge.adjuster.decision.settings import RunSettings  # noqa: E402
-from raybridge.core.consts import ADJUSTER_DEFAULT_GRACE_SECONDS, KAI_COOLDOWN_SECONDS, KAI_GPU_MEMORY_LABEL, KAI_SCALING_POD_NAME_LABEL, KAI_SCALING_POD_NAMESPACE_LABEL  # noqa: E402
+from raybridge.core.consts import ADJUSTER_DEFAULT_GRACE_SECONDS  # noqa: E402
+from raybridge.kai.names import KAI_COOLDOWN_SECONDS, KAI_GPU_MEMORY_LABEL, KAI_SCALING_POD_NAME_LABEL, KAI_SCALING_POD_NAMESPACE_LABEL  # noqa: E402
 from raybridge.adjuster.decision.demand import AdjusterSettings  # noqa: E402
 from raybridge.kai.node_scale_adjuster import kai_pass  # noqa: E402
 from raybridge.kube.client import Kube  # noqa: E402

@@ -62,7 +62,8 @@ from raybridge.adjuster.decision.scale_adjuster import (
 from raybridge.adjuster.scaler import Scaler
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.autoscalers.provisioning_request import read_provisioning_state
-from raybridge.core.consts import GPU_RESOURCE_KEYS, KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION
+from raybridge.core.consts import GPU_RESOURCE_KEYS
+from raybridge.kai.names import KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION
 from raybridge.core.dra import RESOURCE_GROUP, RESOURCE_VERSION
 from raybridge.core.views import Node
 from raybridge.kube.client import Kube

@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
-from raybridge.core.consts import KAI_SCALING_POD_NAME_LABEL, KAI_SCALING_POD_NAMESPACE_LABEL
+from raybridge.kai.names import KAI_SCALING_POD_NAME_LABEL, KAI_SCALING_POD_NAMESPACE_LABEL
 from raybridge.kube.calls import PermissionDenied
 from raybridge.kube.client import Kube
 from raybridge.kube.pods import list_pods_by_label

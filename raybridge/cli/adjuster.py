@@ -20,15 +20,8 @@ from typing import Any, Callable, Optional
 
 from raybridge.cli.args import Parser, add_cluster_args, add_output_arg, described
 from raybridge.cli.process import end_process_without_finalizing
-from raybridge.core.consts import (
-    ADJUSTER_DEFAULT_GRACE_SECONDS,
-    ADJUSTER_DEFAULT_MEMORY_FRACTION,
-    ADJUSTER_DEFAULT_VENDOR,
-    KAI_GPU_MEMORY_LABEL,
-    KAI_SCALE_ADJUST_NAMESPACE,
-    KAI_SCHEDULER_NAME,
-    VENDORS,
-)
+from raybridge.core.consts import ADJUSTER_DEFAULT_GRACE_SECONDS, ADJUSTER_DEFAULT_VENDOR, VENDORS
+from raybridge.kai.names import ADJUSTER_DEFAULT_MEMORY_FRACTION, KAI_GPU_MEMORY_LABEL, KAI_SCALE_ADJUST_NAMESPACE, KAI_SCHEDULER_NAME
 from raybridge.errors import EXIT_BAD_INPUT, EXIT_OK
 
 #: Placeholder pods listed per row in the table before "and N more".

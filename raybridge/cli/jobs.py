@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any, Optional, Sequence
 
 from raybridge.cli.args import DOCUMENT_FORMATS, add_cluster_args, add_entrypoint_usage, add_inventory_args, add_output_arg, cluster_target, orphan_seconds, seconds
-from raybridge.core.consts import RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
+from raybridge.kuberay.names import RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
 from raybridge.errors import EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK
 from raybridge.core.printable import one_line
 

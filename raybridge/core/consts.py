@@ -31,43 +31,21 @@ GPU_PRODUCT_LABELS: dict[str, tuple[str, ...]] = {
         "beta.amd.com/gpu.device-id",
     ),
 }
-#: The node label KAI reads a GPU's memory from, in MiB (kai-scheduler@v0.12.0 pkg/scheduler/api/node_info/node_info.go
-#: GpuMemoryLabel).
-KAI_GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+#: The label NVIDIA's GPU feature discovery writes a GPU's memory in, in MiB (KAI reads it too: kai/names.py).
+NVIDIA_GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 #: Labels holding GPU memory; GFD uses MiB, the ROCm labeller e.g. "192G".
 GPU_MEMORY_LABELS: dict[str, tuple[str, ...]] = {
-    "nvidia": ("nvidia.com/gpu.memory", "karpenter.k8s.aws/instance-gpu-memory"),
+    "nvidia": (NVIDIA_GPU_MEMORY_LABEL, "karpenter.k8s.aws/instance-gpu-memory"),
     "amd": ("amd.com/gpu.vram", "beta.amd.com/gpu.vram"),
 }
 
 # --- Kueue / KAI / raybridge labels -------------------------------------------
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-#: Kueue evicts a Workload whose job carries it after that many seconds of admitted time.
-KUEUE_MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
-KAI_QUEUE_LABEL = "kai.scheduler/queue"
-KAI_SCHEDULER_NAME = "kai-scheduler"
-KAI_GPU_FRACTION_ANNOTATION = "gpu-fraction"
-#: KAI GPU sharing by memory (MiB per device) and on several devices (pkg/common/constants/constants.go).
-KAI_GPU_MEMORY_ANNOTATION = "gpu-memory"
-KAI_GPU_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
-#: The annotation that names a pod's KAI PodGroup.
-KAI_POD_GROUP_ANNOTATION = "pod-group-name"
 #: A pod's GPU vendor for the node-scale-adjuster when its nodes do not say ("amd" or "nvidia").
 GPU_VENDOR_ANNOTATION = "raybridge.io/gpu-vendor"
 
 # --- Node-scale-adjuster -----------------------------------------------------------
 ADJUSTER_DEFAULT_GRACE_SECONDS = 0
-#: KAI's --gpu-memory-to-fraction-ratio default (pkg/nodescaleadjuster/consts/consts.go).
-ADJUSTER_DEFAULT_MEMORY_FRACTION = "0.1"
 ADJUSTER_DEFAULT_VENDOR = "nvidia"
-#: KAI's scaling-pod namespace, labels and cooldown (pkg/nodescaleadjuster/consts/consts.go,
-#: pkg/common/constants/constants.go).
-KAI_SCALE_ADJUST_NAMESPACE = "kai-scale-adjust"
-KAI_SCALING_POD_NAME_LABEL = "shared-gpu-pod-name"
-KAI_SCALING_POD_NAMESPACE_LABEL = "shared-gpu-pod-namespace"
-KAI_COOLDOWN_SECONDS = 60
 
 #: Every object raybridge creates carries this label, so `list` can find them.
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -76,19 +54,9 @@ MANAGED_BY_VALUE = "raybridge"
 JOB_NAME_LABEL = "raybridge.io/job-name"
 
 # --- Kueue ---------------------------------------------------------------------
-KUEUE_GROUP = "kueue.x-k8s.io"
 
 # --- KubeRay --------------------------------------------------------------------
-RAY_API_GROUP = "ray.io"
-RAY_API_VERSION = "v1"
-#: The longest RayJob name every supported KubeRay can run. KubeRay v1.3 names the job's cluster
-#: `<job>-raycluster-<5>` (kuberay@v1.3.2 ray-operator/controllers/ray/utils/util.go GenerateRayClusterName,
-#: `<job>-<5>` from v1.4.0), and that name is the `ray.io/cluster` label of its pods and head Service: at most
-#: 63 characters, so 46 for the job. v1.4 and later refuse names over 47 (MaxRayJobNameLength).
-RAYJOB_NAME_MAX = 46
-RAYCLUSTER_NAME_MAX = 53
 K8S_NAME_MAX = 63
-DASHBOARD_PORT = 8265
 WORKER_GROUP_NAME = "workers"
 
 # --- Defaults -------------------------------------------------------------------
@@ -114,21 +82,5 @@ ALLOCATION_ENV: tuple[str, ...] = (ENV_NUM_GPUS, ENV_NUM_REPLICAS, ENV_NUM_GPUS_
 #: How soon after raybridge stops renewing it (it died, or lost the cluster) a RayJob it
 #: created fails and frees its cluster and Kueue quota (`jobs/decision/orphan_guard.py`).
 ORPHAN_BOUND_SECONDS = 1800
-#: KubeRay's default head ports (utils/constant.go), by port name.
-GCS_PORT = 6379
-CLIENT_PORT = 10001
-#: The KAI queue used for GPU sharing when the spec names no queue.
-KAI_DEFAULT_QUEUE = "default-queue"
 
 # --- KAI queues ----------------------------------------------------------------------
-KAI_QUEUE_API_VERSION = "scheduling.run.ai/v2"
-KAI_QUEUE_GROUP = "scheduling.run.ai"
-KAI_QUEUE_VERSION = "v2"
-#: KAI's PodGroup API (pkg/apis/scheduling/v2alpha2).
-KAI_POD_GROUP_GROUP = "scheduling.run.ai"
-KAI_POD_GROUP_VERSION = "v2alpha2"
-KAI_POD_GROUP_PLURAL = "podgroups"
-#: Pods of other schedulers with this `app` label do not reduce KAI's capacity
-#: (`IsKaiUtilityPod`: resource-reservation and scaling pods).
-KAI_UTILITY_APP_LABEL = "app"
-KAI_UTILITY_APP_VALUES = ("kai-resource-reservation", "scaling-pod")

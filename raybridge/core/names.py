@@ -9,16 +9,15 @@ Every pattern is matched against the whole text (`fullmatch`): with `match`,
 `$` also matches before a trailing newline, so `"team-a\n"` would pass.
 
 Pure: regular expressions and messages, no I/O. It does not know which
-object a name is for beyond the per-kind length limits in `NAME_LIMITS`.
+object a name is for: a kind's length limit is the caller's (KubeRay's in `kuberay/names.py`).
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Optional
 
-from raybridge.core.consts import K8S_NAME_MAX, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
+from raybridge.core.consts import K8S_NAME_MAX
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -26,24 +25,15 @@ DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 SUBDOMAIN_MAX = 253
 
-#: Longest object name per raybridge kind (KubeRay appends suffixes to RayJob and RayCluster names).
-NAME_LIMITS: dict[str, int] = {
-    "RayJob": RAYJOB_NAME_MAX,
-    "RayCluster": RAYCLUSTER_NAME_MAX,
-    "job": K8S_NAME_MAX,
-    "service": K8S_NAME_MAX,
-}
-
-
-def name_problem(kind: str, name: Optional[str]) -> Optional[str]:
-    """Why `name` cannot name a `kind` object (DNS-1035 label within the kind's limit), or None."""
+def name_problem(kind: str, name: Optional[str], limit: int = K8S_NAME_MAX) -> Optional[str]:
+    """Why `name` cannot name a `kind` object (a DNS-1035 label of at most `limit` characters), or None. The limits of
+    the names KubeRay derives others from are KubeRay's (`kuberay/names.py` `name_limit`)."""
     value = name or ""
     if not DNS1035.fullmatch(value):
         return (
             "must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter "
             f"and ending with a letter or digit (got {value!r})"
         )
-    limit = NAME_LIMITS.get(kind, K8S_NAME_MAX)
     if len(value) > limit:
         return f"at most {limit} characters for a {kind} (got {len(value)}: {value!r})"
     return None
@@ -122,27 +112,6 @@ def submission_id_problem(value: str) -> Optional[str]:
             f"(got {value!r})"
         )
     return None
-
-
-#: KubeRay keeps at most this many characters of a name it derives others from (utils.CheckName).
-KUBERAY_DERIVED_NAME_MAX = 50
-
-
-def kuberay_derived_name(name: str) -> str:
-    """The name KubeRay gives an object it derives from `name` (the token Secret from the RayCluster's name).
-
-    kuberay@v1.5.2 and v1.7.0 ray-operator/controllers/ray/utils/util.go, CheckName: a name over 50
-    characters keeps its last 50; one that then starts with a digit or punctuation gets an 'r' in place
-    of its first character. A RayJob's cluster is its name plus a 6-character suffix
-    (GenerateRayClusterName), so RayJob names of 45 and 46 characters are cut.
-    """
-    if not name:
-        return name
-    if len(name) > KUBERAY_DERIVED_NAME_MAX:
-        name = name[len(name) - KUBERAY_DERIVED_NAME_MAX :]
-    if name[0].isdigit() or unicodedata.category(name[0]).startswith("P"):  # unicode.IsDigit, unicode.IsPunct
-        name = "r" + name[1:]
-    return name
 
 
 #: kubernetes@v1.30 staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go (IsEnvVarName):

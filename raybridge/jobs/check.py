@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from raybridge.core.consts import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, RAY_API_GROUP
+from raybridge.kuberay.names import RAY_API_GROUP
+from raybridge.kueue.names import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
 from raybridge.errors import BadInput, RaybridgeError
 from raybridge.jobs.decision.orphan_guard import orphan_bound_summary
 from raybridge.kuberay.releases import pre_running_supported

@@ -16,8 +16,8 @@ import socket
 from typing import Any, Callable, Optional
 from urllib.parse import urlparse
 
-from raybridge.core.consts import DASHBOARD_PORT
-from raybridge.core.names import kuberay_derived_name
+from raybridge.kuberay.names import DASHBOARD_PORT
+from raybridge.kuberay.names import kuberay_derived_name
 from raybridge.errors import InfraError
 from raybridge.kube.calls import api_call
 from raybridge.kube.client import Kube

@@ -44,7 +44,8 @@ from typing import Any, Callable, Optional
 
 from raybridge.kueue.workload import Workload, WorkloadLike, deactivation, eviction_summary, workload_state, workload_view
 from raybridge.queues.decision.kueue_explain import progress_line
-from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
+from raybridge.kuberay.names import DASHBOARD_PORT
+from raybridge.kueue.names import KUEUE_QUEUE_LABEL
 from raybridge.core.deadline import Deadline
 from raybridge.jobs.decision.images import unpinned_image_warning
 from raybridge.core.dra import CLAIM_TEMPLATE_KIND

@@ -18,7 +18,8 @@ from typing import Any, Callable, Optional
 
 from raybridge.kueue.workload import Workload, cluster_queue_name, workload_view
 from raybridge.queues.decision.kueue_explain import explain_kueue
-from raybridge.core.consts import KUEUE_QUEUE_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from raybridge.core.consts import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from raybridge.kueue.names import KUEUE_QUEUE_LABEL
 from raybridge.errors import BadInput, InfraError
 from raybridge.jobapi.client import RayJobs
 from raybridge.kube.client import Kube

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Mapping, Optional
 
-from raybridge.core.consts import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
+from raybridge.kueue.names import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
 from raybridge.kueue.fit import admission_problems, cohort_of, ray_podsets
 from raybridge.errors import BadInput
 from raybridge.kube.client import Kube

@@ -53,19 +53,13 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from raybridge.core.consts import (
-    KAI_GPU_DEVICES_ANNOTATION,
-    KAI_GPU_FRACTION_ANNOTATION,
-    KAI_COOLDOWN_SECONDS,
-    KAI_GPU_MEMORY_ANNOTATION,
-    KAI_SCALING_POD_NAME_LABEL,
-    KAI_SCALING_POD_NAMESPACE_LABEL,
-)
+from raybridge.kai.names import KAI_GPU_DEVICES_ANNOTATION, KAI_GPU_FRACTION_ANNOTATION, KAI_COOLDOWN_SECONDS, KAI_GPU_MEMORY_ANNOTATION, KAI_SCALING_POD_NAME_LABEL, KAI_SCALING_POD_NAMESPACE_LABEL
+from raybridge.core.consts import GPU_RESOURCE_KEYS
 from raybridge.core.kubeobjects import as_dict, as_list
 from raybridge.core.go_number import INT64_MAX, INT64_MIN, go_parse_float, go_parse_int  # noqa: F401 - KAI's parsers
 from raybridge.core.quantity import parse_quantity
 
-KAI_RESOURCE_KEY = "nvidia.com/gpu"
+KAI_RESOURCE_KEY = GPU_RESOURCE_KEYS["nvidia"]
 #: calculator.go: gpuFractionDecimalRoundingFactor
 ROUNDING_FACTOR = 100
 

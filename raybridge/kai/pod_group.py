@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
-from raybridge.core.consts import KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL
+from raybridge.kai.names import KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL
 from raybridge.core.kubeobjects import as_dict, as_list
 from raybridge.core.views import Meta, Pod, is_object, read_meta
 

@@ -25,14 +25,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from raybridge.core.consts import (
-    GPU_RESOURCE_KEYS,
-    KAI_QUEUE_API_VERSION,
-    KAI_QUEUE_LABEL,
-    KAI_SCHEDULER_NAME,
-    KAI_UTILITY_APP_LABEL,
-    KAI_UTILITY_APP_VALUES,
-)
+from raybridge.core.consts import GPU_RESOURCE_KEYS
+from raybridge.kai.names import KAI_QUEUE_API_VERSION, KAI_QUEUE_LABEL, KAI_SCHEDULER_NAME, KAI_UTILITY_APP_LABEL, KAI_UTILITY_APP_VALUES
 from raybridge.kai.fairshare import DEFAULT_PRIORITY, Amounts, QueueSpec, ResourceTerms
 from raybridge.kai.share import scheduler_request
 from raybridge.core.inventory import node_is_ready, pod_gpu_requests

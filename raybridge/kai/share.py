@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Mapping, Optional
 
-from raybridge.core.consts import KAI_GPU_DEVICES_ANNOTATION, KAI_GPU_FRACTION_ANNOTATION, KAI_GPU_MEMORY_ANNOTATION
+from raybridge.kai.names import KAI_GPU_DEVICES_ANNOTATION, KAI_GPU_FRACTION_ANNOTATION, KAI_GPU_MEMORY_ANNOTATION
 from raybridge.core.go_number import go_float_exact, go_float_kind, go_parse_float, go_parse_int
 
 #: Annotation values longer than this are refused before any parsing.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from raybridge.core.consts import KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION, KAI_QUEUE_GROUP, KAI_QUEUE_VERSION
+from raybridge.kai.names import KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION, KAI_QUEUE_GROUP, KAI_QUEUE_VERSION
 from raybridge.errors import InfraError
 from raybridge.kube.calls import api_call
 from raybridge.kube.client import Kube

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from raybridge.core.consts import KUEUE_JOB_UID_LABEL
+from raybridge.kueue.names import KUEUE_JOB_UID_LABEL
 from raybridge.errors import InfraError, RaybridgeError
 from raybridge.core.kubeobjects import owned_by
 from raybridge.kueue.api import GROUP, OLD_COHORT_VERSION, VERSIONS, VISIBILITY_GROUP as VISIBILITY

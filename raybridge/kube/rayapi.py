@@ -18,7 +18,8 @@ import time
 from email.utils import parsedate_to_datetime
 from typing import Any, Optional
 
-from raybridge.core.consts import MANAGED_BY_LABEL, RAY_API_GROUP, RAY_API_VERSION
+from raybridge.core.consts import MANAGED_BY_LABEL
+from raybridge.kuberay.names import RAY_API_GROUP, RAY_API_VERSION
 from raybridge.errors import BadInput, ClusterUnreachable, RaybridgeError
 from raybridge.kube.calls import NoAnswer, api_call, checked_items, checked_object
 from raybridge.kube.client import Kube

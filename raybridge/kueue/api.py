@@ -9,7 +9,7 @@ aggregated API of its own group, served in the same versions.
 
 from __future__ import annotations
 
-from raybridge.core.consts import KUEUE_GROUP
+from raybridge.kueue.names import KUEUE_GROUP
 
 GROUP = KUEUE_GROUP
 #: The versions raybridge reads and writes, preferred first.

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Mapping, Optional, Sequence, Union
 
-from raybridge.core.consts import KUEUE_JOB_UID_LABEL
+from raybridge.kueue.names import KUEUE_JOB_UID_LABEL
 from raybridge.core.kubeobjects import as_dict, as_list, cluster_queue_usage, quantity_or_none
 from raybridge.core.views import Condition, Meta, conditions_of, find_condition, read_condition, read_meta
 from raybridge.kueue.cluster_queue import read_quota_holder

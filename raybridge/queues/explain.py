@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 from raybridge.kueue.workload import cluster_queue_name, workload_view
 from raybridge.queues.decision.kueue_explain import KueueExplanation, explain_kueue
-from raybridge.core.consts import KAI_SCHEDULER_NAME
+from raybridge.kai.names import KAI_SCHEDULER_NAME
 from raybridge.kai.fairshare import Amounts
 from raybridge.kai.pod_group import PodGroup, pod_group_name, read_pod_group
 from raybridge.queues.decision.kai_explain import KaiExplanation, explain_kai

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from raybridge.core.consts import KAI_SCHEDULER_NAME
+from raybridge.kai.names import KAI_SCHEDULER_NAME
 from raybridge.kai.fairshare import DEFAULT_K_VALUE, Amounts, FairShareResult, QueueSpec, divide_fair_share, hierarchy_problems
 from raybridge.kai.queue import (
     capacity_left_out,

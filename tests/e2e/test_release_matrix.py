@@ -41,7 +41,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from raybridge.core.consts import RAYJOB_NAME_MAX
+from raybridge.kuberay.names import RAYJOB_NAME_MAX
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
 from kubesim.fixtures import gpu_node_manifest, leftovers, wait_for
 

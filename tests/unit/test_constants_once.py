@@ -15,20 +15,53 @@ PACKAGE = Path(__file__).resolve().parents[2] / "raybridge"
 COINCIDENCES = {
     "auth_token": "a file name in the private head's folder and a key of the dashboard's config: two formats",
     "default": "the default namespace and the default LocalQueue's name",
+    "--context": "a flag's name where the CLI parses it and where discovery names what it read (jobs/ may not import cli/)",
+    "--kubeconfig": "as --context",
+    "--request-timeout": "as --context",
+    "provisioning-request": "the adjuster's mode and its requests' component label: two names that read alike",
 }
 
 
+def _strings_in(value: ast.AST) -> list[str]:
+    """The string literals a module-level value holds: itself, or the items of a tuple, list or set, a dict's keys
+    and values, and those of `frozenset(...)`/`tuple(...)` of such a literal, nested."""
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return [value.value]
+    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+        held = [s for item in value.elts for s in _strings_in(item)]
+    elif isinstance(value, ast.Dict):
+        held = [s for item in [*value.keys, *value.values] if item is not None for s in _strings_in(item)]
+    elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("frozenset", "tuple", "set") and value.args:
+        held = _strings_in(value.args[0])
+    else:
+        return []
+    # Inside a collection, the names of the cluster's objects count (a label key, a resource, a class: they hold a
+    # '/', '.' or '-'); plain words ("memory", "Running", "RayJob") are the vocabulary every table shares.
+    return [s for s in held if any(c in s for c in "/.-")]
+
+
 def string_constants() -> dict[str, list[str]]:
-    """Value -> every `module:NAME` that assigns it as a string literal at module level."""
+    """Value -> every `module:NAME` that assigns it at module level, alone or inside a tuple, list, set or dict."""
     found: dict[str, list[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.parse(path.read_text()).body:
-            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = [node.target], node.value
+            else:
                 continue
-            for target in node.targets:
-                if isinstance(target, ast.Name) and target.id.isupper() and len(node.value.value) >= 6:
-                    found.setdefault(node.value.value, []).append(f"{path.relative_to(PACKAGE.parent)}:{target.id}")
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id.isupper():
+                    for text in dict.fromkeys(_strings_in(value)):
+                        if len(text) >= 6:
+                            found.setdefault(text, []).append(f"{path.relative_to(PACKAGE.parent)}:{target.id}")
     return found
+
+
+def test_the_search_looks_inside_tuples_and_dicts(tmp_path: Path) -> None:
+    tree = ast.parse("A = ('kai-resource-reservation', 1)\nB: dict = {'x': frozenset({'nvidia.com/gpu'})}\n")
+    assert [s for node in tree.body for s in _strings_in(node.value)] == ["kai-resource-reservation", "nvidia.com/gpu"]
 
 
 def test_each_shared_name_is_defined_in_one_module():

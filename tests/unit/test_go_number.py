@@ -24,7 +24,7 @@ from raybridge.kai import node_scale_adjuster as kai_policy
 from raybridge.kai.share import scheduler_request
 from raybridge.kai.share import parse_fraction
 from raybridge.core.go_number import go_float_exact, go_parse_float, go_parse_int
-from raybridge.core.consts import KAI_GPU_DEVICES_ANNOTATION, KAI_GPU_FRACTION_ANNOTATION, KAI_GPU_MEMORY_ANNOTATION
+from raybridge.kai.names import KAI_GPU_DEVICES_ANNOTATION, KAI_GPU_FRACTION_ANNOTATION, KAI_GPU_MEMORY_ANNOTATION
 
 NAN = "nan"
 

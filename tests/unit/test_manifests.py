@@ -20,17 +20,9 @@ from typing import Any, Iterator, Optional
 import pytest
 import yaml
 
-from raybridge.core.consts import (
-    JOB_NAME_LABEL,
-    KAI_GPU_FRACTION_ANNOTATION,
-    KAI_QUEUE_LABEL,
-    KAI_SCHEDULER_NAME,
-    KUEUE_PRIORITY_LABEL,
-    KUEUE_QUEUE_LABEL,
-    MANAGED_BY_LABEL,
-    ORPHAN_BOUND_SECONDS,
-    WORKER_GROUP_NAME,
-)
+from raybridge.core.consts import JOB_NAME_LABEL, MANAGED_BY_LABEL, ORPHAN_BOUND_SECONDS, WORKER_GROUP_NAME
+from raybridge.kai.names import KAI_GPU_FRACTION_ANNOTATION, KAI_QUEUE_LABEL, KAI_SCHEDULER_NAME
+from raybridge.kueue.names import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
 from raybridge.jobs.decision.images import default_image
 from raybridge.core.inventory import Inventory, NodeGpus
 from raybridge.jobs.decision.manifests import (

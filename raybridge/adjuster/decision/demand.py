@@ -41,7 +41,8 @@ from raybridge.adjuster.decision.groups import (  # noqa: F401 - ConstraintGroup
 from raybridge.adjuster.decision.groups import node_facts as read_node_facts
 from raybridge.adjuster.decision.host_spread import host_spread
 from raybridge.adjuster.decision.settings import AdjusterSettings
-from raybridge.core.consts import GPU_RESOURCE_KEYS, GPU_VENDOR_ANNOTATION, KAI_GPU_MEMORY_LABEL, VENDORS
+from raybridge.core.consts import GPU_RESOURCE_KEYS, GPU_VENDOR_ANNOTATION, VENDORS
+from raybridge.kai.names import KAI_GPU_MEMORY_LABEL
 from raybridge.core.inventory import DeviceSources, format_milli, pod_gpu_requests, pod_resource_requests
 from raybridge.core.kubeobjects import as_dict, parse_rfc3339
 from raybridge.core.quantity import format_fraction

@@ -78,6 +78,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from raybridge.kai.names import KAI_GPU_GROUP_LABEL, KAI_RESERVATION_APP, KAI_UTILITY_APP_LABEL
 from raybridge.adjuster.decision.plan import (
     NEW_NODE_SECONDS,
     AdjusterPlan,
@@ -196,9 +197,7 @@ def placeholder_name(prefix: str, group: str, gpus: int, taken: set[str]) -> str
 # label `runai-gpu-group: <group>`, or, spanning several GPUs, one label `runai-gpu-group/<group>: <group>`
 # per GPU (updatePodGPUGroup; pkg/common/resources/gpu_sharing.go GetMultiFractionGpuGroupLabel). So the
 # reservation pod is the whole GPU the shared pods sit on: counted once, not again for each share.
-KAI_RESERVATION_APP_LABEL = "app"
-KAI_RESERVATION_APP = "kai-resource-reservation"
-KAI_GPU_GROUP_LABEL = "runai-gpu-group"
+KAI_RESERVATION_APP_LABEL = KAI_UTILITY_APP_LABEL
 
 
 def _gpu_groups_of(labels: Mapping[str, Any]) -> list[str]:

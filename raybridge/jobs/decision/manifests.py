@@ -27,30 +27,13 @@ from typing import Any, Callable, Mapping, Optional
 
 import yaml
 
-from raybridge.core.consts import (
-    CLIENT_PORT,
-    DASHBOARD_PORT,
-    DEFAULT_HEAD_CPU,
-    DEFAULT_HEAD_MEMORY,
-    DEFAULT_WORKER_CPU,
-    DEFAULT_WORKER_MEMORY,
-    GCS_PORT,
-    JOB_NAME_LABEL,
-    KAI_DEFAULT_QUEUE,
-    KAI_GPU_FRACTION_ANNOTATION,
-    KAI_QUEUE_LABEL,
-    KAI_SCHEDULER_NAME,
-    KUEUE_PRIORITY_LABEL,
-    KUEUE_QUEUE_LABEL,
-    MANAGED_BY_LABEL,
-    MANAGED_BY_VALUE,
-    ORPHAN_BOUND_SECONDS,
-    RAY_API_GROUP,
-    RAY_API_VERSION,
-    WORKER_GROUP_NAME,
-)
+from raybridge.core.consts import DEFAULT_HEAD_CPU, DEFAULT_HEAD_MEMORY, DEFAULT_WORKER_CPU, DEFAULT_WORKER_MEMORY, JOB_NAME_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, ORPHAN_BOUND_SECONDS, WORKER_GROUP_NAME
+from raybridge.kai.names import KAI_DEFAULT_QUEUE, KAI_GPU_FRACTION_ANNOTATION, KAI_QUEUE_LABEL, KAI_SCHEDULER_NAME
+from raybridge.kuberay.names import CLIENT_PORT, DASHBOARD_PORT, GCS_PORT, RAY_API_GROUP, RAY_API_VERSION
+from raybridge.kueue.names import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
 from raybridge.jobs.decision.images import PythonVersion, default_image
 from raybridge.core.dra import CLAIM_TEMPLATE_KIND, DRIVER_OF_VENDOR, RESOURCE_API_VERSION
+from raybridge.kuberay.names import name_limit
 from raybridge.core.names import name_problem, namespace_problem, queue_name_problem
 from raybridge.jobs.decision.orphan_guard import guarded, with_run_bound
 from raybridge.core.quantity import MAX_QUANTITY, format_cpu, format_memory, parse_quantity
@@ -516,7 +499,7 @@ def kai_queue(spec: JobSpec) -> str:
 
 def check_identity(kind: str, name: str, namespace: str) -> None:
     """BadInput unless `name` is a DNS-1035 label within the kind's limit and `namespace` a DNS-1123 label."""
-    problems = [f"name: {p}" for p in (name_problem(kind, name),) if p]
+    problems = [f"name: {p}" for p in (name_problem(kind, name, name_limit(kind)),) if p]
     problems += [f"namespace: {p}" for p in (namespace_problem(namespace),) if p]
     if problems:
         raise BadInput(*problems)

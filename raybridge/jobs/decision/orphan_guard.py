@@ -73,7 +73,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Optional
 
-from raybridge.core.consts import KUEUE_MAX_EXEC_TIME_LABEL, KUEUE_QUEUE_LABEL, ORPHAN_BOUND_SECONDS
+from raybridge.core.consts import ORPHAN_BOUND_SECONDS
+from raybridge.kueue.names import KUEUE_MAX_EXEC_TIME_LABEL, KUEUE_QUEUE_LABEL
 from raybridge.kuberay.rayjob import ray_state
 from raybridge.kuberay.releases import MEASURED_STATES, PRE_RUNNING_STATES
 

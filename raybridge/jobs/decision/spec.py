@@ -31,6 +31,7 @@ from pydantic.alias_generators import to_camel
 
 from raybridge.core.consts import DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_PER_GPU, VENDORS
 from raybridge.core.documents import load_yaml
+from raybridge.kuberay.names import name_limit
 from raybridge.core.names import env_var_name_problem, name_problem, namespace_problem, queue_name_problem, subdomain_problem
 from raybridge.core.quantity import amount_problem
 from raybridge.jobs.decision.gpu_access import model_name_problem
@@ -206,7 +207,7 @@ class JobSpec(_Model):
         if value is None:
             return None
         kind = info.data.get("kind") or ("RayJob" if info.data.get("ray", True) else "job")
-        problem = name_problem(kind, value)
+        problem = name_problem(kind, value, name_limit(kind))
         if problem:
             raise ValueError(problem)
         return value

@@ -42,7 +42,9 @@ from decimal import Decimal
 from typing import Any, Mapping, Optional, Sequence
 
 from raybridge.autoscalers.provisioning_request import BEST_EFFORT_ATOMIC_CLASS as PROVISIONING_CLASS
-from raybridge.core.consts import GPU_RESOURCE_KEYS, KAI_QUEUE_API_VERSION, KUEUE_GROUP
+from raybridge.core.consts import GPU_RESOURCE_KEYS
+from raybridge.kai.names import KAI_QUEUE_API_VERSION
+from raybridge.kueue.names import KUEUE_GROUP
 from raybridge.kueue.api import NEWEST, VERSIONS, cohort_field
 from raybridge.core.inventory import DeviceSources, inventory_from_nodes, product_label, unschedulable_reasons
 from raybridge.core.views import Node, read_node

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Optional, Sequence
 
-from raybridge.core.consts import KUEUE_QUEUE_LABEL
+from raybridge.core.consts import GPU_RESOURCE_KEYS
+from raybridge.kueue.names import KUEUE_QUEUE_LABEL
 from raybridge.core.kubeobjects import as_dict, cluster_queue_usage, quantity_or_none
 from raybridge.core.views import Node, is_object, read_meta, read_node
 from raybridge.autoscalers.provisioning_request import read_provisioning_state
@@ -47,7 +48,7 @@ from raybridge.kueue.workload import (
     workload_view,
 )
 
-RESOURCES_SHOWN = ("nvidia.com/gpu", "amd.com/gpu", "cpu", "memory")
+RESOURCES_SHOWN = (GPU_RESOURCE_KEYS["nvidia"], GPU_RESOURCE_KEYS["amd"], "cpu", "memory")
 
 
 

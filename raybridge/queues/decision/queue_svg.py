@@ -29,7 +29,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Mapping, Optional, Sequence
 
-from raybridge.queues.decision.kueue_explain import FITS, RESOURCES_SHOWN, FlavorRequest, KueueExplanation
+from raybridge.queues.decision.kueue_explain import BORROWS, FITS, NEVER, RESOURCES_SHOWN, WAITS, FlavorRequest, KueueExplanation
 from raybridge.kai.fairshare import UNLIMITED, FairShareResult, number
 from raybridge.queues.decision.kai_explain import KaiExplanation, QueueFacts
 from raybridge.core.svg import Bar, Chart, Column, Row, Series, render
@@ -50,10 +50,10 @@ ASKS = Series("asks", "this job asks", "#f59e0b")
 COULD_HOLD = Series("could-hold", "most it could hold (with borrowing)", "#2563eb")
 
 _VERDICT_WORDS = {
-    "fits": "fits",
-    "waits-for-quota": "waits for quota in use",
-    "needs-borrowing": "borrows from the cohort",
-    "never-fits": "can never fit here",
+    FITS: "fits",
+    WAITS: "waits for quota in use",
+    BORROWS: "borrows from the cohort",
+    NEVER: "can never fit here",
 }
 
 
