@@ -7,7 +7,7 @@
 # The full CLI (jobs, queues) needs `pip install raybridge` with its dependencies instead.
 #
 # Placeholder pods do not use this image: they run a busybox `true` that exits at once
-# (raybridge/adjuster/consts.py DEFAULT_PLACEHOLDER_IMAGE; --placeholder-image to mirror it).
+# (raybridge/adjuster/decision/consts.py DEFAULT_PLACEHOLDER_IMAGE; --placeholder-image to mirror it).
 
 # Pinned, so a rebuild installs the same bytes (tests/unit/test_dockerfile_pins.py checks all three):
 # - the base image by digest: python:3.11-slim's multi-arch index as published in August 2026

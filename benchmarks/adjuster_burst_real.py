@@ -46,7 +46,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from raybridge.adjuster import consts  # noqa: E402
+from raybridge.adjuster.decision import consts  # noqa: E402
 from raybridge.adjuster.controller import Controller  # noqa: E402
 from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings  # noqa: E402
 from raybridge.kube.client import Kube  # noqa: E402

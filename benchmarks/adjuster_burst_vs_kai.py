@@ -43,7 +43,7 @@ from typing import Any, Callable, Optional
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from raybridge.adjuster import consts  # noqa: E402
+from raybridge.adjuster.decision import consts  # noqa: E402
 from raybridge.adjuster.controller import Controller  # noqa: E402
 from raybridge.adjuster.decision.settings import RunSettings  # noqa: E402
 from raybridge.core.consts import ADJUSTER_DEFAULT_GRACE_SECONDS  # noqa: E402

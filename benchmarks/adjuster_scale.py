@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from raybridge.adjuster import consts  # noqa: E402
+from raybridge.adjuster.decision import consts  # noqa: E402
 from raybridge.adjuster.decision.scale_adjuster import decide  # noqa: E402
 from raybridge.adjuster.decision.settings import RunSettings  # noqa: E402
 from raybridge.adjuster.decision.plan import plan_placeholders  # noqa: E402

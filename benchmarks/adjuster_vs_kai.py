@@ -52,7 +52,7 @@ from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from raybridge.adjuster.consts import DEFAULT_PROVISION_TIMEOUT_SECONDS  # noqa: E402
+from raybridge.adjuster.decision.consts import DEFAULT_PROVISION_TIMEOUT_SECONDS  # noqa: E402
 from raybridge.adjuster.decision.plan import AdjusterSettings  # noqa: E402
 from raybridge.kai.node_scale_adjuster import kai_pass  # noqa: E402
 from raybridge.adjuster.decision.packing import PackItem, pack  # noqa: E402

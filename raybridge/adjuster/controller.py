@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from raybridge.adjuster import consts
+from raybridge.adjuster.decision import consts
 from raybridge.adjuster.metrics import Metrics
 from raybridge.adjuster.preflight import kai_adjuster_pods, kai_adjuster_verdict
 from raybridge.adjuster.decision.claims import CLAIM_UNPLANNABLE

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from raybridge.adjuster import consts
+from raybridge.adjuster.decision import consts
 
 
 def env_name(flag: str) -> str:

@@ -51,7 +51,7 @@ def register(sub: Any) -> None:
     g.add_argument("--now", metavar="TIME", help="RFC 3339 time to judge the grace period against (default: now)")
     add_settings_args(p)
     add_output_arg(p, None, shown_default="table; yaml with --manifests")
-    from raybridge.adjuster import consts
+    from raybridge.adjuster.decision import consts
     from raybridge.adjuster.decision.settings import MODES
 
     m = p.add_argument_group("manifests (what `adjuster run` would create)")
@@ -353,7 +353,7 @@ _ENV_CLUSTER = ("kubeconfig", "context", "namespace", "request-timeout")
 
 
 def _register_run(commands: Any) -> None:
-    from raybridge.adjuster import consts
+    from raybridge.adjuster.decision import consts
     from raybridge.adjuster.decision.settings import LOG_FORMATS, MODES
     from raybridge.adjuster.env import env_default, env_name
 
@@ -428,7 +428,7 @@ def _seconds_text(value: float) -> str:
 
 
 def run_settings_from_args(args: argparse.Namespace) -> Any:
-    from raybridge.adjuster import consts
+    from raybridge.adjuster.decision import consts
     from raybridge.adjuster.decision.settings import RunSettings
     from raybridge.errors import BadInput
     from raybridge.kube.config import in_pod

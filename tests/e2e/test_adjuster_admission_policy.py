@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from raybridge.adjuster import consts
+from raybridge.adjuster.decision import consts
 from raybridge.adjuster.decision.scale_adjuster import hold_patch
 from raybridge.adjuster.scaler import Outcome, Scaler
 from tests.helpers import ROOT, kube_of

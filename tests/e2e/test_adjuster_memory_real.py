@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from raybridge.adjuster import consts
+from raybridge.adjuster.decision import consts
 from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings
 from testcluster.pytest_plugin import _unavailable

@@ -23,7 +23,7 @@ from typing import Iterator, Optional
 
 import pytest
 
-from raybridge.adjuster import consts
+from raybridge.adjuster.decision import consts
 from raybridge.adjuster.metrics import MAX_CONNECTIONS, REQUEST_DEADLINE_SECONDS
 from kubesim.fixtures import free_port, wait_for
 from kubesim.server import KubeApiServer

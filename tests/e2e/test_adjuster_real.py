@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from raybridge.adjuster import consts
+from raybridge.adjuster.decision import consts
 from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings
 from testcluster.processes import wait_until

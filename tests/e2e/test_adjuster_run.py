@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
-from raybridge.adjuster import consts
+from raybridge.adjuster.decision import consts
 from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.plan import plan_placeholders

@@ -169,7 +169,7 @@ def test_adjuster_plan_imports_neither_ray_nor_kubernetes():
 @pytest.mark.parametrize("mode", ["placeholder", "provisioning-request"])
 def test_plan_manifests_are_what_run_creates_and_a_server_accepts_them(mode):
     """`--manifests`: the objects of `adjuster run`'s first pass, applied as they are to an API server."""
-    from raybridge.adjuster import consts
+    from raybridge.adjuster.decision import consts
     from kubesim.server import KubeApiServer
 
     out = run_cli("adjuster", "plan", "--pods", PODS, "--nodes", NODES, *NOW, "--manifests", "--mode", mode, "-o", "yaml")

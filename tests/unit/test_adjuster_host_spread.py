@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import pytest
 
-from raybridge.adjuster import consts
+from raybridge.adjuster.decision import consts
 from raybridge.adjuster.decision.host_spread import host_spread
 from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.reconcile import PROVIDED, ExistingPlaceholder, PlannedPlaceholder, reconcile

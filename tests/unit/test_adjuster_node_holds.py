@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from raybridge.adjuster import consts
+from raybridge.adjuster.decision import consts
 from raybridge.adjuster.decision.scale_adjuster import hold_patch, node_holds
 from raybridge.core.views import read_node
 from raybridge.adjuster.decision.settings import AdjusterSettings

@@ -34,7 +34,7 @@ def test_the_shipped_priority_class_is_not_expendable():
 
     import yaml
 
-    from raybridge.adjuster import consts
+    from raybridge.adjuster.decision import consts
 
     doc = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs/adjuster/10-priorityclass.yaml").read_text())
     assert consts.DEFAULT_EXPENDABLE_CUTOFF <= doc["value"] < 0 and doc["preemptionPolicy"] == "Never"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from raybridge.adjuster import consts
+from raybridge.adjuster.decision import consts
 from raybridge.adjuster.decision.demand import ClusterSnapshot
 from raybridge.core.views import read_node, read_pod
 from raybridge.adjuster.decision.scale_adjuster import decide, decide_requests, placeholder_manifest, read_placeholder

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from raybridge.adjuster import consts
+from raybridge.adjuster.decision import consts
 from raybridge.adjuster.decision.scale_adjuster import placeholder_manifest, read_placeholder
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.settings import AdjusterSettings

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from raybridge.adjuster import consts
+from raybridge.adjuster.decision import consts
 from raybridge.adjuster.decision.reconcile import FINISHED, PENDING, PROVIDED
 from raybridge.adjuster.decision.scale_adjuster import read_request, request_state
 from raybridge.autoscalers.provisioning_request import STATE_OF_CONDITION, read_provisioning_state

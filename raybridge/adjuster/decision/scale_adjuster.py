@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from raybridge.adjuster import consts
+from raybridge.adjuster.decision import consts
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.host_spread import HOSTNAME_KEY
 from raybridge.adjuster.decision.plan import Placeholder

@@ -20,7 +20,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Optional
 
-from raybridge.adjuster import consts
+from raybridge.adjuster.decision import consts
 from raybridge.core.consts import ADJUSTER_DEFAULT_GRACE_SECONDS, ADJUSTER_DEFAULT_VENDOR, VENDORS
 from raybridge.kai.names import ADJUSTER_DEFAULT_MEMORY_FRACTION, KAI_GPU_MEMORY_LABEL, KAI_SCALE_ADJUST_NAMESPACE, KAI_SCHEDULER_NAME
 from raybridge.core.names import label_key_problem, name_problem, namespace_problem
