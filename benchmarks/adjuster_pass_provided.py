@@ -27,7 +27,8 @@ import json, sys, time
 from datetime import datetime, timedelta, timezone
 sys.path.insert(0, sys.argv[1])
 from raybridge.adjuster.decision.demand import ConstraintGroup
-from raybridge.adjuster.decision.reconcile import PROVIDED, ExistingPlaceholder, reconcile
+from raybridge.adjuster.decision.placeholders import PROVIDED, ExistingPlaceholder
+from raybridge.adjuster.decision.reconcile import reconcile
 from raybridge.adjuster.decision.settings import AdjusterSettings
 
 nodes_count, placeholders, repeat = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])

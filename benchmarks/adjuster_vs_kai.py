@@ -57,7 +57,8 @@ from raybridge.adjuster.decision.plan import AdjusterSettings  # noqa: E402
 from raybridge.kai.node_scale_adjuster import kai_pass  # noqa: E402
 from raybridge.adjuster.decision.packing import PackItem, pack  # noqa: E402
 from raybridge.core.placement import matches_node_selector, untolerated_taints  # noqa: E402
-from raybridge.adjuster.decision.reconcile import PENDING, PROVIDED, ExistingPlaceholder, reconcile  # noqa: E402
+from raybridge.adjuster.decision.placeholders import PENDING, PROVIDED, ExistingPlaceholder
+from raybridge.adjuster.decision.reconcile import reconcile
 
 EPOCH = datetime(2025, 6, 1, tzinfo=timezone.utc)
 #: What a node has beside its GPUs: enough that CPU never decides here (each pod asks for 1 CPU), as on an H100 node.

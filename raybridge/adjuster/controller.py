@@ -44,7 +44,7 @@ from raybridge.adjuster.preflight import kai_adjuster_pods, kai_adjuster_verdict
 from raybridge.adjuster.decision.claims import CLAIM_UNPLANNABLE
 from raybridge.adjuster.decision.demand import DRA_ONLY_NODES, ClusterSnapshot, IgnoredPod
 from raybridge.adjuster.decision.plan import AdjusterPlan
-from raybridge.adjuster.decision.reconcile import PlannedPlaceholder
+from raybridge.adjuster.decision.placeholders import PlannedPlaceholder
 from raybridge.adjuster.decision.refusals import Refusal, held_back, limits_reached, refusals
 from raybridge.adjuster.decision.scale_adjuster import (
     Pass,

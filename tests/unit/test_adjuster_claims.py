@@ -15,7 +15,8 @@ import pytest
 
 from raybridge.adjuster.decision.demand import select_demand
 from raybridge.adjuster.decision.plan import plan_placeholders
-from raybridge.adjuster.decision.reconcile import PROVIDED, ExistingPlaceholder, reconcile
+from raybridge.adjuster.decision.placeholders import PROVIDED, ExistingPlaceholder
+from raybridge.adjuster.decision.reconcile import reconcile
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.core.dra import GPU_DRIVERS
 from tests.builders import device_class, dra_device, gpu_node, resource_claim, resource_slice

@@ -15,7 +15,8 @@ import pytest
 
 from raybridge.adjuster.decision.demand import select_demand
 from raybridge.adjuster.decision.plan import plan_placeholders
-from raybridge.adjuster.decision.reconcile import DELETE_CAPACITY_TAKEN, PROVIDED, ExistingPlaceholder, reconcile
+from raybridge.adjuster.decision.placeholders import DELETE_CAPACITY_TAKEN, PROVIDED, ExistingPlaceholder
+from raybridge.adjuster.decision.reconcile import reconcile
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from tests.unit.adjuster_objects import NOW, node, pod
 

@@ -16,7 +16,8 @@ import pytest
 from raybridge.adjuster.decision import consts
 from raybridge.adjuster.decision.host_spread import host_spread
 from raybridge.adjuster.decision.plan import plan_placeholders
-from raybridge.adjuster.decision.reconcile import PROVIDED, ExistingPlaceholder, PlannedPlaceholder, reconcile
+from raybridge.adjuster.decision.placeholders import PROVIDED, ExistingPlaceholder, PlannedPlaceholder
+from raybridge.adjuster.decision.reconcile import reconcile
 from raybridge.adjuster.decision.scale_adjuster import placeholder_manifest
 from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings
 from raybridge.core.views import read_pod

@@ -21,7 +21,8 @@ from raybridge.adjuster.decision.scale_adjuster import hold_patch, node_holds
 from raybridge.core.views import read_node
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.plan import plan_placeholders
-from raybridge.adjuster.decision.reconcile import DELETE_NODE_GONE, PENDING, PROVIDED, ExistingPlaceholder, reconcile
+from raybridge.adjuster.decision.placeholders import DELETE_NODE_GONE, PENDING, PROVIDED, ExistingPlaceholder
+from raybridge.adjuster.decision.reconcile import reconcile
 from tests.unit.adjuster_objects import NOW, node, pod
 
 SETTINGS = AdjusterSettings(node_gpus=8)

@@ -10,7 +10,9 @@ import pytest
 
 from raybridge.adjuster.decision.demand import select_demand
 from raybridge.kai.share import KaiShare, landed_share, read_kai_share
-from raybridge.adjuster.decision.reconcile import PROVIDED, ExistingPlaceholder, _node_rooms, reconcile
+from raybridge.adjuster.decision.node_room import node_rooms as _node_rooms
+from raybridge.adjuster.decision.placeholders import PROVIDED, ExistingPlaceholder
+from raybridge.adjuster.decision.reconcile import reconcile
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.core.views import read_node, read_pod
 from tests.unit.adjuster_objects import NOW, node, pod

@@ -21,24 +21,9 @@ from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.plan import Placeholder, plan_placeholders
 from raybridge.core.names import label_value_problem, name_problem
-from raybridge.adjuster.decision.reconcile import (
-    DELETE_CAPACITY_TAKEN,
-    DELETE_DEMAND_GONE,
-    DELETE_DOUBLE_COUNTED,
-    DELETE_FINISHED,
-    DELETE_GROWN,
-    DELETE_HELD_ELSEWHERE,
-    DELETE_PODS_LANDED,
-    DELETE_TIMED_OUT,
-    FINISHED,
-    PENDING,
-    PROVIDED,
-    TERMINATING,
-    BatchWindow,
-    ExistingPlaceholder,
-    PlannedPlaceholder,
-    reconcile,
-)
+from raybridge.adjuster.decision.batch_window import BatchWindow
+from raybridge.adjuster.decision.placeholders import DELETE_CAPACITY_TAKEN, DELETE_DEMAND_GONE, DELETE_DOUBLE_COUNTED, DELETE_FINISHED, DELETE_GROWN, DELETE_HELD_ELSEWHERE, DELETE_PODS_LANDED, DELETE_TIMED_OUT, FINISHED, PENDING, PROVIDED, TERMINATING, ExistingPlaceholder, PlannedPlaceholder
+from raybridge.adjuster.decision.reconcile import reconcile
 from tests.unit.adjuster_objects import NOW, node, pod
 
 SETTINGS = AdjusterSettings(node_gpus=8)
@@ -550,7 +535,7 @@ KAI_SHARED_ROWS = [
 def test_kai_s_reservation_pod_and_the_shares_on_it_count_one_gpu(case, bound, free):
     from fractions import Fraction
 
-    from raybridge.adjuster.decision.reconcile import _node_rooms
+    from raybridge.adjuster.decision.node_room import node_rooms as _node_rooms
 
     rooms = _node_rooms([read_node(node("n1", 8))], [read_pod(p) for p in bound])
     assert sorted(rooms["n1"], reverse=True) == [Fraction(f) for f in free]

@@ -14,7 +14,8 @@ from datetime import timedelta
 from typing import Any, Optional
 
 from raybridge.adjuster.decision.plan import plan_placeholders
-from raybridge.adjuster.decision.reconcile import DELETE_GROWN, PENDING, ExistingPlaceholder, reconcile
+from raybridge.adjuster.decision.placeholders import DELETE_GROWN, PENDING, ExistingPlaceholder
+from raybridge.adjuster.decision.reconcile import reconcile
 from raybridge.adjuster.decision.refusals import held_back, limits_reached, refusals
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from tests.unit.adjuster_objects import NOW, node, pod

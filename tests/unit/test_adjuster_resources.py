@@ -20,7 +20,8 @@ from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.plan import Placeholder, plan_placeholders
 from raybridge.core.inventory import pod_resource_requests
 from raybridge.core.views import read_pod
-from raybridge.adjuster.decision.reconcile import PROVIDED, ExistingPlaceholder, PlannedPlaceholder, reconcile
+from raybridge.adjuster.decision.placeholders import PROVIDED, ExistingPlaceholder, PlannedPlaceholder
+from raybridge.adjuster.decision.reconcile import reconcile
 from tests.unit.adjuster_objects import NOW, node, pod
 
 SETTINGS = AdjusterSettings(node_gpus=8)

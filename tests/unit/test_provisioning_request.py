@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from raybridge.adjuster.decision import consts
-from raybridge.adjuster.decision.reconcile import FINISHED, PENDING, PROVIDED
+from raybridge.adjuster.decision.placeholders import FINISHED, PENDING, PROVIDED
 from raybridge.adjuster.decision.scale_adjuster import read_request, request_state
 from raybridge.autoscalers.provisioning_request import STATE_OF_CONDITION, read_provisioning_state
 from raybridge.queues.decision.kueue_explain import check_states

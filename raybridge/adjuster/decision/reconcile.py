@@ -78,7 +78,28 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from raybridge.kai.names import KAI_GPU_GROUP_LABEL, KAI_RESERVATION_APP, KAI_UTILITY_APP_LABEL
+from raybridge.adjuster.decision.placeholders import (
+    DELETE_CAPACITY_TAKEN,
+    DELETE_DEMAND_GONE,
+    DELETE_DOUBLE_COUNTED,
+    DELETE_FINISHED,
+    DELETE_GROWN,
+    DELETE_HELD_ELSEWHERE,
+    DELETE_NODE_GONE,
+    DELETE_PODS_LANDED,
+    DELETE_TIMED_OUT,
+    ExistingPlaceholder,
+    FINISHED,
+    PENDING,
+    PROVIDED,
+    PlannedPlaceholder,
+    Reconcile,
+    TERMINATING,
+    placeholder_name,
+    waiting_pod_keys,
+)
+from raybridge.adjuster.decision.batch_window import BatchWindow, still_arriving
+from raybridge.adjuster.decision.node_room import credit, fill_at, node_gpus, node_resources_left, node_rooms, with_room
 from raybridge.adjuster.decision.plan import (
     NEW_NODE_SECONDS,
     AdjusterPlan,
@@ -87,285 +108,12 @@ from raybridge.adjuster.decision.plan import (
     scheduling_order,
     summed_resources,
 )
-from raybridge.kai.share import asks_for_share, kai_gpu_memory_mib, landed_share
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.demand import ClusterSnapshot, ConstraintGroup, DemandPiece, base_group_id, demand_in
 from raybridge.adjuster.decision.host_spread import HOSTNAME_KEY
-from raybridge.core.inventory import (
-    DeviceSources,
-    named_nodes,
-    node_allocatable_resources,
-    node_gpus_by_vendor,
-    pod_gpu_requests,
-    pod_resource_requests,
-)
+from raybridge.core.inventory import DeviceSources, named_nodes
 from raybridge.core.views import Node, Pod
-from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem, Resources
-
-#: States of an existing placeholder.
-PENDING = "pending"  # not on a node yet: the scale-up signal
-PROVIDED = "provided"  # on a node (running or finished there): capacity is up
-FINISHED = "finished"  # ended without a node (failed, evicted): nothing to wait for
-TERMINATING = "terminating"  # being deleted: ignored
-
-#: Why a placeholder is deleted.
-DELETE_DEMAND_GONE = "demand-gone"  # its pods still wait, but count no more (ignored, quota-blocked)
-DELETE_PODS_LANDED = "pods-landed"  # none of its pods waits any more (bound, finished or deleted)
-DELETE_TIMED_OUT = "provision-timeout"
-DELETE_FINISHED = "finished-without-node"
-DELETE_DOUBLE_COUNTED = "node-already-counted"  # its node's GPUs were already counted for earlier placeholders
-DELETE_CAPACITY_TAKEN = "capacity-taken"  # other pods took the GPUs it brought up: its pods are asked for again
-DELETE_HELD_ELSEWHERE = "held-elsewhere"  # its pods still count, but fit the GPUs other pending placeholders ask for
-DELETE_NODE_GONE = "node-gone"  # the node it brought up is gone (consolidated, failed): its pods are asked for again
-DELETE_GROWN = "grown"  # still waiting, its node will hold more pods than it asks for: replaced by one asking for all
-
-
-@dataclass(frozen=True)
-class ExistingPlaceholder:
-    """A placeholder the API has, reduced to what the decision needs."""
-
-    name: str
-    group: str
-    gpus: int
-    state: str
-    pods: tuple[str, ...] = ()
-    #: When it got its node (PROVIDED only); the provision timeout runs from here.
-    provided_at: Optional[datetime] = None
-    #: The node it was bound to (placeholder pods; None for ProvisioningRequests).
-    node: Optional[str] = None
-    #: What it asks for besides GPUs (CPU, memory, ...; thousandths), the room its pods have on its node;
-    #: None where not known (a ProvisioningRequest): GPUs only.
-    resources: Optional[Resources] = None
-    #: A pending placeholder pod: the autoscaler packs the pending ones onto whole nodes of the group
-    #: (`_place_on_pending`). False for a ProvisioningRequest, whose nodes are its own: its GPUs alone.
-    packed_onto_nodes: bool = False
-
-
-@dataclass(frozen=True)
-class PlannedPlaceholder:
-    """A placeholder to create: its name and the plan's shape."""
-
-    name: str
-    placeholder: Placeholder
-
-
-@dataclass(frozen=True)
-class Reconcile:
-    create: tuple[PlannedPlaceholder, ...]
-    delete: tuple[tuple[str, str], ...]  # (name, reason)
-    keep: tuple[str, ...]
-    #: Pending pods left out of the demand because a provided placeholder brought capacity for them.
-    covered_pods: frozenset[str]
-    #: GPUs of provided placeholders still counted against the demand and the cap.
-    provided_gpus: int
-    #: GPUs of the pending placeholders kept.
-    pending_gpus: int
-    #: The plan over every pod not covered by a provided placeholder (demand, ignored pods, groups).
-    plan: AdjusterPlan
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    #: The nodes of the provided placeholders kept: capacity brought up for pods that have not all landed
-    #: (or for waiting pods its room holds). Kept from voluntary disruption until then (an autoscaler that
-    #: removes empty nodes would take them while the placeholder has exited and the pods are not there yet).
-    held_nodes: frozenset[str] = frozenset()
-
-    @property
-    def changes(self) -> int:
-        return len(self.create) + len(self.delete)
-
-
-def waiting_pod_keys(pods: Iterable[Pod]) -> set[str]:
-    """Pods that have not landed: unbound, not finished, not being deleted."""
-    return {pod.key for pod in pods if pod.waiting}
-
-
-def placeholder_name(prefix: str, group: str, gpus: int, taken: set[str]) -> str:
-    """`<prefix>-<group>-<gpus>g-<n>` with the lowest n not in `taken` (group ids are short digests)."""
-    n = 0
-    while True:
-        name = f"{prefix}-{group}-{gpus}g-{n}"
-        if name not in taken:
-            return name
-        n += 1
-
-
-# --- KAI's GPU sharing on a node, as its binder records it ----------------------------------
-# Binding a pod to a share of a GPU, KAI's binder creates a reservation pod for that GPU, once per
-# shared GPU: `gpu-reservation-<node>-<random>` in namespace `kai-resource-reservation`, labels
-# `app: kai-resource-reservation` and `runai-gpu-group: <group>`, `nodeName` set, requesting one whole
-# `nvidia.com/gpu` (kai-scheduler@v0.13.0 pkg/binder/binding/resourcereservation/resource_reservation.go,
-# createGPUReservationPod, createResourceReservationPod). The shared pods carry the same group as the
-# label `runai-gpu-group: <group>`, or, spanning several GPUs, one label `runai-gpu-group/<group>: <group>`
-# per GPU (updatePodGPUGroup; pkg/common/resources/gpu_sharing.go GetMultiFractionGpuGroupLabel). So the
-# reservation pod is the whole GPU the shared pods sit on: counted once, not again for each share.
-KAI_RESERVATION_APP_LABEL = KAI_UTILITY_APP_LABEL
-
-
-def _gpu_groups_of(labels: Mapping[str, Any]) -> list[str]:
-    """The shared GPUs (KAI's GPU groups) a pod's labels say it sits on."""
-    groups = []
-    single = labels.get(KAI_GPU_GROUP_LABEL)
-    if isinstance(single, str) and single:
-        groups.append(single)
-    prefix = KAI_GPU_GROUP_LABEL + "/"
-    groups += [str(value) for key, value in labels.items() if isinstance(key, str) and key.startswith(prefix) and value]
-    return groups
-
-
-def _node_gpus(nodes: Optional[Iterable[Node]]) -> tuple[dict[str, list[Fraction]], dict[str, Optional[int]]]:
-    """Per node: a whole room for each of its GPUs (any vendor), and the MiB per GPU its labels give (None: unknown).
-
-    Read by `core/inventory.py` `node_gpus_by_vendor`, as demand.py reads the nodes a pod may land on, so a
-    pod's share counts the same waiting and landed (allocatable, else capacity; NVIDIA's MiB and AMD's "192G").
-    """
-    rooms: dict[str, list[Fraction]] = {}
-    memory: dict[str, Optional[int]] = {}
-    warnings: list[str] = []  # what the inventory could not read is said by the demand's reading of the same nodes
-    for node in named_nodes(nodes or (), warnings):
-        gpus = node_gpus_by_vendor(node, warnings)
-        rooms[node.name] = [Fraction(1)] * sum(count for count, _ in gpus.values())
-        memory[node.name] = next((kai_gpu_memory_mib(mib, vendor) for vendor, (_, mib) in gpus.items() if mib), None)
-    return rooms, memory
-
-
-def _node_rooms(nodes: Optional[Iterable[Node]], pods: Sequence[Pod], claimed: Optional[Mapping[str, int]] = None) -> dict[str, list[Fraction]]:
-    """Per node: the room left on each GPU (any vendor) once the pods bound there and not finished are placed, and
-    the GPUs its DRA devices allocated to claims are (`claimed`: the same GPUs the device plugin counts, taken whole).
-
-    A KAI reservation pod marks one GPU as shared: its room is what the shared pods of its GPU group
-    leave (the reservation's own whole-GPU request is that same GPU, not another). Other whole-GPU pods
-    take free GPUs. GPU-sharing pods whose group has no reservation pod here (not recorded yet) are
-    packed first fit, largest first, into what is left: never more room than is really free on a node
-    packed as well, and a node filled by any pods (not only a placeholder's own) shows no room.
-    """
-    rooms, memory = _node_gpus(nodes)
-    bound: list[tuple[str, Pod, Mapping[str, Any]]] = []  # (node, pod, labels)
-    for pod in pods:
-        if pod.node_name not in rooms or pod.finished:
-            continue
-        bound.append((pod.node_name, pod, pod.meta.labels))
-    shared = _kai_shared_gpus(bound, rooms)
-    for node_name, count in (claimed or {}).items():
-        room = rooms.get(node_name)
-        if room is None:
-            continue
-        taken = {i for (n, _), i in shared.items() if n == node_name}
-        for i in [i for i in range(len(room)) if i not in taken][:count]:
-            room[i] = Fraction(0)
-    # GPUs are numbered here, not as the device plugin does: the shared ones first, then the others.
-    sharing: dict[str, list[tuple[Fraction, int]]] = {}
-    for node_name, pod, labels in bound:
-        room = rooms[node_name]
-        if labels.get(KAI_RESERVATION_APP_LABEL) == KAI_RESERVATION_APP and (node_name, labels.get(KAI_GPU_GROUP_LABEL)) in shared:
-            continue  # its GPU is the shared one its group's pods fill
-        whole = sum(pod_gpu_requests(pod).values())
-        taken = {i for (n, _), i in shared.items() if n == node_name}
-        for _ in range(whole):
-            free = next((i for i, r in enumerate(room) if r == 1 and i not in taken), None)
-            if free is None:
-                break
-            room[free] = Fraction(0)
-        share = landed_share(pod.meta.annotations, memory.get(node_name))
-        if share is None:
-            continue
-        on = [shared[(node_name, g)] for g in _gpu_groups_of(labels) if (node_name, g) in shared]
-        if on:
-            for i in on:
-                room[i] = max(Fraction(0), room[i] - share[0])
-        else:
-            sharing.setdefault(node_name, []).append(share)
-    for node_name, shares in sharing.items():
-        _pack_shares(rooms[node_name], shares)
-    return rooms
-
-
-def _kai_shared_gpus(bound: Sequence[tuple[str, Pod, Mapping[str, Any]]],
-                     rooms: Mapping[str, list[Fraction]]) -> dict[tuple[str, str], int]:
-    """(node, KAI GPU group) -> the index of the GPU its reservation pod marks as shared: one GPU per group."""
-    shared: dict[tuple[str, str], int] = {}
-    for node_name, _pod, labels in bound:
-        group = labels.get(KAI_GPU_GROUP_LABEL)
-        if labels.get(KAI_RESERVATION_APP_LABEL) != KAI_RESERVATION_APP or not isinstance(group, str) or not group:
-            continue
-        index = len([k for k in shared if k[0] == node_name])
-        if index < len(rooms[node_name]) and (node_name, group) not in shared:
-            shared[(node_name, group)] = index
-    return shared
-
-
-def _pack_shares(room: list[Fraction], shares: list[tuple[Fraction, int]]) -> None:
-    """Lower `room` by GPU-sharing pods whose GPU group is not recorded yet: first fit, largest first, best fit."""
-    for fraction, devices in sorted(shares, key=lambda s: (-s[0] * s[1], -s[1])):
-        chosen = sorted((i for i, r in enumerate(room) if r >= fraction), key=lambda i: (room[i], i))[:devices]
-        for i in chosen:
-            room[i] -= fraction
-        # Not placeable as packed here (it landed, so the scheduler packed it otherwise): take the emptiest.
-        for i in sorted(range(len(room)), key=lambda i: -room[i])[: devices - len(chosen)]:
-            room[i] = max(Fraction(0), room[i] - fraction)
-
-
-def _with_room(room: list[Fraction]) -> list[int]:
-    """The GPUs of a node that have room left."""
-    return [i for i, r in enumerate(room) if r > 0]
-
-
-def _credit(room: list[Fraction], gpus: int) -> list[int]:
-    """The placeholder's share of its node: up to `gpus` GPUs with room, the emptiest first."""
-    return sorted(_with_room(room), key=lambda i: (-room[i], i))[: max(gpus, 0)]
-
-
-def _fill_at(pieces: Sequence[DemandPiece], room: list[Fraction], indices: list[int], resources_left: Optional[dict[str, int]] = None,
-             kinds_left: Optional[dict[str, int]] = None, gpu_memory: Optional[int] = None) -> set[str]:
-    """`_fill` into the GPUs `indices` of `room`, lowering `room` (and `resources_left`, `kinds_left`) in place."""
-    part = [room[i] for i in indices]
-    fitting = _fill(pieces, part, resources_left, kinds_left, gpu_memory)
-    for i, left in zip(indices, part):
-        room[i] = left
-    return fitting
-
-
-def _fill(pieces: Sequence[DemandPiece], free: list[Fraction], resources_left: Optional[dict[str, int]] = None,
-          kinds_left: Optional[dict[str, int]] = None, gpu_memory: Optional[int] = None) -> set[str]:
-    """Place what fits into `free` (room per GPU, lowered in place) and `resources_left` (the node's CPU, memory,
-    ...; None: not limited): first fit, largest first. A pod whose GPU share fits but whose CPU or memory does
-    not is not held: the node it waits for could never take it; nor is a pod whose kind the node already holds
-    as many of as it may (`kinds_left`, by group: host_spread.py). A gpu-memory pod's share is of this node's own
-    GPUs (`gpu_memory`, KAI's reading; `DemandPiece.share_on`): none where they are too small for it."""
-    fitting: set[str] = set()
-    shares = [(share, piece) for piece in pieces if (share := piece.share_on(gpu_memory)) is not None]
-    for share, piece in sorted(shares, key=lambda s: (-s[0] * s[1].devices, s[1].pod)):
-        chosen = [i for i, room in enumerate(free) if room >= share][: piece.devices]
-        if len(chosen) < piece.devices:
-            continue
-        kind = piece.group.base_id if kinds_left is not None and piece.group.host_spread_json else None
-        if kind is not None and kinds_left.get(kind, 0) < 1:  # type: ignore[union-attr]
-            continue
-        if resources_left is not None:
-            if any(resources_left.get(name, 0) < amount for name, amount in piece.resources):
-                continue
-            for name, amount in piece.resources:
-                resources_left[name] -= amount
-        if kind is not None:
-            kinds_left[kind] -= 1  # type: ignore[index]
-        for i in chosen:
-            free[i] -= share
-        fitting.add(piece.pod)
-    return fitting
-
-
-def _node_resources_left(nodes: Optional[Iterable[Node]], pods: Sequence[Pod]) -> dict[str, dict[str, int]]:
-    """Per node: its allocatable CPU, memory, ... (thousandths) less what the pods bound there and not finished request."""
-    left: dict[str, dict[str, int]] = {}
-    for node in nodes or ():
-        if node.name:
-            left[node.name] = dict(node_allocatable_resources(node))
-    for pod in pods:
-        mine = left.get(pod.node_name)
-        if mine is None or pod.finished:
-            continue
-        for name, amount in pod_resource_requests(pod.spec):
-            mine[name] = mine.get(name, 0) - amount
-    return left
-
+from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem
 
 def _capped(settings: AdjusterSettings, already: int) -> AdjusterSettings:
     if settings.max_total_gpus is None or not already:
@@ -463,8 +211,8 @@ class _Rooms:
 def _read_rooms(state: _Pass) -> _Rooms:
     """Every node's room as the pods bound there leave it, in GPUs and in its other resources, and the MiB of its GPUs
     as KAI reads them, of which a waiting gpu-memory pod's share is taken there."""
-    return _Rooms(_node_rooms(state.nodes, state.pods, _claimed_gpus(state.snapshot.devices)), _node_resources_left(state.nodes, state.pods),
-                  _node_gpus(state.nodes)[1])
+    return _Rooms(node_rooms(state.nodes, state.pods, _claimed_gpus(state.snapshot.devices)), node_resources_left(state.nodes, state.pods),
+                  node_gpus(state.nodes)[1])
 
 
 def _claimed_gpus(devices: DeviceSources) -> dict[str, int]:
@@ -510,11 +258,11 @@ def _credit_provided(state: _Pass, provided: list[ExistingPlaceholder]) -> _Room
         node_room = rooms.gpus.get(ph.node) if ph.node else None
         if node_room is None:  # where the capacity is, is not known (a ProvisioningRequest): its whole GPUs
             node_room = [Fraction(1)] * max(ph.gpus, 0)
-        share = _credit(node_room, ph.gpus)
+        share = credit(node_room, ph.gpus)
         own = [by_key[k] for k in sorted(still_waiting) if k in by_key]
         node_resources = rooms.resources.get(ph.node) if ph.node else None
         pieces = state.demand(own) if own and share else ()
-        held = (_fill_at(pieces, node_room, share, node_resources, rooms.kinds_on(ph.node, pieces, state.pods), rooms.memory.get(ph.node or ""))
+        held = (fill_at(pieces, node_room, share, node_resources, rooms.kinds_on(ph.node, pieces, state.pods), rooms.memory.get(ph.node or ""))
                 if pieces else set())
         if not held and ph.node is not None:
             reason = DELETE_DOUBLE_COUNTED if ph.node in credited_nodes else DELETE_CAPACITY_TAKEN
@@ -553,17 +301,17 @@ def _fill_provided_slack(state: _Pass, rooms: _Rooms) -> None:
 
     def fill(group: str, node_room: list[Fraction], where: list[int], node: Optional[str]) -> set[str]:
         # Pods of its constraints whatever their GPU memory: the node is there, and each holds only what its own
-        # GPUs fit (`_fill`, `DemandPiece.share_on`).
+        # GPUs fit (`fill`, `DemandPiece.share_on`).
         base = base_group_id(group)
         wanted = [piece for piece in pieces if piece.group.base_id == base and piece.pod not in state.covered]
-        return _fill_at(wanted, node_room, where, rooms.resources.get(node) if node else None, rooms.kinds_on(node, wanted, state.pods),
+        return fill_at(wanted, node_room, where, rooms.resources.get(node) if node else None, rooms.kinds_on(node, wanted, state.pods),
                         rooms.memory.get(node) if node else None)
 
     for ph, node_room, share in rooms.slack:
-        state.covered |= fill(ph.group, node_room, _with_room(node_room) if ph.node else share, ph.node)
+        state.covered |= fill(ph.group, node_room, with_room(node_room) if ph.node else share, ph.node)
     for ph in rooms.landed:
         assert ph.node is not None  # only placeholders on a known node are kept for their room
-        held = fill(ph.group, rooms.gpus[ph.node], _with_room(rooms.gpus[ph.node]), ph.node)
+        held = fill(ph.group, rooms.gpus[ph.node], with_room(rooms.gpus[ph.node]), ph.node)
         if held:
             state.keep.append(ph.name)
             state.provided_gpus += ph.gpus
@@ -616,7 +364,7 @@ def _fill_new_nodes(state: _Pass, rooms: _Rooms) -> None:
                 admitted[piece.group] = piece.group.admits_node(node)
         wanted = [piece for piece in pieces if piece.pod not in state.covered and admitted[piece.group]]
         if wanted:
-            state.covered |= _fill_at(wanted, room, _with_room(room), rooms.resources.get(node.name), rooms.kinds_on(node.name, wanted, state.pods),
+            state.covered |= fill_at(wanted, room, with_room(room), rooms.resources.get(node.name), rooms.kinds_on(node.name, wanted, state.pods),
                                       rooms.memory.get(node.name))
 
 
@@ -724,56 +472,6 @@ def _grown(group: ConstraintGroup, placed: list[DemandPiece], gpus: int) -> Plac
     return Placeholder(gpus=gpus, resource_key=group.resource_key, pods=tuple(sorted(p.pod for p in placed)),
                        resources=summed_resources(p.resources for p in placed), node_selector=group.node_selector,
                        affinity=group.affinity, tolerations=tuple(group.tolerations), group=group.id)
-
-
-@dataclass(frozen=True)
-class BatchWindow:
-    """New placeholders wait while a burst is still arriving: while a GPU-sharing pod of the scheduler has not been
-    looked at yet (no PodScheduled condition: KAI marks a burst's pods over several of its 1 s sessions, and its pod
-    grouper first gives each a PodGroup), and until none has been created for `idle_seconds`; never longer than
-    until a pod they are for has waited `max_seconds`. Karpenter batches pending pods the same way
-    (BATCH_IDLE_DURATION 1 s, BATCH_MAX_DURATION 10 s, pkg/controllers/provisioning/batcher.go); placeholders made
-    for the first pods of a burst bring a node sized for those, and the rest grow it or need another."""
-
-    idle_seconds: float
-    max_seconds: float
-
-
-def _still_arriving(batch: BatchWindow, plan: AdjusterPlan, create: Sequence[PlannedPlaceholder], existing: Sequence[ExistingPlaceholder],
-                    pods: Sequence[Pod], waiting: set[str], settings: AdjusterSettings, now: datetime) -> Optional[str]:
-    """Why the new placeholders wait this pass (a burst still arriving), or None. Times are from the pods' own
-    timestamps (whole seconds), so a pass decides as `adjuster plan` would at that moment."""
-    waits = {piece.pod: piece.waiting_seconds for piece in plan.pieces}
-    asked = {pod for ph in existing for pod in ph.pods}
-    new = [waits.get(pod) for planned in create for pod in planned.placeholder.pods if pod not in asked]
-    known = [w for w in new if w is not None]
-    if not new or len(known) < len(new) or max(known) >= batch.max_seconds:
-        return None
-    unseen, youngest = _arrivals(pods, waiting, settings, now, batch.max_seconds)
-    if unseen:
-        return (f"a burst is still arriving ({unseen} GPU-sharing pods not looked at by {settings.scheduler_name} yet): new "
-                f"placeholders wait for them, at most {batch.max_seconds:g} s")
-    if youngest is not None and youngest < batch.idle_seconds:
-        return (f"a burst is still arriving (a GPU-sharing pod was created {max(youngest, 0):.1f} s ago): new placeholders wait "
-                f"until none has been for {batch.idle_seconds:g} s, at most {batch.max_seconds:g} s")
-    return None
-
-
-def _arrivals(pods: Sequence[Pod], waiting: set[str], settings: AdjusterSettings, now: datetime, within: float) -> tuple[int, Optional[float]]:
-    """Of the scheduler's `waiting` GPU-sharing pods (`waiting_pod_keys`) created less than `within` seconds ago: how
-    many it has not looked at yet (no PodScheduled condition), and the age of the youngest."""
-    unseen, youngest = 0, None
-    for pod in pods:
-        if pod.key not in waiting or pod.scheduler_name != settings.scheduler_name or not asks_for_share(pod.meta.annotations):
-            continue
-        created = pod.meta.created_at
-        age = (now - created).total_seconds() if created is not None else None
-        if age is None or age >= within:
-            continue
-        youngest = age if youngest is None else min(youngest, age)
-        if pod.condition("PodScheduled") is None:
-            unseen += 1
-    return unseen, youngest
 
 
 def _landed_nodes(existing: Sequence[ExistingPlaceholder], nodes: Optional[Iterable[Node]]) -> dict[str, set[str]]:
@@ -917,7 +615,7 @@ def reconcile_in(
     notes = []
     if held_back and create:
         create = _hold_back(state, create, on_pending, held_back, notes)
-    arriving = _still_arriving(batch, plan, create, existing, pods, state.waiting, settings, now) if create and batch is not None else None
+    arriving = still_arriving(batch, plan, create, existing, pods, state.waiting, settings, now) if create and batch is not None else None
     if arriving is not None:  # nothing made this pass: the placeholders it would have grown stay as they are
         notes.append(arriving)
         create = []

@@ -27,17 +27,9 @@ from raybridge.autoscalers.provisioning_request import (
 )
 from raybridge.core.kubeobjects import parse_rfc3339
 from raybridge.core.inventory import format_milli, pod_resource_requests
-from raybridge.adjuster.decision.reconcile import (
-    FINISHED,
-    PENDING,
-    PROVIDED,
-    TERMINATING,
-    BatchWindow,
-    ExistingPlaceholder,
-    PlannedPlaceholder,
-    Reconcile,
-    reconcile_in,
-)
+from raybridge.adjuster.decision.batch_window import BatchWindow
+from raybridge.adjuster.decision.placeholders import FINISHED, PENDING, PROVIDED, TERMINATING, ExistingPlaceholder, PlannedPlaceholder, Reconcile
+from raybridge.adjuster.decision.reconcile import reconcile_in
 from raybridge.adjuster.decision.demand import ClusterSnapshot
 from raybridge.core.views import Meta, Node, Pod, read_meta
 
