@@ -12,7 +12,8 @@ from fractions import Fraction
 
 import pytest
 
-from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem, greedy_leftovers
+from raybridge.adjuster.decision.best_fit import BestFitScheduler, greedy_leftovers
+from raybridge.adjuster.decision.packing import PackItem
 
 
 def items(*specs):

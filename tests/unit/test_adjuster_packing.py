@@ -9,7 +9,8 @@ from fractions import Fraction
 
 import pytest
 
-from raybridge.adjuster.decision.packing import PackedNode, PackItem, fewest_nodes, greedy_leftovers, lower_bound, pack
+from raybridge.adjuster.decision.best_fit import greedy_leftovers
+from raybridge.adjuster.decision.packing import PackedNode, PackItem, fewest_nodes, lower_bound, pack
 
 
 def items(*specs):

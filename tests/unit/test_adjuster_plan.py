@@ -205,7 +205,8 @@ def _placed_as_planned(result, pods):
     """Each counted pod in exactly one placeholder, and the scheduler, placing them oldest first, best fit,
     onto the placeholders' GPUs, puts each pod in its own placeholder and leaves no GPU empty."""
     from raybridge.adjuster.decision.plan import scheduling_order
-    from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem
+    from raybridge.adjuster.decision.best_fit import BestFitScheduler
+    from raybridge.adjuster.decision.packing import PackItem
 
     listed = [q for p in result.placeholders for q in p.pods]
     assert sorted(listed) == sorted(piece.pod for piece in result.pieces), "each counted pod in exactly one placeholder"

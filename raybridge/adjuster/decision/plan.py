@@ -36,7 +36,8 @@ from raybridge.adjuster.decision.demand import (
     demand_in,
 )
 from raybridge.adjuster.decision.host_spread import HostSpread
-from raybridge.adjuster.decision.packing import BestFitScheduler, PackedNode, PackItem, Resources, fewest_nodes, pack
+from raybridge.adjuster.decision.best_fit import BestFitScheduler
+from raybridge.adjuster.decision.packing import PackedNode, PackItem, Resources, fewest_nodes, pack
 from raybridge.core.inventory import format_milli, inventory_from_nodes, named_nodes
 from raybridge.core.node_index import NodeIndex, bits_of, positions_of
 from raybridge.core.pod_identity import first_listings

@@ -113,7 +113,8 @@ from raybridge.adjuster.decision.demand import ClusterSnapshot, ConstraintGroup,
 from raybridge.adjuster.decision.host_spread import HOSTNAME_KEY
 from raybridge.core.inventory import DeviceSources, named_nodes
 from raybridge.core.views import Node, Pod
-from raybridge.adjuster.decision.packing import BestFitScheduler, PackItem
+from raybridge.adjuster.decision.best_fit import BestFitScheduler
+from raybridge.adjuster.decision.packing import PackItem
 
 def _capped(settings: AdjusterSettings, already: int) -> AdjusterSettings:
     if settings.max_total_gpus is None or not already:
