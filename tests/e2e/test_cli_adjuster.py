@@ -166,6 +166,7 @@ def test_adjuster_plan_imports_neither_ray_nor_kubernetes():
     assert out.stdout.strip() == "0 []", out.stdout + out.stderr
 
 
+@pytest.mark.slow  # a simulated API server and a controller pass per mode: about 10 s each
 @pytest.mark.parametrize("mode", ["placeholder", "provisioning-request"])
 def test_plan_manifests_are_what_run_creates_and_a_server_accepts_them(mode):
     """`--manifests`: the objects of `adjuster run`'s first pass, applied as they are to an API server."""

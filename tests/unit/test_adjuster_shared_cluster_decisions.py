@@ -43,7 +43,11 @@ def first_difference(expected: Any, got: Any, where: str = "") -> Optional[str]:
     return None if expected == got else f"{where or '.'}: expected {expected!r:.300}, got {got!r:.300}"
 
 
-@pytest.mark.parametrize("table", tables.TABLES, ids=[t[0] for t in tables.TABLES])
+#: The full-size table (10,000 pods) costs about 20 s of CPU: the whole suite runs it, the fast tier the others.
+CASES = [pytest.param(t, id=t[0], marks=[pytest.mark.slow] if t[2] >= 10_000 else []) for t in tables.TABLES]
+
+
+@pytest.mark.parametrize("table", CASES)
 def test_decisions_are_those_recorded_before_the_speed_up(table: tuple[str, int, int, int, int]) -> None:
     name, *shape = table
     got = tables.decisions(name, *shape)
