@@ -100,7 +100,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
     from raybridge.jobs.lifecycle import stop_job
 
     result = stop_job(_kube(args), args.name, dashboard_address=args.dashboard_address, progress=progress)
-    progress(f"{'stopped' if result['stopped'] else 'already ended:'} Ray job {result['jobId']} of RayJob {args.name}")
+    ended = f" ({result['jobStatus']})" if result.get("jobStatus") else ""
+    progress(f"{'stopped' if result['stopped'] else 'already ended:'} Ray job {result['jobId']} of RayJob {args.name}{ended}")
     return EXIT_OK
 
 

@@ -24,7 +24,7 @@ from raybridge.jobapi.client import RayJobs
 from raybridge.kube.client import Kube
 from raybridge.kube.kueue import find_workload, get_cluster_queue, get_local_queue, pending_position
 from raybridge.kube.rayapi import RayObjects
-from raybridge.kuberay.rayjob import ray_state
+from raybridge.kuberay.rayjob import RayState, ray_state
 from raybridge.jobs.dashboard import auth_headers, connect_dashboard
 from raybridge.jobs.kubernetes import wait_released
 
@@ -73,6 +73,17 @@ def _explanation(obj: dict[str, Any], workload: Optional[Workload], position: An
     return explanation.summary() if explanation.state == "pending" else explanation.lines()
 
 
+def _not_started(name: str, state: RayState) -> str:
+    """Why a RayJob that has not ended has no Ray cluster: queued (never admitted, or evicted and not yet admitted
+    again) or not yet started by KubeRay; said so, with how to take it out of the queue."""
+    where = "is queued" if state.suspended else "has no Ray cluster yet"
+    return (
+        f"RayJob {name} {where} (state: {state.shown('new')}): its Ray job {state.submitted_id} is not running, so there "
+        f"is nothing to reach yet; `raybridge status {name}` says where it stands, `raybridge delete {name}` takes it out "
+        "of the queue"
+    )
+
+
 class _JobApiSession:
     """The Ray Job API of a RayJob's cluster, and the port-forward (if any) to close afterwards."""
 
@@ -86,6 +97,8 @@ class _JobApiSession:
                 f"`raybridge delete {name}` removes it and frees its place in the queue"
             )
         cluster = state.cluster
+        if not cluster and not dashboard_address and not state.ended:
+            raise BadInput(_not_started(name, state))
         if not cluster and not dashboard_address:
             raise InfraError(f"RayJob {name} has no Ray cluster any more (it ended: {state.shown('unknown')}); its logs went with it")
         address, self.forward = connect_dashboard(kube, kube.namespace, cluster, state.dashboard or None, dashboard_address, progress)
@@ -129,6 +142,10 @@ def stop_job(
 ) -> dict[str, Any]:
     """Stop the Ray job; the objects stay until `delete`."""
     _, obj = find_job(kube, name)
+    state = ray_state(obj)
+    if state.ended and not state.cluster and not dashboard_address:
+        # KubeRay deleted the finished job's cluster: nothing runs to stop, and its status says how it ended.
+        return {"name": name, "namespace": kube.namespace, "jobId": state.submitted_id, "stopped": False, "jobStatus": state.job_status or None}
     with _JobApiSession(kube, obj, dashboard_address, progress) as session:
         stopped = session.jobs.stop(session.job_id)
     return {"name": name, "namespace": kube.namespace, "jobId": session.job_id, "stopped": stopped}

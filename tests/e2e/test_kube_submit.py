@@ -152,6 +152,26 @@ def test_status_explains_a_pending_job_and_ctrl_c_cleans_up(cluster, queue):
     assert leftovers(server, namespace) == {}
 
 
+def test_stop_of_a_queued_job_says_it_has_not_started_and_how_to_take_it_out(cluster, queue):
+    """A queued RayJob (suspended by Kueue, its job id set as raybridge sets it) has no Ray cluster: `stop` says it is
+    queued and how to remove it (exit 2), not that its cluster ended and took its logs (exit 3)."""
+    server = cluster[0]
+    namespace, lq, _ = queue
+    server.create_object(rayjob_manifest("holder", namespace=namespace, queue=lq, workers=1, gpus_per_worker=8))
+    server.create_object(rayjob_manifest("queued", namespace=namespace, queue=lq, workers=1, gpus_per_worker=8, jobId="queued-1234"))
+    wait_for(lambda: (server.get_object(RAY, "RayJob", "queued", namespace) or {}).get("status", {}).get("jobDeploymentStatus") == "Suspended", timeout=60)
+    stopped = kube_cli(cluster, "stop", "queued", "-n", namespace)
+    assert stopped.returncode == 2, stopped.stderr
+    assert (
+        "error: RayJob queued is queued (state: Suspended): its Ray job queued-1234 is not running, so there is nothing to reach "
+        "yet; `raybridge status queued` says where it stands, `raybridge delete queued` takes it out of the queue"
+    ) in stopped.stderr, stopped.stderr
+    assert "logs went with it" not in stopped.stderr
+    for name in ("queued", "holder"):
+        assert kube_cli(cluster, "delete", name, "-n", namespace).returncode == 0
+    assert leftovers(server, namespace) == {}
+
+
 def test_dashboard_through_port_forward(cluster, queue):
     """KubeRay's dashboardURL is the in-cluster service name (unreachable from here): raybridge port-forwards
     to the head pod through the API server, and kwok's kubelet sends the stream to the Ray head."""

@@ -519,7 +519,8 @@ def progress_line(ray_object: dict[str, Any], workload: WorkloadLike, position: 
         return f"admitted{f' by {queue}' if queue else ''}; waiting for KubeRay to start the Ray cluster"
     if deployment in ("Initializing", "Running", "Waiting") or (ray.kind == "RayCluster" and ray.deployment == "ready"):
         workers = f", workers ready {ray.workers_ready}/{ray.workers_desired}" if ray.workers_desired else ""
-        return f"admitted{f' by {queue}' if queue else ''}; Ray cluster {deployment.lower()}{workers}"
+        admitted = f"admitted{f' by {queue}' if queue else ''}; " if state == "admitted" else ""  # no Kueue: nothing admits
+        return f"{admitted}Ray cluster {deployment.lower()}{workers}"
     queued = bool(read_meta(ray_object).label(KUEUE_QUEUE_LABEL))
     if state == "none" and queued and deployment in ("Suspended", "New", ""):
         return "waiting for Kueue to pick the job up (no Workload yet)"
