@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable, Optional
 
-from raybridge.cli.args import Parser, add_cluster_args, add_output_arg, described
+from raybridge.cli.args import Parser, add_cluster_args, add_output_arg, described, seconds
 from raybridge.cli.process import end_process_without_finalizing
 from raybridge.core.consts import (
     ADJUSTER_DEFAULT_GRACE_SECONDS,
@@ -49,12 +49,19 @@ def register(sub: Any) -> None:
         help="print the placeholder GPUs the adjuster would ask for, from pod and node files",
         description="Print the placeholders the node-scale-adjuster would ask for: exact bin packing by default, or KAI's own rule (--policy kai).",
     )
-    g = p.add_argument_group("input")
-    g.add_argument("--pods", metavar="FILE", required=True, help="`kubectl get pods -A -o json` output (JSON or YAML), with the "
-                   "ResourceClaims the pods name where their GPUs come through claims")
+    g = p.add_argument_group("input (files, `-` for standard input, or the cluster)")
+    source = g.add_mutually_exclusive_group(required=True)
+    source.add_argument("--pods", metavar="FILE", help="`kubectl get pods -A -o json` output (JSON or YAML), with the "
+                        "ResourceClaims the pods name where their GPUs come through claims")
+    source.add_argument("--from-cluster", action="store_true",
+                        help="read the pods, nodes, KAI PodGroups and DRA objects of the current context's cluster (--kubeconfig, --context)")
     g.add_argument("--nodes", metavar="FILE", help="`kubectl get nodes -o json` output: GPU memory, vendor and GPUs per node; with "
                    "the ResourceSlices and DeviceClasses where nodes publish GPUs as DRA devices")
     g.add_argument("--podgroups", metavar="FILE", help="`kubectl get podgroups -A -o json` output: KAI's quota verdicts")
+    c = p.add_argument_group("cluster (with --from-cluster)")
+    c.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    c.add_argument("--context", help="kubeconfig context (default: the kubeconfig's current context)")
+    c.add_argument("--request-timeout", type=seconds, default=None, metavar="SECONDS", help="bound on each Kubernetes API call (default: 30)")
     g.add_argument("--now", metavar="TIME", help="RFC 3339 time to judge the grace period against (default: now)")
     add_settings_args(p)
     add_output_arg(p, None, shown_default="table; yaml with --manifests")
@@ -199,13 +206,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     now = _now(args.now)
-    pod_file = load_objects_of_kinds(args.pods, "Pod", POD_FILE_KINDS)
-    node_file = load_objects_of_kinds(args.nodes, "Node", NODE_FILE_KINDS) if args.nodes else None
-    pods, nodes = pod_file["Pod"], (node_file["Node"] if node_file is not None else None)
-    # The nodes' GPUs published as DRA devices, the classes that claim them, and the claims pods name.
-    dra = {"slices": node_file[SLICE_KIND] if node_file else (), "classes": node_file[DEVICE_CLASS_KIND] if node_file else (),
-           "claims": pod_file[CLAIM_KIND]}
-    pod_groups = load_objects(args.podgroups, "PodGroup") if args.podgroups else ()
+    if args.from_cluster:
+        pods, nodes, pod_groups, dra = _from_cluster(args)
+    else:
+        _no_cluster_flags(args)
+        pod_file = load_objects_of_kinds(args.pods, "Pod", POD_FILE_KINDS)
+        node_file = load_objects_of_kinds(args.nodes, "Node", NODE_FILE_KINDS) if args.nodes else None
+        pods, nodes = pod_file["Pod"], (node_file["Node"] if node_file is not None else None)
+        # The nodes' GPUs published as DRA devices, the classes that claim them, and the claims pods name.
+        dra = {"slices": node_file[SLICE_KIND] if node_file else (), "classes": node_file[DEVICE_CLASS_KIND] if node_file else (),
+               "claims": pod_file[CLAIM_KIND]}
+        pod_groups = load_objects(args.podgroups, "PodGroup") if args.podgroups else ()
     if args.manifests:
         return _print_manifests(args, settings, pods, nodes, pod_groups, now, dra)
     args.output = args.output or "table"
@@ -219,6 +230,40 @@ def cmd_plan(args: argparse.Namespace) -> int:
     for text in plan.notes:
         note(text)
     return EXIT_OK
+
+
+def _from_cluster(args: argparse.Namespace) -> tuple[list[Any], list[Any], list[Any], dict[str, Any]]:
+    """The pods, nodes, PodGroups and DRA objects (ResourceSlices, DeviceClasses, ResourceClaims) of the flags' cluster,
+    read as `adjuster run` reads them (every namespace)."""
+    from raybridge.errors import BadInput, InfraError
+    from raybridge.kube.kai import list_pod_groups
+    from raybridge.kube.objects import list_nodes, list_pods_all_namespaces
+    from raybridge.kube.target import ClusterTarget
+    from raybridge.kube.config import DEFAULT_REQUEST_TIMEOUT
+    from raybridge.cli.render import warn
+    from raybridge.kube.dra import list_dra_objects
+
+    given = [flag for flag, value in (("--nodes", args.nodes), ("--podgroups", args.podgroups)) if value]
+    if given:
+        raise BadInput(f"--from-cluster reads the nodes and PodGroups too: leave out {' and '.join(given)}")
+    kube = ClusterTarget(args.kubeconfig, args.context, None, args.request_timeout or DEFAULT_REQUEST_TIMEOUT).connect()
+    pods = list_pods_all_namespaces(kube)
+    if pods is None:
+        raise InfraError("listing pods in every namespace: permission denied; the adjuster's plan needs every pending pod (or give --pods FILE)")
+    found = list_dra_objects(kube)
+    for note in found.notes:
+        warn(note)
+    dra = {"slices": found.slices, "classes": found.classes, "claims": found.claims or []}
+    return pods, list_nodes(kube), list_pod_groups(kube), dra
+
+
+def _no_cluster_flags(args: argparse.Namespace) -> None:
+    """Files talk to no cluster: the cluster flags are refused rather than ignored."""
+    from raybridge.errors import BadInput
+
+    given = [flag for flag, value in (("--kubeconfig", args.kubeconfig), ("--context", args.context), ("--request-timeout", args.request_timeout)) if value]
+    if given:
+        raise BadInput(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for --from-cluster; --pods reads a file")
 
 
 def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: Any, pod_groups: Any, now: Any, dra: Any) -> int:

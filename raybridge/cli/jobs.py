@@ -467,7 +467,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
                     progress(f"note: {note}")
                 return EXIT_OK
         progress(f"streaming logs of {handle.submission_id} (Ctrl-C stops the job and cleans up)")
-        output = JobOutput(lambda text: (log_stream.write(text), log_stream.flush()), plain=not log_stream.isatty())
+        output = JobOutput(lambda text: (log_stream.write(text), log_stream.flush()), plain=not log_stream.isatty(), entrypoint=handle.entrypoint)
         try:
             status = handle.stream_logs(output, raw=True)  # JobOutput filters as -v says
         finally:

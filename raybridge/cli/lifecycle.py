@@ -89,6 +89,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     try:
         job_logs(
             _kube(args), args.name, output, follow=args.follow, dashboard_address=args.dashboard_address, progress=progress,
+            entrypoint_seen=output.expect_entrypoint,
         )  # fmt: skip
     finally:
         output.close()

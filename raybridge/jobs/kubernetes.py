@@ -531,6 +531,7 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
         keep=options.keep,
         recover=run.recover,
         handover=submitted.handover,
+        entrypoint=spec.entrypoint or "",
     )
 
 

@@ -126,9 +126,12 @@ def job_logs(
     follow: bool = False,
     dashboard_address: Optional[str] = None,
     progress: Callable[[str], None] = lambda _: None,
+    entrypoint_seen: Callable[[str], None] = lambda _: None,
 ) -> str:
-    """Write the Ray job's logs (until it ends with `follow`); returns the job id."""
+    """Write the Ray job's logs (until it ends with `follow`); returns the job id. `entrypoint_seen` is told the
+    RayJob's entrypoint first (Ray echoes it into the log, `noise.JobOutput` leaves the echo out)."""
     _, obj = find_job(kube, name)
+    entrypoint_seen(str((obj.get("spec") or {}).get("entrypoint") or ""))
     with _JobApiSession(kube, obj, dashboard_address, progress) as session:
         if follow:
             session.jobs.stream_logs(session.job_id, write)

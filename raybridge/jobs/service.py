@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from raybridge.errors import BadInput
 from raybridge.jobs.handle import JobHandle
@@ -34,9 +34,12 @@ class SubmitRequest:
     uploads: tuple[tuple[str, str, UploadPlan], ...]
 
 
-def prepare_submit(spec: SpecLike, options: Optional[SubmitOptions] = None, **kwargs: Any) -> SubmitRequest:
-    """Check the spec, find what it uploads and choose the backend: everything refused here leaves nothing behind."""
-    spec = as_spec(spec)
+def prepare_submit(
+    spec: SpecLike, options: Optional[SubmitOptions] = None, *, overrides: Optional[Mapping[str, Any]] = None, **kwargs: Any
+) -> SubmitRequest:
+    """Check the spec, find what it uploads and choose the backend: everything refused here leaves nothing behind.
+    `overrides`: spec fields that win over the spec's own (`as_spec`)."""
+    spec = as_spec(spec, overrides)
     options = options or submit_options(**kwargs)
     if spec.resolved_kind not in ("RayJob", "RayCluster") or not spec.ray:
         raise BadInput(f"submit runs Ray jobs; for a plain {spec.resolved_kind} use `raybridge render ... | kubectl apply -f -`")
@@ -59,13 +62,14 @@ def launch(request: SubmitRequest) -> JobHandle:
     return submit_kubernetes(request.spec, options)
 
 
-def submit(spec: SpecLike, options: Optional[SubmitOptions] = None, **kwargs: Any) -> JobHandle:
+def submit(spec: SpecLike, options: Optional[SubmitOptions] = None, *, overrides: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> JobHandle:
     """Size, launch and submit; returns once the Ray job is submitted.
 
     `spec`: a JobSpec, a spec file's path, or a mapping of the spec's fields (`{"entrypoint": "python x.py",
-    "gpus": 1}`); `kwargs` are SubmitOptions' fields (`backend="local"`, `timeout=600`, ...).
+    "gpus": 1}`); `overrides`: spec fields that win over the spec's own, as the CLI's flags win over a spec file
+    (`overrides={"queue": "team-b"}`); `kwargs` are SubmitOptions' fields (`backend="local"`, `timeout=600`, ...).
     """
-    return launch(prepare_submit(spec, options, **kwargs))
+    return launch(prepare_submit(spec, options, overrides=overrides, **kwargs))
 
 
 def _say(progress: Any, lines: list[str]) -> None:

@@ -311,3 +311,14 @@ def test_a_run_leaves_nothing_in_tmpdir_and_a_long_tmpdir_still_runs():
     assert out.returncode == 0, out.stderr
     assert "long tmpdir" in out.stdout
     assert os.listdir(long) == []
+
+
+def test_a_multi_line_entrypoint_is_not_echoed_into_the_jobs_output(ray_head, tmp_path):
+    """Ray's job supervisor echoes the entrypoint before the driver's output ("Running entrypoint for job X: ...",
+    job_supervisor.py): an entrypoint of several lines (a spec's `entrypoint: |` block) echoed its later lines into
+    the job's output."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: lines\nentrypoint: |\n  python -c 'print(\"first\")'\n  python -c 'print(\"second\")'\n")
+    out = run_cli("submit", str(spec), "--address", ray_head.dashboard_url)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["first", "second"], out.stdout
