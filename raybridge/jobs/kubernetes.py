@@ -48,7 +48,7 @@ from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL
 from raybridge.core.deadline import Deadline
 from raybridge.jobs.decision.images import unpinned_image_warning
 from raybridge.core.dra import CLAIM_TEMPLATE_KIND
-from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS, claim_template_name, image_for, workload_of
+from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS, INTERACTIVE_MODE, claim_template_name, image_for, workload_of
 from raybridge.jobs.decision.planning import plan_job, render_job
 from raybridge.jobs.decision.orphan_guard import (
     Renewal, eviction_bound_note, handover_notes, handover_patch, kueue_limits_run, protections_of, unknown_fields,
@@ -93,7 +93,9 @@ __all__ = ["Waiter", "connect_dashboard", "create_cluster", "delete_and_wait", "
 
 
 @dataclass
-class _Prepared:
+class Prepared:
+    """A job sized and rendered for the cluster, not yet created: its client, where, what, and its submission id."""
+
     kube: Kube
     namespace: str
     name: str
@@ -103,8 +105,10 @@ class _Prepared:
     submission_id: str
 
 
-def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
-    # --timeout bounds the whole command up to the job's submission: every API call meanwhile gets the time left.
+def prepare(spec: JobSpec, options: SubmitOptions, submission_mode: str = INTERACTIVE_MODE) -> Prepared:
+    """Size against the cluster and render; in K8sJobMode (`jobs/queued.py`) without the local working dir, which
+    travels another way. --timeout bounds the whole command up to the job's submission: every API call meanwhile
+    gets the time left."""
     kube = replace(options.cluster, namespace=spec.namespace or options.namespace).connect(Deadline.after(options.timeout, time.monotonic))
     inventory = discover_inventory(nodes_file=options.nodes_file, pods_file=options.pods_file, tolerations=spec.tolerations, kube=kube)
     decision = plan_job(spec, inventory)
@@ -118,13 +122,16 @@ def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
         options.progress(f"warning: {warning}")
     name = spec.name or unique_name()
     submission_id = options.submission_id or new_submission_id(name)
-    objects = render_job(spec, decision, name=name, namespace=kube.namespace, job_id=submission_id, orphan_bound=options.orphan_bound,
-                         ray_version=ray_version, python=local_python())
+    rendered = spec
+    if submission_mode != INTERACTIVE_MODE:
+        rendered = spec.model_copy(update={"working_dir": None, "runtime_env": {k: v for k, v in (spec.runtime_env or {}).items() if k != "working_dir"} or None})
+    objects = render_job(rendered, decision, name=name, namespace=kube.namespace, job_id=submission_id, orphan_bound=options.orphan_bound,
+                         submission_mode=submission_mode, ray_version=ray_version, python=local_python())
     labels = [dict(n.labels) for n in inventory.nodes] if inventory.source in ("kubernetes", "file") else None
-    return _Prepared(kube, kube.namespace, name, decision, objects, labels, submission_id)
+    return Prepared(kube, kube.namespace, name, decision, objects, labels, submission_id)
 
 
-def _preflight(prepared: _Prepared, options: SubmitOptions) -> Preflight:
+def preflight_job(prepared: Prepared, options: SubmitOptions) -> Preflight:
     """`preflight` of the workload, its DRA devices counted as Kueue counts them; BadInput when Kueue would queue the
     job and leave its DRA devices uncounted or hold it for good (`kueue/dra.py`). Its notes said."""
     kube, decision = prepared.kube, prepared.decision
@@ -146,7 +153,7 @@ def _preflight(prepared: _Prepared, options: SubmitOptions) -> Preflight:
     return found
 
 
-def _create_claim_template(kube: Kube, objects: list[dict[str, Any]]) -> Optional[str]:
+def create_claim_template_of(kube: Kube, objects: list[dict[str, Any]]) -> Optional[str]:
     """Create the job's ResourceClaimTemplate where it claims DRA GPUs (rendered before the workload); its name."""
     templates = [o for o in objects[:-1] if o.get("kind") == CLAIM_TEMPLATE_KIND]
     for template in templates:
@@ -492,21 +499,21 @@ def _deadline_cause(obj: dict[str, Any], max_run_seconds: Optional[int], kueue_l
 def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
     if spec.resolved_kind == "RayCluster":
         raise BadInput("kind RayCluster is created with create_cluster(), not submitted")
-    prepared = _prepare(spec, options)
+    prepared = prepare(spec, options)
     kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
     rayjob = workload_of(prepared.objects)
     runtime_env = resolve_runtime_env(spec, prepared.decision)  # validates workingDir before anything exists
-    _preflight(prepared, options)
+    found = preflight_job(prepared, options)
     operator = kuberay_operator_release(kube)
     submitted = _Submitted(kube, RayObjects(kube), name, namespace, options)
     try:
-        submitted.claim_template = _create_claim_template(kube, prepared.objects)
+        submitted.claim_template = create_claim_template_of(kube, prepared.objects)
         stored = create_protected(submitted.rays, rayjob)
         submitted.created = True
         if submitted.claim_template is not None:
             own_claim_template(kube, submitted.claim_template, namespace, stored)
         queued = _announce_created(stored, namespace, name, options, spec.max_run_seconds)
-        _refuse_if_suspended_without_queue(kube, stored, namespace, name)
+        refuse_if_suspended_without_queue(kube, stored, namespace, name)
         run = _RayJobRun(kube, submitted.rays, options, spec, name, runtime_env, queued=queued, submission_id=prepared.submission_id)
         run.pre_running, run.kueue_limits_run = pre_running_supported(operator.version), kueue_limits_run(stored)
         if queued:
@@ -587,7 +594,7 @@ def _announce_created(stored: dict[str, Any], namespace: str, name: str, options
     return bool(queue)
 
 
-def _refuse_if_suspended_without_queue(kube: Kube, stored: dict[str, Any], namespace: str, name: str) -> None:
+def refuse_if_suspended_without_queue(kube: Kube, stored: dict[str, Any], namespace: str, name: str) -> None:
     """BadInput when Kueue suspended the RayJob although it names no queue: nothing will ever admit it.
 
     Kueue's webhook suspends a job without a queue name when it manages every job (manageJobsWithoutQueueName)
@@ -617,15 +624,15 @@ def _start_orphan_guard(
 
 def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:
     """Create a long-lived RayCluster, wait until it is admitted and ready, say how to reach it."""
-    prepared = _prepare(spec, options)
+    prepared = prepare(spec, options)
     kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
     cluster = workload_of(prepared.objects)
-    _preflight(prepared, options)
+    found = preflight_job(prepared, options)
     rays = RayObjects(kube)
     created = False
     claim_template = None
     try:
-        claim_template = _create_claim_template(kube, prepared.objects)
+        claim_template = create_claim_template_of(kube, prepared.objects)
         stored = create_protected(rays, cluster)
         created = True
         if claim_template is not None:

@@ -49,6 +49,16 @@ def prepare_submit(
     return SubmitRequest(spec, options, backend, why, uploads)
 
 
+def queue(request: SubmitRequest) -> Any:
+    """Create a Kubernetes job to run by itself and return at once (`submit --no-wait`): a `jobs.queued.QueuedJob`."""
+    request.options.progress(f"backend: {request.backend} ({request.why})")
+    if request.backend != "kubernetes" or request.spec.resolved_kind != "RayJob" or not request.spec.ray:
+        raise BadInput("a job queued to run by itself (--no-wait) is a Kubernetes RayJob")
+    from raybridge.jobs.queued import queue_kubernetes
+
+    return queue_kubernetes(request.spec, request.options)
+
+
 def launch(request: SubmitRequest) -> JobHandle:
     """Hand a prepared submission to its backend; returns once the Ray job is submitted."""
     options = replace(request.options, before_upload=partial(_say, request.options.progress, upload_lines(list(request.uploads))))
