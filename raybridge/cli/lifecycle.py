@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from raybridge.cli.args import add_cluster_args, add_output_arg, cluster_target
+from raybridge.cli.args import add_cluster_args, add_output_arg, cluster_target, seconds
 from raybridge.errors import EXIT_OK
 from raybridge.core.printable import one_line
 
@@ -32,7 +32,9 @@ def register(sub: Any) -> None:
         if name in ("logs", "stop"):
             p.add_argument("--dashboard-address", help="reach the Ray dashboard here instead of the head service or a port-forward")
         if name == "logs":
-            p.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
+            p.add_argument("-f", "--follow", action="store_true", help="stream until the job ends (a queued job: once it starts)")
+            p.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
+                           help="with -f: how long to wait for a job that has not started (default: 1800)")
         if name == "status":
             add_output_arg(p, "table")
         p.set_defaults(handler=handlers[name])
@@ -89,7 +91,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     try:
         job_logs(
             _kube(args), args.name, output, follow=args.follow, dashboard_address=args.dashboard_address, progress=progress,
-            entrypoint_seen=output.expect_entrypoint,
+            entrypoint_seen=output.expect_entrypoint, **({"timeout": args.timeout} if args.timeout is not None else {}),
         )  # fmt: skip
     finally:
         output.close()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from raybridge.kueue.workload import Workload, cluster_queue_name, workload_view
-from raybridge.queues.decision.kueue_explain import explain_kueue
+from raybridge.queues.decision.kueue_explain import explain_kueue, progress_line
 from raybridge.core.consts import KUEUE_QUEUE_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from raybridge.errors import BadInput, InfraError
 from raybridge.jobapi.client import RayJobs
@@ -25,8 +25,15 @@ from raybridge.kube.client import Kube
 from raybridge.kube.kueue import find_workload, get_cluster_queue, get_local_queue, pending_position
 from raybridge.kube.rayapi import RayObjects
 from raybridge.kuberay.rayjob import RayState, ray_state
+from raybridge.jobs.cluster_wait import Waiter
 from raybridge.jobs.dashboard import auth_headers, connect_dashboard
 from raybridge.jobs.kubernetes import wait_released
+
+
+#: How long `logs -f` waits, by default, for a job that has not started (queued, or its cluster starting).
+FOLLOW_WAIT_SECONDS = 1800.0
+#: How long `logs -f` waits for KubeRay's submitter pod to submit a job whose cluster serves (its pod starting).
+SUBMITTER_WAIT_SECONDS = 300.0
 
 
 def find_job(kube: Kube, name: str) -> tuple[RayObjects, dict[str, Any]]:
@@ -127,17 +134,59 @@ def job_logs(
     dashboard_address: Optional[str] = None,
     progress: Callable[[str], None] = lambda _: None,
     entrypoint_seen: Callable[[str], None] = lambda _: None,
+    timeout: float = FOLLOW_WAIT_SECONDS,
 ) -> str:
     """Write the Ray job's logs (until it ends with `follow`); returns the job id. `entrypoint_seen` is told the
-    RayJob's entrypoint first (Ray echoes it into the log, `noise.JobOutput` leaves the echo out)."""
-    _, obj = find_job(kube, name)
+    RayJob's entrypoint first (Ray echoes it into the log, `noise.JobOutput` leaves the echo out).
+
+    With `follow`, a job that has not started yet (queued, its cluster starting, or its submitter not yet through:
+    a `submit --no-wait` job) is waited for, saying where it stands, within `timeout` seconds."""
+    rays, obj = find_job(kube, name)
     entrypoint_seen(str((obj.get("spec") or {}).get("entrypoint") or ""))
+    if follow and dashboard_address is None:
+        obj = _wait_until_started(kube, rays, obj, timeout, progress)
     with _JobApiSession(kube, obj, dashboard_address, progress) as session:
         if follow:
+            _wait_until_submitted(session, timeout, progress)
             session.jobs.stream_logs(session.job_id, write)
         else:
             write(session.jobs.logs(session.job_id))
         return session.job_id
+
+
+def _wait_until_started(kube: Kube, rays: RayObjects, obj: dict[str, Any], timeout: float, progress: Callable[[str], None]) -> dict[str, Any]:
+    """The RayJob once its Ray cluster serves (or it ended); InfraError (exit 3) when that takes longer than `timeout`."""
+    namespace, name, kind = kube.namespace, obj["metadata"]["name"], obj["kind"]
+    waiter = Waiter(progress, timeout)
+    while True:
+        state = ray_state(obj)
+        if kind != "RayJob" or state.ended or (state.ready and state.deployment == "Running"):
+            return obj
+        workload = workload_view(find_workload(kube, namespace, obj))
+        line = progress_line(obj, workload, None)
+        waiter.say(f"waiting for job {state.submitted_id} to start: {line}")
+        if waiter.expired():
+            raise InfraError(f"job {state.submitted_id} of RayJob {namespace}/{name} did not start within {timeout:.0f}s: {line}")
+        waiter.sleep()
+        found = rays.get(kind, name, namespace)
+        if found is None:
+            raise InfraError(f"RayJob {namespace}/{name} was deleted while waiting for its job to start")
+        obj = found
+
+
+def _wait_until_submitted(session: "_JobApiSession", timeout: float, progress: Callable[[str], None]) -> None:
+    """Until the Ray cluster knows the job: a K8sJobMode RayJob is Running once its submitter Job exists, before
+    the submitter's pod has submitted it (kuberay@v1.6.1 rayjob_controller.go, Initializing)."""
+    waiter = Waiter(progress, min(timeout, SUBMITTER_WAIT_SECONDS))
+    while True:
+        try:
+            session.jobs.status(session.job_id)
+            return
+        except InfraError:
+            if waiter.expired():
+                raise
+        waiter.say(f"waiting for KubeRay's submitter to submit job {session.job_id}")
+        waiter.sleep()
 
 
 def stop_job(

@@ -48,8 +48,10 @@ POLL_SECONDS = 0.3
 class SubmitterStandIn:
     """Runs every submitter pod's command here while started; `stop()` kills what still runs."""
 
-    def __init__(self, client: Any, dashboard_url: str) -> None:
+    def __init__(self, client: Any, dashboard_url: str, namespaces: "set[str] | None" = None) -> None:
         self.client = client
+        #: Only pods of these namespaces (None: every namespace).
+        self.namespaces = namespaces
         self.dashboard_url = dashboard_url.rstrip("/")
         self._running: dict[str, tuple[subprocess.Popen[bytes], dict[str, Any], Path]] = {}
         self._done: set[str] = set()
@@ -84,6 +86,8 @@ class SubmitterStandIn:
                 continue
             present = set()
             for pod in pods:
+                if self.namespaces is not None and pod["metadata"]["namespace"] not in self.namespaces:
+                    continue
                 key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}/{pod['metadata'].get('uid')}"
                 present.add(key)
                 containers = (pod.get("spec") or {}).get("containers") or []
@@ -113,7 +117,7 @@ class SubmitterStandIn:
                 word = word.replace(mount_path, str(local))
             script.append(word)
         env = dict(os.environ)
-        env.update({e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "name" in e})
+        env.update(self._container_env(pod["metadata"]["namespace"], container))
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         env.pop("RAY_ADDRESS", None)
         with open(self.log, "ab") as log:
@@ -121,6 +125,21 @@ class SubmitterStandIn:
             process = subprocess.Popen(script, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(workdir),
                                        start_new_session=True)  # fmt: skip
         self._running[key] = (process, pod, workdir)
+
+    def _container_env(self, namespace: str, container: dict[str, Any]) -> dict[str, str]:
+        """The container's variables: values, and Secret keys (KubeRay gives the submitter a token cluster's token so)."""
+        found: dict[str, str] = {}
+        for entry in container.get("env") or []:
+            if "value" in entry:
+                found[entry["name"]] = str(entry["value"])
+                continue
+            ref = (entry.get("valueFrom") or {}).get("secretKeyRef")
+            if ref:
+                secret = self.client.get_object("v1", "Secret", ref["name"], namespace) or {}
+                value = (secret.get("data") or {}).get(ref["key"])
+                if value is not None:
+                    found[entry["name"]] = base64.b64decode(value).decode()
+        return found
 
     def _volumes(self, pod: dict[str, Any], container: dict[str, Any], workdir: Path) -> dict[str, Path]:
         """Each ConfigMap volume the container mounts, written under `workdir`: {mount path: local directory}."""

@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
+from kubesim.fixtures import wait_for
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli, run_cli_fresh
 from testcluster.pytest_plugin import own_cluster
 from testcluster.stack import StackOptions
@@ -174,7 +175,9 @@ def test_the_gpu_example_workload_asks_the_amd_flavor_for_16_gpus(shipped_cluste
         rayjob = client.get_object("ray.io/v1", "RayJob", "train-gpu-kept", "team-a")
         assert rayjob is not None and rayjob["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "train"
         selector = f"kueue.x-k8s.io/job-uid={rayjob['metadata']['uid']}"
-        workloads = client.list_objects("kueue.x-k8s.io/v1beta2", "Workload", "team-a", label_selector=selector)
+        # --no-wait returns once the RayJob exists: Kueue admits it after
+        workloads = wait_for(lambda: [w for w in client.list_objects("kueue.x-k8s.io/v1beta2", "Workload", "team-a", label_selector=selector)
+                                      if (w.get("status") or {}).get("admission")], timeout=60, what="Kueue to admit the job")  # fmt: skip
         assert len(workloads) == 1, workloads
         assignments = {a["name"]: a for a in workloads[0]["status"]["admission"]["podSetAssignments"]}
         assert assignments["workers"]["resourceUsage"]["amd.com/gpu"] == "16"

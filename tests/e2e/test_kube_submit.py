@@ -208,8 +208,10 @@ def test_existing_name_is_bad_input_and_the_existing_job_is_untouched(cluster, q
     assert leftovers(server, namespace) == {}
 
 
-def test_no_wait_then_logs_follow_then_delete(cluster, queue):
+def test_no_wait_then_logs_follow_then_delete(cluster, queue, submitters):
+    """`logs -f` right after `submit --no-wait` waits for the queued job to start, then follows it."""
     namespace, lq, _ = queue
+    submitters(cluster[0], namespace)
     out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "later", "--no-wait", "--keep", "-o", "json", "--", "python", "-c", "import time; time.sleep(2); print('done later')")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["status"] == "SUBMITTED"
@@ -248,11 +250,14 @@ def test_dry_run_creates_nothing(cluster, queue):
     assert leftovers(cluster[0], namespace) == {}
 
 
-def test_stop_a_running_job(cluster, queue):
+def test_stop_a_running_job(cluster, queue, submitters):
     server = cluster[0]
     namespace, lq, _ = queue
+    submitters(server, namespace)
     out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "long", "--no-wait", "--", "python", "-c", "import time; time.sleep(300)")
     assert out.returncode == 0, out.stderr
+    wait_for(lambda: (server.get_object(RAY, "RayJob", "long", namespace) or {}).get("status", {}).get("jobStatus") == "RUNNING",
+             timeout=120, what="the queued job to run")  # fmt: skip
     stopped = kube_cli(cluster, "stop", "long", "-n", namespace)
     assert stopped.returncode == 0, stopped.stderr
     assert "Ray job long-" in stopped.stderr
