@@ -24,7 +24,6 @@ import json
 import re
 import time
 from typing import Any, Iterator
-from urllib.parse import urlparse
 
 import pytest
 
@@ -84,15 +83,15 @@ def bare() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def kuberay_only(ray_head: Any) -> Iterator[Any]:
-    """KubeRay v1.6.1 without Kueue, head pods standing for the session's Ray head, the pods' troubles staged."""
+def kuberay_only() -> Iterator[Any]:
+    """KubeRay v1.6.1 without Kueue, the pods' troubles staged, head pods standing for a Ray head of the stack's own:
+    `ray start --head` as a Ray cluster's head runs, whose dashboard keeps a connection open for the next request
+    (the session's shared head sits behind a front that closes each connection after one request:
+    testcluster/head_front.py; the port-forward count below would count the front, not raybridge)."""
     from testcluster.pytest_plugin import own_cluster
     from testcluster.stack import StackOptions
 
-    options = StackOptions(
-        operators=("kuberay",), nodes=[gpu_node_manifest(f"gpu-{i}") for i in range(2)],
-        ray_dashboard=urlparse(ray_head.dashboard_url).netloc, stages=STAGES,
-    )  # fmt: skip
+    options = StackOptions(operators=("kuberay",), nodes=[gpu_node_manifest(f"gpu-{i}") for i in range(2)], start_ray_head=True, stages=STAGES)
     with own_cluster(options) as started:
         yield started
 
@@ -230,3 +229,30 @@ def test_an_operator_that_does_not_run_is_said_by_check_and_by_submit(kuberay_on
         assert rayjobs(admin) == []
     finally:
         admin.close()
+
+
+def _port_forwards(stack: Any) -> int:
+    """How many port-forward requests the API server has served (its own counter, apiserver_request_total)."""
+    import subprocess as sp
+
+    out = sp.run(["kubectl", "--kubeconfig", str(stack.kubeconfig), "get", "--raw", "/metrics"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    total = 0
+    for line in out.stdout.splitlines():
+        if line.startswith("apiserver_request_total{") and 'subresource="portforward"' in line:
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+@pytest.mark.realtime
+def test_a_minute_long_job_costs_a_handful_of_port_forwards(kuberay_only: Any) -> None:
+    """Issue 40, point 6: each Ray dashboard call opened a port-forward of its own through the API server (about 100
+    for a minute-long job). Counted by the API server itself, on this module's own stack (its tests run one by one)."""
+    before = _port_forwards(kuberay_only)
+    script = "import time\nfor i in range(60):\n    print('tick', i, flush=True)\n    time.sleep(1)\n"
+    out = cli(kuberay_only, "submit", "--name", "minute", "--", "python", "-c", script, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "port-forwarding 127.0.0.1:" in out.stderr
+    assert [line for line in out.stdout.splitlines() if line.startswith("tick")] == [f"tick {i}" for i in range(60)]
+    used = _port_forwards(kuberay_only) - before
+    assert used <= 5, f"{used} port-forwards for one minute-long job"
