@@ -73,6 +73,7 @@ from raybridge.jobs.discovery import discover_inventory
 from raybridge.jobs.handle import JobHandle
 from raybridge.jobs.options import SubmitOptions, new_submission_id, resolve_runtime_env, unique_name
 from raybridge.jobs.orphan_guard import OrphanGuard
+from raybridge.noise import verbose
 from raybridge.jobs.preflight import Preflight, preflight
 
 #: What a kept or handed-over RayJob does after its job ends (FINISHED_CLUSTER_TTL_SECONDS in jobs/decision/manifests.py).
@@ -516,7 +517,7 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
         refuse_if_suspended_without_queue(kube, stored, namespace, name)
         run = _RayJobRun(kube, submitted.rays, options, spec, name, runtime_env, queued=queued, submission_id=prepared.submission_id)
         run.pre_running, run.kueue_limits_run = pre_running_supported(operator.version), kueue_limits_run(stored)
-        if queued:
+        if queued and (verbose() or not run.pre_running):  # a caveat (an operator before v1.6, or unknown) is said always
             options.progress(eviction_bound_note(operator.describe(), operator.version is not None, run.pre_running, options.orphan_bound))
         submitted.run = run
         run.guard = submitted.guard = _start_orphan_guard(options, name, namespace, Renewal(
@@ -588,7 +589,10 @@ def _announce_created(stored: dict[str, Any], namespace: str, name: str, options
     options.progress(f"created RayJob {namespace}/{name}" + (f" in queue {queue}" if queue else " (not queued by Kueue)"))
     protections = protections_of(stored, max_run_seconds)
     for protection in protections:
-        options.progress(f"orphan protection: {protection.describe()}")
+        # The orphan bound's own lines are the same on every submit (docs/lifecycle.md says them): with -v only; a
+        # run-time limit the user set is said always.
+        if protection.run_limit or protection.field.startswith("metadata.labels") or verbose():
+            options.progress(f"orphan protection: {protection.describe()}")
     if not protections:
         options.progress("warning: no orphan protection is in force: if raybridge dies before the job ends, delete the RayJob yourself")
     return bool(queue)

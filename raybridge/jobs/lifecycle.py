@@ -14,11 +14,13 @@ object's shape are read with `_text`, never indexed blindly.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from raybridge.kueue.workload import Workload, cluster_queue_name, workload_view
 from raybridge.queues.decision.kueue_explain import explain_kueue, progress_line
-from raybridge.core.consts import KUEUE_QUEUE_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from raybridge.core.consts import DASHBOARD_PORT, KUEUE_QUEUE_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from raybridge.core.names import kuberay_derived_name
 from raybridge.errors import BadInput, InfraError
 from raybridge.jobapi.client import RayJobs
 from raybridge.kube.client import Kube
@@ -26,7 +28,7 @@ from raybridge.kube.kueue import find_workload, get_cluster_queue, get_local_que
 from raybridge.kube.rayapi import RayObjects
 from raybridge.kuberay.rayjob import RayState, ray_state
 from raybridge.jobs.cluster_wait import Waiter
-from raybridge.jobs.dashboard import auth_headers, connect_dashboard
+from raybridge.jobs.dashboard import auth_headers, auth_options, connect_dashboard, head_pod
 from raybridge.jobs.kubernetes import wait_released
 
 
@@ -187,6 +189,45 @@ def _wait_until_submitted(session: "_JobApiSession", timeout: float, progress: C
                 raise
         waiter.say(f"waiting for KubeRay's submitter to submit job {session.job_id}")
         waiter.sleep()
+
+
+@dataclass
+class DashboardForward:
+    """A job's Ray dashboard forwarded to this machine (`dashboard NAME`): where, from which pod, for which job, and
+    the Secret holding the cluster's token when it demands one. `close()` ends the forward."""
+
+    url: str
+    pod: str
+    kind: str
+    name: str
+    namespace: str
+    job_id: str
+    token_secret: Optional[str]
+    forward: Any
+
+    def close(self) -> None:
+        self.forward.close()
+
+
+def forward_dashboard(kube: Kube, name: str, port: int = DASHBOARD_PORT) -> DashboardForward:
+    """Forward 127.0.0.1:`port` to the Ray dashboard of RayJob (or RayCluster) `name`, through the API server (as
+    `kubectl port-forward` does, and `kubectl ray session`): the plain Ray CLI and a browser reach the Job API there.
+    A job that has not started (queued) has no dashboard yet: BadInput saying so."""
+    from raybridge.kube.portforward import PortForward
+
+    _, obj = find_job(kube, name)
+    state = ray_state(obj)
+    cluster = state.cluster if obj["kind"] == "RayJob" else name
+    if obj["kind"] == "RayJob" and not state.ended and not (state.ready and cluster):
+        raise BadInput(_not_started(name, state))
+    if not cluster or (obj["kind"] == "RayJob" and state.ended and not state.cluster):
+        raise InfraError(f"{obj['kind']} {name} has no Ray cluster any more (it ended: {state.shown('unknown')})")
+    pod = head_pod(kube, kube.namespace, cluster)
+    forward = PortForward(kube, kube.namespace, pod, DASHBOARD_PORT)
+    local = forward.start(port)
+    options = auth_options(obj)
+    token = options.get("secretName") or kuberay_derived_name(cluster) if options.get("mode", "token" if options else "disabled") == "token" else None
+    return DashboardForward(f"http://127.0.0.1:{local}", pod, obj["kind"], name, kube.namespace, state.submitted_id, token, forward)
 
 
 def stop_job(

@@ -254,7 +254,7 @@ def test_an_eviction_after_raybridge_died_frees_the_new_cluster_within_the_bound
     server = cluster[0]
     namespace, lq, low, high = preemptible
     bound = 60
-    run = Cli(cluster, "submit", "-n", namespace, "--queue", lq, "--priority-class", low, "--name", "orphaned", "--gpus", "8",
+    run = Cli(cluster, "-v", "submit", "-n", namespace, "--queue", lq, "--priority-class", low, "--name", "orphaned", "--gpus", "8",
               "--orphan-timeout", str(bound), "--", "python", "-c", "import time; print('running', flush=True); time.sleep(900)")  # fmt: skip
     try:
         run.wait_for("running")

@@ -293,7 +293,7 @@ def test_one_orphan_protection_on_kuberay_v1_6_1(cluster: Cluster) -> None:
     queues(cluster, namespace)
     hold_all_quota(cluster, namespace)
     started = time.monotonic()
-    out = cluster.submit(namespace, "--queue", "lq", "--name", "guarded", "--submission-id", "guarded-run-1", "--timeout", "2", "--keep")
+    out = cluster.submit(namespace, "--queue", "lq", "--name", "guarded", "--submission-id", "guarded-run-1", "--timeout", "2", "--keep", "-v")
     ran = math.ceil(time.monotonic() - started)
     assert out.returncode == 3, out.stderr  # not admitted within the timeout; what matters came before
     assert "was not admitted within 2s" in out.stderr and "Traceback" not in out.stderr

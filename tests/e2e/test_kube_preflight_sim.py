@@ -114,7 +114,7 @@ def test_a_job_kueue_does_not_manage_is_guarded_too(start_cluster: Callable[...,
     cluster = start_cluster("kuberay-newest", default_queue=None)
     namespace = cluster.namespace()
     queues(cluster, namespace, "default")
-    out, stored = kept_rayjob(cluster, namespace, "unqueued")
+    out, stored = kept_rayjob(cluster, namespace, "unqueued", "-v")  # -v: the orphan bound's line
     assert QUEUE_LABEL not in (stored["metadata"].get("labels") or {})
     assert MAX_EXEC_LABEL not in (stored["metadata"].get("labels") or {})
     assert ORPHAN_LINE in out.stderr

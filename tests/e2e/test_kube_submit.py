@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -285,4 +286,69 @@ def test_a_real_submit_on_amd_nodes_warns_of_the_unpinned_default_image_once(clu
     pinned = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "amd-pinned", "--gpus", "8", "--gpu-vendor", "amd",
                       "--nodes", nodes, "--image", "rocm/ray:6.3", "--timeout", "3", "--", "python", "-c", "1")  # fmt: skip
     assert warning not in pinned.stderr, pinned.stderr
+    assert leftovers(cluster[0], namespace) == {}
+
+
+def test_dashboard_forwards_a_jobs_dashboard_for_the_plain_ray_cli(cluster, queue, submitters):
+    """`dashboard NAME` forwards the job's Ray dashboard to 127.0.0.1 and prints how the plain Ray CLI reaches it: the
+    real `ray job status` and `ray job logs` work there; Ctrl-C ends it with exit 0. `status` points to it rather than
+    printing only the head Service's in-cluster name; a queued job has no dashboard yet (exit 2, saying so)."""
+    import re
+    import socket
+
+    server = cluster[0]
+    namespace, lq, _ = queue
+    submitters(server, namespace)
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "shown", "--no-wait", "--",
+                   "python", "-c", "import time; print('on the dashboard', flush=True); time.sleep(300)")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    job_id = wait_for(lambda: (lambda r: (r.get("status") or {}).get("jobStatus") == "RUNNING" and r["spec"]["jobId"])(
+        server.get_object(RAY, "RayJob", "shown", namespace) or {"spec": {}}), timeout=120, what="the job to run")  # fmt: skip
+    status = kube_cli(cluster, "status", "shown", "-n", namespace)
+    assert f"(in the cluster; from here: raybridge dashboard shown -n {namespace})" in status.stdout, status.stdout
+    forward = subprocess.Popen([sys.executable, "-m", "raybridge", "dashboard", "shown", "-n", namespace, "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(KUBECONFIG=cluster[1]), cwd=str(ROOT))  # fmt: skip
+    try:
+        first = forward.stdout.readline()
+        url = re.match(r"dashboard: (http://127\.0\.0\.1:\d+)$", first.strip())
+        assert url, first + forward.stderr.read() if forward.poll() is not None else first
+        shown = [forward.stdout.readline().strip() for _ in range(4)]
+        assert shown[0] == f"ray job status --address {url.group(1)} {job_id}", shown
+        ray = str(Path(sys.executable).with_name("ray"))
+        env = {k: v for k, v in cli_env().items() if not k.startswith("RAY_")}
+        asked = subprocess.run([ray, "job", "status", "--address", url.group(1), job_id], capture_output=True, text=True, timeout=120, env=env)
+        assert asked.returncode == 0 and "RUNNING" in asked.stdout + asked.stderr, asked.stdout + asked.stderr
+        logs = subprocess.run([ray, "job", "logs", "--address", url.group(1), job_id], capture_output=True, text=True, timeout=120, env=env)
+        assert "on the dashboard" in logs.stdout, logs.stdout + logs.stderr
+        forward.send_signal(signal.SIGINT)
+        assert forward.wait(timeout=30) == 0
+        assert "forward ended" in forward.stderr.read()
+        port = int(url.group(1).rsplit(":", 1)[1])
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    finally:
+        forward.kill()
+    assert kube_cli(cluster, "stop", "shown", "-n", namespace).returncode == 0
+    assert kube_cli(cluster, "delete", "shown", "-n", namespace).returncode == 0
+    server.create_object(rayjob_manifest("full", namespace=namespace, queue=lq, workers=1, gpus_per_worker=8))
+    server.create_object(rayjob_manifest("waits", namespace=namespace, queue=lq, workers=1, gpus_per_worker=8, jobId="waits-1"))
+    wait_for(lambda: (server.get_object(RAY, "RayJob", "waits", namespace) or {}).get("status", {}).get("jobDeploymentStatus") == "Suspended", timeout=60)
+    queued = kube_cli(cluster, "dashboard", "waits", "-n", namespace)
+    assert queued.returncode == 2 and "RayJob waits is queued (state: Suspended)" in queued.stderr, queued.stderr
+    for name in ("waits", "full"):
+        assert kube_cli(cluster, "delete", name, "-n", namespace).returncode == 0
+    assert leftovers(server, namespace) == {}
+
+
+def test_a_plain_submit_leaves_the_orphan_bound_to_the_docs_and_v_says_it(cluster, queue):
+    """Issue 40, point 8: the two orphan-protection paragraphs every submit printed (the bound, and the bound after
+    an eviction on this operator) are the same each time: docs/lifecycle.md says them, `-v` prints them."""
+    namespace, lq, _ = queue
+    plain = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "quiet", "--", "python", "-c", "print('ran')")
+    assert plain.returncode == 0, plain.stderr
+    assert "orphan protection" not in plain.stderr, plain.stderr
+    told = kube_cli(cluster, "-v", "submit", "-n", namespace, "--queue", lq, "--name", "told", "--", "python", "-c", "print('ran')")
+    assert told.returncode == 0, told.stderr
+    assert "orphan protection: if raybridge stops renewing it, the RayJob fails within 30m" in told.stderr
+    assert "orphan protection after an eviction: KubeRay operator v1.6.1" in told.stderr
     assert leftovers(cluster[0], namespace) == {}

@@ -254,7 +254,7 @@ def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(
     namespace, lq = cluster.queue()
     with created_rayjobs(cluster.kubeconfig, namespace) as created:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "raybridge", "submit", "-n", namespace, "--queue", lq, "--name", "orphan",
+            [sys.executable, "-m", "raybridge", "-v", "submit", "-n", namespace, "--queue", lq, "--name", "orphan",
              "--submission-id", "orphan-run-1", "--orphan-timeout", str(bound), "--", "python", "-c", "import time; time.sleep(600)"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(KUBECONFIG=cluster.kubeconfig), cwd=str(ROOT),
         )  # fmt: skip
