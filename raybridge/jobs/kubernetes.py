@@ -74,7 +74,7 @@ from raybridge.jobs.handle import JobHandle
 from raybridge.jobs.options import SubmitOptions, new_submission_id, resolve_runtime_env, unique_name
 from raybridge.jobs.orphan_guard import OrphanGuard
 from raybridge.noise import verbose
-from raybridge.jobs.preflight import Preflight, preflight
+from raybridge.jobs.preflight import MULTIKUEUE_CONTROLLER, Preflight, multikueue_refusal, preflight
 
 #: What a kept or handed-over RayJob does after its job ends (FINISHED_CLUSTER_TTL_SECONDS in jobs/decision/manifests.py).
 _LINGER_NOTE = (
@@ -132,7 +132,7 @@ def prepare(spec: JobSpec, options: SubmitOptions, submission_mode: str = INTERA
     return Prepared(kube, kube.namespace, name, decision, objects, labels, submission_id)
 
 
-def preflight_job(prepared: Prepared, options: SubmitOptions) -> Preflight:
+def preflight_job(prepared: Prepared, options: SubmitOptions, followed: bool = True) -> Preflight:
     """`preflight` of the workload, its DRA devices counted as Kueue counts them; BadInput when Kueue would queue the
     job and leave its DRA devices uncounted or hold it for good (`kueue/dra.py`). Its notes said."""
     kube, decision = prepared.kube, prepared.decision
@@ -141,7 +141,7 @@ def preflight_job(prepared: Prepared, options: SubmitOptions) -> Preflight:
         counting = dra_counting(kueue_dra_settings(kube), decision.device_class, int(decision.total_gpus))
         if counting.resource is not None:
             claim_templates = {claim_template_name(prepared.name): {counting.resource: Decimal(int(decision.gpus_per_replica))}}
-    found = preflight(kube, prepared.namespace, workload_of(prepared.objects), prepared.node_labels, claim_templates)
+    found = preflight(kube, prepared.namespace, workload_of(prepared.objects), prepared.node_labels, claim_templates, followed=followed)
     if counting is not None and found.queue is not None:
         if counting.problem:
             raise BadInput(f"{counting.problem}; nothing was created")
@@ -515,6 +515,11 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
             own_claim_template(kube, submitted.claim_template, namespace, stored)
         queued = _announce_created(stored, namespace, name, options, spec.max_run_seconds)
         refuse_if_suspended_without_queue(kube, stored, namespace, name)
+        if (stored.get("spec") or {}).get("managedBy") == MULTIKUEUE_CONTROLLER:
+            # Kueue's webhook hands a MultiKueue queue's job to its MultiKueue controller (kueue@v0.19.2 RayJob
+            # SetManagedBy): where the preflight could not read the AdmissionCheck, this is how it shows.
+            queue = (stored["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL) or "?"
+            raise BadInput(multikueue_refusal(queue, found.cluster_queue or "?", "?").replace(" (MultiKueue admission check ?)", " (MultiKueue)"))
         run = _RayJobRun(kube, submitted.rays, options, spec, name, runtime_env, queued=queued, submission_id=prepared.submission_id)
         run.pre_running, run.kueue_limits_run = pre_running_supported(operator.version), kueue_limits_run(stored)
         if queued and (verbose() or not run.pre_running):  # a caveat (an operator before v1.6, or unknown) is said always

@@ -107,7 +107,18 @@ def queue_kubernetes(spec: JobSpec, options: SubmitOptions) -> QueuedJob:
     config_map = working_dir_config_map_name(name) if zipped is not None else None
     rayjob = queued_rayjob(workload_of(prepared.objects), queued_runtime_env(runtime_env, zipped is not None), config_map, pre_running)
     prepared.objects[-1] = rayjob
-    preflight_job(prepared, options)
+    found = preflight_job(prepared, options, followed=False)
+    if found.multikueue and zipped is not None:
+        raise BadInput(
+            f"ClusterQueue {found.cluster_queue} sends its jobs to worker clusters (MultiKueue admission check {found.multikueue}): "
+            "Kueue copies the RayJob there, not the ConfigMap that would carry its local working dir; give workingDir a URI "
+            "(s3://, gs://, https://) or use a queue of this cluster"
+        )
+    if found.multikueue:
+        notes.append(
+            f"ClusterQueue {found.cluster_queue} sends its jobs to worker clusters (MultiKueue): KubeRay in the worker runs it; "
+            f"`raybridge status {name}` shows what Kueue copies back here, its Ray cluster and logs live in the worker cluster"
+        )
     rays = RayObjects(kube)
     created = False
     claim_template = None

@@ -352,3 +352,30 @@ def test_a_plain_submit_leaves_the_orphan_bound_to_the_docs_and_v_says_it(cluste
     assert "orphan protection: if raybridge stops renewing it, the RayJob fails within 30m" in told.stderr
     assert "orphan protection after an eviction: KubeRay operator v1.6.1" in told.stderr
     assert leftovers(cluster[0], namespace) == {}
+
+
+def test_a_queue_that_sends_jobs_to_worker_clusters_is_refused_before_anything_exists(cluster, queue):
+    """Issue 40, point 7: a ClusterQueue with a MultiKueue AdmissionCheck runs its jobs in a worker cluster, where
+    raybridge could neither reach the Ray dashboard nor renew the bound: a followed submit is refused (exit 2) naming
+    MultiKueue and the way out (--no-wait), before anything is created. The check's MultiKueueConfig names no
+    reachable worker here (one real cluster), which only makes Kueue hold the queue inactive."""
+    import uuid
+
+    server = cluster[0]
+    namespace, _, _ = queue
+    suffix = uuid.uuid4().hex[:6]
+    kueue = "kueue.x-k8s.io/v1beta2"
+    server.create_object({"apiVersion": kueue, "kind": "AdmissionCheck", "metadata": {"name": f"mk-{suffix}"},
+                          "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
+                                   "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": f"mk-{suffix}"}}})  # fmt: skip
+    server.create_object({"apiVersion": kueue, "kind": "ClusterQueue", "metadata": {"name": f"cq-mk-{suffix}"}, "spec": {
+        "namespaceSelector": {}, "admissionChecksStrategy": {"admissionChecks": [{"name": f"mk-{suffix}"}]},
+        "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "default-flavor", "resources": [
+            {"name": "cpu", "nominalQuota": "64"}, {"name": "memory", "nominalQuota": "512Gi"}, {"name": "nvidia.com/gpu", "nominalQuota": "8"}]}]}]}})  # fmt: skip
+    server.create_object({"apiVersion": kueue, "kind": "LocalQueue", "metadata": {"name": "remote", "namespace": namespace}, "spec": {"clusterQueue": f"cq-mk-{suffix}"}})
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", "remote", "--name", "far", "--", "python", "-c", "1")
+    assert out.returncode == 2, out.stderr
+    assert (f"error: LocalQueue remote -> ClusterQueue cq-mk-{suffix} sends its jobs to worker clusters (MultiKueue admission check "
+            f"mk-{suffix}): Kueue runs the RayJob in a worker cluster, whose Ray dashboard raybridge cannot reach") in out.stderr, out.stderr
+    assert "queue it with --no-wait" in out.stderr
+    assert leftovers(server, namespace) == {}
