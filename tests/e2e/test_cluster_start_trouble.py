@@ -198,6 +198,22 @@ def test_an_invalid_image_name_ends_the_wait_at_once_with_exit_2(kuberay_only: A
         admin.close()
 
 
+def test_the_operators_release_is_read_from_kuberays_own_kustomize_labels(kuberay_only: Any) -> None:
+    """Issue 40, point 3: KubeRay's kustomize install labels the operator app.kubernetes.io/name: kuberay, component
+    kuberay-operator, with no version label (kuberay@v1.6.1 ray-operator/config/manager/manager.yaml): the release
+    comes from the image's tag. The stack's record is relabelled so, as that install would label it."""
+    admin = client(kuberay_only)
+    try:
+        deployment = admin.get_object("apps/v1", "Deployment", "kuberay-operator", "kuberay-system")
+        deployment["metadata"]["labels"] = {"app.kubernetes.io/name": "kuberay", "app.kubernetes.io/component": "kuberay-operator"}
+        admin.replace_object(deployment)
+        out = cli(kuberay_only, "check")
+        row = next(r for r in rows(out) if r[0] == "KubeRay operator")
+        assert row[1:] == ["ok", "v1.6.1 (Deployment kuberay-system/kuberay-operator)"], out.stdout
+    finally:
+        admin.close()
+
+
 def test_an_operator_that_does_not_run_is_said_by_check_and_by_submit(kuberay_only: Any) -> None:
     """Last in the module: it stops the stack's operator."""
     admin = client(kuberay_only)
