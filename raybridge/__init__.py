@@ -26,6 +26,7 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "installed_ray_version": "raybridge.jobapi.ray_import",
     "local_python": "raybridge.jobapi.ray_import",
     "submit": "raybridge.jobs",
+    "queue_job": "raybridge.jobs",
     "JobHandle": "raybridge.jobs",
     "RaybridgeError": "raybridge.errors",
     "BadInput": "raybridge.errors",

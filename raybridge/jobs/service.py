@@ -59,6 +59,13 @@ def queue(request: SubmitRequest) -> Any:
     return queue_kubernetes(request.spec, request.options)
 
 
+def queue_job(spec: SpecLike, options: Optional[SubmitOptions] = None, *, overrides: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> Any:
+    """What `submit --no-wait` does on Kubernetes, from Python: the RayJob created to run by itself when Kueue admits
+    it (and again after each readmission), returned at once as a `jobs.queued.QueuedJob` (name, namespace,
+    submission id, the sizing decision, notes). Follow it with the lifecycle commands; nothing here waits."""
+    return queue(prepare_submit(spec, options, overrides=overrides, **{"backend": "kubernetes", **kwargs}))
+
+
 def launch(request: SubmitRequest) -> JobHandle:
     """Hand a prepared submission to its backend; returns once the Ray job is submitted."""
     options = replace(request.options, before_upload=partial(_say, request.options.progress, upload_lines(list(request.uploads))))

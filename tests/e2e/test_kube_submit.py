@@ -379,3 +379,19 @@ def test_a_queue_that_sends_jobs_to_worker_clusters_is_refused_before_anything_e
             f"mk-{suffix}): Kueue runs the RayJob in a worker cluster, whose Ray dashboard raybridge cannot reach") in out.stderr, out.stderr
     assert "queue it with --no-wait" in out.stderr
     assert leftovers(server, namespace) == {}
+
+
+def test_queue_job_from_python_does_what_no_wait_does(cluster, queue):
+    """`raybridge.queue_job`: the RayJob created to run by itself (K8sJobMode), returned at once."""
+    import raybridge
+
+    server = cluster[0]
+    namespace, lq, _ = queue
+    queued = raybridge.queue_job(str(EXAMPLES / "hello.yaml"), overrides={"queue": lq, "name": "from-python"}, kubeconfig=cluster[1],
+                                 namespace=namespace, progress=lambda _: None)  # fmt: skip
+    assert (queued.name, queued.namespace, queued.queue) == ("from-python", namespace, lq)
+    stored = server.get_object(RAY, "RayJob", "from-python", namespace)
+    assert stored["spec"]["submissionMode"] == "K8sJobMode" and stored["spec"]["jobId"] == queued.submission_id
+    assert server.get_object("v1", "ConfigMap", "from-python-working-dir", namespace) is not None
+    assert kube_cli(cluster, "delete", "from-python", "-n", namespace).returncode == 0
+    wait_for(lambda: leftovers(server, namespace) == {}, timeout=30, what="nothing left")
