@@ -636,7 +636,7 @@ def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:
     prepared = prepare(spec, options)
     kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
     cluster = workload_of(prepared.objects)
-    found = preflight_job(prepared, options)
+    preflight_job(prepared, options)
     rays = RayObjects(kube)
     created = False
     claim_template = None
