@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -32,6 +33,8 @@ from testcluster.client import ClusterClient  # noqa: E402
 from testcluster.stack import Stack, StackOptions  # noqa: E402
 
 READY_LINE = " is ready"
+#: The most one submit (start to exit) or one render may take before the benchmark gives up on it.
+SUBMIT_BOUND_SECONDS = 180
 
 
 def kubectl_apply(kubeconfig: str, manifest: Path, client: ClusterClient, name: str, namespace: str) -> float:
@@ -55,14 +58,20 @@ def raybridge_submit(kubeconfig: str, name: str, namespace: str, queue: str) -> 
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={"KUBECONFIG": kubeconfig, "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
     )  # fmt: skip
     assert proc.stderr is not None
+    bound = threading.Timer(SUBMIT_BOUND_SECONDS, proc.kill)  # a submit that hangs ends the benchmark, not waits it out
+    bound.start()
     ready = None
     lines = []
-    for line in proc.stderr:
-        lines.append(line)
-        if ready is None and READY_LINE in line:
-            ready = time.perf_counter() - started
-    if proc.wait(timeout=180) != 0 or ready is None:
-        raise SystemExit(f"raybridge submit failed:\n{''.join(lines)}")
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if ready is None and READY_LINE in line:
+                ready = time.perf_counter() - started
+        code = proc.wait(timeout=10)
+    finally:
+        bound.cancel()
+    if code != 0 or ready is None:
+        raise SystemExit(f"raybridge submit failed (exit {code}):\n{''.join(lines)}")
     return ready
 
 
@@ -88,7 +97,10 @@ def main() -> int:
             name = f"k-{run}"
             manifest = work / f"{name}.yaml"
             rendered = subprocess.run([sys.executable, "-m", "raybridge", "render", "-n", namespace, "--queue", "lq", "--name", name,
-                                       "--", "python", "-c", "1"], capture_output=True, text=True, env={"KUBECONFIG": kubeconfig, "PATH": "/usr/bin:/bin"})  # fmt: skip
+                                       "--", "python", "-c", "1"], capture_output=True, text=True, env={"KUBECONFIG": kubeconfig, "PATH": "/usr/bin:/bin"},
+                                      timeout=SUBMIT_BOUND_SECONDS)  # fmt: skip
+            if rendered.returncode != 0:
+                raise SystemExit(f"raybridge render failed: {rendered.stderr}")
             manifest.write_text(rendered.stdout)
             took_kubectl = kubectl_apply(kubeconfig, manifest, client, name, namespace)
             client.delete_object("ray.io/v1", "RayJob", name, namespace)
