@@ -214,6 +214,41 @@ def test_the_operators_release_is_read_from_kuberays_own_kustomize_labels(kubera
         admin.close()
 
 
+def _port_forwards(stack: Any) -> int:
+    """How many port-forward requests the API server has served (its own counter, apiserver_request_total)."""
+    import subprocess as sp
+
+    out = sp.run(["kubectl", "--kubeconfig", str(stack.kubeconfig), "get", "--raw", "/metrics"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    total = 0
+    for line in out.stdout.splitlines():
+        if line.startswith("apiserver_request_total{") and 'subresource="portforward"' in line:
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+def _ticking_job(stack: Any, name: str, seconds: int) -> int:
+    """Submit a job that prints a tick a second for `seconds`, check every tick arrived; the port-forwards it cost."""
+    before = _port_forwards(stack)
+    script = f"import time\nfor i in range({seconds}):\n    print('tick', i, flush=True)\n    time.sleep(1)\n"
+    out = cli(stack, "submit", "--name", name, "--timeout", "120", "--", "python", "-c", script, timeout=240)
+    assert out.returncode == 0, out.stderr
+    assert "port-forwarding 127.0.0.1:" in out.stderr
+    assert [line for line in out.stdout.splitlines() if line.startswith("tick")] == [f"tick {i}" for i in range(seconds)]
+    return _port_forwards(stack) - before
+
+
+@pytest.mark.realtime
+def test_a_job_costs_a_handful_of_port_forwards_whatever_its_length(kuberay_only: Any) -> None:
+    """Issue 40, point 6: each Ray dashboard call opened a port-forward of its own through the API server (about 100
+    for a minute-long job, growing with its length). Counted by the API server itself, on this module's own stack
+    (its tests run one by one): a 3-second job and a minute-long one cost the same handful."""
+    short = _ticking_job(kuberay_only, "seconds", 3)
+    minute = _ticking_job(kuberay_only, "minute", 60)
+    assert short <= 5 and minute <= 5, f"{short} port-forwards for a 3-second job, {minute} for a minute-long one"
+    assert minute <= short + 1, f"{short} port-forwards for a 3-second job, {minute} for a minute-long one: the count grows with the job"
+
+
 def test_an_operator_that_does_not_run_is_said_by_check_and_by_submit(kuberay_only: Any) -> None:
     """Last in the module: it stops the stack's operator."""
     admin = client(kuberay_only)
@@ -245,38 +280,3 @@ def test_an_operator_that_does_not_run_is_said_by_check_and_by_submit(kuberay_on
         assert rayjobs(admin) == []
     finally:
         admin.close()
-
-
-def _port_forwards(stack: Any) -> int:
-    """How many port-forward requests the API server has served (its own counter, apiserver_request_total)."""
-    import subprocess as sp
-
-    out = sp.run(["kubectl", "--kubeconfig", str(stack.kubeconfig), "get", "--raw", "/metrics"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    total = 0
-    for line in out.stdout.splitlines():
-        if line.startswith("apiserver_request_total{") and 'subresource="portforward"' in line:
-            total += int(float(line.rsplit(" ", 1)[1]))
-    return total
-
-
-def _ticking_job(stack: Any, name: str, seconds: int) -> int:
-    """Submit a job that prints a tick a second for `seconds`, check every tick arrived; the port-forwards it cost."""
-    before = _port_forwards(stack)
-    script = f"import time\nfor i in range({seconds}):\n    print('tick', i, flush=True)\n    time.sleep(1)\n"
-    out = cli(stack, "submit", "--name", name, "--", "python", "-c", script, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert "port-forwarding 127.0.0.1:" in out.stderr
-    assert [line for line in out.stdout.splitlines() if line.startswith("tick")] == [f"tick {i}" for i in range(seconds)]
-    return _port_forwards(stack) - before
-
-
-@pytest.mark.realtime
-def test_a_job_costs_a_handful_of_port_forwards_whatever_its_length(kuberay_only: Any) -> None:
-    """Issue 40, point 6: each Ray dashboard call opened a port-forward of its own through the API server (about 100
-    for a minute-long job, growing with its length). Counted by the API server itself, on this module's own stack
-    (its tests run one by one): a 3-second job and a minute-long one cost the same handful."""
-    short = _ticking_job(kuberay_only, "seconds", 3)
-    minute = _ticking_job(kuberay_only, "minute", 60)
-    assert short <= 5 and minute <= 5, f"{short} port-forwards for a 3-second job, {minute} for a minute-long one"
-    assert minute <= short + 1, f"{short} port-forwards for a 3-second job, {minute} for a minute-long one: the count grows with the job"
