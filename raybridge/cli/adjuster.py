@@ -201,22 +201,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     gc.disable()
     from raybridge.cli.render import dump, note, warn
     from raybridge.adjuster.decision.plan import plan_placeholders
-    from raybridge.core.dra import CLAIM_KIND, DEVICE_CLASS_KIND, SLICE_KIND
-    from raybridge.files import NODE_FILE_KINDS, POD_FILE_KINDS, load_objects, load_objects_of_kinds
+    from raybridge.cli.adjuster_inputs import plan_inputs
 
     settings = settings_from_args(args)
     now = _now(args.now)
-    if args.from_cluster:
-        pods, nodes, pod_groups, dra = _from_cluster(args)
-    else:
-        _no_cluster_flags(args)
-        pod_file = load_objects_of_kinds(args.pods, "Pod", POD_FILE_KINDS)
-        node_file = load_objects_of_kinds(args.nodes, "Node", NODE_FILE_KINDS) if args.nodes else None
-        pods, nodes = pod_file["Pod"], (node_file["Node"] if node_file is not None else None)
-        # The nodes' GPUs published as DRA devices, the classes that claim them, and the claims pods name.
-        dra = {"slices": node_file[SLICE_KIND] if node_file else (), "classes": node_file[DEVICE_CLASS_KIND] if node_file else (),
-               "claims": pod_file[CLAIM_KIND]}
-        pod_groups = load_objects(args.podgroups, "PodGroup") if args.podgroups else ()
+    pods, nodes, pod_groups, dra = plan_inputs(args)
     if args.manifests:
         return _print_manifests(args, settings, pods, nodes, pod_groups, now, dra)
     args.output = args.output or "table"
@@ -230,40 +219,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
     for text in plan.notes:
         note(text)
     return EXIT_OK
-
-
-def _from_cluster(args: argparse.Namespace) -> tuple[list[Any], list[Any], list[Any], dict[str, Any]]:
-    """The pods, nodes, PodGroups and DRA objects (ResourceSlices, DeviceClasses, ResourceClaims) of the flags' cluster,
-    read as `adjuster run` reads them (every namespace)."""
-    from raybridge.errors import BadInput, InfraError
-    from raybridge.kube.kai import list_pod_groups
-    from raybridge.kube.objects import list_nodes, list_pods_all_namespaces
-    from raybridge.kube.target import ClusterTarget
-    from raybridge.kube.config import DEFAULT_REQUEST_TIMEOUT
-    from raybridge.cli.render import warn
-    from raybridge.kube.dra import list_dra_objects
-
-    given = [flag for flag, value in (("--nodes", args.nodes), ("--podgroups", args.podgroups)) if value]
-    if given:
-        raise BadInput(f"--from-cluster reads the nodes and PodGroups too: leave out {' and '.join(given)}")
-    kube = ClusterTarget(args.kubeconfig, args.context, None, args.request_timeout or DEFAULT_REQUEST_TIMEOUT).connect()
-    pods = list_pods_all_namespaces(kube)
-    if pods is None:
-        raise InfraError("listing pods in every namespace: permission denied; the adjuster's plan needs every pending pod (or give --pods FILE)")
-    found = list_dra_objects(kube)
-    for note in found.notes:
-        warn(note)
-    dra = {"slices": found.slices, "classes": found.classes, "claims": found.claims or []}
-    return pods, list_nodes(kube), list_pod_groups(kube), dra
-
-
-def _no_cluster_flags(args: argparse.Namespace) -> None:
-    """Files talk to no cluster: the cluster flags are refused rather than ignored."""
-    from raybridge.errors import BadInput
-
-    given = [flag for flag, value in (("--kubeconfig", args.kubeconfig), ("--context", args.context), ("--request-timeout", args.request_timeout)) if value]
-    if given:
-        raise BadInput(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for --from-cluster; --pods reads a file")
 
 
 def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: Any, pod_groups: Any, now: Any, dra: Any) -> int:
