@@ -27,6 +27,7 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "local_python": "raybridge.jobapi.ray_import",
     "submit": "raybridge.jobs",
     "dry_run": "raybridge.jobs",
+    "queue_job": "raybridge.jobs",
     "JobHandle": "raybridge.jobs",
     "RaybridgeError": "raybridge.errors",
     "BadInput": "raybridge.errors",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -49,7 +50,37 @@ def _read_bounded(f: Any, expected: int) -> bytes:
     return b"".join(chunks)
 
 
+#: The name that stands for standard input, as kubectl's `-f -` (one file of a command can be it).
+STDIN = "-"
+_stdin_read = False
+
+
+def _read_stdin(what: str) -> str:
+    """Standard input as text, bounded as a file is; refused when it is a terminal (nothing was piped in, and the
+    command would wait for typing) or was read already by another flag of the command."""
+    global _stdin_read
+    if _stdin_read:
+        raise BadInput(f"{what}: standard input (-) was read already by another flag; only one file can come from it")
+    _stdin_read = True
+    stream = sys.stdin.buffer if sys.stdin is not None else None
+    if stream is None or stream.isatty():
+        raise BadInput(f"{what}: - reads standard input, which is a terminal here: pipe the objects in (e.g. `kubectl get pods -A -o json | ...`)")
+    try:
+        data = _read_bounded(stream, MAX_FILE_BYTES)
+    except OSError as exc:
+        raise BadInput(f"{what}: standard input cannot be read: {exc.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise BadInput(f"{what}: standard input holds more than {MAX_FILE_BYTES // 2**20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"{what}: standard input is not text (UTF-8)") from None
+
+
 def read_user_file(path: str | Path, what: str) -> str:
+    """The text of a file the user named (`-`: standard input), bounded, or BadInput naming the flag and the path."""
+    if str(path) == STDIN:
+        return _read_stdin(what)
     shown = repr(str(path))
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)

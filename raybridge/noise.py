@@ -128,11 +128,19 @@ class JobOutput:
     writes what is left.
     """
 
-    def __init__(self, write: Callable[[str], Any], plain: bool, quiet: "bool | None" = None) -> None:
+    def __init__(self, write: Callable[[str], Any], plain: bool, quiet: "bool | None" = None, entrypoint: str = "") -> None:
         self._write = write
         self._plain = plain
         self._quiet = quiet  # None: as the command line chose (`quiet_libraries`)
         self._held = ""
+        #: The job's entrypoint: Ray echoes it whole, so an entrypoint of several lines echoes them all.
+        self._entrypoint = entrypoint
+        #: The lines of the entrypoint's echo still to come (after "Running entrypoint for job X: <its first line>").
+        self._echo: list[str] = []
+
+    def expect_entrypoint(self, entrypoint: str) -> None:
+        """The job's entrypoint, learnt after the output was made (`logs` reads it from the RayJob)."""
+        self._entrypoint = entrypoint
 
     @property
     def quiet(self) -> bool:
@@ -144,8 +152,11 @@ class JobOutput:
             return
         text = self._held + chunk
         lines = text.splitlines(keepends=True)
-        self._held = lines.pop() if lines and not lines[-1].endswith(("\n", "\r")) and _may_be_ray_line(lines[-1]) else ""
-        out = "".join(line for line in (self._clean(line) for line in lines) if line)
+        tail = lines.pop() if lines and not lines[-1].endswith(("\n", "\r")) else ""
+        out = "".join(line for line in (self._clean(line) for line in lines) if line)  # whole lines first: they set _echo
+        self._held = tail if tail and (self._echo or _may_be_ray_line(tail)) else ""
+        if tail and not self._held:
+            out += self._clean(tail)
         if out:
             self._write(out)
 
@@ -158,7 +169,17 @@ class JobOutput:
     def _clean(self, line: str) -> str:
         if self._plain:
             line = _ANSI.sub("", line)
-        if self.quiet and (_RAY_INFO_LINE.match(line) or _RAY_ENTRYPOINT_LINE.match(line)):
+        if self.quiet and self._echo:
+            if line.rstrip("\r\n") == self._echo[0]:
+                self._echo.pop(0)
+                return ""
+            self._echo = []
+        if self.quiet and _RAY_ENTRYPOINT_LINE.match(line):
+            # job_supervisor.py writes f"Running entrypoint for job {id}: {entrypoint}\n": its later lines follow.
+            first, *rest = self._entrypoint.split("\n") if self._entrypoint else [""]
+            self._echo = rest if rest and line.rstrip("\r\n").endswith(first) else []
+            return ""
+        if self.quiet and _RAY_INFO_LINE.match(line):
             return ""
         return line
 

@@ -284,6 +284,14 @@ def submit_token_job(tmp_path: Path, name: str, namespace: str, queue: str, env:
     return run_cli("submit", str(spec), "-n", namespace, "--queue", queue, "--no-wait", env=env, timeout=180)
 
 
+def wait_job_running(server: Any, name: str, namespace: str, timeout: float = 120) -> dict[str, Any]:
+    """RayJob `name` once its Ray job runs (a job queued with `submit --no-wait` starts on its own, later)."""
+    from kubesim.fixtures import wait_for
+
+    return wait_for(lambda: (lambda rayjob: rayjob if (rayjob.get("status") or {}).get("jobStatus") == "RUNNING" else None)(
+        server.get_object("ray.io/v1", "RayJob", name, namespace) or {}), timeout=timeout, what=f"RayJob {namespace}/{name}'s job to run")  # fmt: skip
+
+
 def kuberay_token_secret(server: Any, name: str, namespace: str) -> tuple[str, Optional[dict[str, Any]]]:
     """RayJob `name`'s cluster name and the Secret KubeRay made for its token, None if absent: KubeRay names it
     `utils.CheckName(cluster name)`, which keeps the last 50 characters (kuberay@v1.5.2 and v1.6.1,

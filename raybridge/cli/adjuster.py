@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable, Optional
 
-from raybridge.cli.args import Parser, add_cluster_args, add_output_arg, described
+from raybridge.cli.args import Parser, add_cluster_args, add_output_arg, described, seconds
 from raybridge.cli.process import end_process_without_finalizing
 from raybridge.core.consts import ADJUSTER_DEFAULT_GRACE_SECONDS, ADJUSTER_DEFAULT_VENDOR, VENDORS
 from raybridge.kai.names import ADJUSTER_DEFAULT_MEMORY_FRACTION, KAI_GPU_MEMORY_LABEL, KAI_SCALE_ADJUST_NAMESPACE, KAI_SCHEDULER_NAME
@@ -42,12 +42,19 @@ def register(sub: Any) -> None:
         help="print the placeholder GPUs the adjuster would ask for, from pod and node files",
         description="Print the placeholders the node-scale-adjuster would ask for: exact bin packing by default, or KAI's own rule (--policy kai).",
     )
-    g = p.add_argument_group("input")
-    g.add_argument("--pods", metavar="FILE", required=True, help="`kubectl get pods -A -o json` output (JSON or YAML), with the "
-                   "ResourceClaims the pods name where their GPUs come through claims")
+    g = p.add_argument_group("input (files, `-` for standard input, or the cluster)")
+    source = g.add_mutually_exclusive_group(required=True)
+    source.add_argument("--pods", metavar="FILE", help="`kubectl get pods -A -o json` output (JSON or YAML), with the "
+                        "ResourceClaims the pods name where their GPUs come through claims")
+    source.add_argument("--from-cluster", action="store_true",
+                        help="read the pods, nodes, KAI PodGroups and DRA objects of the current context's cluster (--kubeconfig, --context)")
     g.add_argument("--nodes", metavar="FILE", help="`kubectl get nodes -o json` output: GPU memory, vendor and GPUs per node; with "
                    "the ResourceSlices and DeviceClasses where nodes publish GPUs as DRA devices")
     g.add_argument("--podgroups", metavar="FILE", help="`kubectl get podgroups -A -o json` output: KAI's quota verdicts")
+    c = p.add_argument_group("cluster (with --from-cluster)")
+    c.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    c.add_argument("--context", help="kubeconfig context (default: the kubeconfig's current context)")
+    c.add_argument("--request-timeout", type=seconds, default=None, metavar="SECONDS", help="bound on each Kubernetes API call (default: 30)")
     g.add_argument("--now", metavar="TIME", help="RFC 3339 time to judge the grace period against (default: now)")
     add_settings_args(p)
     add_output_arg(p, None, shown_default="table; yaml with --manifests")
@@ -187,18 +194,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     gc.disable()
     from raybridge.cli.render import dump, note, warn
     from raybridge.adjuster.decision.plan import plan_placeholders
-    from raybridge.core.dra import CLAIM_KIND, DEVICE_CLASS_KIND, SLICE_KIND
-    from raybridge.files import NODE_FILE_KINDS, POD_FILE_KINDS, load_objects, load_objects_of_kinds
+    from raybridge.cli.adjuster_inputs import plan_inputs
 
     settings = settings_from_args(args)
     now = _now(args.now)
-    pod_file = load_objects_of_kinds(args.pods, "Pod", POD_FILE_KINDS)
-    node_file = load_objects_of_kinds(args.nodes, "Node", NODE_FILE_KINDS) if args.nodes else None
-    pods, nodes = pod_file["Pod"], (node_file["Node"] if node_file is not None else None)
-    # The nodes' GPUs published as DRA devices, the classes that claim them, and the claims pods name.
-    dra = {"slices": node_file[SLICE_KIND] if node_file else (), "classes": node_file[DEVICE_CLASS_KIND] if node_file else (),
-           "claims": pod_file[CLAIM_KIND]}
-    pod_groups = load_objects(args.podgroups, "PodGroup") if args.podgroups else ()
+    pods, nodes, pod_groups, dra = plan_inputs(args)
     if args.manifests:
         return _print_manifests(args, settings, pods, nodes, pod_groups, now, dra)
     args.output = args.output or "table"

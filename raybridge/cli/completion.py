@@ -2,10 +2,11 @@
 
 The script comes from `shtab` (a maintained generator that walks an argparse
 parser), so it always matches the commands and flags of this release; nothing
-is written by hand. Install it as shtab's documentation says, e.g.
-`raybridge completion bash > ~/.local/share/bash-completion/completions/raybridge`.
-It completes `raybridge`; the kubectl plugin (`kubectl raybridge`) is the same
-program under the name kubectl looks for.
+is written by hand. Install it as the README says (the completions folder may not
+exist yet on a fresh account, and bash loads it only through the bash-completion
+package; `eval "$(raybridge completion bash)"` in `~/.bashrc` works without it).
+It completes `raybridge`; `kubectl raybridge` is completed by kubectl itself, which
+asks `kubectl_complete-raybridge` (`cli/kubectl_complete.py`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ def register(sub: Any) -> None:
         "completion",
         help="print a shell completion script (bash or zsh) for every command and flag",
         description="Print a completion script for SHELL, generated from raybridge's own parser (shtab). "
-        "bash: `raybridge completion bash > ~/.local/share/bash-completion/completions/raybridge`; "
-        "zsh: `raybridge completion zsh > \"${fpath[1]}/_raybridge\"`.",
+        "bash, with the bash-completion package: `mkdir -p ~/.local/share/bash-completion/completions && "
+        "raybridge completion bash > ~/.local/share/bash-completion/completions/raybridge`; without it: "
+        "`eval \"$(raybridge completion bash)\"` in ~/.bashrc. zsh: save `raybridge completion zsh` as _raybridge in a folder on "
+        "fpath. `kubectl raybridge` completes through kubectl_complete-raybridge, installed with the package.",
     )
     p.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash or zsh")
     p.set_defaults(handler=cmd_completion)

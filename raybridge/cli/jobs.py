@@ -70,7 +70,11 @@ def register(sub: Any) -> None:
         "within this long; renewed while raybridge runs, so it never cuts a run short (default: 1800)",
     )  # fmt: skip
     g.add_argument("--keep", action="store_true", help="keep the RayJob/RayCluster after the run")
-    g.add_argument("--no-wait", action="store_true", help="return once the job is submitted (kubernetes: objects are kept)")
+    g.add_argument(
+        "--no-wait", action="store_true",
+        help="kubernetes: return once the RayJob exists; it runs by itself when Kueue admits it, and again after each "
+        "readmission (K8sJobMode; a local working dir travels in a ConfigMap, at most 1 MiB zipped)",
+    )  # fmt: skip
     g.add_argument("--submission-id", help="Ray submission id (default: generated)")
     g.add_argument("--dry-run", action="store_true", help="print what would be created and exit")
     add_output_arg(p, "table")
@@ -426,6 +430,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     try:
         if spec.resolved_kind == "RayCluster" and spec.ray:
             return _create_cluster(request, args.output)
+        if args.no_wait and request.backend == "kubernetes":
+            return _queue(request, args.output)
         handle = launch(request)
         if args.no_wait:
             if handle.owns_private_head:
@@ -436,7 +442,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
                     progress(f"note: {note}")
                 return EXIT_OK
         progress(f"streaming logs of {handle.submission_id} (Ctrl-C stops the job and cleans up)")
-        output = JobOutput(lambda text: (log_stream.write(text), log_stream.flush()), plain=not log_stream.isatty())
+        output = JobOutput(lambda text: (log_stream.write(text), log_stream.flush()), plain=not log_stream.isatty(), entrypoint=handle.entrypoint)
         try:
             status = handle.stream_logs(output, raw=True)  # JobOutput filters as -v says
         finally:
@@ -453,6 +459,23 @@ def cmd_submit(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, previous_int)
         if handle is not None:
             handle.close()
+
+
+def _queue(request: Any, output: str) -> int:
+    """`--no-wait` on Kubernetes: the RayJob is created to run by itself (jobs/queued.py); said, then exit 0."""
+    from raybridge.cli.render import progress
+    from raybridge.jobs.service import queue
+
+    queued = queue(request)
+    for text in queued.notes:
+        progress(text if text.startswith("orphan protection") or text.startswith("working dir") else f"note: {text}")
+    where = f"{queued.name} -n {queued.namespace}"
+    progress(f"follow it with `raybridge status {where}` and `raybridge logs {where} -f`; `raybridge delete {where}` removes it")
+    if output in ("json", "yaml"):
+        _report(queued, "SUBMITTED", output)
+    else:
+        progress(f"job {queued.submission_id} queued")
+    return EXIT_OK
 
 
 def _create_cluster(request: Any, output: str) -> int:

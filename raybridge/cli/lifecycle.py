@@ -13,13 +13,13 @@ import argparse
 import sys
 from typing import Any
 
-from raybridge.cli.args import add_cluster_args, add_output_arg, cluster_target
+from raybridge.cli.args import add_cluster_args, add_output_arg, cluster_target, seconds
 from raybridge.errors import EXIT_OK
 from raybridge.core.printable import one_line
 
 
 def register(sub: Any) -> None:
-    handlers = {"status": cmd_status, "logs": cmd_logs, "stop": cmd_stop, "delete": cmd_delete}
+    handlers = {"status": cmd_status, "logs": cmd_logs, "stop": cmd_stop, "delete": cmd_delete}  # `dashboard`: below
     for name, helptext in (
         ("status", "status of a job raybridge created, with why it is pending"),
         ("logs", "the Ray job's logs"),
@@ -32,10 +32,23 @@ def register(sub: Any) -> None:
         if name in ("logs", "stop"):
             p.add_argument("--dashboard-address", help="reach the Ray dashboard here instead of the head service or a port-forward")
         if name == "logs":
-            p.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
+            p.add_argument("-f", "--follow", action="store_true", help="stream until the job ends (a queued job: once it starts)")
+            p.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
+                           help="with -f: how long to wait for a job that has not started (default: 1800)")
         if name == "status":
             add_output_arg(p, "table")
         p.set_defaults(handler=handlers[name])
+
+    p = sub.add_parser(
+        "dashboard", help="forward a job's Ray dashboard to this machine and say how the plain Ray CLI reaches it there",
+        description="Forward 127.0.0.1:PORT to the Ray dashboard of a RayJob's (or RayCluster's) cluster, through the API "
+        "server as `kubectl port-forward` does, until Ctrl-C; prints how `ray job status|logs|submit` and a browser reach "
+        "it. Listens on loopback only.",
+    )  # fmt: skip
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--port", type=int, default=8265, help="local port (default: 8265, the dashboard's own; 0: any free one)")
+    add_cluster_args(p)
+    p.set_defaults(handler=cmd_dashboard)
 
     p = sub.add_parser("list", help="jobs and clusters raybridge created")
     add_cluster_args(p)
@@ -89,6 +102,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     try:
         job_logs(
             _kube(args), args.name, output, follow=args.follow, dashboard_address=args.dashboard_address, progress=progress,
+            entrypoint_seen=output.expect_entrypoint, **({"timeout": args.timeout} if args.timeout is not None else {}),
         )  # fmt: skip
     finally:
         output.close()
@@ -100,7 +114,46 @@ def cmd_stop(args: argparse.Namespace) -> int:
     from raybridge.jobs.lifecycle import stop_job
 
     result = stop_job(_kube(args), args.name, dashboard_address=args.dashboard_address, progress=progress)
-    progress(f"{'stopped' if result['stopped'] else 'already ended:'} Ray job {result['jobId']} of RayJob {args.name}")
+    ended = f" ({result['jobStatus']})" if result.get("jobStatus") else ""
+    progress(f"{'stopped' if result['stopped'] else 'already ended:'} Ray job {result['jobId']} of RayJob {args.name}{ended}")
+    return EXIT_OK
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """Forward, say how to use it, and hold the forward until Ctrl-C or SIGTERM (then exit 0: that is how it ends)."""
+    import shlex
+    import signal
+    import threading
+
+    from raybridge.cli.render import progress
+    from raybridge.errors import BadInput
+    from raybridge.jobs.lifecycle import forward_dashboard
+
+    if not 0 <= args.port <= 65535:
+        raise BadInput(f"--port: {args.port} is not a port (0 to 65535)")
+    kube = _kube(args)
+    opened = forward_dashboard(kube, args.name, args.port)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        where = f"{opened.kind} {opened.namespace}/{opened.name}"
+        progress(f"forwarding {opened.url} -> pod {opened.pod}:8265, the Ray dashboard of {where} (Ctrl-C ends it)")
+        print(f"dashboard: {opened.url}")
+        if opened.token_secret:
+            secret = shlex.quote(opened.token_secret)
+            print(f"the cluster demands its token: export RAY_AUTH_MODE=token RAY_AUTH_TOKEN=\"$(kubectl get secret {secret} -n "
+                  f"{shlex.quote(opened.namespace)} -o jsonpath='{{.data.auth_token}}' | base64 -d)\"")
+        job = shlex.quote(opened.job_id) if opened.job_id else "<submission id>"
+        for line in (f"ray job status --address {opened.url} {job}", f"ray job logs --address {opened.url} --follow {job}",
+                     f"ray job list --address {opened.url}", f"ray job submit --address {opened.url} --working-dir . -- python my_script.py"):
+            print(f"  {line}")
+        sys.stdout.flush()
+        stop.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        opened.close()
+    progress("forward ended")
     return EXIT_OK
 
 

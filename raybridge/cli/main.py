@@ -36,7 +36,7 @@ COMMAND_GROUPS: tuple[str, ...] = (
 #: only that group's parsers (start-up time); anything else builds them all.
 COMMANDS_OF_GROUP: dict[str, tuple[str, ...]] = {
     "raybridge.cli.jobs": ("discover", "plan", "render", "submit"),
-    "raybridge.cli.lifecycle": ("status", "logs", "stop", "delete", "list"),
+    "raybridge.cli.lifecycle": ("status", "logs", "stop", "delete", "dashboard", "list"),
     "raybridge.cli.queues": ("queues",),
     "raybridge.cli.adjuster": ("adjuster",),
     "raybridge.cli.explain": ("explain",),

@@ -45,6 +45,8 @@ FAST_POLL_WINDOW_SECONDS = 60.0
 #: it has not delivered by then is read from the whole log instead (one request, no waiting
 #: for Ray's own tail loop to notice the end and close the WebSocket).
 DRAIN_SECONDS = 0.3
+#: How many times a dropped log stream is opened again while its job runs (each: a connection, a port-forward stream).
+TAIL_RECONNECTS = 8
 #: Submission attempts while a just-started head's job agent registers: every 0.25 s while `retry_for` lasts
 #: (the one retry policy, kube/retry.py, with a deadline and a constant backoff).
 SUBMIT_RETRY_POLICY = RetryPolicy(first_backoff=0.25, max_backoff=0.25)
@@ -56,14 +58,17 @@ def _bounded_client(address: str, headers: Optional[dict[str, str]], request_tim
     (`verified_transport.py`)."""
     from ray.job_submission import JobSubmissionClient
 
+    import requests
+
     after_ray_import()
-    session = verified_session(peer_check) if peer_check is not None else None
+    # One session, so requests reuse their connection (HTTP keep-alive): Ray's client opens a new one per request
+    # (ray@2.60 dashboard_sdk.py _do_request, `requests.request`), and through a port-forward every new connection
+    # is a new stream through the API server: about 100 a minute while a job's status is polled beside its log.
+    session = verified_session(peer_check) if peer_check is not None else requests.Session()
 
     class BoundedJobSubmissionClient(JobSubmissionClient):  # type: ignore[misc,valid-type]
         def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
             kwargs.setdefault("timeout", (request_timeout, request_timeout))
-            if session is None:
-                return super()._do_request(method, endpoint, **kwargs)
             return _checked_request(self, session, method, endpoint, **kwargs)
 
         async def tail_job_logs(self, job_id: str) -> Any:
@@ -247,11 +252,34 @@ class RayJobs:
 
         written = 0
 
-        async def tail() -> None:
+        async def tail_once() -> None:
+            """One log stream; Ray sends the log from its start, so what was written already is skipped."""
             nonlocal written
+            seen = 0
             async for chunk in self.client.tail_job_logs(submission_id):
-                write(chunk)
-                written += len(chunk)
+                fresh = chunk[max(0, written - seen):]
+                seen += len(chunk)
+                if fresh:
+                    write(fresh)
+                    written += len(fresh)
+
+        async def tail() -> None:
+            """The log stream, opened again when it drops while the job runs (a proxy or port-forward closing it),
+            up to TAIL_RECONNECTS times, a second apart and doubling: the output goes on as it comes."""
+            for attempt in range(TAIL_RECONNECTS + 1):
+                try:
+                    await tail_once()
+                except InfraError:
+                    pass
+                except Exception:  # noqa: BLE001 - a broken connection, said as the stream's end below
+                    pass
+                try:
+                    status = await asyncio.get_running_loop().run_in_executor(None, self.status, submission_id)
+                except InfraError:
+                    return
+                if status in TERMINAL or attempt == TAIL_RECONNECTS:
+                    return
+                await asyncio.sleep(min(2.0 ** attempt, 30.0))
 
         async def watch() -> Optional[str]:
             loop = asyncio.get_running_loop()

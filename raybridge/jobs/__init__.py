@@ -19,6 +19,7 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "submit": ".service",
     "prepare_submit": ".service",
     "launch": ".service",
+    "queue_job": ".service",
     "SubmitRequest": ".service",
     "dry_run": ".preview",
     "preview_submit": ".preview",

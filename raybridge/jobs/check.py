@@ -32,9 +32,10 @@ from raybridge.kube.objects import namespace_exists, raw_get
 from raybridge.core.dra import DRIVER_OF_VENDOR
 from raybridge.core.inventory import DeviceSources
 from raybridge.kube.dra import list_dra_objects
-from raybridge.kube.kueue import kueue_dra_settings, served_versions
+from raybridge.kube.kueue import kueue_dra_settings, list_local_queue_names, served_versions
+from raybridge.kube.rayapi import RayObjects
 from raybridge.kueue.dra import dra_counting
-from raybridge.kube.operators import kuberay_operator_release, kueue_release
+from raybridge.kube.operators import OperatorRelease, kuberay_operator_release, kueue_release
 
 OK, MISSING, UNKNOWN, NOTE = "ok", "missing", "unknown", "note"
 RAYJOB_CRD = "rayjobs.ray.io"
@@ -75,13 +76,63 @@ def check_cluster(kube: Kube, queue: Optional[str], priority_class: Optional[str
     rows.append(namespace)
     kuberay_rows, pre_running, known = _kuberay(kube)
     rows += kuberay_rows
-    rows += _kueue(kube)
+    kueue = bool(served_versions(kube))
+    rows += _kueue(kube) if kueue else [CheckRow("Kueue API", NOTE, "kueue.x-k8s.io is not served: jobs are not queued")]
     rows += _dra(kube)
-    if namespace.status != MISSING:  # the queue's preflight would only say the namespace is missing again
-        rows += _queue(kube, queue, priority_class)
-    summary = orphan_bound_summary(pre_running, orphan_bound)
-    rows.append(CheckRow("orphan bound", OK if pre_running else NOTE, summary if known else f"{summary} (operator release unknown: assumed before v1.6)"))
+    if not kueue:
+        rows += _without_kueue(queue, priority_class)
+    elif namespace.status != MISSING:  # the queue's preflight would only say the namespace is missing again
+        queue_rows = _queue(kube, queue, priority_class)
+        never = _never_admitted_without_queue(kube) if not queue and kuberay_rows[0].status == OK and not _queued(queue_rows) else []
+        rows += [row for row in queue_rows if not (never and row.check == "queue")] + never
+    if kuberay_rows[0].status == OK:  # without KubeRay no RayJob exists to bound: its row says what is missing
+        summary = orphan_bound_summary(pre_running, orphan_bound, evictable=kueue)
+        if not (known or not kueue):
+            summary += " (operator release unknown: assumed before v1.6)"
+        rows.append(CheckRow("orphan bound", OK if pre_running or not kueue else NOTE, summary))
     return ClusterCheck(kube.server, kube.context, kube.namespace, tuple(rows))
+
+
+def _queued(rows: list[CheckRow]) -> bool:
+    """Whether the queue rows found a LocalQueue the job lands in (the namespace's default one, without --queue)."""
+    return any(row.check == "queue" and row.status == OK for row in rows)
+
+
+def _without_kueue(queue: Optional[str], priority_class: Optional[str]) -> list[CheckRow]:
+    """Without Kueue a queue or priority class named is missing, as `submit` refuses it (`jobs/preflight.py`)."""
+    return [
+        CheckRow(check, MISSING, f"{flag} {name}: Kueue is not installed (no kueue.x-k8s.io API), so nothing here knows a {kind}")
+        for check, flag, name, kind in (("queue", "--queue", queue, "LocalQueue"), ("priority class", "--priority-class", priority_class, "WorkloadPriorityClass"))
+        if name
+    ]  # fmt: skip
+
+
+def _never_admitted_without_queue(kube: Kube) -> list[CheckRow]:
+    """A missing row where a job without --queue would be suspended and never admitted: Kueue manages every job
+    (manageJobsWithoutQueueName) and the namespace has no LocalQueue named default. Asked of the cluster itself: a
+    dry-run create of a queueless RayJob goes through Kueue's webhook, which suspends it there (kueue@v0.13.10
+    pkg/controller/jobframework/defaults.go ApplyDefaultForSuspend); nothing is created. Where the user may not
+    create RayJobs, or the dry run is refused, nothing is said (`submit` says it after its create)."""
+    probe = {
+        "apiVersion": f"{RAY_API_GROUP}/v1", "kind": "RayJob",
+        "metadata": {"name": "raybridge-check", "namespace": kube.namespace},
+        "spec": {"entrypoint": "true", "shutdownAfterJobFinishes": True, "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": {
+            "spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray"}]}}}}},
+    }  # fmt: skip
+    try:
+        stored = RayObjects(kube).dry_run_create(probe)
+    except RaybridgeError:
+        return []
+    if not (stored.get("spec") or {}).get("suspend") or ((stored.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL):
+        return []
+    queues = list_local_queue_names(kube, kube.namespace)
+    known = f"LocalQueues here: {', '.join(queues)}" if queues else f"{kube.namespace} has no LocalQueue"
+    return [CheckRow(
+        "queue", MISSING,
+        f"no --queue: this cluster's Kueue manages jobs without a queue name (manageJobsWithoutQueueName) and "
+        f"{kube.namespace} has no LocalQueue named default, so Kueue would hold the job for ever and submit refuses it "
+        f"({known})",
+    )]  # fmt: skip
 
 
 def _api_server(kube: Kube) -> CheckRow:
@@ -127,9 +178,9 @@ def _kuberay(kube: Kube) -> tuple[list[CheckRow], bool, bool]:
         rows.append(CheckRow("RayJob CRD", OK, f"knows {', '.join(fields)}" if fields else "knows neither preRunningDeadlineSeconds (v1.6) nor authOptions (v1.5.1)"))
     elif versions:
         rows.append(CheckRow("RayJob CRD", UNKNOWN, f"CRD {RAYJOB_CRD}: {why}"))
-    operator = kuberay_operator_release(kube)
+    operator = kuberay_operator_release(kube, running=True)
     if versions:
-        rows.append(CheckRow("KubeRay operator", OK if operator.version else UNKNOWN, operator.describe()))
+        rows.append(_operator_row("KubeRay operator", operator, "nothing starts a RayJob's Ray cluster"))
     return rows, pre_running_supported(operator.version), operator.version is not None
 
 
@@ -149,13 +200,18 @@ def _served_schema(crd: dict[str, Any], version: str) -> dict[str, Any]:
 
 def _kueue(kube: Kube) -> list[CheckRow]:
     versions = served_versions(kube)
-    if not versions:
-        return [CheckRow("Kueue API", NOTE, "kueue.x-k8s.io is not served: jobs are not queued")]
-    release = kueue_release(kube)
+    release = kueue_release(kube, running=True)
     return [
         CheckRow("Kueue API", OK, f"kueue.x-k8s.io {', '.join(versions)}"),
-        CheckRow("Kueue controller", OK if release.version else UNKNOWN, release.describe()),
+        _operator_row("Kueue controller", release, "nothing admits a queued job"),
     ]
+
+
+def _operator_row(check: str, release: OperatorRelease, consequence: str) -> CheckRow:
+    """An operator's row: its release, or missing when no replica of its Deployment is available, saying why."""
+    if release.not_running:
+        return CheckRow(check, MISSING, f"{release.version or 'release unknown'}, not running: {release.not_running}; {consequence}")
+    return CheckRow(check, OK if release.version else UNKNOWN, release.describe())
 
 
 def _dra(kube: Kube) -> list[CheckRow]:

@@ -59,6 +59,20 @@ def _reachable(address: str, timeout: float = 1.0) -> bool:
         return False
 
 
+def head_pod(kube: Kube, namespace: str, cluster_name: str) -> str:
+    """The running head pod of a Ray cluster, or InfraError naming the cluster."""
+    pods = api_call(
+        "finding the Ray head pod",
+        kube.core().list_namespaced_pod,
+        namespace,
+        label_selector=f"ray.io/cluster={cluster_name},ray.io/node-type=head",
+    )
+    running = [p for p in pods.items if (p.status.phase or "") == "Running"] if pods else []
+    if not running:
+        raise InfraError(f"no running head pod for Ray cluster {namespace}/{cluster_name} to port-forward to")
+    return str(running[0].metadata.name)
+
+
 def connect_dashboard(
     kube: Kube, namespace: str, cluster_name: str, dashboard_url: Optional[str], explicit: Optional[str], progress: Callable[[str], None]
 ) -> tuple[str, Optional[Any]]:
@@ -71,16 +85,8 @@ def connect_dashboard(
             return url, None
     from raybridge.kube.portforward import PortForward
 
-    pods = api_call(
-        "finding the Ray head pod",
-        kube.core().list_namespaced_pod,
-        namespace,
-        label_selector=f"ray.io/cluster={cluster_name},ray.io/node-type=head",
-    )
-    running = [p for p in pods.items if (p.status.phase or "") == "Running"] if pods else []
-    if not running:
-        raise InfraError(f"no running head pod for Ray cluster {namespace}/{cluster_name} to port-forward to")
-    forward = PortForward(kube, namespace, running[0].metadata.name, DASHBOARD_PORT)
+    pod = head_pod(kube, namespace, cluster_name)
+    forward = PortForward(kube, namespace, pod, DASHBOARD_PORT)
     port = forward.start()
-    progress(f"port-forwarding 127.0.0.1:{port} -> pod {running[0].metadata.name}:{DASHBOARD_PORT}")
+    progress(f"port-forwarding 127.0.0.1:{port} -> pod {pod}:{DASHBOARD_PORT}")
     return f"http://127.0.0.1:{port}", forward

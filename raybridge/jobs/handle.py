@@ -46,8 +46,11 @@ class JobHandle:
         keep: bool = False,
         recover: Optional[Callable[["JobHandle"], Optional[str]]] = None,
         handover: Optional[Callable[[], list[str]]] = None,
+        entrypoint: str = "",
     ) -> None:
         self.backend = backend
+        #: The command the job runs, as submitted (Ray echoes it into the log; `stream_logs` leaves the echo out).
+        self.entrypoint = entrypoint
         self.name = name
         self.namespace = namespace
         self.submission_id = submission_id
@@ -110,7 +113,7 @@ class JobHandle:
         """Stream the job's output into `write` until the job ends (through resubmissions after an eviction); the
         final status. Ray's own INFO lines about running the job and ANSI colours are left out, as the command
         line leaves them out; `raw=True` passes the log as Ray writes it."""
-        output = write if raw else JobOutput(write, plain=True, quiet=True)
+        output = write if raw else JobOutput(write, plain=True, quiet=True, entrypoint=self.entrypoint)
         try:
             while True:
                 final = self.jobs.stream_logs(self.submission_id, output)

@@ -42,54 +42,46 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Callable, Optional
 
-from raybridge.kueue.workload import Workload, WorkloadLike, deactivation, eviction_summary, workload_state, workload_view
+from raybridge.kueue.workload import WorkloadLike, eviction_summary, workload_state, workload_view
 from raybridge.queues.decision.kueue_explain import progress_line
 from raybridge.kuberay.names import DASHBOARD_PORT
 from raybridge.kueue.names import KUEUE_QUEUE_LABEL
 from raybridge.core.deadline import Deadline
 from raybridge.jobs.decision.images import unpinned_image_warning
 from raybridge.core.dra import CLAIM_TEMPLATE_KIND
-from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS, claim_template_name, image_for, workload_of
+from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS, INTERACTIVE_MODE, claim_template_name, image_for, workload_of
 from raybridge.jobs.decision.planning import plan_job, render_job
 from raybridge.jobs.decision.orphan_guard import (
     Renewal, eviction_bound_note, handover_notes, handover_patch, kueue_limits_run, protections_of, unknown_fields,
 )
 from raybridge.jobs.decision.sizing import SizingDecision
 from raybridge.jobs.decision.spec import JobSpec
-from raybridge.errors import BadInput, ClusterUnreachable, InfraError, JobEnded
+from raybridge.errors import BadInput, InfraError, JobEnded
 from raybridge.jobapi.client import TERMINAL, RayJobs
 from raybridge.kuberay.rayjob import ray_state
 from raybridge.kuberay.releases import pre_running_supported
 from raybridge.jobapi.ray_import import installed_ray_version, local_python
-from raybridge.kube.calls import TimeBudgetSpent
+from raybridge.kube.calls import NotFound
 from raybridge.kube.client import Kube
 from raybridge.kube.dra import create_claim_template, delete_claim_template, own_claim_template
-from raybridge.kube.kueue import find_workload, kueue_dra_settings, list_local_queue_names, pending_position, served_versions, wait_workload_gone
+from raybridge.kube.kueue import find_workload, kueue_dra_settings, list_local_queue_names, served_versions, wait_workload_gone
 from raybridge.kueue.dra import dra_counting
 from raybridge.kube.operators import kuberay_operator_release
 from raybridge.kube.rayapi import RayObjects
-from raybridge.kube.retry import RetryPolicy, calls_tried_once
 from raybridge.jobs.dashboard import auth_headers, connect_dashboard
+from raybridge.jobs.cluster_wait import Waiter, end_if_deactivated, observe_riding_out, wait_for_ready
 from raybridge.jobs.discovery import discover_inventory
 from raybridge.jobs.handle import JobHandle
 from raybridge.jobs.options import SubmitOptions, new_submission_id, resolve_runtime_env, unique_name
 from raybridge.jobs.orphan_guard import OrphanGuard
-from raybridge.jobs.preflight import Preflight, preflight
+from raybridge.noise import verbose
+from raybridge.jobs.preflight import MULTIKUEUE_CONTROLLER, Preflight, multikueue_refusal, preflight
 
-POLL_SECONDS = 1.0
-#: The first look after a change of state: the next change often follows within a second (admitted, then the
-#: pods created, then the head ready), so a wait looks again after 0.2 s, then 1.5 times longer up to POLL_SECONDS.
-FIRST_POLL_SECONDS = 0.2
 #: What a kept or handed-over RayJob does after its job ends (FINISHED_CLUSTER_TTL_SECONDS in jobs/decision/manifests.py).
 _LINGER_NOTE = (
     f"when the job ends, Kueue frees its quota at once but KubeRay keeps its Ray cluster, GPU pods included, "
     f"{FINISHED_CLUSTER_TTL_SECONDS}s longer for its logs"
 )
-#: A wait's observation that fails is tried again after 0.25 s, doubled up to 10 s, MAX_API_FAILURES times:
-#: a hiccup costs a quarter of a second, a restarting API server about half a minute.
-MAX_API_FAILURES = 8
-RIDE_OUT_POLICY = RetryPolicy(attempts=MAX_API_FAILURES + 1, first_backoff=0.25, max_backoff=10.0)
-HEARTBEAT_SECONDS = 30.0
 #: How long a lost dashboard may stay lost while the RayJob says its job still runs.
 SETTLE_SECONDS = 120.0
 #: How many times in a row the dashboard may be reconnected without the job ending.
@@ -102,45 +94,10 @@ TAKE_JOB_ID_SECONDS = 15.0
 __all__ = ["Waiter", "connect_dashboard", "create_cluster", "delete_and_wait", "submit_kubernetes", "wait_for_ready", "wait_released"]
 
 
-class Waiter:
-    """Polls until a condition holds, printing a line whenever the state changes.
-
-    It looks again soon after a change (FIRST_POLL_SECONDS) and less often while nothing changes (up to `poll`),
-    never past its deadline."""
-
-    def __init__(self, progress: Callable[[str], None], timeout: float, poll: float = POLL_SECONDS,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
-        self.progress = progress
-        self.clock = clock
-        self._sleep = sleep
-        self.deadline = clock() + timeout
-        self.timeout = timeout
-        self.poll = poll
-        self.started = clock()
-        self._last: Optional[str] = None
-        self._last_time = 0.0
-        self.interval = min(FIRST_POLL_SECONDS, poll)
-
-    def say(self, line: str) -> None:
-        now = self.clock()
-        if line != self._last:
-            self.progress(line)
-            self._last, self._last_time = line, now
-            self.interval = min(FIRST_POLL_SECONDS, self.poll)
-        elif now - self._last_time >= HEARTBEAT_SECONDS:
-            self.progress(f"still {line[0].lower() + line[1:]} ({int(now - self.started)}s)")
-            self._last_time = now
-
-    def expired(self) -> bool:
-        return self.clock() >= self.deadline
-
-    def sleep(self) -> None:
-        self._sleep(max(0.0, min(self.interval, self.deadline - self.clock())))
-        self.interval = min(self.interval * 1.5, self.poll)
-
-
 @dataclass
-class _Prepared:
+class Prepared:
+    """A job sized and rendered for the cluster, not yet created: its client, where, what, and its submission id."""
+
     kube: Kube
     namespace: str
     name: str
@@ -150,8 +107,10 @@ class _Prepared:
     submission_id: str
 
 
-def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
-    # --timeout bounds the whole command up to the job's submission: every API call meanwhile gets the time left.
+def prepare(spec: JobSpec, options: SubmitOptions, submission_mode: str = INTERACTIVE_MODE) -> Prepared:
+    """Size against the cluster and render; in K8sJobMode (`jobs/queued.py`) without the local working dir, which
+    travels another way. --timeout bounds the whole command up to the job's submission: every API call meanwhile
+    gets the time left."""
     kube = replace(options.cluster, namespace=spec.namespace or options.namespace).connect(Deadline.after(options.timeout, time.monotonic))
     inventory = discover_inventory(nodes_file=options.nodes_file, pods_file=options.pods_file, tolerations=spec.tolerations, kube=kube)
     decision = plan_job(spec, inventory)
@@ -165,13 +124,16 @@ def _prepare(spec: JobSpec, options: SubmitOptions) -> _Prepared:
         options.progress(f"warning: {warning}")
     name = spec.name or unique_name()
     submission_id = options.submission_id or new_submission_id(name)
-    objects = render_job(spec, decision, name=name, namespace=kube.namespace, job_id=submission_id, orphan_bound=options.orphan_bound,
-                         ray_version=ray_version, python=local_python())
+    rendered = spec
+    if submission_mode != INTERACTIVE_MODE:
+        rendered = spec.model_copy(update={"working_dir": None, "runtime_env": {k: v for k, v in (spec.runtime_env or {}).items() if k != "working_dir"} or None})
+    objects = render_job(rendered, decision, name=name, namespace=kube.namespace, job_id=submission_id, orphan_bound=options.orphan_bound,
+                         submission_mode=submission_mode, ray_version=ray_version, python=local_python())
     labels = [dict(n.labels) for n in inventory.nodes] if inventory.source in ("kubernetes", "file") else None
-    return _Prepared(kube, kube.namespace, name, decision, objects, labels, submission_id)
+    return Prepared(kube, kube.namespace, name, decision, objects, labels, submission_id)
 
 
-def _preflight(prepared: _Prepared, options: SubmitOptions) -> Preflight:
+def preflight_job(prepared: Prepared, options: SubmitOptions, followed: bool = True) -> Preflight:
     """`preflight` of the workload, its DRA devices counted as Kueue counts them; BadInput when Kueue would queue the
     job and leave its DRA devices uncounted or hold it for good (`kueue/dra.py`). Its notes said."""
     kube, decision = prepared.kube, prepared.decision
@@ -180,7 +142,7 @@ def _preflight(prepared: _Prepared, options: SubmitOptions) -> Preflight:
         counting = dra_counting(kueue_dra_settings(kube), decision.device_class, int(decision.total_gpus))
         if counting.resource is not None:
             claim_templates = {claim_template_name(prepared.name): {counting.resource: Decimal(int(decision.gpus_per_replica))}}
-    found = preflight(kube, prepared.namespace, workload_of(prepared.objects), prepared.node_labels, claim_templates)
+    found = preflight(kube, prepared.namespace, workload_of(prepared.objects), prepared.node_labels, claim_templates, followed=followed)
     if counting is not None and found.queue is not None:
         if counting.problem:
             raise BadInput(f"{counting.problem}; nothing was created")
@@ -193,7 +155,7 @@ def _preflight(prepared: _Prepared, options: SubmitOptions) -> Preflight:
     return found
 
 
-def _create_claim_template(kube: Kube, objects: list[dict[str, Any]]) -> Optional[str]:
+def create_claim_template_of(kube: Kube, objects: list[dict[str, Any]]) -> Optional[str]:
     """Create the job's ResourceClaimTemplate where it claims DRA GPUs (rendered before the workload); its name."""
     templates = [o for o in objects[:-1] if o.get("kind") == CLAIM_TEMPLATE_KIND]
     for template in templates:
@@ -204,6 +166,12 @@ def _create_claim_template(kube: Kube, objects: list[dict[str, Any]]) -> Optiona
 def _create_strict(rays: RayObjects, obj: dict[str, Any]) -> dict[str, Any]:
     try:
         return rays.create(obj)
+    except NotFound:
+        # The namespace was found by the preflight: a 404 here is the API server serving no such kind (no CRD).
+        raise BadInput(
+            f"this cluster does not serve {obj['kind']} ({obj['apiVersion']}): KubeRay is not installed (`raybridge check` "
+            "says what the cluster offers; install KubeRay, or run without a cluster with --backend local); nothing was created"
+        ) from None
     except BadInput as exc:
         if "already exists" in str(exc):
             meta = obj["metadata"]
@@ -268,81 +236,6 @@ def wait_released(kube: Kube, rays: RayObjects, deleted: dict[str, Any], kind: s
     if not rays.wait_gone(kind, name, namespace, wait):
         return False
     return wait_workload_gone(kube, namespace, deleted, max(0.0, deadline - time.monotonic()))
-
-
-def _observe(kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, queued: bool) -> tuple[dict[str, Any], Optional[Workload], Optional[dict[str, Any]]]:
-    """The object, its Kueue Workload (read once) and its queue position, as they are now."""
-    obj = rays.get(kind, name, namespace)
-    if obj is None:
-        raise InfraError(f"{kind} {namespace}/{name} disappeared while waiting (deleted by someone else?)")
-    workload = workload_view(find_workload(kube, namespace, obj)) if queued else None
-    position = None
-    if workload is not None and workload.state == "pending":
-        position = pending_position(kube, namespace, workload.queue_name, workload.meta.name)
-    return obj, workload, position
-
-
-def _observe_riding_out(
-    kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, queued: bool, waiter: Waiter
-) -> tuple[dict[str, Any], Optional[Workload], Optional[dict[str, Any]]]:
-    """`_observe`, retried per `RIDE_OUT_POLICY`: a long wait rides out API hiccups; a dead API server still ends it
-    (more than MAX_API_FAILURES failures in a row, or the waiter's deadline). This loop is the one level that
-    retries the observation's calls: the client tries each once."""
-    failures = 0
-    while True:
-        try:
-            with calls_tried_once():
-                return _observe(kube, rays, kind, name, namespace, queued)
-        except ClusterUnreachable as exc:
-            failures += 1
-            wait = RIDE_OUT_POLICY.wait_before_retry(failures, "status", None)
-            if wait is None or waiter.expired():
-                raise
-            waiter.say(f"API error, retrying: {exc}")
-            time.sleep(wait)
-
-
-def _end_if_deactivated(what: str, workload: WorkloadLike) -> None:
-    """JobEnded (exit 1) when Kueue deactivated the Workload: it will never be admitted again."""
-    ended = deactivation(workload)
-    if ended:
-        raise JobEnded(f"{what}: {ended.words}; Kueue will not run it again")
-
-
-def wait_for_ready(
-    kube: Kube, rays: RayObjects, kind: str, name: str, namespace: str, waiter: Waiter, queued: bool
-) -> dict[str, Any]:
-    """Wait through Kueue admission and cluster start-up; return the ready object."""
-    admitted = False
-    seen: Optional[str] = None  # what the last observation showed, for a deadline that runs out mid-call
-    while True:
-        try:
-            obj, workload, position = _observe_riding_out(kube, rays, kind, name, namespace, queued, waiter)
-        except TimeBudgetSpent:
-            if seen is None:
-                raise
-            what = "admitted" if queued and not admitted else "ready"
-            raise InfraError(f"{kind} {namespace}/{name} was not {what} within {waiter.timeout:.0f}s: {seen}") from None
-        state = ray_state(obj)
-        _end_if_deactivated(f"{kind} {namespace}/{name}", workload)
-        if state.deployment == "ValidationFailed":
-            raise BadInput(f"KubeRay rejected the {kind}: {state.reason} {state.message}".strip())
-        if state.ended:
-            raise InfraError(f"the {kind} ended before the job was submitted: {state.deployment} ({state.reason}: {state.message})")
-        if workload_state(workload) == "admitted":
-            admitted = True
-        # With spec.jobId set from the start, KubeRay leaves Waiting at its next reconcile and polls the id in Running.
-        if state.ready:
-            view = workload_view(workload) if queued and not (seen or "").startswith("admitted") else None
-            by = f"admitted by {view.queue_name}; " if view is not None and view.queue_name and admitted else ""
-            waiter.say(f"{by}Ray cluster {state.cluster or name} is ready")  # the admission is said even when first seen ready
-            return obj
-        seen = progress_line(obj, workload, position)
-        waiter.say(seen)
-        if waiter.expired():
-            what = "admitted" if queued and not admitted else "ready"
-            raise InfraError(f"{kind} {namespace}/{name} was not {what} within {waiter.timeout:.0f}s: {seen}")
-        waiter.sleep()
 
 
 class _EvictableJobs(RayJobs):
@@ -440,9 +333,9 @@ class _RayJobRun:
         """After an eviction: wait (within --timeout) until Kueue admits the RayJob again and KubeRay
         has a new, ready cluster (polling the job id there, which that cluster never ran)."""
         while True:
-            obj, workload, position = _observe_riding_out(self.kube, self.rays, "RayJob", self.name, self.namespace, self.queued, waiter)
+            obj, workload, position = observe_riding_out(self.kube, self.rays, "RayJob", self.name, self.namespace, self.queued, waiter)
             state = ray_state(obj)
-            _end_if_deactivated(f"RayJob {self.namespace}/{self.name}", workload)
+            end_if_deactivated(f"RayJob {self.namespace}/{self.name}", workload)
             if state.ended or state.deployment == "ValidationFailed":
                 raise InfraError(
                     f"RayJob {self.namespace}/{self.name} ended while waiting to be admitted again: "
@@ -518,7 +411,7 @@ class _RayJobRun:
                 raise InfraError(f"RayJob {self.namespace}/{self.name} was deleted while its job ran")
             state = ray_state(obj)
             workload = workload_view(find_workload(self.kube, self.namespace, obj)) if self.queued else None
-            _end_if_deactivated(f"job {self.submission_id} of RayJob {self.namespace}/{self.name}", workload)
+            end_if_deactivated(f"job {self.submission_id} of RayJob {self.namespace}/{self.name}", workload)
             if state.at_deadline:
                 cause = _deadline_cause(obj, self.spec.max_run_seconds, self.kueue_limits_run, self.guard_trouble())
                 raise JobEnded(f"RayJob {self.namespace}/{self.name} failed: {cause}")
@@ -608,24 +501,29 @@ def _deadline_cause(obj: dict[str, Any], max_run_seconds: Optional[int], kueue_l
 def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
     if spec.resolved_kind == "RayCluster":
         raise BadInput("kind RayCluster is created with create_cluster(), not submitted")
-    prepared = _prepare(spec, options)
+    prepared = prepare(spec, options)
     kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
     rayjob = workload_of(prepared.objects)
     runtime_env = resolve_runtime_env(spec, prepared.decision)  # validates workingDir before anything exists
-    _preflight(prepared, options)
+    found = preflight_job(prepared, options)
     operator = kuberay_operator_release(kube)
     submitted = _Submitted(kube, RayObjects(kube), name, namespace, options)
     try:
-        submitted.claim_template = _create_claim_template(kube, prepared.objects)
+        submitted.claim_template = create_claim_template_of(kube, prepared.objects)
         stored = create_protected(submitted.rays, rayjob)
         submitted.created = True
         if submitted.claim_template is not None:
             own_claim_template(kube, submitted.claim_template, namespace, stored)
         queued = _announce_created(stored, namespace, name, options, spec.max_run_seconds)
-        _refuse_if_suspended_without_queue(kube, stored, namespace, name)
+        refuse_if_suspended_without_queue(kube, stored, namespace, name)
+        if (stored.get("spec") or {}).get("managedBy") == MULTIKUEUE_CONTROLLER:
+            # Kueue's webhook hands a MultiKueue queue's job to its MultiKueue controller (kueue@v0.19.2 RayJob
+            # SetManagedBy): where the preflight could not read the AdmissionCheck, this is how it shows.
+            queue = (stored["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL) or "?"
+            raise BadInput(multikueue_refusal(queue, found.cluster_queue or "?", "?").replace(" (MultiKueue admission check ?)", " (MultiKueue)"))
         run = _RayJobRun(kube, submitted.rays, options, spec, name, runtime_env, queued=queued, submission_id=prepared.submission_id)
         run.pre_running, run.kueue_limits_run = pre_running_supported(operator.version), kueue_limits_run(stored)
-        if queued:
+        if queued and (verbose() or not run.pre_running):  # a caveat (an operator before v1.6, or unknown) is said always
             options.progress(eviction_bound_note(operator.describe(), operator.version is not None, run.pre_running, options.orphan_bound))
         submitted.run = run
         run.guard = submitted.guard = _start_orphan_guard(options, name, namespace, Renewal(
@@ -647,6 +545,7 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
         keep=options.keep,
         recover=run.recover,
         handover=submitted.handover,
+        entrypoint=spec.entrypoint or "",
     )
 
 
@@ -696,13 +595,16 @@ def _announce_created(stored: dict[str, Any], namespace: str, name: str, options
     options.progress(f"created RayJob {namespace}/{name}" + (f" in queue {queue}" if queue else " (not queued by Kueue)"))
     protections = protections_of(stored, max_run_seconds)
     for protection in protections:
-        options.progress(f"orphan protection: {protection.describe()}")
+        # The orphan bound's own lines are the same on every submit (docs/lifecycle.md says them): with -v only; a
+        # run-time limit the user set is said always.
+        if protection.run_limit or protection.field.startswith("metadata.labels") or verbose():
+            options.progress(f"orphan protection: {protection.describe()}")
     if not protections:
         options.progress("warning: no orphan protection is in force: if raybridge dies before the job ends, delete the RayJob yourself")
     return bool(queue)
 
 
-def _refuse_if_suspended_without_queue(kube: Kube, stored: dict[str, Any], namespace: str, name: str) -> None:
+def refuse_if_suspended_without_queue(kube: Kube, stored: dict[str, Any], namespace: str, name: str) -> None:
     """BadInput when Kueue suspended the RayJob although it names no queue: nothing will ever admit it.
 
     Kueue's webhook suspends a job without a queue name when it manages every job (manageJobsWithoutQueueName)
@@ -732,15 +634,15 @@ def _start_orphan_guard(
 
 def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:
     """Create a long-lived RayCluster, wait until it is admitted and ready, say how to reach it."""
-    prepared = _prepare(spec, options)
+    prepared = prepare(spec, options)
     kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
     cluster = workload_of(prepared.objects)
-    _preflight(prepared, options)
+    preflight_job(prepared, options)
     rays = RayObjects(kube)
     created = False
     claim_template = None
     try:
-        claim_template = _create_claim_template(kube, prepared.objects)
+        claim_template = create_claim_template_of(kube, prepared.objects)
         stored = create_protected(rays, cluster)
         created = True
         if claim_template is not None:

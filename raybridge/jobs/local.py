@@ -94,4 +94,5 @@ def submit_local(spec: JobSpec, options: SubmitOptions) -> JobHandle:
         jobs=jobs,
         decision=decision,
         cleanup=head.release if head is not None else None,
+        entrypoint=spec.entrypoint or "",
     )

@@ -43,6 +43,33 @@ class Preflight:
     queue: Optional[str] = None
     cluster_queue: Optional[str] = None
     notes: tuple[str, ...] = field(default=())
+    #: The MultiKueue admission check of the ClusterQueue: its jobs run in a worker cluster ("" when none).
+    multikueue: str = ""
+
+
+#: The controller of a MultiKueue AdmissionCheck (kueue@v0.19.2 apis/kueue/v1beta2/multikueue_types.go
+#: MultiKueueControllerName): a ClusterQueue with one dispatches its jobs to worker clusters.
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+
+
+def admission_check_names(cluster_queue: dict[str, Any]) -> list[str]:
+    """The AdmissionChecks a ClusterQueue names: `spec.admissionChecks` (v1beta1) and `admissionChecksStrategy`."""
+    spec = cluster_queue.get("spec") or {}
+    names = [str(n) for n in spec.get("admissionChecks") or [] if isinstance(n, str)]
+    rules = ((spec.get("admissionChecksStrategy") or {}).get("admissionChecks")) or []
+    names += [str(rule.get("name")) for rule in rules if isinstance(rule, dict) and rule.get("name")]
+    return names
+
+
+def multikueue_refusal(queue: str, cluster_queue: str, check: str) -> str:
+    """Why a job raybridge follows cannot go to a MultiKueue queue (`submit --no-wait` can: jobs/queued.py)."""
+    return (
+        f"LocalQueue {queue} -> ClusterQueue {cluster_queue} sends its jobs to worker clusters (MultiKueue admission check "
+        f"{check}): Kueue runs the RayJob in a worker cluster, whose Ray dashboard raybridge cannot reach from here and "
+        "where its renewals of the orphan bound never arrive (they go to this cluster's copy); queue it with --no-wait, "
+        "which KubeRay in the worker runs by itself (status shows what Kueue copies back, the logs stay in the worker), "
+        "or use a queue of this cluster"
+    )
 
 
 def _refuse_a_missing_auth_secret(kube: Kube, namespace: str, obj: dict[str, Any]) -> None:
@@ -87,9 +114,11 @@ def preflight(
     obj: dict[str, Any],
     nodes: Optional[list[Mapping[str, str]]] = None,
     claim_templates: Optional[Mapping[str, Mapping[str, Decimal]]] = None,
+    followed: bool = False,
 ) -> Preflight:
     """BadInput listing every problem, or what was found; `obj` is the rendered RayJob or RayCluster, and
-    `claim_templates` what its pods' ResourceClaimTemplates count as in Kueue's quota (`kueue.fit.ray_podsets`)."""
+    `claim_templates` what its pods' ResourceClaimTemplates count as in Kueue's quota (`kueue.fit.ray_podsets`);
+    `followed`: raybridge will follow the job (its dashboard, its bound), which a MultiKueue queue does not allow."""
     exists = namespace_exists(kube, namespace)
     if exists is False:
         known = list_namespace_names(kube)
@@ -113,6 +142,7 @@ def preflight(
             queue = DEFAULT_LOCAL_QUEUE
             notes.append(f"no --queue given: Kueue puts the job in namespace {namespace}'s default LocalQueue")
     cluster_queue_name: Optional[str] = None
+    multikueue = ""
     if queue is not None:
         local = get_kueue_object(kube, versions, "localqueues", queue, namespace)
         if local.found is None and local.readable:
@@ -125,6 +155,9 @@ def preflight(
             )
         elif local.found is not None:
             cluster_queue_name = (local.found.get("spec") or {}).get("clusterQueue")
+            multikueue = _multikueue_check(kube, versions, cluster_queue_name, notes)
+            if multikueue and followed:
+                raise BadInput(multikueue_refusal(queue, str(cluster_queue_name), multikueue))
             problems += _cluster_queue_problems(kube, versions, queue, cluster_queue_name, obj, nodes, notes, local.found, claim_templates)
         else:
             notes.append(f"LocalQueue {queue} is not readable: not checked")
@@ -137,7 +170,24 @@ def preflight(
             notes.append(f"WorkloadPriorityClass {priority} is not readable: not checked")
     if problems:
         raise BadInput(*problems)
-    return Preflight(queue, cluster_queue_name, tuple(notes))
+    return Preflight(queue, cluster_queue_name, tuple(notes), multikueue)
+
+
+def _multikueue_check(kube: Kube, versions: list[str], cluster_queue: Optional[str], notes: list[str]) -> str:
+    """The ClusterQueue's MultiKueue AdmissionCheck, "" when it has none (or it cannot be read: said in `notes`)."""
+    if not cluster_queue:
+        return ""
+    found = get_kueue_object(kube, versions, "clusterqueues", cluster_queue)
+    if found.found is None:
+        return ""
+    for name in admission_check_names(found.found):
+        check = get_kueue_object(kube, versions, "admissionchecks", name)
+        if not check.readable:
+            notes.append(f"AdmissionCheck {name} is not readable: whether ClusterQueue {cluster_queue} sends jobs to worker clusters (MultiKueue) is not checked")
+            continue
+        if ((check.found or {}).get("spec") or {}).get("controllerName") == MULTIKUEUE_CONTROLLER:
+            return name
+    return ""
 
 
 def _cluster_queue_problems(

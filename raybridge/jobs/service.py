@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from raybridge.errors import BadInput
 from raybridge.jobs.handle import JobHandle
@@ -34,9 +34,12 @@ class SubmitRequest:
     uploads: tuple[tuple[str, str, UploadPlan], ...]
 
 
-def prepare_submit(spec: SpecLike, options: Optional[SubmitOptions] = None, **kwargs: Any) -> SubmitRequest:
-    """Check the spec, find what it uploads and choose the backend: everything refused here leaves nothing behind."""
-    spec = as_spec(spec)
+def prepare_submit(
+    spec: SpecLike, options: Optional[SubmitOptions] = None, *, overrides: Optional[Mapping[str, Any]] = None, **kwargs: Any
+) -> SubmitRequest:
+    """Check the spec, find what it uploads and choose the backend: everything refused here leaves nothing behind.
+    `overrides`: spec fields that win over the spec's own (`as_spec`)."""
+    spec = as_spec(spec, overrides)
     options = options or submit_options(**kwargs)
     if spec.resolved_kind not in ("RayJob", "RayCluster") or not spec.ray:
         raise BadInput(f"submit runs Ray jobs; for a plain {spec.resolved_kind} use `raybridge render ... | kubectl apply -f -`")
@@ -44,6 +47,23 @@ def prepare_submit(spec: SpecLike, options: Optional[SubmitOptions] = None, **kw
     uploads = tuple(local_uploads(spec))  # refuses what Ray would refuse, before anything exists
     backend, why = choose_backend(options)
     return SubmitRequest(spec, options, backend, why, uploads)
+
+
+def queue(request: SubmitRequest) -> Any:
+    """Create a Kubernetes job to run by itself and return at once (`submit --no-wait`): a `jobs.queued.QueuedJob`."""
+    request.options.progress(f"backend: {request.backend} ({request.why})")
+    if request.backend != "kubernetes" or request.spec.resolved_kind != "RayJob" or not request.spec.ray:
+        raise BadInput("a job queued to run by itself (--no-wait) is a Kubernetes RayJob")
+    from raybridge.jobs.queued import queue_kubernetes
+
+    return queue_kubernetes(request.spec, request.options)
+
+
+def queue_job(spec: SpecLike, options: Optional[SubmitOptions] = None, *, overrides: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> Any:
+    """What `submit --no-wait` does on Kubernetes, from Python: the RayJob created to run by itself when Kueue admits
+    it (and again after each readmission), returned at once as a `jobs.queued.QueuedJob` (name, namespace,
+    submission id, the sizing decision, notes). Follow it with the lifecycle commands; nothing here waits."""
+    return queue(prepare_submit(spec, options, overrides=overrides, **{"backend": "kubernetes", **kwargs}))
 
 
 def launch(request: SubmitRequest) -> JobHandle:
@@ -59,13 +79,14 @@ def launch(request: SubmitRequest) -> JobHandle:
     return submit_kubernetes(request.spec, options)
 
 
-def submit(spec: SpecLike, options: Optional[SubmitOptions] = None, **kwargs: Any) -> JobHandle:
+def submit(spec: SpecLike, options: Optional[SubmitOptions] = None, *, overrides: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> JobHandle:
     """Size, launch and submit; returns once the Ray job is submitted.
 
     `spec`: a JobSpec, a spec file's path, or a mapping of the spec's fields (`{"entrypoint": "python x.py",
-    "gpus": 1}`); `kwargs` are SubmitOptions' fields (`backend="local"`, `timeout=600`, ...).
+    "gpus": 1}`); `overrides`: spec fields that win over the spec's own, as the CLI's flags win over a spec file
+    (`overrides={"queue": "team-b"}`); `kwargs` are SubmitOptions' fields (`backend="local"`, `timeout=600`, ...).
     """
-    return launch(prepare_submit(spec, options, **kwargs))
+    return launch(prepare_submit(spec, options, overrides=overrides, **kwargs))
 
 
 def _say(progress: Any, lines: list[str]) -> None:

@@ -241,3 +241,47 @@ def local_path_problems(runtime_env: Optional[dict[str, Any]]) -> list[str]:
         elif looks_secret(path.name):
             problems.append(f"runtimeEnv.{field_name}: {value!r} looks like a secret; Ray's client would read it and send it")
     return problems
+
+
+def zip_working_dir(working_dir: str, runtime_env: Optional[dict[str, Any]], max_bytes: int, why: str) -> tuple[bytes, UploadPlan]:
+    """The working dir zipped as Ray's client would upload it (the same listing, less what raybridge leaves out), for
+    a cluster to fetch without raybridge; BadInput once the zip passes `max_bytes` (`why` says where it has to fit).
+
+    Files are read as listed, never following a link out of the directory (a link inside it is read as its target
+    there), and deflated; their mode's executable bits are kept."""
+    import io
+    import stat as stat_module
+    import zipfile
+
+    root = Path(working_dir).expanduser().resolve()
+    entries = list_working_dir(root, *_listing_rules(runtime_env))
+    plan = plan_upload(entries)
+    left_out = {path for path, _ in plan.left_out}
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for entry in entries:
+            if entry.kind not in ("file", "file-link") or entry.path in left_out:
+                continue
+            path = root / entry.path
+            try:
+                flags = os.O_RDONLY | (os.O_NOFOLLOW if entry.kind == "file" else 0)
+                fd = os.open(path if entry.kind == "file" else os.path.realpath(path), flags)
+                with os.fdopen(fd, "rb") as handle:
+                    mode = os.fstat(handle.fileno()).st_mode
+                    data = handle.read(max_bytes + 1)
+            except OSError as exc:
+                raise BadInput(f"workingDir: {entry.path!r} cannot be read: {exc.strerror}") from None
+            info = zipfile.ZipInfo(entry.path, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = (stat_module.S_IFREG | (0o755 if mode & 0o111 else 0o644)) << 16
+            archive.writestr(info, data)
+            if buffer.tell() > max_bytes:
+                break
+    zipped = buffer.getvalue()
+    if len(zipped) > max_bytes:
+        raise BadInput(
+            f"workingDir: {str(root)!r} ({plan.files} files, {format_bytes(plan.bytes)}) zips to more than {format_bytes(max_bytes)}, "
+            f"{why}; give workingDir a URI (s3://, gs://, https://), leave out what the job does not need (.rayignore), "
+            "or submit without --no-wait (raybridge then uploads it)"
+        )
+    return zipped, plan

@@ -195,7 +195,7 @@ def translate_api_exception(what: str, exc: Any, server: str = "", attempts: int
     if status in (400, 409, 422):
         return BadInput(f"{what}: {message}")
     if status == 404:
-        return InfraError(f"{what}: not found ({message})")
+        return NotFound(f"{what}: not found ({message})")
     if status in (401, 403):
         return PermissionDenied(f"{what}: permission denied ({message})")
     if status == 0:
@@ -253,3 +253,7 @@ def snippet(body: Any) -> str:
 
 class PermissionDenied(InfraError):
     """The API server refused this user (401/403): callers that can do without the answer catch it."""
+
+
+class NotFound(InfraError):
+    """404: the object, or the API it was asked of (a CRD not installed), does not exist."""

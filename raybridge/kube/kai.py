@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from raybridge.kai.names import KAI_POD_GROUP_GROUP, KAI_POD_GROUP_PLURAL, KAI_POD_GROUP_VERSION, KAI_QUEUE_GROUP, KAI_QUEUE_VERSION
 from raybridge.errors import InfraError
-from raybridge.kube.calls import api_call
+from raybridge.kube.calls import PermissionDenied, api_call
 from raybridge.kube.client import Kube
 
 
@@ -34,6 +34,19 @@ def list_queues(kube: Kube) -> list[dict[str, Any]]:
             "(is KAI-Scheduler installed?)"
         )
     return list(result.get("items") or [])
+
+
+def list_pod_groups(kube: Kube) -> list[dict[str, Any]]:
+    """Every KAI PodGroup ([] where KAI serves none, or this user may not list them: its quota verdicts are then unknown)."""
+    try:
+        result = api_call(
+            "listing KAI PodGroups", kube.custom().list_cluster_custom_object,
+            KAI_POD_GROUP_GROUP, KAI_POD_GROUP_VERSION, KAI_POD_GROUP_PLURAL, not_found_ok=True,
+        )  # fmt: skip
+    except PermissionDenied:
+        return []
+    items = (result or {}).get("items") if isinstance(result, dict) else None
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
 
 def get_pod_group(kube: Kube, namespace: str, name: str) -> Optional[dict[str, Any]]:

@@ -28,6 +28,13 @@ def list_pods_all_namespaces(kube: Kube) -> Optional[list[dict[str, Any]]]:
     return list_items("listing pods", result, kube.server)
 
 
+def list_namespaced_pods(kube: Kube, namespace: str, selector: str) -> list[dict[str, Any]]:
+    """The pods of `namespace` that match a label selector (PermissionDenied where the user may not list them)."""
+    what = f"listing pods labelled {selector} in {namespace}"
+    result = api_call(what, kube.core().list_namespaced_pod, namespace, label_selector=selector, _preload_content=False)
+    return [item for item in list_items(what, result, kube.server) if isinstance(item, dict)]
+
+
 def list_items(what: str, response: Any, server: str = "") -> list[Any]:
     """Raw JSON items from a `_preload_content=False` list (plain dicts, camelCase keys); each item's shape is the reader's business."""
     data = decode_json(what, response.data, server)

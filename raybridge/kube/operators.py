@@ -14,13 +14,15 @@ It lists Deployments cluster-wide by that label, else in the namespaces the
 operators are usually installed in (the submitter role is namespaced; an
 opt-in Role grants that one read); a user who may do neither gets an unknown
 release with the reason, never an error: callers then assume the older
-behaviour and say so. It does not
-look at pods or guess from behaviour.
+behaviour and say so. For `check` it also says when no replica of the
+Deployment is available, and what keeps its pods from running. It does not
+guess a release from behaviour, and a Deployment that asks for no replica is
+not judged (an operator may run outside the cluster, recorded there).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 from urllib.parse import quote
 
@@ -47,6 +49,9 @@ class OperatorRelease:
     version: Optional[str]
     where: str = ""
     unknown_because: str = ""
+    #: Why no replica of its Deployment serves ("" when one does, or when nothing can be told: a Deployment asking
+    #: for no replica may stand for an operator run elsewhere).
+    not_running: str = ""
 
     def describe(self) -> str:
         if self.version:
@@ -72,23 +77,20 @@ KUBERAY_NAMESPACES = ("kuberay-system", "ray-system", "kuberay-operator", "defau
 KUEUE_NAMESPACES = ("kueue-system",)
 
 
-def kuberay_operator_release(kube: Kube) -> OperatorRelease:
-    """The KubeRay operator's release, from its Deployment; unknown (with why) when it cannot be read or told."""
-    helm = operator_release(kube, "the KubeRay operator", KUBERAY_OPERATOR_SELECTOR, KUBERAY_NAMESPACES)
-    if helm.version is not None or helm.where:
-        return helm
-    kustomize = operator_release(kube, "the KubeRay operator", KUBERAY_KUSTOMIZE_SELECTOR, KUBERAY_NAMESPACES)
-    if kustomize.version is not None or kustomize.where:
-        return kustomize
-    not_found = f"no Deployment labelled {KUBERAY_OPERATOR_SELECTOR}"
-    if not helm.unknown_because.startswith(not_found):  # refused or unreadable: that, not "none found", is why
-        return helm
-    return OperatorRelease(None, unknown_because=f"{not_found} (Helm) or {KUBERAY_KUSTOMIZE_SELECTOR} (kustomize)")
+def kuberay_operator_release(kube: Kube, running: bool = False) -> OperatorRelease:
+    """The KubeRay operator's release, from its Deployment; unknown (with why) when it cannot be read or told.
+    With `running`, also whether a replica of it is available (`with_availability`)."""
+    for selector in (KUBERAY_OPERATOR_SELECTOR, KUBERAY_KUSTOMIZE_SELECTOR):
+        found = operator_release(kube, "the KubeRay operator", selector, KUBERAY_NAMESPACES, running)
+        if found.version is not None or found.where or not found.unknown_because.startswith("no Deployment labelled"):
+            return found  # found, or unreadable (not allowed, failing): the other label would only be unreadable too
+    return OperatorRelease(None, unknown_because=f"no Deployment labelled {KUBERAY_OPERATOR_SELECTOR} (Helm) or {KUBERAY_KUSTOMIZE_SELECTOR} (kustomize)")
 
 
-def kueue_release(kube: Kube) -> OperatorRelease:
-    """Kueue's controller manager's release, from its Deployment; unknown (with why) when it cannot be read or told."""
-    return operator_release(kube, "Kueue's controller manager", KUEUE_CONTROLLER_SELECTOR, KUEUE_NAMESPACES)
+def kueue_release(kube: Kube, running: bool = False) -> OperatorRelease:
+    """Kueue's controller manager's release, from its Deployment; unknown (with why) when it cannot be read or told.
+    With `running`, also whether a replica of it is available (`with_availability`)."""
+    return operator_release(kube, "Kueue's controller manager", KUEUE_CONTROLLER_SELECTOR, KUEUE_NAMESPACES, running)
 
 
 def operator_deployments(kube: Kube, what: str, selector: str, namespaces: tuple[str, ...]) -> tuple[list[dict[str, Any]], str]:
@@ -120,10 +122,56 @@ def operator_deployments(kube: Kube, what: str, selector: str, namespaces: tuple
     return items, ""
 
 
-def operator_release(kube: Kube, what: str, selector: str, namespaces: tuple[str, ...]) -> OperatorRelease:
-    """The release of the operator whose Deployments `selector` finds (`operator_deployments`)."""
+def operator_release(kube: Kube, what: str, selector: str, namespaces: tuple[str, ...], running: bool = False) -> OperatorRelease:
+    """The release of the operator whose Deployments `selector` finds (`operator_deployments`); with `running`, also
+    whether one serves (`with_availability`)."""
     items, unknown_because = operator_deployments(kube, what, selector, namespaces)
-    return release_of(items, selector) if items else OperatorRelease(None, unknown_because=unknown_because)
+    if not items:
+        return OperatorRelease(None, unknown_because=unknown_because)
+    release = release_of(items, selector)
+    return with_availability(kube, release, items) if running else release
+
+
+def with_availability(kube: Kube, release: OperatorRelease, items: list[dict[str, Any]]) -> OperatorRelease:
+    """`release` with `not_running` said where every one of its Deployments asks for replicas and none is available,
+    with what keeps their pods from running where this user may list them (an image not pulled, a crash loop, no node)."""
+    if not items or not all(not_available(d) for d in items):
+        return release
+    words = []
+    for deployment in items:
+        meta = deployment.get("metadata") or {}
+        words.append(f"Deployment {meta.get('namespace')}/{meta.get('name')}: {not_available(deployment)}{_pods_trouble(kube, deployment)}")
+    return replace(release, not_running="; ".join(words))
+
+
+def not_available(deployment: dict[str, Any]) -> str:
+    """"0 of N replicas available" where a Deployment asks for N >= 1 replicas and none is available, else ""."""
+    spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
+    wanted = spec.get("replicas", 1) if isinstance(spec, dict) else 1
+    available = status.get("availableReplicas") if isinstance(status, dict) else None
+    if not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < 1:
+        return ""
+    if isinstance(available, int) and not isinstance(available, bool) and available > 0:
+        return ""
+    return f"0 of {wanted} replica{'s' if wanted != 1 else ''} available"
+
+
+def _pods_trouble(kube: Kube, deployment: dict[str, Any]) -> str:
+    """" (pod x: ImagePullBackOff ...)" for the Deployment's pods, "" where none is troubled or they cannot be read."""
+    from raybridge.core.pod_trouble import pods_trouble, trouble_words
+    from raybridge.core.views import read_pod
+    from raybridge.kube.objects import list_namespaced_pods
+
+    meta = deployment.get("metadata") or {}
+    labels = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    if not labels or not isinstance(labels, dict):
+        return ""
+    try:
+        pods = list_namespaced_pods(kube, str(meta.get("namespace")), ",".join(f"{k}={v}" for k, v in sorted(labels.items())))
+    except RaybridgeError:
+        return ""
+    troubles = trouble_words(pods_trouble(read_pod(p) for p in pods))
+    return f" ({troubles})" if troubles else ("" if pods else " (no pod)")
 
 
 def release_of(items: list[dict[str, Any]], selector: str) -> OperatorRelease:

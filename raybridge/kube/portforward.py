@@ -33,11 +33,18 @@ class PortForward:
         self._closed = threading.Event()
         self.local_port: Optional[int] = None
 
-    def start(self) -> int:
+    def start(self, local_port: int = 0) -> int:
+        """Listen on 127.0.0.1 (`local_port`, else one the kernel picks) and forward; the port."""
         self._check_allowed()
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", 0))
+        try:
+            listener.bind(("127.0.0.1", local_port))
+        except OSError as exc:
+            listener.close()
+            from raybridge.errors import BadInput
+
+            raise BadInput(f"cannot listen on 127.0.0.1:{local_port}: {exc.strerror} (choose another --port)") from None
         listener.listen(16)
         self._listener = listener
         self.local_port = int(listener.getsockname()[1])

@@ -102,6 +102,17 @@ class RayObjects:
         )  # fmt: skip
         return checked_object(what, result, kind, self.server)
 
+    def dry_run_create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """The object as the API server would store it, admission webhooks' defaults included (`dryRun=All`): nothing
+        is created."""
+        kind, meta = obj["kind"], obj["metadata"]
+        what = f"trying a create of {kind} {meta['namespace']}/{meta['name']} (dry run)"
+        result = api_call(
+            what, self.api.create_namespaced_custom_object,
+            RAY_API_GROUP, RAY_API_VERSION, meta["namespace"], PLURALS[kind], obj, dry_run="All",
+        )  # fmt: skip
+        return checked_object(what, result, kind, self.server)
+
     def get(self, kind: str, name: str, namespace: str) -> Optional[dict[str, Any]]:
         return self.get_dated(kind, name, namespace)[0]
 

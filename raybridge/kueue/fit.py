@@ -80,7 +80,8 @@ def _placement(template: Optional[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def ray_podsets(obj: Mapping[str, Any], claim_templates: Optional[Mapping[str, Mapping[str, Decimal]]] = None) -> list[PodSetRequest]:
-    """The pod sets Kueue builds for a RayJob or RayCluster: `head`, then one per worker group.
+    """The pod sets Kueue builds for a RayJob or RayCluster: `head`, then one per worker group (and a K8sJobMode
+    RayJob's `submitter`).
 
     `claim_templates`: what each ResourceClaimTemplate a pod names counts as per pod (the resource the Kueue
     Configuration maps its DeviceClass to, and its devices), added to the pod's requests as Kueue's DRA
@@ -95,6 +96,11 @@ def ray_podsets(obj: Mapping[str, Any], claim_templates: Optional[Mapping[str, M
         count = int(group.get("replicas") or 0) * int(group.get("numOfHosts") or 1)
         template = group.get("template") or {}
         podsets.append(PodSetRequest(str(group.get("groupName")), count, _with_claims(template, claim_templates), **_placement(template)))
+    if obj.get("kind") == "RayJob" and spec.get("submissionMode") == "K8sJobMode":
+        # Kueue counts KubeRay's submitter pod too (kueue@v0.13.10 pkg/controller/jobs/rayjob/rayjob_controller.go PodSets,
+        # "submitter": the RayJob's submitterPodTemplate, else KubeRay's default of 500m CPU and 200Mi memory).
+        template = spec.get("submitterPodTemplate") or {"spec": {"containers": [{"resources": {"requests": {"cpu": "500m", "memory": "200Mi"}}}]}}
+        podsets.append(PodSetRequest("submitter", 1, _with_claims(template, None), **_placement(template)))
     return podsets
 
 

@@ -360,3 +360,46 @@ def quota(cluster_queue: Any) -> dict[str, tuple[Decimal, Decimal]]:
         used[resource] = used.get(resource, Decimal(0)) + amount
     return {name: (value, used.get(name, Decimal(0))) for name, value in nominal.items()}
 
+
+@dataclass(frozen=True)
+class QuotaHolder:
+    """A Workload holding quota in a ClusterQueue now: whose job it is, its priority, what it reserved."""
+
+    namespace: str
+    owner: str  # "RayJob train" (the Workload's owner), or the Workload's own name
+    cluster_queue: str
+    priority: Optional[int]
+    usage: dict[str, Decimal]
+
+    def words(self, resources: Sequence[str]) -> str:
+        held = ", ".join(f"{_plain(self.usage[r])} {r}" for r in resources if self.usage.get(r))
+        priority = f", priority {self.priority}" if self.priority is not None else ""
+        return f"{self.namespace}/{self.owner} ({self.cluster_queue}{priority}): {held or 'nothing of what it asks for'}"
+
+
+def _plain(value: Decimal) -> str:
+    return str(value.normalize()) if value == value.to_integral_value() else str(value)
+
+
+def quota_holders(workloads: Sequence[Any], cluster_queues: Sequence[str], resources: Sequence[str], exclude: str = "") -> list[QuotaHolder]:
+    """The Workloads holding quota (QuotaReserved, not finished) in `cluster_queues` and reserving any of `resources`,
+    largest first: who holds what a pending job waits for (Kueue's own accounting: `status.admission`)."""
+    found = []
+    for obj in workloads:
+        view = read_workload(obj)
+        if view.meta.name == exclude or view.cluster_queue not in cluster_queues:
+            continue
+        if not view.is_true("QuotaReserved") or view.is_true("Finished"):
+            continue
+        usage: dict[str, Decimal] = {}
+        for assignment in view.assignments:
+            for resource, amount in assignment.resource_usage.items():
+                value = quantity_or_none(amount)
+                if value is not None:
+                    usage[resource] = usage.get(resource, Decimal(0)) + value
+        if not any(usage.get(r) for r in resources):
+            continue
+        owners = view.meta.owners
+        owner = f"{owners[0].kind} {owners[0].name}" if owners else f"Workload {view.meta.name}"
+        found.append(QuotaHolder(view.meta.namespace, owner, view.cluster_queue, _integer(as_dict(view.obj.get("spec")).get("priority")), usage))
+    return sorted(found, key=lambda h: (-sum(h.usage.get(r, Decimal(0)) for r in resources), h.namespace, h.owner))

@@ -110,7 +110,7 @@ def kueue_explanation(objects: ExplainObjects, obj: dict[str, Any], warnings: Op
     members: Optional[list[dict[str, Any]]] = None
     cohorts: Optional[list[dict[str, Any]]] = []
     flavors: Optional[dict[str, dict[str, Any]]] = None
-    nodes = requests = None
+    nodes = requests = holders = None
     if workload is not None:
         lq_name = workload.queue_name
         if workload.state == "pending" and lq_name:
@@ -136,6 +136,10 @@ def kueue_explanation(objects: ExplainObjects, obj: dict[str, Any], warnings: Op
             nodes = objects.nodes()
             if nodes is None:
                 warnings.append(f"{objects.missing('nodes')}: whether one pod fits the largest node is not checked")
+        if workload.state == "pending" and cq is not None:
+            holders = objects.kueue_objects("Workload")
+            if holders is None:
+                warnings.append(f"{objects.missing('Workloads')}: who holds the quota it waits for is not shown")
         if workload.admission_checks:
             requests = objects.provisioning_requests()
             if requests is None:
@@ -143,7 +147,7 @@ def kueue_explanation(objects: ExplainObjects, obj: dict[str, Any], warnings: Op
     return explain_kueue(
         obj, workload, position, cq, cq_name,
         cohort_members=members if cq is None or cohort_of(cq) else [], cohorts=cohorts, flavors=flavors, nodes=nodes,
-        provisioning_requests=requests,
+        provisioning_requests=requests, holders=holders,
     )  # fmt: skip
 
 

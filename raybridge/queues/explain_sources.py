@@ -108,6 +108,9 @@ class ClusterObjects:
             self._versions = served_versions(self.kube)
         if kind == "Cohort":
             return list_cohorts(self.kube, self._versions)
+        if kind == "Workload":
+            # Every namespace's, where this user may list them; else this namespace's (who else holds the quota is then unseen).
+            return list_kueue_objects(self.kube, self._versions, "workloads") or list_kueue_objects(self.kube, self._versions, "workloads", self.namespace)
         return list_kueue_objects(self.kube, self._versions, {"ClusterQueue": "clusterqueues", "ResourceFlavor": "resourceflavors"}[kind])
 
     def nodes(self) -> Optional[list[dict[str, Any]]]:

@@ -4,6 +4,8 @@
   test_svg_pictures.py.
 - `explain_sim_cluster`: a test API server holding the simulated Kueue and KAI objects
   (tests/e2e/explain_sim_scene.py), for test_explain_sim.py and test_svg_pictures.py.
+- `submitters`: KubeRay's submitter pods played on a real cluster while a test runs (tests/e2e/submitter_stand_in.py),
+  for every module whose jobs are queued with `submit --no-wait` (K8sJobMode).
 
 Both are module-scoped, as they were when each of those modules held its own copy: every module that asks gets its
 own, set up once for that module's tests (its own namespace and cluster-scoped names on the session's real
@@ -55,6 +57,24 @@ def explain_scene(real_cluster: Any) -> Iterator[real.Scene]:
         yield scene
     finally:
         client.close()
+
+
+@pytest.fixture
+def submitters(ray_head: Any) -> Iterator[Any]:
+    """`start(client, *namespaces)`: plays KubeRay's submitter pods of those namespaces (every one, without any) on the
+    cluster of `client`, against the session's shared Ray head, until the test ends."""
+    from tests.e2e.submitter_stand_in import SubmitterStandIn
+
+    started: list[SubmitterStandIn] = []
+
+    def start(client: Any, *namespaces: str) -> SubmitterStandIn:
+        stand_in = SubmitterStandIn(client, ray_head.dashboard_url, set(namespaces) or None).start()
+        started.append(stand_in)
+        return stand_in
+
+    yield start
+    for stand_in in started:
+        stand_in.stop()
 
 
 @pytest.fixture(scope="module")

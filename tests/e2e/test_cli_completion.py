@@ -85,3 +85,68 @@ def test_the_zsh_script_knows_every_command():
 def test_an_unknown_shell_is_a_usage_error():
     out = run_cli("completion", "fish")
     assert out.returncode == 2 and "invalid choice: 'fish'" in out.stderr
+
+
+def _readme_completion_commands() -> list[str]:
+    """The README's completion commands for bash, as written (Set up)."""
+    import re
+
+    from tests.helpers import ROOT
+
+    text = (ROOT / "README.md").read_text()
+    setup = text[text.index("## Set up") : text.index("## A five-minute tour")]
+    return [c for c in re.findall(r"`([^`]*raybridge completion bash[^`]*)`", setup)]
+
+
+@pytest.fixture
+def shell_path(tmp_path: Path) -> str:
+    """A PATH where `raybridge` is this tree's (as an install puts it) and kubectl_complete-raybridge the entry point
+    pyproject.toml declares."""
+    binaries = tmp_path / "bin"
+    binaries.mkdir()
+    for name, module in (("raybridge", "raybridge"), ("kubectl-raybridge", "raybridge"), ("kubectl_complete-raybridge", "raybridge.cli.kubectl_complete")):
+        (binaries / name).write_text(f'#!/bin/sh\nexec {sys.executable} -m {module} "$@"\n')
+        (binaries / name).chmod(0o755)
+    return f"{binaries}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def test_the_readme_completion_commands_work_on_a_fresh_account(tmp_path: Path, shell_path: str) -> None:
+    """A fresh home has no ~/.local/share/bash-completion: the command creates it. Without the bash-completion package
+    (not installed here), the README's other line defines the completion in the shell itself."""
+    commands = _readme_completion_commands()
+    assert len(commands) == 2, commands
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(cli_env(HOME=str(home), PATH=shell_path), PYTHONPATH=os.environ.get("PYTHONPATH", ""))
+    saved = subprocess.run(["bash", "-c", commands[0]], env=env, capture_output=True, text=True, timeout=60)
+    assert saved.returncode == 0, saved.stderr
+    script = home / ".local" / "share" / "bash-completion" / "completions" / "raybridge"
+    assert complete(script, "raybridge sub") == ["submit"]
+    evaluated = subprocess.run(["bash", "-c", f"{commands[1]}; complete -p raybridge"], env=env, capture_output=True, text=True, timeout=60)
+    assert evaluated.returncode == 0 and "_shtab_raybridge" in evaluated.stdout, evaluated.stderr
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@pytest.mark.parametrize("words,expected", [
+    (["sub"], ["submit"]),
+    (["submit", "--orph"], ["--orphan-timeout"]),
+    (["submit", "--backend", ""], ["kubernetes", "local"]),
+    (["completion", ""], ["bash", "zsh"]),
+    (["adjuster", "pl"], ["plan"]),
+])  # fmt: skip
+def test_kubectl_completes_the_plugin_through_its_completion_executable(shell_path: str, words: list[str], expected: list[str]) -> None:
+    """The real kubectl's own completion (`kubectl __complete`, what its shell scripts call) of `kubectl raybridge ...`."""
+    env = dict(cli_env(PATH=shell_path), PYTHONPATH=os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run(["kubectl", "__complete", "raybridge", *words], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:-1] == expected and lines[-1] == ":4", done.stdout
+
+
+def test_the_package_installs_the_kubectl_completion_executable() -> None:
+    import tomllib
+
+    from tests.helpers import ROOT
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["kubectl_complete-raybridge"] == "raybridge.cli.kubectl_complete:main"

@@ -10,6 +10,8 @@ its Ray cluster on the AMD nodes, and its entrypoint runs on the local Ray head 
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlparse
@@ -17,6 +19,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
+from kubesim.fixtures import wait_for
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli, run_cli_fresh
 from testcluster.pytest_plugin import own_cluster
 from testcluster.stack import StackOptions
@@ -104,16 +107,38 @@ def load_documents(path: Path) -> list[dict[str, Any]]:
 ON_THE_SHIPPED_CLUSTER = pytest.mark.xdist_group("examples-shipped-cluster")
 
 
+#: The kubeconfig docs/testing.md's steps by hand write and use.
+BY_HAND_KUBECONFIG = "~/.kube/testcluster"
+
+
+def by_hand_steps() -> list[str]:
+    """The commands of docs/testing.md's "By hand" block, comments dropped."""
+    text = (ROOT / "docs" / "testing.md").read_text()
+    block = text.split("## By hand", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.strip().splitlines() if line.strip()]
+
+
 @pytest.fixture(scope="module")
 def shipped_cluster(ray_head: Any) -> Iterator[Any]:
-    """A real cluster of the example's nodes, the example's namespace and configs/kueue/gpu-queues.yaml applied."""
+    """A real cluster of the example's nodes (what `testcluster up` starts), set up by docs/testing.md's steps by hand
+    as written, with a real kubectl: the example's namespace and the shipped queues."""
     nodes = json.loads((EXAMPLES / "cluster" / "nodes.json").read_text())["items"]
     options = StackOptions(nodes=nodes, ray_dashboard=urlparse(ray_head.dashboard_url).netloc)
     with own_cluster(options) as stack:
-        documents = load_documents(ROOT / "configs" / "kueue" / "gpu-queues.yaml")
-        namespaces = {d["metadata"]["namespace"] for d in documents if d["kind"] == "LocalQueue"}  # as the config's header says
-        stack.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in sorted(namespaces)] + documents)
+        for step in by_hand_steps():
+            if step.startswith("kubectl "):
+                argv = [str(stack.kubeconfig) if word == BY_HAND_KUBECONFIG else word for word in shlex.split(step)]
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=str(ROOT))
+                assert done.returncode == 0, f"docs/testing.md's step `{step}` failed: {done.stderr}"
         yield stack
+
+
+def test_the_steps_by_hand_start_the_cluster_and_submit_the_gpu_example() -> None:
+    """What the fixture above runs is the whole block: up, kubectl, and the submit the test below makes."""
+    steps = by_hand_steps()
+    assert steps[0] == f"python -m testcluster up --kubeconfig {BY_HAND_KUBECONFIG}", steps
+    assert steps[-1] == f"KUBECONFIG={BY_HAND_KUBECONFIG} python -m raybridge submit examples/train-gpu.yaml", steps
+    assert all(step.startswith("kubectl ") for step in steps[1:-1]), steps
 
 
 def _client(stack: Any) -> Any:
@@ -150,7 +175,9 @@ def test_the_gpu_example_workload_asks_the_amd_flavor_for_16_gpus(shipped_cluste
         rayjob = client.get_object("ray.io/v1", "RayJob", "train-gpu-kept", "team-a")
         assert rayjob is not None and rayjob["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "train"
         selector = f"kueue.x-k8s.io/job-uid={rayjob['metadata']['uid']}"
-        workloads = client.list_objects("kueue.x-k8s.io/v1beta2", "Workload", "team-a", label_selector=selector)
+        # --no-wait returns once the RayJob exists: Kueue admits it after
+        workloads = wait_for(lambda: [w for w in client.list_objects("kueue.x-k8s.io/v1beta2", "Workload", "team-a", label_selector=selector)
+                                      if (w.get("status") or {}).get("admission")], timeout=60, what="Kueue to admit the job")  # fmt: skip
         assert len(workloads) == 1, workloads
         assignments = {a["name"]: a for a in workloads[0]["status"]["admission"]["podSetAssignments"]}
         assert assignments["workers"]["resourceUsage"]["amd.com/gpu"] == "16"

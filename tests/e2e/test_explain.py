@@ -176,3 +176,14 @@ def test_submit_dry_run_accepts_the_generated_priority_classes():
     )  # fmt: skip
     assert dry.returncode == 0, dry.stderr
     assert '"kueue.x-k8s.io/priority-class": "interactive-preemptible"' in dry.stdout
+
+
+def test_explain_names_who_holds_the_quota_a_pending_job_waits_for(scene):
+    """Issue 40, point 8: the holder's Workload reserves 6 of the ClusterQueue's GPUs; `explain` of the pending job
+    names it with what it holds (Kueue's own `status.admission`), in words and as data."""
+    out = explain(scene, "train")
+    assert out.returncode == 0, out.stderr
+    assert "  holding that quota now, largest first:\n" in out.stdout, out.stdout
+    assert f"    {scene.ns}/Workload holder ({scene.cq_a}): 6 {GPU}" in out.stdout, out.stdout
+    data = json.loads(explain(scene, "train", "-o", "json").stdout)
+    assert f"{scene.ns}/Workload holder ({scene.cq_a}): 6 {GPU}" in data["kueue"]["heldBy"], data["kueue"]

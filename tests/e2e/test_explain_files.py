@@ -38,7 +38,11 @@ def test_the_waiting_example_job_is_explained_from_its_files(tmp_path):
     ]
     assert "insufficient unused quota for amd.com/gpu in flavor amd-mi300x, 8 more needed" in out.stdout
     assert "      amd.com/gpu: 16 of 24 quota (16 in use) -- waits for 8 in use to be freed (or borrowed)" in lines
-    assert lines[-1] == "  it could fit: a flavor has enough quota for each pod set once quota is freed or borrowed"
+    assert lines[-3:] == [
+        "  it could fit: a flavor has enough quota for each pod set once quota is freed or borrowed",
+        "  holding that quota now, largest first:",  # the job it waits behind, from the same file
+        "    team-a/RayJob finetune (gpu-cluster-queue, priority 100): 16 amd.com/gpu",
+    ]
     assert out.stderr == ""  # every object it needs is there, and no cluster is looked for
     # the job it waits behind, from the same file: admitted, its Ray cluster up
     admitted = offline("explain", "finetune", "-f", QUEUED, "-f", NODES, tmp_path=tmp_path)

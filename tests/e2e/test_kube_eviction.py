@@ -30,14 +30,10 @@ higher-priority RayJob in a queue of 8 GPUs), or the submit paths without an evi
 from __future__ import annotations
 
 import base64
-import json
-import re
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -45,15 +41,13 @@ from typing import Any, Iterator, Optional
 import pytest
 
 from tests.helpers import (
-    LONG_TOKEN_JOB_NAME, ROOT, TOKEN_JOB_OUTPUT, cli_env, kuberay_token_secret, run_cli, status_logs_stop_delete, submit_token_job,
+    LONG_TOKEN_JOB_NAME, ROOT, TOKEN_JOB_OUTPUT, cli_env, kuberay_token_secret, run_cli, status_logs_stop_delete, wait_job_running, submit_token_job,
 )
 from kubesim.fixtures import fresh_queue, leftovers, make_priority_class, rayjob_manifest, wait_for
+from tests.e2e.shared_head import HeadJobs
 
 RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
-#: How long a job must stay deleted on the shared head to be gone for good: three of Ray's job-monitor periods.
-MONITOR_PERIODS_GONE = 3.0
 
 
 @pytest.fixture(scope="module")
@@ -78,62 +72,6 @@ def preemptible(cluster):
     yield namespace, lq, low, high
     for name in (low, high):
         server.delete_object(KUEUE, "WorkloadPriorityClass", name)
-
-
-class HeadJobs:
-    """The Job API of the session's shared Ray head, which every head pod stands for."""
-
-    def __init__(self, dashboard_url: str) -> None:
-        self.url = dashboard_url.rstrip("/")
-        self.seen: set[str] = set()
-
-    def _call(self, method: str, path: str) -> tuple[int, Any]:
-        request = urllib.request.Request(self.url + path, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return response.status, json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            return exc.code, None
-
-    def status(self, submission_id: str) -> Optional[str]:
-        code, info = self._call("GET", f"/api/jobs/{submission_id}")
-        return (info or {}).get("status") if code == 200 else None
-
-    def end(self, submission_id: str, log: Optional[Path] = None) -> None:
-        """End the run as the death of its head pod would on a real cluster: stopped, then forgotten, so
-        that a new cluster's head has never heard of the id, and its `log` file removed (a new head's disk
-        holds no log of that id, and Ray appends a run under the same id to the file it finds).
-
-        Ray's job monitor writes a job deleted before it noticed its supervisor's exit back, as FAILED
-        ("Job supervisor actor died": ray dashboard/modules/job/job_manager.py _monitor_job_internal,
-        which looks once a JOB_MONITOR_LOOP_PERIOD_S, 1 s), so the job is deleted again until it has
-        stayed gone for a few of the monitor's periods.
-        """
-        if self.status(submission_id) is not None:
-            self._call("POST", f"/api/jobs/{submission_id}/stop")
-            wait_for(lambda: self.status(submission_id) in TERMINAL, timeout=60, what=f"job {submission_id} to stop on the shared head")
-            self._forget(submission_id)
-        if log is not None:
-            log.unlink(missing_ok=True)
-
-    def _forget(self, submission_id: str) -> None:
-        gone_since: list[float] = []
-
-        def forgotten() -> bool:
-            if self.status(submission_id) is not None:
-                self._call("DELETE", f"/api/jobs/{submission_id}")
-                gone_since.clear()
-                return False
-            gone_since[:] = gone_since or [time.monotonic()]
-            return time.monotonic() - gone_since[0] >= MONITOR_PERIODS_GONE
-
-        wait_for(forgotten, timeout=60, interval=0.25, what=f"job {submission_id} forgotten by the shared head")
-
-    def track(self, output: str) -> list[str]:
-        """The submission ids raybridge says it submitted in `output`; ended after the test."""
-        ids = re.findall(r"submitted (\S+) to ", output)
-        self.seen.update(ids)
-        return ids
 
 
 @pytest.fixture
@@ -316,7 +254,7 @@ def test_an_eviction_after_raybridge_died_frees_the_new_cluster_within_the_bound
     server = cluster[0]
     namespace, lq, low, high = preemptible
     bound = 60
-    run = Cli(cluster, "submit", "-n", namespace, "--queue", lq, "--priority-class", low, "--name", "orphaned", "--gpus", "8",
+    run = Cli(cluster, "-v", "submit", "-n", namespace, "--queue", lq, "--priority-class", low, "--name", "orphaned", "--gpus", "8",
               "--orphan-timeout", str(bound), "--", "python", "-c", "import time; print('running', flush=True); time.sleep(900)")  # fmt: skip
     try:
         run.wait_for("running")
@@ -413,16 +351,17 @@ def test_the_run_time_limit_ends_the_run_with_exit_1_not_a_wait_for_readmission(
 
 
 @pytest.mark.parametrize("name", ["locked", LONG_TOKEN_JOB_NAME], ids=["short-name", "46-character-name"])
-def test_token_auth_reads_the_secret_kuberay_made(cluster, queue, head, tmp_path: Path, name: str):
+def test_token_auth_reads_the_secret_kuberay_made(cluster, queue, head, tmp_path: Path, name: str, submitters):
     """authMode token: every command reads the token from the Secret KubeRay v1.6.1 made for the cluster
-    (raybridge refuses to call the Job API without it); the shared head takes the calls either way."""
+    (raybridge refuses to call the Job API without it); the shared head takes the calls either way. The job is
+    queued (--no-wait): KubeRay's submitter, given the token from that Secret, submits it."""
     server = cluster[0]
     namespace, lq, _ = queue
     env = cli_env(KUBECONFIG=cluster[1])
+    submitters(server, namespace)
     out = submit_token_job(tmp_path, name, namespace, lq, env)
-    head.track(out.stderr)
     assert out.returncode == 0, out.stderr
-    assert not {"New", "Suspended", "Suspending"} & set(out.stderr.splitlines()), out.stderr  # admission said in words
+    head.seen.add(wait_job_running(server, name, namespace)["spec"]["jobId"])
 
     cluster_name, secret = kuberay_token_secret(server, name, namespace)
     assert secret is not None, [s["metadata"]["name"] for s in server.list_objects("v1", "Secret", namespace)]

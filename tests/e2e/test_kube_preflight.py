@@ -293,7 +293,7 @@ def test_one_orphan_protection_on_kuberay_v1_6_1(cluster: Cluster) -> None:
     queues(cluster, namespace)
     hold_all_quota(cluster, namespace)
     started = time.monotonic()
-    out = cluster.submit(namespace, "--queue", "lq", "--name", "guarded", "--submission-id", "guarded-run-1", "--timeout", "2", "--keep")
+    out = cluster.submit(namespace, "--queue", "lq", "--name", "guarded", "--submission-id", "guarded-run-1", "--timeout", "2", "--keep", "-v")
     ran = math.ceil(time.monotonic() - started)
     assert out.returncode == 3, out.stderr  # not admitted within the timeout; what matters came before
     assert "was not admitted within 2s" in out.stderr and "Traceback" not in out.stderr
@@ -377,12 +377,16 @@ def test_a_job_that_fits_only_with_the_quota_of_cohort_objects_is_accepted_by_ku
              timeout=30, what="Kueue to find the ClusterQueue active")  # fmt: skip
     out = cluster.submit(namespace, "--queue", "lq", "--name", "wide", "--gpus", "10", "--timeout", "120", "--no-wait",
                          entrypoint="import time; time.sleep(300)")  # fmt: skip
-    assert out.returncode == 0, out.stderr  # admitted, ready, submitted, handed over
+    assert out.returncode == 0, out.stderr  # queued to run by itself
     assert "can ever hold" not in out.stderr and "Traceback" not in out.stderr
     rayjob = cluster.server.get_object(RAY, "RayJob", "wide", namespace)
-    workloads = cluster.server.list_objects(KUEUE, "Workload", namespace, label_selector=f"kueue.x-k8s.io/job-uid={rayjob['metadata']['uid']}")
-    admitted = [wl for wl in workloads if condition_is(wl, "Admitted", "True")]
-    assert len(admitted) == 1, workloads
+
+    def admitted_workloads() -> list[dict[str, Any]]:
+        workloads = cluster.server.list_objects(KUEUE, "Workload", namespace, label_selector=f"kueue.x-k8s.io/job-uid={rayjob['metadata']['uid']}")
+        return [wl for wl in workloads if condition_is(wl, "Admitted", "True")]
+
+    admitted = wait_for(admitted_workloads, timeout=60, what="Kueue to admit the job")
+    assert len(admitted) == 1, admitted
     usage = {a["name"]: a["resourceUsage"] for a in admitted[0]["status"]["admission"]["podSetAssignments"]}
     assert sum(int(podset.get("nvidia.com/gpu", "0")) for podset in usage.values()) == 10, usage
     assert cluster.cli("delete", "wide", "-n", namespace).returncode == 0  # KubeRay stops the job as it deletes the RayJob

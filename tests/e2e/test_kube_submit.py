@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -164,6 +165,26 @@ def test_status_explains_a_pending_job_and_ctrl_c_cleans_up(cluster, queue):
     assert leftovers(server, namespace) == {}
 
 
+def test_stop_of_a_queued_job_says_it_has_not_started_and_how_to_take_it_out(cluster, queue):
+    """A queued RayJob (suspended by Kueue, its job id set as raybridge sets it) has no Ray cluster: `stop` says it is
+    queued and how to remove it (exit 2), not that its cluster ended and took its logs (exit 3)."""
+    server = cluster[0]
+    namespace, lq, _ = queue
+    server.create_object(rayjob_manifest("holder", namespace=namespace, queue=lq, workers=1, gpus_per_worker=8))
+    server.create_object(rayjob_manifest("queued", namespace=namespace, queue=lq, workers=1, gpus_per_worker=8, jobId="queued-1234"))
+    wait_for(lambda: (server.get_object(RAY, "RayJob", "queued", namespace) or {}).get("status", {}).get("jobDeploymentStatus") == "Suspended", timeout=60)
+    stopped = kube_cli(cluster, "stop", "queued", "-n", namespace)
+    assert stopped.returncode == 2, stopped.stderr
+    assert (
+        "error: RayJob queued is queued (state: Suspended): its Ray job queued-1234 is not running, so there is nothing to reach "
+        "yet; `raybridge status queued` says where it stands, `raybridge delete queued` takes it out of the queue"
+    ) in stopped.stderr, stopped.stderr
+    assert "logs went with it" not in stopped.stderr
+    for name in ("queued", "holder"):
+        assert kube_cli(cluster, "delete", name, "-n", namespace).returncode == 0
+    assert leftovers(server, namespace) == {}
+
+
 def test_dashboard_through_port_forward(cluster, queue):
     """KubeRay's dashboardURL is the in-cluster service name (unreachable from here): raybridge port-forwards
     to the head pod through the API server, and kwok's kubelet sends the stream to the Ray head."""
@@ -200,8 +221,10 @@ def test_existing_name_is_bad_input_and_the_existing_job_is_untouched(cluster, q
     assert leftovers(server, namespace) == {}
 
 
-def test_no_wait_then_logs_follow_then_delete(cluster, queue):
+def test_no_wait_then_logs_follow_then_delete(cluster, queue, submitters):
+    """`logs -f` right after `submit --no-wait` waits for the queued job to start, then follows it."""
     namespace, lq, _ = queue
+    submitters(cluster[0], namespace)
     out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "later", "--no-wait", "--keep", "-o", "json", "--", "python", "-c", "import time; time.sleep(2); print('done later')")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["status"] == "SUBMITTED"
@@ -240,11 +263,14 @@ def test_dry_run_creates_nothing(cluster, queue):
     assert leftovers(cluster[0], namespace) == {}
 
 
-def test_stop_a_running_job(cluster, queue):
+def test_stop_a_running_job(cluster, queue, submitters):
     server = cluster[0]
     namespace, lq, _ = queue
+    submitters(server, namespace)
     out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "long", "--no-wait", "--", "python", "-c", "import time; time.sleep(300)")
     assert out.returncode == 0, out.stderr
+    wait_for(lambda: (server.get_object(RAY, "RayJob", "long", namespace) or {}).get("status", {}).get("jobStatus") == "RUNNING",
+             timeout=120, what="the queued job to run")  # fmt: skip
     stopped = kube_cli(cluster, "stop", "long", "-n", namespace)
     assert stopped.returncode == 0, stopped.stderr
     assert "Ray job long-" in stopped.stderr
@@ -273,3 +299,111 @@ def test_a_real_submit_on_amd_nodes_warns_of_the_unpinned_default_image_once(clu
                       "--nodes", nodes, "--image", "rocm/ray:6.3", "--timeout", "3", "--", "python", "-c", "1")  # fmt: skip
     assert warning not in pinned.stderr, pinned.stderr
     assert leftovers(cluster[0], namespace) == {}
+
+
+def test_dashboard_forwards_a_jobs_dashboard_for_the_plain_ray_cli(cluster, queue, submitters):
+    """`dashboard NAME` forwards the job's Ray dashboard to 127.0.0.1 and prints how the plain Ray CLI reaches it: the
+    real `ray job status` and `ray job logs` work there; Ctrl-C ends it with exit 0. `status` points to it rather than
+    printing only the head Service's in-cluster name; a queued job has no dashboard yet (exit 2, saying so)."""
+    import re
+    import socket
+
+    server = cluster[0]
+    namespace, lq, _ = queue
+    submitters(server, namespace)
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "shown", "--no-wait", "--",
+                   "python", "-c", "import time; print('on the dashboard', flush=True); time.sleep(300)")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    job_id = wait_for(lambda: (lambda r: (r.get("status") or {}).get("jobStatus") == "RUNNING" and r["spec"]["jobId"])(
+        server.get_object(RAY, "RayJob", "shown", namespace) or {"spec": {}}), timeout=120, what="the job to run")  # fmt: skip
+    status = kube_cli(cluster, "status", "shown", "-n", namespace)
+    assert f"(in the cluster; from here: raybridge dashboard shown -n {namespace})" in status.stdout, status.stdout
+    forward = subprocess.Popen([sys.executable, "-m", "raybridge", "dashboard", "shown", "-n", namespace, "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(KUBECONFIG=cluster[1]), cwd=str(ROOT))  # fmt: skip
+    try:
+        first = forward.stdout.readline()
+        url = re.match(r"dashboard: (http://127\.0\.0\.1:\d+)$", first.strip())
+        assert url, first + forward.stderr.read() if forward.poll() is not None else first
+        shown = [forward.stdout.readline().strip() for _ in range(4)]
+        assert shown[0] == f"ray job status --address {url.group(1)} {job_id}", shown
+        ray = str(Path(sys.executable).with_name("ray"))
+        env = {k: v for k, v in cli_env().items() if not k.startswith("RAY_")}
+        asked = subprocess.run([ray, "job", "status", "--address", url.group(1), job_id], capture_output=True, text=True, timeout=120, env=env)
+        assert asked.returncode == 0 and "RUNNING" in asked.stdout + asked.stderr, asked.stdout + asked.stderr
+        logs = subprocess.run([ray, "job", "logs", "--address", url.group(1), job_id], capture_output=True, text=True, timeout=120, env=env)
+        assert "on the dashboard" in logs.stdout, logs.stdout + logs.stderr
+        forward.send_signal(signal.SIGINT)
+        assert forward.wait(timeout=30) == 0
+        assert "forward ended" in forward.stderr.read()
+        port = int(url.group(1).rsplit(":", 1)[1])
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    finally:
+        forward.kill()
+    assert kube_cli(cluster, "stop", "shown", "-n", namespace).returncode == 0
+    assert kube_cli(cluster, "delete", "shown", "-n", namespace).returncode == 0
+    server.create_object(rayjob_manifest("full", namespace=namespace, queue=lq, workers=1, gpus_per_worker=8))
+    server.create_object(rayjob_manifest("waits", namespace=namespace, queue=lq, workers=1, gpus_per_worker=8, jobId="waits-1"))
+    wait_for(lambda: (server.get_object(RAY, "RayJob", "waits", namespace) or {}).get("status", {}).get("jobDeploymentStatus") == "Suspended", timeout=60)
+    queued = kube_cli(cluster, "dashboard", "waits", "-n", namespace)
+    assert queued.returncode == 2 and "RayJob waits is queued (state: Suspended)" in queued.stderr, queued.stderr
+    for name in ("waits", "full"):
+        assert kube_cli(cluster, "delete", name, "-n", namespace).returncode == 0
+    assert leftovers(server, namespace) == {}
+
+
+def test_a_plain_submit_leaves_the_orphan_bound_to_the_docs_and_v_says_it(cluster, queue):
+    """Issue 40, point 8: the two orphan-protection paragraphs every submit printed (the bound, and the bound after
+    an eviction on this operator) are the same each time: docs/lifecycle.md says them, `-v` prints them."""
+    namespace, lq, _ = queue
+    plain = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "quiet", "--", "python", "-c", "print('ran')")
+    assert plain.returncode == 0, plain.stderr
+    assert "orphan protection" not in plain.stderr, plain.stderr
+    told = kube_cli(cluster, "-v", "submit", "-n", namespace, "--queue", lq, "--name", "told", "--", "python", "-c", "print('ran')")
+    assert told.returncode == 0, told.stderr
+    assert "orphan protection: if raybridge stops renewing it, the RayJob fails within 30m" in told.stderr
+    assert "orphan protection after an eviction: KubeRay operator v1.6.1" in told.stderr
+    assert leftovers(cluster[0], namespace) == {}
+
+
+def test_a_queue_that_sends_jobs_to_worker_clusters_is_refused_before_anything_exists(cluster, queue):
+    """Issue 40, point 7: a ClusterQueue with a MultiKueue AdmissionCheck runs its jobs in a worker cluster, where
+    raybridge could neither reach the Ray dashboard nor renew the bound: a followed submit is refused (exit 2) naming
+    MultiKueue and the way out (--no-wait), before anything is created. The check's MultiKueueConfig names no
+    reachable worker here (one real cluster), which only makes Kueue hold the queue inactive."""
+    import uuid
+
+    server = cluster[0]
+    namespace, _, _ = queue
+    suffix = uuid.uuid4().hex[:6]
+    kueue = "kueue.x-k8s.io/v1beta2"
+    server.create_object({"apiVersion": kueue, "kind": "AdmissionCheck", "metadata": {"name": f"mk-{suffix}"},
+                          "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
+                                   "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": f"mk-{suffix}"}}})  # fmt: skip
+    server.create_object({"apiVersion": kueue, "kind": "ClusterQueue", "metadata": {"name": f"cq-mk-{suffix}"}, "spec": {
+        "namespaceSelector": {}, "admissionChecksStrategy": {"admissionChecks": [{"name": f"mk-{suffix}"}]},
+        "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "default-flavor", "resources": [
+            {"name": "cpu", "nominalQuota": "64"}, {"name": "memory", "nominalQuota": "512Gi"}, {"name": "nvidia.com/gpu", "nominalQuota": "8"}]}]}]}})  # fmt: skip
+    server.create_object({"apiVersion": kueue, "kind": "LocalQueue", "metadata": {"name": "remote", "namespace": namespace}, "spec": {"clusterQueue": f"cq-mk-{suffix}"}})
+    out = kube_cli(cluster, "submit", "-n", namespace, "--queue", "remote", "--name", "far", "--", "python", "-c", "1")
+    assert out.returncode == 2, out.stderr
+    assert (f"error: LocalQueue remote -> ClusterQueue cq-mk-{suffix} sends its jobs to worker clusters (MultiKueue admission check "
+            f"mk-{suffix}): Kueue runs the RayJob in a worker cluster, whose Ray dashboard raybridge cannot reach") in out.stderr, out.stderr
+    assert "queue it with --no-wait" in out.stderr
+    assert leftovers(server, namespace) == {}
+
+
+def test_queue_job_from_python_does_what_no_wait_does(cluster, queue):
+    """`raybridge.queue_job`: the RayJob created to run by itself (K8sJobMode), returned at once."""
+    import raybridge
+
+    server = cluster[0]
+    namespace, lq, _ = queue
+    queued = raybridge.queue_job(str(EXAMPLES / "hello.yaml"), overrides={"queue": lq, "name": "from-python"}, kubeconfig=cluster[1],
+                                 namespace=namespace, progress=lambda _: None)  # fmt: skip
+    assert (queued.name, queued.namespace, queued.queue) == ("from-python", namespace, lq)
+    stored = server.get_object(RAY, "RayJob", "from-python", namespace)
+    assert stored["spec"]["submissionMode"] == "K8sJobMode" and stored["spec"]["jobId"] == queued.submission_id
+    assert server.get_object("v1", "ConfigMap", "from-python-working-dir", namespace) is not None
+    assert kube_cli(cluster, "delete", "from-python", "-n", namespace).returncode == 0
+    wait_for(lambda: leftovers(server, namespace) == {}, timeout=30, what="nothing left")

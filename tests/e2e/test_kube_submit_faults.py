@@ -7,7 +7,6 @@ hold KubeRay's reconcile of one RayJob, so this stays on the simulated API serve
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -26,20 +25,23 @@ def kube_cli(cluster, *args, timeout=180):
     return run_cli(*args, env=cli_env(KUBECONFIG=cluster[1]), timeout=timeout)
 
 
-def test_no_wait_hands_the_job_over_only_once_kuberay_polls_it(cluster, queue):
-    """--no-wait clears spec.jobId (KubeRay v1.6+) only once KubeRay has taken it into status.jobId. Cleared
-    while a busy operator still has the RayJob in Waiting, KubeRay would never poll the job: the RayJob would
-    stay Waiting until preRunningDeadlineSeconds failed it, its job still running, and `stop` found no job."""
+def test_detach_hands_the_job_over_only_once_kuberay_polls_it(cluster, queue):
+    """`JobHandle.detach()` (the Python API's hand-over of a job raybridge runs) clears spec.jobId (KubeRay v1.6+) only
+    once KubeRay has taken it into status.jobId. Cleared while a busy operator still has the RayJob in Waiting, KubeRay
+    would never poll the job: the RayJob would stay Waiting until preRunningDeadlineSeconds failed it, its job still
+    running, and `stop` found no job. (`submit --no-wait` queues a K8sJobMode RayJob instead: jobs/queued.py.)"""
+    import raybridge
+
     server, kuberay = cluster[0], cluster[3]
     namespace, lq, _ = queue
     kuberay.waiting_delay = 2.0  # its next reconcile of the Waiting RayJob comes 2 s late
     try:
-        out = kube_cli(cluster, "submit", "-n", namespace, "--queue", lq, "--name", "busy", "--no-wait", "-o", "json",
-                       "--", "python", "-c", "import time; time.sleep(300)")  # fmt: skip
+        spec = {"name": "busy", "queue": lq, "entrypoint": "python -c 'import time; time.sleep(300)'"}
+        handle = raybridge.submit(spec, backend="kubernetes", kubeconfig=cluster[1], namespace=namespace, progress=lambda _: None)
+        handle.detach()
+        job_id = handle.submission_id
     finally:
         kuberay.waiting_delay = 0.0
-    assert out.returncode == 0, out.stderr
-    job_id = json.loads(out.stdout)["submissionId"]
     rayjob = server.get_object(RAY, "RayJob", "busy", namespace)
     assert (rayjob["status"]["jobDeploymentStatus"], rayjob["status"].get("jobId")) == ("Running", job_id)
     assert not rayjob["spec"].get("jobId") and rayjob["spec"]["preRunningDeadlineSeconds"]  # handed over

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import LONG_TOKEN_JOB_NAME, TOKEN_JOB_OUTPUT, cli_env, kuberay_token_secret, status_logs_stop_delete, submit_token_job
+from tests.helpers import LONG_TOKEN_JOB_NAME, TOKEN_JOB_OUTPUT, cli_env, kuberay_token_secret, wait_job_running, status_logs_stop_delete, submit_token_job
 
 RAY = "ray.io/v1"
 
@@ -50,6 +50,7 @@ def test_token_auth_submit_status_logs_and_stop(cluster, queue, tmp_path: Path, 
     env = cli_env(KUBECONFIG=cluster[1])
     out = submit_token_job(tmp_path, name, namespace, lq, env)
     assert out.returncode == 0, out.stderr
+    wait_job_running(server, name, namespace)
 
     cluster_name, secret = kuberay_token_secret(server, name, namespace)
     assert (len(cluster_name) > 50) == (name == LONG_TOKEN_JOB_NAME)

@@ -104,3 +104,22 @@ def test_max_run_seconds_ends_a_job_kueue_put_in_the_default_local_queue(stack: 
     # raybridge's guard looks as the limit runs out and ends the Ray job then.
     assert took < 60, f"took {took:.0f}s: the limit of 20 s did not end the run\n{out.stderr}"
     wait_for(lambda: leftovers(server, namespace) == {}, timeout=60, what="nothing left")
+
+
+def test_check_says_a_job_without_a_queue_would_never_be_admitted_as_submit_refuses_it(stack: Any, server: Any) -> None:
+    """`check` without --queue in a namespace with no `default` LocalQueue: missing (exit 1), naming the LocalQueues, as
+    `submit` refuses the job; with --queue, or with a `default` LocalQueue, nothing is missing. Asked of Kueue itself
+    (a dry-run create through its webhook): nothing is created."""
+    namespace = namespace_with(server, "team-queue")
+    out = cli(stack, "check", "-n", namespace, "-o", "json")
+    assert out.returncode == 1, out.stdout
+    import json
+
+    missing = [row for row in json.loads(out.stdout)["checks"] if row["status"] == "missing"]
+    assert missing == [{"check": "queue", "status": "missing", "detail": (
+        f"no --queue: this cluster's Kueue manages jobs without a queue name (manageJobsWithoutQueueName) and {namespace} has no "
+        f"LocalQueue named default, so Kueue would hold the job for ever and submit refuses it (LocalQueues here: team-queue)")}], missing
+    assert server.list_objects("ray.io/v1", "RayJob", namespace) == []
+    assert cli(stack, "check", "-n", namespace, "--queue", "team-queue").returncode == 0
+    with_default = namespace_with(server, "default")
+    assert cli(stack, "check", "-n", with_default).returncode == 0

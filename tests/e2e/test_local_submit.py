@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -311,3 +312,93 @@ def test_a_run_leaves_nothing_in_tmpdir_and_a_long_tmpdir_still_runs():
     assert out.returncode == 0, out.stderr
     assert "long tmpdir" in out.stdout
     assert os.listdir(long) == []
+
+
+def test_a_multi_line_entrypoint_is_not_echoed_into_the_jobs_output(ray_head, tmp_path):
+    """Ray's job supervisor echoes the entrypoint before the driver's output ("Running entrypoint for job X: ...",
+    job_supervisor.py): an entrypoint of several lines (a spec's `entrypoint: |` block) echoed its later lines into
+    the job's output."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: lines\nentrypoint: |\n  python -c 'print(\"first\")'\n  python -c 'print(\"second\")'\n")
+    out = run_cli("submit", str(spec), "--address", ray_head.dashboard_url)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["first", "second"], out.stdout
+
+
+class _DroppingProxy:
+    """A TCP proxy to the shared head that closes the first log stream (a WebSocket to /logs/tail) after
+    `drop_after` seconds, as a proxy or a port-forward closing it would; every other connection is passed on."""
+
+    def __init__(self, target: str, drop_after: float) -> None:
+        import socket
+        import threading
+
+        host, port = target.rsplit(":", 1)
+        self.target, self.drop_after, self.dropped = (host, int(port)), drop_after, False
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: Any) -> None:
+        import select
+        import socket
+        import time
+
+        upstream = socket.create_connection(self.target)
+        first = client.recv(65536)
+        drop_at = None
+        if b"/logs/tail" in first.split(b"\r\n", 1)[0] and not self.dropped:
+            self.dropped, drop_at = True, time.monotonic() + self.drop_after
+        upstream.sendall(first)
+        try:
+            while drop_at is None or time.monotonic() < drop_at:
+                readable, _, _ = select.select([client, upstream], [], [], 0.2)
+                for source in readable:
+                    data = source.recv(65536)
+                    if not data:
+                        return
+                    (upstream if source is client else client).sendall(data)
+        except OSError:
+            return
+        finally:
+            client.close()
+            upstream.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_log_stream_that_drops_mid_job_goes_on_as_the_job_prints(ray_head):
+    """Issue 40, point 6: when the log stream dropped mid-job (a proxy, a port-forward), nothing more was printed
+    until the job ended. The stream is opened again, and what was printed already is not printed twice."""
+    from urllib.parse import urlparse
+
+    proxy = _DroppingProxy(urlparse(ray_head.dashboard_url).netloc, drop_after=3.0)
+    script = "import time\nfor i in range(14):\n    print('tick', i, flush=True)\n    time.sleep(1)\n"
+    proc = subprocess.Popen([sys.executable, "-m", "raybridge", "submit", "--address", proxy.address, "--", "python", "-c", script],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=str(ROOT))  # fmt: skip
+    try:
+        arrived: dict[str, float] = {}
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            arrived.setdefault(line.strip(), time.monotonic())
+        code = proc.wait(timeout=120)
+        ended = time.monotonic()
+    finally:
+        proc.kill()
+        proxy.close()
+    assert code == 0, proc.stderr.read() if proc.stderr else ""
+    assert proxy.dropped
+    assert [k for k in arrived if k.startswith("tick")] == [f"tick {i}" for i in range(14)]
+    # tick 9 is printed some 6 s after the drop: it must show before the job ends, not with everything at the end
+    assert ended - arrived["tick 9"] > 2.0, {k: round(ended - t, 1) for k, t in arrived.items()}

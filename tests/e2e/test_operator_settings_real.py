@@ -88,14 +88,14 @@ def test_a_job_kueue_does_not_manage_is_guarded_and_said_to_be_unqueued(stack: A
     stored it), the output says it is not queued, and it is bounded by the renewed deadline; it runs and is cleaned up."""
     namespace = _namespace_with_default_queue(admin)
     with created_rayjobs(str(stack.kubeconfig), namespace) as created:
-        out = run_cli("submit", "-n", namespace, "--name", "unqueued", "--", "python", "-c", "print('ran unqueued')",
+        out = run_cli("submit", "-v", "-n", namespace, "--name", "unqueued", "--", "python", "-c", "print('ran unqueued')",
                       env=cli_env(KUBECONFIG=str(stack.kubeconfig)), timeout=240)  # fmt: skip
         assert out.returncode == 0, out.stderr
         wait_for(lambda: created, timeout=10, what="the RayJob's creation, as the API server stored it")
     labels = created[0]["metadata"].get("labels") or {}
     assert QUEUE_LABEL not in labels and MAX_EXEC_LABEL not in labels, labels
     assert f"created RayJob {namespace}/unqueued (not queued by Kueue)" in out.stderr
-    assert ORPHAN_LINE in out.stderr
+    assert ORPHAN_LINE in out.stderr  # -v: the orphan bound's line
     assert created[0]["spec"]["activeDeadlineSeconds"] > 0
     assert "ran unqueued" in out.stdout and "Traceback" not in out.stderr
     assert f"deleted RayJob {namespace}/unqueued" in out.stderr and "kept RayJob" not in out.stderr  # deleted, not also "kept"

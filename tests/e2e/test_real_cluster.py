@@ -99,7 +99,7 @@ def _stored_rayjob(name: str) -> dict:
 def test_the_orphan_protection_reported_is_the_one_the_server_kept():
     """Bug 1: on KubeRay before v1.6 the field is unknown; what is claimed must be on the stored object."""
     name = unique()
-    out = real("submit", str(EXAMPLES / "hello.yaml"), "-n", NAMESPACE, "--name", name, "--keep", *queue_flags())
+    out = real("-v", "submit", str(EXAMPLES / "hello.yaml"), "-n", NAMESPACE, "--name", name, "--keep", *queue_flags())
     try:
         assert out.returncode == 0, out.stderr
         assert "orphan protection: " in out.stderr and "no orphan protection" not in out.stderr

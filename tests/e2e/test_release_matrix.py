@@ -169,8 +169,10 @@ def wait_for_log(cluster: Cluster, name: str, namespace: str, marker: str, timeo
         time.sleep(1)
 
 
-def test_status_list_logs_stop_and_delete_of_a_running_job(cluster: Cluster) -> None:
+def test_status_list_logs_stop_and_delete_of_a_running_job(cluster: Cluster, submitters: Any) -> None:
     namespace, lq = cluster.queue()
+    if cluster.real:
+        submitters(cluster.server, namespace)  # the queued job's submitter pod (the simulated KubeRay submits itself)
     script = "import time; print('driver up', flush=True); time.sleep(300)"
     out = cluster.cli("submit", "-n", namespace, "--queue", lq, "--name", "long", "--no-wait", "-o", "json",
                       "--", "python", "-c", script)  # fmt: skip
@@ -217,7 +219,7 @@ def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(
     namespace, lq = cluster.queue()
     with created_rayjobs(cluster.kubeconfig, namespace) as created:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "raybridge", "submit", "-n", namespace, "--queue", lq, "--name", "orphan",
+            [sys.executable, "-m", "raybridge", "-v", "submit", "-n", namespace, "--queue", lq, "--name", "orphan",
              "--submission-id", "orphan-run-1", "--orphan-timeout", str(bound), "--", "python", "-c", "import time; time.sleep(600)"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(KUBECONFIG=cluster.kubeconfig), cwd=str(ROOT),
         )  # fmt: skip
@@ -448,3 +450,19 @@ def test_a_dra_job_kueue_would_not_count_or_never_admit_is_refused_before_anythi
     assert out.returncode == 2, out.stderr
     assert DRA_REFUSALS[release] in out.stderr and "nothing was created" in out.stderr, out.stderr
     assert cluster.leftovers(namespace) == {}
+
+
+def test_a_job_queued_with_no_wait_runs_alone_through_a_preemption(cluster: Cluster, ray_head: Any, tmp_path: Any) -> None:
+    """tests/e2e/queued_scenario.py: `submit --no-wait` returns at once; queued, admitted, preempted and readmitted
+    with nobody watching, the job runs to the end with its working dir, on every KubeRay and Kueue release."""
+    if not cluster.real:
+        pytest.skip("the simulated KubeRay submits K8sJobMode itself over HTTP, with no submitter pod (kubesim/sim_kuberay.py)")
+    from tests.e2e.queued_scenario import run_queued_job_through_a_preemption
+    from tests.e2e.shared_head import HeadJobs
+
+    head = HeadJobs(ray_head.dashboard_url)
+    try:
+        run_queued_job_through_a_preemption(cluster.server, cluster.kubeconfig, cluster.kueue_api, head, ray_head.dashboard_url, tmp_path)
+    finally:
+        for submission_id in sorted(head.seen):
+            head.end(submission_id)

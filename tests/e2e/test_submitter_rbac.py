@@ -158,6 +158,22 @@ def test_the_shipped_rbac_is_enough_for_submit_and_every_lifecycle_command(serve
     assert leftovers(server, namespace) == {}
 
 
+def test_the_shipped_rbac_lets_a_job_be_queued_with_its_working_dir_and_not_without_the_configmap_rule(server, tmp_path):
+    """`submit --no-wait` creates the working dir's ConfigMap (owned by the RayJob); without that rule it is exit 3
+    naming it, and the RayJob it had created is deleted."""
+    namespace, lq, cli = _submitter(server, tmp_path)
+    queued = cli("submit", str(EXAMPLES / "hello.yaml"), "-n", namespace, "--queue", lq, "--no-wait")
+    assert queued.returncode == 0, queued.stderr
+    assert server.get_object("v1", "ConfigMap", "hello-working-dir", namespace) is not None
+    assert cli("delete", "hello", "-n", namespace).returncode == 0
+    (tmp_path / "dropped").mkdir()
+    namespace, lq, cli = _submitter(server, tmp_path / "dropped", ("Role", "", "configmaps", "create"))
+    refused = cli("submit", str(EXAMPLES / "hello.yaml"), "-n", namespace, "--queue", lq, "--no-wait")
+    assert refused.returncode == 3, refused.stderr
+    assert f"creating ConfigMap {namespace}/hello-working-dir: permission denied" in refused.stderr, refused.stderr
+    wait_for(lambda: leftovers(server, namespace) == {}, timeout=30, what="the RayJob deleted")
+
+
 # (kind, apiGroup, resource, verb) dropped -> the command that needs it, and the refusal it must name (exit 3, a
 # line or two, no traceback).
 REQUIRED = [

@@ -45,3 +45,23 @@ def test_a_line_that_cannot_be_ray_s_is_written_before_its_newline(monkeypatch: 
     written: list[str] = []
     noise.JobOutput(written.append, plain=True)("epoch 1/10 ...")
     assert written == ["epoch 1/10 ..."]
+
+
+MULTI_LINE = "python -c 'print(1)'\npython -c 'print(2)'\n  python tail.py"
+
+
+@pytest.mark.parametrize("size", [1, 5, 64, 10_000])
+def test_an_entrypoint_of_several_lines_is_not_echoed_and_the_drivers_own_lines_stay(size: int) -> None:
+    """Ray echoes the whole entrypoint (job_supervisor.py); its later lines are left out, not a line of the job's own
+    output even when it happens to repeat one of them later."""
+    log = (
+        f"Running entrypoint for job j-1: {MULTI_LINE}\n"
+        "1\n2\npython -c 'print(2)'\n"
+    )
+    written: list[str] = []
+    output = noise.JobOutput(written.append, plain=True, quiet=True, entrypoint=MULTI_LINE)
+    for start in range(0, len(log), size):
+        output(log[start : start + size])
+    output.close()
+    assert "".join(written) == "1\n2\npython -c 'print(2)'\n"
+

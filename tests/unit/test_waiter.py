@@ -1,10 +1,10 @@
-"""jobs/kubernetes.py Waiter: how often a wait looks again, and that it never sleeps past its deadline."""
+"""jobs/cluster_wait.py Waiter: how often a wait looks again, and that it never sleeps past its deadline."""
 
 from __future__ import annotations
 
 import pytest
 
-from raybridge.jobs.kubernetes import FIRST_POLL_SECONDS, POLL_SECONDS, Waiter
+from raybridge.jobs.cluster_wait import FIRST_POLL_SECONDS, POLL_SECONDS, Waiter
 
 
 class FakeTime:
@@ -114,7 +114,7 @@ def test_a_deadline_spent_inside_a_poll_still_says_the_job_was_not_admitted(monk
     """The --timeout can run out while the last poll is waiting for the API server (a loaded machine): the user
     is told the job was not admitted in time and where it stood, not that the API server was slow."""
     from raybridge.errors import InfraError
-    from raybridge.jobs import kubernetes as jobs_kubernetes
+    from raybridge.jobs import cluster_wait as jobs_kubernetes
     from raybridge.kube.calls import TimeBudgetSpent
 
     queued = ({"status": {"jobDeploymentStatus": "Suspended"}},
@@ -128,7 +128,7 @@ def test_a_deadline_spent_inside_a_poll_still_says_the_job_was_not_admitted(monk
             raise answer
         return answer
 
-    monkeypatch.setattr(jobs_kubernetes, "_observe_riding_out", observe)
+    monkeypatch.setattr(jobs_kubernetes, "observe_riding_out", observe)
     w, _fake, said = waiter(timeout=4)
     with pytest.raises(InfraError) as caught:
         jobs_kubernetes.wait_for_ready(None, None, "RayJob", "late", "team", w, queued=True)
@@ -138,13 +138,13 @@ def test_a_deadline_spent_inside_a_poll_still_says_the_job_was_not_admitted(monk
 
 
 def test_a_deadline_spent_before_anything_was_seen_is_the_api_servers_silence(monkeypatch):
-    from raybridge.jobs import kubernetes as jobs_kubernetes
+    from raybridge.jobs import cluster_wait as jobs_kubernetes
     from raybridge.kube.calls import TimeBudgetSpent
 
     def observe(*_args):
         raise TimeBudgetSpent("GET /apis: did not answer in time")
 
-    monkeypatch.setattr(jobs_kubernetes, "_observe_riding_out", observe)
+    monkeypatch.setattr(jobs_kubernetes, "observe_riding_out", observe)
     w, _fake, _said = waiter(timeout=4)
     with pytest.raises(TimeBudgetSpent):
         jobs_kubernetes.wait_for_ready(None, None, "RayJob", "late", "team", w, queued=True)
@@ -165,10 +165,10 @@ WAITING_RAYJOB = {"status": {"jobDeploymentStatus": "Suspended"}}
     ],
 )
 def test_the_queue_that_admitted_the_job_is_said_once_however_fast_it_got_ready(monkeypatch, case, observations, said_last):
-    from raybridge.jobs import kubernetes as jobs_kubernetes
+    from raybridge.jobs import cluster_wait as jobs_kubernetes
 
     answers = iter([(obj, workload, None) for obj, workload in observations])
-    monkeypatch.setattr(jobs_kubernetes, "_observe_riding_out", lambda *_args: next(answers))
+    monkeypatch.setattr(jobs_kubernetes, "observe_riding_out", lambda *_args: next(answers))
     w, _fake, said = waiter(timeout=60)
     jobs_kubernetes.wait_for_ready(None, None, "RayJob", "job", "team", w, queued=True)
     assert said[-1] == said_last, (case, said)

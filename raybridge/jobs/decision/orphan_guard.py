@@ -301,9 +301,11 @@ def eviction_bound_note(operator: str, known: bool, pre_running: bool, bound: in
     return f"note: {release}, so no preRunningDeadlineSeconds: if Kueue evicts the job after raybridge has exited, {after_eviction(False, bound)}"
 
 
-def orphan_bound_summary(pre_running: bool, bound: int) -> str:
-    """The orphan bound on a cluster, in one line: raybridge gone, and evicted after that."""
-    return f"raybridge gone: the RayJob fails within {_span(bound)}; evicted after that: {after_eviction(pre_running, bound)}"
+def orphan_bound_summary(pre_running: bool, bound: int, evictable: bool = True) -> str:
+    """The orphan bound on a cluster, in one line: raybridge gone, and evicted after that (only where Kueue runs:
+    `evictable`; nothing else evicts a RayJob and admits it again)."""
+    gone = f"raybridge gone: the RayJob fails within {_span(bound)}"
+    return f"{gone}; evicted after that: {after_eviction(pre_running, bound)}" if evictable else gone
 
 
 def protections_of(obj: dict[str, Any], max_run_seconds: Optional[int] = None) -> list[Protection]:

@@ -43,6 +43,7 @@ from raybridge.kueue.workload import (
     Workload,
     WorkloadLike,
     position_words,
+    quota_holders,
     read_workload,
     reason_words,
     workload_view,
@@ -373,6 +374,8 @@ class KueueExplanation:
     cohort_parents: tuple[str, ...] = ()
     #: Why Kueue deactivated the Workload (`deactivation`), in words; None when it did not.
     deactivated: Optional[str] = None
+    #: Who holds the quota a pending job waits for, in words, largest first (`kueue.workload.quota_holders`).
+    holders: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -402,6 +405,7 @@ class KueueExplanation:
             "quotaReadable": self.quota_readable,
             "couldFit": self.could_fit,
             "neverFits": list(self.problems),
+            "heldBy": list(self.holders),
         }
 
     def summary(self) -> list[str]:
@@ -423,7 +427,8 @@ class KueueExplanation:
         if self.reason:
             lines.append(f"  reason: {self.reason}")
         if self.dashboard:
-            lines.append(f"  dashboard: {self.dashboard}")
+            # KubeRay's dashboardURL is the head Service's in-cluster name: from outside, `raybridge dashboard` forwards it.
+            lines.append(f"  dashboard: {self.dashboard} (in the cluster; from here: raybridge dashboard {self.name} -n {self.namespace})")
         return lines
 
     def _queue_line(self) -> str:
@@ -471,7 +476,15 @@ class KueueExplanation:
                 how = "assigned" if row.assigned else "candidate"
                 lines.append(f"    pod set {row.pod_set} ({row.count} pod{'s' if row.count != 1 else ''}), flavor {row.flavor} ({how}):")
             lines.append(f"      {row.sentence()}")
-        return lines + self._conclusion()
+        return lines + self._conclusion() + self._holders()
+
+    def _holders(self) -> list[str]:
+        """Who holds the quota a pending job waits for: the first HOLDERS_SHOWN, the others counted."""
+        if self.state != "pending" or not self.holders:
+            return []
+        shown = [f"    {text}" for text in self.holders[:HOLDERS_SHOWN]]
+        more = len(self.holders) - HOLDERS_SHOWN
+        return ["  holding that quota now, largest first:", *shown, *([f"    and {more} more"] if more > 0 else [])]
 
     def _conclusion(self) -> list[str]:
         """Whether a pending job could ever be admitted, from the per-flavor arithmetic."""
@@ -487,6 +500,10 @@ class KueueExplanation:
         """What the picture's bars do not show (its title and subtitle name the job and queue): the state, Kueue's
         conditions and checks, and the conclusion."""
         return [*self._state_lines(), *self._workload_lines(), *self._conclusion()]
+
+
+#: How many quota holders `explain` names before it counts the rest.
+HOLDERS_SHOWN = 5
 
 
 def _ordered_totals(asks: dict[str, Decimal]) -> tuple[tuple[str, Decimal], ...]:
@@ -521,7 +538,8 @@ def progress_line(ray_object: dict[str, Any], workload: WorkloadLike, position: 
         return f"admitted{f' by {queue}' if queue else ''}; waiting for KubeRay to start the Ray cluster"
     if deployment in ("Initializing", "Running", "Waiting") or (ray.kind == "RayCluster" and ray.deployment == "ready"):
         workers = f", workers ready {ray.workers_ready}/{ray.workers_desired}" if ray.workers_desired else ""
-        return f"admitted{f' by {queue}' if queue else ''}; Ray cluster {deployment.lower()}{workers}"
+        admitted = f"admitted{f' by {queue}' if queue else ''}; " if state == "admitted" else ""  # no Kueue: nothing admits
+        return f"{admitted}Ray cluster {deployment.lower()}{workers}"
     queued = bool(read_meta(ray_object).label(KUEUE_QUEUE_LABEL))
     if state == "none" and queued and deployment in ("Suspended", "New", ""):
         return "waiting for Kueue to pick the job up (no Workload yet)"
@@ -546,11 +564,13 @@ def explain_kueue(
     flavors: Optional[dict[str, dict[str, Any]]] = None,
     nodes: Optional[list[dict[str, Any]]] = None,
     provisioning_requests: Optional[list[dict[str, Any]]] = None,
+    holders: Optional[Sequence[dict[str, Any]]] = None,
 ) -> KueueExplanation:
     """The whole Kueue picture of one RayJob/RayCluster.
 
     `cohort_members`: the other ClusterQueues (any; only its cohort tree counts; None: not
-    read); `cohorts`: the Cohort objects (None: not readable). Unknown lending is shown as
+    read); `cohorts`: the Cohort objects (None: not readable); `holders`: the Workloads that may hold
+    its quota (None: not read). Unknown lending is shown as
     unknown and never makes a verdict "never"."""
     meta = read_meta(ray_object)
     state = ray_state(ray_object)
@@ -588,10 +608,18 @@ def explain_kueue(
     rows, uncovered = flavor_requests(view, cluster_queue, cohort_members, flavors, nodes, cohorts)
     pending = base["state"] == "pending"
     problems = tuple(fit_problems(rows, cluster_queue, uncovered)) if pending else ()
+    held: tuple[str, ...] = ()
+    if pending and holders is not None:
+        asked = [r for r, _ in totals]
+        gpus = [r for r in asked if "gpu" in r.lower()]
+        cohort = cohort_of(cluster_queue)
+        lenders = [read_meta(m).name for m in cohort_members or [] if cohort and cohort_of(m) == cohort]
+        scope = [cluster_queue_name or read_meta(cluster_queue).name, *lenders]
+        held = tuple(h.words(gpus or asked) for h in quota_holders(holders, scope, gpus or asked, exclude=view.meta.name))
     return KueueExplanation(
         **base,  # type: ignore[arg-type]
         conditions=conditions, position=position, checks=checks, requests=tuple(rows), totals=totals,
-        could_fit=(not problems) if pending else None, problems=problems,
+        could_fit=(not problems) if pending else None, problems=problems, holders=held,
     )  # fmt: skip
 
 
