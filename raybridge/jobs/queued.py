@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from raybridge.core.consts import KUEUE_QUEUE_LABEL
+from raybridge.kueue.names import KUEUE_QUEUE_LABEL
 from raybridge.core.runtime_env import local_working_dir
 from raybridge.errors import BadInput
 from raybridge.jobs.decision.manifests import K8S_JOB_MODE, workload_of
