@@ -23,4 +23,7 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "Outcome": ".scaler",
     "Scaler": ".scaler",
     "RunSettings": ".decision.settings",
+    "adjuster_plan": ".offline",
+    "adjuster_manifests": ".offline",
+    "PlanInputs": ".offline",
 })

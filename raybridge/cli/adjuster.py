@@ -192,17 +192,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # Everything imported and loaded lives until the command exits: the cyclic collector would only
     # walk the new objects again and again (about half the time of loading a large pod list).
     gc.disable()
-    from raybridge.cli.render import dump, note, warn
-    from raybridge.adjuster.decision.plan import plan_placeholders
+    from raybridge.adjuster import offline
     from raybridge.cli.adjuster_inputs import plan_inputs
+    from raybridge.cli.render import dump, note, warn
 
     settings = settings_from_args(args)
     now = _now(args.now)
-    pods, nodes, pod_groups, dra = plan_inputs(args)
+    inputs = plan_inputs(args)
+    for text in inputs.notes:
+        warn(text)
     if args.manifests:
-        return _print_manifests(args, settings, pods, nodes, pod_groups, now, dra)
+        return _print_manifests(args, settings, inputs, now)
     args.output = args.output or "table"
-    plan = plan_placeholders(pods, nodes, settings, now, pod_groups, **dra)
+    plan = offline.plan(inputs, settings, now)
     for text in plan.warnings:
         warn(text)
     if args.output != "table":
@@ -214,11 +216,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: Any, pod_groups: Any, now: Any, dra: Any) -> int:
-    """What one pass of `adjuster run` would create now: the same decision (`decide`, `decide_requests`), the same
-    manifests. Placeholders of ours in `--pods` (by label and namespace) count as existing, as in the cluster."""
-    from raybridge.adjuster.decision.demand import ClusterSnapshot
-    from raybridge.adjuster.decision.scale_adjuster import decide, decide_requests, placeholder_manifest
+def _print_manifests(args: argparse.Namespace, settings: Any, inputs: Any, now: Any) -> int:
+    """What one pass of `adjuster run` would create now (`adjuster/offline.py` `manifests`), as YAML or JSON documents,
+    and on stderr why pods get none."""
+    from raybridge.adjuster import offline
     from raybridge.adjuster.decision.settings import RunSettings
     from raybridge.cli.render import dump_documents, note, warn
     from raybridge.errors import BadInput
@@ -232,47 +233,13 @@ def _print_manifests(args: argparse.Namespace, settings: Any, pods: Any, nodes: 
     if args.output == "table":
         raise BadInput("--manifests prints objects: -o yaml or -o json")
     args.output = args.output or "yaml"
-    objects: list[Any] = []
-    snapshot = ClusterSnapshot.read(pods, nodes, now, pod_groups, **dra)
-    if run.mode == "placeholder":
-        result = decide(snapshot, run)
-        decision = result.decision
-        objects = [placeholder_manifest(planned, run) for planned in decision.create]
-    else:
-        # No ProvisioningRequests are read offline: the requests for the whole demand, as a first pass creates them.
-        found = decide_requests(snapshot, [], [], run)
-        decision = found.decision
-        for planned in found.create:
-            objects += [*planned.templates, planned.request]
-    for text in decision.plan.warnings:
+    preview = offline.manifests(inputs, run, now)
+    for text in [*preview.plan.warnings, *preview.left_out()]:
         warn(text)
-    for text in _left_out(decision.plan):
-        warn(text)
-    for text in decision.plan.notes:
+    for text in preview.plan.notes:
         note(text)
-    dump_documents(objects, args.output)
+    dump_documents(list(preview.objects), args.output)
     return EXIT_OK
-
-
-#: With --manifests, the pods left out that are named one by one (the rest are counted by reason).
-LEFT_OUT_NAMED = 20
-
-
-def _left_out(plan: Any) -> list[str]:
-    """Why pods get no placeholder, for stderr beside the manifests (the table and -o json list them in full): each of
-    the first LEFT_OUT_NAMED pods with its reason, the others counted by reason, and what the cap cut."""
-    said = [f"pod {item.pod} gets no placeholder ({item.code}): {item.reason}" for item in plan.ignored[:LEFT_OUT_NAMED]]
-    more: dict[str, int] = {}
-    for item in plan.ignored[LEFT_OUT_NAMED:]:
-        more[item.code] = more.get(item.code, 0) + 1
-    said += [f"{count} more pod{'s' if count != 1 else ''} get no placeholder ({code}); `adjuster plan -o json` (without "
-             "--manifests) gives each one's reason" for code, count in sorted(more.items())]
-    cap = plan.cap
-    if cap is not None and cap.cut_pods:
-        shown = ", ".join(cap.cut_pods[:5]) + (f" and {len(cap.cut_pods) - 5} more" if len(cap.cut_pods) > 5 else "")
-        said.append(f"--max-gpus {cap.limit}: {cap.cut_gpus} of the {cap.requested} GPUs asked for are cut, so {len(cap.cut_pods)} "
-                    f"pod{'s' if len(cap.cut_pods) != 1 else ''} wait without a placeholder ({shown})")
-    return said
 
 
 def _approximate(value: Any) -> str:

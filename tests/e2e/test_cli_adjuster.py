@@ -264,3 +264,25 @@ def test_plan_manifests_says_on_stderr_why_pods_get_no_placeholder(tmp_path):
     warned = [line for line in out.stderr.splitlines() if line.startswith("warning: ")]
     assert len([line for line in warned if line.startswith("warning: pod team-b/amd-")]) == 20
     assert "warning: 10 more pods get no placeholder (vendor-not-shared); `adjuster plan -o json` (without --manifests) gives each one's reason" in warned
+
+
+@pytest.mark.parametrize("manifests", [False, True], ids=["plan", "manifests"])
+def test_the_cli_prints_what_the_python_api_s_adjuster_plan_decides(manifests: bool) -> None:
+    """The CLI only renders: `adjuster plan` (and `--manifests`) print what `raybridge.adjuster_plan` (and
+    `raybridge.adjuster_manifests`) return for the same files and clock."""
+    from datetime import datetime, timezone
+
+    import raybridge
+
+    now = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
+    if manifests:
+        out = run_cli("adjuster", "plan", "--pods", PODS, "--nodes", NODES, *NOW, "--manifests", "-o", "json")
+        assert out.returncode == 0, out.stderr
+        printed = json.loads(out.stdout)
+        expected = list(raybridge.adjuster_manifests(PODS, NODES, now=now).objects)
+        assert (printed["items"] if isinstance(printed, dict) and "items" in printed else printed) == json.loads(json.dumps(expected))
+        assert expected, "the fixture asks for placeholders"
+    else:
+        out = run_cli("adjuster", "plan", "--pods", PODS, "--nodes", NODES, *NOW, "-o", "json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) == json.loads(json.dumps(raybridge.adjuster_plan(PODS, NODES, now=now).to_dict(), default=str))
