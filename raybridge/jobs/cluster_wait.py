@@ -11,7 +11,7 @@ catches up).
 
 `Waiter` polls soon after a change and less often while nothing changes, never past its deadline; an API
 hiccup is ridden out (`RIDE_OUT_POLICY`), a dead API server still ends the wait. It does not submit, renew or
-clean up: the backend (`jobs/kubernetes.py`) does.
+clean up: the backend (`jobs/kubernetes.py`, `jobs/rayjob_run.py`) does.
 """
 
 from __future__ import annotations

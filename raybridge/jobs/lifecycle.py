@@ -30,7 +30,7 @@ from raybridge.kube.rayapi import RayObjects
 from raybridge.kuberay.rayjob import RayState, ray_state
 from raybridge.jobs.cluster_wait import Waiter
 from raybridge.jobs.dashboard import auth_headers, auth_options, connect_dashboard, head_pod
-from raybridge.jobs.kubernetes import wait_released
+from raybridge.jobs.creation import wait_released
 
 
 #: How long `logs -f` waits, by default, for a job that has not started (queued, or its cluster starting).

@@ -33,7 +33,7 @@ from raybridge.jobs.decision.queued import (
 from raybridge.jobs.decision.sizing import SizingDecision
 from raybridge.jobs.decision.spec import JobSpec
 from raybridge.jobs.decision.upload import format_bytes
-from raybridge.jobs.kubernetes import (
+from raybridge.jobs.creation import (
     create_claim_template_of, create_protected, delete_and_wait, prepare, preflight_job, refuse_if_suspended_without_queue,
 )  # fmt: skip
 from raybridge.jobs.options import SubmitOptions, resolve_runtime_env

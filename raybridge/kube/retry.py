@@ -3,7 +3,7 @@
 Every retry in raybridge is built from `RetryPolicy`: the bounded API client
 (`kube.client`), the adjuster's writes (`adjuster.scaler`), the informers'
 list and watch loop (`kube.informer`), a launcher's wait riding out a failing
-API server (`jobs.kubernetes`), and the Ray Job API's submission
+API server (`jobs.cluster_wait`), and the Ray Job API's submission
 (`jobapi.client`). One call is retried at one level only: a caller with a
 loop of its own makes its calls inside `calls_tried_once()`, and the client
 then tries each of them once. A wait between tries ends at once when a stop

@@ -26,7 +26,7 @@ from raybridge.jobs.decision.manifests import render_manifests
 from raybridge.jobs.decision.orphan_guard import eviction_bound_note
 from raybridge.jobs.decision.sizing import SizingRequest, size_workload
 from raybridge.jobs.decision.spec import build_spec
-from raybridge.jobs.kubernetes import create_protected
+from raybridge.jobs.creation import create_protected
 from raybridge.kube import operators
 from raybridge.kuberay.releases import pre_running_supported
 from kubesim.schemas import KUBERAY_NEWEST, schema_errors

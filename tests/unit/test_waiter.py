@@ -82,11 +82,11 @@ HANDOVER_ROWS = [
 
 @pytest.mark.parametrize("statuses, cleared", HANDOVER_ROWS)
 def test_no_wait_clears_the_job_id_only_once_kuberay_has_taken_it(monkeypatch, statuses, cleared) -> None:
-    from raybridge.jobs import kubernetes as backend
+    from raybridge.jobs import rayjob_run
     from raybridge.jobs.options import SubmitOptions
 
-    monkeypatch.setattr(backend, "TAKE_JOB_ID_SECONDS", 0.5)
-    run = backend._RayJobRun.__new__(backend._RayJobRun)
+    monkeypatch.setattr(rayjob_run, "TAKE_JOB_ID_SECONDS", 0.5)
+    run = rayjob_run.RayJobRun.__new__(rayjob_run.RayJobRun)
     run.rays, run.options, run.name, run.namespace = _Rays(statuses), SubmitOptions(), "job", "ns"
     run.spec, run.queued, run.submission_id = type("Spec", (), {"max_run_seconds": None})(), True, "job-1"
     run.pre_running, run.kueue_limits_run = True, False  # an operator of v1.6 or later
@@ -98,10 +98,10 @@ def test_no_wait_clears_the_job_id_only_once_kuberay_has_taken_it(monkeypatch, s
 
 
 def test_no_wait_on_an_operator_before_v1_6_keeps_the_job_id_and_says_what_bounds_it() -> None:
-    from raybridge.jobs import kubernetes as backend
+    from raybridge.jobs import rayjob_run
     from raybridge.jobs.options import SubmitOptions
 
-    run = backend._RayJobRun.__new__(backend._RayJobRun)
+    run = rayjob_run.RayJobRun.__new__(rayjob_run.RayJobRun)
     run.rays, run.options, run.name, run.namespace = _Rays([{"jobId": "job-1"}]), SubmitOptions(), "job", "ns"
     run.spec, run.queued, run.submission_id = type("Spec", (), {"max_run_seconds": None})(), True, "job-1"
     run.pre_running, run.kueue_limits_run = False, False
@@ -114,7 +114,7 @@ def test_a_deadline_spent_inside_a_poll_still_says_the_job_was_not_admitted(monk
     """The --timeout can run out while the last poll is waiting for the API server (a loaded machine): the user
     is told the job was not admitted in time and where it stood, not that the API server was slow."""
     from raybridge.errors import InfraError
-    from raybridge.jobs import cluster_wait as jobs_kubernetes
+    from raybridge.jobs import cluster_wait
     from raybridge.kube.calls import TimeBudgetSpent
 
     queued = ({"status": {"jobDeploymentStatus": "Suspended"}},
@@ -128,26 +128,26 @@ def test_a_deadline_spent_inside_a_poll_still_says_the_job_was_not_admitted(monk
             raise answer
         return answer
 
-    monkeypatch.setattr(jobs_kubernetes, "observe_riding_out", observe)
+    monkeypatch.setattr(cluster_wait, "observe_riding_out", observe)
     w, _fake, said = waiter(timeout=4)
     with pytest.raises(InfraError) as caught:
-        jobs_kubernetes.wait_for_ready(None, None, "RayJob", "late", "team", w, queued=True)
+        cluster_wait.wait_for_ready(None, None, "RayJob", "late", "team", w, queued=True)
     assert not isinstance(caught.value, TimeBudgetSpent)
     message = str(caught.value)
     assert message.startswith("RayJob team/late was not admitted within 4s: ") and "insufficient" in message, message
 
 
 def test_a_deadline_spent_before_anything_was_seen_is_the_api_servers_silence(monkeypatch):
-    from raybridge.jobs import cluster_wait as jobs_kubernetes
+    from raybridge.jobs import cluster_wait
     from raybridge.kube.calls import TimeBudgetSpent
 
     def observe(*_args):
         raise TimeBudgetSpent("GET /apis: did not answer in time")
 
-    monkeypatch.setattr(jobs_kubernetes, "observe_riding_out", observe)
+    monkeypatch.setattr(cluster_wait, "observe_riding_out", observe)
     w, _fake, _said = waiter(timeout=4)
     with pytest.raises(TimeBudgetSpent):
-        jobs_kubernetes.wait_for_ready(None, None, "RayJob", "late", "team", w, queued=True)
+        cluster_wait.wait_for_ready(None, None, "RayJob", "late", "team", w, queued=True)
 
 
 ADMITTED_WORKLOAD = {"spec": {"queueName": "team-a"},
@@ -165,11 +165,11 @@ WAITING_RAYJOB = {"status": {"jobDeploymentStatus": "Suspended"}}
     ],
 )
 def test_the_queue_that_admitted_the_job_is_said_once_however_fast_it_got_ready(monkeypatch, case, observations, said_last):
-    from raybridge.jobs import cluster_wait as jobs_kubernetes
+    from raybridge.jobs import cluster_wait
 
     answers = iter([(obj, workload, None) for obj, workload in observations])
-    monkeypatch.setattr(jobs_kubernetes, "observe_riding_out", lambda *_args: next(answers))
+    monkeypatch.setattr(cluster_wait, "observe_riding_out", lambda *_args: next(answers))
     w, _fake, said = waiter(timeout=60)
-    jobs_kubernetes.wait_for_ready(None, None, "RayJob", "job", "team", w, queued=True)
+    cluster_wait.wait_for_ready(None, None, "RayJob", "job", "team", w, queued=True)
     assert said[-1] == said_last, (case, said)
     assert sum("admitted by team-a" in line for line in said) == 1, (case, said)
