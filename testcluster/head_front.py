@@ -11,12 +11,10 @@ request on to the head with the head's token added, and lets in only:
   connection from a process the stack names (kwok's network namespace, whose only way in is the API server's
   kubelet client certificate, and the stack's own dashboard proxy), by the peer's process id (SO_PEERCRED).
 
-What it deliberately does not do: parse HTTP beyond each request's head and its `Content-Length`. A connection
-carries request after request (HTTP keep-alive, as the head's own server does: a client's port-forward then lasts
-as long as its connection, not one request), each head given the token; an upgraded WebSocket (log tails), or a
-body of no stated length (chunked), is passed on unread both ways after its head, and the connection ends with it.
-Responses pass back unread. An idle connection is closed after IDLE_SECONDS; it keeps no connection open past the
-session. A caller it cannot identify (no Linux socket table) is refused.
+What it deliberately does not do: parse HTTP beyond a request's head. Each connection carries one
+request (`Connection: close` is asked of the head, so a client opens the next one anew) or one
+upgraded WebSocket (log tails), whose bytes are then passed on unread both ways. It keeps no
+connection open past the session. A caller it cannot identify (no Linux socket table) is refused.
 The TCP front cannot tell a process of this user that forwards for others from one that does not: the stack keeps
 no such forwarder (kwok runs in a network namespace of its own behind the kubelet client certificate, netjail.py;
 the dashboard proxy serves the KubeRay operator alone), and the tests start none.
@@ -25,7 +23,6 @@ the dashboard proxy serves the KubeRay operator alone), and the tests start none
 from __future__ import annotations
 
 import socket
-import threading
 from pathlib import Path
 from typing import Optional
 
@@ -37,36 +34,11 @@ __all__ = ["HeadFront", "with_token"]
 #: The most a request's head may be (request line and headers), and how long a client may take to send it.
 MAX_HEAD_BYTES = 64 * 1024
 HEAD_TIMEOUT_SECONDS = 30.0
-#: How long a kept-alive connection may wait for its next request.
-IDLE_SECONDS = 120.0
 
 
 def with_token(head: bytes, token: str) -> Optional[bytes]:
     """The request head `head` (up to and including its blank line) with `Authorization: Bearer <token>` in place
-    of any the client sent; None when it is no request head. Its other headers pass as they came."""
-    read = _read_head(head)
-    if read is None:
-        return None
-    request_line, headers, _names = read
-    kept = [line for line in headers if line.split(":", 1)[0].strip().lower() != "authorization"]
-    return ("\r\n".join([request_line, *kept, f"Authorization: Bearer {token}"]) + "\r\n\r\n").encode("latin-1")
-
-
-def body_length(head: bytes) -> Optional[int]:
-    """The bytes of body that follow the request head `head`: its Content-Length, 0 when it states none and is not
-    chunked; None where the body's end cannot be told from the head (chunked, an upgrade, a malformed length)."""
-    read = _read_head(head)
-    if read is None:
-        return None
-    _line, headers, names = read
-    values = {name: line.split(":", 1)[1].strip() for line, name in zip(headers, names)}
-    if "upgrade" in names or "transfer-encoding" in names:
-        return None
-    length = values.get("content-length", "0")
-    return int(length) if length.isdigit() else None
-
-
-def _read_head(head: bytes) -> Optional[tuple[str, list[str], list[str]]]:
+    of any the client sent, and `Connection: close` unless it asks for an upgrade; None when it is no request head."""
     text = head.decode("latin-1")
     if not text.endswith("\r\n\r\n"):
         return None
@@ -74,7 +46,11 @@ def _read_head(head: bytes) -> Optional[tuple[str, list[str], list[str]]]:
     request_line, headers = lines[0], lines[1:]
     if len(request_line.split(" ")) != 3 or any(":" not in line for line in headers):
         return None
-    return request_line, headers, [line.split(":", 1)[0].strip().lower() for line in headers]
+    names = [line.split(":", 1)[0].strip().lower() for line in headers]
+    upgrade = "upgrade" in names
+    kept = [line for line, name in zip(headers, names) if name != "authorization" and (upgrade or name != "connection")]
+    added = [f"Authorization: Bearer {token}"] + ([] if upgrade else ["Connection: close"])
+    return ("\r\n".join([request_line, *kept, *added]) + "\r\n\r\n").encode("latin-1")
 
 
 class HeadFront:
@@ -99,7 +75,8 @@ class HeadFront:
             listener = unix_listener(unix_path)
             self.port = 0
             admit = self._admitted_process
-        self._relay = Relay(listener, self._dial, admit, name="head-front", pump=self._requests if token is not None else None)
+        opening = self._rewritten_head if token is not None else (lambda connection: b"")
+        self._relay = Relay(listener, self._dial, admit, name="head-front", opening=opening)
 
     @property
     def netloc(self) -> str:
@@ -127,82 +104,17 @@ class HeadFront:
     def _dial(self) -> socket.socket:
         return socket.create_connection(self.upstream, timeout=HEAD_TIMEOUT_SECONDS)
 
-    def _requests(self, client: socket.socket, upstream: socket.socket) -> None:
-        """Request after request from `client` to `upstream`, each head with the token; the answers pass back
-        unread. Ends (both closed) when either end does, at a request that is no request, after an upgrade or a body
-        of unstated length has been passed on, or when the client idles IDLE_SECONDS between requests."""
+    def _rewritten_head(self, client: socket.socket) -> Optional[bytes]:
+        """The client's request head with the token in, and whatever of its body came with it; None if it sends
+        no request head in time."""
         assert self.token is not None
-        upstream.settimeout(None)
-        back = threading.Thread(target=_answers, args=(upstream, client), daemon=True)
-        back.start()
-        pending = b""
-        timeout = HEAD_TIMEOUT_SECONDS
-        try:
-            while True:
-                head, pending = _next_head(client, pending, timeout)
-                rewritten = with_token(head, self.token) if head is not None else None
-                if head is None or rewritten is None:
-                    return
-                upstream.sendall(rewritten)
-                length = body_length(head)
-                if length is None:  # an upgrade, or a body whose end the head does not say: the rest unread
-                    if pending:
-                        upstream.sendall(pending)
-                    client.settimeout(None)
-                    while chunk := client.recv(65536):  # the answers already flow back (`_answers`)
-                        upstream.sendall(chunk)
-                    return
-                body, pending = pending[:length], pending[length:]
-                upstream.sendall(body)
-                left = length - len(body)
-                client.settimeout(HEAD_TIMEOUT_SECONDS)
-                while left:
-                    chunk = client.recv(min(65536, left))
-                    if not chunk:
-                        return
-                    upstream.sendall(chunk)
-                    left -= len(chunk)
-                timeout = IDLE_SECONDS
-        except OSError:
-            return
-        finally:
-            for end in (upstream, client):
-                try:
-                    end.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-            back.join(5)
-            client.close()
-            upstream.close()
-
-
-def _next_head(client: socket.socket, pending: bytes, timeout: float) -> tuple[Optional[bytes], bytes]:
-    """The next request head from `client` (what was read past the last body first), and what followed it; None at
-    the end of the connection, past `timeout`, or past MAX_HEAD_BYTES."""
-    client.settimeout(timeout)
-    while b"\r\n\r\n" not in pending:
-        try:
+        client.settimeout(HEAD_TIMEOUT_SECONDS)
+        head = b""
+        while b"\r\n\r\n" not in head:
             chunk = client.recv(65536)
-        except OSError:
-            return None, b""
-        if not chunk or len(pending) + len(chunk) > MAX_HEAD_BYTES:
-            return None, b""
-        pending += chunk
-    end = pending.index(b"\r\n\r\n") + 4
-    return pending[:end], pending[end:]
-
-
-def _answers(upstream: socket.socket, client: socket.socket) -> None:
-    """The head's answers back to the client, unread, until the head ends the connection; then the client's too."""
-    try:
-        while True:
-            chunk = upstream.recv(65536)
-            if not chunk:
-                break
-            client.sendall(chunk)
-    except OSError:
-        pass
-    try:
-        client.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
+            if not chunk or len(head) + len(chunk) > MAX_HEAD_BYTES:
+                return None
+            head += chunk
+        end = head.index(b"\r\n\r\n") + 4
+        rewritten = with_token(head[:end], self.token)
+        return None if rewritten is None else rewritten + head[end:]

@@ -111,21 +111,17 @@ class Relay:
     """Accepts on `listener`; each connection `admit` lets in is joined to a fresh `connect()`, the rest are closed.
 
     `opening(connection)`, when given, reads what must be read of the client before the other end is dialled and
-    returns the bytes to send there first (a rewritten request head), or None to close the connection; `pump(client,
-    upstream)`, when given, carries the rest in place of `splice` (a front that rewrites every request's head)."""
+    returns the bytes to send there first (a rewritten request head), or None to close the connection."""
 
     def __init__(
         self, listener: socket.socket, connect: Callable[[], socket.socket],
         admit: Callable[[socket.socket], bool] = lambda connection: True, name: str = "relay",
         opening: Callable[[socket.socket], Optional[bytes]] = lambda connection: b"",
-        pump: Optional[Callable[[socket.socket, socket.socket], None]] = None,
     ) -> None:  # fmt: skip
         self.listener = listener
         self.connect = connect
         self.admit = admit
         self.opening = opening
-        #: What carries the bytes once both ends are joined (`splice` by default); it closes both when done.
-        self.pump = pump or splice
         self.refused = 0
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._accept, name=name, daemon=True)
@@ -167,7 +163,7 @@ class Relay:
             if upstream is not None:
                 upstream.close()
             return
-        self.pump(connection, upstream)
+        splice(connection, upstream)
 
 
 def jail_argv(program: Sequence[str], dials: dict[int, Path], serves: dict[Path, int]) -> list[str]:

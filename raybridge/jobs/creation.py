@@ -198,6 +198,12 @@ def refuse_if_suspended_without_queue(kube: Kube, stored: dict[str, Any], namesp
         return
     queues = list_local_queue_names(kube, namespace)
     known = f"LocalQueues in {namespace}: {', '.join(queues)}" if queues else f"{namespace} has no LocalQueue"
+    if queues and "default" in queues:
+        raise BadInput(
+            f"RayJob {namespace}/{name} names no queue and was suspended on creation: this cluster's Kueue manages jobs "
+            f"without a queue name (manageJobsWithoutQueueName) and had not yet seen LocalQueue 'default' in {namespace} "
+            "(made moments ago?), so nothing would ever admit it; pass --queue default, or submit again in a few seconds"
+        )
     raise BadInput(
         f"RayJob {namespace}/{name} names no queue and was suspended on creation: this cluster's Kueue manages jobs "
         f"without a queue name (manageJobsWithoutQueueName) and {namespace} has no LocalQueue named 'default', so "

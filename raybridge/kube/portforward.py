@@ -9,10 +9,16 @@ reach the Ray dashboard of a KubeRay head from outside the cluster.
 pod not running) fails there with the server's reason rather than later as a
 dead local port. It does not pick the pod (the launcher does) and never
 listens beyond loopback.
+
+The official client pumps each stream in a thread of its own ("Kubernetes port forward proxy: PORT"), which ends
+in an uncaught exception when the stream is cut (the pod went away, the API server closed it): Python would print
+that traceback on the user's terminal. raybridge's side of the stream sees the cut as a closed connection and
+acts on it, so those threads' exceptions are logged at debug level (`-v`), not printed (`_quiet_stream_threads`).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import select
 import socket
@@ -21,6 +27,32 @@ from typing import Any, Optional
 
 from raybridge.kube.calls import api_call
 from raybridge.kube.client import Kube
+
+#: The name the official client gives its port-forward threads (kubernetes/stream/ws_client.py PortForward).
+CLIENT_THREAD_PREFIX = "Kubernetes port forward proxy"
+_log = logging.getLogger(__name__)
+_hook_lock = threading.Lock()
+_hooked = False
+
+
+def _quiet_stream_threads() -> None:
+    """Route an uncaught exception of the client's port-forward threads to the debug log; every other thread's
+    exception goes to the hook that was there before."""
+    global _hooked
+    with _hook_lock:
+        if _hooked:
+            return
+        previous = threading.excepthook
+
+        def hook(args: "threading.ExceptHookArgs") -> None:
+            thread = args.thread
+            if thread is not None and thread.name.startswith(CLIENT_THREAD_PREFIX):
+                _log.debug("port-forward stream ended: %s: %s", getattr(args.exc_type, "__name__", args.exc_type), args.exc_value)
+                return
+            previous(args)
+
+        threading.excepthook = hook
+        _hooked = True
 
 
 class PortForward:
@@ -35,6 +67,7 @@ class PortForward:
 
     def start(self, local_port: int = 0) -> int:
         """Listen on 127.0.0.1 (`local_port`, else one the kernel picks) and forward; the port."""
+        _quiet_stream_threads()
         self._check_allowed()
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

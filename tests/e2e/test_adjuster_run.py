@@ -1370,8 +1370,10 @@ def test_a_placeholder_the_autoscaler_refuses_is_said_and_its_group_is_not_asked
     with Running(server, _settings(), clock=past_grace) as controller:
         first = wait_for(lambda: _placeholders(server), timeout=20, what="a placeholder")[0]
         server.create_object(_refusal(first))
-        refused = wait_for(lambda: [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpRefused"],
-                           timeout=20, what="ScaleUpRefused on the pods")
+        # The controller posts one Event per pod, one after another: wait for all eight, not the first.
+        refused = wait_for(lambda: [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpRefused"][7:] and
+                           [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpRefused"],
+                           timeout=20, what="ScaleUpRefused on the eight pods")
         assert len(refused) == 8 and all(e["type"] == "Warning" for e in refused), refused
         message = refused[0]["message"]
         assert f"Karpenter brings no node for placeholder {first['metadata']['name']}: Failed to schedule pod" in message, message

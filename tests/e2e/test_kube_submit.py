@@ -393,6 +393,38 @@ def test_a_queue_that_sends_jobs_to_worker_clusters_is_refused_before_anything_e
     assert leftovers(server, namespace) == {}
 
 
+def test_no_wait_on_a_queue_that_sends_jobs_to_worker_clusters_goes_and_says_where_it_runs(cluster, queue):
+    """Issue 40, point 7, the way out: `--no-wait` hands the job to Kueue, which copies the RayJob to a worker cluster
+    (MultiKueue) where KubeRay runs it by itself. raybridge creates it and says that its Ray cluster and logs live in
+    the worker; a local working dir, which would ride in a ConfigMap Kueue does not copy, is refused before anything
+    exists. (One real cluster here: the queue's MultiKueueConfig names no worker, so the job stays queued.)"""
+    import uuid
+
+    server = cluster[0]
+    namespace, _, _ = queue
+    suffix = uuid.uuid4().hex[:6]
+    kueue = "kueue.x-k8s.io/v1beta2"
+    server.create_object({"apiVersion": kueue, "kind": "AdmissionCheck", "metadata": {"name": f"mkq-{suffix}"},
+                          "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
+                                   "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": f"mkq-{suffix}"}}})  # fmt: skip
+    server.create_object({"apiVersion": kueue, "kind": "ClusterQueue", "metadata": {"name": f"cq-mkq-{suffix}"}, "spec": {
+        "namespaceSelector": {}, "admissionChecksStrategy": {"admissionChecks": [{"name": f"mkq-{suffix}"}]},
+        "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "default-flavor", "resources": [
+            {"name": "cpu", "nominalQuota": "64"}, {"name": "memory", "nominalQuota": "512Gi"}, {"name": "nvidia.com/gpu", "nominalQuota": "8"}]}]}]}})  # fmt: skip
+    server.create_object({"apiVersion": kueue, "kind": "LocalQueue", "metadata": {"name": "far-away", "namespace": namespace}, "spec": {"clusterQueue": f"cq-mkq-{suffix}"}})
+    refused = kube_cli(cluster, "submit", str(EXAMPLES / "hello.yaml"), "--no-wait", "-n", namespace, "--queue", "far-away", "--name", "with-dir")
+    assert refused.returncode == 2, refused.stderr
+    assert "Kueue copies the RayJob there, not the ConfigMap that would carry its local working dir" in refused.stderr, refused.stderr
+    assert leftovers(server, namespace) == {}
+    out = kube_cli(cluster, "submit", "--no-wait", "-n", namespace, "--queue", "far-away", "--name", "far", "--", "python", "-c", "print(1)")
+    assert out.returncode == 0, out.stderr
+    assert f"ClusterQueue cq-mkq-{suffix} sends its jobs to worker clusters (MultiKueue): KubeRay in the worker runs it" in out.stderr, out.stderr
+    assert "its Ray cluster and logs live in the worker cluster" in out.stderr
+    assert server.get_object(RAY, "RayJob", "far", namespace) is not None
+    assert kube_cli(cluster, "delete", "far", "-n", namespace).returncode == 0
+    wait_for(lambda: leftovers(server, namespace) == {}, timeout=30, what="nothing left")
+
+
 def test_queue_job_from_python_does_what_no_wait_does(cluster, queue):
     """`raybridge.queue_job`: the RayJob created to run by itself (K8sJobMode), returned at once."""
     import raybridge

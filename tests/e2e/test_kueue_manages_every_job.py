@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from kubesim.fixtures import gpu_node_manifest, leftovers, make_cluster_queue, make_local_queue, wait_for
+from kubesim.fixtures import KUEUE_API, gpu_node_manifest, leftovers, make_cluster_queue, make_local_queue, wait_for
 from tests.helpers import cli_env, run_cli
 
 
@@ -60,6 +60,9 @@ def namespace_with(server: Any, *local_queues: str) -> str:
     for name in local_queues:
         make_cluster_queue(server, f"cq-{name}-{suffix}", gpus=8)
         make_local_queue(server, name, namespace, f"cq-{name}-{suffix}")
+    for name in local_queues:  # Kueue's webhook defaults a job's queue only to a LocalQueue its cache has seen
+        wait_for(lambda: (server.get_object(KUEUE_API, "LocalQueue", name, namespace) or {}).get("status"),
+                 timeout=30, what=f"Kueue to see LocalQueue {name}")  # fmt: skip
     return namespace
 
 

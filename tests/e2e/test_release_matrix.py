@@ -171,8 +171,7 @@ def wait_for_log(cluster: Cluster, name: str, namespace: str, marker: str, timeo
 
 def test_status_list_logs_stop_and_delete_of_a_running_job(cluster: Cluster, submitters: Any) -> None:
     namespace, lq = cluster.queue()
-    if cluster.real:
-        submitters(cluster.server, namespace)  # the queued job's submitter pod (the simulated KubeRay submits itself)
+    submitters(cluster.server, namespace)  # the queued job's submitter pod, run here (kwok runs no container)
     script = "import time; print('driver up', flush=True); time.sleep(300)"
     out = cluster.cli("submit", "-n", namespace, "--queue", lq, "--name", "long", "--no-wait", "-o", "json",
                       "--", "python", "-c", script)  # fmt: skip
@@ -455,8 +454,6 @@ def test_a_dra_job_kueue_would_not_count_or_never_admit_is_refused_before_anythi
 def test_a_job_queued_with_no_wait_runs_alone_through_a_preemption(cluster: Cluster, ray_head: Any, tmp_path: Any) -> None:
     """tests/e2e/queued_scenario.py: `submit --no-wait` returns at once; queued, admitted, preempted and readmitted
     with nobody watching, the job runs to the end with its working dir, on every KubeRay and Kueue release."""
-    if not cluster.real:
-        pytest.skip("the simulated KubeRay submits K8sJobMode itself over HTTP, with no submitter pod (kubesim/sim_kuberay.py)")
     from tests.e2e.queued_scenario import run_queued_job_through_a_preemption
     from tests.e2e.shared_head import HeadJobs
 
