@@ -241,6 +241,15 @@ class BranchAndBound:
             if self.stop:
                 return
 
+    def _descend(self, k: int, item: int, s: int, chosen: list[int]) -> None:
+        """Place a multi-GPU `item` of share `s` on the GPUs `chosen`, search the items after it, and take it back."""
+        for g in chosen:
+            self._take(g, s)
+        self.placed[item] = chosen
+        self._visit(k + 1)
+        for g in chosen:
+            self._give(g, s)
+
     def _visit_multi(self, k: int, item: int, s: int, n: int, floor_node: int) -> None:
         state = self.state
         free, slots_of = state.free, state.slots
@@ -257,13 +266,7 @@ class BranchAndBound:
                     continue
                 picks = [g for take, (_, gpus) in zip(way, groups) for g in gpus[:take]]
                 new = [self._open_gpu(node) for _ in range(fresh)]
-                chosen = picks + new
-                for g in chosen:
-                    self._take(g, s)
-                self.placed[item] = chosen
-                self._visit(k + 1)
-                for g in chosen:
-                    self._give(g, s)
+                self._descend(k, item, s, picks + new)
                 for _ in new:
                     self._close_gpu()
                 if self.stop:
@@ -271,12 +274,7 @@ class BranchAndBound:
         if n <= state.node_gpus and len(free) + n < self.best:
             node = self._open_node()
             chosen = [self._open_gpu(node) for _ in range(n)]
-            for g in chosen:
-                self._take(g, s)
-            self.placed[item] = chosen
-            self._visit(k + 1)
-            for g in chosen:
-                self._give(g, s)
+            self._descend(k, item, s, chosen)
             for _ in chosen:
                 self._close_gpu()
 
