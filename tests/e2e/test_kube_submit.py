@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -366,29 +367,36 @@ def test_a_plain_submit_leaves_the_orphan_bound_to_the_docs_and_v_says_it(cluste
     assert leftovers(cluster[0], namespace) == {}
 
 
+def _multikueue_queue(server: Any, namespace: str, local_queue: str) -> tuple[str, str]:
+    """A LocalQueue `local_queue` on a ClusterQueue of 8 GPUs whose MultiKueue AdmissionCheck names a MultiKueueConfig
+    that does not exist (one real cluster: no worker to name): (the check's name, the ClusterQueue's name)."""
+    import uuid
+
+    suffix = uuid.uuid4().hex[:6]
+    check, cq, kueue = f"mk-{suffix}", f"cq-mk-{suffix}", "kueue.x-k8s.io/v1beta2"
+    server.create_object({"apiVersion": kueue, "kind": "AdmissionCheck", "metadata": {"name": check},
+                          "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
+                                   "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": check}}})  # fmt: skip
+    server.create_object({"apiVersion": kueue, "kind": "ClusterQueue", "metadata": {"name": cq}, "spec": {
+        "namespaceSelector": {}, "admissionChecksStrategy": {"admissionChecks": [{"name": check}]},
+        "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "default-flavor", "resources": [
+            {"name": "cpu", "nominalQuota": "64"}, {"name": "memory", "nominalQuota": "512Gi"}, {"name": "nvidia.com/gpu", "nominalQuota": "8"}]}]}]}})  # fmt: skip
+    server.create_object({"apiVersion": kueue, "kind": "LocalQueue", "metadata": {"name": local_queue, "namespace": namespace}, "spec": {"clusterQueue": cq}})
+    return check, cq
+
+
 def test_a_queue_that_sends_jobs_to_worker_clusters_is_refused_before_anything_exists(cluster, queue):
     """Issue 40, point 7: a ClusterQueue with a MultiKueue AdmissionCheck runs its jobs in a worker cluster, where
     raybridge could neither reach the Ray dashboard nor renew the bound: a followed submit is refused (exit 2) naming
     MultiKueue and the way out (--no-wait), before anything is created. The check's MultiKueueConfig names no
     reachable worker here (one real cluster), which only makes Kueue hold the queue inactive."""
-    import uuid
-
     server = cluster[0]
     namespace, _, _ = queue
-    suffix = uuid.uuid4().hex[:6]
-    kueue = "kueue.x-k8s.io/v1beta2"
-    server.create_object({"apiVersion": kueue, "kind": "AdmissionCheck", "metadata": {"name": f"mk-{suffix}"},
-                          "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
-                                   "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": f"mk-{suffix}"}}})  # fmt: skip
-    server.create_object({"apiVersion": kueue, "kind": "ClusterQueue", "metadata": {"name": f"cq-mk-{suffix}"}, "spec": {
-        "namespaceSelector": {}, "admissionChecksStrategy": {"admissionChecks": [{"name": f"mk-{suffix}"}]},
-        "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "default-flavor", "resources": [
-            {"name": "cpu", "nominalQuota": "64"}, {"name": "memory", "nominalQuota": "512Gi"}, {"name": "nvidia.com/gpu", "nominalQuota": "8"}]}]}]}})  # fmt: skip
-    server.create_object({"apiVersion": kueue, "kind": "LocalQueue", "metadata": {"name": "remote", "namespace": namespace}, "spec": {"clusterQueue": f"cq-mk-{suffix}"}})
+    check, cq = _multikueue_queue(server, namespace, "remote")
     out = kube_cli(cluster, "submit", "-n", namespace, "--queue", "remote", "--name", "far", "--", "python", "-c", "1")
     assert out.returncode == 2, out.stderr
-    assert (f"error: LocalQueue remote -> ClusterQueue cq-mk-{suffix} sends its jobs to worker clusters (MultiKueue admission check "
-            f"mk-{suffix}): Kueue runs the RayJob in a worker cluster, whose Ray dashboard raybridge cannot reach") in out.stderr, out.stderr
+    assert (f"error: LocalQueue remote -> ClusterQueue {cq} sends its jobs to worker clusters (MultiKueue admission check "
+            f"{check}): Kueue runs the RayJob in a worker cluster, whose Ray dashboard raybridge cannot reach") in out.stderr, out.stderr
     assert "queue it with --no-wait" in out.stderr
     assert leftovers(server, namespace) == {}
 
@@ -398,26 +406,15 @@ def test_no_wait_on_a_queue_whose_worker_clusters_are_unreachable_is_refused_bef
     (MultiKueue). Where the queue's MultiKueue AdmissionCheck is inactive (its MultiKueueConfig names no reachable
     worker: one real cluster here), Kueue admits nothing from the queue, and `--no-wait` is refused before anything
     exists, naming the inactive check, rather than queued for ever."""
-    import uuid
-
     server = cluster[0]
     namespace, _, _ = queue
-    suffix = uuid.uuid4().hex[:6]
-    kueue = "kueue.x-k8s.io/v1beta2"
-    server.create_object({"apiVersion": kueue, "kind": "AdmissionCheck", "metadata": {"name": f"mkq-{suffix}"},
-                          "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
-                                   "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": f"mkq-{suffix}"}}})  # fmt: skip
-    server.create_object({"apiVersion": kueue, "kind": "ClusterQueue", "metadata": {"name": f"cq-mkq-{suffix}"}, "spec": {
-        "namespaceSelector": {}, "admissionChecksStrategy": {"admissionChecks": [{"name": f"mkq-{suffix}"}]},
-        "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [{"name": "default-flavor", "resources": [
-            {"name": "cpu", "nominalQuota": "64"}, {"name": "memory", "nominalQuota": "512Gi"}, {"name": "nvidia.com/gpu", "nominalQuota": "8"}]}]}]}})  # fmt: skip
-    server.create_object({"apiVersion": kueue, "kind": "LocalQueue", "metadata": {"name": "far-away", "namespace": namespace}, "spec": {"clusterQueue": f"cq-mkq-{suffix}"}})
-    wait_for(lambda: "AdmissionCheckInactive" in str((server.get_object(kueue, "ClusterQueue", f"cq-mkq-{suffix}") or {}).get("status")),
+    check, cq = _multikueue_queue(server, namespace, "far-away")
+    wait_for(lambda: "AdmissionCheckInactive" in str((server.get_object("kueue.x-k8s.io/v1beta2", "ClusterQueue", cq) or {}).get("status")),
              timeout=30, what="Kueue to hold the queue inactive")  # fmt: skip
     out = kube_cli(cluster, "submit", "--no-wait", "-n", namespace, "--queue", "far-away", "--name", "far", "--", "python", "-c", "print(1)")
     assert out.returncode == 2, out.stderr
-    assert f"error: ClusterQueue cq-mkq-{suffix} (behind LocalQueue far-away) is not active: AdmissionCheckInactive" in out.stderr, out.stderr
-    assert f"mkq-{suffix}" in out.stderr and "Traceback" not in out.stderr
+    assert f"error: ClusterQueue {cq} (behind LocalQueue far-away) is not active: AdmissionCheckInactive" in out.stderr, out.stderr
+    assert check in out.stderr and "Traceback" not in out.stderr
     assert leftovers(server, namespace) == {}
 
 
