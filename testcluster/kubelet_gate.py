@@ -12,8 +12,13 @@ server asks for them, after its own authentication and RBAC.
 It runs on an asyncio loop of its own thread: one TLS connection is read and written at once, which an `SSLSocket`
 shared by two threads does not allow.
 
-What it does not do: read HTTP (the bytes pass unread, HTTP/1.1 alone offered by ALPN, as kwok's plain port
-speaks), authorize per request (the API server has), or serve anything but kwok.
+A port-forward ends with its pod, as on a kubelet, where the container it reaches is stopped when the pod is deleted:
+kwok's forward leads to a Ray head that outlives every head pod it stands for, so the gate reads the first line of
+each connection, keeps the port-forwards by pod, and `end_port_forwards` closes a deleted pod's (kwok.py watches for
+it) and turns away new ones to it. Without this a kept connection to a head pod outlived the pod.
+
+What it does not do: read HTTP beyond a connection's request line (the bytes pass unread, HTTP/1.1 alone offered
+by ALPN, as kwok's plain port speaks), authorize per request (the API server has), or serve anything but kwok.
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ import asyncio
 import ssl
 import threading
 from pathlib import Path
+from typing import Any, Optional
 
-__all__ = ["KubeletGate"]
+__all__ = ["KubeletGate", "port_forwarded_pod"]
 
 #: How long a client may take over its TLS handshake, and the gate to reach kwok.
 HANDSHAKE_TIMEOUT_SECONDS = 10.0
@@ -37,6 +43,11 @@ class KubeletGate:
         self.client_name = client_name
         self.target = target
         self.refused = 0
+        #: The open port-forwards by (namespace, pod), and the pods whose port-forwards have ended for good.
+        self._forwards: dict[tuple[str, str], set[asyncio.StreamWriter]] = {}
+        self._ended: set[tuple[str, str]] = set()
+        #: What tells the gate of pods deleted (kwok.py's watch), stopped with it.
+        self.pod_watch: Optional[Any] = None
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(ca_file))
         context.load_cert_chain(str(cert), str(key))
         context.verify_mode = ssl.CERT_REQUIRED
@@ -50,12 +61,33 @@ class KubeletGate:
         self.port: int = self._server.sockets[0].getsockname()[1]
 
     def close(self) -> None:
+        if self.pod_watch is not None:
+            self.pod_watch.stop()
+
         async def closing() -> None:
             self._server.close()
 
         asyncio.run_coroutine_threadsafe(closing(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+    def port_forwarded_pods(self) -> set[tuple[str, str]]:
+        """The (namespace, pod) pairs with a port-forward open now."""
+        return {pod for pod, streams in list(self._forwards.items()) if streams}
+
+    def end_port_forwards(self, namespace: str, pod: str) -> None:
+        """Closes every port-forward to the pod and turns away new ones: the pod is gone."""
+
+        def ending() -> None:
+            self._ended.add((namespace, pod))
+            for writer in self._forwards.pop((namespace, pod), set()):
+                writer.transport.abort()
+
+        self._loop.call_soon_threadsafe(ending)
+
+    def pod_started(self, namespace: str, pod: str) -> None:
+        """A pod of this name exists anew (a name used again): its port-forwards are served."""
+        self._loop.call_soon_threadsafe(self._ended.discard, (namespace, pod))
 
     def _admitted(self, writer: asyncio.StreamWriter) -> bool:
         certificate = writer.get_extra_info("peercert") or {}
@@ -68,13 +100,36 @@ class KubeletGate:
             writer.close()
             return
         try:
+            request_line = await asyncio.wait_for(reader.readline(), HANDSHAKE_TIMEOUT_SECONDS)
             kwok_reader, kwok_writer = await asyncio.wait_for(asyncio.open_unix_connection(str(self.target)), HANDSHAKE_TIMEOUT_SECONDS)
-        except (OSError, asyncio.TimeoutError):
+        except (OSError, ssl.SSLError, asyncio.TimeoutError, ValueError):
             writer.close()
             return
-        await asyncio.gather(_copy(reader, kwok_writer), _copy(kwok_reader, writer))
-        writer.close()
-        kwok_writer.close()
+        pod = port_forwarded_pod(request_line)
+        if pod in self._ended:
+            writer.close()
+            kwok_writer.close()
+            return
+        streams = self._forwards.setdefault(pod, set()) if pod is not None else set()
+        streams.add(writer)
+        try:
+            kwok_writer.write(request_line)
+            await asyncio.gather(_copy(reader, kwok_writer), _copy(kwok_reader, writer))
+        finally:
+            streams.discard(writer)
+            writer.close()
+            kwok_writer.close()
+
+
+def port_forwarded_pod(request_line: bytes) -> Optional[tuple[str, str]]:
+    """The (namespace, pod) a kubelet request line asks to port-forward to (`POST /portForward/<ns>/<pod>?...`)."""
+    parts = request_line.split(b" ")
+    if len(parts) != 3:
+        return None
+    path = parts[1].split(b"?", 1)[0].decode("latin-1").split("/")
+    if len(path) < 4 or path[1] != "portForward" or not path[2] or not path[3]:
+        return None
+    return path[2], path[3]
 
 
 async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -11,14 +11,18 @@ one port), so it runs in a network namespace of its own (netjail.py), where no o
 - the head pods' dashboard port leads, inside, to 127.0.0.1:RAY_DASHBOARD_PORT, which leads to the stack's door to
   the Ray head (head_front.py), which lets in this namespace's relay and the stack alone.
 
+A head pod's port-forwards end when the pod is deleted (`HeadPodWatch`, the kubelet gate closes them), as a
+kubelet's do once it stops the pod's containers: the one Ray head behind every head pod does not stop with any.
+
 What this does not do: no exec, attach or log rules (nothing here reads a container's output), no metrics.
 """
 
 from __future__ import annotations
 
 import copy
+import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -29,13 +33,19 @@ from testcluster.sources import module_dir, yaml_documents
 if TYPE_CHECKING:
     from testcluster.stack import Stack
 
-__all__ = ["KWOK_SERVER_PORT", "RAY_DASHBOARD_PORT", "start_kwok"]
+__all__ = ["KWOK_SERVER_PORT", "RAY_DASHBOARD_PORT", "HeadPodWatch", "start_kwok"]
 
 #: kwok's server and the Ray dashboard, as seen inside kwok's network namespace (no other process shares its ports).
 KWOK_SERVER_PORT = 10250
 RAY_DASHBOARD_PORT = 8265
 #: The user the API server's kubelet client certificate names (stack.py), the one the gate lets through.
 KUBELET_CLIENT = "kube-apiserver-kubelet-client"
+#: The pods whose port-forwards are followed to their end: KubeRay's head pods (ray-operator/controllers/ray/utils/
+#: constant.go RayNodeTypeLabelKey, value "head"), the only ones the tests port-forward to.
+HEAD_POD_SELECTOR = "ray.io/node-type=head"
+#: Each watch request's bound, and the longest wait before watching again after an error.
+WATCH_SECONDS = 60
+WATCH_BACKOFF_MAX_SECONDS = 5.0
 
 
 #: A pod being deleted is first put in a terminal phase, as the kubelet does once it has stopped its containers
@@ -95,6 +105,46 @@ def kwok_config(stack: "Stack") -> Path:
     return path
 
 
+class HeadPodWatch:
+    """Tells the kubelet gate of each head pod deleted (or being deleted: its containers stop) and of each one
+    created, from a watch of the stack's API server, until `stop()`."""
+
+    def __init__(self, stack: "Stack", gate: KubeletGate) -> None:
+        self._stack = stack
+        self._gate = gate
+        self._stopped = threading.Event()
+        self._watch: Any = None
+        self._thread = threading.Thread(target=self._run, name="head-pod-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._watch is not None:
+            self._watch.stop()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        from kubernetes import client, watch
+
+        core = client.CoreV1Api(self._stack.api_client())
+        backoff = 0.25
+        while not self._stopped.is_set():
+            self._watch = watch.Watch()
+            try:
+                # Each new watch lists first: ADDED for every pod there now, which says again what is ended.
+                for event in self._watch.stream(core.list_pod_for_all_namespaces, label_selector=HEAD_POD_SELECTOR,
+                                                timeout_seconds=WATCH_SECONDS, _request_timeout=WATCH_SECONDS + 30):  # fmt: skip
+                    meta = event["object"].metadata
+                    if event["type"] == "DELETED" or meta.deletion_timestamp is not None:
+                        self._gate.end_port_forwards(meta.namespace, meta.name)
+                    elif event["type"] == "ADDED":
+                        self._gate.pod_started(meta.namespace, meta.name)
+                backoff = 0.25
+            except Exception:  # noqa: BLE001 - an API server stopping or refusing: watch again after a while
+                self._stopped.wait(backoff)
+                backoff = min(backoff * 2, WATCH_BACKOFF_MAX_SECONDS)
+
+
 def start_kwok(stack: "Stack") -> None:
     """The gate first (its port is what kwok writes into every node), then kwok in its namespace; ready once its
     health check answers through the Unix socket the gate leads to."""
@@ -113,6 +163,8 @@ def start_kwok(stack: "Stack") -> None:
         assert process.popen is not None
         stack.head_door.admitted.add(process.popen.pid)  # the namespace's relay dials the door (netjail.py)
     process.wait_ready(lambda: unix_http_ok(server, "/healthz"), 60)
+    if stack.head_door is not None:
+        stack.kubelet_gate.pod_watch = HeadPodWatch(stack, stack.kubelet_gate)
 
 
 def completing_stage(name: str, match_labels: dict[str, str]) -> dict:

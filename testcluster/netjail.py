@@ -38,7 +38,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-__all__ = ["Relay", "jail_argv", "main", "peer_pid", "splice", "unix_connect", "unix_listener"]
+__all__ = ["Relay", "jail_argv", "main", "peer_pid", "pipe", "splice", "unix_connect", "unix_listener"]
 
 #: linux/sockios.h and linux/if.h: get and set an interface's flags; the flag that brings it up.
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
@@ -47,7 +47,7 @@ _PR_SET_PDEATHSIG = 1
 CONNECT_TIMEOUT_SECONDS = 10.0
 
 
-def _pipe(source: socket.socket, target: socket.socket) -> None:
+def pipe(source: socket.socket, target: socket.socket) -> None:
     """Bytes from `source` to `target` until `source` ends; then `target` is told no more will come."""
     try:
         while True:
@@ -63,13 +63,14 @@ def _pipe(source: socket.socket, target: socket.socket) -> None:
         pass
 
 
-def splice(one: socket.socket, other: socket.socket) -> None:
-    """Both directions between two connected sockets until both have ended; then both are closed."""
+def splice(one: socket.socket, other: socket.socket, onward: Optional[Callable[[socket.socket, socket.socket], None]] = None) -> None:
+    """Both directions between two connected sockets until both have ended; then both are closed. `onward`, when
+    given, carries `one`'s bytes to `other` in place of a plain pipe (it tells `other` when no more come)."""
     one.settimeout(None)
     other.settimeout(None)
-    back = threading.Thread(target=_pipe, args=(other, one), daemon=True)
+    back = threading.Thread(target=pipe, args=(other, one), daemon=True)
     back.start()
-    _pipe(one, other)
+    (onward or pipe)(one, other)
     back.join()
     one.close()
     other.close()
@@ -110,18 +111,17 @@ def peer_pid(connection: socket.socket) -> Optional[int]:
 class Relay:
     """Accepts on `listener`; each connection `admit` lets in is joined to a fresh `connect()`, the rest are closed.
 
-    `opening(connection)`, when given, reads what must be read of the client before the other end is dialled and
-    returns the bytes to send there first (a rewritten request head), or None to close the connection."""
+    `onward(client, upstream)`, when given, carries the client's bytes on in place of a plain pipe (`splice`)."""
 
     def __init__(
         self, listener: socket.socket, connect: Callable[[], socket.socket],
         admit: Callable[[socket.socket], bool] = lambda connection: True, name: str = "relay",
-        opening: Callable[[socket.socket], Optional[bytes]] = lambda connection: b"",
+        onward: Optional[Callable[[socket.socket, socket.socket], None]] = None,
     ) -> None:  # fmt: skip
         self.listener = listener
         self.connect = connect
         self.admit = admit
-        self.opening = opening
+        self.onward = onward
         self.refused = 0
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._accept, name=name, daemon=True)
@@ -152,18 +152,13 @@ class Relay:
                 self.refused += 1
                 connection.close()
                 return
-            first = self.opening(connection)
-            if first is None:
-                connection.close()
-                return
             upstream = self.connect()
-            upstream.sendall(first)
         except OSError:
             connection.close()
             if upstream is not None:
                 upstream.close()
             return
-        splice(connection, upstream)
+        splice(connection, upstream, self.onward)
 
 
 def jail_argv(program: Sequence[str], dials: dict[int, Path], serves: dict[Path, int]) -> list[str]:

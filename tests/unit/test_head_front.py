@@ -11,34 +11,41 @@ import socket
 import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
+from typing import Iterator, Optional
 
 import pytest
 
-from testcluster.head_front import HeadFront, with_token
+from testcluster.head_front import HeadFront, body_length, with_token
 
 NOBODY = 65534
 
-# (case, request head sent, request head passed on)
+# (case, request head sent, request head passed on, body bytes framed after it: None when the rest is unframed)
 HEADS = [
-    ("a plain GET gets the token and asks the head to close",
+    ("a plain GET gets the token, its connection kept",
      "GET /api/version HTTP/1.1\r\nHost: h\r\n\r\n",
-     "GET /api/version HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer tok\r\nConnection: close\r\n\r\n"),
+     "GET /api/version HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer tok\r\n\r\n", 0),
     ("a client's own Authorization is replaced",
      "POST /api/jobs/ HTTP/1.1\r\nauthorization: Bearer theirs\r\nContent-Length: 2\r\n\r\n",
-     "POST /api/jobs/ HTTP/1.1\r\nContent-Length: 2\r\nAuthorization: Bearer tok\r\nConnection: close\r\n\r\n"),
-    ("keep-alive becomes close",
-     "GET / HTTP/1.1\r\nConnection: keep-alive\r\n\r\n",
-     "GET / HTTP/1.1\r\nAuthorization: Bearer tok\r\nConnection: close\r\n\r\n"),
+     "POST /api/jobs/ HTTP/1.1\r\nContent-Length: 2\r\nAuthorization: Bearer tok\r\n\r\n", 2),
+    ("a client's Connection header is its own",
+     "GET / HTTP/1.1\r\nConnection: close\r\n\r\n",
+     "GET / HTTP/1.1\r\nConnection: close\r\nAuthorization: Bearer tok\r\n\r\n", 0),
+    ("a chunked body is the connection's last request",
+     "POST /api/jobs/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n",
+     "POST /api/jobs/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\nAuthorization: Bearer tok\r\nConnection: close\r\n\r\n", None),
     ("a WebSocket upgrade keeps its Connection header",
      "GET /api/jobs/x/logs/tail HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
-     "GET /api/jobs/x/logs/tail HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nAuthorization: Bearer tok\r\n\r\n"),
+     "GET /api/jobs/x/logs/tail HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nAuthorization: Bearer tok\r\n\r\n", None),
+    ("two lengths that disagree frame nothing",
+     "POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n",
+     "POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\nAuthorization: Bearer tok\r\n\r\n", None),
 ]
 
 
-@pytest.mark.parametrize("case, sent, passed", HEADS, ids=[row[0] for row in HEADS])
-def test_the_front_adds_the_token_to_a_request_head(case: str, sent: str, passed: str) -> None:
+@pytest.mark.parametrize("case, sent, passed, framed", HEADS, ids=[row[0] for row in HEADS])
+def test_the_front_adds_the_token_to_a_request_head(case: str, sent: str, passed: str, framed: Optional[int]) -> None:
     assert with_token(sent.encode(), "tok") == passed.encode(), case
+    assert body_length(sent.encode()) == framed, case
 
 
 @pytest.mark.parametrize("head", [b"GET / HTTP/1.1\r\nHost: h\r\n", b"NONSENSE\r\n\r\n", b"GET / HTTP/1.1\r\nno colon\r\n\r\n"])
@@ -48,14 +55,23 @@ def test_what_is_no_request_head_is_not_passed_on(head: bytes) -> None:
 
 class _Upstream(BaseHTTPRequestHandler):
     seen: list[str] = []
+    peers: set[object] = set()
 
     def do_GET(self) -> None:  # noqa: N802 - the base class's name
+        self._answer({"authorization": self.headers.get("Authorization")})
+
+    def do_POST(self) -> None:  # noqa: N802 - the base class's name
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        self._answer({"authorization": self.headers.get("Authorization"), "body": body})
+
+    def _answer(self, answer: dict) -> None:
         type(self).seen.append(self.headers.get("Authorization") or "")
-        body = json.dumps({"authorization": self.headers.get("Authorization")}).encode()
+        type(self).peers.add(self.client_address)
+        data = json.dumps(answer).encode()
         self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(body)
+        self.wfile.write(data)
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         pass
@@ -64,6 +80,7 @@ class _Upstream(BaseHTTPRequestHandler):
 @pytest.fixture
 def front() -> Iterator[HeadFront]:
     _Upstream.seen = []
+    _Upstream.peers = set()
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     door = HeadFront(f"127.0.0.1:{upstream.server_address[1]}", "tok")
@@ -76,10 +93,30 @@ def front() -> Iterator[HeadFront]:
 
 
 def test_this_user_gets_through_with_the_token(front: HeadFront) -> None:
-    for _ in range(3):  # one request per connection: each a new one
+    for _ in range(3):  # a connection each
         with urllib.request.urlopen(f"http://{front.netloc}/api/version", timeout=10) as answer:
             assert json.loads(answer.read()) == {"authorization": "Bearer tok"}
     assert _Upstream.seen == ["Bearer tok"] * 3 and front.refused == 0
+
+
+def test_requests_on_one_kept_connection_each_get_the_token_and_stay_one_connection(front: HeadFront) -> None:
+    """Issue 40: through a port-forward each connection is a stream through the API server, so the door keeps a
+    client's connection as the head does (HTTP/1.1 keep-alive), bodies included, whatever their number."""
+    import http.client
+
+    _Upstream.protocol_version = "HTTP/1.1"
+    try:
+        host, port = front.netloc.rsplit(":", 1)
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        for index in range(5):
+            body = json.dumps({"n": index}).encode()
+            connection.request("POST", "/api/jobs/", body=body, headers={"Authorization": "Bearer theirs"})
+            answer = connection.getresponse()
+            assert json.loads(answer.read()) == {"authorization": "Bearer tok", "body": {"n": index}}
+        connection.close()
+    finally:
+        _Upstream.protocol_version = "HTTP/1.0"
+    assert _Upstream.seen == ["Bearer tok"] * 5 and len(_Upstream.peers) == 1, _Upstream.peers
 
 
 def _as_nobody(netloc: str, request: str = "GET /api/version HTTP/1.1\r\nHost: x\r\n\r\n") -> str:
@@ -119,6 +156,7 @@ def test_the_dashboard_proxy_kuberay_dials_serves_this_user_alone() -> None:
     from testcluster.dashboard_proxy import DashboardProxy
 
     _Upstream.seen = []
+    _Upstream.peers = set()
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     proxy = DashboardProxy(("127.0.0.1", upstream.server_address[1])).start()
