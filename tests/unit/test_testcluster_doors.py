@@ -173,6 +173,71 @@ def test_the_kubelet_gate_lets_through_the_api_servers_kubelet_client_alone(gate
     assert _Upstream.seen == [""]
 
 
+# (request line the API server sends the kubelet, the pod it port-forwards to)
+REQUEST_LINES = [
+    (b"POST /portForward/team-a/job-head-x7k2q?port=8265 HTTP/1.1\r\n", ("team-a", "job-head-x7k2q")),
+    (b"GET /portForward/default/head HTTP/1.1\r\n", ("default", "head")),
+    (b"GET /containerLogs/default/head/ray-head HTTP/1.1\r\n", None),
+    (b"GET /portForward/default HTTP/1.1\r\n", None),
+    (b"nonsense\r\n", None),
+]
+
+
+@pytest.mark.parametrize("line, pod", REQUEST_LINES, ids=[row[0].decode().strip() for row in REQUEST_LINES])
+def test_the_kubelet_gate_knows_the_pod_a_request_port_forwards_to(line: bytes, pod: object) -> None:
+    from testcluster.kubelet_gate import port_forwarded_pod
+
+    assert port_forwarded_pod(line) == pod
+
+
+def _waited(check: Callable[[], bool], seconds: float = 10.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def test_a_deleted_pods_port_forwards_end_and_new_ones_are_turned_away_until_the_name_is_used_again(gate: tuple[object, object]) -> None:
+    """A kubelet stops a deleted pod's containers, which ends its port-forwards; the test cluster's head pods all lead
+    to one Ray head that stops with none, so the gate ends them (a kept stream outlived its pod before)."""
+    door, pki = gate
+    kubelet_client = pki.client("apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",))  # type: ignore[attr-defined]
+    context = ssl.create_default_context(cafile=str(pki.ca_file))  # type: ignore[attr-defined]
+    context.load_cert_chain(kubelet_client.cert, kubelet_client.key)
+
+    def open_stream(pod: str) -> ssl.SSLSocket:
+        """A port-forward held open: its request line sent, its head never finished."""
+        raw = socket.create_connection(("127.0.0.1", door.port), timeout=10)  # type: ignore[attr-defined]
+        stream = context.wrap_socket(raw, server_hostname="127.0.0.1")
+        stream.sendall(f"POST /portForward/team-a/{pod}?port=8265 HTTP/1.1\r\nHost: x\r\n".encode())
+        return stream
+
+    def ended(stream: ssl.SSLSocket) -> bool:
+        stream.settimeout(5)
+        try:
+            return stream.recv(4096) == b""
+        except socket.timeout:  # still open
+            return False
+        except (OSError, ssl.SSLError):  # reset
+            return True
+
+    first, other = open_stream("head-1"), open_stream("head-2")
+    assert _waited(lambda: door.port_forwarded_pods() == {("team-a", "head-1"), ("team-a", "head-2")})  # type: ignore[attr-defined]
+    door.end_port_forwards("team-a", "head-1")  # type: ignore[attr-defined]
+    assert ended(first)
+    assert _waited(lambda: door.port_forwarded_pods() == {("team-a", "head-2")})  # type: ignore[attr-defined]
+    assert ended(open_stream("head-1"))  # turned away: the pod is gone
+    door.pod_started("team-a", "head-1")  # type: ignore[attr-defined]
+    again = open_stream("head-1")
+    assert _waited(lambda: ("team-a", "head-1") in door.port_forwarded_pods())  # type: ignore[attr-defined]
+    for stream in (again, other):
+        stream.close()
+
+
 def _unshare_works() -> bool:
     return subprocess.run(jail_argv(["true"], {}, {}), capture_output=True, timeout=30).returncode == 0
 
