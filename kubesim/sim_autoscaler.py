@@ -47,19 +47,34 @@ adjuster bug: the adjuster reads only pods and nodes, and each of those changes
 when and how many nodes come, never whether a pod that the real autoscaler
 would ignore gets a node here.
 
-ProvisioningRequests (provisioningrequest/besteffortatomic/provisioning_class.go
-Provision, with provisioningrequest/conditions/conditions.go): a new request is
-`Accepted`; after the delay all its podSets' nodes are added at once and it is
-`Provisioned=True` (the scale-up was requested); while `shortage` is set it is
-`Provisioned=False`, reason `CapacityIsNotFound`, and retried; `Failed` only
-while `fail_requests` is set (the real one: after 7 days, reason Expired, or
-for a template it cannot build pods from, processors/provreq/processor.go) or
-for a missing PodTemplate. BookingExpired and CapacityRevoked are not written.
+ProvisioningRequests (`--enable-provisioning-requests`, the best-effort-atomic class), read at
+kubernetes/autoscaler master under cluster-autoscaler/, inside the same loop:
+- at the loop's start, a `Provisioned=True` request whose booking is older than `booking_time` (10 minutes,
+  processors/provreq/processor.go defaultReservationTime) gets `BookingExpired` (CapacityReservationTimeExpired);
+  `Failed` (Expired) is written only while `fail_requests` is set (the real one waits 7 days);
+- after FilterOutSchedulable, the injector (processors/provreq/injector.go GetPodsFromNextRequest) takes ONE
+  request a loop, the first neither `Failed` nor `Provisioned=True` (a `Provisioned=False` one at once, as
+  IsAvailableForProvisioning reads there), marks it `Accepted` and adds its pods (provisioningrequest/pods/pods.go:
+  `count` per podSet from its PodTemplate, annotated with the request's name; a missing PodTemplate is `Failed`,
+  FailedToCreatePods, and the next request is taken);
+- bookCapacity (processors/provreq/processor.go) then places the pods of every booked request (`Provisioned=True`,
+  no `BookingExpired`) in the snapshot, and writes `BookingExpired` (CapacityBookingConsumed) once as many pods
+  naming the request are bound;
+- the scale-up serves the request's pods or the ordinary pods, one kind a loop, alternating where both wait
+  (provisioningrequest/orchestrator/wrapper_orchestrator.go ScaleUp); the request's (besteffortatomic
+  provisioning_class.go Provision): pods that fit the snapshot need nothing (`Provisioned=True`, CapacityIsFound),
+  the rest go to the scale-up above with all-or-nothing (every pod helped or no option; the expander picks), whose
+  nodes come as upcoming nodes (`Provisioned=True`, CapacityIsProvisioned), else `Provisioned=False`,
+  CapacityIsNotFound (also while `shortage` is set).
+A group's template comes from a live node only once it has been Ready for `template_stabilization` seconds
+(processors/nodeinfosprovider/mixed_nodeinfos_processor.go isNodeGoodTemplateCandidate, stabilizationDelay 1
+minute); before that, the cloud provider's template.
 """
 
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Callable, Iterable, Mapping, Optional
@@ -70,6 +85,12 @@ from kubesim.sim_nodes import GPU_KEY, allocatable_of, fits_resources, is_ready,
 
 PR_API = "autoscaling.x-k8s.io/v1"
 NODE_GROUP_LABEL = "sim.autoscaler/node-group"
+#: The annotation a request's pods carry, its name (apis/provisioningrequest/autoscaling.x-k8s.io/v1
+#: ProvisioningRequestPodAnnotationKey), by which the scale-up tells them from ordinary pods.
+REQUEST_POD_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
+#: processors/provreq/processor.go defaultReservationTime; mixed_nodeinfos_processor.go stabilizationDelay.
+BOOKING_SECONDS = 600.0
+TEMPLATE_STABILIZATION_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -124,7 +145,8 @@ class ClusterAutoscaler:
 
     def __init__(self, server: Any, add_node: Callable[[NodeGroup, tuple[str, ...]], str], *, node_groups: Iterable[NodeGroup],
                  provisioning_delay: float = 0.5, scan_interval: float = 0.5, expendable_cutoff: int = -10,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, booking_time: float = BOOKING_SECONDS,
+                 template_stabilization: float = TEMPLATE_STABILIZATION_SECONDS) -> None:
         """`clock`: the seconds the scan interval and the provisioning delay are measured in (a test pauses it to
         keep every decided node from coming, whatever the machine's speed)."""
         self.server = server
@@ -140,7 +162,12 @@ class ClusterAutoscaler:
         self.upcoming: list[tuple[float, NodeGroup, tuple[str, ...]]] = []
         self.fail_requests = False
         self.shortage = False
-        self._first_seen: dict[str, float] = {}
+        self.booking_time = booking_time
+        self.template_stabilization = template_stabilization
+        #: ProvisioningRequestScaleUpMode: which kind of pods the last loop served (wrapper_orchestrator.go).
+        self.request_mode = False
+        #: When each request was found `Provisioned=True`, on this autoscaler's clock (its booking's start).
+        self._booked_at: dict[str, float] = {}
 
     def register_due(self) -> None:
         now = self.clock()
@@ -151,10 +178,10 @@ class ClusterAutoscaler:
 
     def run_once(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> None:
         now = self.clock()
-        self._provision_requests(now)
         if now - self._last_scan < self.scan_interval:
             return
         self._last_scan = now
+        requests = self._refresh_requests(now)
         unschedulable = [p for p in pods if is_unschedulable(p)]
         snapshot = self._snapshot(pods, nodes)
         # FilterOutExpendable: a pod without a priority is not expendable.
@@ -163,8 +190,18 @@ class ClusterAutoscaler:
         # snapshot's nodes (existing and upcoming); what fits is dropped.
         unschedulable = self._queue_order(unschedulable)
         unschedulable = [p for p in unschedulable if not any(node.hint(p["spec"]) for node in snapshot)]
-        if unschedulable:
+        request, request_pods = self._next_request(requests)
+        self._book_capacity(requests, pods, snapshot)
+        # wrapper_orchestrator.go ScaleUp: one kind a loop, the other the next; a kind alone every loop.
+        if not request_pods:
+            self.request_mode = False
+        elif not unschedulable:
+            self.request_mode = True
+        if self.request_mode and request is not None:
+            self._provision(request, request_pods, snapshot, now, nodes)
+        elif unschedulable:
             self._scale_up(unschedulable, now, nodes)
+        self.request_mode = not self.request_mode
 
     @staticmethod
     def _queue_order(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -184,7 +221,9 @@ class ClusterAutoscaler:
             if node is not None and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                 for name, amount in requests_of(pod["spec"]).items():
                     node.requested[name] = node.requested.get(name, Decimal(0)) + amount
-        upcoming = [_Snapshot({**group.labels, NODE_GROUP_LABEL: group.name}, group.taints, group.allocatable(), {})
+        # getUpcomingNodeInfos: copies of the group's template node, a live node's labels where it gave them
+        templates = self._templates(nodes)
+        upcoming = [_Snapshot(templates.get(group.name) or {**group.labels, NODE_GROUP_LABEL: group.name}, group.taints, group.allocatable(), {})
                     for _, group, _ in self.upcoming]
         return list(found.values()) + upcoming
 
@@ -199,11 +238,24 @@ class ClusterAutoscaler:
         for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
             labels = node["metadata"].get("labels") or {}
             group = labels.get(NODE_GROUP_LABEL)
-            if group and group not in templates and is_ready(node) and not (node.get("spec") or {}).get("unschedulable"):
+            if group and group not in templates and self._stable(node) and not (node.get("spec") or {}).get("unschedulable"):
                 templates[group] = {k: v for k, v in labels.items() if k != "kubernetes.io/hostname"}
         return templates
 
-    def _scale_up(self, pods: list[dict[str, Any]], now: float, nodes: Optional[list[dict[str, Any]]] = None) -> None:
+    def _stable(self, node: Mapping[str, Any]) -> bool:
+        """Ready (and schedulable) for `template_stabilization` seconds of wall time (the Ready condition's
+        lastTransitionTime), as a template candidate must be."""
+        if not is_ready(node):
+            return False
+        ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+        try:
+            since = datetime.fromisoformat(str(ready.get("lastTransitionTime")).replace("Z", "+00:00"))
+        except ValueError:
+            return False
+        return (datetime.now(timezone.utc) - since).total_seconds() >= self.template_stabilization
+
+    def _scale_up(self, pods: list[dict[str, Any]], now: float, nodes: Optional[list[dict[str, Any]]] = None, all_or_nothing: bool = False) -> bool:
+        """The scale-up orchestrator: True when some group grows. With `all_or_nothing`, an option must help every pod."""
         options: list[tuple[NodeGroup, list[dict[str, Any]], list[list[str]]]] = []
         sizes = self._group_sizes()
         templates = self._templates(nodes or [])
@@ -216,12 +268,15 @@ class ClusterAutoscaler:
                 continue
             new_nodes = self._estimate(group, fitting)[:room]
             helped = {name for members in new_nodes for name in members}
+            if all_or_nothing and len(helped) < len(pods):
+                continue
             options.append((group, [p for p in fitting if p["metadata"]["name"] in helped], new_nodes))
         if not options:
-            return
+            return False
         group, _, new_nodes = self._best_option(options)
         for members in new_nodes:
             self.upcoming.append((now + self.provisioning_delay, group, tuple(members)))
+        return True
 
     @staticmethod
     def _best_option(options: list[tuple[NodeGroup, list[dict[str, Any]], list[list[str]]]]) -> tuple[NodeGroup, list[dict[str, Any]], list[list[str]]]:
@@ -280,58 +335,111 @@ class ClusterAutoscaler:
 
     # --- ProvisioningRequests (best-effort-atomic-scale-up: all nodes or none) ----------------
 
-    def _provision_requests(self, now: float) -> None:
-        for request in self.server.list_objects(PR_API, "ProvisioningRequest"):
-            meta = request["metadata"]
-            conditions = {c["type"]: c for c in (request.get("status") or {}).get("conditions") or []}
-            if meta.get("deletionTimestamp") or (conditions.get("Provisioned") or {}).get("status") == "True" or "Failed" in conditions:
+    def _refresh_requests(self, now: float) -> list[dict[str, Any]]:
+        """The requests, after processor.go refresh: a booking past `booking_time` expired, `Failed` while
+        `fail_requests` is set for those not provisioned."""
+        requests = [r for r in self.server.list_objects(PR_API, "ProvisioningRequest") if not r["metadata"].get("deletionTimestamp")]
+        for request in requests:
+            conditions = _conditions(request)
+            if _true(conditions, "BookingExpired") or _true(conditions, "Failed"):
                 continue
-            first = self._first_seen.setdefault(meta["uid"], now)
-            if "Accepted" not in conditions:
-                self._set_conditions(request, [("Accepted", "Accepted", "ProvisioningRequest is accepted")])
-                continue
-            if now - first < self.provisioning_delay:
-                continue
-            if self.fail_requests:
+            if _true(conditions, "Provisioned"):
+                booked = self._booked_at.setdefault(request["metadata"]["uid"], now)
+                if now - booked >= self.booking_time:
+                    self._set_conditions(request, [("BookingExpired", "CapacityReservationTimeExpired", "Capacity reservation time is expired")])
+            elif self.fail_requests:
                 self._set_conditions(request, [("Failed", "Expired", "ProvisioningRequest is expired")])
-                continue
-            if self.shortage:
-                if (conditions.get("Provisioned") or {}).get("reason") != "CapacityIsNotFound":
-                    self._set_conditions(request, [("Provisioned", "CapacityIsNotFound", "Capacity is not found, CA will try to find it later.")],
-                                         status="False")
-                continue
-            pods: list[dict[str, Any]] = []
-            for pod_set in request["spec"]["podSets"]:
-                template = self.server.get_object("v1", "PodTemplate", pod_set["podTemplateRef"]["name"], meta["namespace"])
-                if template is None:
-                    # processors/provreq/injector.go: pods it cannot build from the request are MarkAsFailed,
-                    # reason FailedToCreatePods (provisioningrequest/conditions/conditions.go FailedToCreatePodsReason).
-                    self._set_conditions(request, [("Failed", "FailedToCreatePods", f"podtemplates \"{pod_set['podTemplateRef']['name']}\" not found")])
-                    return
-                # provisioningrequest/pods/pods.go PodsForProvisioningRequest: count pods from the template.
-                pods += [{"metadata": {"name": f"{meta['name']}-{len(pods) + i}"}, "spec": template["template"]["spec"]}
-                         for i in range(pod_set["count"])]
-            group = next((g for g in self.node_groups if all(g.admits(p["spec"]) for p in pods)), None)
-            if group is None:
-                if (conditions.get("Provisioned") or {}).get("reason") != "CapacityIsNotFound":
-                    self._set_conditions(request, [("Provisioned", "CapacityIsNotFound", "Capacity is not found, CA will try to find it later.")],
-                                         status="False")
-                continue
-            planned = self._estimate(group, pods)
-            for _ in planned:
-                self.add_node(group, (meta["name"],))
-            self._set_conditions(request, [("Provisioned", "Provisioned", f"{len(planned)} nodes added")])
+        return [r for r in self.server.list_objects(PR_API, "ProvisioningRequest") if not r["metadata"].get("deletionTimestamp")]
 
-    def _set_conditions(self, request: dict[str, Any], new: list[tuple[str, str, str]], status: str = "True") -> None:
-        """Set conditions as conditions.go AddOrUpdateCondition does: one per type, replaced."""
-        conditions = [c for c in (request.get("status") or {}).get("conditions") or [] if c.get("type") not in {k for k, _, _ in new}]
-        for kind, reason, message in new:
-            conditions.append({"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": now_rfc3339()})
+    def _request_pods(self, request: dict[str, Any]) -> Optional[list[dict[str, Any]]]:
+        """pods.go PodsForProvisioningRequest: `count` pods per podSet, annotated with the request's name; None
+        where a PodTemplate is missing."""
+        meta = request["metadata"]
+        pods: list[dict[str, Any]] = []
+        for pod_set in request["spec"]["podSets"]:
+            template = self.server.get_object("v1", "PodTemplate", pod_set["podTemplateRef"]["name"], meta["namespace"])
+            if template is None:
+                return None
+            pods += [{"metadata": {"name": f"{meta['name']}-{len(pods) + i}", "namespace": meta["namespace"],
+                                   "annotations": {REQUEST_POD_ANNOTATION: meta["name"]}},
+                      "spec": template["template"]["spec"]} for i in range(pod_set["count"])]  # fmt: skip
+        return pods
+
+    def _next_request(self, requests: list[dict[str, Any]]) -> tuple[Optional[dict[str, Any]], list[dict[str, Any]]]:
+        """injector.go GetPodsFromNextRequest: the first request available for provisioning, `Accepted`, and its pods."""
+        for request in requests:
+            conditions = _conditions(request)
+            if _true(conditions, "Failed") or _true(conditions, "Provisioned"):
+                continue
+            pods = self._request_pods(request)
+            if pods is None:
+                missing = next(p["podTemplateRef"]["name"] for p in request["spec"]["podSets"]
+                               if self.server.get_object("v1", "PodTemplate", p["podTemplateRef"]["name"], request["metadata"]["namespace"]) is None)
+                self._set_conditions(request, [("Failed", "FailedToCreatePods", f'podtemplates "{missing}" not found')])
+                continue
+            accepted = self._set_conditions(request, [("Accepted", "Accepted", "ProvisioningRequest is accepted by ClusterAutoscaler")])
+            if accepted is None:
+                continue
+            return accepted, pods
+        return None, []
+
+    def _book_capacity(self, requests: list[dict[str, Any]], pods: list[dict[str, Any]], snapshot: list[_Snapshot]) -> None:
+        """processor.go bookCapacity: the pods of each booked request placed in the snapshot, or the booking
+        ended where as many pods naming the request are bound."""
+        bound: dict[tuple[str, str], int] = {}
+        for pod in pods:
+            name = ((pod.get("metadata") or {}).get("annotations") or {}).get(REQUEST_POD_ANNOTATION)
+            if name and pod["spec"].get("nodeName"):
+                key = (pod["metadata"].get("namespace", ""), name)
+                bound[key] = bound.get(key, 0) + 1
+        for request in requests:
+            conditions = _conditions(request)
+            if not _true(conditions, "Provisioned") or _true(conditions, "Failed") or _true(conditions, "BookingExpired"):
+                continue
+            meta = request["metadata"]
+            if bound.get((meta["namespace"], meta["name"]), 0) >= sum(p["count"] for p in request["spec"]["podSets"]):
+                self._set_conditions(request, [("BookingExpired", "CapacityBookingConsumed", "Capacity booking is consumed")])
+                continue
+            for pod in self._request_pods(request) or []:
+                any(node.hint(pod["spec"]) for node in snapshot)
+
+    def _provision(self, request: dict[str, Any], pods: list[dict[str, Any]], snapshot: list[_Snapshot], now: float,
+                   nodes: list[dict[str, Any]]) -> None:  # fmt: skip
+        """besteffortatomic provisioning_class.go Provision, on a copy of the snapshot (it forks and reverts)."""
+        trial = [_Snapshot(n.labels, n.taints, n.allocatable, dict(n.requested)) for n in snapshot]
+        unplaced = [p for p in pods if not any(node.hint(p["spec"]) for node in trial)]
+        if not unplaced and not self.shortage:
+            self._booked_at[request["metadata"]["uid"]] = now
+            self._set_conditions(request, [("Provisioned", "CapacityIsFound", "Capacity is found in the cluster")])
+        elif not self.shortage and self._scale_up(unplaced, now, nodes, all_or_nothing=True):
+            self._booked_at[request["metadata"]["uid"]] = now
+            self._set_conditions(request, [("Provisioned", "CapacityIsProvisioned", "Capacity is found in the cluster")])
+        else:
+            self._set_conditions(request, [("Provisioned", "CapacityIsNotFound", "Capacity is not found, CA will try to find it later.")], status="False")
+
+    def _set_conditions(self, request: dict[str, Any], new: list[tuple[str, str, str]], status: str = "True") -> Optional[dict[str, Any]]:
+        """Set conditions as conditions.go AddOrUpdateCondition does: one per type, replaced in place. The request
+        as stored, or None where it is gone or changed meanwhile (the real one logs and goes on)."""
+        kinds = {k for k, _, _ in new}
+        fresh = {kind: {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": now_rfc3339()}
+                 for kind, reason, message in new}  # fmt: skip
+        old = (request.get("status") or {}).get("conditions") or []
+        conditions = [fresh[c["type"]] if c.get("type") in kinds else c for c in old]
+        conditions += [fresh[k] for k in fresh if k not in {c.get("type") for c in old}]
         try:
-            self.server.update_status({**request, "status": {**(request.get("status") or {}), "conditions": conditions}})
+            return self.server.update_status({**request, "status": {**(request.get("status") or {}), "conditions": conditions}})
         except ApiError as exc:
             if exc.code not in (404, 409):
                 raise
+            return None
+
+
+def _conditions(request: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {c.get("type"): c for c in (request.get("status") or {}).get("conditions") or []}
+
+
+def _true(conditions: Mapping[str, Mapping[str, Any]], kind: str) -> bool:
+    return (conditions.get(kind) or {}).get("status") == "True"
 
 
 def default_node_group(gpus: int = 8, labels: Optional[Mapping[str, str]] = None) -> NodeGroup:

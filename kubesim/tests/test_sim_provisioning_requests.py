@@ -1,0 +1,157 @@
+"""The simulated cluster-autoscaler serves ProvisioningRequests as cluster-autoscaler's loop does (issue 41, point 2).
+
+Each row is one rule read from kubernetes/autoscaler (cluster-autoscaler/): one request a loop
+(processors/provreq/injector.go), requests and ordinary pods in alternate loops
+(provisioningrequest/orchestrator/wrapper_orchestrator.go), pods that fit need no scale-up and the rest all or
+nothing through the expander (provisioningrequest/besteffortatomic/provisioning_class.go), capacity booked for 10
+minutes or until consumed (processors/provreq/processor.go), a live node's labels on a template only once it has
+been Ready a minute (processors/nodeinfosprovider/mixed_nodeinfos_processor.go). Each test steps the simulation
+by hand: with `scan_interval=0` one step is one loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional
+
+import pytest
+
+from kubesim.fixtures import make_gpu_node
+from kubesim.server import KubeApiServer
+from kubesim.sim_autoscaler import PR_API, NodeGroup
+from kubesim.sim_gpu import SCALING_NAMESPACE, GpuSim
+
+NS = "adjuster"
+
+
+@pytest.fixture
+def server() -> Iterator[KubeApiServer]:
+    with KubeApiServer() as server:
+        for name in (NS, "work", SCALING_NAMESPACE):
+            server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        yield server
+
+
+class _Clock:
+    """The autoscaler's clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _sim(server: KubeApiServer, clock: Optional[_Clock] = None, **extra: Any) -> GpuSim:
+    return GpuSim(server, provisioning_delay=3600, scan_interval=0, system_node=False, autoscaler_clock=clock or _Clock(), **extra)
+
+
+def _request(server: KubeApiServer, name: str, gpus: int = 8, count: int = 1, cpu: str = "1") -> None:
+    resources = {"requests": {"nvidia.com/gpu": str(gpus), "cpu": cpu, "memory": "1Gi"}, "limits": {"nvidia.com/gpu": str(gpus)}}
+    server.create_object({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"{name}-t", "namespace": NS},
+                          "template": {"spec": {"containers": [{"name": "c", "image": "x", "resources": resources}]}}})  # fmt: skip
+    server.create_object({"apiVersion": PR_API, "kind": "ProvisioningRequest", "metadata": {"name": name, "namespace": NS},
+                          "spec": {"provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+                                   "podSets": [{"podTemplateRef": {"name": f"{name}-t"}, "count": count}]}})  # fmt: skip
+
+
+def _state(server: KubeApiServer, name: str) -> dict[str, tuple[str, str]]:
+    """The request's conditions: type -> (status, reason)."""
+    request = server.get_object(PR_API, "ProvisioningRequest", name, NS)
+    assert request is not None
+    return {c["type"]: (c["status"], c["reason"]) for c in (request.get("status") or {}).get("conditions") or []}
+
+
+def _pending_pod(server: KubeApiServer, name: str, cpu: str = "1", gpus: int = 1) -> None:
+    """An ordinary pod no node takes yet, marked unschedulable as a scheduler would."""
+    resources = {"requests": {"nvidia.com/gpu": str(gpus), "cpu": cpu}, "limits": {"nvidia.com/gpu": str(gpus)}}
+    server.create_object({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "work"},
+                          "spec": {"containers": [{"name": "c", "image": "x", "resources": resources}]}})  # fmt: skip
+
+
+def _upcoming_for(sim: GpuSim) -> list[tuple[str, ...]]:
+    """What each node decided and not yet registered was for (pod names)."""
+    return [pods for _, _, pods in sim.autoscaler.upcoming]
+
+
+def test_one_request_is_served_a_loop(server: KubeApiServer) -> None:
+    sim = _sim(server)
+    _request(server, "first")
+    _request(server, "second")
+    sim.step()
+    assert _state(server, "first")["Provisioned"] == ("True", "CapacityIsProvisioned")
+    assert "Accepted" not in _state(server, "second")  # not taken this loop
+    sim.step()
+    assert _state(server, "second")["Provisioned"] == ("True", "CapacityIsProvisioned")
+    assert len(sim.autoscaler.upcoming) == 2 and sim.added_nodes == []  # upcoming nodes, not added at once
+
+
+def test_a_request_and_ordinary_pods_are_served_in_alternate_loops(server: KubeApiServer) -> None:
+    sim = _sim(server)
+    _pending_pod(server, "ordinary")
+    sim.step()  # ordinary pods alone: served, and the next loop is the requests' turn
+    assert _upcoming_for(sim) == [("ordinary",)]
+    _pending_pod(server, "another", gpus=8)  # more GPUs than the node coming has left
+    _request(server, "req", gpus=8)
+    sim.step()
+    assert _state(server, "req")["Provisioned"] == ("True", "CapacityIsProvisioned")
+    assert _upcoming_for(sim) == [("ordinary",), ("req-0",)]  # the request's loop: nothing for "another"
+    sim.step()
+    # The ordinary pods' loop: "another" is hinted onto the node the request brought (FilterOutSchedulable runs
+    # before the booking is placed), so no node for it.
+    assert _upcoming_for(sim) == [("ordinary",), ("req-0",)]
+
+
+def test_a_request_whose_pods_fit_needs_no_node_and_its_booking_keeps_the_room_from_the_next(server: KubeApiServer) -> None:
+    make_gpu_node(server, "free", gpus=8)
+    sim = _sim(server)
+    _request(server, "fits")
+    _request(server, "next")
+    sim.step()
+    assert _state(server, "fits")["Provisioned"] == ("True", "CapacityIsFound") and sim.autoscaler.upcoming == []
+    sim.step()  # the first request's 8 GPUs are booked on the free node: the second needs a node of its own
+    assert _state(server, "next")["Provisioned"] == ("True", "CapacityIsProvisioned")
+    assert _upcoming_for(sim) == [("next-0",)]
+
+
+def test_a_booking_expires_after_ten_minutes(server: KubeApiServer) -> None:
+    clock = _Clock()
+    sim = _sim(server, clock)
+    _request(server, "booked")
+    sim.step()
+    clock.now += 599
+    sim.step()
+    assert "BookingExpired" not in _state(server, "booked")
+    clock.now += 2
+    sim.step()
+    assert _state(server, "booked")["BookingExpired"] == ("True", "CapacityReservationTimeExpired")
+
+
+def test_a_request_is_served_all_or_nothing_through_the_expander(server: KubeApiServer) -> None:
+    # Two groups take a pod of 2 GPUs and 80 CPUs: one cannot by its CPU, the other holds one node only.
+    groups = [NodeGroup("a-lean", cpu="16"), NodeGroup("b-roomy", cpu="128", max_size=1)]
+    sim = _sim(server, node_groups=groups)
+    _request(server, "wide", gpus=2, count=2, cpu="80")  # two pods, a node each: more than b-roomy may grow
+    sim.step()
+    assert _state(server, "wide")["Provisioned"] == ("False", "CapacityIsNotFound") and sim.autoscaler.upcoming == []
+    _request(server, "one", gpus=2, count=1, cpu="80")
+    sim.step()  # "wide" again (a Provisioned=False request is taken at once), then...
+    sim.step()
+    assert _state(server, "one")["Provisioned"] == ("True", "CapacityIsProvisioned")
+    assert [group.name for _, group, _ in sim.autoscaler.upcoming] == ["b-roomy"]
+
+
+@pytest.mark.parametrize("stabilization, grows", [(0.0, True), (3600.0, False)], ids=["ready-a-while", "just-ready"])
+def test_a_live_nodes_labels_are_on_its_groups_template_only_once_it_has_been_ready_a_minute(server: KubeApiServer, stabilization: float, grows: bool) -> None:
+    sim = _sim(server)
+    sim.autoscaler.template_stabilization = stabilization
+    live = sim._add_node(sim.autoscaler.node_groups[0], ("setup",))  # a node of the group, its GPUs taken
+    server.patch_object("v1", "Node", live, {"metadata": {"labels": {"team": "x"}}})
+    server.create_object({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "holder", "namespace": "work"},
+                          "spec": {"nodeName": live, "containers": [{"name": "c", "image": "x", "resources": {
+                              "requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]}})  # fmt: skip
+    server.create_object({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "for-team-x", "namespace": "work"},
+                          "spec": {"nodeSelector": {"team": "x"}, "containers": [{"name": "c", "image": "x", "resources": {
+                              "requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}})  # fmt: skip
+    sim.step()
+    sim.step()
+    assert (_upcoming_for(sim) == [("for-team-x",)]) is grows, _upcoming_for(sim)
