@@ -33,7 +33,7 @@ from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.settings import AdjusterSettings
-from kubesim.fixtures import free_port, wait_for
+from kubesim.fixtures import free_port, make_gpu_node, wait_for
 from tests.helpers import ControllerThread, kube_of
 from kubesim.server import KubeApiServer
 from kubesim.sim_autoscaler import NODE_GROUP_LABEL, NodeGroup
@@ -1136,6 +1136,31 @@ def test_a_request_short_of_capacity_is_kept_until_the_autoscaler_finds_it(clust
         sim.shortage = False
         wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
     assert len(created) == 1 and len(sim.added_nodes) == 1
+
+
+#: Two GPU node types alike but for their CPU: the lean one first by name, which the least-waste expander's tie goes
+#: to where a request asks for GPUs alone.
+LEAN_AND_ROOMY = [NodeGroup("a-lean", gpus=8, cpu="16", memory="128Gi"), NodeGroup("b-roomy", gpus=8, cpu="128", memory="1024Gi")]
+
+
+def test_a_request_brings_the_node_type_that_holds_its_pods_cpu() -> None:
+    """cluster-autoscaler serves a request and ordinary pods in alternate loops, so KAI's pods are never sized with
+    the request (a placeholder pod and KAI's pods are, in one loop): the request's pods carry the CPU and memory of
+    the pods they are for, or the node type it brings may hold their GPUs but not their CPU. 8 halves of 10 CPUs
+    (80 CPUs, 4 GPUs) on a cluster whose CPU node has room for them in the autoscaler's eyes: one node, the roomy one."""
+    with KubeApiServer() as server:
+        _setup(server)
+        make_gpu_node(server, "cpu-pool", gpus=0, cpu="256", memory="1024Gi")
+        with GpuSim(server, provisioning_delay=0.5, node_groups=LEAN_AND_ROOMY, system_node=False, autoscaler_clock=PausableClock()) as sim:
+            for i in range(8):
+                server.create_object(fraction_pod(f"p-{i}", WORK, fraction="0.5", cpu="10", memory="8Gi"))
+            _settled(server, 8)
+            with Running(server, _settings(mode="provisioning-request"), clock=past_grace):
+                wait_for(lambda: _running(server) == 8, timeout=40, what="all 8 pods running")
+                wait_for(lambda: not _requests(server), timeout=20, what="the request deleted")
+            groups = [server.get_object("v1", "Node", name)["metadata"]["labels"][NODE_GROUP_LABEL] for name, _ in sim.added_nodes]
+            assert groups == ["b-roomy"], groups
+            assert sim.errors == []
 
 
 def _request_pods(request: dict[str, Any]) -> list[str]:

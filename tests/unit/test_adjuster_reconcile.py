@@ -462,6 +462,34 @@ def test_decide_requests(case, pods, requests, created, superseded, deleted):
         assert planned.name not in {r["metadata"]["name"] for r in requests}
 
 
+def _with_cpu(name: str, cpu: str, memory: str = "4Gi") -> dict[str, Any]:
+    return pod(name, "0.5", containers=[{"name": "main", "image": "ubuntu", "resources": {"requests": {"cpu": cpu, "memory": memory}}}])
+
+
+def test_a_requests_pods_ask_for_the_cpu_and_memory_of_the_pods_they_are_for():
+    """cluster-autoscaler serves a request's pods and ordinary pods in alternate loops, so KAI's pods are never sized
+    with the request: its PodTemplates carry their CPU and memory, so that the node type the request brings holds
+    them (docs/adjuster.md). 20 halves of 10 CPUs: one 8-GPU placeholder for 16 pods, one of 2 GPUs for 4."""
+    pods = [_with_cpu(f"p{i}", "10") for i in range(20)]
+    result = decide_requests(ClusterSnapshot.read(pods, None, NOW), [], [], REQUEST_SETTINGS)
+    [planned] = result.create
+    asked = {t["metadata"]["name"].rsplit("-", 1)[-1]: t["template"]["spec"]["containers"][0]["resources"] for t in planned.templates}
+    assert asked["8g"]["requests"] == {"nvidia.com/gpu": "8", "cpu": "160", "memory": "64Gi"}, asked
+    assert asked["2g"]["requests"] == {"nvidia.com/gpu": "2", "cpu": "40", "memory": "16Gi"}, asked
+    assert all(r["limits"]["cpu"] == r["requests"]["cpu"] and r["limits"]["memory"] == r["requests"]["memory"] for r in asked.values())
+
+
+def test_placeholders_of_one_size_whose_pods_ask_for_different_cpu_are_pod_sets_of_their_own():
+    """Two 8-GPU placeholders of one group, for pods of 10 CPUs and of 2: a template each, named apart."""
+    pods = [_with_cpu(f"p{i:02d}", "10" if i < 16 else "2") for i in range(32)]
+    result = decide_requests(ClusterSnapshot.read(pods, None, NOW), [], [], REQUEST_SETTINGS)
+    [planned] = result.create
+    asked = {t["metadata"]["name"]: t["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] for t in planned.templates}
+    assert sorted(asked.values()) == ["160", "32"], asked
+    assert sorted(name.split("-8g")[-1] for name in asked) == ["", "-2"], asked
+    assert sorted(s["count"] for s in planned.request["spec"]["podSets"]) == [1, 1]
+
+
 # --- KAI PodGroups: both modes pass them to the decision ----------------------------------------------
 
 

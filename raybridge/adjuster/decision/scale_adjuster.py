@@ -212,6 +212,28 @@ def placeholder_resources(ph: Placeholder) -> dict[str, dict[str, str]]:
     return {"requests": requests, "limits": limits}
 
 
+#: What a ProvisioningRequest's pod carries of its pods' requests (docs/adjuster.md, "what a request must carry").
+REQUEST_CARRIES = ("cpu", "memory")
+
+
+def request_pod_resources(ph: Placeholder) -> dict[str, dict[str, str]]:
+    """A ProvisioningRequest's pod: the placeholder's whole GPUs and its pods' CPU and memory too.
+
+    cluster-autoscaler serves a request's pods and ordinary pending pods in alternate loops
+    (provisioningrequest/orchestrator/wrapper_orchestrator.go ScaleUp), so KAI's pods are never sized with the
+    request, as they are with a placeholder pod: the loop that serves the request must pick a node type that holds
+    their CPU and memory, which the expander (least-waste, CPU and memory only) can do only if the request asks for
+    them. The next ordinary loop hints KAI's pods onto the node coming before the booking is placed
+    (processors/provreq/processor.go runs after FilterOutSchedulable), so their CPU is not asked for twice."""
+    least = dict(_LEAST_REQUESTS, cpu=_LEAST_REQUESTS["cpu"] * max(ph.gpus, 1))
+    carried = dict(ph.resources)
+    wanted = {name: max(least[name], carried.get(name, 0)) for name in REQUEST_CARRIES}
+    most = {name: max(_LEAST_LIMITS[name], wanted[name]) for name in REQUEST_CARRIES}
+    requests = {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in wanted.items()}}
+    limits = {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in most.items()}}
+    return {"requests": requests, "limits": limits}
+
+
 def recorded_pod_requests(annotations: Mapping[str, Any]) -> Optional[tuple[tuple[str, int], ...]]:
     """The pods' requests a placeholder recorded (resource, thousandths), or None when it recorded none readable."""
     try:
@@ -493,9 +515,12 @@ def _orphan_templates(templates: Iterable[Mapping[str, Any]], live: set[str], na
 
 
 def _request_objects(name: str, group: str, planned: list[PlannedPlaceholder], settings: RunSettings) -> PlannedRequest:
-    by_size: dict[int, list[PlannedPlaceholder]] = {}
+    """The request and its PodTemplates: one podSet per shape of placeholder (its GPUs, and the CPU and memory of
+    its pods, `request_pod_resources`), largest first, named by the GPUs (`-2g`, then `-2g-2` for another shape)."""
+    by_shape: dict[tuple[int, tuple[tuple[str, int], ...]], list[PlannedPlaceholder]] = {}
     for item in planned:
-        by_size.setdefault(item.placeholder.gpus, []).append(item)
+        carried = tuple((k, v) for k, v in sorted(item.placeholder.resources) if k in REQUEST_CARRIES)
+        by_shape.setdefault((item.placeholder.gpus, carried), []).append(item)
     labels = {
         consts.MANAGED_BY_LABEL: consts.MANAGED_BY_VALUE,
         consts.COMPONENT_LABEL: consts.REQUEST_COMPONENT,
@@ -503,9 +528,12 @@ def _request_objects(name: str, group: str, planned: list[PlannedPlaceholder], s
     }
     templates = []
     pod_sets = []
-    for size, items in sorted(by_size.items(), reverse=True):
-        template_name = f"{name}-{size}g"
+    shapes_of_size: dict[int, int] = {}
+    for (size, _), items in sorted(by_shape.items(), reverse=True):
+        shapes_of_size[size] = shapes_of_size.get(size, 0) + 1
+        template_name = f"{name}-{size}g" + (f"-{shapes_of_size[size]}" if shapes_of_size[size] > 1 else "")
         pod = placeholder_manifest(PlannedPlaceholder(template_name, items[0].placeholder), settings)
+        pod["spec"]["containers"][0]["resources"] = request_pod_resources(items[0].placeholder)
         pod_labels = {k: v for k, v in pod["metadata"]["labels"].items() if k != consts.GPUS_LABEL}
         templates.append({
             "apiVersion": "v1",
