@@ -164,8 +164,9 @@ def _register_node(server: Any, name: str, capacity: dict[str, str], labels: dic
               "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
                               "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()}],
               "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
-              "nodeInfo": {"architecture": "amd64", "containerRuntimeVersion": "containerd://1.7.0", "kernelVersion": "6.8.0",
-                           "kubeletVersion": "v1.33.0", "operatingSystem": "linux", "osImage": "Ubuntu 24.04 LTS"}}  # fmt: skip
+              "nodeInfo": {"architecture": "amd64", "bootID": "", "containerRuntimeVersion": "containerd://1.7.0", "kernelVersion": "6.8.0",
+                           "kubeProxyVersion": "", "kubeletVersion": "v1.33.0", "machineID": "", "operatingSystem": "linux",
+                           "osImage": "Ubuntu 24.04 LTS", "systemUUID": ""}}  # fmt: skip
     return server.create_object({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {**well_known, **labels}},
                                  "spec": spec, "status": status})  # fmt: skip
 
