@@ -41,7 +41,8 @@ from raybridge.adjuster.decision.scale_adjuster import decide  # noqa: E402
 from raybridge.adjuster.decision.settings import RunSettings  # noqa: E402
 from raybridge.adjuster.decision.plan import plan_placeholders  # noqa: E402
 from raybridge.adjuster.decision.demand import AdjusterSettings, ClusterSnapshot  # noqa: E402
-from kubesim.fixtures import free_port, make_gpu_node  # noqa: E402
+from tests.cluster_state import make_gpu_node  # noqa: E402
+from tests.helpers import free_port  # noqa: E402
 from kubesim.server import KubeApiServer  # noqa: E402
 from kubesim.sim_gpu import fraction_pod  # noqa: E402
 

@@ -28,7 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubesim.fixtures import gpu_node_manifest, make_cluster_queue, make_local_queue  # noqa: E402
+from tests.builders import h100_node  # noqa: E402
+from tests.cluster_state import make_cluster_queue, make_local_queue  # noqa: E402
 from testcluster.client import ClusterClient  # noqa: E402
 from testcluster.stack import Stack, StackOptions  # noqa: E402
 
@@ -80,7 +81,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--pods", type=int, default=0)
     args = parser.parse_args()
-    nodes = [gpu_node_manifest(f"gpu-{i}") for i in range(8)]
+    nodes = [h100_node(f"gpu-{i}") for i in range(8)]
     with Stack(StackOptions(nodes=nodes, start_ray_head=True, progress=lambda line: print(line, flush=True))) as stack:
         kubeconfig = str(stack.kubeconfig)
         client = ClusterClient(stack.kubeconfig)

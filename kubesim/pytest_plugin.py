@@ -9,7 +9,7 @@ It also skips, with the reason, every test whose setup or body asks for the
 CRDs where the CRD folder beside the clone is absent (kubesim/crds_skip.py's
 hooks, which it registers).
 What this deliberately does not do: no cluster state (namespaces beyond the
-server's defaults, nodes, queues); tests and kubesim/fixtures.py add that.
+server's defaults, nodes, queues); the tests add that (raybridge's with tests/cluster_state.py).
 No decision at collection time: which tests need the CRDs shows when they ask.
 """
 

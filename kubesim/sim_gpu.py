@@ -64,12 +64,11 @@ from fractions import Fraction
 from typing import Any, Callable, Iterable, Optional
 
 from kubesim.errors import ApiError
-from kubesim.fixtures import make_gpu_node
 from kubesim.sim_autoscaler import NODE_GROUP_LABEL, PR_API, ClusterAutoscaler, NodeGroup
 from kubesim.sim_common import now_rfc3339
 from kubesim.sim_nodes import GPU_KEY, allocatable_of, is_ready, pod_fits_node, requests_of
 
-__all__ = ["KAI", "PR_API", "GPU_KEY", "GpuSim", "NodeGroup", "fraction_pod", "RESERVATION_NAMESPACE", "SCALING_NAMESPACE"]
+__all__ = ["KAI", "PR_API", "GPU_KEY", "GpuSim", "NodeGroup", "fraction_pod", "register_gpu_node", "RESERVATION_NAMESPACE", "SCALING_NAMESPACE"]
 
 KAI = "kai-scheduler"
 #: kai-scheduler@v0.13.0 pkg/common/constants/constants.go DefaultResourceReservationName, and the binder's
@@ -140,16 +139,36 @@ class _Node:
 
 def _system_node(server: Any) -> None:
     """A Ready node with CPU and memory and no GPU, labelled as kubelet labels every node."""
-    capacity = {"cpu": "16", "memory": "64Gi", "pods": "110"}
-    server.create_object({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": "system-0", "labels": {"kubernetes.io/hostname": "system-0", "kubernetes.io/os": "linux",
-                                                    "kubernetes.io/arch": "amd64"}},
-        "spec": {},
-        "status": {"capacity": capacity, "allocatable": dict(capacity),
-                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
-                                   "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()}]},
-    })
+    _register_node(server, "system-0", {"cpu": "16", "memory": "64Gi", "pods": "110"}, {})
+
+
+#: What GPU Feature Discovery labels an H100 node with (gpu-feature-discovery's `nvidia.com/gpu.*` labels).
+H100, H100_MEMORY_MIB = "NVIDIA-H100-80GB-HBM3", 81559
+
+
+def register_gpu_node(server: Any, name: str, gpus: int = 8, *, cpu: str = "128", memory: str = "1024Gi",
+                      taints: Iterable[dict[str, str]] = ()) -> dict:
+    """A Ready node of `gpus` H100s as its kubelet registers it (the NVIDIA device plugin's `nvidia.com/gpu` in
+    capacity and allocatable) and GPU Feature Discovery labels it."""
+    gfd = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": H100, "nvidia.com/gpu.count": str(gpus),
+           "nvidia.com/gpu.memory": str(H100_MEMORY_MIB)}  # fmt: skip
+    return _register_node(server, name, {"cpu": cpu, "memory": memory, "pods": "110", GPU_KEY: str(gpus)}, gfd, taints)
+
+
+def _register_node(server: Any, name: str, capacity: dict[str, str], labels: dict[str, str],
+                   taints: Iterable[dict[str, str]] = ()) -> dict:
+    """A kubelet's Node, as it registers: the well-known labels, Ready, its capacity all allocatable."""
+    spec = {"taints": [dict(t) for t in taints]} if taints else {}
+    well_known = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+    status = {"capacity": dict(capacity), "allocatable": dict(capacity),
+              "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+                              "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()}],
+              "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
+              "nodeInfo": {"architecture": "amd64", "bootID": "", "containerRuntimeVersion": "containerd://1.7.0", "kernelVersion": "6.8.0",
+                           "kubeProxyVersion": "", "kubeletVersion": "v1.33.0", "machineID": "", "operatingSystem": "linux",
+                           "osImage": "Ubuntu 24.04 LTS", "systemUUID": ""}}  # fmt: skip
+    return server.create_object({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {**well_known, **labels}},
+                                 "spec": spec, "status": status})  # fmt: skip
 
 
 def _gpu_groups(labels: dict[str, str]) -> list[str]:
@@ -476,7 +495,7 @@ class GpuSim:
     def _add_node(self, group: NodeGroup, reason: tuple[str, ...]) -> str:
         self._serial += 1
         name = f"sim-gpu-node-{self._serial}"
-        node = make_gpu_node(self.server, name, gpus=group.gpus, cpu=group.cpu, memory=group.memory, taints=group.taints)
+        node = register_gpu_node(self.server, name, gpus=group.gpus, cpu=group.cpu, memory=group.memory, taints=group.taints)
         labels = dict(node["metadata"].get("labels") or {}, **group.labels, **{NODE_GROUP_LABEL: group.name})
         self.server.patch_object("v1", "Node", name, {"metadata": {"labels": labels}})
         self.added_nodes.append((name, reason))

@@ -176,23 +176,23 @@ REAL_CLUSTER_GPU_NODES = 8
 @pytest.fixture(scope="session")
 def testcluster_request(ray_head: SharedHead) -> dict:
     """What the session's real cluster (testcluster) is started with: its head pods stand for the shared Ray
-    head, and its nodes are GPU nodes shaped as kubesim.fixtures.make_gpu_node shapes them."""
+    head, and its nodes are GPU nodes built by tests/builders.py h100_node."""
     from urllib.parse import urlparse
 
-    from kubesim.fixtures import gpu_node_manifest
+    from tests.builders import h100_node
 
-    nodes = [gpu_node_manifest(f"gpu-{i}") for i in range(REAL_CLUSTER_GPU_NODES)]
+    nodes = [h100_node(f"gpu-{i}") for i in range(REAL_CLUSTER_GPU_NODES)]
     return {"ray_dashboard": urlparse(ray_head.dashboard_url).netloc, "nodes": nodes}
 
 
 @pytest.fixture(scope="module")
 def simulated_kube(ray_head: SharedHead, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A module's simulated cluster (kubesim.fixtures.simulated_cluster: server, kubeconfig, Kueue, KubeRay), its
+    """A module's simulated cluster (kubesim.controllers.simulated_cluster: server, kubeconfig, Kueue, KubeRay), its
     head pods standing for the shared Ray head: for what only a fake can do (a fault injected, an operator slowed
     between two of its own reconciles, a token-checking dashboard)."""
     from urllib.parse import urlparse
 
-    from kubesim.fixtures import simulated_cluster
+    from kubesim.controllers import simulated_cluster
 
     with simulated_cluster(urlparse(ray_head.dashboard_url).netloc, tmp_path_factory.mktemp("kube") / "config") as parts:
         yield parts
@@ -258,6 +258,6 @@ def _faults_cleared(request: pytest.FixtureRequest) -> Iterator[None]:
 def queue(cluster: Any) -> Any:
     """A fresh LocalQueue -> ClusterQueue with 8 GPUs, in a fresh namespace of the module's `cluster` fixture
     (real or simulated; its first part is the admin's client): (namespace, LocalQueue, ClusterQueue)."""
-    from kubesim.fixtures import fresh_queue
+    from tests.cluster_state import fresh_queue
 
     return fresh_queue(cluster[0])

@@ -7,6 +7,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -15,8 +16,18 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from tests.cluster_state import leftovers
+from tests.waits import wait_for
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
+
+
+def free_port() -> int:
+    """A free loopback port chosen by the kernel (its ephemeral range, outside 10002-19999)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def cli_env(**extra: str) -> dict[str, str]:
@@ -254,8 +265,6 @@ def wait_for_output(proc: "subprocess.Popen[str]", text: str, timeout: float = 1
 def status_logs_stop_delete(server: Any, name: str, namespace: str, env: dict[str, str], marker: str) -> None:
     """The lifecycle commands on a running job, as a user runs them: `status` shows it running, `logs` shows
     `marker`, `stop` ends it (the RayJob says STOPPED), `delete` removes it and nothing holds quota after."""
-    from kubesim.fixtures import leftovers, wait_for
-
     shown = run_cli("status", name, "-n", namespace, "-o", "json", env=env, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["jobStatus"] in ("PENDING", "RUNNING")
@@ -286,8 +295,6 @@ def submit_token_job(tmp_path: Path, name: str, namespace: str, queue: str, env:
 
 def wait_job_running(server: Any, name: str, namespace: str, timeout: float = 120) -> dict[str, Any]:
     """RayJob `name` once its Ray job runs (a job queued with `submit --no-wait` starts on its own, later)."""
-    from kubesim.fixtures import wait_for
-
     return wait_for(lambda: (lambda rayjob: rayjob if (rayjob.get("status") or {}).get("jobStatus") == "RUNNING" else None)(
         server.get_object("ray.io/v1", "RayJob", name, namespace) or {}), timeout=timeout, what=f"RayJob {namespace}/{name}'s job to run")  # fmt: skip
 

@@ -21,10 +21,9 @@ from typing import Any, Iterator, Optional
 import pytest
 
 from kubesim import controllers as ctl
-from kubesim.fixtures import (
-    RayHead,
+from kubesim.sim_gpu import register_gpu_node
+from kubesim.tests.objects import (
     make_cluster_queue,
-    make_gpu_node,
     make_local_queue,
     make_priority_class,
     raycluster_manifest,
@@ -32,6 +31,7 @@ from kubesim.fixtures import (
     report_status,
     wait_for,
 )
+from kubesim.tests.ray_head import RayHead
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 RAY_API = "ray.io/v1"
@@ -435,20 +435,11 @@ def test_kueue_priority_orders_the_queue(server: Any, kueue: ctl.FakeKueue) -> N
     ]
 
 
-def test_gpu_node_fixture_labels_nodes_like_gfd_and_rocm(server: Any) -> None:
-    nvidia = make_gpu_node(server, "h100-0")
-    amd = make_gpu_node(
-        server,
-        "mi300x-0",
-        vendor="amd",
-        product="AMD_Instinct_MI300X_OAM",
-        memory_mib=196608,
-        taints=[{"key": "amd.com/gpu", "value": "present", "effect": "NoSchedule"}],
-    )
+def test_a_registered_gpu_node_is_labelled_like_gfd(server: Any) -> None:
+    nvidia = register_gpu_node(server, "h100-0", taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}])
     assert nvidia["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert nvidia["status"]["allocatable"]["nvidia.com/gpu"] == "8"
-    assert amd["metadata"]["labels"]["amd.com/gpu.vram"] == "192G"
-    assert amd["spec"]["taints"][0]["key"] == "amd.com/gpu"
+    assert nvidia["spec"]["taints"][0]["key"] == "nvidia.com/gpu"
 
 
 # --------------------------------------------------------------------------

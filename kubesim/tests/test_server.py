@@ -27,7 +27,7 @@ from kubernetes.stream import portforward
 
 from kubesim import schemas
 from kubesim.errors import AdmissionDenied, ApiError
-from kubesim.fixtures import report_status
+from kubesim.tests.objects import report_status
 from kubesim.server import TOKEN, KubeApiServer
 
 RAY = ("ray.io", "v1")
@@ -1416,7 +1416,7 @@ def test_direct_access_goes_through_the_same_logic(kube_server: KubeApiServer) -
 
 
 def test_a_status_report_reads_again_when_another_writer_got_there_first(kube_server: KubeApiServer) -> None:
-    """fixtures.report_status: a write between its read and its update is a 409, read again, not a failure."""
+    """objects.report_status: a write between its read and its update is a 409, read again, not a failure."""
     kube_server.create_object(pod_manifest("raced"))
     real_get = kube_server.get_object
     raced = []

@@ -10,10 +10,9 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-from kubesim.fixtures import make_gpu_node
 from kubesim.server import KubeApiServer
 from kubesim.sim_autoscaler import NodeGroup
-from kubesim.sim_gpu import RESERVATION_NAMESPACE, SCALING_NAMESPACE, GpuSim, fraction_pod
+from kubesim.sim_gpu import RESERVATION_NAMESPACE, SCALING_NAMESPACE, GpuSim, fraction_pod, register_gpu_node
 
 WORK = "work"
 
@@ -73,7 +72,7 @@ def _reservations(server: KubeApiServer) -> list[dict[str, Any]]:
 
 
 def test_a_share_on_a_free_gpu_gets_a_reservation_pod_that_later_shares_reuse_and_the_last_one_ends(server: KubeApiServer) -> None:
-    make_gpu_node(server, "n1", gpus=2)
+    register_gpu_node(server, "n1", gpus=2)
     sim = _sim(server)
     server.create_object(fraction_pod("a", WORK, fraction="0.5"))
     server.create_object(fraction_pod("b", WORK, fraction="0.5"))
@@ -95,7 +94,7 @@ def test_a_share_on_a_free_gpu_gets_a_reservation_pod_that_later_shares_reuse_an
 
 
 def test_a_multi_device_share_gets_one_group_label_per_gpu(server: KubeApiServer) -> None:
-    make_gpu_node(server, "n1", gpus=2)
+    register_gpu_node(server, "n1", gpus=2)
     sim = _sim(server)
     server.create_object(fraction_pod("a", WORK, fraction="0.5", devices=2))
     _steps(sim)
@@ -105,7 +104,7 @@ def test_a_multi_device_share_gets_one_group_label_per_gpu(server: KubeApiServer
 
 
 def test_the_binder_reserves_no_gpu_while_a_scaling_pod_is_unscheduled_but_fills_shared_ones(server: KubeApiServer) -> None:
-    make_gpu_node(server, "n1", gpus=2)
+    register_gpu_node(server, "n1", gpus=2)
     sim = _sim(server, node_groups=[])
     server.create_object(fraction_pod("first", WORK, fraction="0.5"))
     _steps(sim)
@@ -124,7 +123,7 @@ def test_the_binder_reserves_no_gpu_while_a_scaling_pod_is_unscheduled_but_fills
 
 
 def test_whole_gpu_pods_and_reservations_share_a_node_s_gpus(server: KubeApiServer) -> None:
-    make_gpu_node(server, "n1", gpus=2)
+    register_gpu_node(server, "n1", gpus=2)
     sim = _sim(server, node_groups=[])
     server.create_object(fraction_pod("share", WORK, fraction="0.25"))
     _steps(sim)
@@ -139,7 +138,7 @@ def test_whole_gpu_pods_and_reservations_share_a_node_s_gpus(server: KubeApiServ
 
 
 def test_a_whole_gpu_pod_needs_the_node_s_cpu_and_memory_too(server: KubeApiServer) -> None:
-    make_gpu_node(server, "n1", gpus=8, cpu="8", memory="64Gi")
+    register_gpu_node(server, "n1", gpus=8, cpu="8", memory="64Gi")
     sim = _sim(server, node_groups=[])
     server.create_object(_whole_gpu_pod("big-cpu", 1, cpu="9"))
     server.create_object(_whole_gpu_pod("big-memory", 1, memory="65Gi"))
@@ -200,7 +199,7 @@ def test_the_group_that_takes_the_pods_is_chosen_and_other_groups_stay(server: K
 
 def test_a_kai_pod_that_fits_a_node_by_its_requests_adds_no_node(server: KubeApiServer) -> None:
     # Its GPU share is an annotation the autoscaler cannot read: FilterOutSchedulable drops it.
-    make_gpu_node(server, "full", gpus=1)
+    register_gpu_node(server, "full", gpus=1)
     sim = _sim(server)
     server.create_object(_whole_gpu_pod("holder", 1))
     server.create_object(fraction_pod("share", WORK, fraction="0.5"))

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Optional
 import pytest
 
 from kubesim.errors import ApiError
-from kubesim.fixtures import rayjob_manifest, report_status, wait_for
+from kubesim.tests.objects import rayjob_manifest, report_status, wait_for
 from kubesim.server import KubeApiServer
 from kubesim.sim_common import condition_is_true, find_condition
 from kubesim.sim_kueue import (

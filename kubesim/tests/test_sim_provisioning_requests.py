@@ -15,10 +15,9 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-from kubesim.fixtures import make_gpu_node
 from kubesim.server import KubeApiServer
 from kubesim.sim_autoscaler import PR_API, NodeGroup
-from kubesim.sim_gpu import SCALING_NAMESPACE, GpuSim
+from kubesim.sim_gpu import SCALING_NAMESPACE, GpuSim, register_gpu_node
 
 NS = "adjuster"
 
@@ -102,7 +101,7 @@ def test_a_request_and_ordinary_pods_are_served_in_alternate_loops(server: KubeA
 
 
 def test_a_request_whose_pods_fit_needs_no_node_and_its_booking_keeps_the_room_from_the_next(server: KubeApiServer) -> None:
-    make_gpu_node(server, "free", gpus=8)
+    register_gpu_node(server, "free", gpus=8)
     sim = _sim(server)
     _request(server, "fits")
     _request(server, "next")

@@ -21,7 +21,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from kubesim.fixtures import make_gpu_node, rayjob_manifest, wait_for
+from tests.builders import rayjob_manifest
+from tests.cluster_state import make_gpu_node
+from tests.waits import wait_for
 from kubesim.server import KubeApiServer
 from tests.e2e import explain_scene as real
 from tests.e2e import explain_sim_scene as sim

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim.fixtures import wait_for
+from tests.waits import wait_for
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 GPU = "nvidia.com/gpu"

@@ -21,7 +21,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kubesim.fixtures import leftovers, rayjob_manifest, wait_for
+from tests.builders import rayjob_manifest
+from tests.cluster_state import leftovers
+from tests.waits import wait_for
 from tests.e2e.shared_head import HeadJobs
 from tests.e2e.submitter_stand_in import SubmitterStandIn
 from tests.helpers import ROOT, cli_env, run_cli

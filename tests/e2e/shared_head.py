@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Optional
 
-from kubesim.fixtures import wait_for
+from tests.waits import wait_for
 
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 #: How long a job must stay deleted on the shared head to be gone for good: three of Ray's job-monitor periods.

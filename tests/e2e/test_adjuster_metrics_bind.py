@@ -25,7 +25,8 @@ import pytest
 
 from raybridge.adjuster.decision import consts
 from raybridge.adjuster.metrics import MAX_CONNECTIONS, REQUEST_DEADLINE_SECONDS
-from kubesim.fixtures import free_port, wait_for
+from tests.helpers import free_port
+from tests.waits import wait_for
 from kubesim.server import KubeApiServer
 
 REPO = Path(__file__).resolve().parents[2]

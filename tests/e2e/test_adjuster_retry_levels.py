@@ -21,7 +21,7 @@ import pytest
 from raybridge.adjuster.scaler import ACT_POLICY, Scaler
 from raybridge.kube.client import connect
 from raybridge.kube.retry import RetryPolicy
-from kubesim.fixtures import wait_for
+from tests.waits import wait_for
 
 NS = f"retry-levels-{uuid.uuid4().hex[:6]}"
 PLACEHOLDER_PATH = rf"/api/v1/namespaces/{NS}/pods/rb-placeholder-x"

@@ -33,7 +33,9 @@ from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.settings import AdjusterSettings
-from kubesim.fixtures import free_port, make_gpu_node, wait_for
+from tests.cluster_state import make_gpu_node
+from tests.helpers import free_port
+from tests.waits import wait_for
 from tests.helpers import ControllerThread, kube_of
 from kubesim.server import KubeApiServer
 from kubesim.sim_autoscaler import NODE_GROUP_LABEL, NodeGroup

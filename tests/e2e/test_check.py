@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from kubesim.fixtures import fresh_queue
+from tests.cluster_state import fresh_queue
 from tests.helpers import cli_env, run_cli
 
 

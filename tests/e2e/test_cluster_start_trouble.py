@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from kubesim.fixtures import gpu_node_manifest
+from tests.builders import h100_node
 from tests.helpers import cli_env, run_cli
 
 pytestmark = pytest.mark.xdist_group("testcluster-cluster-start-trouble")  # the stacks below, one of each per run
@@ -78,7 +78,7 @@ def bare() -> Iterator[Any]:
     from testcluster.pytest_plugin import own_cluster
     from testcluster.stack import StackOptions
 
-    with own_cluster(StackOptions(operators=(), nodes=[gpu_node_manifest("gpu-0")])) as started:
+    with own_cluster(StackOptions(operators=(), nodes=[h100_node("gpu-0")])) as started:
         yield started
 
 
@@ -91,7 +91,7 @@ def kuberay_only() -> Iterator[Any]:
     from testcluster.pytest_plugin import own_cluster
     from testcluster.stack import StackOptions
 
-    options = StackOptions(operators=("kuberay",), nodes=[gpu_node_manifest(f"gpu-{i}") for i in range(2)], start_ray_head=True, stages=STAGES)
+    options = StackOptions(operators=("kuberay",), nodes=[h100_node(f"gpu-{i}") for i in range(2)], start_ray_head=True, stages=STAGES)
     with own_cluster(options) as started:
         yield started
 

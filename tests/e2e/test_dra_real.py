@@ -28,13 +28,16 @@ from urllib.parse import urlparse
 
 import pytest
 
-from kubesim.fixtures import gpu_node_manifest, leftovers, make_cluster_queue, make_local_queue, wait_for
+from tests.cluster_state import leftovers, make_cluster_queue, make_local_queue
+from tests.waits import wait_for
 from raybridge.core.dra import GPU_DRIVERS
-from tests.builders import device_class, dra_device, resource_slice
+from tests.builders import device_class, dra_device, gpu_node, h100_node, resource_slice
 from tests.helpers import cli_env, run_cli
 
 NVIDIA = GPU_DRIVERS["gpu.nvidia.com"]
 DRA_NODES = ("dra-0", "dra-1")
+#: A DRA node's device plugin, registered and counting none of its GPUs.
+NO_PLUGIN_GPUS = {"nvidia.com/gpu": "0"}
 MAPPING = {"resources": {"deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": [NVIDIA.device_class]}]}}
 
 
@@ -56,8 +59,8 @@ def stack(ray_head: Any) -> Iterator[Any]:
     from testcluster.pytest_plugin import own_cluster
     from testcluster.stack import StackOptions
 
-    nodes = [gpu_node_manifest(name, gpus=0, product="NVIDIA-H100-80GB-HBM3") for name in DRA_NODES]
-    nodes.append(gpu_node_manifest("plugin-a100", product="NVIDIA-A100-SXM4-40GB", memory_mib=40960))
+    nodes = [h100_node(name, 0, extra_resources=NO_PLUGIN_GPUS) for name in DRA_NODES]
+    nodes.append(gpu_node("plugin-a100", product="NVIDIA-A100-SXM4-40GB", memory_mib=40960))
     options = StackOptions(nodes=nodes, versions={"kueue": "v0.19.2"}, ray_dashboard=urlparse(ray_head.dashboard_url).netloc,
                            kueue_config=MAPPING)  # fmt: skip
     with own_cluster(options) as started:
@@ -233,7 +236,7 @@ def test_kueue_v0_17_0_would_leave_dra_devices_uncounted_so_the_job_is_refused_b
 
     client = ClusterClient(real_cluster.kubeconfig)
     nodes = {n: {"metadata": {"uid": f"uid-{n}"}} for n in DRA_NODES}
-    items = [gpu_node_manifest(n, gpus=0) for n in DRA_NODES] + dra_objects(nodes)
+    items = [h100_node(n, 0, extra_resources=NO_PLUGIN_GPUS) for n in DRA_NODES] + dra_objects(nodes)
     for obj in items:
         obj.setdefault("metadata", {}).setdefault("name", obj["metadata"].get("generateName", "x") + "1")
     (tmp_path / "dra.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from kubesim.fixtures import wait_for
+from tests.waits import wait_for
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli, run_cli_fresh
 from testcluster.pytest_plugin import own_cluster
 from testcluster.stack import StackOptions

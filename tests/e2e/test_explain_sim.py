@@ -28,7 +28,7 @@ import pytest
 
 from tests.helpers import EXAMPLES, cli_env, run_cli
 from tests.e2e.explain_sim_scene import BOOKED, H100, NS, kai_pod
-from kubesim.fixtures import make_gpu_node
+from tests.cluster_state import make_gpu_node
 from kubesim.server import KubeApiServer
 
 

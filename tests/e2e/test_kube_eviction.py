@@ -43,7 +43,9 @@ import pytest
 from tests.helpers import (
     LONG_TOKEN_JOB_NAME, ROOT, TOKEN_JOB_OUTPUT, cli_env, kuberay_token_secret, run_cli, status_logs_stop_delete, wait_job_running, submit_token_job,
 )
-from kubesim.fixtures import fresh_queue, leftovers, make_priority_class, rayjob_manifest, wait_for
+from tests.builders import rayjob_manifest
+from tests.cluster_state import fresh_queue, leftovers, make_priority_class
+from tests.waits import wait_for
 from tests.e2e.shared_head import HeadJobs
 
 RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"

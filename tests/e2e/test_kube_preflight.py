@@ -31,7 +31,8 @@ import pytest
 
 from tests.e2e.admission_webhook import AdmissionWebhook
 from tests.helpers import cli_env, run_cli
-from kubesim.fixtures import leftovers, make_cluster_queue, make_local_queue, make_resource_flavor, wait_for
+from tests.cluster_state import leftovers, make_cluster_queue, make_local_queue, make_resource_flavor
+from tests.waits import wait_for
 
 RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
 ADMISSION_API = "admissionregistration.k8s.io/v1"

@@ -22,7 +22,9 @@ from typing import Any
 import pytest
 
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli, wait_for_output
-from kubesim.fixtures import leftovers, rayjob_manifest, wait_for
+from tests.builders import rayjob_manifest
+from tests.cluster_state import leftovers
+from tests.waits import wait_for
 
 RAY = "ray.io/v1"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import cli_env, run_cli
-from kubesim.fixtures import leftovers
+from tests.cluster_state import leftovers
 
 RAY = "ray.io/v1"
 

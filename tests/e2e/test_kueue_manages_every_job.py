@@ -23,7 +23,9 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from kubesim.fixtures import KUEUE_API, gpu_node_manifest, leftovers, make_cluster_queue, make_local_queue, wait_for
+from tests.builders import KUEUE_API, h100_node
+from tests.cluster_state import leftovers, make_cluster_queue, make_local_queue
+from tests.waits import wait_for
 from tests.helpers import cli_env, run_cli
 
 
@@ -33,7 +35,7 @@ def stack(ray_head: Any) -> Iterator[Any]:
     from testcluster.stack import StackOptions
 
     options = StackOptions(
-        nodes=[gpu_node_manifest(f"gpu-{i}") for i in range(2)],
+        nodes=[h100_node(f"gpu-{i}") for i in range(2)],
         ray_dashboard=urlparse(ray_head.dashboard_url).netloc,
         kueue_config={"manageJobsWithoutQueueName": True},
     )

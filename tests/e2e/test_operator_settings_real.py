@@ -28,7 +28,9 @@ import pytest
 
 from tests.e2e.test_release_matrix import created_rayjobs
 from tests.helpers import cli_env, run_cli
-from kubesim.fixtures import gpu_node_manifest, leftovers, wait_for
+from tests.builders import h100_node
+from tests.cluster_state import leftovers
+from tests.waits import wait_for
 
 KUEUE = "kueue.x-k8s.io/v1beta1"  # Kueue v0.13 serves v1beta1 only
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -47,7 +49,7 @@ def stack(ray_head: Any) -> Iterator[Any]:
 
     options = StackOptions(
         operators=("kuberay", "kueue"), versions={"kueue": "v0.13.10"}, kueue_feature_gates={"LocalQueueDefaulting": False},
-        nodes=[gpu_node_manifest("gpu-0")], ray_dashboard=urlparse(ray_head.dashboard_url).netloc,
+        nodes=[h100_node("gpu-0")], ray_dashboard=urlparse(ray_head.dashboard_url).netloc,
     )  # fmt: skip
     with own_cluster(options) as started:
         yield started

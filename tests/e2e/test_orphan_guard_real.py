@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from kubesim.fixtures import fresh_queue, leftovers, wait_for
+from tests.cluster_state import fresh_queue, leftovers
+from tests.waits import wait_for
 from tests.e2e.test_kube_eviction import Cli
 
 POLICY_API = "admissionregistration.k8s.io/v1"

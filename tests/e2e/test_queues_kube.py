@@ -33,7 +33,8 @@ from typing import Any, Optional
 import pytest
 
 from tests.helpers import cli_env, run_cli
-from kubesim.fixtures import gpu_node_labels, raycluster_manifest, wait_for
+from tests.builders import gpu_node, raycluster_manifest
+from tests.waits import wait_for
 from testcluster.pytest_plugin import own_cluster
 from testcluster.stack import StackOptions
 
@@ -52,7 +53,7 @@ def node(name: str, *, vendor: Optional[str] = None, product: str = "", memory_m
     labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}
     if vendor:
         capacity[f"{vendor}.com/gpu"] = "8"
-        labels = gpu_node_labels(name, vendor, 8, product, memory_mib)
+        labels = gpu_node(name, 8, vendor, product=product, memory_mib=memory_mib)["metadata"]["labels"]
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
             "spec": {"unschedulable": True} if cordoned else {}, "status": {"capacity": capacity, "allocatable": capacity}}  # fmt: skip
 

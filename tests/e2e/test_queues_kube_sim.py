@@ -20,7 +20,7 @@ import kubernetes.client
 import pytest
 
 from tests.helpers import cli_env, run_cli
-from kubesim.fixtures import make_gpu_node
+from tests.cluster_state import make_gpu_node
 from kubesim.server import KubeApiServer
 
 AMD_PRODUCT = "AMD_Instinct_MI300X_OAM"

@@ -43,7 +43,9 @@ import pytest
 
 from raybridge.kuberay.names import RAYJOB_NAME_MAX
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
-from kubesim.fixtures import gpu_node_manifest, leftovers, wait_for
+from tests.builders import h100_node
+from tests.cluster_state import leftovers
+from tests.waits import wait_for
 
 RAY = "ray.io/v1"
 
@@ -131,7 +133,7 @@ def _real(release: str, ray_head: Any, request: pytest.FixtureRequest) -> Iterat
         finally:
             client.close()
         return
-    nodes = [gpu_node_manifest(f"gpu-{i}") for i in range(2)]
+    nodes = [h100_node(f"gpu-{i}") for i in range(2)]
     options = StackOptions(versions=versions, nodes=nodes, ray_dashboard=urlparse(ray_head.dashboard_url).netloc)
     with own_cluster(options) as stack:
         client = ClusterClient(stack.kubeconfig)

@@ -31,7 +31,9 @@ import pytest
 import yaml
 
 from tests.helpers import cli_env, run_cli
-from kubesim.fixtures import make_cluster_queue, make_local_queue, rayjob_manifest, wait_for
+from tests.builders import rayjob_manifest
+from tests.cluster_state import make_cluster_queue, make_local_queue
+from tests.waits import wait_for
 from testcluster.fault_proxy import HTML_ERROR_PAGE
 
 NS = f"seams-{uuid.uuid4().hex[:6]}"
@@ -318,10 +320,10 @@ def test_a_kubeconfig_list_is_merged_as_kubectl_merges_it(api, tmp_path: Path) -
 def _nodes_file(tmp_path: Path) -> Path:
     import json
 
-    from kubesim.fixtures import gpu_node_labels
+    from tests.builders import gpu_node
 
     path = tmp_path / "nodes.json"
-    labels = gpu_node_labels("gpu-0", "nvidia", 8, "NVIDIA-H100-80GB-HBM3", 81559)
+    labels = gpu_node("gpu-0", 8, product="NVIDIA-H100-80GB-HBM3", memory_mib=81559)["metadata"]["labels"]
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-0", "labels": labels},
             "status": {"capacity": {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi"},
                        "allocatable": {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi"},

@@ -26,7 +26,9 @@ import pytest
 import yaml
 
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
-from kubesim.fixtures import leftovers, make_cluster_queue, make_local_queue, rayjob_manifest, wait_for
+from tests.builders import rayjob_manifest
+from tests.cluster_state import leftovers, make_cluster_queue, make_local_queue
+from tests.waits import wait_for
 
 RBAC_FILE = ROOT / "configs" / "rbac" / "submitter.yaml"
 #: The token's Secret configs/rbac/submitter-token-auth.yaml grants, made by the namespace's owner (`authSecret`).

@@ -167,11 +167,11 @@ def _assert_all_failed(results: list[dict[str, str]], proof: Path) -> None:
 @pytest.fixture(scope="module")
 def own_stack() -> Iterator[Any]:
     """A stack with every operator and a Ray head of its own, as `python -m testcluster up --with ...` starts it."""
-    from kubesim.fixtures import gpu_node_manifest
+    from tests.builders import h100_node
     from testcluster.pytest_plugin import own_cluster
     from testcluster.stack import OPERATORS, StackOptions
 
-    with own_cluster(StackOptions(operators=OPERATORS, start_ray_head=True, nodes=[gpu_node_manifest("attacked-0")])) as stack:
+    with own_cluster(StackOptions(operators=OPERATORS, start_ray_head=True, nodes=[h100_node("attacked-0")])) as stack:
         yield stack
 
 

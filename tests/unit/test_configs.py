@@ -12,7 +12,7 @@ import yaml
 
 from raybridge.queues.decision.configs import resource_group_problems
 from kubesim.controllers import assign_flavors, ray_podsets
-from kubesim.fixtures import gpu_node_labels, rayjob_manifest
+from tests.builders import gpu_node, h100_node, rayjob_manifest
 from kubesim.schemas import KUEUE_RELEASES, is_crd_kind, schema_errors
 from kubesim.server import KubeApiServer
 from tests.unit.k8s_schemas import k8s_schema_errors, versions_for
@@ -91,9 +91,9 @@ GPU_QUEUES = [doc for where, doc in DOCS if where.startswith("kueue/gpu-queues.y
 FLAVOR_LABELS = {d["metadata"]["name"]: (d.get("spec") or {}).get("nodeLabels") or {} for d in GPU_QUEUES if d["kind"] == "ResourceFlavor"}
 # The nodes gpu-queues.yaml is written for, labelled as GPU Feature Discovery and the ROCm node labeller do.
 NODES = {
-    "h100-0": ("nvidia", gpu_node_labels("h100-0", "nvidia", 8, "NVIDIA-H100-80GB-HBM3", 81559)),
-    "h100-1": ("nvidia", gpu_node_labels("h100-1", "nvidia", 8, "NVIDIA-H100-80GB-HBM3", 81559)),
-    "mi300x-0": ("amd", gpu_node_labels("mi300x-0", "amd", 8, "AMD_Instinct_MI300X_OAM", 196608)),
+    "h100-0": ("nvidia", h100_node("h100-0")["metadata"]["labels"]),
+    "h100-1": ("nvidia", h100_node("h100-1")["metadata"]["labels"]),
+    "mi300x-0": ("amd", gpu_node("mi300x-0", 8, "amd", product="AMD_Instinct_MI300X_OAM", memory_mib=196608)["metadata"]["labels"]),
 }
 
 
