@@ -90,6 +90,8 @@ class ProxyFault:
     content_type: str = "text/html"
     retry_after: Optional[int] = None
     after_events: Optional[int] = None
+    #: Matching requests still to let through unharmed before the fault meets one.
+    passes: int = 0
     hits: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -102,6 +104,9 @@ class ProxyFault:
             if self.remaining is not None and self.remaining <= 0:
                 return False
             if self.method not in (method, "*") or not self.pattern.fullmatch(path):
+                return False
+            if self.passes > 0:
+                self.passes -= 1
                 return False
             if self.remaining is not None:
                 self.remaining -= 1
@@ -453,6 +458,7 @@ class FaultProxy:
         self, method: str, path_regex: str, code: Optional[int] = 500, times: Optional[int] = 1, reason: Optional[str] = None,
         message: Optional[str] = None, *, delay: float = 0.0, drop: bool = False, body: "bytes | str | None" = None,
         content_type: str = "text/html", retry_after: Optional[int] = None, after_events: Optional[int] = None,
+        passes: int = 0,
     ) -> ProxyFault:  # fmt: skip
         """A fault for the next `times` requests (None: every one, until cleared) whose method (or "*") is `method`
         and whose whole path (no query) matches `path_regex`. What the client gets, in this order:
@@ -465,13 +471,14 @@ class FaultProxy:
         * `code=None` and none of the above: the request is then passed on (a delay alone).
         A watch: `after_events=N` passes N events on, then drops the stream (`drop=True` or no `code`) or ends it with
         an ERROR event of the `code` Status (410 Expired: a watch that fell behind); `code=410` alone, at once.
+        `passes=N`: the first N matching requests go through unharmed (a create that succeeds, then one that fails).
         """
         words = _STATUS_WORDS.get(code or 0, ("InternalError", "injected failure"))
         if retry_after is None and code in (429, 503):
             retry_after = 1
         fault = ProxyFault(
             method.upper(), re.compile(path_regex), code, reason or words[0], message or words[1], times, delay, drop,
-            body.encode() if isinstance(body, str) else body, content_type, retry_after, after_events,
+            body.encode() if isinstance(body, str) else body, content_type, retry_after, after_events, passes,
         )  # fmt: skip
         with self._lock:
             self._faults.append(fault)

@@ -134,6 +134,14 @@ def test_a_refusal_answers_kube_apiserver_s_status_for_times_requests_then_passe
     assert fault.hits == 2 and len(proxy.upstream_seen) == 1  # type: ignore[attr-defined]
 
 
+def test_the_first_passes_go_through_then_the_fault_meets_every_request(proxy: FaultProxy, pki: Pki) -> None:
+    """`passes=1`: a first create succeeds, the next ones fail (an adjuster that dies between two creates)."""
+    fault = proxy.arm("POST", r"/api/v1/namespaces/a/pods", code=503, times=None, passes=1)
+    assert _get(proxy, pki, "/api/v1/pods").status == 200  # another request: not counted
+    assert [_get(proxy, pki, "/api/v1/namespaces/a/pods", "POST", body=b"{}").status for _ in range(3)] == [200, 503, 503]
+    assert fault.hits == 2
+
+
 def test_a_fault_meets_only_its_method_and_whole_path(proxy: FaultProxy, pki: Pki) -> None:
     fault = proxy.arm("DELETE", r"/api/v1/pods", code=500, times=None)
     assert _get(proxy, pki).status == 200

@@ -431,39 +431,9 @@ def test_a_new_pod_gets_its_signal_within_a_second_of_its_grace_period_and_batch
     assert log.gpus == 1
 
 
-def test_a_restart_mid_reconcile_adopts_leaks_nothing_and_duplicates_nothing(cluster: Any) -> None:
-    server, sim = cluster
-    log = PlaceholderLog(server)
-    sim.autoscaler.clock.pause()  # the nodes come after the restart
-    _burst(server, 20, "0.5")  # 10 GPUs: placeholders of 8 and 2
-    _settled(server, 20)
-    failing: list[Any] = []
-
-    def fail_after_first(obj: dict[str, Any], operation: str) -> None:
-        if operation == "CREATE" and obj["metadata"].get("namespace") == NS and not failing:
-            failing.append(server.fail_next("POST", rf"/api/v1/namespaces/{NS}/pods", code=503, times=None))
-
-    server.add_mutating_hook("", "Pod", fail_after_first)
-    first = Running(server, _settings(), clock=past_grace)
-    with first:  # dies while retrying its second create
-        wait_for(lambda: failing and failing[0].hits >= 1, timeout=20, what="the second create failing")
-    adopted = {p["metadata"]["name"]: p["metadata"]["uid"] for p in _placeholders(server)}
-    assert len(adopted) == 1, adopted
-    failing[0].clear()
-    with Running(server, _settings(), clock=past_grace):
-        wait_for(lambda: len(_placeholders(server)) == 2 or _running(server) == 20, timeout=20, what="the second placeholder")
-        survivors = {p["metadata"]["name"]: p["metadata"]["uid"] for p in _placeholders(server)}
-        assert all(survivors.get(name) in (uid, None) for name, uid in adopted.items())  # adopted, not replaced
-        sim.autoscaler.clock.resume()
-        wait_for(lambda: _running(server) == 20, timeout=40, what="all pods running")
-        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
-    names = [n for n, _ in log.created]
-    assert len(names) == len(set(names)), log.created  # nothing created twice, the adopted one included
-    # The 2-GPU placeholder may be bound to the first new node's free GPUs once the 8-GPU one exited there (see
-    # test_a_placeholder_bound_to_the_gpus_another_brought_up_costs_a_new_placeholder_not_a_node): it is then
-    # asked for again (a node's GPUs are credited once), and the autoscaler puts it on the node on its way.
-    assert 10 <= log.gpus <= 12, log.created
-    assert len(sim.added_nodes) == 2, sim.added_nodes
+# A restart while a create keeps failing (adopted, nothing leaked or created twice) is met on the real kube-apiserver
+# through the fault proxy, among the real KAI and Karpenter: tests/e2e/test_adjuster_real.py
+# test_a_restart_mid_reconcile_adopts_leaks_nothing_and_duplicates_nothing.
 
 
 def test_a_placeholder_bound_to_the_gpus_another_brought_up_costs_a_new_placeholder_not_a_node(tmp_path: Path) -> None:
