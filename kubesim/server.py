@@ -1,8 +1,7 @@
-"""A Kubernetes API server for tests that only a fake can be: faults on demand, releases not served.
+"""A Kubernetes API server for tests that only a fake can be: releases not served, simulated controllers inside.
 
-Why it exists: the end-to-end tests run on the real kube-apiserver (testcluster). This
-server is for what that cannot do: fail a chosen request (`fail_next`: delays, dropped
-connections, error statuses, bodies that are not JSON, broken watches), serve the CRDs of
+Why it exists: the end-to-end tests run on the real kube-apiserver (testcluster), and faults come from the fault
+proxy in front of it (testcluster/fault_proxy.py). This server is for what that cannot do: serve the CRDs of
 a KubeRay or Kueue release the Go module proxy does not serve (`release=`/`kuberay=`/
 `kueue=`, see kubesim/schemas.py) to the simulated operators of those releases, and host
 the node-scale-adjuster's simulated world (KAI, the autoscalers) until those run for real.
@@ -25,8 +24,8 @@ Tests drive it two ways: through HTTP with `kubernetes.client` (via `api_client(
 `service_account_token(ns, name)` mints a ServiceAccount's), and directly through
 `create_object`/`get_object`/`list_objects`/`update_status`/`delete_object`, which take
 the same path through the store (defaults, hooks, validation, watch events; no
-authorization) without HTTP. Extension points simulate webhooks (`add_mutating_hook`),
-aggregated APIs (`add_handler`) and faults (`fail_next`).
+authorization) without HTTP. Extension points simulate webhooks (`add_mutating_hook`) and
+aggregated APIs (`add_handler`).
 
 What this does not do: what the real API server of testcluster is for. No TLS, no client
 certificates, no kubeconfig forms beyond a bearer token, no OpenAPI documents, no
@@ -75,7 +74,7 @@ from .store import INITIAL_NAMESPACES, DeleteOptions, MutatingHook, Store, Watch
 from .validation import K8S_SCHEMA_VERSION
 from .websocket import WebSocketConnection, accept_key, choose_protocol
 
-__all__ = ["KubeApiServer", "AdmissionDenied", "ApiError", "Fault", "HTML_ERROR_PAGE"]
+__all__ = ["KubeApiServer", "AdmissionDenied", "ApiError"]
 
 HandlerResult = tuple[int, "dict[str, Any] | str"]
 Handler = Callable[["re.Match[str]", dict[str, list[str]], "bytes | None"], HandlerResult]
@@ -87,56 +86,6 @@ DEFAULT_WATCH_TIMEOUT = 1800.0
 CLOSE_GRACE_SECONDS = 2.0
 _BODY_MEDIA_TYPES = ("application/json", "application/yaml", "text/yaml", "application/x-yaml", "*/*")
 _TRUE = ("1", "t", "T", "true", "TRUE", "True")
-
-
-@dataclass
-class Fault:
-    """One injected fault (see `KubeApiServer.fail_next`); `clear()` stops it, `hits` counts its uses."""
-
-    method: str
-    pattern: re.Pattern[str]
-    code: int | None
-    reason: str
-    message: str
-    remaining: int | None  # None: every matching request until cleared
-    delay: float = 0.0
-    drop: bool = False
-    body: bytes | None = None
-    content_type: str = "text/html"
-    retry_after: int | None = None
-    after_events: int | None = None
-    hits: int = 0
-
-    def clear(self) -> None:
-        self.remaining = 0
-
-    def error(self) -> ApiError:
-        assert self.code is not None
-        headers, details = {}, None
-        if self.retry_after is not None:
-            headers = {"Retry-After": str(self.retry_after)}
-            details = {"retryAfterSeconds": self.retry_after}
-        return ApiError(self.code, self.reason, self.message, details, headers)
-
-
-# Default Status reason and message per injected code, as kube-apiserver words them.
-_FAULT_DEFAULTS = {
-    400: ("BadRequest", "injected failure"),
-    403: ("Forbidden", "injected failure"),
-    404: ("NotFound", "the server could not find the requested resource"),
-    409: ("Conflict", "Operation cannot be fulfilled: the object has been modified; please apply your changes to "
-                      "the latest version and try again"),
-    410: ("Expired", "too old resource version: 1 (2)"),
-    429: ("TooManyRequests", "Too many requests, please try again later."),
-    500: ("InternalError", "Internal error occurred: injected failure"),
-    503: ("ServiceUnavailable", "the server is currently unable to handle the request"),
-    504: ("Timeout", "the server was unable to return a response in the time allotted, but may still be processing "
-                     "the request"),
-}
-HTML_ERROR_PAGE = (
-    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>"
-    b"\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
-)
 
 
 @dataclass
@@ -184,7 +133,6 @@ class KubeApiServer:
         self.request_log: list[tuple[str, str]] = []
         self.internal_errors: list[str] = []
         self._handlers: list[tuple[str, re.Pattern[str], Handler]] = []
-        self._failures: list[Fault] = []
         self._port_forward_target: PortForwardTarget = self._pod_ip_target
         self._config_lock = threading.Lock()
         self._httpd: _HttpServer | None = None
@@ -300,48 +248,6 @@ class KubeApiServer:
         """Answer `method` requests whose whole path matches `path_regex` with `fn(match, query, body)`."""
         with self._config_lock:
             self._handlers.append((method.upper(), re.compile(path_regex), fn))
-
-    def fail_next(
-        self, method: str, path_regex: str, code: int | None = 500, times: int | None = 1, reason: str | None = None,
-        message: str | None = None, *, delay: float = 0.0, drop: bool = False, body: bytes | str | None = None,
-        content_type: str = "text/html", retry_after: int | None = None, after_events: int | None = None,
-    ) -> Fault:
-        """Inject a fault into the next `times` requests (None: all, until cleared) whose method
-        (or "*") and whole decoded path match `path_regex`.
-
-        What the client gets, in this order:
-        * `delay` seconds of silence first (longer than a client timeout: a hang);
-        * `drop=True`: the connection is closed without an answer;
-        * `body`: an answer with status `code` (502 if None) and this raw body (an HTML page
-          from a proxy, a truncated JSON document, ...) as `content_type`;
-        * `code` (409, 429, 500, 503, ...): a `Status` with the real reason and message
-          (`reason`/`message` override them); `retry_after` adds `Retry-After` (429 and 503
-          default to 1 second);
-        * `code=None` and none of the above: the request is then served normally (a pure delay).
-        Watch requests: `after_events=N` serves N events first, then drops the stream
-        (`drop=True`, or no `code`) or sends an ERROR event with the `code` Status (410
-        Expired is what a real server sends for a watch that fell behind); `code=410`
-        alone on a watch is an immediate ERROR event.
-        Returns the `Fault`; `clear_faults()` or `fault.clear()` ends it.
-        """
-        default_reason, default_message = _FAULT_DEFAULTS.get(code or 0, ("InternalError", "injected failure"))
-        if retry_after is None and code in (429, 503):
-            retry_after = 1
-        fault = Fault(
-            method.upper(), re.compile(path_regex), code, reason or default_reason, message or default_message,
-            times, delay, drop, body.encode() if isinstance(body, str) else body, content_type, retry_after,
-            after_events,
-        )
-        with self._config_lock:
-            self._failures.append(fault)
-        return fault
-
-    def clear_faults(self) -> None:
-        """End every injected fault."""
-        with self._config_lock:
-            for fault in self._failures:
-                fault.clear()
-            self._failures.clear()
 
     def set_port_forward_target(self, fn: PortForwardTarget) -> None:
         """Where port-forwards connect: `fn(namespace, pod, port) -> (host, port)`."""
@@ -512,18 +418,6 @@ class KubeApiServer:
         with store.lock:
             return authorize(find, lambda kind: store.find_all(RBAC_GROUP, kind), identity, attrs)
 
-    def _take_failure(self, method: str, path: str) -> Fault | None:
-        with self._config_lock:
-            for failure in self._failures:
-                if failure.remaining is not None and failure.remaining <= 0:
-                    continue
-                if failure.method in (method, "*") and failure.pattern.fullmatch(path):
-                    if failure.remaining is not None:
-                        failure.remaining -= 1
-                    failure.hits += 1
-                    return failure
-        return None
-
     def _find_handler(self, method: str, path: str) -> tuple[Handler, re.Match[str]] | None:
         with self._config_lock:
             for handler_method, pattern, fn in self._handlers:
@@ -568,7 +462,6 @@ class _HttpServer(ThreadingHTTPServer):
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _HttpServer
-    _fault: Fault | None = None
     _identity: Identity | None = None
 
     # --- plumbing ------------------------------------------------------------------
@@ -687,9 +580,6 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self.api.request_log.append((method, path))
         try:
             body = self._read_body()
-            self._fault = self.api._take_failure(method, path)
-            if self._fault is not None and self._inject(self._fault, query):
-                return
             self._identity = self.api._authenticate(self.headers.get("Authorization"))
             found = self.api._find_handler(method, path)
             if not (found is not None and self._identity is ANONYMOUS and self.api.anonymous_handler_calls_as_admin):
@@ -714,41 +604,6 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 self._send_error(ApiError(500, "InternalError", f"Internal error occurred: {error}"))
             except OSError:
                 self.close_connection = True
-
-    def _inject(self, fault: Fault, query: dict[str, list[str]]) -> bool:
-        """Carry out the part of a fault that comes before serving; True when the request is answered."""
-        if fault.delay and self.api._stopping.wait(fault.delay):
-            self._drop()
-            return True
-        is_watch = (query.get("watch") or [""])[0] in _TRUE or "/watch/" in self.path
-        if is_watch and (fault.after_events is not None or fault.code == 410):
-            return False  # done by _serve_watch
-        if fault.drop:
-            self._drop()
-            return True
-        if fault.body is not None:
-            self.send_response(fault.code or 502)
-            self.send_header("Content-Type", fault.content_type)
-            self.send_header("Content-Length", str(len(fault.body)))
-            self.end_headers()
-            self.wfile.write(fault.body)
-            return True
-        if fault.code is not None:
-            self._send_error(fault.error())
-            return True
-        return False
-
-    def _drop(self) -> None:
-        """Close the connection without an answer (or in the middle of one)."""
-        self.close_connection = True
-        try:
-            self.wfile.flush()
-        except OSError:
-            pass
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
     def _route(self, method: str, path: str, query: dict[str, list[str]], body: bytes | None) -> None:
         registry = self.api.registry
@@ -1025,26 +880,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
         events: Iterator[dict[str, Any]] = self.api.store.watch(
             route.resource, route.version, selection, resource_version, timeout, self.api._stopping
         )
-        fault = self._fault
-        budget = None
-        if fault is not None and (fault.after_events is not None or fault.code == 410):
-            budget = fault.after_events or 0
         self._start_chunked("application/json")
         try:
-            for event in events if budget != 0 else ():
+            for event in events:
                 if not self._chunk(json.dumps(event).encode() + b"\n"):
                     return
-                if budget is not None:
-                    budget -= 1
-                    if budget <= 0:
-                        break
-            if budget is not None and fault is not None:
-                if fault.code is not None and not fault.drop:
-                    self._chunk(json.dumps({"type": "ERROR", "object": fault.error().status()}).encode() + b"\n")
-                    self._end_chunked()
-                else:
-                    self._drop()
-                return
             self._end_chunked()
         finally:
             events.close()

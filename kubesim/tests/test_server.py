@@ -1374,26 +1374,6 @@ def test_custom_handler_answers_an_aggregated_api_path(kube_server: KubeApiServe
         "kind": "PendingWorkloadsSummary", "items": [{"metadata": {"name": "gpu-cq"}}], "limit": "10"}
 
 
-def test_fail_next_fails_matching_requests_the_given_number_of_times(kube_server: KubeApiServer, kube_api: client.ApiClient) -> None:
-    core = client.CoreV1Api(kube_api)
-    kube_server.fail_next("GET", r"/api/v1/namespaces/default/configmaps", code=500, times=2)
-    for _ in range(2):
-        code, body = expect_api_error(lambda: core.list_namespaced_config_map("default"))
-        assert code == 500 and body["reason"] == "InternalError" and body["code"] == 500
-    assert core.list_namespaced_config_map("default").items == []
-    assert core.list_namespaced_pod("default").items == []  # other paths were never affected
-
-    kube_server.fail_next("POST", r"/apis/ray\.io/v1/namespaces/[^/]+/rayjobs", code=429, reason="TooManyRequests")
-    with pytest.raises(ApiException) as caught:
-        client.CustomObjectsApi(kube_api).create_namespaced_custom_object(*RAY, "default", "rayjobs", rayjob_manifest("j"))
-    assert caught.value.status == 429 and caught.value.headers["Retry-After"] == "1"
-    assert kube_server.get_object("ray.io/v1", "RayJob", "j", "default") is None
-    assert ("POST", "/apis/ray.io/v1/namespaces/default/rayjobs") in kube_server.request_log
-
-
-# --- direct store access --------------------------------------------------------
-
-
 def test_direct_access_goes_through_the_same_logic(kube_server: KubeApiServer) -> None:
     node = kube_server.create_object({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
                                       "status": {"capacity": {"amd.com/gpu": "8"}}})
