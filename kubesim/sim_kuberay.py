@@ -650,11 +650,6 @@ class FakeKubeRay(PollingController):
         self._url_mode = dashboard_url_mode
         self._ready_delay = ready_delay
         self._first_seen: dict[str, float] = {}  # RayCluster uid -> monotonic time
-        #: How long a RayJob stays in Waiting before the operator reconciles it again: 0 is the reconcile that the
-        #: Waiting status write's own event starts; a busy operator's workqueue (or, with no event, the 3 s
-        #: RayJobDefaultRequeueDuration) makes it later. Set by tests.
-        self.waiting_delay = 0.0
-        self._waiting_since: dict[tuple[str, str], float] = {}  # (RayJob uid, its cluster) -> first seen Waiting
         self._ray_jobs: dict[str, str] = {}  # RayJob uid -> Ray job id it is running
         self._dashboards: dict[str, ClusterDashboard] = {}  # RayCluster uid -> its dashboard
         self._dashboard_keys: dict[tuple[str, str], str] = {}  # (namespace, name) -> RayCluster uid
@@ -1081,9 +1076,6 @@ class FakeKubeRay(PollingController):
             # kuberay@v1.3.2 and @v1.5.2 rayjob_controller.go, case JobDeploymentStatusWaiting: only spec.jobId
             # is looked at -- no suspend, no activeDeadlineSeconds. kuberay@v1.6.0 and @v1.7.0 add
             # checkPreRunningDeadlineAndUpdateStatusIfNeeded first, still no suspend and no activeDeadlineSeconds.
-            since = self._waiting_since.setdefault((meta["uid"], status.get("rayClusterName", "")), time.monotonic())
-            if time.monotonic() - since < self.waiting_delay:
-                return  # a busy operator: its next reconcile of this RayJob has not come yet
             if self._pre_running_deadline_exceeded(spec, status):
                 pass
             elif spec.get("jobId"):

@@ -56,6 +56,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Union
 import yaml
 
 from testcluster.dashboard_proxy import DashboardProxy
+from testcluster.fault_proxy import FaultProxy
 from testcluster.head_front import HeadFront
 from testcluster.kubelet_gate import KubeletGate
 from testcluster.netjail import Relay, jail_argv, unix_connect, unix_listener
@@ -116,6 +117,9 @@ class StackOptions:
     kueue_config: dict = field(default_factory=dict)
     #: Kueue feature gates set beside the stack's own (e.g. {"LocalQueueDefaulting": False} on a release that has the gate).
     kueue_feature_gates: dict[str, bool] = field(default_factory=dict)
+    #: KubeRay talks to the API server through a fault proxy of its own (`Stack.kuberay_faults`): an operator whose
+    #: requests a test slows or refuses, the real one (its status write of one RayJob 2 s late, say).
+    kuberay_through_fault_proxy: bool = False
     progress: Callable[[str], None] = lambda line: None
 
 
@@ -166,6 +170,8 @@ class Stack:
         self.ray_head: Optional[RayHead] = None
         self.head_door: Optional[HeadFront] = None
         self.kubelet_gate: Optional[KubeletGate] = None
+        #: The fault proxy between KubeRay and the API server (`StackOptions.kuberay_through_fault_proxy`).
+        self.kuberay_faults: Optional[FaultProxy] = None
         self._relays: list[Relay] = []
         self.binaries: dict[str, Path] = {}
         self.programs: dict[str, Program] = {}
@@ -194,6 +200,9 @@ class Stack:
         if self.proxy is not None:
             self.proxy.stop()
             self.proxy = None
+        if self.kuberay_faults is not None:
+            self.kuberay_faults.stop()
+            self.kuberay_faults = None
         for door in [*self._relays, self.kubelet_gate, self.head_door]:
             if door is not None:
                 door.close()
@@ -511,7 +520,12 @@ class Stack:
         self.install_crds([doc for path in crd_files("kuberay", source) for doc in yaml_documents(path)])
         self.proxy = DashboardProxy(self._dashboard_backend()).start()
         probe, metrics = free_port(), free_port()
-        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), HTTP_PROXY=self.proxy.url, http_proxy=self.proxy.url, NO_PROXY="", no_proxy="")
+        kubeconfig = self.kubeconfig
+        if self.options.kuberay_through_fault_proxy:
+            assert self.pki is not None
+            self.kuberay_faults = FaultProxy.in_front_of(self.kubeconfig, self.pki.directory, self.workdir / "kuberay-fault-proxy").start()
+            kubeconfig = self.kuberay_faults.write_kubeconfig(self.kubeconfig, self.workdir / "kuberay.kubeconfig")
+        env = dict(os.environ, KUBECONFIG=str(kubeconfig), HTTP_PROXY=self.proxy.url, http_proxy=self.proxy.url, NO_PROXY="", no_proxy="")
         env.pop("HTTPS_PROXY", None)
         argv = [
             str(self.binaries["kuberay"]), f"--metrics-addr=127.0.0.1:{metrics}", f"--health-probe-bind-address=127.0.0.1:{probe}",

@@ -188,8 +188,8 @@ def testcluster_request(ray_head: SharedHead) -> dict:
 @pytest.fixture(scope="module")
 def simulated_kube(ray_head: SharedHead, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A module's simulated cluster (kubesim.controllers.simulated_cluster: server, kubeconfig, Kueue, KubeRay), its
-    head pods standing for the shared Ray head: for what only a fake can do (a fault injected, an operator slowed
-    between two of its own reconciles, a token-checking dashboard)."""
+    head pods standing for the shared Ray head: for what only a fake can do (a dashboard per Ray cluster that checks
+    its token)."""
     from urllib.parse import urlparse
 
     from kubesim.controllers import simulated_cluster

@@ -1,6 +1,6 @@
 """The fault proxy's own tests: each kind of fault, what passes unharmed, and who is let in.
 
-Why: the fault tests of raybridge (tests/e2e/test_seams.py, test_kube_submit_faults.py, test_adjuster_retry_levels.py)
+Why: the fault tests of raybridge (tests/e2e/test_seams.py, test_adjuster_retry_levels.py, test_adjuster_real.py, test_operator_settings_real.py)
 stand on the proxy doing what it is armed to do and nothing else; here it stands before a small TLS server of a CA of
 the test's own (pki.py), which records what reached it, so each fault is seen from both sides in milliseconds.
 What it does not do: start the real API server (the e2e tests above go through the proxy to it).

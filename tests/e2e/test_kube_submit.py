@@ -5,8 +5,8 @@ real cluster).
 
 Every test checks what a user sees (exit status, output) and that nothing is left
 holding quota (no RayJob, RayCluster or Workload remains unless asked for). A fault is injected by the fault proxy
-in front of the real API server (testcluster/fault_proxy.py, the `fault_proxy` fixture); what needs an operator
-slowed down is in test_kube_submit_faults.py, on the simulation.
+in front of the real API server (testcluster/fault_proxy.py, the `fault_proxy` fixture); an operator slowed
+down is the real KubeRay behind a fault proxy of its own (test_operator_settings_real.py).
 """
 
 from __future__ import annotations

@@ -11,9 +11,12 @@ Second: an operator that is stuck or far behind (a crash loop, a full workqueue)
 operator without stopping every other test's jobs: raybridge's wait must end at --timeout with one line, and its
 clean-up must not need the operator.
 
-What it deliberately does not do: hold KubeRay back between two of its own reconciles (between Waiting and
-Running, a few milliseconds apart: kuberay@v1.6.1 rayjob_controller.go reconciles again on its own status write,
-so no signal lands there reliably; raybridge's rule for it is test_waiter.py's handover rows); the rows with defaulting on (the defaulted queue, test_kube_preflight.py on the
+Third: an operator busy between two of its own reconciles (Waiting and Running, a few milliseconds apart:
+kuberay@v1.6.1 rayjob_controller.go reconciles again on its own status write, so no signal lands there reliably) is
+the real KubeRay whose status writes reach the API server late: it talks to it through a fault proxy of its own
+(`StackOptions.kuberay_through_fault_proxy`).
+
+What it deliberately does not do: the rows with defaulting on (the defaulted queue, test_kube_preflight.py on the
 session's cluster), or anything else per release (test_release_matrix.py).
 """
 
@@ -43,13 +46,14 @@ ORPHAN_LINE = (
 
 @pytest.fixture(scope="module")
 def stack(ray_head: Any) -> Iterator[Any]:
-    """Kueue v0.13.10 with LocalQueueDefaulting off, KubeRay at the stack's default release (v1.6.1), one 8-GPU node."""
+    """Kueue v0.13.10 with LocalQueueDefaulting off, KubeRay at the stack's default release (v1.6.1) talking to the API
+    server through a fault proxy (`stack.kuberay_faults`), one 8-GPU node."""
     from testcluster.pytest_plugin import own_cluster
     from testcluster.stack import StackOptions
 
     options = StackOptions(
         operators=("kuberay", "kueue"), versions={"kueue": "v0.13.10"}, kueue_feature_gates={"LocalQueueDefaulting": False},
-        nodes=[h100_node("gpu-0")], ray_dashboard=urlparse(ray_head.dashboard_url).netloc,
+        nodes=[h100_node("gpu-0")], ray_dashboard=urlparse(ray_head.dashboard_url).netloc, kuberay_through_fault_proxy=True,
     )  # fmt: skip
     with own_cluster(options) as started:
         yield started
@@ -122,3 +126,35 @@ def test_a_kuberay_held_back_past_the_timeout_ends_in_one_line_and_leaves_nothin
     time.sleep(3)  # the operator's first reconciles after it resumes
     assert leftovers(admin, namespace, KUEUE) == {}
     assert admin.list_objects("ray.io/v1", "RayCluster", namespace) == []
+
+
+def test_detach_hands_the_job_over_only_once_kuberay_has_taken_it(stack: Any, admin: Any) -> None:
+    """`JobHandle.detach()` (the Python API's hand-over of a job raybridge runs) clears spec.jobId (KubeRay v1.6+) only
+    once KubeRay has taken it into status.jobId. Cleared while a busy operator still had the RayJob in Waiting, KubeRay
+    would never poll the job: the RayJob would stay Waiting until preRunningDeadlineSeconds failed it, its job still
+    running, and `stop` found no job. The real KubeRay is made busy by its own requests: every status write of this
+    RayJob reaches the API server 2 s late (the fault proxy in front of it), so the hand-over comes while the status
+    the operator has decided is still on its way. (`submit --no-wait` queues a K8sJobMode RayJob instead.)"""
+    import raybridge
+
+    namespace = _namespace_with_default_queue(admin)
+    assert stack.kuberay_faults is not None
+    late = stack.kuberay_faults.arm("*", rf"/apis/ray\.io/v1/namespaces/{namespace}/rayjobs/busy/status", code=None, times=None, delay=2.0)
+    try:
+        spec = {"name": "busy", "queue": "default", "entrypoint": "python -c 'import time; time.sleep(300)'"}
+        handle = raybridge.submit(spec, backend="kubernetes", kubeconfig=str(stack.kubeconfig), namespace=namespace, progress=lambda _: None)
+        handle.detach()
+        job_id = handle.submission_id
+    finally:
+        late.clear()
+    assert late.hits >= 1  # the operator's status writes were held
+    rayjob = admin.get_object("ray.io/v1", "RayJob", "busy", namespace)
+    assert rayjob["status"].get("jobId") == job_id, rayjob["status"]
+    assert not rayjob["spec"].get("jobId") and rayjob["spec"]["preRunningDeadlineSeconds"]  # handed over
+    wait_for(lambda: (admin.get_object("ray.io/v1", "RayJob", "busy", namespace) or {}).get("status", {}).get("jobDeploymentStatus") == "Running",
+             timeout=30, what="KubeRay polling the job it took")  # fmt: skip
+    env = cli_env(KUBECONFIG=str(stack.kubeconfig))
+    stopped = run_cli("stop", "busy", "-n", namespace, env=env, timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    assert run_cli("delete", "busy", "-n", namespace, env=env, timeout=120).returncode == 0
+    wait_for(lambda: leftovers(admin, namespace, KUEUE) == {}, timeout=60, what=f"nothing left in {namespace}")
