@@ -116,6 +116,9 @@ class StackOptions:
     kueue_config: dict = field(default_factory=dict)
     #: Kueue feature gates set beside the stack's own (e.g. {"LocalQueueDefaulting": False} on a release that has the gate).
     kueue_feature_gates: dict[str, bool] = field(default_factory=dict)
+    #: Projects whose CRDs are installed with no operator of theirs running (("kuberay",): a MultiKueue manager, where
+    #: Kueue copies each RayJob to a worker cluster and nothing runs it here), before the operators start.
+    crds_only: tuple[str, ...] = ()
     progress: Callable[[str], None] = lambda line: None
 
 
@@ -210,7 +213,9 @@ class Stack:
 
     def _start(self) -> None:
         say = self.options.progress
-        wanted = list(CORE) + [name for name in OPERATORS if name in self.options.operators and name != "kai"]
+        if set(self.options.crds_only) - {"kuberay"}:
+            raise StartError(f"crds_only: only KubeRay's CRDs are installed without their operator, not {', '.join(sorted(set(self.options.crds_only) - {'kuberay'}))}")
+        wanted = list(CORE) + [name for name in OPERATORS if name in (*self.options.operators, *self.options.crds_only) and name != "kai"]
         self.programs = {name: program(name, self.options.versions.get(name)) for name in wanted}
         if "kai" in self.options.operators:  # KAI is several programs (kai.py)
             from testcluster import kai
@@ -233,6 +238,9 @@ class Stack:
 
         start_kwok(self)
         say(f"control plane ready in {time.monotonic() - started:.1f} s (Kubernetes {self.programs['kube-apiserver'].version})")
+        if "kuberay" in self.options.crds_only and "kuberay" not in self.options.operators:
+            self._install_kuberay_crds()
+            say(f"KubeRay {self.programs['kuberay'].version}'s CRDs installed (no operator)")
         if "kuberay" in self.options.operators:
             self._start_kuberay()
             say(f"KubeRay {self.programs['kuberay'].version} ready")
@@ -505,10 +513,14 @@ class Stack:
             api.close()
 
     # -- the operators ------------------------------------------------------------------------
-    def _start_kuberay(self) -> None:
+    def _install_kuberay_crds(self) -> None:
         kuberay = self.programs["kuberay"]
         source = module_dir(kuberay.upstream_module(), kuberay.module_dir)
         self.install_crds([doc for path in crd_files("kuberay", source) for doc in yaml_documents(path)])
+
+    def _start_kuberay(self) -> None:
+        kuberay = self.programs["kuberay"]
+        self._install_kuberay_crds()
         self.proxy = DashboardProxy(self._dashboard_backend()).start()
         probe, metrics = free_port(), free_port()
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), HTTP_PROXY=self.proxy.url, http_proxy=self.proxy.url, NO_PROXY="", no_proxy="")
