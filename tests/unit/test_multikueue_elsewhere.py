@@ -1,10 +1,12 @@
-"""A job Kueue's MultiKueue runs in a worker cluster, seen from the manager: what `status` says, and what `logs`,
-`stop` and `dashboard` answer there (raybridge/kueue/multikueue.py).
+"""A job Kueue's MultiKueue runs in a worker cluster, seen from the manager: what `status` says, what `logs`,
+`stop` and `dashboard` answer there (raybridge/kueue/multikueue.py), and the bound `submit --no-wait` gives it
+(raybridge/jobs/queued.py).
 
 Why it exists: the manager's RayJob carries the worker's status, copied back by Kueue (Ray cluster name, dashboard
 URL, Running), while the Ray cluster is in the worker. `status` pointed at `raybridge dashboard` in this cluster and
-`dashboard`, `logs` and `stop` looked for a head pod here and failed with "no running head pod" (exit 3): both are
-checked here on plain objects, the CLI on the real programs in tests/e2e/test_multikueue_real.py.
+`dashboard`, `logs` and `stop` looked for a head pod here and failed with "no running head pod" (exit 3); `submit
+--no-wait` judged the orphan bound by this cluster's KubeRay operator (none, in a manager: no bound, and a note about
+an operator that does not run the job). Each is checked here on plain objects, the CLI on the real programs in tests/e2e/test_multikueue_real.py.
 
 What it deliberately does not do: talk to an API server (the lookups are stood in for), or test a job this cluster
 runs (test_explain.py and the e2e modules do).
@@ -18,6 +20,7 @@ import pytest
 
 from raybridge.errors import BadInput
 from raybridge.jobs import lifecycle
+from raybridge.jobs.queued import orphan_note, pre_running_bound
 from raybridge.kueue.multikueue import elsewhere_refusal
 from raybridge.kueue.workload import read_workload
 from raybridge.queues.decision.kueue_explain import explain_kueue
@@ -105,3 +108,18 @@ def test_commands_that_reach_the_ray_cluster_name_the_worker_instead(manager_cop
         f"not in this cluster; run `raybridge {command} far-job -n team` with that cluster's kubeconfig (`raybridge delete far-job` "
         "here removes it from both)"
     )
+
+
+def test_a_multikueue_job_carries_the_bound_for_the_worker_whatever_this_cluster_runs() -> None:
+    """`submit --no-wait` to a MultiKueue queue: the worker's operator runs the job, not this cluster's (often none): the
+    bound goes in the spec Kueue copies, and the note speaks of the worker's operator, not of this cluster's."""
+    assert pre_running_bound(None, 1800, multikueue=True) == 1800
+    assert pre_running_bound("v1.5.0", 1800, multikueue=True) == 1800
+    assert pre_running_bound(None, 1800, multikueue=False) is None and pre_running_bound("v1.6.1", 1800, multikueue=False) == 1800
+    unknown = "unknown (no Deployment labelled app.kubernetes.io/name=kuberay-operator)"
+    note = orphan_note("far-job", 1800, unknown, multikueue=True)
+    assert note == ("orphan protection: where the worker cluster's KubeRay operator is v1.6 or later (its release is not visible "
+                    "from here), a Ray cluster that does not start fails within 1800s of each admission and frees its quota "
+                    "(spec.preRunningDeadlineSeconds)")  # fmt: skip
+    assert "this cluster's RayJob CRD does not know preRunningDeadlineSeconds" in orphan_note("far-job", None, unknown, multikueue=True)
+    assert orphan_note("far-job", None, unknown, multikueue=False).startswith(f"KubeRay operator {unknown} honours no preRunningDeadlineSeconds")
