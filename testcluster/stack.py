@@ -120,6 +120,9 @@ class StackOptions:
     #: KubeRay talks to the API server through a fault proxy of its own (`Stack.kuberay_faults`): an operator whose
     #: requests a test slows or refuses, the real one (its status write of one RayJob 2 s late, say).
     kuberay_through_fault_proxy: bool = False
+    #: Projects whose CRDs are installed with no operator of theirs running (("kuberay",): a MultiKueue manager, where
+    #: Kueue copies each RayJob to a worker cluster and nothing runs it here), before the operators start.
+    crds_only: tuple[str, ...] = ()
     progress: Callable[[str], None] = lambda line: None
 
 
@@ -219,7 +222,9 @@ class Stack:
 
     def _start(self) -> None:
         say = self.options.progress
-        wanted = list(CORE) + [name for name in OPERATORS if name in self.options.operators and name != "kai"]
+        if set(self.options.crds_only) - {"kuberay"}:
+            raise StartError(f"crds_only: only KubeRay's CRDs are installed without their operator, not {', '.join(sorted(set(self.options.crds_only) - {'kuberay'}))}")
+        wanted = list(CORE) + [name for name in OPERATORS if name in (*self.options.operators, *self.options.crds_only) and name != "kai"]
         self.programs = {name: program(name, self.options.versions.get(name)) for name in wanted}
         if "kai" in self.options.operators:  # KAI is several programs (kai.py)
             from testcluster import kai
@@ -242,6 +247,9 @@ class Stack:
 
         start_kwok(self)
         say(f"control plane ready in {time.monotonic() - started:.1f} s (Kubernetes {self.programs['kube-apiserver'].version})")
+        if "kuberay" in self.options.crds_only and "kuberay" not in self.options.operators:
+            self._install_kuberay_crds()
+            say(f"KubeRay {self.programs['kuberay'].version}'s CRDs installed (no operator)")
         if "kuberay" in self.options.operators:
             self._start_kuberay()
             say(f"KubeRay {self.programs['kuberay'].version} ready")
@@ -514,10 +522,14 @@ class Stack:
             api.close()
 
     # -- the operators ------------------------------------------------------------------------
-    def _start_kuberay(self) -> None:
+    def _install_kuberay_crds(self) -> None:
         kuberay = self.programs["kuberay"]
         source = module_dir(kuberay.upstream_module(), kuberay.module_dir)
         self.install_crds([doc for path in crd_files("kuberay", source) for doc in yaml_documents(path)])
+
+    def _start_kuberay(self) -> None:
+        kuberay = self.programs["kuberay"]
+        self._install_kuberay_crds()
         self.proxy = DashboardProxy(self._dashboard_backend()).start()
         probe, metrics = free_port(), free_port()
         kubeconfig = self.kubeconfig

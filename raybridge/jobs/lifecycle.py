@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from raybridge.kueue.multikueue import dispatched_by_multikueue, elsewhere_refusal
 from raybridge.kueue.workload import Workload, cluster_queue_name, workload_view
 from raybridge.queues.decision.kueue_explain import explain_kueue, progress_line
 from raybridge.core.consts import MANAGED_BY_LABEL, MANAGED_BY_VALUE
@@ -47,6 +48,14 @@ def find_job(kube: Kube, name: str) -> tuple[RayObjects, dict[str, Any]]:
         if obj is not None:
             return rays, obj
     raise BadInput(f"no RayJob or RayCluster named {name!r} in namespace {kube.namespace}")
+
+
+def refuse_if_in_a_worker(kube: Kube, obj: dict[str, Any], command: str) -> None:
+    """BadInput naming the worker cluster where Kueue's MultiKueue runs the job: its Ray cluster is not in this one
+    (kueue/multikueue.py). Its Workload is read only for such a job."""
+    if dispatched_by_multikueue(obj):
+        workload = workload_view(find_workload(kube, kube.namespace, obj))
+        raise BadInput(elsewhere_refusal(obj, workload, command) or "")
 
 
 def job_status(kube: Kube, name: str) -> dict[str, Any]:
@@ -145,6 +154,8 @@ def job_logs(
     With `follow`, a job that has not started yet (queued, its cluster starting, or its submitter not yet through:
     a `submit --no-wait` job) is waited for, saying where it stands, within `timeout` seconds."""
     rays, obj = find_job(kube, name)
+    if dashboard_address is None:
+        refuse_if_in_a_worker(kube, obj, "logs")
     entrypoint_seen(str((obj.get("spec") or {}).get("entrypoint") or ""))
     if follow and dashboard_address is None:
         obj = _wait_until_started(kube, rays, obj, timeout, progress)
@@ -217,6 +228,7 @@ def forward_dashboard(kube: Kube, name: str, port: int = DASHBOARD_PORT) -> Dash
     from raybridge.kube.portforward import PortForward
 
     _, obj = find_job(kube, name)
+    refuse_if_in_a_worker(kube, obj, "dashboard")
     state = ray_state(obj)
     cluster = state.cluster if obj["kind"] == "RayJob" else name
     if obj["kind"] == "RayJob" and not state.ended and not (state.ready and cluster):
@@ -240,6 +252,8 @@ def stop_job(
     if state.ended and not state.cluster and not dashboard_address:
         # KubeRay deleted the finished job's cluster: nothing runs to stop, and its status says how it ended.
         return {"name": name, "namespace": kube.namespace, "jobId": state.submitted_id, "stopped": False, "jobStatus": state.job_status or None}
+    if dashboard_address is None:
+        refuse_if_in_a_worker(kube, obj, "stop")
     with _JobApiSession(kube, obj, dashboard_address, progress) as session:
         stopped = session.jobs.stop(session.job_id)
     return {"name": name, "namespace": kube.namespace, "jobId": session.job_id, "stopped": stopped}

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Mapping, Optional
 
-from raybridge.kueue.names import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
+from raybridge.kueue.names import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, MULTIKUEUE_CONTROLLER
 from raybridge.kueue.fit import admission_problems, cohort_of, ray_podsets
 from raybridge.errors import BadInput
 from raybridge.kube.client import Kube
@@ -45,11 +45,6 @@ class Preflight:
     notes: tuple[str, ...] = field(default=())
     #: The MultiKueue admission check of the ClusterQueue: its jobs run in a worker cluster ("" when none).
     multikueue: str = ""
-
-
-#: The controller of a MultiKueue AdmissionCheck (kueue@v0.19.2 apis/kueue/v1beta2/multikueue_types.go
-#: MultiKueueControllerName): a ClusterQueue with one dispatches its jobs to worker clusters.
-MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 
 
 def admission_check_names(cluster_queue: dict[str, Any]) -> list[str]:

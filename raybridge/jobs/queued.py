@@ -69,6 +69,37 @@ def _local_files(runtime_env: Optional[dict[str, Any]]) -> list[tuple[str, str]]
     return found
 
 
+def pre_running_bound(operator_version: Optional[str], orphan_bound: int, multikueue: bool) -> Optional[int]:
+    """The RayJob's `preRunningDeadlineSeconds`: where this cluster's operator honours it (v1.6+), and always for a
+    MultiKueue queue, whose job a worker's operator runs, of a release not visible from here: Kueue copies the spec
+    whole (kueue@v0.17.0 pkg/controller/jobs/rayjob/rayjob_multikueue_adapter.go copyJobSpec), an operator there of
+    v1.6 or later honours it, an older one's CRD prunes it as an unknown field."""
+    return orphan_bound if multikueue or pre_running_supported(operator_version) else None
+
+
+def orphan_note(name: str, bound: Optional[int], operator: str, multikueue: bool) -> str:
+    """What bounds a Ray cluster that never starts: the RayJob's stored `preRunningDeadlineSeconds` (`bound`) and whose
+    operator honours it (`operator`: this cluster's, in words; a MultiKueue job's is the worker's)."""
+    if bound and multikueue:
+        return (
+            f"orphan protection: where the worker cluster's KubeRay operator is v1.6 or later (its release is not visible "
+            f"from here), a Ray cluster that does not start fails within {bound}s of each admission and frees its quota "
+            "(spec.preRunningDeadlineSeconds)"
+        )
+    if bound:
+        return f"orphan protection: a Ray cluster that does not start fails within {bound}s of each admission and frees its quota (spec.preRunningDeadlineSeconds)"
+    if multikueue:
+        return (
+            "this cluster's RayJob CRD does not know preRunningDeadlineSeconds (KubeRay v1.6), so the job Kueue copies to the "
+            f"worker carries none: nothing bounds a Ray cluster that never starts; `raybridge status {name}` shows it, "
+            f"`raybridge delete {name}` frees it"
+        )
+    return (
+        f"KubeRay operator {operator} honours no preRunningDeadlineSeconds (v1.6): nothing bounds a Ray cluster "
+        f"that never starts; `raybridge status {name}` shows it, `raybridge delete {name}` frees it"
+    )
+
+
 def _create(rays: RayObjects, rayjob: dict[str, Any]) -> dict[str, Any]:
     """`create_protected`; a CRD older than the operator (Helm never upgrades CRDs) that does not know
     preRunningDeadlineSeconds gets the RayJob without it (the note then says nothing bounds a cluster's start)."""
@@ -103,11 +134,16 @@ def queue_kubernetes(spec: JobSpec, options: SubmitOptions) -> QueuedJob:
             + (f"; left out: {plan.left_out_text()}" if plan.left_out else "")
         )
     operator = kuberay_operator_release(kube)
-    pre_running = options.orphan_bound if pre_running_supported(operator.version) else None
+    pre_running = pre_running_bound(operator.version, options.orphan_bound, multikueue=False)
     config_map = working_dir_config_map_name(name) if zipped is not None else None
-    rayjob = queued_rayjob(workload_of(prepared.objects), queued_runtime_env(runtime_env, zipped is not None), config_map, pre_running)
+    rendered, submitted_env = workload_of(prepared.objects), queued_runtime_env(runtime_env, zipped is not None)
+    rayjob = queued_rayjob(rendered, submitted_env, config_map, pre_running)
     prepared.objects[-1] = rayjob
     found = preflight_job(prepared, options, followed=False)
+    if found.multikueue and pre_running is None:  # the worker's operator runs it, not this cluster's
+        pre_running = pre_running_bound(operator.version, options.orphan_bound, multikueue=True)
+        rayjob = queued_rayjob(rendered, submitted_env, config_map, pre_running)
+        prepared.objects[-1] = rayjob
     if found.multikueue and zipped is not None:
         raise BadInput(
             f"ClusterQueue {found.cluster_queue} sends its jobs to worker clusters (MultiKueue admission check {found.multikueue}): "
@@ -144,17 +180,9 @@ def queue_kubernetes(spec: JobSpec, options: SubmitOptions) -> QueuedJob:
         + f": it runs by itself{' once Kueue admits it, and again after each readmission' if queue else ''} "
         "(KubeRay's submitter submits it: K8sJobMode)"
     )  # fmt: skip
-    if (stored.get("spec") or {}).get("preRunningDeadlineSeconds"):
-        notes.append(
-            f"orphan protection: a Ray cluster that does not start fails within {pre_running}s of each admission and frees "
-            "its quota (spec.preRunningDeadlineSeconds)"
-        )
-    else:
-        notes.append(
-            f"KubeRay operator {operator.describe()} honours no preRunningDeadlineSeconds (v1.6): nothing bounds a Ray cluster "
-            f"that never starts; `raybridge status {name}` shows it, `raybridge delete {name}` frees it"
-        )
+    bound = (stored.get("spec") or {}).get("preRunningDeadlineSeconds")
+    notes.append(orphan_note(name, bound, operator.describe(), bool(found.multikueue)))
     return QueuedJob(name, namespace, prepared.submission_id, prepared.decision, queue, notes=tuple(notes))
 
 
-__all__ = ["QueuedJob", "queue_kubernetes"]
+__all__ = ["QueuedJob", "orphan_note", "pre_running_bound", "queue_kubernetes"]

@@ -13,3 +13,8 @@ KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 #: Kueue evicts a Workload whose job carries it after that many seconds of admitted time.
 KUEUE_MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 KUEUE_GROUP = "kueue.x-k8s.io"
+#: The controller of a MultiKueue AdmissionCheck (kueue@v0.19.2 apis/kueue/v1beta2/multikueue_types.go
+#: MultiKueueControllerName): a ClusterQueue with one dispatches its jobs to worker clusters; Kueue's webhook sets
+#: it as a dispatched job's `spec.managedBy` in the manager (kueue@v0.17.0 pkg/controller/jobs/rayjob/rayjob_webhook.go Default:
+#: jobframework.ApplyDefaultForManagedBy).
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"

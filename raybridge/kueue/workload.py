@@ -121,6 +121,9 @@ class Workload:
     assignments: tuple[PodSetAssignment, ...]
     #: `status.admissionChecks` entries that are objects.
     admission_checks: tuple[AdmissionCheck, ...]
+    #: `status.clusterName`: the MultiKueueCluster whose worker runs the job, once MultiKueue dispatched it ("" before,
+    #: and for a job this cluster runs; kueue@v0.13.10 and later apis/kueue/v1beta1/workload_types.go ClusterName).
+    cluster_name: str = ""
 
     def condition(self, kind: str) -> Optional[Condition]:
         return find_condition(self.conditions, kind)
@@ -271,6 +274,7 @@ def read_workload(obj: Any) -> Workload:
             AdmissionCheck(_text(entry.get("name")), _text(entry.get("state")), _text(entry.get("message")))
             for entry in as_list(status.get("admissionChecks")) if isinstance(entry, Mapping)
         ),
+        cluster_name=_text(status.get("clusterName")),
     )  # fmt: skip
 
 

@@ -38,6 +38,7 @@ from raybridge.autoscalers.provisioning_request import read_provisioning_state
 from raybridge.kueue.cluster_queue import ResourceQuota, read_quota_holder
 from raybridge.kuberay.rayjob import ray_state
 from raybridge.kueue.fit import UNLIMITED, QuotaForest, cohort_of
+from raybridge.kueue.multikueue import dispatched_by_multikueue, where_it_runs
 from raybridge.kueue.workload import (
     PodSet,
     Workload,
@@ -376,6 +377,8 @@ class KueueExplanation:
     deactivated: Optional[str] = None
     #: Who holds the quota a pending job waits for, in words, largest first (`kueue.workload.quota_holders`).
     holders: tuple[str, ...] = ()
+    #: Where Kueue's MultiKueue runs it, in words (`kueue.multikueue.where_it_runs`); None for a job this cluster runs.
+    runs_in: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -406,6 +409,7 @@ class KueueExplanation:
             "couldFit": self.could_fit,
             "neverFits": list(self.problems),
             "heldBy": list(self.holders),
+            "runsIn": self.runs_in,
         }
 
     def summary(self) -> list[str]:
@@ -426,7 +430,13 @@ class KueueExplanation:
             lines = [f"  state: {self.deployment}"]
         if self.reason:
             lines.append(f"  reason: {self.reason}")
-        if self.dashboard:
+        if self.runs_in is not None:
+            # The manager's copy holds the worker's status (kueue.multikueue): its cluster and dashboard are there.
+            lines.append(f"  runs in: {self.runs_in} (Kueue's MultiKueue copies the job there and its status back here; "
+                         "its Ray cluster, dashboard and logs are there, not in this cluster)")  # fmt: skip
+            if self.dashboard:
+                lines.append(f"  dashboard: {self.dashboard} (in the worker cluster: raybridge dashboard {self.name} -n {self.namespace} with its kubeconfig)")
+        elif self.dashboard:
             # KubeRay's dashboardURL is the head Service's in-cluster name: from outside, `raybridge dashboard` forwards it.
             lines.append(f"  dashboard: {self.dashboard} (in the cluster; from here: raybridge dashboard {self.name} -n {self.namespace})")
         return lines
@@ -594,6 +604,7 @@ def explain_kueue(
         workload=(view.meta.name or None) if view is not None else None,
         state=view.state if view is not None else "none",
         deactivated=stopped.words if stopped is not None else None,
+        runs_in=where_it_runs(view) if dispatched_by_multikueue(ray_object) else None,
     )
     if not queue and view is None:
         return KueueExplanation(**base, managed_by_kueue=False)  # type: ignore[arg-type]
