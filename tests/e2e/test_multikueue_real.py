@@ -30,9 +30,9 @@ from typing import Any, Iterator, NamedTuple
 
 import pytest
 
-from kubesim.fixtures import (
-    KUEUE_API, RAY_API, gpu_node_manifest, leftovers, make_cluster_queue, make_local_queue, make_resource_flavor, wait_for,
-)  # fmt: skip
+from tests.builders import KUEUE_API, RAY_API, h100_node
+from tests.cluster_state import leftovers, make_cluster_queue, make_local_queue, make_resource_flavor
+from tests.waits import wait_for
 from tests.helpers import cli_env, run_cli
 
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
@@ -116,7 +116,7 @@ def clusters() -> Iterator[Clusters]:
 
     suffix = uuid.uuid4().hex[:6]
     namespace, local_queue = f"team-{suffix}", "team-queue"
-    worker_options = StackOptions(operators=("kuberay", "kueue"), nodes=[gpu_node_manifest("worker-gpu-0")])
+    worker_options = StackOptions(operators=("kuberay", "kueue"), nodes=[h100_node("worker-gpu-0")])
     manager_options = StackOptions(operators=("kueue",), crds_only=("kuberay",), kueue_config={"integrations": {"frameworks": MANAGER_INTEGRATIONS}})
     with own_cluster(worker_options) as worker, own_cluster(manager_options) as manager:
         from testcluster.client import ClusterClient
