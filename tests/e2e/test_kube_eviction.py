@@ -185,11 +185,18 @@ def test_an_evicted_job_is_reported_and_runs_again_on_the_new_cluster(cluster, p
         [first_run] = head.track(run.stderr)
         server.create_object(preemptor(namespace, lq, high))
         wait_for(lambda: condition_true(workload_of(server, namespace, "evicted"), "Evicted"), timeout=60, what="Kueue to evict the job")
+        first_log = Path((tmp_path / "runs").read_text().splitlines()[0])
         if not readmitted_at_once:
             run.wait_for(f"evicted: preempted in queue {lq}", where="stderr", timeout=60)
             wait_for(lambda: server.get_object(RAY, "RayCluster", first_cluster, namespace) is None, timeout=60,
                      what="the evicted cluster deleted")  # fmt: skip
-        head.end(first_run, log=Path((tmp_path / "runs").read_text().splitlines()[0]))  # the evicted head pod's end
+        else:
+            # A job does not die before its head: the first run ends once KubeRay is deleting the evicted cluster
+            # (ended earlier, the shared head reported it FAILED while the cluster still stood and the Workload was
+            # already readmitted), and before the new cluster's head (the same shared head) could be asked for it.
+            wait_for(lambda: (server.get_object(RAY, "RayCluster", first_cluster, namespace) or {"metadata": {"deletionTimestamp": "gone"}})
+                     ["metadata"].get("deletionTimestamp"), timeout=60, what="KubeRay deleting the evicted cluster")  # fmt: skip
+        head.end(first_run, log=first_log)  # the evicted head pod's end
         server.delete_object(RAY, "RayJob", "preemptor", namespace)  # frees the quota: Kueue readmits the job
         code = run.finish()
     finally:
