@@ -33,7 +33,7 @@ from raybridge.errors import BadInput
 from raybridge.jobapi.ray_import import installed_ray_version, local_python
 from raybridge.kube.calls import NotFound
 from raybridge.kube.client import Kube
-from raybridge.kube.dra import create_claim_template
+from raybridge.kube.dra import create_claim_template, delete_claim_template, own_claim_template
 from raybridge.kube.kueue import kueue_dra_settings, list_local_queue_names, served_versions, wait_workload_gone
 from raybridge.kueue.dra import dra_counting
 from raybridge.kube.rayapi import RayObjects
@@ -109,6 +109,42 @@ def create_claim_template_of(kube: Kube, objects: list[dict[str, Any]]) -> Optio
     for template in templates:
         create_claim_template(kube, template)
     return templates[0]["metadata"]["name"] if templates else None
+
+
+@dataclass
+class CreatedWorkload:
+    """What of a job's workload (its RayJob or RayCluster) and its ResourceClaimTemplate exists so far, as
+    `create_workload` makes them: what undoing a failed or interrupted submit deletes."""
+
+    kube: Kube
+    rays: RayObjects
+    kind: str
+    name: str
+    namespace: str
+    #: The job's ResourceClaimTemplate, once created (DRA GPUs): owned by the workload once that exists.
+    claim_template: Optional[str] = None
+    #: The workload as the API server stored it, once created.
+    stored: Optional[dict[str, Any]] = None
+
+    def undo(self, keep: bool, progress: Callable[[str], None]) -> None:
+        """Delete the workload unless `keep`, and its claim template unless the kept workload holds it."""
+        if self.stored is not None and not keep:
+            delete_and_wait(self.kube, self.rays, self.kind, self.name, self.namespace, progress)
+        if self.claim_template is not None and (self.stored is None or not keep):
+            delete_claim_template(self.kube, self.claim_template, self.namespace)
+
+
+def create_workload(
+    record: CreatedWorkload, objects: list[dict[str, Any]], create: Optional[Callable[[RayObjects, dict[str, Any]], dict[str, Any]]] = None,
+) -> dict[str, Any]:
+    """The job's claim template (DRA GPUs), then its workload (`create_protected`, or `create`), the template then
+    owned by the workload; `record` says at each step what exists, so that its `undo` takes back what a failure
+    left. The workload as stored."""
+    record.claim_template = create_claim_template_of(record.kube, objects)
+    record.stored = (create or create_protected)(record.rays, workload_of(objects))
+    if record.claim_template is not None:
+        own_claim_template(record.kube, record.claim_template, record.namespace, record.stored)
+    return record.stored
 
 
 def _create_strict(rays: RayObjects, obj: dict[str, Any]) -> dict[str, Any]:

@@ -41,19 +41,15 @@ from typing import Any, Callable, Optional
 
 from raybridge.kuberay.names import DASHBOARD_PORT
 from raybridge.kueue.names import KUEUE_QUEUE_LABEL
-from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS, workload_of
+from raybridge.jobs.decision.manifests import FINISHED_CLUSTER_TTL_SECONDS
 from raybridge.jobs.decision.orphan_guard import Renewal, eviction_bound_note, kueue_limits_run, protections_of
 from raybridge.jobs.decision.spec import JobSpec
 from raybridge.errors import BadInput
 from raybridge.kuberay.releases import pre_running_supported
-from raybridge.kube.client import Kube
-from raybridge.kube.dra import delete_claim_template, own_claim_template
 from raybridge.kube.operators import kuberay_operator_release
 from raybridge.kube.rayapi import RayObjects
 from raybridge.jobs.cluster_wait import Waiter, wait_for_ready
-from raybridge.jobs.creation import (
-    create_claim_template_of, create_protected, delete_and_wait, preflight_job, prepare, refuse_if_suspended_without_queue,
-)  # fmt: skip
+from raybridge.jobs.creation import CreatedWorkload, create_workload, preflight_job, prepare, refuse_if_suspended_without_queue
 from raybridge.jobs.handle import JobHandle
 from raybridge.jobs.options import SubmitOptions, resolve_runtime_env
 from raybridge.jobs.orphan_guard import OrphanGuard
@@ -75,17 +71,12 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
         raise BadInput("kind RayCluster is created with create_cluster(), not submitted")
     prepared = prepare(spec, options)
     kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
-    rayjob = workload_of(prepared.objects)
     runtime_env = resolve_runtime_env(spec, prepared.decision)  # validates workingDir before anything exists
     found = preflight_job(prepared, options)
     operator = kuberay_operator_release(kube)
-    submitted = _Submitted(kube, RayObjects(kube), name, namespace, options)
+    submitted = _Submitted(CreatedWorkload(kube, RayObjects(kube), "RayJob", name, namespace), options)
     try:
-        submitted.claim_template = create_claim_template_of(kube, prepared.objects)
-        stored = create_protected(submitted.rays, rayjob)
-        submitted.created = True
-        if submitted.claim_template is not None:
-            own_claim_template(kube, submitted.claim_template, namespace, stored)
+        stored = create_workload(submitted.record, prepared.objects)
         queued = _announce_created(stored, namespace, name, options, spec.max_run_seconds)
         refuse_if_suspended_without_queue(kube, stored, namespace, name)
         if (stored.get("spec") or {}).get("managedBy") == MULTIKUEUE_CONTROLLER:
@@ -125,16 +116,14 @@ def submit_kubernetes(spec: JobSpec, options: SubmitOptions) -> JobHandle:
 class _Submitted:
     """A RayJob being submitted: what exists so far, and so what cleaning up or handing over must undo."""
 
-    kube: Kube
-    rays: RayObjects
-    name: str
-    namespace: str
+    record: CreatedWorkload
     options: SubmitOptions
-    created: bool = False
     run: Optional[RayJobRun] = None
     guard: Optional[OrphanGuard] = None
-    #: The job's ResourceClaimTemplate, once created (DRA GPUs): owned by the RayJob once that exists.
-    claim_template: Optional[str] = None
+
+    @property
+    def rays(self) -> RayObjects:
+        return self.record.rays
 
     def cleanup(self) -> None:
         """Stop renewing, close the port-forward, delete the RayJob (and its claim template) unless it is kept."""
@@ -142,13 +131,11 @@ class _Submitted:
             self.guard.stop()
         if self.run is not None:
             self.run.close_forward()
-        if self.created and not self.options.keep:
-            delete_and_wait(self.kube, self.rays, "RayJob", self.name, self.namespace, self.options.progress)
-        if self.claim_template is not None and (not self.created or not self.options.keep):
-            delete_claim_template(self.kube, self.claim_template, self.namespace)
-        if self.created and self.options.keep:
+        self.record.undo(self.options.keep, self.options.progress)
+        if self.record.stored is not None and self.options.keep:
+            record = self.record
             self.options.progress(
-                f"kept RayJob {self.namespace}/{self.name} (`raybridge delete {self.name}` removes it); {_LINGER_NOTE}"
+                f"kept RayJob {record.namespace}/{record.name} (`raybridge delete {record.name}` removes it); {_LINGER_NOTE}"
             )
 
     def handover(self) -> list[str]:
@@ -189,27 +176,18 @@ def create_cluster(spec: JobSpec, options: SubmitOptions) -> dict[str, Any]:
     """Create a long-lived RayCluster, wait until it is admitted and ready, say how to reach it."""
     prepared = prepare(spec, options)
     kube, namespace, name = prepared.kube, prepared.namespace, prepared.name
-    cluster = workload_of(prepared.objects)
     preflight_job(prepared, options)
     rays = RayObjects(kube)
-    created = False
-    claim_template = None
+    record = CreatedWorkload(kube, rays, "RayCluster", name, namespace)
     try:
-        claim_template = create_claim_template_of(kube, prepared.objects)
-        stored = create_protected(rays, cluster)
-        created = True
-        if claim_template is not None:
-            own_claim_template(kube, claim_template, namespace, stored)
+        stored = create_workload(record, prepared.objects)
         queue = (stored["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
         options.progress(f"created RayCluster {namespace}/{name}" + (f" in queue {queue}" if queue else ""))
         waiter = Waiter(options.progress, options.timeout)
         waiter.deadline = min(waiter.deadline, kube.deadline.at) if kube.deadline is not None else waiter.deadline
         ready = wait_for_ready(kube, rays, "RayCluster", name, namespace, waiter, queued=bool(queue))
     except BaseException:
-        if created and not options.keep:
-            delete_and_wait(kube, rays, "RayCluster", name, namespace, options.progress)
-        if claim_template is not None and (not created or not options.keep):
-            delete_claim_template(kube, claim_template, namespace)
+        record.undo(options.keep, options.progress)
         raise
     head = (ready.get("status") or {}).get("head") or {}
     service = head.get("serviceName") or f"{name}-head-svc"

@@ -33,13 +33,10 @@ from raybridge.jobs.decision.queued import (
 from raybridge.jobs.decision.sizing import SizingDecision
 from raybridge.jobs.decision.spec import JobSpec
 from raybridge.jobs.decision.upload import format_bytes
-from raybridge.jobs.creation import (
-    create_claim_template_of, create_protected, delete_and_wait, prepare, preflight_job, refuse_if_suspended_without_queue,
-)  # fmt: skip
+from raybridge.jobs.creation import CreatedWorkload, create_protected, create_workload, prepare, preflight_job, refuse_if_suspended_without_queue
 from raybridge.jobs.options import SubmitOptions, resolve_runtime_env
 from raybridge.jobs.upload import FILE_FIELDS, local_py_modules, zip_working_dir
 from raybridge.kube.calls import api_call
-from raybridge.kube.dra import delete_claim_template, own_claim_template
 from raybridge.kube.operators import kuberay_operator_release
 from raybridge.kube.rayapi import RayObjects
 from raybridge.kuberay.releases import pre_running_supported
@@ -155,24 +152,15 @@ def queue_kubernetes(spec: JobSpec, options: SubmitOptions) -> QueuedJob:
             f"ClusterQueue {found.cluster_queue} sends its jobs to worker clusters (MultiKueue): KubeRay in the worker runs it; "
             f"`raybridge status {name}` shows what Kueue copies back here, its Ray cluster and logs live in the worker cluster"
         )
-    rays = RayObjects(kube)
-    created = False
-    claim_template = None
+    record = CreatedWorkload(kube, RayObjects(kube), "RayJob", name, namespace)
     try:
-        claim_template = create_claim_template_of(kube, prepared.objects)
-        stored = _create(rays, rayjob)
-        created = True
-        if claim_template is not None:
-            own_claim_template(kube, claim_template, namespace, stored)
+        stored = create_workload(record, prepared.objects, _create)
         if zipped is not None:
             body = working_dir_config_map(name, namespace, stored, base64.b64encode(zipped).decode("ascii"))
             api_call(f"creating ConfigMap {namespace}/{config_map}", kube.core().create_namespaced_config_map, namespace, body, _preload_content=False)
         refuse_if_suspended_without_queue(kube, stored, namespace, name)
     except BaseException:
-        if created:
-            delete_and_wait(kube, rays, "RayJob", name, namespace, options.progress)
-        if claim_template is not None:
-            delete_claim_template(kube, claim_template, namespace)
+        record.undo(False, options.progress)  # a job queued and left is kept only once it is wholly made
         raise
     queue = ((stored.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
     options.progress(

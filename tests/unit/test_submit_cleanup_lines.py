@@ -6,6 +6,7 @@ successful submit ended with two lines that contradict each other. Each row is o
 deletion and the template's deletion stood in for; the lines are what the user reads.
 
 What it deliberately does not do: the deletion itself (delete_and_wait, test_kube_submit.py on the real cluster).
+The same undo serves `create_cluster` and `submit --no-wait` (jobs/creation.py `CreatedWorkload`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any, Optional
 
 import pytest
 
-from raybridge.jobs import kubernetes as backend
+from raybridge.jobs import creation, kubernetes as backend
+from raybridge.jobs.creation import CreatedWorkload
 from raybridge.jobs.options import SubmitOptions
 
 # (case, --keep, the ResourceClaimTemplate made (None: none), what was deleted, a "kept RayJob" line said)
@@ -38,11 +40,33 @@ def test_the_clean_up_says_deleted_or_kept_never_both(
         progress(f"deleted {kind} {namespace}/{name}")
         return True
 
-    monkeypatch.setattr(backend, "delete_and_wait", delete_rayjob)
-    monkeypatch.setattr(backend, "delete_claim_template", lambda kube, name, namespace: done.append(name))
-    submitted = backend._Submitted(kube=object(), rays=object(), name="job", namespace="ns",  # type: ignore[arg-type]
-                                   options=SubmitOptions(keep=keep, progress=lines.append), created=True, claim_template=template)  # fmt: skip
+    monkeypatch.setattr(creation, "delete_and_wait", delete_rayjob)
+    monkeypatch.setattr(creation, "delete_claim_template", lambda kube, name, namespace: done.append(name))
+    record = CreatedWorkload(kube=object(), rays=object(), kind="RayJob", name="job", namespace="ns",  # type: ignore[arg-type]
+                             claim_template=template, stored={"kind": "RayJob"})  # fmt: skip
+    submitted = backend._Submitted(record, options=SubmitOptions(keep=keep, progress=lines.append))
     submitted.cleanup()
     assert done == deleted, case
     assert any(line.startswith("kept RayJob ns/job") for line in lines) is kept_said, lines
     assert not (any(line.startswith("deleted RayJob") for line in lines) and any(line.startswith("kept RayJob") for line in lines)), lines
+
+
+# (case, the workload stored, the claim template made, --keep, what undo deletes)
+UNDO_ROWS = [
+    ("the workload's create failed: its claim template goes, kept or not", False, "claims", True, ["claims"]),
+    ("nothing made yet", False, None, False, []),
+    ("made, not kept: both go", True, "claims", False, ["RayCluster", "claims"]),
+    ("made and kept: the workload holds its template", True, "claims", True, []),
+]
+
+
+@pytest.mark.parametrize("case, stored, template, keep, deleted", UNDO_ROWS, ids=[r[0] for r in UNDO_ROWS])
+def test_undo_deletes_what_a_failure_left(monkeypatch: pytest.MonkeyPatch, case: str, stored: bool, template: Optional[str],
+                                          keep: bool, deleted: list[str]) -> None:  # fmt: skip
+    done: list[str] = []
+    monkeypatch.setattr(creation, "delete_and_wait", lambda kube, rays, kind, *rest, **kw: done.append(kind))
+    monkeypatch.setattr(creation, "delete_claim_template", lambda kube, name, namespace: done.append(name))
+    record = CreatedWorkload(kube=object(), rays=object(), kind="RayCluster", name="c", namespace="ns",  # type: ignore[arg-type]
+                             claim_template=template, stored={"kind": "RayCluster"} if stored else None)  # fmt: skip
+    record.undo(keep, lambda line: None)
+    assert done == deleted, case
