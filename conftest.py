@@ -56,7 +56,7 @@ FAST_E2E_MODULES = tuple(f"tests/e2e/test_{name}.py" for name in (
 #: Tests of the harness and of the benchmarks: not the product's behaviour (the Go oracle of `go_number` is marked needs_go).
 NOT_FAST_MODULES = ("tests/unit/test_suite_", "tests/unit/test_benchmark")
 #: Fixtures that start a Ray head or a cluster (a test that uses any, even through another fixture, is not fast).
-SLOW_FIXTURES = frozenset({"ray_head", "real_cluster", "simulated_kube", "real_admin", "fault_proxy", "explain_scene", "explain_sim_cluster", "sim"})
+SLOW_FIXTURES = frozenset({"ray_head", "real_cluster", "real_admin", "fault_proxy", "explain_scene", "explain_sim_cluster", "sim"})
 SLOW_MARKERS = ("realtime", "fresh_head", "realcluster", "needs_go", "slow")
 
 

@@ -1,13 +1,13 @@
-"""What the simulated Kueue and KubeRay controllers share: helpers, API access, the polling loop.
+"""What kubesim's simulated controllers share: helpers, API access, the polling loop.
 
 Why this module exists: raybridge creates RayJobs and RayClusters and then
 watches what Kueue and KubeRay do with them (suspension, Workloads, admission,
 quota messages, queue positions, cluster readiness, the dashboard URL, job
-status). Without a cluster, two simulated controllers (`FakeKueue` in
-`sim_kueue.py`, `FakeKubeRay` in `sim_kuberay.py`) play those controllers
-against `kubesim/server.py`, so raybridge can be tested end to end
-through the official `kubernetes` client against objects that look like the
-real ones. This module holds what both use: conditions as
+status). The real operators run on the real test cluster (testcluster/); without
+a cluster, the simulated Kueue (`FakeKueue` in `sim_kueue.py`) plays Kueue
+against `kubesim/server.py` for kubesim's own tests, and Kueue's decisions
+(`assign_flavors`, `ray_podsets`) are checked as pure functions. This module
+holds what the simulations use: conditions as
 meta.SetStatusCondition sets them, Kubernetes quantities and pod requests,
 owner references, JSON merge patches, `ControllerApi` (dict-in, dict-out access
 through the official client) and `PollingController` (the reconcile thread).
@@ -20,8 +20,8 @@ visibility API, the kubelet side of a port-forward) are registered on the
 server with `add_mutating_hook`, `add_handler` and `set_port_forward_target`.
 Errors are logged and retried on the next pass; a pass never kills the thread.
 
-What it deliberately does not do: no Kueue or KubeRay decisions (those live in
-`sim_kueue.py` and `sim_kuberay.py`), and no registering of hooks itself: a
+What it deliberately does not do: no Kueue decisions (those live in
+`sim_kueue.py`), and no registering of hooks itself: a
 controller's `_register()` does that. Tests import the controllers through
 `controllers.py`.
 """

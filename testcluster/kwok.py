@@ -13,6 +13,11 @@ one port), so it runs in a network namespace of its own (netjail.py), where no o
 
 A head pod's port-forwards end when the pod is deleted (`HeadPodWatch`, the kubelet gate closes them), as a
 kubelet's do once it stops the pod's containers: the one Ray head behind every head pod does not stop with any.
+Each head pod also gets a kwok PortForward of its own (kwok runs with `--enable-crds=PortForward`, its CRD installed;
+kwok takes ClusterPortForwards from its config file beside PortForwards from the API server, as root.go
+`checkConfigOrCRD` refuses only one kind from both): a relay per stream (pod_relay.py) that names the pod to the
+door, which then holds the stream to the token of the pod's Ray cluster (pod_tokens.py). A pod whose PortForward
+is not made yet falls back to the ClusterPortForward, as before: the door then checks no token.
 
 What this does not do: no exec, attach or log rules (nothing here reads a container's output), no metrics.
 """
@@ -22,11 +27,12 @@ from __future__ import annotations
 import copy
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 
 from testcluster.kubelet_gate import KubeletGate
+from testcluster.pod_tokens import PodTokens, port_forward
 from testcluster.processes import unix_http_ok
 from testcluster.sources import module_dir, yaml_documents
 
@@ -46,6 +52,9 @@ HEAD_POD_SELECTOR = "ray.io/node-type=head"
 #: Each watch request's bound, and the longest wait before watching again after an error.
 WATCH_SECONDS = 60
 WATCH_BACKOFF_MAX_SECONDS = 5.0
+#: Tries to make or remove a head pod's PortForward before it waits for the next event; each call's bound.
+PORT_FORWARD_TRIES = 3
+PORT_FORWARD_CALL_SECONDS = 5
 
 
 #: A pod being deleted is first put in a terminal phase, as the kubelet does once it has stopped its containers
@@ -107,11 +116,16 @@ def kwok_config(stack: "Stack") -> Path:
 
 class HeadPodWatch:
     """Tells the kubelet gate of each head pod deleted (or being deleted: its containers stop) and of each one
-    created, from a watch of the stack's API server, until `stop()`."""
+    created, from a watch of the stack's API server, until `stop()`; with `door` (the door's Unix socket), gives
+    each head pod its PortForward and removes it with the pod. A PortForward that could not be made or removed in
+    PORT_FORWARD_TRIES is tried again at the next event (a new watch lists every pod again)."""
 
-    def __init__(self, stack: "Stack", gate: KubeletGate) -> None:
+    def __init__(self, stack: "Stack", gate: KubeletGate, door: Optional[Path] = None) -> None:
         self._stack = stack
         self._gate = gate
+        self._door = door
+        #: Pods whose PortForward is still to be made (namespace, name) -> uid; or removed: uid None.
+        self._pending: dict[tuple[str, str], Optional[str]] = {}
         self._stopped = threading.Event()
         self._watch: Any = None
         self._thread = threading.Thread(target=self._run, name="head-pod-watch", daemon=True)
@@ -126,7 +140,8 @@ class HeadPodWatch:
     def _run(self) -> None:
         from kubernetes import client, watch
 
-        core = client.CoreV1Api(self._stack.api_client())
+        api = self._stack.api_client()
+        core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
         backoff = 0.25
         while not self._stopped.is_set():
             self._watch = watch.Watch()
@@ -137,12 +152,43 @@ class HeadPodWatch:
                     meta = event["object"].metadata
                     if event["type"] == "DELETED" or meta.deletion_timestamp is not None:
                         self._gate.end_port_forwards(meta.namespace, meta.name)
+                        self._pending[(meta.namespace, meta.name)] = None
                     elif event["type"] == "ADDED":
                         self._gate.pod_started(meta.namespace, meta.name)
+                        self._pending[(meta.namespace, meta.name)] = meta.uid
+                    self._settle_port_forwards(custom)
                 backoff = 0.25
             except Exception:  # noqa: BLE001 - an API server stopping or refusing: watch again after a while
                 self._stopped.wait(backoff)
                 backoff = min(backoff * 2, WATCH_BACKOFF_MAX_SECONDS)
+
+
+    def _settle_port_forwards(self, custom: Any) -> None:
+        """Make or remove the PortForwards pending, each in a bounded number of tries; what fails stays pending."""
+        from kubernetes.client.exceptions import ApiException
+
+        if self._door is None:
+            self._pending.clear()
+            return
+        for (namespace, name), uid in list(self._pending.items()):
+            for attempt in range(PORT_FORWARD_TRIES):
+                try:
+                    if uid is not None:
+                        custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "portforwards",
+                                                               port_forward(namespace, name, uid, self._door),
+                                                               _request_timeout=PORT_FORWARD_CALL_SECONDS)  # fmt: skip
+                    else:
+                        custom.delete_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "portforwards", name,
+                                                               _request_timeout=PORT_FORWARD_CALL_SECONDS)  # fmt: skip
+                except ApiException as exc:
+                    if exc.status not in (404, 409):  # gone already, or made already: settled
+                        self._stopped.wait(0.2 * (attempt + 1))
+                        continue
+                except Exception:  # noqa: BLE001 - the API server slow or stopping: tried again later
+                    self._stopped.wait(0.2 * (attempt + 1))
+                    continue
+                del self._pending[(namespace, name)]
+                break
 
 
 def start_kwok(stack: "Stack") -> None:
@@ -152,19 +198,28 @@ def start_kwok(stack: "Stack") -> None:
     server = stack.sockets / "kwok-server.sock"
     serving = stack.pki.serving("kubelet", ("127.0.0.1", "localhost"))
     stack.kubelet_gate = KubeletGate(serving.cert, serving.key, stack.pki.ca_file, KUBELET_CLIENT, server)
+    if stack.head_door is not None and stack.head_door.unix_path is not None:  # each head pod's own PortForward
+        kwok = stack.programs["kwok"]
+        crd = module_dir(kwok.upstream_module(), kwok.module_dir) / "kustomize" / "crd" / "bases" / "kwok.x-k8s.io_portforwards.yaml"
+        stack.install_crds(list(yaml_documents(crd)))
     argv = [
         str(stack.binaries["kwok"]), f"--kubeconfig={stack.kubeconfig}", f"--config={kwok_config(stack)}",
         "--manage-all-nodes=true", "--node-ip=127.0.0.1", f"--node-port={stack.kubelet_gate.port}",
         f"--server-address=127.0.0.1:{KWOK_SERVER_PORT}", f"--cidr={stack.pod_cidr}", "--node-lease-duration-seconds=40",
     ]  # fmt: skip
+    door = stack.head_door.unix_path if stack.head_door is not None else None
+    if door is not None:
+        argv.append("--enable-crds=PortForward")
     dials = {RAY_DASHBOARD_PORT: stack.head_door.unix_path} if stack.head_door is not None and stack.head_door.unix_path else {}
     process = stack.jailed("kwok", argv, serves={server: KWOK_SERVER_PORT}, dials=dials)
     if stack.head_door is not None:
         assert process.popen is not None
         stack.head_door.admitted.add(process.popen.pid)  # the namespace's relay dials the door (netjail.py)
+        stack.head_door.forwarders.add(process.popen.pid)  # kwok, its child, runs a pod_relay.py per PortForward stream
+        stack.head_door.pod_token = PodTokens(stack.api_client())
     process.wait_ready(lambda: unix_http_ok(server, "/healthz"), 60)
     if stack.head_door is not None:
-        stack.kubelet_gate.pod_watch = HeadPodWatch(stack, stack.kubelet_gate)
+        stack.kubelet_gate.pod_watch = HeadPodWatch(stack, stack.kubelet_gate, door)
 
 
 def completing_stage(name: str, match_labels: dict[str, str]) -> dict:

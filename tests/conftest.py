@@ -186,19 +186,6 @@ def testcluster_request(ray_head: SharedHead) -> dict:
 
 
 @pytest.fixture(scope="module")
-def simulated_kube(ray_head: SharedHead, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A module's simulated cluster (kubesim.controllers.simulated_cluster: server, kubeconfig, Kueue, KubeRay), its
-    head pods standing for the shared Ray head: for what only a fake can do (a dashboard per Ray cluster that checks
-    its token)."""
-    from urllib.parse import urlparse
-
-    from kubesim.controllers import simulated_cluster
-
-    with simulated_cluster(urlparse(ray_head.dashboard_url).netloc, tmp_path_factory.mktemp("kube") / "config") as parts:
-        yield parts
-
-
-@pytest.fixture(scope="module")
 def real_admin(real_cluster: Any) -> Iterator[tuple[Any, str]]:
     """(the admin's client, the kubeconfig path) of the session's real cluster, for one module's tests."""
     client = real_cluster.client()

@@ -18,9 +18,8 @@ tests end that run on the shared head themselves (`HeadJobs.end`: stopped, delet
 after the eviction and before the readmission, so that the new cluster has never heard of the job, as
 on a real cluster; and after each test they end what raybridge left running there.
 The token test checks that raybridge finds the Secret the real KubeRay makes, under the name it makes
-it (a cluster name over 50 characters is cut); the shared head has no token authentication, so that
-the dashboard refuses calls without the token is checked on the simulation
-(test_kube_token_auth_sim.py).
+it (a cluster name over 50 characters is cut); that the head pod's dashboard refuses calls without
+that token is checked in test_kube_token_auth.py.
 
 What it deliberately does not do: test Kueue's choice of whom to preempt (one job and one
 higher-priority RayJob in a queue of 8 GPUs), or the submit paths without an eviction

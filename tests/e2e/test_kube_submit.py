@@ -31,7 +31,7 @@ RAY = "ray.io/v1"
 
 @pytest.fixture(scope="module")
 def cluster(real_cluster):
-    """(client, kubeconfig path, None, None): the shape of kubesim's simulated_cluster, without the simulated
+    """(client, kubeconfig path, None, None): the shape the simulated cluster once had, without the simulated
     controllers (the real ones run)."""
     client = real_cluster.client()
     try:

@@ -8,9 +8,10 @@ unique). The real KubeRay gives the head service's in-cluster name as the
 dashboardURL, so every submit reaches the Ray head by port-forward, as from a
 laptop: the port-forward rules are exercised by every submit.
 
-What this does not do: the Ray cluster with token authentication stays on the
-simulation (test_submitter_rbac_sim.py), since the session's shared Ray head
-has no token to check.
+A Ray cluster with token authentication is checked here too: the door to the shared
+Ray head holds each head pod's port-forward to the token of that pod's RayCluster
+(testcluster/head_front.py, pod_relay.py), as a head started with KubeRay's token
+does, so a submit passes only with the token the opt-in Secret rule lets raybridge read.
 """
 
 from __future__ import annotations
@@ -372,3 +373,27 @@ def test_without_the_operator_read_submit_assumes_an_older_kuberay_and_says_so_a
     assert rows["KubeRay operator"] == {"check": "KubeRay operator", "status": "ok",
                                         "detail": "v1.6.1 (Deployment kuberay-system/kuberay-operator)"}, rows  # fmt: skip
     assert leftovers(server, namespace) == {}
+
+
+def test_a_token_protected_cluster_works_under_the_shipped_rules(server, tmp_path):
+    """submitter.yaml and the opt-in submitter-token-auth.yaml: the submit, whose every Job API call the head pod's
+    port-forward refuses without the token, reads the Secret `authSecret` names and passes."""
+    namespace, lq, cli = _submitter(server, tmp_path, token_auth=True)
+    out = cli("submit", str(token_spec(tmp_path)), "-n", namespace, "--queue", lq, "--timeout", "60")
+    assert out.returncode == 0, out.stderr
+    assert "behind the token" in out.stdout and _refusals(out.stderr) == [], out.stderr
+    assert server.list_objects(RAY, "RayJob", namespace) == []
+
+
+def test_the_shipped_token_rule_reads_the_named_secret_alone(server, tmp_path):
+    """Narrowed to the Secret `authSecret` names: a token job whose cluster gets a Secret of its own (authMode: token
+    alone) is refused with exit 3 naming the read, and so is one naming a Secret the namespace's owner has not made."""
+    namespace, lq, cli = _submitter(server, tmp_path, token_auth=True)
+    own = cli("submit", str(token_spec(tmp_path, secret=None)), "-n", namespace, "--queue", lq, "--timeout", "60")
+    assert own.returncode == 3, own.stderr
+    assert 'cannot get resource "secrets"' in own.stderr and "Traceback" not in own.stderr, own.stderr
+    server.delete_object("v1", "Secret", TOKEN_SECRET, namespace)
+    missing = cli("submit", str(token_spec(tmp_path)), "-n", namespace, "--queue", lq, "--timeout", "60")
+    assert missing.returncode == 2, missing.stderr
+    assert f"authSecret: Secret {namespace}/{TOKEN_SECRET} does not exist or holds no auth_token" in missing.stderr
+    assert server.list_objects(RAY, "RayJob", namespace) == []  # refused before anything was made

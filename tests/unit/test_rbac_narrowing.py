@@ -5,8 +5,7 @@ names the one Secret a token job's `authSecret` names, and that name must be the
 to make and put in the spec. The port-forward to pods cannot be narrowed by name (KubeRay names head pods per
 cluster, RBAC matches exact names only): it stays namespaced, `get`/`create` only, and the file says why.
 
-What it does not do: apply the rules (tests/e2e/test_submitter_rbac.py on the real cluster,
-test_submitter_rbac_sim.py on kubesim).
+What it does not do: apply the rules (tests/e2e/test_submitter_rbac.py on the real cluster).
 """
 
 from __future__ import annotations
