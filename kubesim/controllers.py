@@ -1,15 +1,11 @@
-"""Where tests import the simulated Kueue controller and its decisions from.
+"""Where tests import Kueue's flavor assignment and kubesim's shared helpers from.
 
-Why this module exists: the simulated controller lives in `sim_kueue.py`
-(FakeKueue) and `sim_common.py` (what kubesim's simulations share); their
-docstrings say what each simulates and what it deliberately leaves out. This
-module keeps the names the tests import, so that a test does not need to know
-which of the two a name lives in. KubeRay is not simulated: the tests run the
-real operator on the real test cluster (testcluster/).
+Why this module exists: Kueue's pod sets and flavor assignment live in `sim_kueue.py` and the helpers kubesim's
+simulations share in `sim_common.py`; this module keeps the names the tests import, so that a test does not need to
+know which of the two a name lives in. Neither KubeRay nor Kueue is simulated: the tests run the real operators on
+the real test cluster (testcluster/).
 
-What it deliberately does not do: define or change any controller. It only
-re-exports them, including `_pending_summary`, the old name of
-`sim_kueue.pending_summary`.
+What it deliberately does not do: define anything. It only re-exports.
 """
 
 from __future__ import annotations
@@ -22,28 +18,15 @@ from kubesim.sim_common import (
     parse_quantity,
     pod_requests,
 )
-from kubesim.sim_kueue import (
-    FakeKueue,
-    assign_flavors,
-    kueue_create_errors,
-    pending_summary,
-    ray_podsets,
-    workload_name,
-)
-
-_pending_summary = pending_summary  # the name tests used before the split
+from kubesim.sim_kueue import assign_flavors, ray_podsets
 
 __all__ = [
-    "FakeKueue",
     "assign_flavors",
     "condition_is_true",
     "find_condition",
     "format_quantity",
-    "kueue_create_errors",
     "merge_patch_for",
     "parse_quantity",
-    "pending_summary",
     "pod_requests",
     "ray_podsets",
-    "workload_name",
 ]
