@@ -59,6 +59,11 @@ def test_pods_a_nodepool_limit_keeps_waiting_are_told_and_no_placeholder_churns(
         assert len(log.running) == 16, log.running
         assert len(claims) == 2, [c["metadata"]["name"] for c in claims]
         assert refused and all(e["type"] == "Warning" and "Karpenter brings no node for placeholder" in e["message"] for e in refused), refused
+        # Said once to each pod of the refused placeholder (the pods it was for; KAI may place others of the burst on
+        # the nodes that came). The NodePool's limits are not named here: Karpenter refuses before its status.resources
+        # counts the nodes it launched (raybridge names them only where that status shows the limit bound).
+        told = [e["involvedObject"]["name"] for e in refused]
+        assert len(told) == len(set(told)) and len(told) <= PODS - 16 + 8, told
         assert len(log.asked) <= 3, f"{len(log.asked)} placeholders for 3 nodes' worth of pods: they churned"
     finally:
         stack.stop()
