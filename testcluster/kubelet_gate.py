@@ -65,7 +65,12 @@ class KubeletGate:
             self.pod_watch.stop()
 
         async def closing() -> None:
+            """No new connections, and the open ones ended here, on the running loop (their clean-up needs it)."""
             self._server.close()
+            serving = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in serving:
+                task.cancel()
+            await asyncio.gather(*serving, return_exceptions=True)
 
         asyncio.run_coroutine_threadsafe(closing(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
