@@ -186,7 +186,7 @@ _LEAST_REQUESTS = {"cpu": 1, "memory": 8 * 2**20 * 1000}
 _LEAST_LIMITS = {"cpu": 10, "memory": 16 * 2**20 * 1000}
 
 
-def placeholder_resources(ph: Placeholder) -> dict[str, dict[str, str]]:
+def placeholder_resources(ph: Placeholder, carried: Optional[Mapping[str, int]] = None) -> dict[str, dict[str, str]]:
     """Whole GPUs, and the least CPU and memory `true` needs: not its pods' CPU, memory or other requests.
 
     Both autoscalers also place the waiting pods themselves, whatever their scheduler: cluster-autoscaler takes
@@ -204,10 +204,14 @@ def placeholder_resources(ph: Placeholder) -> dict[str, dict[str, str]]:
     estimator/decreasing_pod_orderer.go, a score of CPU and memory only; Karpenter
     provisioning/scheduling/queue.go), and with equal requests that order is arbitrary: placeholders of
     2, 3, 5, 6, 6 and 8 GPUs packed smallest first take five nodes of 8 where four hold them. Growing with the
-    GPUs, the order is largest first and the packing the plan made is the one the autoscaler finds."""
+    GPUs, the order is largest first and the packing the plan made is the one the autoscaler finds.
+
+    `carried` (thousandths of CPU and memory): asked for where it is more, as a ProvisioningRequest's pod asks for
+    its pods' (`request_pod_resources`)."""
     least = dict(_LEAST_REQUESTS, cpu=_LEAST_REQUESTS["cpu"] * max(ph.gpus, 1))
-    most = dict(_LEAST_LIMITS, cpu=max(_LEAST_LIMITS["cpu"], least["cpu"]))
-    requests = {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in least.items()}}
+    wanted = {name: max(amount, (carried or {}).get(name, 0)) for name, amount in least.items()}
+    most = {name: max(_LEAST_LIMITS[name], amount) for name, amount in wanted.items()}
+    requests = {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in wanted.items()}}
     limits = {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in most.items()}}
     return {"requests": requests, "limits": limits}
 
@@ -225,13 +229,7 @@ def request_pod_resources(ph: Placeholder) -> dict[str, dict[str, str]]:
     their CPU and memory, which the expander (least-waste, CPU and memory only) can do only if the request asks for
     them. The next ordinary loop hints KAI's pods onto the node coming before the booking is placed
     (processors/provreq/processor.go runs after FilterOutSchedulable), so their CPU is not asked for twice."""
-    least = dict(_LEAST_REQUESTS, cpu=_LEAST_REQUESTS["cpu"] * max(ph.gpus, 1))
-    carried = dict(ph.resources)
-    wanted = {name: max(least[name], carried.get(name, 0)) for name in REQUEST_CARRIES}
-    most = {name: max(_LEAST_LIMITS[name], wanted[name]) for name in REQUEST_CARRIES}
-    requests = {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in wanted.items()}}
-    limits = {ph.resource_key: str(ph.gpus), **{name: format_milli(name, amount) for name, amount in most.items()}}
-    return {"requests": requests, "limits": limits}
+    return placeholder_resources(ph, {name: amount for name, amount in ph.resources if name in REQUEST_CARRIES})
 
 
 def recorded_pod_requests(annotations: Mapping[str, Any]) -> Optional[tuple[tuple[str, int], ...]]:
