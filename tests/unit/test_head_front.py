@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator, Optional
 
 import pytest
 
 from testcluster.head_front import HeadFront, body_length, with_token
+from tests.unit.echo_head import AuthorizationEcho, echo_head
 
 NOBODY = 65534
 
@@ -53,50 +52,21 @@ def test_what_is_no_request_head_is_not_passed_on(head: bytes) -> None:
     assert with_token(head, "tok") is None
 
 
-class _Upstream(BaseHTTPRequestHandler):
-    seen: list[str] = []
-    peers: set[object] = set()
-
-    def do_GET(self) -> None:  # noqa: N802 - the base class's name
-        self._answer({"authorization": self.headers.get("Authorization")})
-
-    def do_POST(self) -> None:  # noqa: N802 - the base class's name
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-        self._answer({"authorization": self.headers.get("Authorization"), "body": body})
-
-    def _answer(self, answer: dict) -> None:
-        type(self).seen.append(self.headers.get("Authorization") or "")
-        type(self).peers.add(self.client_address)
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
-
-
 @pytest.fixture
 def front() -> Iterator[HeadFront]:
-    _Upstream.seen = []
-    _Upstream.peers = set()
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
-    threading.Thread(target=upstream.serve_forever, daemon=True).start()
-    door = HeadFront(f"127.0.0.1:{upstream.server_address[1]}", "tok")
-    try:
-        yield door
-    finally:
-        door.close()
-        upstream.shutdown()
-        upstream.server_close()
+    with echo_head() as port:
+        door = HeadFront(f"127.0.0.1:{port}", "tok")
+        try:
+            yield door
+        finally:
+            door.close()
 
 
 def test_this_user_gets_through_with_the_token(front: HeadFront) -> None:
     for _ in range(3):  # a connection each
         with urllib.request.urlopen(f"http://{front.netloc}/api/version", timeout=10) as answer:
             assert json.loads(answer.read()) == {"authorization": "Bearer tok"}
-    assert _Upstream.seen == ["Bearer tok"] * 3 and front.refused == 0
+    assert AuthorizationEcho.seen == ["Bearer tok"] * 3 and front.refused == 0
 
 
 def test_requests_on_one_kept_connection_each_get_the_token_and_stay_one_connection(front: HeadFront) -> None:
@@ -104,7 +74,7 @@ def test_requests_on_one_kept_connection_each_get_the_token_and_stay_one_connect
     client's connection as the head does (HTTP/1.1 keep-alive), bodies included, whatever their number."""
     import http.client
 
-    _Upstream.protocol_version = "HTTP/1.1"
+    AuthorizationEcho.protocol_version = "HTTP/1.1"
     try:
         host, port = front.netloc.rsplit(":", 1)
         connection = http.client.HTTPConnection(host, int(port), timeout=10)
@@ -115,8 +85,8 @@ def test_requests_on_one_kept_connection_each_get_the_token_and_stay_one_connect
             assert json.loads(answer.read()) == {"authorization": "Bearer tok", "body": {"n": index}}
         connection.close()
     finally:
-        _Upstream.protocol_version = "HTTP/1.0"
-    assert _Upstream.seen == ["Bearer tok"] * 5 and len(_Upstream.peers) == 1, _Upstream.peers
+        AuthorizationEcho.protocol_version = "HTTP/1.0"
+    assert AuthorizationEcho.seen == ["Bearer tok"] * 5 and len(AuthorizationEcho.peers) == 1, AuthorizationEcho.peers
 
 
 def _as_nobody(netloc: str, request: str = "GET /api/version HTTP/1.1\r\nHost: x\r\n\r\n") -> str:
@@ -148,29 +118,24 @@ def _as_nobody(netloc: str, request: str = "GET /api/version HTTP/1.1\r\nHost: x
 @pytest.mark.skipif(os.geteuid() != 0, reason="connecting as another user needs root to switch users")
 def test_another_user_is_turned_away_before_anything_reaches_the_head(front: HeadFront) -> None:
     assert _as_nobody(front.netloc) in ("closed unanswered", "ConnectionResetError")
-    assert _Upstream.seen == [] and front.refused == 1
+    assert AuthorizationEcho.seen == [] and front.refused == 1
 
 
 def test_the_dashboard_proxy_kuberay_dials_serves_this_user_alone() -> None:
     """testcluster's forward proxy (KubeRay's HTTP_PROXY) reaches the head too: the same door, the same rule."""
     from testcluster.dashboard_proxy import DashboardProxy
 
-    _Upstream.seen = []
-    _Upstream.peers = set()
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
-    threading.Thread(target=upstream.serve_forever, daemon=True).start()
-    proxy = DashboardProxy(("127.0.0.1", upstream.server_address[1])).start()
-    try:
-        netloc = proxy.url.split("://", 1)[1]
-        service = "http://head-svc.team-a.svc.cluster.local:8265/api/version"
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy.url}))
-        with opener.open(service, timeout=10) as answer:
-            assert answer.status == 200
-        assert len(_Upstream.seen) == 1
-        if os.geteuid() == 0:
-            assert _as_nobody(netloc, f"GET {service} HTTP/1.1\r\nHost: x\r\n\r\n") in ("closed unanswered", "ConnectionResetError")
-            assert len(_Upstream.seen) == 1
-    finally:
-        proxy.stop()
-        upstream.shutdown()
-        upstream.server_close()
+    with echo_head() as port:
+        proxy = DashboardProxy(("127.0.0.1", port)).start()
+        try:
+            netloc = proxy.url.split("://", 1)[1]
+            service = "http://head-svc.team-a.svc.cluster.local:8265/api/version"
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy.url}))
+            with opener.open(service, timeout=10) as answer:
+                assert answer.status == 200
+            assert len(AuthorizationEcho.seen) == 1
+            if os.geteuid() == 0:
+                assert _as_nobody(netloc, f"GET {service} HTTP/1.1\r\nHost: x\r\n\r\n") in ("closed unanswered", "ConnectionResetError")
+                assert len(AuthorizationEcho.seen) == 1
+        finally:
+            proxy.stop()

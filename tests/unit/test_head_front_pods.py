@@ -7,14 +7,11 @@ server that says which Authorization it got."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -23,6 +20,7 @@ import pytest
 from testcluster.head_front import HeadFront, parse_preface, token_refusal
 from testcluster.pod_relay import preface
 from testcluster.pod_tokens import RELAY, check_name, port_forward
+from tests.unit.echo_head import AuthorizationEcho, echo_head
 
 PREFACES = [
     ("a pod named", b"POD team-a/locked-abc12-head-x7k2p\n", ("team-a", "locked-abc12-head-x7k2p")),
@@ -93,21 +91,6 @@ def test_a_pods_port_forward_runs_the_relay_naming_the_pod_and_goes_with_the_pod
     assert forward["ports"] == [8265] and forward["command"][1:] == ["-I", str(RELAY), "/run/door.sock", "team-a/head-x"]
 
 
-class _Upstream(BaseHTTPRequestHandler):
-    seen: list[str] = []
-
-    def do_GET(self) -> None:  # noqa: N802 - the base class's name
-        type(self).seen.append(self.headers.get("Authorization") or "")
-        data = json.dumps({"authorization": self.headers.get("Authorization")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
-
-
 TOKENS = {("team-a", "locked-head"): "sekrit", ("team-a", "open-head"): None}
 
 
@@ -119,20 +102,16 @@ def _token_of(namespace: str, pod: str) -> Optional[str]:
 
 @pytest.fixture(params=["tok", None], ids=["door-adds-its-token", "door-without-a-token"])
 def door(request: pytest.FixtureRequest) -> Iterator[HeadFront]:
-    _Upstream.seen = []
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
-    threading.Thread(target=upstream.serve_forever, daemon=True).start()
-    directory = Path(tempfile.mkdtemp(prefix="door-", dir="/tmp"))
-    front = HeadFront(f"127.0.0.1:{upstream.server_address[1]}", request.param, directory / "door.sock")
-    front.forwarders.add(os.getpid())  # the relays below are this process's children, as kwok's are kwok's
-    front.pod_token = _token_of
-    try:
-        yield front
-    finally:
-        front.close()
-        upstream.shutdown()
-        upstream.server_close()
-        shutil.rmtree(directory)
+    with echo_head() as port:
+        directory = Path(tempfile.mkdtemp(prefix="door-", dir="/tmp"))
+        front = HeadFront(f"127.0.0.1:{port}", request.param, directory / "door.sock")
+        front.forwarders.add(os.getpid())  # the relays below are this process's children, as kwok's are kwok's
+        front.pod_token = _token_of
+        try:
+            yield front
+        finally:
+            front.close()
+            shutil.rmtree(directory)
 
 
 def _through_relay(door: HeadFront, pod: str, request: str, turned_away: bool = False) -> bytes:
@@ -149,25 +128,25 @@ def test_a_pods_stream_without_its_token_is_refused_before_the_head(door: HeadFr
     assert got.startswith(b"HTTP/1.1 401 ") and got.endswith(b"Missing authentication token"), got
     got = _through_relay(door, "team-a/locked-head", "GET /api/version HTTP/1.1\r\nAuthorization: Bearer tok\r\n\r\n")
     assert got.startswith(b"HTTP/1.1 403 "), got  # the head's own token is not this cluster's
-    assert _Upstream.seen == [] and door.token_refusals == 2
+    assert AuthorizationEcho.seen == [] and door.token_refusals == 2
 
 
 def test_a_pods_stream_with_its_token_reaches_the_head(door: HeadFront) -> None:
     got = _through_relay(door, "team-a/locked-head", "GET /api/version HTTP/1.1\r\nAuthorization: Bearer sekrit\r\n\r\n")
     assert b" 200 " in got.split(b"\r\n", 1)[0], got
-    assert _Upstream.seen == ["Bearer tok" if door.token else "Bearer sekrit"]
+    assert AuthorizationEcho.seen == ["Bearer tok" if door.token else "Bearer sekrit"]
 
 
 def test_a_pod_of_a_cluster_without_token_auth_is_let_through(door: HeadFront) -> None:
     got = _through_relay(door, "team-a/open-head", "GET /api/version HTTP/1.1\r\nHost: h\r\n\r\n")
     assert b" 200 " in got.split(b"\r\n", 1)[0], got
-    assert _Upstream.seen == (["Bearer tok"] if door.token else [""])
+    assert AuthorizationEcho.seen == (["Bearer tok"] if door.token else [""])
 
 
 def test_a_pod_whose_token_cannot_be_told_gets_503_and_nothing_reaches_the_head(door: HeadFront) -> None:
     got = _through_relay(door, "team-a/unknown-head", "GET /api/version HTTP/1.1\r\nHost: h\r\n\r\n")
     assert got.startswith(b"HTTP/1.1 503 ") and b"team-a/unknown-head" in got, got
-    assert _Upstream.seen == []
+    assert AuthorizationEcho.seen == []
 
 
 def test_a_forwarders_child_that_names_no_pod_is_turned_away(door: HeadFront) -> None:
@@ -176,10 +155,10 @@ def test_a_forwarders_child_that_names_no_pod_is_turned_away(door: HeadFront) ->
               "s.sendall(b'GET /api/version HTTP/1.1\\r\\nHost: h\\r\\n\\r\\n'); print(repr(s.recv(100)))")  # fmt: skip
     ran = subprocess.run([sys.executable, "-I", "-c", script, str(door.unix_path)], capture_output=True, text=True, timeout=30)
     assert ran.stdout.strip() == "b''", ran
-    assert _Upstream.seen == []
+    assert AuthorizationEcho.seen == []
 
 
 def test_a_process_that_is_no_forwarders_child_is_turned_away(door: HeadFront) -> None:
     door.forwarders.clear()
     got = _through_relay(door, "team-a/locked-head", "GET /api/version HTTP/1.1\r\nAuthorization: Bearer sekrit\r\n\r\n", turned_away=True)
-    assert got == b"" and _Upstream.seen == [] and door.refused == 1
+    assert got == b"" and AuthorizationEcho.seen == [] and door.refused == 1

@@ -20,7 +20,6 @@ import sys
 import threading
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -29,34 +28,14 @@ import pytest
 from testcluster.head_front import HeadFront
 from testcluster.netjail import Relay, jail_argv, unix_connect, unix_listener
 from testcluster.processes import UnixHTTPConnection, unix_http_ok
+from tests.unit.echo_head import AuthorizationEcho, echo_head
 
-
-
-class _Upstream(BaseHTTPRequestHandler):
-    seen: list[str] = []
-
-    def do_GET(self) -> None:  # noqa: N802 - the base class's name
-        type(self).seen.append(self.headers.get("Authorization") or "")
-        body = json.dumps({"authorization": self.headers.get("Authorization")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
 
 
 @pytest.fixture
 def upstream() -> Iterator[int]:
-    _Upstream.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    with echo_head() as port:
+        yield port
 
 
 def _get_over_unix(path: Path) -> str:
@@ -96,7 +75,7 @@ def test_the_stacks_door_to_the_head_admits_the_processes_it_names_and_no_other_
         assert json.loads(_get_over_unix(tmp_path / "door.sock")) == {"authorization": "Bearer tok"}
         other = _in_child(lambda: _get_over_unix(tmp_path / "door.sock"))  # this user, another process
         assert other in ("", "RemoteDisconnected", "ConnectionResetError", "BrokenPipeError"), other  # closed unanswered
-        assert _Upstream.seen == ["Bearer tok"] and door.refused == 1
+        assert AuthorizationEcho.seen == ["Bearer tok"] and door.refused == 1
         assert (tmp_path / "door.sock").stat().st_mode & 0o777 == 0o600
     finally:
         door.close()
@@ -116,7 +95,7 @@ def test_the_dashboard_proxy_serves_the_operators_process_alone_once_named(upstr
         proxy.serve_only(os.getpid())
         with opener.open(service, timeout=10) as answer:
             assert answer.status == 200
-        assert len(_Upstream.seen) == 1
+        assert len(AuthorizationEcho.seen) == 1
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -131,12 +110,12 @@ def gate(tmp_path: Path) -> Iterator[tuple[object, object]]:
 
     pki = Pki(tmp_path / "pki")
     behind = tmp_path / "kwok.sock"
-    _Upstream.seen = []
+    AuthorizationEcho.seen = []
 
     class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         daemon_threads = True
 
-    server = _Server(str(behind), _Upstream)
+    server = _Server(str(behind), AuthorizationEcho)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     serving = pki.serving("kubelet", ("127.0.0.1",))
     door = KubeletGate(serving.cert, serving.key, pki.ca_file, "kube-apiserver-kubelet-client", behind)
@@ -170,7 +149,7 @@ def test_the_kubelet_gate_lets_through_the_api_servers_kubelet_client_alone(gate
     with socket.create_connection(("127.0.0.1", port), timeout=10) as plain:  # kwok's plain HTTP: not here
         plain.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert not plain.recv(4096).startswith(b"HTTP/1.1 200")
-    assert _Upstream.seen == [""]
+    assert AuthorizationEcho.seen == [""]
 
 
 # (request line the API server sends the kubelet, the pod it port-forwards to)
