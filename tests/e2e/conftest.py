@@ -4,6 +4,8 @@
   test_svg_pictures.py.
 - `explain_sim_cluster`: a test API server holding the simulated Kueue and KAI objects
   (tests/e2e/explain_sim_scene.py), for test_explain_sim.py and test_svg_pictures.py.
+- `head`: the session's shared Ray head's Job API, every run a test tracked ended after it as a head pod's end would
+  end it, for test_kube_eviction.py and test_kube_token_auth.py.
 - `submitters`: KubeRay's submitter pods played on a real cluster while a test runs (tests/e2e/submitter_stand_in.py),
   for every module whose jobs are queued with `submit --no-wait` (K8sJobMode).
 
@@ -26,6 +28,7 @@ from tests.cluster_state import make_gpu_node
 from tests.waits import wait_for
 from kubesim.server import KubeApiServer
 from tests.e2e import explain_scene as real
+from tests.e2e.shared_head import HeadJobs
 from tests.e2e import explain_sim_scene as sim
 
 
@@ -107,3 +110,12 @@ def explain_sim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
     yield server, str(kubeconfig)
     server.stop()
     assert server.internal_errors == [], server.internal_errors
+
+
+@pytest.fixture
+def head(ray_head) -> Iterator[HeadJobs]:
+    """The shared head's Job API; every run the test tracked is ended after it, as a real head pod's end would."""
+    jobs = HeadJobs(ray_head.dashboard_url)
+    yield jobs
+    for submission_id in sorted(jobs.seen):
+        jobs.end(submission_id)

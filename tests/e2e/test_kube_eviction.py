@@ -1,6 +1,5 @@
 """`submit --backend kubernetes` when Kueue takes the running job away, on the real cluster (testcluster:
-kube-apiserver, the scheduler, kwok nodes, KubeRay v1.6.1 and Kueue v0.17.0); and the token KubeRay keeps
-in a Secret.
+kube-apiserver, the scheduler, kwok nodes, KubeRay v1.6.1 and Kueue v0.17.0).
 
 Why this module exists: on a real cluster an evicted RayJob's Ray cluster is deleted and, after
 readmission, a new one is built that has never heard of the job. raybridge must notice the eviction,
@@ -17,9 +16,6 @@ on in it, and its log stays on its disk. A real head dies with its pod, its jobs
 tests end that run on the shared head themselves (`HeadJobs.end`: stopped, deleted, its log removed)
 after the eviction and before the readmission, so that the new cluster has never heard of the job, as
 on a real cluster; and after each test they end what raybridge left running there.
-The token test checks that raybridge finds the Secret the real KubeRay makes, under the name it makes
-it (a cluster name over 50 characters is cut); that the head pod's dashboard refuses calls without
-that token is checked in test_kube_token_auth.py.
 
 What it deliberately does not do: test Kueue's choice of whom to preempt (one job and one
 higher-priority RayJob in a queue of 8 GPUs), or the submit paths without an eviction
@@ -28,24 +24,19 @@ higher-priority RayJob in a queue of 8 GPUs), or the submit paths without an evi
 
 from __future__ import annotations
 
-import base64
 import subprocess
 import sys
 import threading
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import pytest
 
-from tests.helpers import (
-    LONG_TOKEN_JOB_NAME, ROOT, TOKEN_JOB_OUTPUT, cli_env, kuberay_token_secret, run_cli, status_logs_stop_delete, wait_job_running, submit_token_job,
-)
+from tests.helpers import ROOT, cli_env, run_cli
 from tests.builders import rayjob_manifest
 from tests.cluster_state import fresh_queue, leftovers, make_priority_class
 from tests.waits import wait_for
-from tests.e2e.shared_head import HeadJobs
 
 RAY, KUEUE = "ray.io/v1", "kueue.x-k8s.io/v1beta2"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -73,15 +64,6 @@ def preemptible(cluster):
     yield namespace, lq, low, high
     for name in (low, high):
         server.delete_object(KUEUE, "WorkloadPriorityClass", name)
-
-
-@pytest.fixture
-def head(ray_head) -> Iterator[HeadJobs]:
-    """The shared head's Job API; every run the test tracked is ended after it, as a real head pod's end would."""
-    jobs = HeadJobs(ray_head.dashboard_url)
-    yield jobs
-    for submission_id in sorted(jobs.seen):
-        jobs.end(submission_id)
 
 
 class Cli:
@@ -356,24 +338,3 @@ def test_the_run_time_limit_ends_the_run_with_exit_1_not_a_wait_for_readmission(
     assert "waiting up to" not in out.stderr and "Traceback" not in out.stderr
     assert f"deleted RayJob {namespace}/limited" in out.stderr
     wait_for(lambda: leftovers(server, namespace) == {}, timeout=60, what="nothing left")
-
-
-@pytest.mark.parametrize("name", ["locked", LONG_TOKEN_JOB_NAME], ids=["short-name", "46-character-name"])
-def test_token_auth_reads_the_secret_kuberay_made(cluster, queue, head, tmp_path: Path, name: str, submitters):
-    """authMode token: every command reads the token from the Secret KubeRay v1.6.1 made for the cluster
-    (raybridge refuses to call the Job API without it); the shared head takes the calls either way. The job is
-    queued (--no-wait): KubeRay's submitter, given the token from that Secret, submits it."""
-    server = cluster[0]
-    namespace, lq, _ = queue
-    env = cli_env(KUBECONFIG=cluster[1])
-    submitters(server, namespace)
-    out = submit_token_job(tmp_path, name, namespace, lq, env)
-    assert out.returncode == 0, out.stderr
-    head.seen.add(wait_job_running(server, name, namespace)["spec"]["jobId"])
-
-    cluster_name, secret = kuberay_token_secret(server, name, namespace)
-    assert secret is not None, [s["metadata"]["name"] for s in server.list_objects("v1", "Secret", namespace)]
-    assert (len(cluster_name) > 50) == (name == LONG_TOKEN_JOB_NAME)
-    assert base64.b64decode(secret["data"]["auth_token"])
-
-    status_logs_stop_delete(server, name, namespace, env, TOKEN_JOB_OUTPUT)

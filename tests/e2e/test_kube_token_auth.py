@@ -21,11 +21,10 @@ import base64
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import pytest
 
-from tests.e2e.shared_head import HeadJobs
 from tests.helpers import (
     LONG_TOKEN_JOB_NAME, TOKEN_JOB_OUTPUT, cli_env, kube_of, kuberay_token_secret, status_logs_stop_delete, submit_token_job,
     wait_job_running,
@@ -35,22 +34,9 @@ RAY = "ray.io/v1"
 
 
 @pytest.fixture(scope="module")
-def cluster(real_cluster: Any) -> Iterator[tuple[Any, str]]:
-    """(client, kubeconfig path): the admin's view of the session's real cluster."""
-    client = real_cluster.client()
-    try:
-        yield client, str(real_cluster.kubeconfig)
-    finally:
-        client.close()
-
-
-@pytest.fixture
-def head(ray_head: Any) -> Iterator[HeadJobs]:
-    """The shared head's Job API; every run the test tracked is ended after it, as a real head pod's end would."""
-    jobs = HeadJobs(ray_head.dashboard_url)
-    yield jobs
-    for submission_id in sorted(jobs.seen):
-        jobs.end(submission_id)
+def cluster(real_admin: tuple[Any, str]) -> tuple[Any, str]:
+    """(client, kubeconfig path): the admin's view of the session's real cluster (tests/conftest.py `real_admin`)."""
+    return real_admin
 
 
 def _call(address: str, path: str, token: Optional[str]) -> int:

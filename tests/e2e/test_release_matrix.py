@@ -422,7 +422,7 @@ def test_token_auth_on_a_kuberay_without_auth_options_is_refused_naming_the_rele
     """kuberay@v1.5.1 ray-operator/apis/ray/v1/raycluster_types.go adds AuthOptions; v1.5.0 and older lack it."""
     version = _kuberay_version(cluster.release) if "kuberay" in cluster.release else None
     if version is None or version >= (1, 5, 1):
-        pytest.skip("this KubeRay release has AuthOptions (token auth is tested in test_kube_eviction.py)")
+        pytest.skip("this KubeRay release has AuthOptions (token auth is tested in test_kube_token_auth.py)")
     namespace, lq = cluster.queue()
     spec = tmp_path / "locked.yaml"
     spec.write_text("name: locked\nauthMode: token\n")
