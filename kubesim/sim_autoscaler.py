@@ -337,33 +337,39 @@ class ClusterAutoscaler:
 
     def _refresh_requests(self, now: float) -> list[dict[str, Any]]:
         """The requests, after processor.go refresh: a booking past `booking_time` expired, `Failed` while
-        `fail_requests` is set for those not provisioned."""
-        requests = [r for r in self.server.list_objects(PR_API, "ProvisioningRequest") if not r["metadata"].get("deletionTimestamp")]
-        for request in requests:
+        `fail_requests` is set for those not provisioned; each as stored after what was written to it (gone: left
+        out)."""
+        refreshed = []
+        for request in self.server.list_objects(PR_API, "ProvisioningRequest"):
+            if request["metadata"].get("deletionTimestamp"):
+                continue
             conditions = _conditions(request)
             if _true(conditions, "BookingExpired") or _true(conditions, "Failed"):
-                continue
-            if _true(conditions, "Provisioned"):
+                pass
+            elif _true(conditions, "Provisioned"):
                 booked = self._booked_at.setdefault(request["metadata"]["uid"], now)
                 if now - booked >= self.booking_time:
-                    self._set_conditions(request, [("BookingExpired", "CapacityReservationTimeExpired", "Capacity reservation time is expired")])
+                    request = self._set_conditions(request, [("BookingExpired", "CapacityReservationTimeExpired", "Capacity reservation time is expired")])
             elif self.fail_requests:
-                self._set_conditions(request, [("Failed", "Expired", "ProvisioningRequest is expired")])
-        return [r for r in self.server.list_objects(PR_API, "ProvisioningRequest") if not r["metadata"].get("deletionTimestamp")]
+                request = self._set_conditions(request, [("Failed", "Expired", "ProvisioningRequest is expired")])
+            if request is not None:
+                refreshed.append(request)
+        return refreshed
 
-    def _request_pods(self, request: dict[str, Any]) -> Optional[list[dict[str, Any]]]:
-        """pods.go PodsForProvisioningRequest: `count` pods per podSet, annotated with the request's name; None
-        where a PodTemplate is missing."""
+    def _request_pods(self, request: dict[str, Any]) -> tuple[list[dict[str, Any]], Optional[str]]:
+        """pods.go PodsForProvisioningRequest: `count` pods per podSet, annotated with the request's name; and the
+        name of the first PodTemplate missing (then no pods)."""
         meta = request["metadata"]
         pods: list[dict[str, Any]] = []
         for pod_set in request["spec"]["podSets"]:
-            template = self.server.get_object("v1", "PodTemplate", pod_set["podTemplateRef"]["name"], meta["namespace"])
+            name = pod_set["podTemplateRef"]["name"]
+            template = self.server.get_object("v1", "PodTemplate", name, meta["namespace"])
             if template is None:
-                return None
+                return [], name
             pods += [{"metadata": {"name": f"{meta['name']}-{len(pods) + i}", "namespace": meta["namespace"],
                                    "annotations": {REQUEST_POD_ANNOTATION: meta["name"]}},
                       "spec": template["template"]["spec"]} for i in range(pod_set["count"])]  # fmt: skip
-        return pods
+        return pods, None
 
     def _next_request(self, requests: list[dict[str, Any]]) -> tuple[Optional[dict[str, Any]], list[dict[str, Any]]]:
         """injector.go GetPodsFromNextRequest: the first request available for provisioning, `Accepted`, and its pods."""
@@ -371,10 +377,8 @@ class ClusterAutoscaler:
             conditions = _conditions(request)
             if _true(conditions, "Failed") or _true(conditions, "Provisioned"):
                 continue
-            pods = self._request_pods(request)
-            if pods is None:
-                missing = next(p["podTemplateRef"]["name"] for p in request["spec"]["podSets"]
-                               if self.server.get_object("v1", "PodTemplate", p["podTemplateRef"]["name"], request["metadata"]["namespace"]) is None)
+            pods, missing = self._request_pods(request)
+            if missing is not None:
                 self._set_conditions(request, [("Failed", "FailedToCreatePods", f'podtemplates "{missing}" not found')])
                 continue
             accepted = self._set_conditions(request, [("Accepted", "Accepted", "ProvisioningRequest is accepted by ClusterAutoscaler")])
@@ -400,7 +404,7 @@ class ClusterAutoscaler:
             if bound.get((meta["namespace"], meta["name"]), 0) >= sum(p["count"] for p in request["spec"]["podSets"]):
                 self._set_conditions(request, [("BookingExpired", "CapacityBookingConsumed", "Capacity booking is consumed")])
                 continue
-            for pod in self._request_pods(request) or []:
+            for pod in self._request_pods(request)[0]:
                 any(node.hint(pod["spec"]) for node in snapshot)
 
     def _provision(self, request: dict[str, Any], pods: list[dict[str, Any]], snapshot: list[_Snapshot], now: float,
