@@ -183,7 +183,8 @@ class ClusterAutoscaler:
         self._last_scan = now
         requests = self._refresh_requests(now)
         unschedulable = [p for p in pods if is_unschedulable(p)]
-        snapshot = self._snapshot(pods, nodes)
+        templates = self._templates(nodes)  # once a loop: the snapshot's upcoming nodes and the scale-up share them
+        snapshot = self._snapshot(pods, nodes, templates)
         # FilterOutExpendable: a pod without a priority is not expendable.
         unschedulable = [p for p in unschedulable if p["spec"].get("priority") is None or int(p["spec"]["priority"]) >= self.expendable_cutoff]
         # FilterOutSchedulable (filterOutSchedulableByPacking): highest priority first, each hinted onto the
@@ -198,9 +199,9 @@ class ClusterAutoscaler:
         elif not unschedulable:
             self.request_mode = True
         if self.request_mode and request is not None:
-            self._provision(request, request_pods, snapshot, now, nodes)
+            self._provision(request, request_pods, snapshot, now, templates)
         elif unschedulable:
-            self._scale_up(unschedulable, now, nodes)
+            self._scale_up(unschedulable, now, templates)
         self.request_mode = not self.request_mode
 
     @staticmethod
@@ -209,7 +210,7 @@ class ClusterAutoscaler:
         `sort.Slice` leaves pods of one priority in any order)."""
         return sorted(pods, key=lambda p: -int(p["spec"].get("priority") or 0))
 
-    def _snapshot(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> list[_Snapshot]:
+    def _snapshot(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]], templates: Mapping[str, Mapping[str, str]]) -> list[_Snapshot]:
         found: dict[str, _Snapshot] = {}
         for node in nodes:
             if is_ready(node):
@@ -222,7 +223,6 @@ class ClusterAutoscaler:
                 for name, amount in requests_of(pod["spec"]).items():
                     node.requested[name] = node.requested.get(name, Decimal(0)) + amount
         # getUpcomingNodeInfos: copies of the group's template node, a live node's labels where it gave them
-        templates = self._templates(nodes)
         upcoming = [_Snapshot(templates.get(group.name) or {**group.labels, NODE_GROUP_LABEL: group.name}, group.taints, group.allocatable(), {})
                     for _, group, _ in self.upcoming]
         return list(found.values()) + upcoming
@@ -254,11 +254,10 @@ class ClusterAutoscaler:
             return False
         return (datetime.now(timezone.utc) - since).total_seconds() >= self.template_stabilization
 
-    def _scale_up(self, pods: list[dict[str, Any]], now: float, nodes: Optional[list[dict[str, Any]]] = None, all_or_nothing: bool = False) -> bool:
+    def _scale_up(self, pods: list[dict[str, Any]], now: float, templates: Mapping[str, Mapping[str, str]], all_or_nothing: bool = False) -> bool:
         """The scale-up orchestrator: True when some group grows. With `all_or_nothing`, an option must help every pod."""
         options: list[tuple[NodeGroup, list[dict[str, Any]], list[list[str]]]] = []
         sizes = self._group_sizes()
-        templates = self._templates(nodes or [])
         for group in self.node_groups:
             room = group.max_size - sizes.get(group.name, 0)
             if room <= 0:
@@ -408,14 +407,14 @@ class ClusterAutoscaler:
                 any(node.hint(pod["spec"]) for node in snapshot)
 
     def _provision(self, request: dict[str, Any], pods: list[dict[str, Any]], snapshot: list[_Snapshot], now: float,
-                   nodes: list[dict[str, Any]]) -> None:  # fmt: skip
+                   templates: Mapping[str, Mapping[str, str]]) -> None:  # fmt: skip
         """besteffortatomic provisioning_class.go Provision, on a copy of the snapshot (it forks and reverts)."""
         trial = [_Snapshot(n.labels, n.taints, n.allocatable, dict(n.requested)) for n in snapshot]
         unplaced = [p for p in pods if not any(node.hint(p["spec"]) for node in trial)]
         if not unplaced and not self.shortage:
             self._booked_at[request["metadata"]["uid"]] = now
             self._set_conditions(request, [("Provisioned", "CapacityIsFound", "Capacity is found in the cluster")])
-        elif not self.shortage and self._scale_up(unplaced, now, nodes, all_or_nothing=True):
+        elif not self.shortage and self._scale_up(unplaced, now, templates, all_or_nothing=True):
             self._booked_at[request["metadata"]["uid"]] = now
             self._set_conditions(request, [("Provisioned", "CapacityIsProvisioned", "Capacity is found in the cluster")])
         else:
