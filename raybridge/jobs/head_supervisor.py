@@ -9,7 +9,9 @@ whole process group and every descendant: the head, the raylet, the
 dashboard, every worker, the job's entrypoint and whatever the entrypoint
 left running in the background (orphans are re-parented to the subreaper,
 so they stay in its tree). Then it removes the head's temp dir (unless the
-head exited on its own: raybridge quotes its log, then removes it). That is
+head exited on its own while raybridge still holds stdin: raybridge quotes its log, then removes it;
+the supervisor writes `HEAD_EXITED_MARKER` in the dir first, so that whichever of the two sees the
+other's step last removes it, and a release racing the head's death leaves nothing). That is
 what makes "nothing left behind" hold even when raybridge cannot run its
 own clean-up. With a temp dir it first starts `head_guard`, which ends the head should the
 supervisor itself be killed (with raybridge, say), and it gives the head's process the kernel's
@@ -30,6 +32,10 @@ import time
 from typing import Optional
 
 from raybridge.jobs.head_guard import DONE, die_with_parent, start_time
+
+#: Written in the temp dir the moment the head is seen to exit on its own: raybridge, releasing the head after
+#: closing stdin, removes the dir when it finds this (the supervisor may have looked at stdin before it closed).
+HEAD_EXITED_MARKER = "raybridge-head-exited"
 
 
 def _processes() -> dict[int, tuple[int, int, str]]:
@@ -130,15 +136,17 @@ def main(argv: list[str]) -> int:
     head_exited = False
     try:
         head_exited = _wait_for_eof_or_exit(child)
+        if head_exited and temp_dir:
+            _mark_head_exited(temp_dir)
     except (OSError, KeyboardInterrupt):
         pass
     finally:
         _kill_family(spare=frozenset({guard[0].pid}) if guard else frozenset())
         child.poll()
         _reap()
-        # A head that exited on its own leaves its log for raybridge to quote; raybridge removes
-        # the dir then (or, were it gone too, the next run's sweep of dirs whose owners are gone).
-        if temp_dir and not head_exited:
+        # A head that exited on its own leaves its log for raybridge to quote, unless raybridge has closed
+        # stdin meanwhile; raybridge removes the dir then (or, were it gone too, the next run's sweep).
+        if temp_dir and (not head_exited or _stdin_closed()):
             shutil.rmtree(temp_dir, ignore_errors=True)
         if guard is not None:
             _release_guard(*guard)
@@ -196,6 +204,23 @@ def _wait_for_eof_or_exit(child: "subprocess.Popen[bytes]") -> bool:
         if readable and not os.read(stdin.fileno(), 4096):
             return False  # raybridge writes nothing; EOF means it is gone or done
     return True
+
+
+def _mark_head_exited(temp_dir: str) -> None:
+    try:
+        with open(os.path.join(temp_dir, HEAD_EXITED_MARKER), "w"):
+            pass
+    except OSError:
+        pass  # the dir is gone already
+
+
+def _stdin_closed() -> bool:
+    """True once raybridge has closed stdin (it writes nothing, so anything readable is EOF); never blocks."""
+    try:
+        readable, _, _ = select.select([sys.stdin.buffer], [], [], 0)
+        return bool(readable) and not os.read(sys.stdin.fileno(), 4096)
+    except (OSError, ValueError):
+        return True
 
 
 def _reap() -> None:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from raybridge.errors import BadInput, InfraError
 from raybridge.jobs.head_guard import end_processes_in
+from raybridge.jobs.head_supervisor import HEAD_EXITED_MARKER
 from raybridge.jobs.head_listener import connection_problem, dashboard_port_in, exposed_listeners, gcs_address_in, listener_holder
 
 if TYPE_CHECKING:
@@ -311,13 +312,15 @@ class PrivateRayHead:
         proc, self._supervisor = self._supervisor, None
         self._close_session()
         temp_dir, self.temp_dir = self.temp_dir, None  # the supervisor removes it
-        if proc is not None and proc.poll() is not None and temp_dir is not None:
-            shutil.rmtree(temp_dir, ignore_errors=True)  # the head had died: the supervisor left it
         if proc is not None and proc.stdin:
             try:
                 proc.stdin.close()
             except OSError:
                 pass
+        # Closed first, looked at second (the supervisor marks first, looks at stdin second): a head that died on
+        # its own leaves the dir to raybridge unless the supervisor saw stdin closed, and one of the two removes it.
+        if proc is not None and temp_dir is not None and (proc.poll() is not None or (temp_dir / HEAD_EXITED_MARKER).exists()):
+            shutil.rmtree(temp_dir, ignore_errors=True)
 
     def stop(self, timeout: float = 20.0) -> None:
         """Close the supervisor's stdin and wait until it has ended the head's whole process group."""

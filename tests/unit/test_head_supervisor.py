@@ -131,6 +131,38 @@ def test_a_supervisor_killed_with_sigkill_takes_the_head_and_its_job_down(tmp_pa
             os.kill(int(pid.split(":")[0]), 9)
 
 
+#: A head that exits on its own, leaving a process that outlives SIGTERM (it writes `got_term` and goes on): the
+#: supervisor has seen the head's exit once `got_term` appears, and lingers in its grace period before SIGKILL.
+HEAD_DYING_SLOWLY = "sh -c \"trap 'echo > got_term' TERM; while :; do sleep 0.1; done\" & exit 0"
+
+
+@pytest.mark.realtime
+def test_a_release_racing_the_heads_own_exit_leaves_no_temp_dir(tmp_path: Path) -> None:
+    """raybridge releases the head while the supervisor, having seen the head exit, still ends its family: the
+    dir goes all the same (before, each left it to the other: the supervisor to raybridge, which quotes a dead
+    head's log, and raybridge to a supervisor it found still running)."""
+    temp_dir = tmp_path / "raybridge-head"
+    temp_dir.mkdir()
+    supervisor = subprocess.Popen(
+        [*SUPERVISOR, "--temp-dir", str(temp_dir), "--", "sh", "-c", HEAD_DYING_SLOWLY],
+        stdin=subprocess.PIPE, cwd=tmp_path, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "got_term").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (tmp_path / "got_term").exists(), "the supervisor never began ending the head's family"
+        head = private_head.PrivateRayHead(num_gpus=0)
+        head._supervisor, head.temp_dir = supervisor, temp_dir
+        head.release()
+        assert supervisor.wait(timeout=30) == 0
+    finally:
+        if supervisor.poll() is None:
+            os.killpg(supervisor.pid, 9)
+    assert not temp_dir.exists()
+    assert processes_using(str(temp_dir)) == []
+
+
 class _FakeSupervisor:
     pid = 0
     stdin = None
