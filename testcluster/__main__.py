@@ -151,6 +151,8 @@ def _up(args: argparse.Namespace) -> int:
                         return 1
             except KeyboardInterrupt:
                 _say("stopping ...")
+        killed = stack.killed_at_stop
+        _say(f"stopped; killed after the grace: {', '.join(killed)}" if killed else "stopped")
         return 0
     except (GoMissing, BuildError, StartError, TimeoutError) as exc:
         _say(f"error: {exc}")

@@ -131,19 +131,21 @@ class Process:
 STOP_GRACE_SECONDS = 10.0
 
 
-def stop_all(processes: Sequence["Process"], grace: float = STOP_GRACE_SECONDS) -> None:
+def stop_all(processes: Sequence["Process"], grace: float = STOP_GRACE_SECONDS) -> list[str]:
     """Stop every process at once: SIGTERM to each process group, one shared `grace` for all of them, then SIGKILL
     to what is left. Stopped one after another, each with a grace of its own, a stack of a dozen programs could
-    take minutes to end after Ctrl-C; this takes at most `grace` plus a few seconds, whatever hangs."""
+    take minutes to end after Ctrl-C; this takes at most `grace` plus a few seconds, whatever hangs. Returns the
+    names of those still running after the grace (killed)."""
     running = [p for p in processes if p.popen is not None and p.popen.poll() is None]
     for process in running:
         _signal_group(process, signal.SIGTERM)
     deadline = time.monotonic() + grace
+    killed = []
     for process in running:
         try:
             process.popen.wait(max(0.0, deadline - time.monotonic()))  # type: ignore[union-attr]
         except subprocess.TimeoutExpired:
-            pass
+            killed.append(process.name)
     for process in processes:
         if process.popen is not None:
             _signal_group(process, signal.SIGKILL)  # what is left, and whatever each started in its group
@@ -152,6 +154,7 @@ def stop_all(processes: Sequence["Process"], grace: float = STOP_GRACE_SECONDS) 
             process.popen.wait(5.0)  # type: ignore[union-attr]
         except subprocess.TimeoutExpired:
             pass
+    return killed
 
 
 def _signal_group(process: "Process", sig: int) -> None:

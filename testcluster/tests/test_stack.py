@@ -93,6 +93,10 @@ def test_up_serves_a_real_cluster_to_kubectl_and_ctrl_c_leaves_nothing(tmp_path:
         asked = time.monotonic()
         assert proc.wait(40) == 0, proc.stderr.read()
         assert time.monotonic() - asked < 30, f"stopping took {time.monotonic() - asked:.0f} s"
+        said = proc.stderr.read()
+        # every program ended on SIGTERM (Kueue and the API server, stopped together, had waited on each other out
+        # the whole grace and were killed)
+        assert said.strip().endswith("stopped"), said
         assert _stack_processes(workdir) == []
         assert not Path(workdir).exists()
     finally:
