@@ -18,7 +18,8 @@ raybridge starts its private head (raybridge/jobs/private_head.py), each setting
 testcluster imports nothing of raybridge (testcluster/tests/test_independence.py), so these few lines are its own.
 
 What this does not do: no supervisor of its own (the head is one of the stack's processes: its process group is
-stopped with the stack, or by the stack's reaper), no GPUs (kwok's nodes have them; the head only runs jobs' drivers).
+stopped with the stack, or by the stack's reaper; `end_all_but_the_gcs` first, so that its raylet stops at once),
+no GPUs (kwok's nodes have them; the head only runs jobs' drivers).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import signal
 import sys
+import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +40,7 @@ from testcluster.processes import Process, free_port
 if TYPE_CHECKING:
     from testcluster.stack import Stack
 
-__all__ = ["RayHead", "launch_ray_head", "wait_for_ray_head"]
+__all__ = ["RayHead", "end_all_but_the_gcs", "launch_ray_head", "wait_for_ray_head"]
 
 #: `ray start` prints the Job API address once the head is up (ray 2.60 scripts/scripts.py, "To submit a Ray job").
 _JOB_API_ADDRESS = re.compile(r"RAY_API_SERVER_ADDRESS='http://127\.0\.0\.1:(\d{1,5})'")
@@ -48,6 +51,8 @@ HEAD_ENV = {
 }  # fmt: skip
 #: The caller's variables that would point the head at another cluster or token.
 DROPPED_ENV = ("RAY_ADDRESS", "RAY_AUTH_TOKEN")
+#: The head's name among the stack's processes (its log: logs/ray-head.log).
+RAY_HEAD_PROCESS = "ray-head"
 #: In the stack's private directory: the head's token (mode 0600) and Ray's temp dir.
 TOKEN_FILE, TEMP_SUBDIR = "ray-auth-token", "ray"
 
@@ -91,7 +96,7 @@ def launch_ray_head(stack: "Stack", num_cpus: int = 4) -> Process:
     # Job drivers run `python ...` from PATH: this interpreter's first, as in the image a head pod runs.
     env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
     env.update(HEAD_ENV, RAY_AUTH_TOKEN_PATH=str(token_path), TMPDIR=str(stack.workdir), PATH=os.pathsep.join([str(ray.parent), os.environ.get("PATH", "")]))
-    return stack.start_process("ray-head", argv, env)
+    return stack.start_process(RAY_HEAD_PROCESS, argv, env)
 
 
 def wait_for_ray_head(stack: "Stack", process: Process, timeout: float = 120.0) -> RayHead:
@@ -112,3 +117,43 @@ def wait_for_ray_head(stack: "Stack", process: Process, timeout: float = 120.0) 
     process.wait_ready(ready, timeout)
     gcs_address = (stack.workdir / TEMP_SUBDIR / "ray_current_cluster").read_text().strip()
     return RayHead(process, found["dashboard"], gcs_address, token_path)
+
+
+#: Ray's GCS as /proc/PID/comm names it.
+GCS_COMMAND = "gcs_server"
+
+
+def end_all_but_the_gcs(process: Process, grace: float = 5.0) -> None:
+    """SIGTERM every process of the head's group but the GCS, and wait (at most `grace`) until they are gone; the
+    stack then stops the group as it stops every program. A raylet told to stop while the GCS stops too waits about
+    10 s for it (the stack's head took its whole 10 s grace and a SIGKILL); with the GCS still up it exits at once."""
+    if process.popen is None or process.popen.poll() is not None:
+        return
+    group = process.popen.pid
+    members = [pid for pid, (pgid, command) in _processes().items() if pgid == group and command != GCS_COMMAND]
+    for pid in members:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(pid in _processes() for pid in members):
+        time.sleep(0.05)
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (process group, command) of every live process (zombies left out)."""
+    found: dict[int, tuple[int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        command, _, rest = text[text.index("(") + 1 :].rpartition(")")
+        fields = rest.split()
+        if fields and fields[0] not in ("Z", "X"):
+            found[int(entry)] = (int(fields[2]), command)
+    return found

@@ -64,7 +64,7 @@ from testcluster.pki import CertPair, Pki
 from testcluster.processes import Process, StartError, free_port, http_ok, stop_all, wait_until
 from testcluster.programs import Program, ensure_built, program
 from testcluster.sources import crd_files, module_dir, yaml_documents
-from testcluster.ray_head import RayHead, launch_ray_head, wait_for_ray_head
+from testcluster.ray_head import RAY_HEAD_PROCESS, RayHead, end_all_but_the_gcs, launch_ray_head, wait_for_ray_head
 
 __all__ = ["Stack", "StackOptions", "CORE", "OPERATORS", "completing_stage"]
 
@@ -200,17 +200,19 @@ class Stack:
         self.stop()
 
     def stop(self) -> None:
-        """Every process but the API server and etcd at once (the Ray head too: `processes.stop_all`, bounded whatever
-        hangs), then those two, the proxy, the doors and relays, then the temp directory. `killed_at_stop` names the
-        programs that outran the grace.
+        """Every process but the API server and etcd at once (the Ray head too, all but its GCS first:
+        `ray_head.end_all_but_the_gcs`; `processes.stop_all`, bounded whatever hangs), then the proxies, the doors and
+        relays, then those two, then the temp directory. `killed_at_stop` names the programs that outran the grace.
 
         The API server goes last because the operators shut down through it: Kueue, stopped together with it, and the
-        API server waited on each other for the whole grace (each stack's stop took 10 s and two SIGKILLs; in this
-        order, about 2 s and none)."""
+        API server waited on each other for the whole grace; so did the API server and the relays that join it to the
+        programs in namespaces of their own. Each stack's stop took 10 s or more and a SIGKILL or two; in this order,
+        2 to 3 s and none."""
+        for process in self.processes:
+            if process.name == RAY_HEAD_PROCESS:
+                end_all_but_the_gcs(process)
         last = [p for p in self.processes if p.name in STOPPED_LAST]
         self.killed_at_stop = stop_all([p for p in reversed(self.processes) if p.name not in STOPPED_LAST])
-        self.killed_at_stop += stop_all(list(reversed(last)))
-        self.processes.clear()
         if self.proxy is not None:
             self.proxy.stop()
             self.proxy = None
@@ -223,6 +225,8 @@ class Stack:
         self._relays.clear()
         self.kubelet_gate = self.head_door = None
         self.ray_head = None
+        self.killed_at_stop += stop_all(list(reversed(last)))
+        self.processes.clear()
         reaper = getattr(self, "_reaper", None)
         if reaper is not None:
             reaper.kill()

@@ -83,18 +83,35 @@ def _signal_all(pids: set[int], sig: int) -> None:
             pass
 
 
+#: Ended after the rest of the head (`/proc/PID/comm`): a raylet told to stop while the GCS stops too waits about
+#: 10 s for it before exiting; with the GCS still up it exits at once (an idle head: 10.3 s to stop, now 0.9 s).
+ENDED_LAST_COMMANDS = frozenset({"gcs_server"})
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def _kill_family(grace: float = 10.0, rounds: int = 5, spare: frozenset[int] = frozenset()) -> None:
-    """SIGTERM the family, SIGKILL what is left after `grace`; again for whatever was re-parented meanwhile."""
+    """SIGTERM the family in two waves, SIGKILL what is left after `grace` (half for each wave); again for whatever
+    was re-parented meanwhile. The second wave is the GCS (`ENDED_LAST_COMMANDS`): the raylet stops at once only while
+    it still runs. (`ray start` itself goes in the first wave: held back with the GCS, it outlived 5 s.)"""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     me, pgid = os.getpid(), os.getpgid(0)
     for _ in range(rounds):
         family = _family(me, pgid, spare)  # snapshot before anything dies and gets re-parented
         if not family:
             return
-        _signal_all(family, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(_alive(pid) for pid in family):
-            time.sleep(0.2)
+        ended_last = {pid for pid in family if _command(pid) in ENDED_LAST_COMMANDS}
+        for wave in (family - ended_last, ended_last):
+            _signal_all(wave, signal.SIGTERM)
+            deadline = time.monotonic() + grace / 2
+            while time.monotonic() < deadline and any(_alive(pid) for pid in wave):
+                time.sleep(0.05)
         _signal_all(family | _family(me, pgid, spare), signal.SIGKILL)
         _reap()
 

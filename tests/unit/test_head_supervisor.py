@@ -13,6 +13,7 @@ What it deliberately does not do: start a real Ray head (tests/e2e/test_local_su
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -161,6 +162,38 @@ def test_a_release_racing_the_heads_own_exit_leaves_no_temp_dir(tmp_path: Path) 
             os.killpg(supervisor.pid, 9)
     assert not temp_dir.exists()
     assert processes_using(str(temp_dir)) == []
+
+
+#: A stand-in head: a "GCS" (a copy of `sleep` named gcs_server, as /proc/PID/comm names Ray's) and a "raylet" that,
+#: half a second after SIGTERM, writes down whether the GCS still runs, then exits.
+HEAD_WITH_A_GCS = (
+    "./gcs_server 300 & echo $! > gcs; "
+    "sh -c 'trap \"sleep 0.5; grep -q \\\"^[0-9]* (gcs_server) [^ZX]\\\" /proc/$(cat gcs)/stat && echo running > seen || echo gone > seen; exit 0\" TERM; "
+    "echo > raylet_up; while :; do sleep 0.1; done' & wait"
+)
+
+
+@pytest.mark.realtime
+def test_the_gcs_is_ended_after_the_rest_of_the_head(tmp_path: Path) -> None:
+    """Ray's raylet, told to stop while the GCS stops too, waited about 10 s for it (every private head took 10 s to
+    end); the supervisor ends the GCS once the rest has gone."""
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", tmp_path / "gcs_server")
+    temp_dir = tmp_path / "raybridge-head"
+    temp_dir.mkdir()
+    supervisor = subprocess.Popen([*SUPERVISOR, "--temp-dir", str(temp_dir), "--", "sh", "-c", HEAD_WITH_A_GCS],
+                                  stdin=subprocess.PIPE, cwd=tmp_path, start_new_session=True)  # fmt: skip
+    try:
+        _wait_for_file(tmp_path / "gcs")
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "raylet_up").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert supervisor.stdin is not None
+        supervisor.stdin.close()
+        assert supervisor.wait(timeout=30) == 0
+    finally:
+        if supervisor.poll() is None:
+            os.killpg(supervisor.pid, 9)
+    assert (tmp_path / "seen").read_text().strip() == "running"
 
 
 class _FakeSupervisor:
