@@ -34,6 +34,9 @@ from raybridge.core.dra import GPU_DRIVERS
 from tests.builders import device_class, dra_device, gpu_node, h100_node, resource_slice
 from tests.helpers import cli_env, run_cli
 
+#: One stack for the module's tests: dealt to several workers, each started its own (about 45 s of both cores each).
+pytestmark = pytest.mark.xdist_group("dra-real")
+
 NVIDIA = GPU_DRIVERS["gpu.nvidia.com"]
 DRA_NODES = ("dra-0", "dra-1")
 #: A DRA node's device plugin, registered and counting none of its GPUs.

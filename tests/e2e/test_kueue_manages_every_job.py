@@ -28,6 +28,9 @@ from tests.cluster_state import leftovers, make_cluster_queue, make_local_queue
 from tests.waits import wait_for
 from tests.helpers import cli_env, run_cli
 
+#: One stack for the module's tests: dealt to several workers, each started its own (about 45 s of both cores each).
+pytestmark = pytest.mark.xdist_group("kueue-manages-every-job")
+
 
 @pytest.fixture(scope="module")
 def stack(ray_head: Any) -> Iterator[Any]:

@@ -35,6 +35,9 @@ from tests.builders import h100_node
 from tests.cluster_state import leftovers
 from tests.waits import wait_for
 
+#: One stack for the module's tests: dealt to several workers, each started its own (about 45 s of both cores each).
+pytestmark = pytest.mark.xdist_group("operator-settings-real")
+
 KUEUE = "kueue.x-k8s.io/v1beta1"  # Kueue v0.13 serves v1beta1 only
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"

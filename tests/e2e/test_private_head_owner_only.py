@@ -26,6 +26,9 @@ from raybridge.jobapi.client import RayJobs
 from raybridge.jobs.private_head import TOKEN_FILE, PrivateRayHead, head_environment
 from tests.helpers import short_tmpdir
 
+#: One head for the module's tests: dealt to several workers, each started its own.
+pytestmark = pytest.mark.xdist_group("private-head-owner-only")
+
 NOBODY = 65534
 #: A job that keeps a worker busy while the probes run.
 BUSY_JOB = "python -c \"import ray, time; ray.init(); ray.get(ray.remote(lambda: 1).remote()); print('task ran'); time.sleep(120)\""
