@@ -18,9 +18,16 @@ from __future__ import annotations
 
 import compileall
 import os
+import sys
 from pathlib import Path
 
 import pytest
+
+# pytest caches each test module's assertion-rewritten bytecode, unless bytecode is not to be written: with
+# PYTHONDONTWRITEBYTECODE set (as on the CI machine) every process of every run rewrote all 270 test modules again,
+# about 6 s of CPU each. The tests' bytecode is written whatever that variable says, as raybridge's is
+# (pytest_sessionstart); the processes the tests start still honour it.
+sys.dont_write_bytecode = False
 
 from kubesim.crds_skip import pytest_runtest_call, pytest_runtest_setup  # noqa: F401 - hooks, registered by name
 
