@@ -126,12 +126,13 @@ class ClusterClient:
     def _namespace(resource: Any, namespace: Optional[str]) -> Optional[str]:
         return (namespace or "default") if resource.namespaced else None
 
-    def create_object(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create `obj`; a `status` it carries is then written through the status subresource."""
+    def create_object(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        """Create `obj`; a `status` it carries is then written through the status subresource. `dry_run`: as
+        `kubectl create --dry-run=server`, every check (schema, CEL rules, admission webhooks) and nothing kept."""
         resource = self._resource(obj["apiVersion"], obj["kind"])
         namespace = self._namespace(resource, obj.get("metadata", {}).get("namespace"))
-        created = resource.create(body=obj, namespace=namespace).to_dict()
-        if obj.get("status") is not None and "status" in resource.subresources:
+        created = resource.create(body=obj, namespace=namespace, **({"dry_run": "All"} if dry_run else {})).to_dict()
+        if obj.get("status") is not None and "status" in resource.subresources and not dry_run:
             created = self.update_status(dict(created, status=obj["status"]))
         return created
 

@@ -40,6 +40,7 @@ from typing import Any, Iterator, Optional
 from urllib.parse import urlparse
 
 import pytest
+import yaml
 
 from raybridge.kuberay.names import RAYJOB_NAME_MAX
 from tests.helpers import EXAMPLES, ROOT, cli_env, run_cli
@@ -372,6 +373,18 @@ def _cohort(cluster: Cluster, name: str, gpus: str, parent: str = "") -> None:
 def _needs_kueue(cluster: Cluster) -> None:
     if "kueue" not in cluster.release:
         pytest.skip("the queues are Kueue's: one run per Kueue release")
+
+
+def test_the_shipped_kueue_config_passes_the_release_s_schema_rules_and_webhooks(cluster: Cluster) -> None:
+    """configs/kueue/gpu-queues.yaml, created with `--dry-run=server` on each release whose Kueue serves its version:
+    the CRD's schema and CEL rules and Kueue's own webhooks judge it, and nothing is kept."""
+    documents = [d for d in yaml.safe_load_all((ROOT / "configs" / "kueue" / "gpu-queues.yaml").read_text()) if d]
+    if any(d["apiVersion"] != cluster.kueue_api for d in documents if d["apiVersion"].startswith("kueue.x-k8s.io/")):
+        pytest.skip(f"{cluster.release}'s Kueue serves {cluster.kueue_api} alone; the config is written in v1beta2")
+    for namespace in sorted({d["metadata"].get("namespace") for d in documents} - {None}):
+        _create_if_absent(cluster, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    for document in documents:
+        cluster.server.create_object(document, dry_run=True)  # raises on any refusal, naming it
 
 
 def test_a_job_that_fits_only_with_the_quota_of_cohort_objects_is_accepted_and_runs(cluster: Cluster) -> None:

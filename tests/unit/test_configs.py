@@ -1,4 +1,5 @@
-"""The shipped configs/ must validate against the real CRD schemas and their CEL rules (and core objects against Kubernetes'),
+"""The shipped configs/ must validate against the real CRD schemas (and core objects against Kubernetes'; the CEL rules and
+Kueue's webhooks on the real releases: tests/e2e/test_release_matrix.py),
 follow the resource-group rule of `raybridge.queues.decision.configs`, and, in the simulated Kueue's flavor
 assignment, land each vendor's GPU pods on that vendor's nodes."""
 
@@ -13,8 +14,7 @@ import yaml
 from raybridge.queues.decision.configs import resource_group_problems
 from kubesim.controllers import assign_flavors, ray_podsets
 from tests.builders import gpu_node, h100_node, rayjob_manifest
-from kubesim.schemas import KUEUE_RELEASES, is_crd_kind, schema_errors
-from kubesim.server import KubeApiServer
+from kubesim.schemas import is_crd_kind, schema_errors
 from tests.unit.k8s_schemas import k8s_schema_errors, versions_for
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
@@ -36,18 +36,8 @@ def test_config_validates(where, doc):
             assert k8s_schema_errors(doc, version) == [], version
 
 
-# The CEL rules of the CRDs (`x-kubernetes-validations`) too, as the test API server enforces them.
-@pytest.mark.parametrize("release", KUEUE_RELEASES)
-def test_the_shipped_kueue_config_passes_the_rules_of_releases_that_serve_its_version(release: str) -> None:
-    documents = [d for d in yaml.safe_load_all((CONFIG_DIR / "kueue" / "gpu-queues.yaml").read_text()) if d]
-    with KubeApiServer(release=release) as server:
-        served = {f"{g}/{v}" for (g, v) in server.registry.group_versions()}
-        if any(d["apiVersion"] not in served for d in documents):
-            pytest.skip(f"{release} does not serve {sorted({d['apiVersion'] for d in documents} - served)}")
-        for namespace in {d["metadata"].get("namespace") for d in documents} - {None}:
-            server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-        for document in documents:
-            server.create_object(document)  # Strict, schema and CEL: raises ApiError on any violation
+# The CEL rules of the CRDs (`x-kubernetes-validations`) and Kueue's webhooks are judged by the real API server and
+# Kueue of each served release: tests/e2e/test_release_matrix.py, test_the_shipped_kueue_config_passes_the_release_s_...
 
 
 # --- Kueue: one flavor per pod set and resource group ------------------------------------------
