@@ -140,6 +140,19 @@ class _Snapshot:
         return True
 
 
+#: Taints that make a node not ready for cluster-autoscaler whatever its Ready condition says (utils/kubernetes/ready.go
+#: GetNodeReadiness notReadyTaints): the API server's admission puts `not-ready` on every node it registers, and the
+#: node lifecycle controller takes it off once the node reports Ready.
+NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/disk-pressure", "node.kubernetes.io/network-unavailable"})
+
+
+def _ready_for_autoscaler(node: Mapping[str, Any]) -> bool:
+    """Ready as cluster-autoscaler reads a node: its Ready condition True and none of `NOT_READY_TAINTS`."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    taints = (node.get("spec") or {}).get("taints") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions) and not any(t.get("key") in NOT_READY_TAINTS for t in taints)
+
+
 class ClusterAutoscaler:
     """What `GpuSim` calls: `register_due`, then `run_once` after its schedulers ran."""
 
@@ -160,6 +173,8 @@ class ClusterAutoscaler:
         self._last_scan = -float("inf")
         #: Nodes decided and not registered yet: (due, group, the pods they were for).
         self.upcoming: list[tuple[float, NodeGroup, tuple[str, ...]]] = []
+        #: Nodes registered and not ready yet for the autoscaler (`_still_starting`), by name: their groups.
+        self._starting: dict[str, NodeGroup] = {}
         self.fail_requests = False
         self.shortage = False
         self.booking_time = booking_time
@@ -174,7 +189,7 @@ class ClusterAutoscaler:
         due = [u for u in self.upcoming if u[0] <= now]
         self.upcoming = [u for u in self.upcoming if u[0] > now]
         for _, group, pods in due:
-            self.add_node(group, pods)
+            self._starting[self.add_node(group, pods)] = group
 
     def run_once(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> None:
         now = self.clock()
@@ -212,7 +227,14 @@ class ClusterAutoscaler:
 
     def _snapshot(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]], templates: Mapping[str, Mapping[str, str]]) -> list[_Snapshot]:
         found: dict[str, _Snapshot] = {}
+        starting: list[NodeGroup] = []
         for node in nodes:
+            name = node["metadata"]["name"]
+            if not _ready_for_autoscaler(node):
+                if name in self._starting:
+                    starting.append(self._starting[name])
+                continue
+            self._starting.pop(name, None)
             if is_ready(node):
                 meta = node["metadata"]
                 found[meta["name"]] = _Snapshot(meta.get("labels") or {}, tuple((node.get("spec") or {}).get("taints") or ()),
@@ -223,8 +245,10 @@ class ClusterAutoscaler:
                 for name, amount in requests_of(pod["spec"]).items():
                     node.requested[name] = node.requested.get(name, Decimal(0)) + amount
         # getUpcomingNodeInfos: copies of the group's template node, a live node's labels where it gave them
+        # and a node it added that registered but is not ready yet counts as one of them (clusterstate.go
+        # GetUpcomingNodes: "instances that have registered with k8s but aren't ready yet", readiness.NotStarted)
         upcoming = [_Snapshot(templates.get(group.name) or {**group.labels, NODE_GROUP_LABEL: group.name}, group.taints, group.allocatable(), {})
-                    for _, group, _ in self.upcoming]
+                    for group in [*(g for _, g, _ in self.upcoming), *starting]]
         return list(found.values()) + upcoming
 
     def _templates(self, nodes: list[dict[str, Any]]) -> dict[str, Mapping[str, str]]:

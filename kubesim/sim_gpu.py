@@ -275,7 +275,8 @@ class GpuSim:
     def step(self) -> None:
         self.autoscaler.register_due()
         pods = self.server.list_objects("v1", "Pod")
-        self._kubelet(pods)
+        if not self._real_scheduler_and_kubelet:
+            self._kubelet(pods)
         pods = self._binder_sync(pods)
         node_objects = self.server.list_objects("v1", "Node")
         nodes = self._nodes(node_objects, pods)
@@ -289,7 +290,7 @@ class GpuSim:
         # every --schedule-period, 1 s by default (kai-scheduler@v0.13.0 cmd/scheduler/app/options/options.go),
         # so on a node that just came, a pending default-scheduler pod is bound first.
         default = [p for p in pending if (p["spec"].get("schedulerName") or "default-scheduler") == "default-scheduler"
-                   and int(requests_of(p["spec"]).get(GPU_KEY, 0)) > 0]
+                   and int(requests_of(p["spec"]).get(GPU_KEY, 0)) > 0 and not self._real_scheduler_and_kubelet]
         default.sort(key=lambda p: -int(p["spec"].get("priority") or 0))  # stable: age within a priority
         for pod in default:
             if not self._place_whole(pod, nodes):
@@ -435,8 +436,17 @@ class GpuSim:
                 return True
         return False
 
+    @property
+    def _real_scheduler_and_kubelet(self) -> bool:
+        """A real API server with the real kube-scheduler and kwok's kubelets (tests/sims_on_real_api.py): they bind the
+        default scheduler's pods and run every bound pod, and binding is the API's own."""
+        return bool(getattr(self.server, "runs_kube_scheduler_and_kubelet", False))
+
     def _bind(self, pod: dict[str, Any], node: str, labels: dict[str, str]) -> None:
         """What POST pods/<name>/binding does: nodeName and PodScheduled=True in one write (KAI's group labels with it)."""
+        if self._real_scheduler_and_kubelet:
+            self.server.bind(pod, node, labels)
+            return
         store = self.server.store
         resource = self.server._resource("v1", "Pod")
         meta = pod["metadata"]

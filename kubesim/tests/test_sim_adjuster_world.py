@@ -12,6 +12,7 @@ import pytest
 
 from kubesim.server import KubeApiServer
 from kubesim.sim_autoscaler import NodeGroup
+from kubesim.sim_nodes import GPU_KEY
 from kubesim.sim_gpu import RESERVATION_NAMESPACE, SCALING_NAMESPACE, GpuSim, fraction_pod, register_gpu_node
 
 WORK = "work"
@@ -265,3 +266,39 @@ def test_karpenter_keeps_a_node_whose_pods_run(server: KubeApiServer) -> None:
     (node, _), = sim.added_nodes
     assert server.get_object("v1", "Node", node) is not None
     assert _pod(server, "worker")["status"]["phase"] == "Running"
+
+
+# --- A node still starting ------------------------------------------------------------------------
+
+NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize("case, taints, ready, new_nodes", [
+    ("registered, not-ready taint still on (the API server's admission puts it there)", [NOT_READY], "True", 0),
+    ("registered, Ready=False", [], "False", 0),
+    ("registered and ready: the pod fits it", [], "True", 0),
+])  # fmt: skip
+def test_a_node_it_added_that_is_still_starting_counts_as_upcoming(server: KubeApiServer, case: str, taints: list[dict[str, str]], ready: str,
+                                                                   new_nodes: int) -> None:
+    # clusterstate.go GetUpcomingNodes counts a registered node that is not ready yet as upcoming, and
+    # utils/kubernetes/ready.go reads the not-ready taint as not ready: the pod it was for is not scaled up for again
+    from kubesim.sim_autoscaler import ClusterAutoscaler
+
+    added: list[str] = []
+
+    def add_node(group: NodeGroup, pods: tuple[str, ...]) -> str:
+        added.append(f"node-{len(added)}")
+        return added[-1]
+
+    autoscaler = ClusterAutoscaler(server, add_node, node_groups=[NodeGroup("gpu-8x")], provisioning_delay=0, scan_interval=0)
+    pod = _whole_gpu_pod("first", 8)
+    pod["metadata"]["namespace"] = WORK
+    pod["status"] = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    autoscaler.run_once([pod], [])
+    autoscaler.register_due()
+    assert added == ["node-0"]
+    node = {"metadata": {"name": "node-0", "labels": {}}, "spec": {"taints": taints},
+            "status": {"allocatable": {"cpu": "128", "memory": "1024Gi", "pods": "110", GPU_KEY: "8"},
+                       "conditions": [{"type": "Ready", "status": ready}]}}  # fmt: skip
+    autoscaler.run_once([pod], [node])
+    assert len(autoscaler.upcoming) == new_nodes, case
