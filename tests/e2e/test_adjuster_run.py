@@ -1035,20 +1035,7 @@ def _request_log(server: KubeApiServer) -> list[dict[str, Any]]:
     return created
 
 
-def test_provisioning_request_mode_asks_once_per_group_and_cleans_up(cluster: Any) -> None:
-    server, sim = cluster
-    created = _request_log(server)
-    _burst(server, 20, "0.5")  # 10 GPUs: podSets of one 8-GPU and one 2-GPU placeholder
-    _settled(server, 20)
-    with Running(server, _settings(mode="provisioning-request"), clock=past_grace):
-        wait_for(lambda: _running(server) == 20, timeout=40, what="all 20 pods running")
-        wait_for(lambda: not _requests(server) and not _templates(server), timeout=20, what="the request and its templates deleted")
-    assert len(created) == 1, [c["metadata"]["name"] for c in created]
-    spec = created[0]["spec"]
-    assert spec["provisioningClassName"] == consts.DEFAULT_PROVISIONING_CLASS
-    assert sorted(p["count"] for p in spec["podSets"]) == [1, 1] and created[0]["metadata"]["labels"][consts.GPUS_LABEL] == "10"
-    assert len(sim.added_nodes) == 2, sim.added_nodes
-    assert not _placeholders(server)  # no placeholder pods in this mode
+# A burst's one request, asked once and cleaned up, runs on the real API server: test_adjuster_ca_on_real_api.py.
 
 
 def test_a_failed_request_is_asked_for_again_after_the_backoff(cluster: Any) -> None:
