@@ -8,6 +8,10 @@ hook arms while the simulated autoscaler's clock is held, which stays here);
 leader election hands over; bad settings are exit 2 with one line. The API
 faults a lone adjuster meets are in test_adjuster_real.py, on the real API
 server through the fault proxy.
+
+What it deliberately does not do: the scenarios already moved onto the real API server with the real
+kube-scheduler and kwok (test_adjuster_ca_on_real_api.py: a burst with cluster-autoscaler, a burst in two
+passes, pods over seconds, two node-group sizes, a ProvisioningRequest burst); their Karpenter cases stay here.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from tests.cluster_state import make_gpu_node
 from tests.helpers import free_port
-from tests.waits import wait_for
+from tests.waits import PausableClock, wait_for
 from tests.helpers import ControllerThread, kube_of
 from kubesim.server import KubeApiServer
 from kubesim.sim_autoscaler import NODE_GROUP_LABEL, NodeGroup
@@ -52,31 +56,6 @@ def _setup(server: KubeApiServer) -> None:
         server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                           "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS}, "value": -1, "preemptionPolicy": "Never"})
-
-
-class PausableClock:
-    """The simulated autoscaler's clock (monotonic seconds): real time, except that a test can stop it, so that no
-    node decided meanwhile comes whatever the machine's speed, and start it again where it stopped."""
-
-    def __init__(self) -> None:
-        self._behind = 0.0
-        self._stopped_at: Optional[float] = None
-
-    def __call__(self) -> float:
-        return self._stopped_at if self._stopped_at is not None else time.monotonic() - self._behind
-
-    def pause(self) -> None:
-        self._stopped_at = self()
-
-    def resume(self) -> None:
-        assert self._stopped_at is not None
-        self._behind = time.monotonic() - self._stopped_at
-        self._stopped_at = None
-
-    def jump(self, seconds: float) -> None:
-        """Move it ahead at once: what was due within `seconds` is due now."""
-        assert self._stopped_at is None
-        self._behind -= seconds
 
 
 @pytest.fixture
@@ -97,6 +76,17 @@ def either_cluster(request: pytest.FixtureRequest) -> Iterator[tuple[KubeApiServ
     with KubeApiServer() as server:
         _setup(server)
         with GpuSim(server, provisioning_delay=0.5, autoscaler=request.param, autoscaler_clock=PausableClock()) as sim:
+            yield server, sim
+        assert sim.errors == []
+
+
+@pytest.fixture
+def karpenter_cluster() -> Iterator[tuple[KubeApiServer, GpuSim]]:
+    """The test cluster with the simulated Karpenter: for tests whose cluster-autoscaler case runs on the real API
+    server (test_adjuster_ca_on_real_api.py)."""
+    with KubeApiServer() as server:
+        _setup(server)
+        with GpuSim(server, provisioning_delay=0.5, autoscaler="karpenter", autoscaler_clock=PausableClock()) as sim:
             yield server, sim
         assert sim.errors == []
 
@@ -192,8 +182,8 @@ def _settled_in_real_time(server: KubeApiServer, count: int) -> None:
     time.sleep(1 + GRACE_PERIOD)
 
 
-def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_go(either_cluster: Any) -> None:
-    server, sim = either_cluster
+def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_go(karpenter_cluster: Any) -> None:
+    server, sim = karpenter_cluster
     log = PlaceholderLog(server)
     _burst(server, 20, "0.5")  # 10 GPUs: one 8-GPU placeholder and one of 2
     _settled(server, 20)
@@ -247,10 +237,10 @@ def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(eit
         sim.added_nodes, _deleted_by_reason(controller), f"burst created by {burst_done}s", *timeline]))
 
 
-def test_a_burst_seen_in_two_passes_fills_the_first_placeholders_node_before_asking_for_more(either_cluster: Any) -> None:
+def test_a_burst_seen_in_two_passes_fills_the_first_placeholders_node_before_asking_for_more(karpenter_cluster: Any) -> None:
     # The CI failure behind the rule: the burst crossed a second boundary, the first pass asked for 5 GPUs and
     # the next, with that placeholder still waiting for its node, for 8+8+8+1 more: 5 nodes for 30 GPUs.
-    server, sim = either_cluster
+    server, sim = karpenter_cluster
     log = PlaceholderLog(server)
     sim.autoscaler.clock.pause()  # the first node is still on its way when the second wave is planned
     with Running(server, _settings(provision_timeout=120.0), clock=past_grace) as controller:
@@ -275,7 +265,8 @@ def _hold_label(server: KubeApiServer, node: str) -> Optional[str]:
 TWO_GROUPS = [NodeGroup("gpu-4x", gpus=4, cpu="48", memory="384Gi"), NodeGroup("gpu-8x", gpus=8, cpu="96", memory="768Gi")]
 
 
-@pytest.mark.parametrize("autoscaler", AUTOSCALERS)
+# cluster-autoscaler's case runs on the real API server (test_adjuster_ca_on_real_api.py); Karpenter's here
+@pytest.mark.parametrize("autoscaler", ["karpenter"])
 @pytest.mark.parametrize("count,nodes,groups", [(20, 2, None), (6, 1, ["gpu-4x"]), (32, 2, ["gpu-8x", "gpu-8x"])],
                          ids=["10-gpus", "3-gpus", "16-gpus"])
 def test_two_node_groups_of_different_sizes_get_the_nodes_the_burst_needs(autoscaler: str, count: int, nodes: int,
@@ -358,17 +349,7 @@ def test_a_higher_priority_pod_that_takes_the_new_node_first_costs_one_more_node
 
 
 @pytest.mark.realtime
-def test_pods_arriving_over_seconds_get_one_scale_up(cluster: Any) -> None:
-    server, sim = cluster
-    log = PlaceholderLog(server)
-    with Running(server, _settings()) as controller:
-        for wave in range(4):
-            _burst(server, 5, "0.5", prefix=f"w{wave}")
-            time.sleep(0.4)
-        wait_for(lambda: _running(server) == 20, timeout=40, what="all 20 pods running")
-        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
-    assert "demand-gone" not in _deleted_by_reason(controller)  # a placeholder goes only when it grows or its pods land
-    assert len(sim.added_nodes) == 2, (sim.added_nodes, log.created)
+# Pods arriving over seconds, one scale-up: test_adjuster_ca_on_real_api.py, on the real API server.
 
 
 def test_waves_grow_the_placeholder_of_the_node_they_will_share(cluster: Any) -> None:
