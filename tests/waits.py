@@ -9,6 +9,7 @@ What it deliberately does not do: back off or retry failures (a probe that raise
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta, timezone
 from typing import Callable, Optional, TypeVar
 
 T = TypeVar("T")
@@ -52,3 +53,13 @@ class PausableClock:
         """Move it ahead at once: what was due within `seconds` is due now."""
         assert self._stopped_at is None
         self._behind -= seconds
+
+
+class ShiftedClock:
+    """A controller clock `ahead` seconds past real time; a test moves it on instead of waiting."""
+
+    def __init__(self, ahead: float) -> None:
+        self.ahead = ahead
+
+    def __call__(self) -> datetime:
+        return datetime.now(timezone.utc) + timedelta(seconds=self.ahead)

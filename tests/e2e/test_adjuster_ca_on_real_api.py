@@ -2,7 +2,10 @@
 kube-apiserver, beside the real kube-scheduler and kwok's kubelets (tests/sims_on_real_api.py).
 
 What a platform team on cluster-autoscaler would check: a burst of fractional pods gets the planned GPUs once, the
-pods land, the placeholders go; in `--mode provisioning-request` one request carries the groups and is cleaned up.
+pods land, the placeholders go, whether the burst is seen in one pass or two, arrives over seconds or meets node
+groups of two sizes; in `--mode provisioning-request` one request carries the groups and is cleaned up, a failed
+one (or one whose PodTemplate is gone) is asked for again after the backoff, one short of capacity is kept, one
+brings the node type that holds its pods' CPU, and a waiting one is replaced when its group's demand grows.
 Here the placeholders are bound by the real kube-scheduler and run (their `true` exits) by kwok, the API is the real
 one (its validation, its binding subresource, its watches), and only what cannot be built runs simulated:
 cluster-autoscaler (the module proxy refuses it) and KAI's scheduler and binder past v0.12.
@@ -14,6 +17,7 @@ the rest of test_adjuster_run.py, which still runs on the in-process API server.
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import threading
 import time
@@ -27,7 +31,7 @@ from raybridge.adjuster.decision import consts
 from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings
 from testcluster.pytest_plugin import _unavailable
 from tests.helpers import ROOT, ControllerThread, kube_of
-from tests.waits import PausableClock, wait_for
+from tests.waits import PausableClock, ShiftedClock, wait_for
 
 pytestmark = [
     pytest.mark.skipif(_unavailable() is not None, reason=str(_unavailable())),
@@ -313,3 +317,160 @@ def test_two_node_groups_of_different_sizes_get_the_nodes_the_burst_needs(stack:
                        for name, _ in sim.added_nodes)  # fmt: skip
         assert len(added) == nodes and (groups is None or added == groups), (added, _deleted_by_reason(controller), sim.added_nodes)
         assert "provision-timeout" not in _deleted_by_reason(controller)
+
+
+# --- --mode provisioning-request ------------------------------------------------------------------
+
+
+def _request_log(client: Any) -> "Created":
+    """Every ProvisioningRequest the API server reports created, from now on."""
+    from kubernetes import client as k8s
+
+    group, version = PR_API.split("/")
+    return Created(k8s.CustomObjectsApi(client.api_client()).list_namespaced_custom_object, group, version, NS, "provisioningrequests")
+
+
+def _requests(client: Any) -> list[dict[str, Any]]:
+    return client.list_objects(PR_API, "ProvisioningRequest", NS)
+
+
+def _templates(client: Any) -> list[dict[str, Any]]:
+    return client.list_objects("v1", "PodTemplate", NS)
+
+
+def _conditions(client: Any) -> list[dict[str, Any]]:
+    return [c for r in _requests(client) for c in (r.get("status") or {}).get("conditions") or []]
+
+
+def _request_pods(request: dict[str, Any]) -> list[str]:
+    return json.loads(request["metadata"]["annotations"][consts.PODS_ANNOTATION])
+
+
+def test_a_failed_request_is_asked_for_again_after_the_backoff(cluster: tuple[Any, Any]) -> None:
+    client, sim = cluster
+    created = _request_log(client)
+    sim.fail_requests = True
+    try:
+        _burst(client, 4, "0.5", "failing")
+        _wait_unschedulable(client, sim, 4)
+        clock = ShiftedClock(ahead=1 + GRACE_PERIOD)  # past_grace, moved on past the backoff below instead of waiting it out
+        with _running_controller(client, _settings(mode="provisioning-request", failed_backoff=60.0, provision_timeout=600.0), clock=clock) as controller:
+            wait_for(lambda: any(c.get("type") == "Failed" for c in _conditions(client)), timeout=30, what="the request Failed")
+            passes = controller.passes
+            wait_for(lambda: controller.passes >= passes + 3, timeout=20, what="passes within the backoff")
+            assert len(created.objects) == 1  # within the backoff, nothing new
+            sim.fail_requests = False
+            clock.ahead += 60.0
+            wait_for(lambda: _running(client) == 4, timeout=90, what="all pods running")
+            wait_for(lambda: not _requests(client) and not _templates(client), timeout=30, what="cleaned up")
+    finally:
+        created.stop()
+    assert len(created.objects) == 2, [c["metadata"]["name"] for c in created.objects]
+    assert len(sim.added_nodes) == 1
+
+
+def test_a_request_whose_pod_template_is_gone_fails_and_is_asked_for_again(cluster: tuple[Any, Any]) -> None:
+    """cluster-autoscaler marks a request it cannot build pods for Failed, reason FailedToCreatePods
+    (processors/provreq/injector.go): a PodTemplate someone deleted. The adjuster asks again after its backoff."""
+    client, sim = cluster
+    created = _request_log(client)
+    sim.autoscaler.clock.pause()
+    try:
+        _burst(client, 4, "0.5", "orphaned")
+        _wait_unschedulable(client, sim, 4)
+        with _running_controller(client, _settings(mode="provisioning-request", failed_backoff=0.5)):
+            wait_for(lambda: _templates(client) and _requests(client), timeout=30, what="the request and its template")
+            for template in _templates(client):
+                client.delete_object("v1", "PodTemplate", template["metadata"]["name"], NS)
+            sim.autoscaler.clock.resume()
+            failed = wait_for(lambda: [c for c in _conditions(client) if c.get("type") == "Failed"], timeout=30, what="the request Failed")
+            assert failed[0]["reason"] == "FailedToCreatePods", failed
+            wait_for(lambda: _running(client) == 4, timeout=90, what="all pods running")
+    finally:
+        created.stop()
+    assert len(created.objects) == 2, [c["metadata"]["name"] for c in created.objects]
+
+
+def test_a_request_short_of_capacity_is_kept_until_the_autoscaler_finds_it(cluster: tuple[Any, Any]) -> None:
+    """A shortage is Provisioned=False/CapacityIsNotFound, which the autoscaler retries: not a failure to replace."""
+    client, sim = cluster
+    created = _request_log(client)
+    sim.shortage = True
+    try:
+        _burst(client, 4, "0.5", "short")
+        _wait_unschedulable(client, sim, 4)
+        with _running_controller(client, _settings(mode="provisioning-request", failed_backoff=0.5)) as controller:
+            wait_for(lambda: any(c.get("reason") == "CapacityIsNotFound" for c in _conditions(client)), timeout=30,
+                     what="the request short of capacity")  # fmt: skip
+            passes = controller.passes
+            wait_for(lambda: controller.passes > passes + 3, timeout=20, what="a few passes")
+            assert len(created.objects) == 1 and len(_requests(client)) == 1
+            sim.shortage = False
+            wait_for(lambda: _running(client) == 4, timeout=90, what="all pods running")
+    finally:
+        created.stop()
+    assert len(created.objects) == 1 and len(sim.added_nodes) == 1
+
+
+#: Two GPU node types alike but for their CPU: the lean one first by name, which the least-waste expander's tie goes
+#: to where a request asks for GPUs alone.
+LEAN_AND_ROOMY = (("a-lean", "16", "128Gi"), ("b-roomy", "128", "1024Gi"))
+
+
+def test_a_request_brings_the_node_type_that_holds_its_pods_cpu(stack: Any) -> None:
+    """cluster-autoscaler serves a request and ordinary pods in alternate loops, so KAI's pods are never sized with
+    the request (a placeholder pod and KAI's pods are, in one loop): the request's pods carry the CPU and memory of
+    the pods they are for, or the node type it brings may hold their GPUs but not their CPU. 8 halves of 10 CPUs
+    (80 CPUs, 4 GPUs) on a cluster whose CPU node has room for them in the autoscaler's eyes: one node, the roomy one."""
+    from kubesim.sim_autoscaler import NODE_GROUP_LABEL, NodeGroup
+    from kubesim.sim_gpu import fraction_pod, register_gpu_node
+    from tests.sims_on_real_api import RealApi
+
+    groups = [NodeGroup(name, gpus=8, cpu=cpu, memory=memory) for name, cpu, memory in LEAN_AND_ROOMY]
+    with simulated(stack, node_groups=groups) as (client, sim):
+        register_gpu_node(RealApi(client), "sim-gpu-node-cpu-pool", gpus=0, cpu="256", memory="1024Gi")  # the CPU pool
+        for i in range(8):
+            client.create_object(fraction_pod(f"cpu-{i}", WORK, fraction="0.5", cpu="10", memory="8Gi"))
+        _wait_unschedulable(client, sim, 8)
+        with _running_controller(client, _settings(mode="provisioning-request")):
+            wait_for(lambda: _running(client) == 8, timeout=90, what="all 8 pods running")
+            wait_for(lambda: not _requests(client), timeout=30, what="the request deleted")
+        added = [client.get_object("v1", "Node", name)["metadata"]["labels"][NODE_GROUP_LABEL] for name, _ in sim.added_nodes]
+        assert added == ["b-roomy"], added
+
+
+def test_a_waiting_request_is_replaced_when_its_groups_demand_grows(cluster: tuple[Any, Any]) -> None:
+    client, sim = cluster
+    created = _request_log(client)
+    sim.autoscaler.clock.pause()  # the first request still waits when the second wave comes
+    try:
+        _burst(client, 4, "0.5", "a")
+        _wait_unschedulable(client, sim, 4)
+        with _running_controller(client, _settings(mode="provisioning-request")) as controller:
+            wait_for(lambda: len(created.objects) == 1, timeout=30, what="the first request")
+            _burst(client, 4, "0.5", "b")
+            # The second wave's pods may pass their grace period a second apart (lastTransitionTime has whole
+            # seconds): one replacement for all four, or one for the first ones and another for the rest; and
+            # where the first three come first, the request for 7 halves asks for 4 GPUs, whose half left
+            # over holds the last pod: no third request.
+            wait_for(lambda: created.objects and created.objects[-1]["metadata"]["labels"][consts.GPUS_LABEL] == "4", timeout=30,
+                     what="a request for the 4 GPUs all 8 pods need")  # fmt: skip
+            passes = controller.passes
+            wait_for(lambda: controller.passes > passes + 3, timeout=20, what="a few passes")
+            sim.autoscaler.clock.resume()
+            last = created.objects[-1]["metadata"]["name"]
+            wait_for(lambda: len(_requests(client)) == 1 and {t["metadata"]["labels"][consts.REQUEST_LABEL] for t in _templates(client)} == {last},
+                     timeout=20, what="the replaced requests and their templates deleted")  # fmt: skip
+            live = _requests(client)
+            assert [r["metadata"]["name"] for r in live] == [last]
+            assert live[0]["metadata"]["labels"][consts.GPUS_LABEL] == "4"
+            assert len(_request_pods(live[0])) >= 7 and {f"{WORK}/a-{i}" for i in range(4)} <= set(_request_pods(live[0]))
+            wait_for(lambda: _running(client) == 8, timeout=90, what="all 8 pods running")
+            wait_for(lambda: not _requests(client) and not _templates(client), timeout=30, what="cleaned up")
+    finally:
+        created.stop()
+    sizes = [len(_request_pods(c)) for c in created.objects]
+    assert len(created.objects) in (2, 3) and sizes == sorted(set(sizes)) and sizes[0] == 4, sizes  # each replacement for more pods
+    assert len(sim.added_nodes) == 1, sim.added_nodes  # 4 GPUs: one node, not one per request
+    registry = controller.metrics.registry
+    assert registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "delete", "reason": "replaced"}) == len(created.objects) - 1

@@ -10,8 +10,9 @@ faults a lone adjuster meets are in test_adjuster_real.py, on the real API
 server through the fault proxy.
 
 What it deliberately does not do: the scenarios already moved onto the real API server with the real
-kube-scheduler and kwok (test_adjuster_ca_on_real_api.py: a burst with cluster-autoscaler, a burst in two
-passes, pods over seconds, two node-group sizes, a ProvisioningRequest burst); their Karpenter cases stay here.
+kube-scheduler and kwok (test_adjuster_ca_on_real_api.py: with cluster-autoscaler, a burst, a burst in two
+passes, pods over seconds, two node-group sizes; and six of `--mode provisioning-request`); their Karpenter
+cases stay here.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.settings import AdjusterSettings
-from tests.cluster_state import make_gpu_node
 from tests.helpers import free_port
 from tests.waits import PausableClock, wait_for
 from tests.helpers import ControllerThread, kube_of
@@ -105,16 +105,6 @@ def past_grace() -> datetime:
     """A controller clock a second ahead of real time (more than the grace period): a pod already Unschedulable
     is past its grace period at the controller's next pass, without the test waiting it out."""
     return datetime.now(timezone.utc) + timedelta(seconds=1 + GRACE_PERIOD)
-
-
-class ShiftedClock:
-    """A controller clock `ahead` seconds past real time; a test moves it on instead of waiting."""
-
-    def __init__(self, ahead: float) -> None:
-        self.ahead = ahead
-
-    def __call__(self) -> datetime:
-        return datetime.now(timezone.utc) + timedelta(seconds=self.ahead)
 
 
 def Running(server: KubeApiServer, settings: RunSettings, clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> ControllerThread:
@@ -1016,129 +1006,13 @@ def _request_log(server: KubeApiServer) -> list[dict[str, Any]]:
     return created
 
 
-# A burst's one request, asked once and cleaned up, runs on the real API server: test_adjuster_ca_on_real_api.py.
-
-
-def test_a_failed_request_is_asked_for_again_after_the_backoff(cluster: Any) -> None:
-    server, sim = cluster
-    created = _request_log(server)
-    sim.fail_requests = True
-    _burst(server, 4, "0.5")
-    _settled(server, 4)
-    clock = ShiftedClock(ahead=1 + GRACE_PERIOD)  # past_grace, moved on past the backoff below instead of waiting it out
-    with Running(server, _settings(mode="provisioning-request", failed_backoff=60.0, provision_timeout=600.0), clock=clock) as controller:
-        wait_for(lambda: any(c.get("type") == "Failed" for r in _requests(server) for c in (r.get("status") or {}).get("conditions") or []),
-                 timeout=20, what="the request Failed")
-        passes = controller.passes
-        wait_for(lambda: controller.passes >= passes + 3, timeout=20, what="passes within the backoff")
-        assert len(created) == 1  # within the backoff, nothing new
-        sim.fail_requests = False
-        clock.ahead += 60.0
-        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
-        wait_for(lambda: not _requests(server) and not _templates(server), timeout=20, what="cleaned up")
-    assert len(created) == 2, [c["metadata"]["name"] for c in created]
-    assert len(sim.added_nodes) == 1
-
-
-def test_a_request_whose_pod_template_is_gone_fails_and_is_asked_for_again(cluster: Any) -> None:
-    """cluster-autoscaler marks a request it cannot build pods for Failed, reason FailedToCreatePods
-    (processors/provreq/injector.go): a PodTemplate someone deleted. The adjuster asks again after its backoff."""
-    server, sim = cluster
-    created = _request_log(server)
-    sim.autoscaler.clock.pause()
-    _burst(server, 4, "0.5")
-    _settled(server, 4)
-    with Running(server, _settings(mode="provisioning-request", failed_backoff=0.5), clock=past_grace):
-        wait_for(lambda: _templates(server) and _requests(server), timeout=20, what="the request and its template")
-        for template in _templates(server):
-            server.delete_object("v1", "PodTemplate", template["metadata"]["name"], NS)
-        sim.autoscaler.clock.resume()
-        failed = wait_for(lambda: [c for r in _requests(server) for c in (r.get("status") or {}).get("conditions") or [] if c.get("type") == "Failed"],
-                          timeout=20, what="the request Failed")
-        assert failed[0]["reason"] == "FailedToCreatePods", failed
-        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
-    assert len(created) == 2, [c["metadata"]["name"] for c in created]
-
-
-def test_a_request_short_of_capacity_is_kept_until_the_autoscaler_finds_it(cluster: Any) -> None:
-    """A shortage is Provisioned=False/CapacityIsNotFound, which the autoscaler retries: not a failure to replace."""
-    server, sim = cluster
-    created = _request_log(server)
-    sim.shortage = True
-    _burst(server, 4, "0.5")
-    _settled(server, 4)
-    with Running(server, _settings(mode="provisioning-request", failed_backoff=0.5), clock=past_grace) as controller:
-        wait_for(lambda: any(c.get("reason") == "CapacityIsNotFound" for r in _requests(server) for c in (r.get("status") or {}).get("conditions") or []),
-                 timeout=20, what="the request short of capacity")
-        passes = controller.passes
-        wait_for(lambda: controller.passes > passes + 3, timeout=20, what="a few passes")
-        assert len(created) == 1 and len(_requests(server)) == 1
-        sim.shortage = False
-        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
-    assert len(created) == 1 and len(sim.added_nodes) == 1
-
-
-#: Two GPU node types alike but for their CPU: the lean one first by name, which the least-waste expander's tie goes
-#: to where a request asks for GPUs alone.
-LEAN_AND_ROOMY = [NodeGroup("a-lean", gpus=8, cpu="16", memory="128Gi"), NodeGroup("b-roomy", gpus=8, cpu="128", memory="1024Gi")]
-
-
-def test_a_request_brings_the_node_type_that_holds_its_pods_cpu() -> None:
-    """cluster-autoscaler serves a request and ordinary pods in alternate loops, so KAI's pods are never sized with
-    the request (a placeholder pod and KAI's pods are, in one loop): the request's pods carry the CPU and memory of
-    the pods they are for, or the node type it brings may hold their GPUs but not their CPU. 8 halves of 10 CPUs
-    (80 CPUs, 4 GPUs) on a cluster whose CPU node has room for them in the autoscaler's eyes: one node, the roomy one."""
-    with KubeApiServer() as server:
-        _setup(server)
-        make_gpu_node(server, "cpu-pool", gpus=0, cpu="256", memory="1024Gi")
-        with GpuSim(server, provisioning_delay=0.5, node_groups=LEAN_AND_ROOMY, system_node=False, autoscaler_clock=PausableClock()) as sim:
-            for i in range(8):
-                server.create_object(fraction_pod(f"p-{i}", WORK, fraction="0.5", cpu="10", memory="8Gi"))
-            _settled(server, 8)
-            with Running(server, _settings(mode="provisioning-request"), clock=past_grace):
-                wait_for(lambda: _running(server) == 8, timeout=40, what="all 8 pods running")
-                wait_for(lambda: not _requests(server), timeout=20, what="the request deleted")
-            groups = [server.get_object("v1", "Node", name)["metadata"]["labels"][NODE_GROUP_LABEL] for name, _ in sim.added_nodes]
-            assert groups == ["b-roomy"], groups
-            assert sim.errors == []
+# A burst's one request, asked once and cleaned up; a failed one asked again after the backoff; one whose template is
+# gone; one short of capacity; one that brings the node type holding its pods' CPU; a waiting one replaced when its
+# group's demand grows: on the real API server, test_adjuster_ca_on_real_api.py.
 
 
 def _request_pods(request: dict[str, Any]) -> list[str]:
     return json.loads(request["metadata"]["annotations"][consts.PODS_ANNOTATION])
-
-
-def test_a_waiting_request_is_replaced_when_its_groups_demand_grows(cluster: Any) -> None:
-    server, sim = cluster
-    created = _request_log(server)
-    sim.autoscaler.clock.pause()  # the first request still waits when the second wave comes
-    _burst(server, 4, "0.5", prefix="a")
-    _settled(server, 4)
-    with Running(server, _settings(mode="provisioning-request"), clock=past_grace) as controller:
-        wait_for(lambda: len(created) == 1, timeout=20, what="the first request")
-        _burst(server, 4, "0.5", prefix="b")
-        # The second wave's pods may pass their grace period a second apart (lastTransitionTime has whole
-        # seconds): one replacement for all four, or one for the first ones and another for the rest; and
-        # where the first three come first, the request for 7 halves asks for 4 GPUs, whose half left
-        # over holds the last pod: no third request.
-        wait_for(lambda: created and created[-1]["metadata"]["labels"][consts.GPUS_LABEL] == "4", timeout=20,
-                 what="a request for the 4 GPUs all 8 pods need")  # fmt: skip
-        passes = controller.passes
-        wait_for(lambda: controller.passes > passes + 3, timeout=20, what="a few passes")
-        sim.autoscaler.clock.resume()
-        last = created[-1]["metadata"]["name"]
-        wait_for(lambda: len(_requests(server)) == 1 and {t["metadata"]["labels"][consts.REQUEST_LABEL] for t in _templates(server)} == {last},
-                 timeout=10, what="the replaced requests and their templates deleted")
-        live = _requests(server)
-        assert [r["metadata"]["name"] for r in live] == [last]
-        assert live[0]["metadata"]["labels"][consts.GPUS_LABEL] == "4"
-        assert len(_request_pods(live[0])) >= 7 and {f"work/a-{i}" for i in range(4)} <= set(_request_pods(live[0]))
-        wait_for(lambda: _running(server) == 8, timeout=40, what="all 8 pods running")
-        wait_for(lambda: not _requests(server) and not _templates(server), timeout=20, what="cleaned up")
-    sizes = [len(_request_pods(c)) for c in created]
-    assert len(created) in (2, 3) and sizes == sorted(set(sizes)) and sizes[0] == 4, sizes  # each replacement for more pods
-    assert len(sim.added_nodes) == 1, sim.added_nodes  # 4 GPUs: one node, not one per request
-    registry = controller.metrics.registry
-    assert registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "delete", "reason": "replaced"}) == len(created) - 1
 
 
 def _request_rbac() -> tuple[dict[str, Any], ...]:
