@@ -474,3 +474,90 @@ def test_a_waiting_request_is_replaced_when_its_groups_demand_grows(cluster: tup
     assert len(sim.added_nodes) == 1, sim.added_nodes  # 4 GPUs: one node, not one per request
     registry = controller.metrics.registry
     assert registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "delete", "reason": "replaced"}) == len(created.objects) - 1
+
+
+# --- waves, CPU, priorities -----------------------------------------------------------------------
+
+
+def test_waves_grow_the_placeholder_of_the_node_they_will_share(cluster: tuple[Any, Any]) -> None:
+    client, sim = cluster
+    sim.autoscaler.clock.pause()  # every placeholder still pending when the last wave comes
+    # Waves that each come after the batch window closed (which `batch_idle=0` makes of every wave).
+    with _running_controller(client, _settings(batch_idle=0.0)) as controller:
+        for wave in range(4):
+            _burst(client, 5, "0.5", f"grow{wave}")
+            # Each wave is its own pass: the next comes once the controller has seen this one's pods waiting.
+            _wait_unschedulable(client, sim, 5 * (wave + 1))
+            passes = controller.passes
+            wait_for(lambda: controller.passes >= passes + 2, timeout=20, what=f"two passes after wave {wave}")
+        asked = sorted(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in _placeholders(client))
+        assert not sim.added_nodes  # still all pending: what the waves asked for, before any node came
+        sim.autoscaler.clock.resume()
+        wait_for(lambda: _running(client) == 20, timeout=90, what="all 20 pods running")
+        wait_for(lambda: not _placeholders(client), timeout=30, what="the placeholders deleted")
+    registry = controller.metrics.registry
+    assert not registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "delete", "reason": "demand-gone"})
+    # 20 halves in 4 waves: each wave's pods fill the node an earlier wave's placeholder is on its way for (that one
+    # grows), so what the autoscaler sees when it looks is the 10 GPUs the 20 need, and it adds two nodes.
+    assert sum(asked) == 10, asked
+    assert len(sim.added_nodes) == 2, sim.added_nodes
+
+
+def test_the_pods_cpu_is_asked_for_once(stack: Any) -> None:
+    """4 pods of 0.5 GPU and 20 CPU in a pool of 8-GPU, 96-CPU nodes: one node holds them. The autoscaler places the
+    waiting pods (CPU, no GPU) itself as well as the placeholder, so a placeholder that asked for the 80 CPU again
+    got two nodes."""
+    from kubesim.sim_autoscaler import NodeGroup
+    from kubesim.sim_gpu import fraction_pod
+
+    with simulated(stack, node_groups=[NodeGroup("gpu-8x", gpus=8, cpu="96", memory="512Gi")]) as (client, sim):
+        for i in range(4):
+            client.create_object(fraction_pod(f"cpu20-{i}", WORK, fraction="0.5", cpu="20"))
+        _wait_unschedulable(client, sim, 4)
+        with _running_controller(client, _settings()):
+            wait_for(lambda: _running(client) == 4, timeout=90, what="all pods running")
+            time.sleep(2 * sim.scan_interval + sim.provisioning_delay)  # a second node would have been decided by now
+        assert len(sim.added_nodes) == 1, sim.added_nodes
+
+
+@contextlib.contextmanager
+def _placeholder_priority(client: Any, value: int) -> Iterator[None]:
+    """The adjuster's PriorityClass at `value` (its value cannot change: deleted and made again), the module's back after."""
+    def make(priority: int) -> None:
+        client.delete_object("scheduling.k8s.io/v1", "PriorityClass", consts.DEFAULT_PRIORITY_CLASS)
+        client.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS},
+                              "value": priority, "preemptionPolicy": "Never"})  # fmt: skip
+
+    make(value)
+    try:
+        yield
+    finally:
+        make(-1)
+
+
+def test_the_shipped_priority_class_is_one_the_autoscaler_scales_up_for(cluster: tuple[Any, Any]) -> None:
+    """The simulated autoscaler ignores pods below its --expendable-pods-priority-cutoff (-10), as the real one; the
+    shipped class is above it (the API server's Priority admission gives each placeholder its value)."""
+    import yaml
+
+    client, sim = cluster
+    shipped = next(d for path in sorted((ROOT / "configs" / "adjuster").glob("*.yaml")) for d in yaml.safe_load_all(path.read_text())
+                   if d and d["kind"] == "PriorityClass")  # fmt: skip
+    with _placeholder_priority(client, shipped["value"]):
+        _burst(client, 4, "0.5", "shipped")
+        _wait_unschedulable(client, sim, 4)
+        with _running_controller(client, _settings()):
+            wait_for(lambda: _running(client) == 4, timeout=90, what="all pods running")
+    assert len(sim.added_nodes) == 1, sim.added_nodes
+
+
+def test_placeholders_below_the_cutoff_never_add_a_node(cluster: tuple[Any, Any]) -> None:
+    client, sim = cluster
+    with _placeholder_priority(client, -1000):
+        _burst(client, 4, "0.5", "expendable")
+        _wait_unschedulable(client, sim, 4)
+        with _running_controller(client, _settings()):
+            placeholder = wait_for(lambda: _placeholders(client), timeout=30, what="the placeholder")
+            assert placeholder[0]["spec"]["priority"] == -1000  # the API server's Priority admission
+            time.sleep(2 * sim.scan_interval + sim.provisioning_delay + 0.5)  # the simulated autoscaler's loops: no scale-up
+    assert sim.added_nodes == [] and _running(client) == 0

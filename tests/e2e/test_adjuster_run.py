@@ -11,8 +11,8 @@ server through the fault proxy.
 
 What it deliberately does not do: the scenarios already moved onto the real API server with the real
 kube-scheduler and kwok (test_adjuster_ca_on_real_api.py: with cluster-autoscaler, a burst, a burst in two
-passes, pods over seconds, two node-group sizes; and six of `--mode provisioning-request`); their Karpenter
-cases stay here.
+passes, pods over seconds, waves that grow a placeholder, two node-group sizes, the pods' CPU asked for once, the
+expendable-priority cutoff; and six of `--mode provisioning-request`); their Karpenter cases stay here.
 """
 
 from __future__ import annotations
@@ -342,30 +342,6 @@ def test_a_higher_priority_pod_that_takes_the_new_node_first_costs_one_more_node
 # Pods arriving over seconds, one scale-up: test_adjuster_ca_on_real_api.py, on the real API server.
 
 
-def test_waves_grow_the_placeholder_of_the_node_they_will_share(cluster: Any) -> None:
-    server, sim = cluster
-    sim.autoscaler.clock.pause()  # every placeholder still pending when the last wave comes
-    # Waves that each come after the batch window closed (which `batch_idle=0` makes of every wave).
-    with Running(server, _settings(batch_idle=0.0), clock=past_grace) as controller:
-        for wave in range(4):
-            _burst(server, 5, "0.5", prefix=f"w{wave}")
-            # Each wave is its own pass: the next comes once the controller has seen this one's pods waiting.
-            _settled(server, 5 * (wave + 1))
-            passes = controller.passes
-            wait_for(lambda: controller.passes >= passes + 2, timeout=20, what=f"two passes after wave {wave}")
-        asked = sorted(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in _placeholders(server))
-        assert not sim.added_nodes  # still all pending: what the waves asked for, before any node came
-        sim.autoscaler.clock.resume()
-        wait_for(lambda: _running(server) == 20, timeout=40, what="all 20 pods running")
-        wait_for(lambda: not _placeholders(server), timeout=30, what="the placeholders deleted")
-    registry = controller.metrics.registry
-    assert not registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "delete", "reason": "demand-gone"})
-    # 20 halves in 4 waves: each wave's pods fill the node an earlier wave's placeholder is on its way for (that one
-    # grows), so what the autoscaler sees when it looks is the 10 GPUs the 20 need, and it adds two nodes.
-    assert sum(asked) == 10, asked
-    assert len(sim.added_nodes) == 2, sim.added_nodes
-
-
 def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(either_cluster: Any) -> None:
     # A 1-GPU wave, then 10 pods of 0.9 (a GPU each) while the first node is on its way: 11 GPUs, two nodes of 8.
     # Counting the first node's 7 other GPUs for 7 of the 10 asked the autoscaler for 3 more GPUs, which it
@@ -684,7 +660,7 @@ def test_a_leader_stopped_with_sigterm_hands_the_lease_over_at_once(cluster: Any
         _terminate(leader, standby)
 
 
-@pytest.mark.parametrize("autoscaler", AUTOSCALERS)
+@pytest.mark.parametrize("autoscaler", ["karpenter"])  # cluster-autoscaler's case: test_adjuster_ca_on_real_api.py
 def test_the_pods_cpu_is_asked_for_once(autoscaler: str) -> None:
     """4 pods of 0.5 GPU and 20 CPU in a pool of 8-GPU, 96-CPU nodes: one node holds them. The autoscalers place the
     waiting pods (CPU, no GPU) themselves as well as the placeholder, so a placeholder that asked for the 80 CPU again
@@ -724,28 +700,8 @@ def _with_priority(server: KubeApiServer, value: int) -> None:
                           "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS}, "value": value, "preemptionPolicy": "Never"})
 
 
-def test_the_shipped_priority_class_is_one_the_autoscaler_scales_up_for(cluster: Any) -> None:
-    """The simulated autoscaler ignores pods below its --expendable-pods-priority-cutoff (-10), as the real one."""
-    server, sim = cluster
-    shipped = next(d for d in _config_docs() if d["kind"] == "PriorityClass")
-    _with_priority(server, shipped["value"])
-    _burst(server, 4, "0.5")
-    _settled(server, 4)
-    with Running(server, _settings(), clock=past_grace):
-        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
-    assert len(sim.added_nodes) == 1, sim.added_nodes
-
-
-@pytest.mark.realtime
-def test_placeholders_below_the_cutoff_never_add_a_node(cluster: Any) -> None:
-    server, sim = cluster
-    _with_priority(server, -1000)
-    _burst(server, 4, "0.5")
-    _settled(server, 4)
-    with Running(server, _settings(), clock=past_grace):
-        wait_for(lambda: len(_placeholders(server)) == 1, timeout=20, what="the placeholder")
-        time.sleep(2 * sim.scan_interval + sim.provisioning_delay + 0.5)  # the simulated autoscaler's loops: no scale-up
-    assert sim.added_nodes == [] and _running(server) == 0
+# The shipped PriorityClass scales up, and one below cluster-autoscaler's expendable cutoff never does: on the
+# real API server (its Priority admission), test_adjuster_ca_on_real_api.py.
 
 
 def test_the_cli_refuses_a_priority_class_below_the_cutoff_and_says_the_cutoff_it_assumes(cluster: Any, tmp_path: Path) -> None:
