@@ -99,13 +99,14 @@ def cluster(stack: Any) -> Iterator[tuple[Any, Any]]:
 
 
 def _clean_up(client: Any, reservations: str) -> None:
-    """Every pod of the test's namespaces, its requests and templates, the nodes the autoscaler added: gone, not
-    going (a pod of the next test may have the same name)."""
+    """Every pod and Event of the test's namespaces, its requests and templates, the nodes the autoscaler added: gone,
+    not going."""
     from kubernetes import client as k8s
 
     core = k8s.CoreV1Api(client.api_client())
     for namespace in (WORK, NS, reservations):
         core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        core.delete_collection_namespaced_event(namespace)
     for kind, api in (("ProvisioningRequest", PR_API), ("PodTemplate", "v1")):
         for obj in client.list_objects(api, kind, NS):
             client.delete_object(api, kind, obj["metadata"]["name"], NS)
@@ -561,3 +562,24 @@ def test_placeholders_below_the_cutoff_never_add_a_node(cluster: tuple[Any, Any]
             assert placeholder[0]["spec"]["priority"] == -1000  # the API server's Priority admission
             time.sleep(2 * sim.scan_interval + sim.provisioning_delay + 0.5)  # the simulated autoscaler's loops: no scale-up
     assert sim.added_nodes == [] and _running(client) == 0
+
+
+@pytest.mark.parametrize("mode", ["placeholder", "provisioning-request"])
+def test_a_bad_pod_is_reported_and_does_not_stop_the_others(cluster: tuple[Any, Any], mode: str) -> None:
+    """Both modes share one act step: each posts ScaleUpIgnored on a pod it does not count."""
+    from kubesim.sim_gpu import fraction_pod
+
+    client, sim = cluster
+    bad = f"bad-{mode}"
+    client.create_object(fraction_pod(bad, WORK, fraction="1.5"))  # more than a GPU: not a GPU-sharing request
+    _burst(client, 2, "0.5", f"good-{mode}")
+    with _running_controller(client, _settings(mode=mode), clock=lambda: datetime.now(timezone.utc)) as controller:
+        wait_for(lambda: _running(client) == 2, timeout=90, what="the good pods running")
+        wait_for(lambda: [e for e in client.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"],
+                 timeout=30, what="an event on the bad pod")  # fmt: skip
+        samples = {s.labels["reason"]: s.value for m in controller.metrics.registry.collect()
+                   if m.name == "raybridge_adjuster_ignored_pods" for s in m.samples}  # fmt: skip
+    ignored = [e for e in client.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"]
+    assert [e["involvedObject"]["name"] for e in ignored] == [bad]
+    assert ignored[0]["type"] == "Warning" and "does not count this pod" in ignored[0]["message"]
+    assert sum(samples.values()) == 1, samples

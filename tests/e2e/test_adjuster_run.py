@@ -12,7 +12,8 @@ server through the fault proxy.
 What it deliberately does not do: the scenarios already moved onto the real API server with the real
 kube-scheduler and kwok (test_adjuster_ca_on_real_api.py: with cluster-autoscaler, a burst, a burst in two
 passes, pods over seconds, waves that grow a placeholder, two node-group sizes, the pods' CPU asked for once, the
-expendable-priority cutoff; and six of `--mode provisioning-request`); their Karpenter cases stay here.
+expendable-priority cutoff, a bad pod reported in both modes; and six of `--mode provisioning-request`); their
+Karpenter cases stay here.
 """
 
 from __future__ import annotations
@@ -462,22 +463,7 @@ def test_a_held_node_does_not_stop_its_group_from_growing(tmp_path: Path) -> Non
             assert sim.errors == []
 
 
-@pytest.mark.parametrize("mode", ["placeholder", "provisioning-request"])
-def test_a_bad_pod_is_reported_and_does_not_stop_the_others(cluster: Any, mode: str) -> None:
-    """Both modes share one act step: each posts ScaleUpIgnored on a pod it does not count."""
-    server, sim = cluster
-    server.create_object(fraction_pod("bad", WORK, fraction="1.5"))  # more than a GPU: not a GPU-sharing request
-    _burst(server, 2, "0.5")
-    with Running(server, _settings(mode=mode)) as controller:
-        wait_for(lambda: _running(server) == 2, timeout=40, what="the good pods running")
-        wait_for(lambda: [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"],
-                 timeout=20, what="an event on the bad pod")
-        samples = {s.labels["reason"]: s.value for m in controller.metrics.registry.collect()
-                   if m.name == "raybridge_adjuster_ignored_pods" for s in m.samples}
-    ignored = [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"]
-    assert [e["involvedObject"]["name"] for e in ignored] == ["bad"]
-    assert ignored[0]["type"] == "Warning" and "does not count this pod" in ignored[0]["message"]
-    assert sum(samples.values()) == 1, samples
+# A bad pod reported while the others get their nodes, in both modes: test_adjuster_ca_on_real_api.py.
 
 
 def test_a_placeholder_stuck_terminating_blocks_nothing(cluster: Any) -> None:
