@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import pytest
 
@@ -30,7 +33,7 @@ from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision import consts
 from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings
 from testcluster.pytest_plugin import _unavailable
-from tests.helpers import ROOT, ControllerThread, kube_of
+from tests.helpers import ROOT, ControllerThread, free_port, kube_of
 from tests.waits import PausableClock, ShiftedClock, wait_for
 
 pytestmark = [
@@ -110,6 +113,8 @@ def _clean_up(client: Any, reservations: str) -> None:
     for kind, api in (("ProvisioningRequest", PR_API), ("PodTemplate", "v1")):
         for obj in client.list_objects(api, kind, NS):
             client.delete_object(api, kind, obj["metadata"]["name"], NS)
+    if client.get_object("coordination.k8s.io/v1", "Lease", consts.DEFAULT_LEASE_NAME, NS) is not None:
+        client.delete_object("coordination.k8s.io/v1", "Lease", consts.DEFAULT_LEASE_NAME, NS)
     for node in client.list_objects("v1", "Node"):
         if node["metadata"]["name"].startswith("sim-gpu-node-"):
             client.delete_object("v1", "Node", node["metadata"]["name"])
@@ -583,3 +588,124 @@ def test_a_bad_pod_is_reported_and_does_not_stop_the_others(cluster: tuple[Any, 
     assert [e["involvedObject"]["name"] for e in ignored] == [bad]
     assert ignored[0]["type"] == "Warning" and "does not count this pod" in ignored[0]["message"]
     assert sum(samples.values()) == 1, samples
+
+
+# --- the CLI: metrics, health, leader election on the real API server's Leases ---------------------
+
+#: `adjuster run` as an admin starts it, without importing what it never uses (a lighter process).
+SLIM_ADJUSTER = ("import runpy, sys\n"
+                 "for name in ('ray', 'rich', 'pynvml', 'amdsmi'): sys.modules[name] = None\n"
+                 "sys.argv = ['raybridge'] + sys.argv[1:]\n"
+                 "runpy.run_module('raybridge', run_name='__main__', alter_sys=True)\n")  # fmt: skip
+
+
+def _adjuster(stack: Any, *args: str) -> "subprocess.Popen[str]":
+    return subprocess.Popen([sys.executable, "-c", SLIM_ADJUSTER, "adjuster", "run", "--kubeconfig", str(stack.kubeconfig), "--grace-period", "0.2",
+                             "--node-gpus", "8", "--resync", "0.2", *args], cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+
+
+def _http_status(port: int, path: str) -> int:
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2).status
+    except OSError as exc:
+        return getattr(exc, "code", 0) or 0
+
+
+def _metric(port: int, name: str) -> str:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return "\n".join(line for line in text.splitlines() if line.startswith(name))
+
+
+def _lease(client: Any) -> dict[str, Any]:
+    return (client.get_object("coordination.k8s.io/v1", "Lease", consts.DEFAULT_LEASE_NAME, NS) or {}).get("spec") or {}
+
+
+def _lease_time(client: Any, field: str) -> datetime:
+    """spec.renewTime or spec.acquireTime of the adjuster's Lease (RFC 3339 with microseconds)."""
+    return datetime.fromisoformat(_lease(client)[field].replace("Z", "+00:00"))
+
+
+def _terminate(*procs: "Optional[subprocess.Popen[str]]") -> None:
+    """SIGTERM each replica still running and wait for it (the replica releases its Lease on the way out)."""
+    for proc in procs:
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=60)
+
+
+def test_the_cli_runs_reports_metrics_and_health_and_stops_on_sigterm(stack: Any, cluster: tuple[Any, Any]) -> None:
+    client, sim = cluster
+    port = free_port()
+    _burst(client, 4, "0.5", "cli")
+    _wait_unschedulable(client, sim, 4)
+    time.sleep(1 + GRACE_PERIOD)  # the adjuster's clock is the real one: the condition's whole second and the grace period
+    proc = _adjuster(stack, "--leader-election", "false", "--metrics-port", str(port), "--log-format", "json")
+    try:
+        wait_for(lambda: _http_status(port, "/readyz") == 200, timeout=30, what="/readyz")
+        assert _http_status(port, "/healthz") == 200
+        wait_for(lambda: _running(client) == 4, timeout=90, what="all pods running")
+        wait_for(lambda: not _placeholders(client), timeout=30, what="the placeholders deleted")
+        assert 'action="create"' in _metric(port, "raybridge_adjuster_placeholder_actions_total")
+        assert "raybridge_adjuster_leader 1.0" in _metric(port, "raybridge_adjuster_leader")
+        assert 'raybridge_adjuster_pending_fractional_gpus{vendor="nvidia"}' in _metric(port, "raybridge_adjuster_pending_fractional_gpus")
+        assert _metric(port, "raybridge_adjuster_reconcile_duration_seconds_count")
+        assert 'raybridge_adjuster_placeholder_gpus{state="pending"}' in _metric(port, "raybridge_adjuster_placeholder_gpus")
+        events = client.list_objects("v1", "Event", WORK)
+        assert any(e["reason"] == "ScaleUpRequested" and "asked for 2 nvidia.com/gpu for this pod and 3 others" in e["message"]
+                   for e in events), [e["message"] for e in events]  # fmt: skip
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    lines = [json.loads(line) for line in err.splitlines() if line.strip()]
+    assert any(entry["msg"].startswith("created placeholder") for entry in lines), err
+
+
+def test_a_standby_takes_over_when_the_leader_dies(stack: Any, cluster: tuple[Any, Any]) -> None:
+    client, sim = cluster
+    # Lease timings with room for a loaded machine: a renewal late by more than the renew deadline would hand the
+    # Lease over before the leader is killed (seen with 3 s and 2 s when the suite ran beside other work)
+    lease, renew_deadline, retry = 6, 4, 1
+    common = ["--metrics-port", "0", "--lease-duration", str(lease), "--renew-deadline", str(renew_deadline), "--retry-period", str(retry)]
+    leader = _adjuster(stack, *common, "--identity", "replica-a")
+    standby = None
+    try:
+        wait_for(lambda: _lease(client).get("holderIdentity") == "replica-a", timeout=30, what="replica-a leading")
+        standby = _adjuster(stack, *common, "--identity", "replica-b")
+        time.sleep(3)
+        assert _lease(client).get("holderIdentity") == "replica-a"  # the standby waits while the lease is renewed
+        leader.kill()  # no goodbye: the lease simply stops being renewed
+        leader.communicate(timeout=10)
+        last_renewed = _lease_time(client, "renewTime")
+        wait_for(lambda: _lease(client).get("holderIdentity") == "replica-b", timeout=30, what="replica-b taking over")
+        # Read from the Lease the replicas wrote (not from this test's polling): never before the lease expired,
+        # and within a retry period and slack after.
+        waited = (_lease_time(client, "acquireTime") - last_renewed).total_seconds()
+        assert lease <= waited < lease + retry + 4, waited
+        _burst(client, 4, "0.5", "standby")
+        wait_for(lambda: _running(client) == 4, timeout=90, what="the new leader acting")
+    finally:
+        _terminate(leader, standby)
+
+
+def test_a_leader_stopped_with_sigterm_hands_the_lease_over_at_once(stack: Any, cluster: tuple[Any, Any]) -> None:
+    client, sim = cluster
+    lease_duration = 60
+    common = ["--metrics-port", "0", "--lease-duration", str(lease_duration), "--renew-deadline", "10", "--retry-period", "1"]
+    leader = _adjuster(stack, *common, "--identity", "replica-a")
+    standby = None
+    try:
+        wait_for(lambda: _lease(client).get("holderIdentity") == "replica-a", timeout=30, what="replica-a leading")
+        standby = _adjuster(stack, *common, "--identity", "replica-b")
+        time.sleep(3)
+        assert _lease(client).get("holderIdentity") == "replica-a"
+        leader.send_signal(signal.SIGTERM)
+        _, err = leader.communicate(timeout=60)
+        assert leader.returncode == 0, err
+        assert _lease(client).get("holderIdentity") in (None, "", "replica-b")  # released on the way out, not left to expire
+        # Taken over well within the 60 s lease: through the release, not its expiry.
+        wait_for(lambda: _lease(client).get("holderIdentity") == "replica-b", timeout=lease_duration / 2, what="replica-b taking over")
+        _burst(client, 4, "0.5", "sigterm")
+        wait_for(lambda: _running(client) == 4, timeout=90, what="the new leader acting")
+    finally:
+        _terminate(leader, standby)

@@ -5,15 +5,15 @@ What a platform team would check: a burst of fractional pods gets the planned
 GPUs once, the pods land, the placeholders go away; a restart adopts and
 duplicates nothing (its create failing from the second on: a fault a mutating
 hook arms while the simulated autoscaler's clock is held, which stays here);
-leader election hands over; bad settings are exit 2 with one line. The API
+bad settings are exit 2 with one line. The API
 faults a lone adjuster meets are in test_adjuster_real.py, on the real API
 server through the fault proxy.
 
 What it deliberately does not do: the scenarios already moved onto the real API server with the real
 kube-scheduler and kwok (test_adjuster_ca_on_real_api.py: with cluster-autoscaler, a burst, a burst in two
 passes, pods over seconds, waves that grow a placeholder, two node-group sizes, the pods' CPU asked for once, the
-expendable-priority cutoff, a bad pod reported in both modes; and six of `--mode provisioning-request`); their
-Karpenter cases stay here.
+expendable-priority cutoff, a bad pod reported in both modes, the CLI's metrics and health, leader election;
+and six of `--mode provisioning-request`); their Karpenter cases stay here.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -39,7 +38,6 @@ from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.settings import AdjusterSettings
-from tests.helpers import free_port
 from tests.waits import PausableClock, wait_for
 from tests.helpers import ControllerThread, kube_of
 from kubesim.server import KubeApiServer
@@ -164,13 +162,6 @@ def _settled(server: KubeApiServer, count: int) -> None:
     past their grace period at once (the condition's time has whole seconds, so pods marked within one wall
     second can read as a second apart; the clock is ahead by more than that)."""
     wait_for(lambda: _unschedulable(server) == count, timeout=20, what="the burst unschedulable")
-
-
-def _settled_in_real_time(server: KubeApiServer, count: int) -> None:
-    """`_settled` for a controller in another process (whose clock is the real one): waits out the grace period
-    and the condition time's whole second."""
-    _settled(server, count)
-    time.sleep(1 + GRACE_PERIOD)
 
 
 def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_go(karpenter_cluster: Any) -> None:
@@ -526,124 +517,13 @@ def test_a_bad_setting_is_exit_2_with_one_line(args: list[str], env: dict[str, s
     assert "Traceback" not in err
 
 
-def _metric(port: int, name: str) -> str:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    return "\n".join(line for line in text.splitlines() if line.startswith(name))
-
-
-@pytest.mark.realtime
-def test_the_cli_runs_reports_metrics_and_health_and_stops_on_sigterm(cluster: Any, tmp_path: Path) -> None:
-    server, sim = cluster
-    kubeconfig = tmp_path / "kubeconfig"
-    server.write_kubeconfig(kubeconfig)
-    port = free_port()
-    _burst(server, 4, "0.5")
-    _settled_in_real_time(server, 4)
-    proc = _cli("--kubeconfig", str(kubeconfig), "--grace-period", "0.2", "--node-gpus", "8", "--resync", "0.2",
-                "--leader-election", "false", "--metrics-port", str(port), "--log-format", "json")
-    try:
-        wait_for(lambda: _get(port, "/readyz") == 200, timeout=30, what="/readyz")
-        assert _get(port, "/healthz") == 200
-        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
-        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
-        assert 'action="create"' in _metric(port, "raybridge_adjuster_placeholder_actions_total")
-        assert "raybridge_adjuster_leader 1.0" in _metric(port, "raybridge_adjuster_leader")
-        assert 'raybridge_adjuster_pending_fractional_gpus{vendor="nvidia"}' in _metric(port, "raybridge_adjuster_pending_fractional_gpus")
-        assert _metric(port, "raybridge_adjuster_reconcile_duration_seconds_count")
-        assert 'raybridge_adjuster_placeholder_gpus{state="pending"}' in _metric(port, "raybridge_adjuster_placeholder_gpus")
-        events = server.list_objects("v1", "Event", WORK)
-        assert any(e["reason"] == "ScaleUpRequested" and "asked for 2 nvidia.com/gpu for this pod and 3 others" in e["message"]
-                   for e in events), [e["message"] for e in events]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    lines = [json.loads(line) for line in err.splitlines() if line.strip()]
-    assert any(entry["msg"].startswith("created placeholder") for entry in lines), err
-
-
-def _get(port: int, path: str) -> int:
-    try:
-        return urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2).status
-    except OSError as exc:
-        return getattr(exc, "code", 0) or 0
+# The CLI's metrics, health and SIGTERM, a standby taking over from a dead leader, and a leader handing its Lease
+# over on SIGTERM: on the real API server and its Leases, test_adjuster_ca_on_real_api.py.
 
 
 def _holder(server: KubeApiServer) -> str:
     lease = server.get_object("coordination.k8s.io/v1", "Lease", consts.DEFAULT_LEASE_NAME, NS)
     return ((lease or {}).get("spec") or {}).get("holderIdentity") or ""
-
-
-def _lease_time(server: KubeApiServer, field: str) -> datetime:
-    """spec.renewTime or spec.acquireTime of the adjuster's Lease (RFC 3339 with microseconds)."""
-    lease = server.get_object("coordination.k8s.io/v1", "Lease", consts.DEFAULT_LEASE_NAME, NS) or {}
-    return datetime.fromisoformat(lease["spec"][field].replace("Z", "+00:00"))
-
-
-@pytest.mark.realtime
-def test_a_standby_takes_over_when_the_leader_dies(cluster: Any, tmp_path: Path) -> None:
-    server, sim = cluster
-    kubeconfig = tmp_path / "kubeconfig"
-    server.write_kubeconfig(kubeconfig)
-    # Lease timings with room for a loaded machine: a renewal late by more than the renew deadline would hand the
-    # Lease over before the leader is killed (seen with 3 s and 2 s when the suite ran beside other work)
-    lease, renew_deadline, retry = 6, 4, 1
-    common = ["--kubeconfig", str(kubeconfig), "--grace-period", "0.2", "--node-gpus", "8", "--resync", "0.2", "--metrics-port", "0",
-              "--lease-duration", str(lease), "--renew-deadline", str(renew_deadline), "--retry-period", str(retry)]
-    leader = _cli(*common, "--identity", "replica-a")
-    standby = None
-    try:
-        wait_for(lambda: _holder(server) == "replica-a", timeout=30, what="replica-a leading")
-        standby = _cli(*common, "--identity", "replica-b")
-        time.sleep(3)
-        assert _holder(server) == "replica-a"  # the standby waits while the lease is renewed
-        leader.kill()  # no goodbye: the lease simply stops being renewed
-        leader.communicate(timeout=10)
-        last_renewed = _lease_time(server, "renewTime")
-        wait_for(lambda: _holder(server) == "replica-b", timeout=30, what="replica-b taking over")
-        # Read from the Lease the replicas wrote (not from this test's polling): never before the lease expired,
-        # and within a retry period and slack after.
-        waited = (_lease_time(server, "acquireTime") - last_renewed).total_seconds()
-        assert lease <= waited < lease + retry + 4, waited
-        _burst(server, 4, "0.5")
-        wait_for(lambda: _running(server) == 4, timeout=40, what="the new leader acting")
-    finally:
-        _terminate(leader, standby)
-
-
-def _terminate(*procs: Optional[subprocess.Popen]) -> None:
-    """SIGTERM each replica still running and wait for it (the replica releases its Lease on the way out)."""
-    for proc in procs:
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            proc.communicate(timeout=60)
-
-
-@pytest.mark.realtime
-def test_a_leader_stopped_with_sigterm_hands_the_lease_over_at_once(cluster: Any, tmp_path: Path) -> None:
-    server, sim = cluster
-    kubeconfig = tmp_path / "kubeconfig"
-    server.write_kubeconfig(kubeconfig)
-    lease_duration = 60
-    common = ["--kubeconfig", str(kubeconfig), "--grace-period", "0.2", "--node-gpus", "8", "--resync", "0.2",
-              "--metrics-port", "0", "--lease-duration", str(lease_duration), "--renew-deadline", "10", "--retry-period", "1"]
-    leader = _cli(*common, "--identity", "replica-a")
-    standby = None
-    try:
-        wait_for(lambda: _holder(server) == "replica-a", timeout=30, what="replica-a leading")
-        standby = _cli(*common, "--identity", "replica-b")
-        time.sleep(3)
-        assert _holder(server) == "replica-a"
-        leader.send_signal(signal.SIGTERM)
-        _, err = leader.communicate(timeout=60)
-        assert leader.returncode == 0, err
-        assert _holder(server) in ("", "replica-b")  # released on the way out, not left to expire
-        # Taken over well within the 60 s lease: through the release, not its expiry.
-        wait_for(lambda: _holder(server) == "replica-b", timeout=lease_duration / 2, what="replica-b taking over")
-        _burst(server, 4, "0.5")
-        wait_for(lambda: _running(server) == 4, timeout=40, what="the new leader acting")
-    finally:
-        _terminate(leader, standby)
 
 
 @pytest.mark.parametrize("autoscaler", ["karpenter"])  # cluster-autoscaler's case: test_adjuster_ca_on_real_api.py
