@@ -709,3 +709,35 @@ def test_a_leader_stopped_with_sigterm_hands_the_lease_over_at_once(stack: Any, 
         wait_for(lambda: _running(client) == 4, timeout=90, what="the new leader acting")
     finally:
         _terminate(leader, standby)
+
+
+# --- a wave beside a pending placeholder -------------------------------------------------------------
+
+
+def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(cluster: tuple[Any, Any]) -> None:
+    # A 1-GPU wave, then 10 pods of 0.9 (a GPU each) while the first node is on its way: 11 GPUs, two nodes of 8.
+    # Counting the first node's 7 other GPUs for 7 of the 10 asked the autoscaler for 3 more GPUs, which it
+    # packed beside the first placeholder: one node, and 3 pods waited for a second scale-up.
+    from kubesim.sim_gpu import fraction_pod
+
+    client, sim = cluster
+    created = _placeholder_log(client)
+    sim.autoscaler.clock.pause()
+    try:
+        # A second wave after the batch window closed (which `batch_idle=0` makes of it).
+        with _running_controller(client, _settings(provision_timeout=120.0, batch_idle=0.0)) as controller:
+            client.create_object(fraction_pod("beside-first", WORK, fraction="0.9"))
+            wait_for(lambda: created.objects, timeout=30, what="the first placeholder")
+            _burst(client, 10, "0.9", "beside")
+            _wait_unschedulable(client, sim, 11)
+            passes = controller.passes
+            wait_for(lambda: controller.passes >= passes + 2, timeout=20, what="two passes after the second wave")
+            asked = sorted(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in _placeholders(client))
+            assert sum(asked) == 11, asked  # what the autoscaler sees when it looks: every GPU the 11 need
+            sim.autoscaler.clock.resume()
+            wait_for(lambda: _running(client) == 11, timeout=90, what="all 11 pods running")
+            wait_for(lambda: not _placeholders(client), timeout=30, what="the placeholders deleted")
+    finally:
+        created.stop()
+    assert len(sim.added_nodes) == 2, (sim.added_nodes, _deleted_by_reason(controller))
+    assert "provision-timeout" not in _deleted_by_reason(controller)

@@ -12,7 +12,8 @@ server through the fault proxy.
 What it deliberately does not do: the scenarios already moved onto the real API server with the real
 kube-scheduler and kwok (test_adjuster_ca_on_real_api.py: with cluster-autoscaler, a burst, a burst in two
 passes, pods over seconds, waves that grow a placeholder, two node-group sizes, the pods' CPU asked for once, the
-expendable-priority cutoff, a bad pod reported in both modes, the CLI's metrics and health, leader election;
+expendable-priority cutoff, a bad pod reported in both modes, the CLI's metrics and health, leader election,
+a wave beside a pending placeholder;
 and six of `--mode provisioning-request`); their Karpenter cases stay here.
 """
 
@@ -334,11 +335,11 @@ def test_a_higher_priority_pod_that_takes_the_new_node_first_costs_one_more_node
 # Pods arriving over seconds, one scale-up: test_adjuster_ca_on_real_api.py, on the real API server.
 
 
-def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(either_cluster: Any) -> None:
+def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(karpenter_cluster: Any) -> None:
     # A 1-GPU wave, then 10 pods of 0.9 (a GPU each) while the first node is on its way: 11 GPUs, two nodes of 8.
     # Counting the first node's 7 other GPUs for 7 of the 10 asked the autoscaler for 3 more GPUs, which it
     # packed beside the first placeholder: one node, and 3 pods waited for a second scale-up.
-    server, sim = either_cluster
+    server, sim = karpenter_cluster
     log = PlaceholderLog(server)
     sim.autoscaler.clock.pause()
     # A second wave after the batch window closed (which `batch_idle=0` makes of it).
