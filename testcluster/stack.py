@@ -70,8 +70,9 @@ __all__ = ["Stack", "StackOptions", "CORE", "OPERATORS", "completing_stage"]
 
 #: The control plane and the nodes: always started.
 CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-#: Stopped after every other program, which may need them to shut down cleanly (Stack.stop).
-STOPPED_LAST = ("etcd", "kube-apiserver")
+#: Stopped after every other program, which may need them to shut down cleanly, one after the other in this order
+#: (Stack.stop): the API server writes to etcd as it shuts down (its endpoint lease).
+STOPPED_LAST = ("kube-apiserver", "etcd")
 #: The operators a stack may add (`--with`).
 OPERATORS = ("kuberay", "kueue", "karpenter", "kai")
 #: The operators a stack starts unless told; the others only on request (Karpenter launches nodes for every pending pod).
@@ -202,16 +203,16 @@ class Stack:
     def stop(self) -> None:
         """Every process but the API server and etcd at once (the Ray head too, all but its GCS first:
         `ray_head.end_all_but_the_gcs`; `processes.stop_all`, bounded whatever hangs), then the proxies, the doors and
-        relays, then those two, then the temp directory. `killed_at_stop` names the programs that outran the grace.
+        relays, then the API server, then etcd, then the temp directory. `killed_at_stop` names the programs that
+        outran the grace.
 
         The API server goes last because the operators shut down through it: Kueue, stopped together with it, and the
         API server waited on each other for the whole grace; so did the API server and the relays that join it to the
-        programs in namespaces of their own. Each stack's stop took 10 s or more and a SIGKILL or two; in this order,
-        2 to 3 s and none."""
+        programs in namespaces of their own, and, under load, the API server and an etcd stopped with it. Each
+        stack's stop took 10 s or more and a SIGKILL or two; in this order, 2 to 3 s and none."""
         for process in self.processes:
             if process.name == RAY_HEAD_PROCESS:
                 end_all_but_the_gcs(process)
-        last = [p for p in self.processes if p.name in STOPPED_LAST]
         self.killed_at_stop = stop_all([p for p in reversed(self.processes) if p.name not in STOPPED_LAST])
         if self.proxy is not None:
             self.proxy.stop()
@@ -225,7 +226,8 @@ class Stack:
         self._relays.clear()
         self.kubelet_gate = self.head_door = None
         self.ray_head = None
-        self.killed_at_stop += stop_all(list(reversed(last)))
+        for name in STOPPED_LAST:  # the API server, then etcd: on its way out it removes its endpoint lease there
+            self.killed_at_stop += stop_all([p for p in self.processes if p.name == name])
         self.processes.clear()
         reaper = getattr(self, "_reaper", None)
         if reaper is not None:
