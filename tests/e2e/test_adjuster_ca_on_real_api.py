@@ -24,16 +24,18 @@ import sys
 import threading
 import time
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Iterator, Optional
 
 import pytest
 
 from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision import consts
-from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings
+from raybridge.adjuster.decision.settings import RunSettings
 from testcluster.pytest_plugin import _unavailable
 from tests.helpers import ROOT, ControllerThread, free_port, kube_of
+from tests.adjuster_world import (GRACE_PERIOD, NS, PR_API, SLIM_ADJUSTER, WORK, burst, deleted_by_reason, past_grace,
+                                  placeholders, request_pods, requests, run_settings, running, templates, unschedulable)
 from tests.waits import PausableClock, ShiftedClock, wait_for
 
 pytestmark = [
@@ -42,11 +44,6 @@ pytestmark = [
     pytest.mark.xdist_group("adjuster-ca-on-real-api"),  # one stack for the module's tests
     pytest.mark.timeout(600),
 ]
-
-NS = consts.DEFAULT_NAMESPACE
-WORK = "work"
-GRACE_PERIOD = 0.2
-PR_API = "autoscaling.x-k8s.io/v1"
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +122,8 @@ def _clean_up(client: Any, reservations: str) -> None:
 
 
 class Created:
-    """Every object the API server reports ADDED, from the test's start (a watch of `list_call`'s objects)."""
+    """Every object the API server reports ADDED, from the test's start (a watch of `list_call`'s objects), until
+    `stop()` or the end of its `with` block; `objects` stays readable after."""
 
     def __init__(self, list_call: Any, *args: Any, **kwargs: Any) -> None:
         from kubernetes import watch
@@ -147,18 +145,16 @@ class Created:
     def stop(self) -> None:
         self._watch.stop()
 
+    def __enter__(self) -> "Created":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 def _settings(**extra: Any) -> RunSettings:
-    values: dict[str, Any] = dict(
-        planner=AdjusterSettings(grace_period_seconds=GRACE_PERIOD, node_gpus=8),
-        provision_timeout=60.0, resync=0.2, debounce=0.05, request_timeout=5.0, leader_election=False, metrics_port=0,
-    )  # fmt: skip
-    values.update(extra)
-    return RunSettings(**values)
-
-
-def past_grace() -> datetime:
-    return datetime.now(timezone.utc) + timedelta(seconds=1 + GRACE_PERIOD)
+    """run_settings with a minute's provision timeout: the real scheduler and kwok take longer than the simulation."""
+    return run_settings(**{"provision_timeout": 60.0, **extra})
 
 
 def _running_controller(client: Any, settings: RunSettings, clock: Any = past_grace) -> ControllerThread:
@@ -173,36 +169,9 @@ def _placeholder_log(client: Any) -> "Created":
     return Created(k8s.CoreV1Api(client.api_client()).list_namespaced_pod, NS, label_selector=consts.PLACEHOLDER_SELECTOR)
 
 
-def _deleted_by_reason(controller: Controller) -> dict[str, int]:
-    """The placeholders the controller deleted, counted by the reason it gave (its metrics)."""
-    found: dict[str, int] = {}
-    for metric in controller.metrics.registry.collect():
-        for sample in metric.samples:
-            if sample.name == "raybridge_adjuster_placeholder_actions_total" and sample.labels.get("action") == "delete" and sample.value:
-                found[sample.labels["reason"]] = int(sample.value)
-    return found
-
-
-def _burst(client: Any, count: int, fraction: str, prefix: str) -> None:
-    """`count` pods of `fraction` of a GPU, named `prefix`-N: a name of its own to each test, for kube-controller-
-    manager's pod GC, acting late on the last test's pod of that name, marked a new one Failed."""
-    from kubesim.sim_gpu import fraction_pod
-
-    for i in range(count):
-        client.create_object(fraction_pod(f"{prefix}-{i}", WORK, fraction=fraction))
-
-
-def _running(client: Any) -> int:
-    return sum(1 for p in client.list_objects("v1", "Pod", WORK) if p.get("status", {}).get("phase") == "Running")
-
-
-def _placeholders(client: Any) -> list[dict[str, Any]]:
-    return client.list_objects("v1", "Pod", NS, label_selector=consts.PLACEHOLDER_SELECTOR)
-
-
 def _wait_unschedulable(client: Any, sim: Any, count: int) -> None:
     try:
-        wait_for(lambda: _unschedulable(client) == count, timeout=30, what="the burst unschedulable")
+        wait_for(lambda: unschedulable(client) == count, timeout=30, what="the burst unschedulable")
     except TimeoutError as exc:
         listed = client.list_objects("v1", "Pod", WORK)
         pods = [(p["metadata"]["name"], p["spec"].get("nodeName"), (p.get("status") or {}).get("phase"), (p.get("status") or {}).get("conditions"))
@@ -212,23 +181,15 @@ def _wait_unschedulable(client: Any, sim: Any, count: int) -> None:
         raise AssertionError(f"{exc}: pods {pods[:4]}, nodes {nodes}, sim errors {sim.errors[-2:]}") from exc
 
 
-def _unschedulable(client: Any) -> int:
-    return sum(1 for p in client.list_objects("v1", "Pod", WORK)
-               if any(c.get("reason") == "Unschedulable" for c in p.get("status", {}).get("conditions") or []))  # fmt: skip
-
-
 def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_go(cluster: tuple[Any, Any]) -> None:
     client, sim = cluster
-    created = _placeholder_log(client)
-    try:
-        _burst(client, 20, "0.5", "burst")  # 10 GPUs: one 8-GPU placeholder and one of 2
+    with _placeholder_log(client) as created:
+        burst(client, 20, "0.5", "burst")  # 10 GPUs: one 8-GPU placeholder and one of 2
         _wait_unschedulable(client, sim, 20)
         with _running_controller(client, _settings()) as controller:
-            wait_for(lambda: _running(client) == 20, timeout=90, what="all 20 pods running")
-            wait_for(lambda: not _placeholders(client), timeout=30, what="the placeholders deleted")
+            wait_for(lambda: running(client) == 20, timeout=90, what="all 20 pods running")
+            wait_for(lambda: not placeholders(client), timeout=30, what="the placeholders deleted")
             assert controller.passes > 0
-    finally:
-        created.stop()
     gpus = [int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in created.objects]
     # One 8 and one 2; a placeholder bound to the GPUs another brought up (the real kube-scheduler binds at once, KAI
     # a session later) is asked for again, 2 GPUs each time.
@@ -242,60 +203,50 @@ def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_g
 
 def test_provisioning_request_mode_asks_once_per_group_and_cleans_up(cluster: tuple[Any, Any]) -> None:
     client, sim = cluster
-    from kubernetes import client as k8s
-
-    group, version = PR_API.split("/")
-    created = Created(k8s.CustomObjectsApi(client.api_client()).list_namespaced_custom_object, group, version, NS, "provisioningrequests")
-    try:
-        _burst(client, 20, "0.5", "request")  # 10 GPUs: podSets of one 8-GPU and one 2-GPU placeholder
+    with _request_log(client) as created:
+        burst(client, 20, "0.5", "request")  # 10 GPUs: podSets of one 8-GPU and one 2-GPU placeholder
         _wait_unschedulable(client, sim, 20)
         with _running_controller(client, _settings(mode="provisioning-request")):
-            wait_for(lambda: _running(client) == 20, timeout=90, what="all 20 pods running")
-            wait_for(lambda: not client.list_objects(PR_API, "ProvisioningRequest", NS) and not client.list_objects("v1", "PodTemplate", NS),
-                     timeout=30, what="the request and its templates deleted")  # fmt: skip
-    finally:
-        created.stop()
+            wait_for(lambda: running(client) == 20, timeout=90, what="all 20 pods running")
+            wait_for(lambda: not requests(client) and not templates(client), timeout=30, what="the request and its templates deleted")
     assert len(created.objects) == 1, [c["metadata"]["name"] for c in created.objects]
     spec = created.objects[0]["spec"]
     assert spec["provisioningClassName"] == consts.DEFAULT_PROVISIONING_CLASS
     assert sorted(p["count"] for p in spec["podSets"]) == [1, 1] and created.objects[0]["metadata"]["labels"][consts.GPUS_LABEL] == "10"
     assert len(sim.added_nodes) == 2, sim.added_nodes
-    assert not _placeholders(client)  # no placeholder pods in this mode
+    assert not placeholders(client)  # no placeholder pods in this mode
 
 
 def test_a_burst_seen_in_two_passes_fills_the_first_placeholders_node_before_asking_for_more(cluster: tuple[Any, Any]) -> None:
     # The CI failure behind the rule: the burst crossed a second boundary, the first pass asked for 5 GPUs and
     # the next, with that placeholder still waiting for its node, for 8+8+8+1 more: 5 nodes for 30 GPUs.
     client, sim = cluster
-    created = _placeholder_log(client)
     sim.autoscaler.clock.pause()  # the first node is still on its way when the second wave is planned
-    try:
+    with _placeholder_log(client) as created:
         with _running_controller(client, _settings(provision_timeout=120.0)) as controller:
-            _burst(client, 5, "0.6", "first")
+            burst(client, 5, "0.6", "first")
             wait_for(lambda: created.objects, timeout=20, what="the first placeholder")
             asked = sum(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in created.objects)
             assert asked < 8, asked  # asked for part of a node: the rest of the burst comes next
-            _burst(client, 25, "0.6", "second")
+            burst(client, 25, "0.6", "second")
             _wait_unschedulable(client, sim, 30)
             passes = controller.passes
             wait_for(lambda: controller.passes >= passes + 2, timeout=20, what="two passes after the second wave")
             sim.autoscaler.clock.resume()
-            wait_for(lambda: _running(client) == 30, timeout=90, what="all 30 pods running")
-            wait_for(lambda: not _placeholders(client), timeout=30, what="the placeholders deleted")
-    finally:
-        created.stop()
-    assert len(sim.added_nodes) == 4, (sim.added_nodes, _deleted_by_reason(controller))
+            wait_for(lambda: running(client) == 30, timeout=90, what="all 30 pods running")
+            wait_for(lambda: not placeholders(client), timeout=30, what="the placeholders deleted")
+    assert len(sim.added_nodes) == 4, (sim.added_nodes, deleted_by_reason(controller))
 
 
 def test_pods_arriving_over_seconds_get_one_scale_up(cluster: tuple[Any, Any]) -> None:
     client, sim = cluster
     with _running_controller(client, _settings(), clock=lambda: datetime.now(timezone.utc)) as controller:
         for wave in range(4):
-            _burst(client, 5, "0.5", f"wave{wave}")
+            burst(client, 5, "0.5", f"wave{wave}")
             time.sleep(0.4)
-        wait_for(lambda: _running(client) == 20, timeout=90, what="all 20 pods running")
-        wait_for(lambda: not _placeholders(client), timeout=30, what="the placeholders deleted")
-    assert "demand-gone" not in _deleted_by_reason(controller)  # a placeholder goes only when it grows or its pods land
+        wait_for(lambda: running(client) == 20, timeout=90, what="all 20 pods running")
+        wait_for(lambda: not placeholders(client), timeout=30, what="the placeholders deleted")
+    assert "demand-gone" not in deleted_by_reason(controller)  # a placeholder goes only when it grows or its pods land
     assert len(sim.added_nodes) == 2, sim.added_nodes
 
 
@@ -314,15 +265,15 @@ def test_two_node_groups_of_different_sizes_get_the_nodes_the_burst_needs(stack:
 
     two_groups = [NodeGroup(name, gpus=gpus, cpu=cpu, memory=memory) for name, gpus, cpu, memory in TWO_GROUPS_OF_SIZES]
     with simulated(stack, node_groups=two_groups) as (client, sim):
-        _burst(client, count, "0.5", f"sizes{count}")
+        burst(client, count, "0.5", f"sizes{count}")
         _wait_unschedulable(client, sim, count)  # one burst, seen in one pass
         with _running_controller(client, _settings(provision_timeout=60.0)) as controller:
-            wait_for(lambda: _running(client) == count, timeout=90, what=f"all {count} pods running")
-            wait_for(lambda: not _placeholders(client), timeout=30, what="the placeholders deleted")
+            wait_for(lambda: running(client) == count, timeout=90, what=f"all {count} pods running")
+            wait_for(lambda: not placeholders(client), timeout=30, what="the placeholders deleted")
         added = sorted(((client.get_object("v1", "Node", name) or {}).get("metadata", {}).get("labels") or {}).get(NODE_GROUP_LABEL, "?")
                        for name, _ in sim.added_nodes)  # fmt: skip
-        assert len(added) == nodes and (groups is None or added == groups), (added, _deleted_by_reason(controller), sim.added_nodes)
-        assert "provision-timeout" not in _deleted_by_reason(controller)
+        assert len(added) == nodes and (groups is None or added == groups), (added, deleted_by_reason(controller), sim.added_nodes)
+        assert "provision-timeout" not in deleted_by_reason(controller)
 
 
 # --- --mode provisioning-request ------------------------------------------------------------------
@@ -336,28 +287,15 @@ def _request_log(client: Any) -> "Created":
     return Created(k8s.CustomObjectsApi(client.api_client()).list_namespaced_custom_object, group, version, NS, "provisioningrequests")
 
 
-def _requests(client: Any) -> list[dict[str, Any]]:
-    return client.list_objects(PR_API, "ProvisioningRequest", NS)
-
-
-def _templates(client: Any) -> list[dict[str, Any]]:
-    return client.list_objects("v1", "PodTemplate", NS)
-
-
 def _conditions(client: Any) -> list[dict[str, Any]]:
-    return [c for r in _requests(client) for c in (r.get("status") or {}).get("conditions") or []]
-
-
-def _request_pods(request: dict[str, Any]) -> list[str]:
-    return json.loads(request["metadata"]["annotations"][consts.PODS_ANNOTATION])
+    return [c for r in requests(client) for c in (r.get("status") or {}).get("conditions") or []]
 
 
 def test_a_failed_request_is_asked_for_again_after_the_backoff(cluster: tuple[Any, Any]) -> None:
     client, sim = cluster
-    created = _request_log(client)
     sim.fail_requests = True
-    try:
-        _burst(client, 4, "0.5", "failing")
+    with _request_log(client) as created:
+        burst(client, 4, "0.5", "failing")
         _wait_unschedulable(client, sim, 4)
         clock = ShiftedClock(ahead=1 + GRACE_PERIOD)  # past_grace, moved on past the backoff below instead of waiting it out
         with _running_controller(client, _settings(mode="provisioning-request", failed_backoff=60.0, provision_timeout=600.0), clock=clock) as controller:
@@ -367,10 +305,8 @@ def test_a_failed_request_is_asked_for_again_after_the_backoff(cluster: tuple[An
             assert len(created.objects) == 1  # within the backoff, nothing new
             sim.fail_requests = False
             clock.ahead += 60.0
-            wait_for(lambda: _running(client) == 4, timeout=90, what="all pods running")
-            wait_for(lambda: not _requests(client) and not _templates(client), timeout=30, what="cleaned up")
-    finally:
-        created.stop()
+            wait_for(lambda: running(client) == 4, timeout=90, what="all pods running")
+            wait_for(lambda: not requests(client) and not templates(client), timeout=30, what="cleaned up")
     assert len(created.objects) == 2, [c["metadata"]["name"] for c in created.objects]
     assert len(sim.added_nodes) == 1
 
@@ -379,42 +315,36 @@ def test_a_request_whose_pod_template_is_gone_fails_and_is_asked_for_again(clust
     """cluster-autoscaler marks a request it cannot build pods for Failed, reason FailedToCreatePods
     (processors/provreq/injector.go): a PodTemplate someone deleted. The adjuster asks again after its backoff."""
     client, sim = cluster
-    created = _request_log(client)
     sim.autoscaler.clock.pause()
-    try:
-        _burst(client, 4, "0.5", "orphaned")
+    with _request_log(client) as created:
+        burst(client, 4, "0.5", "orphaned")
         _wait_unschedulable(client, sim, 4)
         with _running_controller(client, _settings(mode="provisioning-request", failed_backoff=0.5)):
-            wait_for(lambda: _templates(client) and _requests(client), timeout=30, what="the request and its template")
-            for template in _templates(client):
+            wait_for(lambda: templates(client) and requests(client), timeout=30, what="the request and its template")
+            for template in templates(client):
                 client.delete_object("v1", "PodTemplate", template["metadata"]["name"], NS)
             sim.autoscaler.clock.resume()
             failed = wait_for(lambda: [c for c in _conditions(client) if c.get("type") == "Failed"], timeout=30, what="the request Failed")
             assert failed[0]["reason"] == "FailedToCreatePods", failed
-            wait_for(lambda: _running(client) == 4, timeout=90, what="all pods running")
-    finally:
-        created.stop()
+            wait_for(lambda: running(client) == 4, timeout=90, what="all pods running")
     assert len(created.objects) == 2, [c["metadata"]["name"] for c in created.objects]
 
 
 def test_a_request_short_of_capacity_is_kept_until_the_autoscaler_finds_it(cluster: tuple[Any, Any]) -> None:
     """A shortage is Provisioned=False/CapacityIsNotFound, which the autoscaler retries: not a failure to replace."""
     client, sim = cluster
-    created = _request_log(client)
     sim.shortage = True
-    try:
-        _burst(client, 4, "0.5", "short")
+    with _request_log(client) as created:
+        burst(client, 4, "0.5", "short")
         _wait_unschedulable(client, sim, 4)
         with _running_controller(client, _settings(mode="provisioning-request", failed_backoff=0.5)) as controller:
             wait_for(lambda: any(c.get("reason") == "CapacityIsNotFound" for c in _conditions(client)), timeout=30,
                      what="the request short of capacity")  # fmt: skip
             passes = controller.passes
             wait_for(lambda: controller.passes > passes + 3, timeout=20, what="a few passes")
-            assert len(created.objects) == 1 and len(_requests(client)) == 1
+            assert len(created.objects) == 1 and len(requests(client)) == 1
             sim.shortage = False
-            wait_for(lambda: _running(client) == 4, timeout=90, what="all pods running")
-    finally:
-        created.stop()
+            wait_for(lambda: running(client) == 4, timeout=90, what="all pods running")
     assert len(created.objects) == 1 and len(sim.added_nodes) == 1
 
 
@@ -439,22 +369,21 @@ def test_a_request_brings_the_node_type_that_holds_its_pods_cpu(stack: Any) -> N
             client.create_object(fraction_pod(f"cpu-{i}", WORK, fraction="0.5", cpu="10", memory="8Gi"))
         _wait_unschedulable(client, sim, 8)
         with _running_controller(client, _settings(mode="provisioning-request")):
-            wait_for(lambda: _running(client) == 8, timeout=90, what="all 8 pods running")
-            wait_for(lambda: not _requests(client), timeout=30, what="the request deleted")
+            wait_for(lambda: running(client) == 8, timeout=90, what="all 8 pods running")
+            wait_for(lambda: not requests(client), timeout=30, what="the request deleted")
         added = [client.get_object("v1", "Node", name)["metadata"]["labels"][NODE_GROUP_LABEL] for name, _ in sim.added_nodes]
         assert added == ["b-roomy"], added
 
 
 def test_a_waiting_request_is_replaced_when_its_groups_demand_grows(cluster: tuple[Any, Any]) -> None:
     client, sim = cluster
-    created = _request_log(client)
     sim.autoscaler.clock.pause()  # the first request still waits when the second wave comes
-    try:
-        _burst(client, 4, "0.5", "a")
+    with _request_log(client) as created:
+        burst(client, 4, "0.5", "a")
         _wait_unschedulable(client, sim, 4)
         with _running_controller(client, _settings(mode="provisioning-request")) as controller:
             wait_for(lambda: len(created.objects) == 1, timeout=30, what="the first request")
-            _burst(client, 4, "0.5", "b")
+            burst(client, 4, "0.5", "b")
             # The second wave's pods may pass their grace period a second apart (lastTransitionTime has whole
             # seconds): one replacement for all four, or one for the first ones and another for the rest; and
             # where the first three come first, the request for 7 halves asks for 4 GPUs, whose half left
@@ -465,17 +394,15 @@ def test_a_waiting_request_is_replaced_when_its_groups_demand_grows(cluster: tup
             wait_for(lambda: controller.passes > passes + 3, timeout=20, what="a few passes")
             sim.autoscaler.clock.resume()
             last = created.objects[-1]["metadata"]["name"]
-            wait_for(lambda: len(_requests(client)) == 1 and {t["metadata"]["labels"][consts.REQUEST_LABEL] for t in _templates(client)} == {last},
+            wait_for(lambda: len(requests(client)) == 1 and {t["metadata"]["labels"][consts.REQUEST_LABEL] for t in templates(client)} == {last},
                      timeout=20, what="the replaced requests and their templates deleted")  # fmt: skip
-            live = _requests(client)
+            live = requests(client)
             assert [r["metadata"]["name"] for r in live] == [last]
             assert live[0]["metadata"]["labels"][consts.GPUS_LABEL] == "4"
-            assert len(_request_pods(live[0])) >= 7 and {f"{WORK}/a-{i}" for i in range(4)} <= set(_request_pods(live[0]))
-            wait_for(lambda: _running(client) == 8, timeout=90, what="all 8 pods running")
-            wait_for(lambda: not _requests(client) and not _templates(client), timeout=30, what="cleaned up")
-    finally:
-        created.stop()
-    sizes = [len(_request_pods(c)) for c in created.objects]
+            assert len(request_pods(live[0])) >= 7 and {f"{WORK}/a-{i}" for i in range(4)} <= set(request_pods(live[0]))
+            wait_for(lambda: running(client) == 8, timeout=90, what="all 8 pods running")
+            wait_for(lambda: not requests(client) and not templates(client), timeout=30, what="cleaned up")
+    sizes = [len(request_pods(c)) for c in created.objects]
     assert len(created.objects) in (2, 3) and sizes == sorted(set(sizes)) and sizes[0] == 4, sizes  # each replacement for more pods
     assert len(sim.added_nodes) == 1, sim.added_nodes  # 4 GPUs: one node, not one per request
     registry = controller.metrics.registry
@@ -491,16 +418,16 @@ def test_waves_grow_the_placeholder_of_the_node_they_will_share(cluster: tuple[A
     # Waves that each come after the batch window closed (which `batch_idle=0` makes of every wave).
     with _running_controller(client, _settings(batch_idle=0.0)) as controller:
         for wave in range(4):
-            _burst(client, 5, "0.5", f"grow{wave}")
+            burst(client, 5, "0.5", f"grow{wave}")
             # Each wave is its own pass: the next comes once the controller has seen this one's pods waiting.
             _wait_unschedulable(client, sim, 5 * (wave + 1))
             passes = controller.passes
             wait_for(lambda: controller.passes >= passes + 2, timeout=20, what=f"two passes after wave {wave}")
-        asked = sorted(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in _placeholders(client))
+        asked = sorted(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in placeholders(client))
         assert not sim.added_nodes  # still all pending: what the waves asked for, before any node came
         sim.autoscaler.clock.resume()
-        wait_for(lambda: _running(client) == 20, timeout=90, what="all 20 pods running")
-        wait_for(lambda: not _placeholders(client), timeout=30, what="the placeholders deleted")
+        wait_for(lambda: running(client) == 20, timeout=90, what="all 20 pods running")
+        wait_for(lambda: not placeholders(client), timeout=30, what="the placeholders deleted")
     registry = controller.metrics.registry
     assert not registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "delete", "reason": "demand-gone"})
     # 20 halves in 4 waves: each wave's pods fill the node an earlier wave's placeholder is on its way for (that one
@@ -521,7 +448,7 @@ def test_the_pods_cpu_is_asked_for_once(stack: Any) -> None:
             client.create_object(fraction_pod(f"cpu20-{i}", WORK, fraction="0.5", cpu="20"))
         _wait_unschedulable(client, sim, 4)
         with _running_controller(client, _settings()):
-            wait_for(lambda: _running(client) == 4, timeout=90, what="all pods running")
+            wait_for(lambda: running(client) == 4, timeout=90, what="all pods running")
             time.sleep(2 * sim.scan_interval + sim.provisioning_delay)  # a second node would have been decided by now
         assert len(sim.added_nodes) == 1, sim.added_nodes
 
@@ -550,23 +477,23 @@ def test_the_shipped_priority_class_is_one_the_autoscaler_scales_up_for(cluster:
     shipped = next(d for path in sorted((ROOT / "configs" / "adjuster").glob("*.yaml")) for d in yaml.safe_load_all(path.read_text())
                    if d and d["kind"] == "PriorityClass")  # fmt: skip
     with _placeholder_priority(client, shipped["value"]):
-        _burst(client, 4, "0.5", "shipped")
+        burst(client, 4, "0.5", "shipped")
         _wait_unschedulable(client, sim, 4)
         with _running_controller(client, _settings()):
-            wait_for(lambda: _running(client) == 4, timeout=90, what="all pods running")
+            wait_for(lambda: running(client) == 4, timeout=90, what="all pods running")
     assert len(sim.added_nodes) == 1, sim.added_nodes
 
 
 def test_placeholders_below_the_cutoff_never_add_a_node(cluster: tuple[Any, Any]) -> None:
     client, sim = cluster
     with _placeholder_priority(client, -1000):
-        _burst(client, 4, "0.5", "expendable")
+        burst(client, 4, "0.5", "expendable")
         _wait_unschedulable(client, sim, 4)
         with _running_controller(client, _settings()):
-            placeholder = wait_for(lambda: _placeholders(client), timeout=30, what="the placeholder")
+            placeholder = wait_for(lambda: placeholders(client), timeout=30, what="the placeholder")
             assert placeholder[0]["spec"]["priority"] == -1000  # the API server's Priority admission
             time.sleep(2 * sim.scan_interval + sim.provisioning_delay + 0.5)  # the simulated autoscaler's loops: no scale-up
-    assert sim.added_nodes == [] and _running(client) == 0
+    assert sim.added_nodes == [] and running(client) == 0
 
 
 @pytest.mark.parametrize("mode", ["placeholder", "provisioning-request"])
@@ -577,9 +504,9 @@ def test_a_bad_pod_is_reported_and_does_not_stop_the_others(cluster: tuple[Any, 
     client, sim = cluster
     bad = f"bad-{mode}"
     client.create_object(fraction_pod(bad, WORK, fraction="1.5"))  # more than a GPU: not a GPU-sharing request
-    _burst(client, 2, "0.5", f"good-{mode}")
+    burst(client, 2, "0.5", f"good-{mode}")
     with _running_controller(client, _settings(mode=mode), clock=lambda: datetime.now(timezone.utc)) as controller:
-        wait_for(lambda: _running(client) == 2, timeout=90, what="the good pods running")
+        wait_for(lambda: running(client) == 2, timeout=90, what="the good pods running")
         wait_for(lambda: [e for e in client.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"],
                  timeout=30, what="an event on the bad pod")  # fmt: skip
         samples = {s.labels["reason"]: s.value for m in controller.metrics.registry.collect()
@@ -591,12 +518,6 @@ def test_a_bad_pod_is_reported_and_does_not_stop_the_others(cluster: tuple[Any, 
 
 
 # --- the CLI: metrics, health, leader election on the real API server's Leases ---------------------
-
-#: `adjuster run` as an admin starts it, without importing what it never uses (a lighter process).
-SLIM_ADJUSTER = ("import runpy, sys\n"
-                 "for name in ('ray', 'rich', 'pynvml', 'amdsmi'): sys.modules[name] = None\n"
-                 "sys.argv = ['raybridge'] + sys.argv[1:]\n"
-                 "runpy.run_module('raybridge', run_name='__main__', alter_sys=True)\n")  # fmt: skip
 
 
 def _adjuster(stack: Any, *args: str) -> "subprocess.Popen[str]":
@@ -636,15 +557,15 @@ def _terminate(*procs: "Optional[subprocess.Popen[str]]") -> None:
 def test_the_cli_runs_reports_metrics_and_health_and_stops_on_sigterm(stack: Any, cluster: tuple[Any, Any]) -> None:
     client, sim = cluster
     port = free_port()
-    _burst(client, 4, "0.5", "cli")
+    burst(client, 4, "0.5", "cli")
     _wait_unschedulable(client, sim, 4)
     time.sleep(1 + GRACE_PERIOD)  # the adjuster's clock is the real one: the condition's whole second and the grace period
     proc = _adjuster(stack, "--leader-election", "false", "--metrics-port", str(port), "--log-format", "json")
     try:
         wait_for(lambda: _http_status(port, "/readyz") == 200, timeout=30, what="/readyz")
         assert _http_status(port, "/healthz") == 200
-        wait_for(lambda: _running(client) == 4, timeout=90, what="all pods running")
-        wait_for(lambda: not _placeholders(client), timeout=30, what="the placeholders deleted")
+        wait_for(lambda: running(client) == 4, timeout=90, what="all pods running")
+        wait_for(lambda: not placeholders(client), timeout=30, what="the placeholders deleted")
         assert 'action="create"' in _metric(port, "raybridge_adjuster_placeholder_actions_total")
         assert "raybridge_adjuster_leader 1.0" in _metric(port, "raybridge_adjuster_leader")
         assert 'raybridge_adjuster_pending_fractional_gpus{vendor="nvidia"}' in _metric(port, "raybridge_adjuster_pending_fractional_gpus")
@@ -682,8 +603,8 @@ def test_a_standby_takes_over_when_the_leader_dies(stack: Any, cluster: tuple[An
         # and within a retry period and slack after.
         waited = (_lease_time(client, "acquireTime") - last_renewed).total_seconds()
         assert lease <= waited < lease + retry + 4, waited
-        _burst(client, 4, "0.5", "standby")
-        wait_for(lambda: _running(client) == 4, timeout=90, what="the new leader acting")
+        burst(client, 4, "0.5", "standby")
+        wait_for(lambda: running(client) == 4, timeout=90, what="the new leader acting")
     finally:
         _terminate(leader, standby)
 
@@ -705,8 +626,8 @@ def test_a_leader_stopped_with_sigterm_hands_the_lease_over_at_once(stack: Any, 
         assert _lease(client).get("holderIdentity") in (None, "", "replica-b")  # released on the way out, not left to expire
         # Taken over well within the 60 s lease: through the release, not its expiry.
         wait_for(lambda: _lease(client).get("holderIdentity") == "replica-b", timeout=lease_duration / 2, what="replica-b taking over")
-        _burst(client, 4, "0.5", "sigterm")
-        wait_for(lambda: _running(client) == 4, timeout=90, what="the new leader acting")
+        burst(client, 4, "0.5", "sigterm")
+        wait_for(lambda: running(client) == 4, timeout=90, what="the new leader acting")
     finally:
         _terminate(leader, standby)
 
@@ -721,23 +642,20 @@ def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(cluster: tu
     from kubesim.sim_gpu import fraction_pod
 
     client, sim = cluster
-    created = _placeholder_log(client)
     sim.autoscaler.clock.pause()
-    try:
+    with _placeholder_log(client) as created:
         # A second wave after the batch window closed (which `batch_idle=0` makes of it).
         with _running_controller(client, _settings(provision_timeout=120.0, batch_idle=0.0)) as controller:
             client.create_object(fraction_pod("beside-first", WORK, fraction="0.9"))
             wait_for(lambda: created.objects, timeout=30, what="the first placeholder")
-            _burst(client, 10, "0.9", "beside")
+            burst(client, 10, "0.9", "beside")
             _wait_unschedulable(client, sim, 11)
             passes = controller.passes
             wait_for(lambda: controller.passes >= passes + 2, timeout=20, what="two passes after the second wave")
-            asked = sorted(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in _placeholders(client))
+            asked = sorted(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in placeholders(client))
             assert sum(asked) == 11, asked  # what the autoscaler sees when it looks: every GPU the 11 need
             sim.autoscaler.clock.resume()
-            wait_for(lambda: _running(client) == 11, timeout=90, what="all 11 pods running")
-            wait_for(lambda: not _placeholders(client), timeout=30, what="the placeholders deleted")
-    finally:
-        created.stop()
-    assert len(sim.added_nodes) == 2, (sim.added_nodes, _deleted_by_reason(controller))
-    assert "provision-timeout" not in _deleted_by_reason(controller)
+            wait_for(lambda: running(client) == 11, timeout=90, what="all 11 pods running")
+            wait_for(lambda: not placeholders(client), timeout=30, what="the placeholders deleted")
+    assert len(sim.added_nodes) == 2, (sim.added_nodes, deleted_by_reason(controller))
+    assert "provision-timeout" not in deleted_by_reason(controller)

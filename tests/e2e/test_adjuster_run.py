@@ -39,15 +39,14 @@ from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.settings import AdjusterSettings
+from tests.adjuster_world import (NS, SLIM_ADJUSTER, WORK, burst, deleted_by_reason, past_grace, placeholders, request_pods,
+                                  requests, run_settings, running, templates, unschedulable)
 from tests.waits import PausableClock, wait_for
 from tests.helpers import ControllerThread, kube_of
 from kubesim.server import KubeApiServer
 from kubesim.sim_autoscaler import NODE_GROUP_LABEL, NodeGroup
 from kubesim.sim_gpu import GpuSim, fraction_pod
 
-NS = consts.DEFAULT_NAMESPACE
-WORK = "work"
-GRACE_PERIOD = 0.2  # _settings' grace period
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -91,22 +90,6 @@ def karpenter_cluster() -> Iterator[tuple[KubeApiServer, GpuSim]]:
         assert sim.errors == []
 
 
-def _settings(**extra: Any) -> RunSettings:
-    values: dict[str, Any] = dict(
-        planner=AdjusterSettings(grace_period_seconds=GRACE_PERIOD, node_gpus=8),
-        provision_timeout=20.0, resync=0.2, debounce=0.05, request_timeout=5.0,
-        leader_election=False, metrics_port=0,
-    )
-    values.update(extra)
-    return RunSettings(**values)
-
-
-def past_grace() -> datetime:
-    """A controller clock a second ahead of real time (more than the grace period): a pod already Unschedulable
-    is past its grace period at the controller's next pass, without the test waiting it out."""
-    return datetime.now(timezone.utc) + timedelta(seconds=1 + GRACE_PERIOD)
-
-
 def Running(server: KubeApiServer, settings: RunSettings, clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> ControllerThread:
     """A controller against `server` in a thread, stopped on exit."""
     return ControllerThread(Controller(settings, kube_of(server.api_client(retries=False), settings.request_timeout), clock=clock),
@@ -130,56 +113,28 @@ class PlaceholderLog:
         return sum(g for _, g in self.created)
 
 
-def _deleted_by_reason(controller: Controller) -> dict[str, int]:
-    """The placeholders the controller deleted, counted by the reason it gave (its metrics)."""
-    found: dict[str, int] = {}
-    for metric in controller.metrics.registry.collect():
-        for sample in metric.samples:
-            if sample.name == "raybridge_adjuster_placeholder_actions_total" and sample.labels.get("action") == "delete" and sample.value:
-                found[sample.labels["reason"]] = int(sample.value)
-    return found
-
-
-def _burst(server: KubeApiServer, count: int, fraction: str, prefix: str = "p") -> None:
-    for i in range(count):
-        server.create_object(fraction_pod(f"{prefix}-{i}", WORK, fraction=fraction))
-
-
-def _running(server: KubeApiServer) -> int:
-    return sum(1 for p in server.list_objects("v1", "Pod", WORK) if p.get("status", {}).get("phase") == "Running")
-
-
-def _placeholders(server: KubeApiServer) -> list[dict[str, Any]]:
-    return server.list_objects("v1", "Pod", NS, label_selector=consts.PLACEHOLDER_SELECTOR)
-
-
-def _unschedulable(server: KubeApiServer) -> int:
-    return sum(1 for p in server.list_objects("v1", "Pod", WORK)
-               if any(c.get("reason") == "Unschedulable" for c in p.get("status", {}).get("conditions") or []))
-
-
 def _settled(server: KubeApiServer, count: int) -> None:
     """Wait until `count` pods are Unschedulable. A controller with the `past_grace` clock then finds them all
     past their grace period at once (the condition's time has whole seconds, so pods marked within one wall
     second can read as a second apart; the clock is ahead by more than that)."""
-    wait_for(lambda: _unschedulable(server) == count, timeout=20, what="the burst unschedulable")
+    wait_for(lambda: unschedulable(server) == count, timeout=20, what="the burst unschedulable")
 
 
 def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_go(karpenter_cluster: Any) -> None:
     server, sim = karpenter_cluster
     log = PlaceholderLog(server)
-    _burst(server, 20, "0.5")  # 10 GPUs: one 8-GPU placeholder and one of 2
+    burst(server, 20, "0.5")  # 10 GPUs: one 8-GPU placeholder and one of 2
     _settled(server, 20)
-    with Running(server, _settings(), clock=past_grace) as controller:
-        wait_for(lambda: _running(server) == 20, timeout=40, what="all 20 pods running")
-        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+    with Running(server, run_settings(), clock=past_grace) as controller:
+        wait_for(lambda: running(server) == 20, timeout=40, what="all 20 pods running")
+        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
         assert controller.passes > 0
     # One 8 and one 2; a 2-GPU placeholder bound to the first node's GPUs after the 8 exited (kube-scheduler binds
     # at once, KAI a session later) is asked for again, onto the node on its way (no node more).
     assert [g for _, g in log.created][:2] == [8, 2] and {g for _, g in log.created[2:]} <= {2}, log.created
     assert len(sim.added_nodes) == 2, sim.added_nodes  # ceil(10 / 8): one scale-up, no second round
     # The pods landed on the nodes the first placeholders brought up: none waited out its provisioning timeout.
-    assert "provision-timeout" not in _deleted_by_reason(controller)
+    assert "provision-timeout" not in deleted_by_reason(controller)
 
 
 def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(either_cluster: Any) -> None:
@@ -208,16 +163,16 @@ def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(eit
     logger.addHandler(said)
     logger.setLevel(logging.INFO)
     try:
-        with Running(server, _settings(provision_timeout=120.0)) as controller:
-            _burst(server, 30, "0.6")
+        with Running(server, run_settings(provision_timeout=120.0)) as controller:
+            burst(server, 30, "0.6")
             burst_done = round(time.monotonic() - started, 2)
-            wait_for(lambda: _running(server) == 30, timeout=30, what="all 30 pods running")
-            wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+            wait_for(lambda: running(server) == 30, timeout=30, what="all 30 pods running")
+            wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
     finally:
         logger.removeHandler(said)
         logger.setLevel(level)
     assert len(sim.added_nodes) == 4, "\n".join(map(str, [
-        sim.added_nodes, _deleted_by_reason(controller), f"burst created by {burst_done}s", *timeline]))
+        sim.added_nodes, deleted_by_reason(controller), f"burst created by {burst_done}s", *timeline]))
 
 
 def test_a_burst_seen_in_two_passes_fills_the_first_placeholders_node_before_asking_for_more(karpenter_cluster: Any) -> None:
@@ -226,18 +181,18 @@ def test_a_burst_seen_in_two_passes_fills_the_first_placeholders_node_before_ask
     server, sim = karpenter_cluster
     log = PlaceholderLog(server)
     sim.autoscaler.clock.pause()  # the first node is still on its way when the second wave is planned
-    with Running(server, _settings(provision_timeout=120.0), clock=past_grace) as controller:
-        _burst(server, 5, "0.6")
+    with Running(server, run_settings(provision_timeout=120.0), clock=past_grace) as controller:
+        burst(server, 5, "0.6")
         wait_for(lambda: log.created, timeout=20, what="the first placeholder")
         assert log.gpus < 8, log.created  # asked for part of a node: the rest of the burst comes next
-        _burst(server, 25, "0.6", prefix="q")
+        burst(server, 25, "0.6", prefix="q")
         _settled(server, 30)
         passes = controller.passes
         wait_for(lambda: controller.passes >= passes + 2, timeout=20, what="two passes after the second wave")
         sim.autoscaler.clock.resume()
-        wait_for(lambda: _running(server) == 30, timeout=40, what="all 30 pods running")
-        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
-    assert len(sim.added_nodes) == 4, (sim.added_nodes, log.created, _deleted_by_reason(controller))
+        wait_for(lambda: running(server) == 30, timeout=40, what="all 30 pods running")
+        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
+    assert len(sim.added_nodes) == 4, (sim.added_nodes, log.created, deleted_by_reason(controller))
 
 
 def _hold_label(server: KubeApiServer, node: str) -> Optional[str]:
@@ -262,15 +217,15 @@ def test_two_node_groups_of_different_sizes_get_the_nodes_the_burst_needs(autosc
     with KubeApiServer() as server:
         _setup(server)
         with GpuSim(server, provisioning_delay=0.5, autoscaler=autoscaler, node_groups=TWO_GROUPS, autoscaler_clock=PausableClock()) as sim:
-            _burst(server, count, "0.5")
+            burst(server, count, "0.5")
             _settled(server, count)  # one burst, seen in one pass
-            with Running(server, _settings(provision_timeout=60.0), clock=past_grace) as controller:
-                wait_for(lambda: _running(server) == count, timeout=40, what=f"all {count} pods running")
-                wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+            with Running(server, run_settings(provision_timeout=60.0), clock=past_grace) as controller:
+                wait_for(lambda: running(server) == count, timeout=40, what=f"all {count} pods running")
+                wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
             added = sorted(((server.get_object("v1", "Node", name) or {}).get("metadata", {}).get("labels") or {}).get(NODE_GROUP_LABEL, "?")
                            for name, _ in sim.added_nodes)
-            assert len(added) == nodes and (groups is None or added == groups), (added, _deleted_by_reason(controller), sim.added_nodes)
-            assert "provision-timeout" not in _deleted_by_reason(controller)
+            assert len(added) == nodes and (groups is None or added == groups), (added, deleted_by_reason(controller), sim.added_nodes)
+            assert "provision-timeout" not in deleted_by_reason(controller)
             assert sim.errors == []
 
 
@@ -282,17 +237,17 @@ def test_karpenter_keeps_the_node_a_placeholder_brought_up_until_its_pods_land(t
         _setup(server)
         with GpuSim(server, provisioning_delay=0.5, autoscaler="karpenter", consolidate_after=0,
                     disruption_interval=0.2, validation_delay=0.5) as sim:
-            _burst(server, 4, "0.5")
+            burst(server, 4, "0.5")
             _settled(server, 4)
             sim.kai_paused = True
-            with Running(server, _settings(), clock=past_grace):
-                wait_for(lambda: sim.added_nodes and [p for p in _placeholders(server) if p["status"].get("phase") == "Succeeded"],
+            with Running(server, run_settings(), clock=past_grace):
+                wait_for(lambda: sim.added_nodes and [p for p in placeholders(server) if p["status"].get("phase") == "Succeeded"],
                          timeout=20, what="the placeholder exited on its new node")
                 node = sim.added_nodes[0][0]
                 time.sleep(2.0)  # many of Karpenter's disruption passes, each longer than its validation delay
                 sim.kai_paused = False
-                wait_for(lambda: _running(server) == 4, timeout=20, what="the pods running")
-                wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+                wait_for(lambda: running(server) == 4, timeout=20, what="the pods running")
+                wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
                 assert sim.autoscaler.consolidated == []  # type: ignore[attr-defined]
                 assert [n for n, _ in sim.added_nodes] == [node]
                 wait_for(lambda: _hold_label(server, node) is None, timeout=10, what="the node released")
@@ -311,20 +266,20 @@ def test_a_higher_priority_pod_that_takes_the_new_node_first_costs_one_more_node
     log = PlaceholderLog(server)
     sim.provisioning_delay = 600.0  # the node comes when the test moves the autoscaler's clock on
     server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "rival"}, "value": 100})
-    _burst(server, 16, "0.5")  # 8 GPUs: one placeholder of 8
+    burst(server, 16, "0.5")  # 8 GPUs: one placeholder of 8
     _settled(server, 16)
     rival = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rival", "namespace": WORK},
              "spec": {"priorityClassName": "rival", "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "1d"],
                       "resources": {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]}}
-    with Running(server, _settings(provision_timeout=60.0), clock=past_grace):
+    with Running(server, run_settings(provision_timeout=60.0), clock=past_grace):
         wait_for(lambda: sim.autoscaler.upcoming, timeout=20, what="a node decided for the placeholder")
         server.create_object(rival)  # before that node comes
         wait_for(lambda: any(c.get("reason") == "Unschedulable" for c in (server.get_object("v1", "Pod", "rival", WORK) or {}).get("status", {}).get("conditions") or []),
                  timeout=20, what="the rival pending")
         sim.provisioning_delay = 0.5  # for the placeholder's own node, later
         sim.autoscaler.clock.jump(600.0)
-        wait_for(lambda: _running(server) == 17, timeout=40, what="the burst and the rival running")
-        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+        wait_for(lambda: running(server) == 17, timeout=40, what="the burst and the rival running")
+        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
     first, second = sim.added_nodes
     rival_node = (server.get_object("v1", "Pod", "rival", WORK) or {})["spec"].get("nodeName")
     assert rival_node == first[0], (rival_node, sim.added_nodes)  # the rival took the node decided for the placeholder
@@ -343,31 +298,31 @@ def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(karpenter_c
     log = PlaceholderLog(server)
     sim.autoscaler.clock.pause()
     # A second wave after the batch window closed (which `batch_idle=0` makes of it).
-    with Running(server, _settings(provision_timeout=120.0, batch_idle=0.0), clock=past_grace) as controller:
+    with Running(server, run_settings(provision_timeout=120.0, batch_idle=0.0), clock=past_grace) as controller:
         server.create_object(fraction_pod("first", WORK, fraction="0.9"))
         wait_for(lambda: log.created, timeout=20, what="the first placeholder")
-        _burst(server, 10, "0.9", prefix="q")
+        burst(server, 10, "0.9", prefix="q")
         _settled(server, 11)
         passes = controller.passes
         wait_for(lambda: controller.passes >= passes + 2, timeout=20, what="two passes after the second wave")
-        asked = sorted(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in _placeholders(server))
+        asked = sorted(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in placeholders(server))
         assert sum(asked) == 11, asked  # what the autoscaler sees when it looks: every GPU the 11 need
         sim.autoscaler.clock.resume()
-        wait_for(lambda: _running(server) == 11, timeout=40, what="all 11 pods running")
-        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
-    assert len(sim.added_nodes) == 2, (sim.added_nodes, log.created, _deleted_by_reason(controller))
-    assert "provision-timeout" not in _deleted_by_reason(controller)
+        wait_for(lambda: running(server) == 11, timeout=40, what="all 11 pods running")
+        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
+    assert len(sim.added_nodes) == 2, (sim.added_nodes, log.created, deleted_by_reason(controller))
+    assert "provision-timeout" not in deleted_by_reason(controller)
 
 
 @pytest.mark.realtime
 def test_a_new_pod_gets_its_signal_within_a_second_of_its_grace_period_and_batch_window(cluster: Any) -> None:
     server, sim = cluster
     log = PlaceholderLog(server)
-    with Running(server, _settings()):
+    with Running(server, run_settings()):
         server.create_object(fraction_pod("late", WORK, fraction="0.25"))
         # grace, the batch window's idle time (whole-second transition times: up to a second more), a resync, slack
         wait_for(lambda: log.created, timeout=0.2 + consts.DEFAULT_BATCH_IDLE_SECONDS + 1.0 + 0.2 + 1.0, interval=0.02, what="a placeholder")
-        wait_for(lambda: _running(server) == 1, timeout=20, what="the pod running")
+        wait_for(lambda: running(server) == 1, timeout=20, what="the pod running")
     assert log.gpus == 1
 
 
@@ -391,24 +346,24 @@ def test_a_placeholder_bound_to_the_gpus_another_brought_up_costs_a_new_placehol
         sim = GpuSim(server, provisioning_delay=0.0, scan_interval=0.0)  # nodes come at the step after the decision
         log = PlaceholderLog(server)
         clock = lambda: datetime.now(timezone.utc) + timedelta(seconds=30)  # noqa: E731 - past every grace period
-        settings = _settings(provision_timeout=600.0)
+        settings = run_settings(provision_timeout=600.0)
         controller = Controller(settings, kube_of(server.api_client(retries=False), settings.request_timeout), clock=clock)
         thread = threading.Thread(target=controller.run, daemon=True)
-        _burst(server, 16, "0.5", prefix="a")
+        burst(server, 16, "0.5", prefix="a")
         sim.step()  # the 16 are unschedulable: no GPU node
         thread.start()
         try:
-            wait_for(lambda: len(_placeholders(server)) == 1, timeout=20, what="placeholder A")
+            wait_for(lambda: len(placeholders(server)) == 1, timeout=20, what="placeholder A")
             sim.kubelet_paused = True  # A's node takes a while to start A's container
             sim.step()  # A unschedulable, the autoscaler decides a node
             sim.step()  # the node registers, A is bound to it
             first = sim.added_nodes[0][0]
-            assert [p["spec"].get("nodeName") for p in _placeholders(server)] == [first]
-            _burst(server, 4, "0.5", prefix="b")
+            assert [p["spec"].get("nodeName") for p in placeholders(server)] == [first]
+            burst(server, 4, "0.5", prefix="b")
             sim.step()  # the 4 are unschedulable: the new node's GPUs are A's
-            wait_for(lambda: len(_placeholders(server)) == 2, timeout=20, what="placeholder B")
+            wait_for(lambda: len(placeholders(server)) == 2, timeout=20, what="placeholder B")
             wait_for(lambda: _hold_label(server, first) == "both", timeout=20, what="A's node held")
-            (b,) = [p for p in _placeholders(server) if not p["spec"].get("nodeName")]
+            (b,) = [p for p in placeholders(server) if not p["spec"].get("nodeName")]
             sim.kubelet_paused = False
             sim.step()  # A exits; kube-scheduler binds B to A's free GPUs, KAI binds A's pods
             found = server.get_object("v1", "Pod", b["metadata"]["name"], NS) or {}
@@ -416,7 +371,7 @@ def test_a_placeholder_bound_to_the_gpus_another_brought_up_costs_a_new_placehol
 
             def settled() -> bool:
                 sim.step()
-                return _running(server) == 20 and not _placeholders(server)
+                return running(server) == 20 and not placeholders(server)
 
             wait_for(settled, timeout=60, interval=0.1, what="all 20 pods running and the placeholders gone")
         finally:
@@ -427,7 +382,7 @@ def test_a_placeholder_bound_to_the_gpus_another_brought_up_costs_a_new_placehol
         assert [g for _, g in log.created][:2] == [8, 2] and {g for _, g in log.created[2:]} == {2}, log.created
         # B was counted for nothing on A's node: "node-already-counted" while A is still credited there,
         # "capacity-taken" where A's pods landed and A went in the same moment (which comes first is the threads' race).
-        deleted = _deleted_by_reason(controller)
+        deleted = deleted_by_reason(controller)
         assert deleted.get("node-already-counted", 0) + deleted.get("capacity-taken", 0) >= 1, deleted
         assert sim.errors == []
 
@@ -441,16 +396,16 @@ def test_a_held_node_does_not_stop_its_group_from_growing(tmp_path: Path) -> Non
         with GpuSim(server, provisioning_delay=0.5, autoscaler_clock=PausableClock()) as sim:
             log = PlaceholderLog(server)
             sim.kubelet_paused = True  # the first placeholder does not run: its node stays held, its GPUs taken
-            with Running(server, _settings(provision_timeout=120.0), clock=past_grace):
-                _burst(server, 16, "0.5", prefix="a")
+            with Running(server, run_settings(provision_timeout=120.0), clock=past_grace):
+                burst(server, 16, "0.5", prefix="a")
                 wait_for(lambda: len(sim.added_nodes) == 1, timeout=20, what="the first node")
                 first = sim.added_nodes[0][0]
                 wait_for(lambda: _hold_label(server, first) == "both", timeout=20, what="the first node held")
-                _burst(server, 16, "0.5", prefix="b")
+                burst(server, 16, "0.5", prefix="b")
                 wait_for(lambda: len(sim.added_nodes) == 2, timeout=20, what="a second node while the first is held")
                 sim.kubelet_paused = False
-                wait_for(lambda: _running(server) == 32, timeout=40, what="all 32 pods running")
-                wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+                wait_for(lambda: running(server) == 32, timeout=40, what="all 32 pods running")
+                wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
             assert len(sim.added_nodes) == 2, (sim.added_nodes, log.created)
             assert sim.errors == []
 
@@ -460,7 +415,7 @@ def test_a_held_node_does_not_stop_its_group_from_growing(tmp_path: Path) -> Non
 
 def test_a_placeholder_stuck_terminating_blocks_nothing(cluster: Any) -> None:
     server, sim = cluster
-    _burst(server, 4, "0.5")
+    burst(server, 4, "0.5")
     _settled(server, 4)
     group = plan_placeholders(server.list_objects("v1", "Pod", WORK), None, AdjusterSettings(grace_period_seconds=0), datetime.now(timezone.utc)).placeholders[0].group
     stuck = f"{consts.NAME_PREFIX}-{group}-2g-0"  # the very name the adjuster would pick first
@@ -471,9 +426,9 @@ def test_a_placeholder_stuck_terminating_blocks_nothing(cluster: Any) -> None:
         "annotations": {consts.PODS_ANNOTATION: json.dumps([f"{WORK}/p-{i}" for i in range(4)])}},
         "spec": {"nodeSelector": {"no-such-node": "true"}, "containers": [{"name": "c", "image": "busybox"}]}})
     server.delete_object("v1", "Pod", stuck, NS)
-    with Running(server, _settings(), clock=past_grace):
-        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
-        wait_for(lambda: [p["metadata"]["name"] for p in _placeholders(server)] == [stuck], timeout=20, what="only the stuck one left")
+    with Running(server, run_settings(), clock=past_grace):
+        wait_for(lambda: running(server) == 4, timeout=40, what="all pods running")
+        wait_for(lambda: [p["metadata"]["name"] for p in placeholders(server)] == [stuck], timeout=20, what="only the stuck one left")
     assert server.get_object("v1", "Pod", stuck, NS)["metadata"].get("deletionTimestamp")
 
 
@@ -485,16 +440,8 @@ def test_a_placeholder_stuck_terminating_blocks_nothing(cluster: Any) -> None:
 # --- the CLI ---------------------------------------------------------------------------------------
 
 
-#: The adjuster's image has neither Ray nor the CLI's other dependencies (see the Dockerfile):
-#: every CLI test runs it with them made unimportable.
-_SLIM = ("import runpy, sys\n"
-         "for name in ('ray', 'rich', 'pynvml', 'amdsmi'): sys.modules[name] = None\n"
-         "sys.argv = ['raybridge'] + sys.argv[1:]\n"
-         "runpy.run_module('raybridge', run_name='__main__', alter_sys=True)\n")
-
-
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", _SLIM, "adjuster", "run", *args], cwd=REPO, text=True,
+    return subprocess.Popen([sys.executable, "-c", SLIM_ADJUSTER, "adjuster", "run", *args], cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
 
 
@@ -541,8 +488,8 @@ def test_the_pods_cpu_is_asked_for_once(autoscaler: str) -> None:
             for i in range(4):
                 server.create_object(fraction_pod(f"cpu-{i}", WORK, fraction="0.5", cpu="20"))
             _settled(server, 4)
-            with Running(server, _settings(), clock=past_grace):
-                wait_for(lambda: _running(server) == 4, timeout=60, what="all pods running")
+            with Running(server, run_settings(), clock=past_grace):
+                wait_for(lambda: running(server) == 4, timeout=60, what="all pods running")
                 time.sleep(2 * sim.scan_interval + sim.provisioning_delay)  # a second node would have been decided by now
             assert len(sim.added_nodes) == 1, sim.added_nodes
         assert sim.errors == []
@@ -581,7 +528,7 @@ def test_the_cli_refuses_a_priority_class_below_the_cutoff_and_says_the_cutoff_i
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err
     assert "value -1000, below the cluster autoscaler's --expendable-pods-priority-cutoff (-10)" in err and "Traceback" not in err
-    assert _placeholders(server) == []
+    assert placeholders(server) == []
     proc = _cli(*common, "--expendable-pods-priority-cutoff", "-1000")  # the admin's autoscaler runs with this cutoff
     run = _Collected(proc)
     try:
@@ -615,17 +562,17 @@ def test_the_cli_refuses_to_run_beside_kai_s_own_node_scale_adjuster(cluster: An
 def test_kai_s_adjuster_appearing_later_stops_new_placeholders_until_it_goes(cluster: Any) -> None:
     server, sim = cluster
     log = PlaceholderLog(server)
-    with Running(server, _settings(), clock=past_grace) as controller:
+    with Running(server, run_settings(), clock=past_grace) as controller:
         wait_for(lambda: controller.passes > 0, timeout=20, what="a first pass")
         kai = _kai_adjuster_pod(server)
         wait_for(lambda: controller.metrics.kai_adjuster_running._value.get() == 1, timeout=20, what="KAI's adjuster seen")
-        _burst(server, 4, "0.5")
+        burst(server, 4, "0.5")
         _settled(server, 4)
         passes = controller.passes
         wait_for(lambda: controller.passes > passes + 2, timeout=20, what="passes with the pods past their grace period")
         assert log.created == []
         server.delete_object("v1", "Pod", kai["metadata"]["name"], kai["metadata"]["namespace"])
-        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running once it is gone")
+        wait_for(lambda: running(server) == 4, timeout=40, what="all pods running once it is gone")
     assert len(log.created) == 1
 
 
@@ -744,9 +691,9 @@ def test_the_shipped_rbac_is_enough(bare_cluster: Any, tmp_path: Path) -> None:
     run = _start_under_service_account(server, tmp_path, None)
     try:
         wait_for(lambda: _holder(server), timeout=30, what="the Lease taken")
-        _burst(server, 4, "0.5")
-        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
-        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+        burst(server, 4, "0.5")
+        wait_for(lambda: running(server) == 4, timeout=40, what="all pods running")
+        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
         wait_for(lambda: server.list_objects("v1", "Event", WORK), timeout=5, what="events on the pods")
     finally:
         code = run.stop()
@@ -763,14 +710,14 @@ def test_without_the_opt_in_node_hold_the_adjuster_says_once_that_holds_are_off(
     server, sim = bare_cluster
     run = _start_under_service_account(server, tmp_path, None, opt_in=())
     try:
-        _burst(server, 12, "0.5")  # 6 GPUs: one node of 8
-        wait_for(lambda: _unschedulable(server) == 12, timeout=20, what="the burst unschedulable")
+        burst(server, 12, "0.5")  # 6 GPUs: one node of 8
+        wait_for(lambda: unschedulable(server) == 12, timeout=20, what="the burst unschedulable")
         sim.kai_paused = True  # the pods land only after a pass that would hold their new node
         wait_for(lambda: "node holds are off" in run.text, timeout=40, what="the refusal said")
         time.sleep(1.5)  # passes every 0.2 s (--resync), each of which would patch the node again
         sim.kai_paused = False
-        wait_for(lambda: _running(server) == 12, timeout=60, what="all pods running")
-        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+        wait_for(lambda: running(server) == 12, timeout=60, what="all pods running")
+        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
     finally:
         code = run.stop()
     assert code == 0, run.text
@@ -800,9 +747,9 @@ def test_every_shipped_verb_is_needed(bare_cluster: Any, tmp_path: Path, drop: t
     server, sim = bare_cluster
     run = _start_under_service_account(server, tmp_path, drop)
     try:
-        _burst(server, 4, "0.5")
+        burst(server, 4, "0.5")
         if drop == ("ClusterRole", "nodes", "patch"):  # the pods land only after the pass that holds their new node
-            wait_for(lambda: _unschedulable(server) == 4, timeout=20, what="the burst unschedulable")
+            wait_for(lambda: unschedulable(server) == 4, timeout=20, what="the burst unschedulable")
             sim.kai_paused = True
         wait_for(lambda: "403" in run.text or "orbidden" in run.text, timeout=40, what=f"a 403 without {drop}")
     finally:
@@ -810,16 +757,6 @@ def test_every_shipped_verb_is_needed(bare_cluster: Any, tmp_path: Path, drop: t
 
 
 # --- --mode provisioning-request ---------------------------------------------------------------------
-
-PR_API = "autoscaling.x-k8s.io/v1"
-
-
-def _requests(server: KubeApiServer) -> list[dict[str, Any]]:
-    return server.list_objects(PR_API, "ProvisioningRequest", NS)
-
-
-def _templates(server: KubeApiServer) -> list[dict[str, Any]]:
-    return server.list_objects("v1", "PodTemplate", NS)
 
 
 def _request_log(server: KubeApiServer) -> list[dict[str, Any]]:
@@ -832,10 +769,6 @@ def _request_log(server: KubeApiServer) -> list[dict[str, Any]]:
 # A burst's one request, asked once and cleaned up; a failed one asked again after the backoff; one whose template is
 # gone; one short of capacity; one that brings the node type holding its pods' CPU; a waiting one replaced when its
 # group's demand grows: on the real API server, test_adjuster_ca_on_real_api.py.
-
-
-def _request_pods(request: dict[str, Any]) -> list[str]:
-    return json.loads(request["metadata"]["annotations"][consts.PODS_ANNOTATION])
 
 
 def _request_rbac() -> tuple[dict[str, Any], ...]:
@@ -860,12 +793,12 @@ def test_the_provisioning_request_rbac_is_exactly_enough(bare_cluster: Any, tmp_
         docs[0]["rules"] = [rule for rule in docs[0]["rules"] if rule["verbs"]]  # the API server refuses a rule without verbs
     run = _start_under_service_account(server, tmp_path, None, "--mode", "provisioning-request", extra_docs=docs)
     try:
-        _burst(server, 4, "0.5")
+        burst(server, 4, "0.5")
         if drop:
             wait_for(lambda: "403" in run.text or "orbidden" in run.text, timeout=40, what=f"a 403 without {drop}")
             return
-        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
-        wait_for(lambda: not _requests(server) and not _templates(server), timeout=20, what="cleaned up")
+        wait_for(lambda: running(server) == 4, timeout=40, what="all pods running")
+        wait_for(lambda: not requests(server) and not templates(server), timeout=20, what="cleaned up")
     finally:
         code = run.stop()
     assert code == 0 and not _refused(run.text), run.text
@@ -875,9 +808,9 @@ def test_a_waiting_request_is_replaced_by_a_smaller_one_when_its_groups_demand_s
     server, sim = cluster
     created = _request_log(server)
     sim.autoscaler.clock.pause()  # the first request still waits when half of its pods go
-    _burst(server, 24, "0.5")  # 12 GPUs: two nodes of 8
+    burst(server, 24, "0.5")  # 12 GPUs: two nodes of 8
     _settled(server, 24)
-    with Running(server, _settings(mode="provisioning-request"), clock=past_grace) as controller:
+    with Running(server, run_settings(mode="provisioning-request"), clock=past_grace) as controller:
         wait_for(lambda: len(created) == 1, timeout=20, what="the first request")
         assert created[0]["metadata"]["labels"][consts.GPUS_LABEL] == "12"
         for i in range(12, 24):
@@ -885,13 +818,13 @@ def test_a_waiting_request_is_replaced_by_a_smaller_one_when_its_groups_demand_s
         # A pass may see only some of the pods gone (a step on the way down), but it ends at the smaller demand.
         wait_for(lambda: created[-1]["metadata"]["labels"][consts.GPUS_LABEL] == "6", timeout=20, what="a request for 6 GPUs")
         last = created[-1]["metadata"]["name"]
-        wait_for(lambda: [r["metadata"]["name"] for r in _requests(server)] == [last], timeout=10, what="the replaced request deleted")
-        wait_for(lambda: {t["metadata"]["labels"][consts.REQUEST_LABEL] for t in _templates(server)} == {last},
+        wait_for(lambda: [r["metadata"]["name"] for r in requests(server)] == [last], timeout=10, what="the replaced request deleted")
+        wait_for(lambda: {t["metadata"]["labels"][consts.REQUEST_LABEL] for t in templates(server)} == {last},
                  timeout=10, what="the replaced request's templates deleted")
-        assert _request_pods(_requests(server)[0]) == sorted(f"{WORK}/p-{i}" for i in range(12))
+        assert request_pods(requests(server)[0]) == sorted(f"{WORK}/p-{i}" for i in range(12))
         sim.autoscaler.clock.resume()
-        wait_for(lambda: _running(server) == 12, timeout=40, what="the 12 pods left running")
-        wait_for(lambda: not _requests(server) and not _templates(server), timeout=20, what="cleaned up")
+        wait_for(lambda: running(server) == 12, timeout=40, what="the 12 pods left running")
+        wait_for(lambda: not requests(server) and not templates(server), timeout=20, what="cleaned up")
     asked = [int(c["metadata"]["labels"][consts.GPUS_LABEL]) for c in created]
     assert asked[0] == 12 and asked[-1] == 6 and all(a > b for a, b in zip(asked, asked[1:])), asked  # each one smaller
     assert len(sim.added_nodes) == 1, sim.added_nodes  # 6 GPUs: one node, not the two the first request asked for
@@ -944,18 +877,18 @@ def test_a_pod_whose_pod_group_is_over_quota_gets_no_placeholder_until_the_quota
     _settled(server, 1)
     message = server.get_object("v1", "Pod", "a", WORK)["status"]["conditions"][0]["message"]
     assert "OverLimit" not in message and "quota" not in message  # only the PodGroup tells
-    with Running(server, _settings(), clock=past_grace) as controller:
+    with Running(server, run_settings(), clock=past_grace) as controller:
         wait_for(lambda: [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"],
                  timeout=20, what="an event on the quota-blocked pod")
         passes = controller.passes
         wait_for(lambda: controller.passes >= passes + 5, timeout=20, what="five more passes")
-        assert asked.created == [] and not _placeholders(server)
+        assert asked.created == [] and not placeholders(server)
         registry = controller.metrics.registry
         assert registry.get_sample_value("raybridge_adjuster_ignored_pods", {"reason": "quota-blocked"}) == 1
         assert registry.get_sample_value("raybridge_adjuster_podgroups_unavailable") == 0
         server.delete_object(POD_GROUP_API, "PodGroup", "pg-a", WORK)  # the same pod, no over-quota PodGroup
         wait_for(lambda: asked.created, timeout=20, what="a placeholder once the PodGroup is gone")
-        wait_for(lambda: _running(server) == 1, timeout=40, what="the pod running")
+        wait_for(lambda: running(server) == 1, timeout=40, what="the pod running")
     assert asked.created == [[f"{WORK}/a"]], asked.created
     ignored = [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"]
     assert [e["involvedObject"]["name"] for e in ignored] == ["a"]
@@ -976,10 +909,10 @@ def cluster_without_pod_groups() -> Iterator[tuple[KubeApiServer, GpuSim]]:
 def test_a_cluster_without_the_pod_group_api_is_served_without_it(cluster_without_pod_groups: Any,
                                                                  caplog: pytest.LogCaptureFixture) -> None:
     server, sim = cluster_without_pod_groups
-    _burst(server, 4, "0.5")
-    with caplog.at_level("INFO", logger="raybridge.adjuster"), Running(server, _settings()) as controller:
-        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
-        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+    burst(server, 4, "0.5")
+    with caplog.at_level("INFO", logger="raybridge.adjuster"), Running(server, run_settings()) as controller:
+        wait_for(lambda: running(server) == 4, timeout=40, what="all pods running")
+        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
         assert controller.metrics.registry.get_sample_value("raybridge_adjuster_podgroups_unavailable") == 1
         assert controller.ready()
     about = [(r.levelname, r.getMessage().split(":")[0]) for r in caplog.records if "podgroups" in r.getMessage()]
@@ -997,9 +930,9 @@ def test_without_a_pod_group_verb_the_adjuster_logs_it_and_goes_on(bare_cluster:
     run = _start_under_service_account(server, tmp_path, drop)
     try:
         wait_for(lambda: "cannot read podgroups (403" in run.text, timeout=40, what=f"the degradation logged without {drop}")
-        _burst(server, 4, "0.5")
-        wait_for(lambda: _running(server) == 4, timeout=40, what="all pods running")
-        wait_for(lambda: not _placeholders(server), timeout=20, what="the placeholders deleted")
+        burst(server, 4, "0.5")
+        wait_for(lambda: running(server) == 4, timeout=40, what="all pods running")
+        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
     finally:
         code = run.stop()
     assert code == 0, run.text
@@ -1027,10 +960,10 @@ def test_a_placeholder_the_autoscaler_refuses_is_said_and_its_group_is_not_asked
     sim.autoscaler.clock.pause()  # no node comes
     server.create_object({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
                           "spec": {"limits": {"nvidia.com/gpu": "16"}}, "status": {"resources": {"nvidia.com/gpu": "16"}}})
-    _burst(server, 8, "0.6")
+    burst(server, 8, "0.6")
     _settled(server, 8)
-    with Running(server, _settings(), clock=past_grace) as controller:
-        first = wait_for(lambda: _placeholders(server), timeout=20, what="a placeholder")[0]
+    with Running(server, run_settings(), clock=past_grace) as controller:
+        first = wait_for(lambda: placeholders(server), timeout=20, what="a placeholder")[0]
         server.create_object(_refusal(first))
         # The controller posts one Event per pod, one after another: wait for all eight, not the first.
         refused = wait_for(lambda: [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpRefused"][7:] and
@@ -1044,5 +977,5 @@ def test_a_placeholder_the_autoscaler_refuses_is_said_and_its_group_is_not_asked
         server.delete_object("v1", "Pod", first["metadata"]["name"], NS)  # gone (deleted, or counted for nothing on another's node)
         passes = controller.passes
         wait_for(lambda: controller.passes >= passes + 5, timeout=20, what="five passes")
-        assert _placeholders(server) == []
+        assert placeholders(server) == []
         assert len([e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpRefused"]) == 8  # said once
