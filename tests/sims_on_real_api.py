@@ -38,7 +38,10 @@ class RealApi:
     runs_kube_scheduler_and_kubelet = True
 
     def __init__(self, client: Any) -> None:
+        from kubernetes import client as k8s
+
         self.client = client
+        self._core = k8s.CoreV1Api(client._api)  # the binding subresource, which the dynamic client does not name
 
     def list_objects(self, api_version: str, kind: str, namespace: Optional[str] = None, label_selector: Optional[str] = None) -> list[dict[str, Any]]:
         return _as_api_error(lambda: self.client.list_objects(api_version, kind, namespace, label_selector))
@@ -79,11 +82,8 @@ class RealApi:
         binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": meta["name"], "namespace": meta["namespace"],
                                                                         "uid": meta.get("uid")},
                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}}  # fmt: skip
-        from kubernetes import client as k8s
-
-        core = k8s.CoreV1Api(self.client._api)
         try:
-            _as_api_error(lambda: core.create_namespaced_binding(meta["namespace"], binding, _preload_content=False))
+            _as_api_error(lambda: self._core.create_namespaced_binding(meta["namespace"], binding, _preload_content=False))
         except ApiError as exc:
             if exc.code not in (404, 409):
                 raise
