@@ -12,6 +12,7 @@ What it deliberately does not do: start a real Ray head (tests/e2e/test_local_su
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ import sys
 import time
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -37,6 +38,28 @@ def _alive(pid: int) -> bool:
         return False
 
 
+
+@contextlib.contextmanager
+def _supervising(tmp_path: Path, head: str) -> Iterator[tuple["subprocess.Popen[bytes]", Path]]:
+    """(the supervisor, the head's temp dir) of a stand-in head `sh -c head` run in `tmp_path`, stdin a pipe the test
+    holds; the supervisor's group is killed after, if it still runs."""
+    temp_dir = tmp_path / "raybridge-head"
+    temp_dir.mkdir()
+    supervisor = subprocess.Popen([*SUPERVISOR, "--temp-dir", str(temp_dir), "--", "sh", "-c", head],
+                                  stdin=subprocess.PIPE, cwd=tmp_path, start_new_session=True)  # fmt: skip
+    try:
+        yield supervisor, temp_dir
+    finally:
+        if supervisor.poll() is None:
+            os.killpg(supervisor.pid, 9)
+
+
+def _wait_until_exists(path: Path, timeout: float = 20) -> bool:
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return path.exists()
+
 @pytest.mark.parametrize(
     "case, head, close_stdin, temp_dir_kept",
     [
@@ -49,25 +72,12 @@ def _alive(pid: int) -> bool:
 def test_the_supervisor_ends_the_family_at_once(
     tmp_path: Path, case: str, head: str, close_stdin: bool, temp_dir_kept: bool
 ) -> None:
-    temp_dir = tmp_path / "raybridge-head"
-    temp_dir.mkdir()
-    supervisor = subprocess.Popen(
-        [*SUPERVISOR, "--temp-dir", str(temp_dir), "--", "sh", "-c", head],
-        stdin=subprocess.PIPE, cwd=tmp_path, start_new_session=True,
-    )  # fmt: skip
-    pid_file = tmp_path / "grandchild"
-    deadline = time.monotonic() + 20
-    while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    grandchild = int(pid_file.read_text())
-    if close_stdin:
-        assert supervisor.stdin is not None
-        supervisor.stdin.close()
-    try:
+    with _supervising(tmp_path, head) as (supervisor, temp_dir):
+        grandchild = _wait_for_file(tmp_path / "grandchild")
+        if close_stdin:
+            assert supervisor.stdin is not None
+            supervisor.stdin.close()
         assert supervisor.wait(timeout=20) == 0, case
-    finally:
-        if supervisor.poll() is None:
-            os.killpg(supervisor.pid, 9)
     deadline = time.monotonic() + 5
     while _alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -142,24 +152,12 @@ def test_a_release_racing_the_heads_own_exit_leaves_no_temp_dir(tmp_path: Path) 
     """raybridge releases the head while the supervisor, having seen the head exit, still ends its family: the
     dir goes all the same (before, each left it to the other: the supervisor to raybridge, which quotes a dead
     head's log, and raybridge to a supervisor it found still running)."""
-    temp_dir = tmp_path / "raybridge-head"
-    temp_dir.mkdir()
-    supervisor = subprocess.Popen(
-        [*SUPERVISOR, "--temp-dir", str(temp_dir), "--", "sh", "-c", HEAD_DYING_SLOWLY],
-        stdin=subprocess.PIPE, cwd=tmp_path, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 20
-        while not (tmp_path / "got_term").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert (tmp_path / "got_term").exists(), "the supervisor never began ending the head's family"
+    with _supervising(tmp_path, HEAD_DYING_SLOWLY) as (supervisor, temp_dir):
+        assert _wait_until_exists(tmp_path / "got_term"), "the supervisor never began ending the head's family"
         head = private_head.PrivateRayHead(num_gpus=0)
         head._supervisor, head.temp_dir = supervisor, temp_dir
         head.release()
         assert supervisor.wait(timeout=30) == 0
-    finally:
-        if supervisor.poll() is None:
-            os.killpg(supervisor.pid, 9)
     assert not temp_dir.exists()
     assert processes_using(str(temp_dir)) == []
 
@@ -178,21 +176,12 @@ def test_the_gcs_is_ended_after_the_rest_of_the_head(tmp_path: Path) -> None:
     """Ray's raylet, told to stop while the GCS stops too, waited about 10 s for it (every private head took 10 s to
     end); the supervisor ends the GCS once the rest has gone."""
     shutil.copy(shutil.which("sleep") or "/bin/sleep", tmp_path / "gcs_server")
-    temp_dir = tmp_path / "raybridge-head"
-    temp_dir.mkdir()
-    supervisor = subprocess.Popen([*SUPERVISOR, "--temp-dir", str(temp_dir), "--", "sh", "-c", HEAD_WITH_A_GCS],
-                                  stdin=subprocess.PIPE, cwd=tmp_path, start_new_session=True)  # fmt: skip
-    try:
+    with _supervising(tmp_path, HEAD_WITH_A_GCS) as (supervisor, _):
         _wait_for_file(tmp_path / "gcs")
-        deadline = time.monotonic() + 20
-        while not (tmp_path / "raylet_up").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_until_exists(tmp_path / "raylet_up")
         assert supervisor.stdin is not None
         supervisor.stdin.close()
         assert supervisor.wait(timeout=30) == 0
-    finally:
-        if supervisor.poll() is None:
-            os.killpg(supervisor.pid, 9)
     assert (tmp_path / "seen").read_text().strip() == "running"
 
 
