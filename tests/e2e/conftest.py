@@ -119,3 +119,13 @@ def head(ray_head) -> Iterator[HeadJobs]:
     yield jobs
     for submission_id in sorted(jobs.seen):
         jobs.end(submission_id)
+
+
+@pytest.fixture(scope="session")
+def ca_stack() -> Iterator[Any]:
+    """The real API server, kube-scheduler and kwok with the CRDs the simulated cluster-autoscaler and KAI use
+    (tests/e2e/ca_on_real_api.py), started once per worker for the modules of its xdist_group."""
+    from tests.e2e.ca_on_real_api import started_stack
+
+    with started_stack() as stack:
+        yield stack

@@ -11,17 +11,16 @@ one (its validation, its binding subresource, its watches), and only what cannot
 cluster-autoscaler (the module proxy refuses it) and KAI's scheduler and binder past v0.12.
 
 What it deliberately does not do: the same scenarios with Karpenter (test_adjuster_real.py runs the real one), or
-the rest of test_adjuster_run.py, which still runs on the in-process API server.
+what the adjuster holds back, refuses or says (test_adjuster_guards_on_real_api.py, on the same stack: conftest.py
+`ca_stack`, tests/e2e/ca_on_real_api.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from datetime import datetime, timezone
@@ -29,164 +28,42 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision import consts
-from raybridge.adjuster.decision.settings import RunSettings
 from testcluster.pytest_plugin import _unavailable
-from tests.helpers import ROOT, ControllerThread, free_port, kube_of
-from tests.adjuster_world import (GRACE_PERIOD, NS, PR_API, SLIM_ADJUSTER, WORK, burst, deleted_by_reason, past_grace,
-                                  placeholders, request_pods, requests, run_settings, running, templates, unschedulable)
-from tests.waits import PausableClock, ShiftedClock, wait_for
+from tests.helpers import ROOT, free_port
+from tests.adjuster_world import (GRACE_PERIOD, NS, SLIM_ADJUSTER, WORK, burst, deleted_by_reason, placeholders, request_pods,
+                                  requests, running, templates)
+from tests.waits import ShiftedClock, wait_for
+from tests.e2e.ca_on_real_api import (XDIST_GROUP, placeholder_log, placeholder_priority, request_log, running_controller, settings, simulated,
+                                      wait_unschedulable)
 
 pytestmark = [
     pytest.mark.skipif(_unavailable() is not None, reason=str(_unavailable())),
     pytest.mark.realtime,
-    pytest.mark.xdist_group("adjuster-ca-on-real-api"),  # one stack for the module's tests
+    pytest.mark.xdist_group(XDIST_GROUP),  # one stack for this and test_adjuster_guards_on_real_api.py
     pytest.mark.timeout(600),
 ]
 
 
-@pytest.fixture(scope="module")
-def stack() -> Iterator[Any]:
-    """The real API server, kube-scheduler and kwok; placeholders' `true` exits at once (a kwok Stage); the
-    ProvisioningRequest CRD of the release the newest Kueue requires; the namespace and service account of KAI's
-    reservation pods, as KAI's chart installs them (the API server refuses a pod whose service account is missing)."""
-    import yaml
-
-    from kubesim.schemas import _autoscaler_files
-    from kubesim.sim_gpu import RESERVATION_NAMESPACE
-    from testcluster.stack import Stack, StackOptions
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from adjuster_burst_real import placeholder_stages
-
-    with Stack(StackOptions(operators=(), stages=placeholder_stages())) as running:
-        running.install_crds([doc for path in _autoscaler_files() for doc in yaml.safe_load_all(path.read_text()) if doc])
-        running.apply([
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WORK}},
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RESERVATION_NAMESPACE}},
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": RESERVATION_NAMESPACE, "namespace": RESERVATION_NAMESPACE}},
-            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS},
-             "value": -1, "preemptionPolicy": "Never"},
-        ])  # fmt: skip
-        yield running
-
-
-@contextlib.contextmanager
-def simulated(stack: Any, **options: Any) -> Iterator[tuple[Any, Any]]:
-    """(the admin's client, a running GpuSim with `options`) on the module's stack: the autoscaler's clock pausable,
-    nodes 0.5 s after the decision; afterwards no GPU node and no pod is left for the next test."""
-    from kubesim.sim_gpu import RESERVATION_NAMESPACE, GpuSim
-    from testcluster.client import ClusterClient
-    from tests.sims_on_real_api import RealApi
-
-    client = ClusterClient(stack.kubeconfig)
-    try:
-        with GpuSim(RealApi(client), **{"provisioning_delay": 0.5, "autoscaler_clock": PausableClock(), **options}) as sim:
-            yield client, sim
-        assert sim.errors == []
-    finally:
-        _clean_up(client, RESERVATION_NAMESPACE)
-        client.close()
+@pytest.fixture
+def stack(ca_stack: Any) -> Any:
+    """The worker's shared stack (conftest.py `ca_stack`, tests/e2e/ca_on_real_api.py)."""
+    return ca_stack
 
 
 @pytest.fixture
-def cluster(stack: Any) -> Iterator[tuple[Any, Any]]:
+def cluster(ca_stack: Any) -> Iterator[tuple[Any, Any]]:
     """`simulated` with the default node group: 8-GPU nodes of 128 CPUs."""
-    with simulated(stack) as started:
+    with simulated(ca_stack) as started:
         yield started
-
-
-def _clean_up(client: Any, reservations: str) -> None:
-    """Every pod and Event of the test's namespaces, its requests and templates, the nodes the autoscaler added: gone,
-    not going."""
-    from kubernetes import client as k8s
-
-    core = k8s.CoreV1Api(client.api_client())
-    for namespace in (WORK, NS, reservations):
-        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
-        core.delete_collection_namespaced_event(namespace)
-    for kind, api in (("ProvisioningRequest", PR_API), ("PodTemplate", "v1")):
-        for obj in client.list_objects(api, kind, NS):
-            client.delete_object(api, kind, obj["metadata"]["name"], NS)
-    if client.get_object("coordination.k8s.io/v1", "Lease", consts.DEFAULT_LEASE_NAME, NS) is not None:
-        client.delete_object("coordination.k8s.io/v1", "Lease", consts.DEFAULT_LEASE_NAME, NS)
-    for node in client.list_objects("v1", "Node"):
-        if node["metadata"]["name"].startswith("sim-gpu-node-"):
-            client.delete_object("v1", "Node", node["metadata"]["name"])
-    wait_for(lambda: not any(client.list_objects("v1", "Pod", ns) for ns in (WORK, NS, reservations)), timeout=60,
-             what="the test's pods gone")  # fmt: skip
-    wait_for(lambda: not [n for n in client.list_objects("v1", "Node") if n["metadata"]["name"].startswith("sim-gpu-node-")],
-             timeout=60, what="the autoscaler's nodes gone")  # fmt: skip
-
-
-class Created:
-    """Every object the API server reports ADDED, from the test's start (a watch of `list_call`'s objects), until
-    `stop()` or the end of its `with` block; `objects` stays readable after."""
-
-    def __init__(self, list_call: Any, *args: Any, **kwargs: Any) -> None:
-        from kubernetes import watch
-
-        self.objects: list[dict[str, Any]] = []
-        self._watch = watch.Watch()
-        self._stream = self._watch.stream(list_call, *args, timeout_seconds=300, _request_timeout=330, **kwargs)
-        self._thread = threading.Thread(target=self._record, daemon=True)
-        self._thread.start()
-
-    def _record(self) -> None:
-        try:
-            for event in self._stream:
-                if event["type"] == "ADDED":
-                    self.objects.append(event["raw_object"])
-        except Exception:  # noqa: BLE001 - the stream ends when the test stops it
-            pass
-
-    def stop(self) -> None:
-        self._watch.stop()
-
-    def __enter__(self) -> "Created":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def _settings(**extra: Any) -> RunSettings:
-    """run_settings with a minute's provision timeout: the real scheduler and kwok take longer than the simulation."""
-    return run_settings(**{"provision_timeout": 60.0, **extra})
-
-
-def _running_controller(client: Any, settings: RunSettings, clock: Any = past_grace) -> ControllerThread:
-    return ControllerThread(Controller(settings, kube_of(client.api_client(retries=False), settings.request_timeout), clock=clock),
-                            join_seconds=10)  # fmt: skip
-
-
-def _placeholder_log(client: Any) -> "Created":
-    """Every placeholder the API server reports created, from now on."""
-    from kubernetes import client as k8s
-
-    return Created(k8s.CoreV1Api(client.api_client()).list_namespaced_pod, NS, label_selector=consts.PLACEHOLDER_SELECTOR)
-
-
-def _wait_unschedulable(client: Any, sim: Any, count: int) -> None:
-    try:
-        wait_for(lambda: unschedulable(client) == count, timeout=30, what="the burst unschedulable")
-    except TimeoutError as exc:
-        listed = client.list_objects("v1", "Pod", WORK)
-        pods = [(p["metadata"]["name"], p["spec"].get("nodeName"), (p.get("status") or {}).get("phase"), (p.get("status") or {}).get("conditions"))
-                for p in listed if not any(c.get("reason") == "Unschedulable" for c in (p.get("status") or {}).get("conditions") or [])]
-        pods.insert(0, len(listed))
-        nodes = [n["metadata"]["name"] for n in client.list_objects("v1", "Node")]
-        raise AssertionError(f"{exc}: pods {pods[:4]}, nodes {nodes}, sim errors {sim.errors[-2:]}") from exc
 
 
 def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_go(cluster: tuple[Any, Any]) -> None:
     client, sim = cluster
-    with _placeholder_log(client) as created:
+    with placeholder_log(client) as created:
         burst(client, 20, "0.5", "burst")  # 10 GPUs: one 8-GPU placeholder and one of 2
-        _wait_unschedulable(client, sim, 20)
-        with _running_controller(client, _settings()) as controller:
+        wait_unschedulable(client, sim, 20)
+        with running_controller(client, settings()) as controller:
             wait_for(lambda: running(client) == 20, timeout=90, what="all 20 pods running")
             wait_for(lambda: not placeholders(client), timeout=30, what="the placeholders deleted")
             assert controller.passes > 0
@@ -203,10 +80,10 @@ def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_g
 
 def test_provisioning_request_mode_asks_once_per_group_and_cleans_up(cluster: tuple[Any, Any]) -> None:
     client, sim = cluster
-    with _request_log(client) as created:
+    with request_log(client) as created:
         burst(client, 20, "0.5", "request")  # 10 GPUs: podSets of one 8-GPU and one 2-GPU placeholder
-        _wait_unschedulable(client, sim, 20)
-        with _running_controller(client, _settings(mode="provisioning-request")):
+        wait_unschedulable(client, sim, 20)
+        with running_controller(client, settings(mode="provisioning-request")):
             wait_for(lambda: running(client) == 20, timeout=90, what="all 20 pods running")
             wait_for(lambda: not requests(client) and not templates(client), timeout=30, what="the request and its templates deleted")
     assert len(created.objects) == 1, [c["metadata"]["name"] for c in created.objects]
@@ -222,14 +99,14 @@ def test_a_burst_seen_in_two_passes_fills_the_first_placeholders_node_before_ask
     # the next, with that placeholder still waiting for its node, for 8+8+8+1 more: 5 nodes for 30 GPUs.
     client, sim = cluster
     sim.autoscaler.clock.pause()  # the first node is still on its way when the second wave is planned
-    with _placeholder_log(client) as created:
-        with _running_controller(client, _settings(provision_timeout=120.0)) as controller:
+    with placeholder_log(client) as created:
+        with running_controller(client, settings(provision_timeout=120.0)) as controller:
             burst(client, 5, "0.6", "first")
             wait_for(lambda: created.objects, timeout=20, what="the first placeholder")
             asked = sum(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in created.objects)
             assert asked < 8, asked  # asked for part of a node: the rest of the burst comes next
             burst(client, 25, "0.6", "second")
-            _wait_unschedulable(client, sim, 30)
+            wait_unschedulable(client, sim, 30)
             passes = controller.passes
             wait_for(lambda: controller.passes >= passes + 2, timeout=20, what="two passes after the second wave")
             sim.autoscaler.clock.resume()
@@ -240,7 +117,7 @@ def test_a_burst_seen_in_two_passes_fills_the_first_placeholders_node_before_ask
 
 def test_pods_arriving_over_seconds_get_one_scale_up(cluster: tuple[Any, Any]) -> None:
     client, sim = cluster
-    with _running_controller(client, _settings(), clock=lambda: datetime.now(timezone.utc)) as controller:
+    with running_controller(client, settings(), clock=lambda: datetime.now(timezone.utc)) as controller:
         for wave in range(4):
             burst(client, 5, "0.5", f"wave{wave}")
             time.sleep(0.4)
@@ -266,8 +143,8 @@ def test_two_node_groups_of_different_sizes_get_the_nodes_the_burst_needs(stack:
     two_groups = [NodeGroup(name, gpus=gpus, cpu=cpu, memory=memory) for name, gpus, cpu, memory in TWO_GROUPS_OF_SIZES]
     with simulated(stack, node_groups=two_groups) as (client, sim):
         burst(client, count, "0.5", f"sizes{count}")
-        _wait_unschedulable(client, sim, count)  # one burst, seen in one pass
-        with _running_controller(client, _settings(provision_timeout=60.0)) as controller:
+        wait_unschedulable(client, sim, count)  # one burst, seen in one pass
+        with running_controller(client, settings(provision_timeout=60.0)) as controller:
             wait_for(lambda: running(client) == count, timeout=90, what=f"all {count} pods running")
             wait_for(lambda: not placeholders(client), timeout=30, what="the placeholders deleted")
         added = sorted(((client.get_object("v1", "Node", name) or {}).get("metadata", {}).get("labels") or {}).get(NODE_GROUP_LABEL, "?")
@@ -279,14 +156,6 @@ def test_two_node_groups_of_different_sizes_get_the_nodes_the_burst_needs(stack:
 # --- --mode provisioning-request ------------------------------------------------------------------
 
 
-def _request_log(client: Any) -> "Created":
-    """Every ProvisioningRequest the API server reports created, from now on."""
-    from kubernetes import client as k8s
-
-    group, version = PR_API.split("/")
-    return Created(k8s.CustomObjectsApi(client.api_client()).list_namespaced_custom_object, group, version, NS, "provisioningrequests")
-
-
 def _conditions(client: Any) -> list[dict[str, Any]]:
     return [c for r in requests(client) for c in (r.get("status") or {}).get("conditions") or []]
 
@@ -294,11 +163,11 @@ def _conditions(client: Any) -> list[dict[str, Any]]:
 def test_a_failed_request_is_asked_for_again_after_the_backoff(cluster: tuple[Any, Any]) -> None:
     client, sim = cluster
     sim.fail_requests = True
-    with _request_log(client) as created:
+    with request_log(client) as created:
         burst(client, 4, "0.5", "failing")
-        _wait_unschedulable(client, sim, 4)
+        wait_unschedulable(client, sim, 4)
         clock = ShiftedClock(ahead=1 + GRACE_PERIOD)  # past_grace, moved on past the backoff below instead of waiting it out
-        with _running_controller(client, _settings(mode="provisioning-request", failed_backoff=60.0, provision_timeout=600.0), clock=clock) as controller:
+        with running_controller(client, settings(mode="provisioning-request", failed_backoff=60.0, provision_timeout=600.0), clock=clock) as controller:
             wait_for(lambda: any(c.get("type") == "Failed" for c in _conditions(client)), timeout=30, what="the request Failed")
             passes = controller.passes
             wait_for(lambda: controller.passes >= passes + 3, timeout=20, what="passes within the backoff")
@@ -316,10 +185,10 @@ def test_a_request_whose_pod_template_is_gone_fails_and_is_asked_for_again(clust
     (processors/provreq/injector.go): a PodTemplate someone deleted. The adjuster asks again after its backoff."""
     client, sim = cluster
     sim.autoscaler.clock.pause()
-    with _request_log(client) as created:
+    with request_log(client) as created:
         burst(client, 4, "0.5", "orphaned")
-        _wait_unschedulable(client, sim, 4)
-        with _running_controller(client, _settings(mode="provisioning-request", failed_backoff=0.5)):
+        wait_unschedulable(client, sim, 4)
+        with running_controller(client, settings(mode="provisioning-request", failed_backoff=0.5)):
             wait_for(lambda: templates(client) and requests(client), timeout=30, what="the request and its template")
             for template in templates(client):
                 client.delete_object("v1", "PodTemplate", template["metadata"]["name"], NS)
@@ -334,10 +203,10 @@ def test_a_request_short_of_capacity_is_kept_until_the_autoscaler_finds_it(clust
     """A shortage is Provisioned=False/CapacityIsNotFound, which the autoscaler retries: not a failure to replace."""
     client, sim = cluster
     sim.shortage = True
-    with _request_log(client) as created:
+    with request_log(client) as created:
         burst(client, 4, "0.5", "short")
-        _wait_unschedulable(client, sim, 4)
-        with _running_controller(client, _settings(mode="provisioning-request", failed_backoff=0.5)) as controller:
+        wait_unschedulable(client, sim, 4)
+        with running_controller(client, settings(mode="provisioning-request", failed_backoff=0.5)) as controller:
             wait_for(lambda: any(c.get("reason") == "CapacityIsNotFound" for c in _conditions(client)), timeout=30,
                      what="the request short of capacity")  # fmt: skip
             passes = controller.passes
@@ -367,8 +236,8 @@ def test_a_request_brings_the_node_type_that_holds_its_pods_cpu(stack: Any) -> N
         register_gpu_node(RealApi(client), "sim-gpu-node-cpu-pool", gpus=0, cpu="256", memory="1024Gi")  # the CPU pool
         for i in range(8):
             client.create_object(fraction_pod(f"cpu-{i}", WORK, fraction="0.5", cpu="10", memory="8Gi"))
-        _wait_unschedulable(client, sim, 8)
-        with _running_controller(client, _settings(mode="provisioning-request")):
+        wait_unschedulable(client, sim, 8)
+        with running_controller(client, settings(mode="provisioning-request")):
             wait_for(lambda: running(client) == 8, timeout=90, what="all 8 pods running")
             wait_for(lambda: not requests(client), timeout=30, what="the request deleted")
         added = [client.get_object("v1", "Node", name)["metadata"]["labels"][NODE_GROUP_LABEL] for name, _ in sim.added_nodes]
@@ -378,10 +247,10 @@ def test_a_request_brings_the_node_type_that_holds_its_pods_cpu(stack: Any) -> N
 def test_a_waiting_request_is_replaced_when_its_groups_demand_grows(cluster: tuple[Any, Any]) -> None:
     client, sim = cluster
     sim.autoscaler.clock.pause()  # the first request still waits when the second wave comes
-    with _request_log(client) as created:
+    with request_log(client) as created:
         burst(client, 4, "0.5", "a")
-        _wait_unschedulable(client, sim, 4)
-        with _running_controller(client, _settings(mode="provisioning-request")) as controller:
+        wait_unschedulable(client, sim, 4)
+        with running_controller(client, settings(mode="provisioning-request")) as controller:
             wait_for(lambda: len(created.objects) == 1, timeout=30, what="the first request")
             burst(client, 4, "0.5", "b")
             # The second wave's pods may pass their grace period a second apart (lastTransitionTime has whole
@@ -416,11 +285,11 @@ def test_waves_grow_the_placeholder_of_the_node_they_will_share(cluster: tuple[A
     client, sim = cluster
     sim.autoscaler.clock.pause()  # every placeholder still pending when the last wave comes
     # Waves that each come after the batch window closed (which `batch_idle=0` makes of every wave).
-    with _running_controller(client, _settings(batch_idle=0.0)) as controller:
+    with running_controller(client, settings(batch_idle=0.0)) as controller:
         for wave in range(4):
             burst(client, 5, "0.5", f"grow{wave}")
             # Each wave is its own pass: the next comes once the controller has seen this one's pods waiting.
-            _wait_unschedulable(client, sim, 5 * (wave + 1))
+            wait_unschedulable(client, sim, 5 * (wave + 1))
             passes = controller.passes
             wait_for(lambda: controller.passes >= passes + 2, timeout=20, what=f"two passes after wave {wave}")
         asked = sorted(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in placeholders(client))
@@ -446,26 +315,11 @@ def test_the_pods_cpu_is_asked_for_once(stack: Any) -> None:
     with simulated(stack, node_groups=[NodeGroup("gpu-8x", gpus=8, cpu="96", memory="512Gi")]) as (client, sim):
         for i in range(4):
             client.create_object(fraction_pod(f"cpu20-{i}", WORK, fraction="0.5", cpu="20"))
-        _wait_unschedulable(client, sim, 4)
-        with _running_controller(client, _settings()):
+        wait_unschedulable(client, sim, 4)
+        with running_controller(client, settings()):
             wait_for(lambda: running(client) == 4, timeout=90, what="all pods running")
             time.sleep(2 * sim.scan_interval + sim.provisioning_delay)  # a second node would have been decided by now
         assert len(sim.added_nodes) == 1, sim.added_nodes
-
-
-@contextlib.contextmanager
-def _placeholder_priority(client: Any, value: int) -> Iterator[None]:
-    """The adjuster's PriorityClass at `value` (its value cannot change: deleted and made again), the module's back after."""
-    def make(priority: int) -> None:
-        client.delete_object("scheduling.k8s.io/v1", "PriorityClass", consts.DEFAULT_PRIORITY_CLASS)
-        client.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS},
-                              "value": priority, "preemptionPolicy": "Never"})  # fmt: skip
-
-    make(value)
-    try:
-        yield
-    finally:
-        make(-1)
 
 
 def test_the_shipped_priority_class_is_one_the_autoscaler_scales_up_for(cluster: tuple[Any, Any]) -> None:
@@ -476,20 +330,20 @@ def test_the_shipped_priority_class_is_one_the_autoscaler_scales_up_for(cluster:
     client, sim = cluster
     shipped = next(d for path in sorted((ROOT / "configs" / "adjuster").glob("*.yaml")) for d in yaml.safe_load_all(path.read_text())
                    if d and d["kind"] == "PriorityClass")  # fmt: skip
-    with _placeholder_priority(client, shipped["value"]):
+    with placeholder_priority(client, shipped["value"]):
         burst(client, 4, "0.5", "shipped")
-        _wait_unschedulable(client, sim, 4)
-        with _running_controller(client, _settings()):
+        wait_unschedulable(client, sim, 4)
+        with running_controller(client, settings()):
             wait_for(lambda: running(client) == 4, timeout=90, what="all pods running")
     assert len(sim.added_nodes) == 1, sim.added_nodes
 
 
 def test_placeholders_below_the_cutoff_never_add_a_node(cluster: tuple[Any, Any]) -> None:
     client, sim = cluster
-    with _placeholder_priority(client, -1000):
+    with placeholder_priority(client, -1000):
         burst(client, 4, "0.5", "expendable")
-        _wait_unschedulable(client, sim, 4)
-        with _running_controller(client, _settings()):
+        wait_unschedulable(client, sim, 4)
+        with running_controller(client, settings()):
             placeholder = wait_for(lambda: placeholders(client), timeout=30, what="the placeholder")
             assert placeholder[0]["spec"]["priority"] == -1000  # the API server's Priority admission
             time.sleep(2 * sim.scan_interval + sim.provisioning_delay + 0.5)  # the simulated autoscaler's loops: no scale-up
@@ -505,7 +359,7 @@ def test_a_bad_pod_is_reported_and_does_not_stop_the_others(cluster: tuple[Any, 
     bad = f"bad-{mode}"
     client.create_object(fraction_pod(bad, WORK, fraction="1.5"))  # more than a GPU: not a GPU-sharing request
     burst(client, 2, "0.5", f"good-{mode}")
-    with _running_controller(client, _settings(mode=mode), clock=lambda: datetime.now(timezone.utc)) as controller:
+    with running_controller(client, settings(mode=mode), clock=lambda: datetime.now(timezone.utc)) as controller:
         wait_for(lambda: running(client) == 2, timeout=90, what="the good pods running")
         wait_for(lambda: [e for e in client.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"],
                  timeout=30, what="an event on the bad pod")  # fmt: skip
@@ -558,7 +412,7 @@ def test_the_cli_runs_reports_metrics_and_health_and_stops_on_sigterm(stack: Any
     client, sim = cluster
     port = free_port()
     burst(client, 4, "0.5", "cli")
-    _wait_unschedulable(client, sim, 4)
+    wait_unschedulable(client, sim, 4)
     time.sleep(1 + GRACE_PERIOD)  # the adjuster's clock is the real one: the condition's whole second and the grace period
     proc = _adjuster(stack, "--leader-election", "false", "--metrics-port", str(port), "--log-format", "json")
     try:
@@ -643,13 +497,13 @@ def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(cluster: tu
 
     client, sim = cluster
     sim.autoscaler.clock.pause()
-    with _placeholder_log(client) as created:
+    with placeholder_log(client) as created:
         # A second wave after the batch window closed (which `batch_idle=0` makes of it).
-        with _running_controller(client, _settings(provision_timeout=120.0, batch_idle=0.0)) as controller:
+        with running_controller(client, settings(provision_timeout=120.0, batch_idle=0.0)) as controller:
             client.create_object(fraction_pod("beside-first", WORK, fraction="0.9"))
             wait_for(lambda: created.objects, timeout=30, what="the first placeholder")
             burst(client, 10, "0.9", "beside")
-            _wait_unschedulable(client, sim, 11)
+            wait_unschedulable(client, sim, 11)
             passes = controller.passes
             wait_for(lambda: controller.passes >= passes + 2, timeout=20, what="two passes after the second wave")
             asked = sorted(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in placeholders(client))

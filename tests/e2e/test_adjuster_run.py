@@ -37,10 +37,8 @@ import pytest
 from raybridge.adjuster.decision import consts
 from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision.settings import RunSettings
-from raybridge.adjuster.decision.plan import plan_placeholders
-from raybridge.adjuster.decision.settings import AdjusterSettings
-from tests.adjuster_world import (NS, SLIM_ADJUSTER, WORK, burst, deleted_by_reason, past_grace, placeholders, request_pods,
-                                  requests, run_settings, running, templates, unschedulable)
+from tests.adjuster_world import (NS, SLIM_ADJUSTER, WORK, burst, deleted_by_reason, past_grace, placeholders, requests,
+                                  run_settings, running, templates, unschedulable)
 from tests.waits import PausableClock, wait_for
 from tests.helpers import ControllerThread, kube_of
 from kubesim.server import KubeApiServer
@@ -256,36 +254,6 @@ def test_karpenter_keeps_the_node_a_placeholder_brought_up_until_its_pods_land(t
         assert sim.errors == []
 
 
-def test_a_higher_priority_pod_that_takes_the_new_node_first_costs_one_more_node_and_nothing_waits(cluster: Any) -> None:
-    # Item 4. The placeholders stay out of KAI's scaling namespace (its binder reserves no GPU anywhere while a
-    # pod there is unscheduled, so one placeholder no node group can serve would stall all GPU sharing). A pod of
-    # higher priority pending when the node comes is bound first (kube-scheduler's PrioritySort) and the
-    # autoscaler counts it first (FilterOutSchedulable sorts by priority): the placeholder, at -1 above the
-    # cutoff, is still unschedulable, gets a node of its own, and is never replaced.
-    server, sim = cluster
-    log = PlaceholderLog(server)
-    sim.provisioning_delay = 600.0  # the node comes when the test moves the autoscaler's clock on
-    server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "rival"}, "value": 100})
-    burst(server, 16, "0.5")  # 8 GPUs: one placeholder of 8
-    _settled(server, 16)
-    rival = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rival", "namespace": WORK},
-             "spec": {"priorityClassName": "rival", "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "1d"],
-                      "resources": {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]}}
-    with Running(server, run_settings(provision_timeout=60.0), clock=past_grace):
-        wait_for(lambda: sim.autoscaler.upcoming, timeout=20, what="a node decided for the placeholder")
-        server.create_object(rival)  # before that node comes
-        wait_for(lambda: any(c.get("reason") == "Unschedulable" for c in (server.get_object("v1", "Pod", "rival", WORK) or {}).get("status", {}).get("conditions") or []),
-                 timeout=20, what="the rival pending")
-        sim.provisioning_delay = 0.5  # for the placeholder's own node, later
-        sim.autoscaler.clock.jump(600.0)
-        wait_for(lambda: running(server) == 17, timeout=40, what="the burst and the rival running")
-        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
-    first, second = sim.added_nodes
-    rival_node = (server.get_object("v1", "Pod", "rival", WORK) or {})["spec"].get("nodeName")
-    assert rival_node == first[0], (rival_node, sim.added_nodes)  # the rival took the node decided for the placeholder
-    assert log.created == [(log.created[0][0], 8)]  # one placeholder, never replaced
-
-
 @pytest.mark.realtime
 # Pods arriving over seconds, one scale-up: test_adjuster_ca_on_real_api.py, on the real API server.
 
@@ -312,18 +280,6 @@ def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(karpenter_c
         wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
     assert len(sim.added_nodes) == 2, (sim.added_nodes, log.created, deleted_by_reason(controller))
     assert "provision-timeout" not in deleted_by_reason(controller)
-
-
-@pytest.mark.realtime
-def test_a_new_pod_gets_its_signal_within_a_second_of_its_grace_period_and_batch_window(cluster: Any) -> None:
-    server, sim = cluster
-    log = PlaceholderLog(server)
-    with Running(server, run_settings()):
-        server.create_object(fraction_pod("late", WORK, fraction="0.25"))
-        # grace, the batch window's idle time (whole-second transition times: up to a second more), a resync, slack
-        wait_for(lambda: log.created, timeout=0.2 + consts.DEFAULT_BATCH_IDLE_SECONDS + 1.0 + 0.2 + 1.0, interval=0.02, what="a placeholder")
-        wait_for(lambda: running(server) == 1, timeout=20, what="the pod running")
-    assert log.gpus == 1
 
 
 # A restart while a create keeps failing (adopted, nothing leaked or created twice) is met on the real kube-apiserver
@@ -413,25 +369,6 @@ def test_a_held_node_does_not_stop_its_group_from_growing(tmp_path: Path) -> Non
 # A bad pod reported while the others get their nodes, in both modes: test_adjuster_ca_on_real_api.py.
 
 
-def test_a_placeholder_stuck_terminating_blocks_nothing(cluster: Any) -> None:
-    server, sim = cluster
-    burst(server, 4, "0.5")
-    _settled(server, 4)
-    group = plan_placeholders(server.list_objects("v1", "Pod", WORK), None, AdjusterSettings(grace_period_seconds=0), datetime.now(timezone.utc)).placeholders[0].group
-    stuck = f"{consts.NAME_PREFIX}-{group}-2g-0"  # the very name the adjuster would pick first
-    server.create_object({"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": stuck, "namespace": NS, "finalizers": ["example.com/hold"],
-        "labels": {consts.MANAGED_BY_LABEL: consts.MANAGED_BY_VALUE, consts.COMPONENT_LABEL: consts.PLACEHOLDER_COMPONENT,
-                   consts.GROUP_LABEL: group, consts.GPUS_LABEL: "2"},
-        "annotations": {consts.PODS_ANNOTATION: json.dumps([f"{WORK}/p-{i}" for i in range(4)])}},
-        "spec": {"nodeSelector": {"no-such-node": "true"}, "containers": [{"name": "c", "image": "busybox"}]}})
-    server.delete_object("v1", "Pod", stuck, NS)
-    with Running(server, run_settings(), clock=past_grace):
-        wait_for(lambda: running(server) == 4, timeout=40, what="all pods running")
-        wait_for(lambda: [p["metadata"]["name"] for p in placeholders(server)] == [stuck], timeout=20, what="only the stuck one left")
-    assert server.get_object("v1", "Pod", stuck, NS)["metadata"].get("deletionTimestamp")
-
-
 # The API faults the adjuster must survive (a 409, 429, 500 or dropped create, a list that is not JSON, a watch cut or
 # ended 410 Gone, a DELETE answered 503) are met on the real kube-apiserver through the fault proxy, among the real
 # KAI and Karpenter: tests/e2e/test_adjuster_real.py test_api_faults_are_survived.
@@ -508,72 +445,8 @@ def _config_docs(*opt_in: str) -> list[dict[str, Any]]:
     return [doc for path in paths for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
-def _with_priority(server: KubeApiServer, value: int) -> None:
-    server.delete_object("scheduling.k8s.io/v1", "PriorityClass", consts.DEFAULT_PRIORITY_CLASS)
-    server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                          "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS}, "value": value, "preemptionPolicy": "Never"})
-
-
 # The shipped PriorityClass scales up, and one below cluster-autoscaler's expendable cutoff never does: on the
 # real API server (its Priority admission), test_adjuster_ca_on_real_api.py.
-
-
-def test_the_cli_refuses_a_priority_class_below_the_cutoff_and_says_the_cutoff_it_assumes(cluster: Any, tmp_path: Path) -> None:
-    server, _ = cluster
-    kubeconfig = tmp_path / "kubeconfig"
-    server.write_kubeconfig(kubeconfig)
-    _with_priority(server, -1000)
-    common = ["--kubeconfig", str(kubeconfig), "--leader-election", "false", "--metrics-port", "0"]
-    proc = _cli(*common)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2, err
-    assert "value -1000, below the cluster autoscaler's --expendable-pods-priority-cutoff (-10)" in err and "Traceback" not in err
-    assert placeholders(server) == []
-    proc = _cli(*common, "--expendable-pods-priority-cutoff", "-1000")  # the admin's autoscaler runs with this cutoff
-    run = _Collected(proc)
-    try:
-        wait_for(lambda: "cutoff is -1000" in run.text, timeout=30, what="the cutoff said")
-    finally:
-        assert run.stop() == 0, run.text
-    assert run.text.count("--expendable-pods-priority-cutoff is -1000") == 1, run.text
-
-
-def _kai_adjuster_pod(server: KubeApiServer, namespace: str = "kai-scheduler") -> dict[str, Any]:
-    """The pod of KAI's own node-scale-adjuster (its operator's Deployment `node-scale-adjuster`, label app=node-scale-adjuster)."""
-    if server.get_object("v1", "Namespace", namespace) is None:
-        server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    return server.create_object({"apiVersion": "v1", "kind": "Pod",
-                                 "metadata": {"name": "node-scale-adjuster-7f9c", "namespace": namespace, "labels": {"app": "node-scale-adjuster"}},
-                                 "spec": {"containers": [{"name": "nsa", "image": "kai/nodescaleadjuster"}]}})
-
-
-def test_the_cli_refuses_to_run_beside_kai_s_own_node_scale_adjuster(cluster: Any, tmp_path: Path) -> None:
-    server, _ = cluster
-    kubeconfig = tmp_path / "kubeconfig"
-    server.write_kubeconfig(kubeconfig)
-    _kai_adjuster_pod(server)
-    proc = _cli("--kubeconfig", str(kubeconfig), "--leader-election", "false", "--metrics-port", "0")
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2, err
-    assert "KAI's own node-scale-adjuster is running (kai-scheduler/node-scale-adjuster-7f9c)" in err
-    assert "global.clusterAutoscaling=false" in err and "Traceback" not in err
-
-
-def test_kai_s_adjuster_appearing_later_stops_new_placeholders_until_it_goes(cluster: Any) -> None:
-    server, sim = cluster
-    log = PlaceholderLog(server)
-    with Running(server, run_settings(), clock=past_grace) as controller:
-        wait_for(lambda: controller.passes > 0, timeout=20, what="a first pass")
-        kai = _kai_adjuster_pod(server)
-        wait_for(lambda: controller.metrics.kai_adjuster_running._value.get() == 1, timeout=20, what="KAI's adjuster seen")
-        burst(server, 4, "0.5")
-        _settled(server, 4)
-        passes = controller.passes
-        wait_for(lambda: controller.passes > passes + 2, timeout=20, what="passes with the pods past their grace period")
-        assert log.created == []
-        server.delete_object("v1", "Pod", kai["metadata"]["name"], kai["metadata"]["namespace"])
-        wait_for(lambda: running(server) == 4, timeout=40, what="all pods running once it is gone")
-    assert len(log.created) == 1
 
 
 def test_the_configs_are_complete_and_validate() -> None:
@@ -804,95 +677,9 @@ def test_the_provisioning_request_rbac_is_exactly_enough(bare_cluster: Any, tmp_
     assert code == 0 and not _refused(run.text), run.text
 
 
-def test_a_waiting_request_is_replaced_by_a_smaller_one_when_its_groups_demand_shrinks(cluster: Any) -> None:
-    server, sim = cluster
-    created = _request_log(server)
-    sim.autoscaler.clock.pause()  # the first request still waits when half of its pods go
-    burst(server, 24, "0.5")  # 12 GPUs: two nodes of 8
-    _settled(server, 24)
-    with Running(server, run_settings(mode="provisioning-request"), clock=past_grace) as controller:
-        wait_for(lambda: len(created) == 1, timeout=20, what="the first request")
-        assert created[0]["metadata"]["labels"][consts.GPUS_LABEL] == "12"
-        for i in range(12, 24):
-            server.delete_object("v1", "Pod", f"p-{i}", WORK)
-        # A pass may see only some of the pods gone (a step on the way down), but it ends at the smaller demand.
-        wait_for(lambda: created[-1]["metadata"]["labels"][consts.GPUS_LABEL] == "6", timeout=20, what="a request for 6 GPUs")
-        last = created[-1]["metadata"]["name"]
-        wait_for(lambda: [r["metadata"]["name"] for r in requests(server)] == [last], timeout=10, what="the replaced request deleted")
-        wait_for(lambda: {t["metadata"]["labels"][consts.REQUEST_LABEL] for t in templates(server)} == {last},
-                 timeout=10, what="the replaced request's templates deleted")
-        assert request_pods(requests(server)[0]) == sorted(f"{WORK}/p-{i}" for i in range(12))
-        sim.autoscaler.clock.resume()
-        wait_for(lambda: running(server) == 12, timeout=40, what="the 12 pods left running")
-        wait_for(lambda: not requests(server) and not templates(server), timeout=20, what="cleaned up")
-    asked = [int(c["metadata"]["labels"][consts.GPUS_LABEL]) for c in created]
-    assert asked[0] == 12 and asked[-1] == 6 and all(a > b for a, b in zip(asked, asked[1:])), asked  # each one smaller
-    assert len(sim.added_nodes) == 1, sim.added_nodes  # 6 GPUs: one node, not the two the first request asked for
-    registry = controller.metrics.registry
-    replaced = registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "delete", "reason": "replaced"})
-    assert replaced == len(created) - 1, (replaced, asked)
-
-
 # --- KAI PodGroups: a queue over quota is no reason to add nodes --------------------------------------
 
 POD_GROUP_API = "scheduling.run.ai/v2alpha2"
-
-
-def _over_limit_pod_group(name: str) -> dict[str, Any]:
-    """A PodGroup as KAI writes it when the queue is out of quota (the pod's own condition only says 'no nodes')."""
-    return {
-        "apiVersion": POD_GROUP_API, "kind": "PodGroup", "metadata": {"name": name, "namespace": WORK},
-        "spec": {"minMember": 1, "queue": "q"},
-        "status": {"phase": "Pending", "schedulingConditions": [
-            {"type": "UnschedulableOnNodePool", "nodePool": "default", "status": "True",
-             "lastTransitionTime": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-             "reasons": [{"reason": "OverLimit", "message": "q quota has reached the allowable limit of GPUs"}]}]},
-    }  # fmt: skip
-
-
-def _grouped_pod(name: str, pod_group: str) -> dict[str, Any]:
-    pod = fraction_pod(name, WORK, fraction="0.5")
-    pod["metadata"]["annotations"]["pod-group-name"] = pod_group
-    return pod
-
-
-class PlaceholderPods:
-    """The pods each placeholder the API server was asked to create was for."""
-
-    def __init__(self, server: KubeApiServer) -> None:
-        self.created: list[list[str]] = []
-        server.add_mutating_hook("", "Pod", self._hook)
-
-    def _hook(self, obj: dict[str, Any], operation: str) -> None:
-        meta = obj.get("metadata") or {}
-        if operation == "CREATE" and (meta.get("labels") or {}).get(consts.MANAGED_BY_LABEL) == consts.MANAGED_BY_VALUE:
-            self.created.append(json.loads(meta["annotations"][consts.PODS_ANNOTATION]))
-
-
-def test_a_pod_whose_pod_group_is_over_quota_gets_no_placeholder_until_the_quota_verdict_goes(cluster: Any) -> None:
-    server, sim = cluster
-    asked = PlaceholderPods(server)
-    server.create_object(_over_limit_pod_group("pg-a"))
-    server.create_object(_grouped_pod("a", "pg-a"))
-    _settled(server, 1)
-    message = server.get_object("v1", "Pod", "a", WORK)["status"]["conditions"][0]["message"]
-    assert "OverLimit" not in message and "quota" not in message  # only the PodGroup tells
-    with Running(server, run_settings(), clock=past_grace) as controller:
-        wait_for(lambda: [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"],
-                 timeout=20, what="an event on the quota-blocked pod")
-        passes = controller.passes
-        wait_for(lambda: controller.passes >= passes + 5, timeout=20, what="five more passes")
-        assert asked.created == [] and not placeholders(server)
-        registry = controller.metrics.registry
-        assert registry.get_sample_value("raybridge_adjuster_ignored_pods", {"reason": "quota-blocked"}) == 1
-        assert registry.get_sample_value("raybridge_adjuster_podgroups_unavailable") == 0
-        server.delete_object(POD_GROUP_API, "PodGroup", "pg-a", WORK)  # the same pod, no over-quota PodGroup
-        wait_for(lambda: asked.created, timeout=20, what="a placeholder once the PodGroup is gone")
-        wait_for(lambda: running(server) == 1, timeout=40, what="the pod running")
-    assert asked.created == [[f"{WORK}/a"]], asked.created
-    ignored = [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpIgnored"]
-    assert [e["involvedObject"]["name"] for e in ignored] == ["a"]
-    assert "out of quota" in ignored[0]["message"] and "pg-a: OverLimit" in ignored[0]["message"], ignored[0]["message"]
 
 
 @pytest.fixture
@@ -940,42 +727,3 @@ def test_without_a_pod_group_verb_the_adjuster_logs_it_and_goes_on(bare_cluster:
     assert run.text.count("403 Forbidden") == 1 and "Traceback" not in run.text, run.text  # not "403" (a log time can hold it)
 
 
-def _refusal(placeholder: dict[str, Any]) -> dict[str, Any]:
-    """The Event Karpenter v1.14.1 posts on a pod it cannot place, here at a NodePool's GPU limit that leaves only a CPU
-    type (pkg/controllers/provisioning/scheduling/events.go PodFailedToScheduleEvent; nodeclaim.go)."""
-    meta = placeholder["metadata"]
-    return {"apiVersion": "v1", "kind": "Event", "metadata": {"name": f"{meta['name']}.karpenter", "namespace": NS},
-            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": NS, "name": meta["name"], "uid": meta["uid"]},
-            "reason": "FailedScheduling", "type": "Warning", "source": {"component": "karpenter"}, "count": 1,
-            "message": "Failed to schedule pod, no instance type has enough resources, requirements=karpenter.sh/nodepool In [default]",
-            "lastTimestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}  # fmt: skip
-
-
-def test_a_placeholder_the_autoscaler_refuses_is_said_and_its_group_is_not_asked_for_again(cluster: Any) -> None:
-    """The autoscaler says no node comes for a placeholder (a NodePool at its limits): a ScaleUpRefused Warning on each
-    pod it was for, the gauge of refused groups, and no new placeholder for the group while the refusal is recent (the
-    placeholder gone, its pods are not asked for again at once, round after round); the NodePool's limits, where they
-    can be read, are named."""
-    server, sim = cluster
-    sim.autoscaler.clock.pause()  # no node comes
-    server.create_object({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
-                          "spec": {"limits": {"nvidia.com/gpu": "16"}}, "status": {"resources": {"nvidia.com/gpu": "16"}}})
-    burst(server, 8, "0.6")
-    _settled(server, 8)
-    with Running(server, run_settings(), clock=past_grace) as controller:
-        first = wait_for(lambda: placeholders(server), timeout=20, what="a placeholder")[0]
-        server.create_object(_refusal(first))
-        # The controller posts one Event per pod, one after another: wait for all eight, not the first.
-        refused = wait_for(lambda: [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpRefused"][7:] and
-                           [e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpRefused"],
-                           timeout=20, what="ScaleUpRefused on the eight pods")
-        assert len(refused) == 8 and all(e["type"] == "Warning" for e in refused), refused
-        message = refused[0]["message"]
-        assert f"Karpenter brings no node for placeholder {first['metadata']['name']}: Failed to schedule pod" in message, message
-        assert "NodePool default is at its limits: 16 of its 16 nvidia.com/gpu are in use, 0 left" in message, message
-        assert controller.metrics.refused_groups._value.get() == 1
-        server.delete_object("v1", "Pod", first["metadata"]["name"], NS)  # gone (deleted, or counted for nothing on another's node)
-        passes = controller.passes
-        wait_for(lambda: controller.passes >= passes + 5, timeout=20, what="five passes")
-        assert placeholders(server) == []
-        assert len([e for e in server.list_objects("v1", "Event", WORK) if e["reason"] == "ScaleUpRefused"]) == 8  # said once
