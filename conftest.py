@@ -1,7 +1,7 @@
 """Top-level pytest configuration, for tests/, kubesim/tests and testcluster/tests alike.
 
 Why it exists: the three trees share the guard against Ray state leaking from one module into
-the next (tests/ and kubesim/tests start real Ray heads), the run order, and two plugins loaded
+the next (tests/ starts real Ray heads), the run order, and two plugins loaded
 only where a run needs them, so that a pure unit test runs without the kubernetes package, kubesim
 or testcluster imported (tests/unit/test_suite_plugins.py checks that):
 - testcluster/pytest_plugin.py (the real cluster: programs built before the workers start, one
@@ -119,7 +119,7 @@ def _run_order(item: pytest.Item) -> int:
     rest (milliseconds each), which fill the workers' gaps to the end. xdist deals tests out in this order."""
     if item.get_closest_marker("realtime") or item.get_closest_marker("fresh_head"):
         return 0
-    if "/e2e/" in item.nodeid or item.nodeid.startswith("kubesim/tests/test_controllers"):
+    if "/e2e/" in item.nodeid:
         return 1
     return 2
 

@@ -438,7 +438,7 @@ class GpuSim:
 
     @property
     def _real_scheduler_and_kubelet(self) -> bool:
-        """A real API server with the real kube-scheduler and kwok's kubelets (tests/sims_on_real_api.py): they bind the
+        """A real API server with the real kube-scheduler and kwok's kubelets (kubesim/real_api.py): they bind the
         default scheduler's pods and run every bound pod, and binding is the API's own."""
         return bool(getattr(self.server, "runs_kube_scheduler_and_kubelet", False))
 

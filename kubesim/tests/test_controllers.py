@@ -1,23 +1,25 @@
 """Tests of Kueue's pod sets and flavor assignment as kubesim computes them, and of kubesim's shared helpers.
 
 Why this module exists: the test of the shipped queue configs (tests/unit/test_configs.py) trusts these pure
-functions to decide as Kueue does (quota fit, Kueue's messages), so they are pinned here. Neither KubeRay nor Kueue
-is simulated: the end-to-end tests run the real operators on the real test cluster (testcluster/).
+functions to decide as Kueue does (quota fit, Kueue's messages), so they are pinned here, with the helpers the
+simulations share (quantities, pod requests, the GPU node a simulation registers). Neither KubeRay nor Kueue is
+simulated: the end-to-end tests run the real operators on the real test cluster (testcluster/).
 
-What it deliberately does not do: test the API server itself (that has its own tests), or exercise raybridge.
+What it deliberately does not do: start an API server or a cluster (every test here is a pure function's; the
+simulations' behaviour on the real API server is test_sim_adjuster_world.py's), or exercise raybridge.
 """
 
 from __future__ import annotations
 
+import copy
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from kubesim import controllers as ctl
 from kubesim.sim_gpu import register_gpu_node
 from kubesim.tests.objects import rayjob_manifest
-
 
 
 # --------------------------------------------------------------------------
@@ -161,24 +163,19 @@ def test_merge_patch_for_removes_keys_and_replaces_lists() -> None:
 
 
 # --------------------------------------------------------------------------
-# Against the in-process API server
+# The nodes the simulations register
 # --------------------------------------------------------------------------
 
 
-@pytest.fixture
-def server() -> Iterator[Any]:
-    server_module = pytest.importorskip("kubesim.server")
-    with server_module.KubeApiServer() as running:
-        yield running
+class _Registry:
+    """Takes the Node `register_gpu_node` writes and hands it back, as an API server answers a create."""
+
+    def create_object(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return copy.deepcopy(obj)
 
 
-def test_a_registered_gpu_node_is_labelled_like_gfd(server: Any) -> None:
-    nvidia = register_gpu_node(server, "h100-0", taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}])
+def test_a_registered_gpu_node_is_labelled_like_gfd() -> None:
+    nvidia = register_gpu_node(_Registry(), "h100-0", taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}])
     assert nvidia["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert nvidia["status"]["allocatable"]["nvidia.com/gpu"] == "8"
     assert nvidia["spec"]["taints"][0]["key"] == "nvidia.com/gpu"
-
-
-# --------------------------------------------------------------------------
-# KubeRay against a real Ray head
-# --------------------------------------------------------------------------

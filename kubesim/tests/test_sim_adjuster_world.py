@@ -1,7 +1,15 @@
 """The node-scale-adjuster's simulated world behaves as the upstream components do (FIDELITY.md, "The node-scale-adjuster's world").
 
-Each test steps the simulation by hand (no thread, no clock: delays and
-intervals are 0) and checks one behaviour read in the upstream source.
+Why this module exists: KAI's scheduler and binder past v0.12, cluster-autoscaler and Karpenter run simulated
+(sim_gpu.py, sim_autoscaler.py, sim_karpenter.py) beside the real kube-apiserver, kube-scheduler and kwok; each test
+here checks one behaviour read in the upstream source, on one real stack for the module (sim_stack.py). A test steps
+the simulation by hand (no thread; delays and intervals 0), and waits, bounded, for what the real programs do
+between steps: kube-scheduler binds the default scheduler's pods or marks them unschedulable (the autoscalers act on
+that condition alone), kwok runs bound pods and ends those labelled to exit.
+
+What it deliberately does not do: check the simulation's own kube-scheduler and kubelet (they run only inside the
+in-process API server; here the real ones do, and the tests check what they make of the simulation's nodes and
+reservation pods), or run raybridge (tests/e2e/test_adjuster_ca_on_real_api.py runs `adjuster run` in this world).
 """
 
 from __future__ import annotations
@@ -10,41 +18,51 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
-from kubesim.server import KubeApiServer
-from kubesim.sim_autoscaler import NodeGroup
+from kubesim.real_api import RealApi
+from kubesim.sim_autoscaler import NODE_GROUP_LABEL, NodeGroup
 from kubesim.sim_nodes import GPU_KEY
-from kubesim.sim_gpu import RESERVATION_NAMESPACE, SCALING_NAMESPACE, GpuSim, fraction_pod, register_gpu_node
+from kubesim.sim_gpu import RESERVATION_NAMESPACE, SCALING_NAMESPACE, GpuSim, fraction_pod
+from kubesim.tests.sim_stack import (EXITS_LABEL, is_unschedulable, read_pod, ready_gpu_node, real_api, sim_stack, wait_bound, wait_phase,
+                                     wait_unschedulable)  # fmt: skip
+
+pytestmark = [
+    pytest.mark.realtime,
+    pytest.mark.xdist_group("kubesim-sim-adjuster-world"),  # one stack for the module's tests
+    pytest.mark.timeout(600),
+]
 
 WORK = "work"
 
 
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Any]:
+    with sim_stack([WORK]) as running:
+        yield running
+
+
 @pytest.fixture
-def server() -> Iterator[KubeApiServer]:
-    with KubeApiServer() as server:
-        for name in (WORK, SCALING_NAMESPACE):
-            server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-        yield server
+def api(stack: Any) -> Iterator[RealApi]:
+    with real_api(stack, [WORK]) as started:
+        yield started
 
 
-def _sim(server: KubeApiServer, **extra: Any) -> GpuSim:
-    return GpuSim(server, provisioning_delay=0, scan_interval=0, **extra)
+def _sim(api: RealApi, **extra: Any) -> GpuSim:
+    return GpuSim(api, provisioning_delay=0, scan_interval=0, **extra)
 
 
 def _steps(sim: GpuSim, n: int = 3) -> None:
     for _ in range(n):
         sim.step()
-    assert sim.errors == []
 
 
-def _pod(server: KubeApiServer, name: str, namespace: str = WORK) -> dict[str, Any]:
-    found = server.get_object("v1", "Pod", name, namespace)
-    assert found is not None
-    return found
+def _pod(api: RealApi, name: str, namespace: str = WORK) -> dict[str, Any]:
+    return read_pod(api, name, namespace)
 
 
 def _whole_gpu_pod(name: str, gpus: int = 1, *, namespace: str = WORK, priority: Optional[int] = None, cpu: str = "1",
                    memory: str = "1Gi", node_selector: Optional[dict[str, str]] = None,
                    tolerations: Optional[list[dict[str, str]]] = None, command: str = "sleep") -> dict[str, Any]:
+    """A default-scheduler pod of whole GPUs; `command="true"` ends at once once running (kwok's Stage plays it)."""
     resources = {"requests": {"nvidia.com/gpu": str(gpus), "cpu": cpu, "memory": memory}, "limits": {"nvidia.com/gpu": str(gpus)}}
     spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox", "command": [command], "resources": resources}]}
     if priority is not None:  # through a PriorityClass, as the Priority admission plugin demands (_create makes it)
@@ -53,99 +71,125 @@ def _whole_gpu_pod(name: str, gpus: int = 1, *, namespace: str = WORK, priority:
         spec["nodeSelector"] = node_selector
     if tolerations:
         spec["tolerations"] = tolerations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    labels = {EXITS_LABEL: "true"} if command == "true" else {}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": spec}
 
 
-def _create(server: KubeApiServer, pod: dict[str, Any]) -> dict[str, Any]:
+def _create(api: RealApi, pod: dict[str, Any]) -> dict[str, Any]:
     """Create the pod, and first the PriorityClass it names (value from its name), as a cluster would have it."""
     name = pod["spec"].get("priorityClassName")
-    if name and server.get_object("scheduling.k8s.io/v1", "PriorityClass", name) is None:
+    if name and api.get_object("scheduling.k8s.io/v1", "PriorityClass", name) is None:
         value = int(name.removeprefix("test-priority"))
-        server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value})
-    return server.create_object(pod)
+        api.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value})
+    return api.create_object(pod)
 
 
-def _reservations(server: KubeApiServer) -> list[dict[str, Any]]:
-    return server.list_objects("v1", "Pod", RESERVATION_NAMESPACE)
+def _waiting(api: RealApi, pod: dict[str, Any]) -> dict[str, Any]:
+    """Create the pod and wait until kube-scheduler has found no node for it."""
+    created = _create(api, pod)
+    wait_unschedulable(api, pod["metadata"]["name"], namespace=pod["metadata"]["namespace"])
+    return created
+
+
+def _reservations(api: RealApi) -> list[dict[str, Any]]:
+    return api.list_objects("v1", "Pod", RESERVATION_NAMESPACE)
+
+
+def _wait_no_reservation(api: RealApi) -> None:
+    from testcluster.processes import wait_until
+
+    wait_until(lambda: not _reservations(api), 30, "the reservation pod gone")
 
 
 # --- KAI's binder: reservation pods --------------------------------------------------------------
 
 
-def test_a_share_on_a_free_gpu_gets_a_reservation_pod_that_later_shares_reuse_and_the_last_one_ends(server: KubeApiServer) -> None:
-    register_gpu_node(server, "n1", gpus=2)
-    sim = _sim(server)
-    server.create_object(fraction_pod("a", WORK, fraction="0.5"))
-    server.create_object(fraction_pod("b", WORK, fraction="0.5"))
+def test_a_share_on_a_free_gpu_gets_a_reservation_pod_that_later_shares_reuse_and_the_last_one_ends(api: RealApi) -> None:
+    ready_gpu_node(api, "n1", gpus=2)
+    sim = _sim(api)
+    api.create_object(fraction_pod("a", WORK, fraction="0.5"))
+    api.create_object(fraction_pod("b", WORK, fraction="0.5"))
     _steps(sim)
-    (reservation,) = _reservations(server)
+    (reservation,) = _reservations(api)
     group = reservation["metadata"]["labels"]["runai-gpu-group"]
     assert reservation["metadata"]["name"].startswith("gpu-reservation-n1-")
     assert reservation["metadata"]["labels"]["app"] == "kai-resource-reservation"
     assert reservation["spec"]["nodeName"] == "n1"
     assert reservation["spec"]["containers"][0]["resources"]["requests"] == {"nvidia.com/gpu": "1"}
     assert reservation["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
-    assert [_pod(server, n)["metadata"]["labels"]["runai-gpu-group"] for n in ("a", "b")] == [group, group]
-    server.delete_object("v1", "Pod", "a", WORK)
+    assert [_pod(api, n)["metadata"]["labels"]["runai-gpu-group"] for n in ("a", "b")] == [group, group]
+    assert [_pod(api, n)["spec"]["nodeName"] for n in ("a", "b")] == ["n1", "n1"]  # through the binding subresource
+    wait_phase(api, reservation["metadata"]["name"], RESERVATION_NAMESPACE, "Running")  # the API server took it: kwok runs it
+    api.delete_object("v1", "Pod", "a", WORK)
     _steps(sim)
-    assert [r["metadata"]["name"] for r in _reservations(server)] == [reservation["metadata"]["name"]]  # b still holds it
-    server.delete_object("v1", "Pod", "b", WORK)
+    assert [r["metadata"]["name"] for r in _reservations(api)] == [reservation["metadata"]["name"]]  # b still holds it
+    assert not _reservations(api)[0]["metadata"].get("deletionTimestamp")
+    api.delete_object("v1", "Pod", "b", WORK)
     _steps(sim)
-    assert _reservations(server) == []
+    _wait_no_reservation(api)  # the binder deleted it (nothing else does): kwok ends it and it goes
 
 
-def test_a_multi_device_share_gets_one_group_label_per_gpu(server: KubeApiServer) -> None:
-    register_gpu_node(server, "n1", gpus=2)
-    sim = _sim(server)
-    server.create_object(fraction_pod("a", WORK, fraction="0.5", devices=2))
+def test_a_multi_device_share_gets_one_group_label_per_gpu(api: RealApi) -> None:
+    ready_gpu_node(api, "n1", gpus=2)
+    sim = _sim(api)
+    api.create_object(fraction_pod("a", WORK, fraction="0.5", devices=2))
     _steps(sim)
-    labels = _pod(server, "a")["metadata"]["labels"]
-    groups = sorted(r["metadata"]["labels"]["runai-gpu-group"] for r in _reservations(server))
+    labels = _pod(api, "a")["metadata"]["labels"]
+    groups = sorted(r["metadata"]["labels"]["runai-gpu-group"] for r in _reservations(api))
     assert len(groups) == 2 and sorted(v for k, v in labels.items() if k.startswith("runai-gpu-group/")) == groups
 
 
-def test_the_binder_reserves_no_gpu_while_a_scaling_pod_is_unscheduled_but_fills_shared_ones(server: KubeApiServer) -> None:
-    register_gpu_node(server, "n1", gpus=2)
-    sim = _sim(server, node_groups=[])
-    server.create_object(fraction_pod("first", WORK, fraction="0.5"))
+def test_the_binder_reserves_no_gpu_while_a_scaling_pod_is_unscheduled_but_fills_shared_ones(api: RealApi) -> None:
+    ready_gpu_node(api, "n1", gpus=2)
+    sim = _sim(api, node_groups=[])
+    api.create_object(fraction_pod("first", WORK, fraction="0.5"))
     _steps(sim)
-    scaling = server.create_object(_whole_gpu_pod("waiting", 8, namespace=SCALING_NAMESPACE))  # fits no node: unschedulable
-    sim.step()
-    assert _pod(server, "waiting", SCALING_NAMESPACE)["status"]["conditions"][0]["status"] == "False"
-    server.create_object(fraction_pod("shares", WORK, fraction="0.5"))  # fits the shared GPU
-    server.create_object(fraction_pod("needs-a-gpu", WORK, fraction="0.75"))  # needs a new reservation
+    _waiting(api, _whole_gpu_pod("waiting", 8, namespace=SCALING_NAMESPACE))  # fits no node: kube-scheduler says so
+    api.create_object(fraction_pod("shares", WORK, fraction="0.5"))  # fits the shared GPU
+    api.create_object(fraction_pod("needs-a-gpu", WORK, fraction="0.75"))  # needs a new reservation
     _steps(sim)
-    assert _pod(server, "shares")["spec"].get("nodeName") == "n1"
-    assert not _pod(server, "needs-a-gpu")["spec"].get("nodeName")
+    assert _pod(api, "shares")["spec"].get("nodeName") == "n1"
+    assert not _pod(api, "needs-a-gpu")["spec"].get("nodeName")
     assert sim.held_by_scaling == [f"{WORK}/needs-a-gpu"]
-    server.delete_object("v1", "Pod", scaling["metadata"]["name"], SCALING_NAMESPACE)
+    assert len(_reservations(api)) == 1
+    api.delete_object("v1", "Pod", "waiting", SCALING_NAMESPACE)  # unbound: the API server deletes it at once
     _steps(sim)
-    assert _pod(server, "needs-a-gpu")["spec"].get("nodeName") == "n1"
+    assert _pod(api, "needs-a-gpu")["spec"].get("nodeName") == "n1"
 
 
-def test_whole_gpu_pods_and_reservations_share_a_node_s_gpus(server: KubeApiServer) -> None:
-    register_gpu_node(server, "n1", gpus=2)
-    sim = _sim(server, node_groups=[])
-    server.create_object(fraction_pod("share", WORK, fraction="0.25"))
+def test_whole_gpu_pods_and_reservations_share_a_node_s_gpus(api: RealApi) -> None:
+    """kube-scheduler counts the reservation pod's whole GPU: of two 1-GPU pods on the 2-GPU node, one lands."""
+    from testcluster.processes import wait_until
+
+    ready_gpu_node(api, "n1", gpus=2)
+    sim = _sim(api, node_groups=[])
+    api.create_object(fraction_pod("share", WORK, fraction="0.25"))
     _steps(sim)
-    server.create_object(_whole_gpu_pod("one", 1))
-    server.create_object(_whole_gpu_pod("two", 1))
-    _steps(sim)
-    assert _pod(server, "one")["spec"].get("nodeName") == "n1"
-    assert not _pod(server, "two")["spec"].get("nodeName")  # the reservation holds the other GPU
+    assert len(_reservations(api)) == 1
+    api.create_object(_whole_gpu_pod("one", 1))
+    api.create_object(_whole_gpu_pod("two", 1))
+
+    def outcome() -> list[str]:
+        found = [_pod(api, n) for n in ("one", "two")]
+        return sorted(p["spec"].get("nodeName") or ("unschedulable" if is_unschedulable(p) else "pending") for p in found)
+
+    wait_until(lambda: outcome() == ["n1", "unschedulable"], 30, "one of the two bound to n1, the other unschedulable")
+    waiting = next(p for p in (_pod(api, n) for n in ("one", "two")) if is_unschedulable(p))
+    message = next(c for c in waiting["status"]["conditions"] if c["type"] == "PodScheduled")["message"]
+    assert "Insufficient nvidia.com/gpu" in message, message  # the reservation holds the other GPU
 
 
 # --- kube-scheduler: CPU and memory ---------------------------------------------------------------
 
 
-def test_a_whole_gpu_pod_needs_the_node_s_cpu_and_memory_too(server: KubeApiServer) -> None:
-    register_gpu_node(server, "n1", gpus=8, cpu="8", memory="64Gi")
-    sim = _sim(server, node_groups=[])
-    server.create_object(_whole_gpu_pod("big-cpu", 1, cpu="9"))
-    server.create_object(_whole_gpu_pod("big-memory", 1, memory="65Gi"))
-    server.create_object(_whole_gpu_pod("fits", 1, cpu="8", memory="64Gi"))
-    _steps(sim)
-    assert [bool(_pod(server, n)["spec"].get("nodeName")) for n in ("big-cpu", "big-memory", "fits")] == [False, False, True]
+def test_a_whole_gpu_pod_needs_the_node_s_cpu_and_memory_too(api: RealApi) -> None:
+    """The CPU and memory a registered GPU node has (register_gpu_node) are what kube-scheduler counts."""
+    ready_gpu_node(api, "n1", gpus=8, cpu="8", memory="64Gi")
+    for too_big in (_whole_gpu_pod("big-cpu", 1, cpu="9"), _whole_gpu_pod("big-memory", 1, memory="65Gi")):
+        _waiting(api, too_big)
+    api.create_object(_whole_gpu_pod("fits", 1, cpu="8", memory="64Gi"))
+    assert wait_bound(api, "fits", WORK) == "n1"
+    assert [is_unschedulable(_pod(api, n)) for n in ("big-cpu", "big-memory")] == [True, True]
 
 
 # --- cluster-autoscaler -------------------------------------------------------------------------
@@ -161,59 +205,66 @@ def test_a_whole_gpu_pod_needs_the_node_s_cpu_and_memory_too(server: KubeApiServ
     (_whole_gpu_pod("expendable", 1, priority=-11), 0),  # below the default cutoff -10
     (_whole_gpu_pod("at-the-cutoff", 1, priority=-10), 1),
 ])
-def test_the_autoscaler_adds_a_node_only_from_a_group_whose_template_takes_the_pod(server: KubeApiServer, pod: dict[str, Any], nodes: int) -> None:
-    sim = _sim(server, node_groups=[NodeGroup("a", labels={"pool": "a"})])
-    _create(server, pod)
+def test_the_autoscaler_adds_a_node_only_from_a_group_whose_template_takes_the_pod(api: RealApi, pod: dict[str, Any], nodes: int) -> None:
+    sim = _sim(api, node_groups=[NodeGroup("a", labels={"pool": "a"})])
+    _waiting(api, pod)
     _steps(sim)
     assert len(sim.added_nodes) == nodes, sim.added_nodes
+    if nodes:  # kube-scheduler puts the pod on the node that came for it
+        assert wait_bound(api, pod["metadata"]["name"], WORK) == sim.added_nodes[0][0]
 
 
-def test_a_tainted_group_is_for_tolerating_pods_only(server: KubeApiServer) -> None:
+def test_a_tainted_group_is_for_tolerating_pods_only(api: RealApi) -> None:
     taint = {"key": "gpu", "value": "h100", "effect": "NoSchedule"}
-    sim = _sim(server, node_groups=[NodeGroup("tainted", taints=(taint,))])
-    server.create_object(_whole_gpu_pod("plain", 1))
+    sim = _sim(api, node_groups=[NodeGroup("tainted", taints=(taint,))])
+    _waiting(api, _whole_gpu_pod("plain", 1))
     _steps(sim)
     assert sim.added_nodes == []
-    server.create_object(_whole_gpu_pod("tolerating", 1, tolerations=[{"key": "gpu", "operator": "Equal", "value": "h100", "effect": "NoSchedule"}]))
+    _waiting(api, _whole_gpu_pod("tolerating", 1, tolerations=[{"key": "gpu", "operator": "Equal", "value": "h100", "effect": "NoSchedule"}]))
     _steps(sim)
     assert [pods for _, pods in sim.added_nodes] == [("tolerating",)]
-    assert _pod(server, "tolerating")["spec"].get("nodeName") == sim.added_nodes[0][0]
+    assert wait_bound(api, "tolerating", WORK) == sim.added_nodes[0][0]
+    assert is_unschedulable(_pod(api, "plain"))  # the node's taint keeps it off
 
 
-def test_the_estimator_packs_by_cpu_and_memory_as_well_as_gpus(server: KubeApiServer) -> None:
-    sim = _sim(server, node_groups=[NodeGroup("a", cpu="128", memory="1024Gi")])
+def test_the_estimator_packs_by_cpu_and_memory_as_well_as_gpus(api: RealApi) -> None:
+    sim = _sim(api, node_groups=[NodeGroup("a", cpu="128", memory="1024Gi")])
     for i in range(3):  # 3 GPUs, but 3 x 60 CPUs: two per node at most
-        server.create_object(_whole_gpu_pod(f"p{i}", 1, cpu="60"))
+        _create(api, _whole_gpu_pod(f"p{i}", 1, cpu="60"))
+    wait_unschedulable(api, "p0", "p1", "p2", namespace=WORK)
     _steps(sim)
     assert sorted(len(pods) for _, pods in sim.added_nodes) == [1, 2]
+    assert {wait_bound(api, f"p{i}", WORK) for i in range(3)} == {name for name, _ in sim.added_nodes}  # and they hold the three
 
 
-def test_the_group_that_takes_the_pods_is_chosen_and_other_groups_stay(server: KubeApiServer) -> None:
-    sim = _sim(server, node_groups=[NodeGroup("small", cpu="16"), NodeGroup("large", cpu="128")])
-    server.create_object(_whole_gpu_pod("needs-64", 1, cpu="64"))
+def test_the_group_that_takes_the_pods_is_chosen_and_other_groups_stay(api: RealApi) -> None:
+    sim = _sim(api, node_groups=[NodeGroup("small", cpu="16"), NodeGroup("large", cpu="128")])
+    _waiting(api, _whole_gpu_pod("needs-64", 1, cpu="64"))
     _steps(sim)
     assert len(sim.added_nodes) == 1
-    node = server.get_object("v1", "Node", sim.added_nodes[0][0])
-    assert node is not None and node["metadata"]["labels"]["sim.autoscaler/node-group"] == "large"
+    node = api.get_object("v1", "Node", sim.added_nodes[0][0])
+    assert node is not None and node["metadata"]["labels"][NODE_GROUP_LABEL] == "large"
     assert node["status"]["allocatable"]["cpu"] == "128"
+    assert wait_bound(api, "needs-64", WORK) == sim.added_nodes[0][0]
 
 
-def test_a_kai_pod_that_fits_a_node_by_its_requests_adds_no_node(server: KubeApiServer) -> None:
+def test_a_kai_pod_that_fits_a_node_by_its_requests_adds_no_node(api: RealApi) -> None:
     # Its GPU share is an annotation the autoscaler cannot read: FilterOutSchedulable drops it.
-    register_gpu_node(server, "full", gpus=1)
-    sim = _sim(server)
-    server.create_object(_whole_gpu_pod("holder", 1))
-    server.create_object(fraction_pod("share", WORK, fraction="0.5"))
+    ready_gpu_node(api, "full", gpus=1)
+    sim = _sim(api)
+    api.create_object(_whole_gpu_pod("holder", 1))
+    assert wait_bound(api, "holder", WORK) == "full"
+    api.create_object(fraction_pod("share", WORK, fraction="0.5"))
     _steps(sim)
-    assert not _pod(server, "share")["spec"].get("nodeName")
+    assert is_unschedulable(_pod(api, "share"))  # KAI found no GPU for it
     assert sim.added_nodes == []
 
 
-def test_a_pod_fitting_a_node_already_coming_adds_no_other(server: KubeApiServer) -> None:
-    sim = GpuSim(server, provisioning_delay=3600, scan_interval=0)
-    server.create_object(_whole_gpu_pod("first", 4))
+def test_a_pod_fitting_a_node_already_coming_adds_no_other(api: RealApi) -> None:
+    sim = GpuSim(api, provisioning_delay=3600, scan_interval=0)
+    _waiting(api, _whole_gpu_pod("first", 4))
     _steps(sim)
-    server.create_object(_whole_gpu_pod("second", 4))
+    _waiting(api, _whole_gpu_pod("second", 4))
     _steps(sim)
     assert len(sim.autoscaler.upcoming) == 1
 
@@ -221,17 +272,31 @@ def test_a_pod_fitting_a_node_already_coming_adds_no_other(server: KubeApiServer
 # --- Karpenter ------------------------------------------------------------------------------------
 
 
-def _karpenter(server: KubeApiServer, **extra: Any) -> GpuSim:
-    return GpuSim(server, provisioning_delay=0, scan_interval=0, autoscaler="karpenter",
+def _karpenter(api: RealApi, **extra: Any) -> GpuSim:
+    return GpuSim(api, provisioning_delay=0, scan_interval=0, autoscaler="karpenter",
                   consolidate_after=0, disruption_interval=0, validation_delay=0, **extra)
 
 
-def test_karpenter_provisions_for_any_priority(server: KubeApiServer) -> None:
-    sim = _karpenter(server)
-    _create(server, _whole_gpu_pod("low", 1, priority=-1000))
+def _karpenter_node_for(api: RealApi, sim: GpuSim, name: str) -> str:
+    """The node Karpenter launches for the waiting pod `name`, once kube-scheduler has bound the pod there. The node
+    registers on its own (`register_due`, a step's first part): a whole step would find it empty before kube-scheduler
+    binds (Karpenter's nomination of a launched node for its pods is not simulated, sim_karpenter.py) and consolidate it."""
+    wait_unschedulable(api, name, namespace=WORK)
+    sim.step()  # the decision
+    sim.autoscaler.register_due()
+    ((node, pods),) = sim.added_nodes
+    assert pods == (name,)
+    assert wait_bound(api, name, WORK) == node
+    return node
+
+
+def test_karpenter_provisions_for_any_priority(api: RealApi) -> None:
+    sim = _karpenter(api)
+    _create(api, _whole_gpu_pod("low", 1, priority=-1000))
+    node_name = _karpenter_node_for(api, sim, "low")
     _steps(sim)
     assert len(sim.added_nodes) == 1
-    node = server.get_object("v1", "Node", sim.added_nodes[0][0])
+    node = api.get_object("v1", "Node", node_name)
     assert node is not None and node["metadata"]["labels"]["karpenter.sh/nodepool"] == "gpu-8x"
 
 
@@ -242,35 +307,45 @@ def test_karpenter_provisions_for_any_priority(server: KubeApiServer) -> None:
     ("a running pod annotated", True),
     ("a finished pod annotated", False),
 ])
-def test_karpenter_consolidates_an_empty_node_unless_do_not_disrupt_holds_it(server: KubeApiServer, protect: str, survives: bool) -> None:
-    sim = _karpenter(server)
-    server.create_object(_whole_gpu_pod("placeholder", 1, command="true"))
-    sim.step()
-    sim.step()
-    (node, _), = sim.added_nodes
+def test_karpenter_consolidates_an_empty_node_unless_do_not_disrupt_holds_it(api: RealApi, protect: str, survives: bool) -> None:
+    sim = _karpenter(api)
+    api.create_object(_whole_gpu_pod("placeholder", 1, command="true"))
+    node = _karpenter_node_for(api, sim, "placeholder")
+    wait_phase(api, "placeholder", WORK, "Succeeded")
     if protect == "node annotation":
-        server.patch_object("v1", "Node", node, {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}})
+        api.patch_object("v1", "Node", node, {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}})
     if protect in ("a running pod annotated", "a finished pod annotated"):
-        pod = _whole_gpu_pod("guard", 0, command="true" if protect == "a finished pod annotated" else "sleep")
-        pod["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
-        pod["spec"]["nodeName"] = node
-        server.create_object(pod)
+        finished = protect == "a finished pod annotated"
+        guard = _whole_gpu_pod("guard", 0, command="true" if finished else "sleep")
+        guard["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+        guard["spec"]["nodeName"] = node
+        api.create_object(guard)
+        wait_phase(api, "guard", WORK, "Succeeded" if finished else "Running")
     _steps(sim, 5)
-    assert (server.get_object("v1", "Node", node) is not None) is survives, sim.autoscaler.consolidated  # type: ignore[attr-defined]
+    assert (api.get_object("v1", "Node", node) is not None) is survives, sim.autoscaler.consolidated  # type: ignore[attr-defined]
 
 
-def test_karpenter_keeps_a_node_whose_pods_run(server: KubeApiServer) -> None:
-    sim = _karpenter(server)
-    server.create_object(_whole_gpu_pod("worker", 1))
+def test_karpenter_keeps_a_node_whose_pods_run(api: RealApi) -> None:
+    sim = _karpenter(api)
+    api.create_object(_whole_gpu_pod("worker", 1))
+    node = _karpenter_node_for(api, sim, "worker")
+    wait_phase(api, "worker", WORK, "Running")
     _steps(sim, 5)
-    (node, _), = sim.added_nodes
-    assert server.get_object("v1", "Node", node) is not None
-    assert _pod(server, "worker")["status"]["phase"] == "Running"
+    assert api.get_object("v1", "Node", node) is not None
+    assert _pod(api, "worker")["status"]["phase"] == "Running"
 
 
-# --- A node still starting ------------------------------------------------------------------------
+# --- A node still starting: the autoscaler's reading alone, no server ------------------------------
 
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+
+
+class _NoObjects:
+    """The API as the autoscaler's loop reads it beside the pods and nodes it is handed: no node of a group, no
+    ProvisioningRequest."""
+
+    def list_objects(self, api_version: str, kind: str, namespace: Optional[str] = None) -> list[dict[str, Any]]:
+        return []
 
 
 @pytest.mark.parametrize("case, taints, ready, new_nodes", [
@@ -278,8 +353,7 @@ NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
     ("registered, Ready=False", [], "False", 0),
     ("registered and ready: the pod fits it", [], "True", 0),
 ])  # fmt: skip
-def test_a_node_it_added_that_is_still_starting_counts_as_upcoming(server: KubeApiServer, case: str, taints: list[dict[str, str]], ready: str,
-                                                                   new_nodes: int) -> None:
+def test_a_node_it_added_that_is_still_starting_counts_as_upcoming(case: str, taints: list[dict[str, str]], ready: str, new_nodes: int) -> None:
     # clusterstate.go GetUpcomingNodes counts a registered node that is not ready yet as upcoming, and
     # utils/kubernetes/ready.go reads the not-ready taint as not ready: the pod it was for is not scaled up for again
     from kubesim.sim_autoscaler import ClusterAutoscaler
@@ -290,9 +364,8 @@ def test_a_node_it_added_that_is_still_starting_counts_as_upcoming(server: KubeA
         added.append(f"node-{len(added)}")
         return added[-1]
 
-    autoscaler = ClusterAutoscaler(server, add_node, node_groups=[NodeGroup("gpu-8x")], provisioning_delay=0, scan_interval=0)
+    autoscaler = ClusterAutoscaler(_NoObjects(), add_node, node_groups=[NodeGroup("gpu-8x")], provisioning_delay=0, scan_interval=0)
     pod = _whole_gpu_pod("first", 8)
-    pod["metadata"]["namespace"] = WORK
     pod["status"] = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
     autoscaler.run_once([pod], [])
     autoscaler.register_due()
