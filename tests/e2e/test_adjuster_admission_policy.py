@@ -7,8 +7,8 @@ the real kube-apiserver (testcluster, Kubernetes 1.34): the simulated cluster ha
 Each case is a request as the adjuster's ServiceAccount (a TokenRequest token), made through the same
 `Scaler` the controller acts with where the controller makes it.
 
-What this does not do: run `adjuster run` here (tests/e2e/test_adjuster_run.py runs it under the shipped RBAC
-on the simulated cluster, the opt-in file with and without).
+What this does not do: run `adjuster run` here (tests/e2e/test_adjuster_rbac_real.py runs it under the shipped RBAC
+and these policies on the real kube-apiserver, the opt-in file with and without).
 """
 
 from __future__ import annotations

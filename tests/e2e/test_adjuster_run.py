@@ -406,11 +406,6 @@ def test_a_bad_setting_is_exit_2_with_one_line(args: list[str], env: dict[str, s
 # over on SIGTERM: on the real API server and its Leases, test_adjuster_ca_on_real_api.py.
 
 
-def _holder(server: KubeApiServer) -> str:
-    lease = server.get_object("coordination.k8s.io/v1", "Lease", consts.DEFAULT_LEASE_NAME, NS)
-    return ((lease or {}).get("spec") or {}).get("holderIdentity") or ""
-
-
 @pytest.mark.parametrize("autoscaler", ["karpenter"])  # cluster-autoscaler's case: test_adjuster_ca_on_real_api.py
 def test_the_pods_cpu_is_asked_for_once(autoscaler: str) -> None:
     """4 pods of 0.5 GPU and 20 CPU in a pool of 8-GPU, 96-CPU nodes: one node holds them. The autoscalers place the
@@ -521,114 +516,6 @@ class _Collected:
         return code
 
 
-def _start_under_service_account(server: KubeApiServer, tmp_path: Path, drop: tuple[str, str, str] | None,
-                                 *extra_args: str, extra_docs: tuple[dict[str, Any], ...] = (),
-                                 opt_in: tuple[str, ...] = ("karpenter-hold",)) -> _Collected:
-    for doc in [*_config_docs(*opt_in), *extra_docs]:
-        if doc["kind"] == "NetworkPolicy" or doc["kind"].startswith("ValidatingAdmissionPolicy"):
-            # the simulated cluster has no network plugin and no admission policies: stored, they would do nothing
-            # (test_adjuster_admission_policy.py runs the policies on the real kube-apiserver)
-            continue
-        if drop and doc["kind"] == drop[0]:
-            doc = json.loads(json.dumps(doc))
-            for rule in doc["rules"]:
-                if drop[1] in rule["resources"]:
-                    rule["verbs"] = [v for v in rule["verbs"] if v != drop[2]]
-            doc["rules"] = [rule for rule in doc["rules"] if rule["verbs"]]  # the API server refuses a rule without verbs
-        server.create_object(doc)
-    token = server.service_account_token(NS, "raybridge-adjuster")
-    kubeconfig = tmp_path / "kubeconfig"
-    server.write_kubeconfig(kubeconfig, namespace=NS, token=token)
-    return _Collected(_cli("--kubeconfig", str(kubeconfig), "--grace-period", "0.2", "--node-gpus", "8", "--resync", "0.2",
-                           "--metrics-port", "0", "--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "1",
-                           *extra_args))
-
-
-@pytest.fixture
-def bare_cluster() -> Iterator[tuple[KubeApiServer, GpuSim]]:
-    with KubeApiServer() as server:
-        server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WORK}})
-        with GpuSim(server, provisioning_delay=0.5) as sim:
-            yield server, sim
-
-
-def _refused(log_text: str) -> bool:
-    """Whether the adjuster's log tells of a 403 or a Forbidden, its lines' timestamps aside (a time's milliseconds
-    can read 403)."""
-    said = "\n".join(re.sub(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ", "", line) for line in log_text.splitlines())
-    return re.search(r"\b403\b", said) is not None or "orbidden" in said
-
-
-def test_the_shipped_rbac_is_enough(bare_cluster: Any, tmp_path: Path) -> None:
-    server, sim = bare_cluster
-    run = _start_under_service_account(server, tmp_path, None)
-    try:
-        wait_for(lambda: _holder(server), timeout=30, what="the Lease taken")
-        burst(server, 4, "0.5")
-        wait_for(lambda: running(server) == 4, timeout=40, what="all pods running")
-        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
-        wait_for(lambda: server.list_objects("v1", "Event", WORK), timeout=5, what="events on the pods")
-    finally:
-        code = run.stop()
-    assert code == 0, run.text
-    assert not _refused(run.text), run.text
-    # How placeholders ask for GPUs of different memory and for GPUs claimed as DRA devices, said once at start.
-    assert run.text.count("require the node label nvidia.com/gpu.memory") == 1, run.text
-    assert run.text.count("asked for as the device plugin's resource (nvidia.com/gpu)") == 1, run.text
-
-
-def test_without_the_opt_in_node_hold_the_adjuster_says_once_that_holds_are_off(bare_cluster: Any, tmp_path: Path) -> None:
-    """Patching nodes is opt-in (configs/adjuster/optional/karpenter-hold.yaml): without it the pods still run, and
-    the refusal is said once, not once per node and pass."""
-    server, sim = bare_cluster
-    run = _start_under_service_account(server, tmp_path, None, opt_in=())
-    try:
-        burst(server, 12, "0.5")  # 6 GPUs: one node of 8
-        wait_for(lambda: unschedulable(server) == 12, timeout=20, what="the burst unschedulable")
-        sim.kai_paused = True  # the pods land only after a pass that would hold their new node
-        wait_for(lambda: "node holds are off" in run.text, timeout=40, what="the refusal said")
-        time.sleep(1.5)  # passes every 0.2 s (--resync), each of which would patch the node again
-        sim.kai_paused = False
-        wait_for(lambda: running(server) == 12, timeout=60, what="all pods running")
-        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
-    finally:
-        code = run.stop()
-    assert code == 0, run.text
-    assert run.text.count("node holds are off: patch node: HTTP 403 Forbidden") == 1, run.text
-    assert consts.HOLD_GRANT_FILE in run.text and run.text.count("403 Forbidden") == 1, run.text  # not "403": a log time can hold it
-    assert not [n for n in server.list_objects("v1", "Node") if consts.HOLD_LABEL in (n["metadata"].get("labels") or {})]
-    node_patches = [path for method, path in server.request_log if method == "PATCH" and path.startswith("/api/v1/nodes/")]
-    assert len(node_patches) == 1, node_patches  # tried again only after consts.HOLDS_RETRY_SECONDS
-
-
-# (kind, resource, verb): each is used, so without it the adjuster hits a 403
-MISSING_VERBS = [
-    ("ClusterRole", "pods", "watch"),
-    ("ClusterRole", "nodes", "list"),
-    ("ClusterRole", "nodes", "patch"),
-    ("ClusterRole", "events", "create"),
-    ("ClusterRole", "priorityclasses", "get"),
-    ("Role", "pods", "create"),
-    ("Role", "pods", "delete"),
-    ("Role", "leases", "get"),
-    ("Role", "leases", "update"),
-]
-
-
-@pytest.mark.parametrize("drop", MISSING_VERBS, ids=["-".join(d) for d in MISSING_VERBS])
-def test_every_shipped_verb_is_needed(bare_cluster: Any, tmp_path: Path, drop: tuple[str, str, str]) -> None:
-    server, sim = bare_cluster
-    run = _start_under_service_account(server, tmp_path, drop)
-    try:
-        burst(server, 4, "0.5")
-        if drop == ("ClusterRole", "nodes", "patch"):  # the pods land only after the pass that holds their new node
-            wait_for(lambda: unschedulable(server) == 4, timeout=20, what="the burst unschedulable")
-            sim.kai_paused = True
-        wait_for(lambda: "403" in run.text or "orbidden" in run.text, timeout=40, what=f"a 403 without {drop}")
-    finally:
-        run.stop()
-
-
 # --- --mode provisioning-request ---------------------------------------------------------------------
 
 
@@ -644,86 +531,8 @@ def _request_log(server: KubeApiServer) -> list[dict[str, Any]]:
 # group's demand grows: on the real API server, test_adjuster_ca_on_real_api.py.
 
 
-def _request_rbac() -> tuple[dict[str, Any], ...]:
-    import yaml
-
-    return tuple(yaml.safe_load_all((CONFIG_DIR / "provisioning-request" / "rbac.yaml").read_text()))
-
-
-# (kind, resource, verb) of the extra Role: each is used in --mode provisioning-request
-MISSING_REQUEST_VERBS = [("Role", r, v) for r in ("provisioningrequests", "podtemplates") for v in ("list", "create", "delete")]
-
-
-@pytest.mark.parametrize("drop", [None, *MISSING_REQUEST_VERBS], ids=["complete", *("-".join(d[1:]) for d in MISSING_REQUEST_VERBS)])
-def test_the_provisioning_request_rbac_is_exactly_enough(bare_cluster: Any, tmp_path: Path, drop: Any) -> None:
-    server, sim = bare_cluster
-    docs = _request_rbac()
-    if drop:
-        docs = tuple(json.loads(json.dumps(d)) for d in docs)
-        for rule in docs[0]["rules"]:
-            if drop[1] in rule["resources"]:
-                rule["verbs"] = [v for v in rule["verbs"] if v != drop[2]]
-        docs[0]["rules"] = [rule for rule in docs[0]["rules"] if rule["verbs"]]  # the API server refuses a rule without verbs
-    run = _start_under_service_account(server, tmp_path, None, "--mode", "provisioning-request", extra_docs=docs)
-    try:
-        burst(server, 4, "0.5")
-        if drop:
-            wait_for(lambda: "403" in run.text or "orbidden" in run.text, timeout=40, what=f"a 403 without {drop}")
-            return
-        wait_for(lambda: running(server) == 4, timeout=40, what="all pods running")
-        wait_for(lambda: not requests(server) and not templates(server), timeout=20, what="cleaned up")
-    finally:
-        code = run.stop()
-    assert code == 0 and not _refused(run.text), run.text
-
-
 # --- KAI PodGroups: a queue over quota is no reason to add nodes --------------------------------------
 
 POD_GROUP_API = "scheduling.run.ai/v2alpha2"
-
-
-@pytest.fixture
-def cluster_without_pod_groups() -> Iterator[tuple[KubeApiServer, GpuSim]]:
-    from kubesim.schemas import crds
-
-    with KubeApiServer(crds=[crd for key, crd in crds().items() if key != ("scheduling.run.ai", "PodGroup")]) as server:
-        _setup(server)
-        with GpuSim(server, provisioning_delay=0.5) as sim:
-            yield server, sim
-        assert sim.errors == []
-
-
-def test_a_cluster_without_the_pod_group_api_is_served_without_it(cluster_without_pod_groups: Any,
-                                                                 caplog: pytest.LogCaptureFixture) -> None:
-    server, sim = cluster_without_pod_groups
-    burst(server, 4, "0.5")
-    with caplog.at_level("INFO", logger="raybridge.adjuster"), Running(server, run_settings()) as controller:
-        wait_for(lambda: running(server) == 4, timeout=40, what="all pods running")
-        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
-        assert controller.metrics.registry.get_sample_value("raybridge_adjuster_podgroups_unavailable") == 1
-        assert controller.ready()
-    about = [(r.levelname, r.getMessage().split(":")[0]) for r in caplog.records if "podgroups" in r.getMessage()]
-    assert about == [("WARNING", "cannot read podgroups (404 Not Found)")], about  # once, and the pods were served
-
-
-# Without either PodGroup verb the adjuster degrades, not fails: the 403 is logged once, the pods are served.
-MISSING_POD_GROUP_VERBS = [("ClusterRole", "podgroups", verb) for verb in ("list", "watch")]
-
-
-@pytest.mark.parametrize("drop", MISSING_POD_GROUP_VERBS, ids=["-".join(d) for d in MISSING_POD_GROUP_VERBS])
-def test_without_a_pod_group_verb_the_adjuster_logs_it_and_goes_on(bare_cluster: Any, tmp_path: Path,
-                                                                   drop: tuple[str, str, str]) -> None:
-    server, sim = bare_cluster
-    run = _start_under_service_account(server, tmp_path, drop)
-    try:
-        wait_for(lambda: "cannot read podgroups (403" in run.text, timeout=40, what=f"the degradation logged without {drop}")
-        burst(server, 4, "0.5")
-        wait_for(lambda: running(server) == 4, timeout=40, what="all pods running")
-        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
-    finally:
-        code = run.stop()
-    assert code == 0, run.text
-    assert run.text.count("cannot read podgroups") == 1, run.text
-    assert run.text.count("403 Forbidden") == 1 and "Traceback" not in run.text, run.text  # not "403" (a log time can hold it)
 
 
