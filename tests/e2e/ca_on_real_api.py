@@ -26,36 +26,53 @@ from tests.waits import PausableClock, wait_for
 XDIST_GROUP = "adjuster-ca-on-real-api"
 
 
-@contextlib.contextmanager
-def started_stack() -> Iterator[Any]:
-    """The real API server, kube-scheduler and kwok; placeholders' `true` exits at once (a kwok Stage); the
-    ProvisioningRequest CRD of the release the newest Kueue requires, and KAI's and Karpenter's CRDs (PodGroups the
-    adjuster reads; a NodePool whose limits it names); the namespace and service account of KAI's reservation pods, as
-    KAI's chart installs them (the API server refuses a pod whose service account is missing)."""
+def adjuster_crds() -> list[dict[str, Any]]:
+    """The CRDs of every API the adjuster reads or writes beside the core ones: the ProvisioningRequest of the release
+    the newest Kueue requires, KAI's (PodGroups), Karpenter's (a NodePool whose limits it names)."""
     import yaml
 
     from kubesim.schemas import _autoscaler_files, _kai_files
-    from kubesim.sim_gpu import RESERVATION_NAMESPACE
     from testcluster.programs import program
     from testcluster.sources import crd_files, module_dir
+
+    karpenter = program("karpenter")
+    files = [*_autoscaler_files(), *_kai_files(), *crd_files("karpenter", module_dir(karpenter.upstream_module(), karpenter.module_dir))]
+    return [doc for path in files for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def reservation_objects() -> list[dict[str, Any]]:
+    """The namespace and service account of KAI's reservation pods, as KAI's chart installs them (the API server refuses
+    a pod whose service account is missing)."""
+    from kubesim.sim_gpu import RESERVATION_NAMESPACE
+
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RESERVATION_NAMESPACE}},
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": RESERVATION_NAMESPACE, "namespace": RESERVATION_NAMESPACE}}]  # fmt: skip
+
+
+@contextlib.contextmanager
+def started_stack() -> Iterator[Any]:
+    """The real API server, kube-scheduler and kwok; placeholders' `true` exits at once (a kwok Stage); `adjuster_crds`,
+    the adjuster's and the work namespace, KAI's reservation objects, the adjuster's PriorityClass."""
     from testcluster.stack import Stack, StackOptions
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from adjuster_burst_real import placeholder_stages
-
     with Stack(StackOptions(operators=(), stages=placeholder_stages())) as running:
-        karpenter = program("karpenter")
-        files = [*_autoscaler_files(), *_kai_files(), *crd_files("karpenter", module_dir(karpenter.upstream_module(), karpenter.module_dir))]
-        running.install_crds([doc for path in files for doc in yaml.safe_load_all(path.read_text()) if doc])
+        running.install_crds(adjuster_crds())
         running.apply([
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WORK}},
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RESERVATION_NAMESPACE}},
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": RESERVATION_NAMESPACE, "namespace": RESERVATION_NAMESPACE}},
+            *reservation_objects(),
             {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS},
              "value": -1, "preemptionPolicy": "Never"},
         ])  # fmt: skip
         yield running
+
+
+def placeholder_stages() -> Any:
+    """kwok's Stages with the placeholders' `true` exiting at once (benchmarks/adjuster_burst_real.py)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from adjuster_burst_real import placeholder_stages as stages
+
+    return stages()
 
 
 @contextlib.contextmanager
@@ -72,19 +89,23 @@ def simulated(stack: Any, **options: Any) -> Iterator[tuple[Any, Any]]:
             yield client, sim
         assert sim.errors == []
     finally:
-        clean_up(client, RESERVATION_NAMESPACE)
+        clean_up(client, (WORK, NS, RESERVATION_NAMESPACE))
         client.close()
 
 
-def clean_up(client: Any, reservations: str) -> None:
-    """Every pod and Event of the test's namespaces, its requests, templates and PodGroups, the nodes the autoscaler
-    added: gone, not going."""
+def clean_up(client: Any, namespaces: tuple[str, ...]) -> None:
+    """Every pod and Event of `namespaces`, the adjuster's requests, templates and Lease, the PodGroups of the work
+    namespace, the nodes the autoscaler added: gone, not going."""
     from kubernetes import client as k8s
 
-    core = k8s.CoreV1Api(client.api_client())
-    for namespace in (WORK, NS, reservations):
-        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
-        core.delete_collection_namespaced_event(namespace)
+    api = client.api_client()
+    try:
+        core = k8s.CoreV1Api(api)
+        for namespace in namespaces:
+            core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+            core.delete_collection_namespaced_event(namespace)
+    finally:
+        api.close()
     for kind, api, namespace in (("ProvisioningRequest", PR_API, NS), ("PodTemplate", "v1", NS), ("PodGroup", POD_GROUP_API, WORK)):
         for obj in client.list_objects(api, kind, namespace):
             client.delete_object(api, kind, obj["metadata"]["name"], namespace)
@@ -93,7 +114,7 @@ def clean_up(client: Any, reservations: str) -> None:
     for node in client.list_objects("v1", "Node"):
         if node["metadata"]["name"].startswith("sim-gpu-node-"):
             client.delete_object("v1", "Node", node["metadata"]["name"])
-    wait_for(lambda: not any(client.list_objects("v1", "Pod", ns) for ns in (WORK, NS, reservations)), timeout=60,
+    wait_for(lambda: not any(client.list_objects("v1", "Pod", ns) for ns in namespaces), timeout=60,
              what="the test's pods gone")  # fmt: skip
     wait_for(lambda: not [n for n in client.list_objects("v1", "Node") if n["metadata"]["name"].startswith("sim-gpu-node-")],
              timeout=60, what="the autoscaler's nodes gone")  # fmt: skip

@@ -34,7 +34,8 @@ import yaml
 
 from raybridge.adjuster.decision import consts
 from testcluster.pytest_plugin import _unavailable
-from tests.adjuster_world import NS, PR_API, SLIM_ADJUSTER, WORK, burst, placeholders, requests, running, templates, unschedulable
+from tests.adjuster_world import NS, SLIM_ADJUSTER, WORK, burst, placeholders, requests, running, templates, unschedulable
+from tests.e2e.ca_on_real_api import adjuster_crds, placeholder_stages, reservation_objects, simulated
 from tests.helpers import ROOT, free_port
 from tests.waits import wait_for
 
@@ -83,24 +84,14 @@ def stack() -> Iterator[Any]:
     every API the shipped RBAC names (KAI's, Karpenter's, the ProvisioningRequest's); the shipped namespace,
     PriorityClass, Service, NetworkPolicy and admission policies (enforced, once type-checked), the opt-in hold's
     policy, and the adjuster's ServiceAccount; the work namespace, and KAI's reservation namespace and account."""
-    from kubesim.schemas import _autoscaler_files, _kai_files
-    from kubesim.sim_gpu import RESERVATION_NAMESPACE
-    from testcluster.programs import program
-    from testcluster.sources import crd_files, module_dir
     from testcluster.stack import Stack, StackOptions
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from adjuster_burst_real import placeholder_stages
-
-    karpenter = program("karpenter")
-    karpenter_crds = crd_files("karpenter", module_dir(karpenter.upstream_module(), karpenter.module_dir))
     with Stack(StackOptions(operators=(), stages=placeholder_stages())) as running:
-        running.install_crds(_docs(*_kai_files(), *_autoscaler_files(), *karpenter_crds))
+        running.install_crds(adjuster_crds())
         running.apply([
             *[d for d in (*SHIPPED, *HOLD) if d["kind"] not in (*RBAC_KINDS, "Deployment")],
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WORK}},
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RESERVATION_NAMESPACE}},
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": RESERVATION_NAMESPACE, "namespace": RESERVATION_NAMESPACE}},
+            *reservation_objects(),
         ])  # fmt: skip
         _policies_checked(running, [d["metadata"]["name"] for d in (*SHIPPED, *HOLD) if d["kind"] == "ValidatingAdmissionPolicy"])
         yield running
@@ -124,44 +115,11 @@ def _policies_checked(stack: Any, names: list[str]) -> None:
 @pytest.fixture
 def cluster(stack: Any) -> Iterator[tuple[Any, Any]]:
     """(the admin's client, a running GpuSim: KAI and cluster-autoscaler, 8-GPU nodes 0.5 s after the decision); after,
-    no pod, Event, request, template, Lease or added node of the test is left."""
-    from kubesim.sim_gpu import RESERVATION_NAMESPACE, GpuSim
-    from testcluster.client import ClusterClient
-    from tests.sims_on_real_api import RealApi
+    no pod, Event, request, template, Lease or added node of the test is left (tests/e2e/ca_on_real_api.py)."""
+    import time
 
-    client = ClusterClient(stack.kubeconfig)
-    try:
-        with GpuSim(RealApi(client), provisioning_delay=0.5) as sim:
-            yield client, sim
-        assert sim.errors == []
-    finally:
-        _clean_up(client, (WORK, NS, RESERVATION_NAMESPACE))
-        client.close()
-
-
-def _clean_up(client: Any, namespaces: tuple[str, ...]) -> None:
-    """Every pod and Event of `namespaces`, the requests, templates and Lease of the adjuster, the added nodes: gone."""
-    from kubernetes import client as k8s
-
-    api = client.api_client()
-    try:
-        core = k8s.CoreV1Api(api)
-        for namespace in namespaces:
-            core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
-            core.delete_collection_namespaced_event(namespace)
-    finally:
-        api.close()
-    for kind, api in (("ProvisioningRequest", PR_API), ("PodTemplate", "v1")):
-        for obj in client.list_objects(api, kind, NS):
-            client.delete_object(api, kind, obj["metadata"]["name"], NS)
-    if client.get_object("coordination.k8s.io/v1", "Lease", consts.DEFAULT_LEASE_NAME, NS) is not None:
-        client.delete_object("coordination.k8s.io/v1", "Lease", consts.DEFAULT_LEASE_NAME, NS)
-    for node in client.list_objects("v1", "Node"):
-        if node["metadata"]["name"].startswith("sim-gpu-node-"):
-            client.delete_object("v1", "Node", node["metadata"]["name"])
-    wait_for(lambda: not any(client.list_objects("v1", "Pod", ns) for ns in namespaces), timeout=60, what="the test's pods gone")
-    wait_for(lambda: not [n for n in client.list_objects("v1", "Node") if n["metadata"]["name"].startswith("sim-gpu-node-")],
-             timeout=60, what="the autoscaler's nodes gone")  # fmt: skip
+    with simulated(stack, autoscaler_clock=time.monotonic) as started:
+        yield started
 
 
 # --- the grant: exactly the given roles and bindings, in force --------------------------------------
