@@ -218,56 +218,6 @@ def test_a_pod_fitting_a_node_already_coming_adds_no_other(server: KubeApiServer
     assert len(sim.autoscaler.upcoming) == 1
 
 
-# --- Karpenter ------------------------------------------------------------------------------------
-
-
-def _karpenter(server: KubeApiServer, **extra: Any) -> GpuSim:
-    return GpuSim(server, provisioning_delay=0, scan_interval=0, autoscaler="karpenter",
-                  consolidate_after=0, disruption_interval=0, validation_delay=0, **extra)
-
-
-def test_karpenter_provisions_for_any_priority(server: KubeApiServer) -> None:
-    sim = _karpenter(server)
-    _create(server, _whole_gpu_pod("low", 1, priority=-1000))
-    _steps(sim)
-    assert len(sim.added_nodes) == 1
-    node = server.get_object("v1", "Node", sim.added_nodes[0][0])
-    assert node is not None and node["metadata"]["labels"]["karpenter.sh/nodepool"] == "gpu-8x"
-
-
-@pytest.mark.parametrize("protect, survives", [
-    # one row per case: what is on the node once the placeholder that brought it up exited, and whether the node stays
-    ("nothing", False),
-    ("node annotation", True),
-    ("a running pod annotated", True),
-    ("a finished pod annotated", False),
-])
-def test_karpenter_consolidates_an_empty_node_unless_do_not_disrupt_holds_it(server: KubeApiServer, protect: str, survives: bool) -> None:
-    sim = _karpenter(server)
-    server.create_object(_whole_gpu_pod("placeholder", 1, command="true"))
-    sim.step()
-    sim.step()
-    (node, _), = sim.added_nodes
-    if protect == "node annotation":
-        server.patch_object("v1", "Node", node, {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}})
-    if protect in ("a running pod annotated", "a finished pod annotated"):
-        pod = _whole_gpu_pod("guard", 0, command="true" if protect == "a finished pod annotated" else "sleep")
-        pod["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
-        pod["spec"]["nodeName"] = node
-        server.create_object(pod)
-    _steps(sim, 5)
-    assert (server.get_object("v1", "Node", node) is not None) is survives, sim.autoscaler.consolidated  # type: ignore[attr-defined]
-
-
-def test_karpenter_keeps_a_node_whose_pods_run(server: KubeApiServer) -> None:
-    sim = _karpenter(server)
-    server.create_object(_whole_gpu_pod("worker", 1))
-    _steps(sim, 5)
-    (node, _), = sim.added_nodes
-    assert server.get_object("v1", "Node", node) is not None
-    assert _pod(server, "worker")["status"]["phase"] == "Running"
-
-
 # --- A node still starting ------------------------------------------------------------------------
 
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
