@@ -2,8 +2,9 @@
 
 `GpuSim` runs one thread against a `KubeApiServer`; each step, in order:
 
-1. The autoscaler's nodes that are due register (sim_autoscaler.py: a
-   cluster-autoscaler by default, or sim_karpenter.py's Karpenter).
+1. The autoscaler's nodes that are due register (sim_autoscaler.py's
+   cluster-autoscaler; Karpenter is not simulated: the real one runs in
+   testcluster, tests/e2e/test_adjuster_real.py).
 2. The kubelet's part: a bound pod turns Running (with `PodScheduled=True`,
    kubernetes@v1.33.0 pkg/kubelet/kubelet_pods.go generateAPIPodStatus, which
    adds it for every pod it runs); a pod whose container runs `true` (the adjuster's
@@ -181,27 +182,21 @@ class GpuSim:
                  node_labels: Optional[dict[str, str]] = None, scan_interval: float = 0.5,
                  expendable_cutoff: int = -10, node_groups: Optional[Iterable[NodeGroup]] = None,
                  autoscaler: str = "cluster-autoscaler", system_node: bool = True,
-                 autoscaler_clock: Callable[[], float] = time.monotonic, **karpenter: Any) -> None:
+                 autoscaler_clock: Callable[[], float] = time.monotonic) -> None:
         """`system_node`: a CPU node (`system-0`, 16 CPUs, 64 GiB, no GPU) as every real cluster has one besides its GPU
         nodes: a KAI pod asks for its GPU share by annotation, so the autoscaler sees it fit there by its requests
         and does not scale up for it; on a cluster with no node at all the real autoscaler would.
-        `node_groups`: the autoscaler's node groups (Karpenter: NodePools); by default one of `node_gpus`-GPU
-        nodes with 128 CPUs and 1 TiB, labelled `node_labels`. `autoscaler`: "cluster-autoscaler" or "karpenter"
-        (extra keywords: sim_karpenter.Karpenter's consolidation settings). `autoscaler_clock`: the autoscaler's
-        clock (sim_autoscaler.ClusterAutoscaler)."""
+        `node_groups`: the autoscaler's node groups; by default one of `node_gpus`-GPU nodes with 128 CPUs and 1 TiB,
+        labelled `node_labels`. `autoscaler`: "cluster-autoscaler", the one simulated (Karpenter runs for real:
+        testcluster/karpenter.py). `autoscaler_clock`: the autoscaler's clock (sim_autoscaler.ClusterAutoscaler)."""
+        if autoscaler != "cluster-autoscaler":
+            raise ValueError(f"autoscaler {autoscaler!r}: only cluster-autoscaler is simulated (Karpenter runs for real: testcluster/karpenter.py)")
         self.server = server
         self.node_gpus = node_gpus
         self.interval = interval
         groups = list(node_groups) if node_groups is not None else [NodeGroup("gpu-8x", gpus=node_gpus, labels=dict(node_labels or {}))]
-        if autoscaler == "karpenter":
-            from kubesim.sim_karpenter import Karpenter
-
-            self.autoscaler: ClusterAutoscaler = Karpenter(server, self._add_node, node_groups=groups, provisioning_delay=provisioning_delay,
-                                                           scan_interval=scan_interval, clock=autoscaler_clock, **karpenter)
-        else:
-            self.autoscaler = ClusterAutoscaler(server, self._add_node, node_groups=groups, provisioning_delay=provisioning_delay,
-                                                scan_interval=scan_interval, expendable_cutoff=expendable_cutoff,
-                                                clock=autoscaler_clock)
+        self.autoscaler = ClusterAutoscaler(server, self._add_node, node_groups=groups, provisioning_delay=provisioning_delay,
+                                            scan_interval=scan_interval, expendable_cutoff=expendable_cutoff, clock=autoscaler_clock)
         if system_node and server.get_object("v1", "Node", "system-0") is None:
             _system_node(server)
         self.stop_event = threading.Event()

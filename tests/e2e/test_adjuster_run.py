@@ -14,7 +14,8 @@ kube-scheduler and kwok (test_adjuster_ca_on_real_api.py: with cluster-autoscale
 passes, pods over seconds, waves that grow a placeholder, two node-group sizes, the pods' CPU asked for once, the
 expendable-priority cutoff, a bad pod reported in both modes, the CLI's metrics and health, leader election,
 a wave beside a pending placeholder;
-and six of `--mode provisioning-request`); their Karpenter cases stay here.
+and six of `--mode provisioning-request`); their Karpenter cases run on the real Karpenter
+(test_adjuster_real.py, test_adjuster_karpenter_real.py).
 """
 
 from __future__ import annotations
@@ -64,26 +65,15 @@ def cluster() -> Iterator[tuple[KubeApiServer, GpuSim]]:
         assert sim.errors == []
 
 
-AUTOSCALERS = ["cluster-autoscaler", "karpenter"]
+AUTOSCALERS = ["cluster-autoscaler"]  # Karpenter's case: test_adjuster_karpenter_real.py, on the real Karpenter
 
 
 @pytest.fixture(params=AUTOSCALERS)
 def either_cluster(request: pytest.FixtureRequest) -> Iterator[tuple[KubeApiServer, GpuSim]]:
-    """The test cluster with each autoscaler backend (sim_autoscaler.py, sim_karpenter.py), default settings."""
+    """The test cluster with each autoscaler backend (sim_autoscaler.py), default settings."""
     with KubeApiServer() as server:
         _setup(server)
         with GpuSim(server, provisioning_delay=0.5, autoscaler=request.param, autoscaler_clock=PausableClock()) as sim:
-            yield server, sim
-        assert sim.errors == []
-
-
-@pytest.fixture
-def karpenter_cluster() -> Iterator[tuple[KubeApiServer, GpuSim]]:
-    """The test cluster with the simulated Karpenter: for tests whose cluster-autoscaler case runs on the real API
-    server (test_adjuster_ca_on_real_api.py)."""
-    with KubeApiServer() as server:
-        _setup(server)
-        with GpuSim(server, provisioning_delay=0.5, autoscaler="karpenter", autoscaler_clock=PausableClock()) as sim:
             yield server, sim
         assert sim.errors == []
 
@@ -118,21 +108,8 @@ def _settled(server: KubeApiServer, count: int) -> None:
     wait_for(lambda: unschedulable(server) == count, timeout=20, what="the burst unschedulable")
 
 
-def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_go(karpenter_cluster: Any) -> None:
-    server, sim = karpenter_cluster
-    log = PlaceholderLog(server)
-    burst(server, 20, "0.5")  # 10 GPUs: one 8-GPU placeholder and one of 2
-    _settled(server, 20)
-    with Running(server, run_settings(), clock=past_grace) as controller:
-        wait_for(lambda: running(server) == 20, timeout=40, what="all 20 pods running")
-        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
-        assert controller.passes > 0
-    # One 8 and one 2; a 2-GPU placeholder bound to the first node's GPUs after the 8 exited (kube-scheduler binds
-    # at once, KAI a session later) is asked for again, onto the node on its way (no node more).
-    assert [g for _, g in log.created][:2] == [8, 2] and {g for _, g in log.created[2:]} <= {2}, log.created
-    assert len(sim.added_nodes) == 2, sim.added_nodes  # ceil(10 / 8): one scale-up, no second round
-    # The pods landed on the nodes the first placeholders brought up: none waited out its provisioning timeout.
-    assert "provision-timeout" not in deleted_by_reason(controller)
+# A burst gets the planned GPUs once, the pods land and the placeholders go, with Karpenter: on the real Karpenter,
+# test_adjuster_real.py test_a_burst_gets_its_nodes_from_karpenter_and_kai_binds_every_pod.
 
 
 def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(either_cluster: Any) -> None:
@@ -173,24 +150,7 @@ def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(eit
         sim.added_nodes, deleted_by_reason(controller), f"burst created by {burst_done}s", *timeline]))
 
 
-def test_a_burst_seen_in_two_passes_fills_the_first_placeholders_node_before_asking_for_more(karpenter_cluster: Any) -> None:
-    # The CI failure behind the rule: the burst crossed a second boundary, the first pass asked for 5 GPUs and
-    # the next, with that placeholder still waiting for its node, for 8+8+8+1 more: 5 nodes for 30 GPUs.
-    server, sim = karpenter_cluster
-    log = PlaceholderLog(server)
-    sim.autoscaler.clock.pause()  # the first node is still on its way when the second wave is planned
-    with Running(server, run_settings(provision_timeout=120.0), clock=past_grace) as controller:
-        burst(server, 5, "0.6")
-        wait_for(lambda: log.created, timeout=20, what="the first placeholder")
-        assert log.gpus < 8, log.created  # asked for part of a node: the rest of the burst comes next
-        burst(server, 25, "0.6", prefix="q")
-        _settled(server, 30)
-        passes = controller.passes
-        wait_for(lambda: controller.passes >= passes + 2, timeout=20, what="two passes after the second wave")
-        sim.autoscaler.clock.resume()
-        wait_for(lambda: running(server) == 30, timeout=40, what="all 30 pods running")
-        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
-    assert len(sim.added_nodes) == 4, (sim.added_nodes, log.created, deleted_by_reason(controller))
+# A burst seen in two passes, with Karpenter: test_adjuster_karpenter_real.py, on the real Karpenter.
 
 
 def _hold_label(server: KubeApiServer, node: str) -> Optional[str]:
@@ -198,88 +158,16 @@ def _hold_label(server: KubeApiServer, node: str) -> Optional[str]:
     return ((found or {}).get("metadata", {}).get("labels") or {}).get("raybridge.io/adjuster-hold")  # what an admin lists
 
 
-TWO_GROUPS = [NodeGroup("gpu-4x", gpus=4, cpu="48", memory="384Gi"), NodeGroup("gpu-8x", gpus=8, cpu="96", memory="768Gi")]
+# Two node types of different sizes, with Karpenter: test_adjuster_karpenter_real.py
+# test_karpenter_launches_the_cheapest_types_that_hold_the_burst, and test_adjuster_real.py's burst (10 GPUs).
 
 
-# cluster-autoscaler's case runs on the real API server (test_adjuster_ca_on_real_api.py); Karpenter's here
-@pytest.mark.parametrize("autoscaler", ["karpenter"])
-@pytest.mark.parametrize("count,nodes,groups", [(20, 2, None), (6, 1, ["gpu-4x"]), (32, 2, ["gpu-8x", "gpu-8x"])],
-                         ids=["10-gpus", "3-gpus", "16-gpus"])
-def test_two_node_groups_of_different_sizes_get_the_nodes_the_burst_needs(autoscaler: str, count: int, nodes: int,
-                                                                          groups: Optional[list[str]]) -> None:
-    """cluster-autoscaler's default expander since 1.33 is least-waste (expander/waste/waste.go), which weighs CPU and
-    memory only: for placeholders that ask for almost none, options differ by millionths (10 GPUs as 8 + 2 may come
-    as an 8- and a 4-GPU node or as two 8-GPU nodes); Karpenter launches the cheapest type that holds a NodeClaim's
-    pods. The plan splits placeholders at the largest node and credits each the room its node really has, so
-    whichever comes, the pods get their GPUs in one round."""
-    with KubeApiServer() as server:
-        _setup(server)
-        with GpuSim(server, provisioning_delay=0.5, autoscaler=autoscaler, node_groups=TWO_GROUPS, autoscaler_clock=PausableClock()) as sim:
-            burst(server, count, "0.5")
-            _settled(server, count)  # one burst, seen in one pass
-            with Running(server, run_settings(provision_timeout=60.0), clock=past_grace) as controller:
-                wait_for(lambda: running(server) == count, timeout=40, what=f"all {count} pods running")
-                wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
-            added = sorted(((server.get_object("v1", "Node", name) or {}).get("metadata", {}).get("labels") or {}).get(NODE_GROUP_LABEL, "?")
-                           for name, _ in sim.added_nodes)
-            assert len(added) == nodes and (groups is None or added == groups), (added, deleted_by_reason(controller), sim.added_nodes)
-            assert "provision-timeout" not in deleted_by_reason(controller)
-            assert sim.errors == []
+# Karpenter keeping the node a placeholder brought up until its pods land: test_adjuster_karpenter_real.py, on the
+# real Karpenter's empty-node consolidation.
 
 
-@pytest.mark.realtime
-def test_karpenter_keeps_the_node_a_placeholder_brought_up_until_its_pods_land(tmp_path: Path) -> None:
-    # Karpenter consolidates an empty node (consolidateAfter 0 s) once a validation delay has passed; the node is empty
-    # from the placeholder's exit until KAI binds the pods, which takes a while when KAI's session is slow.
-    with KubeApiServer() as server:
-        _setup(server)
-        with GpuSim(server, provisioning_delay=0.5, autoscaler="karpenter", consolidate_after=0,
-                    disruption_interval=0.2, validation_delay=0.5) as sim:
-            burst(server, 4, "0.5")
-            _settled(server, 4)
-            sim.kai_paused = True
-            with Running(server, run_settings(), clock=past_grace):
-                wait_for(lambda: sim.added_nodes and [p for p in placeholders(server) if p["status"].get("phase") == "Succeeded"],
-                         timeout=20, what="the placeholder exited on its new node")
-                node = sim.added_nodes[0][0]
-                time.sleep(2.0)  # many of Karpenter's disruption passes, each longer than its validation delay
-                sim.kai_paused = False
-                wait_for(lambda: running(server) == 4, timeout=20, what="the pods running")
-                wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
-                assert sim.autoscaler.consolidated == []  # type: ignore[attr-defined]
-                assert [n for n, _ in sim.added_nodes] == [node]
-                wait_for(lambda: _hold_label(server, node) is None, timeout=10, what="the node released")
-            held = server.get_object("v1", "Node", node)
-            assert held is not None and "karpenter.sh/do-not-disrupt" not in (held["metadata"].get("annotations") or {})
-        assert sim.errors == []
-
-
-@pytest.mark.realtime
-# Pods arriving over seconds, one scale-up: test_adjuster_ca_on_real_api.py, on the real API server.
-
-
-def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(karpenter_cluster: Any) -> None:
-    # A 1-GPU wave, then 10 pods of 0.9 (a GPU each) while the first node is on its way: 11 GPUs, two nodes of 8.
-    # Counting the first node's 7 other GPUs for 7 of the 10 asked the autoscaler for 3 more GPUs, which it
-    # packed beside the first placeholder: one node, and 3 pods waited for a second scale-up.
-    server, sim = karpenter_cluster
-    log = PlaceholderLog(server)
-    sim.autoscaler.clock.pause()
-    # A second wave after the batch window closed (which `batch_idle=0` makes of it).
-    with Running(server, run_settings(provision_timeout=120.0, batch_idle=0.0), clock=past_grace) as controller:
-        server.create_object(fraction_pod("first", WORK, fraction="0.9"))
-        wait_for(lambda: log.created, timeout=20, what="the first placeholder")
-        burst(server, 10, "0.9", prefix="q")
-        _settled(server, 11)
-        passes = controller.passes
-        wait_for(lambda: controller.passes >= passes + 2, timeout=20, what="two passes after the second wave")
-        asked = sorted(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in placeholders(server))
-        assert sum(asked) == 11, asked  # what the autoscaler sees when it looks: every GPU the 11 need
-        sim.autoscaler.clock.resume()
-        wait_for(lambda: running(server) == 11, timeout=40, what="all 11 pods running")
-        wait_for(lambda: not placeholders(server), timeout=20, what="the placeholders deleted")
-    assert len(sim.added_nodes) == 2, (sim.added_nodes, log.created, deleted_by_reason(controller))
-    assert "provision-timeout" not in deleted_by_reason(controller)
+# Pods arriving over seconds, one scale-up: test_adjuster_ca_on_real_api.py, on the real API server. A wave beside a
+# pending placeholder, with Karpenter: test_adjuster_real.py, on the real Karpenter.
 
 
 # A restart while a create keeps failing (adopted, nothing leaked or created twice) is met on the real kube-apiserver
@@ -406,25 +294,8 @@ def test_a_bad_setting_is_exit_2_with_one_line(args: list[str], env: dict[str, s
 # over on SIGTERM: on the real API server and its Leases, test_adjuster_ca_on_real_api.py.
 
 
-@pytest.mark.parametrize("autoscaler", ["karpenter"])  # cluster-autoscaler's case: test_adjuster_ca_on_real_api.py
-def test_the_pods_cpu_is_asked_for_once(autoscaler: str) -> None:
-    """4 pods of 0.5 GPU and 20 CPU in a pool of 8-GPU, 96-CPU nodes: one node holds them. The autoscalers place the
-    waiting pods (CPU, no GPU) themselves as well as the placeholder, so a placeholder that asked for the 80 CPU again
-    got two nodes."""
-    from kubesim.sim_autoscaler import NodeGroup
-
-    with KubeApiServer() as server:
-        _setup(server)
-        with GpuSim(server, provisioning_delay=0.5, autoscaler=autoscaler, system_node=True,
-                    node_groups=[NodeGroup("gpu-8x", gpus=8, cpu="96", memory="512Gi")]) as sim:
-            for i in range(4):
-                server.create_object(fraction_pod(f"cpu-{i}", WORK, fraction="0.5", cpu="20"))
-            _settled(server, 4)
-            with Running(server, run_settings(), clock=past_grace):
-                wait_for(lambda: running(server) == 4, timeout=60, what="all pods running")
-                time.sleep(2 * sim.scan_interval + sim.provisioning_delay)  # a second node would have been decided by now
-            assert len(sim.added_nodes) == 1, sim.added_nodes
-        assert sim.errors == []
+# The pods' CPU asked for once: test_adjuster_ca_on_real_api.py (cluster-autoscaler) and test_adjuster_real.py (the
+# real Karpenter).
 
 
 # --- configs/adjuster: the shipped objects, and exactly the verbs the adjuster uses ----------------
