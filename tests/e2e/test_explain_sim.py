@@ -16,16 +16,26 @@ without its scheduler, nodes h100-0 and a100-0. Each test is here for a reason t
   PodGroup whose queue is over its fair share, written as KAI's scheduler would have left them (its scheduler does
   not run, so nothing rewrites them), and apply the generated KAI Queues against KAI's Queue CRD.
 
+Kueue's visibility server listens on 127.0.0.1 alone, where any local user can connect: one test checks that, and
+that another user (nobody, uid 65534) gets no queue position from it, with or without the headers the API server's
+aggregator sends, while the admin's certificate gets one.
+
 What it deliberately does not do: run KAI or the cluster autoscaler (test_adjuster_real.py runs KAI v0.12).
 """
 
 from __future__ import annotations
 
+import base64
+import http.client
 import json
-from typing import Iterator
+import os
+import ssl
+from pathlib import Path
+from typing import Iterator, Optional
 
 import kubernetes.client
 import pytest
+import yaml
 
 from tests.helpers import EXAMPLES, cli_env, run_cli
 from tests.e2e.explain_sim_scene import CHECK, NS, Scene, kai_pod, scene_stack
@@ -138,3 +148,74 @@ def test_generated_kai_queues_apply_and_explain_a_pod_in_them(cluster):
             if cluster.client.get_object("scheduling.run.ai/v2", "Queue", name) is not None:
                 cluster.client.delete_object("scheduling.run.ai/v2", "Queue", name)
         api_client.close()
+
+
+# --- Kueue's visibility server, as another local user sees it -------------------------------------------------------
+NOBODY = 65534
+PENDING = "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/team-a/pendingworkloads"
+
+
+def _get(port: int, headers: dict[str, str], *, uid: Optional[int] = None, cert: Optional[tuple[str, str]] = None) -> tuple[int, str]:
+    """(status, body) of a GET of PENDING from the visibility server on 127.0.0.1:`port`, as user `uid` (a forked
+    child that setuid()s first; everything it needs is imported already) or as this one, showing `cert` if given;
+    (0, the error) when no answer came."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            context = ssl.create_default_context()
+            context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+            if cert is not None:
+                context.load_cert_chain(*cert)
+            connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+            connection.request("GET", PENDING, headers=headers)
+            response = connection.getresponse()
+            answer = [response.status, response.read().decode(errors="replace")]
+        except BaseException as exc:  # noqa: BLE001 - told to the parent
+            answer = [0, f"{type(exc).__name__}: {exc}"]
+        os.write(write_end, json.dumps(answer).encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as f:
+        status, body = json.loads(f.read() or b'[0, "no answer"]')
+    os.waitpid(pid, 0)
+    return status, body
+
+
+def _listening_on(port: int) -> set[str]:
+    """The local addresses of this network namespace's listening TCP sockets on `port`, as /proc/net/tcp{,6} write
+    them (127.0.0.1 is 0100007F)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            address, hex_port = fields[1].split(":")
+            if fields[3] == "0A" and int(hex_port, 16) == port:
+                found.add(address)
+    return found
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="acting as a second user needs root to switch users")
+def test_another_user_gets_no_queue_position_from_kueue_s_visibility_server(cluster: Scene, tmp_path: Path) -> None:
+    api_service = cluster.client.get_object("apiregistration.k8s.io/v1", "APIService", "v1beta2.visibility.kueue.x-k8s.io")
+    port = int(api_service["spec"]["service"]["port"])
+    assert _listening_on(port) == {"0100007F"}  # on 127.0.0.1 alone, not on the machine's other addresses
+    # the aggregator's headers, as a user without the API server's front-proxy certificate would forge them
+    forged = {"X-Remote-User": "testcluster-admin", "X-Remote-Group": "system:masters"}
+    for headers in ({}, forged):
+        status, body = _get(port, headers, uid=NOBODY)
+        assert status in (401, 403) and cluster.waiting not in body, (headers, status, body)
+    # the same request with the admin's certificate (the stack's own user's) is answered: the refusals above are
+    # the server's, not a server that answers no one
+    user = yaml.safe_load(Path(cluster.client.kubeconfig).read_text())["users"][0]["user"]
+    cert, key = tmp_path / "admin.crt", tmp_path / "admin.key"
+    for path, field in ((cert, "client-certificate-data"), (key, "client-key-data")):
+        path.write_bytes(base64.b64decode(user[field]))
+        path.chmod(0o600)
+    status, body = _get(port, {}, cert=(str(cert), str(key)))
+    assert status == 200 and cluster.waiting in body, (status, body)
