@@ -64,7 +64,7 @@ from testcluster.netjail import Relay, jail_argv, unix_connect, unix_listener
 from testcluster.pki import CertPair, Pki
 from testcluster.processes import Process, StartError, free_port, http_ok, stop_all, wait_until
 from testcluster.programs import Program, ensure_built, program
-from testcluster.sources import crd_files, module_dir, required_version, yaml_documents
+from testcluster.sources import CRDS_ONLY, release_crds
 from testcluster.ray_head import RAY_HEAD_PROCESS, RayHead, end_all_but_the_gcs, launch_ray_head, wait_for_ray_head
 
 __all__ = ["Stack", "StackOptions", "CORE", "OPERATORS", "completing_stage"]
@@ -76,11 +76,6 @@ CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "
 STOPPED_LAST = ("kube-apiserver", "etcd")
 #: The operators a stack may add (`--with`).
 OPERATORS = ("kuberay", "kueue", "karpenter", "kai")
-#: The projects whose CRDs a stack installs with no operator of theirs (`StackOptions.crds_only`): KubeRay's, KAI's, and
-#: cluster-autoscaler's ProvisioningRequest (whose presence Kueue checks as it starts: it then runs its provisioning
-#: admission check controller, cmd/kueue/main.go `ServerSupportsProvisioningRequest` at v0.17.0).
-CRDS_ONLY = ("kuberay", "kai", "autoscaler")
-AUTOSCALER_APIS = "k8s.io/autoscaler/cluster-autoscaler/apis"
 #: The name of the API server's client certificate for aggregated API servers (the one name they believe headers of).
 FRONT_PROXY_CLIENT = "front-proxy-client"
 #: The operators a stack starts unless told; the others only on request (Karpenter launches nodes for every pending pod).
@@ -274,7 +269,7 @@ class Stack:
         start_kwok(self)
         say(f"control plane ready in {time.monotonic() - started:.1f} s (Kubernetes {self.programs['kube-apiserver'].version})")
         for project in [p for p in self.options.crds_only if p not in self.options.operators]:  # before Kueue looks for them
-            self.install_crds(self._crds_of(project))
+            self.install_crds(release_crds(project, self.programs, self.options.versions))
             say(f"{project}'s CRDs installed (no operator)")
         if "kuberay" in self.options.operators:
             self._start_kuberay()
@@ -555,22 +550,9 @@ class Stack:
             api.close()
 
     # -- the operators ------------------------------------------------------------------------
-    def _crds_of(self, project: str) -> list[dict]:
-        """The CRDs of `project` (one of CRDS_ONLY) at the stack's releases: KubeRay's, KAI's, or cluster-autoscaler's
-        ProvisioningRequest at the version the stack's Kueue requires (its go.mod), as that Kueue reads it."""
-        if project == "autoscaler":
-            kueue = self.programs.get("kueue") or program("kueue", self.options.versions.get("kueue"))
-            wrapper = kueue.module_dir
-            source = module_dir(required_version(wrapper, AUTOSCALER_APIS), wrapper)
-        else:
-            owner = self.programs.get("kuberay") if project == "kuberay" else program("kai-scheduler", self.options.versions.get("kai"))
-            assert owner is not None
-            source = module_dir(owner.upstream_module(), owner.module_dir)
-        return [doc for path in crd_files(project, source) for doc in yaml_documents(path)]
-
     def _start_kuberay(self) -> None:
         kuberay = self.programs["kuberay"]
-        self.install_crds(self._crds_of("kuberay"))
+        self.install_crds(release_crds("kuberay", self.programs, self.options.versions))
         self.proxy = DashboardProxy(self._dashboard_backend()).start()
         probe, metrics = free_port(), free_port()
         kubeconfig = self.kubeconfig
