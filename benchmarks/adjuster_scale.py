@@ -1,10 +1,11 @@
 """`adjuster run` at scale: a burst of pending fractional-GPU pods on a cluster of full GPU nodes.
 
-The test API server (kubesim/server.py) holds `--nodes` 8-GPU nodes, each full (one running pod
-holding its 8 GPUs), so every pod of the burst waits. The adjuster runs as an admin runs it, `python -m
-raybridge adjuster run` in its own process against that server, and the script reports:
+A real kube-apiserver (testcluster's stack: etcd, the API server, kube-scheduler, the controller manager, kwok
+playing every node's kubelet) holds `--nodes` 8-GPU nodes, each full (one running pod holding its 8 GPUs), so
+every pod of the burst waits. The adjuster runs as an admin runs it, `python -m raybridge adjuster run` in its own
+process against that API server, and the script reports:
 
-* burst -> placeholders: the burst is in the server when the controller starts (as after a burst faster
+* burst -> placeholders: the burst is in the API server when the controller starts (as after a burst faster
   than its debounce, or a restart); from its process start to ready (the lists), and from ready to every
   placeholder of the plan created (the plan computed offline from the same pods and nodes);
 * the controller's peak memory (VmHWM of its process);
@@ -13,8 +14,10 @@ raybridge adjuster run` in its own process against that server, and the script r
   passes, from the controller's own histogram (raybridge_adjuster_reconcile_duration_seconds: the decision
   and its API calls), and the decision alone (`decide` on the final state, in this process, best of 3).
 
-No scheduler or autoscaler runs: placeholders stay pending, which is the state being measured. The API
-server shares the machine (and, in Python, is slower than a real one), so the times are upper bounds.
+No KAI scheduler and no autoscaler run: the burst's pods (KAI's scheduler's) stay pending, written as KAI leaves
+them (PodScheduled=False, Unschedulable), and kube-scheduler finds no room for the placeholders, which is the
+state being measured. The stack's programs share the machine with the controller, so the times are upper bounds.
+It needs the test cluster's programs (Go and the Go module proxy, or the built binaries in testcluster's cache).
 
     python benchmarks/adjuster_scale.py [--pods 10000] [--nodes 2000] [--changes 20] [--json out.json]
 """
@@ -26,7 +29,6 @@ import json
 import random
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from datetime import datetime, timedelta, timezone
@@ -41,9 +43,8 @@ from raybridge.adjuster.decision.scale_adjuster import decide  # noqa: E402
 from raybridge.adjuster.decision.settings import RunSettings  # noqa: E402
 from raybridge.adjuster.decision.plan import plan_placeholders  # noqa: E402
 from raybridge.adjuster.decision.demand import AdjusterSettings, ClusterSnapshot  # noqa: E402
-from tests.cluster_state import make_gpu_node  # noqa: E402
+from tests.builders import h100_node  # noqa: E402
 from tests.helpers import free_port  # noqa: E402
-from kubesim.server import KubeApiServer  # noqa: E402
 from kubesim.sim_gpu import fraction_pod  # noqa: E402
 
 WORK = "work"
@@ -85,33 +86,51 @@ def _peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _full_pod(i: int) -> dict[str, Any]:
+    """The running pod that holds node gpu-`i`'s 8 GPUs (bound: kwok runs it)."""
+    requests = {"nvidia.com/gpu": "8"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"full-{i}", "namespace": WORK},
+            "spec": {"nodeName": f"gpu-{i}", "containers": [{"name": "c", "image": "busybox", "resources": {"requests": requests, "limits": requests}}]}}  # fmt: skip
+
+
 def run(pods: int, nodes: int, changes: int, timeout: float) -> dict[str, Any]:
+    from testcluster.client import ClusterClient
+    from testcluster.stack import Stack, StackOptions
+
     rng = random.Random(16)
     since = datetime.now(timezone.utc) - timedelta(seconds=60)
-    with KubeApiServer() as server, tempfile.TemporaryDirectory() as tmp:
-        for name in (WORK, consts.DEFAULT_NAMESPACE):
-            server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-        server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                              "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS}, "value": -1, "preemptionPolicy": "Never"})
+    started_stack = time.monotonic()
+    with Stack(StackOptions(operators=(), nodes=[h100_node(f"gpu-{i}", 8) for i in range(nodes)], progress=_say)) as stack:
+        _say(f"stack with {nodes} nodes ready in {time.monotonic() - started_stack:.0f} s")
+        client = ClusterClient(stack.kubeconfig)
+        stack.apply([
+            *({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}} for name in (WORK, consts.DEFAULT_NAMESPACE)),
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS},
+             "value": -1, "preemptionPolicy": "Never"},
+        ])  # fmt: skip
+        _wait(lambda: client.get_object("v1", "ServiceAccount", "default", WORK) is not None, 60, f"namespace {WORK}'s ServiceAccount")
         for i in range(nodes):
-            make_gpu_node(server, f"gpu-{i}", gpus=8)
-            server.create_object({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"full-{i}", "namespace": WORK},
-                                  "spec": {"nodeName": f"gpu-{i}", "containers": [{"name": "c", "image": "busybox", "resources": {
-                                      "requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]},
-                                  "status": {"phase": "Running"}})
+            client.create_object(_full_pod(i))
+
+        def running() -> int:
+            return sum(1 for p in client.list_objects("v1", "Pod", WORK) if (p.get("status") or {}).get("phase") == "Running")
+
+        _wait(lambda: running() >= nodes, timeout, f"kwok to run the {nodes} pods that fill the nodes")
         burst = [_pending_pod(f"p-{i}", rng.choice(FRACTIONS), since) for i in range(pods)]
         settings = AdjusterSettings(grace_period_seconds=0.0, node_gpus=8)
-        expected = len(plan_placeholders([*burst, *server.list_objects("v1", "Pod", WORK)], server.list_objects("v1", "Node"),
+        expected = len(plan_placeholders([*burst, *client.list_objects("v1", "Pod", WORK)], client.list_objects("v1", "Node"),
                                          settings, datetime.now(timezone.utc)).placeholders)
         first = time.monotonic()
         for pod in burst:
-            server.create_object(pod)
+            client.create_object(pod)  # and its status, through the status subresource
         burst_seconds = time.monotonic() - first
-        kubeconfig = Path(tmp) / "kubeconfig"
-        server.write_kubeconfig(kubeconfig)
         port = free_port()
         started = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-c", _SLIM, "adjuster", "run", "--kubeconfig", str(kubeconfig), "--grace-period", "0",
+        proc = subprocess.Popen([sys.executable, "-c", _SLIM, "adjuster", "run", "--kubeconfig", str(stack.kubeconfig), "--grace-period", "0",
                                  "--node-gpus", "8", "--leader-election", "false", "--metrics-port", str(port)],
                                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
@@ -119,7 +138,7 @@ def run(pods: int, nodes: int, changes: int, timeout: float) -> dict[str, Any]:
             ready = time.monotonic()
 
             def created() -> int:
-                return len(server.list_objects("v1", "Pod", consts.DEFAULT_NAMESPACE, label_selector=consts.PLACEHOLDER_SELECTOR))
+                return len(client.list_objects("v1", "Pod", consts.DEFAULT_NAMESPACE, label_selector=consts.PLACEHOLDER_SELECTOR))
 
             _wait(lambda: created() >= expected, timeout, f"{expected} placeholders")
             done = time.monotonic()
@@ -127,7 +146,7 @@ def run(pods: int, nodes: int, changes: int, timeout: float) -> dict[str, Any]:
             for i in range(changes):
                 count = _metric(port, "raybridge_adjuster_reconcile_duration_seconds_count")
                 total = _metric(port, "raybridge_adjuster_reconcile_duration_seconds_sum")
-                server.create_object(_pending_pod(f"change-{i}", rng.choice(FRACTIONS), since))
+                client.create_object(_pending_pod(f"change-{i}", rng.choice(FRACTIONS), since))
                 _wait(lambda: _metric(port, "raybridge_adjuster_reconcile_duration_seconds_count") > count, 600, "a reconcile")
                 new_count = _metric(port, "raybridge_adjuster_reconcile_duration_seconds_count")
                 passes.append((_metric(port, "raybridge_adjuster_reconcile_duration_seconds_sum") - total) / (new_count - count))
@@ -136,7 +155,8 @@ def run(pods: int, nodes: int, changes: int, timeout: float) -> dict[str, Any]:
             proc.terminate()
             proc.wait(60)
         # The decision alone (no API calls), on the final state: what each pass computes before it acts.
-        all_pods, all_nodes = server.list_objects("v1", "Pod"), server.list_objects("v1", "Node")
+        all_pods, all_nodes = client.list_objects("v1", "Pod"), client.list_objects("v1", "Node")
+        client.close()
         decisions = []
         for _ in range(3):
             tick = time.perf_counter()
@@ -144,7 +164,7 @@ def run(pods: int, nodes: int, changes: int, timeout: float) -> dict[str, Any]:
             decisions.append(time.perf_counter() - tick)
     return {
         "pods": pods, "nodes": nodes, "placeholders": expected,
-        "burst_created_in_test_server_seconds": round(burst_seconds, 1),
+        "burst_created_seconds": round(burst_seconds, 1),
         "start_to_ready_seconds": round(ready - started, 1),
         "ready_to_placeholders_seconds": round(done - ready, 1),
         "controller_peak_rss_mib": round(peak, 1),

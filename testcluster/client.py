@@ -119,7 +119,7 @@ class ClusterClient:
         try:
             return self._dynamic.resources.get(api_version=api_version, kind=kind)
         except ResourceNotFoundError:
-            self._dynamic.invalidate_cache()  # a CRD installed since discovery was read
+            self._dynamic.resources.invalidate_cache()  # a CRD installed since discovery was read
             return self._dynamic.resources.get(api_version=api_version, kind=kind)
 
     @staticmethod

@@ -18,7 +18,7 @@ What it does (`start(stack)`, called by `Stack._start` when `"karpenter"` is in 
 How its nodes come up: for a NodeClaim, Karpenter's kwok cloud provider creates the Node itself
 (`CloudProvider.Create`/`toNode`, kwok/cloudprovider/cloudprovider.go): annotation and label
 `kwok.x-k8s.io/node: fake`, providerID `kwok://NAME`, the `karpenter.sh/unregistered` taint, allocatable from
-the instance type, no conditions or addresses. The stack's kwok manages every node (`--manage-all-nodes`), so its
+the instance type, no conditions or addresses. The stack's kwok manages every node without kwok.NO_KUBELET_LABEL, so its
 node-initialize stage gives the Node the stack's InternalIP (127.0.0.1), kwok's kubelet port and Ready, and its
 heartbeat stage keeps the lease; Karpenter then registers the NodeClaim (removes the taint) and initializes it.
 

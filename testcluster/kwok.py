@@ -1,6 +1,7 @@
 """kwok in a test cluster: every node's kubelet, in a network namespace of its own behind the kubelet gate.
 
-Why: kwok (sigs.k8s.io/kwok v0.8.0) plays every node of the stack: it makes nodes Ready, keeps their leases,
+Why: kwok (sigs.k8s.io/kwok v0.8.0) plays every node of the stack (but those labelled NO_KUBELET_LABEL, which have
+no kubelet at all): it makes nodes Ready, keeps their leases,
 runs pods through their phases (its Stages), and answers the API server's kubelet requests: logs, and the
 port-forward of a head pod's dashboard port to the Ray head every head pod stands for (a ClusterPortForward).
 Its server checks no client (pkg/kwok/server/server.go `Run`: TLS without client certificates and plain HTTP on
@@ -39,7 +40,7 @@ from testcluster.sources import module_dir, yaml_documents
 if TYPE_CHECKING:
     from testcluster.stack import Stack
 
-__all__ = ["KWOK_SERVER_PORT", "RAY_DASHBOARD_PORT", "HeadPodWatch", "start_kwok"]
+__all__ = ["KWOK_SERVER_PORT", "NO_KUBELET_LABEL", "RAY_DASHBOARD_PORT", "HeadPodWatch", "start_kwok"]
 
 #: kwok's server and the Ray dashboard, as seen inside kwok's network namespace (no other process shares its ports).
 KWOK_SERVER_PORT = 10250
@@ -49,6 +50,10 @@ KUBELET_CLIENT = "kube-apiserver-kubelet-client"
 #: The pods whose port-forwards are followed to their end: KubeRay's head pods (ray-operator/controllers/ray/utils/
 #: constant.go RayNodeTypeLabelKey, value "head"), the only ones the tests port-forward to.
 HEAD_POD_SELECTOR = "ray.io/node-type=head"
+#: A node with this label has no kubelet: kwok manages every other node (`--manage-nodes-with-label-selector=!KEY`), and
+#: leaves this one as a test writes it (a node whose kubelet reports NotReady, or has stopped: the node lifecycle
+#: controller then marks and taints it, as on any cluster).
+NO_KUBELET_LABEL = "testcluster.raybridge.dev/no-kubelet"
 #: Each watch request's bound, and the longest wait before watching again after an error.
 WATCH_SECONDS = 60
 WATCH_BACKOFF_MAX_SECONDS = 5.0
@@ -204,7 +209,7 @@ def start_kwok(stack: "Stack") -> None:
         stack.install_crds(list(yaml_documents(crd)))
     argv = [
         str(stack.binaries["kwok"]), f"--kubeconfig={stack.kubeconfig}", f"--config={kwok_config(stack)}",
-        "--manage-all-nodes=true", "--node-ip=127.0.0.1", f"--node-port={stack.kubelet_gate.port}",
+        f"--manage-nodes-with-label-selector=!{NO_KUBELET_LABEL}", "--node-ip=127.0.0.1", f"--node-port={stack.kubelet_gate.port}",
         f"--server-address=127.0.0.1:{KWOK_SERVER_PORT}", f"--cidr={stack.pod_cidr}", "--node-lease-duration-seconds=40",
     ]  # fmt: skip
     door = stack.head_door.unix_path if stack.head_door is not None else None

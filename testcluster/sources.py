@@ -25,8 +25,8 @@ import yaml
 
 from testcluster.processes import StartError
 
-__all__ = ["CRD_FOLDERS", "ModuleNotCached", "cached_module_dir", "crd_files", "module_cache", "module_dir",
-           "required_version", "yaml_documents"]  # fmt: skip
+__all__ = ["CRDS_ONLY", "CRD_FOLDERS", "ModuleNotCached", "cached_module_dir", "crd_files", "module_cache", "module_dir",
+           "release_crds", "required_version", "yaml_documents"]  # fmt: skip
 
 #: The folders of a release's Go module that hold its CustomResourceDefinitions, per upstream project (what the
 #: stack installs and kubesim validates against). KubeRay: ray-operator/config/crd/bases; Kueue:
@@ -40,6 +40,13 @@ CRD_FOLDERS: dict[str, tuple[str, ...]] = {
     "karpenter": ("kwok/charts/crds", "kwok/apis/crds"),
     "autoscaler": ("config/crd",),
 }
+
+
+#: The projects whose CRDs a stack installs with no operator of theirs (`StackOptions.crds_only`): KubeRay's, KAI's, and
+#: cluster-autoscaler's ProvisioningRequest (whose presence Kueue checks as it starts: it then runs its provisioning
+#: admission check controller, cmd/kueue/main.go `ServerSupportsProvisioningRequest` at v0.17.0).
+CRDS_ONLY = ("kuberay", "kai", "autoscaler")
+AUTOSCALER_APIS = "k8s.io/autoscaler/cluster-autoscaler/apis"
 
 
 class ModuleNotCached(LookupError):
@@ -118,3 +125,21 @@ def crd_files(project: str, source: Path) -> list[Path]:
 def yaml_documents(path: Path) -> list[dict]:
     """The non-empty documents of a YAML file."""
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def release_crds(project: str, programs: dict, versions: dict[str, str]) -> list[dict]:
+    """The CRD documents of `project` (one of CRDS_ONLY) at a stack's releases: `programs` the stack's (by name), else
+    the release `versions` names, else the default. cluster-autoscaler's ProvisioningRequest comes at the version the
+    stack's Kueue requires (its go.mod), as that Kueue reads it. Downloaded through `module_dir` where missing."""
+    from testcluster.programs import program
+
+    if project == "autoscaler":
+        wrapper = (programs.get("kueue") or program("kueue", versions.get("kueue"))).module_dir
+        source = module_dir(required_version(wrapper, AUTOSCALER_APIS), wrapper)
+    else:
+        if project == "kuberay":
+            owner = programs.get("kuberay") or program("kuberay", versions.get("kuberay"))
+        else:  # KAI's CRDs are in the module every KAI program is built from
+            owner = program("kai-scheduler", versions.get("kai"))
+        source = module_dir(owner.upstream_module(), owner.module_dir)
+    return [doc for path in crd_files(project, source) for doc in yaml_documents(path)]

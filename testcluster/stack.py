@@ -29,10 +29,11 @@ How the parts reach each other without leaving loopback, and keep out every othe
 - Kueue's webhooks are called by `url: https://127.0.0.1:PORT/...` with the stack's CA,
   as Kueue's envtest does (`updateClientConfig` in its pkg/util/testing envtest).
 
+- The aggregation layer is on (the front-proxy flags, as kubeadm sets them): Kueue's visibility API, when a stack
+  turns on its VisibilityOnDemand gate, is an APIService whose Service is an ExternalName for 127.0.0.1 (kueue.py).
+
 What this does not do: no kubelet, no container runtime, no kube-proxy or DNS (nothing
-in the stack resolves a Service), no aggregated API servers (Kueue's visibility API is
-off: its server reads certificates from a fixed `/visibility` and is reached only
-through a Service's endpoints), no leader election (one replica of each), nothing that keeps out
+in the stack resolves a Service), no leader election (one replica of each), nothing that keeps out
 the stack's own user (who holds its keys anyway).
 """
 
@@ -63,7 +64,7 @@ from testcluster.netjail import Relay, jail_argv, unix_connect, unix_listener
 from testcluster.pki import CertPair, Pki
 from testcluster.processes import Process, StartError, free_port, http_ok, stop_all, wait_until
 from testcluster.programs import Program, ensure_built, program
-from testcluster.sources import crd_files, module_dir, yaml_documents
+from testcluster.sources import CRDS_ONLY, release_crds
 from testcluster.ray_head import RAY_HEAD_PROCESS, RayHead, end_all_but_the_gcs, launch_ray_head, wait_for_ray_head
 
 __all__ = ["Stack", "StackOptions", "CORE", "OPERATORS", "completing_stage"]
@@ -75,6 +76,8 @@ CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "
 STOPPED_LAST = ("kube-apiserver", "etcd")
 #: The operators a stack may add (`--with`).
 OPERATORS = ("kuberay", "kueue", "karpenter", "kai")
+#: The name of the API server's client certificate for aggregated API servers (the one name they believe headers of).
+FRONT_PROXY_CLIENT = "front-proxy-client"
 #: The operators a stack starts unless told; the others only on request (Karpenter launches nodes for every pending pod).
 DEFAULT_OPERATORS = ("kuberay", "kueue")
 #: Ranges for pod and Service IPs (RFC 5737 documentation ranges, RFC 2544's benchmarking range): data only,
@@ -123,8 +126,9 @@ class StackOptions:
     #: KubeRay talks to the API server through a fault proxy of its own (`Stack.kuberay_faults`): an operator whose
     #: requests a test slows or refuses, the real one (its status write of one RayJob 2 s late, say).
     kuberay_through_fault_proxy: bool = False
-    #: Projects whose CRDs are installed with no operator of theirs running (("kuberay",): a MultiKueue manager, where
-    #: Kueue copies each RayJob to a worker cluster and nothing runs it here), before the operators start.
+    #: Projects (of CRDS_ONLY) whose CRDs are installed with no operator of theirs running, before the operators start:
+    #: ("kuberay",) for a MultiKueue manager, where Kueue copies each RayJob to a worker cluster and nothing runs it
+    #: here; ("kai", "autoscaler") for objects a test writes as KAI or the cluster autoscaler would have left them.
     crds_only: tuple[str, ...] = ()
     progress: Callable[[str], None] = lambda line: None
 
@@ -239,8 +243,8 @@ class Stack:
 
     def _start(self) -> None:
         say = self.options.progress
-        if set(self.options.crds_only) - {"kuberay"}:
-            raise StartError(f"crds_only: only KubeRay's CRDs are installed without their operator, not {', '.join(sorted(set(self.options.crds_only) - {'kuberay'}))}")
+        if set(self.options.crds_only) - set(CRDS_ONLY):
+            raise StartError(f"crds_only: the CRDs installed without an operator are {', '.join(CRDS_ONLY)}'s, not {', '.join(sorted(set(self.options.crds_only) - set(CRDS_ONLY)))}")
         wanted = list(CORE) + [name for name in OPERATORS if name in (*self.options.operators, *self.options.crds_only) and name != "kai"]
         self.programs = {name: program(name, self.options.versions.get(name)) for name in wanted}
         if "kai" in self.options.operators:  # KAI is several programs (kai.py)
@@ -264,9 +268,9 @@ class Stack:
 
         start_kwok(self)
         say(f"control plane ready in {time.monotonic() - started:.1f} s (Kubernetes {self.programs['kube-apiserver'].version})")
-        if "kuberay" in self.options.crds_only and "kuberay" not in self.options.operators:
-            self._install_kuberay_crds()
-            say(f"KubeRay {self.programs['kuberay'].version}'s CRDs installed (no operator)")
+        for project in [p for p in self.options.crds_only if p not in self.options.operators]:  # before Kueue looks for them
+            self.install_crds(release_crds(project, self.programs, self.options.versions))
+            say(f"{project}'s CRDs installed (no operator)")
         if "kuberay" in self.options.operators:
             self._start_kuberay()
             say(f"KubeRay {self.programs['kuberay'].version} ready")
@@ -409,6 +413,7 @@ class Stack:
         serving = pki.serving("apiserver", ("127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"))
         self._admin = pki.client("admin", "testcluster-admin", ("system:masters",))
         kubelet_client = pki.client("apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",))
+        front_proxy = pki.client("front-proxy-client", FRONT_PROXY_CLIENT)
         sa_key, sa_pub = pki.service_account_keys()
         self.api_port = free_port()
         argv = [
@@ -423,6 +428,12 @@ class Stack:
             "--kubelet-preferred-address-types=InternalIP",
             f"--kubelet-client-certificate={kubelet_client.cert}", f"--kubelet-client-key={kubelet_client.key}",
             f"--kubelet-certificate-authority={pki.ca_file}",
+            # The aggregation layer, as kubeadm sets it: an APIService's server (kueue.py) believes the X-Remote-* user
+            # of this CA's FRONT_PROXY_CLIENT (read from kube-system/extension-apiserver-authentication).
+            f"--requestheader-client-ca-file={pki.ca_file}", f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={front_proxy.cert}", f"--proxy-client-key-file={front_proxy.key}",
             "--profiling=false", "--v=1",
         ]  # fmt: skip
         self._sa_key = sa_key
@@ -539,14 +550,9 @@ class Stack:
             api.close()
 
     # -- the operators ------------------------------------------------------------------------
-    def _install_kuberay_crds(self) -> None:
-        kuberay = self.programs["kuberay"]
-        source = module_dir(kuberay.upstream_module(), kuberay.module_dir)
-        self.install_crds([doc for path in crd_files("kuberay", source) for doc in yaml_documents(path)])
-
     def _start_kuberay(self) -> None:
         kuberay = self.programs["kuberay"]
-        self._install_kuberay_crds()
+        self.install_crds(release_crds("kuberay", self.programs, self.options.versions))
         self.proxy = DashboardProxy(self._dashboard_backend()).start()
         probe, metrics = free_port(), free_port()
         kubeconfig = self.kubeconfig

@@ -2,19 +2,18 @@
 
 - `explain_scene`: the real cluster's Kueue scene (tests/e2e/explain_scene.py), for test_explain.py and
   test_svg_pictures.py.
-- `explain_sim_cluster`: a test API server holding the simulated Kueue and KAI objects
-  (tests/e2e/explain_sim_scene.py), for test_explain_sim.py and test_svg_pictures.py.
 - `head`: the session's shared Ray head's Job API, every run a test tracked ended after it as a head pod's end would
   end it, for test_kube_eviction.py and test_kube_token_auth.py.
 - `submitters`: KubeRay's submitter pods played on a real cluster while a test runs (tests/e2e/submitter_stand_in.py),
   for every module whose jobs are queued with `submit --no-wait` (K8sJobMode).
 
-Both are module-scoped, as they were when each of those modules held its own copy: every module that asks gets its
-own, set up once for that module's tests (its own namespace and cluster-scoped names on the session's real
-cluster; its own server), and none is an xdist_group's, so where `--dist loadgroup` deals a module's tests to
-several workers each sets up its own, as before.
+`explain_scene` is module-scoped, as it was when each of those modules held its own copy: every module that asks gets
+its own, set up once for that module's tests (its own namespace and cluster-scoped names on the session's real
+cluster), and it is no xdist_group's, so where `--dist loadgroup` deals a module's tests to several workers each
+sets up its own, as before.
 What this deliberately does not do: hold fixtures that one module alone uses, or the helpers the tests call
-(explain_scene.py and explain_sim_scene.py are plain modules, imported by the tests).
+(explain_scene.py and explain_sim_scene.py are plain modules, imported by the tests; explain_sim_scene.py's
+`scene_stack` starts a stack per module, so each of its two modules holds its own fixture).
 """
 
 from __future__ import annotations
@@ -24,12 +23,9 @@ from typing import Any, Iterator
 import pytest
 
 from tests.builders import rayjob_manifest
-from tests.cluster_state import make_gpu_node
 from tests.waits import wait_for
-from kubesim.server import KubeApiServer
 from tests.e2e import explain_scene as real
 from tests.e2e.shared_head import HeadJobs
-from tests.e2e import explain_sim_scene as sim
 
 
 @pytest.fixture(scope="module")
@@ -80,36 +76,6 @@ def submitters(ray_head: Any) -> Iterator[Any]:
     yield start
     for stand_in in started:
         stand_in.stop()
-
-
-@pytest.fixture(scope="module")
-def explain_sim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, str]]:
-    """(the server, its kubeconfig path): a test API server of this module's own holding explain_sim_scene.py's
-    objects, Kueue's visibility API answered for LocalQueue team-a; fails the module if the server hit an
-    internal error."""
-    server = KubeApiServer().start()
-    kubeconfig = server.write_kubeconfig(tmp_path_factory.mktemp("explain") / "config")
-    make_gpu_node(server, "h100-0", gpus=8, product=sim.H100)
-    make_gpu_node(server, "a100-0", gpus=4, product=sim.A100, memory_mib=40960)
-    server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": sim.NS}})
-    for obj in sim.kueue_objects():
-        server.create_object(obj)
-    for job, name, status in (("train", sim.WAITING, sim.WAITING_STATUS), ("booked", sim.BOOKED, sim.BOOKED_STATUS)):
-        rayjob = server.create_object(rayjob_manifest(job, namespace=sim.NS, queue="team-a", workers=2, gpus_per_worker=4))
-        server.create_object(sim.workload(name, rayjob, status))
-    server.create_object(sim.provisioning_request(server.get_object(sim.KUEUE, "Workload", sim.BOOKED, sim.NS)))
-    server.add_handler("GET", r"^/apis/visibility\.kueue\.x-k8s\.io/(v1beta1|v1beta2)/namespaces/ml/localqueues/team-a/pendingworkloads/?$", sim.pending_workloads)
-    # KAI: capacity 12 GPUs; team-a (quota 4) runs 6 and wants 6 more, team-b (quota 8) runs 2 and wants 6 more
-    for queue in (sim.kai_queue("research", 12), sim.kai_queue("team-a", 4, "research"), sim.kai_queue("team-b", 8, "research")):
-        server.create_object(queue)
-    server.create_object(sim.POD_GROUP)
-    sim.kai_pod(server, "a-run", "team-a", 6, node="h100-0")
-    sim.kai_pod(server, "b-run", "team-b", 2, node="a100-0")
-    sim.kai_pod(server, "b-wait", "team-b", 6)
-    sim.kai_pod(server, "notebook-0", "team-a", 6, pod_group="pg-notebook")
-    yield server, str(kubeconfig)
-    server.stop()
-    assert server.internal_errors == [], server.internal_errors
 
 
 @pytest.fixture

@@ -1,4 +1,9 @@
-"""`adjuster plan` as a user runs it: files and flags in, the plan and the exit status out."""
+"""`adjuster plan` as a user runs it: files and flags in, the plan and the exit status out.
+
+All offline but one test, which applies `--manifests`' objects to a real API server of this module's own
+(testcluster, no operators, with cluster-autoscaler's ProvisioningRequest CRD). What it does not do: run the
+adjuster's controller (tests/e2e/test_adjuster_*.py do).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 import yaml
@@ -166,12 +172,33 @@ def test_adjuster_plan_imports_neither_ray_nor_kubernetes():
     assert out.stdout.strip() == "0 []", out.stdout + out.stderr
 
 
-@pytest.mark.slow  # a simulated API server and a controller pass per mode: about 10 s each
-@pytest.mark.parametrize("mode", ["placeholder", "provisioning-request"])
-def test_plan_manifests_are_what_run_creates_and_a_server_accepts_them(mode):
-    """`--manifests`: the objects of `adjuster run`'s first pass, applied as they are to an API server."""
+@pytest.fixture(scope="module")
+def api_server() -> Iterator[Any]:
+    """A real API server of this module's own (no operators) with cluster-autoscaler's ProvisioningRequest CRD, the
+    adjuster's namespace and the placeholders' PriorityClass."""
     from raybridge.adjuster.decision import consts
-    from kubesim.server import KubeApiServer
+    from testcluster.pytest_plugin import own_cluster
+    from testcluster.stack import StackOptions
+
+    with own_cluster(StackOptions(operators=(), crds_only=("autoscaler",))) as stack:
+        stack.apply([
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": consts.DEFAULT_NAMESPACE}},
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS},
+             "value": -1, "preemptionPolicy": "Never"},
+        ])  # fmt: skip
+        yield stack
+
+
+@pytest.mark.slow  # a real API server, started once for both modes
+@pytest.mark.xdist_group("cli-adjuster-api-server")  # one stack for both modes
+@pytest.mark.parametrize("mode", ["placeholder", "provisioning-request"])
+def test_plan_manifests_are_what_run_creates_and_a_server_accepts_them(mode, api_server):
+    """`--manifests`: the objects of `adjuster run`'s first pass, applied as they are to a real API server, as
+    `kubectl apply --dry-run=server` sends them (strict field validation: an unknown field is refused, not dropped)."""
+    from kubernetes import dynamic
+    from kubernetes.dynamic.exceptions import BadRequestError
+
+    from raybridge.adjuster.decision import consts
 
     out = run_cli("adjuster", "plan", "--pods", PODS, "--nodes", NODES, *NOW, "--manifests", "--mode", mode, "-o", "yaml")
     assert out.returncode == 0, out.stderr
@@ -186,12 +213,18 @@ def test_plan_manifests_are_what_run_creates_and_a_server_accepts_them(mode):
         assert sorted({d["kind"] for d in docs}) == ["PodTemplate", "ProvisioningRequest"]
         asked = sum(int(d["metadata"]["labels"][consts.GPUS_LABEL]) for d in docs if d["kind"] == "ProvisioningRequest")
     assert asked == plan["totalGpus"]
-    with KubeApiServer() as server:
-        server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": consts.DEFAULT_NAMESPACE}})
-        server.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                              "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS}, "value": -1, "preemptionPolicy": "Never"})
+    api = api_server.api_client()
+    try:
+        server = dynamic.DynamicClient(api)
+        strictly = [("dryRun", "All"), ("fieldValidation", "Strict")]
         for doc in docs:
-            server.create_object(doc)  # strict, as `kubectl apply --dry-run=server` validates them
+            resource = server.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+            resource.create(body=doc, namespace=doc["metadata"]["namespace"], query_params=list(strictly))
+        # the server does refuse what its schema lacks, so the creates above were checked
+        with pytest.raises(BadRequestError, match="unknown field"):
+            resource.create(body={**doc, "spec": {**doc["spec"], "noSuchField": 1}}, namespace=doc["metadata"]["namespace"], query_params=list(strictly))
+    finally:
+        api.close()
     json_out = run_cli("adjuster", "plan", "--pods", PODS, "--nodes", NODES, *NOW, "--manifests", "--mode", mode, "-o", "json")
     assert json.loads(json_out.stdout)["items"] == docs
 

@@ -19,9 +19,10 @@ ProvisioningRequest CRD, so Kueue starts no provisioning controller, and the gen
 once Kueue has reserved quota, the Workload's check Ready, as that controller does once the
 autoscaler has provisioned the nodes; everything else is Kueue's and KubeRay's own.
 
-What this does not do: a node that is not Ready cannot be had here (kwok makes every node
-Ready again); that note, and KAI's fair share (KAI is not part of the real cluster: here only
-its absence is checked), are in test_queues_kube_sim.py.
+What this does not do: a node that is not Ready (kwok makes every node of the session's cluster
+Ready; a node without a kubelet would count in every other module's capacity), and KAI's fair share
+(KAI is not part of the session's cluster: here only its absence is checked), are in
+test_queues_from_cluster.py, on a stack of its own.
 """
 
 from __future__ import annotations

@@ -1,16 +1,18 @@
 """`queues fairshare -o svg` and `explain -o svg` as a user runs them: valid SVG on stdout, input escaped, bad values exit 2.
 
-The explain cases run against the same test API server objects as
-tests/e2e/test_explain.py (a RayJob pending in Kueue, a KAI pod over its
-queue's fair share), plus a PodGroup whose scheduling message carries markup
-and a terminal escape, as a hostile or broken controller could write it.
-The scenes are tests/e2e/conftest.py's fixtures, each set up for this module on its own.
+The explain cases run against the scenes of test_explain.py (a RayJob the real Kueue leaves pending, on the
+session's cluster: tests/e2e/conftest.py's `explain_scene`) and test_explain_sim.py (a KAI pod over its queue's fair
+share, on a real API server of this module's own with KAI's CRDs: tests/e2e/explain_sim_scene.py's `scene_stack`
+without Kueue), plus a PodGroup whose scheduling message carries markup and a terminal escape, as a hostile or
+broken controller could write it. Each scene is set up for this module on its own.
+What it does not do: the Kueue part of test_explain_sim.py's scene (queue positions, ProvisioningRequests), which
+draws nothing of its own here.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import Any
+from typing import Iterator
 
 import pytest
 
@@ -18,9 +20,11 @@ from raybridge.queues.decision.queue_svg import fair_share_chart
 from raybridge.core.svg import render
 from raybridge.queues.fairshare import file_fair_share
 from tests.e2e.explain_scene import Scene
-from tests.e2e.explain_sim_scene import NOW, NS
+from tests.e2e.explain_sim_scene import NOW, NS, Scene as KaiScene, scene_stack
 from tests.helpers import EXAMPLES, cli_env, run_cli
 from tests.pictures import check_bars, keep, rasterise
+
+pytestmark = pytest.mark.xdist_group("svg-pictures")  # one KAI stack for the module's tests
 
 SVG = "{http://www.w3.org/2000/svg}"
 POOL_A = str(EXAMPLES / "queues" / "node-pool-a.yaml")
@@ -69,16 +73,20 @@ def scene(explain_scene: Scene) -> Scene:
 
 
 @pytest.fixture(scope="module")
-def cluster(explain_sim_cluster: tuple[Any, str]) -> tuple[Any, str]:
-    """test_explain_sim.py's simulated objects on a server of this module's own (tests/e2e/conftest.py
-    `explain_sim_cluster`)."""
+def explain_sim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KaiScene]:
+    """test_explain_sim.py's KAI objects on a stack of this module's own (no Kueue: nothing here draws its part)."""
+    with scene_stack(tmp_path_factory.mktemp("explain"), kueue=False) as scene:
+        yield scene
+
+
+@pytest.fixture(scope="module")
+def cluster(explain_sim_cluster: KaiScene) -> KaiScene:
     return explain_sim_cluster
 
 
 @pytest.fixture(scope="module")
 def hostile_pod_group(cluster):
-    server, _ = cluster
-    server.create_object({
+    cluster.client.create_object({
         "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "pg-hostile", "namespace": NS},
         "spec": {"minMember": 1, "queue": "team-b"},
         "status": {"phase": "Pending", "schedulingConditions": [
@@ -89,7 +97,7 @@ def hostile_pod_group(cluster):
 
 
 def explain_svg(cluster, name):
-    return run_cli("explain", name, "-n", NS, "-o", "svg", env=cli_env(KUBECONFIG=cluster[1]))
+    return run_cli("explain", name, "-n", NS, "-o", "svg", env=cli_env(KUBECONFIG=cluster.kubeconfig))
 
 
 def highlighted_labels(svg: str) -> list[str]:
