@@ -1,16 +1,15 @@
 """Top-level pytest configuration, for tests/, kubesim/tests and testcluster/tests alike.
 
 Why it exists: the three trees share the guard against Ray state leaking from one module into
-the next (tests/ starts real Ray heads), the run order, and two plugins loaded
-only where a run needs them, so that a pure unit test runs without the kubernetes package, kubesim
+the next (tests/ starts real Ray heads), the run order, a plugin loaded only where a run needs it
+and a rule for every tree, so that a pure unit test runs without the kubernetes package, kubesim
 or testcluster imported (tests/unit/test_suite_plugins.py checks that):
 - testcluster/pytest_plugin.py (the real cluster: programs built before the workers start, one
   cluster for the session) is registered here, in every process of a run whose paths reach a tree
   that uses it (`REAL_CLUSTER_TREES`): the controlling process must have it before the workers
   start, and it collects nothing, so a conftest beside those tests would come too late.
-- kubesim/pytest_plugin.py's fixtures (the test API server, the release matrix) are kubesim's own
-  tests' alone (kubesim/tests/conftest.py); its rule that a test asking for absent CRDs skips is
-  applied here, to every tree, and only imports kubesim once a test has imported kubesim.schemas.
+- testcluster/crds_skip.py's rule, that a test asking for absent CRDs skips, is applied here, to
+  every tree; it imports nothing more once a test has imported testcluster.crd_schemas.
 What it deliberately does not do: no raybridge fixtures (tests/conftest.py has those).
 """
 
@@ -29,11 +28,11 @@ import pytest
 # (pytest_sessionstart); the processes the tests start still honour it.
 sys.dont_write_bytecode = False
 
-from kubesim.crds_skip import pytest_runtest_call, pytest_runtest_setup  # noqa: F401 - hooks, registered by name
+from testcluster.crds_skip import pytest_runtest_call, pytest_runtest_setup  # noqa: F401 - hooks, registered by name
 
 ROOT = Path(__file__).resolve().parent
 #: The test trees that use the real test cluster (`real_cluster`; testcluster/pytest_plugin.py).
-REAL_CLUSTER_TREES = ("tests/e2e", "testcluster/tests")
+REAL_CLUSTER_TREES = ("tests/e2e", "testcluster/tests", "kubesim/tests")
 REAL_CLUSTER_PLUGIN = "testcluster.pytest_plugin"
 
 

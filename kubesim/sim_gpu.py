@@ -1,60 +1,43 @@
-"""A simulated cluster for the node-scale-adjuster's tests: KAI's scheduler and binder, kube-scheduler, kubelet, an autoscaler.
+"""KAI's scheduler and binder past v0.12, and a cluster-autoscaler, simulated for the node-scale-adjuster's tests.
 
-`GpuSim` runs one thread against a `KubeApiServer`; each step, in order:
+Why simulated: cluster-autoscaler cannot be built here (the module proxy refuses it, by tag and by commit), nor KAI
+past v0.12 (not served); the real KAI v0.12 runs in testcluster (tests/e2e/test_adjuster_real.py). `GpuSim` runs
+them as clients of the real kube-apiserver (real_api.py), beside the real kube-scheduler, which binds every
+default-scheduler pod (the placeholders, whole-GPU pods), and kwok, which runs every bound pod (a placeholder's
+`true` exits by a kwok Stage). One thread; each step, in order:
 
-1. The autoscaler's nodes that are due register (sim_autoscaler.py's
-   cluster-autoscaler; Karpenter is not simulated: the real one runs in
-   testcluster, tests/e2e/test_adjuster_real.py).
-2. The kubelet's part: a bound pod turns Running (with `PodScheduled=True`,
-   kubernetes@v1.33.0 pkg/kubelet/kubelet_pods.go generateAPIPodStatus, which
-   adds it for every pod it runs); a pod whose container runs `true` (the adjuster's
-   placeholders) turns Succeeded, which frees its node's resources.
-3. KAI's binder cleans up (kai-scheduler@v0.13.0
-   pkg/binder/binding/resourcereservation/resource_reservation.go,
-   syncForPods): a reservation pod whose GPU group no Pending or Running pod
-   carries any more is deleted.
-4. The schedulers: kube-scheduler first, then a session of KAI's (kube-scheduler
-   is event-driven and binds a pending pod to a node that just came within
-   milliseconds; KAI's runs a session every `--schedule-period`, 1 s):
-   * KAI's (pods for `kai-scheduler` with `gpu-fraction` / `gpu-memory`,
-     `gpu-fraction-num-devices`): nodes that pass sim_nodes.py's filters
-     (selector, required affinity, taints, the pod's CPU and memory); a
-     share goes on a shared GPU of the node with room (its GPU group), or on
-     a free whole GPU, best fit (least room left), distinct GPUs for a
-     multi-device pod. A share on a free GPU needs the binder to reserve it:
-     a reservation pod `gpu-reservation-<node>-<5 chars>` in
-     `kai-resource-reservation`, labels `app: kai-resource-reservation` and
-     `runai-gpu-group: <group>`, annotation `karpenter.sh/do-not-disrupt:
-     "true"`, `nodeName` set, requesting one whole `nvidia.com/gpu`
-     (createGPUReservationPod, createResourceReservationPod). The binder
-     creates none while any pod of KAI's scaling namespace (`kai-scale-adjust`)
-     has a `PodScheduled` condition that is not True (isScalingUp): such a
-     pod is not bound this step. The bound pod gets `runai-gpu-group: <group>`
-     (one GPU) or `runai-gpu-group/<group>: <group>` per GPU (updatePodGPUGroup).
-     A pod that fits nowhere gets `PodScheduled=False/Unschedulable` as KAI
-     writes it (pkg/scheduler/cache/status_updater/default_status_updater.go), once.
-   * kube-scheduler's (pods without a schedulerName that request whole GPUs:
-     the placeholders, KAI's scaling pods, whole-GPU workloads), highest
-     priority first, then oldest: the first node passing the filters, GPUs
-     counted as requests (NodeResourcesFit); else the same Unschedulable
-     condition. Other default-scheduler pods of the tests are left alone.
-5. The autoscaler's loop (`run_once`) over what the schedulers left.
+1. The autoscaler's nodes that are due register (sim_autoscaler.py's cluster-autoscaler: a kubelet registering
+   its Node, `register_gpu_node`).
+2. KAI's binder cleans up (kai-scheduler@v0.13.0
+   pkg/binder/binding/resourcereservation/resource_reservation.go, syncForPods): a reservation pod whose GPU group
+   no Pending or Running pod carries any more is deleted.
+3. A session of KAI's scheduler (pods for `kai-scheduler` with `gpu-fraction` / `gpu-memory`,
+   `gpu-fraction-num-devices`): nodes that pass sim_nodes.py's filters (selector, required affinity, taints, the
+   pod's CPU and memory, every pod bound there counted, whoever bound it); a share goes on a shared GPU of the
+   node with room (its GPU group), or on a free whole GPU, best fit (least room left), distinct GPUs for a
+   multi-device pod. A share on a free GPU needs the binder to reserve it: a reservation pod
+   `gpu-reservation-<node>-<5 chars>` in `kai-resource-reservation`, labels `app: kai-resource-reservation` and
+   `runai-gpu-group: <group>`, annotation `karpenter.sh/do-not-disrupt: "true"`, `nodeName` set, requesting one
+   whole `nvidia.com/gpu` (createGPUReservationPod, createResourceReservationPod). The binder creates none while
+   any pod of KAI's scaling namespace (`kai-scale-adjust`) has a `PodScheduled` condition that is not True
+   (isScalingUp): such a pod is not bound this step. The bound pod gets `runai-gpu-group: <group>` (one GPU) or
+   `runai-gpu-group/<group>: <group>` per GPU (updatePodGPUGroup), then the binding subresource. A pod that fits
+   nowhere gets `PodScheduled=False/Unschedulable` as KAI writes it
+   (pkg/scheduler/cache/status_updater/default_status_updater.go), once.
+4. The autoscaler's loop (`run_once`) over what the schedulers left.
 
-Where it is simpler than the real thing: binding writes `spec.nodeName`
-straight into the store (the test server has no pods/binding subresource),
-in one MODIFIED event with the PodScheduled=True condition, as the binding
-subresource would produce; no preemption (KAI preempts only its own pods,
-and the placeholders are not KAI's); the reservation pod's GPU index
-annotation (written by its own container) is not written; a shared pod found
-without a reservation is not deleted (the binder's deleteNonReservedPods
-repairs a state the sim never produces); KAI's session takes its pods
-oldest first (its real order is by queue fair share and priority; which KAI
-pod lands first is not what the adjuster decides on).
+Where it is simpler than the real thing: no preemption (KAI preempts only its own pods, and the placeholders are
+not KAI's); the reservation pod's GPU index annotation (written by its own container) is not written; a shared pod
+found without a reservation is not deleted (the binder's deleteNonReservedPods repairs a state the sim never
+produces); KAI's session takes its pods oldest first (its real order is by queue fair share and priority; which KAI
+pod lands first is not what the adjuster decides on); KAI and kube-scheduler race for a new node's GPUs as two
+real schedulers do, and kwok admits whatever is bound where a kubelet would refuse the loser.
+What it deliberately does not do: schedule default-scheduler pods or run pods (the real programs do), or talk to
+anything but `server`'s few methods (real_api.py).
 """
 
 from __future__ import annotations
 
-import copy
 import random
 import string
 import threading
@@ -210,9 +193,6 @@ class GpuSim:
         #: KAI's sessions do not run while this is set (a session at scale takes seconds; its binder can wait on
         #: scaling pods): what leaves a node a placeholder brought up empty for a while after it exited.
         self.kai_paused = False
-        #: The kubelet starts no container while this is set: what a real node takes to create the sandbox and pull
-        #: the image before a bound pod runs (seconds on a node that just came); a test sets it to act in that time.
-        self.kubelet_paused = False
         self._serial = 0
         self._random = random.Random(0)
         self.errors: list[str] = []
@@ -269,27 +249,12 @@ class GpuSim:
 
     def step(self) -> None:
         self.autoscaler.register_due()
-        pods = self.server.list_objects("v1", "Pod")
-        if not self._real_scheduler_and_kubelet:
-            self._kubelet(pods)
-        pods = self._binder_sync(pods)
-        node_objects = self.server.list_objects("v1", "Node")
-        nodes = self._nodes(node_objects, pods)
+        pods = self._binder_sync(self.server.list_objects("v1", "Pod"))
+        nodes = self._nodes(self.server.list_objects("v1", "Node"), pods)
         scaling_up = self._scaling_up(pods)
         pending = [p for p in pods if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
                    and p.get("status", {}).get("phase", "Pending") == "Pending"]
         pending.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["namespace"], p["metadata"]["name"]))
-        # kube-scheduler first: it is event-driven (a Node added moves the unschedulable pods back to its active
-        # queue at once, kubernetes@v1.33.0 pkg/scheduler/eventhandlers.go addNodeToCache), its queue sorted by
-        # priority, then age (framework/plugins/queuesort/priority_sort.go Less). KAI's scheduler runs a session
-        # every --schedule-period, 1 s by default (kai-scheduler@v0.13.0 cmd/scheduler/app/options/options.go),
-        # so on a node that just came, a pending default-scheduler pod is bound first.
-        default = [p for p in pending if (p["spec"].get("schedulerName") or "default-scheduler") == "default-scheduler"
-                   and int(requests_of(p["spec"]).get(GPU_KEY, 0)) > 0 and not self._real_scheduler_and_kubelet]
-        default.sort(key=lambda p: -int(p["spec"].get("priority") or 0))  # stable: age within a priority
-        for pod in default:
-            if not self._place_whole(pod, nodes):
-                self._mark_unschedulable(pod, len(nodes))
         for pod in () if self.kai_paused else pending:
             if pod["spec"].get("schedulerName") == KAI and int(requests_of(pod["spec"]).get(GPU_KEY, 0)) == 0:
                 if self._place_fraction(pod, nodes, scaling_up) is False:
@@ -422,42 +387,9 @@ class GpuSim:
                 gone.add(meta["name"])
         return [p for p in pods if not (p["metadata"]["namespace"] == RESERVATION_NAMESPACE and p["metadata"]["name"] in gone)]
 
-    def _place_whole(self, pod: dict[str, Any], nodes: list[_Node]) -> bool:
-        wanted = requests_of(pod["spec"])
-        for node in nodes:
-            if pod_fits_node(pod["spec"], node.labels, node.taints, node.allocatable, node.requested, wanted):
-                node.add(wanted)
-                self._bind(pod, node.name, {})
-                return True
-        return False
-
-    @property
-    def _real_scheduler_and_kubelet(self) -> bool:
-        """A real API server with the real kube-scheduler and kwok's kubelets (kubesim/real_api.py): they bind the
-        default scheduler's pods and run every bound pod, and binding is the API's own."""
-        return bool(getattr(self.server, "runs_kube_scheduler_and_kubelet", False))
-
     def _bind(self, pod: dict[str, Any], node: str, labels: dict[str, str]) -> None:
-        """What POST pods/<name>/binding does: nodeName and PodScheduled=True in one write (KAI's group labels with it)."""
-        if self._real_scheduler_and_kubelet:
-            self.server.bind(pod, node, labels)
-            return
-        store = self.server.store
-        resource = self.server._resource("v1", "Pod")
-        meta = pod["metadata"]
-        with store.lock:
-            current = store._bucket(resource).get((meta["namespace"], meta["name"]))
-            if current is None or current["metadata"].get("uid") != meta.get("uid") or current["spec"].get("nodeName"):
-                return
-            updated = copy.deepcopy(current)
-            updated["spec"]["nodeName"] = node
-            if labels:
-                updated["metadata"].setdefault("labels", {}).update(labels)
-            status = updated.setdefault("status", {})
-            status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-            status["conditions"].append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()})
-            store._store(resource, updated, "MODIFIED", current)
-            store.changed.notify_all()
+        """What KAI's binder does: the pod's GPU-group labels, then POST pods/<name>/binding (real_api.py)."""
+        self.server.bind(pod, node, labels)
 
     def _mark_unschedulable(self, pod: dict[str, Any], node_count: int) -> None:
         conditions = pod.get("status", {}).get("conditions") or []
@@ -475,28 +407,6 @@ class GpuSim:
             if exc.code not in (404, 409):
                 raise
 
-    def _kubelet(self, pods: list[dict[str, Any]]) -> None:
-        if self.kubelet_paused:
-            return
-        for pod in pods:
-            phase = pod.get("status", {}).get("phase", "Pending")
-            if not pod["spec"].get("nodeName") or phase != "Pending" or pod["metadata"].get("deletionTimestamp"):
-                continue
-            exits = any((c.get("command") or [""])[-1].endswith("true") for c in pod["spec"].get("containers") or [])
-            status = dict(pod.get("status") or {}, phase="Succeeded" if exits else "Running", startTime=now_rfc3339())
-            conditions = list(status.get("conditions") or [])
-            if not any(c.get("type") == "PodScheduled" and c.get("status") == "True" for c in conditions):
-                conditions = [c for c in conditions if c.get("type") != "PodScheduled"] + [
-                    {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}]
-            status["conditions"] = conditions
-            try:
-                updated = self.server.update_status({**pod, "status": status})
-                pod.clear()
-                pod.update(updated)
-            except ApiError as exc:  # changed or gone meanwhile; the next step retries
-                if exc.code not in (404, 409):
-                    raise
-
     def _add_node(self, group: NodeGroup, reason: tuple[str, ...]) -> str:
         self._serial += 1
         name = f"sim-gpu-node-{self._serial}"
@@ -505,8 +415,3 @@ class GpuSim:
         self.server.patch_object("v1", "Node", name, {"metadata": {"labels": labels}})
         self.added_nodes.append((name, reason))
         return name
-
-    # --- what tests read ---------------------------------------------------------------------
-
-    def pods_running(self, namespace: str) -> int:
-        return sum(1 for p in self.server.list_objects("v1", "Pod", namespace) if p.get("status", {}).get("phase") == "Running")

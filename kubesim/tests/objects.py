@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from kubesim.errors import ApiError
 
 RAY_API = "ray.io/v1"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -90,18 +89,3 @@ def rayjob_manifest(
     }
 
 
-def report_status(server: Any, api_version: str, kind: str, name: str, status: dict, namespace: str = "default") -> dict:
-    """Replace an object's status as its controller reports it: read, change, write, again on a conflict.
-
-    A controller whose status update conflicts reads the object again (KubeRay requeues
-    its reconcile); a test standing in for it must too, since the simulated controllers
-    (Kueue unsuspending a RayJob, say) may update the object between the read and the write.
-    """
-    for _ in range(50):
-        obj = server.get_object(api_version, kind, name, namespace)
-        try:
-            return server.update_status({**obj, "status": status})
-        except ApiError as error:
-            if error.code != 409:
-                raise
-    raise AssertionError(f"{kind} {namespace}/{name}: its status update kept conflicting")

@@ -37,7 +37,7 @@ def sim_stack(namespaces: Iterable[str]) -> Iterator[Any]:
     a pod whose service account is missing); skipped where the real cluster cannot run (testcluster/pytest_plugin.py)."""
     import yaml
 
-    from kubesim.schemas import _autoscaler_files
+    from testcluster.crd_schemas import _autoscaler_files
     from testcluster.pytest_plugin import own_cluster
     from testcluster.stack import StackOptions, completing_stage
 

@@ -56,7 +56,7 @@ ROWS = [
     ("try:\n    import benchmarks.x\nexcept ImportError:\n    pass", ["line 2: benchmarks.x"]),
     ("import importlib\nimportlib.import_module('raybridge.cli')", ["line 2: raybridge.cli"]),
     ("import pytest\npytest.importorskip('tests.helpers')", ["line 2: tests.helpers"]),
-    ("from . import server\nfrom .tests import x\nimport kubesim.server", []),
+    ("from . import sim_gpu\nfrom .tests import x\nimport kubesim.sim_gpu", []),
     ("import raybridgex\nimport testsuite", []),
 ]
 
@@ -68,7 +68,7 @@ def test_the_check_finds_imports_of_raybridge_wherever_they_stand(source: str, f
 
 def test_the_check_sees_every_module() -> None:
     names = {p.relative_to(KUBESIM).as_posix() for p in MODULES}
-    assert {"__init__.py", "server.py", "sim_kueue.py", "pytest_plugin.py", "tests/test_independence.py"} <= names
+    assert {"__init__.py", "sim_gpu.py", "sim_kueue.py", "real_api.py", "tests/test_independence.py"} <= names
 
 
 @pytest.mark.parametrize("path", MODULES, ids=[p.relative_to(KUBESIM).as_posix() for p in MODULES])

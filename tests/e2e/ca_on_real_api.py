@@ -31,7 +31,7 @@ def adjuster_crds() -> list[dict[str, Any]]:
     the newest Kueue requires, KAI's (PodGroups), Karpenter's (a NodePool whose limits it names)."""
     import yaml
 
-    from kubesim.schemas import _autoscaler_files, _kai_files
+    from testcluster.crd_schemas import _autoscaler_files, _kai_files
     from testcluster.programs import program
     from testcluster.sources import crd_files, module_dir
 

@@ -453,7 +453,7 @@ def _pod_groups_served(client: Any) -> bool:
 @contextlib.contextmanager
 def _without_the_pod_group_api(stack: Any, client: Any) -> Iterator[None]:
     """KAI's PodGroup CRD deleted until discovery no longer serves it; installed again after."""
-    from kubesim.schemas import _kai_files
+    from testcluster.crd_schemas import _kai_files
 
     crd = next(d for d in _docs(*_kai_files()) if d["metadata"]["name"] == POD_GROUP_CRD)
     client.delete_object("apiextensions.k8s.io/v1", "CustomResourceDefinition", POD_GROUP_CRD)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.helpers import EXAMPLES, cli_env, run_cli
-from kubesim.schemas import schema_errors
+from testcluster.crd_schemas import schema_errors
 
 NODES = str(EXAMPLES / "cluster" / "nodes.json")
 PODS = str(EXAMPLES / "cluster" / "pods.json")

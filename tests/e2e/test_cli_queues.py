@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.helpers import EXAMPLES, cli_env, run_cli
-from kubesim.schemas import is_crd_kind, schema_errors
+from testcluster.crd_schemas import is_crd_kind, schema_errors
 
 NODES = str(EXAMPLES / "cluster" / "nodes.json")
 POOL_A = str(EXAMPLES / "queues" / "node-pool-a.yaml")

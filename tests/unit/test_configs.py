@@ -14,7 +14,7 @@ import yaml
 from raybridge.queues.decision.configs import resource_group_problems
 from kubesim.controllers import assign_flavors, ray_podsets
 from tests.builders import gpu_node, h100_node, rayjob_manifest
-from kubesim.schemas import is_crd_kind, schema_errors
+from testcluster.crd_schemas import is_crd_kind, schema_errors
 from tests.unit.k8s_schemas import k8s_schema_errors, versions_for
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"

@@ -265,7 +265,7 @@ def test_what_the_parser_accepts_the_crd_accepts():
 
     import yaml
 
-    from kubesim.schemas import schema_errors
+    from testcluster.crd_schemas import schema_errors
 
     path = Path(__file__).resolve().parents[2] / "examples" / "queues" / "node-pool-a.yaml"
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]

@@ -29,7 +29,7 @@ from raybridge.jobs.decision.spec import build_spec
 from raybridge.jobs.creation import create_protected
 from raybridge.kube import operators
 from raybridge.kuberay.releases import pre_running_supported
-from kubesim.schemas import KUBERAY_NEWEST, schema_errors
+from testcluster.crd_schemas import KUBERAY_NEWEST, schema_errors
 from tests.unit.test_manifests import NV_4x2, PY
 
 WHERE = "(Deployment kuberay-system/kuberay-operator)"

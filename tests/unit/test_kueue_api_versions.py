@@ -2,7 +2,7 @@
 
 Why this module exists: the served releases (v0.13.10, v0.17.0, v0.19.2) run for real in test_release_matrix.py;
 v0.15.8 (the first minor with v1beta2) is read from its sources only. The CRDs (the Go module cache for the releases
-the test cluster builds, ../shared/crds for v0.15.8: kubesim/schemas.py) say which versions the API server serves;
+the test cluster builds, ../shared/crds for v0.15.8: testcluster/crd_schemas.py) say which versions the API server serves;
 raybridge's rule (raybridge/kueue/api.py VERSIONS, kube/kueue.py served_versions) must pick v1beta2 wherever it is
 served and v1beta1 where it is alone, and name the cohort with the field that version's ClusterQueue schema has.
 
@@ -19,7 +19,7 @@ import yaml
 
 from raybridge.kube import kueue as kube_kueue
 from raybridge.kueue.api import GROUP, VERSION_NOTES, cohort_field
-from kubesim.schemas import KUEUE_RELEASES, CrdsAbsent, release_files
+from testcluster.crd_schemas import KUEUE_RELEASES, CrdsAbsent, release_files
 
 # (release id, read from its sources only (1) or run for real here (0), the version raybridge must speak)
 ROWS = [("kueue-v0.13.10", 0, "v1beta1"), ("kueue-v0.15.8", 1, "v1beta2"), ("kueue-newest", 0, "v1beta2")]

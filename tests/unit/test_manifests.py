@@ -1,6 +1,6 @@
 """Manifests: every rendered object is schema-valid and says what the sizing decided.
 
-Ray objects are checked against the KubeRay CRDs (`kubesim.schemas` says where
+Ray objects are checked against the KubeRay CRDs (`testcluster.crd_schemas` says where
 each release's come from), the newest and each supported older release (test ids
 `kuberay-v1.3.2`, `kuberay-v1.5.2`, `kuberay-newest`); the batch Job and the
 Deployment against Kubernetes' own OpenAPI schemas (`tests.unit.k8s_schemas`). Each row sizes a spec against a
@@ -36,7 +36,7 @@ from raybridge.jobs.decision.manifests import (
 from raybridge.jobs.decision.sizing import SizingDecision, SizingRequest, size_workload
 from raybridge.jobs.decision.spec import build_spec
 from raybridge.errors import BadInput
-from kubesim.schemas import KUBERAY_NEWEST, KUBERAY_RELEASES, schema_errors
+from testcluster.crd_schemas import KUBERAY_NEWEST, KUBERAY_RELEASES, schema_errors
 from tests.unit.k8s_schemas import K8S_VERSIONS, k8s_schema_errors
 
 NS = "ml"

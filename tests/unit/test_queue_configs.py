@@ -21,7 +21,7 @@ from raybridge.queues.decision.configs import (
     node_pools,
     split_evenly,
 )
-from kubesim.schemas import MODULE_RELEASES, SHARED_RELEASES, is_crd_kind, release_schema_errors, release_serves, schema_errors
+from testcluster.crd_schemas import MODULE_RELEASES, SHARED_RELEASES, is_crd_kind, release_schema_errors, release_serves, schema_errors
 from tests.unit.k8s_schemas import K8S_VERSIONS, k8s_schema_errors
 
 ROOT = Path(__file__).resolve().parents[2]

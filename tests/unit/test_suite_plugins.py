@@ -1,14 +1,14 @@
 """The suite's plugins load only where a run needs them: a pure unit test runs without kubesim, testcluster or the
 kubernetes package imported.
 
-Why: the top-level conftest.py once registered kubesim's and testcluster's pytest plugins for every run, so
+Why: the top-level conftest.py once registered the test clusters' pytest plugins for every run, so
 `pytest tests/unit/test_sizing.py` needed the kubernetes package, kubesim and testcluster (and cryptography)
 importable, and paid for importing them. Now testcluster's plugin is registered only by a run whose paths reach
-tests/e2e or testcluster/tests, and kubesim's fixtures are kubesim/tests' own (conftest.py says how).
+tests/e2e, testcluster/tests or kubesim/tests (conftest.py says how).
 Each check runs pytest in a subprocess (`-n 0`: one process, the suite's own settings otherwise) with a probe
 plugin that writes what was imported after each test and which plugins were registered.
-What this deliberately does not do: check which imports the tests themselves make (a unit test of kubesim's
-schemas imports kubesim, as it must; the row below shows the probe sees it).
+What this deliberately does not do: check which imports the tests themselves make (a unit test of the shipped
+configs imports kubesim and testcluster's CRD schemas, as it must; the row below shows the probe sees it).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Top-level packages a pure unit test must run without.
 WATCHED = ("kubernetes", "kubesim", "testcluster")
 #: Modules of those a run may load without loading the rest: the CRD-skip rule the top-level conftest.py registers
-#: (kubesim/crds_skip.py, standard library and pytest only).
-ALLOWED = ("kubesim", "kubesim.crds_skip")
-PLUGINS = ("kubesim.pytest_plugin", "testcluster.pytest_plugin")
+#: (testcluster/crds_skip.py, standard library and pytest only; the package's __init__ imports nothing until named).
+ALLOWED = ("testcluster", "testcluster.crds_skip")
+PLUGINS = ("testcluster.pytest_plugin",)
 
 PROBE = '''
 import json, os, sys
@@ -92,11 +92,11 @@ def test_a_pure_unit_test_runs_without_kubesim_testcluster_or_kubernetes(tmp_pat
 
 
 def test_the_probe_sees_kubesim_where_a_unit_test_imports_it(tmp_path: Path) -> None:
-    """The check above is no blind one: a unit test of the shipped configs imports kubesim (its CRD schemas and
-    Kueue's flavor assignment), and the probe says so; still no plugin is registered for it."""
+    """The check above is no blind one: a unit test of the shipped configs imports kubesim (Kueue's flavor assignment)
+    and testcluster (the CRD schemas), and the probe says so; still no plugin is registered for it."""
     found = probe(tmp_path, "tests/unit/test_configs.py::test_there_are_configs")
     assert found["tests"] == ["tests/unit/test_configs.py::test_there_are_configs"]
-    assert "kubesim" in found["imported"] and found["plugins"] == [], found
+    assert {"kubesim", "testcluster"} <= set(found["imported"]) and found["plugins"] == [], found
 
 
 # (the run's paths, whether they reach tests that use the real cluster); no path: the suite's testpaths
@@ -108,7 +108,7 @@ REACHES = [
     (["."], True),
     (["tests/unit"], False),
     (["tests/unit/test_sizing.py", "tests/property"], False),
-    (["kubesim/tests"], False),
+    (["kubesim/tests"], True),
 ]
 
 
@@ -121,7 +121,7 @@ def test_only_a_run_that_reaches_the_real_cluster_s_tests_registers_its_plugin(t
 
 
 CRDS_SAMPLE = '''
-from kubesim import schemas
+from testcluster import crd_schemas as schemas
 
 
 def test_schema_in_the_body():
@@ -137,8 +137,8 @@ def test_passes():
 '''
 
 
-def test_the_top_level_conftest_skips_a_test_that_asks_for_absent_crds_without_kubesim_s_plugin(tmp_path: Path) -> None:
-    """kubesim/pytest_plugin.py's rule (kubesim/tests/test_crds_absent.py checks the plugin), applied by the
+def test_the_top_level_conftest_skips_a_test_that_asks_for_absent_crds_without_any_plugin(tmp_path: Path) -> None:
+    """testcluster/crds_skip.py's rule (testcluster/tests/test_crds_absent.py checks it), applied by the
     top-level conftest.py alone: where the CRDs' sources are absent, the test that asked for the CRDs skips with the
     reason; any other error still fails."""
     (tmp_path / "pytest.ini").write_text("[pytest]\n")

@@ -1,12 +1,12 @@
 """A test that asks for the CRDs skips, with the reason, where the CRD folder beside the clone is absent.
 
-kubesim/schemas.py raises `CrdsAbsent` when a test (its setup or its body) asks for a CRD and the
+testcluster/crd_schemas.py raises `CrdsAbsent` when a test (its setup or its body) asks for a CRD and the
 folder is not there: a clone with nothing beside it runs what it can and skips the rest, and never
 errors for it. Only that one condition skips; any other error, and every error while the folder is
-present, is reported as it is. The two hooks here are what kubesim/pytest_plugin.py registers and
-what the repository's top-level conftest.py registers for every tree; they import nothing of
-kubesim until a test has imported kubesim.schemas (where none has, nothing can raise `CrdsAbsent`),
-so a run of pure unit tests loads neither kubesim nor the kubernetes package through them.
+present, is reported as it is. The repository's top-level conftest.py registers the two hooks here
+for every tree; they import nothing more of testcluster until a test has imported
+testcluster.crd_schemas (where none has, nothing can raise `CrdsAbsent`), so a run of pure unit tests
+loads neither the rest of testcluster nor the kubernetes package through them.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import pytest
 
 def crds_absent_in(error: BaseException) -> Optional[BaseException]:
     """The CrdsAbsent that `error` is, or was raised from or while handling (groups included)."""
-    if "kubesim.schemas" not in sys.modules:
+    if "testcluster.crd_schemas" not in sys.modules:
         return None
-    from kubesim.schemas import CrdsAbsent
+    from testcluster.crd_schemas import CrdsAbsent
 
     seen: set[int] = set()
     pending = [error]
@@ -42,7 +42,7 @@ def skip_if_crds_absent(error: BaseException) -> None:
     """Skip the running test, with the reason, where `error` comes of CrdsAbsent and the CRD folder is absent."""
     absent = crds_absent_in(error)
     if absent is not None:
-        from kubesim.schemas import crds_present
+        from testcluster.crd_schemas import crds_present
 
         if not crds_present():
             pytest.skip(str(absent))
@@ -50,7 +50,7 @@ def skip_if_crds_absent(error: BaseException) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
-    """A fixture that needs the CRDs (`kube_server`, `release_server`, a test's own) skips its test where they are absent."""
+    """A fixture that needs the CRDs (a stack's, a test's own) skips its test where they are absent."""
     try:
         return (yield)
     except Exception as exc:
@@ -60,7 +60,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    """A test body that needs the CRDs (a server it starts, a schema it checks) skips where they are absent."""
+    """A test body that needs the CRDs (a stack it starts, a schema it checks) skips where they are absent."""
     try:
         return (yield)
     except Exception as exc:

@@ -1,8 +1,8 @@
 """The CRD schemas of each supported release, as JSON Schema validators.
 
-Used by the manifest tests and by the test API server, so that what either
-accepts, a real API server with strict field validation would accept too.
-The CRD files are read where they lie (never copied into the project).
+Used by the manifest and config tests, offline, so that what they accept a real API server with strict field
+validation would accept too (the shipped configs also go through the real one: tests/e2e). The CRD files are read
+where they lie (never copied into the project): the same files the stack installs.
 
 Where each release's CRDs come from (`MODULE_RELEASES`, `SHARED_RELEASES`), decided here once:
 - the releases the test cluster builds (testcluster/programs.py), from their Go
@@ -18,16 +18,16 @@ Where each release's CRDs come from (`MODULE_RELEASES`, `SHARED_RELEASES`), deci
 `crds(kuberay=..., kueue=...)` gives the CRDs of one combination;
 `release_pair(release)` turns one release id into that combination (the other
 project at its newest), which is what a test parametrized over `RELEASES`
-starts its server with.
+checks against.
 
 Where a source is absent (no Go build yet on this machine, or a clone with
 nothing beside it), every function that reads it raises `CrdsAbsent`, naming
-what is missing, instead of serving fewer kinds; the pytest plugin
-(kubesim/pytest_plugin.py) turns that into a skip of the test that asked. A
+what is missing, instead of checking fewer kinds; crds_skip.py turns that
+into a skip of the test that asked. A
 source that is present but lacks a file is not covered: that is an error.
 
 What this does not check: CEL rules (`x-kubernetes-validations`) and list-map
-uniqueness; the test API server checks both (kubesim/cel.py, validation.py).
+uniqueness; the real kube-apiserver checks both where the tests send it the objects.
 """
 
 from __future__ import annotations
@@ -59,17 +59,14 @@ MODULE_RELEASES = {
 #: The releases the module proxy does not serve, read from `../shared/crds/versions/<id>/`.
 SHARED_RELEASES = ("kuberay-v1.5.2", "kueue-v0.15.8")
 _AUTOSCALER_APIS = "k8s.io/autoscaler/cluster-autoscaler/apis"
-#: The kinds the test API server serves, of all the CRDs the modules hold: those raybridge and the simulated controllers
-#: use. Left out: Kueue's MultiKueue and Topology kinds, KAI's BindRequest, Config, SchedulingShard and Topology (its
-#: PodGroup is the hand-written one in TEST_ONLY_CRDS), KubeRay's RayCronJob.
-SERVED_KINDS = frozenset({
+#: The kinds checked, of all the CRDs the modules hold: those raybridge and the simulated controllers use. Left out:
+#: Kueue's MultiKueue and Topology kinds, KAI's BindRequest, Config, SchedulingShard and Topology, KubeRay's RayCronJob.
+CHECKED_KINDS = frozenset({
     "RayCluster", "RayJob", "RayService",
     "AdmissionCheck", "ClusterQueue", "Cohort", "LocalQueue", "ProvisioningRequestConfig", "ResourceFlavor",
     "WorkloadPriorityClass", "Workload",
-    "Queue", "ProvisioningRequest",
+    "Queue", "PodGroup", "ProvisioningRequest",
 })  # fmt: skip
-#: Hand-written minimal CRDs for kinds whose CRD the served releases do not hold as kubesim serves it (KAI's PodGroup); see the files.
-TEST_ONLY_CRDS = Path(__file__).resolve().parent / "crds"
 
 
 def shared_dir() -> Path:
@@ -202,11 +199,11 @@ def _python_pattern(pattern: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _file_crds(path: Path) -> tuple[dict[str, Any], ...]:
-    """The CRDs of one file whose kind the server serves (`SERVED_KINDS`; every one of TEST_ONLY_CRDS)."""
+    """The CRDs of one file whose kind is checked (`CHECKED_KINDS`)."""
     return tuple(
         doc for doc in yaml.load_all(path.read_text(), Loader=_LOADER)
         if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
-        and (doc["spec"]["names"]["kind"] in SERVED_KINDS or path.parent == TEST_ONLY_CRDS)
+        and doc["spec"]["names"]["kind"] in CHECKED_KINDS
     )  # fmt: skip
 
 
@@ -214,13 +211,13 @@ def _file_crds(path: Path) -> tuple[dict[str, Any], ...]:
 def crds(kuberay: str = KUBERAY_NEWEST, kueue: str = KUEUE_NEWEST) -> dict[tuple[str, str], dict[str, Any]]:
     """(group, kind) -> the CRD object, for the given KubeRay and Kueue releases (newest by default).
 
-    CrdsAbsent where a source is absent (never just the test-only CRDs).
+    CrdsAbsent where a source is absent.
     """
     if kuberay not in KUBERAY_RELEASES:
         raise ValueError(f"unknown KubeRay release {kuberay!r}; known: {', '.join(KUBERAY_RELEASES)}")
     if kueue not in KUEUE_RELEASES:
         raise ValueError(f"unknown Kueue release {kueue!r}; known: {', '.join(KUEUE_RELEASES)}")
-    paths = [*release_files(kuberay), *release_files(kueue), *_kai_files(), *_autoscaler_files(), *sorted(TEST_ONLY_CRDS.glob("*.yaml"))]
+    paths = [*release_files(kuberay), *release_files(kueue), *_kai_files(), *_autoscaler_files()]
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for path in paths:
         for doc in _file_crds(path):

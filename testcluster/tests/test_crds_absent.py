@@ -3,10 +3,9 @@
 Why: the suite must pass on a clone with nothing beside it. The CRDs of the
 releases the test cluster builds come from the Go module cache, the others from
 `../shared/crds` (or `$RAYBRIDGE_SHARED_DIR/crds`); where a source is absent,
-kubesim/schemas.py raises `CrdsAbsent` and kubesim/pytest_plugin.py turns it
-into a skip with the reason, whether a fixture or the test body asked. Without
-that, the server starts without the KubeRay and Kueue kinds and hundreds of
-tests fail or error far from the cause. A lone clone on a machine that has built
+testcluster/crd_schemas.py raises `CrdsAbsent` and testcluster/crds_skip.py turns
+it into a skip with the reason, whether a fixture or the test body asked. Without
+that, hundreds of tests fail or error far from the cause. A lone clone on a machine that has built
 the test cluster skips only the releases read from beside the clone.
 Each check runs a small pytest of its own in a subprocess, with the sources
 pointed at empty directories, and reads what it reported from its JUnit XML.
@@ -25,28 +24,32 @@ from pathlib import Path
 
 import pytest
 
-from kubesim import schemas
+from testcluster import crd_schemas as schemas
 
 REPO = Path(__file__).resolve().parents[2]
 
 SAMPLE = '''
 import pytest
 
-from kubesim import schemas
-from kubesim.server import KubeApiServer
+from testcluster import crd_schemas as schemas
 
 
-def test_fixture(kube_server):
+@pytest.fixture
+def newest_crds():
+    return schemas.crds()
+
+
+@pytest.fixture(params=schemas.RELEASES)
+def release_crds(request):
+    return schemas.release_crds(request.param)
+
+
+def test_fixture(newest_crds):
     pass
 
 
-def test_release_fixture(release_server):
+def test_release_fixture(release_crds):
     pass
-
-
-def test_server_in_the_body():
-    with KubeApiServer():
-        pass
 
 
 def test_schema_in_the_body():
@@ -57,12 +60,11 @@ def test_raised_while_handling_it():
     try:
         schemas.crds()
     except schemas.CrdsAbsent:
-        raise RuntimeError("no server")
+        raise RuntimeError("no schema")
 
 
 def test_no_crds_needed():
-    with KubeApiServer(crds=[]) as server:
-        assert server.get_object("v1", "Namespace", "default") is not None
+    assert "kuberay-newest" in schemas.RELEASES
 
 
 def test_failure():
@@ -107,7 +109,7 @@ def run_sample(tmp_path: Path, shared: Path, module_cache: Path) -> dict[str, tu
     report = tmp_path / "report.xml"
     env = {**os.environ, "RAYBRIDGE_SHARED_DIR": str(shared), "GOMODCACHE": str(module_cache), "PYTHONPATH": str(REPO)}
     command = [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-p", "kubesim.pytest_plugin",
+        sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-p", "testcluster.crds_skip",
         "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), f"--junitxml={report}", str(tmp_path / "test_sample.py"),
     ]
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
@@ -137,7 +139,7 @@ def served_module_cache() -> Path:
 def test_without_either_source_each_test_that_needs_the_crds_skips_with_the_reason(tmp_path: Path) -> None:
     outcomes = run_sample(tmp_path, tmp_path / "empty", tmp_path / "empty-module-cache")
     skipped = [
-        "test_fixture", "test_server_in_the_body", "test_schema_in_the_body", "test_raised_while_handling_it",
+        "test_fixture", "test_schema_in_the_body", "test_raised_while_handling_it",
         "test_crds_absent_raised_by_hand",
         *(f"test_release_fixture[{release}]" for release in schemas.RELEASES),
     ]
@@ -161,7 +163,7 @@ def test_a_lone_clone_where_the_test_cluster_was_built_skips_only_the_releases_r
     """Nothing beside the clone, the Go module cache filled by the test cluster's build: the CRDs of the releases the
     test cluster builds are read from there, and only the releases the module proxy does not serve skip."""
     outcomes = run_sample(tmp_path, tmp_path / "empty", served_module_cache())
-    for name in ("test_fixture", "test_server_in_the_body", "test_schema_in_the_body", "test_no_crds_needed"):
+    for name in ("test_fixture", "test_schema_in_the_body", "test_no_crds_needed"):
         assert outcomes[name][0] == "passed", (name, outcomes[name])
     for release in schemas.RELEASES:
         outcome, message = outcomes[f"test_release_fixture[{release}]"]
@@ -173,7 +175,7 @@ def test_a_lone_clone_where_the_test_cluster_was_built_skips_only_the_releases_r
 
 
 def test_with_every_source_present_nothing_is_skipped_for_it(tmp_path: Path) -> None:
-    """A CrdsAbsent while every source is there (never raised by kubesim itself) is a failure, not a skip.
+    """A CrdsAbsent while every source is there (never raised by crd_schemas.py itself) is a failure, not a skip.
 
     The folder beside the clone is empty here: the tests that need its releases' CRDs fail or error (as they did
     before the skip existed).
