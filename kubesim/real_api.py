@@ -1,15 +1,15 @@
-"""kubesim's simulated controllers (sim_gpu.py's KAI after v0.12, sim_autoscaler.py's cluster-autoscaler,
-sim_karpenter.py) as clients of a real kube-apiserver, beside the real kube-scheduler and kwok's kubelets.
+"""kubesim's simulated controllers (sim_gpu.py's KAI past v0.12, sim_autoscaler.py's cluster-autoscaler) as clients
+of a real kube-apiserver, beside the real kube-scheduler and kwok's kubelets.
 
 Why it exists: those controllers cannot run for real here (cluster-autoscaler is refused by the module proxy, by tag
 and by commit; KAI past v0.12 is not served), but the API server, the scheduler and the kubelets they work with can.
 `RealApi` gives a real cluster's admin client (testcluster/client.py `ClusterClient`; its ApiClient and dynamic
 resources too, for the binding subresource and the writes the client has no method for) the few methods the
-simulations call, with the simulations' own error type, and says that a real scheduler and real kubelets run
-(`runs_kube_scheduler_and_kubelet`): GpuSim then leaves default-scheduler pods to kube-scheduler and pod phases to
-kwok, and binds KAI's pods through the binding subresource, as KAI's binder does. It lives in kubesim
+simulations call, with the simulations' own error type; GpuSim leaves default-scheduler pods to kube-scheduler and
+pod phases to kwok, and binds KAI's pods through the binding subresource, as KAI's binder does. It lives in kubesim
 because it is the simulations' side of the seam: kubesim's own tests (kubesim/tests/sim_stack.py) and raybridge's
-(tests/e2e/test_adjuster_ca_on_real_api.py) run the simulations through it; it imports nothing of either.
+(tests/e2e/ca_on_real_api.py, through tests/sims_on_real_api.py) run the simulations through it; it imports nothing
+of either.
 
 What it deliberately does not do: fault injection (testcluster/fault_proxy.py), start a cluster (testcluster/), or
 any decision of its own.
@@ -38,8 +38,6 @@ def _as_api_error(call: Callable[[], T]) -> T:
 
 class RealApi:
     """A real cluster's admin client with the method names and error type kubesim's simulations use."""
-
-    runs_kube_scheduler_and_kubelet = True
 
     def __init__(self, client: Any) -> None:
         from kubernetes import client as k8s

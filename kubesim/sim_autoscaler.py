@@ -1,5 +1,9 @@
 """A simulated cluster-autoscaler (and its ProvisioningRequest classes) for the node-scale-adjuster's tests.
 
+Why simulated: the Go module proxy serves no version of k8s.io/autoscaler/cluster-autoscaler (its list and every
+tag tried are refused: docs/testing.md), so the real one cannot be built here. It runs as a client of the real
+kube-apiserver (real_api.py), driven by sim_gpu.py's `GpuSim`.
+
 Written from cluster-autoscaler@1.33.6 (tag cluster-autoscaler-1.33.6; paths under cluster-autoscaler/).
 One `run_once` is one loop of core/static_autoscaler.go (RunOnce), recomputed
 from scratch from the API's pods and nodes as the real one is:
@@ -468,6 +472,3 @@ def _conditions(request: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 def _true(conditions: Mapping[str, Mapping[str, Any]], kind: str) -> bool:
     return (conditions.get(kind) or {}).get("status") == "True"
 
-
-def default_node_group(gpus: int = 8, labels: Optional[Mapping[str, str]] = None) -> NodeGroup:
-    return NodeGroup("gpu-8x", gpus=gpus, labels=dict(labels or {}))

@@ -1,12 +1,12 @@
-"""What kubesim's simulations share: conditions, quantities and pod requests, owner references, merge patches.
+"""What kubesim's simulations share: the time as conditions carry it, Kubernetes quantities, a pod's requests.
 
-Why this module exists: the simulated world of the node-scale-adjuster (sim_gpu.py, sim_autoscaler.py), the
-in-process API server's store and Kueue's pure flavor assignment (sim_kueue.py) need the same small rules of
-Kubernetes: conditions as meta.SetStatusCondition sets them, Kubernetes quantities and a pod's requests as the
-scheduler sums them, owner references, JSON merge patches. Neither KubeRay nor Kueue is simulated: the real
-operators run on the real test cluster (testcluster/).
+Why this module exists: the simulated KAI and cluster-autoscaler (sim_gpu.py, sim_autoscaler.py, through
+sim_nodes.py) and Kueue's pure flavor assignment (sim_kueue.py) need the same small rules of Kubernetes: quantities
+as apimachinery parses them (apimachinery pkg/api/resource/quantity.go ParseQuantity) and a pod's requests as the
+scheduler sums them (component-helpers resource/helpers.go PodRequests, which kube-scheduler's noderesources/fit.go
+calls: containers and sidecars summed, other init containers as a maximum).
 
-What it deliberately does not do: run a controller, or decide anything Kueue or KubeRay decides.
+What it deliberately does not do: run a controller, or talk to an API server.
 """
 
 from __future__ import annotations
@@ -14,37 +14,14 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
 
 Obj = dict[str, Any]
 
-RAY_GROUP = "ray.io"
-RAY_VERSION = "v1"
-RAY_API = f"{RAY_GROUP}/{RAY_VERSION}"
-
-REQUEST_TIMEOUT = 5.0
-
-
-# --------------------------------------------------------------------------
-# Small helpers: time, conditions, quantities, owner references, merge patches
-# --------------------------------------------------------------------------
-
 
 def now_rfc3339() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def find_condition(obj: Mapping[str, Any], cond_type: str) -> Optional[Obj]:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == cond_type:
-            return cond
-    return None
-
-
-def condition_is_true(obj: Mapping[str, Any], cond_type: str) -> bool:
-    cond = find_condition(obj, cond_type)
-    return bool(cond and cond.get("status") == "True")
 
 
 _QUANTITY = re.compile(
@@ -114,49 +91,3 @@ def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
     for name, amount in init_max.items():
         total[name] = max(total.get(name, Decimal(0)), amount)
     return total
-
-
-def owner_reference(obj: Mapping[str, Any]) -> Obj:
-    meta = obj["metadata"]
-    return {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def merge_patch_for(old: Any, new: Any) -> Any:
-    """The JSON merge patch (RFC 7386) that turns `old` into `new`."""
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return new
-    patch: Obj = {}
-    for key in old.keys() - new.keys():
-        patch[key] = None
-    for key, value in new.items():
-        if key not in old:
-            patch[key] = value
-        elif old[key] != value:
-            patch[key] = merge_patch_for(old[key], value)
-    return patch
-
-
-# --------------------------------------------------------------------------
-# Talking to the server through the official client
-# --------------------------------------------------------------------------
-
-
-# --------------------------------------------------------------------------
-# The polling loop shared by both controllers
-# --------------------------------------------------------------------------
-
-
-#: How long a simulated operator goes without a pass while nothing in the store changes. What
-#: the real operators do on a timer rather than on an informer event (KubeRay requeues a RayJob
-#: every RayJobDefaultRequeueDuration, 3 s at kuberay@v1.3.2 and @v1.5.2 rayjob_controller.go,
-#: to poll the Ray job and check deadlines) is seen within this, sooner than upstream.
-IDLE_PASS_SECONDS = 0.25
-
-

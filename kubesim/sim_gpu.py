@@ -48,11 +48,11 @@ from fractions import Fraction
 from typing import Any, Callable, Iterable, Optional
 
 from kubesim.errors import ApiError
-from kubesim.sim_autoscaler import NODE_GROUP_LABEL, PR_API, ClusterAutoscaler, NodeGroup
+from kubesim.sim_autoscaler import NODE_GROUP_LABEL, ClusterAutoscaler, NodeGroup
 from kubesim.sim_common import now_rfc3339
 from kubesim.sim_nodes import GPU_KEY, allocatable_of, is_ready, pod_fits_node, requests_of
 
-__all__ = ["KAI", "PR_API", "GPU_KEY", "GpuSim", "NodeGroup", "fraction_pod", "register_gpu_node", "RESERVATION_NAMESPACE", "SCALING_NAMESPACE"]
+__all__ = ["KAI", "GPU_KEY", "GpuSim", "NodeGroup", "fraction_pod", "register_gpu_node", "RESERVATION_NAMESPACE", "SCALING_NAMESPACE"]
 
 KAI = "kai-scheduler"
 #: kai-scheduler@v0.13.0 pkg/common/constants/constants.go DefaultResourceReservationName, and the binder's
@@ -161,21 +161,20 @@ def _gpu_groups(labels: dict[str, str]) -> list[str]:
 
 
 class GpuSim:
+    """KAI's scheduler and binder and the cluster-autoscaler, one `step()` at a time: by hand, or every `interval`
+    seconds on a thread of its own (`with GpuSim(...) as sim:`), whose errors land in `errors`."""
+
     def __init__(self, server: Any, *, provisioning_delay: float = 0.5, node_gpus: int = 8, interval: float = 0.05,
                  node_labels: Optional[dict[str, str]] = None, scan_interval: float = 0.5,
-                 expendable_cutoff: int = -10, node_groups: Optional[Iterable[NodeGroup]] = None,
-                 autoscaler: str = "cluster-autoscaler", system_node: bool = True,
+                 expendable_cutoff: int = -10, node_groups: Optional[Iterable[NodeGroup]] = None, system_node: bool = True,
                  autoscaler_clock: Callable[[], float] = time.monotonic) -> None:
-        """`system_node`: a CPU node (`system-0`, 16 CPUs, 64 GiB, no GPU) as every real cluster has one besides its GPU
-        nodes: a KAI pod asks for its GPU share by annotation, so the autoscaler sees it fit there by its requests
-        and does not scale up for it; on a cluster with no node at all the real autoscaler would.
-        `node_groups`: the autoscaler's node groups; by default one of `node_gpus`-GPU nodes with 128 CPUs and 1 TiB,
-        labelled `node_labels`. `autoscaler`: "cluster-autoscaler", the one simulated (Karpenter runs for real:
-        testcluster/karpenter.py). `autoscaler_clock`: the autoscaler's clock (sim_autoscaler.ClusterAutoscaler)."""
-        if autoscaler != "cluster-autoscaler":
-            raise ValueError(f"autoscaler {autoscaler!r}: only cluster-autoscaler is simulated (Karpenter runs for real: testcluster/karpenter.py)")
+        """`server`: the simulations' API (real_api.py `RealApi`). `system_node`: a CPU node (`system-0`, 16 CPUs,
+        64 GiB, no GPU) as every real cluster has one besides its GPU nodes: a KAI pod asks for its GPU share by
+        annotation, so the autoscaler sees it fit there by its requests and does not scale up for it; on a cluster
+        with no node at all the real autoscaler would. `node_groups`: the autoscaler's node groups; by default one of
+        `node_gpus`-GPU nodes with 128 CPUs and 1 TiB, labelled `node_labels`. `autoscaler_clock`: the autoscaler's
+        clock (sim_autoscaler.ClusterAutoscaler)."""
         self.server = server
-        self.node_gpus = node_gpus
         self.interval = interval
         groups = list(node_groups) if node_groups is not None else [NodeGroup("gpu-8x", gpus=node_gpus, labels=dict(node_labels or {}))]
         self.autoscaler = ClusterAutoscaler(server, self._add_node, node_groups=groups, provisioning_delay=provisioning_delay,
@@ -225,10 +224,6 @@ class GpuSim:
     @property
     def scan_interval(self) -> float:
         return self.autoscaler.scan_interval
-
-    @property
-    def expendable_cutoff(self) -> int:
-        return self.autoscaler.expendable_cutoff
 
     def __enter__(self) -> "GpuSim":
         self.thread.start()

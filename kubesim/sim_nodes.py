@@ -1,9 +1,8 @@
-"""The node filters every simulated scheduler and autoscaler in the adjuster's tests shares.
+"""The node filters the simulated KAI scheduler (sim_gpu.py) and cluster-autoscaler (sim_autoscaler.py) share.
 
-kube-scheduler, KAI's scheduler, cluster-autoscaler (which runs kube-scheduler's
-framework in its own snapshot) and Karpenter all decide "can this pod go on
-this node" with the same three checks, so they are written once, here, from
-kube-scheduler's plugins:
+Both decide "can this pod go on this node" with the same three checks as
+kube-scheduler (cluster-autoscaler runs kube-scheduler's framework in its own
+snapshot), so they are written once, here, from kube-scheduler's plugins:
 
 * NodeResourcesFit (kubernetes@v1.33.0 pkg/scheduler/framework/plugins/noderesources/fit.go,
   fitsRequest): every resource the pod requests, `pods` (one) included, is

@@ -2,8 +2,8 @@
 
 Why: the end-to-end tests set up state (namespaces, queues, nodes, a rival RayJob)
 and check what raybridge left behind. `ClusterClient` does that through the official
-client as the admin, with the same method names as kubesim's in-process server, so a
-test helper (`fresh_queue`, `leftovers`, ...) works on either. Objects are plain dicts.
+client as the admin, with short method names the test helpers (`fresh_queue`, `leftovers`, ...) and kubesim's
+simulations (through kubesim/real_api.py `RealApi`) share. Objects are plain dicts.
 
 What this does not do: no fault injection and no simulated controllers (the real
 ones run), no waiting (a test waits for what it expects with its own bound).

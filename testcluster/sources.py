@@ -4,7 +4,7 @@ its manifests, CRDs and default configuration from.
 Why it exists: each component (kwok's stages, Kueue's and KAI's CRDs, Karpenter's) reads files of its own
 release's Go module; one home for finding that module and reading its YAML keeps the components from reaching
 into each other. It is also the one home for "where is the CRD of release X" (`CRD_FOLDERS`, `crd_files`): the
-stack installs those files, and kubesim's schema checks read the same files of the same releases
+stack installs those files, and crd_schemas.py's offline schema checks read the same files of the same releases
 (`cached_module_dir`, which never downloads, so a test run on a machine that has not built the stack can say so
 and skip).
 
@@ -29,7 +29,7 @@ __all__ = ["CRDS_ONLY", "CRD_FOLDERS", "ModuleNotCached", "cached_module_dir", "
            "release_crds", "required_version", "yaml_documents"]  # fmt: skip
 
 #: The folders of a release's Go module that hold its CustomResourceDefinitions, per upstream project (what the
-#: stack installs and kubesim validates against). KubeRay: ray-operator/config/crd/bases; Kueue:
+#: stack installs and crd_schemas.py validates against). KubeRay: ray-operator/config/crd/bases; Kueue:
 #: config/components/crd/bases (its kustomization adds the conversion webhook, testcluster/kueue.py); KAI:
 #: deployments/kai-scheduler/crds (its Helm chart's crds/); Karpenter with its kwok provider: what the kwok chart
 #: installs plus the KWOKNodeClass; cluster-autoscaler's apis module (ProvisioningRequest): config/crd.

@@ -1,10 +1,11 @@
-"""What the node-scale-adjuster's end-to-end tests do to a cluster and read back, on the in-process API server or a
-real one alike.
+"""What the node-scale-adjuster's end-to-end tests do to a cluster and read back, whichever programs run beside it.
 
-Why this module exists: tests/e2e/test_adjuster_run.py (kubesim's in-process server) and
-test_adjuster_ca_on_real_api.py (the real kube-apiserver) drive the same scenarios: a burst of KAI GPU-sharing pods,
-the controller's settings and clock, and the pods, placeholders, requests and templates they count. `client` is
-anything with kubesim's method names (`KubeApiServer`, `testcluster.client.ClusterClient`).
+Why this module exists: the tests with the simulated cluster-autoscaler and KAI (tests/e2e/ca_on_real_api.py and the
+modules on its stack), those with the real KAI and Karpenter (test_adjuster_real.py, test_adjuster_karpenter_real.py,
+tests/kai_karpenter_world.py) and the offline test_adjuster_settings.py share the same pieces: a burst of KAI
+GPU-sharing pods, the controller's settings and clock, the slim CLI the adjuster's image runs, and the pods,
+placeholders, requests and templates they count. `client` is anything with `testcluster.client.ClusterClient`'s
+method names.
 What it deliberately does not do: start a cluster, a simulation or a controller, or wait.
 """
 

@@ -1,12 +1,12 @@
 """Cluster state for tests: tests/builders.py's objects created on a cluster, a fresh queue, what a test left behind.
 
-Why this module exists: tests against the real test cluster (testcluster/client.py) and against kubesim's
-in-process API server set up the same state (a ResourceFlavor, a ClusterQueue with a GPU quota, a LocalQueue in a
-namespace of its own, GPU nodes) and check the same leftovers. Both clients have the same methods
-(`create_object`, `get_object`, `list_objects`, `update_status`), so these helpers take either.
+Why this module exists: the tests against the real test cluster (testcluster/client.py `ClusterClient`), the
+session's shared one or a stack of their own, set up the same state (a ResourceFlavor, a ClusterQueue with a GPU
+quota, a LocalQueue in a namespace of its own, GPU nodes) and check the same leftovers. The helpers take any client
+with `ClusterClient`'s methods (`create_object`, `get_object`, `list_objects`, `update_status`).
 
 What it deliberately does not do: no pytest fixtures, no teardown of what it creates (a shared cluster's
-namespaces are unique per test; a simulated server is thrown away with the test), no pods on the nodes.
+namespaces are unique per test; a stack of a test's own is stopped with it), no pods on the nodes.
 """
 
 from __future__ import annotations

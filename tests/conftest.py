@@ -1,8 +1,7 @@
 """Shared fixtures: one real local Ray head for the whole test session, shared by every worker.
 
 The check that no module leaks Ray state, and the real cluster's plugin (testcluster/pytest_plugin.py:
-`real_cluster`, for runs that reach tests/e2e), come from the top-level conftest.py; kubesim's fixtures
-(`kube_server`, `kube_api`, `release`, `release_server`) are kubesim/tests' alone. Nothing here imports
+`real_cluster`, for runs that reach tests/e2e), come from the top-level conftest.py. Nothing here imports
 kubesim, testcluster or the kubernetes package before a fixture that needs them runs: a pure unit test
 runs without them (tests/unit/test_suite_plugins.py).
 

@@ -308,8 +308,8 @@ def kuberay_token_secret(server: Any, name: str, namespace: str) -> tuple[str, O
 
 
 def kube_of(api_client: Any, request_timeout: float = 5.0, namespace: str = "default") -> Any:
-    """A `raybridge.kube.client.Kube` around a client a test built (kubesim's `server.api_client()`, a real
-    cluster's): what `adjuster run` hands its controller, scaler and start-up checks."""
+    """A `raybridge.kube.client.Kube` around a client a test built (a real cluster's, directly or through the fault
+    proxy): what `adjuster run` hands its controller, scaler and start-up checks."""
     from raybridge.kube.client import Kube
 
     return Kube(api_client, namespace, False, request_timeout=request_timeout)

@@ -1,9 +1,8 @@
-"""Objects kubesim's own tests create on the test API server: a RayJob shaped like raybridge's, and a controller's
-status report.
+"""Objects kubesim's own tests hand to Kueue's pure pod sets and flavor assignment: a RayJob shaped like raybridge's.
 
 Why here and not in tests/builders.py: kubesim imports nothing of raybridge or its test suite
 (test_independence.py), its own tests included; raybridge's tests build their objects with tests/builders.py.
-What it deliberately does not do: no pytest fixtures, no teardown (the server is thrown away with the test).
+What it deliberately does not do: no pytest fixtures, no cluster (test_controllers.py's tests are pure).
 """
 
 from __future__ import annotations

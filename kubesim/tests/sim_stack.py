@@ -1,8 +1,8 @@
 """The real cluster kubesim's simulated controllers are tested on: the real kube-apiserver, kube-scheduler and kwok,
 with the simulations as its clients (kubesim/real_api.py), and what those tests wait for and clean up.
 
-Why this module exists: the simulated KAI, cluster-autoscaler and Karpenter (sim_gpu.py, sim_autoscaler.py,
-sim_karpenter.py) work with a scheduler that binds the default scheduler's pods and kubelets that run them; their
+Why this module exists: the simulated KAI and cluster-autoscaler (sim_gpu.py, sim_autoscaler.py) work with a
+scheduler that binds the default scheduler's pods and kubelets that run them; their
 tests (test_sim_adjuster_world.py, test_sim_provisioning_requests.py) step a simulation by hand against the real
 programs that do both, so what they check is what the real API server, kube-scheduler and kwok make of it. kubesim
 imports nothing of raybridge's test suite (test_independence.py), so the waits are testcluster's

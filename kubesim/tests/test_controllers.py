@@ -156,12 +156,6 @@ def test_assign_flavors_tries_flavors_in_order_and_honours_node_selectors() -> N
     )
 
 
-def test_merge_patch_for_removes_keys_and_replaces_lists() -> None:
-    old = {"a": 1, "b": {"c": 2, "d": 3}, "e": [1]}
-    new = {"b": {"c": 2}, "e": [2], "f": "x"}
-    assert ctl.merge_patch_for(old, new) == {"a": None, "b": {"d": None}, "e": [2], "f": "x"}
-
-
 # --------------------------------------------------------------------------
 # The nodes the simulations register
 # --------------------------------------------------------------------------

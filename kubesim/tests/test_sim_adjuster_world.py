@@ -1,15 +1,14 @@
 """The node-scale-adjuster's simulated world behaves as the upstream components do (FIDELITY.md, "The node-scale-adjuster's world").
 
-Why this module exists: KAI's scheduler and binder past v0.12, cluster-autoscaler and Karpenter run simulated
-(sim_gpu.py, sim_autoscaler.py, sim_karpenter.py) beside the real kube-apiserver, kube-scheduler and kwok; each test
+Why this module exists: KAI's scheduler and binder past v0.12 and cluster-autoscaler run simulated
+(sim_gpu.py, sim_autoscaler.py) beside the real kube-apiserver, kube-scheduler and kwok; each test
 here checks one behaviour read in the upstream source, on one real stack for the module (sim_stack.py). A test steps
 the simulation by hand (no thread; delays and intervals 0), and waits, bounded, for what the real programs do
-between steps: kube-scheduler binds the default scheduler's pods or marks them unschedulable (the autoscalers act on
+between steps: kube-scheduler binds the default scheduler's pods or marks them unschedulable (the autoscaler acts on
 that condition alone), kwok runs bound pods and ends those labelled to exit.
 
-What it deliberately does not do: check the simulation's own kube-scheduler and kubelet (they run only inside the
-in-process API server; here the real ones do, and the tests check what they make of the simulation's nodes and
-reservation pods), or run raybridge (tests/e2e/test_adjuster_ca_on_real_api.py runs `adjuster run` in this world).
+What it deliberately does not do: play kube-scheduler or a kubelet (the real ones do, and the tests check what they
+make of the simulation's nodes and reservation pods), or run raybridge (tests/e2e/test_adjuster_ca_on_real_api.py runs `adjuster run` in this world).
 """
 
 from __future__ import annotations

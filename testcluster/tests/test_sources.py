@@ -1,4 +1,4 @@
-"""The Go module cache lookup that kubesim's CRDs and the stack's share (testcluster/sources.py).
+"""The Go module cache lookup that crd_schemas.py's CRDs and the stack's share (testcluster/sources.py).
 
 Why: a test on a machine that has not built the test cluster must skip saying which module is missing, never
 download and never read half an extraction; and the folder found must be the one Go itself names.

@@ -3,7 +3,7 @@
 `configs/adjuster/25-admission-policy.yaml` narrows the cluster-wide `events create` to Events about Pods,
 reported as raybridge-adjuster; `configs/adjuster/optional/karpenter-hold.yaml` grants `patch` on nodes and
 narrows it to the hold label, Karpenter's do-not-disrupt and cluster-autoscaler's scale-down-disabled annotations. Both are CEL, type-checked and run by
-the real kube-apiserver (testcluster, Kubernetes 1.34): the simulated cluster has no admission policies.
+the real kube-apiserver (testcluster, Kubernetes 1.34).
 Each case is a request as the adjuster's ServiceAccount (a TokenRequest token), made through the same
 `Scaler` the controller acts with where the controller makes it.
 

@@ -73,8 +73,8 @@ def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_g
     assert sorted(gpus[:2]) == [2, 8] and set(gpus[2:]) <= {2}, gpus
     # ceil(10 / 8) = 2 nodes, and at most one more per placeholder asked for again: with the real scheduler, such a
     # placeholder lives a few hundred milliseconds before it is found counted for nothing, and an autoscaler loop
-    # in that time scales up for it (2 to 4 nodes seen; the in-process test, whose scheduler binds within the
-    # simulation's step, always saw 2: test_adjuster_run.py test_a_placeholder_bound_to_the_gpus_another_...).
+    # in that time scales up for it (2 to 4 nodes seen; test_adjuster_races_on_real_api.py, which steps the
+    # simulations by hand and holds kwok back to fix the order, gets exactly 2: test_a_placeholder_bound_to_the_gpus_...).
     assert 2 <= len(sim.added_nodes) <= len(gpus), (sim.added_nodes, gpus)
 
 

@@ -1,8 +1,8 @@
 """`adjuster run` with the real Karpenter (v1.14.1, kwok provider) and the real KAI scheduler (v0.12.0), on the real
 kube-apiserver, kube-scheduler and kwok: the Karpenter scenarios beyond those of test_adjuster_real.py.
 
-Why it exists: these ran against a simulated Karpenter on an in-process API server; here Karpenter itself decides
-how many nodes of which type come, and when an empty one goes. What a platform team on Karpenter would check:
+Why it exists: Karpenter is not simulated (kubesim/FIDELITY.md); here Karpenter itself decides how many nodes of which
+type come, and when an empty one goes. What a platform team on Karpenter would check:
 - a burst whose pods each need a GPU of their own, its placeholders created slowly (the fault proxy holds each
   create 0.2 s), gets exactly the nodes it needs: a placeholder bound to the free GPUs of a node brought up for an
   earlier one costs a placeholder more, never a node more;
@@ -17,11 +17,11 @@ how many nodes of which type come, and when an empty one goes. What a platform t
 KAI is the real v0.12 throughout: none of these needs KAI behaviour after v0.12, so kubesim's GpuSim is not used.
 A slow KAI session and a node not yet decided are the real programs held back (SIGSTOP, `Stack.paused`).
 
-Where the simulated copies went: a burst gets its planned GPUs once, the pods' CPU asked for once and a wave beside
-a pending placeholder are test_adjuster_real.py's (on these same programs). What it deliberately does not do: the
-cluster-autoscaler cases (test_adjuster_ca_on_real_api.py; test_adjuster_run.py), or races that only a harness
-stepping every controller at once can order (test_adjuster_run.py's placeholder bound to another's GPUs, on
-cluster-autoscaler); no timing is asserted.
+The other Karpenter scenarios (a burst gets its planned GPUs once, the pods' CPU asked for once, a wave beside a
+pending placeholder) are test_adjuster_real.py's, on these same programs. What it deliberately does not do: the
+cluster-autoscaler cases (test_adjuster_ca_on_real_api.py and the modules on its stack), or races that only a
+harness stepping the controllers by hand can order (test_adjuster_races_on_real_api.py's placeholder bound to
+another's GPUs, on the simulated cluster-autoscaler); no timing is asserted.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ a list that is not JSON, a watch cut or ended 410 Gone, a DELETE answered 503), 
 of the API server (testcluster/fault_proxy.py) while Karpenter and KAI talk to it directly. More Karpenter scenarios
 (the cheapest types, a burst in two passes, the hold through consolidation) are test_adjuster_karpenter_real.py's;
 the stack and what the tests count, tests/kai_karpenter_world.py. cluster-autoscaler is not served by the module
-proxy: test_adjuster_ca_on_real_api.py and test_adjuster_run.py run the same scenarios against its simulation
-(kubesim/FIDELITY.md).
+proxy: test_adjuster_ca_on_real_api.py and the modules on its stack (tests/e2e/ca_on_real_api.py) run the same
+scenarios against its simulation (kubesim/FIDELITY.md).
 
 Played by the harness, because no container runs: the placeholder's `true` exiting, and the `sleep` of a placeholder
 of replicas that must not share a host (kwok Stages, `benchmarks/adjuster_burst_real.py` `placeholder_stages`), and
@@ -239,7 +239,7 @@ def test_a_restart_mid_reconcile_adopts_leaks_nothing_and_duplicates_nothing(sta
             wait(stack, lambda: not placeholders(core), 120, "the placeholders deleted")
     names = [name for name, _, _ in log.created]
     # The adopted one and the missing one, each once; the 2-GPU one is asked for again each time it is bound to the
-    # GPUs the 8-GPU one brought up, until KAI's pods fill them (test_adjuster_run.py,
+    # GPUs the 8-GPU one brought up, until KAI's pods fill them (test_adjuster_races_on_real_api.py,
     # test_a_placeholder_bound_to_the_gpus_another_brought_up_...): how often is the race's, the nodes are not.
     assert len(names) == len(set(names)) and sorted(log.gpus[:2]) == [2, 8] and set(log.gpus[2:]) <= {2}, log.created
     assert instance_types(core) == ["gpu-4x", "gpu-8x"], instance_types(core)

@@ -14,8 +14,8 @@ Each must fail, and no job may run: each job would write `id` into a directory o
 socket of every process of the stack (Ray's GCS, raylet, agents and workers included) is on loopback, or in a
 network namespace of the stack's whose only interface is its loopback.
 
-What it does not do: attack as this user (a process of the stack's own user can read its keys anyway), or the
-simulated cluster (kubesim's own tests).
+What it does not do: attack as this user (a process of the stack's own user can read its keys anyway), or kubesim
+(it listens on nothing: its simulations are clients of a stack's API server).
 """
 
 from __future__ import annotations

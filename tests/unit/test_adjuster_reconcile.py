@@ -1,8 +1,9 @@
 """adjuster/decision/reconcile.py and adjuster/decision/scale_adjuster.py: desired against existing placeholders, offline.
 
 One row per situation the controller meets: what it creates, keeps and
-deletes, and why. The e2e tests (tests/e2e/test_adjuster_run.py) show the
-same rules against the API server.
+deletes, and why. The e2e tests show the same rules against a real API server: with the simulated
+cluster-autoscaler and KAI (tests/e2e/test_adjuster_ca_on_real_api.py and the modules on its stack), and with the
+real KAI and Karpenter (test_adjuster_real.py, test_adjuster_karpenter_real.py).
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def test_a_submission_id_the_head_knows_is_ours_only_after_a_failed_attempt(case
 def _strict_patch_refusal(field: str, object_size: int) -> str:
     """kube-apiserver's 422 message for a JSON merge patch of a custom resource with `fieldValidation=Strict` and a
     field the CRD lacks: the whole patched object quoted as the invalid value of `patch`, then the reason (as the
-    real v1.34 server answers it; the simulated server answered a short 400)."""
+    real v1.34 server answers it)."""
     patched = json.dumps({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "long", "annotations": {"a": "x" * object_size}}})
     return f' "" is invalid: patch: Invalid value: {json.dumps(patched)}: strict decoding error: unknown field "{field}"'
 

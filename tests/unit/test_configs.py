@@ -1,7 +1,7 @@
 """The shipped configs/ must validate against the real CRD schemas (and core objects against Kubernetes'; the CEL rules and
 Kueue's webhooks on the real releases: tests/e2e/test_release_matrix.py),
-follow the resource-group rule of `raybridge.queues.decision.configs`, and, in the simulated Kueue's flavor
-assignment, land each vendor's GPU pods on that vendor's nodes."""
+follow the resource-group rule of `raybridge.queues.decision.configs`, and, in Kueue's flavor assignment as
+kubesim/sim_kueue.py computes it, land each vendor's GPU pods on that vendor's nodes."""
 
 from __future__ import annotations
 

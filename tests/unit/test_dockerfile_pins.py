@@ -19,8 +19,8 @@ from packaging.utils import canonicalize_name
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = (REPO / "Dockerfile").read_text()
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
-#: pyproject dependencies the adjuster never imports (tests/e2e/test_adjuster_run.py runs it with
-#: them unimportable), so the image leaves them out.
+#: pyproject dependencies the adjuster never imports (every test that runs `adjuster run` as a process runs it with
+#: them unimportable: tests/adjuster_world.py SLIM_ADJUSTER), so the image leaves them out.
 NOT_IN_THE_IMAGE = {"ray", "rich", "nvidia-ml-py", "shtab"}
 DIGEST = re.compile(r"@sha256:[0-9a-f]{64}")
 
