@@ -6,6 +6,9 @@
   end it, for test_kube_eviction.py and test_kube_token_auth.py.
 - `submitters`: KubeRay's submitter pods played on a real cluster while a test runs (tests/e2e/submitter_stand_in.py),
   for every module whose jobs are queued with `submit --no-wait` (K8sJobMode).
+- `ca_stack`: the real API server, kube-scheduler and kwok with the CRDs the simulated cluster-autoscaler and KAI use
+  (tests/e2e/ca_on_real_api.py), session-scoped: started once by the one worker that runs the xdist_group of
+  test_adjuster_ca_on_real_api.py, test_adjuster_guards_on_real_api.py and test_adjuster_races_on_real_api.py.
 
 `explain_scene` is module-scoped, as it was when each of those modules held its own copy: every module that asks gets
 its own, set up once for that module's tests (its own namespace and cluster-scoped names on the session's real
