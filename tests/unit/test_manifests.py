@@ -36,7 +36,7 @@ from raybridge.jobs.decision.manifests import (
 from raybridge.jobs.decision.sizing import SizingDecision, SizingRequest, size_workload
 from raybridge.jobs.decision.spec import build_spec
 from raybridge.errors import BadInput
-from testcluster.crd_schemas import KUBERAY_NEWEST, KUBERAY_RELEASES, schema_errors
+from testcluster.crd_schemas import KUBERAY_RELEASES, schema_errors
 from tests.unit.k8s_schemas import K8S_VERSIONS, k8s_schema_errors
 
 NS = "ml"
