@@ -38,11 +38,10 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from testcluster.processes import unix_http_ok, wait_until
-from testcluster.sources import crd_files, module_dir, yaml_documents
+from testcluster.sources import release_crds
 
 if TYPE_CHECKING:
     from testcluster.stack import Stack
@@ -118,11 +117,6 @@ def nodepool(name: str = NODE_POOL, instance_types: Optional[list[str]] = None, 
     }  # fmt: skip
 
 
-def _crds(source: Path) -> list[dict]:
-
-    return [doc for path in crd_files("karpenter", source) for doc in yaml_documents(path)]
-
-
 def _nodepool_ready(stack: "Stack", name: str) -> bool:
     from kubernetes import client
 
@@ -137,9 +131,7 @@ def _nodepool_ready(stack: "Stack", name: str) -> bool:
 def start(stack: "Stack") -> None:
     """Karpenter's CRDs, its instance types, the program itself, then the KWOKNodeClass and NodePool `default`."""
 
-    karpenter = stack.programs["karpenter"]
-    source = module_dir(karpenter.upstream_module(), karpenter.module_dir)
-    stack.install_crds(_crds(source))
+    stack.install_crds(release_crds("karpenter", stack.programs, stack.options.versions))
     folder = stack.workdir / "karpenter"
     folder.mkdir(parents=True, exist_ok=True)
     types = stack.options.karpenter_instance_types

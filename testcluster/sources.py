@@ -42,10 +42,10 @@ CRD_FOLDERS: dict[str, tuple[str, ...]] = {
 }
 
 
-#: The projects whose CRDs a stack installs with no operator of theirs (`StackOptions.crds_only`): KubeRay's, KAI's, and
-#: cluster-autoscaler's ProvisioningRequest (whose presence Kueue checks as it starts: it then runs its provisioning
+#: The projects whose CRDs a stack installs with no operator of theirs (`StackOptions.crds_only`): KubeRay's, KAI's,
+#: Karpenter's (NodePools the adjuster reads), and cluster-autoscaler's ProvisioningRequest (whose presence Kueue checks as it starts: it then runs its provisioning
 #: admission check controller, cmd/kueue/main.go `ServerSupportsProvisioningRequest` at v0.17.0).
-CRDS_ONLY = ("kuberay", "kai", "autoscaler")
+CRDS_ONLY = ("kuberay", "kai", "karpenter", "autoscaler")
 AUTOSCALER_APIS = "k8s.io/autoscaler/cluster-autoscaler/apis"
 
 
@@ -137,8 +137,8 @@ def release_crds(project: str, programs: dict, versions: dict[str, str]) -> list
         wrapper = (programs.get("kueue") or program("kueue", versions.get("kueue"))).module_dir
         source = module_dir(required_version(wrapper, AUTOSCALER_APIS), wrapper)
     else:
-        if project == "kuberay":
-            owner = programs.get("kuberay") or program("kuberay", versions.get("kuberay"))
+        if project in ("kuberay", "karpenter"):
+            owner = programs.get(project) or program(project, versions.get(project))
         else:  # KAI's CRDs are in the module every KAI program is built from
             owner = program("kai-scheduler", versions.get("kai"))
         source = module_dir(owner.upstream_module(), owner.module_dir)

@@ -35,15 +35,11 @@ def sim_stack(namespaces: Iterable[str]) -> Iterator[Any]:
     the ProvisioningRequest CRD of the release the newest Kueue requires, `namespaces`, KAI's scaling namespace, and
     the namespace and service account of KAI's reservation pods as KAI's chart installs them (the API server refuses
     a pod whose service account is missing); skipped where the real cluster cannot run (testcluster/pytest_plugin.py)."""
-    import yaml
-
-    from testcluster.crd_schemas import _autoscaler_files
     from testcluster.pytest_plugin import own_cluster
     from testcluster.stack import StackOptions, completing_stage
 
     exits = completing_stage("kubesim-exits-at-once", {EXITS_LABEL: "true"})
-    with own_cluster(StackOptions(operators=(), stages=[exits])) as stack:
-        stack.install_crds([doc for path in _autoscaler_files() for doc in yaml.safe_load_all(path.read_text()) if doc])
+    with own_cluster(StackOptions(operators=(), crds_only=("autoscaler",), stages=[exits])) as stack:
         names = [*namespaces, SCALING_NAMESPACE, RESERVATION_NAMESPACE]
         stack.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}} for name in names]
                     + [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": RESERVATION_NAMESPACE, "namespace": RESERVATION_NAMESPACE}}])  # fmt: skip

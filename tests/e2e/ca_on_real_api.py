@@ -26,18 +26,10 @@ from tests.waits import PausableClock, wait_for
 XDIST_GROUP = "adjuster-ca-on-real-api"
 
 
-def adjuster_crds() -> list[dict[str, Any]]:
-    """The CRDs of every API the adjuster reads or writes beside the core ones: the ProvisioningRequest of the release
-    the newest Kueue requires, KAI's (PodGroups), Karpenter's (a NodePool whose limits it names)."""
-    import yaml
-
-    from testcluster.crd_schemas import _autoscaler_files, _kai_files
-    from testcluster.programs import program
-    from testcluster.sources import crd_files, module_dir
-
-    karpenter = program("karpenter")
-    files = [*_autoscaler_files(), *_kai_files(), *crd_files("karpenter", module_dir(karpenter.upstream_module(), karpenter.module_dir))]
-    return [doc for path in files for doc in yaml.safe_load_all(path.read_text()) if doc]
+#: The CRDs of every API the adjuster reads or writes beside the core ones, installed with no operator of theirs
+#: (testcluster/sources.py CRDS_ONLY): the ProvisioningRequest of the release Kueue requires, KAI's (PodGroups),
+#: Karpenter's (a NodePool whose limits it names).
+ADJUSTER_CRDS = ("autoscaler", "kai", "karpenter")
 
 
 def reservation_objects() -> list[dict[str, Any]]:
@@ -51,12 +43,11 @@ def reservation_objects() -> list[dict[str, Any]]:
 
 @contextlib.contextmanager
 def started_stack() -> Iterator[Any]:
-    """The real API server, kube-scheduler and kwok; placeholders' `true` exits at once (a kwok Stage); `adjuster_crds`,
+    """The real API server, kube-scheduler and kwok; placeholders' `true` exits at once (a kwok Stage); ADJUSTER_CRDS,
     the adjuster's and the work namespace, KAI's reservation objects, the adjuster's PriorityClass."""
     from testcluster.stack import Stack, StackOptions
 
-    with Stack(StackOptions(operators=(), stages=placeholder_stages())) as running:
-        running.install_crds(adjuster_crds())
+    with Stack(StackOptions(operators=(), crds_only=ADJUSTER_CRDS, stages=placeholder_stages())) as running:
         running.apply([
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WORK}},

@@ -35,7 +35,7 @@ import yaml
 from raybridge.adjuster.decision import consts
 from testcluster.pytest_plugin import _unavailable
 from tests.adjuster_world import NS, SLIM_ADJUSTER, WORK, burst, placeholders, requests, running, templates, unschedulable
-from tests.e2e.ca_on_real_api import adjuster_crds, placeholder_stages, reservation_objects, simulated
+from tests.e2e.ca_on_real_api import ADJUSTER_CRDS, placeholder_stages, reservation_objects, simulated
 from tests.helpers import ROOT, free_port
 from tests.waits import wait_for
 
@@ -86,8 +86,7 @@ def stack() -> Iterator[Any]:
     policy, and the adjuster's ServiceAccount; the work namespace, and KAI's reservation namespace and account."""
     from testcluster.stack import Stack, StackOptions
 
-    with Stack(StackOptions(operators=(), stages=placeholder_stages())) as running:
-        running.install_crds(adjuster_crds())
+    with Stack(StackOptions(operators=(), crds_only=ADJUSTER_CRDS, stages=placeholder_stages())) as running:
         running.apply([
             *[d for d in (*SHIPPED, *HOLD) if d["kind"] not in (*RBAC_KINDS, "Deployment")],
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WORK}},
@@ -453,9 +452,9 @@ def _pod_groups_served(client: Any) -> bool:
 @contextlib.contextmanager
 def _without_the_pod_group_api(stack: Any, client: Any) -> Iterator[None]:
     """KAI's PodGroup CRD deleted until discovery no longer serves it; installed again after."""
-    from testcluster.crd_schemas import _kai_files
+    from testcluster.sources import release_crds
 
-    crd = next(d for d in _docs(*_kai_files()) if d["metadata"]["name"] == POD_GROUP_CRD)
+    crd = next(d for d in release_crds("kai", stack.programs, stack.options.versions) if d["metadata"]["name"] == POD_GROUP_CRD)
     client.delete_object("apiextensions.k8s.io/v1", "CustomResourceDefinition", POD_GROUP_CRD)
     try:
         wait_for(lambda: not _pod_groups_served(client), timeout=60, interval=0.2, what="the PodGroup API no longer served")
