@@ -21,11 +21,11 @@ import os
 import signal
 import stat
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import NoReturn, Optional
 
+from testcluster.private_files import replace_privately
 from testcluster.processes import StartError
 from testcluster.programs import PROGRAMS, RELEASES, BuildError, GoMissing, ensure_built
 from testcluster.stack import DEFAULT_OPERATORS, OPERATORS, Stack, StackOptions
@@ -106,19 +106,6 @@ def _kubeconfig_destination(path: Path) -> Path:
     return path
 
 
-def _write_private(path: Path, text: str) -> None:
-    """`text` into `path`, readable by this user alone: written to a new file of its own beside it (O_EXCL, mode
-    0600) and renamed over `path`, so no file that someone else made or linked there receives it."""
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -138,7 +125,7 @@ def _up(args: argparse.Namespace) -> int:
         )  # fmt: skip
         with Stack(options) as stack:
             try:
-                _write_private(kubeconfig, stack.kubeconfig.read_text())
+                replace_privately(kubeconfig, stack.kubeconfig.read_bytes())
             except OSError as exc:
                 _say(f"error: --kubeconfig {kubeconfig}: cannot write it: {exc.strerror}")
                 return 1

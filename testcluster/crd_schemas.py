@@ -37,7 +37,6 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -229,13 +228,12 @@ def _documents(path: Path) -> list[Any]:
         data = json.dumps(documents).encode()
     except (TypeError, ValueError):  # a value JSON cannot hold (a YAML date): no copy
         return documents
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".crd-", suffix=".tmp")  # 0600, a name of its own
+    from testcluster.private_files import replace_privately
+
     try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.replace(temporary, copy_path)
-    except OSError:
-        Path(temporary).unlink(missing_ok=True)
+        replace_privately(copy_path, data)
+    except OSError:  # no copy this time; the documents are right all the same
+        pass
     return documents
 
 

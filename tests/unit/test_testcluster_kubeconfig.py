@@ -72,12 +72,13 @@ def test_up_refuses_a_kubeconfig_in_a_directory_others_may_write_to(tmp_path: Pa
 
 
 def test_up_makes_a_missing_directory_owner_only_and_writes_the_kubeconfig_owner_only(tmp_path: Path) -> None:
-    from testcluster.__main__ import _kubeconfig_destination, _write_private
+    from testcluster.__main__ import _kubeconfig_destination
+    from testcluster.private_files import replace_privately
 
     path = _kubeconfig_destination(tmp_path / "new" / "tc.kubeconfig")
     assert path.parent.stat().st_mode & 0o777 == 0o700
-    _write_private(path, "key")
-    _write_private(path, "key 2")  # a second `up` replaces its own file
+    replace_privately(path, b"key")
+    replace_privately(path, b"key 2")  # a second `up` replaces its own file
     assert path.read_text() == "key 2" and path.stat().st_mode & 0o777 == 0o600
     assert [p.name for p in path.parent.iterdir()] == ["tc.kubeconfig"]
 
@@ -85,7 +86,7 @@ def test_up_makes_a_missing_directory_owner_only_and_writes_the_kubeconfig_owner
 @root_only
 def test_a_file_put_in_the_kubeconfigs_place_after_the_check_does_not_receive_the_key(tmp_path: Path) -> None:
     """Another user's file (or link) put at the path between the check and the write is replaced, never written into."""
-    from testcluster.__main__ import _write_private
+    from testcluster.private_files import replace_privately
 
     folder = tmp_path / "shared"
     folder.mkdir()
@@ -95,7 +96,7 @@ def test_a_file_put_in_the_kubeconfigs_place_after_the_check_does_not_receive_th
     os.chown(theirs, NOBODY, NOBODY)
     path = folder / "tc.kubeconfig"
     path.symlink_to(theirs)
-    _write_private(path, "admin key")
+    replace_privately(path, b"admin key")
     assert theirs.read_text() == "" and not path.is_symlink()
     assert path.read_text() == "admin key" and path.stat().st_uid == os.getuid()
     assert _read_as_nobody(path) == "PermissionError"
