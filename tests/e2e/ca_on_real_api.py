@@ -11,6 +11,8 @@ What it deliberately does not do: hold tests, or helpers that only one of the mo
 from __future__ import annotations
 
 import contextlib
+import signal
+import subprocess
 import sys
 import threading
 from typing import Any, Iterator
@@ -198,3 +200,30 @@ def placeholder_priority(client: Any, value: int) -> Iterator[None]:
         yield
     finally:
         make(-1)
+
+
+class CollectedStderr:
+    """A CLI process whose stderr is read on a thread, so a test can wait for a line; `stop()` sends SIGTERM and gives
+    its exit status."""
+
+    def __init__(self, proc: "subprocess.Popen[str]") -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=60)
+        self.thread.join(5)
+        return code

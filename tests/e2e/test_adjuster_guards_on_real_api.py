@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import threading
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
@@ -37,7 +35,7 @@ from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from testcluster.pytest_plugin import _unavailable
 from tests.adjuster_world import NS, SLIM_ADJUSTER, WORK, burst, deleted_by_reason, placeholders, request_pods, requests, running, templates
-from tests.e2e.ca_on_real_api import (POD_GROUP_API, XDIST_GROUP, placeholder_log, placeholder_priority, request_log, running_controller,
+from tests.e2e.ca_on_real_api import (POD_GROUP_API, XDIST_GROUP, CollectedStderr, placeholder_log, placeholder_priority, request_log, running_controller,
                                       settings, simulated, wait_unschedulable)
 from tests.helpers import ROOT
 from tests.waits import ShiftedClock, wait_for
@@ -75,32 +73,6 @@ def _delete_now(client: Any, namespace: str, name: str) -> None:
 # --- the CLI's refusals -----------------------------------------------------------------------------------
 
 
-class _Collected:
-    """A CLI process whose stderr is read on a thread, so a test can wait for a line."""
-
-    def __init__(self, proc: "subprocess.Popen[str]") -> None:
-        self.proc = proc
-        self.lines: list[str] = []
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line)
-
-    @property
-    def text(self) -> str:
-        return "".join(self.lines)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=60)
-        self.thread.join(5)
-        return code
-
-
 def _cli(stack: Any, *args: str) -> "subprocess.Popen[str]":
     return subprocess.Popen([sys.executable, "-c", SLIM_ADJUSTER, "adjuster", "run", "--kubeconfig", str(stack.kubeconfig),
                              "--leader-election", "false", "--metrics-port", "0", *args],
@@ -115,7 +87,7 @@ def test_the_cli_refuses_a_priority_class_below_the_cutoff_and_says_the_cutoff_i
         assert proc.returncode == 2, err
         assert "value -1000, below the cluster autoscaler's --expendable-pods-priority-cutoff (-10)" in err and "Traceback" not in err
         assert placeholders(client) == []
-        run = _Collected(_cli(ca_stack, "--expendable-pods-priority-cutoff", "-1000"))  # the admin's autoscaler runs with this cutoff
+        run = CollectedStderr(_cli(ca_stack, "--expendable-pods-priority-cutoff", "-1000"))  # the admin's autoscaler runs with this cutoff
         try:
             wait_for(lambda: "cutoff is -1000" in run.text, timeout=30, what="the cutoff said")
         finally:

@@ -21,10 +21,8 @@ import contextlib
 import copy
 import os
 import re
-import signal
 import subprocess
 import sys
-import threading
 import urllib.request
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -35,7 +33,7 @@ import yaml
 from raybridge.adjuster.decision import consts
 from testcluster.pytest_plugin import _unavailable
 from tests.adjuster_world import NS, SLIM_ADJUSTER, WORK, burst, placeholders, requests, running, templates, unschedulable
-from tests.e2e.ca_on_real_api import ADJUSTER_CRDS, placeholder_stages, reservation_objects, simulated
+from tests.e2e.ca_on_real_api import ADJUSTER_CRDS, CollectedStderr, placeholder_stages, reservation_objects, simulated
 from tests.helpers import ROOT, free_port
 from tests.waits import wait_for
 
@@ -198,30 +196,18 @@ def _grant(client: Any, docs: list[dict[str, Any]], drop: Optional[Drop]) -> Non
 # --- the adjuster as its ServiceAccount -------------------------------------------------------------
 
 
-class Adjuster:
+class Adjuster(CollectedStderr):
     """`adjuster run` as the adjuster's ServiceAccount: its log (stderr, read on a thread) and every request it sent."""
 
     def __init__(self, client: Any, tmp_path: Path, *args: str) -> None:
         kubeconfig = client.write_kubeconfig(tmp_path / "kubeconfig", namespace=NS, token=client.service_account_token(NS, ACCOUNT))
         self.request_log = tmp_path / "requests.log"
-        self.proc = subprocess.Popen(
+        super().__init__(subprocess.Popen(
             [sys.executable, "-c", RECORDED_ADJUSTER, "adjuster", "run", "--kubeconfig", str(kubeconfig), "--grace-period", "0.2",
              "--node-gpus", "8", "--resync", "0.2", "--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1", *args],
             cwd=ROOT, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             env={**os.environ, "ADJUSTER_REQUEST_LOG": str(self.request_log)},
-        )  # fmt: skip
-        self.lines: list[str] = []
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line)
-
-    @property
-    def text(self) -> str:
-        return "".join(self.lines)
+        ))  # fmt: skip
 
     def requests(self) -> list[tuple[str, str, int]]:
         """(method, path with query, status) of every request answered so far."""
@@ -232,13 +218,6 @@ class Adjuster:
     def refused(self) -> list[tuple[str, str]]:
         """(method, path) of every request answered 403."""
         return [(m, p) for m, p, s in self.requests() if s == 403]
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=60)
-        self.thread.join(5)
-        return code
 
     def __enter__(self) -> "Adjuster":
         return self
