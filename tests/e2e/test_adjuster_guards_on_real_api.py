@@ -62,11 +62,12 @@ def _delete_now(client: Any, namespace: str, name: str) -> None:
     """Delete a pod with no grace period and wait until it is gone."""
     from kubernetes import client as k8s
 
-    try:
-        k8s.CoreV1Api(client.api_client()).delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-    except k8s.ApiException as exc:
-        if exc.status != 404:
-            raise
+    with client.api_client() as api:
+        try:
+            k8s.CoreV1Api(api).delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        except k8s.ApiException as exc:
+            if exc.status != 404:
+                raise
     wait_for(lambda: client.get_object("v1", "Pod", name, namespace) is None, timeout=30, what=f"pod {namespace}/{name} gone")
 
 
@@ -164,7 +165,8 @@ def test_a_placeholder_stuck_terminating_blocks_nothing(cluster: Any) -> None:
     finally:
         from kubernetes import client as k8s
 
-        k8s.CoreV1Api(client.api_client()).patch_namespaced_pod(stuck, NS, {"metadata": {"finalizers": None}})
+        with client.api_client() as api:
+            k8s.CoreV1Api(api).patch_namespaced_pod(stuck, NS, {"metadata": {"finalizers": None}})
 
 
 def test_a_waiting_request_is_replaced_by_a_smaller_one_when_its_groups_demand_shrinks(cluster: Any) -> None:
