@@ -89,6 +89,11 @@ def _namespace_with_default_queue(admin: Any) -> str:
                          "spec": {"clusterQueue": cq}})  # fmt: skip
     wait_for(lambda: (admin.get_object(KUEUE, "LocalQueue", "default", namespace) or {}).get("status"),
              timeout=30, what="Kueue to see LocalQueue default")  # with the gate on, its webhook would now default to it
+    # A ClusterQueue Kueue met before the flavor it names is inactive (FlavorNotFound) until Kueue sees the flavor;
+    # raybridge refuses to submit to an inactive one, so the job waits for Kueue's verdict, as a user's would.
+    wait_for(lambda: any(c.get("type") == "Active" and c.get("status") == "True"
+                         for c in ((admin.get_object(KUEUE, "ClusterQueue", cq) or {}).get("status") or {}).get("conditions") or []),
+             timeout=60, what=f"Kueue to make ClusterQueue {cq} active")  # fmt: skip
     return namespace
 
 
