@@ -242,7 +242,9 @@ class GpuSim:
 
     # --- one step -------------------------------------------------------------------------
 
-    def step(self) -> None:
+    def step(self, autoscaler: bool = True) -> None:
+        """One round: nodes due register, KAI's session, then (unless `autoscaler` is False, for a test that must keep
+        the autoscaler from deciding in this round) one loop of the autoscaler."""
         self.autoscaler.register_due()
         pods = self._binder_sync(self.server.list_objects("v1", "Pod"))
         nodes = self._nodes(self.server.list_objects("v1", "Node"), pods)
@@ -254,7 +256,8 @@ class GpuSim:
             if pod["spec"].get("schedulerName") == KAI and int(requests_of(pod["spec"]).get(GPU_KEY, 0)) == 0:
                 if self._place_fraction(pod, nodes, scaling_up) is False:
                     self._mark_unschedulable(pod, len(nodes))
-        self.autoscaler.run_once(self.server.list_objects("v1", "Pod"), self.server.list_objects("v1", "Node"))
+        if autoscaler:
+            self.autoscaler.run_once(self.server.list_objects("v1", "Pod"), self.server.list_objects("v1", "Node"))
 
     def _nodes(self, node_objects: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[_Node]:
         nodes = []

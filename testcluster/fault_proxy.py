@@ -33,7 +33,7 @@ import ssl
 import threading
 import uuid
 from dataclasses import dataclass, field
-from http.client import HTTPResponse, HTTPSConnection
+from http.client import HTTPException, HTTPResponse, HTTPSConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Optional
@@ -170,7 +170,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         connection.settimeout(CLIENT_IDLE_SECONDS)
-        super().handle()
+        try:
+            super().handle()
+        except (OSError, HTTPException):  # the client or the API server went away mid-answer: the connection just ends
+            self.close_connection = True
 
     def _any(self) -> None:
         proxy = self.server.proxy

@@ -41,6 +41,30 @@ def object_key(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
 
 
+def _seen_already(written: Mapping[str, Any], cached: Optional[Mapping[str, Any]]) -> bool:
+    """Whether `cached` (from list or watch) is the same object as `written` at the same or a later version.
+
+    kube-apiserver's resourceVersions are positive integers without leading zeros, compared as such
+    (k8s.io/apimachinery pkg/util/resourceversion CompareResourceVersion); where one is not (another API server's
+    opaque version), the copy the watch brought stands. So does a cached object against our own manifest (no uid: a
+    create answered 409 AlreadyExists), which lacks whatever the server and the controllers wrote into it."""
+    if cached is None:
+        return False
+    ours, theirs = written.get("metadata") or {}, cached.get("metadata") or {}
+    if not ours.get("uid"):
+        return True
+    if ours.get("uid") != theirs.get("uid"):
+        return False
+    mine, seen = str(ours.get("resourceVersion") or ""), str(theirs.get("resourceVersion") or "")
+    if not (_well_formed(mine) and _well_formed(seen)):
+        return True
+    return (len(seen), seen) >= (len(mine), mine)
+
+
+def _well_formed(version: str) -> bool:
+    return version.isdigit() and version.isascii() and not version.startswith("0")
+
+
 def one_line_error(exc: BaseException) -> str:
     """An error on one line, at most 200 characters (its type when it has no text)."""
     return " ".join(str(exc).split())[:200] or type(exc).__name__
@@ -91,8 +115,15 @@ class Informer:
             return list(self.items.values())
 
     def put(self, obj: Mapping[str, Any]) -> None:
+        """The API's answer to our own write, so the next pass sees it before the watch brings it; kept out where the
+        watch already brought this object (same uid) at that version or a later one. A create's answer arrives after
+        the request's round trip: meanwhile the watch may have brought the object bound, run and finished, and writing
+        the answer over that held a placeholder pending in the cache, and its pods waiting, until the next event for
+        it, which for a finished pod never came."""
         with self.lock:
-            self.items[object_key(obj)] = dict(obj)
+            key = object_key(obj)
+            if not _seen_already(obj, self.items.get(key)):
+                self.items[key] = dict(obj)
 
     def forget(self, key: str) -> None:
         with self.lock:

@@ -202,6 +202,37 @@ def placeholder_priority(client: Any, value: int) -> Iterator[None]:
         make(-1)
 
 
+def cluster_state(client: Any, sim: Any, controller: Any = None, created: Any = None) -> str:
+    """What the pods, the nodes and the simulations show (and what the controller deleted, which placeholders it
+    created), for a failed wait's message."""
+    from kubesim.sim_gpu import RESERVATION_NAMESPACE
+    from tests.adjuster_world import deleted_by_reason
+
+    def conditions(obj: dict[str, Any]) -> list[Any]:
+        return (obj.get("status") or {}).get("conditions") or []
+
+    pods = [(p["metadata"]["namespace"], p["metadata"]["name"], p["spec"].get("nodeName"), (p.get("status") or {}).get("phase"),
+             [c.get("reason") for c in conditions(p)]) for ns in (WORK, NS, RESERVATION_NAMESPACE) for p in client.list_objects("v1", "Pod", ns)]  # fmt: skip
+    nodes = [(n["metadata"]["name"], [(c.get("type"), c.get("status")) for c in conditions(n)],
+              [t.get("key") for t in (n.get("spec") or {}).get("taints") or []]) for n in client.list_objects("v1", "Node")]  # fmt: skip
+    found = (f"pods {pods}; nodes {nodes}; nodes added {sim.added_nodes}; upcoming {sim.autoscaler.upcoming}; "
+             f"sim errors {sim.errors[-3:]}")
+    if controller is not None:
+        found += f"; deleted {deleted_by_reason(controller)}"
+    if created is not None:
+        found += f"; created {[(p['metadata']['name'], p['metadata']['creationTimestamp']) for p in created.objects]}"
+    return found
+
+
+@contextlib.contextmanager
+def state_on_timeout(client: Any, sim: Any, controller: Any = None, created: Any = None) -> Iterator[None]:
+    """A wait's TimeoutError raised again with `cluster_state` in its message."""
+    try:
+        yield
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}: {cluster_state(client, sim, controller, created)}") from exc
+
+
 class CollectedStderr:
     """A CLI process whose stderr is read on a thread, so a test can wait for a line; `stop()` sends SIGTERM and gives
     its exit status."""

@@ -35,7 +35,7 @@ from tests.adjuster_world import (GRACE_PERIOD, NS, SLIM_ADJUSTER, WORK, burst, 
                                   requests, running, templates)
 from tests.waits import ShiftedClock, wait_for
 from tests.e2e.ca_on_real_api import (XDIST_GROUP, placeholder_log, placeholder_priority, request_log, running_controller, settings, simulated,
-                                      wait_unschedulable)
+                                      state_on_timeout, wait_unschedulable)
 
 pytestmark = [
     pytest.mark.skipif(_unavailable() is not None, reason=str(_unavailable())),
@@ -144,7 +144,7 @@ def test_two_node_groups_of_different_sizes_get_the_nodes_the_burst_needs(stack:
     with simulated(stack, node_groups=two_groups) as (client, sim):
         burst(client, count, "0.5", f"sizes{count}")
         wait_unschedulable(client, sim, count)  # one burst, seen in one pass
-        with running_controller(client, settings(provision_timeout=60.0)) as controller:
+        with running_controller(client, settings(provision_timeout=60.0)) as controller, state_on_timeout(client, sim, controller):
             wait_for(lambda: running(client) == count, timeout=90, what=f"all {count} pods running")
             wait_for(lambda: not placeholders(client), timeout=30, what="the placeholders deleted")
         added = sorted(((client.get_object("v1", "Node", name) or {}).get("metadata", {}).get("labels") or {}).get(NODE_GROUP_LABEL, "?")

@@ -25,7 +25,8 @@ from raybridge.adjuster.controller import Controller
 from raybridge.adjuster.decision import consts
 from testcluster.pytest_plugin import _unavailable
 from tests.adjuster_world import NS, WORK, burst, deleted_by_reason, placeholders, running, unschedulable
-from tests.e2e.ca_on_real_api import XDIST_GROUP, clean_up, placeholder_log, running_controller, settings, simulated, wait_unschedulable
+from tests.e2e.ca_on_real_api import (XDIST_GROUP, clean_up, placeholder_log, running_controller, settings, simulated, state_on_timeout,
+                                      wait_unschedulable)
 from tests.helpers import ControllerThread, kube_of
 from tests.waits import wait_for
 
@@ -68,10 +69,11 @@ def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(ca_
         run = settings(provision_timeout=120.0)
         with ControllerThread(Controller(run, kube_of(api_client, run.request_timeout)), join_seconds=10) as controller:
             burst(client, 30, "0.6", "each")
-            wait_for(lambda: running(client) == 30, timeout=120, what="all 30 pods running")
+            with state_on_timeout(client, sim, controller, created):
+                wait_for(lambda: running(client) == 30, timeout=120, what="all 30 pods running")
             wait_for(lambda: not placeholders(client), timeout=30, what="the placeholders deleted")
         assert slow.hits >= 4, slow.hits  # every placeholder's create went through the delay
-        gpus = [int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in created.objects]
+        gpus = [_gpus(p) for p in created.objects]
         # 4 nodes, or 5: with the real kube-scheduler, a pending placeholder younger than another (one asked for again
         # after it was counted for nothing) can lose the node brought up for it to the older one (the queue sorts by
         # priority, then age), and the autoscaler adds a node for it again (5 nodes in 3 of 8 runs, each time the last
@@ -109,28 +111,30 @@ def test_a_placeholder_bound_to_the_gpus_another_brought_up_costs_a_new_placehol
                 first = sim.added_nodes[0][0]
                 wait_for(lambda: _node_of(client, a) == first, timeout=30, what="A bound to its node")
                 burst(client, 4, "0.5", "b")
-                sim.step()  # the new node's GPUs are A's: KAI finds the 4 unschedulable
-                try:
-                    wait_for(lambda: len(placeholders(client)) == 2, timeout=30, what="placeholder B")
-                except TimeoutError as exc:
-                    raise AssertionError(f"{exc}: {_state(client, sim)}; deleted {deleted_by_reason(controller)}; created "
-                                         f"{[p['metadata']['name'] for p in created.objects]}") from exc
+                # the new node's GPUs are A's: KAI finds the 4 unschedulable. The autoscaler sits this round out: KAI
+                # marks them one status write at a time, so the controller may ask for part of the wave first (a 1-GPU
+                # placeholder, grown to 2 once it sees all 4), and a node decided here for that part would register
+                # before the race below and take B.
+                sim.step(autoscaler=False)
+                with state_on_timeout(client, sim, controller, created):
+                    wait_for(lambda: sorted(_gpus(p) for p in placeholders(client)) == [2, 8], timeout=30, what="placeholder B for the whole wave")
                 wait_for(lambda: _hold_label(client, first) == "both", timeout=30, what="A's node held")
                 (b,) = [p["metadata"]["name"] for p in placeholders(client) if p["metadata"]["name"] != a]
                 wait_for(lambda: _unschedulable_placeholder(client, b), timeout=30, what="kube-scheduler finding no room for B")
                 # the autoscaler's loops until it decides a node for B (which registers at the step after)
-                wait_for(lambda: (sim.step(), sim.autoscaler.upcoming)[1], timeout=30, interval=0.1, what="a node decided for B")
+                with state_on_timeout(client, sim, controller, created):
+                    wait_for(lambda: (sim.step(), sim.autoscaler.upcoming)[1], timeout=30, interval=0.1, what="a node decided for B")
                 assert len(sim.autoscaler.upcoming) == 1 and len(sim.added_nodes) == 1, (sim.autoscaler.upcoming, sim.added_nodes)
             # kwok runs A, which exits: kube-scheduler binds B to A's free GPUs before the next step (the race)
-            wait_for(lambda: _node_of(client, b) == first, timeout=30, what="B bound to A's node")
-
             def settled() -> bool:
                 sim.step()
                 return running(client) == 20 and not placeholders(client)
 
-            wait_for(settled, timeout=90, interval=0.1, what="all 20 pods running and the placeholders gone")
+            with state_on_timeout(client, sim, controller, created):
+                wait_for(lambda: _node_of(client, b) == first, timeout=30, what="B bound to A's node")
+                wait_for(settled, timeout=90, interval=0.1, what="all 20 pods running and the placeholders gone")
         assert len(sim.added_nodes) == 2, (sim.added_nodes, [p["metadata"]["name"] for p in created.objects])
-        gpus = [int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in created.objects]
+        gpus = [_gpus(p) for p in created.objects]
         # B's pods are asked for again until KAI's pods fill A's node: no more nodes. (The first B may be for part of
         # the wave: KAI marks the four unschedulable one status write at a time, and a pass may fall between.)
         assert gpus[0] == 8 and set(gpus[1:]) <= {1, 2} and len(gpus) >= 2, gpus
@@ -142,12 +146,8 @@ def test_a_placeholder_bound_to_the_gpus_another_brought_up_costs_a_new_placehol
         client.close()
 
 
-def _state(client: Any, sim: Any) -> str:
-    """What the pods and the simulations show, for a failed wait's message."""
-    pods = [(p["metadata"]["namespace"], p["metadata"]["name"], p["spec"].get("nodeName"), (p.get("status") or {}).get("phase"),
-             [c.get("reason") for c in (p.get("status") or {}).get("conditions") or []])
-            for ns in (WORK, NS, "kai-resource-reservation") for p in client.list_objects("v1", "Pod", ns)]  # fmt: skip
-    return f"pods {pods}; nodes added {sim.added_nodes}; sim errors {sim.errors[-3:]}"
+def _gpus(placeholder: dict[str, Any]) -> int:
+    return int(placeholder["metadata"]["labels"][consts.GPUS_LABEL])
 
 
 def _unschedulable_placeholder(client: Any, name: str) -> bool:
