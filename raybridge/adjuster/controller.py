@@ -331,7 +331,9 @@ class Controller:
         # placeholder has not run yet, so no other placeholder is bound to its GPUs once it exits.
         self._hold_nodes(nodes, snapshot.nodes or [], scaler, decision.held_nodes)
         acts = _Acts("placeholder", "placeholder")
-        acts.deletions = [partial(self._delete_placeholder, scaler, pods, name, reason) for name, reason in decision.delete]
+        uids = {(p.get("metadata") or {}).get("name"): (p.get("metadata") or {}).get("uid") for p in all_pods
+                if (p.get("metadata") or {}).get("namespace") == self.settings.namespace}  # the placeholders this pass decided on
+        acts.deletions = [partial(self._delete_placeholder, scaler, pods, name, reason, uids.get(name)) for name, reason in decision.delete]
         acts.creations = [self._placeholder_creation(scaler, pods, planned) for planned in decision.create]
         self._act(acts, all_pods, decision.plan.ignored, scaler)
         states = {"pending": sum(p.placeholder.gpus for p in decision.create), "provided": 0}
@@ -493,12 +495,17 @@ class Controller:
                 self._hold_failed.add(name)
                 log.warning("could not %s node %s: %s", "hold" if hold else "release", name, outcome.detail)
 
-    def _delete_placeholder(self, scaler: Scaler, pods: Informer, name: str, reason: str) -> None:
-        outcome = scaler.delete_pod(self.settings.namespace, name)
+    def _delete_placeholder(self, scaler: Scaler, pods: Informer, name: str, reason: str, uid: Optional[str] = None) -> None:
+        """The placeholder this pass decided on (`uid`), not one made since under its name (kube-scheduler deletes a
+        placeholder it preempts; the next pass may make one of the same name before the watch says the first is gone)."""
+        outcome = scaler.delete_pod(self.settings.namespace, name, uid)
         if not outcome.ok:
             log.warning("could not delete placeholder %s: %s", name, outcome.detail)
             return
-        pods.forget(f"{self.settings.namespace}/{name}")
+        if outcome.result == "replaced":
+            log.info("placeholder %s was already replaced by another of its name: left alone", name, extra={"placeholder": name})
+            return
+        pods.forget(f"{self.settings.namespace}/{name}", uid)
         self.metrics.actions.labels("delete", reason).inc()
         log.info("deleted placeholder %s (%s)", name, reason, extra={"placeholder": name, "reason": reason})
 

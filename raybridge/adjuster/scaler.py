@@ -42,7 +42,7 @@ EVENT_POLICY = RetryPolicy(attempts=2, first_backoff=0.1, max_backoff=2.0, max_r
 @dataclass(frozen=True)
 class Outcome:
     ok: bool
-    #: "created", "exists", "deleted", "gone", "failed"
+    #: "created", "exists", "deleted", "gone", "replaced" (a delete of one uid met another object of its name), "failed"
     result: str
     detail: str = ""
     obj: Optional[dict[str, Any]] = None
@@ -75,9 +75,10 @@ class Scaler:
         return self._retry("create pod", lambda: pods.create_pod(self.kube, meta["namespace"], manifest, self.timeout),
                            done_on={409: "exists"}, success="created", already_exists_only=True)
 
-    def delete_pod(self, namespace: str, name: str) -> Outcome:
-        return self._retry("delete pod", lambda: pods.delete_pod(self.kube, namespace, name, self.timeout, grace_period_seconds=0),
-                           done_on={404: "gone"}, success="deleted")
+    def delete_pod(self, namespace: str, name: str, uid: Optional[str] = None) -> Outcome:
+        """`uid`: only that pod; one made since under its name is left alone (409 Conflict: "replaced", nothing deleted)."""
+        return self._retry("delete pod", lambda: pods.delete_pod(self.kube, namespace, name, self.timeout, grace_period_seconds=0, uid=uid),
+                           done_on={404: "gone", 409: "replaced"} if uid else {404: "gone"}, success="deleted")
 
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> Outcome:
         """A JSON merge patch of a node's metadata; a node that is gone counts as done."""

@@ -125,10 +125,14 @@ class Informer:
             if not _seen_already(obj, self.items.get(key)):
                 self.items[key] = dict(obj)
 
-    def forget(self, key: str) -> None:
+    def forget(self, key: str, uid: Optional[str] = None) -> None:
+        """We deleted the object at `key` (the one of `uid`, where given: another one cached there since stays)."""
         with self.lock:
-            obj = self.items.pop(key, None)
-            uid = ((obj or {}).get("metadata") or {}).get("uid")
+            cached = self.items.get(key)
+            cached_uid = ((cached or {}).get("metadata") or {}).get("uid")
+            if uid is None or cached_uid == uid:
+                self.items.pop(key, None)
+            uid = uid or cached_uid
             if uid:
                 self._tombstones.add(uid)
 

@@ -16,7 +16,7 @@ decides nothing and builds no object but the request.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from raybridge.kube.calls import decode_json
 from raybridge.kube.client import Kube
@@ -26,9 +26,11 @@ def create_pod(kube: Kube, namespace: str, manifest: Mapping[str, Any], timeout:
     return kube.core().create_namespaced_pod(namespace, manifest, _preload_content=False, _request_timeout=(timeout, timeout))
 
 
-def delete_pod(kube: Kube, namespace: str, name: str, timeout: float, grace_period_seconds: int = 0) -> Any:
+def delete_pod(kube: Kube, namespace: str, name: str, timeout: float, grace_period_seconds: int = 0, uid: Optional[str] = None) -> Any:
+    """`uid`: only that object (DeleteOptions preconditions): a pod made since under the same name answers 409 Conflict."""
+    body = {"preconditions": {"uid": uid}} if uid else None
     return kube.core().delete_namespaced_pod(
-        name, namespace, grace_period_seconds=grace_period_seconds, _preload_content=False, _request_timeout=(timeout, timeout)
+        name, namespace, grace_period_seconds=grace_period_seconds, body=body, _preload_content=False, _request_timeout=(timeout, timeout)
     )
 
 

@@ -35,7 +35,7 @@ from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from testcluster.pytest_plugin import _unavailable
 from tests.adjuster_world import NS, SLIM_ADJUSTER, WORK, burst, deleted_by_reason, placeholders, request_pods, requests, running, templates
-from tests.e2e.ca_on_real_api import (POD_GROUP_API, XDIST_GROUP, CollectedStderr, placeholder_log, placeholder_priority, request_log, running_controller,
+from tests.e2e.ca_on_real_api import (POD_GROUP_API, XDIST_GROUP, CollectedStderr, cluster_state, placeholder_log, placeholder_priority, request_log, running_controller,
                                       settings, simulated, wait_unschedulable)
 from tests.helpers import ROOT
 from tests.waits import ShiftedClock, wait_for
@@ -343,11 +343,20 @@ def test_a_higher_priority_pod_that_takes_the_new_node_first_costs_one_more_node
         sim.kai_paused = False
         wait_for(lambda: running(client) == 17, timeout=90, what="the burst and the rival running")
         wait_for(lambda: not placeholders(client), timeout=30, what="the placeholders deleted")
-    first, second = sim.added_nodes
+    assert len(sim.added_nodes) == 2, cluster_state(client, sim, controller, created)
+    first, _ = sim.added_nodes
     rival_node = (client.get_object("v1", "Pod", "rival", WORK) or {})["spec"].get("nodeName")
     assert rival_node == first[0], (rival_node, sim.added_nodes)  # the rival took the node decided for the placeholder
     gpus = [int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in created.objects]
-    assert gpus == [8], (gpus, deleted_by_reason(controller))  # one placeholder, never replaced
+    # One placeholder, never replaced by the adjuster. Where the placeholder's scheduling backoff ended before the
+    # rival's (both were waiting when the node came), kube-scheduler bound the placeholder first and the rival then
+    # preempted it (-1 against 100; the scheduler says `Preempted` on the victim): it is made again for the same pods
+    # (about one run in seven). kwok then, in about half of those, writes the preempted pod's Running and Failed onto
+    # the new one of its name, unbound (a kubelet skips a pod whose uid changed: status_manager.go syncPod; kubesim/FIDELITY.md), and the adjuster
+    # replaces that one too (finished without a node). Either way the nodes are the two above.
+    preempted = [e for e in client.list_objects("v1", "Event", NS) if e.get("reason") == "Preempted"]
+    replaced = deleted_by_reason(controller).get("finished-without-node", 0)
+    assert len(preempted) <= 1 and replaced <= len(preempted) and gpus == [8] * (1 + len(preempted) + replaced), (gpus, deleted_by_reason(controller), preempted)
 
 
 def test_a_pod_past_its_grace_period_gets_its_placeholder_with_no_event_to_wake_the_controller(cluster: Any) -> None:

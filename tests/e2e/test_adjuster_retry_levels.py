@@ -12,11 +12,13 @@ shorter than the backoff it cuts.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from typing import Any, Iterator
 
 import pytest
+from kubernetes.dynamic.exceptions import NotFoundError
 
 from raybridge.adjuster.scaler import ACT_POLICY, Scaler
 from raybridge.kube.client import connect
@@ -88,6 +90,26 @@ def test_a_stop_ends_the_backoff_at_once(api: Any) -> None:
     assert fault.hits == 1 and outcomes and not outcomes[0].ok
 
 
-def _placeholder() -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rb-placeholder-x", "namespace": NS},
+def _placeholder(name: str = "rb-placeholder-x") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
             "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/e2e-test-images/busybox:1.36.1-1"}]}}
+
+
+def test_a_delete_of_one_placeholder_leaves_another_made_since_under_its_name(api: Any) -> None:
+    # kube-scheduler deletes a placeholder it preempts, and the next pass may make one of the same name before the
+    # watch says the first is gone; a pass that decided on the first then deleted the new one by name.
+    proxy, kube = api
+    name = "rb-placeholder-remade"  # no other test's pod of this name is still terminating
+    first = proxy.admin.create_object(_placeholder(name))
+    proxy.admin.delete_object("v1", "Pod", name, NS)
+    wait_for(lambda: proxy.admin.get_object("v1", "Pod", name, NS) is None, timeout=30, what="the first placeholder gone")
+    second = proxy.admin.create_object(_placeholder(name))
+    try:
+        scaler = Scaler(kube, request_timeout=5.0)
+        outcome = scaler.delete_pod(NS, name, first["metadata"]["uid"])
+        assert outcome.ok and outcome.result == "replaced" and outcome.attempts == 1, outcome
+        assert (proxy.admin.get_object("v1", "Pod", name, NS) or {})["metadata"]["uid"] == second["metadata"]["uid"]
+        assert scaler.delete_pod(NS, name, second["metadata"]["uid"]).result == "deleted"
+    finally:
+        with contextlib.suppress(NotFoundError):  # the test's own delete got there first
+            proxy.admin.delete_object("v1", "Pod", name, NS)

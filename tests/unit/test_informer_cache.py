@@ -61,3 +61,13 @@ def test_the_watch_still_replaces_what_we_wrote() -> None:
     informer._apply("MODIFIED", _pod("a", "103", "Succeeded"))
     (cached,) = informer.snapshot()
     assert cached["status"]["phase"] == "Succeeded"
+
+
+def test_forgetting_the_object_we_deleted_leaves_another_of_its_name_and_no_late_event_brings_ours_back() -> None:
+    informer = _informer()
+    informer._apply("ADDED", _pod("new", "120", "Pending"))  # made since, under the name of the one we deleted
+    informer.forget("raybridge-adjuster/rb-placeholder-0", "old")
+    informer._apply("MODIFIED", _pod("old", "110", "Succeeded"))  # a late event of the one we deleted
+    assert [p["metadata"]["uid"] for p in informer.snapshot()] == ["new"]
+    informer.forget("raybridge-adjuster/rb-placeholder-0", "new")
+    assert informer.snapshot() == []
