@@ -331,9 +331,8 @@ class Controller:
         # placeholder has not run yet, so no other placeholder is bound to its GPUs once it exits.
         self._hold_nodes(nodes, snapshot.nodes or [], scaler, decision.held_nodes)
         acts = _Acts("placeholder", "placeholder")
-        uids = {(p.get("metadata") or {}).get("name"): (p.get("metadata") or {}).get("uid") for p in all_pods
-                if (p.get("metadata") or {}).get("namespace") == self.settings.namespace}  # the placeholders this pass decided on
-        acts.deletions = [partial(self._delete_placeholder, scaler, pods, name, reason, uids.get(name)) for name, reason in decision.delete]
+        uids = {ph.name: ph.uid for ph in result.placeholders}  # the placeholders this pass decided on
+        acts.deletions = [partial(self._delete_placeholder, scaler, pods, name, reason, uids.get(name) or None) for name, reason in decision.delete]
         acts.creations = [self._placeholder_creation(scaler, pods, planned) for planned in decision.create]
         self._act(acts, all_pods, decision.plan.ignored, scaler)
         states = {"pending": sum(p.placeholder.gpus for p in decision.create), "provided": 0}

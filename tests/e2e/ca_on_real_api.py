@@ -202,6 +202,11 @@ def placeholder_priority(client: Any, value: int) -> Iterator[None]:
         make(-1)
 
 
+def asked_gpus(placeholder: dict[str, Any]) -> int:
+    """The GPUs a placeholder (or a ProvisioningRequest) asks for, as its label says."""
+    return int(placeholder["metadata"]["labels"][consts.GPUS_LABEL])
+
+
 def cluster_state(client: Any, sim: Any, controller: Any = None, created: Any = None) -> str:
     """What the pods, the nodes and the simulations show (and what the controller deleted, which placeholders it
     created), for a failed wait's message."""

@@ -34,8 +34,8 @@ from tests.helpers import ROOT, free_port
 from tests.adjuster_world import (GRACE_PERIOD, NS, SLIM_ADJUSTER, WORK, burst, deleted_by_reason, placeholders, request_pods,
                                   requests, running, templates)
 from tests.waits import ShiftedClock, wait_for
-from tests.e2e.ca_on_real_api import (XDIST_GROUP, placeholder_log, placeholder_priority, request_log, running_controller, settings, simulated,
-                                      state_on_timeout, wait_unschedulable)
+from tests.e2e.ca_on_real_api import (XDIST_GROUP, asked_gpus, placeholder_log, placeholder_priority, request_log, running_controller, settings,
+                                      simulated, state_on_timeout, wait_unschedulable)
 
 pytestmark = [
     pytest.mark.skipif(_unavailable() is not None, reason=str(_unavailable())),
@@ -67,7 +67,7 @@ def test_a_burst_gets_the_planned_gpus_once_the_pods_land_and_the_placeholders_g
             wait_for(lambda: running(client) == 20, timeout=90, what="all 20 pods running")
             wait_for(lambda: not placeholders(client), timeout=30, what="the placeholders deleted")
             assert controller.passes > 0
-    gpus = [int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in created.objects]
+    gpus = [asked_gpus(p) for p in created.objects]
     # One 8 and one 2; a placeholder bound to the GPUs another brought up (the real kube-scheduler binds at once, KAI
     # a session later) is asked for again, 2 GPUs each time.
     assert sorted(gpus[:2]) == [2, 8] and set(gpus[2:]) <= {2}, gpus
@@ -103,7 +103,7 @@ def test_a_burst_seen_in_two_passes_fills_the_first_placeholders_node_before_ask
         with running_controller(client, settings(provision_timeout=120.0)) as controller:
             burst(client, 5, "0.6", "first")
             wait_for(lambda: created.objects, timeout=20, what="the first placeholder")
-            asked = sum(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in created.objects)
+            asked = sum(asked_gpus(p) for p in created.objects)
             assert asked < 8, asked  # asked for part of a node: the rest of the burst comes next
             burst(client, 25, "0.6", "second")
             wait_unschedulable(client, sim, 30)
@@ -292,7 +292,7 @@ def test_waves_grow_the_placeholder_of_the_node_they_will_share(cluster: tuple[A
             wait_unschedulable(client, sim, 5 * (wave + 1))
             passes = controller.passes
             wait_for(lambda: controller.passes >= passes + 2, timeout=20, what=f"two passes after wave {wave}")
-        asked = sorted(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in placeholders(client))
+        asked = sorted(asked_gpus(p) for p in placeholders(client))
         assert not sim.added_nodes  # still all pending: what the waves asked for, before any node came
         sim.autoscaler.clock.resume()
         wait_for(lambda: running(client) == 20, timeout=90, what="all 20 pods running")
@@ -506,7 +506,7 @@ def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(cluster: tu
             wait_unschedulable(client, sim, 11)
             passes = controller.passes
             wait_for(lambda: controller.passes >= passes + 2, timeout=20, what="two passes after the second wave")
-            asked = sorted(int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in placeholders(client))
+            asked = sorted(asked_gpus(p) for p in placeholders(client))
             assert sum(asked) == 11, asked  # what the autoscaler sees when it looks: every GPU the 11 need
             sim.autoscaler.clock.resume()
             wait_for(lambda: running(client) == 11, timeout=90, what="all 11 pods running")

@@ -35,8 +35,8 @@ from raybridge.adjuster.decision.plan import plan_placeholders
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from testcluster.pytest_plugin import _unavailable
 from tests.adjuster_world import NS, SLIM_ADJUSTER, WORK, burst, deleted_by_reason, placeholders, request_pods, requests, running, templates
-from tests.e2e.ca_on_real_api import (POD_GROUP_API, XDIST_GROUP, CollectedStderr, cluster_state, placeholder_log, placeholder_priority, request_log, running_controller,
-                                      settings, simulated, wait_unschedulable)
+from tests.e2e.ca_on_real_api import (POD_GROUP_API, XDIST_GROUP, CollectedStderr, asked_gpus, cluster_state, placeholder_log, placeholder_priority,
+                                      request_log, running_controller, settings, simulated, wait_unschedulable)
 from tests.helpers import ROOT
 from tests.waits import ShiftedClock, wait_for
 
@@ -190,7 +190,7 @@ def test_a_waiting_request_is_replaced_by_a_smaller_one_when_its_groups_demand_s
         sim.autoscaler.clock.resume()
         wait_for(lambda: running(client) == 12, timeout=90, what="the 12 pods left running")
         wait_for(lambda: not requests(client) and not templates(client), timeout=30, what="cleaned up")
-    asked = [int(c["metadata"]["labels"][consts.GPUS_LABEL]) for c in created]
+    asked = [asked_gpus(c) for c in created]
     assert asked[0] == 12 and asked[-1] == 6 and all(a > b for a, b in zip(asked, asked[1:])), asked  # each one smaller
     assert len(sim.added_nodes) == 1, sim.added_nodes  # 6 GPUs: one node, not the two the first request asked for
     replaced = controller.metrics.registry.get_sample_value("raybridge_adjuster_placeholder_actions_total", {"action": "delete", "reason": "replaced"})
@@ -347,16 +347,18 @@ def test_a_higher_priority_pod_that_takes_the_new_node_first_costs_one_more_node
     first, _ = sim.added_nodes
     rival_node = (client.get_object("v1", "Pod", "rival", WORK) or {})["spec"].get("nodeName")
     assert rival_node == first[0], (rival_node, sim.added_nodes)  # the rival took the node decided for the placeholder
-    gpus = [int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in created.objects]
+    gpus = [asked_gpus(p) for p in created.objects]
     # One placeholder, never replaced by the adjuster. Where the placeholder's scheduling backoff ended before the
     # rival's (both were waiting when the node came), kube-scheduler bound the placeholder first and the rival then
     # preempted it (-1 against 100; the scheduler says `Preempted` on the victim): it is made again for the same pods
     # (about one run in seven). kwok then, in about half of those, writes the preempted pod's Running and Failed onto
-    # the new one of its name, unbound (a kubelet skips a pod whose uid changed: status_manager.go syncPod; kubesim/FIDELITY.md), and the adjuster
-    # replaces that one too (finished without a node). Either way the nodes are the two above.
+    # the new one of its name, unbound (a kubelet skips a pod whose uid changed: status_manager.go syncPod;
+    # kubesim/FIDELITY.md), and the adjuster replaces that one too (finished without a node). Either way the nodes are
+    # the two above.
     preempted = [e for e in client.list_objects("v1", "Event", NS) if e.get("reason") == "Preempted"]
     replaced = deleted_by_reason(controller).get("finished-without-node", 0)
-    assert len(preempted) <= 1 and replaced <= len(preempted) and gpus == [8] * (1 + len(preempted) + replaced), (gpus, deleted_by_reason(controller), preempted)
+    assert len(preempted) <= 1 and replaced <= len(preempted) and gpus == [8] * (1 + len(preempted) + replaced), (
+        gpus, deleted_by_reason(controller), preempted)
 
 
 def test_a_pod_past_its_grace_period_gets_its_placeholder_with_no_event_to_wake_the_controller(cluster: Any) -> None:
@@ -379,4 +381,4 @@ def test_a_pod_past_its_grace_period_gets_its_placeholder_with_no_event_to_wake_
         clock.ahead = 60.0 + consts.DEFAULT_BATCH_IDLE_SECONDS + 2.0  # past the grace period and the batch window
         wait_for(lambda: created.objects, timeout=30, what="a placeholder on the controller's timer")
         wait_for(lambda: running(client) == 1, timeout=90, what="the pod running")
-    assert [int(p["metadata"]["labels"][consts.GPUS_LABEL]) for p in created.objects] == [1]
+    assert [asked_gpus(p) for p in created.objects] == [1]

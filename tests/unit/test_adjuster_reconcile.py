@@ -9,6 +9,7 @@ real KAI and Karpenter (test_adjuster_real.py, test_adjuster_karpenter_real.py).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -291,6 +292,16 @@ READ_ROWS = [
 def test_read_placeholder(case, obj, state, gpus, pods):
     found = read_placeholder(read_pod(obj))
     assert (found.state, found.gpus, found.pods) == (state, gpus, pods)
+
+
+@pytest.mark.parametrize("node,phase,deleting", [(None, "Pending", False), ("n1", "Running", False), (None, "Failed", False), (None, "Pending", True)],
+                         ids=["pending", "provided", "finished", "terminating"])  # fmt: skip
+def test_every_state_carries_the_uid_the_controller_deletes_by(node, phase, deleting):
+    obj = placeholder_pod(node=node, phase=phase, deleting=deleting)
+    obj["metadata"]["uid"] = "uid-of-this-one"
+    found = read_placeholder(read_pod(obj))
+    assert found.uid == "uid-of-this-one"
+    assert found == replace(found, uid="")  # not part of the decision: rows built without it still compare equal
 
 
 def test_provided_time_is_when_it_was_scheduled():

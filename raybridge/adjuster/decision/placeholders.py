@@ -56,6 +56,9 @@ class ExistingPlaceholder:
     #: A pending placeholder pod: the autoscaler packs the pending ones onto whole nodes of the group
     #: (`_place_on_pending`). False for a ProvisioningRequest, whose nodes are its own: its GPUs alone.
     packed_onto_nodes: bool = False
+    #: The object's uid, where it is read from one: what the controller deletes (never another made since under its
+    #: name). Not part of the decision, so not of equality.
+    uid: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)

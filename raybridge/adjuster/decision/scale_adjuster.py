@@ -49,16 +49,17 @@ def read_placeholder(pod: Pod) -> Optional[ExistingPlaceholder]:
     if identity is None:
         return None
     name, group, gpus, pods = identity
+    uid = pod.meta.uid
     if pod.meta.deleting:
-        return ExistingPlaceholder(name, group, gpus, TERMINATING, pods)
+        return ExistingPlaceholder(name, group, gpus, TERMINATING, pods, uid=uid)
     if pod.bound:
-        return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, _scheduled_at(pod), pod.spec.get("nodeName"))
+        return ExistingPlaceholder(name, group, gpus, PROVIDED, pods, _scheduled_at(pod), pod.spec.get("nodeName"), uid=uid)
     if pod.finished:
-        return ExistingPlaceholder(name, group, gpus, FINISHED, pods)
+        return ExistingPlaceholder(name, group, gpus, FINISHED, pods, uid=uid)
     # The pods' requests it recorded; one made before they were recorded asked for them (its spec says them)
     resources = recorded_pod_requests(pod.meta.annotations)
     return ExistingPlaceholder(name, group, gpus, PENDING, pods, resources=pod_resource_requests(pod.spec) if resources is None else resources,
-                               packed_onto_nodes=True)
+                               packed_onto_nodes=True, uid=uid)
 
 
 def _signal_identity(meta: Meta) -> Optional[tuple[str, str, int, tuple[str, ...]]]:
