@@ -100,10 +100,14 @@ def test_a_delete_of_one_placeholder_leaves_another_made_since_under_its_name(ap
     # watch says the first is gone; a pass that decided on the first then deleted the new one by name.
     proxy, kube = api
     name = "rb-placeholder-remade"  # no other test's pod of this name is still terminating
-    first = proxy.admin.create_object(_placeholder(name))
+    # Never bound (a scheduler no one runs), as a pending placeholder: on the session's shared cluster, whose nodes
+    # other tests add and remove, a bound one can be deleted by what acts on a node's pods (in a whole-suite run the
+    # second pod was gone, 404, before the test's delete).
+    unbound = {**_placeholder(name), "spec": {**_placeholder(name)["spec"], "schedulerName": "no-scheduler"}}
+    first = proxy.admin.create_object(unbound)
     proxy.admin.delete_object("v1", "Pod", name, NS)
     wait_for(lambda: proxy.admin.get_object("v1", "Pod", name, NS) is None, timeout=30, what="the first placeholder gone")
-    second = proxy.admin.create_object(_placeholder(name))
+    second = proxy.admin.create_object(unbound)
     try:
         scaler = Scaler(kube, request_timeout=5.0)
         outcome = scaler.delete_pod(NS, name, first["metadata"]["uid"])
