@@ -79,15 +79,51 @@ def admin_api(stack: Any) -> Iterator[tuple[Any, Any, Any]]:
 
 
 def clean_up(stack: Any, api_client: Any) -> None:
-    """Each test starts with no GPU node: its pods, then Karpenter's NodeClaims (their nodes go with them)."""
+    """Each test starts with no GPU node: its pods, then Karpenter's NodeClaims and their nodes, let go of at once.
+
+    Karpenter's own termination would take 5 s or more per test: once it has asked the kwok provider to delete the
+    instance it looks again only 5 s later (karpenter@v1.14.1 pkg/controllers/node/termination/controller.go
+    awaitInstanceTermination, RequeueAfter 5 s). What the tests check ends with the test, so the clean-up deletes the
+    nodes itself and removes the finalizers of what is being deleted."""
     from kubernetes import client
 
     core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
     for namespace in (WORK, consts.DEFAULT_NAMESPACE):
         core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
     for claim in node_claims(custom):
-        custom.delete_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", claim["metadata"]["name"])
-    wait(stack, lambda: not gpu_nodes(core) and not node_claims(custom), 120, "the GPU nodes gone after the test")
+        _quietly(lambda: custom.delete_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", claim["metadata"]["name"]))
+    for node in _launched_or_gpu_nodes(core):
+        _quietly(lambda: core.delete_node(node.metadata.name))
+
+    def gone() -> bool:
+        for claim in node_claims(custom):
+            if claim["metadata"].get("deletionTimestamp") and claim["metadata"].get("finalizers"):
+                _quietly(lambda: custom.patch_cluster_custom_object(
+                    "karpenter.sh", "v1", "nodeclaims", claim["metadata"]["name"], {"metadata": {"finalizers": None}}))
+        nodes = _launched_or_gpu_nodes(core)
+        for node in nodes:
+            if node.metadata.deletion_timestamp and node.metadata.finalizers:
+                _quietly(lambda: core.patch_node(node.metadata.name, {"metadata": {"finalizers": None}}))
+        return not nodes and not node_claims(custom)
+
+    wait(stack, gone, 120, "the GPU nodes gone after the test")
+
+
+def _launched_or_gpu_nodes(core: Any) -> list[Any]:
+    """The GPU nodes and the nodes Karpenter launched (its CPU nodes too): all but the stack's system node."""
+    return [n for n in core.list_node().items
+            if (n.metadata.labels or {}).get("karpenter.sh/nodepool") or (n.status.allocatable or {}).get("nvidia.com/gpu") not in (None, "0")]
+
+
+def _quietly(call: Callable[[], Any]) -> None:
+    """`call()`, where an object already gone (404) or changed meanwhile (409) is what the clean-up wants anyway."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        call()
+    except ApiException as exc:
+        if exc.status not in (404, 409):
+            raise
 
 
 def node_claims(custom: Any) -> list[dict[str, Any]]:

@@ -119,12 +119,14 @@ POD_GROUP_API = "scheduling.run.ai/v2alpha2"
 
 class Created:
     """Every object the API server reports ADDED, from the test's start (a watch of `list_call`'s objects), until
-    `stop()` or the end of its `with` block; `objects` stays readable after."""
+    `stop()` or the end of its `with` block; `objects` stays readable after. `versions`: every version the watch
+    brought (ADDED and MODIFIED), for a state a poll could miss on a loaded machine."""
 
     def __init__(self, list_call: Any, *args: Any, **kwargs: Any) -> None:
         from kubernetes import watch
 
         self.objects: list[dict[str, Any]] = []
+        self.versions: list[dict[str, Any]] = []
         self._watch = watch.Watch()
         self._stream = self._watch.stream(list_call, *args, timeout_seconds=300, _request_timeout=330, **kwargs)
         self._thread = threading.Thread(target=self._record, daemon=True)
@@ -135,6 +137,8 @@ class Created:
             for event in self._stream:
                 if event["type"] == "ADDED":
                     self.objects.append(event["raw_object"])
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    self.versions.append(event["raw_object"])
         except Exception:  # noqa: BLE001 - the stream ends when the test stops it
             pass
 

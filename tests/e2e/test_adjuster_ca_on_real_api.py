@@ -193,7 +193,9 @@ def test_a_request_whose_pod_template_is_gone_fails_and_is_asked_for_again(clust
             for template in templates(client):
                 client.delete_object("v1", "PodTemplate", template["metadata"]["name"], NS)
             sim.autoscaler.clock.resume()
-            failed = wait_for(lambda: [c for c in _conditions(client) if c.get("type") == "Failed"], timeout=30, what="the request Failed")
+            # read from the watch: with a backoff of 0.5 s the failed request may be replaced between two polls
+            failed = wait_for(lambda: [c for r in created.versions for c in (r.get("status") or {}).get("conditions") or []
+                                       if c.get("type") == "Failed"], timeout=30, what="the request Failed")  # fmt: skip
             assert failed[0]["reason"] == "FailedToCreatePods", failed
             wait_for(lambda: running(client) == 4, timeout=90, what="all pods running")
     assert len(created.objects) == 2, [c["metadata"]["name"] for c in created.objects]

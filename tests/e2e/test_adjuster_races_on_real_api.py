@@ -101,35 +101,34 @@ def test_a_placeholder_bound_to_the_gpus_another_brought_up_costs_a_new_placehol
         sim.step()  # no GPU node: KAI finds the 16 unschedulable
         wait_unschedulable(client, sim, 16)  # the controller sees them all at once
         with placeholder_log(client) as created, running_controller(client, settings(provision_timeout=600.0), clock=clock) as controller:
-            wait_for(lambda: len(placeholders(client)) == 1, timeout=30, what="placeholder A")
-            a = placeholders(client)[0]["metadata"]["name"]
-            with ca_stack.paused("kwok"):  # A's node is slow to start A's container
-                wait_for(lambda: _unschedulable_placeholder(client, a), timeout=30, what="kube-scheduler finding no node for A")
-                sim.step()  # the autoscaler decides a node for A
-                sim.step()  # the node registers
-                first = sim.added_nodes[0][0]
-                wait_for(lambda: _node_of(client, a) == first, timeout=30, what="A bound to its node")
-                burst(client, 4, "0.5", "b")
-                # the new node's GPUs are A's: KAI finds the 4 unschedulable. The autoscaler sits this round out: KAI
-                # marks them one status write at a time, so the controller may ask for part of the wave first (a 1-GPU
-                # placeholder, grown to 2 once it sees all 4), and a node decided here for that part would register
-                # before the race below and take B.
-                sim.step(autoscaler=False)
-                with state_on_timeout(client, sim, controller, created):
-                    wait_for(lambda: sorted(asked_gpus(p) for p in placeholders(client)) == [2, 8], timeout=30, what="placeholder B for the whole wave")
-                wait_for(lambda: _hold_label(client, first) == "both", timeout=30, what="A's node held")
-                (b,) = [p["metadata"]["name"] for p in placeholders(client) if p["metadata"]["name"] != a]
-                wait_for(lambda: _unschedulable_placeholder(client, b), timeout=30, what="kube-scheduler finding no room for B")
-                # the autoscaler's loops until it decides a node for B (which registers at the step after)
-                with state_on_timeout(client, sim, controller, created):
-                    wait_for(lambda: (sim.step(), sim.autoscaler.upcoming)[1], timeout=30, interval=0.1, what="a node decided for B")
-                assert len(sim.autoscaler.upcoming) == 1 and len(sim.added_nodes) == 1, (sim.autoscaler.upcoming, sim.added_nodes)
-            # kwok runs A, which exits: kube-scheduler binds B to A's free GPUs before the next step (the race)
-            def settled() -> bool:
-                sim.step()
-                return running(client) == 20 and not placeholders(client)
-
+            # every wait below says the whole cluster's state when it runs out
             with state_on_timeout(client, sim, controller, created):
+                wait_for(lambda: len(placeholders(client)) == 1, timeout=30, what="placeholder A")
+                a = placeholders(client)[0]["metadata"]["name"]
+                with ca_stack.paused("kwok"):  # A's node is slow to start A's container
+                    wait_for(lambda: _unschedulable_placeholder(client, a), timeout=30, what="kube-scheduler finding no node for A")
+                    sim.step()  # the autoscaler decides a node for A
+                    sim.step()  # the node registers
+                    first = sim.added_nodes[0][0]
+                    wait_for(lambda: _node_of(client, a) == first, timeout=30, what="A bound to its node")
+                    burst(client, 4, "0.5", "b")
+                    # the new node's GPUs are A's: KAI finds the 4 unschedulable. The autoscaler sits this round out: KAI
+                    # marks them one status write at a time, so the controller may ask for part of the wave first (a 1-GPU
+                    # placeholder, grown to 2 once it sees all 4), and a node decided here for that part would register
+                    # before the race below and take B.
+                    sim.step(autoscaler=False)
+                    wait_for(lambda: sorted(asked_gpus(p) for p in placeholders(client)) == [2, 8], timeout=30, what="placeholder B for the whole wave")
+                    wait_for(lambda: _hold_label(client, first) == "both", timeout=30, what="A's node held")
+                    (b,) = [p["metadata"]["name"] for p in placeholders(client) if p["metadata"]["name"] != a]
+                    wait_for(lambda: _unschedulable_placeholder(client, b), timeout=30, what="kube-scheduler finding no room for B")
+                    # the autoscaler's loops until it decides a node for B (which registers at the step after)
+                    wait_for(lambda: (sim.step(), sim.autoscaler.upcoming)[1], timeout=30, interval=0.1, what="a node decided for B")
+                    assert len(sim.autoscaler.upcoming) == 1 and len(sim.added_nodes) == 1, (sim.autoscaler.upcoming, sim.added_nodes)
+                # kwok runs A, which exits: kube-scheduler binds B to A's free GPUs before the next step (the race)
+                def settled() -> bool:
+                    sim.step()
+                    return running(client) == 20 and not placeholders(client)
+
                 wait_for(lambda: _node_of(client, b) == first, timeout=30, what="B bound to A's node")
                 wait_for(settled, timeout=90, interval=0.1, what="all 20 pods running and the placeholders gone")
         assert len(sim.added_nodes) == 2, (sim.added_nodes, [p["metadata"]["name"] for p in created.objects])

@@ -19,7 +19,9 @@ version each release serves (test_kueue_api_versions.py).
 Per release: submit and clean-up, the lifecycle commands, the orphan bound (and the one protection the
 created RayJob carries) on every KubeRay release; the Cohort quota, split flavors and an inactive
 ClusterQueue as each Kueue release sees them; token authentication refused, naming the release, on a
-KubeRay without AuthOptions (before v1.5.1).
+KubeRay without AuthOptions (before v1.5.1). The orphan test's minute on KubeRay's clock passes while the
+release's other tests run: its `submit` is killed as the release's cluster starts (OrphanKill), and the test,
+last in the module, checks what that saw and waits for what is left of the minute.
 
 What it deliberately does not do: repeat every submit path of test_kube_submit.py per release
 (runtime: a few tests per release).
@@ -35,6 +37,7 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, Optional
 from urllib.parse import urlparse
@@ -68,6 +71,8 @@ class Cluster:
         self.server = server
         self.kubeconfig = kubeconfig
         self.kueue_api = kueue_api
+        #: The orphan test's first half, begun with the cluster (OrphanKill), where this run holds that test.
+        self.orphan: Optional["OrphanKill"] = None
 
     def cli(self, *args: str, timeout: float = 180) -> Any:
         return run_cli(*args, env=cli_env(KUBECONFIG=self.kubeconfig), timeout=timeout)
@@ -110,9 +115,16 @@ MATRIX = [pytest.param(r, marks=pytest.mark.xdist_group(r), id=r) for r in REAL_
 
 @pytest.fixture(scope="module", params=MATRIX)
 def cluster(request: pytest.FixtureRequest, ray_head: Any) -> Iterator[Cluster]:
-    """One release's cluster, shared by that release's tests (the id is the release)."""
+    """One release's cluster, shared by that release's tests (the id is the release); the orphan test's first half
+    begins with it (OrphanKill)."""
     with _real(request.param, ray_head, request) as cluster:
-        yield cluster
+        if "kuberay" in cluster.release and _orphan_test_selected(request, cluster.release):
+            cluster.orphan = OrphanKill(cluster)
+        try:
+            yield cluster
+        finally:
+            if cluster.orphan is not None:
+                cluster.orphan.stop()
 
 
 def _kueue_api(versions: dict[str, str]) -> str:
@@ -208,74 +220,6 @@ def test_status_list_logs_stop_and_delete_of_a_running_job(cluster: Cluster, sub
 
 def _finished(workload: dict[str, Any]) -> bool:
     return any(c.get("type") == "Finished" and c.get("status") == "True" for c in (workload.get("status") or {}).get("conditions") or [])
-
-
-@pytest.mark.realtime  # on the real programs the bound itself (a minute) passes in wall-clock time
-def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(cluster: Cluster) -> None:
-    """SIGKILL once the cluster is ready (KubeRay's Waiting, where v1.3-v1.5 check neither suspend nor
-    deadlines): the RayJob's deadline falls within --orphan-timeout of the kill, and once KubeRay's clock
-    reaches it the RayJob fails and Kueue marks it finished (quota freed)."""
-    if "kuberay" not in cluster.release:
-        pytest.skip("the RayJob state machine is KubeRay's: one run per KubeRay release")
-    bound = 60
-    namespace, lq = cluster.queue()
-    with created_rayjobs(cluster.kubeconfig, namespace) as created:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "raybridge", "-v", "submit", "-n", namespace, "--queue", lq, "--name", "orphan",
-             "--submission-id", "orphan-run-1", "--orphan-timeout", str(bound), "--", "python", "-c", "import time; time.sleep(600)"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(KUBECONFIG=cluster.kubeconfig), cwd=str(ROOT),
-        )  # fmt: skip
-        seen: list[str] = []
-        try:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                seen.append(line)
-                if "is ready" in line:
-                    break
-            proc.send_signal(signal.SIGKILL)  # no clean-up of any kind runs
-            proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        killed_at = datetime.now(timezone.utc)
-        assert any("is ready" in line for line in seen), "".join(seen)
-        wait_for(lambda: created, timeout=10, what="the RayJob's creation, as the API server stored it")
-    # One protection, the same fields on every release (kuberay@v1.3.2..v1.7.0 honour activeDeadlineSeconds in
-    # Initializing and Running; the job id set from the start keeps the RayJob out of Waiting, which checks
-    # neither), and no one-day cap on the run as a side effect.
-    as_created = created[0]
-    assert [line for line in seen if "orphan protection:" in line and "KubeRay operator" not in line] == [
-        "orphan protection: if raybridge stops renewing it, the RayJob fails within 1m and frees its cluster and quota "
-        "(spec.activeDeadlineSeconds, renewed while raybridge runs)\n"
-    ], "".join(seen)
-    # What bounds an eviction after raybridge's end depends on the operator's release, read from its Deployment.
-    [eviction] = [line for line in seen if "KubeRay operator" in line]
-    operator = REAL_RELEASES[cluster.release].get("kuberay", "v1.6.1")
-    assert f"KubeRay operator {operator} (Deployment kuberay-system/kuberay-operator)" in eviction, eviction
-    if tuple(int(part) for part in operator[1:].split(".")[:2]) >= (1, 6):
-        assert "honours preRunningDeadlineSeconds" in eviction and "fails within 1m of its new start" in eviction, eviction
-    else:
-        assert "predates v1.6, so no preRunningDeadlineSeconds" in eviction and "the job's age then plus 1m" in eviction, eviction
-    assert as_created["spec"]["activeDeadlineSeconds"] == bound
-    assert as_created["spec"]["jobId"] == "orphan-run-1"
-    assert "preRunningDeadlineSeconds" not in as_created["spec"]
-    assert "kueue.x-k8s.io/max-exec-time-seconds" not in (as_created["metadata"].get("labels") or {})
-
-    job = wait_for(lambda: _measured(cluster.server.get_object(RAY, "RayJob", "orphan", namespace)), timeout=30,
-                   what="KubeRay measuring the RayJob's deadline")  # fmt: skip
-    started = datetime.strptime(job["status"]["startTime"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-    fails_at = started + timedelta(seconds=job["spec"]["activeDeadlineSeconds"])
-    # +1: startTime's whole seconds; +3: KubeRay's reconcile once the deadline has passed, on a loaded machine
-    assert fails_at - killed_at <= timedelta(seconds=bound + 4), (fails_at, killed_at)
-    time.sleep(1)
-    assert _holding(cluster, namespace), "failed before its deadline"
-
-    # the real operator's wall clock: wait for the deadline itself
-    wait_for(lambda: not _holding(cluster, namespace), timeout=(fails_at - killed_at).total_seconds() + 45,
-             what="the RayJob failed at its deadline and its Workload finished")  # fmt: skip
-    status = cluster.server.get_object(RAY, "RayJob", "orphan", namespace)["status"]
-    assert (status["jobDeploymentStatus"], status.get("reason")) == ("Failed", "DeadlineExceeded")
-    assert cluster.cli("delete", "orphan", "-n", namespace).returncode == 0
 
 
 @contextlib.contextmanager
@@ -479,3 +423,141 @@ def test_a_job_queued_with_no_wait_runs_alone_through_a_preemption(cluster: Clus
     finally:
         for submission_id in sorted(head.seen):
             head.end(submission_id)
+
+
+# --- the orphan bound: last in the module, begun with the release's cluster ------------------------------------
+
+#: The orphan bound the test gives `submit`: the CLI's least (MIN_ORPHAN_BOUND_SECONDS), a minute of KubeRay's clock.
+ORPHAN_BOUND = 60
+ORPHAN_TEST = "test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound"
+
+
+@dataclass
+class KilledRun:
+    """What the orphan test's first half saw: `submit`'s stderr up to the kill, the RayJob as created, and KubeRay's
+    deadline as it measured it, while the RayJob still held its quota."""
+
+    namespace: str
+    seen: list[str]
+    created: list[dict[str, Any]]
+    killed_at: datetime
+    fails_at: datetime
+    holding_after_measure: bool
+
+
+class OrphanKill:
+    """The orphan test's first half, on a thread: `submit` SIGKILLed once its cluster is ready, and KubeRay's deadline
+    read while the RayJob runs. The `cluster` fixture starts it with the release's cluster, so the minute until that
+    deadline passes while the release's other tests run instead of in a test of its own; the test (last in the module)
+    takes what it saw and waits for what is left. What it does not do: assert (the test does, on what it kept)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.proc: Optional[subprocess.Popen[str]] = None
+        self.result: Optional[KilledRun] = None
+        self.error: Optional[BaseException] = None
+        self.thread = threading.Thread(target=self._run, name="orphan-kill", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.result = self._kill()
+        except BaseException as exc:  # noqa: BLE001 - raised again by `outcome` in the test
+            self.error = exc
+
+    def _kill(self) -> KilledRun:
+        cluster = self.cluster
+        namespace, lq = cluster.queue()
+        with created_rayjobs(cluster.kubeconfig, namespace) as created:
+            self.proc = proc = subprocess.Popen(
+                [sys.executable, "-m", "raybridge", "-v", "submit", "-n", namespace, "--queue", lq, "--name", "orphan",
+                 "--submission-id", "orphan-run-1", "--orphan-timeout", str(ORPHAN_BOUND), "--", "python", "-c", "import time; time.sleep(600)"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(KUBECONFIG=cluster.kubeconfig), cwd=str(ROOT),
+            )  # fmt: skip
+            seen: list[str] = []
+            try:
+                assert proc.stderr is not None
+                for line in proc.stderr:
+                    seen.append(line)
+                    if "is ready" in line:
+                        break
+                proc.send_signal(signal.SIGKILL)  # no clean-up of any kind runs
+                proc.wait(timeout=30)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+            killed_at = datetime.now(timezone.utc)
+            assert any("is ready" in line for line in seen), "".join(seen)
+            wait_for(lambda: created, timeout=10, what="the RayJob's creation, as the API server stored it")
+        job = wait_for(lambda: _measured(cluster.server.get_object(RAY, "RayJob", "orphan", namespace)), timeout=30,
+                       what="KubeRay measuring the RayJob's deadline")  # fmt: skip
+        started = datetime.strptime(job["status"]["startTime"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        fails_at = started + timedelta(seconds=job["spec"]["activeDeadlineSeconds"])
+        time.sleep(1)
+        return KilledRun(namespace, seen, list(created), killed_at, fails_at, _holding(cluster, namespace))
+
+    def outcome(self, timeout: float = 180) -> KilledRun:
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            raise TimeoutError(f"the orphan run's first half did not end within {timeout:.0f} s")
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+    def stop(self) -> None:
+        """After the module: a `submit` still running (its test never came) is killed; its namespace stays, as a failed
+        test's does."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        self.thread.join(60)
+
+
+def _orphan_test_selected(request: pytest.FixtureRequest, release: str) -> bool:
+    """Whether this run holds the orphan test of `release` (not left out by -k or a node id)."""
+    return any(item.name == f"{ORPHAN_TEST}[{release}]" for item in request.session.items)
+
+
+@pytest.mark.realtime  # on the real programs the bound itself (a minute) passes in wall-clock time
+def test_raybridge_killed_at_any_moment_frees_the_quota_within_the_orphan_bound(cluster: Cluster) -> None:
+    """SIGKILL once the cluster is ready (KubeRay's Waiting, where v1.3-v1.5 check neither suspend nor
+    deadlines): the RayJob's deadline falls within --orphan-timeout of the kill, and once KubeRay's clock
+    reaches it the RayJob fails and Kueue marks it finished (quota freed). The kill came at the module's start
+    (OrphanKill); the release's other tests ran while the bound passed."""
+    if "kuberay" not in cluster.release:
+        pytest.skip("the RayJob state machine is KubeRay's: one run per KubeRay release")
+    assert cluster.orphan is not None, "the cluster fixture starts the orphan run where this test is selected"
+    run = cluster.orphan.outcome()
+    namespace, seen, bound = run.namespace, run.seen, ORPHAN_BOUND
+    # One protection, the same fields on every release (kuberay@v1.3.2..v1.7.0 honour activeDeadlineSeconds in
+    # Initializing and Running; the job id set from the start keeps the RayJob out of Waiting, which checks
+    # neither), and no one-day cap on the run as a side effect.
+    as_created = run.created[0]
+    assert [line for line in seen if "orphan protection:" in line and "KubeRay operator" not in line] == [
+        "orphan protection: if raybridge stops renewing it, the RayJob fails within 1m and frees its cluster and quota "
+        "(spec.activeDeadlineSeconds, renewed while raybridge runs)\n"
+    ], "".join(seen)
+    # What bounds an eviction after raybridge's end depends on the operator's release, read from its Deployment.
+    [eviction] = [line for line in seen if "KubeRay operator" in line]
+    operator = REAL_RELEASES[cluster.release].get("kuberay", "v1.6.1")
+    assert f"KubeRay operator {operator} (Deployment kuberay-system/kuberay-operator)" in eviction, eviction
+    if tuple(int(part) for part in operator[1:].split(".")[:2]) >= (1, 6):
+        assert "honours preRunningDeadlineSeconds" in eviction and "fails within 1m of its new start" in eviction, eviction
+    else:
+        assert "predates v1.6, so no preRunningDeadlineSeconds" in eviction and "the job's age then plus 1m" in eviction, eviction
+    assert as_created["spec"]["activeDeadlineSeconds"] == bound
+    assert as_created["spec"]["jobId"] == "orphan-run-1"
+    assert "preRunningDeadlineSeconds" not in as_created["spec"]
+    assert "kueue.x-k8s.io/max-exec-time-seconds" not in (as_created["metadata"].get("labels") or {})
+
+    # +1: startTime's whole seconds; +3: KubeRay's reconcile once the deadline has passed, on a loaded machine
+    assert run.fails_at - run.killed_at <= timedelta(seconds=bound + 4), (run.fails_at, run.killed_at)
+    assert run.holding_after_measure, "failed before its deadline"
+
+    # the real operator's wall clock: wait for the deadline itself (most of it passed during the other tests)
+    left = max(0.0, (run.fails_at - datetime.now(timezone.utc)).total_seconds())
+    wait_for(lambda: not _holding(cluster, namespace), timeout=left + 45,
+             what="the RayJob failed at its deadline and its Workload finished")  # fmt: skip
+    status = cluster.server.get_object(RAY, "RayJob", "orphan", namespace)["status"]
+    assert (status["jobDeploymentStatus"], status.get("reason")) == ("Failed", "DeadlineExceeded")
+    assert cluster.cli("delete", "orphan", "-n", namespace).returncode == 0
