@@ -52,7 +52,7 @@ def test_pods_a_nodepool_limit_keeps_waiting_are_told_and_no_placeholder_churns(
                 core.create_namespaced_pod(real.WORK, real.on_real_stack(fraction_pod(f"six-{i}", real.WORK, fraction="0.6")),
                                            _preload_content=False)
             real.wait_until(lambda: len(log.running) == 16, 120, "16 pods running (the 2 nodes the limit allows)")
-            time.sleep(60)  # what churns, churns in this time: each placeholder made again within seconds, before
+            time.sleep(30)  # what churns, churns in this time: each placeholder made again within seconds, before
             events: list[dict[str, Any]] = real.json.loads(core.list_namespaced_event(real.WORK, _preload_content=False).data)["items"]
             refused = [e for e in events if e.get("reason") == "ScaleUpRefused"]
             claims = real._claims(custom)
