@@ -96,23 +96,22 @@ def clean_up(stack: Any, api_client: Any) -> None:
         _quietly(lambda: core.delete_node(node.metadata.name))
 
     def gone() -> bool:
-        for claim in node_claims(custom):
+        claims, nodes = node_claims(custom), _launched_or_gpu_nodes(core)
+        for claim in claims:
             if claim["metadata"].get("deletionTimestamp") and claim["metadata"].get("finalizers"):
                 _quietly(lambda: custom.patch_cluster_custom_object(
                     "karpenter.sh", "v1", "nodeclaims", claim["metadata"]["name"], {"metadata": {"finalizers": None}}))
-        nodes = _launched_or_gpu_nodes(core)
         for node in nodes:
             if node.metadata.deletion_timestamp and node.metadata.finalizers:
                 _quietly(lambda: core.patch_node(node.metadata.name, {"metadata": {"finalizers": None}}))
-        return not nodes and not node_claims(custom)
+        return not claims and not nodes  # what was let go of now is gone at the next look
 
     wait(stack, gone, 120, "the GPU nodes gone after the test")
 
 
 def _launched_or_gpu_nodes(core: Any) -> list[Any]:
     """The GPU nodes and the nodes Karpenter launched (its CPU nodes too): all but the stack's system node."""
-    return [n for n in core.list_node().items
-            if (n.metadata.labels or {}).get("karpenter.sh/nodepool") or (n.status.allocatable or {}).get("nvidia.com/gpu") not in (None, "0")]
+    return [n for n in core.list_node().items if (n.metadata.labels or {}).get("karpenter.sh/nodepool") or _has_gpus(n)]
 
 
 def _quietly(call: Callable[[], Any]) -> None:
@@ -131,7 +130,11 @@ def node_claims(custom: Any) -> list[dict[str, Any]]:
 
 
 def gpu_nodes(core: Any) -> list[Any]:
-    return [n for n in core.list_node().items if (n.status.allocatable or {}).get("nvidia.com/gpu") not in (None, "0")]
+    return [n for n in core.list_node().items if _has_gpus(n)]
+
+
+def _has_gpus(node: Any) -> bool:
+    return (node.status.allocatable or {}).get("nvidia.com/gpu") not in (None, "0")
 
 
 def wait(stack: Any, check: Callable[[], T], timeout: float, what: str) -> T:
