@@ -6,7 +6,8 @@ client as the admin, with short method names the test helpers (`fresh_queue`, `l
 simulations (through kubesim/real_api.py `RealApi`) share. Objects are plain dicts.
 
 What this does not do: no fault injection and no simulated controllers (the real
-ones run), no waiting (a test waits for what it expects with its own bound).
+ones run), no waiting (a test waits for what it expects with its own bound), but for one: a PriorityClass is usable
+once made (`create_priority_class`).
 """
 
 from __future__ import annotations
@@ -134,6 +135,32 @@ class ClusterClient:
         created = resource.create(body=obj, namespace=namespace, **({"dry_run": "All"} if dry_run else {})).to_dict()
         if obj.get("status") is not None and "status" in resource.subresources and not dry_run:
             created = self.update_status(dict(created, status=obj["status"]))
+        return created
+
+    def create_priority_class(self, name: str, value: int, *, namespace: str = "default", timeout: float = 30.0, **fields: Any) -> dict[str, Any]:
+        """Create the PriorityClass `name` at `value` (and `fields`, e.g. preemptionPolicy="Never") and return once a pod
+        naming it is admitted at that value. The API server's Priority admission plugin reads PriorityClasses from its
+        informer, not from storage (kubernetes v1.34.1 plugin/pkg/admission/priority/admission.go, `admitPod` through
+        `p.lister.Get`): a pod made at once can be refused ("no PriorityClass with name ... was found") or, where the class
+        was deleted and made again at another value, be given the old value. A server-side dry run of a pod in
+        `namespace` goes through the same admission and keeps nothing."""
+        from kubernetes.dynamic.exceptions import DynamicApiError
+        from testcluster.processes import wait_until
+
+        created = self.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                                      "value": value, **fields})  # fmt: skip
+        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"priority-probe-{name}"[:63], "namespace": namespace},
+                 "spec": {"priorityClassName": name, "containers": [{"name": "c", "image": "probe"}]}}  # fmt: skip
+
+        def admitted_at_value() -> bool:
+            try:
+                return self.create_object(probe, dry_run=True)["spec"].get("priority") == value
+            except DynamicApiError as exc:
+                if exc.status == 403 and "PriorityClass" in str(exc.body or ""):
+                    return False
+                raise
+
+        wait_until(admitted_at_value, timeout, f"the Priority admission plugin knowing PriorityClass {name} at {value}")
         return created
 
     def get_object(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None) -> Optional[dict[str, Any]]:

@@ -27,6 +27,8 @@ EXITS_LABEL = "kubesim.test/exits-at-once"
 SYSTEM_NODE = "system-0"
 #: How long kube-scheduler and kwok get for what they do at once (bind, mark unschedulable, run, end a pod).
 ACTING_SECONDS = 30.0
+#: The kube-scheduler logs of the stacks this process started, for what a wait that timed out says.
+_scheduler_logs: list[Any] = []
 
 
 @contextlib.contextmanager
@@ -40,6 +42,7 @@ def sim_stack(namespaces: Iterable[str]) -> Iterator[Any]:
 
     exits = completing_stage("kubesim-exits-at-once", {EXITS_LABEL: "true"})
     with own_cluster(StackOptions(operators=(), crds_only=("autoscaler",), stages=[exits])) as stack:
+        _scheduler_logs.extend(process.log for process in stack.processes if process.name == "kube-scheduler")
         names = [*namespaces, SCALING_NAMESPACE, RESERVATION_NAMESPACE]
         stack.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}} for name in names]
                     + [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": RESERVATION_NAMESPACE, "namespace": RESERVATION_NAMESPACE}}])  # fmt: skip
@@ -102,8 +105,27 @@ def wait_unschedulable(api: RealApi, *names: str, namespace: str) -> None:
     """Until kube-scheduler has found no node for each pod of `names` (the autoscalers act on that condition alone)."""
     from testcluster.processes import wait_until
 
-    wait_until(lambda: all(is_unschedulable(read_pod(api, name, namespace)) for name in names), ACTING_SECONDS,
-               f"kube-scheduler marking {', '.join(names)} unschedulable")  # fmt: skip
+    try:
+        wait_until(lambda: all(is_unschedulable(read_pod(api, name, namespace)) for name in names), ACTING_SECONDS,
+                   f"kube-scheduler marking {', '.join(names)} unschedulable")  # fmt: skip
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}; {_pods_and_scheduler_said(api, names, namespace)}") from exc
+
+
+def _pods_and_scheduler_said(api: RealApi, names: Iterable[str], namespace: str) -> str:
+    """Each pod's node, phase and PodScheduled condition now, and kube-scheduler's log lines naming one of them or an
+    error (it logs a failed status write as an error, and at --v=1 little else): what a timed-out wait reports."""
+    pods = []
+    for name in names:
+        found = api.get_object("v1", "Pod", name, namespace) or {}
+        pods.append(f"{name}: node {found.get('spec', {}).get('nodeName')!r}, phase {(found.get('status') or {}).get('phase')!r}, "
+                    f"PodScheduled {scheduled_condition(found)}" if found else f"{name}: gone")  # fmt: skip
+    lines: list[str] = []
+    for log in _scheduler_logs[-1:]:
+        with contextlib.suppress(OSError):
+            text = log.read_text(errors="replace").splitlines()
+            lines = [line for line in text if line[:1] == "E" or any(f"{namespace}/{name}" in line for name in names)][-8:]
+    return "; ".join(pods) + "; kube-scheduler's log: " + (" | ".join(lines) or "nothing on them")
 
 
 def wait_bound(api: RealApi, name: str, namespace: str) -> str:

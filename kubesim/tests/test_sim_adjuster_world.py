@@ -75,11 +75,11 @@ def _whole_gpu_pod(name: str, gpus: int = 1, *, namespace: str = WORK, priority:
 
 
 def _create(api: RealApi, pod: dict[str, Any]) -> dict[str, Any]:
-    """Create the pod, and first the PriorityClass it names (value from its name), as a cluster would have it."""
+    """Create the pod, and first the PriorityClass it names (value from its name), as a cluster would have it (the
+    class known to the API server's Priority admission before the pod is made: testcluster/client.py)."""
     name = pod["spec"].get("priorityClassName")
     if name and api.get_object("scheduling.k8s.io/v1", "PriorityClass", name) is None:
-        value = int(name.removeprefix("test-priority"))
-        api.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value})
+        api.client.create_priority_class(name, int(name.removeprefix("test-priority")), namespace=pod["metadata"]["namespace"])
     return api.create_object(pod)
 
 

@@ -196,8 +196,7 @@ def placeholder_priority(client: Any, value: int) -> Iterator[None]:
     """The adjuster's PriorityClass at `value` (its value cannot change: deleted and made again), the stack's back after."""
     def make(priority: int) -> None:
         client.delete_object("scheduling.k8s.io/v1", "PriorityClass", consts.DEFAULT_PRIORITY_CLASS)
-        client.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS},
-                              "value": priority, "preemptionPolicy": "Never"})  # fmt: skip
+        client.create_priority_class(consts.DEFAULT_PRIORITY_CLASS, priority, preemptionPolicy="Never")  # the old value gone from admission too
 
     make(value)
     try:

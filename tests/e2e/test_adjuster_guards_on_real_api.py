@@ -307,7 +307,7 @@ def test_a_placeholder_the_autoscaler_refuses_is_said_and_its_group_is_not_asked
 @pytest.fixture
 def rival_priority(cluster: Any) -> Iterator[None]:
     client, _ = cluster
-    client.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "rival"}, "value": 100})
+    client.create_priority_class("rival", 100)
     try:
         yield
     finally:
