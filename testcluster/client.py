@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from pathlib import Path
 from typing import Any, Optional
 
 import yaml
 
 __all__ = ["ClusterClient"]
+
+#: Held while a client reads its discovery cache (`ClusterClient._resource`): one lock for every client, so a client
+#: made without its constructor (the unit tests') needs none of its own, and the reads are short once cached.
+_DISCOVERY_LOCK = threading.RLock()
 
 
 class ClusterClient:
@@ -115,13 +120,18 @@ class ClusterClient:
 
     # -- objects ------------------------------------------------------------------------------
     def _resource(self, api_version: str, kind: str) -> Any:
+        """The dynamic client's resource for the kind, discovery read again where the kind is new to it; one thread
+        at a time, as the kubernetes client's discovery cache is not safe across threads (a test and a thread
+        beside it, a simulation or a watch, share a client: two reading discovery again at once met
+        `KeyError: 'resources'` in kubernetes/dynamic/discovery.py `parse_api_groups`)."""
         from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-        try:
-            return self._dynamic.resources.get(api_version=api_version, kind=kind)
-        except ResourceNotFoundError:
-            self._dynamic.resources.invalidate_cache()  # a CRD installed since discovery was read
-            return self._dynamic.resources.get(api_version=api_version, kind=kind)
+        with _DISCOVERY_LOCK:
+            try:
+                return self._dynamic.resources.get(api_version=api_version, kind=kind)
+            except ResourceNotFoundError:
+                self._dynamic.resources.invalidate_cache()  # a CRD installed since discovery was read
+                return self._dynamic.resources.get(api_version=api_version, kind=kind)
 
     @staticmethod
     def _namespace(resource: Any, namespace: Optional[str]) -> Optional[str]:

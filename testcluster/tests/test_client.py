@@ -1,5 +1,6 @@
 """testcluster/client.py's ClusterClient, without a cluster: a kind whose CRD was installed after the client read the
-API server's discovery is found once the discovery is read again.
+API server's discovery is found once the discovery is read again, and two threads sharing a client never read it at
+once.
 
 Why: tests and benchmarks create a client, then install CRDs (or start an operator that does); the client must not
 fail on the first object of such a kind. What it does not do: talk to an API server (the end-to-end tests do).
@@ -7,6 +8,8 @@ fail on the first object of such a kind. What it does not do: talk to an API ser
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
@@ -56,3 +59,44 @@ def test_a_kind_installed_after_discovery_was_read_is_found_once_it_is_read_agai
     found = client.get_object("scheduling.run.ai/v2", "Queue", "research")
     assert found is not None and found["metadata"]["name"] == "research"
     assert client._dynamic.resources.fresh
+
+
+class _OneReaderDiscovery(_Discovery):
+    """Discovery that fails, as the kubernetes client's cache does (`KeyError: 'resources'`), when a second thread
+    reads it again while the first still is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = 0
+        self.overlapped = False
+
+    def invalidate_cache(self) -> None:
+        self.reading += 1
+        try:
+            if self.reading > 1:
+                self.overlapped = True
+                raise KeyError("resources")
+            time.sleep(0.05)  # the API server's answer takes a while: time enough for another thread to come
+            self.fresh = True
+        finally:
+            self.reading -= 1
+
+
+def test_two_threads_sharing_a_client_read_discovery_again_one_after_the_other() -> None:
+    client = ClusterClient.__new__(ClusterClient)
+    client._dynamic = _Dynamic()
+    client._dynamic.resources = _OneReaderDiscovery()
+    errors: list[BaseException] = []
+
+    def look_up() -> None:
+        try:
+            client.get_object("scheduling.run.ai/v2", "Queue", "research")
+        except BaseException as exc:  # noqa: BLE001 - the test asserts none came
+            errors.append(exc)
+
+    threads = [threading.Thread(target=look_up) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert not client._dynamic.resources.overlapped and errors == []
