@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-__all__ = ["Process", "StartError", "UnixHTTPConnection", "free_port", "http_ok", "unix_http_ok", "wait_until"]
+__all__ = ["GO_RUNTIME_DEFAULTS", "Process", "StartError", "UnixHTTPConnection", "free_port", "http_ok", "unix_http_ok", "wait_until",
+           "with_go_runtime_defaults"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -53,6 +54,20 @@ def _log_tail(path: Path, lines: int = 25) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(text.strip().splitlines()[-lines:])
+
+
+#: The Go runtime's settings for the stack's programs, where the environment sets none: the garbage collector runs at
+#: a quarter of its default rate until a program's heap nears 1.2 GiB. A test stack lives minutes and holds little,
+#: and on the 2-core machine the collector was a third of the API server's start: 10.4 CPU-s to ready at the default,
+#: 7.4 with these (the default stack, measured 2026-11-30), at 1.19 GB resident instead of 0.75. Behaviour is the
+#: same; only when memory is reclaimed changes. GOGC=100 in the environment gives the default back.
+GO_RUNTIME_DEFAULTS = {"GOGC": "400", "GOMEMLIMIT": "1200MiB"}
+
+
+def with_go_runtime_defaults(env: Optional[dict[str, str]] = None) -> dict[str, str]:
+    """`env` (this process's environment where None) with GO_RUNTIME_DEFAULTS for each setting it lacks."""
+    base = dict(os.environ if env is None else env)
+    return {**{k: v for k, v in GO_RUNTIME_DEFAULTS.items() if k not in base}, **base}
 
 
 @dataclass

@@ -62,7 +62,7 @@ from testcluster.head_front import HeadFront
 from testcluster.kubelet_gate import KubeletGate
 from testcluster.netjail import Relay, jail_argv, unix_connect, unix_listener
 from testcluster.pki import CertPair, Pki
-from testcluster.processes import Process, StartError, free_port, http_ok, stop_all, wait_until
+from testcluster.processes import Process, StartError, free_port, http_ok, stop_all, wait_until, with_go_runtime_defaults
 from testcluster.programs import Program, ensure_built, program
 from testcluster.sources import CRDS_ONLY, release_crds
 from testcluster.ray_head import RAY_HEAD_PROCESS, RayHead, end_all_but_the_gcs, launch_ray_head, wait_for_ray_head
@@ -304,7 +304,7 @@ class Stack:
 
     # -- helpers ------------------------------------------------------------------------------
     def start_process(self, name: str, argv: list[str], env: Optional[dict[str, str]] = None) -> Process:
-        process = Process(name, argv, self.workdir / "logs" / f"{name}.log", env=env).start()
+        process = Process(name, argv, self.workdir / "logs" / f"{name}.log", env=with_go_runtime_defaults(env)).start()
         self.processes.append(process)
         assert process.popen is not None
         with open(self.workdir / "process-groups", "a") as groups:  # read by the reaper

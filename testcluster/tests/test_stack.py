@@ -209,3 +209,24 @@ def test_stopping_many_programs_that_ignore_sigterm_takes_one_grace_not_one_each
     took = time.monotonic() - started
     assert all(p.popen is not None and p.popen.poll() is not None for p in processes)
     assert took < 8, f"took {took:.1f} s"
+
+
+@pytest.mark.parametrize("environment, expected", [
+    # one row per case: what the stack's starter has set, what each program it starts runs with
+    ({}, {"GOGC": "400", "GOMEMLIMIT": "1200MiB"}),
+    ({"GOGC": "100"}, {"GOGC": "100", "GOMEMLIMIT": "1200MiB"}),  # the default collector asked for: kept
+    ({"GOGC": "off", "GOMEMLIMIT": "4GiB"}, {"GOGC": "off", "GOMEMLIMIT": "4GiB"}),
+])
+def test_the_stacks_programs_run_with_a_lazier_go_collector_unless_the_environment_says_otherwise(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, environment: dict[str, str], expected: dict[str, str]) -> None:
+    from testcluster.stack import Stack
+
+    for name in ("GOGC", "GOMEMLIMIT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    stack = Stack.__new__(Stack)  # only what start_process uses: a temp directory and the process list
+    stack.workdir, stack.processes = tmp_path, []
+    process = stack.start_process("echo-go-settings", ["sh", "-c", 'echo "GOGC=$GOGC GOMEMLIMIT=$GOMEMLIMIT"'])
+    assert process.popen is not None and process.popen.wait(10) == 0
+    assert process.log.read_text().strip() == f"GOGC={expected['GOGC']} GOMEMLIMIT={expected['GOMEMLIMIT']}"
