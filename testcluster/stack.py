@@ -134,6 +134,28 @@ class StackOptions:
 
 
 
+#: The aggregated discovery document (GET /apis) as client-go asks for it.
+AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def _discovery_serves(api: Any, crds: list[dict]) -> bool:
+    """Whether the API server's discovery lists every served version of each CRD. `Established` comes first: the API
+    server's discovery controller adds a CRD's group versions to discovery on its own sync afterwards
+    (apiextensions-apiserver pkg/apiserver/customresource_discovery_controller.go), and an operator started in between
+    finds no such kind and exits (Kueue v0.17.0 did: "setting index on queue for Workload: no matches for kind
+    \"Workload\" in version \"kueue.x-k8s.io/v1beta2\""). envtest waits the same way (controller-runtime
+    pkg/envtest/crd.go `WaitForCRDs`, through discovery)."""
+    answer = api.rest_client.pool_manager.request("GET", f"{api.configuration.host}/apis", headers={"Accept": AGGREGATED_DISCOVERY}, timeout=10.0)
+    if answer.status != 200:
+        return False
+    listed = json.loads(answer.data)
+    served = {(group["metadata"]["name"], version["version"], resource["resource"])
+              for group in listed.get("items") or [] for version in group.get("versions") or [] for resource in version.get("resources") or []}
+    wanted = {(crd["spec"]["group"], version["name"], crd["spec"]["names"]["plural"])
+              for crd in crds for version in crd["spec"]["versions"] if version.get("served", True)}
+    return wanted <= served
+
+
 def _routed_networks() -> list[ipaddress.IPv4Network]:
     """The IPv4 networks this machine routes other than the default route (/proc/net/route: hex, little-endian)."""
     networks = []
@@ -519,6 +541,7 @@ class Stack:
                 return True
 
             wait_until(established, 60, "the CRDs were not established")
+            wait_until(lambda: _discovery_serves(api, crds), 60, "the CRDs' kinds were not in the API server's discovery")
         finally:
             api.close()
 

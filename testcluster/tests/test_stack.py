@@ -230,3 +230,51 @@ def test_the_stacks_programs_run_with_a_lazier_go_collector_unless_the_environme
     process = stack.start_process("echo-go-settings", ["sh", "-c", 'echo "GOGC=$GOGC GOMEMLIMIT=$GOMEMLIMIT"'])
     assert process.popen is not None and process.popen.wait(10) == 0
     assert process.log.read_text().strip() == f"GOGC={expected['GOGC']} GOMEMLIMIT={expected['GOMEMLIMIT']}"
+
+
+class _Answer:
+    def __init__(self, status: int, document: dict) -> None:
+        self.status, self.data = status, json.dumps(document).encode()
+
+
+class _DiscoveryApi:
+    """An ApiClient whose API server answers GET /apis (aggregated discovery) with `document`."""
+
+    def __init__(self, status: int, document: dict) -> None:
+        from types import SimpleNamespace
+
+        self.configuration = SimpleNamespace(host="https://127.0.0.1:6443")
+        self.asked: list[dict] = []
+
+        def request(method: str, url: str, headers: dict, timeout: float) -> _Answer:
+            self.asked.append({"method": method, "url": url, "accept": headers["Accept"]})
+            return _Answer(status, document)
+
+        self.rest_client = SimpleNamespace(pool_manager=SimpleNamespace(request=request))
+
+
+def _discovery(*served: tuple[str, str, str]) -> dict:
+    groups: dict[str, dict[str, list[str]]] = {}
+    for group, version, resource in served:
+        groups.setdefault(group, {}).setdefault(version, []).append(resource)
+    return {"items": [{"metadata": {"name": group}, "versions": [{"version": v, "resources": [{"resource": r} for r in rs]} for v, rs in versions.items()]}
+                      for group, versions in groups.items()]}  # fmt: skip
+
+
+_WORKLOADS = {"spec": {"group": "kueue.x-k8s.io", "names": {"plural": "workloads"},
+                       "versions": [{"name": "v1beta1", "served": True}, {"name": "v1beta2", "served": True}, {"name": "v1alpha1", "served": False}]}}  # fmt: skip
+
+
+@pytest.mark.parametrize("status, document, ready", [
+    # one row per case: what discovery answers, whether the stack may start the operators
+    (200, _discovery(("kueue.x-k8s.io", "v1beta1", "workloads"), ("kueue.x-k8s.io", "v1beta2", "workloads")), True),
+    (200, _discovery(("kueue.x-k8s.io", "v1beta1", "workloads")), False),  # Established, v1beta2 not yet listed: Kueue v0.17 exits
+    (200, _discovery(), False),
+    (503, _discovery(("kueue.x-k8s.io", "v1beta1", "workloads"), ("kueue.x-k8s.io", "v1beta2", "workloads")), False),
+])
+def test_operators_start_only_once_discovery_lists_every_served_version_of_their_crds(status: int, document: dict, ready: bool) -> None:
+    from testcluster.stack import AGGREGATED_DISCOVERY, _discovery_serves
+
+    api = _DiscoveryApi(status, document)
+    assert _discovery_serves(api, [_WORKLOADS]) is ready
+    assert api.asked == [{"method": "GET", "url": "https://127.0.0.1:6443/apis", "accept": AGGREGATED_DISCOVERY}]
