@@ -129,6 +129,16 @@ def node_claims(custom: Any) -> list[dict[str, Any]]:
     return custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"]
 
 
+def claims_described(custom: Any) -> list[str]:
+    """Each NodeClaim as a line a failed assertion can show: name, instance type, when made, what it was made for."""
+    lines = []
+    for claim in node_claims(custom):
+        meta = claim["metadata"]
+        kind = (meta.get("labels") or {}).get("node.kubernetes.io/instance-type", "?")
+        lines.append(f"{meta['name']} {kind} made {meta.get('creationTimestamp')} for {((claim.get('spec') or {}).get('resources') or {}).get('requests')}")
+    return lines
+
+
 def gpu_nodes(core: Any) -> list[Any]:
     return [n for n in core.list_node().items if _has_gpus(n)]
 

@@ -29,7 +29,7 @@ import pytest
 from raybridge.adjuster.decision import consts
 from testcluster.pytest_plugin import _unavailable
 from tests.adjuster_world import deleted_by_reason
-from tests.kai_karpenter_world import (WORK, PlaceholderLog, admin_api, adjuster, asked, burst, clean_up, gpu_nodes, instance_types,
+from tests.kai_karpenter_world import (WORK, PlaceholderLog, admin_api, adjuster, asked, burst, claims_described, clean_up, gpu_nodes, instance_types,
                                        kai_karpenter_stack, kai_pod, node_claims, placeholders, running, through_fault_proxy,
                                        unschedulable, wait)
 
@@ -102,9 +102,9 @@ def test_a_wave_beside_a_pending_placeholder_gets_the_nodes_it_needs(stack: Any,
             # What Karpenter will see when it wakes: every GPU the 11 pods need, not 1 + 3.
             wait(stack, lambda: asked(core) == 11, 30, "placeholders asking for the 11 GPUs")
         wait(stack, lambda: running(core) == 11, 240, "all 11 pods running")
-        claims = [c["metadata"]["name"] for c in node_claims(custom)]
+        claims = claims_described(custom)
         wait(stack, lambda: not placeholders(core), 120, "the placeholders deleted")
-    assert len(claims) == 2, claims  # one launch, no second round
+    assert len(claims) == 2, (claims, deleted_by_reason(controller))  # one launch, no second round
     assert sum(int(t.split("-")[1].rstrip("x")) for t in instance_types(core)) >= 11, instance_types(core)
     assert "provision-timeout" not in deleted_by_reason(controller), deleted_by_reason(controller)
 
