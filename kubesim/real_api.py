@@ -36,6 +36,11 @@ def _as_api_error(call: Callable[[], T]) -> T:
         raise ApiError(code=int(exc.status or 0), reason=str(exc.reason or ""), message=str(exc.body or exc)) from exc
 
 
+def as_parsed(client: Any, answer: Any) -> Any:
+    """The API server's answer as parsed JSON, for the dynamic client's `serializer=` (as testcluster/client.py's)."""
+    return answer
+
+
 class RealApi:
     """A real cluster's admin client with the method names and error type kubesim's simulations use."""
 
@@ -56,7 +61,7 @@ class RealApi:
         of the status would meet a conflict)."""
         resource = self.client._resource(obj["apiVersion"], obj["kind"])
         namespace = (obj["metadata"].get("namespace") or "default") if resource.namespaced else None
-        return _as_api_error(lambda: resource.create(body=obj, namespace=namespace).to_dict())
+        return _as_api_error(lambda: resource.create(body=obj, namespace=namespace, serializer=as_parsed))
 
     def delete_object(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None) -> dict[str, Any]:
         return _as_api_error(lambda: self.client.delete_object(api_version, kind, name, namespace))
@@ -67,7 +72,7 @@ class RealApi:
     def patch_object(self, api_version: str, kind: str, name: str, patch: dict[str, Any], namespace: Optional[str] = None) -> dict[str, Any]:
         resource = self.client._resource(api_version, kind)
         return _as_api_error(lambda: resource.patch(name=name, namespace=namespace, body=patch,
-                                                    content_type="application/merge-patch+json").to_dict())  # fmt: skip
+                                                    content_type="application/merge-patch+json", serializer=as_parsed))  # fmt: skip
 
     def bind(self, pod: dict[str, Any], node: str, labels: dict[str, str]) -> None:
         """What KAI's binder does: the pod's GPU-group labels, then POST pods/<name>/binding (which sets nodeName and

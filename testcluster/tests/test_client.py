@@ -29,8 +29,9 @@ class _Resource:
     namespaced = False
     subresources: dict[str, Any] = {}
 
-    def get(self, name: str, namespace: Any = None) -> _Instance:
-        return _Instance({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}})
+    def get(self, name: str, namespace: Any = None, serializer: Any = None) -> Any:
+        answer = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}}
+        return serializer(None, answer) if serializer is not None else _Instance(answer)
 
 
 class _Discovery:
