@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
+import tempfile
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, Optional
 
@@ -43,7 +46,12 @@ class ClusterClient:
         self.kubeconfig = Path(kubeconfig)
         self._config = yaml.safe_load(self.kubeconfig.read_text())
         self._api = config.new_client_from_config(str(self.kubeconfig))
-        self._dynamic = dynamic.DynamicClient(self._api)
+        # The dynamic client caches discovery in a file, by default /tmp/osrcp-<md5 of the server URL>.json: a name any
+        # local user can guess and write first (the client loads what it finds there), left behind by every client of
+        # every stack. Here it is a file in a directory of this client's own (mode 0700), removed with the client.
+        self.discovery_cache = Path(tempfile.mkdtemp(prefix="testcluster-discovery-"))
+        self._remove_cache = weakref.finalize(self, shutil.rmtree, str(self.discovery_cache), True)
+        self._dynamic = dynamic.DynamicClient(self._api, cache_file=str(self.discovery_cache / "discovery.json"))
 
     @property
     def url(self) -> str:
@@ -55,6 +63,14 @@ class ClusterClient:
 
     def close(self) -> None:
         self._api.close()
+        self._remove_cache()
+
+    def dynamic_client(self, api_client: Any) -> Any:
+        """A dynamic client over `api_client` (one of `api_client()`'s) whose discovery cache is in this client's own
+        directory, not at the guessable default."""
+        from kubernetes import dynamic
+
+        return dynamic.DynamicClient(api_client, cache_file=str(self.discovery_cache / f"discovery-{id(api_client)}.json"))
 
     # -- clients and kubeconfigs --------------------------------------------------------------
     def api_client(self, token: Optional[str] = None, *, retries: Optional[bool] = None) -> Any:

@@ -513,7 +513,7 @@ class Stack:
 
         api = self.api_client()
         try:
-            client = dynamic.DynamicClient(api)
+            client = dynamic.DynamicClient(api, cache_file=str(self.workdir / "discovery-cache.json"))  # not /tmp/osrcp-*: client.py says why
             for document in documents:
                 resource = client.resources.get(api_version=document["apiVersion"], kind=document["kind"])
                 client.server_side_apply(

@@ -215,7 +215,7 @@ def test_plan_manifests_are_what_run_creates_and_a_server_accepts_them(mode, api
     assert asked == plan["totalGpus"]
     api = api_server.api_client()
     try:
-        server = dynamic.DynamicClient(api)
+        server = dynamic.DynamicClient(api, cache_file=str(api_server.workdir / "discovery-cache-cli-adjuster.json"))  # not /tmp/osrcp-*
         strictly = [("dryRun", "All"), ("fieldValidation", "Strict")]
         for doc in docs:
             resource = server.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])

@@ -88,11 +88,9 @@ def kube_cli(cluster, *args):
 def apply(client: Any, objects: list[dict[str, Any]]) -> dict[str, Optional[int]]:
     """Server-side apply each object, as `kubectl apply --server-side` (without --force-conflicts): a field another
     apply set to another value is a conflict (409), not overwritten. The objects' generations after it, by kind/name."""
-    from kubernetes import dynamic
-
     generations = {}
     with client.api_client() as api_client:
-        api = dynamic.DynamicClient(api_client)
+        api = client.dynamic_client(api_client)
         for obj in objects:
             resource = api.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
             meta = obj["metadata"]
