@@ -36,11 +36,6 @@ def _as_api_error(call: Callable[[], T]) -> T:
         raise ApiError(code=int(exc.status or 0), reason=str(exc.reason or ""), message=str(exc.body or exc)) from exc
 
 
-def as_parsed(client: Any, answer: Any) -> Any:
-    """The API server's answer as parsed JSON, for the dynamic client's `serializer=` (as testcluster/client.py's)."""
-    return answer
-
-
 class RealApi:
     """A real cluster's admin client with the method names and error type kubesim's simulations use."""
 
@@ -59,9 +54,7 @@ class RealApi:
     def create_object(self, obj: dict[str, Any]) -> dict[str, Any]:
         """One create, as a kubelet registers its Node (status and all; kwok takes it over at once, so a second write
         of the status would meet a conflict)."""
-        resource = self.client._resource(obj["apiVersion"], obj["kind"])
-        namespace = (obj["metadata"].get("namespace") or "default") if resource.namespaced else None
-        return _as_api_error(lambda: resource.create(body=obj, namespace=namespace, serializer=as_parsed))
+        return _as_api_error(lambda: self.client.create_object(obj, write_status=False))
 
     def delete_object(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None) -> dict[str, Any]:
         return _as_api_error(lambda: self.client.delete_object(api_version, kind, name, namespace))
@@ -70,9 +63,7 @@ class RealApi:
         return _as_api_error(lambda: self.client.update_status(obj))
 
     def patch_object(self, api_version: str, kind: str, name: str, patch: dict[str, Any], namespace: Optional[str] = None) -> dict[str, Any]:
-        resource = self.client._resource(api_version, kind)
-        return _as_api_error(lambda: resource.patch(name=name, namespace=namespace, body=patch,
-                                                    content_type="application/merge-patch+json", serializer=as_parsed))  # fmt: skip
+        return _as_api_error(lambda: self.client.patch_object(api_version, kind, name, patch, namespace))
 
     def bind(self, pod: dict[str, Any], node: str, labels: dict[str, str]) -> None:
         """What KAI's binder does: the pod's GPU-group labels, then POST pods/<name>/binding (which sets nodeName and

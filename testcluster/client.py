@@ -23,14 +23,24 @@ from typing import Any, Optional
 
 import yaml
 
-__all__ = ["ClusterClient", "as_parsed"]
+__all__ = ["ClusterClient", "dynamic_client"]
 
 #: Held while a client reads its discovery cache (`ClusterClient._resource`): one lock for every client, so a client
 #: made without its constructor (the unit tests') needs none of its own, and the reads are short once cached.
 _DISCOVERY_LOCK = threading.RLock()
 
 
-def as_parsed(client: Any, answer: Any) -> Any:
+def dynamic_client(api_client: Any, cache_file: Path) -> Any:
+    """A dynamic client over `api_client` that caches discovery in `cache_file`, in a directory of its owner's (mode
+    0700). The kubernetes client's default is /tmp/osrcp-<md5 of the server URL>.json
+    (kubernetes/dynamic/discovery.py `Discoverer.__init__`): a name any local user can guess and write first (the
+    client loads what it finds there), and one left behind by every client of every stack."""
+    from kubernetes import dynamic
+
+    return dynamic.DynamicClient(api_client, cache_file=str(cache_file))
+
+
+def _as_parsed(client: Any, answer: Any) -> Any:
     """The API server's answer as the JSON parser gave it (plain dicts and lists), for the dynamic client's
     `serializer=`: its own (`ResourceInstance`, then `.to_dict()`) wraps every field in an object and unwraps it again,
     a sixth of a test process's CPU where a simulation lists pods in a loop (py-spy, 2026-11-30)."""
@@ -41,17 +51,15 @@ class ClusterClient:
     """The admin's view of the cluster whose admin kubeconfig is `kubeconfig`."""
 
     def __init__(self, kubeconfig: Path) -> None:
-        from kubernetes import config, dynamic
+        from kubernetes import config
 
         self.kubeconfig = Path(kubeconfig)
         self._config = yaml.safe_load(self.kubeconfig.read_text())
         self._api = config.new_client_from_config(str(self.kubeconfig))
-        # The dynamic client caches discovery in a file, by default /tmp/osrcp-<md5 of the server URL>.json: a name any
-        # local user can guess and write first (the client loads what it finds there), left behind by every client of
-        # every stack. Here it is a file in a directory of this client's own (mode 0700), removed with the client.
+        #: Where this client's dynamic clients cache discovery (`dynamic_client`), removed with the client.
         self.discovery_cache = Path(tempfile.mkdtemp(prefix="testcluster-discovery-"))
         self._remove_cache = weakref.finalize(self, shutil.rmtree, str(self.discovery_cache), True)
-        self._dynamic = dynamic.DynamicClient(self._api, cache_file=str(self.discovery_cache / "discovery.json"))
+        self._dynamic = dynamic_client(self._api, self.discovery_cache / "discovery.json")
 
     @property
     def url(self) -> str:
@@ -66,11 +74,8 @@ class ClusterClient:
         self._remove_cache()
 
     def dynamic_client(self, api_client: Any) -> Any:
-        """A dynamic client over `api_client` (one of `api_client()`'s) whose discovery cache is in this client's own
-        directory, not at the guessable default."""
-        from kubernetes import dynamic
-
-        return dynamic.DynamicClient(api_client, cache_file=str(self.discovery_cache / f"discovery-{id(api_client)}.json"))
+        """A dynamic client over `api_client` (one of `api_client()`'s) caching discovery in this client's own directory."""
+        return dynamic_client(api_client, self.discovery_cache / f"discovery-{id(api_client)}.json")
 
     # -- clients and kubeconfigs --------------------------------------------------------------
     def api_client(self, token: Optional[str] = None, *, retries: Optional[bool] = None) -> Any:
@@ -160,15 +165,23 @@ class ClusterClient:
     def _namespace(resource: Any, namespace: Optional[str]) -> Optional[str]:
         return (namespace or "default") if resource.namespaced else None
 
-    def create_object(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
-        """Create `obj`; a `status` it carries is then written through the status subresource. `dry_run`: as
-        `kubectl create --dry-run=server`, every check (schema, CEL rules, admission webhooks) and nothing kept."""
+    def create_object(self, obj: dict[str, Any], *, dry_run: bool = False, write_status: bool = True) -> dict[str, Any]:
+        """Create `obj`; a `status` it carries is then written through the status subresource, unless `write_status`
+        is False (one create, as a kubelet registers its Node: kwok takes such a node over at once, so a second write
+        of its status would meet a conflict). `dry_run`: as `kubectl create --dry-run=server`, every check (schema,
+        CEL rules, admission webhooks) and nothing kept."""
         resource = self._resource(obj["apiVersion"], obj["kind"])
         namespace = self._namespace(resource, obj.get("metadata", {}).get("namespace"))
-        created = resource.create(body=obj, namespace=namespace, serializer=as_parsed, **({"dry_run": "All"} if dry_run else {}))
-        if obj.get("status") is not None and "status" in resource.subresources and not dry_run:
+        created = resource.create(body=obj, namespace=namespace, serializer=_as_parsed, **({"dry_run": "All"} if dry_run else {}))
+        if write_status and obj.get("status") is not None and "status" in resource.subresources and not dry_run:
             created = self.update_status(dict(created, status=obj["status"]))
         return created
+
+    def patch_object(self, api_version: str, kind: str, name: str, patch: dict[str, Any], namespace: Optional[str] = None) -> dict[str, Any]:
+        """A JSON merge patch of the object (`kubectl patch --type=merge`)."""
+        resource = self._resource(api_version, kind)
+        return resource.patch(name=name, namespace=self._namespace(resource, namespace), body=patch,
+                              content_type="application/merge-patch+json", serializer=_as_parsed)  # fmt: skip
 
     def create_priority_class(self, name: str, value: int, *, namespace: str = "default", timeout: float = 30.0, **fields: Any) -> dict[str, Any]:
         """Create the PriorityClass `name` at `value` (and `fields`, e.g. preemptionPolicy="Never") and return once a pod
@@ -201,29 +214,29 @@ class ClusterClient:
 
         resource = self._resource(api_version, kind)
         try:
-            return resource.get(name=name, namespace=self._namespace(resource, namespace), serializer=as_parsed)
+            return resource.get(name=name, namespace=self._namespace(resource, namespace), serializer=_as_parsed)
         except NotFoundError:
             return None
 
     def list_objects(self, api_version: str, kind: str, namespace: Optional[str] = None, label_selector: Optional[str] = None) -> list[dict[str, Any]]:
         resource = self._resource(api_version, kind)
-        listed = resource.get(namespace=namespace if resource.namespaced else None, label_selector=label_selector, serializer=as_parsed)
+        listed = resource.get(namespace=namespace if resource.namespaced else None, label_selector=label_selector, serializer=_as_parsed)
         return [dict(item, apiVersion=api_version, kind=kind) for item in listed.get("items", [])]
 
     def replace_object(self, obj: dict[str, Any]) -> dict[str, Any]:
         resource = self._resource(obj["apiVersion"], obj["kind"])
         namespace = self._namespace(resource, obj.get("metadata", {}).get("namespace"))
-        return resource.replace(body=obj, namespace=namespace, serializer=as_parsed)
+        return resource.replace(body=obj, namespace=namespace, serializer=_as_parsed)
 
     def update_status(self, obj: dict[str, Any]) -> dict[str, Any]:
         resource = self._resource(obj["apiVersion"], obj["kind"])
         namespace = self._namespace(resource, obj.get("metadata", {}).get("namespace"))
-        return resource.status.replace(body=obj, namespace=namespace, serializer=as_parsed)
+        return resource.status.replace(body=obj, namespace=namespace, serializer=_as_parsed)
 
     def delete_object(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None, propagation_policy: Optional[str] = None) -> dict[str, Any]:
         resource = self._resource(api_version, kind)
         body = {"propagationPolicy": propagation_policy} if propagation_policy else None
-        return resource.delete(name=name, namespace=self._namespace(resource, namespace), body=body, serializer=as_parsed)
+        return resource.delete(name=name, namespace=self._namespace(resource, namespace), body=body, serializer=_as_parsed)
 
 
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")

@@ -509,11 +509,11 @@ class Stack:
     # -- objects ------------------------------------------------------------------------------
     def apply(self, documents: Iterable[dict]) -> None:
         """Create each object (server-side apply, field manager `testcluster`)."""
-        from kubernetes import dynamic
+        from testcluster.client import dynamic_client
 
         api = self.api_client()
         try:
-            client = dynamic.DynamicClient(api, cache_file=str(self.workdir / "discovery-cache.json"))  # not /tmp/osrcp-*: client.py says why
+            client = dynamic_client(api, self.workdir / "discovery-cache.json")
             for document in documents:
                 resource = client.resources.get(api_version=document["apiVersion"], kind=document["kind"])
                 client.server_side_apply(

@@ -195,7 +195,7 @@ def api_server() -> Iterator[Any]:
 def test_plan_manifests_are_what_run_creates_and_a_server_accepts_them(mode, api_server):
     """`--manifests`: the objects of `adjuster run`'s first pass, applied as they are to a real API server, as
     `kubectl apply --dry-run=server` sends them (strict field validation: an unknown field is refused, not dropped)."""
-    from kubernetes import dynamic
+    from testcluster.client import dynamic_client
     from kubernetes.dynamic.exceptions import BadRequestError
 
     from raybridge.adjuster.decision import consts
@@ -215,7 +215,7 @@ def test_plan_manifests_are_what_run_creates_and_a_server_accepts_them(mode, api
     assert asked == plan["totalGpus"]
     api = api_server.api_client()
     try:
-        server = dynamic.DynamicClient(api, cache_file=str(api_server.workdir / "discovery-cache-cli-adjuster.json"))  # not /tmp/osrcp-*
+        server = dynamic_client(api, api_server.workdir / "discovery-cache-cli-adjuster.json")
         strictly = [("dryRun", "All"), ("fieldValidation", "Strict")]
         for doc in docs:
             resource = server.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
