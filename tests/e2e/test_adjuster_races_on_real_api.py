@@ -108,9 +108,16 @@ def test_a_placeholder_bound_to_the_gpus_another_brought_up_costs_a_new_placehol
                 with ca_stack.paused("kwok"):  # A's node is slow to start A's container
                     wait_for(lambda: _unschedulable_placeholder(client, a), timeout=30, what="kube-scheduler finding no node for A")
                     sim.step()  # the autoscaler decides a node for A
-                    sim.step()  # the node registers
+                    # The node registers. KAI's session comes a second later (its schedule period), kube-scheduler binds
+                    # A at once: KAI sits this step out, else, with kube-scheduler slow under load, its session in the
+                    # same step as the registration put A's pods on the node first (they landed: no race to test).
+                    # kube-scheduler is held back through the step, as the slowest it may be.
+                    sim.kai_paused = True
+                    with ca_stack.paused("kube-scheduler"):
+                        sim.step()
                     first = sim.added_nodes[0][0]
                     wait_for(lambda: _node_of(client, a) == first, timeout=30, what="A bound to its node")
+                    sim.kai_paused = False
                     burst(client, 4, "0.5", "b")
                     # the new node's GPUs are A's: KAI finds the 4 unschedulable. The autoscaler sits this round out: KAI
                     # marks them one status write at a time, so the controller may ask for part of the wave first (a 1-GPU

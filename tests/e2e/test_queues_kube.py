@@ -119,7 +119,8 @@ def set_check_ready(client: Any, workload: dict[str, Any]) -> None:
 
     def ready() -> dict[str, Any]:
         current = client.get_object(KUEUE, "Workload", workload["metadata"]["name"], workload["metadata"]["namespace"])
-        checks = current["status"]["admissionChecks"]
+        checks = current["status"].get("admissionChecks") or []
+        assert CHECK in _check_names(current), f"{CHECK} is not among {workload['metadata']['name']}'s checks: {checks}"
         for check in checks:
             if check["name"] == CHECK:
                 check.update(state="Ready", message="provisioned", lastTransitionTime=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
@@ -188,7 +189,43 @@ def _owned_workload(client, name, condition):
 
 
 def _reserved(client, name):
-    return _owned_workload(client, name, "QuotaReserved")
+    """The Workload holding quota once Kueue's workload controller has listed its checks' states too.
+
+    The scheduler writes QuotaReserved and the workload controller adds `status.admissionChecks` in a later update of
+    its own (kueue v0.17.0 pkg/controller/core/workload_controller.go, reconcileSyncAdmissionChecks), so a Workload
+    can hold quota with no check state yet to set Ready.
+    """
+    workload = _owned_workload(client, name, "QuotaReserved")
+    return workload if CHECK in _check_names(workload) else None
+
+
+def _check_names(workload):
+    return {c.get("name") for c in ((workload or {}).get("status") or {}).get("admissionChecks") or []}
+
+
+class _Workloads:
+    """A client listing one Workload, for `_reserved` alone."""
+
+    def __init__(self, workload: dict[str, Any]) -> None:
+        self.workload = workload
+
+    def list_objects(self, api_version: str, kind: str, namespace: str) -> list[dict[str, Any]]:
+        return [self.workload]
+
+
+def _workload_of(owner: str, conditions: list[str], checks: list[str]) -> dict[str, Any]:
+    status = {"conditions": [{"type": c, "status": "True"} for c in conditions], "admissionChecks": [{"name": n, "state": "Pending"} for n in checks]}
+    return {"metadata": {"name": "wl", "ownerReferences": [{"name": owner}]}, "status": status if checks else {"conditions": status["conditions"]}}
+
+
+@pytest.mark.parametrize("conditions, checks, reserved", [
+    (["QuotaReserved"], [CHECK], True),
+    (["QuotaReserved"], [], False),  # the scheduler's write, before the workload controller lists the checks
+    (["QuotaReserved"], ["another-check"], False),
+    ([], [CHECK], False),
+])  # fmt: skip
+def test_quota_counts_as_reserved_only_once_the_check_is_listed(conditions: list[str], checks: list[str], reserved: bool) -> None:
+    assert bool(_reserved(_Workloads(_workload_of("job", conditions, checks)), "job")) is reserved
 
 
 def _admitted(client, name):
