@@ -34,16 +34,12 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any, Iterator
 
 import jsonschema
-import yaml
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 KUBERAY_NEWEST = "kuberay-newest"
 KUEUE_NEWEST = "kueue-newest"
@@ -202,56 +198,13 @@ def _python_pattern(pattern: str) -> str:
 @functools.lru_cache(maxsize=None)
 def _file_crds(path: Path) -> tuple[dict[str, Any], ...]:
     """The CRDs of one file whose kind is checked (`CHECKED_KINDS`)."""
+    from testcluster.sources import yaml_documents
+
     return tuple(
-        doc for doc in _documents(path)
+        doc for doc in yaml_documents(path)
         if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
         and doc["spec"]["names"]["kind"] in CHECKED_KINDS
     )  # fmt: skip
-
-
-def _documents(path: Path) -> list[Any]:
-    """The YAML documents of `path`, read through a JSON copy kept in the test cluster's cache (`_json_cache`), named
-    by the file's path, size and modification time: parsing the CRDs' YAML took a second or more of each test
-    process's first check, reading the JSON a few hundredths. Without a cache of this user's own, parsed each time."""
-    stat = path.stat()
-    folder = _json_cache()
-    if folder is None:
-        return list(yaml.load_all(path.read_text(), Loader=_LOADER))
-    key = hashlib.sha256(f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:40]
-    copy_path = folder / f"{key}.json"
-    try:
-        return json.loads(copy_path.read_bytes())
-    except (OSError, ValueError):
-        pass
-    documents = list(yaml.load_all(path.read_text(), Loader=_LOADER))
-    try:
-        data = json.dumps(documents).encode()
-    except (TypeError, ValueError):  # a value JSON cannot hold (a YAML date): no copy
-        return documents
-    from testcluster.private_files import replace_privately
-
-    try:
-        replace_privately(copy_path, data)
-    except OSError:  # no copy this time; the documents are right all the same
-        pass
-    return documents
-
-
-@functools.lru_cache(maxsize=None)
-def _json_cache() -> Path | None:
-    """`crd-json/` in the test cluster's cache (testcluster/programs.py `cache_dir`), made owner-only; None where it
-    is not this user's alone (another user's, or writable by others), so nothing read from it can be planted."""
-    from testcluster.programs import cache_dir
-
-    folder = cache_dir() / "crd-json"
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        found = os.lstat(folder)
-    except OSError:
-        return None
-    if not os.path.isdir(folder) or os.path.islink(folder) or found.st_uid != os.getuid() or found.st_mode & 0o022:
-        return None
-    return folder
 
 
 @functools.lru_cache(maxsize=None)

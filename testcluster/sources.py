@@ -15,11 +15,13 @@ nothing else; `cached_module_dir` only looks in the cache (no Go toolchain neede
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any, Optional
 
 import yaml
 
@@ -122,9 +124,60 @@ def crd_files(project: str, source: Path) -> list[Path]:
     return [path for folder in CRD_FOLDERS[project] for path in sorted((source / folder).glob("*.yaml"))]
 
 
+#: PyYAML's C loader where it is built with libyaml: the pure-Python one took a stack's start 10 to 20 CPU-seconds
+#: of a test process for the CRDs alone.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def yaml_documents(path: Path) -> list[dict]:
-    """The non-empty documents of a YAML file."""
-    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    """The non-empty documents of a YAML file, read through a JSON copy kept in the test cluster's cache
+    (`_json_cache`), named by the file's path, size and modification time: the CRDs of KubeRay and Kueue, parsed at
+    every stack's start and by every test process's first schema check, are megabytes of YAML, and reading the JSON
+    takes a few hundredths of a second. Each call returns objects of its own (callers edit them). Without a cache of
+    this user's own, parsed each time."""
+    return [doc for doc in _parsed(path) if doc]
+
+
+def _parsed(path: Path) -> list[Any]:
+    stat = path.stat()
+    folder = _json_cache()
+    if folder is None:
+        return list(yaml.load_all(path.read_text(), Loader=_LOADER))
+    key = hashlib.sha256(f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:40]
+    copy_path = folder / f"{key}.json"
+    try:
+        return json.loads(copy_path.read_bytes())
+    except (OSError, ValueError):
+        pass
+    documents = list(yaml.load_all(path.read_text(), Loader=_LOADER))
+    try:
+        data = json.dumps(documents).encode()
+    except (TypeError, ValueError):  # a value JSON cannot hold (a YAML date): no copy
+        return documents
+    from testcluster.private_files import replace_privately
+
+    try:
+        replace_privately(copy_path, data)
+    except OSError:  # no copy this time; the documents are right all the same
+        pass
+    return documents
+
+
+@functools.lru_cache(maxsize=None)
+def _json_cache() -> Optional[Path]:
+    """`crd-json/` in the test cluster's cache (testcluster/programs.py `cache_dir`), made owner-only; None where it
+    is not this user's alone (another user's, or writable by others), so nothing read from it can be planted."""
+    from testcluster.programs import cache_dir
+
+    folder = cache_dir() / "crd-json"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        found = os.lstat(folder)
+    except OSError:
+        return None
+    if not os.path.isdir(folder) or os.path.islink(folder) or found.st_uid != os.getuid() or found.st_mode & 0o022:
+        return None
+    return folder
 
 
 def release_crds(project: str, programs: dict, versions: dict[str, str]) -> list[dict]:

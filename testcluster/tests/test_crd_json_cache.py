@@ -1,8 +1,8 @@
-"""The CRD files' JSON copies (testcluster/crd_schemas.py `_documents`): the same documents as the YAML, a file changed
-since is read again, and a copy folder that is not this user's alone is not used.
+"""The CRD files' JSON copies (testcluster/sources.py `yaml_documents`): the same documents as the YAML, a file changed
+since is read again, each call's objects are its own, and a copy folder that is not this user's alone is not used.
 
-Why: the copies spare each test process a second or more of YAML parsing; a stale or planted copy would make the
-offline schema checks judge against the wrong CRD.
+Why: the copies spare each stack's start and each test process's first schema check seconds of YAML parsing; a
+stale or planted copy would make a stack install, or the offline schema checks judge against, the wrong CRD.
 What this deliberately does not do: time anything.
 """
 
@@ -15,7 +15,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from testcluster import crd_schemas
+from testcluster import sources
 
 CRD = """apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -35,29 +35,29 @@ spec:
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("RAYBRIDGE_TESTCLUSTER_CACHE", str(tmp_path / "cache"))
-    crd_schemas._json_cache.cache_clear()
+    sources._json_cache.cache_clear()
     yield tmp_path / "cache" / "crd-json"
-    crd_schemas._json_cache.cache_clear()
+    sources._json_cache.cache_clear()
 
 
 def test_the_copy_holds_the_documents_of_the_yaml_and_is_read_the_second_time(tmp_path: Path, cache: Path) -> None:
     source = tmp_path / "queue.yaml"
     source.write_text(CRD)
-    first = crd_schemas._documents(source)
+    first = sources.yaml_documents(source)
     assert first == list(yaml.safe_load_all(CRD))
     (copy_path,) = cache.glob("*.json")
     assert copy_path.stat().st_mode & 0o777 == 0o600 and cache.stat().st_mode & 0o777 == 0o700
     copy_path.write_text('[{"read": "from the copy"}]')  # what the second read returns shows where it read
-    assert crd_schemas._documents(source) == [{"read": "from the copy"}]
+    assert sources.yaml_documents(source) == [{"read": "from the copy"}]
 
 
 def test_a_file_changed_since_is_read_again(tmp_path: Path, cache: Path) -> None:
     source = tmp_path / "queue.yaml"
     source.write_text(CRD)
-    crd_schemas._documents(source)
+    sources.yaml_documents(source)
     source.write_text(CRD.replace("weight", "weights"))
     os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 10**9))
-    assert "weights" in str(crd_schemas._documents(source))
+    assert "weights" in str(sources.yaml_documents(source))
 
 
 def test_a_copy_folder_others_may_write_to_is_not_used(tmp_path: Path, cache: Path) -> None:
@@ -65,6 +65,23 @@ def test_a_copy_folder_others_may_write_to_is_not_used(tmp_path: Path, cache: Pa
     cache.chmod(0o777)
     source = tmp_path / "queue.yaml"
     source.write_text(CRD)
-    assert crd_schemas._json_cache() is None
-    assert crd_schemas._documents(source) == list(yaml.safe_load_all(CRD))
+    assert sources._json_cache() is None
+    assert sources.yaml_documents(source) == list(yaml.safe_load_all(CRD))
     assert list(cache.iterdir()) == []
+
+
+def test_each_call_gets_objects_of_its_own(tmp_path: Path, cache: Path) -> None:
+    # a stack edits the CRDs it installs (Kueue's conversion webhook): the next stack must read the file as it is
+    source = tmp_path / "queue.yaml"
+    source.write_text(CRD)
+    for _ in range(2):  # the parse, then the copy
+        first = sources.yaml_documents(source)
+        first[0]["spec"]["conversion"] = {"strategy": "Webhook"}
+        assert "conversion" not in sources.yaml_documents(source)[0]["spec"]
+
+
+def test_empty_documents_are_left_out(tmp_path: Path, cache: Path) -> None:
+    source = tmp_path / "queue.yaml"
+    source.write_text("---\n" + CRD + "---\n# nothing\n")
+    assert sources.yaml_documents(source) == [yaml.safe_load(CRD)]
+    assert sources.yaml_documents(source) == [yaml.safe_load(CRD)]
