@@ -69,3 +69,42 @@ def test_the_run_order_keeps_each_group_together() -> None:
     assert len(positions) >= 3, ids
     for release, where in positions.items():
         assert where == list(range(where[0], where[0] + len(where))), f"{release}'s tests are apart: {where}"
+
+
+class _Marker:
+    def __init__(self, *args: str) -> None:
+        self.args, self.kwargs = args, {}
+
+
+class _Item:
+    """What the run order reads of a collected test: its id and its markers."""
+
+    def __init__(self, nodeid: str, *markers: str, group: str = "") -> None:
+        self.nodeid = nodeid
+        self.markers = {name: _Marker() for name in markers}
+        if group:
+            self.markers["xdist_group"] = _Marker(group)
+
+    def get_closest_marker(self, name: str) -> object:
+        return self.markers.get(name)
+
+    def __repr__(self) -> str:
+        return self.nodeid
+
+
+def test_the_waiting_tests_are_spread_among_the_others_and_never_split_a_group() -> None:
+    from conftest import _waits_spread
+
+    waits = [_Item(f"tests/e2e/test_w.py::wait{i}", "realtime") for i in range(3)]
+    group = [_Item(f"tests/e2e/test_g.py::g{i}", "realtime", group="cluster") for i in range(4)]
+    others = [_Item(f"tests/e2e/test_e.py::e{i}") for i in range(5)] + [_Item("tests/e2e/test_h.py::head", "realtime", "fresh_head")]
+    units = [_Item(f"tests/unit/test_u.py::u{i}") for i in range(3)]
+    order = _waits_spread([*waits, *group, *others, *units])
+    names = [item.nodeid.rsplit("::", 1)[1] for item in order]
+    assert sorted(names) == sorted(item.nodeid.rsplit("::", 1)[1] for item in [*waits, *group, *others, *units])
+    assert names[-3:] == ["u0", "u1", "u2"]  # the tests of milliseconds stay last
+    at = [names.index(f"wait{i}") for i in range(3)]
+    assert all(b - a > 1 for a, b in zip(at, at[1:])), names  # no two waits side by side
+    assert at[0] > 0, names  # not all at the front, as sorted together
+    start = names.index("g0")
+    assert names[start:start + 4] == ["g0", "g1", "g2", "g3"], names  # a group's run of tests stays whole
