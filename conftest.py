@@ -145,40 +145,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if group is not None:
             group_order[group] = min(group_order.get(group, 2), _run_order(item))
     items.sort(key=lambda item: group_order.get(_group(item), _run_order(item)))  # no group: None is never a key
-    items[:] = _waits_spread(items)
-
-
-def _is_wait(item: pytest.Item) -> bool:
-    """A test outside any group that mostly waits in real time (a client's timeout, a bound): its worker's core idles."""
-    return _group(item) is None and item.get_closest_marker("realtime") is not None and item.get_closest_marker("fresh_head") is None
-
-
-def _waits_spread(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The waiting tests outside a group spread evenly among the other end-to-end tests, never inside a group.
-
-    Sorted together, xdist dealt them out side by side: three of the four workers waited on timeouts at once and the
-    two cores stood half idle for a minute (measured: 1.3 to 1.4 cores busy from 630 s to 690 s of a run). Spread,
-    each wait runs beside tests that use the cores. The tests of milliseconds stay last, to fill the end."""
-    head = [item for item in items if _run_order(item) < 2 or _group(item) is not None]
-    tail = [item for item in items if not (_run_order(item) < 2 or _group(item) is not None)]
-    waits = [item for item in head if _is_wait(item)]
-    blocks: list[list[pytest.Item]] = []  # the others, a group's run of tests as one block
-    for item in head:
-        if _is_wait(item):
-            continue
-        if blocks and _group(item) is not None and _group(blocks[-1][-1]) == _group(item):
-            blocks[-1].append(item)
-        else:
-            blocks.append([item])
-    spread: list[pytest.Item] = []
-    placed = 0
-    for index, block in enumerate(blocks):
-        spread.extend(block)
-        due = (index + 1) * len(waits) // len(blocks)
-        spread.extend(waits[placed:due])
-        placed = max(placed, due)
-    spread.extend(waits[placed:])
-    return spread + tail
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
