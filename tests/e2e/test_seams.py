@@ -37,6 +37,10 @@ from tests.waits import wait_for
 from testcluster.fault_proxy import HTML_ERROR_PAGE
 
 NS = f"seams-{uuid.uuid4().hex[:6]}"
+
+#: One worker runs the module: its tests mostly wait out a client's timeout or retry, and dealt out to every worker
+#: at once they left the two cores half idle for a minute; together, the module's namespace is also made once.
+pytestmark = pytest.mark.xdist_group("seams")
 CQ = f"cq-{NS}"
 KUEUE = "kueue.x-k8s.io/v1beta2"
 RAY = "ray.io/v1"
