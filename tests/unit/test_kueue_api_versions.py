@@ -15,11 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
 from raybridge.kube import kueue as kube_kueue
 from raybridge.kueue.api import GROUP, VERSION_NOTES, cohort_field
 from testcluster.crd_schemas import KUEUE_RELEASES, CrdsAbsent, release_files
+from testcluster.sources import yaml_documents
 
 # (release id, read from its sources only (1) or run for real here (0), the version raybridge must speak)
 ROWS = [("kueue-v0.13.10", 0, "v1beta1"), ("kueue-v0.15.8", 1, "v1beta2"), ("kueue-newest", 0, "v1beta2")]
@@ -33,7 +33,7 @@ def _crds(release: str) -> dict[str, dict[str, Any]]:
     except CrdsAbsent as absent:
         pytest.skip(str(absent))
     for path in paths:
-        for crd in yaml.safe_load_all(path.read_text()):
+        for crd in yaml_documents(path):  # the C loader, through the test cluster's JSON copies
             if isinstance(crd, dict) and crd.get("kind") == "CustomResourceDefinition" and crd["spec"]["group"] == GROUP:
                 found[crd["spec"]["names"]["kind"]] = crd
     return found
