@@ -62,9 +62,10 @@ def test_a_burst_gets_its_nodes_from_karpenter_and_kai_binds_every_pod(stack: An
     # One 8 and one 2; a 2-GPU placeholder bound to the first node's GPUs after the 8 exited (kube-scheduler binds at
     # once, KAI a session later) is asked for again, onto the node on its way (no node more). KAI marks the pods
     # unschedulable one status write at a time: on a loaded machine a pass may come before the last of them (a
-    # placeholder of 7 GPUs for 14 pods, grown to the 8 and 2 once the rest were seen). The nodes below are the test.
+    # placeholder of 7 GPUs for 14 pods, grown to the 8 and 2 once the rest were seen; or, after the 8, one of 1 GPU
+    # for 2 of the last 4 pods, grown to 2: seen once in a whole-suite run). The nodes below are the test.
     whole = log.gpus.index(8) if 8 in log.gpus else len(log.gpus)
-    assert log.gpus.count(8) == 1 and 2 in log.gpus and set(log.gpus[whole + 1:]) <= {2}, log.created
+    assert log.gpus.count(8) == 1 and 2 in log.gpus and set(log.gpus[whole + 1:]) <= {1, 2}, log.created
     assert all(gpus < 8 for gpus in log.gpus[:whole]), log.created  # before the whole burst: a part of it
     # Karpenter launches the cheapest type that holds each: an 8-GPU node for the 8, a 4-GPU node for the 2.
     assert instance_types(core) == ["gpu-4x", "gpu-8x"], instance_types(core)

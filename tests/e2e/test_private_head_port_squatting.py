@@ -141,6 +141,21 @@ FREED_PORT_SQUATTER = textwrap.dedent(
 JOB = "import time; print('job started', flush=True); time.sleep(120); print('job finished', flush=True)"
 
 
+def _cmdline(pid: int) -> bytes:
+    """A process's command line; empty once it has ended (a head's short-lived worker can end between the listing
+    and the read: the test failed once on such a pid with FileNotFoundError)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_a_process_that_has_ended_has_an_empty_command_line() -> None:
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()  # reaped: its pid names no process
+    assert _cmdline(ended.pid) == b"" and b"python" in _cmdline(os.getpid())
+
+
 def _head_processes(temp_dir: Path) -> list[int]:
     """Processes that run in the head's temp dir (command line or environment), as private_head._orphans_of finds them."""
     found = []
@@ -213,9 +228,9 @@ def test_a_port_the_head_frees_mid_job_receives_nothing_and_no_success_is_forged
         squatter.stdin.write(f"{port}\n")
         squatter.stdin.flush()
         head = _head_processes(head_dir)
-        dashboard = [pid for pid in head if b"dashboard/dashboard.py" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        dashboard = [pid for pid in head if b"dashboard/dashboard.py" in _cmdline(pid)]
         assert dashboard, "the head's dashboard process was not found"
-        supervisor = [pid for pid in head if b"head_supervisor" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        supervisor = [pid for pid in head if b"head_supervisor" in _cmdline(pid)]
         _kill(dashboard if what_dies == "the dashboard" else [pid for pid in head if pid not in supervisor])
         rest, _ = submit.communicate(timeout=60)
     finally:
