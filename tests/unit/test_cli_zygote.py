@@ -73,3 +73,22 @@ def test_a_server_whose_imports_print_is_not_used(tmp_path) -> None:
     run_cli("--version", env=env)
     second = run_cli("--version", env=env)
     assert "noise at start-up" in second.stderr  # run fresh, so a user would see it too
+
+
+def test_the_server_preloads_every_kubernetes_api_class_raybridge_uses() -> None:
+    """The client imports its API classes and their models on first use; one the server has not imported costs every
+    forked call that uses it the import again (CoreV1Api's module: about 0.8 CPU-s of each call that read a node)."""
+    import importlib
+    import re
+
+    from tests.cli_zygote import PRELOAD
+    from tests.helpers import ROOT
+
+    used = set()
+    for path in (ROOT / "raybridge").rglob("*.py"):
+        used |= set(re.findall(r"\bclient\.(\w+Api)\(", path.read_text()))
+    assert {"CoreV1Api", "CustomObjectsApi"} <= used, used  # the pattern still finds what the code calls
+    modules = {"kubernetes.client.api." + re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower() for name in used}  # CoreV1Api: core_v1_api
+    for module in modules:
+        importlib.import_module(module)  # the name is right: the module exists
+    assert modules <= set(PRELOAD), sorted(modules - set(PRELOAD))
