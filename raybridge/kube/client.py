@@ -107,9 +107,10 @@ class Kube:
         self.api_client.deadline = value
 
     def core(self) -> Any:
-        from kubernetes import client
+        """core/v1, for raw-JSON calls without importing the client's CoreV1Api (`kube.core_api`)."""
+        from raybridge.kube.core_api import core_api
 
-        return client.CoreV1Api(self.api_client)
+        return core_api(self.api_client)
 
     def custom(self) -> Any:
         from kubernetes import client
