@@ -8,7 +8,9 @@ Ray head of the stack's own), alternating, for the same trivial job in the same 
 Each is timed from the start of its process. It prints each run, the medians, the difference (what raybridge
 adds: its start, discovery, preflight) and the ratio. The target: at most 2 s added.
 
-    python benchmarks/kube_submit_to_ready.py [--runs 7] [--pods 2000]
+    python benchmarks/kube_submit_to_ready.py [--runs 7] [--pods 2000] [--ref COMMIT]
+
+`--ref` also runs `raybridge submit` of that commit (a git worktree), alternating with this tree's, in the same run.
 
 `--pods` adds that many running pods (kwok's, one CPU each, no GPU) before the runs, for a cluster that is not
 empty: raybridge reads the cluster's pods to tell free GPUs from taken ones.
@@ -25,8 +27,10 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from tests.builders import h100_node  # noqa: E402
 from tests.cluster_state import make_cluster_queue, make_local_queue  # noqa: E402
@@ -52,11 +56,15 @@ def kubectl_apply(kubeconfig: str, manifest: Path, client: ClusterClient, name: 
         time.sleep(0.1)
 
 
-def raybridge_submit(kubeconfig: str, name: str, namespace: str, queue: str) -> float:
+def raybridge_submit(kubeconfig: str, name: str, namespace: str, queue: str, tree: Optional[Path] = None) -> float:
+    """`raybridge submit` until it says the cluster is ready; `tree`: the raybridge of that source tree (--ref)."""
+    env = {"KUBECONFIG": kubeconfig, "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "raybridge", "submit", "-n", namespace, "--queue", queue, "--name", name, "--", "python", "-c", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={"KUBECONFIG": kubeconfig, "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tree) if tree is not None else None,
     )  # fmt: skip
     assert proc.stderr is not None
     bound = threading.Timer(SUBMIT_BOUND_SECONDS, proc.kill)  # a submit that hangs ends the benchmark, not waits it out
@@ -80,7 +88,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--pods", type=int, default=0)
+    parser.add_argument("--ref", help="also time `raybridge submit` of this commit (a git worktree), alternating with this tree's")
     args = parser.parse_args()
+    ref_tree = _worktree(args.ref) if args.ref else None
+    try:
+        return _run(args, ref_tree)
+    finally:
+        if ref_tree is not None:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(ref_tree)], capture_output=True, timeout=60)
+
+
+def _worktree(ref: str) -> Path:
+    tree = Path(tempfile.mkdtemp(prefix="bench-ref-")) / "tree"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), ref], check=True, capture_output=True, timeout=120)
+    return tree
+
+
+def _run(args: argparse.Namespace, ref_tree: Optional[Path]) -> int:
     nodes = [h100_node(f"gpu-{i}") for i in range(8)]
     with Stack(StackOptions(nodes=nodes, start_ray_head=True, progress=lambda line: print(line, flush=True))) as stack:
         kubeconfig = str(stack.kubeconfig)
@@ -93,6 +117,8 @@ def main() -> int:
             client.create_object({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"filler-{i}", "namespace": namespace},
                                   "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "10m"}}}]}})  # fmt: skip
         samples: dict[str, list[float]] = {"kubectl apply": [], "raybridge submit": []}
+        if ref_tree is not None:
+            samples[f"raybridge submit at {args.ref}"] = []
         work = Path(tempfile.mkdtemp(prefix="bench"))
         for run in range(args.runs + 1):  # the first of each is a warm-up
             name = f"k-{run}"
@@ -106,14 +132,21 @@ def main() -> int:
             took_kubectl = kubectl_apply(kubeconfig, manifest, client, name, namespace)
             client.delete_object("ray.io/v1", "RayJob", name, namespace)
             took_raybridge = raybridge_submit(kubeconfig, f"r-{run}", namespace, "lq")
+            took_ref = raybridge_submit(kubeconfig, f"o-{run}", namespace, "lq", ref_tree) if ref_tree is not None else None
             if run:
                 samples["kubectl apply"].append(took_kubectl)
                 samples["raybridge submit"].append(took_raybridge)
-            print(f"run {run}{' (warm-up)' if not run else ''}: kubectl apply {took_kubectl:.2f} s, raybridge submit {took_raybridge:.2f} s", flush=True)
+                if took_ref is not None:
+                    samples[f"raybridge submit at {args.ref}"].append(took_ref)
+            at_ref = f", at {args.ref} {took_ref:.2f} s" if took_ref is not None else ""
+            print(f"run {run}{' (warm-up)' if not run else ''}: kubectl apply {took_kubectl:.2f} s, raybridge submit {took_raybridge:.2f} s{at_ref}", flush=True)
         client.close()
     medians = {name: statistics.median(values) for name, values in samples.items()}
     for name, value in medians.items():
         print(f"{name}: median {value:.2f} s (runs {', '.join(f'{v:.2f}' for v in samples[name])})")
+    if ref_tree is not None:
+        before = medians[f"raybridge submit at {args.ref}"]
+        print(f"this tree adds {medians['raybridge submit'] - medians['kubectl apply']:.2f} s, {args.ref} {before - medians['kubectl apply']:.2f} s")
     added = medians["raybridge submit"] - medians["kubectl apply"]
     print(f"raybridge adds {added:.2f} s to a ready Ray cluster (target: at most 2 s); ratio {medians['raybridge submit'] / medians['kubectl apply']:.2f}")
     return 0 if added <= 2.0 else 1

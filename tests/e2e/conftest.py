@@ -8,7 +8,8 @@
   for every module whose jobs are queued with `submit --no-wait` (K8sJobMode).
 - `ca_stack`: the real API server, kube-scheduler and kwok with the CRDs the simulated cluster-autoscaler and KAI use
   (tests/e2e/ca_on_real_api.py), session-scoped: started once by the one worker that runs the xdist_group of
-  test_adjuster_ca_on_real_api.py, test_adjuster_guards_on_real_api.py and test_adjuster_races_on_real_api.py.
+  test_adjuster_ca_on_real_api.py, test_adjuster_guards_on_real_api.py, test_adjuster_races_on_real_api.py and
+  test_cli_adjuster.py's server-side dry runs.
 
 `explain_scene` is module-scoped, as it was when each of those modules held its own copy: every module that asks gets
 its own, set up once for that module's tests (its own namespace and cluster-scoped names on the session's real

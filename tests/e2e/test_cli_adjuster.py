@@ -1,7 +1,8 @@
 """`adjuster plan` as a user runs it: files and flags in, the plan and the exit status out.
 
-All offline but one test, which applies `--manifests`' objects to a real API server of this module's own
-(testcluster, no operators, with cluster-autoscaler's ProvisioningRequest CRD). What it does not do: run the
+All offline but one test, which applies `--manifests`' objects to a real API server as server-side dry runs: the
+adjuster's end-to-end stack (`ca_stack`, tests/e2e/ca_on_real_api.py: no operators, cluster-autoscaler's
+ProvisioningRequest CRD, the adjuster's namespace and PriorityClass), on the worker of its xdist_group. What it does not do: run the
 adjuster's controller (tests/e2e/test_adjuster_*.py do).
 """
 
@@ -11,11 +12,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator
 
 import pytest
 import yaml
 
+from tests.e2e.ca_on_real_api import XDIST_GROUP as CA_STACK_GROUP
 from tests.helpers import ROOT, cli_env, run_cli
 
 FIXTURES = ROOT / "tests" / "unit" / "fixtures" / "adjuster"
@@ -172,27 +173,10 @@ def test_adjuster_plan_imports_neither_ray_nor_kubernetes():
     assert out.stdout.strip() == "0 []", out.stdout + out.stderr
 
 
-@pytest.fixture(scope="module")
-def api_server() -> Iterator[Any]:
-    """A real API server of this module's own (no operators) with cluster-autoscaler's ProvisioningRequest CRD, the
-    adjuster's namespace and the placeholders' PriorityClass."""
-    from raybridge.adjuster.decision import consts
-    from testcluster.pytest_plugin import own_cluster
-    from testcluster.stack import StackOptions
-
-    with own_cluster(StackOptions(operators=(), crds_only=("autoscaler",))) as stack:
-        stack.apply([
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": consts.DEFAULT_NAMESPACE}},
-            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": consts.DEFAULT_PRIORITY_CLASS},
-             "value": -1, "preemptionPolicy": "Never"},
-        ])  # fmt: skip
-        yield stack
-
-
-@pytest.mark.slow  # a real API server, started once for both modes
-@pytest.mark.xdist_group("cli-adjuster-api-server")  # one stack for both modes
+@pytest.mark.slow  # a real API server: the adjuster's end-to-end stack (`ca_stack`, tests/e2e/ca_on_real_api.py)
+@pytest.mark.xdist_group(CA_STACK_GROUP)  # on the worker that holds that stack: the server dry-runs, nothing is left
 @pytest.mark.parametrize("mode", ["placeholder", "provisioning-request"])
-def test_plan_manifests_are_what_run_creates_and_a_server_accepts_them(mode, api_server):
+def test_plan_manifests_are_what_run_creates_and_a_server_accepts_them(mode, ca_stack):
     """`--manifests`: the objects of `adjuster run`'s first pass, applied as they are to a real API server, as
     `kubectl apply --dry-run=server` sends them (strict field validation: an unknown field is refused, not dropped)."""
     from testcluster.client import dynamic_client
@@ -213,9 +197,9 @@ def test_plan_manifests_are_what_run_creates_and_a_server_accepts_them(mode, api
         assert sorted({d["kind"] for d in docs}) == ["PodTemplate", "ProvisioningRequest"]
         asked = sum(int(d["metadata"]["labels"][consts.GPUS_LABEL]) for d in docs if d["kind"] == "ProvisioningRequest")
     assert asked == plan["totalGpus"]
-    api = api_server.api_client()
+    api = ca_stack.api_client()
     try:
-        server = dynamic_client(api, api_server.workdir / "discovery-cache-cli-adjuster.json")
+        server = dynamic_client(api, ca_stack.workdir / "discovery-cache-cli-adjuster.json")
         strictly = [("dryRun", "All"), ("fieldValidation", "Strict")]
         for doc in docs:
             resource = server.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
