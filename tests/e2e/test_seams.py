@@ -38,9 +38,11 @@ from testcluster.fault_proxy import HTML_ERROR_PAGE
 
 NS = f"seams-{uuid.uuid4().hex[:6]}"
 
-#: One worker runs the module: its tests mostly wait out a client's timeout or retry, and dealt out to every worker
-#: at once they left the two cores half idle for a minute; together, the module's namespace is also made once.
-pytestmark = pytest.mark.xdist_group("seams")
+#: One worker runs the module, and test_unreachable.py after it (one group): their tests mostly wait out a client's
+#: timeout or retry, and dealt out to every worker at once they left the two cores half idle for a minute (as two
+#: groups, dealt out first as the largest, they still had two workers waiting at the run's start); together, the
+#: module's namespace is also made once.
+pytestmark = pytest.mark.xdist_group("client-timeouts")
 CQ = f"cq-{NS}"
 KUEUE = "kueue.x-k8s.io/v1beta2"
 RAY = "ray.io/v1"

@@ -20,9 +20,9 @@ import yaml
 
 from tests.helpers import run_cli
 
-#: One worker runs the module: its tests mostly wait out a client's timeout on a server that does not answer, and
-#: dealt out to every worker at once they left the two cores half idle.
-pytestmark = pytest.mark.xdist_group("unreachable")
+#: One worker runs the module, with test_seams.py (one group): its tests mostly wait out a client's timeout on a
+#: server that does not answer, and dealt out to every worker at once they left the two cores half idle.
+pytestmark = pytest.mark.xdist_group("client-timeouts")
 
 Behaviour = Callable[[socket.socket], None]
 
