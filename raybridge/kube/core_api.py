@@ -74,6 +74,8 @@ class CoreApi:
         return self._full
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):  # not an API method (and `_full` before __init__, as copy makes it, is no recursion)
+            raise AttributeError(name)
         route = ROUTES.get(name)
         full = getattr(self._client_api(), name) if route is None else None
         if full is not None:

@@ -176,6 +176,15 @@ def test_bad_arguments_are_refused_as_the_client_refuses_them() -> None:
         api.read_namespace("a", "b", _preload_content=False)
 
 
+def test_a_copy_works_and_a_private_name_is_no_method() -> None:
+    import copy
+
+    api = copy.copy(CoreApi(_recording_client()))
+    assert api.list_node(**TIMEOUT).data == b'{"items": []}'
+    with pytest.raises(AttributeError):
+        getattr(CoreApi.__new__(CoreApi), "_full")
+
+
 def test_a_client_without_param_serialize_gets_core_v1_api() -> None:
     from kubernetes import client
 
