@@ -12,6 +12,8 @@ the client raises it (`ApiException.from_response`). A body goes as the caller w
 it into its model and writes that back (timestamps rewritten with +00:00 for Z, a field its model lacks
 refused), the API server validates it either way.
 
+`send` is that one request, for `kube.objects.raw_get` (paths no typed API covers) too.
+
 What it deliberately does not do: deserialize into models, or stand in for any other call. A call it
 does not route (another method, `_preload_content` left True, `async_req`) goes to the client's own
 `CoreV1Api`, imported then; so does every call on a client older than the pydantic one (no
@@ -21,7 +23,7 @@ does not route (another method, `_preload_content` left True, `async_req`) goes 
 from __future__ import annotations
 
 from types import MethodType
-from typing import Any, Callable
+from typing import Any, Callable, Optional, Sequence
 
 #: method name: (HTTP method, path, its positional parameters in the client's order; "body" last where it takes one)
 ROUTES: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -76,10 +78,8 @@ class CoreApi:
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):  # not an API method (and `_full` before __init__, as copy makes it, is no recursion)
             raise AttributeError(name)
-        route = ROUTES.get(name)
-        full = getattr(self._client_api(), name) if route is None else None
-        if full is not None:
-            return full
+        if name not in ROUTES:
+            return getattr(self._client_api(), name)
 
         def call(api: CoreApi, *args: Any, **kwargs: Any) -> Any:
             if kwargs.get("_preload_content", True) or any(kwargs.get(k) is not None for k in _CLIENT_ONLY):
@@ -91,8 +91,6 @@ class CoreApi:
         return MethodType(call, self)
 
     def _send(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        from kubernetes.client.exceptions import ApiException
-
         method, path, positional = ROUTES[name]
         if len(args) > len(positional):
             raise TypeError(f"{name}() takes {len(positional)} positional arguments but {len(args)} were given")
@@ -114,19 +112,30 @@ class CoreApi:
         if unknown:
             raise TypeError(f"{name}() got unexpected keyword arguments: {', '.join(unknown)}")
         query = [(api_name, kwargs[name]) for name, api_name in QUERY_PARAMETERS.items() if kwargs.get(name) is not None]
-        headers.setdefault("Accept", "application/json")
         if content_type:
             headers["Content-Type"] = content_type
-        api = self.api_client
-        http_method, url, header_params, serialized, post_params = api.param_serialize(
-            method=method, resource_path=path, path_params=values, query_params=query, header_params=headers, body=body,
-            post_params=[], files={}, auth_settings=["BearerToken"], collection_formats={},
-        )  # fmt: skip
-        response = api.call_api(http_method, url, header_params, serialized, post_params, _request_timeout=timeout)
-        if not 200 <= response.status <= 299:
-            response.read()
-            raise ApiException.from_response(http_resp=response, body=None, data=None)
-        return response.response
+        return send(self.api_client, method, path, path_params=values, query=query, headers=headers, body=body, timeout=timeout)
+
+
+def send(
+    api_client: Any, method: str, path: str, *, path_params: Optional[dict[str, Any]] = None, query: Sequence[tuple[str, Any]] = (),
+    headers: Optional[dict[str, Any]] = None, body: Any = None, timeout: Any = None, **call_options: Any,
+) -> Any:
+    """One request, built by the client's own `param_serialize` (JSON accepted unless `headers` say otherwise) and sent
+    through `api_client.call_api` (`call_options`: `kube.client.BoundedApiClient`'s, such as `_retry`): the urllib3
+    response, or, for an answer outside 2xx, ApiException as the client raises it. Clients with `param_serialize` only."""
+    from kubernetes.client.exceptions import ApiException
+
+    headers = {"Accept": "application/json", **(headers or {})}
+    http_method, url, header_params, serialized, post_params = api_client.param_serialize(
+        method=method, resource_path=path, path_params=path_params or {}, query_params=list(query), header_params=headers, body=body,
+        post_params=[], files={}, auth_settings=["BearerToken"], collection_formats={},
+    )  # fmt: skip
+    response = api_client.call_api(http_method, url, header_params, serialized, post_params, _request_timeout=timeout, **call_options)
+    if not 200 <= response.status <= 299:
+        response.read()
+        raise ApiException.from_response(http_resp=response, body=None, data=None)
+    return response.response
 
 
 def core_api(api_client: Any) -> Any:
@@ -140,4 +149,4 @@ def core_api(api_client: Any) -> Any:
     return client.CoreV1Api(api_client)
 
 
-__all__ = ["QUERY_PARAMETERS", "ROUTES", "CoreApi", "core_api"]
+__all__ = ["QUERY_PARAMETERS", "ROUTES", "CoreApi", "core_api", "send"]

@@ -58,17 +58,9 @@ def raw_get(kube: Kube, path: str, timeout: Optional[float] = None, retry: bool 
     api = kube.api_client
     bound = timeout if timeout is not None else kube.request_timeout
     if hasattr(api, "param_serialize"):  # kubernetes >= 33 (the pydantic-generated client)
-        method, url, headers, _, _ = api.param_serialize(
-            method="GET", resource_path=path, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
-        )
-        extra = {} if retry else {"_retry": False}
-        response = api.call_api(method, url, header_params=headers, _request_timeout=bound, **extra)
-        response.read()
-        if not 200 <= response.status < 300:
-            from kubernetes.client.exceptions import ApiException
+        from raybridge.kube.core_api import send
 
-            raise ApiException(status=response.status, reason=response.reason, body=response.data)
-        return json.loads(response.data)
+        return json.loads(send(api, "GET", path, timeout=bound, **({} if retry else {"_retry": False})).data)
     response = api.call_api(
         path, "GET", header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
         _preload_content=False, _return_http_data_only=True, _request_timeout=bound,

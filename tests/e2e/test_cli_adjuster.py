@@ -2,8 +2,8 @@
 
 All offline but one test, which applies `--manifests`' objects to a real API server as server-side dry runs: the
 adjuster's end-to-end stack (`ca_stack`, tests/e2e/ca_on_real_api.py: no operators, cluster-autoscaler's
-ProvisioningRequest CRD, the adjuster's namespace and PriorityClass), on the worker of its xdist_group. What it does not do: run the
-adjuster's controller (tests/e2e/test_adjuster_*.py do).
+ProvisioningRequest CRD, the adjuster's namespace and PriorityClass), on the worker of its xdist_group. What it does
+not do: run the adjuster's controller (tests/e2e/test_adjuster_*.py do).
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ def _recording_client(status: int = 200) -> Any:
     class Recording(client.ApiClient):  # type: ignore[misc,valid-type]
         calls: list[tuple[Any, ...]] = []
 
-        def call_api(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None):  # noqa: ANN001
+        def call_api(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None, **_bounded):  # noqa: ANN001
+            # _bounded: kube.client.BoundedApiClient's own options (`_retry`), which raybridge's ApiClient takes
             self.calls.append((method, url, dict(header_params or {}), body, post_params or [], _request_timeout))
             return _Answer(status, b'{"kind": "Status"}' if status >= 300 else b'{"items": []}')
 
@@ -174,6 +175,23 @@ def test_bad_arguments_are_refused_as_the_client_refuses_them() -> None:
         api.list_namespaced_pod(_preload_content=False)
     with pytest.raises(TypeError, match="positional"):
         api.read_namespace("a", "b", _preload_content=False)
+
+
+def test_raw_get_sends_through_the_same_request_and_raises_the_status() -> None:
+    """`kube.objects.raw_get` (paths no typed API covers) goes through `send`: JSON accepted, its answer decoded, an
+    answer outside 2xx an ApiException with its status."""
+    from kubernetes.client.exceptions import ApiException
+
+    from raybridge.kube.client import Kube
+    from raybridge.kube.objects import raw_get
+
+    recording = _recording_client()
+    assert raw_get(Kube(recording, "default", False), "/apis/visibility.kueue.x-k8s.io/v1beta2", timeout=4) == {"items": []}
+    (method, url, headers, body, _, timeout), = recording.calls
+    assert (method, url, headers["Accept"], body, timeout) == ("GET", "https://127.0.0.1:6443/apis/visibility.kueue.x-k8s.io/v1beta2", "application/json", None, 4)
+    with pytest.raises(ApiException) as failed:
+        raw_get(Kube(_recording_client(404), "default", False), "/apis/x", retry=False)
+    assert failed.value.status == 404
 
 
 def test_a_copy_works_and_a_private_name_is_no_method() -> None:
