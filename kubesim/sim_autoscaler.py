@@ -195,6 +195,12 @@ class ClusterAutoscaler:
         for _, group, pods in due:
             self._starting[self.add_node(group, pods)] = group
 
+    def scan_due(self) -> bool:
+        """Whether `run_once` scans now (its scan interval has passed since the last scan): a caller lists the
+        cluster for it only then, as the real autoscaler lists nothing between its loops (static_autoscaler.go
+        RunOnce every --scan-interval)."""
+        return self.clock() - self._last_scan >= self.scan_interval
+
     def run_once(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> None:
         now = self.clock()
         if now - self._last_scan < self.scan_interval:

@@ -256,7 +256,7 @@ class GpuSim:
             if pod["spec"].get("schedulerName") == KAI and int(requests_of(pod["spec"]).get(GPU_KEY, 0)) == 0:
                 if self._place_fraction(pod, nodes, scaling_up) is False:
                     self._mark_unschedulable(pod, len(nodes))
-        if autoscaler:
+        if autoscaler and self.autoscaler.scan_due():  # the lists only for a loop that scans: 1 step in 10 by default
             self.autoscaler.run_once(self.server.list_objects("v1", "Pod"), self.server.list_objects("v1", "Node"))
 
     def _nodes(self, node_objects: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[_Node]:

@@ -308,3 +308,30 @@ def test_a_node_it_added_that_is_still_starting_counts_as_upcoming(case: str, ta
                        "conditions": [{"type": "Ready", "status": ready}]}}  # fmt: skip
     autoscaler.run_once([pod], [node])
     assert len(autoscaler.upcoming) == new_nodes, case
+
+
+class _CountedLists(_NoObjects):
+    """An empty cluster that counts what is listed, by kind."""
+
+    def __init__(self) -> None:
+        self.listed: dict[str, int] = {}
+
+    def list_objects(self, api_version: str, kind: str, namespace: Optional[str] = None) -> list[dict[str, Any]]:
+        self.listed[kind] = self.listed.get(kind, 0) + 1
+        return []
+
+
+def test_a_step_lists_the_cluster_for_the_autoscaler_only_when_its_loop_scans() -> None:
+    # KAI's session runs every step (0.05 s); the autoscaler's loop every scan interval (0.5 s): its lists of every
+    # pod and node were fetched at each step and thrown away in 9 steps of 10, 4 in 10 of the simulations' requests
+    now = [0.0]
+    server = _CountedLists()
+    sim = GpuSim(server, system_node=False, scan_interval=0.5, autoscaler_clock=lambda: now[0])
+    for _ in range(20):  # 1 s: the loop scans at 0 and 0.5 s
+        sim.step()
+        now[0] += 0.05
+    scans = 2
+    assert server.listed["Pod"] == 20 + scans and server.listed["Node"] == 20 + scans, server.listed
+    sim.autoscaler.scan_interval = 0.0  # a test's autoscaler with no interval scans at every step, as before
+    sim.step()
+    assert server.listed["Pod"] == 20 + scans + 2, server.listed
