@@ -202,10 +202,9 @@ class ClusterAutoscaler:
         return self.clock() - self._last_scan >= self.scan_interval
 
     def run_once(self, pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> None:
-        now = self.clock()
-        if now - self._last_scan < self.scan_interval:
+        if not self.scan_due():
             return
-        self._last_scan = now
+        now = self._last_scan = self.clock()
         requests = self._refresh_requests(now)
         unschedulable = [p for p in pods if is_unschedulable(p)]
         templates = self._templates(nodes)  # once a loop: the snapshot's upcoming nodes and the scale-up share them

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["FaultProxy", "ProxyFault", "HTML_ERROR_PAGE", "client_common_name"]
+__all__ = ["FaultProxy", "ProxyFault", "HTML_ERROR_PAGE", "QuietHTTPServer", "client_common_name"]
 
 #: How long a client may take over its TLS handshake, and over sending a request on a kept-alive connection.
 HANDSHAKE_TIMEOUT_SECONDS = 10.0
@@ -129,7 +129,18 @@ def client_common_name(certificate: dict[str, Any]) -> Optional[str]:
     return names[0] if len(names) == 1 else None
 
 
-class _Server(ThreadingHTTPServer):
+class QuietHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server for which a client gone mid-answer, or refused at the TLS handshake, is no error to
+    print: the proxy's own, and the stand-in API servers behind it in its tests, whose connections a fault drops."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], OSError):  # ssl.SSLError, BrokenPipeError, ConnectionResetError
+            super().handle_error(request, client_address)
+
+
+class _Server(QuietHTTPServer):
     daemon_threads = True
     proxy: "FaultProxy"
 
@@ -137,13 +148,6 @@ class _Server(ThreadingHTTPServer):
         connection, address = self.socket.accept()
         wrapped = self.proxy._serving.wrap_socket(connection, server_side=True, do_handshake_on_connect=False)
         return wrapped, address
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        """A client gone mid-answer, or one refused at the handshake, is no error to print."""
-        import sys
-
-        if not isinstance(sys.exc_info()[1], (OSError, ssl.SSLError)):
-            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

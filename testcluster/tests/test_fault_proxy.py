@@ -15,7 +15,7 @@ import socket
 import ssl
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -74,18 +74,6 @@ class _Upstream(BaseHTTPRequestHandler):
     do_GET = do_POST = do_DELETE = _any
 
 
-class _Server(ThreadingHTTPServer):
-    """The upstream's server: a connection the proxy drops before the answer is written (what a fault does) ends
-    that request quietly, as it would at a real API server, instead of a socketserver traceback in the run's output."""
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        import sys
-
-        if isinstance(sys.exc_info()[1], OSError):  # ssl.SSLEOFError, BrokenPipeError, ConnectionResetError
-            return
-        super().handle_error(request, client_address)
-
-
 @pytest.fixture
 def pki(tmp_path: Path) -> Pki:
     return Pki(tmp_path / "pki")
@@ -94,7 +82,7 @@ def pki(tmp_path: Path) -> Pki:
 @pytest.fixture
 def proxy(pki: Pki, tmp_path: Path) -> Iterator[FaultProxy]:
     upstream_cert = pki.serving("upstream", ("127.0.0.1",))
-    server = _Server(("127.0.0.1", 0), _Upstream)
+    server = fault_proxy.QuietHTTPServer(("127.0.0.1", 0), _Upstream)  # a dropped connection is what a fault does
     server.daemon_threads = True
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(pki.ca_file))
     context.load_cert_chain(upstream_cert.cert, upstream_cert.key)

@@ -18,9 +18,9 @@ __all__ = ["AuthorizationEcho", "echo_head"]
 
 
 class AuthorizationEcho(BaseHTTPRequestHandler):
-    """Each GET answered `{"authorization": ...}`, each POST that and its body (parsed where it is JSON, else its text:
-    a chunked or cut body reaches the head as the door passed it, and the test asserts on it, not a handler's
-    traceback); `seen` the Authorization of every request (empty where none), `peers` the connections they came on."""
+    """Each GET answered `{"authorization": ...}`, each POST that and its body (parsed where it is JSON, else its text,
+    so a body that is not JSON gets an answer, not a handler's traceback in the run's output); `seen` the Authorization
+    of every request (empty where none), `peers` the connections they came on."""
 
     seen: list[str] = []
     peers: set[object] = set()
