@@ -246,13 +246,16 @@ class GpuSim:
         """One round: nodes due register, KAI's session, then (unless `autoscaler` is False, for a test that must keep
         the autoscaler from deciding in this round) one loop of the autoscaler."""
         self.autoscaler.register_due()
+        # A session runs on the snapshot it takes: one whose lists were taken while paused does not run, even when the
+        # pause ends before it would place (its pods list can predate a bind another scheduler made meanwhile).
+        session_paused = self.kai_paused
         pods = self._binder_sync(self.server.list_objects("v1", "Pod"))
         nodes = self._nodes(self.server.list_objects("v1", "Node"), pods)
         scaling_up = self._scaling_up(pods)
         pending = [p for p in pods if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
                    and p.get("status", {}).get("phase", "Pending") == "Pending"]
         pending.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["namespace"], p["metadata"]["name"]))
-        for pod in () if self.kai_paused else pending:
+        for pod in () if session_paused else pending:
             if pod["spec"].get("schedulerName") == KAI and int(requests_of(pod["spec"]).get(GPU_KEY, 0)) == 0:
                 if self._place_fraction(pod, nodes, scaling_up) is False:
                     self._mark_unschedulable(pod, len(nodes))

@@ -335,3 +335,49 @@ def test_a_step_lists_the_cluster_for_the_autoscaler_only_when_its_loop_scans() 
     sim.autoscaler.scan_interval = 0.0  # a test's autoscaler with no interval scans at every step, as before
     sim.step()
     assert server.listed["Pod"] == 20 + scans + 2, server.listed
+
+
+class _UnpausedMidStep(_NoObjects):
+    """One ready GPU node and one pending KAI pod; listing the pods ends the sim's pause, as a test's thread may while
+    a step runs. Records the binds asked for."""
+
+    def __init__(self) -> None:
+        self.sim: Optional[GpuSim] = None
+        self.bound: list[str] = []
+        self.node: dict[str, Any] = {}
+        self.pod = fraction_pod("late", WORK, fraction="0.5")
+
+    def create_object(self, obj: dict[str, Any]) -> dict[str, Any]:
+        if obj["kind"] == "Node":
+            self.node = obj
+        return obj
+
+    def get_object(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None) -> Optional[dict[str, Any]]:
+        return {"metadata": {"name": name}}  # the reservation namespace is there
+
+    def list_objects(self, api_version: str, kind: str, namespace: Optional[str] = None) -> list[dict[str, Any]]:
+        if kind == "Pod":
+            assert self.sim is not None
+            self.sim.kai_paused = False
+            return [] if self.bound else [self.pod]
+        return [self.node] if kind == "Node" else []
+
+    def bind(self, pod: dict[str, Any], node: str, labels: dict[str, str]) -> None:
+        self.bound.append(pod["metadata"]["name"])
+
+
+def test_a_session_whose_snapshot_was_taken_while_paused_does_not_run() -> None:
+    # A test pauses KAI while kube-scheduler binds a rival pod to a new node, then ends the pause. A step that listed the
+    # pods before that bind but read the pause after it placed KAI's pods on the node the rival had taken (CI: 8 GPUs
+    # of shares and a whole-8-GPU pod on one 8-GPU node). The session runs only when it was not paused at its snapshot.
+    from kubesim.sim_gpu import register_gpu_node
+
+    server = _UnpausedMidStep()
+    register_gpu_node(server, "gpu-0")
+    sim = GpuSim(server, system_node=False, scan_interval=3600.0)
+    server.sim = sim
+    sim.kai_paused = True
+    sim.step()
+    assert server.bound == [] and sim.reservations == [], "a session ran on a snapshot taken while paused"
+    sim.step()  # the next session's snapshot is taken unpaused
+    assert server.bound == ["late"] and len(sim.reservations) == 1
