@@ -209,6 +209,32 @@ class ClusterClient:
         wait_until(admitted_at_value, timeout, f"the Priority admission plugin knowing PriorityClass {name} at {value}")
         return created
 
+    def create_namespace(self, name: str, labels: Optional[dict[str, str]] = None, *, timeout: float = 30.0) -> dict[str, Any]:
+        """Create the namespace `name` and return once a pod in it passes admission. Kueue's pod webhook reads the
+        namespace from its manager's cache (kueue v0.17.0 pkg/controller/jobs/pod/pod_webhook.go `Default`, through
+        `w.client.Get`): a pod made at once can be refused with `Namespace "<name>" not found` until that cache has
+        seen it. A server-side dry run of a pod goes through the same webhooks and keeps nothing; on a cluster with no
+        such webhook the first one passes."""
+        from kubernetes.dynamic.exceptions import DynamicApiError
+        from testcluster.processes import wait_until
+
+        metadata: dict[str, Any] = {"name": name, **({"labels": dict(labels)} if labels else {})}
+        created = self.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata})
+        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "namespace-probe", "namespace": name},
+                 "spec": {"containers": [{"name": "c", "image": "probe"}]}}  # fmt: skip
+
+        def admitted() -> bool:
+            try:
+                self.create_object(probe, dry_run=True)
+            except DynamicApiError as exc:
+                if exc.status == 404 and "Namespace" in str(exc.body or ""):
+                    return False
+                raise
+            return True
+
+        wait_until(admitted, timeout, f"admission seeing namespace {name}")
+        return created
+
     def get_object(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None) -> Optional[dict[str, Any]]:
         from kubernetes.dynamic.exceptions import NotFoundError
 

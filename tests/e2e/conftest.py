@@ -39,7 +39,7 @@ def explain_scene(real_cluster: Any) -> Iterator[real.Scene]:
     client = real_cluster.client()
     try:
         scene = real.Scene.named(client, str(real_cluster.kubeconfig))
-        client.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": scene.ns}})
+        client.create_namespace(scene.ns)
         for obj in real.kueue_objects(scene):
             client.create_object(obj)
         real.mark_active(client, scene.check)

@@ -32,7 +32,7 @@ PLACEHOLDER_PATH = rf"/api/v1/namespaces/{NS}/pods/rb-placeholder-x"
 @pytest.fixture(scope="module")
 def api(fault_proxy: Any) -> Iterator[tuple[Any, Any]]:
     """The fault proxy before the real API server, and the connection (`Kube`) `adjuster run` would make through it."""
-    fault_proxy.admin.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    fault_proxy.admin.create_namespace(NS)
     try:
         yield fault_proxy, connect(str(fault_proxy.kubeconfig), request_timeout=5.0)
     finally:

@@ -55,7 +55,7 @@ def test_adjuster_plan_from_the_cluster_plans_what_kubectl_shows(real_admin: Any
     read from the cluster and the plan of `kubectl get pods -A -o json` piped in both put them in one placeholder."""
     admin, kubeconfig = real_admin
     namespace = f"kai-{uuid.uuid4().hex[:6]}"
-    admin.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    admin.create_namespace(namespace)  # the pods at once: Kueue's pod webhook must have seen it
     for name in ("half-1", "half-2"):
         admin.create_object({
             "apiVersion": "v1", "kind": "Pod",
