@@ -143,8 +143,11 @@ def test_a_supervisor_killed_with_sigkill_takes_the_head_and_its_job_down(tmp_pa
 
 
 #: A head that exits on its own, leaving a process that outlives SIGTERM (it writes `got_term` and goes on): the
-#: supervisor has seen the head's exit once `got_term` appears, and lingers in its grace period before SIGKILL.
-HEAD_DYING_SLOWLY = "sh -c \"trap 'echo > got_term' TERM; while :; do sleep 0.1; done\" & exit 0"
+#: supervisor has seen the head's exit once `got_term` appears, and lingers in its grace period before SIGKILL. The
+#: head exits only once that process has set its trap: a TERM sent before it killed the process with nothing written
+#: (a whole run on a loaded machine).
+HEAD_DYING_SLOWLY = ("sh -c \"trap 'echo > got_term' TERM; echo > trapped; while :; do sleep 0.1; done\" & "
+                     "while [ ! -e trapped ]; do sleep 0.01; done; exit 0")
 
 
 @pytest.mark.realtime
