@@ -6,6 +6,7 @@ import pytest
 
 import json
 import tracemalloc
+from typing import Callable
 
 import yaml
 
@@ -110,16 +111,17 @@ def test_a_libyaml_that_does_not_bound_nesting_itself_is_not_used(monkeypatch: p
         load_yaml("x: " + "[" * 5000 + "]" * 5000, "f")
 
 
-#: The costliest YAML shapes known, per character: many nodes, and marks, for few characters.
-COSTLY_YAML = {
-    "a flow mapping of one-character keys": "{" + "a," * 20_000 + "a}",
-    "a flow list of one-key mappings": "[" + "{a}," * 20_000 + "{a}]",
-    "a block list of nested lists": "- - - - - - - -\n" * 5_000,
-    "a flow list of nulls": "[" + "~," * 20_000 + "~]",
-    "a block list of empty values": "-\n" * 20_000,
-    "a pod list as kubectl prints it": yaml.safe_dump({"items": [{"metadata": {"name": f"p{i}", "labels": {"app": "ray"}},
-                                                                  "spec": {"containers": [{"name": "c", "image": "ray"}]}}
-                                                                 for i in range(2_000)]}),
+#: The costliest YAML shapes known, per character: many nodes, and marks, for few characters. Each is made when its
+#: test runs (dumping the pod list took 0.6 CPU-s at every collection of this module, in every worker).
+COSTLY_YAML: dict[str, Callable[[], str]] = {
+    "a flow mapping of one-character keys": lambda: "{" + "a," * 20_000 + "a}",
+    "a flow list of one-key mappings": lambda: "[" + "{a}," * 20_000 + "{a}]",
+    "a block list of nested lists": lambda: "- - - - - - - -\n" * 5_000,
+    "a flow list of nulls": lambda: "[" + "~," * 20_000 + "~]",
+    "a block list of empty values": lambda: "-\n" * 20_000,
+    "a pod list as kubectl prints it": lambda: yaml.safe_dump({"items": [{"metadata": {"name": f"p{i}", "labels": {"app": "ray"}},
+                                                                          "spec": {"containers": [{"name": "c", "image": "ray"}]}}
+                                                                         for i in range(2_000)]}),
 }  # fmt: skip
 
 
@@ -130,7 +132,7 @@ def test_yaml_costs_at_most_its_bound_in_memory_per_character(case: str) -> None
     """Counted, not timed: the peak of what Python allocates while the text is read, over its length. The pure-Python
     loader took up to 800 bytes a character (and three to eight times the time); a text of MAX_YAML_CHARS thus
     costs at most MAX_YAML_CHARS * YAML_COST_PER_CHAR (1.6 GiB)."""
-    text = COSTLY_YAML[case]
+    text = COSTLY_YAML[case]()
     load_yaml_documents(text, "f")  # the loader's probe and imports, outside the count
     tracemalloc.start()
     try:
