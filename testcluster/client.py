@@ -19,7 +19,7 @@ import tempfile
 import threading
 import weakref
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import yaml
 
@@ -188,52 +188,43 @@ class ClusterClient:
         naming it is admitted at that value. The API server's Priority admission plugin reads PriorityClasses from its
         informer, not from storage (kubernetes v1.34.1 plugin/pkg/admission/priority/admission.go, `admitPod` through
         `p.lister.Get`): a pod made at once can be refused ("no PriorityClass with name ... was found") or, where the class
-        was deleted and made again at another value, be given the old value. A server-side dry run of a pod in
-        `namespace` goes through the same admission and keeps nothing."""
-        from kubernetes.dynamic.exceptions import DynamicApiError
-        from testcluster.processes import wait_until
-
+        was deleted and made again at another value, be given the old value."""
         created = self.create_object({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
                                       "value": value, **fields})  # fmt: skip
-        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"priority-probe-{name}"[:63], "namespace": namespace},
-                 "spec": {"priorityClassName": name, "containers": [{"name": "c", "image": "probe"}]}}  # fmt: skip
-
-        def admitted_at_value() -> bool:
-            try:
-                return self.create_object(probe, dry_run=True)["spec"].get("priority") == value
-            except DynamicApiError as exc:
-                if exc.status == 403 and "PriorityClass" in str(exc.body or ""):
-                    return False
-                raise
-
-        wait_until(admitted_at_value, timeout, f"the Priority admission plugin knowing PriorityClass {name} at {value}")
+        self._until_a_pod_is_admitted(f"priority-probe-{name}"[:63], namespace, {"priorityClassName": name}, (403, "PriorityClass"),
+                                      timeout, f"the Priority admission plugin knowing PriorityClass {name} at {value}",
+                                      lambda pod: pod["spec"].get("priority") == value)  # fmt: skip
         return created
 
-    def create_namespace(self, name: str, labels: Optional[dict[str, str]] = None, *, timeout: float = 30.0) -> dict[str, Any]:
+    def create_namespace(self, name: str, *, timeout: float = 30.0) -> dict[str, Any]:
         """Create the namespace `name` and return once a pod in it passes admission. Kueue's pod webhook reads the
         namespace from its manager's cache (kueue v0.17.0 pkg/controller/jobs/pod/pod_webhook.go `Default`, through
         `w.client.Get`): a pod made at once can be refused with `Namespace "<name>" not found` until that cache has
-        seen it. A server-side dry run of a pod goes through the same webhooks and keeps nothing; on a cluster with no
-        such webhook the first one passes."""
+        seen it. On a cluster with no such webhook the first probe passes."""
+        created = self.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        self._until_a_pod_is_admitted("namespace-probe", name, {}, (404, "Namespace"), timeout, f"admission seeing namespace {name}")
+        return created
+
+    def _until_a_pod_is_admitted(self, name: str, namespace: str, spec: dict[str, Any], refusal: tuple[int, str], timeout: float,
+                                 what: str, accepted: Callable[[dict[str, Any]], bool] = lambda pod: True) -> None:
+        """Server-side dry runs of the pod `name` (with `spec`) in `namespace`, which go through every admission and keep
+        nothing, until one is admitted and `accepted` by the caller. An answer of `refusal` (its status, and a word its
+        body names) is waited out; any other error is raised."""
         from kubernetes.dynamic.exceptions import DynamicApiError
         from testcluster.processes import wait_until
 
-        metadata: dict[str, Any] = {"name": name, **({"labels": dict(labels)} if labels else {})}
-        created = self.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata})
-        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "namespace-probe", "namespace": name},
-                 "spec": {"containers": [{"name": "c", "image": "probe"}]}}  # fmt: skip
+        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+                 "spec": {**spec, "containers": [{"name": "c", "image": "probe"}]}}  # fmt: skip
 
         def admitted() -> bool:
             try:
-                self.create_object(probe, dry_run=True)
+                return accepted(self.create_object(probe, dry_run=True))
             except DynamicApiError as exc:
-                if exc.status == 404 and "Namespace" in str(exc.body or ""):
+                if exc.status == refusal[0] and refusal[1] in str(exc.body or ""):
                     return False
                 raise
-            return True
 
-        wait_until(admitted, timeout, f"admission seeing namespace {name}")
-        return created
+        wait_until(admitted, timeout, what)
 
     def get_object(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None) -> Optional[dict[str, Any]]:
         from kubernetes.dynamic.exceptions import NotFoundError
