@@ -18,7 +18,8 @@ then be wrong; hide what an
 import prints (anything printed while it imports disqualifies it, and the
 callers fall back to fresh processes), or stand in for a test whose subject
 is the process start itself (imports, start-up time, signals while
-importing): those run `python -m raybridge` directly.
+importing): those run `python -m raybridge` directly. Nor does a child tear
+its interpreter down after the `atexit` handlers (`end_as_python_does`).
 
 Protocol, one JSON object per line: it says `{"ready": true, "noise": TEXT}`
 once its imports are done; then for each request `{"args": [...], "env":
@@ -67,6 +68,7 @@ PRELOAD = (
     "raybridge.jobapi.client",
     "raybridge.adjuster.controller",
     "raybridge.queues.explain",
+    "ray.dag",  # Ray's `shutdown`, an atexit handler of every command that imported ray, imports it (30 ms a call)
 )
 
 
@@ -108,8 +110,42 @@ def _run_child(request: dict, channels: tuple[int, int]) -> None:
     os.environ.clear()  # the variables that may differ from the server's (helpers.CALL_TIME_ENV)
     os.environ.update(request["env"])
     sys.argv = ["raybridge", *request["args"]]
-    runpy.run_module("raybridge", run_name="__main__", alter_sys=True)
-    sys.exit(0)  # a __main__ that returns is a status of 0, as for `python -m`
+    try:
+        runpy.run_module("raybridge", run_name="__main__", alter_sys=True)
+    except SystemExit as stop:
+        end_as_python_does(stop.code)
+    end_as_python_does(0)  # a __main__ that returns is a status of 0, as for `python -m`
+
+
+def end_as_python_does(code: object) -> None:
+    """End this process as an interpreter ends on `sys.exit(code)`, up to its teardown. Does not return.
+
+    CPython (Py_FinalizeEx) prints a code that is not an int to stderr and makes it status 1, waits for the
+    threads that are not daemons, runs the `atexit` handlers (Ray's `shutdown` among them: it imports `ray.dag`)
+    and flushes stdout and stderr (status 120 if that fails). Then it tears the interpreter down: every module
+    cleared, a last collection. That teardown is left out here: in a child of the server it wrote to most of
+    the server's pages the child shares, and took about 0.1 CPU-s of the 0.13 a forked `--help` cost. What
+    only that teardown does (a `__del__` at exit) shows in the fresh runs (`run_cli_fresh`,
+    RAYBRIDGE_TEST_FRESH_CLI=1), not here.
+    """
+    import atexit
+    import threading
+
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code & 0xFF
+    else:
+        print(code, file=sys.stderr)
+        status = 1
+    threading._shutdown()  # type: ignore[attr-defined]  # what Py_FinalizeEx calls: non-daemon threads end first
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            status = 120
+    os._exit(status)
 
 
 def serve() -> None:

@@ -92,3 +92,42 @@ def test_the_server_preloads_every_kubernetes_api_class_raybridge_uses() -> None
     for module in modules:
         importlib.import_module(module)  # the name is right: the module exists
     assert modules <= set(PRELOAD), sorted(modules - set(PRELOAD))
+
+
+# (the code given to sys.exit, the status, what stderr says)
+END_ROWS = [
+    pytest.param(None, 0, "", id="None: 0"),
+    pytest.param(3, 3, "", id="an int is the status"),
+    pytest.param(258, 2, "", id="an int past 255 wraps as exit(3) does"),
+    pytest.param("no such queue", 1, "no such queue\n", id="text: printed, status 1"),
+]
+
+
+@pytest.mark.parametrize("code,status,said", END_ROWS)
+def test_a_forked_call_ends_as_python_does(tmp_path, code: object, status: int, said: str) -> None:
+    """A non-daemon thread ends first, then the atexit handlers run, then stdout and stderr are flushed, in the
+    order CPython's Py_FinalizeEx keeps; what is buffered is not lost."""
+    import os
+    import sys
+    import threading
+
+    from tests.cli_zygote import end_as_python_does
+
+    out, err = tmp_path / "out", tmp_path / "err"
+    pid = os.fork()
+    if pid == 0:  # the child: its stdout and stderr are files, buffered as a command's are
+        try:
+            sys.stdout, sys.stderr = open(out, "w"), open(err, "w")  # noqa: SIM115 - flushed by the code under test
+            threading.Thread(target=lambda: (time.sleep(0.2), print("thread done"))).start()
+            import atexit
+
+            atexit._clear()  # this test process's own handlers (its CLI servers' close) are not the child's to run
+            atexit.register(lambda: print("atexit ran"))
+            print("buffered line")
+            end_as_python_does(code)
+        finally:
+            os._exit(99)  # reached only if it returned or raised
+    _, wait_status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(wait_status) == status
+    assert out.read_text() == "buffered line\nthread done\natexit ran\n"
+    assert err.read_text() == said
