@@ -71,6 +71,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="the fast tier alone: pure units, offline CLI, property tests; no Go, Ray head, cluster or real-time wait")  # fmt: skip
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With --fast, a test module outside the fast tier's files is not imported at all: each of a run's workers
+    collects, and the modules that only the other tiers run (clusters, Ray heads) cost about 1 CPU-s to import."""
+    if not config.getoption("fast") or not collection_path.name.startswith("test_") or collection_path.suffix != ".py":
+        return None
+    relative = collection_path.resolve().relative_to(ROOT).as_posix() if collection_path.resolve().is_relative_to(ROOT) else ""
+    if relative.startswith(FAST_TREES + FAST_E2E_MODULES) and not relative.startswith(NOT_FAST_MODULES):
+        return None
+    return True
+
+
 def is_fast(item: pytest.Item) -> bool:
     """Whether a test belongs to the fast tier (`--fast`)."""
     nodeid = item.nodeid

@@ -17,6 +17,7 @@ decisions are to be frozen to write it again.
 from __future__ import annotations
 
 import copy
+import functools
 import gzip
 import json
 import random
@@ -146,7 +147,9 @@ def record(path: Path = FROZEN) -> None:
         json.dump(tables, out, sort_keys=True, separators=(",", ":"))
 
 
+@functools.cache
 def frozen() -> dict[str, Any]:
+    """The recorded decisions, read once a process, when a test first asks (0.5 CPU-s: not at collection)."""
     with gzip.open(FROZEN, "rt", encoding="utf-8") as source:
         return json.load(source)
 

@@ -17,9 +17,6 @@ import pytest
 
 from tests.unit import shared_cluster_tables as tables
 
-FROZEN = tables.frozen()
-
-
 def first_difference(expected: Any, got: Any, where: str = "") -> Optional[str]:
     """The path of the first place two JSON values differ, with both values there (None: equal)."""
     if type(expected) is not type(got):
@@ -52,22 +49,23 @@ def test_decisions_are_those_recorded_before_the_speed_up(table: tuple[str, int,
     name, *shape = table
     got = tables.decisions(name, *shape)
     for part in ("plan", "pass1", "pass2", "pass3"):
-        difference = first_difference(FROZEN[name][part], got[part])
+        difference = first_difference(tables.frozen()[name][part], got[part])
         assert difference is None, f"{name} {part}{difference}"
 
 
 def test_the_tables_exercise_every_step_of_a_pass() -> None:
     """The tables are worth comparing: placeholders created, grown or deleted, pods covered by placeholders that got
     nodes, held nodes, proofs of several kinds, pods left out for several reasons."""
-    full = FROZEN["1239-groups-full-size"]
+    frozen = tables.frozen()
+    full = frozen["1239-groups-full-size"]
     assert len(full["plan"]["groups"]) > 1000
     proofs = [g["proof"] for g in full["plan"]["groups"]]
     for kind in ("first-fit-decreasing meets the lower bound", "bin completion found a packing", "bin completion stopped after",
                  "branch and bound: the search completed", "bin completion's packing could not be grouped"):
         assert any(proof.startswith(kind) for proof in proofs), kind
     assert {i["code"] for i in full["plan"]["ignored"]} >= {"vendor-not-shared", "memory-exceeds-gpu", "quota-blocked"}
-    reasons = {reason for table in FROZEN.values() for part in ("pass2", "pass3") for _, reason in table[part]["delete"]}
+    reasons = {reason for table in frozen.values() for part in ("pass2", "pass3") for _, reason in table[part]["delete"]}
     assert {"grown", "held-elsewhere"} <= reasons, reasons
-    assert all(FROZEN[name]["pass3"]["held"] and FROZEN[name]["pass3"]["covered"] for name in FROZEN)
-    assert any(p["placeholder"].get("perNode") or p["avoid"] for t in FROZEN.values() for p in t["pass1"]["create"]) or any(
+    assert all(frozen[name]["pass3"]["held"] and frozen[name]["pass3"]["covered"] for name in frozen)
+    assert any(p["placeholder"].get("perNode") or p["avoid"] for t in frozen.values() for p in t["pass1"]["create"]) or any(
         "perNode" in g for g in full["plan"]["groups"])

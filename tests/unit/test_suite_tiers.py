@@ -10,8 +10,8 @@ import sys
 from tests.helpers import ROOT
 
 
-def _collected(*args: str) -> list[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+def _collected(*args: str, env: dict[str, str] | None = None) -> list[str]:
+    env = env or {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
     out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0", *args],
                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)  # fmt: skip
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
@@ -34,3 +34,44 @@ def test_the_realtime_tests_of_the_fast_tier_s_modules_are_left_out() -> None:
     realtime = set(_collected("-m", "realtime", "tests/unit", "tests/e2e/test_cli_offline.py"))
     fast = set(_collected("--fast", "tests/unit", "tests/e2e/test_cli_offline.py"))
     assert realtime and not realtime & fast
+
+
+FAST_IDS_PLUGIN = '''
+import os
+import sys
+
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    is_fast = next(plugin.is_fast for plugin in config.pluginmanager.get_plugins() if hasattr(plugin, "is_fast"))
+    with open(os.environ["FAST_IDS_OUT"], "w") as out:
+        out.writelines(item.nodeid + "\\n" for item in items if is_fast(item))
+    with open(os.environ["FAST_IDS_OUT"] + ".imported", "w") as out:
+        out.writelines(module.__file__ + "\\n" for module in list(sys.modules.values())
+                       if os.path.basename(getattr(module, "__file__", None) or "").startswith("test_"))
+'''
+
+
+def test_the_fast_tier_imports_fewer_modules_and_loses_no_test(tmp_path) -> None:
+    """`--fast` does not import the modules outside its files (conftest.py pytest_ignore_collect); what it collects is
+    what a whole collection holds that `is_fast` keeps."""
+    (tmp_path / "plugin").mkdir()
+    (tmp_path / "plugin" / "fast_ids.py").write_text(FAST_IDS_PLUGIN)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path / "plugin"), env.get("PYTHONPATH")]))
+    env["FAST_IDS_OUT"] = str(tmp_path / "fast-ids")
+    whole = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0", "-p", "fast_ids"],
+                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)  # fmt: skip
+    assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-2000:]
+    kept_from_whole = (tmp_path / "fast-ids").read_text().splitlines()
+    imported_by_whole = (tmp_path / "fast-ids.imported").read_text().splitlines()
+    fast = _collected("--fast", "-p", "fast_ids", env=env)
+    assert kept_from_whole and fast == kept_from_whole
+    imported_by_fast = {os.path.relpath(path, ROOT) for path in (tmp_path / "fast-ids.imported").read_text().splitlines()}
+    from conftest import FAST_E2E_MODULES, FAST_TREES
+
+    assert imported_by_fast and all(path.startswith(FAST_TREES + FAST_E2E_MODULES) for path in imported_by_fast), sorted(imported_by_fast)
+    assert len(imported_by_whole) > len(imported_by_fast)
+    modules_whole = {line.split("::")[0] for line in whole.stdout.splitlines() if "::" in line}
+    assert {t.split("::")[0] for t in fast} < modules_whole
