@@ -29,7 +29,18 @@ def _as_dict(found: Packing) -> dict[str, Any]:
             "nodes": [[n.gpus, list(n.pods), [str(x) for x in n.loads], [list(g) for g in n.gpu_pods]] for n in found.nodes]}
 
 
-@pytest.mark.parametrize("case", range(len(CASES)))
+def _runs_out(case: dict[str, Any]) -> bool:
+    return case["expected"]["proof"].startswith("bin completion stopped after")
+
+
+#: A search run out of its 200,000 steps costs about a fifth of a CPU-second by design, the 26 after the first 4.8 s: the whole
+#: suite runs them all, the fast tier the first (the budget's stop) and the searches that end by themselves.
+FIRST_RUN_OUT = next(index for index, case in enumerate(CASES) if _runs_out(case))
+STEP_CASES = [pytest.param(index, id=str(index), marks=[pytest.mark.slow] if _runs_out(case) and index != FIRST_RUN_OUT else [])
+              for index, case in enumerate(CASES)]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", STEP_CASES)
 def test_each_search_returns_what_it_did_before_step_for_step(case: int) -> None:
     given = CASES[case]
     items = [PackItem(pod, Fraction(num, den), devices) for pod, num, den, devices in given["items"]]
