@@ -13,6 +13,7 @@ is still a dependency.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -69,8 +70,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imports_of(path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text())
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A module's tree, parsed once per test process: six tests read every module (read only)."""
+    return ast.parse(path.read_text())
+
+
+@functools.cache
+def imports_of(path: Path) -> tuple[tuple[int, str], ...]:
+    tree = parsed(path)
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -80,7 +88,7 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
             # `from raybridge.adjuster.decision import consts` imports the module raybridge.adjuster.decision.consts
             found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names
                       if (PACKAGE.parent / (f"{node.module}.{a.name}".replace(".", "/") + ".py")).exists()]
-    return found
+    return tuple(found)
 
 
 def own_domain(module: str) -> str:
@@ -115,8 +123,7 @@ def test_imports_follow_the_layers(path):
 def test_no_private_helper_is_imported_across_modules():
     wrong = []
     for path in MODULES:
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("raybridge"):
                 wrong += [f"{module_name(path)} line {node.lineno}: {node.module}.{a.name}"
                           for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
@@ -182,6 +189,6 @@ MACHINE_FACTS = ("sys.version_info", "sys.platform", "sys.argv", "sys.stdin", "s
                          ids=lambda p: str(p.relative_to(PACKAGE.parent)))
 def test_a_pure_module_reads_no_fact_of_the_machine(path):
     """`sys` itself is allowed (recursion limits, the interpreter's int bounds); what it says of this machine is not."""
-    used = sorted({ast.unparse(node) for node in ast.walk(ast.parse(path.read_text()))
+    used = sorted({ast.unparse(node) for node in ast.walk(parsed(path))
                    if isinstance(node, ast.Attribute) and ast.unparse(node) in MACHINE_FACTS})
     assert not used, f"{module_name(path)} reads {', '.join(used)}: take it as a parameter"
