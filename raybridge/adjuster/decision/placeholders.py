@@ -33,7 +33,7 @@ DELETE_FINISHED = "finished-without-node"
 DELETE_DOUBLE_COUNTED = "node-already-counted"  # its node's GPUs were already counted for earlier placeholders
 DELETE_CAPACITY_TAKEN = "capacity-taken"  # other pods took the GPUs it brought up: its pods are asked for again
 DELETE_HELD_ELSEWHERE = "held-elsewhere"  # its pods still count, but fit the GPUs other pending placeholders ask for
-DELETE_NODE_GONE = "node-gone"  # the node it brought up is gone (consolidated, failed): its pods are asked for again
+DELETE_NODE_GONE = "node-gone"  # the node it brought up is gone (consolidated, failed; not listed 30 s after the bind): its pods are asked for again
 DELETE_GROWN = "grown"  # still waiting, its node will hold more pods than it asks for: replaced by one asking for all
 
 

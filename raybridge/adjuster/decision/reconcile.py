@@ -253,11 +253,13 @@ def _credit_provided(state: _Pass, provided: list[ExistingPlaceholder]) -> _Room
         if age >= state.provision_timeout_seconds:
             state.delete.append((ph.name, DELETE_TIMED_OUT))
             continue
-        if ph.node and state.nodes is not None and ph.node not in rooms.gpus:
+        if ph.node and state.nodes is not None and ph.node not in rooms.gpus and age >= NEW_NODE_SECONDS:
             state.delete.append((ph.name, DELETE_NODE_GONE))
             continue
+        # Bound within NEW_NODE_SECONDS to a node the node list lacks: one the nodes' watch has not delivered yet (the
+        # pods' and the nodes' watches are separate streams, and a dropped one is listed again later), not one gone.
         node_room = rooms.gpus.get(ph.node) if ph.node else None
-        if node_room is None:  # where the capacity is, is not known (a ProvisioningRequest): its whole GPUs
+        if node_room is None:  # where the capacity is, is not known (a ProvisioningRequest, a node not seen yet): its whole GPUs
             node_room = [Fraction(1)] * max(ph.gpus, 0)
         share = credit(node_room, ph.gpus)
         own = [by_key[k] for k in sorted(still_waiting) if k in by_key]
