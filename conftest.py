@@ -76,7 +76,8 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     collects, and the modules that only the other tiers run (clusters, Ray heads) cost about 1 CPU-s to import."""
     if not config.getoption("fast") or not collection_path.name.startswith("test_") or collection_path.suffix != ".py":
         return None
-    relative = collection_path.resolve().relative_to(ROOT).as_posix() if collection_path.resolve().is_relative_to(ROOT) else ""
+    path = collection_path.resolve()
+    relative = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else ""  # outside this clone: not the tier's
     if relative.startswith(FAST_TREES + FAST_E2E_MODULES) and not relative.startswith(NOT_FAST_MODULES):
         return None
     return True
