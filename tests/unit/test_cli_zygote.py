@@ -127,7 +127,13 @@ def test_a_forked_call_ends_as_python_does(tmp_path, code: object, status: int, 
             end_as_python_does(code)
         finally:
             os._exit(99)  # reached only if it returned or raised
-    _, wait_status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(wait_status) == status
+    deadline = time.monotonic() + 30
+    while (ended := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if ended[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise AssertionError("the child did not end within 30 s")
+    assert os.waitstatus_to_exitcode(ended[1]) == status
     assert out.read_text() == "buffered line\nthread done\natexit ran\n"
     assert err.read_text() == said
