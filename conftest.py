@@ -78,15 +78,17 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return None
     path = collection_path.resolve()
     relative = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else ""  # outside this clone: not the tier's
-    if relative.startswith(FAST_TREES + FAST_E2E_MODULES) and not relative.startswith(NOT_FAST_MODULES):
-        return None
-    return True
+    return None if _in_fast_files(relative) else True
+
+
+def _in_fast_files(path: str) -> bool:
+    """Whether a path (a test's node id, a module's path from the clone's root) lies in the fast tier's files."""
+    return path.startswith(FAST_TREES + FAST_E2E_MODULES) and not path.startswith(NOT_FAST_MODULES)
 
 
 def is_fast(item: pytest.Item) -> bool:
     """Whether a test belongs to the fast tier (`--fast`)."""
-    nodeid = item.nodeid
-    if not nodeid.startswith(FAST_TREES + FAST_E2E_MODULES) or nodeid.startswith(NOT_FAST_MODULES):
+    if not _in_fast_files(item.nodeid):
         return False
     if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
         return False

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from tests.helpers import EXAMPLES, _Zygote, cli_env, run_cli, run_cli_fresh
+from tests.waits import wait_for
 
 ROWS = [
     pytest.param(["--version"], id="version"),
@@ -127,13 +128,16 @@ def test_a_forked_call_ends_as_python_does(tmp_path, code: object, status: int, 
             end_as_python_does(code)
         finally:
             os._exit(99)  # reached only if it returned or raised
-    deadline = time.monotonic() + 30
-    while (ended := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if ended[0] == 0:
+    def reaped() -> tuple[int, int] | None:
+        found = os.waitpid(pid, os.WNOHANG)
+        return found if found[0] else None
+
+    try:
+        _, wait_status = wait_for(reaped, timeout=30, interval=0.02, what="the forked child's end")
+    except TimeoutError:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
-        raise AssertionError("the child did not end within 30 s")
-    assert os.waitstatus_to_exitcode(ended[1]) == status
+        raise
+    assert os.waitstatus_to_exitcode(wait_status) == status
     assert out.read_text() == "buffered line\nthread done\natexit ran\n"
     assert err.read_text() == said
