@@ -39,7 +39,9 @@ from functools import partial
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from raybridge.adjuster.decision import consts
+from raybridge.adjuster.caches import DraCaches, LeaderCaches
 from raybridge.adjuster.metrics import Metrics
+from raybridge.adjuster.nodes_as_read import NodesAsRead
 from raybridge.adjuster.preflight import kai_adjuster_pods, kai_adjuster_verdict
 from raybridge.adjuster.decision.claims import CLAIM_UNPLANNABLE
 from raybridge.adjuster.decision.demand import DRA_ONLY_NODES, ClusterSnapshot, IgnoredPod
@@ -110,43 +112,6 @@ class _Acts:
     creations: list[_Creation] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class DraCaches:
-    """The informers of the DRA objects (resource.k8s.io/v1): the ResourceSlices nodes publish their GPUs in, the
-    DeviceClasses that claim them, the ResourceClaims pods name. Optional: a cluster that does not serve them (before
-    Kubernetes 1.34) or forbids listing them has no GPU the adjuster sees as a device."""
-
-    slices: Informer
-    classes: Informer
-    claims: Informer
-
-    def objects(self) -> dict[str, Any]:
-        """`ClusterSnapshot.read`'s `slices`, `classes` and `claims` (None: claims not readable)."""
-        return {"slices": self.slices.snapshot(), "classes": self.classes.snapshot(),
-                "claims": None if self.claims.unavailable else self.claims.snapshot()}
-
-
-class _Caches:
-    """The leader's informers: pods, nodes, PodGroups, the DRA objects; ProvisioningRequests and PodTemplates in that mode."""
-
-    def __init__(self, pods: Informer, nodes: Informer, pod_groups: Informer,
-                 requests: Optional[Informer] = None, templates: Optional[Informer] = None, dra: Optional[DraCaches] = None,
-                 events: Optional[Informer] = None, node_pools: Optional[Informer] = None) -> None:
-        self.pods, self.nodes, self.pod_groups, self.requests, self.templates = pods, nodes, pod_groups, requests, templates
-        self.dra = dra
-        #: The Events in the adjuster's namespace (what the autoscaler says of the placeholders) and Karpenter's NodePools.
-        self.events, self.node_pools = events, node_pools
-
-    @property
-    def all(self) -> list[Informer]:
-        dra = (self.dra.slices, self.dra.classes, self.dra.claims) if self.dra is not None else ()
-        return [i for i in (self.pods, self.nodes, self.pod_groups, self.requests, self.templates, *dra, self.events, self.node_pools)
-                if i is not None]
-
-    def synced(self) -> bool:
-        return all(informer.synced.is_set() for informer in self.all)
-
-
 class Controller:
     def __init__(self, settings: RunSettings, kube: Kube, metrics: Optional[Metrics] = None,
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
@@ -169,6 +134,8 @@ class Controller:
         #: Per group, the autoscaler's last refusal of one of its placeholders (refusals.py), while it holds the group back.
         self._refusals: dict[str, Refusal] = {}
         self._kai_seen = False
+        #: Passes in a row whose creations stopped when the nodes changed (`_act`).
+        self._cut_short = 0
         self._lead_lock = threading.Lock()
         self._informers: list[Informer] = []
         self._term = self.stop
@@ -245,7 +212,7 @@ class Controller:
     def _count_api_error(self, operation: str, code: str) -> None:
         self.metrics.api_errors.labels(operation, code).inc()
 
-    def _caches(self, halt: threading.Event, changed: threading.Event) -> _Caches:
+    def _caches(self, halt: threading.Event, changed: threading.Event) -> LeaderCaches:
         """The informers this mode reads (not started), listing through the `Kube`'s API objects."""
         cache = partial(Informer, request_timeout=self.settings.request_timeout, stop=halt, changed=changed,
                         on_error=self._count_api_error, watch_timeout=consts.WATCH_TIMEOUT_SECONDS, logger=log)
@@ -260,7 +227,7 @@ class Controller:
                           for plural, note in (("resourceslices", "no node's GPUs are seen as DRA devices"),
                                                ("deviceclasses", "no node's GPUs are seen as DRA devices"),
                                                ("resourceclaims", "pods whose GPUs come through claims are not planned"))))
-        caches = _Caches(cache("pods", core.list_pod_for_all_namespaces), cache("nodes", core.list_node), pod_groups, dra=dra)
+        caches = LeaderCaches(cache("pods", core.list_pod_for_all_namespaces), cache("nodes", core.list_node), pod_groups, dra=dra)
         if self.settings.mode == "placeholder":
             # Read on each pass, not a reason for one: kube-scheduler says something of a pending placeholder every few seconds.
             quiet = partial(cache, changed=threading.Event())
@@ -278,7 +245,7 @@ class Controller:
             ))  # fmt: skip
         return caches
 
-    def _reconcile_until_stopped(self, term: threading.Event, changed: threading.Event, caches: _Caches, scaler: Scaler) -> None:
+    def _reconcile_until_stopped(self, term: threading.Event, changed: threading.Event, caches: LeaderCaches, scaler: Scaler) -> None:
         """A pass on every change (debounced) and every `resync` seconds, once every cache has synced."""
         while not (term.is_set() or self.stop.is_set()):
             self.last_loop = time.monotonic()
@@ -322,6 +289,7 @@ class Controller:
         """--mode placeholder: placeholder pods that bring nodes up."""
         started = time.perf_counter()
         all_pods = pods.snapshot()
+        revision = nodes.revision
         snapshot = self._snapshot(all_pods, nodes, pod_groups, dra)
         held_back = self._refused(snapshot, all_pods, events, node_pools, scaler)
         result = decide(snapshot, self.settings, held_back)
@@ -334,7 +302,7 @@ class Controller:
         uids = {ph.name: ph.uid for ph in result.placeholders}  # the placeholders this pass decided on
         acts.deletions = [partial(self._delete_placeholder, scaler, pods, name, reason, uids.get(name) or None) for name, reason in decision.delete]
         acts.creations = [self._placeholder_creation(scaler, pods, planned) for planned in decision.create]
-        self._act(acts, all_pods, decision.plan.ignored, scaler)
+        self._act(acts, all_pods, decision.plan.ignored, scaler, NodesAsRead(nodes, revision, snapshot.nodes or []))
         states = {"pending": sum(p.placeholder.gpus for p in decision.create), "provided": 0}
         self._record(decision.plan, states, [(ph.state, ph.gpus) for ph in result.placeholders], started)
         return result
@@ -381,6 +349,7 @@ class Controller:
         all_pods = pods.snapshot()
         request_objects = requests.snapshot()
         self._report_request_states(request_objects)
+        revision = nodes.revision
         snapshot = self._snapshot(all_pods, nodes, pod_groups, dra)
         result = decide_requests(snapshot, request_objects, templates.snapshot(), self.settings)
         self._saw(result.decision.plan)
@@ -389,21 +358,31 @@ class Controller:
                           for name, reason in [*result.decision.delete, *((name, REPLACED) for name in result.superseded)]]
         acts.deletions += [partial(self._delete_template, scaler, templates, name) for name in result.orphan_templates]
         acts.creations = [self._request_creation(scaler, requests, templates, planned) for planned in result.create]
-        self._act(acts, all_pods, result.decision.plan.ignored, scaler)
+        self._act(acts, all_pods, result.decision.plan.ignored, scaler, NodesAsRead(nodes, revision, snapshot.nodes or []))
         states = {"pending": sum(p.gpus for p in result.create), "provided": 0}
         self._record(result.decision.plan, states, [(r.state, r.gpus) for r in result.requests], started)
         return result
 
-    def _act(self, acts: _Acts, all_pods: Sequence[Mapping[str, Any]], ignored: Sequence[IgnoredPod], scaler: Scaler) -> None:
-        """The one act step of both modes: delete, then create (unless KAI's own adjuster runs), then tell the pods."""
+    def _act(self, acts: _Acts, all_pods: Sequence[Mapping[str, Any]], ignored: Sequence[IgnoredPod], scaler: Scaler,
+             nodes_as_read: Optional[NodesAsRead] = None) -> None:
+        """The one act step of both modes: delete, then create (unless KAI's own adjuster runs) while the nodes offer
+        what the pass read (`NodesAsRead`; the rest is left to the next pass), then tell the pods."""
         for delete in acts.deletions:
             if self._stopping():
                 break
             delete()
         pods_by_key = {object_key(p): p for p in all_pods}
         events = 0
-        for creation in () if self._kai_adjuster_running(list(all_pods)) else acts.creations:
+        in_a_row, self._cut_short = self._cut_short, 0
+        check = nodes_as_read is not None and in_a_row < consts.PASSES_CUT_SHORT_IN_A_ROW
+        creations = [] if self._kai_adjuster_running(list(all_pods)) else acts.creations
+        for done, creation in enumerate(creations):
             if self._stopping():
+                break
+            if check and nodes_as_read is not None and not nodes_as_read.unchanged():
+                self._cut_short = in_a_row + 1
+                log.info("the nodes changed while this pass created: %d of its %d %ss left to the next pass", len(creations) - done,
+                         len(creations), acts.noun, extra={"left": len(creations) - done})
                 break
             if not creation.create():
                 continue

@@ -94,6 +94,9 @@ class Informer:
         self.synced = threading.Event()
         self.lock = threading.Lock()
         self.items: dict[str, dict[str, Any]] = {}
+        #: Raised by one at each change of `items` (never lowered): a reader that saw the same number saw the same
+        #: objects, and need not read them again.
+        self.revision = 0
         #: UIDs we deleted ourselves: a late event for them must not bring them back.
         self._tombstones: set[str] = set()
         self._watch: Any = None
@@ -124,6 +127,7 @@ class Informer:
             key = object_key(obj)
             if not _seen_already(obj, self.items.get(key)):
                 self.items[key] = dict(obj)
+                self.revision += 1
 
     def forget(self, key: str, uid: Optional[str] = None) -> None:
         """We deleted the object at `key` (the one of `uid`, where given: another one cached there since stays)."""
@@ -132,6 +136,7 @@ class Informer:
             cached_uid = ((cached or {}).get("metadata") or {}).get("uid")
             if uid is None or cached_uid == uid:
                 self.items.pop(key, None)
+                self.revision += 1
             uid = uid or cached_uid
             if uid:
                 self._tombstones.add(uid)
@@ -183,6 +188,7 @@ class Informer:
         with self.lock:
             self.items = {}
             self._tombstones.clear()
+            self.revision += 1
         if self.unavailable is None:
             self.log.warning("cannot read %s (%s): going on without them%s; asking again every %.0fs", self.name, why,
                         f" ({self.unavailable_note})" if self.unavailable_note else "", self.unavailable_retry,
@@ -219,6 +225,7 @@ class Informer:
         with self.lock:
             self.items = items
             self._tombstones.clear()
+            self.revision += 1
         if self.unavailable is not None:
             self.log.info("reading %s again", self.name, extra={"resource": self.name})
             self.unavailable = None
@@ -273,6 +280,7 @@ class Informer:
                 self._tombstones.discard(uid)
             elif uid not in self._tombstones:
                 self.items[key] = obj
+            self.revision += 1
         self.changed.set()
 
 

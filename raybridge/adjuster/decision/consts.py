@@ -100,6 +100,10 @@ DEFAULT_RESYNC_SECONDS = 1.0
 #: for this long after the autoscaler last said so: Karpenter says it again after 5 minutes while the pod still
 #: fails (its Event's DedupeTimeout, pkg/controllers/provisioning/scheduling/events.go), cluster-autoscaler every loop.
 REFUSAL_HOLD_SECONDS = 330.0
+#: A pass stops creating once the nodes no longer offer what it read (a node came up meanwhile: its room may hold the
+#: pods the rest were for) and leaves them to the next pass, which reads the nodes again; after this many passes in a
+#: row cut short, the next one creates all it decided, so that nodes changing all the time never stop every creation.
+PASSES_CUT_SHORT_IN_A_ROW = 3
 #: A pool with no node now is known by the GPU memory of its nodes when one was last seen, for this long: a
 #: gpu-memory pod larger than all of them is refused rather than asked a node for again (demand.py).
 MEMORY_SEEN_SECONDS = 3600.0

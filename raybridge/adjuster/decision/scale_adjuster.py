@@ -31,7 +31,7 @@ from raybridge.adjuster.decision.batch_window import BatchWindow
 from raybridge.adjuster.decision.placeholders import FINISHED, PENDING, PROVIDED, TERMINATING, ExistingPlaceholder, PlannedPlaceholder, Reconcile
 from raybridge.adjuster.decision.reconcile import reconcile_in
 from raybridge.adjuster.decision.demand import ClusterSnapshot
-from raybridge.core.views import Meta, Node, Pod, read_meta
+from raybridge.core.views import Meta, Node, Pod, read_meta, read_node
 
 
 def is_placeholder(pod: Pod, namespace: str) -> bool:
@@ -179,6 +179,24 @@ def hold_patch(hold: bool, ours: Sequence[str] = consts.HOLD_ANNOTATIONS) -> dic
     if ours:
         metadata["annotations"] = {a: "true" if hold else None for a in consts.HOLD_ANNOTATIONS if a in ours}
     return {"metadata": metadata}
+
+
+#: What a pass's decision rests on of one node: its name and uid, Ready or not, cordoned or not, and what it offers.
+NodeCapacity = tuple[str, str, bool, bool, tuple[tuple[str, str], ...]]
+
+
+def nodes_capacity(nodes: Iterable[Any]) -> frozenset[NodeCapacity]:
+    """The capacity the nodes offer, as a pass reads it: which nodes there are (a node replaced under the same name
+    is another), whether each is Ready and schedulable, and its allocatable resources. Labels and annotations are
+    left out: the adjuster's own hold changes them and no room. Two reads that give the same set leave a pass's
+    decision as it was; one that differs may make its placeholders needless (a node came up meanwhile with room
+    for their pods). Never raises on a malformed node (it reads as one that offers nothing)."""
+    found: set[NodeCapacity] = set()
+    for obj in nodes:
+        node = obj if isinstance(obj, Node) else read_node(obj)
+        offered = tuple(sorted((str(k), str(v)) for k, v in node.allocatable.items()))
+        found.add((node.name, node.meta.uid, node.not_ready_reason() is None, node.cordoned, offered))
+    return frozenset(found)
 
 
 #: What a placeholder asks for at least, and may use at most, of CPU and memory (in thousandths): enough to run
