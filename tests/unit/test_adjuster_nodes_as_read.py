@@ -18,7 +18,7 @@ import pytest
 
 from raybridge.adjuster.controller import Controller, _Acts, _Creation
 from raybridge.adjuster.decision import consts
-from raybridge.adjuster.decision.scale_adjuster import hold_patch, nodes_capacity
+from raybridge.adjuster.decision.scale_adjuster import hold_patch, node_capacity, nodes_capacity
 from raybridge.adjuster.nodes_as_read import NodesAsRead
 from raybridge.core.views import read_node
 from raybridge.kube.informer import Informer
@@ -133,3 +133,23 @@ def test_the_informer_revision_moves_with_every_change_of_its_cache() -> None:
 def test_a_malformed_node_reads_as_one_that_offers_nothing(node: Any) -> None:
     (read,) = nodes_capacity([node])
     assert read == ("", "", False, False, ())
+
+
+def test_only_the_nodes_the_cache_replaced_are_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    import raybridge.adjuster.nodes_as_read as module
+
+    nodes = _informer(*(_with_uid(gpu_node(f"n-{i}"), f"u{i}") for i in range(50)))
+    as_read = NodesAsRead(nodes, nodes.revision, [read_node(n) for n in nodes.snapshot()])
+    read: list[Any] = []
+
+    def counted(node: Any) -> Any:
+        read.append(node)
+        return node_capacity(node)
+
+    monkeypatch.setattr(module, "node_capacity", counted)
+    nodes._apply("MODIFIED", _labelled(_with_uid(gpu_node("n-7"), "u7")))
+    assert as_read.unchanged()
+    assert len(read) == 50 + 1  # the pass's own 50 views once, then the one object the cache replaced
+    read.clear()
+    nodes._apply("MODIFIED", _with_uid(gpu_node("n-9", unschedulable=True), "u9"))
+    assert not as_read.unchanged() and len(read) == 1

@@ -185,18 +185,21 @@ def hold_patch(hold: bool, ours: Sequence[str] = consts.HOLD_ANNOTATIONS) -> dic
 NodeCapacity = tuple[str, str, bool, bool, tuple[tuple[str, str], ...]]
 
 
+def node_capacity(obj: Any) -> NodeCapacity:
+    """What a pass's decision rests on of one node (a Node view or object): which node it is (a node replaced under
+    the same name is another), whether it is Ready and schedulable, and its allocatable resources. Labels and
+    annotations are left out: the adjuster's own hold changes them and no room. Never raises on a malformed node (it
+    reads as one that offers nothing)."""
+    node = obj if isinstance(obj, Node) else read_node(obj)
+    offered = tuple(sorted((str(k), str(v)) for k, v in node.allocatable.items()))
+    return (node.name, node.meta.uid, node.not_ready_reason() is None, node.cordoned, offered)
+
+
 def nodes_capacity(nodes: Iterable[Any]) -> frozenset[NodeCapacity]:
-    """The capacity the nodes offer, as a pass reads it: which nodes there are (a node replaced under the same name
-    is another), whether each is Ready and schedulable, and its allocatable resources. Labels and annotations are
-    left out: the adjuster's own hold changes them and no room. Two reads that give the same set leave a pass's
-    decision as it was; one that differs may make its placeholders needless (a node came up meanwhile with room
-    for their pods). Never raises on a malformed node (it reads as one that offers nothing)."""
-    found: set[NodeCapacity] = set()
-    for obj in nodes:
-        node = obj if isinstance(obj, Node) else read_node(obj)
-        offered = tuple(sorted((str(k), str(v)) for k, v in node.allocatable.items()))
-        found.add((node.name, node.meta.uid, node.not_ready_reason() is None, node.cordoned, offered))
-    return frozenset(found)
+    """The capacity the nodes offer, as a pass reads it (`node_capacity` of each). Two reads that give the same set
+    leave a pass's decision as it was; one that differs may make its placeholders needless (a node came up meanwhile
+    with room for their pods)."""
+    return frozenset(node_capacity(node) for node in nodes)
 
 
 #: What a placeholder asks for at least, and may use at most, of CPU and memory (in thousandths): enough to run
