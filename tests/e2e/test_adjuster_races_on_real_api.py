@@ -16,6 +16,7 @@ the decisions themselves row by row (tests/unit/test_adjuster_reconcile.py).
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, Optional
 
@@ -57,7 +58,13 @@ def proxied(ca_stack: Any, tmp_path: Any) -> Iterator[tuple[Any, Any]]:
         yield found
 
 
-def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(ca_stack: Any, proxied: tuple[Any, Any]) -> None:
+#: How many times the burst below runs on the one stack (`RAYBRIDGE_RACE_RUNS=60`): a race seen once in 30 runs is
+#: measured by running it many times, not by running it once.
+RACE_RUNS = int(os.environ.get("RAYBRIDGE_RACE_RUNS", "1"))
+
+
+@pytest.mark.parametrize("attempt", range(RACE_RUNS))
+def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(ca_stack: Any, proxied: tuple[Any, Any], attempt: int) -> None:
     # 30 x 0.6: no two share a GPU, so 30 GPUs = 4 nodes of 8. The placeholders are created within the burst's second
     # and slowly (the proxy holds each create 0.2 s), which gives kube-scheduler the chance to bind a pending one to the
     # free GPUs of a node just added for an earlier one (which exited once scheduled). A guard: the decision it guards
@@ -67,18 +74,22 @@ def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(ca_
     with simulated(ca_stack, provisioning_delay=1.0) as (client, sim), placeholder_log(client) as created:
         run = settings(provision_timeout=120.0)
         with ControllerThread(Controller(run, kube_of(api_client, run.request_timeout)), join_seconds=10) as controller:
-            burst(client, 30, "0.6", "each")
+            burst(client, 30, "0.6", f"each{attempt}" if attempt else "each")  # a name of its own per run
             with state_on_timeout(client, sim, controller, created):
                 wait_for(lambda: running(client) == 30, timeout=120, what="all 30 pods running")
             wait_for(lambda: not placeholders(client), timeout=30, what="the placeholders deleted")
         assert slow.hits >= 4, slow.hits  # every placeholder's create went through the delay
         gpus = [asked_gpus(p) for p in created.objects]
-        # 4 nodes, or 5: with the real kube-scheduler, a pending placeholder younger than another (one asked for again
-        # after it was counted for nothing) can lose the node brought up for it to the older one (the queue sorts by
-        # priority, then age), and the autoscaler adds a node for it again (5 nodes in 3 of 8 runs, each time the last
-        # 8-GPU placeholder's node taken by the 6-GPU one; 2 of 8 once the controller's cache kept the watch's copy). On the real Karpenter the same burst gets exactly 4
-        # (test_adjuster_karpenter_real.py); the in-process scheduler, which bound in the simulation's own order,
-        # always gave 4.
+        # 4 nodes, or 5. A fifth comes when one autoscaler loop sees placeholders that are already needless beside the
+        # ones still needed: it fits pods of one priority onto the nodes coming in any order (in name order here), so a
+        # needless one can take the node coming for a needed one, which then gets a node of its own. Two ways to a
+        # needless placeholder were seen: a pass that read the cluster before a node came up created one for pods that
+        # node's room held (a pass now stops creating once the nodes offer other than it read, which narrows that window
+        # to the node cache's delay: raybridge/adjuster/nodes_as_read.py, tests/unit/test_adjuster_nodes_as_read.py);
+        # and a placeholder whose node KAI filled with the waiting pods before kube-scheduler bound the placeholder
+        # there, deleted (pods-landed) a second later. Before the change, 2 runs of 68 got 5; after it, see
+        # docs/benchmarks.md (RAYBRIDGE_RACE_RUNS=60 runs this test 60 times on one stack). On the real Karpenter the same
+        # burst gets exactly 4 (test_adjuster_karpenter_real.py).
         assert 4 <= len(sim.added_nodes) <= 5, (sim.added_nodes, gpus, deleted_by_reason(controller))
 
 
