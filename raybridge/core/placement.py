@@ -23,6 +23,12 @@ SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 #: The DefaultTolerationSeconds admission plugin adds these to every pod; they say nothing
 #: about which node group a pod needs (no schedulable node carries those taints).
 DEFAULT_NOT_READY_TOLERATION_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+#: Taints a node is born with and loses once it is up, each removed by a controller of its own, that say nothing about
+#: which pods belong there: the NotReady taint kube-apiserver's TaintNodesByCondition admission gives every new Node
+#: (kubernetes plugin/pkg/admission/nodetaint/admission.go) until the node lifecycle controller sees it Ready
+#: (pkg/controller/nodelifecycle, doNoScheduleTaintingPass); an external cloud provider's, until cloud-controller-manager
+#: has initialized the node; Karpenter's, until the node has registered with it.
+STARTUP_TAINT_KEYS = frozenset({"node.kubernetes.io/not-ready", "node.cloudprovider.kubernetes.io/uninitialized", "karpenter.sh/unregistered"})
 
 
 def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -652,6 +652,13 @@ def made(name: str, seconds_ago: float, gpus: int = 8) -> dict[str, Any]:
     return found
 
 
+def tainted(found: dict[str, Any], key: str, effect: str, value: Optional[str] = None) -> dict[str, Any]:
+    """`found` with one more taint."""
+    taint = {"key": key, "effect": effect, **({"value": value} if value is not None else {})}
+    found.setdefault("spec", {}).setdefault("taints", []).append(taint)
+    return found
+
+
 # (case, the second node, more existing placeholders, GPUs asked for again, pods covered)
 # "a" brought up n1 and was credited there; "b" was bound to n1's GPUs too (a exited), though the autoscaler was
 # already adding n2 for it: b counts for nothing on n1, and its 8 pods (0.6 GPU each) are waiting.
@@ -661,6 +668,16 @@ NEW_NODE_ROWS = [
     ("n2 has no room left", made("n2", 5, gpus=0), [], [8], 8),
     ("a placeholder of the group still pending may be n2's: n2 not counted twice", made("n2", 5),
      [ExistingPlaceholder("c", GROUP, 8, PENDING, keys(8, 16))], [8], 8),
+    # Every new Node has kube-apiserver's NotReady taint until the node lifecycle controller sees it Ready; counted, a
+    # pass asked again for pods that landed there a second later (tests/e2e/test_adjuster_races_on_real_api.py).
+    ("n2 just came up with the NotReady taint every new node has: its room holds b's pods",
+     tainted(made("n2", 1), "node.kubernetes.io/not-ready", "NoSchedule"), [], [], 16),
+    ("n2 just came up, not yet initialized by its cloud provider: the same",
+     tainted(made("n2", 1), "node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule", "true"), [], [], 16),
+    ("n2 just came up, not yet registered with Karpenter: the same", tainted(made("n2", 1), "karpenter.sh/unregistered", "NoExecute"), [], [], 16),
+    ("n2 just came up tainted for a team the pods do not tolerate: asked again", tainted(made("n2", 1), "team", "NoSchedule", "a"), [], [8], 8),
+    ("n2 came up a minute ago and is still NotReady-tainted: asked again",
+     tainted(made("n2", 60), "node.kubernetes.io/not-ready", "NoSchedule"), [], [8], 8),
 ]  # fmt: skip
 
 

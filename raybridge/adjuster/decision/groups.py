@@ -126,11 +126,12 @@ class ConstraintGroup:
         """`base_id`, and the GPU memory its nodes have at least where that is set (`<base>-<MiB>m`)."""
         return f"{self.base_id}-{self.gpu_memory_floor_mib}m" if self.gpu_memory_floor_mib else self.base_id
 
-    def admits_node(self, node: Node) -> bool:
-        """Whether the group's pods may land on the node: its GPUs' vendor, nodeSelector, required affinity, taints.
-        Never for pods whose GPUs come through claims: a node's devices are not in its Node object."""
-        return self.has_gpus_for(node) and admits(self.node_selector, self.affinity_terms, self.tolerations, node.meta.labels, node.name,
-                                                  list(node.taints))
+    def admits_node(self, node: Node, ignoring_taints: frozenset[str] = frozenset()) -> bool:
+        """Whether the group's pods may land on the node: its GPUs' vendor, nodeSelector, required affinity, taints
+        (but those whose keys are in `ignoring_taints`). Never for pods whose GPUs come through claims: a node's devices
+        are not in its Node object."""
+        taints = [t for t in node.taints if t.get("key") not in ignoring_taints] if ignoring_taints else list(node.taints)
+        return self.has_gpus_for(node) and admits(self.node_selector, self.affinity_terms, self.tolerations, node.meta.labels, node.name, taints)
 
     def has_gpus_for(self, node: Node) -> bool:
         """`admits_node` less the constraints (which `NodeIndex.admitting` answers for many nodes at once): not cordoned,

@@ -112,6 +112,7 @@ from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.demand import ClusterSnapshot, ConstraintGroup, DemandPiece, base_group_id, demand_in
 from raybridge.adjuster.decision.host_spread import HOSTNAME_KEY
 from raybridge.core.inventory import DeviceSources, named_nodes
+from raybridge.core.placement import STARTUP_TAINT_KEYS
 from raybridge.core.views import Node, Pod
 from raybridge.adjuster.decision.best_fit import BestFitScheduler
 from raybridge.adjuster.decision.packing import PackItem
@@ -345,7 +346,10 @@ def _fill_new_nodes(state: _Pass, rooms: _Rooms) -> None:
     one brought up; the node the autoscaler was already adding for that second placeholder then comes up with no
     placeholder on it, and nothing else of this pass counts its room (the second placeholder is counted for nothing:
     node-already-counted). Only nodes younger than NEW_NODE_SECONDS: a pod still waiting beside an older node's room
-    does not fit there for a reason this model does not see. Only groups with no placeholder pending.
+    does not fit there for a reason this model does not see. Only groups with no placeholder pending. The taints a
+    node is born with and loses once it is up (`placement.STARTUP_TAINT_KEYS`: every new node has kube-apiserver's
+    NotReady taint for its first moments) do not keep the pods off: counted, a pass made placeholders for pods that
+    landed there a second later.
     """
     others = _unclaimed_waiting(state)
     new = _new_nodes(state) if others else []
@@ -364,7 +368,7 @@ def _fill_new_nodes(state: _Pass, rooms: _Rooms) -> None:
         admitted: dict[ConstraintGroup, bool] = {}  # asked once per group, not per pod
         for piece in pieces:
             if piece.group not in admitted:
-                admitted[piece.group] = piece.group.admits_node(node)
+                admitted[piece.group] = piece.group.admits_node(node, ignoring_taints=STARTUP_TAINT_KEYS)
         wanted = [piece for piece in pieces if piece.pod not in state.covered and admitted[piece.group]]
         if wanted:
             state.covered |= fill_at(wanted, room, with_room(room), rooms.resources.get(node.name), rooms.kinds_on(node.name, wanted, state.pods),
