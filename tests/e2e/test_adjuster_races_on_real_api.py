@@ -87,7 +87,7 @@ def test_a_burst_of_pods_needing_a_gpu_each_gets_exactly_the_nodes_they_need(ca_
         # node's room held (a pass now stops creating once the nodes offer other than it read, which narrows that window
         # to the node cache's delay: raybridge/adjuster/nodes_as_read.py, tests/unit/test_adjuster_nodes_as_read.py);
         # and a node that had just come up still had the NotReady taint every new node is born with, so its room was not
-        # counted (now it is: reconcile._fill_new_nodes, the startup-taint rows of test_adjuster_reconcile.py). 2 runs of
+        # counted (now it is: brought_up.fill_new_nodes, the startup-taint rows of test_adjuster_reconcile.py). 2 runs of
         # 68 got 5 before both, 3 of 257 after the first, 0 of 60 after both (docs/benchmarks.md;
         # RAYBRIDGE_RACE_RUNS=60 runs this test 60 times on one stack). On the real Karpenter the same burst gets
         # exactly 4 (test_adjuster_karpenter_real.py).
