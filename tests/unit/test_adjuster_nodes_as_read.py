@@ -1,5 +1,5 @@
 """A pass stops creating once the nodes no longer offer what it read (raybridge/adjuster/nodes_as_read.py, the
-controller's `_act`), and what of a node counts (`scale_adjuster.nodes_capacity`).
+controller's `_act`), and what of a node counts (`scale_adjuster.node_capacity`).
 
 Seen on the real kube-scheduler with the simulated cluster-autoscaler (tests/e2e/test_adjuster_races_on_real_api.py):
 a pass read the cluster, deleted four placeholders and created two more for 14 waiting pods, a second or so of round
@@ -18,7 +18,7 @@ import pytest
 
 from raybridge.adjuster.controller import Controller, _Acts, _Creation
 from raybridge.adjuster.decision import consts
-from raybridge.adjuster.decision.scale_adjuster import hold_patch, node_capacity, nodes_capacity
+from raybridge.adjuster.decision.scale_adjuster import hold_patch, node_capacity
 from raybridge.adjuster.nodes_as_read import NodesAsRead
 from raybridge.core.views import read_node
 from raybridge.kube.informer import Informer
@@ -131,8 +131,7 @@ def test_the_informer_revision_moves_with_every_change_of_its_cache() -> None:
 
 @pytest.mark.parametrize("node", [None, "text", {"metadata": "x"}, {"status": {"allocatable": None, "conditions": "x"}}])
 def test_a_malformed_node_reads_as_one_that_offers_nothing(node: Any) -> None:
-    (read,) = nodes_capacity([node])
-    assert read == ("", "", False, False, ())
+    assert node_capacity(node) == ("", "", False, False, ())
 
 
 def test_only_the_nodes_the_cache_replaced_are_read_again(monkeypatch: pytest.MonkeyPatch) -> None:

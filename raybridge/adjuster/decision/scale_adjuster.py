@@ -195,13 +195,6 @@ def node_capacity(obj: Any) -> NodeCapacity:
     return (node.name, node.meta.uid, node.not_ready_reason() is None, node.cordoned, offered)
 
 
-def nodes_capacity(nodes: Iterable[Any]) -> frozenset[NodeCapacity]:
-    """The capacity the nodes offer, as a pass reads it (`node_capacity` of each). Two reads that give the same set
-    leave a pass's decision as it was; one that differs may make its placeholders needless (a node came up meanwhile
-    with room for their pods)."""
-    return frozenset(node_capacity(node) for node in nodes)
-
-
 #: What a placeholder asks for at least, and may use at most, of CPU and memory (in thousandths): enough to run
 #: `true`. The CPU grows by a thousandth of a core per GPU (`placeholder_resources`).
 _LEAST_REQUESTS = {"cpu": 1, "memory": 8 * 2**20 * 1000}
