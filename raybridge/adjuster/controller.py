@@ -48,6 +48,7 @@ from raybridge.adjuster.decision.demand import DRA_ONLY_NODES, ClusterSnapshot, 
 from raybridge.adjuster.decision.plan import AdjusterPlan
 from raybridge.adjuster.decision.placeholders import PlannedPlaceholder
 from raybridge.adjuster.decision.refusals import Refusal, held_back, limits_reached, refusals
+from raybridge.adjuster.decision.searches import BUILD as SEARCH_BUILD
 from raybridge.adjuster.decision.scale_adjuster import (
     Pass,
     PlannedRequest,
@@ -183,7 +184,7 @@ class Controller:
                 self._lead_term(term)
 
     def _lead_term(self, term: threading.Event) -> None:
-        log.info("leading: reconciling placeholders in namespace %s", self.settings.namespace)
+        log.info("leading: reconciling placeholders in namespace %s (exact packing searches: %s)", self.settings.namespace, SEARCH_BUILD)
         self._term = term
         self.leading.set()
         self.metrics.leader.set(1)

@@ -4,7 +4,8 @@ Why: both searches stop after a budget of steps with the best found, so a faster
 another order, or counted its steps otherwise, would run out elsewhere and pack otherwise. The fixture holds 80
 pack calls of generated shared clusters (fixtures/adjuster/hard_packings.json.gz: the 40 slowest of 4,648 and 40
 more that searched) with what the searches before the speed-up returned: the GPUs, the bound, the proof, the steps
-taken (`search_nodes`) and every node's pods per GPU. 27 of them run bin completion out of its 200,000 steps.
+taken (`search_nodes`) and every node's pods per GPU. 27 of them run bin completion out of its 200,000 steps. Each
+case runs on both builds of the searches: the source as it is, and the copy setup.py compiled with mypyc.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from raybridge.adjuster.decision import packing
+from raybridge.adjuster.decision import exact_search, packing, searches
 from raybridge.adjuster.decision.packing import PackItem, Packing, pack
 
 CASES = json.loads(gzip.decompress((Path(__file__).parent / "fixtures" / "adjuster" / "hard_packings.json.gz").read_bytes()))
@@ -33,15 +34,30 @@ def _runs_out(case: dict[str, Any]) -> bool:
     return case["expected"]["proof"].startswith("bin completion stopped after")
 
 
-#: A search run out of its 200,000 steps costs about a fifth of a CPU-second by design, the 26 after the first 4.8 s: the whole
-#: suite runs them all, the fast tier the first (the budget's stop) and the searches that end by themselves.
+#: A search run out of its 200,000 steps costs about a fifth of a CPU-second interpreted, the 26 after the first 4.8 s: the
+#: whole suite runs them all, the fast tier the first (the budget's stop) and the searches that end by themselves. Compiled,
+#: the fast tier runs them all (1.2 s).
 FIRST_RUN_OUT = next(index for index, case in enumerate(CASES) if _runs_out(case))
-STEP_CASES = [pytest.param(index, id=str(index), marks=[pytest.mark.slow] if _runs_out(case) and index != FIRST_RUN_OUT else [])
-              for index, case in enumerate(CASES)]  # fmt: skip
+STEP_CASES = [
+    pytest.param(build, index, id=f"{build}-{index}", marks=[pytest.mark.slow] if build == "interpreted" and _runs_out(case) and index != FIRST_RUN_OUT else [])
+    for build in ("interpreted", "compiled") for index, case in enumerate(CASES)
+]  # fmt: skip
 
 
-@pytest.mark.parametrize("case", STEP_CASES)
-def test_each_search_returns_what_it_did_before_step_for_step(case: int) -> None:
+def _run_as(build: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make `pack` search with the source as it is, or with the compiled copy (skipped where this install has none)."""
+    module = exact_search
+    if build == "compiled":
+        module, chosen = searches.choose()
+        if chosen.kind != "compiled":
+            pytest.skip(f"no compiled searches in this install: {chosen.reason}")
+    for name in ("BinCompletion", "BranchAndBound", "SearchState"):
+        monkeypatch.setattr(packing, name, getattr(module, name))
+
+
+@pytest.mark.parametrize(("build", "case"), STEP_CASES)
+def test_each_search_returns_what_it_did_before_step_for_step(build: str, case: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    _run_as(build, monkeypatch)
     given = CASES[case]
     items = [PackItem(pod, Fraction(num, den), devices) for pod, num, den, devices in given["items"]]
     packing._packings.clear()  # searched here, not remembered from another case

@@ -45,12 +45,24 @@ def _base_images() -> list[str]:
     return images
 
 
+def _shell_commands(line: str) -> list[list[str]]:
+    """A RUN line's commands, split at `&&`, `||` and `;` outside quotes (a `python -c "a; b"` is one command)."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+    lexer.whitespace_split = True
+    commands: list[list[str]] = [[]]
+    for token in lexer:
+        if token in (";", "&&", "||"):
+            commands.append([])
+        else:
+            commands[-1].append(token)
+    return [words for words in commands if words]
+
+
 def _pip_commands() -> list[list[str]]:
     commands = []
     for line in _instructions():
         if line.upper().startswith("RUN "):
-            for part in re.split(r"&&|;", line[4:]):
-                words = shlex.split(part)
+            for words in _shell_commands(line[4:]):
                 if words[:1] == ["pip"] or words[:3] == ["python", "-m", "pip"]:
                     commands.append(words[words.index("pip") + 1:] if "pip" in words else words)
     return commands

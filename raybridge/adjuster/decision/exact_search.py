@@ -9,7 +9,6 @@ makes them faster visits the same states in the same order and counts the same s
 from __future__ import annotations
 
 import bisect
-import math
 from typing import Optional, Sequence
 
 
@@ -80,7 +79,7 @@ class BranchAndBound:
         self._signatures: list[Optional[tuple[tuple[int, ...], int]]] = []
         #: per node, its GPUs with room for a piece of each size, as classes of equal free space (`_classes`), or None
         #: where it changed since
-        self._classes: list[Optional[dict[int, list[tuple[int, list[int]]]]]] = []
+        self._classes: list[Optional[dict[int, tuple[list[tuple[int, list[int]]], tuple[int, ...]]]]] = []
         #: (GPUs per class, GPUs wanted, slots) -> how many to take of each class and in all, in `choices`'s order
         self._ways: dict[tuple[tuple[int, ...], int, int], list[tuple[tuple[int, ...], int]]] = {}
 
@@ -130,7 +129,8 @@ class BranchAndBound:
         and how many GPUs each class has."""
         mine = self._classes[node]
         if mine is None:
-            mine = self._classes[node] = {}
+            mine = {}
+            self._classes[node] = mine
         found = mine.get(s)
         if found is None:
             free = self.state.free
@@ -180,7 +180,7 @@ class BranchAndBound:
                 self._record()
                 self.stop = self.best <= self.target
             return
-        if max(len(free), math.ceil((self.total + self.waste) / self.capacity)) >= self.best:
+        if max(len(free), -(-(self.total + self.waste) // self.capacity)) >= self.best:
             return
         item = self.order[k]
         s, n = self.sizes[item], self.devices[item]
@@ -195,20 +195,23 @@ class BranchAndBound:
         state = self.state
         free, node_of = state.free, state.node_of
         by_node = self.multi[k + 1]
-        seen: set = set()
-        options = []
-        for gpu in range(floor_gpu, len(free)):
+        # (node, room) and (room, GPU) as one int each: GPUs' free space is at most `capacity`, GPU numbers below `count`
+        seen: set[int] = set()
+        options: list[int] = []
+        count, span = len(free), self.capacity + 1
+        for gpu in range(floor_gpu, count):
             room = free[gpu]
             if room < s:
                 continue
-            key = (node_of[gpu], room) if by_node else room
+            key = node_of[gpu] * span + room if by_node else room
             if key in seen:
                 continue
             seen.add(key)
-            options.append((room, gpu))
-        options.sort()  # best fit first
+            options.append(room * count + gpu)
+        options.sort()  # best fit first, then the lowest GPU
         placed = self.placed
-        for _, gpu in options:
+        for option in options:
+            gpu = option % count
             self._take(gpu, s)
             placed[item] = [gpu]
             self._visit(k + 1)
@@ -228,10 +231,10 @@ class BranchAndBound:
             targets.append(None)
         else:
             targets = [next((node for node, slots in enumerate(state.slots) if slots > 0), None)]
-        for node in targets:
+        for existing in targets:
             if len(free) + 1 >= self.best:
                 return
-            target = self._open_node() if node is None else node
+            target = self._open_node() if existing is None else existing
             gpu = self._open_gpu(target)
             self._take(gpu, s)
             placed[item] = [gpu]

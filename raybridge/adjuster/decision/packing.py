@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Optional, Sequence
 
-from raybridge.adjuster.decision.exact_search import BinCompletion, BranchAndBound, SearchState
+from raybridge.adjuster.decision.searches import BinCompletion, BranchAndBound, SearchState
 
 COMPLETION_WIDTH = 4  # completions tried per GPU, fullest first (see exact_search.BinCompletion)
 FFD_BOUND = "first-fit-decreasing: at most 11/9·OPT + 6/9 GPUs for single-device pieces (Dósa 2007)"
