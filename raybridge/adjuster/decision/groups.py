@@ -133,12 +133,14 @@ class ConstraintGroup:
         taints = [t for t in node.taints if t.get("key") not in ignoring_taints] if ignoring_taints else list(node.taints)
         return self.has_gpus_for(node) and admits(self.node_selector, self.affinity_terms, self.tolerations, node.meta.labels, node.name, taints)
 
-    def has_gpus_for(self, node: Node) -> bool:
+    def has_gpus_for(self, node: Node, gpus: Optional[Mapping[str, tuple[int, Optional[int]]]] = None) -> bool:
         """`admits_node` less the constraints (which `NodeIndex.admitting` answers for many nodes at once): not cordoned,
-        GPUs of the group's vendor with the group's GPU memory, and pods that do not claim their GPUs as devices."""
+        GPUs of the group's vendor with the group's GPU memory, and pods that do not claim their GPUs as devices.
+        `gpus`: the node's `node_gpus_by_vendor`, where the caller asks for many groups and has read it once."""
         if self.device_class or node.cordoned:
             return False
-        gpus = node_gpus_by_vendor(node, [])
+        if gpus is None:
+            gpus = node_gpus_by_vendor(node, [])
         if self.vendor not in gpus:
             return False
         return not self.gpu_memory_floor_mib or (kai_gpu_memory_mib(gpus[self.vendor][1], self.vendor) or 0) >= self.gpu_memory_floor_mib

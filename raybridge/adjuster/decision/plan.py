@@ -38,7 +38,7 @@ from raybridge.adjuster.decision.demand import (
 from raybridge.adjuster.decision.host_spread import HostSpread
 from raybridge.adjuster.decision.best_fit import BestFitScheduler
 from raybridge.adjuster.decision.packing import PackedNode, PackItem, Resources, fewest_nodes, pack
-from raybridge.core.inventory import format_milli, inventory_from_nodes, named_nodes
+from raybridge.core.inventory import format_milli, inventory_from_nodes, named_nodes, node_gpus_by_vendor
 from raybridge.core.node_index import NodeIndex, bits_of, positions_of
 from raybridge.core.pod_identity import first_listings
 from raybridge.core.views import Node, Pod
@@ -291,12 +291,19 @@ def free_gpu_notes(by_group: Mapping[ConstraintGroup, Sequence[DemandPiece]], no
     index = NodeIndex([node.meta.labels for node in named], [node.name for node in named], [list(node.taints) for node in named])
     free_nodes = bits_of(i for i, node in enumerate(named) if node.name in free)
     rank = {name: i for i, name in enumerate(free)}  # the notes name the nodes in the inventory's order
+    gpus_of: dict[int, dict[str, tuple[int, Optional[int]]]] = {}  # a free node's GPUs, read once for all groups
     notes = []
     for group in sorted(by_group, key=lambda g: (g.vendor, g.id)):
         if group.device_class:
             continue
         admitted = index.admitting(group.node_selector, group.affinity_terms, group.tolerations, group.tolerations_json, among=free_nodes)
-        fits = [named[i].name for i in positions_of(admitted) if group.has_gpus_for(named[i])]
+        fits = []
+        for i in positions_of(admitted):
+            gpus = gpus_of.get(i)
+            if gpus is None:
+                gpus = gpus_of[i] = node_gpus_by_vendor(named[i], [])
+            if group.has_gpus_for(named[i], gpus):
+                fits.append(named[i].name)
         room = [(name, free[name]) for name in sorted(fits, key=rank.__getitem__)]
         if not room:
             continue
