@@ -4,6 +4,10 @@ Split from packing.py, which decides when each runs and what its result means (t
 decreasing, grouping GPUs into nodes). Both searches stop after a budget of steps and return the best found,
 so what they find depends on the order they visit states in and on where the budget runs out: anything that
 makes them faster visits the same states in the same order and counts the same steps. Pure and deterministic.
+
+setup.py compiles this module with mypyc where the install can (`searches.py` chooses which build runs), so it
+imports nothing of raybridge's and its annotations are exact: mypy checks them before compiling, and a wrong one
+makes the install fall back to this source, interpreted.
 """
 
 from __future__ import annotations
