@@ -34,9 +34,9 @@ import threading
 import time
 import uuid
 from collections import Counter as Tally
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from contextlib import contextmanager
 from functools import partial
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
@@ -95,6 +95,7 @@ def collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
 
 #: Why a waiting ProvisioningRequest is deleted when its group's demand changed (a new one asks for it all).
 REPLACED = "replaced"
