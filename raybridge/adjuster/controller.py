@@ -141,6 +141,8 @@ class Controller:
         self.settings = settings
         self.kube = kube
         self.metrics = metrics or Metrics()
+        for build in ("compiled", "interpreted"):
+            self.metrics.search_build.labels(build=build).set(1 if SEARCH_BUILD.kind == build else 0)
         self.clock = clock
         self.stop = threading.Event()
         self.leading = threading.Event()

@@ -57,6 +57,9 @@ class Metrics:
         self.refused_groups = Gauge("raybridge_adjuster_refused_groups", "Constraint groups whose placeholder the autoscaler "
                                     "said it brings no node for (a NodePool at its limits, a node group at its maximum): they "
                                     "get no new placeholder for a while", registry=r)
+        self.search_build = Gauge("raybridge_adjuster_exact_search_build", "1 for the build of the exact packing's searches "
+                                  "this replica runs: compiled (mypyc) or interpreted (three to five times the CPU of a "
+                                  "pass that packs anew)", ["build"], registry=r)
         self._ignored_seen: set[str] = set()
         self._vendors_seen: set[str] = set()
 

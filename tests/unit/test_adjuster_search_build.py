@@ -99,3 +99,12 @@ def test_the_image_build_fails_where_its_searches_would_run_interpreted() -> Non
 def test_the_image_build_passes_where_its_searches_are_compiled() -> None:
     done = subprocess.run([sys.executable, "-c", _dockerfile_check()], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_controller_says_which_build_it_runs_in_its_metrics() -> None:
+    from raybridge.adjuster.controller import Controller
+    from tests.adjuster_world import run_settings
+
+    registry = Controller(run_settings(), kube=None).metrics.registry  # type: ignore[arg-type] - no API call is made
+    said = {build: registry.get_sample_value("raybridge_adjuster_exact_search_build", {"build": build}) for build in ("compiled", "interpreted")}
+    assert said == {"compiled": float(searches.BUILD.kind == "compiled"), "interpreted": float(searches.BUILD.kind == "interpreted")}
