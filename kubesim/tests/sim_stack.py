@@ -129,11 +129,25 @@ def _pods_and_scheduler_said(api: RealApi, names: Iterable[str], namespace: str)
 
 
 def wait_bound(api: RealApi, name: str, namespace: str) -> str:
-    """The node kube-scheduler (or a simulation) bound the pod to, once it has."""
+    """The node kube-scheduler (or a simulation) bound the pod to, once it has. A timeout says the pod's state, each
+    node's readiness and taints, and kube-scheduler's lines on the pod (a run under load once waited past 30 s for a
+    node the autoscaler had just added, with nothing to tell why)."""
     from testcluster.processes import wait_until
 
-    wait_until(lambda: bool(read_pod(api, name, namespace)["spec"].get("nodeName")), ACTING_SECONDS, f"{namespace}/{name} bound")
+    try:
+        wait_until(lambda: bool(read_pod(api, name, namespace)["spec"].get("nodeName")), ACTING_SECONDS, f"{namespace}/{name} bound")
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}; {_pods_and_scheduler_said(api, [name], namespace)}; nodes: {_nodes_said(api)}") from exc
     return str(read_pod(api, name, namespace)["spec"]["nodeName"])
+
+
+def _nodes_said(api: RealApi) -> str:
+    """Each node's name, whether it is schedulable (`schedulable`) and its taints' keys."""
+    said = []
+    for node in api.list_objects("v1", "Node"):
+        taints = ",".join(str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or []) or "none"
+        said.append(f"{node['metadata']['name']} ({'schedulable' if schedulable(node) else 'not schedulable'}, taints {taints})")
+    return "; ".join(said) or "none"
 
 
 def wait_phase(api: RealApi, name: str, namespace: str, phase: str) -> None:

@@ -381,3 +381,17 @@ def test_a_session_whose_snapshot_was_taken_while_paused_does_not_run() -> None:
     assert server.bound == [] and sim.reservations == [], "a session ran on a snapshot taken while paused"
     sim.step()  # the next session's snapshot is taken unpaused
     assert server.bound == ["late"] and len(sim.reservations) == 1
+
+
+def test_a_pod_that_is_not_bound_in_time_is_said_with_the_nodes(api: RealApi, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wait for a binding that times out says why it might not have come: the pod's condition and each node."""
+    from kubesim.tests import sim_stack as helpers
+
+    ready_gpu_node(api, "n1", gpus=1)
+    _waiting(api, _whole_gpu_pod("too-many", 2))
+    monkeypatch.setattr(helpers, "ACTING_SECONDS", 0.5)
+    with pytest.raises(TimeoutError) as raised:
+        wait_bound(api, "too-many", WORK)
+    said = str(raised.value)
+    assert f"{WORK}/too-many bound" in said and "PodScheduled" in said and "Unschedulable" in said, said
+    assert "nodes: n1 (schedulable, taints none)" in said, said
