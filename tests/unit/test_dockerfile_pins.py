@@ -2,7 +2,8 @@
 
 The base image by digest, every pip install from a lock with --require-hashes (wheels only),
 the lock covering the runtime dependencies in pyproject.toml within pyproject's bounds, the
-build tools of the raybridge wheel locked too. No Docker needed: the files are read.
+build tools of the raybridge wheel locked too; and a build context (.dockerignore) of what the Dockerfile copies,
+without a local build such as the searches an editable install compiled in place. No Docker needed: the files are read.
 """
 
 from __future__ import annotations
@@ -140,3 +141,31 @@ def test_the_build_lock_covers_the_build_system() -> None:
         requirement = Requirement(text)
         name = canonicalize_name(requirement.name)
         assert name in pins and requirement.specifier.contains(pins[name][0]), f"requirements-build.lock lacks {requirement}"
+
+
+def _docker_ignores(path: str) -> bool:
+    """Whether .dockerignore leaves `path` out of the build context: the last pattern that matches it or a folder
+    above it decides, `!` re-including (Docker's rules: `*` within a name, `**` across folders)."""
+    ignored = False
+    for line in (REPO / ".dockerignore").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        keep, pattern = line.startswith("!"), line.lstrip("!").rstrip("/")
+        regex = re.escape(pattern).replace(r"\*\*/", "(?:.*/)?").replace(r"\*\*", ".*").replace(r"\*", "[^/]*").replace(r"\?", "[^/]")
+        parts = path.split("/")
+        if any(re.fullmatch(regex, "/".join(parts[:n])) for n in range(1, len(parts) + 1)):
+            ignored = not keep
+    return ignored
+
+
+def test_the_build_context_holds_what_the_dockerfile_copies_and_no_local_build() -> None:
+    copied = [words[1:-1] for words in (line.split() for line in _instructions()) if words[0].upper() == "COPY" and not words[1].startswith("--from")]
+    sources = [source for group in copied for source in group]
+    assert "setup.py" in sources and "raybridge" in sources, sources
+    for source in [*sources, "raybridge/adjuster/decision/exact_search.py", "raybridge/adjuster/decision/searches.py"]:
+        assert not _docker_ignores(source), f"the Dockerfile copies {source}, which .dockerignore leaves out"
+    for local in ["raybridge/adjuster/decision/_exact_search_native.cpython-311-x86_64-linux-gnu.so",
+                  "raybridge/adjuster/decision/__pycache__/packing.cpython-311.pyc", ".venv/bin/python", "build/mypyc/x.c",
+                  "tests/unit/test_dockerfile_pins.py", ".git/HEAD"]:
+        assert _docker_ignores(local), f"{local} reaches the image's build context"
