@@ -110,14 +110,10 @@ _ITEMS = st.lists(st.tuples(_SHARES, st.sampled_from([1, 1, 1, 2, 2, 3, 4])), mi
 def test_both_builds_pack_alike_where_the_fixture_does_not_reach(items: list[tuple[Fraction, int]], node_gpus: int, budget: int) -> None:
     """Beyond the 80 recorded cases: generated groups, small budgets so that many searches run out of them, packed by
     the source as it is and by the compiled copy, must give the same GPUs, proof, steps and pods per GPU."""
-    native, chosen = searches.choose()
-    if chosen.kind != "compiled":
-        pytest.skip(f"no compiled searches in this install: {chosen.reason}")
     pack_items = [PackItem(f"p{i}", share, min(devices, node_gpus)) for i, (share, devices) in enumerate(items)]
     found = {}
     with pytest.MonkeyPatch.context() as patch:
-        for build, module in (("interpreted", exact_search), ("compiled", native)):
-            for name in ("BinCompletion", "BranchAndBound", "SearchState"):
-                patch.setattr(packing, name, getattr(module, name))
+        for build in ("compiled", "interpreted"):  # compiled first: skipped at once where this install has none
+            _run_as(build, patch)
             found[build] = _as_dict(packing._pack(pack_items, node_gpus, 400, budget))
     assert found["compiled"] == found["interpreted"]

@@ -71,13 +71,17 @@ def _compiler_present() -> bool:
     return shutil.which(compiler) is not None
 
 
-@pytest.mark.skipif(not _compiler_present(), reason="no C compiler on this machine: the install is pure Python by design")
-@pytest.mark.skipif(bool(os.environ.get("RAYBRIDGE_BUILD_PURE")), reason="RAYBRIDGE_BUILD_PURE asked the install for pure Python")
+#: Why this install is pure Python by design, or "" where it compiles the searches.
+PURE_BY_DESIGN = ("RAYBRIDGE_BUILD_PURE asked the install for pure Python" if os.environ.get("RAYBRIDGE_BUILD_PURE")
+                  else "" if _compiler_present() else "no C compiler on this machine: the install is pure Python by design")
+on_a_compiling_install = pytest.mark.skipif(bool(PURE_BY_DESIGN), reason=PURE_BY_DESIGN or "the install compiles the searches")
+
+
+@on_a_compiling_install
 def test_an_install_with_a_compiler_compiled_the_searches() -> None:
     """The README's install (`pip install -e '.[test]'`) on a machine with a C compiler runs the compiled searches.
     Fails after an edit of exact_search.py until the install runs again, which is when the copy is rebuilt."""
     assert searches.BUILD.kind == "compiled", f"the searches run {searches.BUILD}"
-
 
 
 def _dockerfile_check() -> str:
@@ -94,8 +98,7 @@ def test_the_image_build_fails_where_its_searches_would_run_interpreted() -> Non
     assert done.returncode != 0 and "AssertionError: interpreted (no compiled copy" in done.stderr
 
 
-@pytest.mark.skipif(not _compiler_present(), reason="no C compiler on this machine: the install is pure Python by design")
-@pytest.mark.skipif(bool(os.environ.get("RAYBRIDGE_BUILD_PURE")), reason="RAYBRIDGE_BUILD_PURE asked the install for pure Python")
+@on_a_compiling_install
 def test_the_image_build_passes_where_its_searches_are_compiled() -> None:
     done = subprocess.run([sys.executable, "-c", _dockerfile_check()], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
