@@ -645,17 +645,10 @@ def test_new_placeholders_wait_for_a_burst_to_settle(case, pods, existing, creat
         assert at_once.create
 
 
-def made(name: str, seconds_ago: float, gpus: int = 8) -> dict[str, Any]:
+def made(name: str, seconds_ago: float, gpus: int = 8, taints: Optional[list[dict[str, str]]] = None) -> dict[str, Any]:
     """A node created `seconds_ago` before NOW."""
-    found = node(name, gpus)
+    found = node(name, gpus, taints=taints)
     found["metadata"]["creationTimestamp"] = (NOW - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return found
-
-
-def tainted(found: dict[str, Any], key: str, effect: str, value: Optional[str] = None) -> dict[str, Any]:
-    """`found` with one more taint."""
-    taint = {"key": key, "effect": effect, **({"value": value} if value is not None else {})}
-    found.setdefault("spec", {}).setdefault("taints", []).append(taint)
     return found
 
 
@@ -671,13 +664,13 @@ NEW_NODE_ROWS = [
     # Every new Node has kube-apiserver's NotReady taint until the node lifecycle controller sees it Ready; counted, a
     # pass asked again for pods that landed there a second later (tests/e2e/test_adjuster_races_on_real_api.py).
     ("n2 just came up with the NotReady taint every new node has: its room holds b's pods",
-     tainted(made("n2", 1), "node.kubernetes.io/not-ready", "NoSchedule"), [], [], 16),
+     made("n2", 1, taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]), [], [], 16),
     ("n2 just came up, not yet initialized by its cloud provider: the same",
-     tainted(made("n2", 1), "node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule", "true"), [], [], 16),
-    ("n2 just came up, not yet registered with Karpenter: the same", tainted(made("n2", 1), "karpenter.sh/unregistered", "NoExecute"), [], [], 16),
-    ("n2 just came up tainted for a team the pods do not tolerate: asked again", tainted(made("n2", 1), "team", "NoSchedule", "a"), [], [8], 8),
+     made("n2", 1, taints=[{"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}]), [], [], 16),
+    ("n2 just came up, not yet registered with Karpenter: the same", made("n2", 1, taints=[{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]), [], [], 16),
+    ("n2 just came up tainted for a team the pods do not tolerate: asked again", made("n2", 1, taints=[{"key": "team", "value": "a", "effect": "NoSchedule"}]), [], [8], 8),
     ("n2 came up a minute ago and is still NotReady-tainted: asked again",
-     tainted(made("n2", 60), "node.kubernetes.io/not-ready", "NoSchedule"), [], [8], 8),
+     made("n2", 60, taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]), [], [8], 8),
 ]  # fmt: skip
 
 
