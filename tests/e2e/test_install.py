@@ -35,7 +35,8 @@ def readme_install() -> list[str]:
 
 def test_the_readme_install_imports_the_package_from_the_folder_that_holds_the_clone(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}  # the new environment's path alone
-    # Not the compiled searches: an editable build copies them over the clone's own while other tests run them.
+    # Not the compiled searches: an editable build deletes the clone's own copy and writes it again, while other tests
+    # may be importing it (setuptools/_distutils/file_util.py _copy_file_contents), and compiling takes a minute.
     env["RAYBRIDGE_BUILD_PURE"] = "1"
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
