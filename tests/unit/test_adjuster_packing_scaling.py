@@ -11,6 +11,7 @@ from fractions import Fraction
 
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.adjuster.decision.plan import plan_placeholders
+from raybridge.adjuster.decision import packing, scheduled_placement
 from raybridge.adjuster.decision.packing import PackItem, lower_bound, pack
 from tests.unit.adjuster_objects import NOW, pod
 from tests.unit.step_count import growth
@@ -44,7 +45,13 @@ def test_adjuster_plan_over_distinct_fractions_costs_in_proportion_to_them() -> 
     settings = AdjusterSettings(node_gpus=8)
     plan = plan_placeholders(_pods(400), None, settings, NOW)
     assert plan.total_gpus >= 200 and len({p for ph in plan.placeholders for p in ph.pods}) == 400
-    ratio = growth(_pods, lambda pods: plan_placeholders(pods, None, settings, NOW), small=400)
+
+    def planned_afresh(pods: list[dict]) -> object:  # each size packed and placed, none taken from an earlier plan
+        packing._packings.clear()
+        scheduled_placement._placements.clear()
+        return plan_placeholders(pods, None, settings, NOW)
+
+    ratio = growth(_pods, planned_afresh, small=400)
     assert ratio < 6, f"4x the pods cost {ratio:.1f}x the steps"
 
 

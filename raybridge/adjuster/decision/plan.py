@@ -36,8 +36,8 @@ from raybridge.adjuster.decision.demand import (
     demand_in,
 )
 from raybridge.adjuster.decision.host_spread import HostSpread
-from raybridge.adjuster.decision.best_fit import BestFitScheduler
-from raybridge.adjuster.decision.packing import PackedNode, PackItem, Resources, fewest_nodes, pack
+from raybridge.adjuster.decision.packing import PackedNode, PackItem, Resources, pack
+from raybridge.adjuster.decision.scheduled_placement import scheduled_placement
 from raybridge.core.inventory import format_milli, inventory_from_nodes, named_nodes, node_gpus_by_vendor
 from raybridge.core.node_index import NodeIndex, bits_of, positions_of
 from raybridge.core.pod_identity import first_listings
@@ -358,17 +358,7 @@ def _plan_group(
     )
     order_keys = [scheduling_order(p) for p in pieces]
     ordered_items = [items[i] for i in sorted(range(len(pieces)), key=order_keys.__getitem__)]
-    if group.per_node is not None:
-        # Pods that must not share a host: the scheduler's placement with at most `per_node` on a node (a node
-        # per pod at worst), each node's placeholder only the GPUs its pods land on.
-        capped = BestFitScheduler(ordered_items, [node_gpus] * len(ordered_items), _rooms(room, len(ordered_items)), per_node=group.per_node)
-        capped.run()
-        scheduled = capped.placement()
-    else:
-        check = _placement_with_room_for_all(list(packing.nodes), ordered_items, node_gpus, room)
-        # The placeholders are the scheduler's placement itself, not the packing: each pod in the one
-        # placeholder whose GPUs it will land on, and no GPU that no pod lands on.
-        scheduled = _scheduled_nodes(check, ordered_items, room)
+    scheduled = scheduled_placement(packing, ordered_items, node_gpus, room, group.per_node)
     scheduled_gpus = sum(n.gpus for n in scheduled)
     if scheduled_gpus > packing.gpus:
         so_far.notes.append(
@@ -415,37 +405,6 @@ def _node_size(
     return node_gpus, NODE_SIZE_GUESSED
 
 
-def _rooms(room: Optional[Resources], count: int) -> Optional[list[Optional[Resources]]]:
-    """What each of `count` nodes has room for besides GPUs (None: unknown)."""
-    return None if room is None else [room] * count
-
-
-def _placement_with_room_for_all(
-    planned_nodes: list[PackedNode], ordered_items: list[PackItem], node_gpus: int, room: Optional[Resources]
-) -> BestFitScheduler:
-    """A best-fit run over the packed nodes, plus nodes where it left pods over, regrouped where that still fits all."""
-    # The scheduler places pods one by one, not as the exact packing does: add GPUs until a best-fit
-    # placement in its order (KAI's within a queue: oldest first) also finds room for every pod (each
-    # round places at least the first pod the last one left: it fits an empty node on its own).
-    check = BestFitScheduler(ordered_items, [n.gpus for n in planned_nodes], _rooms(room, len(planned_nodes)))
-    while True:
-        left = check.run()
-        if not left:
-            break
-        extra = pack([ordered_items[i] for i in left], node_gpus, exact_max_slices=0, budget=0)
-        planned_nodes.extend(extra.nodes)
-        # the same placements up to the first leftover
-        check = check.resumed_with([n.gpus for n in extra.nodes], _rooms(room, len(extra.nodes)))
-    # Fewer, fuller placeholders where the GPUs regroup into fewer nodes (the autoscaler adds a node for
-    # each it cannot fit): kept only where the scheduler's placement still finds room for every pod.
-    regrouped = fewest_nodes(planned_nodes, node_gpus)
-    if len(regrouped) < len(planned_nodes):
-        regrouped_check = BestFitScheduler(ordered_items, [n.gpus for n in regrouped], _rooms(room, len(regrouped)))
-        if not regrouped_check.run():
-            check = regrouped_check
-    return check
-
-
 def _exact_demand(pieces: list[DemandPiece]) -> Fraction:
     """Σ fraction × devices of the group's pods, summed by kind so that each distinct fraction is built once."""
     counts: dict[tuple[int, int, int], int] = {}
@@ -478,19 +437,6 @@ def _group_placeholders(
         )
         for node in scheduled
     ]
-
-
-def _scheduled_nodes(check: BestFitScheduler, ordered_items: list[PackItem], room: Optional[Resources]) -> tuple[PackedNode, ...]:
-    """The nodes of a run that left no pod over, with only the GPUs its pods land on.
-
-    Those GPUs alone give the same placement again (an empty GPU was never a best fit); where they
-    would not, the nodes are kept whole, so a pod is never left without its placeholder.
-    """
-    placed = check.placement()
-    again = BestFitScheduler(ordered_items, [n.gpus for n in placed], None if room is None else [room] * len(placed))
-    if again.run() or again.placement() != placed:
-        return check.placement(keep_empty_gpus=True)
-    return placed
 
 
 def scheduling_order(piece: DemandPiece) -> tuple[bool, str, float, str]:
