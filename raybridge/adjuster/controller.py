@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from raybridge.adjuster.decision import consts
 from raybridge.adjuster.caches import DraCaches, LeaderCaches
+from raybridge.adjuster.kept_views import KeptPodViews
 from raybridge.adjuster.metrics import Metrics
 from raybridge.adjuster.nodes_as_read import NodesAsRead
 from raybridge.adjuster.preflight import kai_adjuster_pods, kai_adjuster_verdict
@@ -161,6 +162,8 @@ class Controller:
         self._kai_seen = False
         #: Passes in a row whose creations stopped when the nodes changed (`_act`).
         self._cut_short = 0
+        #: The pod cache's objects as views, kept while the cache keeps the object (what a pass read of them with it).
+        self._pod_views = KeptPodViews()
         self._lead_lock = threading.Lock()
         self._informers: list[Informer] = []
         self._term = self.stop
@@ -298,7 +301,7 @@ class Controller:
         """The pass's cluster, read once from the caches (both modes decide on it), with the GPU memories of pools seen
         in the last consts.MEMORY_SEEN_SECONDS (a pool scaled to zero since is still known by them)."""
         snapshot = ClusterSnapshot.read(all_pods, nodes.snapshot(), self.clock(), pod_groups.snapshot() if pod_groups is not None else (),
-                                        **(dra.objects() if dra is not None else {}))
+                                        **(dra.objects() if dra is not None else {}), pod_views=self._pod_views.pods)
         now = time.monotonic()
         self._memories = {key: seen for key, seen in self._memories.items() if now - seen[1] < consts.MEMORY_SEEN_SECONDS}
         snapshot.memories_seen = {key: mib for key, (mib, _) in self._memories.items()}

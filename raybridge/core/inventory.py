@@ -580,6 +580,11 @@ def pod_resource_requests(spec: Any) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(out))
 
 
+def resource_requests_of(pod: Pod) -> tuple[tuple[str, int], ...]:
+    """`pod_resource_requests` of a pod's view, as a `core.views.pod_fact` reader."""
+    return pod_resource_requests(pod.spec)
+
+
 def node_allocatable_resources(node: Node) -> tuple[tuple[str, int], ...]:
     """A node's allocatable besides GPUs and the pod count, in thousandths of each unit."""
     return tuple(sorted(_add({}, node.allocatable).items()))

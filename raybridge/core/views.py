@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import functools
 from collections import abc
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar
 
 from raybridge.core.kubeobjects import as_dict, as_list, parse_rfc3339
 
@@ -179,6 +179,10 @@ class Pod:
     bound: bool
     phase: str
     scheduler_name: str
+    #: What readers derived from this pod alone, each read once per view (`pod_fact`). Nothing changes the object a
+    #: view reads, so a reader that keeps the views of unchanged objects from one pass to the next (the adjuster's
+    #: controller, `adjuster/kept_views.py`) reads each fact of an unchanged pod once.
+    facts: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -203,6 +207,29 @@ class Pod:
             if is_object(cond) and cond.get("type") == kind:
                 return read_condition(cond)
         return None
+
+
+_UNREAD = object()
+Fact = TypeVar("Fact")
+
+
+def pod_fact(pod: Pod, reader: Callable[..., Fact], *helpers: Any) -> Fact:
+    """`reader(pod, *helpers)`, read once per view: `reader` reads the pod alone and is the fact's key; `helpers` only
+    make the reading cheaper (a pass's caches of parsed texts), never change what is read."""
+    found = pod.facts.get(reader, _UNREAD)
+    if found is _UNREAD:
+        found = pod.facts[reader] = reader(pod, *helpers)
+    return found  # type: ignore[no-any-return]
+
+
+def scheduled_condition(pod: Pod) -> Optional[Condition]:
+    """The pod's PodScheduled condition (the scheduler's verdict), as a `pod_fact` reader."""
+    return pod.condition("PodScheduled")
+
+
+def read_pods(objs: Iterable[Any]) -> list[Pod]:
+    """The views of the objects among `objs` (anything else left out)."""
+    return [read_pod(obj) for obj in objs if is_object(obj)]
 
 
 def read_pod(obj: Any) -> Pod:

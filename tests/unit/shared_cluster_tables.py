@@ -82,9 +82,13 @@ def _node_like(node: dict[str, Any], name: str, created: datetime) -> dict[str, 
     return new
 
 
-def decisions(name: str, groups: int, pods: int, nodes: int, seed: int) -> dict[str, Any]:
-    """Every decision on one table (see the module's docstring)."""
+def decisions(name: str, groups: int, pods: int, nodes: int, seed: int, kept_views: bool = False) -> dict[str, Any]:
+    """Every decision on one table (see the module's docstring). `kept_views`: the passes read the pods as the
+    controller does, each unchanged object's view kept from the pass before (`adjuster/kept_views.py`); a pod that
+    changes is a new object, as in the controller's cache."""
     from raybridge.adjuster.decision.demand import ClusterSnapshot
+    from raybridge.adjuster.kept_views import KeptPodViews
+    from raybridge.core.views import read_pods
     from raybridge.adjuster.decision.plan import plan_placeholders
     from raybridge.adjuster.decision.scale_adjuster import decide
     from raybridge.adjuster.decision.settings import AdjusterSettings, RunSettings
@@ -93,7 +97,8 @@ def decisions(name: str, groups: int, pods: int, nodes: int, seed: int) -> dict[
     pod_objects, node_objects = make_cluster(groups, pods, nodes, seed, kubectl=False)
     out: dict[str, Any] = {"plan": plan_placeholders(pod_objects, node_objects, AdjusterSettings(), NOW).to_dict()}
     settings = RunSettings()
-    first = decide(ClusterSnapshot.read(pod_objects, node_objects, NOW), settings)
+    pod_views = KeptPodViews().pods if kept_views else read_pods
+    first = decide(ClusterSnapshot.read(pod_objects, node_objects, NOW, pod_views=pod_views), settings)
     out["pass1"] = _pass_out(first)
 
     rng = random.Random(seed)
@@ -110,7 +115,7 @@ def decisions(name: str, groups: int, pods: int, nodes: int, seed: int) -> dict[
         twin["status"]["conditions"][0]["lastTransitionTime"] = _stamp(NOW + timedelta(seconds=6))
         arrived.append(twin)
     second_pods = [p for p in pod_objects if id(p) not in gone] + arrived + placeholders
-    second = decide(ClusterSnapshot.read(second_pods, node_objects, later), settings)
+    second = decide(ClusterSnapshot.read(second_pods, node_objects, later, pod_views=pod_views), settings)
     out["pass2"] = _pass_out(second)
 
     # The first third of the placeholders kept or made now got new nodes like one their group may use.
@@ -121,6 +126,7 @@ def decisions(name: str, groups: int, pods: int, nodes: int, seed: int) -> dict[
                            if p.name not in names_now]
     new_nodes = []
     for index, placeholder in enumerate(third_placeholders[: len(third_placeholders) // 3]):
+        placeholder = third_placeholders[index] = copy.deepcopy(placeholder)  # a pod that changes is a new object
         spec = placeholder["spec"]
         terms = spec.get("affinity", {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
         key = next(iter(spec["containers"][0]["resources"]["requests"]))
@@ -135,7 +141,7 @@ def decisions(name: str, groups: int, pods: int, nodes: int, seed: int) -> dict[
                                                                         "lastTransitionTime": _stamp(later - timedelta(seconds=15))}]}
     placeholder_ids = {id(p) for p in placeholders}
     third_pods = [p for p in second_pods if id(p) not in placeholder_ids] + third_placeholders
-    third = decide(ClusterSnapshot.read(third_pods, node_objects + new_nodes, later), settings)
+    third = decide(ClusterSnapshot.read(third_pods, node_objects + new_nodes, later, pod_views=pod_views), settings)
     out["pass3"] = _pass_out(third)
     return out
 

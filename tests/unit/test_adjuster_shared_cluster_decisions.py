@@ -44,10 +44,11 @@ def first_difference(expected: Any, got: Any, where: str = "") -> Optional[str]:
 CASES = [pytest.param(t, id=t[0], marks=[pytest.mark.slow] if t[2] >= 10_000 else []) for t in tables.TABLES]
 
 
+@pytest.mark.parametrize("kept_views", [False, True], ids=["views-read-afresh", "views-kept-as-the-controller-does"])
 @pytest.mark.parametrize("table", CASES)
-def test_decisions_are_those_recorded_before_the_speed_up(table: tuple[str, int, int, int, int]) -> None:
+def test_decisions_are_those_recorded_before_the_speed_up(table: tuple[str, int, int, int, int], kept_views: bool) -> None:
     name, *shape = table
-    got = tables.decisions(name, *shape)
+    got = tables.decisions(name, *shape, kept_views=kept_views)
     for part in ("plan", "pass1", "pass2", "pass3"):
         difference = first_difference(tables.frozen()[name][part], got[part])
         assert difference is None, f"{name} {part}{difference}"

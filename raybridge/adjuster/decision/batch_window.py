@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 from raybridge.adjuster.decision.placeholders import ExistingPlaceholder, PlannedPlaceholder
 from raybridge.adjuster.decision.plan import AdjusterPlan
 from raybridge.adjuster.decision.settings import AdjusterSettings
-from raybridge.core.views import Pod
+from raybridge.core.views import Pod, pod_fact, scheduled_condition
 from raybridge.kai.share import asks_for_share
 
 
@@ -65,6 +65,6 @@ def arrivals(pods: Sequence[Pod], waiting: set[str], settings: AdjusterSettings,
         if age is None or age >= within:
             continue
         youngest = age if youngest is None else min(youngest, age)
-        if pod.condition("PodScheduled") is None:
+        if pod_fact(pod, scheduled_condition) is None:
             unseen += 1
     return unseen, youngest

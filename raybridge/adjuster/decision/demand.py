@@ -27,7 +27,7 @@ import functools
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from fractions import Fraction
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from raybridge.adjuster.decision.claims import CLAIM_UNPLANNABLE, CLAIMS_SEEN, ClaimDemand, ClaimReader, Claims, read_claims
 from raybridge.adjuster.decision.groups import (  # noqa: F401 - ConstraintGroup, GroupShape, base_group_id: read from here too
@@ -43,10 +43,10 @@ from raybridge.adjuster.decision.host_spread import host_spread
 from raybridge.adjuster.decision.settings import AdjusterSettings
 from raybridge.core.consts import GPU_RESOURCE_KEYS, GPU_VENDOR_ANNOTATION, VENDORS
 from raybridge.kai.names import KAI_GPU_MEMORY_LABEL
-from raybridge.core.inventory import DeviceSources, format_milli, pod_gpu_requests, pod_resource_requests
+from raybridge.core.inventory import DeviceSources, format_milli, pod_gpu_requests, resource_requests_of
 from raybridge.core.kubeobjects import as_dict, parse_rfc3339
 from raybridge.core.quantity import format_fraction
-from raybridge.core.views import Condition, Node, Pod, is_object, read_node, read_pod
+from raybridge.core.views import Condition, Node, Pod, is_object, pod_fact, read_node, read_pods, scheduled_condition
 from raybridge.kai.pod_group import PodGroup, index_pod_groups, pod_group_name, pod_group_of, says_queue_capacity
 from raybridge.kai.share import KaiShare, asks_for_share, read_kai_share
 
@@ -213,11 +213,13 @@ class ClusterSnapshot:
 
     @classmethod
     def read(cls, pods: Iterable[Any], nodes: Optional[Iterable[Any]], now: datetime, pod_groups: Iterable[Any] = (),
-             slices: Iterable[Any] = (), classes: Iterable[Any] = (), claims: Optional[Iterable[Any]] = None) -> "ClusterSnapshot":
-        """The snapshot of the objects as listed (`nodes` None: not known; `claims` None: ResourceClaims not known)."""
+             slices: Iterable[Any] = (), classes: Iterable[Any] = (), claims: Optional[Iterable[Any]] = None,
+             pod_views: Callable[[Iterable[Any]], list[Pod]] = read_pods) -> "ClusterSnapshot":
+        """The snapshot of the objects as listed (`nodes` None: not known; `claims` None: ResourceClaims not known).
+        `pod_views`: the pods' views (`core.views.read_pods`; the controller's keeps those of unchanged objects)."""
         classes = list(classes)
         claims = None if claims is None else list(claims)
-        return cls([read_pod(p) for p in pods if is_object(p)],
+        return cls(pod_views(pods),
                    None if nodes is None else [read_node(n) for n in nodes if is_object(n)], now, pod_groups,
                    DeviceSources.read(slices, classes, claims) if slices or claims else None,
                    read_claims(claims or (), classes) if claims else None)
@@ -341,7 +343,7 @@ def _daemon_set_requests(pods: Sequence[Pod]) -> dict[str, dict[str, int]]:
         if not pod.node_name or pod.finished or not pod.meta.owned_by_kind("DaemonSet"):
             continue
         mine = found.setdefault(pod.node_name, {})
-        for name, amount in pod_resource_requests(pod.spec):
+        for name, amount in pod_fact(pod, resource_requests_of):
             mine[name] = mine.get(name, 0) + amount
     return found
 
@@ -358,9 +360,9 @@ def _judge(pod: Pod, groups: Groups, settings: AdjusterSettings, now: datetime,
     if verdict is not None:
         return IgnoredPod(key, *verdict)
     spec = pod.spec
-    verdict, share, vendor = _what_it_asks(pod.meta.annotations, groups)
+    verdict, share, vendor = pod_fact(pod, _what_it_asks, groups)
     if verdict is None:
-        problem, constraints = groups.constraints(spec)
+        problem, constraints = pod_fact(pod, _constraints_of_pod, groups)
         verdict = ("bad-constraints", problem) if problem else None
     if verdict is not None:
         return IgnoredPod(key, *verdict)
@@ -387,7 +389,7 @@ def _judge(pod: Pod, groups: Groups, settings: AdjusterSettings, now: datetime,
         verdict = _exceeds_memory_seen(share.memory_mib, groups.memories_seen.get((constraints, group.vendor)))
     if verdict is not None:
         return IgnoredPod(key, *verdict)
-    resources = pod_resource_requests(spec)
+    resources = pod_fact(pod, resource_requests_of)
     verdict = _too_large(resources, shape)
     if verdict is not None:
         return IgnoredPod(key, *verdict)
@@ -431,7 +433,7 @@ def _judge_claims(pod: Pod, groups: Groups, settings: AdjusterSettings, now: dat
     if verdict is None and problem is not None:
         verdict = problem
     if verdict is None:
-        bad, constraints = groups.constraints(pod.spec)
+        bad, constraints = pod_fact(pod, _constraints_of_pod, groups)
         verdict = ("bad-constraints", bad) if bad else None
     if verdict is None:
         verdict, waited = _waiting_for_nodes(pod, groups, settings, now, pod_groups)
@@ -457,7 +459,7 @@ def _judge_claims(pod: Pod, groups: Groups, settings: AdjusterSettings, now: dat
     if demand.devices > node_gpus:
         return IgnoredPod(key, "too-many-devices", f"its claims ask for {demand.devices} {demand.device_class} devices, but a node "
                           f"it may land on has {node_gpus} at most")
-    resources = pod_resource_requests(pod.spec)
+    resources = pod_fact(pod, resource_requests_of)
     verdict = _too_large(resources, shape)
     if verdict is not None:
         return IgnoredPod(key, *verdict)
@@ -480,16 +482,27 @@ def _not_pending_here(pod: Pod, settings: AdjusterSettings) -> Optional[_Verdict
     scheduler = pod.scheduler_name
     if scheduler != settings.scheduler_name:
         return "other-scheduler", f"scheduled by {scheduler:.63}, not {settings.scheduler_name}: its GPU-sharing annotation has no effect"
-    whole = pod_gpu_requests(pod) if _mentions_gpu_resources(pod.spec) else None
+    whole = pod_fact(pod, _whole_gpus)
     if whole:
         asked = ", ".join(f"{n} {k}" for k, n in sorted(whole.items()))
         return "whole-gpu-request", f"requests whole GPUs ({asked}): the cluster autoscaler sees those itself"
     return None
 
 
-def _what_it_asks(annotations: Mapping[str, Any], groups: Groups) -> tuple[Optional[_Verdict], Optional[KaiShare], Optional[str]]:
+def _whole_gpus(pod: Pod) -> Optional[dict[str, int]]:
+    """The whole GPUs the pod's containers request (None: none names a GPU resource at all)."""
+    return pod_gpu_requests(pod) if _mentions_gpu_resources(pod.spec) else None
+
+
+def _constraints_of_pod(pod: Pod, groups: Groups) -> tuple[Optional[str], tuple[str, str, str]]:
+    """`Groups.constraints` of the pod's spec (a function of the spec alone, `groups` only keeps it per spelling)."""
+    return groups.constraints(pod.spec)
+
+
+def _what_it_asks(pod: Pod, groups: Groups) -> tuple[Optional[_Verdict], Optional[KaiShare], Optional[str]]:
     """(why its annotations are not a request, the share it asks for, the vendor it names). The share is read by
-    kai/share.py, as for pods that landed."""
+    kai/share.py, as for pods that landed; `groups` keeps what each distinct text parsed to."""
+    annotations = pod.meta.annotations
     share = read_kai_share(annotations, groups.parsed_texts)
     if share.problem or share.devices is None:
         return ("bad-annotation", share.problem or "bad gpu-fraction-num-devices"), None, None
@@ -505,7 +518,7 @@ def _what_it_asks(annotations: Mapping[str, Any], groups: Groups) -> tuple[Optio
 def _waiting_for_nodes(pod: Pod, groups: Groups, settings: AdjusterSettings, now: datetime,
                        pod_groups: Mapping[tuple[str, str], PodGroup]) -> tuple[Optional[_Verdict], Optional[float]]:
     """(why it does not wait for nodes: not Unschedulable, within the grace period, out of quota; seconds it waited)."""
-    cond: Optional[Condition] = pod.condition("PodScheduled")  # KAI and kube-scheduler keep one
+    cond: Optional[Condition] = pod_fact(pod, scheduled_condition)  # KAI and kube-scheduler keep one
     if cond is None or cond.status != "False" or cond.reason != "Unschedulable":
         shown = "no PodScheduled condition" if cond is None else f"PodScheduled {cond.status or '-'}/{cond.reason or '-'}"
         return ("not-unschedulable", f"not marked Unschedulable ({shown})"), None
@@ -548,7 +561,7 @@ def _share_of_a_gpu(share: KaiShare, group: ConstraintGroup, shape: GroupShape,
                     settings: AdjusterSettings) -> tuple[Optional[_Verdict], Fraction, str]:
     """(why it fits no node of its group, the fraction of each GPU it asks for, where that fraction came from:
     "gpu-memory" when its nodes' GPU memory is known, the fraction then `_memory_class`'s)."""
-    devices, memory_mib = share.devices or 1, share.memory_mib
+    devices = share.devices or 1
     node_gpus = shape.node_gpus or settings.node_gpus
     if node_gpus is not None and devices > node_gpus:
         where = "the largest node it may land on has" if shape.node_gpus else "nodes have (--node-gpus)"

@@ -16,8 +16,8 @@ from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from raybridge.adjuster.decision.demand import DemandPiece
-from raybridge.core.inventory import named_nodes, node_allocatable_resources, node_gpus_by_vendor, pod_gpu_requests, pod_resource_requests
-from raybridge.core.views import Node, Pod
+from raybridge.core.inventory import named_nodes, node_allocatable_resources, node_gpus_by_vendor, pod_gpu_requests, resource_requests_of
+from raybridge.core.views import Node, Pod, pod_fact
 from raybridge.kai.names import KAI_GPU_GROUP_LABEL, KAI_RESERVATION_APP, KAI_UTILITY_APP_LABEL
 from raybridge.kai.share import kai_gpu_memory_mib, landed_share
 
@@ -195,6 +195,6 @@ def node_resources_left(nodes: Optional[Iterable[Node]], pods: Sequence[Pod]) ->
         mine = left.get(pod.node_name)
         if mine is None or pod.finished:
             continue
-        for name, amount in pod_resource_requests(pod.spec):
+        for name, amount in pod_fact(pod, resource_requests_of):
             mine[name] = mine.get(name, 0) - amount
     return left
