@@ -13,7 +13,9 @@ What it deliberately does not do:
 - raise: a view of anything (a list, None, a number) is a view of an object that says nothing.
 
 The whole object stays at hand (`obj`) for what is read rarely or by upstream's own rules
-(`core/kubeobjects.pod_requests`, the scheduler's constraint matching).
+(`core/kubeobjects.pod_requests`, the scheduler's constraint matching). What a reader derives from a pod alone
+(its requests, its PodScheduled condition) it may keep with the view (`pod_fact`): since nothing changes the
+object, a view read again is read for nothing.
 """
 
 from __future__ import annotations
