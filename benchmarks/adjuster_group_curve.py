@@ -9,9 +9,10 @@ as whole processes, alternately, `--runs` times each:
 * `python -m raybridge adjuster plan --pods ... --nodes ... -o json` of this tree, and of `--ref` (a temporary
   `git worktree`) where one is given; both must print the same plan.
 
-and, in one process per tree, one controller pass (`decide`: the plan and the reconcile, no API call) on the same
-objects with no placeholder yet: cold (nothing packed before in the process; the controller's first pass) and again
-on the same state (what a pass costs when no group changed: each group's packing is kept between passes), best
+and, in one process per tree, one controller pass (the snapshot read and `decide`: the plan and the reconcile, no
+API call) on the same objects with no placeholder yet: cold (nothing packed before in the process; the controller's
+first pass) and again on the same state (what a pass costs when no group changed: each group's packing and
+placement is kept between passes, and each pod's view where the tree keeps them, `adjuster/kept_views.py`), best
 of `--pass-runs`. It prints a table of medians (wall and CPU time of the children) and the ratio plan / load;
 `--json` writes every sample. Both sides get bytecode caches as in `adjuster_plan_speed.py`.
 
@@ -45,6 +46,10 @@ from raybridge.adjuster.decision.demand import ClusterSnapshot
 from raybridge.adjuster.decision.scale_adjuster import decide
 from raybridge.adjuster.decision.settings import RunSettings
 import raybridge.adjuster.decision.packing as packing
+try:  # the pods' views kept from pass to pass, as the controller keeps them
+    from raybridge.adjuster.kept_views import KeptPodViews
+except ImportError:  # a tree from before the controller kept them
+    KeptPodViews = None
 pods = json.load(open(sys.argv[2]))["items"]
 nodes = json.load(open(sys.argv[3]))["items"]
 now = datetime.fromisoformat(sys.argv[4].replace("Z", "+00:00"))
@@ -52,9 +57,10 @@ gc.disable()
 cold, again = [], []
 for _ in range(int(sys.argv[5])):
     getattr(packing, "_packings", {}).clear()
+    read = {} if KeptPodViews is None else {"pod_views": KeptPodViews().pods}
     for into in (cold, again):
-        snapshot = ClusterSnapshot.read(pods, nodes, now)
         started, cpu = time.perf_counter(), time.process_time()
+        snapshot = ClusterSnapshot.read(pods, nodes, now, **read)
         result = decide(snapshot, RunSettings())
         into.append((time.perf_counter() - started, time.process_time() - cpu))
 print(json.dumps({"cold": min(cold), "again": min(again), "create": len(result.decision.create),
