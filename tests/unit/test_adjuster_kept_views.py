@@ -135,3 +135,21 @@ def test_the_controller_keeps_the_views_of_the_objects_its_cache_kept(mode: str,
     second = one_pass()
     assert second["p0"] is first["p0"] and second["p1"] is not first["p1"] and "p2" not in second
     assert second["p1"].meta.annotations["gpu-fraction"] == "0.3"
+
+
+def test_a_term_that_ends_lets_go_of_the_views_it_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica that stops leading keeps running as a standby: the pods it read stay with the caches it stopped."""
+    from types import SimpleNamespace
+
+    controller = Controller(run_settings(), kube=None)  # type: ignore[arg-type] - nothing reaches the API here
+    objects, _ = _cluster()
+    monkeypatch.setattr(controller, "_caches", lambda halt, changed: SimpleNamespace(all=[]))
+    during: list[int] = []
+
+    def reconcile(*_: Any) -> None:
+        controller._pod_views.pods(objects)
+        during.append(len(controller._pod_views))
+
+    monkeypatch.setattr(controller, "_reconcile_until_stopped", reconcile)
+    controller._lead_term(threading.Event())
+    assert during == [len(objects)] and len(controller._pod_views) == 0
