@@ -235,7 +235,9 @@ class Controller:
                 informer.thread.join(max(1.0, self.settings.request_timeout))
             self.leading.clear()
             self.metrics.leader.set(0)
-            self._pod_views = KeptPodViews()  # this term's pods: a later term reads its own caches' objects
+            # What this term read, let go: a standby holds no copy of the cluster, and a later term lists its own.
+            self._informers = []
+            self._pod_views = KeptPodViews()
             log.info("stopped leading")
 
     def _count_api_error(self, operation: str, code: str) -> None:

@@ -137,19 +137,23 @@ def test_the_controller_keeps_the_views_of_the_objects_its_cache_kept(mode: str,
     assert second["p1"].meta.annotations["gpu-fraction"] == "0.3"
 
 
-def test_a_term_that_ends_lets_go_of_the_views_it_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A replica that stops leading keeps running as a standby: the pods it read stay with the caches it stopped."""
+def test_a_term_that_ends_lets_go_of_its_caches_and_the_views_it_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica that stops leading keeps running as a standby: it held every pod of the cluster, twice, until the
+    next term replaced them."""
     from types import SimpleNamespace
 
     controller = Controller(run_settings(), kube=None)  # type: ignore[arg-type] - nothing reaches the API here
     objects, _ = _cluster()
-    monkeypatch.setattr(controller, "_caches", lambda halt, changed: SimpleNamespace(all=[]))
-    during: list[int] = []
+    cache = _informer(*objects)
+    cache.thread = threading.Thread(target=lambda: None)  # it lists nothing: the objects are in it already
+    monkeypatch.setattr(controller, "_caches", lambda halt, changed: SimpleNamespace(all=[cache]))
+    during: list[tuple[int, int]] = []
 
     def reconcile(*_: Any) -> None:
-        controller._pod_views.pods(objects)
-        during.append(len(controller._pod_views))
+        controller._pod_views.pods(cache.snapshot())
+        during.append((len(controller._informers), len(controller._pod_views)))
 
     monkeypatch.setattr(controller, "_reconcile_until_stopped", reconcile)
     controller._lead_term(threading.Event())
-    assert during == [len(objects)] and len(controller._pod_views) == 0
+    assert during == [(1, len(objects))]
+    assert controller._informers == [] and len(controller._pod_views) == 0 and not controller.leading.is_set()
