@@ -40,7 +40,7 @@ import bisect
 import math
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, TypeVar
 
 from raybridge.adjuster.decision.searches import BinCompletion, BranchAndBound, SearchState
 
@@ -380,19 +380,26 @@ def pack(items: Sequence[PackItem], node_gpus: Optional[int] = None, exact_max_s
     The result is a function of the pods' names, shares and devices and of the arguments alone, and the searches can
     take a good part of a second for one group: the last `PACKINGS_KEPT` used are kept, so that a controller's next
     pass packs again only the groups whose pods changed (and a pass that plans a group twice, all its pods and then
-    those no pending placeholder holds, packs it once). Each step on the map is one the interpreter makes whole, and
-    a step that finds the map changed under it (another thread) only keeps less."""
+    those no pending placeholder holds, packs it once): `keep_recent`."""
     key = (tuple((i.pod, i.size.numerator, i.size.denominator, i.devices) for i in items), node_gpus, exact_max_slices, budget)
     found = _packings.pop(key, None)
-    if found is None:
-        found = _pack(items, node_gpus, exact_max_slices, budget)
-    _packings[key] = found  # the newest last
-    while len(_packings) > PACKINGS_KEPT:
+    return keep_recent(_packings, key, found if found is not None else _pack(items, node_gpus, exact_max_slices, budget), PACKINGS_KEPT)
+
+
+Kept = TypeVar("Kept")
+
+
+def keep_recent(store: dict[Any, Kept], key: Any, value: Kept, limit: int) -> Kept:
+    """`value` stored under `key` as the newest of `store` (the caller popped it, if there), the least recently used
+    dropped beyond `limit`; `value` returned. Each step on the map is one the interpreter makes whole, and a step that
+    finds the map changed under it (another thread) only keeps less."""
+    store[key] = value  # the newest last
+    while len(store) > limit:
         try:
-            del _packings[next(iter(_packings))]  # the least recently used
+            del store[next(iter(store))]  # the least recently used
         except (KeyError, StopIteration, RuntimeError):
             break
-    return found
+    return value
 
 
 def _pack(items: Sequence[PackItem], node_gpus: Optional[int], exact_max_slices: int, budget: int) -> Packing:

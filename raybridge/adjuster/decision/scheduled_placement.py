@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from raybridge.adjuster.decision.best_fit import BestFitScheduler
-from raybridge.adjuster.decision.packing import PackedNode, Packing, PackItem, Resources, fewest_nodes, pack
+from raybridge.adjuster.decision.packing import PackedNode, Packing, PackItem, Resources, fewest_nodes, keep_recent, pack
 
 __all__ = ["PLACEMENTS_KEPT", "scheduled_placement"]
 
@@ -45,13 +45,7 @@ def scheduled_placement(
     )
     kept = _placements.pop(key, None)
     placed = kept[1] if kept is not None else _place(packing, list(ordered_items), node_gpus, room, per_node)
-    _placements[key] = (packing, placed)  # the newest last
-    while len(_placements) > PLACEMENTS_KEPT:
-        try:
-            del _placements[next(iter(_placements))]  # the least recently used
-        except (KeyError, StopIteration, RuntimeError):
-            break
-    return placed
+    return keep_recent(_placements, key, (packing, placed), PLACEMENTS_KEPT)[1]
 
 
 def _place(packing: Packing, ordered_items: list[PackItem], node_gpus: int, room: Optional[Resources], per_node: Optional[int]) -> tuple[PackedNode, ...]:
