@@ -23,9 +23,9 @@ from raybridge.adjuster.decision.settings import RunSettings
 from raybridge.adjuster.kept_views import KeptPodViews
 from raybridge.core import inventory
 from raybridge.core.views import pod_fact, read_pod, read_pods, scheduled_condition
-from raybridge.kube.informer import Informer
 from tests.adjuster_world import run_settings
 from tests.unit.adjuster_objects import NOW, node, pod
+from tests.unit.controller_pass import DECISION_OF_MODE, Decided, cache_holding, pass_to_the_decision
 
 
 def test_a_fact_is_read_once_per_view_and_again_for_a_new_view() -> None:
@@ -95,36 +95,21 @@ def test_a_pass_on_kept_views_reads_an_unchanged_pods_requests_once_and_decides_
     assert first.decision.create
 
 
-def _informer(*objects: dict[str, Any]) -> Informer:
-    informer = Informer("objects", lambda **_: None, request_timeout=1.0, stop=threading.Event(), changed=threading.Event())
-    for obj in objects:
-        informer._apply("ADDED", obj)
-    return informer
-
-
-class _Decided(Exception):
-    """Raised by the stand-in decision once it has the pass's snapshot."""
-
-
 @pytest.mark.parametrize("mode", ["placeholder", "provisioning-request"])
 def test_the_controller_keeps_the_views_of_the_objects_its_cache_kept(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     snapshots: list[ClusterSnapshot] = []
 
     def decision(snapshot: ClusterSnapshot, *_: Any, **__: Any) -> Any:
         snapshots.append(snapshot)
-        raise _Decided
+        raise Decided
 
-    monkeypatch.setattr(controller_module, "decide" if mode == "placeholder" else "decide_requests", decision)
+    monkeypatch.setattr(controller_module, DECISION_OF_MODE[mode], decision)
     controller = Controller(run_settings(), kube=None)  # type: ignore[arg-type] - the pass stops before any API call
     objects, node_objects = _cluster()
-    pods, nodes = _informer(*objects), _informer(*node_objects)
+    pods, nodes = cache_holding(*objects), cache_holding(*node_objects)
 
     def one_pass() -> dict[str, Any]:
-        with pytest.raises(_Decided):
-            if mode == "placeholder":
-                controller.reconcile_once(pods, nodes, scaler=None)  # type: ignore[arg-type]
-            else:
-                controller.reconcile_requests_once(pods, nodes, _informer(), _informer(), scaler=None)  # type: ignore[arg-type]
+        pass_to_the_decision(controller, mode, pods, nodes)
         return {v.meta.name: v for v in snapshots[-1].pods}
 
     first = one_pass()
@@ -144,7 +129,7 @@ def test_a_term_that_ends_lets_go_of_its_caches_and_the_views_it_kept(monkeypatc
 
     controller = Controller(run_settings(), kube=None)  # type: ignore[arg-type] - nothing reaches the API here
     objects, _ = _cluster()
-    cache = _informer(*objects)
+    cache = cache_holding(*objects)
     cache.thread = threading.Thread(target=lambda: None)  # it lists nothing: the objects are in it already
     monkeypatch.setattr(controller, "_caches", lambda halt, changed: SimpleNamespace(all=[cache]))
     during: list[tuple[int, int]] = []

@@ -11,7 +11,6 @@ fifth node for that one.
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable, Optional
 
 import pytest
@@ -21,16 +20,9 @@ from raybridge.adjuster.decision import consts
 from raybridge.adjuster.decision.scale_adjuster import hold_patch, node_capacity
 from raybridge.adjuster.nodes_as_read import NodesAsRead
 from raybridge.core.views import read_node
-from raybridge.kube.informer import Informer
 from tests.adjuster_world import run_settings
 from tests.builders import gpu_node
-
-
-def _informer(*nodes: dict[str, Any]) -> Informer:
-    informer = Informer("nodes", lambda **_: None, request_timeout=1.0, stop=threading.Event(), changed=threading.Event())
-    for node in nodes:
-        informer._apply("ADDED", node)  # what the watch thread does with an event
-    return informer
+from tests.unit.controller_pass import cache_holding
 
 
 def _with_uid(node: dict[str, Any], uid: str) -> dict[str, Any]:
@@ -77,7 +69,7 @@ def _acts(names: list[str], on_first: Callable[[], None]) -> tuple[_Acts, list[s
 
 @pytest.mark.parametrize("case,brought,all_created", CASES, ids=[c[0] for c in CASES])
 def test_a_pass_stops_creating_once_the_nodes_offer_other_than_it_read(case: str, brought: Any, all_created: bool) -> None:
-    nodes = _informer(_with_uid(gpu_node("a"), "a1"), _with_uid(gpu_node("c", ready=False), "c1"))
+    nodes = cache_holding(_with_uid(gpu_node("a"), "a1"), _with_uid(gpu_node("c", ready=False), "c1"))
     revision = nodes.revision
     listed = [read_node(n) for n in nodes.snapshot()]
 
@@ -94,7 +86,7 @@ def test_a_pass_stops_creating_once_the_nodes_offer_other_than_it_read(case: str
 
 
 def test_after_passes_cut_short_in_a_row_the_next_creates_all_it_decided() -> None:
-    nodes = _informer(_with_uid(gpu_node("a"), "a1"))
+    nodes = cache_holding(_with_uid(gpu_node("a"), "a1"))
     controller = Controller(run_settings(), kube=None)  # type: ignore[arg-type]
     made_per_pass = []
     for n in range(consts.PASSES_CUT_SHORT_IN_A_ROW + 2):
@@ -107,7 +99,7 @@ def test_after_passes_cut_short_in_a_row_the_next_creates_all_it_decided() -> No
 
 
 def test_the_nodes_are_read_again_only_when_their_cache_changed() -> None:
-    nodes = _informer(_with_uid(gpu_node("a"), "a1"))
+    nodes = cache_holding(_with_uid(gpu_node("a"), "a1"))
     reads = []
     snapshot = nodes.snapshot
     nodes.snapshot = lambda: (reads.append(1), snapshot())[1]  # type: ignore[method-assign]
@@ -118,7 +110,7 @@ def test_the_nodes_are_read_again_only_when_their_cache_changed() -> None:
 
 
 def test_the_informer_revision_moves_with_every_change_of_its_cache() -> None:
-    nodes = _informer()
+    nodes = cache_holding()
     seen = [nodes.revision]
     nodes._apply("ADDED", dict(gpu_node("a"), metadata={"name": "a", "uid": "a1", "resourceVersion": "5"}))
     seen.append(nodes.revision)
@@ -137,7 +129,7 @@ def test_a_malformed_node_reads_as_one_that_offers_nothing(node: Any) -> None:
 def test_only_the_nodes_the_cache_replaced_are_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
     import raybridge.adjuster.nodes_as_read as module
 
-    nodes = _informer(*(_with_uid(gpu_node(f"n-{i}"), f"u{i}") for i in range(50)))
+    nodes = cache_holding(*(_with_uid(gpu_node(f"n-{i}"), f"u{i}") for i in range(50)))
     as_read = NodesAsRead(nodes, nodes.revision, [read_node(n) for n in nodes.snapshot()])
     read: list[Any] = []
 
