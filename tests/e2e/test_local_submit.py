@@ -131,6 +131,7 @@ def test_sigkill_takes_the_jobs_background_grandchildren_and_the_temp_dir_down_t
     )  # fmt: skip
     try:
         wait_for_output(proc, "started")
+        _wait_for_a_session_of_its_own("sleep 601", tmp)
         time.sleep(1)
         assert any("sleep 602" in p for p in processes_using(tmp)), "the orphaned grandchild should be running"
         proc.kill()
@@ -219,6 +220,37 @@ def test_local_timeout_stops_waiting_for_the_head_and_cleans_up():
     assert not [d for d in os.listdir(tmp) if d.startswith("raybridge-")], "the head's temp dir was left behind"
 
 
+def _wait_for_a_session_of_its_own(program: str, tmp: str, timeout: float = 30.0) -> None:
+    """Wait until `program` (started by the job as `setsid program &`) leads a session of its own. The job echoes its
+    marker as soon as it has forked, and a kill that comes before the child's setsid() takes the child down with the
+    job's process group, so the test would not be testing what escapes Ray."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in processes_using(tmp):
+            pid, cmdline = line.split(": ", 1)
+            if cmdline.strip() != program:
+                continue
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    session = int(f.read().rsplit(")", 1)[1].split()[3])
+            except (OSError, ValueError, IndexError):
+                continue
+            if session == int(pid):
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"{program!r} never led a session of its own: {processes_using(tmp)}")
+
+
+def _kill_at_once(pids: list[int]) -> None:
+    """SIGKILL several processes as one event: each is stopped first, so none of them runs its clean-up between two
+    kills (raybridge killed first, its supervisor could otherwise see stdin close and end the head before its own
+    SIGKILL came, on a busy machine)."""
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+
+
 def _pids_of(module: str, tmp: str) -> list[int]:
     """The processes running `module` for a head under `tmp`."""
     return [int(p.split()[0]) for p in _pids_and_cmdlines() if module in p and tmp in p]
@@ -239,10 +271,8 @@ def test_sigkill_of_raybridge_and_its_supervisor_together_takes_the_head_and_the
         wait_for_output(proc, "started")
         supervisors = _pids_of("raybridge.jobs.head_supervisor", tmp)
         assert supervisors, "the head's supervisor should be running"
-        time.sleep(1)
-        assert any("sleep 601" in p for p in processes_using(tmp)), "the job's detached process should be running"
-        for pid in [proc.pid, *supervisors]:
-            os.kill(pid, signal.SIGKILL)
+        _wait_for_a_session_of_its_own("sleep 601", tmp)
+        _kill_at_once([proc.pid, *supervisors])
         proc.wait(timeout=10)
     finally:
         proc.kill()
@@ -267,11 +297,11 @@ def test_a_head_whose_raybridge_supervisor_and_guard_were_killed_together_is_end
     )  # fmt: skip
     try:
         wait_for_output(proc, "started")
+        _wait_for_a_session_of_its_own("sleep 601", tmp)
         supervisors = _pids_of("raybridge.jobs.head_supervisor", tmp)
         guards = _pids_of("raybridge.jobs.head_guard", tmp)
         assert supervisors and guards, "the head's supervisor and its guard should be running"
-        for pid in [proc.pid, *supervisors, *guards]:
-            os.kill(pid, signal.SIGKILL)
+        _kill_at_once([proc.pid, *supervisors, *guards])
         proc.wait(timeout=10)
         time.sleep(2)
         assert any("sleep 601" in p for p in processes_using(tmp)), "what escaped Ray outlives a kill of all three"
