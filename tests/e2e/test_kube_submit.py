@@ -140,9 +140,12 @@ def test_status_explains_a_pending_job_and_ctrl_c_cleans_up(cluster, queue):
         report = None
         while time.monotonic() < deadline:
             status = kube_cli(cluster, "status", "waiter", "-n", namespace, "-o", "json")
+            # The Workload is pending as soon as it exists; Kueue writes QuotaReserved=False at its first try to
+            # admit it, a moment later on a busy machine: wait for both, as a user reading it again would.
             if status.returncode == 0 and json.loads(status.stdout)["queueState"] == "pending":
                 report = json.loads(status.stdout)
-                break
+                if "QuotaReserved=False" in "\n".join(report["explanation"]):
+                    break
             time.sleep(0.5)
         assert report is not None, "the second job never showed as pending"
         text = "\n".join(report["explanation"])
