@@ -64,6 +64,21 @@ def test_views_are_kept_for_the_same_objects_only() -> None:
     assert kept.pods([c])[0] is not first[2]
 
 
+def test_an_object_changed_in_place_with_a_new_resource_version_is_read_again() -> None:
+    """The cache never changes an object in place; were something to apply a watch event so, the new
+    resourceVersion that comes with every change makes it a new view rather than a decision on what the pod was."""
+    kept = KeptPodViews()
+    obj = pod("a", "0.5")
+    obj["metadata"]["resourceVersion"] = "10"
+    first = kept.pods([obj])[0]
+    assert kept.pods([obj])[0] is first  # unchanged: the same view
+    obj["metadata"]["resourceVersion"] = "11"
+    obj["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "3"}}
+    again = kept.pods([obj])[0]
+    assert again is not first and again.obj is obj
+    assert kept.pods([obj])[0] is again  # and kept from then on
+
+
 def _cluster() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     pods = [pod(f"p{i}", ("0.5", "0.25", "0.75")[i % 3], nodeSelector={"pool": ("a", "b")[i % 2]},
                 containers=[{"name": "main", "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}]) for i in range(12)]
