@@ -245,10 +245,15 @@ def _kill_at_once(pids: list[int]) -> None:
     """SIGKILL several processes as one event: each is stopped first, so none of them runs its clean-up between two
     kills (raybridge killed first, its supervisor could otherwise see stdin close and end the head before its own
     SIGKILL came, on a busy machine)."""
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
+    try:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+    finally:  # a process stopped and then left stopped would outlive the test
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _pids_of(module: str, tmp: str) -> list[int]:
