@@ -11,8 +11,15 @@ cluster are skipped with one line saying what to install.
 The stack is started and stopped on one thread that lives as long as it does: its
 processes die with the thread that started them (processes.py).
 
+A test that fails while it holds a stack (the session's, or a module's own) gets one line in
+its report naming where that stack's logs are kept: the stack removes its directory when it
+stops, and a failure that does not come again (a Ray head that stopped answering under load)
+can then still be read. The copy is made once per failure, in a directory of this user's
+alone (mode 0700, a fresh name), and is never removed by the run.
+
 What this does not do: no cluster per test or per module (tests isolate themselves by
-namespace and unique names), no cluster state beyond the stack's (tests add theirs).
+namespace and unique names), no cluster state beyond the stack's (tests add theirs), no logs
+printed into the report (a program's log is long; the report names the copy).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 import pytest
 
@@ -56,6 +63,51 @@ class RealCluster:
         from testcluster.client import ClusterClient
 
         return ClusterClient(self.kubeconfig)
+
+
+def stack_logs_of(values: Iterable[Any]) -> list[Path]:
+    """The log directories of the stacks among a test's fixture values: a RealCluster's, or a stack's own (anything
+    with a `workdir` whose `logs` exists, as `own_cluster` yields), each once."""
+    found: list[Path] = []
+    for value in values:
+        if isinstance(value, RealCluster):
+            logs: Optional[Path] = Path(value.logs)
+        elif isinstance(getattr(value, "workdir", None), Path):
+            logs = value.workdir / "logs"
+        else:
+            continue
+        if logs.is_dir() and logs not in found:
+            found.append(logs)
+    return found
+
+
+_kept_logs_root: Optional[Path] = None
+
+
+def keep_logs(logs: Path) -> Path:
+    """A copy of a stack's `logs` directory, refreshed on each call, under a directory made once per process with a
+    fresh name and mode 0700 (a stack's logs are the user's alone, as its directory is)."""
+    global _kept_logs_root
+    if _kept_logs_root is None:
+        _kept_logs_root = Path(tempfile.mkdtemp(prefix="testcluster-failed-logs-"))
+    kept = _kept_logs_root / logs.parent.name
+    shutil.copytree(logs, kept, dirs_exist_ok=True)
+    return kept
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """On a failed test that held a stack, one line in its report: where that stack's logs are kept."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when != "call" or not report.failed:
+        return
+    for logs in stack_logs_of(getattr(item, "funcargs", {}).values()):
+        try:
+            said = f"the logs of the stack this test used are kept in {keep_logs(logs)}"
+        except OSError as exc:
+            said = f"the logs of the stack this test used ({logs}) could not be kept: {exc}"
+        report.sections.append(("testcluster", said))
 
 
 def _unavailable() -> Optional[str]:
