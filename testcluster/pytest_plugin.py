@@ -85,13 +85,17 @@ _kept_logs_root: Optional[Path] = None
 
 
 def keep_logs(logs: Path) -> Path:
-    """A copy of a stack's `logs` directory, refreshed on each call, under a directory made once per process with a
-    fresh name and mode 0700 (a stack's logs are the user's alone, as its directory is)."""
+    """A copy of a stack's `logs` directory (and of its own Ray head's session logs, in `ray-session/`), refreshed on
+    each call, under a directory made once per process with a fresh name and mode 0700 (a stack's logs are the
+    user's alone, as its directory is)."""
     global _kept_logs_root
     if _kept_logs_root is None:
         _kept_logs_root = Path(tempfile.mkdtemp(prefix="testcluster-failed-logs-"))
     kept = _kept_logs_root / logs.parent.name
     shutil.copytree(logs, kept, dirs_exist_ok=True)
+    ray_session = logs.parent / "ray" / "session_latest" / "logs"  # the stack's own Ray head (ray_head.py): its dashboard's log
+    if ray_session.is_dir():
+        shutil.copytree(ray_session, kept / "ray-session", dirs_exist_ok=True, ignore_dangling_symlinks=True)
     return kept
 
 

@@ -29,6 +29,10 @@ SESSION = textwrap.dedent('''
         logs = tmp_path / "testcluster-abc123" / "logs"
         logs.mkdir(parents=True)
         (logs / "ray-head.log").write_text("the head's last words\\n")
+        session = tmp_path / "testcluster-abc123" / "ray" / "session_2026-12-01_07-00-00_000000_1" / "logs"
+        session.mkdir(parents=True)
+        (session / "dashboard.log").write_text("the dashboard's last words\\n")
+        (session.parent.parent / "session_latest").symlink_to(session.parent.name)
         return RealCluster(tmp_path / "admin.kubeconfig", "https://127.0.0.1:1", logs, tmp_path / "pki")
 
     def test_fails_with_a_stack(stack):
@@ -53,6 +57,7 @@ def test_a_failed_test_with_a_stack_names_a_private_copy_of_its_logs(tmp_path: P
     assert len(kept) == 1, out.stdout  # the failed test with a stack alone
     copy = Path(kept[0])
     assert copy.name == "testcluster-abc123" and (copy / "ray-head.log").read_text() == "the head's last words\n"
+    assert (copy / "ray-session" / "dashboard.log").read_text() == "the dashboard's last words\n"
     assert stat.S_IMODE(copy.parent.stat().st_mode) == 0o700, "another local user could read the kept logs"
     assert copy.parent.parent == tmp_path and copy.parent.name.startswith("testcluster-failed-logs-")
 
