@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from raybridge.core.kubeobjects import as_dict
 from raybridge.core.views import Pod, is_object, read_pod
 
 
@@ -36,7 +37,7 @@ class KeptPodViews:
         for obj in objs:
             if not is_object(obj):
                 continue
-            version = _resource_version(obj)
+            version = as_dict(obj.get("metadata")).get("resourceVersion")
             found = last.get(id(obj))  # `last` holds its objects: an id found there is this very object's
             view = found[1] if found is not None and found[2] == version else read_pod(obj)
             kept[id(obj)] = (obj, view, version)
@@ -46,8 +47,3 @@ class KeptPodViews:
 
     def __len__(self) -> int:
         return len(self._kept)
-
-
-def _resource_version(obj: dict[str, Any]) -> Any:
-    meta = obj.get("metadata")
-    return meta.get("resourceVersion") if isinstance(meta, dict) else None
