@@ -14,6 +14,7 @@ import pytest
 
 from raybridge.jobs.private_head import _start_time
 from tests.helpers import ROOT, cli_env, processes_using, run_cli, short_tmpdir, wait_for_output, wait_until_gone
+from tests.waits import wait_for
 
 
 @pytest.mark.fresh_head
@@ -224,21 +225,22 @@ def _wait_for_a_session_of_its_own(program: str, tmp: str, timeout: float = 30.0
     """Wait until `program` (started by the job as `setsid program &`) leads a session of its own. The job echoes its
     marker as soon as it has forked, and a kill that comes before the child's setsid() takes the child down with the
     job's process group, so the test would not be testing what escapes Ray."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for line in processes_using(tmp):
-            pid, cmdline = line.split(": ", 1)
-            if cmdline.strip() != program:
-                continue
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    session = int(f.read().rsplit(")", 1)[1].split()[3])
-            except (OSError, ValueError, IndexError):
-                continue
-            if session == int(pid):
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"{program!r} never led a session of its own: {processes_using(tmp)}")
+    wait_for(lambda: _leads_a_session(program, tmp), timeout=timeout, what=f"{program!r} leading a session of its own")
+
+
+def _leads_a_session(program: str, tmp: str) -> bool:
+    """Whether a process under `tmp` that runs exactly `program` is its session's leader (session id = its pid)."""
+    for line in processes_using(tmp):
+        pid, cmdline = line.split(": ", 1)
+        if cmdline.strip() != program:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[3]) == int(pid):
+                    return True
+        except (OSError, ValueError, IndexError):
+            continue
+    return False
 
 
 def _kill_at_once(pids: list[int]) -> None:
